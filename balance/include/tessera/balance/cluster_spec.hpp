@@ -1,0 +1,55 @@
+// ClusterSpec: the cluster description a user writes in YAML, loaded and validated strictly.
+//
+// Schema (README has the full table):
+//   cluster: NAME                       required, [A-Za-z0-9_.-]{1,64}
+//   secret: TEXT | secret_file: PATH    exactly one; a relative secret_file is resolved against
+//                                       the YAML file's folder
+//   nodes:                              required, 1..256 entries
+//     - name: NAME                      required, unique, [A-Za-z0-9_.-]{1,64}
+//       host: HOST                      required (IPv4/IPv6 literal or host name)
+//       port: 1..65535                  required; host:port unique
+//       threads: 1..1024                default 1
+//       kind: LABEL                     optional free label (desktop, pi, ...)
+// Unknown keys, wrong types, duplicates and out-of-range values fail with kInvalidConfig and a
+// message "FILE:LINE: what is wrong; what to write instead". Values; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/core/status.hpp"
+
+namespace tessera::balance {
+
+struct NodeSpec {
+  std::string name;
+  std::string host;
+  uint16_t port = 0;
+  uint32_t threads = 1;
+  std::string kind;
+  int line = 0;  // 1-based line of the node's entry in the YAML, for messages
+  std::string endpoint() const { return host + ":" + std::to_string(port); }
+  bool operator==(const NodeSpec&) const = default;
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::string secret;       // inline secret, empty when secret_file is used
+  std::string secret_file;  // resolved path, empty when secret is inline
+  std::vector<NodeSpec> nodes;
+  std::string source_path;  // the YAML file it came from ("<string>" when parsed from text)
+  bool operator==(const ClusterSpec&) const = default;
+
+  // The secret itself: inline, or read from secret_file.
+  Result<std::string> resolve_secret() const;
+  // Index of the node with that name, or -1.
+  int find_node(std::string_view node_name) const;
+};
+
+Result<ClusterSpec> load_cluster_spec(const std::string& path);
+// `source_name` is used in messages and to resolve a relative secret_file (its folder).
+Result<ClusterSpec> parse_cluster_spec(std::string_view yaml_text, const std::string& source_name);
+
+}  // namespace tessera::balance

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tessera needs. Idempotent: packages already present are not
+# reinstalled and `apt-get update` runs at most once per invocation, only when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libasio-dev          # standalone Asio: TCP sessions of coordinator and worker
+  libopenblas-dev      # GEMM kernels on the workers and for exact verification
+  libmetis-dev         # graph partitioning (partition/)
+  libyaml-cpp-dev      # cluster descriptions with line numbers for error messages
+  libssl-dev           # HMAC-SHA256 challenge-response authentication
+  libcli11-dev         # command-line parsing of tessera and tessera-worker
+  libfmt-dev           # formatting of tables and messages
+  nlohmann-json3-dev   # JSON reports
+  libgtest-dev googletest  # tests
+  gnuplot-nox          # plots of experiments
+  iproute2             # network namespaces and tc for the emulated cluster
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"

@@ -1,0 +1,39 @@
+// Shared-secret authentication: HMAC-SHA256 challenge-response in both directions.
+//
+// The worker sends a random challenge in HELLO; the coordinator answers with a MAC over it plus a
+// challenge of its own in AUTH; the worker answers AUTH_OK with a MAC over the coordinator's
+// challenge. Each side thus proves it knows the secret without sending it. Pure functions over
+// OpenSSL; thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tessera/core/status.hpp"
+#include "tessera/transport/protocol.hpp"
+
+namespace tessera::transport {
+
+using Challenge = std::array<uint8_t, kChallengeSize>;
+using Mac = std::array<uint8_t, kMacSize>;
+
+// Cryptographically random bytes (OpenSSL RAND_bytes).
+Challenge random_challenge();
+
+// HMAC-SHA256(secret, "tessera-v1-coordinator" | worker_challenge | coordinator_challenge)
+Mac coordinator_mac(std::string_view secret, const Challenge& worker_challenge,
+                    const Challenge& coordinator_challenge);
+// HMAC-SHA256(secret, "tessera-v1-worker" | coordinator_challenge | worker_challenge)
+Mac worker_mac(std::string_view secret, const Challenge& coordinator_challenge,
+               const Challenge& worker_challenge);
+
+// Constant-time comparison.
+bool mac_equal(const Mac& a, const Mac& b);
+
+// Reads a secret file: content with trailing whitespace removed. Fails if missing, unreadable,
+// empty, or longer than 4096 bytes; the message names the file.
+Result<std::string> read_secret_file(const std::string& path);
+
+}  // namespace tessera::transport

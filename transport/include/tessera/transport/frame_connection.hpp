@@ -1,0 +1,93 @@
+// FrameConnection: one TCP connection that moves Tessera frames, with Asio's blocking calls.
+//
+// Used by the coordinator (one connection per worker, each driven by its own thread) and by the
+// worker's session. Writing is thread-safe (an internal mutex keeps frames whole); reading must
+// happen on one thread at a time. shutdown() may be called from any thread and makes blocked
+// reads and writes return an error. Failures come back as Status values, never exceptions.
+// Byte counters are updated atomically and may be read from any thread.
+#pragma once
+
+#include <asio.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tessera/core/status.hpp"
+#include "tessera/transport/protocol.hpp"
+
+namespace tessera::transport {
+
+// A frame read whole: header, its payload bytes, and the decoded message. For STORE/RESULT the
+// message's data span points into `payload`, so keep the IncomingFrame alive while using it.
+struct IncomingFrame {
+  FrameHeader header;
+  std::vector<std::byte> payload;
+  Message message;
+};
+
+class FrameConnection {
+ public:
+  FrameConnection(asio::ip::tcp::socket socket, Limits limits);
+  ~FrameConnection();
+  FrameConnection(const FrameConnection&) = delete;
+  FrameConnection& operator=(const FrameConnection&) = delete;
+
+  // Resolves and connects with a deadline. Failure: kNetworkError naming host:port and the reason.
+  static Result<std::unique_ptr<FrameConnection>> connect(const std::string& host, uint16_t port,
+                                                          std::chrono::milliseconds timeout,
+                                                          Limits limits = {});
+
+  // Encodes and writes a non-bulk message. REQUIRES: not Store / ResultTile.
+  Status write_message(const Message& message, uint64_t request_id = 0);
+  // Writes header + payload parts with one gathered write; the header's payload_length is set
+  // to the parts' total. Matrix memory can be sent this way without copying.
+  Status write_frame(FrameHeader header, std::span<const asio::const_buffer> payload_parts);
+  // Writes the same pre-encoded frame bytes as another connection did (marshal-once broadcast).
+  Status write_buffers(std::span<const asio::const_buffer> frame_parts);
+  // ERROR frame; errors writing it are ignored (the peer may already be gone).
+  void write_error(ErrorCode code, std::string_view message, uint64_t request_id = 0);
+
+  // Reads and validates the next header.
+  Result<FrameHeader> read_header();
+  // Reads exactly out.size() bytes.
+  Status read_exact(std::span<std::byte> out);
+  // Reads the payload of `header` into a buffer of exactly payload_length bytes and decodes it.
+  Result<IncomingFrame> read_payload(const FrameHeader& header);
+  // read_header() + read_payload().
+  Result<IncomingFrame> read_frame();
+
+  void shutdown();
+  std::string peer() const;  // "127.0.0.1:7071"
+  const Limits& limits() const { return limits_; }
+  uint64_t bytes_sent() const { return bytes_sent_.load(); }
+  uint64_t bytes_received() const { return bytes_received_.load(); }
+
+ private:
+  Status write_gathered(std::span<const asio::const_buffer> parts);
+
+  std::unique_ptr<asio::io_context> owned_context_;  // set when created by connect()
+  asio::ip::tcp::socket socket_;
+  Limits limits_;
+  std::mutex write_mutex_;
+  std::string peer_;
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> bytes_received_{0};
+};
+
+// Coordinator side of the handshake: reads HELLO, sends AUTH, expects AUTH_OK with a valid MAC.
+// Failure: kAuthFailed ("worker rejected the secret" / "worker's answer does not match the
+// secret"), kProtocolError, kNetworkError. On success returns the worker's HELLO.
+Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret);
+
+// Worker side: sends `hello` (its challenge must be fresh), reads AUTH, checks the MAC, answers
+// AUTH_OK. A wrong MAC gets ERROR(kAuthFailed) and kAuthFailed; any other frame before AUTH gets
+// ERROR(kAuthRequired). The caller closes the connection on failure.
+Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret);
+
+}  // namespace tessera::transport

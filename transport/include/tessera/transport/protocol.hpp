@@ -1,0 +1,262 @@
+// Tessera wire protocol v1: frame layout, message types and the pure codec.
+//
+// Every frame is a fixed 32-byte little-endian header followed by `payload_length` bytes:
+//   magic u32 ("TSRA") | version u16 | type u16 | flags u32 | reserved u32 (must be 0)
+//   | payload_length u64 | request_id u64
+// Payload layouts are documented per message below; all integers little-endian, doubles IEEE-754
+// binary64 little-endian, strings u16 length + UTF-8 bytes.
+//
+// The codec is pure: no sockets, no global state, thread-safe. Decoding checks every length,
+// dimension and count against `Limits` BEFORE reserving memory, so a peer can never make us
+// allocate what it merely claims. Bulk messages (STORE, RESULT) carry matrix data; their decoded
+// form holds a view into the caller's payload buffer, so the data is not copied.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "tessera/core/status.hpp"
+
+namespace tessera::transport {
+
+inline constexpr uint32_t kMagic = 0x41525354;  // bytes "TSRA" on the wire
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr std::size_t kHeaderSize = 32;
+inline constexpr std::size_t kChallengeSize = 32;  // random nonce bytes
+inline constexpr std::size_t kMacSize = 32;        // HMAC-SHA256 output
+inline constexpr std::size_t kTilePrefixSize = 16;  // tile_id, rows, cols, reserved (u32 each)
+
+enum class MessageType : uint16_t {
+  kHello = 1,        // worker -> coordinator, first frame of every session
+  kAuth = 2,         // coordinator -> worker, answer to HELLO's challenge
+  kAuthOk = 3,       // worker -> coordinator, proves the worker knows the secret too
+  kProbe = 4,        // coordinator -> worker: measure GEMM speed, or echo bytes back
+  kProbeResult = 5,  // worker -> coordinator
+  kStore = 6,        // coordinator -> worker: a tile of doubles to keep under tile_id
+  kJob = 7,          // coordinator -> worker: C[c] += A[a] * B[b] on sub-rectangles
+  kCredit = 8,       // worker -> coordinator: a job finished; its queue slot is free again
+  kResult = 9,       // worker -> coordinator: a finished output tile
+  kError = 10,       // either way: reason; the sender closes the connection after it
+  kBye = 11,         // either way: orderly end of session
+  kRelease = 12,     // coordinator -> worker: drop tiles from the store
+};
+
+// Name for messages and logs ("STORE"); "UNKNOWN(77)" for values outside the enum.
+std::string message_type_name(uint16_t type);
+
+// Bounds checked before any allocation. Defaults suit a desktop; a worker may lower them.
+struct Limits {
+  uint64_t max_payload_bytes = 2ull << 30;  // 2 GiB: one A block of 16384 x 16384 doubles
+  uint32_t max_tile_dim = 1u << 20;         // rows or cols of one tile
+  uint32_t max_string_bytes = 4096;         // any string field
+  uint32_t max_echo_bytes = 256u << 20;     // PROBE echo payload
+  uint32_t max_probe_size = 8192;           // GEMM probe dimension
+  double max_probe_seconds = 30.0;          // GEMM probe duration
+  uint32_t max_release_tiles = 65536;       // ids in one RELEASE
+};
+
+struct FrameHeader {
+  uint16_t version = kProtocolVersion;
+  uint16_t type = 0;  // a MessageType value; kept raw so unknown types can be reported
+  uint32_t flags = 0;
+  uint64_t payload_length = 0;
+  uint64_t request_id = 0;
+};
+
+// --- Messages -----------------------------------------------------------------------------
+
+// HELLO: u16 protocol_version | str worker_version | str arch | str hostname | u32 cores
+//        | u32 threads | u64 memory_bytes | u64 tile_memory_cap | challenge[32]
+struct Hello {
+  uint16_t protocol_version = kProtocolVersion;
+  std::string worker_version;
+  std::string arch;       // e.g. "x86_64", "aarch64"
+  std::string hostname;
+  uint32_t cores = 0;     // online CPUs the worker sees
+  uint32_t threads = 0;   // compute threads it will use
+  uint64_t memory_bytes = 0;     // physical memory
+  uint64_t tile_memory_cap = 0;  // bytes the tile store may hold
+  std::array<uint8_t, kChallengeSize> challenge{};
+  bool operator==(const Hello&) const = default;
+};
+
+// AUTH: mac[32] | challenge[32]
+// mac = HMAC-SHA256(secret, "tessera-v1-coordinator" | hello.challenge | auth.challenge)
+struct Auth {
+  std::array<uint8_t, kMacSize> mac{};
+  std::array<uint8_t, kChallengeSize> challenge{};
+  bool operator==(const Auth&) const = default;
+};
+
+// AUTH_OK: mac[32] = HMAC-SHA256(secret, "tessera-v1-worker" | auth.challenge | hello.challenge)
+struct AuthOk {
+  std::array<uint8_t, kMacSize> mac{};
+  bool operator==(const AuthOk&) const = default;
+};
+
+enum class ProbeKind : uint8_t { kEcho = 0, kGemm = 1 };
+
+// PROBE: u8 kind | u8 pad[3] | u32 gemm_size | f64 min_seconds | u32 echo_length | bytes echo
+// kGemm: the worker multiplies gemm_size^2 matrices repeatedly for at least min_seconds using all
+// its compute threads. kEcho: the worker returns the echo bytes unchanged (latency, bandwidth).
+struct Probe {
+  ProbeKind kind = ProbeKind::kGemm;
+  uint32_t gemm_size = 0;
+  double min_seconds = 0.0;
+  std::vector<uint8_t> echo;
+  bool operator==(const Probe&) const = default;
+};
+
+// PROBE_RESULT: u8 kind | u8 pad[3] | u32 gemm_size | u32 repetitions | u32 pad | f64 seconds
+//               | f64 gflops | u32 echo_length | bytes echo
+struct ProbeResult {
+  ProbeKind kind = ProbeKind::kGemm;
+  uint32_t gemm_size = 0;
+  uint32_t repetitions = 0;
+  double seconds = 0.0;
+  double gflops = 0.0;
+  std::vector<uint8_t> echo;
+  bool operator==(const ProbeResult&) const = default;
+};
+
+// Tile prefix shared by STORE and RESULT: u32 tile_id | u32 rows | u32 cols | u32 reserved(0),
+// followed by rows*cols doubles in row-major order. payload_length must equal
+// kTilePrefixSize + 8*rows*cols (+ 8 for RESULT's compute_seconds, see below).
+struct TilePrefix {
+  uint32_t tile_id = 0;
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+  bool operator==(const TilePrefix&) const = default;
+};
+
+// STORE: tile prefix | data. `data` views the decoded payload buffer (no copy).
+struct Store {
+  TilePrefix tile;
+  std::span<const double> data;
+};
+
+enum class JobOp : uint32_t { kGemmAccumulate = 1 };
+
+// JOB flag bits.
+inline constexpr uint32_t kJobCreateOutput = 1u << 0;  // create c_tile zero-filled, c_rows x c_cols
+inline constexpr uint32_t kJobReleaseA = 1u << 1;      // drop a_tile from the store after the job
+inline constexpr uint32_t kJobReleaseB = 1u << 2;      // drop b_tile from the store after the job
+inline constexpr uint32_t kJobSendResult = 1u << 3;    // send c_tile as RESULT after the job
+inline constexpr uint32_t kJobKnownFlags = 0xF;
+
+// JOB: u64 job_id | u32 op | u32 flags | u32 a_tile | u32 b_tile | u32 c_tile
+//      | u32 a_row | u32 a_col | u32 b_row | u32 b_col | u32 c_row | u32 c_col
+//      | u32 m | u32 n | u32 k | u32 c_rows | u32 c_cols            (76 bytes)
+// C[c_row:c_row+m, c_col:c_col+n] += A[a_row:a_row+m, a_col:a_col+k] * B[b_row:b_row+k, b_col:b_col+n]
+// Jobs run in arrival order with respect to each other; the accumulation is in place.
+struct Job {
+  uint64_t job_id = 0;
+  JobOp op = JobOp::kGemmAccumulate;
+  uint32_t flags = 0;
+  uint32_t a_tile = 0, b_tile = 0, c_tile = 0;
+  uint32_t a_row = 0, a_col = 0;
+  uint32_t b_row = 0, b_col = 0;
+  uint32_t c_row = 0, c_col = 0;
+  uint32_t m = 0, n = 0, k = 0;
+  uint32_t c_rows = 0, c_cols = 0;  // only read with kJobCreateOutput
+  bool operator==(const Job&) const = default;
+};
+
+// CREDIT: u64 job_id | u32 credits | u32 pad | f64 compute_seconds
+struct Credit {
+  uint64_t job_id = 0;
+  uint32_t credits = 1;
+  double compute_seconds = 0.0;  // wall time the job spent in the compute pool
+  bool operator==(const Credit&) const = default;
+};
+
+// RESULT: u64 job_id | f64 compute_seconds | tile prefix | data
+// compute_seconds: total compute time spent on this tile's jobs.
+struct ResultTile {
+  uint64_t job_id = 0;
+  double compute_seconds = 0.0;
+  TilePrefix tile;
+  std::span<const double> data;
+};
+inline constexpr std::size_t kResultPrefixSize = 16 + kTilePrefixSize;
+
+enum class ErrorCode : uint32_t {
+  kBadFrame = 1,      // header or payload failed validation
+  kAuthRequired = 2,  // something other than AUTH before authentication
+  kAuthFailed = 3,    // wrong MAC
+  kBusy = 4,          // another coordinator session is active
+  kNoSuchTile = 5,
+  kBadJob = 6,        // dimensions out of the referenced tiles, unknown op
+  kOutOfMemory = 7,   // the tile store cap would be exceeded
+  kInternal = 8,
+};
+
+// ERROR: u32 code | str message
+struct Error {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+  bool operator==(const Error&) const = default;
+};
+
+struct Bye {
+  bool operator==(const Bye&) const = default;
+};
+
+// RELEASE: u32 count | u32 tile_id[count]
+struct Release {
+  std::vector<uint32_t> tile_ids;
+  bool operator==(const Release&) const = default;
+};
+
+using Message = std::variant<Hello, Auth, AuthOk, Probe, ProbeResult, Store, Job, Credit,
+                             ResultTile, Error, Bye, Release>;
+
+MessageType message_type(const Message& message);
+
+// --- Codec --------------------------------------------------------------------------------
+
+std::array<std::byte, kHeaderSize> encode_header(const FrameHeader& header);
+
+// Checks magic, version, reserved bits, known type and payload_length <= limits. The error
+// message says which field is wrong and its value.
+Result<FrameHeader> decode_header(std::span<const std::byte, kHeaderSize> bytes, const Limits& limits);
+
+// Payload of a non-bulk message (everything except Store and ResultTile, whose matrix data is
+// sent from the caller's memory: see encode_tile_prefix / encode_result_prefix).
+// REQUIRES: message does not hold Store or ResultTile.
+std::vector<std::byte> encode_payload(const Message& message);
+
+// The bytes that precede the matrix data of a STORE / RESULT payload. The full payload is the
+// prefix followed by 8*rows*cols bytes of row-major doubles.
+std::array<std::byte, kTilePrefixSize> encode_store_prefix(const TilePrefix& tile);
+std::array<std::byte, kResultPrefixSize> encode_result_prefix(uint64_t job_id, double compute_seconds,
+                                                              const TilePrefix& tile);
+
+// Bytes of a bulk payload for a tile: the prefix plus 8*rows*cols.
+uint64_t store_payload_bytes(const TilePrefix& tile);
+uint64_t result_payload_bytes(const TilePrefix& tile);
+
+// Decodes a complete payload of the given type. Fails with kProtocolError on truncation,
+// trailing bytes, out-of-limit sizes, unknown enum values or reserved fields not zero. Store and
+// ResultTile data spans point into `payload` (8-byte aligned iff `payload` is).
+Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload, const Limits& limits);
+
+// Bulk prefixes alone, for readers that stream the matrix data straight into its destination.
+// `payload_length` is the header's; it must match the prefix's dimensions exactly.
+Result<TilePrefix> decode_store_prefix(std::span<const std::byte, kTilePrefixSize> prefix,
+                                       uint64_t payload_length, const Limits& limits);
+struct ResultPrefix {
+  uint64_t job_id = 0;
+  double compute_seconds = 0.0;
+  TilePrefix tile;
+};
+Result<ResultPrefix> decode_result_prefix(std::span<const std::byte, kResultPrefixSize> prefix,
+                                          uint64_t payload_length, const Limits& limits);
+
+}  // namespace tessera::transport
