@@ -1,1 +1,545 @@
-// placeholder
+#include "tessera/transport/protocol.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+
+#include "alloc_counter.hpp"
+#include "frame_samples.hpp"
+
+namespace tessera::transport {
+namespace {
+
+using testing::AllocationCounter;
+using testing::put_le;
+using testing::sample_messages;
+using testing::sample_payloads;
+
+constexpr uint64_t kSmallAllocation = 64 * 1024;
+
+std::span<const std::byte, kHeaderSize> header_span(const std::vector<std::byte>& bytes) {
+  return std::span<const std::byte, kHeaderSize>(bytes.data(), kHeaderSize);
+}
+
+std::vector<std::byte> header_bytes(const FrameHeader& header) {
+  const auto bytes = encode_header(header);
+  return {bytes.begin(), bytes.end()};
+}
+
+::testing::AssertionResult fails_with(const Status& status, StatusCode code, std::string_view needle) {
+  if (status.is_ok()) return ::testing::AssertionFailure() << "expected failure containing '" << needle << "', got OK";
+  if (status.code() != code || status.message().find(needle) == std::string::npos) {
+    return ::testing::AssertionFailure() << "expected " << status_code_name(code) << " containing '" << needle
+                                         << "', got " << status.to_string();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+Status decode_status(MessageType type, const std::vector<std::byte>& payload, const Limits& limits = {}) {
+  return decode_payload(static_cast<uint16_t>(type), payload, limits).status();
+}
+
+// --- Header ------------------------------------------------------------------------------
+
+TEST(ProtocolHeader, RoundTripsAllFields) {
+  FrameHeader header;
+  header.type = static_cast<uint16_t>(MessageType::kJob);
+  header.flags = 0xA5A5A5A5u;
+  header.payload_length = 72;
+  header.request_id = 0xFEDCBA9876543210ull;
+  Result<FrameHeader> decoded = decode_header(encode_header(header), Limits{});
+  ASSERT_TRUE(decoded) << decoded.status().to_string();
+  EXPECT_EQ(decoded->version, kProtocolVersion);
+  EXPECT_EQ(decoded->type, header.type);
+  EXPECT_EQ(decoded->flags, header.flags);
+  EXPECT_EQ(decoded->payload_length, header.payload_length);
+  EXPECT_EQ(decoded->request_id, header.request_id);
+}
+
+TEST(ProtocolHeader, LayoutIsLittleEndian) {
+  FrameHeader header;
+  header.type = 0x0007;
+  header.flags = 0x04030201u;
+  header.payload_length = 0x0000000000000110ull;
+  header.request_id = 0x1122334455667788ull;
+  const auto bytes = encode_header(header);
+  const std::array<uint8_t, kHeaderSize> expected = {
+      'T', 'S', 'R', 'A', 1, 0, 7, 0, 1, 2, 3, 4, 0, 0, 0, 0,  //
+      0x10, 0x01, 0, 0, 0, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11};
+  for (std::size_t i = 0; i < kHeaderSize; ++i) EXPECT_EQ(std::to_integer<uint8_t>(bytes[i]), expected[i]) << "byte " << i;
+}
+
+TEST(ProtocolHeader, RejectsBadMagicVersionReservedAndType) {
+  FrameHeader valid;
+  valid.type = static_cast<uint16_t>(MessageType::kBye);
+  std::vector<std::byte> bytes = header_bytes(valid);
+
+  std::vector<std::byte> bad_magic = bytes;
+  bad_magic[0] = std::byte{'G'};
+  EXPECT_TRUE(fails_with(decode_header(header_span(bad_magic), {}).status(), StatusCode::kProtocolError, "magic"));
+
+  std::vector<std::byte> bad_version = bytes;
+  put_le(bad_version, 4, 2, 2);
+  EXPECT_TRUE(fails_with(decode_header(header_span(bad_version), {}).status(), StatusCode::kProtocolError,
+                         "version 2 unsupported"));
+
+  std::vector<std::byte> bad_reserved = bytes;
+  put_le(bad_reserved, 12, 1, 4);
+  EXPECT_TRUE(fails_with(decode_header(header_span(bad_reserved), {}).status(), StatusCode::kProtocolError, "reserved"));
+
+  for (uint16_t type : {uint16_t{0}, uint16_t{13}, uint16_t{0xFFFF}}) {
+    std::vector<std::byte> bad_type = bytes;
+    put_le(bad_type, 6, type, 2);
+    EXPECT_TRUE(fails_with(decode_header(header_span(bad_type), {}).status(), StatusCode::kProtocolError,
+                           "type " + std::to_string(type) + " unknown"));
+  }
+}
+
+TEST(ProtocolHeader, RejectsPayloadLengthsTheTypeCannotHave) {
+  auto check = [](MessageType type, uint64_t length, bool ok) {
+    FrameHeader header;
+    header.type = static_cast<uint16_t>(type);
+    header.payload_length = length;
+    Result<FrameHeader> decoded = decode_header(encode_header(header), Limits{});
+    EXPECT_EQ(decoded.is_ok(), ok) << message_type_name(header.type) << " length " << length << ": "
+                                   << decoded.status().to_string();
+  };
+  check(MessageType::kAuth, 64, true);
+  check(MessageType::kAuth, 65, false);
+  check(MessageType::kAuthOk, 31, false);
+  check(MessageType::kJob, 72, true);
+  check(MessageType::kJob, 1 << 20, false);
+  check(MessageType::kBye, 0, true);
+  check(MessageType::kBye, 1, false);
+  check(MessageType::kHello, 64 + 3 * 4096, true);
+  check(MessageType::kHello, 64 + 3 * 4096 + 1, false);
+  check(MessageType::kError, 1 << 20, false);
+  check(MessageType::kStore, 24, true);
+  check(MessageType::kStore, 23, false);
+  check(MessageType::kStore, Limits{}.max_payload_bytes, true);
+  check(MessageType::kStore, Limits{}.max_payload_bytes + 1, false);
+}
+
+TEST(ProtocolHeader, HugeClaimedLengthIsRejectedWithoutAllocation) {
+  FrameHeader header;
+  header.type = static_cast<uint16_t>(MessageType::kStore);
+  header.payload_length = 1ull << 63;
+  const auto bytes = encode_header(header);
+  AllocationCounter counter;
+  Result<FrameHeader> decoded = decode_header(bytes, Limits{});
+  EXPECT_LT(counter.bytes(), kSmallAllocation);
+  EXPECT_TRUE(fails_with(decoded.status(), StatusCode::kProtocolError,
+                         "STORE: payload_length 9223372036854775808 exceeds the limit of 2147483648"));
+}
+
+// --- Payload round trips -----------------------------------------------------------------
+
+TEST(ProtocolPayload, EveryNonBulkMessageRoundTrips) {
+  for (const Message& message : sample_messages()) {
+    const auto type = static_cast<uint16_t>(message_type(message));
+    SCOPED_TRACE(message_type_name(type));
+    const std::vector<std::byte> payload = encode_payload(message);
+    FrameHeader header;
+    header.type = type;
+    header.payload_length = payload.size();
+    EXPECT_TRUE(decode_header(encode_header(header), Limits{})) << "header bounds must admit a valid payload";
+    Result<Message> decoded = decode_payload(type, payload, Limits{});
+    ASSERT_TRUE(decoded) << decoded.status().to_string();
+    EXPECT_EQ(decoded->index(), message.index());
+    EXPECT_TRUE(testing::same_message(*decoded, message));
+    EXPECT_EQ(encode_payload(*decoded), payload);
+  }
+}
+
+TEST(ProtocolPayload, MessageTypesAndNames) {
+  const std::vector<Message> all = {Hello{},       Auth{}, AuthOk{}, Probe{}, ProbeResult{}, Store{},
+                                    Job{},         Credit{}, ResultTile{}, Error{}, Bye{},   Release{}};
+  const char* names[] = {"HELLO", "AUTH",   "AUTH_OK", "PROBE", "PROBE_RESULT", "STORE",
+                         "JOB",   "CREDIT", "RESULT",  "ERROR", "BYE",          "RELEASE"};
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(static_cast<std::size_t>(message_type(all[i])), i + 1);
+    EXPECT_EQ(message_type_name(static_cast<uint16_t>(i + 1)), names[i]);
+  }
+  EXPECT_EQ(message_type_name(0), "UNKNOWN(0)");
+  EXPECT_EQ(message_type_name(77), "UNKNOWN(77)");
+}
+
+TEST(ProtocolPayload, HelloBytesAreLittleEndian) {
+  Hello hello;
+  hello.worker_version = "v";
+  hello.cores = 0x01020304;
+  const std::vector<std::byte> payload = encode_payload(hello);
+  ASSERT_EQ(payload.size(), 64u + 1);
+  EXPECT_EQ(std::to_integer<int>(payload[0]), 1);  // protocol_version
+  EXPECT_EQ(std::to_integer<int>(payload[2]), 1);  // worker_version length
+  EXPECT_EQ(std::to_integer<char>(payload[4]), 'v');
+  EXPECT_EQ(std::to_integer<int>(payload[9]), 4);  // cores, low byte first
+  EXPECT_EQ(std::to_integer<int>(payload[12]), 1);
+}
+
+TEST(ProtocolPayload, StoreRoundTripsAndViewsThePayload) {
+  const TilePrefix tile{7, 13, 11};
+  const std::vector<double> data = testing::sample_tile_data(tile);
+  const std::vector<std::byte> payload = testing::store_payload(tile, data);
+  ASSERT_EQ(payload.size(), store_payload_bytes(tile));
+  EXPECT_EQ(store_payload_bytes(tile), 16u + 8u * 13 * 11);
+
+  Result<Message> decoded = decode_payload(static_cast<uint16_t>(MessageType::kStore), payload, Limits{});
+  ASSERT_TRUE(decoded) << decoded.status().to_string();
+  const Store& store = std::get<Store>(*decoded);
+  EXPECT_EQ(store.tile, tile);
+  ASSERT_EQ(store.data.size(), data.size());
+  EXPECT_EQ(static_cast<const void*>(store.data.data()), static_cast<const void*>(payload.data() + kTilePrefixSize));
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), store.data.begin()));
+
+  Result<TilePrefix> prefix =
+      decode_store_prefix(std::span<const std::byte, kTilePrefixSize>(payload.data(), kTilePrefixSize), payload.size(), {});
+  ASSERT_TRUE(prefix);
+  EXPECT_EQ(*prefix, tile);
+}
+
+TEST(ProtocolPayload, ResultRoundTripsAndViewsThePayload) {
+  const TilePrefix tile{9, 1, 17};
+  const std::vector<double> data = testing::sample_tile_data(tile);
+  const std::vector<std::byte> payload = testing::result_payload(55, 2.5, tile, data);
+  ASSERT_EQ(payload.size(), result_payload_bytes(tile));
+
+  Result<Message> decoded = decode_payload(static_cast<uint16_t>(MessageType::kResult), payload, Limits{});
+  ASSERT_TRUE(decoded) << decoded.status().to_string();
+  const ResultTile& result = std::get<ResultTile>(*decoded);
+  EXPECT_EQ(result.job_id, 55u);
+  EXPECT_EQ(result.compute_seconds, 2.5);
+  EXPECT_EQ(result.tile, tile);
+  EXPECT_EQ(static_cast<const void*>(result.data.data()), static_cast<const void*>(payload.data() + kResultPrefixSize));
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), result.data.begin(), result.data.end()));
+
+  Result<ResultPrefix> prefix = decode_result_prefix(
+      std::span<const std::byte, kResultPrefixSize>(payload.data(), kResultPrefixSize), payload.size(), {});
+  ASSERT_TRUE(prefix);
+  EXPECT_EQ(prefix->job_id, 55u);
+  EXPECT_EQ(prefix->tile, tile);
+}
+
+TEST(ProtocolPayload, MisalignedBulkPayloadIsRefusedNotMisread) {
+  const TilePrefix tile{1, 2, 2};
+  const std::vector<std::byte> payload = testing::store_payload(tile, testing::sample_tile_data(tile));
+  std::vector<std::byte> shifted(payload.size() + 1);
+  std::memcpy(shifted.data() + 1, payload.data(), payload.size());
+  const Status status =
+      decode_payload(static_cast<uint16_t>(MessageType::kStore), std::span(shifted).subspan(1), Limits{}).status();
+  EXPECT_TRUE(fails_with(status, StatusCode::kInvalidArgument, "aligned"));
+}
+
+TEST(ProtocolPayload, EncoderCutsOverlongStringsAtACharacterBoundary) {
+  Error error{ErrorCode::kInternal, std::string(4095, 'x') + "\xcf\x80" + "tail"};
+  Result<Message> decoded = decode_payload(static_cast<uint16_t>(MessageType::kError), encode_payload(error), {});
+  ASSERT_TRUE(decoded) << decoded.status().to_string();
+  EXPECT_EQ(std::get<Error>(*decoded).message, std::string(4095, 'x'));
+}
+
+// --- Truncation and trailing bytes -------------------------------------------------------
+
+TEST(ProtocolPayload, EveryTruncationIsRejected) {
+  for (const testing::SamplePayload& sample : sample_payloads()) {
+    SCOPED_TRACE(message_type_name(sample.type));
+    for (std::size_t length = 0; length < sample.payload.size(); ++length) {
+      std::vector<std::byte> truncated(sample.payload.begin(), sample.payload.begin() + static_cast<std::ptrdiff_t>(length));
+      const Status status = decode_payload(sample.type, truncated, Limits{}).status();
+      EXPECT_EQ(status.code(), StatusCode::kProtocolError) << "length " << length << ": " << status.to_string();
+    }
+  }
+}
+
+TEST(ProtocolPayload, TrailingBytesAreRejected) {
+  for (const testing::SamplePayload& sample : sample_payloads()) {
+    SCOPED_TRACE(message_type_name(sample.type));
+    for (std::size_t extra : {1u, 7u, 8u}) {
+      std::vector<std::byte> longer = sample.payload;
+      longer.resize(longer.size() + extra, std::byte{0});
+      const Status status = decode_payload(sample.type, longer, Limits{}).status();
+      EXPECT_EQ(status.code(), StatusCode::kProtocolError) << "+" << extra << ": " << status.to_string();
+    }
+  }
+}
+
+TEST(ProtocolPayload, UnknownTypeIsRejected) {
+  EXPECT_TRUE(fails_with(decode_payload(0, {}, Limits{}).status(), StatusCode::kProtocolError, "type 0 unknown"));
+  EXPECT_TRUE(fails_with(decode_payload(13, {}, Limits{}).status(), StatusCode::kProtocolError, "type 13 unknown"));
+}
+
+// --- Field validation --------------------------------------------------------------------
+
+TEST(ProtocolValidation, StoreDimensionsAndReserved) {
+  const TilePrefix tile{1, 2, 3};
+  const std::vector<std::byte> valid = testing::store_payload(tile, testing::sample_tile_data(tile));
+
+  std::vector<std::byte> zero_rows = valid;
+  put_le(zero_rows, 4, 0, 4);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStore, zero_rows), StatusCode::kProtocolError,
+                         "STORE: rows 0 out of range 1..1048576"));
+
+  std::vector<std::byte> wide = valid;
+  put_le(wide, 8, (1u << 20) + 1, 4);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStore, wide), StatusCode::kProtocolError,
+                         "STORE: cols 1048577 out of range 1..1048576"));
+
+  std::vector<std::byte> reserved = valid;
+  put_le(reserved, 12, 5, 4);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStore, reserved), StatusCode::kProtocolError, "reserved"));
+
+  std::vector<std::byte> mismatched = valid;
+  put_le(mismatched, 4, 3, 4);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStore, mismatched), StatusCode::kProtocolError,
+                         "payload_length 64 does not match tile 3 x 3 (needs 88 bytes)"));
+
+  Limits small;
+  small.max_tile_dim = 2;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStore, valid, small), StatusCode::kProtocolError,
+                         "STORE: cols 3 out of range 1..2"));
+}
+
+TEST(ProtocolValidation, TileSizeArithmeticDoesNotOverflow) {
+  Limits unlimited;
+  unlimited.max_tile_dim = std::numeric_limits<uint32_t>::max();
+  unlimited.max_payload_bytes = std::numeric_limits<uint64_t>::max();
+  std::array<std::byte, kTilePrefixSize> prefix = encode_store_prefix(TilePrefix{1, 0xFFFFFFFFu, 0xFFFFFFFFu});
+  // 8 * (2^32-1)^2 + 16 wraps around 2^64; a wrapped value must not be mistaken for a match.
+  const uint64_t wrapped = 16 + 8 * (uint64_t{0xFFFFFFFFu} * 0xFFFFFFFFu);
+  EXPECT_TRUE(fails_with(decode_store_prefix(prefix, wrapped, unlimited).status(), StatusCode::kProtocolError,
+                         "more than 2^64"));
+  EXPECT_EQ(store_payload_bytes(TilePrefix{1, 0xFFFFFFFFu, 0xFFFFFFFFu}), std::numeric_limits<uint64_t>::max());
+}
+
+TEST(ProtocolValidation, ResultComputeSecondsMustBeFiniteAndNonNegative) {
+  const TilePrefix tile{1, 1, 1};
+  for (double seconds : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    const std::vector<std::byte> payload = testing::result_payload(1, seconds, tile, {1.0});
+    EXPECT_TRUE(fails_with(decode_status(MessageType::kResult, payload), StatusCode::kProtocolError,
+                           "RESULT: compute_seconds"));
+  }
+}
+
+TEST(ProtocolValidation, ProbeFields) {
+  const Probe valid{ProbeKind::kGemm, 256, 1.0, {}};
+  const std::vector<std::byte> payload = encode_payload(valid);
+
+  std::vector<std::byte> kind = payload;
+  kind[0] = std::byte{2};
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kProbe, kind), StatusCode::kProtocolError, "PROBE: kind 2 unknown"));
+
+  std::vector<std::byte> pad = payload;
+  pad[2] = std::byte{1};
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kProbe, pad), StatusCode::kProtocolError, "PROBE: pad byte 1 is 1"));
+
+  for (uint32_t size : {0u, 8193u}) {
+    std::vector<std::byte> bad = payload;
+    put_le(bad, 4, size, 4);
+    EXPECT_TRUE(fails_with(decode_status(MessageType::kProbe, bad), StatusCode::kProtocolError,
+                           "PROBE: gemm_size " + std::to_string(size) + " out of range 1..8192"));
+  }
+  for (double seconds : {-0.5, 31.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    Probe probe = valid;
+    probe.min_seconds = seconds;
+    EXPECT_TRUE(fails_with(decode_status(MessageType::kProbe, encode_payload(probe)), StatusCode::kProtocolError,
+                           "PROBE: min_seconds"))
+        << seconds;
+  }
+  Limits small_echo;
+  small_echo.max_echo_bytes = 4;
+  const Probe echo{ProbeKind::kEcho, 0, 0.0, std::vector<uint8_t>(5)};
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kProbe, encode_payload(echo), small_echo),
+                         StatusCode::kProtocolError, "PROBE: echo_length 5 out of range 0..4"));
+}
+
+TEST(ProtocolValidation, ProbeResultFields) {
+  const ProbeResult valid{ProbeKind::kGemm, 256, 3, 1.0, 4.0, {}};
+  std::vector<std::byte> pad = encode_payload(valid);
+  pad[14] = std::byte{9};  // second padding word
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kProbeResult, pad), StatusCode::kProtocolError, "pad"));
+  ProbeResult negative = valid;
+  negative.gflops = -1.0;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kProbeResult, encode_payload(negative)), StatusCode::kProtocolError,
+                         "PROBE_RESULT: gflops -1"));
+}
+
+TEST(ProtocolValidation, JobFields) {
+  Job valid;
+  valid.m = valid.n = valid.k = 8;
+  ASSERT_TRUE(decode_payload(static_cast<uint16_t>(MessageType::kJob), encode_payload(valid), {}));
+
+  std::vector<std::byte> op = encode_payload(valid);
+  put_le(op, 8, 2, 4);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, op), StatusCode::kProtocolError, "JOB: op 2 unknown"));
+
+  Job flags = valid;
+  flags.flags = 0x10 | kJobReleaseA;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(flags)), StatusCode::kProtocolError,
+                         "JOB: flags 0x00000012 has unknown bits 0x00000010"));
+
+  Job empty = valid;
+  empty.k = 0;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(empty)), StatusCode::kProtocolError,
+                         "JOB: k 0 out of range 1..1048576"));
+
+  Job beyond = valid;
+  beyond.a_row = (1u << 20) - 4;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(beyond)), StatusCode::kProtocolError,
+                         "JOB: a_row 1048572 + m 8 exceeds"));
+
+  Job create = valid;
+  create.flags = kJobCreateOutput;
+  create.c_rows = 8;
+  create.c_cols = 0;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(create)), StatusCode::kProtocolError,
+                         "JOB: c_cols 0 out of range"));
+  create.c_cols = 8;
+  create.c_row = 1;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(create)), StatusCode::kProtocolError,
+                         "does not fit the new c_tile of 8 x 8"));
+}
+
+TEST(ProtocolValidation, CreditFields) {
+  std::vector<std::byte> pad = encode_payload(Credit{1, 1, 0.5});
+  pad[13] = std::byte{1};
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kCredit, pad), StatusCode::kProtocolError, "CREDIT: pad"));
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kCredit, encode_payload(Credit{1, 1, -2.0})),
+                         StatusCode::kProtocolError, "CREDIT: compute_seconds -2"));
+}
+
+TEST(ProtocolValidation, ErrorCodesAndStrings) {
+  for (uint32_t code : {0u, 9u, 0xFFFFFFFFu}) {
+    std::vector<std::byte> payload = encode_payload(Error{ErrorCode::kBusy, "x"});
+    put_le(payload, 0, code, 4);
+    EXPECT_TRUE(fails_with(decode_status(MessageType::kError, payload), StatusCode::kProtocolError,
+                           "ERROR: code " + std::to_string(code) + " out of range 1..8"));
+  }
+  Limits small;
+  small.max_string_bytes = 3;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kError, encode_payload(Error{ErrorCode::kBusy, "four"}), small),
+                         StatusCode::kProtocolError, "ERROR: message length 4 out of range 0..3"));
+}
+
+TEST(ProtocolValidation, HelloVersionAndStrings) {
+  Hello hello = std::get<Hello>(sample_messages()[0]);
+  hello.protocol_version = 2;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kHello, encode_payload(hello)), StatusCode::kProtocolError,
+                         "HELLO: protocol_version 2 unsupported"));
+
+  std::vector<std::byte> lying = encode_payload(Hello{});
+  put_le(lying, 2, 4000, 2);  // worker_version claims 4000 bytes; the payload has 62 left
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kHello, lying), StatusCode::kProtocolError,
+                         "HELLO: truncated at worker_version"));
+}
+
+TEST(ProtocolValidation, ReleaseCount) {
+  Limits small;
+  small.max_release_tiles = 2;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kRelease, encode_payload(Release{{1, 2, 3}}), small),
+                         StatusCode::kProtocolError, "RELEASE: count 3 out of range 0..2"));
+  std::vector<std::byte> inconsistent = encode_payload(Release{{1, 2, 3}});
+  put_le(inconsistent, 0, 2, 4);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kRelease, inconsistent), StatusCode::kProtocolError,
+                         "RELEASE: count 2 needs a payload of 12 bytes, got 16"));
+}
+
+// --- Lying frames must not cost memory ---------------------------------------------------
+
+TEST(ProtocolAllocation, LyingPayloadsAreRejectedWithoutAllocation) {
+  struct Case {
+    const char* name;
+    MessageType type;
+    std::vector<std::byte> payload;
+    const char* expected;
+  };
+  std::vector<Case> cases;
+
+  // STORE prefix claiming a 1e6 x 1e6 tile, in a 64-byte payload.
+  std::vector<std::byte> store(64, std::byte{0});
+  put_le(store, 0, 1, 4);
+  put_le(store, 4, 1000000, 4);
+  put_le(store, 8, 1000000, 4);
+  cases.push_back({"store 1e6 x 1e6", MessageType::kStore, store, "needs 8000000000016 bytes"});
+
+  std::vector<std::byte> result(64, std::byte{0});
+  put_le(result, 20, 1000000, 4);
+  put_le(result, 24, 1000000, 4);
+  cases.push_back({"result 1e6 x 1e6", MessageType::kResult, result, "needs 8000000000032 bytes"});
+
+  std::vector<std::byte> error = encode_payload(Error{ErrorCode::kInternal, "short"});
+  put_le(error, 4, 4096, 2);
+  cases.push_back({"string beyond payload", MessageType::kError, error, "ERROR: truncated at message"});
+
+  std::vector<std::byte> echo = encode_payload(Probe{ProbeKind::kEcho, 0, 0.0, {1, 2}});
+  put_le(echo, 16, 200u << 20, 4);
+  cases.push_back({"echo beyond payload", MessageType::kProbe, echo, "PROBE: truncated at echo"});
+
+  std::vector<std::byte> release = encode_payload(Release{{1}});
+  put_le(release, 0, 60000, 4);
+  cases.push_back({"release count beyond payload", MessageType::kRelease, release, "needs a payload of 240004"});
+
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Status status;
+    uint64_t allocated = 0;
+    {
+      AllocationCounter counter;
+      status = decode_payload(static_cast<uint16_t>(c.type), c.payload, Limits{}).status();
+      allocated = counter.bytes();
+    }
+    EXPECT_TRUE(fails_with(status, StatusCode::kProtocolError, c.expected));
+    EXPECT_LT(allocated, kSmallAllocation);
+  }
+}
+
+// --- Stored broken frames ----------------------------------------------------------------
+
+std::vector<std::byte> read_instance(const std::string& name) {
+  std::ifstream in(std::string(TESSERA_TEST_INSTANCES) + "/frames/" + name, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "missing instance frames/" << name;
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+// Decodes a whole frame as a reader would: header, then exactly payload_length bytes.
+Status decode_frame(const std::vector<std::byte>& frame) {
+  if (frame.size() < kHeaderSize) return protocol_error("frame shorter than its header");
+  Result<FrameHeader> header = decode_header(header_span(frame), Limits{});
+  if (!header) return header.status();
+  if (frame.size() - kHeaderSize != header->payload_length) {
+    return protocol_error("frame has " + std::to_string(frame.size() - kHeaderSize) + " payload bytes, header says " +
+                          std::to_string(header->payload_length));
+  }
+  std::vector<std::byte> payload(frame.begin() + kHeaderSize, frame.end());
+  return decode_payload(header->type, payload, Limits{}).status();
+}
+
+TEST(ProtocolInstances, BrokenFramesAreRejectedWithTheirReason) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"http_request.bin", "magic"},
+      {"version_2.bin", "version 2 unsupported"},
+      {"unknown_type.bin", "type 99 unknown"},
+      {"huge_length.bin", "exceeds the limit"},
+      {"store_lying_dims.bin", "does not match tile 1000000 x 1000000"},
+      {"hello_string_beyond_payload.bin", "HELLO: truncated at hostname"},
+      {"hello_truncated.bin", "HELLO: truncated at challenge"},
+      {"job_unknown_flags.bin", "JOB: flags 0x00000100 has unknown bits"},
+      {"probe_nan_seconds.bin", "PROBE: min_seconds nan"},
+      {"release_count_mismatch.bin", "RELEASE: count 3 needs a payload of 16 bytes, got 12"},
+  };
+  for (const auto& [file, expected] : cases) {
+    SCOPED_TRACE(file);
+    EXPECT_TRUE(fails_with(decode_frame(read_instance(file)), StatusCode::kProtocolError, expected));
+  }
+  const Status valid = decode_frame(read_instance("valid_job.bin"));
+  EXPECT_TRUE(valid.is_ok()) << valid.to_string();
+}
+
+}  // namespace
+}  // namespace tessera::transport

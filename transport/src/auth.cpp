@@ -1,1 +1,93 @@
-// placeholder: being written
+#include "tessera/transport/auth.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace tessera::transport {
+namespace {
+
+constexpr std::size_t kMaxSecretBytes = 4096;
+// A secret file is a line of text; anything much bigger is the wrong file.
+constexpr std::size_t kMaxSecretFileBytes = 64 * 1024;
+
+constexpr std::string_view kCoordinatorLabel = "tessera-v1-coordinator";
+constexpr std::string_view kWorkerLabel = "tessera-v1-worker";
+
+// Without working randomness or HMAC no session can be authenticated safely, and these functions
+// have no error channel: stop loudly instead of handing out predictable challenges.
+[[noreturn]] void crypto_failure(const char* what) {
+  std::fprintf(stderr, "tessera: fatal: OpenSSL %s failed\n", what);
+  std::abort();
+}
+
+Mac labelled_mac(std::string_view secret, std::string_view label, const Challenge& first, const Challenge& second) {
+  std::string data;
+  data.reserve(label.size() + first.size() + second.size());
+  data.append(label);
+  data.append(reinterpret_cast<const char*>(first.data()), first.size());
+  data.append(reinterpret_cast<const char*>(second.data()), second.size());
+  return hmac_sha256(secret, data);
+}
+
+}  // namespace
+
+Challenge random_challenge() {
+  Challenge challenge{};
+  if (RAND_bytes(challenge.data(), static_cast<int>(challenge.size())) != 1) crypto_failure("RAND_bytes");
+  return challenge;
+}
+
+Mac hmac_sha256(std::string_view key, std::string_view data) {
+  // OpenSSL rejects a null key pointer even with length 0, which an empty string_view may carry.
+  static const unsigned char kEmpty[1] = {0};
+  const auto* key_bytes = key.empty() ? kEmpty : reinterpret_cast<const unsigned char*>(key.data());
+  if (key.size() > static_cast<std::size_t>(INT_MAX)) crypto_failure("HMAC (key too long)");
+  Mac mac{};
+  unsigned int length = 0;
+  if (HMAC(EVP_sha256(), key_bytes, static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+           data.size(), mac.data(), &length) == nullptr ||
+      length != mac.size()) {
+    crypto_failure("HMAC-SHA256");
+  }
+  return mac;
+}
+
+Mac coordinator_mac(std::string_view secret, const Challenge& worker_challenge, const Challenge& coordinator_challenge) {
+  return labelled_mac(secret, kCoordinatorLabel, worker_challenge, coordinator_challenge);
+}
+
+Mac worker_mac(std::string_view secret, const Challenge& coordinator_challenge, const Challenge& worker_challenge) {
+  return labelled_mac(secret, kWorkerLabel, coordinator_challenge, worker_challenge);
+}
+
+bool mac_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+
+Result<std::string> read_secret_file(const std::string& path) {
+  struct FileCloser {
+    void operator()(std::FILE* file) const { std::fclose(file); }
+  };
+  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (!file) return io_error("secret file " + path + ": cannot open: " + std::strerror(errno));
+  std::string content(kMaxSecretFileBytes + 1, '\0');
+  const std::size_t size = std::fread(content.data(), 1, content.size(), file.get());
+  if (std::ferror(file.get())) return io_error("secret file " + path + ": cannot read: " + std::strerror(errno));
+  content.resize(size);
+  while (!content.empty() && std::string_view(" \t\r\n\v\f").find(content.back()) != std::string_view::npos) content.pop_back();
+  if (size > kMaxSecretFileBytes || content.size() > kMaxSecretBytes) {
+    return io_error("secret file " + path + ": longer than " + std::to_string(kMaxSecretBytes) +
+                    " bytes; is this the right file?");
+  }
+  if (content.empty()) return io_error("secret file " + path + ": empty; put the shared secret on its first line");
+  return content;
+}
+
+}  // namespace tessera::transport

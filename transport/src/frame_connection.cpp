@@ -1,1 +1,345 @@
-// placeholder: being written
+// Blocking Asio calls with error_code overloads only: a failed or hostile peer becomes a Status,
+// never an exception, and allocation failures for claimed payload sizes are caught at the edge.
+#include "tessera/transport/frame_connection.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+#include <variant>
+
+#include "tessera/transport/auth.hpp"
+
+namespace tessera::transport {
+
+// read_payload hands out spans of doubles that view its std::vector<std::byte>; operator new's
+// guaranteed alignment (16 on x86_64 and aarch64) is what makes those spans aligned.
+static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= alignof(double));
+
+namespace {
+
+std::string format_host_port(std::string_view host, uint16_t port) {
+  const bool bracket = host.find(':') != std::string_view::npos;
+  return (bracket ? "[" + std::string(host) + "]" : std::string(host)) + ":" + std::to_string(port);
+}
+
+std::string error_code_name(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kBadFrame: return "BAD_FRAME";
+    case ErrorCode::kAuthRequired: return "AUTH_REQUIRED";
+    case ErrorCode::kAuthFailed: return "AUTH_FAILED";
+    case ErrorCode::kBusy: return "BUSY";
+    case ErrorCode::kNoSuchTile: return "NO_SUCH_TILE";
+    case ErrorCode::kBadJob: return "BAD_JOB";
+    case ErrorCode::kOutOfMemory: return "OUT_OF_MEMORY";
+    case ErrorCode::kInternal: return "INTERNAL";
+  }
+  return "UNKNOWN(" + std::to_string(static_cast<uint32_t>(code)) + ")";
+}
+
+// An ERROR frame from the peer, as the Status our caller should see.
+Status remote_error(const Error& error, const std::string& who) {
+  StatusCode code = StatusCode::kInternal;
+  switch (error.code) {
+    case ErrorCode::kBadFrame: code = StatusCode::kProtocolError; break;
+    case ErrorCode::kAuthRequired:
+    case ErrorCode::kAuthFailed: code = StatusCode::kAuthFailed; break;
+    case ErrorCode::kBusy: code = StatusCode::kNetworkError; break;
+    case ErrorCode::kNoSuchTile: code = StatusCode::kNotFound; break;
+    case ErrorCode::kBadJob: code = StatusCode::kInvalidArgument; break;
+    case ErrorCode::kOutOfMemory: code = StatusCode::kResourceExhausted; break;
+    case ErrorCode::kInternal: code = StatusCode::kInternal; break;
+  }
+  return Status(code, who + " sent ERROR " + error_code_name(error.code) + ": " + error.message);
+}
+
+// Reads one handshake frame; a frame that breaks the protocol is answered with ERROR(kBadFrame)
+// because the peer would otherwise wait for a reply that never comes. The type is checked from
+// the header alone, before any payload is read, so an unauthenticated peer can never make us
+// allocate a large payload (a STORE, an echo PROBE) by sending it first. `refusal` answers a
+// frame of a type not in `expected`.
+Result<IncomingFrame> read_handshake_frame(FrameConnection& connection, const std::string& who,
+                                           std::initializer_list<MessageType> expected, ErrorCode refusal,
+                                           std::string_view expectation) {
+  Result<FrameHeader> header = connection.read_header();
+  if (!header) {
+    const Status status = header.status();
+    if (status.code() == StatusCode::kProtocolError) connection.write_error(ErrorCode::kBadFrame, status.message());
+    return status.with_context("handshake with " + who + ": ");
+  }
+  if (std::find(expected.begin(), expected.end(), static_cast<MessageType>(header->type)) == expected.end()) {
+    const std::string what = message_type_name(header->type) + " " + std::string(expectation);
+    connection.write_error(refusal, what, header->request_id);
+    return protocol_error("handshake with " + who + ": " + what);
+  }
+  Result<IncomingFrame> frame = connection.read_payload(*header);
+  if (frame) return frame;
+  const Status status = frame.status();
+  if (status.code() == StatusCode::kProtocolError) connection.write_error(ErrorCode::kBadFrame, status.message());
+  return status.with_context("handshake with " + who + ": ");
+}
+
+}  // namespace
+
+FrameConnection::FrameConnection(asio::ip::tcp::socket socket, Limits limits)
+    : socket_(std::move(socket)), limits_(limits) {
+  asio::error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  const asio::ip::tcp::endpoint endpoint = socket_.remote_endpoint(ec);
+  peer_ = ec ? std::string("(unconnected)") : format_host_port(endpoint.address().to_string(), endpoint.port());
+}
+
+FrameConnection::~FrameConnection() {
+  asio::error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+  socket_.close(ignored);
+}
+
+Result<std::unique_ptr<FrameConnection>> FrameConnection::connect(const std::string& host, uint16_t port,
+                                                                  std::chrono::milliseconds timeout,
+                                                                  Limits limits) {
+  const std::string where = format_host_port(host, port);
+  try {
+    // Resolution and connection run asynchronously on a private context so one deadline bounds
+    // both; the context then stays with the connection, which owns the socket bound to it.
+    auto context = std::make_unique<asio::io_context>(1);
+    asio::ip::tcp::resolver resolver(*context);
+    asio::ip::tcp::socket socket(*context);
+    bool finished = false;
+    bool resolved = false;
+    asio::error_code failure;
+    resolver.async_resolve(host, std::to_string(port), asio::ip::tcp::resolver::numeric_service,
+                           [&](const asio::error_code& resolve_ec, asio::ip::tcp::resolver::results_type results) {
+                             if (resolve_ec) {
+                               failure = resolve_ec;
+                               finished = true;
+                               return;
+                             }
+                             resolved = true;
+                             asio::async_connect(socket, results,
+                                                 [&](const asio::error_code& connect_ec, const asio::ip::tcp::endpoint&) {
+                                                   failure = connect_ec;
+                                                   finished = true;
+                                                 });
+                           });
+    context->run_for(timeout);
+    if (!finished) {
+      resolver.cancel();
+      asio::error_code ignored;
+      socket.close(ignored);
+      return network_error("connect to " + where + " timed out after " + std::to_string(timeout.count()) + " ms" +
+                           (resolved ? "" : " (still resolving the host name)"));
+    }
+    if (failure) {
+      return network_error(resolved ? "connect to " + where + " failed: " + failure.message()
+                                    : "connect to " + where + ": cannot resolve " + host + ": " + failure.message());
+    }
+    auto connection = std::make_unique<FrameConnection>(std::move(socket), limits);
+    connection->owned_context_ = std::move(context);
+    return connection;
+  } catch (const std::exception& e) {
+    return network_error("connect to " + where + " failed: " + e.what());
+  }
+}
+
+Status FrameConnection::write_message(const Message& message, uint64_t request_id) {
+  if (std::holds_alternative<Store>(message) || std::holds_alternative<ResultTile>(message)) {
+    return internal_error("write_message: " + message_type_name(static_cast<uint16_t>(message_type(message))) +
+                          " carries matrix data; send it with write_frame (prefix + data)");
+  }
+  try {
+    const std::vector<std::byte> payload = encode_payload(message);
+    FrameHeader header;
+    header.type = static_cast<uint16_t>(message_type(message));
+    header.request_id = request_id;
+    const asio::const_buffer part = asio::buffer(payload);
+    return write_frame(header, std::span<const asio::const_buffer>(&part, 1));
+  } catch (const std::exception& e) {
+    return internal_error("write to " + peer_ + ": cannot encode message: " + e.what());
+  }
+}
+
+Status FrameConnection::write_frame(FrameHeader header, std::span<const asio::const_buffer> payload_parts) {
+  try {
+    uint64_t total = 0;
+    for (const asio::const_buffer& part : payload_parts) total += part.size();
+    header.payload_length = total;
+    const std::array<std::byte, kHeaderSize> header_bytes = encode_header(header);
+    std::vector<asio::const_buffer> buffers;
+    buffers.reserve(payload_parts.size() + 1);
+    buffers.push_back(asio::buffer(header_bytes));
+    buffers.insert(buffers.end(), payload_parts.begin(), payload_parts.end());
+    return write_gathered(buffers);
+  } catch (const std::exception& e) {
+    return internal_error("write to " + peer_ + " failed: " + e.what());
+  }
+}
+
+Status FrameConnection::write_buffers(std::span<const asio::const_buffer> frame_parts) {
+  return write_gathered(frame_parts);
+}
+
+void FrameConnection::write_error(ErrorCode code, std::string_view message, uint64_t request_id) {
+  try {
+    (void)write_message(Error{code, std::string(message)}, request_id);
+  } catch (...) {
+    // Best effort by contract: the peer may be gone, and this is usually already a failure path.
+  }
+}
+
+Status FrameConnection::write_gathered(std::span<const asio::const_buffer> parts) {
+  try {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    asio::error_code ec;
+    const std::size_t written = asio::write(socket_, parts, ec);
+    bytes_sent_.fetch_add(written);
+    if (ec) return network_error("write to " + peer_ + " failed: " + ec.message());
+    return Status::ok();
+  } catch (const std::exception& e) {
+    return network_error("write to " + peer_ + " failed: " + e.what());
+  }
+}
+
+Result<FrameHeader> FrameConnection::read_header() {
+  std::array<std::byte, kHeaderSize> bytes{};
+  TESSERA_RETURN_IF_ERROR(read_exact(bytes));
+  Result<FrameHeader> header = decode_header(bytes, limits_);
+  if (!header) return header.status().with_context(peer_ + ": ");
+  return header;
+}
+
+Status FrameConnection::read_exact(std::span<std::byte> out) {
+  if (out.empty()) return Status::ok();
+  try {
+    asio::error_code ec;
+    const std::size_t received = asio::read(socket_, asio::buffer(out.data(), out.size()), ec);
+    bytes_received_.fetch_add(received);
+    if (ec == asio::error::eof) return network_error(peer_ + " closed the connection");
+    if (ec) return network_error("read from " + peer_ + " failed: " + ec.message());
+    return Status::ok();
+  } catch (const std::exception& e) {
+    return network_error("read from " + peer_ + " failed: " + e.what());
+  }
+}
+
+Result<IncomingFrame> FrameConnection::read_payload(const FrameHeader& header) {
+  // The header may not come from read_header(); check it against our limits before trusting
+  // payload_length with an allocation.
+  Result<FrameHeader> checked = decode_header(encode_header(header), limits_);
+  if (!checked) return checked.status().with_context(peer_ + ": ");
+  const uint64_t length = header.payload_length;
+  const auto type = static_cast<MessageType>(header.type);
+  try {
+    std::vector<std::byte> payload;
+    if (type == MessageType::kStore || type == MessageType::kResult) {
+      // Bulk frames are the only ones whose size is not bounded by small per-type limits, so the
+      // prefix must agree with payload_length before the data buffer exists.
+      std::array<std::byte, kResultPrefixSize> prefix{};
+      const std::size_t prefix_size = type == MessageType::kStore ? kTilePrefixSize : kResultPrefixSize;
+      TESSERA_RETURN_IF_ERROR(read_exact(std::span(prefix.data(), prefix_size)));
+      const Status prefix_status =
+          type == MessageType::kStore
+              ? decode_store_prefix(std::span<const std::byte, kTilePrefixSize>(prefix.data(), kTilePrefixSize), length,
+                                    limits_)
+                    .status()
+              : decode_result_prefix(prefix, length, limits_).status();
+      if (!prefix_status.is_ok()) return prefix_status.with_context(peer_ + ": ");
+      payload.resize(static_cast<std::size_t>(length));
+      std::memcpy(payload.data(), prefix.data(), prefix_size);
+      TESSERA_RETURN_IF_ERROR(read_exact(std::span(payload).subspan(prefix_size)));
+    } else {
+      payload.resize(static_cast<std::size_t>(length));
+      TESSERA_RETURN_IF_ERROR(read_exact(payload));
+    }
+    Result<Message> message = decode_payload(header.type, payload, limits_);
+    if (!message) return message.status().with_context(peer_ + ": ");
+    // Moving the vector keeps its heap buffer, so STORE/RESULT spans stay valid.
+    return IncomingFrame{header, std::move(payload), std::move(*message)};
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted(peer_ + ": cannot allocate " + std::to_string(length) + " bytes for a " +
+                              message_type_name(header.type) + " payload");
+  } catch (const std::exception& e) {
+    return internal_error(peer_ + ": reading a " + message_type_name(header.type) + " payload: " + e.what());
+  }
+}
+
+Result<IncomingFrame> FrameConnection::read_frame() {
+  Result<FrameHeader> header = read_header();
+  if (!header) return header.status();
+  return read_payload(*header);
+}
+
+void FrameConnection::shutdown() {
+  // Only the shutdown(2) call: it is safe next to a blocked read on another thread, whereas
+  // closing would race with that read over the descriptor.
+  asio::error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+}
+
+std::string FrameConnection::peer() const { return peer_; }
+
+Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret) {
+  const std::string who = "worker " + connection.peer();
+  if (secret.empty()) return invalid_argument("handshake with " + who + ": the shared secret is empty");
+
+  Result<IncomingFrame> first = read_handshake_frame(connection, who, {MessageType::kHello, MessageType::kError},
+                                                     ErrorCode::kBadFrame, "instead of HELLO");
+  if (!first) return first.status();
+  if (const auto* error = std::get_if<Error>(&first->message)) return remote_error(*error, who);
+  const auto* hello = &std::get<Hello>(first->message);  // read_handshake_frame admitted HELLO or ERROR only
+
+  Auth auth;
+  auth.challenge = random_challenge();
+  auth.mac = coordinator_mac(secret, hello->challenge, auth.challenge);
+  Status sent = connection.write_message(auth);
+  if (!sent.is_ok()) return sent.with_context("handshake with " + who + ": ");
+
+  Result<IncomingFrame> answer = read_handshake_frame(connection, who, {MessageType::kAuthOk, MessageType::kError},
+                                                      ErrorCode::kBadFrame, "instead of AUTH_OK");
+  if (!answer) return answer.status();
+  if (const auto* error = std::get_if<Error>(&answer->message)) {
+    if (error->code == ErrorCode::kAuthFailed) {
+      return auth_failed(who + ": worker rejected the secret (" + error->message +
+                         "); check that both sides use the same secret file");
+    }
+    return remote_error(*error, who);
+  }
+  const auto* auth_ok = &std::get<AuthOk>(answer->message);  // read_handshake_frame admitted AUTH_OK or ERROR only
+  if (!mac_equal(auth_ok->mac, worker_mac(secret, auth.challenge, hello->challenge))) {
+    connection.write_error(ErrorCode::kAuthFailed, "worker's answer does not match the secret");
+    return auth_failed(who + ": worker's answer does not match the secret; it does not know the shared secret");
+  }
+  return *hello;
+}
+
+Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret) {
+  const std::string who = "coordinator " + connection.peer();
+  if (secret.empty()) return invalid_argument("handshake with " + who + ": the shared secret is empty");
+  if (std::all_of(hello.challenge.begin(), hello.challenge.end(), [](uint8_t b) { return b == 0; })) {
+    return internal_error("server_handshake: HELLO challenge is all zero; fill it with random_challenge()");
+  }
+  Status sent = connection.write_message(hello);
+  if (!sent.is_ok()) return sent.with_context("handshake with " + who + ": ");
+
+  Result<IncomingFrame> frame =
+      read_handshake_frame(connection, who, {MessageType::kAuth, MessageType::kError, MessageType::kBye},
+                           ErrorCode::kAuthRequired, "before authentication; send AUTH first");
+  if (!frame) return frame.status();
+  if (const auto* error = std::get_if<Error>(&frame->message)) return remote_error(*error, who);
+  if (std::holds_alternative<Bye>(frame->message)) {
+    return network_error("handshake with " + who + ": coordinator said BYE before authenticating");
+  }
+  const auto* auth = &std::get<Auth>(frame->message);  // read_handshake_frame admitted AUTH, ERROR, BYE only
+  if (!mac_equal(auth->mac, coordinator_mac(secret, hello.challenge, auth->challenge))) {
+    connection.write_error(ErrorCode::kAuthFailed, "coordinator's MAC does not match the worker's secret");
+    return auth_failed(who + ": coordinator's MAC does not match the secret; check that both sides use the same "
+                             "secret file");
+  }
+  AuthOk ok;
+  ok.mac = worker_mac(secret, auth->challenge, hello.challenge);
+  sent = connection.write_message(ok);
+  if (!sent.is_ok()) return sent.with_context("handshake with " + who + ": ");
+  return Status::ok();
+}
+
+}  // namespace tessera::transport

@@ -1,1 +1,783 @@
-// placeholder: being written
+// Every field is written and read byte by byte, so the wire format is little-endian whatever the
+// host is. Decoders check each length against the bytes actually present and against Limits
+// before they allocate anything, and name the message, field and value when they refuse.
+#include "tessera/transport/protocol.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace tessera::transport {
+
+// STORE/RESULT data is viewed (decode) and sent (scatter-gather) in place as host doubles; a
+// big-endian port would have to byte-swap tile data explicitly.
+static_assert(std::endian::native == std::endian::little,
+              "tile data travels as host doubles; add byte swapping for big-endian hosts");
+static_assert(std::numeric_limits<double>::is_iec559, "the wire format carries IEEE-754 binary64");
+
+namespace {
+
+constexpr std::size_t kHelloFixedBytes = 2 + 3 * 2 + 4 + 4 + 8 + 8 + kChallengeSize;  // 64
+constexpr std::size_t kAuthBytes = kMacSize + kChallengeSize;
+constexpr std::size_t kAuthOkBytes = kMacSize;
+constexpr std::size_t kProbeFixedBytes = 1 + 3 + 4 + 8 + 4;                   // 20
+constexpr std::size_t kProbeResultFixedBytes = 1 + 3 + 4 + 4 + 4 + 8 + 8 + 4;  // 36
+constexpr std::size_t kJobBytes = 8 + 4 * 16;                                   // 72
+constexpr std::size_t kCreditBytes = 8 + 4 + 4 + 8;
+constexpr std::size_t kErrorFixedBytes = 4 + 2;
+constexpr std::size_t kReleaseFixedBytes = 4;
+constexpr uint16_t kMaxType = static_cast<uint16_t>(MessageType::kRelease);
+
+// Longest string the encoder emits; decoders enforce Limits::max_string_bytes (4096 by default).
+constexpr std::size_t kMaxEncodedString = Limits{}.max_string_bytes;
+
+std::string format_double(double value) {
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  if (ec != std::errc()) return "?";
+  return std::string(buffer, end);
+}
+
+std::string hex32(uint32_t value) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out = "0x";
+  for (int shift = 28; shift >= 0; shift -= 4) out += kDigits[(value >> shift) & 0xF];
+  return out;
+}
+
+Status field_error(std::string_view message, std::string_view detail) {
+  return protocol_error(std::string(message) + ": " + std::string(detail));
+}
+
+Status out_of_range(std::string_view message, std::string_view field, uint64_t value, uint64_t low,
+                    uint64_t high) {
+  return field_error(message, std::string(field) + " " + std::to_string(value) + " out of range " +
+                                  std::to_string(low) + ".." + std::to_string(high));
+}
+
+// a * b + c, or nullopt-like false when it does not fit in 64 bits.
+bool checked_mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t& out) {
+  uint64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return false;
+  return !__builtin_add_overflow(product, c, &out);
+}
+
+uint64_t saturating_mul_add(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t out = 0;
+  return checked_mul_add(a, b, c, out) ? out : std::numeric_limits<uint64_t>::max();
+}
+
+// --- Encoding ------------------------------------------------------------------------------
+
+class PayloadWriter {
+ public:
+  explicit PayloadWriter(std::size_t expected_size) { bytes_.reserve(expected_size); }
+
+  void u8(uint8_t value) { bytes_.push_back(static_cast<std::byte>(value)); }
+  void u16(uint16_t value) { put_le(value, 2); }
+  void u32(uint32_t value) { put_le(value, 4); }
+  void u64(uint64_t value) { put_le(value, 8); }
+  void f64(double value) { put_le(std::bit_cast<uint64_t>(value), 8); }
+  void zeros(std::size_t count) { bytes_.insert(bytes_.end(), count, std::byte{0}); }
+  void raw(const uint8_t* data, std::size_t size) {
+    const auto* first = reinterpret_cast<const std::byte*>(data);
+    bytes_.insert(bytes_.end(), first, first + size);
+  }
+  template <std::size_t N>
+  void array(const std::array<uint8_t, N>& value) { raw(value.data(), N); }
+
+  // Over-long strings are cut (at a UTF-8 character boundary) rather than failing: they are
+  // names and error texts, and a shortened reason is better than none.
+  void string(const std::string& value) {
+    std::size_t size = value.size();
+    if (size > kMaxEncodedString) {
+      size = kMaxEncodedString;
+      while (size > 0 && (static_cast<uint8_t>(value[size]) & 0xC0) == 0x80) --size;
+    }
+    u16(static_cast<uint16_t>(size));
+    raw(reinterpret_cast<const uint8_t*>(value.data()), size);
+  }
+
+  std::vector<std::byte> take() { return std::move(bytes_); }
+
+ private:
+  void put_le(uint64_t value, int size) {
+    for (int i = 0; i < size; ++i) bytes_.push_back(static_cast<std::byte>(value >> (8 * i)));
+  }
+  std::vector<std::byte> bytes_;
+};
+
+template <std::size_t N>
+void store_le(std::array<std::byte, N>& out, std::size_t offset, uint64_t value, int size) {
+  for (int i = 0; i < size; ++i) out[offset + static_cast<std::size_t>(i)] = static_cast<std::byte>(value >> (8 * i));
+}
+
+uint64_t load_le(const std::byte* data, int size) {
+  uint64_t value = 0;
+  for (int i = size - 1; i >= 0; --i) value = (value << 8) | std::to_integer<uint64_t>(data[i]);
+  return value;
+}
+
+std::vector<std::byte> encode(const Hello& m) {
+  PayloadWriter w(kHelloFixedBytes + m.worker_version.size() + m.arch.size() + m.hostname.size());
+  w.u16(m.protocol_version);
+  w.string(m.worker_version);
+  w.string(m.arch);
+  w.string(m.hostname);
+  w.u32(m.cores);
+  w.u32(m.threads);
+  w.u64(m.memory_bytes);
+  w.u64(m.tile_memory_cap);
+  w.array(m.challenge);
+  return w.take();
+}
+
+std::vector<std::byte> encode(const Auth& m) {
+  PayloadWriter w(kAuthBytes);
+  w.array(m.mac);
+  w.array(m.challenge);
+  return w.take();
+}
+
+std::vector<std::byte> encode(const AuthOk& m) {
+  PayloadWriter w(kAuthOkBytes);
+  w.array(m.mac);
+  return w.take();
+}
+
+std::vector<std::byte> encode(const Probe& m) {
+  assert(m.echo.size() <= std::numeric_limits<uint32_t>::max());
+  PayloadWriter w(kProbeFixedBytes + m.echo.size());
+  w.u8(static_cast<uint8_t>(m.kind));
+  w.zeros(3);
+  w.u32(m.gemm_size);
+  w.f64(m.min_seconds);
+  w.u32(static_cast<uint32_t>(m.echo.size()));
+  w.raw(m.echo.data(), m.echo.size());
+  return w.take();
+}
+
+std::vector<std::byte> encode(const ProbeResult& m) {
+  assert(m.echo.size() <= std::numeric_limits<uint32_t>::max());
+  PayloadWriter w(kProbeResultFixedBytes + m.echo.size());
+  w.u8(static_cast<uint8_t>(m.kind));
+  w.zeros(3);
+  w.u32(m.gemm_size);
+  w.u32(m.repetitions);
+  w.zeros(4);
+  w.f64(m.seconds);
+  w.f64(m.gflops);
+  w.u32(static_cast<uint32_t>(m.echo.size()));
+  w.raw(m.echo.data(), m.echo.size());
+  return w.take();
+}
+
+std::vector<std::byte> encode(const Job& m) {
+  PayloadWriter w(kJobBytes);
+  w.u64(m.job_id);
+  w.u32(static_cast<uint32_t>(m.op));
+  w.u32(m.flags);
+  for (uint32_t field : {m.a_tile, m.b_tile, m.c_tile, m.a_row, m.a_col, m.b_row, m.b_col, m.c_row,
+                         m.c_col, m.m, m.n, m.k, m.c_rows, m.c_cols}) {
+    w.u32(field);
+  }
+  return w.take();
+}
+
+std::vector<std::byte> encode(const Credit& m) {
+  PayloadWriter w(kCreditBytes);
+  w.u64(m.job_id);
+  w.u32(m.credits);
+  w.zeros(4);
+  w.f64(m.compute_seconds);
+  return w.take();
+}
+
+std::vector<std::byte> encode(const Error& m) {
+  PayloadWriter w(kErrorFixedBytes + m.message.size());
+  w.u32(static_cast<uint32_t>(m.code));
+  w.string(m.message);
+  return w.take();
+}
+
+std::vector<std::byte> encode(const Bye&) { return {}; }
+
+std::vector<std::byte> encode(const Release& m) {
+  assert(m.tile_ids.size() <= std::numeric_limits<uint32_t>::max() / 4);
+  PayloadWriter w(kReleaseFixedBytes + 4 * m.tile_ids.size());
+  w.u32(static_cast<uint32_t>(m.tile_ids.size()));
+  for (uint32_t id : m.tile_ids) w.u32(id);
+  return w.take();
+}
+
+// Bulk messages are sent as prefix + caller memory; see encode_store_prefix.
+std::vector<std::byte> encode(const Store&) {
+  assert(false && "encode_payload: STORE is sent with encode_store_prefix + data");
+  return {};
+}
+std::vector<std::byte> encode(const ResultTile&) {
+  assert(false && "encode_payload: RESULT is sent with encode_result_prefix + data");
+  return {};
+}
+
+// --- Decoding ------------------------------------------------------------------------------
+
+// Reads fields in order; the first failure is kept and every later read fails too, so a decoder
+// can chain reads and check once.
+class PayloadReader {
+ public:
+  PayloadReader(std::string_view message, std::span<const std::byte> payload)
+      : message_(message), payload_(payload) {}
+
+  bool u8(std::string_view field, uint8_t& out) { return get(field, 1, out); }
+  bool u16(std::string_view field, uint16_t& out) { return get(field, 2, out); }
+  bool u32(std::string_view field, uint32_t& out) { return get(field, 4, out); }
+  bool u64(std::string_view field, uint64_t& out) { return get(field, 8, out); }
+  bool f64(std::string_view field, double& out) {
+    uint64_t bits = 0;
+    if (!get(field, 8, bits)) return false;
+    out = std::bit_cast<double>(bits);
+    return true;
+  }
+
+  template <std::size_t N>
+  bool array(std::string_view field, std::array<uint8_t, N>& out) {
+    if (!take(field, N)) return false;
+    std::memcpy(out.data(), payload_.data() + offset_ - N, N);
+    return true;
+  }
+
+  bool zero_padding(std::string_view field, std::size_t size) {
+    if (!take(field, size)) return false;
+    for (std::size_t i = offset_ - size; i < offset_; ++i) {
+      if (payload_[i] != std::byte{0}) {
+        return fail(std::string(field) + " byte " + std::to_string(i - (offset_ - size)) + " is " +
+                    std::to_string(std::to_integer<unsigned>(payload_[i])) + ", must be 0");
+      }
+    }
+    return true;
+  }
+
+  bool string(std::string_view field, uint32_t max_bytes, std::string& out) {
+    uint16_t size = 0;
+    if (!u16(field, size)) return false;
+    if (size > max_bytes) {
+      return fail(std::string(field) + " length " + std::to_string(size) + " out of range 0.." +
+                  std::to_string(max_bytes));
+    }
+    if (!take(field, size)) return false;
+    out.assign(reinterpret_cast<const char*>(payload_.data() + offset_ - size), size);
+    return true;
+  }
+
+  // A u32 length followed by that many bytes, at most max_bytes.
+  bool byte_vector(std::string_view field, uint32_t max_bytes, std::vector<uint8_t>& out) {
+    uint32_t size = 0;
+    const std::string length_field = std::string(field) + "_length";
+    if (!u32(length_field, size)) return false;
+    if (size > max_bytes) {
+      return fail(length_field + " " + std::to_string(size) + " out of range 0.." + std::to_string(max_bytes));
+    }
+    if (!take(field, size)) return false;
+    const auto* first = reinterpret_cast<const uint8_t*>(payload_.data() + offset_ - size);
+    out.assign(first, first + size);
+    return true;
+  }
+
+  // Everything read; nothing may follow.
+  bool finish() {
+    if (!status_.is_ok()) return false;
+    if (offset_ != payload_.size()) {
+      return fail(std::to_string(payload_.size() - offset_) + " trailing bytes after the last field (payload " +
+                  std::to_string(payload_.size()) + " bytes, message ends at " + std::to_string(offset_) + ")");
+    }
+    return true;
+  }
+
+  bool fail(std::string detail) {
+    if (status_.is_ok()) status_ = field_error(message_, detail);
+    return false;
+  }
+
+  std::size_t offset() const { return offset_; }
+  const Status& status() const { return status_; }
+
+ private:
+  bool take(std::string_view field, std::size_t size) {
+    if (!status_.is_ok()) return false;
+    if (size > payload_.size() - offset_) {
+      return fail("truncated at " + std::string(field) + ": needs " + std::to_string(size) + " bytes at offset " +
+                  std::to_string(offset_) + ", payload has " + std::to_string(payload_.size()));
+    }
+    offset_ += size;
+    return true;
+  }
+
+  template <typename T>
+  bool get(std::string_view field, int size, T& out) {
+    if (!take(field, static_cast<std::size_t>(size))) return false;
+    out = static_cast<T>(load_le(payload_.data() + offset_ - static_cast<std::size_t>(size), size));
+    return true;
+  }
+
+  std::string_view message_;
+  std::span<const std::byte> payload_;
+  std::size_t offset_ = 0;
+  Status status_;
+};
+
+Status check_seconds(std::string_view message, std::string_view field, double value, double max) {
+  if (std::isfinite(value) && value >= 0.0 && value <= max) return Status::ok();
+  return field_error(message, std::string(field) + " " + format_double(value) + " out of range 0.." +
+                                  format_double(max));
+}
+
+Status check_probe_kind(std::string_view message, uint8_t kind) {
+  if (kind == static_cast<uint8_t>(ProbeKind::kEcho) || kind == static_cast<uint8_t>(ProbeKind::kGemm)) {
+    return Status::ok();
+  }
+  return field_error(message, "kind " + std::to_string(kind) + " unknown (0 = echo, 1 = gemm)");
+}
+
+Status check_gemm_size(std::string_view message, ProbeKind kind, uint32_t size, const Limits& limits) {
+  const uint32_t low = kind == ProbeKind::kGemm ? 1 : 0;
+  if (size < low || size > limits.max_probe_size) {
+    return out_of_range(message, "gemm_size", size, low, limits.max_probe_size);
+  }
+  return Status::ok();
+}
+
+Result<Message> decode_hello(std::span<const std::byte> payload, const Limits& limits) {
+  Hello m;
+  PayloadReader r("HELLO", payload);
+  if (!(r.u16("protocol_version", m.protocol_version) &&
+        r.string("worker_version", limits.max_string_bytes, m.worker_version) &&
+        r.string("arch", limits.max_string_bytes, m.arch) &&
+        r.string("hostname", limits.max_string_bytes, m.hostname) && r.u32("cores", m.cores) &&
+        r.u32("threads", m.threads) && r.u64("memory_bytes", m.memory_bytes) &&
+        r.u64("tile_memory_cap", m.tile_memory_cap) && r.array("challenge", m.challenge) && r.finish())) {
+    return r.status();
+  }
+  if (m.protocol_version != kProtocolVersion) {
+    return field_error("HELLO", "protocol_version " + std::to_string(m.protocol_version) +
+                                    " unsupported; this build speaks " + std::to_string(kProtocolVersion));
+  }
+  return Message(std::move(m));
+}
+
+Result<Message> decode_auth(std::span<const std::byte> payload) {
+  Auth m;
+  PayloadReader r("AUTH", payload);
+  if (!(r.array("mac", m.mac) && r.array("challenge", m.challenge) && r.finish())) return r.status();
+  return Message(m);
+}
+
+Result<Message> decode_auth_ok(std::span<const std::byte> payload) {
+  AuthOk m;
+  PayloadReader r("AUTH_OK", payload);
+  if (!(r.array("mac", m.mac) && r.finish())) return r.status();
+  return Message(m);
+}
+
+Result<Message> decode_probe(std::span<const std::byte> payload, const Limits& limits) {
+  Probe m;
+  uint8_t kind = 0;
+  PayloadReader r("PROBE", payload);
+  if (!r.u8("kind", kind)) return r.status();
+  TESSERA_RETURN_IF_ERROR(check_probe_kind("PROBE", kind));
+  m.kind = static_cast<ProbeKind>(kind);
+  if (!(r.zero_padding("pad", 3) && r.u32("gemm_size", m.gemm_size) && r.f64("min_seconds", m.min_seconds))) {
+    return r.status();
+  }
+  TESSERA_RETURN_IF_ERROR(check_gemm_size("PROBE", m.kind, m.gemm_size, limits));
+  TESSERA_RETURN_IF_ERROR(check_seconds("PROBE", "min_seconds", m.min_seconds, limits.max_probe_seconds));
+  if (!(r.byte_vector("echo", limits.max_echo_bytes, m.echo) && r.finish())) return r.status();
+  return Message(std::move(m));
+}
+
+Result<Message> decode_probe_result(std::span<const std::byte> payload, const Limits& limits) {
+  ProbeResult m;
+  uint8_t kind = 0;
+  PayloadReader r("PROBE_RESULT", payload);
+  if (!r.u8("kind", kind)) return r.status();
+  TESSERA_RETURN_IF_ERROR(check_probe_kind("PROBE_RESULT", kind));
+  m.kind = static_cast<ProbeKind>(kind);
+  if (!(r.zero_padding("pad", 3) && r.u32("gemm_size", m.gemm_size) && r.u32("repetitions", m.repetitions) &&
+        r.zero_padding("pad", 4) && r.f64("seconds", m.seconds) && r.f64("gflops", m.gflops))) {
+    return r.status();
+  }
+  TESSERA_RETURN_IF_ERROR(check_gemm_size("PROBE_RESULT", m.kind, m.gemm_size, limits));
+  constexpr double kUnbounded = std::numeric_limits<double>::max();
+  TESSERA_RETURN_IF_ERROR(check_seconds("PROBE_RESULT", "seconds", m.seconds, kUnbounded));
+  TESSERA_RETURN_IF_ERROR(check_seconds("PROBE_RESULT", "gflops", m.gflops, kUnbounded));
+  if (!(r.byte_vector("echo", limits.max_echo_bytes, m.echo) && r.finish())) return r.status();
+  return Message(std::move(m));
+}
+
+// An extent [offset, offset + size) inside a tile dimension of at most max_dim.
+Status check_extent(std::string_view offset_field, uint32_t offset, std::string_view size_field, uint32_t size,
+                    uint32_t max_dim) {
+  if (size < 1 || size > max_dim) return out_of_range("JOB", size_field, size, 1, max_dim);
+  if (uint64_t{offset} + size > max_dim) {
+    return field_error("JOB", std::string(offset_field) + " " + std::to_string(offset) + " + " +
+                                  std::string(size_field) + " " + std::to_string(size) + " exceeds max tile dim " +
+                                  std::to_string(max_dim));
+  }
+  return Status::ok();
+}
+
+Result<Message> decode_job(std::span<const std::byte> payload, const Limits& limits) {
+  Job m;
+  uint32_t op = 0;
+  PayloadReader r("JOB", payload);
+  if (!(r.u64("job_id", m.job_id) && r.u32("op", op) && r.u32("flags", m.flags) && r.u32("a_tile", m.a_tile) &&
+        r.u32("b_tile", m.b_tile) && r.u32("c_tile", m.c_tile) && r.u32("a_row", m.a_row) &&
+        r.u32("a_col", m.a_col) && r.u32("b_row", m.b_row) && r.u32("b_col", m.b_col) &&
+        r.u32("c_row", m.c_row) && r.u32("c_col", m.c_col) && r.u32("m", m.m) && r.u32("n", m.n) &&
+        r.u32("k", m.k) && r.u32("c_rows", m.c_rows) && r.u32("c_cols", m.c_cols) && r.finish())) {
+    return r.status();
+  }
+  if (op != static_cast<uint32_t>(JobOp::kGemmAccumulate)) {
+    return field_error("JOB", "op " + std::to_string(op) + " unknown (1 = gemm_accumulate)");
+  }
+  m.op = JobOp::kGemmAccumulate;
+  if ((m.flags & ~kJobKnownFlags) != 0) {
+    return field_error("JOB", "flags " + hex32(m.flags) + " has unknown bits " + hex32(m.flags & ~kJobKnownFlags));
+  }
+  const uint32_t max_dim = limits.max_tile_dim;
+  TESSERA_RETURN_IF_ERROR(check_extent("a_row", m.a_row, "m", m.m, max_dim));
+  TESSERA_RETURN_IF_ERROR(check_extent("a_col", m.a_col, "k", m.k, max_dim));
+  TESSERA_RETURN_IF_ERROR(check_extent("b_row", m.b_row, "k", m.k, max_dim));
+  TESSERA_RETURN_IF_ERROR(check_extent("b_col", m.b_col, "n", m.n, max_dim));
+  TESSERA_RETURN_IF_ERROR(check_extent("c_row", m.c_row, "m", m.m, max_dim));
+  TESSERA_RETURN_IF_ERROR(check_extent("c_col", m.c_col, "n", m.n, max_dim));
+  if ((m.flags & kJobCreateOutput) != 0) {
+    if (m.c_rows < 1 || m.c_rows > max_dim) return out_of_range("JOB", "c_rows", m.c_rows, 1, max_dim);
+    if (m.c_cols < 1 || m.c_cols > max_dim) return out_of_range("JOB", "c_cols", m.c_cols, 1, max_dim);
+    if (uint64_t{m.c_row} + m.m > m.c_rows || uint64_t{m.c_col} + m.n > m.c_cols) {
+      return field_error("JOB", "output block rows " + std::to_string(m.c_row) + "+" + std::to_string(m.m) +
+                                    ", cols " + std::to_string(m.c_col) + "+" + std::to_string(m.n) +
+                                    " does not fit the new c_tile of " + std::to_string(m.c_rows) + " x " +
+                                    std::to_string(m.c_cols));
+    }
+  }
+  return Message(m);
+}
+
+Result<Message> decode_credit(std::span<const std::byte> payload) {
+  Credit m;
+  PayloadReader r("CREDIT", payload);
+  if (!(r.u64("job_id", m.job_id) && r.u32("credits", m.credits) && r.zero_padding("pad", 4) &&
+        r.f64("compute_seconds", m.compute_seconds) && r.finish())) {
+    return r.status();
+  }
+  TESSERA_RETURN_IF_ERROR(
+      check_seconds("CREDIT", "compute_seconds", m.compute_seconds, std::numeric_limits<double>::max()));
+  return Message(m);
+}
+
+Result<Message> decode_error(std::span<const std::byte> payload, const Limits& limits) {
+  Error m;
+  uint32_t code = 0;
+  PayloadReader r("ERROR", payload);
+  if (!(r.u32("code", code) && r.string("message", limits.max_string_bytes, m.message) && r.finish())) {
+    return r.status();
+  }
+  if (code < static_cast<uint32_t>(ErrorCode::kBadFrame) || code > static_cast<uint32_t>(ErrorCode::kInternal)) {
+    return out_of_range("ERROR", "code", code, static_cast<uint32_t>(ErrorCode::kBadFrame),
+                        static_cast<uint32_t>(ErrorCode::kInternal));
+  }
+  m.code = static_cast<ErrorCode>(code);
+  return Message(std::move(m));
+}
+
+Result<Message> decode_bye(std::span<const std::byte> payload) {
+  PayloadReader r("BYE", payload);
+  if (!r.finish()) return r.status();
+  return Message(Bye{});
+}
+
+Result<Message> decode_release(std::span<const std::byte> payload, const Limits& limits) {
+  Release m;
+  uint32_t count = 0;
+  PayloadReader r("RELEASE", payload);
+  if (!r.u32("count", count)) return r.status();
+  if (count > limits.max_release_tiles) return out_of_range("RELEASE", "count", count, 0, limits.max_release_tiles);
+  const uint64_t expected = kReleaseFixedBytes + uint64_t{4} * count;
+  if (expected != payload.size()) {
+    return field_error("RELEASE", "count " + std::to_string(count) + " needs a payload of " +
+                                      std::to_string(expected) + " bytes, got " + std::to_string(payload.size()));
+  }
+  m.tile_ids.resize(count);
+  for (uint32_t& id : m.tile_ids) r.u32("tile_id", id);
+  if (!r.finish()) return r.status();
+  return Message(std::move(m));
+}
+
+struct RawTilePrefix {
+  TilePrefix tile;
+  uint32_t reserved = 0;
+};
+
+RawTilePrefix load_tile_prefix(const std::byte* data) {
+  RawTilePrefix raw;
+  raw.tile.tile_id = static_cast<uint32_t>(load_le(data, 4));
+  raw.tile.rows = static_cast<uint32_t>(load_le(data + 4, 4));
+  raw.tile.cols = static_cast<uint32_t>(load_le(data + 8, 4));
+  raw.reserved = static_cast<uint32_t>(load_le(data + 12, 4));
+  return raw;
+}
+
+void store_tile_prefix(std::span<std::byte> out, const TilePrefix& tile) {
+  std::array<std::byte, kTilePrefixSize> bytes{};
+  store_le(bytes, 0, tile.tile_id, 4);
+  store_le(bytes, 4, tile.rows, 4);
+  store_le(bytes, 8, tile.cols, 4);
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+}
+
+Status check_tile(std::string_view message, const RawTilePrefix& raw, std::size_t prefix_size,
+                  uint64_t payload_length, const Limits& limits) {
+  const TilePrefix& tile = raw.tile;
+  if (tile.rows < 1 || tile.rows > limits.max_tile_dim) {
+    return out_of_range(message, "rows", tile.rows, 1, limits.max_tile_dim);
+  }
+  if (tile.cols < 1 || tile.cols > limits.max_tile_dim) {
+    return out_of_range(message, "cols", tile.cols, 1, limits.max_tile_dim);
+  }
+  if (raw.reserved != 0) return field_error(message, "tile reserved field " + std::to_string(raw.reserved) + ", must be 0");
+  uint64_t expected = 0;
+  const bool fits = checked_mul_add(uint64_t{tile.rows} * tile.cols, sizeof(double), prefix_size, expected);
+  if (!fits || expected != payload_length) {
+    return field_error(message, "payload_length " + std::to_string(payload_length) + " does not match tile " +
+                                    std::to_string(tile.rows) + " x " + std::to_string(tile.cols) + " (needs " +
+                                    (fits ? std::to_string(expected) : std::string("more than 2^64")) + " bytes)");
+  }
+  return Status::ok();
+}
+
+// The data span views the payload in place, which is only valid for double-aligned memory.
+Result<std::span<const double>> tile_data(std::string_view message, std::span<const std::byte> payload,
+                                          std::size_t prefix_size, const TilePrefix& tile) {
+  const std::byte* first = payload.data() + prefix_size;
+  if (reinterpret_cast<std::uintptr_t>(first) % alignof(double) != 0) {
+    return invalid_argument(std::string(message) + ": payload buffer is not " + std::to_string(alignof(double)) +
+                            "-byte aligned; tile data cannot be viewed in place");
+  }
+  return std::span<const double>(reinterpret_cast<const double*>(first), std::size_t{tile.rows} * tile.cols);
+}
+
+Result<Message> decode_store(std::span<const std::byte> payload, const Limits& limits) {
+  if (payload.size() < kTilePrefixSize) {
+    return field_error("STORE", "truncated tile prefix: needs " + std::to_string(kTilePrefixSize) +
+                                    " bytes, payload has " + std::to_string(payload.size()));
+  }
+  Result<TilePrefix> tile = decode_store_prefix(payload.first<kTilePrefixSize>(), payload.size(), limits);
+  if (!tile) return tile.status();
+  Result<std::span<const double>> data = tile_data("STORE", payload, kTilePrefixSize, *tile);
+  if (!data) return data.status();
+  return Message(Store{*tile, *data});
+}
+
+Result<Message> decode_result(std::span<const std::byte> payload, const Limits& limits) {
+  if (payload.size() < kResultPrefixSize) {
+    return field_error("RESULT", "truncated prefix: needs " + std::to_string(kResultPrefixSize) +
+                                     " bytes, payload has " + std::to_string(payload.size()));
+  }
+  Result<ResultPrefix> prefix = decode_result_prefix(payload.first<kResultPrefixSize>(), payload.size(), limits);
+  if (!prefix) return prefix.status();
+  Result<std::span<const double>> data = tile_data("RESULT", payload, kResultPrefixSize, prefix->tile);
+  if (!data) return data.status();
+  return Message(ResultTile{prefix->job_id, prefix->compute_seconds, prefix->tile, *data});
+}
+
+struct PayloadBounds {
+  uint64_t min = 0;
+  uint64_t max = 0;
+};
+
+// What a payload of this type can possibly measure under `limits`; lets readers refuse a frame
+// before allocating its claimed length.
+PayloadBounds payload_bounds(MessageType type, const Limits& limits) {
+  const uint64_t max_string = std::min<uint64_t>(limits.max_string_bytes, std::numeric_limits<uint16_t>::max());
+  const uint64_t max_dim = limits.max_tile_dim;
+  switch (type) {
+    case MessageType::kHello: return {kHelloFixedBytes, kHelloFixedBytes + 3 * max_string};
+    case MessageType::kAuth: return {kAuthBytes, kAuthBytes};
+    case MessageType::kAuthOk: return {kAuthOkBytes, kAuthOkBytes};
+    case MessageType::kProbe: return {kProbeFixedBytes, kProbeFixedBytes + uint64_t{limits.max_echo_bytes}};
+    case MessageType::kProbeResult:
+      return {kProbeResultFixedBytes, kProbeResultFixedBytes + uint64_t{limits.max_echo_bytes}};
+    case MessageType::kStore:
+      return {kTilePrefixSize + sizeof(double), saturating_mul_add(max_dim * max_dim, sizeof(double), kTilePrefixSize)};
+    case MessageType::kJob: return {kJobBytes, kJobBytes};
+    case MessageType::kCredit: return {kCreditBytes, kCreditBytes};
+    case MessageType::kResult:
+      return {kResultPrefixSize + sizeof(double),
+              saturating_mul_add(max_dim * max_dim, sizeof(double), kResultPrefixSize)};
+    case MessageType::kError: return {kErrorFixedBytes, kErrorFixedBytes + max_string};
+    case MessageType::kBye: return {0, 0};
+    case MessageType::kRelease:
+      return {kReleaseFixedBytes, kReleaseFixedBytes + uint64_t{4} * limits.max_release_tiles};
+  }
+  return {0, 0};
+}
+
+// Message's alternatives are listed in wire-type order, so the index gives the type.
+template <std::size_t I, MessageType kType>
+constexpr bool kAlternativeIs = static_cast<uint16_t>(kType) == I + 1;
+static_assert(std::is_same_v<std::variant_alternative_t<0, Message>, Hello> && kAlternativeIs<0, MessageType::kHello>);
+static_assert(std::is_same_v<std::variant_alternative_t<5, Message>, Store> && kAlternativeIs<5, MessageType::kStore>);
+static_assert(std::is_same_v<std::variant_alternative_t<8, Message>, ResultTile> &&
+              kAlternativeIs<8, MessageType::kResult>);
+static_assert(std::is_same_v<std::variant_alternative_t<11, Message>, Release> &&
+              kAlternativeIs<11, MessageType::kRelease>);
+static_assert(std::variant_size_v<Message> == kMaxType);
+
+}  // namespace
+
+std::string message_type_name(uint16_t type) {
+  switch (type) {
+    case 1: return "HELLO";
+    case 2: return "AUTH";
+    case 3: return "AUTH_OK";
+    case 4: return "PROBE";
+    case 5: return "PROBE_RESULT";
+    case 6: return "STORE";
+    case 7: return "JOB";
+    case 8: return "CREDIT";
+    case 9: return "RESULT";
+    case 10: return "ERROR";
+    case 11: return "BYE";
+    case 12: return "RELEASE";
+    default: return "UNKNOWN(" + std::to_string(type) + ")";
+  }
+}
+
+MessageType message_type(const Message& message) {
+  return static_cast<MessageType>(message.index() + 1);
+}
+
+std::array<std::byte, kHeaderSize> encode_header(const FrameHeader& header) {
+  std::array<std::byte, kHeaderSize> bytes{};
+  store_le(bytes, 0, kMagic, 4);
+  store_le(bytes, 4, header.version, 2);
+  store_le(bytes, 6, header.type, 2);
+  store_le(bytes, 8, header.flags, 4);
+  store_le(bytes, 12, 0, 4);
+  store_le(bytes, 16, header.payload_length, 8);
+  store_le(bytes, 24, header.request_id, 8);
+  return bytes;
+}
+
+Result<FrameHeader> decode_header(std::span<const std::byte, kHeaderSize> bytes, const Limits& limits) {
+  const auto magic = static_cast<uint32_t>(load_le(bytes.data(), 4));
+  if (magic != kMagic) {
+    return protocol_error("frame header: magic " + hex32(magic) + " is not " + hex32(kMagic) +
+                          " (\"TSRA\"); the peer does not speak the Tessera protocol");
+  }
+  FrameHeader header;
+  header.version = static_cast<uint16_t>(load_le(bytes.data() + 4, 2));
+  header.type = static_cast<uint16_t>(load_le(bytes.data() + 6, 2));
+  header.flags = static_cast<uint32_t>(load_le(bytes.data() + 8, 4));
+  const auto reserved = static_cast<uint32_t>(load_le(bytes.data() + 12, 4));
+  header.payload_length = load_le(bytes.data() + 16, 8);
+  header.request_id = load_le(bytes.data() + 24, 8);
+  if (header.version != kProtocolVersion) {
+    return protocol_error("frame header: version " + std::to_string(header.version) + " unsupported; this build speaks " +
+                          std::to_string(kProtocolVersion));
+  }
+  if (reserved != 0) return protocol_error("frame header: reserved field " + hex32(reserved) + ", must be 0");
+  if (header.type < 1 || header.type > kMaxType) {
+    return protocol_error("frame header: type " + std::to_string(header.type) + " unknown (valid 1.." +
+                          std::to_string(kMaxType) + ")");
+  }
+  const std::string name = message_type_name(header.type);
+  if (header.payload_length > limits.max_payload_bytes) {
+    return protocol_error(name + ": payload_length " + std::to_string(header.payload_length) + " exceeds the limit of " +
+                          std::to_string(limits.max_payload_bytes) + " bytes");
+  }
+  const PayloadBounds bounds = payload_bounds(static_cast<MessageType>(header.type), limits);
+  if (header.payload_length < bounds.min || header.payload_length > bounds.max) {
+    return out_of_range(name, "payload_length", header.payload_length, bounds.min, bounds.max);
+  }
+  return header;
+}
+
+std::vector<std::byte> encode_payload(const Message& message) {
+  return std::visit([](const auto& m) { return encode(m); }, message);
+}
+
+std::array<std::byte, kTilePrefixSize> encode_store_prefix(const TilePrefix& tile) {
+  std::array<std::byte, kTilePrefixSize> bytes{};
+  store_tile_prefix(bytes, tile);
+  return bytes;
+}
+
+std::array<std::byte, kResultPrefixSize> encode_result_prefix(uint64_t job_id, double compute_seconds,
+                                                              const TilePrefix& tile) {
+  std::array<std::byte, kResultPrefixSize> bytes{};
+  store_le(bytes, 0, job_id, 8);
+  store_le(bytes, 8, std::bit_cast<uint64_t>(compute_seconds), 8);
+  store_tile_prefix(std::span(bytes).subspan(16), tile);
+  return bytes;
+}
+
+uint64_t store_payload_bytes(const TilePrefix& tile) {
+  return saturating_mul_add(uint64_t{tile.rows} * tile.cols, sizeof(double), kTilePrefixSize);
+}
+
+uint64_t result_payload_bytes(const TilePrefix& tile) {
+  return saturating_mul_add(uint64_t{tile.rows} * tile.cols, sizeof(double), kResultPrefixSize);
+}
+
+Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload, const Limits& limits) {
+  if (payload.size() > limits.max_payload_bytes) {
+    return protocol_error(message_type_name(type) + ": payload of " + std::to_string(payload.size()) +
+                          " bytes exceeds the limit of " + std::to_string(limits.max_payload_bytes));
+  }
+  switch (type) {
+    case 1: return decode_hello(payload, limits);
+    case 2: return decode_auth(payload);
+    case 3: return decode_auth_ok(payload);
+    case 4: return decode_probe(payload, limits);
+    case 5: return decode_probe_result(payload, limits);
+    case 6: return decode_store(payload, limits);
+    case 7: return decode_job(payload, limits);
+    case 8: return decode_credit(payload);
+    case 9: return decode_result(payload, limits);
+    case 10: return decode_error(payload, limits);
+    case 11: return decode_bye(payload);
+    case 12: return decode_release(payload, limits);
+    default:
+      return protocol_error("message type " + std::to_string(type) + " unknown (valid 1.." + std::to_string(kMaxType) + ")");
+  }
+}
+
+Result<TilePrefix> decode_store_prefix(std::span<const std::byte, kTilePrefixSize> prefix, uint64_t payload_length,
+                                       const Limits& limits) {
+  const RawTilePrefix raw = load_tile_prefix(prefix.data());
+  TESSERA_RETURN_IF_ERROR(check_tile("STORE", raw, kTilePrefixSize, payload_length, limits));
+  return raw.tile;
+}
+
+Result<ResultPrefix> decode_result_prefix(std::span<const std::byte, kResultPrefixSize> prefix,
+                                          uint64_t payload_length, const Limits& limits) {
+  ResultPrefix result;
+  result.job_id = load_le(prefix.data(), 8);
+  result.compute_seconds = std::bit_cast<double>(load_le(prefix.data() + 8, 8));
+  TESSERA_RETURN_IF_ERROR(
+      check_seconds("RESULT", "compute_seconds", result.compute_seconds, std::numeric_limits<double>::max()));
+  const RawTilePrefix raw = load_tile_prefix(prefix.data() + 16);
+  TESSERA_RETURN_IF_ERROR(check_tile("RESULT", raw, kResultPrefixSize, payload_length, limits));
+  result.tile = raw.tile;
+  return result;
+}
+
+}  // namespace tessera::transport

@@ -1,1 +1,124 @@
-// placeholder: being written
+#include "tessera/worker/tile_store.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <string>
+#include <utility>
+
+namespace tessera::worker {
+
+namespace {
+
+// A cache line: keeps BLAS's packed loads aligned and strips of different threads off each
+// other's lines at tile starts.
+constexpr std::align_val_t kTileAlignment{64};
+
+std::string describe(uint32_t id, uint32_t rows, uint32_t cols) {
+  return "tile " + std::to_string(id) + " (" + std::to_string(rows) + " x " + std::to_string(cols) + ")";
+}
+
+}  // namespace
+
+Tile::Tile(uint32_t id, uint32_t rows, uint32_t cols, double* data,
+           std::shared_ptr<std::atomic<uint64_t>> charged)
+    : id_(id), rows_(rows), cols_(cols), data_(data), charged_(std::move(charged)) {}
+
+Tile::~Tile() {
+  ::operator delete(data_, kTileAlignment);
+  charged_->fetch_sub(bytes());
+}
+
+TileStore::TileStore(uint64_t cap_bytes)
+    : cap_bytes_(cap_bytes), charged_(std::make_shared<std::atomic<uint64_t>>(0)) {}
+
+TileStore::~TileStore() = default;
+
+Result<std::shared_ptr<Tile>> TileStore::reserve(uint32_t id, uint32_t rows, uint32_t cols, bool zero_fill) {
+  std::shared_ptr<Tile> replaced;  // freed after the lock is released
+  std::lock_guard lock(mutex_);
+  uint64_t freed = 0;
+  if (auto it = tiles_.find(id); it != tiles_.end() && it->second.use_count() == 1) {
+    freed = it->second->bytes();
+  }
+  auto tile = allocate_locked(id, rows, cols, zero_fill, freed);
+  if (!tile.is_ok()) return tile;
+  replaced = std::exchange(tiles_[id], *tile);
+  return tile;
+}
+
+Result<std::shared_ptr<Tile>> TileStore::allocate_scratch(uint32_t rows, uint32_t cols) {
+  std::lock_guard lock(mutex_);
+  return allocate_locked(0, rows, cols, /*zero_fill=*/true, 0);
+}
+
+Result<std::shared_ptr<Tile>> TileStore::allocate_locked(uint32_t id, uint32_t rows, uint32_t cols,
+                                                         bool zero_fill, uint64_t bytes_freed_by_replace) {
+  if (rows == 0 || cols == 0) {
+    return invalid_argument(describe(id, rows, cols) + " has a zero dimension");
+  }
+  const uint64_t elements = static_cast<uint64_t>(rows) * cols;  // < 2^64, cannot overflow
+  if (elements > std::numeric_limits<uint64_t>::max() / sizeof(double) ||
+      elements > std::numeric_limits<std::size_t>::max() / sizeof(double)) {
+    return resource_exhausted(describe(id, rows, cols) + " is too large to address");
+  }
+  const uint64_t bytes = elements * sizeof(double);
+  // Destructors on job threads only lower the charge concurrently, so this check is conservative.
+  const uint64_t in_use = charged_->load();
+  const uint64_t after = in_use - std::min(in_use, bytes_freed_by_replace);
+  if (bytes > cap_bytes_ || after > cap_bytes_ - bytes) {
+    return resource_exhausted(describe(id, rows, cols) + " needs " + std::to_string(bytes) +
+                              " bytes; the tile store holds " + std::to_string(in_use) + " of its " +
+                              std::to_string(cap_bytes_) + "-byte cap");
+  }
+  charged_->fetch_add(bytes);
+  void* memory = ::operator new(static_cast<std::size_t>(bytes), kTileAlignment, std::nothrow);
+  if (memory == nullptr) {
+    charged_->fetch_sub(bytes);
+    return resource_exhausted(describe(id, rows, cols) + ": the system refused " + std::to_string(bytes) +
+                              " bytes");
+  }
+  if (zero_fill) std::memset(memory, 0, static_cast<std::size_t>(bytes));
+  // make_shared cannot reach the private constructor; the tile is small next to its data anyway.
+  return std::shared_ptr<Tile>(new Tile(id, rows, cols, static_cast<double*>(memory), charged_));
+}
+
+std::shared_ptr<Tile> TileStore::find(uint32_t id) const {
+  std::lock_guard lock(mutex_);
+  auto it = tiles_.find(id);
+  return it == tiles_.end() ? nullptr : it->second;
+}
+
+bool TileStore::release(uint32_t id) {
+  std::shared_ptr<Tile> dropped;  // destroyed after the lock is released
+  std::lock_guard lock(mutex_);
+  auto it = tiles_.find(id);
+  if (it == tiles_.end()) return false;
+  dropped = std::move(it->second);
+  tiles_.erase(it);
+  return true;
+}
+
+bool TileStore::release_if_same(uint32_t id, const Tile* expected) {
+  std::shared_ptr<Tile> dropped;
+  std::lock_guard lock(mutex_);
+  auto it = tiles_.find(id);
+  if (it == tiles_.end() || it->second.get() != expected) return false;
+  dropped = std::move(it->second);
+  tiles_.erase(it);
+  return true;
+}
+
+void TileStore::clear() {
+  std::unordered_map<uint32_t, std::shared_ptr<Tile>> dropped;
+  std::lock_guard lock(mutex_);
+  dropped.swap(tiles_);
+}
+
+std::size_t TileStore::tile_count() const {
+  std::lock_guard lock(mutex_);
+  return tiles_.size();
+}
+
+}  // namespace tessera::worker

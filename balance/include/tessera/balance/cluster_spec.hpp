@@ -10,11 +10,15 @@
 //       port: 1..65535                  required; host:port unique
 //       threads: 1..1024                default 1
 //       kind: LABEL                     optional free label (desktop, pi, ...)
+//       emulate:                        optional, reserved for cpu/link emulation
+//         cpu: (0, 64]                  CPUs the node may use
+//         link: {rate: 100mbit, delay: 2ms, loss: 0.1}   tc-style; loss in percent 0..100
 // Unknown keys, wrong types, duplicates and out-of-range values fail with kInvalidConfig and a
 // message "FILE:LINE: what is wrong; what to write instead". Values; thread-compatible.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +27,16 @@
 
 namespace tessera::balance {
 
+// Emulated CPU and link limits for a node. cpu 0 means "not limited"; link_* are kept as the
+// tc-style strings the user wrote ("100mbit", "2ms") and only meaningful when has_link.
+struct EmulationSpec {
+  double cpu = 0;
+  std::string link_rate, link_delay;
+  double link_loss_percent = 0;
+  bool has_link = false;
+  bool operator==(const EmulationSpec&) const = default;
+};
+
 struct NodeSpec {
   std::string name;
   std::string host;
@@ -30,6 +44,7 @@ struct NodeSpec {
   uint32_t threads = 1;
   std::string kind;
   int line = 0;  // 1-based line of the node's entry in the YAML, for messages
+  std::optional<EmulationSpec> emulate;  // absent when the node has no emulate: key
   std::string endpoint() const { return host + ":" + std::to_string(port); }
   bool operator==(const NodeSpec&) const = default;
 };
@@ -40,14 +55,18 @@ struct ClusterSpec {
   std::string secret_file;  // resolved path, empty when secret is inline
   std::vector<NodeSpec> nodes;
   std::string source_path;  // the YAML file it came from ("<string>" when parsed from text)
+  int secret_line = 0;      // 1-based line of secret/secret_file, for resolve_secret's messages
   bool operator==(const ClusterSpec&) const = default;
 
-  // The secret itself: inline, or read from secret_file.
+  // The secret itself: inline, or read from secret_file with trailing whitespace trimmed. A
+  // missing, unreadable or empty file fails with kInvalidConfig naming the file and YAML line.
   Result<std::string> resolve_secret() const;
   // Index of the node with that name, or -1.
   int find_node(std::string_view node_name) const;
 };
 
+// Reads and validates the file. An unreadable file fails with kIoError naming the path; anything
+// wrong inside it with kInvalidConfig. Never throws.
 Result<ClusterSpec> load_cluster_spec(const std::string& path);
 // `source_name` is used in messages and to resolve a relative secret_file (its folder).
 Result<ClusterSpec> parse_cluster_spec(std::string_view yaml_text, const std::string& source_name);

@@ -3,7 +3,7 @@
 // .npy support is deliberately narrow: format 1.0/2.0/3.0, dtype '<f8' (float64 little-endian),
 // fortran_order False, 2-D shape. Anything else is refused with a message saying what the file
 // holds and what Tessera expects (e.g. "A.npy: dtype '<f4' (float32); save as float64:
-// np.save(path, a.astype(np.float64))"). Values; thread-compatible.
+// np.save(path, a.astype('<f8'))"). Values; thread-compatible.
 #pragma once
 
 #include <cstddef>

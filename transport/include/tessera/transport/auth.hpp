@@ -29,6 +29,9 @@ Mac coordinator_mac(std::string_view secret, const Challenge& worker_challenge,
 Mac worker_mac(std::string_view secret, const Challenge& coordinator_challenge,
                const Challenge& worker_challenge);
 
+// HMAC-SHA256(key, data); the building block of both MACs, exposed for known-answer tests.
+Mac hmac_sha256(std::string_view key, std::string_view data);
+
 // Constant-time comparison.
 bool mac_equal(const Mac& a, const Mac& b);
 

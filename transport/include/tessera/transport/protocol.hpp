@@ -152,7 +152,7 @@ inline constexpr uint32_t kJobKnownFlags = 0xF;
 
 // JOB: u64 job_id | u32 op | u32 flags | u32 a_tile | u32 b_tile | u32 c_tile
 //      | u32 a_row | u32 a_col | u32 b_row | u32 b_col | u32 c_row | u32 c_col
-//      | u32 m | u32 n | u32 k | u32 c_rows | u32 c_cols            (76 bytes)
+//      | u32 m | u32 n | u32 k | u32 c_rows | u32 c_cols            (72 bytes)
 // C[c_row:c_row+m, c_col:c_col+n] += A[a_row:a_row+m, a_col:a_col+k] * B[b_row:b_row+k, b_col:b_col+n]
 // Jobs run in arrival order with respect to each other; the accumulation is in place.
 struct Job {
@@ -244,7 +244,8 @@ uint64_t result_payload_bytes(const TilePrefix& tile);
 
 // Decodes a complete payload of the given type. Fails with kProtocolError on truncation,
 // trailing bytes, out-of-limit sizes, unknown enum values or reserved fields not zero. Store and
-// ResultTile data spans point into `payload` (8-byte aligned iff `payload` is).
+// ResultTile data spans point into `payload`, whose data must therefore be 8-byte aligned
+// (kInvalidArgument otherwise; FrameConnection's buffers always are).
 Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload, const Limits& limits);
 
 // Bulk prefixes alone, for readers that stream the matrix data straight into its destination.

@@ -1,0 +1,78 @@
+// tessera: the coordinator's command line. Parses flags and hands over to tessera::balance.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "tessera/balance/commands.hpp"
+
+namespace tb = tessera::balance;
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera: balanced matrix multiplication on a mixed cluster"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
+
+  tb::LifecycleCommand lifecycle;
+  auto add_lifecycle = [&](const char* name, const char* help) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    sub->add_option("config", lifecycle.config_path, "cluster description (YAML)")->required();
+    sub->add_option("--run-dir", lifecycle.local.run_dir, "where pid files and logs live (default $TESSERA_RUN_DIR or /tmp/tessera-UID)");
+    return sub;
+  };
+  CLI::App* up = add_lifecycle("up", "start one local worker process per node of CONFIG");
+  up->add_flag("--no-emulation", lifecycle.local.no_emulation,
+               "ignore emulate: settings and run every node unthrottled (no root needed)");
+  CLI::App* down = add_lifecycle("down", "stop the workers `tessera up` started for CONFIG");
+  CLI::App* status = add_lifecycle("status", "show whether each node of CONFIG answers");
+
+  tb::ProfileCommand profile;
+  CLI::App* profile_cmd = app.add_subcommand("profile", "measure every node's GEMM speed and save pw_i");
+  profile_cmd->add_option("config", profile.config_path, "cluster description (YAML)")->required();
+  profile_cmd->add_option("--run-dir", profile.run_dir, "run directory of `tessera up` (for emulated endpoints)");
+  profile_cmd->add_option("--out", profile.profile_path, "profile file (default: CONFIG with .profile.yaml)");
+  profile_cmd->add_option("--probe-size", profile.probe_size, "GEMM probe dimension")->capture_default_str();
+  profile_cmd->add_option("--probe-seconds", profile.probe_seconds, "minimum probe time per node")
+      ->capture_default_str()->check(CLI::Range(0.01, 30.0));
+
+  tb::MultiplyCommand multiply;
+  uint64_t m = 0, n = 0, k = 0;
+  CLI::App* multiply_cmd = app.add_subcommand("multiply", "C = A x B spread over the cluster, verified");
+  multiply_cmd->add_option("config", multiply.config_path, "cluster description (YAML)")->required();
+  CLI::Option* n_opt = multiply_cmd->add_option("--n", n, "columns of C (and rows/inner size unless --m/--k)");
+  CLI::Option* m_opt = multiply_cmd->add_option("--m", m, "rows of A and C");
+  CLI::Option* k_opt = multiply_cmd->add_option("--k", k, "columns of A, rows of B");
+  multiply_cmd->add_option("--run-dir", multiply.run_dir, "run directory of `tessera up` (for emulated endpoints)");
+  multiply_cmd->add_option("--policy", multiply.policy, "even | proportional")->capture_default_str();
+  multiply_cmd->add_option("--weights", multiply.weights, "relative powers, one per node (comma separated)")
+      ->delimiter(',');
+  multiply_cmd->add_option("--profile", multiply.profile_path, "profile file (default: CONFIG with .profile.yaml)");
+  multiply_cmd->add_option("--seed", multiply.seed, "seed of the random inputs")->capture_default_str();
+  multiply_cmd->add_option("--fill", multiply.fill, "random values: uniform in [-1,1) | integers in [-8,8]")
+      ->capture_default_str();
+  multiply_cmd->add_option("--verify", multiply.verify, "freivalds | exact | none")->capture_default_str();
+  multiply_cmd->add_option("--report", multiply.report_path, "write the report as JSON");
+  multiply_cmd->add_option("--a", multiply.a_path, "A as .npy (float64, C order)");
+  multiply_cmd->add_option("--b", multiply.b_path, "B as .npy (float64, C order)");
+  multiply_cmd->add_option("--out", multiply.out_path, "write C as .npy");
+  multiply_cmd->add_option("--panel-width", multiply.panel_width, "rows of B per panel")
+      ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  multiply_cmd->add_option("--panels-in-flight", multiply.panels_in_flight, "panels a node may hold unacknowledged")
+      ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  multiply_cmd->add_flag("--show-plan", multiply.show_plan, "print the plan before running it");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error) == 0 ? 0 : tb::kExitBadInput;
+  }
+  if (*n_opt) multiply.n = n;
+  if (*m_opt) multiply.m = m;
+  if (*k_opt) multiply.k = k;
+
+  if (*up) return tb::command_up(lifecycle, std::cout, std::cerr);
+  if (*down) return tb::command_down(lifecycle, std::cout, std::cerr);
+  if (*status) return tb::command_status(lifecycle, std::cout, std::cerr);
+  if (*profile_cmd) return tb::command_profile(profile, std::cout, std::cerr);
+  if (*multiply_cmd) return tb::command_multiply(multiply, std::cout, std::cerr);
+  return tb::kExitBadInput;
+}

@@ -1,0 +1,59 @@
+// The `tessera` subcommands as library functions: each takes its parsed options, prints what a
+// user reads to `out` (results) and `err` (progress, warnings, errors), and returns the process
+// exit code. apps/tessera_main.cpp only parses flags and calls these.
+//
+// Exit codes: 0 success; 1 the run failed (network, worker, I/O); 2 bad input (flags, YAML, .npy);
+// 3 the product failed verification. Not thread-safe (writes to the given streams).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/balance/local_cluster.hpp"
+
+namespace tessera::balance {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRunFailed = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitVerificationFailed = 3;
+
+struct LifecycleCommand {
+  std::string config_path;
+  LocalClusterOptions local;
+};
+int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
+int command_down(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
+int command_status(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
+
+struct ProfileCommand {
+  std::string config_path;
+  std::string run_dir;       // where `tessera up` recorded emulated endpoints; empty: default
+  std::string profile_path;  // empty: next to the config
+  uint32_t probe_size = 1024;
+  double probe_seconds = 1.0;
+};
+int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err);
+
+struct MultiplyCommand {
+  std::string config_path;
+  std::string run_dir;              // where `tessera up` recorded emulated endpoints; empty: default
+  std::optional<uint64_t> m, n, k;  // n alone makes square matrices
+  std::string policy = "proportional";
+  std::vector<double> weights;      // proportional only; empty: from the profile
+  std::string profile_path;         // empty: next to the config
+  uint64_t seed = 1;
+  std::string fill = "uniform";     // uniform | integers
+  std::string verify = "freivalds";
+  std::string report_path;
+  std::string a_path, b_path, out_path;
+  uint64_t panel_width = 256;
+  uint32_t panels_in_flight = 4;
+  bool show_plan = false;
+};
+int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err);
+
+}  // namespace tessera::balance

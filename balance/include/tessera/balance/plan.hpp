@@ -1,0 +1,58 @@
+// Plan: which node multiplies which rows of C = A x B, and how B travels. A plan is a value: it
+// can be printed, compared and tested without sockets; the multiply driver carries it out.
+//
+// Policies are values too: `even` gives every node the same number of rows (the baseline the
+// papers compare against); `proportional` gives node i floor(m * pw_i) rows plus at most one
+// remainder row (Tinetti & Luque), pw_i being its measured relative power. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/core/status.hpp"
+#include "tessera/partition/row_partition.hpp"
+
+namespace tessera::balance {
+
+enum class Policy { kEven, kProportional };
+
+std::string_view policy_name(Policy policy);
+// Fails with the list of valid names: "unknown policy 'fast'; use one of: even, proportional".
+Result<Policy> parse_policy(std::string_view name);
+
+struct NodeShare {
+  std::string node_name;
+  double weight = 0.0;  // normalised share of the rows the policy aimed for
+  partition::RowBlock rows;
+  bool operator==(const NodeShare&) const = default;
+};
+
+struct Plan {
+  Policy policy = Policy::kEven;
+  uint64_t m = 0, n = 0, k = 0;  // C is m x n, A is m x k, B is k x n
+  uint64_t panel_width = 0;      // rows of B (columns of A) per panel
+  uint32_t panels_in_flight = 0; // panels a node may hold before it returns a credit
+  std::vector<NodeShare> shares; // one per node, cluster order
+  bool operator==(const Plan&) const = default;
+
+  uint64_t panel_count() const { return panel_width == 0 ? 0 : (k + panel_width - 1) / panel_width; }
+  std::string to_string() const;
+};
+
+struct PlanRequest {
+  Policy policy = Policy::kEven;
+  uint64_t m = 0, n = 0, k = 0;
+  uint64_t panel_width = 256;     // clipped to k
+  uint32_t panels_in_flight = 4;  // >= 1
+  std::vector<std::string> node_names;
+  std::vector<double> weights;    // proportional only: one per node, >= 0, any scale
+};
+
+// Checks the request (dimensions >= 1, one weight per node for proportional, panel width >= 1)
+// and returns the plan. Every row of C is assigned exactly once.
+Result<Plan> make_plan(const PlanRequest& request);
+
+}  // namespace tessera::balance

@@ -1,0 +1,250 @@
+#include "tessera/balance/commands.hpp"
+
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "tessera/balance/cluster_connection.hpp"
+#include "tessera/balance/multiply.hpp"
+#include "tessera/balance/plan.hpp"
+#include "tessera/balance/profile.hpp"
+#include "tessera/balance/report.hpp"
+#include "tessera/balance/verify.hpp"
+
+namespace tessera::balance {
+
+namespace {
+
+int exit_code_for(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kInvalidConfig:
+      return kExitBadInput;
+    case StatusCode::kVerificationFailed:
+      return kExitVerificationFailed;
+    default:
+      return kExitRunFailed;
+  }
+}
+
+int fail(std::ostream& err, const Status& status) {
+  err << "tessera: " << status.message() << "\n";
+  return exit_code_for(status);
+}
+
+void print_profile(std::ostream& out, const ClusterProfile& profile, const std::string& path) {
+  const std::vector<double> powers = profile.relative_powers();
+  out << fmt::format("{:<12} {:>10} {:>8} {:>8} {:>7}\n", "node", "GFLOP/s", "pw", "threads", "probe");
+  for (std::size_t i = 0; i < profile.nodes.size(); ++i) {
+    const NodeProfile& node = profile.nodes[i];
+    out << fmt::format("{:<12} {:>10.2f} {:>8.4f} {:>8} {:>7}\n", node.name, node.gflops, powers[i], node.threads,
+                       node.probe_size);
+  }
+  out << "saved " << path << "\n";
+}
+
+Result<ClusterProfile> measure_profile(const ClusterSpec& cluster, ClusterConnection& connection,
+                                       const QuickProfileOptions& options, std::ostream& err) {
+  return run_quick_profile(connection, cluster.name, options, [&](const NodeProfile& node) {
+    err << fmt::format("  profiled {:<12} {:8.2f} GFLOP/s ({} GEMMs of {} in {:.2f} s)\n", node.name, node.gflops,
+                       node.repetitions, node.probe_size, node.probe_seconds);
+  });
+}
+
+struct Inputs {
+  Matrix a, b;
+};
+
+Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
+  Inputs inputs;
+  if (command.a_path.empty() != command.b_path.empty()) {
+    return invalid_argument("give both --a and --b, or neither (random inputs from --seed)");
+  }
+  if (!command.a_path.empty()) {
+    Result<Matrix> a = read_npy(command.a_path);
+    if (!a) return a.status();
+    Result<Matrix> b = read_npy(command.b_path);
+    if (!b) return b.status();
+    if (a->cols != b->rows) {
+      return invalid_argument(fmt::format("{} is {}x{} and {} is {}x{}: A's columns must equal B's rows",
+                                          command.a_path, a->rows, a->cols, command.b_path, b->rows, b->cols));
+    }
+    const auto mismatch = [](const std::optional<uint64_t>& flag, uint64_t actual) {
+      return flag.has_value() && *flag != actual;
+    };
+    if (mismatch(command.m, a->rows) || mismatch(command.k, a->cols) || mismatch(command.n, b->cols)) {
+      return invalid_argument(fmt::format("--m/--n/--k disagree with the .npy shapes (A {}x{}, B {}x{}); drop them "
+                                          "when giving --a/--b",
+                                          a->rows, a->cols, b->rows, b->cols));
+    }
+    inputs.a = std::move(*a);
+    inputs.b = std::move(*b);
+    return inputs;
+  }
+  if (!command.n && !command.m && !command.k) return invalid_argument("give --n N (or --m/--n/--k, or --a/--b)");
+  const uint64_t n = command.n.value_or(command.m.value_or(command.k.value_or(0)));
+  const uint64_t m = command.m.value_or(n);
+  const uint64_t k = command.k.value_or(n);
+  if (m == 0 || n == 0 || k == 0) return invalid_argument("matrix dimensions must be >= 1");
+  constexpr uint64_t kMaxDim = 1u << 20;
+  if (m > kMaxDim || n > kMaxDim || k > kMaxDim) {
+    return invalid_argument(fmt::format("dimensions above {} are not supported", kMaxDim));
+  }
+  FillKind fill = FillKind::kUniform;
+  if (command.fill == "integers") {
+    fill = FillKind::kIntegers;
+  } else if (command.fill != "uniform") {
+    return invalid_argument(fmt::format("unknown --fill '{}'; use uniform or integers", command.fill));
+  }
+  inputs.a = random_matrix(m, k, command.seed, fill);
+  inputs.b = random_matrix(k, n, command.seed + 1, fill);
+  return inputs;
+}
+
+}  // namespace
+
+int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  if (!cluster) return fail(err, cluster.status());
+  bool any_emulated = false;
+  for (const NodeSpec& node : cluster->nodes) any_emulated |= node.emulate.has_value();
+  if (command.local.no_emulation && any_emulated) {
+    err << "WARNING: --no-emulation: the emulate: settings of " << command.config_path
+        << " are IGNORED; every node runs UNTHROTTLED at this machine's full speed.\n";
+  }
+  Result<std::vector<NodeLifecycle>> nodes = local_cluster_up(*cluster, command.local);
+  if (!nodes) return fail(err, nodes.status());
+  for (std::size_t i = 0; i < nodes->size(); ++i) {
+    const NodeLifecycle& node = (*nodes)[i];
+    out << fmt::format("{:<12} pid {:<8} {:<16} {}\n", node.name, node.pid, node_state_name(node.state),
+                       node.detail);
+  }
+  out << fmt::format("cluster '{}' up: {} workers (logs in {}/{})\n", cluster->name, nodes->size(),
+                     command.local.run_dir.empty() ? default_run_dir() : command.local.run_dir, cluster->name);
+  return kExitOk;
+}
+
+int command_down(const LifecycleCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  if (!cluster) return fail(err, cluster.status());
+  Result<std::vector<NodeLifecycle>> nodes = local_cluster_down(*cluster, command.local);
+  if (!nodes) return fail(err, nodes.status());
+  for (const NodeLifecycle& node : *nodes) {
+    out << fmt::format("{:<12} {}{}\n", node.name, node_state_name(node.state),
+                       node.pid != 0 ? fmt::format(" (pid {})", node.pid) : "");
+  }
+  return kExitOk;
+}
+
+int command_status(const LifecycleCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.local.run_dir);
+  if (!cluster) return fail(err, cluster.status());
+  bool all_reachable = true;
+  for (const NodeReachability& node : cluster_status(*cluster, command.local)) {
+    all_reachable &= node.reachable;
+    out << fmt::format("{:<12} {:<22} {:<12} {}{}\n", node.name, node.endpoint,
+                       node.reachable ? "reachable" : "UNREACHABLE", node.detail,
+                       node.local_pid != 0 ? fmt::format(" [local pid {}]", node.local_pid) : "");
+  }
+  return all_reachable ? kExitOk : kExitRunFailed;
+}
+
+int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
+  if (!cluster) return fail(err, cluster.status());
+  if (command.probe_size < 16 || command.probe_size > 8192) {
+    return fail(err, invalid_argument("--probe-size must be within 16..8192"));
+  }
+  Result<ClusterConnection> connection = ClusterConnection::connect(*cluster);
+  if (!connection) return fail(err, connection.status());
+  err << fmt::format("profiling {} nodes of '{}' one at a time (GEMM {}x{}, >= {:.2f} s each)\n",
+                     cluster->nodes.size(), cluster->name, command.probe_size, command.probe_size, command.probe_seconds);
+  Result<ClusterProfile> profile =
+      measure_profile(*cluster, *connection, {command.probe_size, command.probe_seconds}, err);
+  if (!profile) return fail(err, profile.status());
+  const std::string path = command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+  if (Status saved = save_profile(path, *profile); !saved) return fail(err, saved);
+  print_profile(out, *profile, path);
+  return kExitOk;
+}
+
+int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
+  if (!cluster) return fail(err, cluster.status());
+  Result<Policy> policy = parse_policy(command.policy);
+  if (!policy) return fail(err, policy.status());
+  Result<VerifyMode> verify_mode = parse_verify_mode(command.verify);
+  if (!verify_mode) return fail(err, verify_mode.status());
+  if (*policy == Policy::kEven && !command.weights.empty()) {
+    return fail(err, invalid_argument("--weights applies to --policy proportional only"));
+  }
+  if (!command.weights.empty() && command.weights.size() != cluster->nodes.size()) {
+    return fail(err, invalid_argument(fmt::format("--weights has {} values for {} nodes ({}); give one per node",
+                                                  command.weights.size(), cluster->nodes.size(), cluster->source_path)));
+  }
+  Result<Inputs> inputs = prepare_inputs(command);
+  if (!inputs) return fail(err, inputs.status());
+
+  Result<ClusterConnection> connection = ClusterConnection::connect(*cluster);
+  if (!connection) return fail(err, connection.status());
+
+  std::vector<double> weights = command.weights;
+  if (*policy == Policy::kProportional && weights.empty()) {
+    const std::string path =
+        command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+    Result<ClusterProfile> profile = load_profile(path);
+    if (!profile && profile.status().code() == StatusCode::kNotFound) {
+      err << fmt::format("no profile at {}; measuring one now (tessera profile)\n", path);
+      profile = measure_profile(*cluster, *connection, {}, err);
+      if (profile) {
+        if (Status saved = save_profile(path, *profile); !saved) return fail(err, saved);
+      }
+    }
+    if (!profile) return fail(err, profile.status());
+    Result<std::vector<double>> from_profile = profile_weights(*profile, *cluster, path);
+    if (!from_profile) return fail(err, from_profile.status());
+    weights = std::move(*from_profile);
+  }
+
+  PlanRequest request;
+  request.policy = *policy;
+  request.m = inputs->a.rows;
+  request.k = inputs->a.cols;
+  request.n = inputs->b.cols;
+  request.panel_width = command.panel_width;
+  request.panels_in_flight = command.panels_in_flight;
+  request.weights = weights;
+  for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
+  Result<Plan> plan = make_plan(request);
+  if (!plan) return fail(err, plan.status());
+  if (command.show_plan) out << plan->to_string() << "\n";
+
+  Matrix c;
+  Result<MultiplyRun> run = run_multiply(*connection, *plan, inputs->a, inputs->b, c);
+  if (!run) return fail(err, run.status());
+  connection->close();
+
+  MultiplyReport report;
+  report.cluster = cluster->name;
+  report.plan = *plan;
+  report.run = std::move(*run);
+  report.nodes = cluster->nodes;
+  report.verification = verify_product(inputs->a, inputs->b, c, *verify_mode, command.seed);
+  out << format_report_table(report);
+
+  if (!command.report_path.empty()) {
+    if (Status written = write_report_json(command.report_path, report); !written) return fail(err, written);
+    out << "report written to " << command.report_path << "\n";
+  }
+  if (!command.out_path.empty()) {
+    if (Status written = write_npy(command.out_path, c); !written) return fail(err, written);
+    out << "C written to " << command.out_path << "\n";
+  }
+  if (*verify_mode != VerifyMode::kNone && !report.verification.passed) {
+    err << "tessera: verification FAILED: " << report.verification.detail << "\n";
+    return kExitVerificationFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace tessera::balance

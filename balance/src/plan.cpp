@@ -1,0 +1,75 @@
+#include "tessera/balance/plan.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tessera::balance {
+
+std::string_view policy_name(Policy policy) {
+  switch (policy) {
+    case Policy::kEven: return "even";
+    case Policy::kProportional: return "proportional";
+  }
+  return "unknown";
+}
+
+Result<Policy> parse_policy(std::string_view name) {
+  if (name == "even") return Policy::kEven;
+  if (name == "proportional") return Policy::kProportional;
+  return invalid_argument(fmt::format("unknown policy '{}'; use one of: even, proportional", name));
+}
+
+std::string Plan::to_string() const {
+  std::string out = fmt::format("plan {}: C {}x{} = A {}x{} * B {}x{}, {} panels of {} (in flight {})\n",
+                                policy_name(policy), m, n, m, k, k, n, panel_count(), panel_width,
+                                panels_in_flight);
+  for (const NodeShare& share : shares) {
+    out += fmt::format("  {:<16} weight {:.4f} rows [{}, {}) = {}\n", share.node_name, share.weight,
+                       share.rows.begin, share.rows.end(), share.rows.count);
+  }
+  return out;
+}
+
+Result<Plan> make_plan(const PlanRequest& request) {
+  if (request.m == 0 || request.n == 0 || request.k == 0) {
+    return invalid_argument(fmt::format("matrix dimensions must be >= 1 (got m={} n={} k={})", request.m,
+                                        request.n, request.k));
+  }
+  if (request.node_names.empty()) return invalid_argument("the cluster has no nodes");
+  if (request.panel_width == 0) return invalid_argument("panel width must be >= 1");
+  if (request.panels_in_flight == 0) return invalid_argument("panels in flight must be >= 1");
+
+  const std::size_t node_count = request.node_names.size();
+  std::vector<double> weights;
+  if (request.policy == Policy::kEven) {
+    weights.assign(node_count, 1.0);
+  } else {
+    if (request.weights.size() != node_count) {
+      return invalid_argument(fmt::format("{} weights given for {} nodes; give one weight per node",
+                                          request.weights.size(), node_count));
+    }
+    weights = request.weights;
+  }
+  Result<std::vector<double>> normalised = partition::normalise_weights(weights);
+  if (!normalised) return normalised.status();
+  Result<std::vector<partition::RowBlock>> blocks =
+      request.policy == Policy::kEven
+          ? Result<std::vector<partition::RowBlock>>(partition::even_rows(request.m, node_count))
+          : partition::proportional_rows(request.m, *normalised);
+  if (!blocks) return blocks.status();
+
+  Plan plan;
+  plan.policy = request.policy;
+  plan.m = request.m;
+  plan.n = request.n;
+  plan.k = request.k;
+  plan.panel_width = std::min(request.panel_width, request.k);
+  plan.panels_in_flight = request.panels_in_flight;
+  for (std::size_t i = 0; i < node_count; ++i) {
+    plan.shares.push_back({request.node_names[i], (*normalised)[i], (*blocks)[i]});
+  }
+  return plan;
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,88 @@
+#include "tessera/balance/report.hpp"
+
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace tessera::balance {
+
+std::string format_report_table(const MultiplyReport& report) {
+  const Plan& plan = report.plan;
+  std::string out = fmt::format("multiply C({}x{}) = A({}x{}) x B({}x{})  policy {}  panels {} x {} rows, {} in flight\n\n",
+                                plan.m, plan.n, plan.m, plan.k, plan.k, plan.n, policy_name(plan.policy),
+                                plan.panel_count(), plan.panel_width, plan.panels_in_flight);
+  out += fmt::format("{:<12} {:<8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}\n", "node", "kind", "rows",
+                     "weight", "MB in", "MB out", "compute", "comm", "idle", "finish");
+  for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
+    const NodeRunStats& node = report.run.nodes[i];
+    const std::string kind = i < report.nodes.size() && !report.nodes[i].kind.empty() ? report.nodes[i].kind : "-";
+    out += fmt::format("{:<12} {:<8} {:>7} {:>7.4f} {:>9.2f} {:>9.2f} {:>8.3f}s {:>7.3f}s {:>7.3f}s {:>8.3f}s\n",
+                       node.name, kind, node.rows, node.weight, node.bytes_to_node / 1e6, node.bytes_from_node / 1e6,
+                       node.compute_s, node.comm_s, node.idle_s, node.finish_s);
+  }
+  out += fmt::format("\nmakespan {:.3f} s   {:.2f} GFLOP/s   imbalance {:.3f} (slowest finish / mean finish)\n",
+                     report.run.makespan_s, report.run.gflops, report.run.imbalance);
+  const Verification& check = report.verification;
+  if (check.mode == VerifyMode::kNone) {
+    out += "verified: not checked (--verify none)\n";
+  } else {
+    out += fmt::format("verified: {} ({}; worst error {:.3g} of the rounding bound, {:.3f} s)\n",
+                       check.passed ? "true" : "false", check.detail, check.max_error_ratio, check.seconds);
+  }
+  return out;
+}
+
+std::string report_json(const MultiplyReport& report) {
+  using nlohmann::json;
+  const Plan& plan = report.plan;
+  json nodes = json::array();
+  for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
+    const NodeRunStats& node = report.run.nodes[i];
+    json entry = {{"name", node.name},
+                  {"rows", node.rows},
+                  {"weight", node.weight},
+                  {"bytes_to_node", node.bytes_to_node},
+                  {"bytes_from_node", node.bytes_from_node},
+                  {"compute_s", node.compute_s},
+                  {"comm_s", node.comm_s},
+                  {"idle_s", node.idle_s},
+                  {"finish_s", node.finish_s},
+                  {"panels", node.panels}};
+    if (i < report.nodes.size()) {
+      entry["kind"] = report.nodes[i].kind;
+      entry["endpoint"] = report.nodes[i].endpoint();
+    }
+    nodes.push_back(std::move(entry));
+  }
+  const Verification& check = report.verification;
+  json document = {{"cluster", report.cluster},
+                   {"policy", std::string(policy_name(plan.policy))},
+                   {"n", plan.n},
+                   {"m", plan.m},
+                   {"k", plan.k},
+                   {"panel_width", plan.panel_width},
+                   {"panels_in_flight", plan.panels_in_flight},
+                   {"makespan_s", report.run.makespan_s},
+                   {"gflops", report.run.gflops},
+                   {"imbalance", report.run.imbalance},
+                   {"verified", check.mode == VerifyMode::kNone ? json(nullptr) : json(check.passed)},
+                   {"verification",
+                    {{"mode", std::string(verify_mode_name(check.mode))},
+                     {"max_error_ratio", check.max_error_ratio},
+                     {"max_abs_error", check.max_abs_error},
+                     {"seconds", check.seconds},
+                     {"detail", check.detail}}},
+                   {"nodes", std::move(nodes)}};
+  return document.dump(2);
+}
+
+Status write_report_json(const std::string& path, const MultiplyReport& report) {
+  std::ofstream file(path, std::ios::trunc);
+  if (!file) return io_error(fmt::format("cannot write report {}", path));
+  file << report_json(report) << "\n";
+  if (!file.flush()) return io_error(fmt::format("cannot write report {}", path));
+  return Status::ok();
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,244 @@
+// End-to-end multiplies against real tessera-worker processes over loopback TCP.
+#include "tessera/balance/multiply.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "process_fixture.hpp"
+#include "tessera/balance/cluster_connection.hpp"
+#include "tessera/balance/plan.hpp"
+#include "tessera/balance/verify.hpp"
+#include "tessera/worker/gemm.hpp"
+
+namespace tessera::balance {
+namespace {
+
+using testing::ChildProcess;
+using testing::TempDir;
+
+constexpr const char* kSecret = "integration-secret";
+
+class LocalWorkers : public ::testing::Test {
+ protected:
+  // Starts `count` workers with one thread each and waits until each completes a handshake.
+  void start_workers(std::size_t count, const std::string& worker_secret = kSecret) {
+    testing::write_file(dir_.file("secret"), worker_secret);
+    cluster_.name = "it";
+    cluster_.secret = kSecret;
+    cluster_.source_path = dir_.file("cluster.yaml");
+    for (std::size_t i = 0; i < count; ++i) {
+      NodeSpec node;
+      node.name = std::string(1, static_cast<char>('a' + i));
+      node.host = "127.0.0.1";
+      node.port = testing::free_loopback_port();
+      node.threads = 1;
+      node.line = static_cast<int>(i + 1);
+      workers_.push_back(std::make_unique<ChildProcess>(
+          std::vector<std::string>{TESSERA_WORKER_BINARY, "--listen", node.endpoint(), "--threads", "1",
+                                   "--secret-file", dir_.file("secret")},
+          log_path(i)));
+      cluster_.nodes.push_back(node);
+    }
+    for (std::size_t i = 0; i < count; ++i) wait_until_listening(cluster_.nodes[i]);
+  }
+
+  void wait_until_listening(const NodeSpec& node) {
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      asio::io_context context;
+      asio::ip::tcp::socket socket(context);
+      asio::error_code error;
+      socket.connect({asio::ip::make_address(node.host), node.port}, error);
+      if (!error) {
+        // A bare connect counts as a (short) session on the worker; let it notice the close.
+        socket.close();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    FAIL() << "worker " << node.name << " never listened on " << node.endpoint();
+  }
+
+  std::string log_path(std::size_t i) const { return dir_.file("worker" + std::to_string(i) + ".log"); }
+
+  Plan plan_for(Policy policy, uint64_t m, uint64_t n, uint64_t k, std::vector<double> weights,
+                uint64_t panel_width = 64) {
+    PlanRequest request;
+    request.policy = policy;
+    request.m = m;
+    request.n = n;
+    request.k = k;
+    request.panel_width = panel_width;
+    request.panels_in_flight = 3;
+    request.weights = std::move(weights);
+    for (const NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
+    Result<Plan> plan = make_plan(request);
+    EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
+    return plan.is_ok() ? *plan : Plan{};
+  }
+
+  TempDir dir_;
+  ClusterSpec cluster_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+};
+
+Matrix local_product(const Matrix& a, const Matrix& b) {
+  Matrix c(a.rows, b.cols);
+  worker::gemm(a.rows, b.cols, a.cols, 1.0, a.values.data(), a.cols, b.values.data(), b.cols, 0.0, c.values.data(),
+               b.cols);
+  return c;
+}
+
+TEST_F(LocalWorkers, ThreeWorkersMultiplyExactlyWithWeights532) {
+  start_workers(3);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+
+  // Integer-valued inputs: every partial product and sum is exact in float64, so the distributed
+  // result must equal the local one bit for bit whatever the summation order.
+  const Matrix a = random_matrix(300, 517, 11, FillKind::kIntegers);
+  const Matrix b = random_matrix(517, 211, 12, FillKind::kIntegers);
+  const Plan plan = plan_for(Policy::kProportional, 300, 211, 517, {0.5, 0.3, 0.2});
+  EXPECT_EQ(plan.shares[0].rows.count, 150u);
+  EXPECT_EQ(plan.shares[1].rows.count, 90u);
+  EXPECT_EQ(plan.shares[2].rows.count, 60u);
+
+  Matrix c;
+  Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(c, local_product(a, b));
+
+  ASSERT_EQ(run->nodes.size(), 3u);
+  for (const NodeRunStats& node : run->nodes) {
+    EXPECT_GT(node.finish_s, 0.0) << node.name;
+    EXPECT_GT(node.compute_s, 0.0) << node.name;
+    EXPECT_LE(node.finish_s, run->makespan_s) << node.name;
+    EXPECT_EQ(node.panels, 9u) << node.name;  // ceil(517 / 64)
+    // Each node receives its A rows and every B panel, and returns its C rows.
+    EXPECT_GE(node.bytes_to_node, 8 * (node.rows * 517 + 517 * 211)) << node.name;
+    EXPECT_GE(node.bytes_from_node, 8 * node.rows * 211) << node.name;
+  }
+  EXPECT_GE(run->imbalance, 1.0);
+  EXPECT_TRUE(verify_product(a, b, c, VerifyMode::kExact, 1).passed);
+  EXPECT_TRUE(verify_product(a, b, c, VerifyMode::kFreivalds, 1).passed);
+}
+
+TEST_F(LocalWorkers, UnevenSizesAndEvenPolicyWithRealValues) {
+  start_workers(3);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+  const Matrix a = random_matrix(101, 333, 5);
+  const Matrix b = random_matrix(333, 77, 6);
+  // Panel width 50 leaves a last panel of 33 rows.
+  const Plan plan = plan_for(Policy::kEven, 101, 77, 333, {}, 50);
+  Matrix c;
+  Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const Verification exact = verify_product(a, b, c, VerifyMode::kExact, 2);
+  EXPECT_TRUE(exact.passed) << exact.detail;
+  EXPECT_TRUE(verify_product(a, b, c, VerifyMode::kFreivalds, 2).passed);
+}
+
+TEST_F(LocalWorkers, SessionsAreReusableForSeveralMultiplies) {
+  start_workers(2);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+  for (uint64_t seed = 0; seed < 3; ++seed) {
+    const Matrix a = random_matrix(40, 30, seed, FillKind::kIntegers);
+    const Matrix b = random_matrix(30, 20, seed + 100, FillKind::kIntegers);
+    Matrix c;
+    Result<MultiplyRun> run = run_multiply(*connection, plan_for(Policy::kProportional, 40, 20, 30, {3, 1}, 7), a, b, c);
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+    EXPECT_EQ(c, local_product(a, b)) << "seed " << seed;
+  }
+}
+
+TEST_F(LocalWorkers, ZeroWeightNodeGetsNoRowsAndResultStillExact) {
+  start_workers(3);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok());
+  const Matrix a = random_matrix(50, 40, 1, FillKind::kIntegers);
+  const Matrix b = random_matrix(40, 30, 2, FillKind::kIntegers);
+  const Plan plan = plan_for(Policy::kProportional, 50, 30, 40, {1, 0, 1});
+  EXPECT_EQ(plan.shares[1].rows.count, 0u);
+  Matrix c;
+  Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(c, local_product(a, b));
+  EXPECT_EQ(run->nodes[1].finish_s, 0.0);
+}
+
+TEST_F(LocalWorkers, UnreachableNodeIsNamedWithItsAddress) {
+  start_workers(1);
+  NodeSpec ghost;
+  ghost.name = "ghost";
+  ghost.host = "127.0.0.1";
+  ghost.port = testing::free_loopback_port();
+  cluster_.nodes.push_back(ghost);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_, {std::chrono::milliseconds(2000)});
+  ASSERT_FALSE(connection.is_ok());
+  EXPECT_EQ(connection.status().code(), StatusCode::kNetworkError);
+  EXPECT_NE(connection.status().message().find("'ghost'"), std::string::npos) << connection.status().message();
+  EXPECT_NE(connection.status().message().find(ghost.endpoint()), std::string::npos) << connection.status().message();
+  EXPECT_NE(connection.status().message().find("unreachable"), std::string::npos);
+}
+
+TEST_F(LocalWorkers, WrongSecretIsRefusedOnBothSidesAndWorkerKeepsServing) {
+  start_workers(1, "the-workers-secret");
+  Result<ClusterConnection> refused = ClusterConnection::connect(cluster_);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kAuthFailed);
+  EXPECT_NE(refused.status().message().find("refused the shared secret"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("'a'"), std::string::npos);
+
+  // The worker logged the refusal too, and still serves a coordinator with the right secret.
+  cluster_.secret = "the-workers-secret";
+  Result<ClusterConnection> accepted = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(accepted.is_ok()) << accepted.status().to_string();
+  accepted->close();
+  const std::string log = testing::read_file(log_path(0));
+  EXPECT_NE(log.find("does not match the secret"), std::string::npos) << "worker log:\n" << log;
+}
+
+TEST_F(LocalWorkers, WorkerKilledMidRunFailsTheRunNamingTheNode) {
+  start_workers(3);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok());
+  const Matrix a = random_matrix(300, 2000, 3);
+  const Matrix b = random_matrix(2000, 300, 4);
+  const Plan plan = plan_for(Policy::kEven, 300, 300, 2000, {}, 32);
+  std::atomic<bool> killed{false};
+  MultiplyHooks hooks;
+  // Kill node 'b' when it returns its first credit: it then still has most panels outstanding.
+  hooks.on_credit = [&](std::size_t node, uint64_t) {
+    if (node == 1 && !killed.exchange(true)) workers_[1]->kill_now();
+  };
+  Matrix c;
+  Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c, hooks);
+  ASSERT_TRUE(killed.load());
+  ASSERT_FALSE(run.is_ok());
+  const std::string message = run.status().message();
+  EXPECT_NE(message.find("node 'b' (" + cluster_.nodes[1].endpoint() + ")"), std::string::npos) << "message: " << message;
+  EXPECT_NE(message.find("failed after"), std::string::npos) << message;
+  // The survivors stay up for the next session.
+  EXPECT_TRUE(testing::process_alive(workers_[0]->pid()));
+  EXPECT_TRUE(testing::process_alive(workers_[2]->pid()));
+}
+
+TEST_F(LocalWorkers, MismatchedDimensionsAreRefusedBeforeSending) {
+  start_workers(1);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok());
+  const Matrix a = random_matrix(10, 12, 1);
+  const Matrix b = random_matrix(13, 5, 2);
+  Matrix c;
+  Result<MultiplyRun> run = run_multiply(*connection, plan_for(Policy::kEven, 10, 5, 12, {}), a, b, c);
+  ASSERT_FALSE(run.is_ok());
+  EXPECT_EQ(run.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(run.status().message().find("B is 13x5"), std::string::npos) << run.status().message();
+}
+
+}  // namespace
+}  // namespace tessera::balance

@@ -1,0 +1,136 @@
+// Test support: real tessera-worker processes on loopback ports, stopped by pid when the owning
+// object goes out of scope (also when an assertion fails), and small helpers for temp files.
+// Not thread-safe; one owner per object.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <asio.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tessera::testing {
+
+// A port that was free a moment ago (the OS picks it; we close it again).
+inline uint16_t free_loopback_port() {
+  asio::io_context context;
+  asio::ip::tcp::acceptor acceptor(context, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return acceptor.local_endpoint().port();
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tessera-test-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code error;
+    std::filesystem::remove_all(path_, error);
+  }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+inline std::string read_file(const std::string& path) {
+  std::ifstream file(path);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+// Alive means running: a zombie (exited, not yet reaped by whoever adopted it) is not.
+inline bool process_alive(int pid) {
+  if (pid <= 0) return false;
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) == pid) return false;
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat_line;
+  std::getline(stat_file, stat_line);
+  const auto close_paren = stat_line.rfind(')');
+  return !(close_paren != std::string::npos && close_paren + 2 < stat_line.size() && stat_line[close_paren + 2] == 'Z');
+}
+
+// Runs a program, stdout+stderr to `log_path`; the destructor stops it by pid.
+class ChildProcess {
+ public:
+  ChildProcess(std::vector<std::string> args, const std::string& log_path) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      FILE* log = std::fopen(log_path.c_str(), "w");
+      if (log != nullptr) {
+        ::dup2(fileno(log), STDOUT_FILENO);
+        ::dup2(fileno(log), STDERR_FILENO);
+      }
+      std::vector<char*> argv;
+      for (std::string& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  ~ChildProcess() { stop(); }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  int pid() const { return pid_; }
+  // SIGTERM, then SIGKILL after a grace period; returns the exit status as waitpid reports it.
+  int stop(std::chrono::milliseconds grace = std::chrono::milliseconds(3000)) {
+    if (pid_ <= 0) return exit_status_;
+    ::kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    int status = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = 0;
+        exit_status_ = status;
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &status, 0);
+    pid_ = 0;
+    exit_status_ = status;
+    return status;
+  }
+  void kill_now() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &exit_status_, 0);
+    pid_ = 0;
+  }
+
+ private:
+  int pid_ = 0;
+  int exit_status_ = 0;
+};
+
+// Runs a command to completion; returns exit code and captured stdout+stderr.
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+inline CommandResult run_command(const std::string& command_line) {
+  CommandResult result;
+  FILE* pipe = ::popen((command_line + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  while (std::size_t count = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, count);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+}  // namespace tessera::testing

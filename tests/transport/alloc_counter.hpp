@@ -1,0 +1,26 @@
+// Counts what the current thread asks of the global operator new, so tests can prove that a
+// decoder refused a lying frame before allocating what it claimed. The test binary replaces
+// operator new (alloc_counter.cpp); other threads are not counted.
+#pragma once
+
+#include <cstdint>
+
+namespace tessera::transport::testing {
+
+class AllocationCounter {
+ public:
+  AllocationCounter();
+  ~AllocationCounter();
+  AllocationCounter(const AllocationCounter&) = delete;
+  AllocationCounter& operator=(const AllocationCounter&) = delete;
+
+  uint64_t bytes() const;        // bytes requested on this thread since construction
+  uint64_t allocations() const;  // calls since construction
+
+ private:
+  bool was_active_;
+  uint64_t bytes_at_start_;
+  uint64_t allocations_at_start_;
+};
+
+}  // namespace tessera::transport::testing

@@ -1,0 +1,155 @@
+// Valid sample messages of every type and helpers to build whole frames from them, shared by the
+// codec, fuzz and connection tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <variant>
+#include <numeric>
+#include <vector>
+
+#include "tessera/transport/protocol.hpp"
+
+namespace tessera::transport::testing {
+
+inline std::array<uint8_t, 32> counting_bytes(uint8_t start) {
+  std::array<uint8_t, 32> bytes{};
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(start + i);
+  return bytes;
+}
+
+// One or more valid values of every non-bulk message type.
+inline std::vector<Message> sample_messages() {
+  Hello hello;
+  hello.worker_version = "0.1.0";
+  hello.arch = "aarch64";
+  hello.hostname = "pi-\xcf\x80-3";  // UTF-8 survives unchanged
+  hello.cores = 4;
+  hello.threads = 3;
+  hello.memory_bytes = 8ull << 30;
+  hello.tile_memory_cap = 6ull << 30;
+  hello.challenge = counting_bytes(1);
+
+  Auth auth{counting_bytes(40), counting_bytes(80)};
+  AuthOk auth_ok{counting_bytes(120)};
+
+  Probe gemm_probe{ProbeKind::kGemm, 512, 0.25, {}};
+  Probe echo_probe{ProbeKind::kEcho, 0, 0.0, std::vector<uint8_t>(100)};
+  std::iota(echo_probe.echo.begin(), echo_probe.echo.end(), uint8_t{7});
+
+  ProbeResult gemm_result{ProbeKind::kGemm, 512, 17, 0.61, 12.5, {}};
+  ProbeResult echo_result{ProbeKind::kEcho, 0, 1, 0.000125, 0.0, {1, 2, 3, 0, 255}};
+
+  Job job;
+  job.job_id = 0x0102030405060708ull;
+  job.flags = kJobCreateOutput | kJobReleaseA | kJobReleaseB | kJobSendResult;
+  job.a_tile = 11;
+  job.b_tile = 12;
+  job.c_tile = 13;
+  job.a_row = 1;
+  job.a_col = 2;
+  job.b_row = 3;
+  job.b_col = 4;
+  job.c_row = 5;
+  job.c_col = 6;
+  job.m = 100;
+  job.n = 200;
+  job.k = 300;
+  job.c_rows = 105;
+  job.c_cols = 206;
+  Job plain_job;
+  plain_job.job_id = 9;
+  plain_job.m = plain_job.n = plain_job.k = 64;
+
+  Credit credit{0xFFFFFFFFFFFFFFFFull, 2, 1.5};
+  Error error{ErrorCode::kNoSuchTile, "tile 77 is not in the store"};
+  Error empty_error{ErrorCode::kBusy, ""};
+  Release release{{1, 2, 3, 0xFFFFFFFFu}};
+  Release empty_release{};
+
+  return {hello,      auth,  auth_ok,     gemm_probe, echo_probe, gemm_result, echo_result, job,
+          plain_job, credit, error, empty_error, Bye{}, release, empty_release};
+}
+
+// Message has no operator== because Store and ResultTile hold spans; compare their data by value.
+inline bool same_message(const Message& a, const Message& b) {
+  if (a.index() != b.index()) return false;
+  return std::visit(
+      [&b](const auto& left) {
+        using T = std::decay_t<decltype(left)>;
+        const T& right = std::get<T>(b);
+        if constexpr (std::is_same_v<T, Store>) {
+          return left.tile == right.tile && std::ranges::equal(left.data, right.data);
+        } else if constexpr (std::is_same_v<T, ResultTile>) {
+          return left.job_id == right.job_id && left.compute_seconds == right.compute_seconds &&
+                 left.tile == right.tile && std::ranges::equal(left.data, right.data);
+        } else {
+          return left == right;
+        }
+      },
+      a);
+}
+
+inline std::vector<std::byte> concat(std::initializer_list<std::span<const std::byte>> parts) {
+  std::vector<std::byte> out;
+  for (std::span<const std::byte> part : parts) out.insert(out.end(), part.begin(), part.end());
+  return out;
+}
+
+inline std::span<const std::byte> as_bytes(const std::vector<double>& values) {
+  return std::as_bytes(std::span<const double>(values));
+}
+
+inline std::vector<double> sample_tile_data(const TilePrefix& tile) {
+  std::vector<double> data(std::size_t{tile.rows} * tile.cols);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<double>(i) * 0.5 - 3.25;
+  return data;
+}
+
+inline std::vector<std::byte> store_payload(const TilePrefix& tile, const std::vector<double>& data) {
+  const auto prefix = encode_store_prefix(tile);
+  return concat({prefix, as_bytes(data)});
+}
+
+inline std::vector<std::byte> result_payload(uint64_t job_id, double seconds, const TilePrefix& tile,
+                                             const std::vector<double>& data) {
+  const auto prefix = encode_result_prefix(job_id, seconds, tile);
+  return concat({prefix, as_bytes(data)});
+}
+
+// A sample payload with its type, bulk ones included.
+struct SamplePayload {
+  uint16_t type = 0;
+  std::vector<std::byte> payload;
+};
+
+inline std::vector<SamplePayload> sample_payloads() {
+  std::vector<SamplePayload> out;
+  for (const Message& message : sample_messages()) {
+    out.push_back({static_cast<uint16_t>(message_type(message)), encode_payload(message)});
+  }
+  const TilePrefix store_tile{42, 3, 5};
+  out.push_back({static_cast<uint16_t>(MessageType::kStore), store_payload(store_tile, sample_tile_data(store_tile))});
+  const TilePrefix result_tile{43, 2, 1};
+  out.push_back({static_cast<uint16_t>(MessageType::kResult),
+                 result_payload(1234, 0.75, result_tile, sample_tile_data(result_tile))});
+  return out;
+}
+
+inline std::vector<std::byte> whole_frame(uint16_t type, std::span<const std::byte> payload, uint64_t request_id = 0) {
+  FrameHeader header;
+  header.type = type;
+  header.payload_length = payload.size();
+  header.request_id = request_id;
+  const auto header_bytes = encode_header(header);
+  return concat({header_bytes, payload});
+}
+
+inline void put_le(std::vector<std::byte>& bytes, std::size_t offset, uint64_t value, int size) {
+  for (int i = 0; i < size; ++i) bytes.at(offset + static_cast<std::size_t>(i)) = static_cast<std::byte>(value >> (8 * i));
+}
+
+}  // namespace tessera::transport::testing

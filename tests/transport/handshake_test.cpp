@@ -1,0 +1,160 @@
+#include "tessera/transport/frame_connection.hpp"
+
+#include <gtest/gtest.h>
+
+#include "loopback.hpp"
+#include "tessera/transport/auth.hpp"
+
+namespace tessera::transport {
+namespace {
+
+using testing::make_loopback;
+using testing::PeerThread;
+
+Hello worker_hello() {
+  Hello hello;
+  hello.worker_version = "0.1.0";
+  hello.arch = "aarch64";
+  hello.hostname = "pi3";
+  hello.cores = 4;
+  hello.threads = 4;
+  hello.memory_bytes = 4ull << 30;
+  hello.tile_memory_cap = 3ull << 30;
+  hello.challenge = random_challenge();
+  return hello;
+}
+
+TEST(Handshake, SameSecretSucceedsOnBothSides) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  const Hello hello = worker_hello();
+  Status worker_status = internal_error("worker did not run");
+  PeerThread worker(*pair->server, [&] { worker_status = server_handshake(*pair->server, hello, "correct horse"); });
+
+  Result<Hello> seen = client_handshake(*pair->client, "correct horse");
+  worker.join();
+  ASSERT_TRUE(seen) << seen.status().to_string();
+  EXPECT_EQ(*seen, hello);
+  EXPECT_TRUE(worker_status.is_ok()) << worker_status.to_string();
+
+  // The stream is still in step after the handshake.
+  ASSERT_TRUE(pair->client->write_message(Bye{}, 5).is_ok());
+  Result<IncomingFrame> bye = pair->server->read_frame();
+  ASSERT_TRUE(bye) << bye.status().to_string();
+  EXPECT_TRUE(std::holds_alternative<Bye>(bye->message));
+}
+
+TEST(Handshake, WrongSecretFailsOnBothSides) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  Status worker_status;
+  PeerThread worker(*pair->server, [&] {
+    worker_status = server_handshake(*pair->server, worker_hello(), "correct horse");
+  });
+
+  Result<Hello> seen = client_handshake(*pair->client, "battery staple");
+  worker.join();
+  ASSERT_FALSE(seen);
+  EXPECT_EQ(seen.status().code(), StatusCode::kAuthFailed);
+  EXPECT_NE(seen.status().message().find("worker rejected the secret"), std::string::npos) << seen.status().to_string();
+  EXPECT_NE(seen.status().message().find(pair->client->peer()), std::string::npos);
+  EXPECT_EQ(worker_status.code(), StatusCode::kAuthFailed) << worker_status.to_string();
+}
+
+TEST(Handshake, AnyFrameBeforeAuthGetsAuthRequired) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  Status worker_status;
+  PeerThread worker(*pair->server, [&] {
+    worker_status = server_handshake(*pair->server, worker_hello(), "correct horse");
+  });
+
+  Result<IncomingFrame> hello = pair->client->read_frame();
+  ASSERT_TRUE(hello) << hello.status().to_string();
+  ASSERT_TRUE(std::holds_alternative<Hello>(hello->message));
+  Job job;
+  job.m = job.n = job.k = 8;
+  ASSERT_TRUE(pair->client->write_message(job, 17).is_ok());
+
+  Result<IncomingFrame> reply = pair->client->read_frame();
+  worker.join();
+  ASSERT_TRUE(reply) << reply.status().to_string();
+  const auto* error = std::get_if<Error>(&reply->message);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->code, ErrorCode::kAuthRequired);
+  EXPECT_EQ(reply->header.request_id, 17u);
+  EXPECT_NE(error->message.find("JOB"), std::string::npos) << error->message;
+  EXPECT_FALSE(worker_status.is_ok());
+}
+
+TEST(Handshake, MalformedFrameBeforeAuthGetsBadFrame) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  Status worker_status;
+  PeerThread worker(*pair->server, [&] {
+    worker_status = server_handshake(*pair->server, worker_hello(), "correct horse");
+  });
+
+  ASSERT_TRUE(pair->client->read_frame());
+  const std::string garbage = "GET / HTTP/1.1\r\nHost: pi3:7070\r\n\r\n";
+  const std::array<asio::const_buffer, 1> parts = {asio::buffer(garbage)};
+  ASSERT_TRUE(pair->client->write_buffers(parts).is_ok());
+
+  Result<IncomingFrame> reply = pair->client->read_frame();
+  worker.join();
+  ASSERT_TRUE(reply) << reply.status().to_string();
+  const auto* error = std::get_if<Error>(&reply->message);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->code, ErrorCode::kBadFrame);
+  EXPECT_NE(error->message.find("magic"), std::string::npos) << error->message;
+  EXPECT_EQ(worker_status.code(), StatusCode::kProtocolError) << worker_status.to_string();
+}
+
+TEST(Handshake, WorkerThatDoesNotKnowTheSecretIsCaught) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  // A fake worker: sends HELLO, ignores the AUTH it gets, answers with a made-up MAC.
+  bool fake_saw_auth = false;
+  ErrorCode fake_got = ErrorCode::kInternal;
+  PeerThread fake(*pair->server, [&] {
+    if (!pair->server->write_message(worker_hello()).is_ok()) return;
+    Result<IncomingFrame> auth = pair->server->read_frame();
+    fake_saw_auth = auth && std::holds_alternative<Auth>(auth->message);
+    if (!pair->server->write_message(AuthOk{}).is_ok()) return;
+    Result<IncomingFrame> reply = pair->server->read_frame();
+    if (reply && std::holds_alternative<Error>(reply->message)) fake_got = std::get<Error>(reply->message).code;
+  });
+
+  Result<Hello> seen = client_handshake(*pair->client, "correct horse");
+  fake.join();
+  ASSERT_FALSE(seen);
+  EXPECT_EQ(seen.status().code(), StatusCode::kAuthFailed);
+  EXPECT_NE(seen.status().message().find("worker's answer does not match the secret"), std::string::npos)
+      << seen.status().to_string();
+  EXPECT_TRUE(fake_saw_auth);
+  EXPECT_EQ(fake_got, ErrorCode::kAuthFailed);
+}
+
+TEST(Handshake, BusyWorkerIsReported) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  pair->server->write_error(ErrorCode::kBusy, "serving coordinator 10.0.0.2:51234");
+  Result<Hello> seen = client_handshake(*pair->client, "correct horse");
+  ASSERT_FALSE(seen);
+  EXPECT_EQ(seen.status().code(), StatusCode::kNetworkError);
+  EXPECT_NE(seen.status().message().find("BUSY: serving coordinator"), std::string::npos) << seen.status().to_string();
+}
+
+TEST(Handshake, EmptySecretOrStaleChallengeIsRefusedLocally) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  EXPECT_EQ(client_handshake(*pair->client, "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(server_handshake(*pair->server, worker_hello(), "").code(), StatusCode::kInvalidArgument);
+  Hello unset = worker_hello();
+  unset.challenge = {};
+  EXPECT_EQ(server_handshake(*pair->server, unset, "s").code(), StatusCode::kInternal);
+  EXPECT_EQ(pair->server->bytes_sent(), 0u);
+}
+
+}  // namespace
+}  // namespace tessera::transport

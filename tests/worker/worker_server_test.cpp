@@ -1,0 +1,394 @@
+#include "tessera/worker/worker_server.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "tessera/transport/frame_connection.hpp"
+#include "worker_test_client.hpp"
+
+namespace tessera::worker {
+namespace {
+
+namespace tp = tessera::transport;
+using namespace std::chrono_literals;
+using testing::Dense;
+using testing::gemm_job;
+using testing::read_closed;
+using testing::read_error;
+using testing::read_expect;
+using testing::store_tile;
+using testing::Watchdog;
+
+constexpr char kSecret[] = "in-process test secret";
+constexpr uint64_t kCapBytes = 64 * 1024;
+
+class WorkerServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WorkerOptions options;
+    options.listen_host = "127.0.0.1";
+    options.port = 0;
+    options.threads = 2;
+    options.secret = kSecret;
+    options.tile_memory_cap = kCapBytes;
+    auto started = WorkerServer::start(options);
+    ASSERT_TRUE(started.is_ok()) << started.status().to_string();
+    server_ = std::move(started).value();
+    runner_ = std::jthread([this] { server_->run(); });
+  }
+
+  // Runs even when an assertion failed, so the server never outlives its test.
+  void TearDown() override {
+    if (server_) server_->stop();
+    if (runner_.joinable()) runner_.join();
+    server_.reset();
+  }
+
+  std::unique_ptr<tp::FrameConnection> connect() {
+    auto connection = tp::FrameConnection::connect("127.0.0.1", server_->port(), 5s);
+    EXPECT_TRUE(connection.is_ok()) << connection.status().to_string();
+    return connection.is_ok() ? std::move(connection).value() : nullptr;
+  }
+
+  // A connected, authenticated coordinator session.
+  std::unique_ptr<tp::FrameConnection> open_session(tp::Hello* hello = nullptr) {
+    auto connection = connect();
+    if (!connection) return nullptr;
+    auto handshake = tp::client_handshake(*connection, kSecret);
+    EXPECT_TRUE(handshake.is_ok()) << handshake.status().to_string();
+    if (!handshake.is_ok()) return nullptr;
+    if (hello != nullptr) *hello = *handshake;
+    return connection;
+  }
+
+  std::unique_ptr<WorkerServer> server_;
+  std::jthread runner_;
+};
+
+TEST_F(WorkerServerTest, HandshakeReportsNodeFacts) {
+  tp::Hello hello;
+  auto session = open_session(&hello);
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(hello.worker_version, worker_version());
+  EXPECT_EQ(hello.threads, 2u);
+  EXPECT_EQ(hello.tile_memory_cap, kCapBytes);
+  const NodeFacts facts = read_node_facts();
+  EXPECT_EQ(hello.cores, facts.cores);
+  EXPECT_EQ(hello.arch, facts.arch);
+  EXPECT_EQ(hello.hostname, facts.hostname);
+  EXPECT_GT(hello.memory_bytes, 0u);
+  EXPECT_NE(hello.challenge, (std::array<uint8_t, tp::kChallengeSize>{}));
+}
+
+TEST_F(WorkerServerTest, WrongSecretIsRefused) {
+  auto connection = connect();
+  ASSERT_NE(connection, nullptr);
+  Watchdog watchdog(*connection, 20s);
+  auto handshake = tp::client_handshake(*connection, "not the secret");
+  ASSERT_FALSE(handshake.is_ok());
+  EXPECT_EQ(handshake.status().code(), StatusCode::kAuthFailed) << handshake.status().to_string();
+  // The worker is free again for the real coordinator.
+  EXPECT_NE(open_session(), nullptr);
+}
+
+TEST_F(WorkerServerTest, StreamedPanelsAccumulateIntoTheExactProduct) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  const Dense a = Dense::integers(3, 5, 1);
+  const Dense b = Dense::integers(5, 4, 2);
+  const Dense expected = testing::multiply(a, b);
+  // B travels as two k-panels (rows 0..1 and 2..4); each job adds its panel's product into C.
+  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
+  ASSERT_TRUE(store_tile(*session, 10, b.rows_range(0, 2)).is_ok());
+  ASSERT_TRUE(store_tile(*session, 11, b.rows_range(2, 3)).is_ok());
+  auto first = gemm_job(100, 1, 10, 50, 3, 4, 2, tp::kJobCreateOutput | tp::kJobReleaseB);
+  first.c_rows = 3;
+  first.c_cols = 4;
+  ASSERT_TRUE(session->write_message(first, 7).is_ok());
+  auto second = gemm_job(101, 1, 11, 50, 3, 4, 3, tp::kJobReleaseB | tp::kJobSendResult);
+  second.a_col = 2;
+  ASSERT_TRUE(session->write_message(second, 8).is_ok());
+
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  EXPECT_EQ(std::get<tp::Credit>(frame.message).job_id, 100u);
+  EXPECT_EQ(std::get<tp::Credit>(frame.message).credits, 1u);
+  EXPECT_EQ(frame.header.request_id, 7u);
+  const double first_seconds = std::get<tp::Credit>(frame.message).compute_seconds;
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  EXPECT_EQ(std::get<tp::Credit>(frame.message).job_id, 101u);
+  const double second_seconds = std::get<tp::Credit>(frame.message).compute_seconds;
+  ASSERT_TRUE(read_expect<tp::ResultTile>(*session, frame));
+  const auto& result = std::get<tp::ResultTile>(frame.message);
+  EXPECT_EQ(result.job_id, 101u);
+  EXPECT_EQ(frame.header.request_id, 8u);
+  EXPECT_EQ(result.tile, (tp::TilePrefix{50, 3, 4}));
+  EXPECT_DOUBLE_EQ(result.compute_seconds, first_seconds + second_seconds);
+  ASSERT_EQ(result.data.size(), expected.values.size());
+  for (std::size_t i = 0; i < expected.values.size(); ++i) EXPECT_EQ(result.data[i], expected.values[i]) << i;
+
+  // kJobReleaseB dropped both panels; A is still there. Referencing a panel is now an error.
+  auto stale = gemm_job(102, 1, 10, 50, 3, 4, 2);
+  ASSERT_TRUE(session->write_message(stale).is_ok());
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kNoSuchTile));
+  EXPECT_TRUE(read_closed(*session));
+}
+
+TEST_F(WorkerServerTest, JobsOnSubRectanglesOfLargerTiles) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  const Dense a = Dense::integers(6, 7, 3);
+  const Dense b = Dense::integers(8, 9, 4);
+  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
+  // C[1:4, 2:7] += A[2:5, 1:5] * B[3:7, 4:9], inside a 5 x 8 output tile.
+  auto job = gemm_job(1, 1, 2, 3, 3, 5, 4, tp::kJobCreateOutput | tp::kJobSendResult);
+  job.a_row = 2;
+  job.a_col = 1;
+  job.b_row = 3;
+  job.b_col = 4;
+  job.c_row = 1;
+  job.c_col = 2;
+  job.c_rows = 5;
+  job.c_cols = 8;
+  ASSERT_TRUE(session->write_message(job).is_ok());
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  ASSERT_TRUE(read_expect<tp::ResultTile>(*session, frame));
+  const auto& result = std::get<tp::ResultTile>(frame.message);
+  ASSERT_EQ(result.data.size(), 40u);
+  for (uint32_t i = 0; i < 5; ++i)
+    for (uint32_t j = 0; j < 8; ++j) {
+      double expected = 0.0;
+      if (i >= 1 && i < 4 && j >= 2 && j < 7)
+        for (uint32_t p = 0; p < 4; ++p) expected += a.at(i - 1 + 2, 1 + p) * b.at(3 + p, j - 2 + 4);
+      EXPECT_EQ(result.data[i * 8 + j], expected) << i << "," << j;
+    }
+  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
+  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+}
+
+TEST_F(WorkerServerTest, JobOutsideItsTileGetsBadJobAndEndsTheSession) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  ASSERT_TRUE(store_tile(*session, 1, Dense::integers(3, 5, 0)).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, Dense::integers(5, 4, 0)).is_ok());
+  auto job = gemm_job(9, 1, 2, 3, 3, 4, 6, tp::kJobCreateOutput);  // k = 6 > A's 5 columns
+  job.c_rows = 3;
+  job.c_cols = 4;
+  ASSERT_TRUE(session->write_message(job).is_ok());
+  std::string message;
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadJob, &message));
+  EXPECT_NE(message.find("job 9"), std::string::npos) << message;
+  EXPECT_TRUE(read_closed(*session));
+  EXPECT_NE(open_session(), nullptr) << "the worker must accept the next session";
+}
+
+TEST_F(WorkerServerTest, InvalidJobsAreRejected) {
+  struct Case {
+    const char* name;
+    tp::Job job;
+    tp::ErrorCode code;
+  };
+  auto with = [](tp::Job job, auto edit) {
+    edit(job);
+    return job;
+  };
+  const tp::Job ok = gemm_job(1, 1, 2, 3, 3, 4, 5);
+  const Case cases[] = {
+      {"m zero", with(ok, [](tp::Job& j) { j.m = 0; }), tp::ErrorCode::kBadJob},
+      {"no such A", with(ok, [](tp::Job& j) { j.a_tile = 77; }), tp::ErrorCode::kNoSuchTile},
+      {"no such C", ok, tp::ErrorCode::kNoSuchTile},
+      {"C aliases A", with(ok, [](tp::Job& j) { j.c_tile = 1; }), tp::ErrorCode::kBadJob},
+      {"B overflow", with(ok, [](tp::Job& j) { j.b_col = 0xFFFFFFFF; }), tp::ErrorCode::kBadJob},
+      {"C rect outside created tile",
+       with(ok, [](tp::Job& j) { j.flags = tp::kJobCreateOutput; j.c_rows = 3; j.c_cols = 3; }),
+       tp::ErrorCode::kBadJob},
+      {"created tile over the cap",
+       with(ok, [](tp::Job& j) { j.flags = tp::kJobCreateOutput; j.c_rows = 1000; j.c_cols = 1000; }),
+       tp::ErrorCode::kOutOfMemory},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto session = open_session();
+    ASSERT_NE(session, nullptr);
+    Watchdog watchdog(*session, 30s);
+    ASSERT_TRUE(store_tile(*session, 1, Dense::integers(3, 5, 0)).is_ok());
+    ASSERT_TRUE(store_tile(*session, 2, Dense::integers(5, 4, 0)).is_ok());
+    ASSERT_TRUE(session->write_message(c.job).is_ok());
+    EXPECT_TRUE(read_error(*session, c.code));
+    EXPECT_TRUE(read_closed(*session));
+  }
+}
+
+TEST_F(WorkerServerTest, SecondConcurrentConnectionIsBusy) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog session_watchdog(*session, 20s);
+  // The worker claims the session slot just after sending AUTH_OK; one answered request proves
+  // the claim has happened, so the intruder below arrives at an active session.
+  tp::Probe echo;
+  echo.kind = tp::ProbeKind::kEcho;
+  echo.echo = {1, 2, 3};
+  ASSERT_TRUE(session->write_message(echo).is_ok());
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::ProbeResult>(*session, frame));
+  EXPECT_EQ(std::get<tp::ProbeResult>(frame.message).echo, (std::vector<uint8_t>{1, 2, 3}));
+
+  auto intruder = connect();
+  ASSERT_NE(intruder, nullptr);
+  Watchdog watchdog(*intruder, 20s);
+  std::string message;
+  EXPECT_TRUE(read_error(*intruder, tp::ErrorCode::kBusy, &message));
+  EXPECT_NE(message.find("busy"), std::string::npos) << message;
+  EXPECT_TRUE(read_closed(*intruder));
+  // The first session is unaffected.
+  echo.echo = {4, 5};
+  ASSERT_TRUE(session->write_message(echo).is_ok());
+  ASSERT_TRUE(read_expect<tp::ProbeResult>(*session, frame));
+  EXPECT_EQ(std::get<tp::ProbeResult>(frame.message).echo, (std::vector<uint8_t>{4, 5}));
+}
+
+TEST_F(WorkerServerTest, StoreBeyondTheCapIsOutOfMemory) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  ASSERT_TRUE(store_tile(*session, 1, Dense(64, 100)).is_ok());  // 51200 of 65536 bytes
+  (void)store_tile(*session, 2, Dense(32, 100));                // another 25600: over the cap
+  std::string message;
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory, &message));
+  EXPECT_NE(message.find("cap"), std::string::npos) << message;
+}
+
+TEST_F(WorkerServerTest, SingleStoreLargerThanTheCapIsOutOfMemory) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  (void)store_tile(*session, 1, Dense(100, 100));  // 80000 bytes > 65536
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory));
+}
+
+TEST_F(WorkerServerTest, NextSessionStartsWithAnEmptyStore) {
+  {
+    auto session = open_session();
+    ASSERT_NE(session, nullptr);
+    Watchdog watchdog(*session, 30s);
+    ASSERT_TRUE(store_tile(*session, 1, Dense::integers(3, 5, 0)).is_ok());
+    ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
+    tp::IncomingFrame frame;
+    ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+  }
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  ASSERT_TRUE(store_tile(*session, 2, Dense::integers(5, 4, 0)).is_ok());
+  auto job = gemm_job(1, 1, 2, 3, 3, 4, 5, tp::kJobCreateOutput);
+  job.c_rows = 3;
+  job.c_cols = 4;
+  ASSERT_TRUE(session->write_message(job).is_ok());
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kNoSuchTile));
+}
+
+TEST_F(WorkerServerTest, ReleaseDropsTiles) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  ASSERT_TRUE(store_tile(*session, 1, Dense::integers(3, 5, 0)).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, Dense::integers(5, 4, 0)).is_ok());
+  ASSERT_TRUE(session->write_message(tp::Release{{1, 99}}).is_ok());
+  auto job = gemm_job(1, 1, 2, 3, 3, 4, 5, tp::kJobCreateOutput);
+  job.c_rows = 3;
+  job.c_cols = 4;
+  ASSERT_TRUE(session->write_message(job).is_ok());
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kNoSuchTile));
+}
+
+TEST_F(WorkerServerTest, GemmProbeReportsSpeed) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 60s);
+  tp::Probe probe;
+  probe.kind = tp::ProbeKind::kGemm;
+  probe.gemm_size = 48;  // 3 x 18 KiB of scratch fits the 64 KiB cap
+  probe.min_seconds = 0.05;
+  ASSERT_TRUE(session->write_message(probe, 3).is_ok());
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::ProbeResult>(*session, frame));
+  const auto& result = std::get<tp::ProbeResult>(frame.message);
+  EXPECT_EQ(result.kind, tp::ProbeKind::kGemm);
+  EXPECT_EQ(result.gemm_size, 48u);
+  EXPECT_GE(result.repetitions, 1u);
+  EXPECT_GE(result.seconds, 0.05);
+  EXPECT_GT(result.gflops, 0.0);
+  EXPECT_EQ(frame.header.request_id, 3u);
+
+  probe.gemm_size = 64;  // scratch beyond the cap
+  ASSERT_TRUE(session->write_message(probe).is_ok());
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory));
+}
+
+TEST_F(WorkerServerTest, UnexpectedMessageIsBadFrame) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  ASSERT_TRUE(session->write_message(tp::Credit{1, 1, 0.0}).is_ok());
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadFrame));
+  EXPECT_TRUE(read_closed(*session));
+}
+
+TEST_F(WorkerServerTest, StopEndsAnActiveSession) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  server_->stop();
+  runner_.join();
+  EXPECT_TRUE(read_closed(*session));
+}
+
+TEST(WorkerServerStart, EmptySecretIsRefused) {
+  WorkerOptions options;
+  options.listen_host = "127.0.0.1";
+  options.port = 0;
+  auto started = WorkerServer::start(options);
+  ASSERT_FALSE(started.is_ok());
+  EXPECT_EQ(started.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(WorkerServerStart, PortInUseNamesTheEndpoint) {
+  WorkerOptions options;
+  options.listen_host = "127.0.0.1";
+  options.port = 0;
+  options.threads = 1;
+  options.secret = "s";
+  auto first = WorkerServer::start(options);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  options.port = (*first)->port();
+  auto second = WorkerServer::start(options);
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kNetworkError);
+  EXPECT_NE(second.status().message().find("127.0.0.1:" + std::to_string(options.port)), std::string::npos)
+      << second.status().message();
+}
+
+TEST(WorkerServerStart, StopBeforeRunMakesRunReturn) {
+  WorkerOptions options;
+  options.listen_host = "127.0.0.1";
+  options.port = 0;
+  options.threads = 1;
+  options.secret = "s";
+  auto server = WorkerServer::start(options);
+  ASSERT_TRUE(server.is_ok());
+  (*server)->stop();
+  (*server)->run();
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace tessera::worker

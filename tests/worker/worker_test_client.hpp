@@ -1,0 +1,142 @@
+// Coordinator-side helpers shared by the worker's in-process and real-process tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "tessera/transport/frame_connection.hpp"
+#include "tessera/transport/protocol.hpp"
+
+namespace tessera::worker::testing {
+
+namespace tp = tessera::transport;
+
+// Shuts the connection down if the test is still waiting after `timeout`, so a worker that fails
+// to answer makes the test fail instead of hang.
+class Watchdog {
+ public:
+  Watchdog(tp::FrameConnection& connection, std::chrono::seconds timeout)
+      : thread_([this, &connection, timeout] {
+          std::unique_lock lock(mutex_);
+          if (!cv_.wait_for(lock, timeout, [this] { return done_; })) connection.shutdown();
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// A row-major matrix of small integers; products of these are exact in binary64.
+struct Dense {
+  uint32_t rows = 0, cols = 0;
+  std::vector<double> values;
+  Dense(uint32_t r, uint32_t c) : rows(r), cols(c), values(static_cast<std::size_t>(r) * c, 0.0) {}
+  double& at(uint32_t i, uint32_t j) { return values[static_cast<std::size_t>(i) * cols + j]; }
+  double at(uint32_t i, uint32_t j) const { return values[static_cast<std::size_t>(i) * cols + j]; }
+  static Dense integers(uint32_t r, uint32_t c, int seed) {
+    Dense d(r, c);
+    for (uint32_t i = 0; i < r; ++i)
+      for (uint32_t j = 0; j < c; ++j) d.at(i, j) = static_cast<double>((static_cast<int>(i * 3 + j * 7) + seed) % 7 - 3);
+    return d;
+  }
+  Dense rows_range(uint32_t first, uint32_t count) const {
+    Dense d(count, cols);
+    for (uint32_t i = 0; i < count; ++i)
+      for (uint32_t j = 0; j < cols; ++j) d.at(i, j) = at(first + i, j);
+    return d;
+  }
+};
+
+inline Dense multiply(const Dense& a, const Dense& b) {
+  Dense c(a.rows, b.cols);
+  for (uint32_t i = 0; i < a.rows; ++i)
+    for (uint32_t j = 0; j < b.cols; ++j) {
+      double sum = 0.0;
+      for (uint32_t p = 0; p < a.cols; ++p) sum += a.at(i, p) * b.at(p, j);
+      c.at(i, j) = sum;
+    }
+  return c;
+}
+
+inline Status store_tile(tp::FrameConnection& connection, uint32_t id, const Dense& tile) {
+  const auto prefix = tp::encode_store_prefix(tp::TilePrefix{id, tile.rows, tile.cols});
+  const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix),
+                                                asio::buffer(tile.values.data(), tile.values.size() * sizeof(double))};
+  tp::FrameHeader header;
+  header.type = static_cast<uint16_t>(tp::MessageType::kStore);
+  return connection.write_frame(header, parts);
+}
+
+inline tp::Job gemm_job(uint64_t job_id, uint32_t a, uint32_t b, uint32_t c, uint32_t m, uint32_t n, uint32_t k,
+                        uint32_t flags = 0) {
+  tp::Job job;
+  job.job_id = job_id;
+  job.a_tile = a;
+  job.b_tile = b;
+  job.c_tile = c;
+  job.m = m;
+  job.n = n;
+  job.k = k;
+  job.flags = flags;
+  return job;
+}
+
+// Reads the next frame and expects message type T; fails the test otherwise.
+template <typename T>
+::testing::AssertionResult read_expect(tp::FrameConnection& connection, tp::IncomingFrame& frame) {
+  auto read = connection.read_frame();
+  if (!read.is_ok()) return ::testing::AssertionFailure() << "read failed: " << read.status().to_string();
+  frame = std::move(read).value();
+  if (!std::holds_alternative<T>(frame.message)) {
+    auto failure = ::testing::AssertionFailure() << "got " << tp::message_type_name(frame.header.type);
+    if (auto* error = std::get_if<tp::Error>(&frame.message)) {
+      failure << " code " << static_cast<uint32_t>(error->code) << ": " << error->message;
+    }
+    return failure;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Reads the next frame and expects ERROR with `code`.
+inline ::testing::AssertionResult read_error(tp::FrameConnection& connection, tp::ErrorCode code,
+                                             std::string* message = nullptr) {
+  tp::IncomingFrame frame;
+  auto result = read_expect<tp::Error>(connection, frame);
+  if (!result) return result;
+  const auto& error = std::get<tp::Error>(frame.message);
+  if (message != nullptr) *message = error.message;
+  if (error.code != code) {
+    return ::testing::AssertionFailure() << "ERROR code " << static_cast<uint32_t>(error.code) << " (" << error.message
+                                         << "), wanted " << static_cast<uint32_t>(code);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The connection has been closed by the worker: the next read fails.
+inline ::testing::AssertionResult read_closed(tp::FrameConnection& connection) {
+  auto read = connection.read_frame();
+  if (read.is_ok()) return ::testing::AssertionFailure() << "got " << tp::message_type_name(read->header.type);
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace tessera::worker::testing

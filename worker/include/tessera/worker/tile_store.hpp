@@ -1,0 +1,106 @@
+// TileStore: the worker's memory-capped map from tile id to a row-major matrix of doubles.
+//
+// Ownership: tiles are shared. The store holds one reference per id; a queued job holds its own
+// references, so replacing or releasing an id never frees memory a job is still using. A tile's
+// bytes stay charged to the store until its last reference is gone, so the cap bounds what the
+// worker really holds. reserve() checks the cap BEFORE allocating, so a peer's claim alone never
+// allocates. Thread-safe: every member may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+
+#include "tessera/core/status.hpp"
+
+namespace tessera::worker {
+
+// One tile: rows x cols doubles, row-major, leading dimension == cols, 64-byte aligned.
+// The data pointer is stable for the tile's lifetime. Whoever runs jobs on it synchronises access
+// (the compute pool runs one job at a time).
+class Tile {
+ public:
+  ~Tile();
+  Tile(const Tile&) = delete;
+  Tile& operator=(const Tile&) = delete;
+
+  uint32_t id() const { return id_; }
+  uint32_t rows() const { return rows_; }
+  uint32_t cols() const { return cols_; }
+  std::size_t size() const { return static_cast<std::size_t>(rows_) * cols_; }
+  std::size_t bytes() const { return size() * sizeof(double); }
+  double* data() { return data_; }
+  const double* data() const { return data_; }
+  std::span<double> values() { return {data_, size()}; }
+  std::span<std::byte> raw_bytes() { return {reinterpret_cast<std::byte*>(data_), bytes()}; }
+
+  // Wall time the compute pool has spent on jobs writing this tile (reported in RESULT). Only
+  // job completions touch it, and the compute pool runs them one at a time.
+  double compute_seconds() const { return compute_seconds_; }
+  void add_compute_seconds(double seconds) { compute_seconds_ += seconds; }
+
+ private:
+  friend class TileStore;
+  Tile(uint32_t id, uint32_t rows, uint32_t cols, double* data,
+       std::shared_ptr<std::atomic<uint64_t>> charged);
+
+  uint32_t id_;
+  uint32_t rows_;
+  uint32_t cols_;
+  double* data_;
+  double compute_seconds_ = 0.0;
+  // Shared with the store so a tile outliving the store (held by a job) still un-charges safely.
+  std::shared_ptr<std::atomic<uint64_t>> charged_;
+};
+
+class TileStore {
+ public:
+  // cap_bytes: the most tile memory that may be held at once (tiles in the map, tiles still held
+  // by jobs, and scratch matrices).
+  explicit TileStore(uint64_t cap_bytes);
+  ~TileStore();
+  TileStore(const TileStore&) = delete;
+  TileStore& operator=(const TileStore&) = delete;
+
+  // Allocates a rows x cols tile under `id`, replacing any tile with that id (the old tile's
+  // memory counts as freed if no job still holds it). The data is zero-filled iff `zero_fill`;
+  // otherwise the caller must write every element (STORE reads the payload straight into it).
+  // Failure: kResourceExhausted when the cap would be exceeded (nothing allocated, any old tile
+  // kept), kInvalidArgument for a zero dimension.
+  Result<std::shared_ptr<Tile>> reserve(uint32_t id, uint32_t rows, uint32_t cols, bool zero_fill);
+
+  // A tile charged to the cap but not in the map (probe matrices). Zero-filled.
+  Result<std::shared_ptr<Tile>> allocate_scratch(uint32_t rows, uint32_t cols);
+
+  // The tile under `id`, or nullptr.
+  std::shared_ptr<Tile> find(uint32_t id) const;
+
+  // Drops `id` from the map; its memory is freed once no job holds it. Returns false if absent.
+  bool release(uint32_t id);
+  // Drops `id` only if it still names `expected` (a job releasing its input must not drop a
+  // newer tile stored under the same id meanwhile).
+  bool release_if_same(uint32_t id, const Tile* expected);
+
+  // Drops every tile from the map.
+  void clear();
+
+  uint64_t cap_bytes() const { return cap_bytes_; }
+  // Bytes of all live tiles, including those only jobs still hold.
+  uint64_t bytes_in_use() const { return charged_->load(); }
+  std::size_t tile_count() const;
+
+ private:
+  Result<std::shared_ptr<Tile>> allocate_locked(uint32_t id, uint32_t rows, uint32_t cols,
+                                                bool zero_fill, uint64_t bytes_freed_by_replace);
+
+  const uint64_t cap_bytes_;
+  std::shared_ptr<std::atomic<uint64_t>> charged_;
+  mutable std::mutex mutex_;
+  std::unordered_map<uint32_t, std::shared_ptr<Tile>> tiles_;
+};
+
+}  // namespace tessera::worker
