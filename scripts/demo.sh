@@ -3,7 +3,7 @@
 # with the even split and with the balanced (proportional) split, compare, and stop the workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CONFIG="${1:-configs/local.yaml}"
+CONFIG="${1:-configs/local-mixed.yaml}"
 N="${N:-2048}"
 scripts/setup.sh
 scripts/build.sh > /dev/null
