@@ -26,13 +26,30 @@ int main(int argc, char** argv) {
   CLI::App* status = add_lifecycle("status", "show whether each node of CONFIG answers");
 
   tb::ProfileCommand profile;
-  CLI::App* profile_cmd = app.add_subcommand("profile", "measure every node's GEMM speed and save pw_i");
+  CLI::App* profile_cmd = app.add_subcommand(
+      "profile", "measure every node: GEMM speed curve, link latency and bandwidth; saved and reused");
   profile_cmd->add_option("config", profile.config_path, "cluster description (YAML)")->required();
   profile_cmd->add_option("--run-dir", profile.run_dir, "run directory of `tessera up` (for emulated endpoints)");
   profile_cmd->add_option("--out", profile.profile_path, "profile file (default: CONFIG with .profile.yaml)");
-  profile_cmd->add_option("--probe-size", profile.probe_size, "GEMM probe dimension")->capture_default_str();
-  profile_cmd->add_option("--probe-seconds", profile.probe_seconds, "minimum probe time per node")
-      ->capture_default_str()->check(CLI::Range(0.01, 30.0));
+  profile_cmd->add_flag("--refresh", profile.refresh, "re-measure every node, even unchanged ones");
+  profile_cmd->add_flag("--quick", profile.quick, "one GEMM size in one window, small link transfers");
+  profile_cmd->add_option("--node", profile.nodes, "re-measure only this node (repeatable)");
+  profile_cmd->add_option("--probe-size", profile.reference_size, "reference GEMM size (its rate gives pw_i)")
+      ->capture_default_str();
+  profile_cmd->add_option("--window-seconds", profile.window_seconds, "timed window per GEMM measurement")
+      ->capture_default_str()->check(CLI::Range(0.05, 30.0));
+
+  tb::ModelCommand model;
+  uint64_t model_m = 0, model_n = 0, model_k = 0;
+  CLI::App* model_cmd = app.add_subcommand("model", "print each policy's plan and predicted finish times (runs nothing)");
+  model_cmd->add_option("config", model.config_path, "cluster description (YAML)")->required();
+  model_cmd->add_option("--profile", model.profile_path, "profile file (default: CONFIG with .profile.yaml)");
+  CLI::Option* model_n_opt = model_cmd->add_option("--n", model_n, "columns of C (and rows/inner size unless --m/--k)");
+  CLI::Option* model_m_opt = model_cmd->add_option("--m", model_m, "rows of A and C");
+  CLI::Option* model_k_opt = model_cmd->add_option("--k", model_k, "columns of A, rows of B");
+  model_cmd->add_option("--panel-width", model.panel_width, "rows of B per panel")->capture_default_str();
+  model_cmd->add_option("--panels-in-flight", model.panels_in_flight, "panels a node may hold unacknowledged")
+      ->capture_default_str();
 
   tb::MultiplyCommand multiply;
   uint64_t m = 0, n = 0, k = 0;
@@ -42,7 +59,7 @@ int main(int argc, char** argv) {
   CLI::Option* m_opt = multiply_cmd->add_option("--m", m, "rows of A and C");
   CLI::Option* k_opt = multiply_cmd->add_option("--k", k, "columns of A, rows of B");
   multiply_cmd->add_option("--run-dir", multiply.run_dir, "run directory of `tessera up` (for emulated endpoints)");
-  multiply_cmd->add_option("--policy", multiply.policy, "even | proportional")->capture_default_str();
+  multiply_cmd->add_option("--policy", multiply.policy, "even | proportional | model")->capture_default_str();
   multiply_cmd->add_option("--weights", multiply.weights, "relative powers, one per node (comma separated)")
       ->delimiter(',');
   multiply_cmd->add_option("--profile", multiply.profile_path, "profile file (default: CONFIG with .profile.yaml)");
@@ -68,11 +85,15 @@ int main(int argc, char** argv) {
   if (*n_opt) multiply.n = n;
   if (*m_opt) multiply.m = m;
   if (*k_opt) multiply.k = k;
+  if (*model_n_opt) model.n = model_n;
+  if (*model_m_opt) model.m = model_m;
+  if (*model_k_opt) model.k = model_k;
 
   if (*up) return tb::command_up(lifecycle, std::cout, std::cerr);
   if (*down) return tb::command_down(lifecycle, std::cout, std::cerr);
   if (*status) return tb::command_status(lifecycle, std::cout, std::cerr);
   if (*profile_cmd) return tb::command_profile(profile, std::cout, std::cerr);
   if (*multiply_cmd) return tb::command_multiply(multiply, std::cout, std::cerr);
+  if (*model_cmd) return tb::command_model(model, std::cout, std::cerr);
   return tb::kExitBadInput;
 }

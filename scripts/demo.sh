@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The demo from a fresh machine: install, build, start the local cluster, profile it, multiply
-# with the even split and with the balanced (proportional) split, compare, and stop the workers.
+# The demo from a fresh machine: install, build, start the emulated mixed cluster, profile it,
+# multiply with the even split, the speed-proportional split (Tinetti) and the model-based split,
+# compare, and stop the workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG="${1:-configs/local-mixed.yaml}"
@@ -11,17 +12,18 @@ T=build/bin/tessera
 trap '"$T" down "$CONFIG" > /dev/null || true' EXIT
 "$T" up "$CONFIG"
 "$T" profile "$CONFIG"
+for policy in even proportional model; do
+  echo
+  echo "== policy $policy =="
+  "$T" multiply "$CONFIG" --n "$N" --policy "$policy" --verify freivalds --report "build/demo-$policy.json"
+done
 echo
-echo "== even split =="
-"$T" multiply "$CONFIG" --n "$N" --policy even --verify freivalds --report build/demo-even.json
-echo
-echo "== balanced split (proportional to measured speed) =="
-"$T" multiply "$CONFIG" --n "$N" --policy proportional --verify freivalds --report build/demo-proportional.json
-echo
-python3 - build/demo-even.json build/demo-proportional.json <<'PY'
+python3 - build/demo-even.json build/demo-proportional.json build/demo-model.json <<'PY'
 import json, sys
-even, bal = (json.load(open(p)) for p in sys.argv[1:3])
-print(f"even split:      makespan {even['makespan_s']:.3f} s, imbalance {even['imbalance']:.3f}, verified {even['verified']}")
-print(f"balanced split:  makespan {bal['makespan_s']:.3f} s, imbalance {bal['imbalance']:.3f}, verified {bal['verified']}")
-print(f"balanced / even makespan: {bal['makespan_s'] / even['makespan_s']:.3f}")
+reports = [json.load(open(p)) for p in sys.argv[1:]]
+even = reports[0]["makespan_s"]
+print(f"{'policy':<13} {'makespan':>9} {'predicted':>10} {'error':>7} {'imbalance':>10} {'vs even':>8}  verified")
+for r in reports:
+    print(f"{r['policy']:<13} {r['makespan_s']:>8.3f}s {r['predicted_makespan_s']:>9.3f}s {r['prediction_error']*100:>6.1f}% "
+          f"{r['imbalance']:>10.3f} {r['makespan_s'] / even:>8.3f}  {r['verified']}")
 PY

@@ -16,6 +16,7 @@ packages=(
   libgtest-dev googletest  # tests
   gnuplot-nox          # plots of experiments
   iproute2             # network namespaces and tc for the emulated cluster
+  python3              # summaries in scripts/demo.sh and scripts/bench-model.sh
 )
 
 missing=()

@@ -1,10 +1,14 @@
 #include "tessera/balance/commands.hpp"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <ostream>
 
 #include <fmt/format.h>
 
 #include "tessera/balance/cluster_connection.hpp"
+#include "tessera/balance/model.hpp"
 #include "tessera/balance/multiply.hpp"
 #include "tessera/balance/plan.hpp"
 #include "tessera/balance/profile.hpp"
@@ -34,21 +38,37 @@ int fail(std::ostream& err, const Status& status) {
 
 void print_profile(std::ostream& out, const ClusterProfile& profile, const std::string& path) {
   const std::vector<double> powers = profile.relative_powers();
-  out << fmt::format("{:<12} {:>10} {:>8} {:>8} {:>7}\n", "node", "GFLOP/s", "pw", "threads", "probe");
+  out << fmt::format("{:<12} {:>9} {:>7} {:>8} {:>22} {:>10} {:>10} {:>10}\n", "node", "GFLOP/s", "pw", "threads",
+                     "speed curve (size:GF)", "latency", "MB/s to", "MB/s from");
   for (std::size_t i = 0; i < profile.nodes.size(); ++i) {
     const NodeProfile& node = profile.nodes[i];
-    out << fmt::format("{:<12} {:>10.2f} {:>8.4f} {:>8} {:>7}\n", node.name, node.gflops, powers[i], node.threads,
-                       node.probe_size);
+    std::string curve;
+    for (const SpeedPoint& point : node.speed) curve += fmt::format("{}{:g}:{:.0f}", curve.empty() ? "" : " ", point.size, point.gflops);
+    if (curve.size() > 22) curve = fmt::format("{} points {:g}..{:g}", node.speed.size(), node.speed.front().size, node.speed.back().size);
+    out << fmt::format("{:<12} {:>9.2f} {:>7.4f} {:>8} {:>22} {:>8.3f}ms {:>10.1f} {:>10.1f}\n", node.name, node.gflops,
+                       powers[i], node.threads, curve, node.link.latency_s * 1e3, node.link.to_node_bytes_per_s / 1e6,
+                       node.link.from_node_bytes_per_s / 1e6);
   }
+  out << fmt::format("coordinator sends {:.1f} MB/s to all nodes at once\n", profile.coordinator_send_bytes_per_s / 1e6);
   out << "saved " << path << "\n";
 }
 
+// Progress: on a terminal one line per node, rewritten in place; in a log only the final lines.
+ProfileProgress progress_printer(std::ostream& err) {
+  const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  return [&err, terminal](const std::string& node, const std::string& what, bool done) {
+    if (done) {
+      err << (terminal ? "\r\033[K" : "") << fmt::format("  {:<12} {}\n", node, what);
+    } else if (terminal) {
+      err << "\r\033[K" << fmt::format("  {:<12} measuring {} ...", node, what) << std::flush;
+    }
+  };
+}
+
 Result<ClusterProfile> measure_profile(const ClusterSpec& cluster, ClusterConnection& connection,
-                                       const QuickProfileOptions& options, std::ostream& err) {
-  return run_quick_profile(connection, cluster.name, options, [&](const NodeProfile& node) {
-    err << fmt::format("  profiled {:<12} {:8.2f} GFLOP/s ({} GEMMs of {} in {:.2f} s)\n", node.name, node.gflops,
-                       node.repetitions, node.probe_size, node.probe_seconds);
-  });
+                                       const std::optional<ClusterProfile>& previous, const ProfileOptions& options,
+                                       std::ostream& err, std::vector<std::string>* measured = nullptr) {
+  return run_profile(connection, cluster, previous, options, progress_printer(err), measured);
 }
 
 struct Inputs {
@@ -152,19 +172,101 @@ int command_status(const LifecycleCommand& command, std::ostream& out, std::ostr
 int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err) {
   Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return fail(err, cluster.status());
-  if (command.probe_size < 16 || command.probe_size > 8192) {
+  if (command.reference_size < 16 || command.reference_size > 8192) {
     return fail(err, invalid_argument("--probe-size must be within 16..8192"));
+  }
+  for (const std::string& name : command.nodes) {
+    if (cluster->find_node(name) < 0) {
+      std::string names;
+      for (const NodeSpec& node : cluster->nodes) names += (names.empty() ? "" : ", ") + node.name;
+      return fail(err, invalid_argument(fmt::format("--node {}: no such node in {}; nodes are {}", name,
+                                                    command.config_path, names)));
+    }
+  }
+  const std::string path = command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+  std::optional<ClusterProfile> previous;
+  if (Result<ClusterProfile> loaded = load_profile(path)) {
+    previous = std::move(*loaded);
+  } else if (loaded.status().code() != StatusCode::kNotFound) {
+    err << "tessera: ignoring the saved profile: " << loaded.status().message() << "\n";
   }
   Result<ClusterConnection> connection = ClusterConnection::connect(*cluster);
   if (!connection) return fail(err, connection.status());
-  err << fmt::format("profiling {} nodes of '{}' one at a time (GEMM {}x{}, >= {:.2f} s each)\n",
-                     cluster->nodes.size(), cluster->name, command.probe_size, command.probe_size, command.probe_seconds);
-  Result<ClusterProfile> profile =
-      measure_profile(*cluster, *connection, {command.probe_size, command.probe_seconds}, err);
+
+  ProfileOptions options;
+  options.quick = command.quick;
+  options.refresh = command.refresh;
+  options.only_nodes = command.nodes;
+  options.reference_size = command.reference_size;
+  options.window_seconds = command.window_seconds;
+  err << fmt::format("profiling {} nodes of '{}' one at a time{}\n", cluster->nodes.size(), cluster->name,
+                     command.quick ? " (quick)" : "");
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> measured;
+  Result<ClusterProfile> profile = measure_profile(*cluster, *connection, previous, options, err, &measured);
   if (!profile) return fail(err, profile.status());
-  const std::string path = command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (Status saved = save_profile(path, *profile); !saved) return fail(err, saved);
   print_profile(out, *profile, path);
+  out << fmt::format("measured {} of {} nodes in {:.1f} s{}\n", measured.size(), profile->nodes.size(), seconds,
+                     measured.size() < profile->nodes.size() ? " (the others reused; --refresh re-measures all)" : "");
+  return kExitOk;
+}
+
+namespace {
+
+Result<uint64_t> dimension(const std::optional<uint64_t>& value, const char* flag) {
+  if (!value) return invalid_argument(fmt::format("give {}", flag));
+  if (*value == 0 || *value > (1u << 20)) return invalid_argument(fmt::format("{} must be within 1..1048576", flag));
+  return *value;
+}
+
+}  // namespace
+
+int command_model(const ModelCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  if (!cluster) return fail(err, cluster.status());
+  const std::string path = command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+  Result<ClusterProfile> profile = load_profile(path);
+  if (!profile) return fail(err, profile.status());
+  Result<ClusterModel> model = profile_model(*profile, *cluster, path);
+  if (!model) return fail(err, model.status());
+  Result<uint64_t> n = dimension(command.n ? command.n : command.m, "--n");
+  if (!n) return fail(err, n.status());
+  PlanRequest request;
+  request.n = *n;
+  request.m = command.m.value_or(*n);
+  request.k = command.k.value_or(*n);
+  request.panel_width = command.panel_width;
+  request.panels_in_flight = command.panels_in_flight;
+  for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
+  Result<std::vector<double>> weights = profile_weights(*profile, *cluster, path);
+  if (!weights) return fail(err, weights.status());
+
+  out << fmt::format("model of '{}' from {} (measured {})\n", cluster->name, path, profile->measured_at);
+  for (Policy policy : {Policy::kEven, Policy::kProportional, Policy::kModel}) {
+    request.policy = policy;
+    request.weights = *weights;
+    Result<Plan> plan = invalid_argument("unset");
+    if (policy == Policy::kModel) {
+      Result<ModelPlanResult> made = make_model_plan(request, *model);
+      if (made) {
+        for (const std::string& warning : made->warnings) err << "warning: " << warning << "\n";
+        plan = made->plan;
+      } else {
+        plan = made.status();
+      }
+    } else {
+      plan = make_plan(request);
+    }
+    if (!plan) return fail(err, plan.status());
+    const Prediction prediction = predict(*model, *plan);
+    out << "\n" << plan->to_string();
+    for (std::size_t i = 0; i < plan->shares.size(); ++i) {
+      out << fmt::format("  {:<16} predicted finish {:.3f} s\n", plan->shares[i].node_name, prediction.finish_s[i]);
+    }
+    out << fmt::format("  predicted makespan {:.3f} s\n", prediction.makespan_s);
+  }
   return kExitOk;
 }
 
@@ -188,20 +290,33 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   Result<ClusterConnection> connection = ClusterConnection::connect(*cluster);
   if (!connection) return fail(err, connection.status());
 
+  // The profile gives the proportional weights and the model that predicts every run.
+  const std::string profile_path =
+      command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+  Result<ClusterProfile> profile = load_profile(profile_path);
+  const bool profile_needed = *policy == Policy::kModel || (*policy == Policy::kProportional && command.weights.empty());
+  if (!profile && profile.status().code() == StatusCode::kNotFound && profile_needed) {
+    err << fmt::format("no profile at {}; measuring a quick one now (tessera profile --quick)\n", profile_path);
+    ProfileOptions quick;
+    quick.quick = true;
+    profile = measure_profile(*cluster, *connection, std::nullopt, quick, err);
+    if (profile) {
+      if (Status saved = save_profile(profile_path, *profile); !saved) return fail(err, saved);
+    }
+  }
+  if (!profile && profile_needed) return fail(err, profile.status());
+  std::optional<ClusterModel> model;
+  if (profile) {
+    Result<ClusterModel> built = profile_model(*profile, *cluster, profile_path);
+    if (built) {
+      model = std::move(*built);
+    } else if (*policy == Policy::kModel) {
+      return fail(err, built.status());
+    }
+  }
   std::vector<double> weights = command.weights;
   if (*policy == Policy::kProportional && weights.empty()) {
-    const std::string path =
-        command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
-    Result<ClusterProfile> profile = load_profile(path);
-    if (!profile && profile.status().code() == StatusCode::kNotFound) {
-      err << fmt::format("no profile at {}; measuring one now (tessera profile)\n", path);
-      profile = measure_profile(*cluster, *connection, {}, err);
-      if (profile) {
-        if (Status saved = save_profile(path, *profile); !saved) return fail(err, saved);
-      }
-    }
-    if (!profile) return fail(err, profile.status());
-    Result<std::vector<double>> from_profile = profile_weights(*profile, *cluster, path);
+    Result<std::vector<double>> from_profile = profile_weights(*profile, *cluster, profile_path);
     if (!from_profile) return fail(err, from_profile.status());
     weights = std::move(*from_profile);
   }
@@ -215,7 +330,15 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   request.panels_in_flight = command.panels_in_flight;
   request.weights = weights;
   for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
-  Result<Plan> plan = make_plan(request);
+  Result<Plan> plan = invalid_argument("unset");
+  if (*policy == Policy::kModel) {
+    Result<ModelPlanResult> made = make_model_plan(request, *model);
+    if (!made) return fail(err, made.status());
+    for (const std::string& warning : made->warnings) err << "warning: " << warning << "\n";
+    plan = std::move(made->plan);
+  } else {
+    plan = make_plan(request);
+  }
   if (!plan) return fail(err, plan.status());
   if (command.show_plan) out << plan->to_string() << "\n";
 
@@ -229,6 +352,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   report.plan = *plan;
   report.run = std::move(*run);
   report.nodes = cluster->nodes;
+  if (model) report.prediction = predict(*model, *plan);
   report.verification = verify_product(inputs->a, inputs->b, c, *verify_mode, command.seed);
   out << format_report_table(report);
 

@@ -10,6 +10,7 @@ std::string_view policy_name(Policy policy) {
   switch (policy) {
     case Policy::kEven: return "even";
     case Policy::kProportional: return "proportional";
+    case Policy::kModel: return "model";
   }
   return "unknown";
 }
@@ -17,7 +18,8 @@ std::string_view policy_name(Policy policy) {
 Result<Policy> parse_policy(std::string_view name) {
   if (name == "even") return Policy::kEven;
   if (name == "proportional") return Policy::kProportional;
-  return invalid_argument(fmt::format("unknown policy '{}'; use one of: even, proportional", name));
+  if (name == "model") return Policy::kModel;
+  return invalid_argument(fmt::format("unknown policy '{}'; use one of: even, proportional, model", name));
 }
 
 std::string Plan::to_string() const {
@@ -39,6 +41,9 @@ Result<Plan> make_plan(const PlanRequest& request) {
   if (request.node_names.empty()) return invalid_argument("the cluster has no nodes");
   if (request.panel_width == 0) return invalid_argument("panel width must be >= 1");
   if (request.panels_in_flight == 0) return invalid_argument("panels in flight must be >= 1");
+  if (request.policy == Policy::kModel) {
+    return invalid_argument("the model policy needs the performance model; use make_model_plan");
+  }
 
   const std::size_t node_count = request.node_names.size();
   std::vector<double> weights;

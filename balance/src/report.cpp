@@ -1,5 +1,6 @@
 #include "tessera/balance/report.hpp"
 
+#include <cmath>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -7,22 +8,36 @@
 
 namespace tessera::balance {
 
+std::optional<double> MultiplyReport::prediction_error() const {
+  if (!prediction || !(run.makespan_s > 0.0)) return std::nullopt;
+  return std::fabs(prediction->makespan_s - run.makespan_s) / run.makespan_s;
+}
+
 std::string format_report_table(const MultiplyReport& report) {
   const Plan& plan = report.plan;
   std::string out = fmt::format("multiply C({}x{}) = A({}x{}) x B({}x{})  policy {}  panels {} x {} rows, {} in flight\n\n",
                                 plan.m, plan.n, plan.m, plan.k, plan.k, plan.n, policy_name(plan.policy),
                                 plan.panel_count(), plan.panel_width, plan.panels_in_flight);
-  out += fmt::format("{:<12} {:<8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}\n", "node", "kind", "rows",
-                     "weight", "MB in", "MB out", "compute", "comm", "idle", "finish");
+  out += fmt::format("{:<12} {:<8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>10}\n", "node", "kind",
+                     "rows", "weight", "MB in", "MB out", "compute", "comm", "idle", "finish", "predicted");
   for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
     const NodeRunStats& node = report.run.nodes[i];
     const std::string kind = i < report.nodes.size() && !report.nodes[i].kind.empty() ? report.nodes[i].kind : "-";
-    out += fmt::format("{:<12} {:<8} {:>7} {:>7.4f} {:>9.2f} {:>9.2f} {:>8.3f}s {:>7.3f}s {:>7.3f}s {:>8.3f}s\n",
+    const std::string predicted = report.prediction && i < report.prediction->finish_s.size()
+                                      ? fmt::format("{:.3f}s", report.prediction->finish_s[i])
+                                      : "-";
+    out += fmt::format("{:<12} {:<8} {:>7} {:>7.4f} {:>9.2f} {:>9.2f} {:>8.3f}s {:>7.3f}s {:>7.3f}s {:>8.3f}s {:>10}\n",
                        node.name, kind, node.rows, node.weight, node.bytes_to_node / 1e6, node.bytes_from_node / 1e6,
-                       node.compute_s, node.comm_s, node.idle_s, node.finish_s);
+                       node.compute_s, node.comm_s, node.idle_s, node.finish_s, predicted);
   }
   out += fmt::format("\nmakespan {:.3f} s   {:.2f} GFLOP/s   imbalance {:.3f} (slowest finish / mean finish)\n",
                      report.run.makespan_s, report.run.gflops, report.run.imbalance);
+  if (const std::optional<double> error = report.prediction_error()) {
+    out += fmt::format("predicted makespan {:.3f} s   prediction error {:.1f}%\n", report.prediction->makespan_s,
+                       *error * 100.0);
+  } else {
+    out += "predicted makespan: no model (run `tessera profile` for speed curves and links)\n";
+  }
   const Verification& check = report.verification;
   if (check.mode == VerifyMode::kNone) {
     out += "verified: not checked (--verify none)\n";
@@ -53,6 +68,9 @@ std::string report_json(const MultiplyReport& report) {
       entry["kind"] = report.nodes[i].kind;
       entry["endpoint"] = report.nodes[i].endpoint();
     }
+    entry["predicted_finish_s"] = report.prediction && i < report.prediction->finish_s.size()
+                                      ? json(report.prediction->finish_s[i])
+                                      : json(nullptr);
     nodes.push_back(std::move(entry));
   }
   const Verification& check = report.verification;
@@ -66,6 +84,9 @@ std::string report_json(const MultiplyReport& report) {
                    {"makespan_s", report.run.makespan_s},
                    {"gflops", report.run.gflops},
                    {"imbalance", report.run.imbalance},
+                   {"predicted_makespan_s", report.prediction ? json(report.prediction->makespan_s) : json(nullptr)},
+                   {"prediction_error",
+                    report.prediction_error() ? json(*report.prediction_error()) : json(nullptr)},
                    {"verified", check.mode == VerifyMode::kNone ? json(nullptr) : json(check.passed)},
                    {"verification",
                     {{"mode", std::string(verify_mode_name(check.mode))},

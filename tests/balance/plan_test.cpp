@@ -71,7 +71,7 @@ TEST(PlanTest, PolicyNamesParseAndUnknownNamesListTheValidOnes) {
   EXPECT_EQ(*parse_policy("proportional"), Policy::kProportional);
   Result<Policy> unknown = parse_policy("fastest");
   ASSERT_FALSE(unknown.is_ok());
-  EXPECT_NE(unknown.status().message().find("even, proportional"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("even, proportional, model"), std::string::npos);
 }
 
 }  // namespace

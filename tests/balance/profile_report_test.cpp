@@ -16,12 +16,34 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("tessera-unit-" + std::to_string(::getpid()) + "-" + name)).string();
 }
 
+NodeProfile sample_node(const std::string& name, double gflops) {
+  NodeProfile node;
+  node.name = name;
+  node.endpoint = "127.0.0.1:1";
+  node.gflops = gflops;
+  node.probe_size = 1024;
+  node.repetitions = 10;
+  node.probe_seconds = 0.3;
+  node.speed = {{128, gflops / 2}, {1024, gflops}};
+  node.link = {0.0001, 1e8, 2e8};
+  node.has_link = true;
+  node.threads = 1;
+  node.cores = 2;
+  node.memory_bytes = 1u << 30;
+  node.arch = "x86_64";
+  node.hostname = "host";
+  node.worker_version = "0.1.0";
+  node.fingerprint = "fp-" + name;
+  node.measured_at = "2026-11-21T10:00:00Z";
+  return node;
+}
+
 ClusterProfile sample_profile() {
   ClusterProfile profile;
   profile.cluster = "lab";
   profile.measured_at = "2026-11-21T10:00:00Z";
-  profile.nodes = {{"desktop", "127.0.0.1:1", 40.0, 512, 100, 0.3, 2, 2, "x86_64", "0.1.0"},
-                   {"pi", "127.0.0.1:2", 10.0, 512, 25, 0.3, 1, 2, "x86_64", "0.1.0"}};
+  profile.coordinator_send_bytes_per_s = 3e9;
+  profile.nodes = {sample_node("desktop", 40.0), sample_node("pi", 10.0)};
   return profile;
 }
 
@@ -56,6 +78,25 @@ TEST(ProfileTest, MissingOrBrokenProfilesSayWhatToRun) {
   EXPECT_EQ(broken.status().code(), StatusCode::kInvalidConfig);
   EXPECT_NE(broken.status().message().find(path), std::string::npos);
   std::filesystem::remove(path);
+}
+
+TEST(ProfileTest, ModelCarriesCurvesLinksAndCapacity) {
+  ClusterSpec cluster;
+  cluster.source_path = "lab.yaml";
+  cluster.nodes.push_back(NodeSpec{"pi", "127.0.0.1", 2, 1, "", 1, {}});
+  Result<ClusterModel> model = profile_model(sample_profile(), cluster, "lab.profile.yaml");
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  ASSERT_EQ(model->nodes.size(), 1u);
+  EXPECT_EQ(model->nodes[0].name, "pi");
+  EXPECT_DOUBLE_EQ(model->nodes[0].speed.gflops_at(1024), 10.0);
+  EXPECT_DOUBLE_EQ(model->nodes[0].link.from_node_bytes_per_s, 2e8);
+  EXPECT_DOUBLE_EQ(model->coordinator_send_bytes_per_s, 3e9);
+
+  ClusterProfile old = sample_profile();
+  old.nodes[1].has_link = false;  // a profile written before link probes existed
+  Result<ClusterModel> refused = profile_model(old, cluster, "lab.profile.yaml");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("--refresh"), std::string::npos);
 }
 
 TEST(ProfileTest, WeightsFollowClusterOrderAndNameMissingNodes) {
@@ -96,6 +137,17 @@ TEST(ReportTest, JsonHasTheDocumentedKeys) {
   for (const char* key : {"weight", "compute_s", "comm_s", "idle_s", "finish_s"}) {
     EXPECT_TRUE(json["nodes"][0].contains(key)) << key;
   }
+  EXPECT_TRUE(json["predicted_makespan_s"].is_null());
+  EXPECT_TRUE(json["prediction_error"].is_null());
+  EXPECT_TRUE(json["nodes"][0]["predicted_finish_s"].is_null());
+
+  report.prediction = Prediction{{0.45, 0.55}, 0.55};
+  const nlohmann::json predicted = nlohmann::json::parse(report_json(report));
+  EXPECT_DOUBLE_EQ(predicted["predicted_makespan_s"].get<double>(), 0.55);
+  EXPECT_NEAR(predicted["prediction_error"].get<double>(), 0.1, 1e-12);  // |0.55 - 0.5| / 0.5
+  EXPECT_DOUBLE_EQ(predicted["nodes"][1]["predicted_finish_s"].get<double>(), 0.55);
+  EXPECT_NE(format_report_table(report).find("prediction error 10.0%"), std::string::npos);
+
   report.verification.mode = VerifyMode::kNone;
   EXPECT_TRUE(nlohmann::json::parse(report_json(report))["verified"].is_null());
 

@@ -65,7 +65,7 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   EXPECT_EQ(status.exit_code, 0) << status.output;
   EXPECT_NE(status.output.find("reachable"), std::string::npos) << status.output;
 
-  testing::CommandResult profile = run("profile", "--probe-size 256 --probe-seconds 0.1");
+  testing::CommandResult profile = run("profile", "--quick");
   ASSERT_EQ(profile.exit_code, 0) << profile.output;
   EXPECT_TRUE(std::filesystem::exists(dir_.file("cluster.profile.yaml")));
   EXPECT_NE(profile.output.find("pw"), std::string::npos) << profile.output;
@@ -130,7 +130,7 @@ TEST_F(CliCluster, StalePidFileIsRemovedWithoutSignallingThatProcess) {
 TEST_F(CliCluster, BadInputsGetClearMessagesAndExitCode2) {
   testing::CommandResult policy = run("multiply", "--n 10 --policy fastest");
   EXPECT_EQ(policy.exit_code, 2);
-  EXPECT_NE(policy.output.find("use one of: even, proportional"), std::string::npos) << policy.output;
+  EXPECT_NE(policy.output.find("use one of: even, proportional, model"), std::string::npos) << policy.output;
 
   testing::CommandResult weights = run("multiply", "--n 10 --weights 1,2,3");
   EXPECT_EQ(weights.exit_code, 2);

@@ -12,6 +12,8 @@
 #include "tessera/balance/local_cluster.hpp"
 #include "tessera/balance/profile.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace tessera::balance {
 namespace {
 
@@ -81,7 +83,10 @@ TEST_F(EmulatedCluster, QuarterCoreMeasuresAQuarterOfAnUncappedWorker) {
   Result<ClusterConnection> connection = ClusterConnection::connect(reachable_cluster());
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
   // Nodes are probed one at a time, so they never compete for the machine's cores.
-  Result<ClusterProfile> profile = run_quick_profile(*connection, "emu-cpu", {1024, 1.0});
+  ProfileOptions options;
+  options.quick = true;  // the reference size only, in one window
+  options.quick_window_seconds = 1.0;
+  Result<ClusterProfile> profile = run_profile(*connection, reachable_cluster(), std::nullopt, options);
   ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
   const double ratio = profile->nodes[0].gflops / profile->nodes[1].gflops;
   std::printf("uncapped %.2f GFLOP/s, quarter core %.2f GFLOP/s, ratio %.3f\n", profile->nodes[0].gflops,
@@ -195,6 +200,78 @@ TEST_F(EmulatedCluster, WithoutPrivilegesUpRefusesUnlessToldToRunUnthrottled) {
   testing::CommandResult down =
       run_command(as_nobody + TESSERA_CLI_BINARY + " down " + config_ + " --run-dir " + run_dir_);
   EXPECT_EQ(down.exit_code, 0) << down.output;
+}
+
+}  // namespace
+}  // namespace tessera::balance
+
+namespace tessera::balance {
+namespace {
+
+// The full profiler on a copy of the emulated mixed cluster: curves and links measured, the
+// saved profile reused, --refresh and --node re-measuring, and the model policy run for real.
+TEST_F(EmulatedCluster, ProfileIsMeasuredSavedReusedAndDrivesTheModelPolicy) {
+  write_config("emu-profile", node_yaml("desktop", "{cpu: 1.0}") + node_yaml("pi1", "{cpu: 0.25, link: {rate: 100mbit}}") +
+                                  node_yaml("pi2", "{cpu: 0.25, link: {rate: 100mbit}}"));
+  ASSERT_EQ(run("up").exit_code, 0);
+  const std::string profile_path = dir_.file("cluster.profile.yaml");
+
+  testing::CommandResult first = run("profile");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("measured 3 of 3 nodes"), std::string::npos) << first.output;
+  Result<ClusterProfile> profile = load_profile(profile_path);
+  ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
+  ASSERT_EQ(profile->nodes.size(), 3u);
+  for (const NodeProfile& node : profile->nodes) {
+    EXPECT_GE(node.speed.size(), 3u) << node.name;
+    EXPECT_TRUE(node.has_link) << node.name;
+    EXPECT_GT(node.link.latency_s, 0.0) << node.name;
+  }
+  // The shaped links measure near 100 Mbit/s (12.5 MB/s) each way; loopback far above.
+  for (const char* pi : {"pi1", "pi2"}) {
+    EXPECT_NEAR(profile->find(pi)->link.to_node_bytes_per_s / 12.5e6, 1.0, 0.15) << pi;
+    EXPECT_NEAR(profile->find(pi)->link.from_node_bytes_per_s / 12.5e6, 1.0, 0.15) << pi;
+  }
+  EXPECT_GT(profile->find("desktop")->link.to_node_bytes_per_s, 100e6);
+  EXPECT_GT(profile->coordinator_send_bytes_per_s, 0.0);
+
+  testing::CommandResult second = run("profile");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("measured 0 of 3 nodes"), std::string::npos) << second.output;
+  EXPECT_EQ(*load_profile(profile_path), *profile) << "a reused profile must be unchanged";
+
+  testing::CommandResult one = run("profile", "--node pi2 --quick");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("measured 1 of 3 nodes"), std::string::npos) << one.output;
+
+  testing::CommandResult refreshed = run("profile", "--refresh --quick");
+  ASSERT_EQ(refreshed.exit_code, 0) << refreshed.output;
+  EXPECT_NE(refreshed.output.find("measured 3 of 3 nodes"), std::string::npos) << refreshed.output;
+
+  testing::CommandResult unknown = run("profile", "--node nosuch");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("--node nosuch: no such node"), std::string::npos) << unknown.output;
+
+  testing::CommandResult model = run_command(std::string(TESSERA_CLI_BINARY) + " model " + config_ + " --n 512");
+  ASSERT_EQ(model.exit_code, 0) << model.output;
+  for (const char* policy : {"plan even", "plan proportional", "plan model"}) {
+    EXPECT_NE(model.output.find(policy), std::string::npos) << model.output;
+  }
+
+  const std::string report_path = dir_.file("model.json");
+  testing::CommandResult multiply = run("multiply", "--n 512 --policy model --verify exact --report " + report_path);
+  ASSERT_EQ(multiply.exit_code, 0) << multiply.output;
+  const nlohmann::json report = nlohmann::json::parse(testing::read_file(report_path));
+  EXPECT_EQ(report["policy"], "model");
+  EXPECT_EQ(report["verified"], true);
+  EXPECT_GT(report["predicted_makespan_s"].get<double>(), 0.0);
+  EXPECT_GE(report["prediction_error"].get<double>(), 0.0);
+  uint64_t rows = 0;
+  for (const auto& node : report["nodes"]) {
+    EXPECT_TRUE(node["predicted_finish_s"].is_number()) << node;
+    rows += node["rows"].get<uint64_t>();
+  }
+  EXPECT_EQ(rows, 512u);
 }
 
 }  // namespace

@@ -340,7 +340,7 @@ TEST(ProtocolValidation, ProbeFields) {
     std::vector<std::byte> bad = payload;
     put_le(bad, 4, size, 4);
     EXPECT_TRUE(fails_with(decode_status(MessageType::kProbe, bad), StatusCode::kProtocolError,
-                           "PROBE: gemm_size " + std::to_string(size) + " out of range 1..8192"));
+                           "PROBE: size " + std::to_string(size) + " out of range 1..8192"));
   }
   for (double seconds : {-0.5, 31.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
     Probe probe = valid;

@@ -316,20 +316,20 @@ TEST_F(WorkerServerTest, GemmProbeReportsSpeed) {
   Watchdog watchdog(*session, 60s);
   tp::Probe probe;
   probe.kind = tp::ProbeKind::kGemm;
-  probe.gemm_size = 48;  // 3 x 18 KiB of scratch fits the 64 KiB cap
+  probe.size = 48;  // 3 x 18 KiB of scratch fits the 64 KiB cap
   probe.min_seconds = 0.05;
   ASSERT_TRUE(session->write_message(probe, 3).is_ok());
   tp::IncomingFrame frame;
   ASSERT_TRUE(read_expect<tp::ProbeResult>(*session, frame));
   const auto& result = std::get<tp::ProbeResult>(frame.message);
   EXPECT_EQ(result.kind, tp::ProbeKind::kGemm);
-  EXPECT_EQ(result.gemm_size, 48u);
+  EXPECT_EQ(result.size, 48u);
   EXPECT_GE(result.repetitions, 1u);
   EXPECT_GE(result.seconds, 0.05);
   EXPECT_GT(result.gflops, 0.0);
   EXPECT_EQ(frame.header.request_id, 3u);
 
-  probe.gemm_size = 64;  // scratch beyond the cap
+  probe.size = 64;  // scratch beyond the cap
   ASSERT_TRUE(session->write_message(probe).is_ok());
   EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory));
 }

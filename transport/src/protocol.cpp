@@ -156,7 +156,7 @@ std::vector<std::byte> encode(const Probe& m) {
   PayloadWriter w(kProbeFixedBytes + m.echo.size());
   w.u8(static_cast<uint8_t>(m.kind));
   w.zeros(3);
-  w.u32(m.gemm_size);
+  w.u32(m.size);
   w.f64(m.min_seconds);
   w.u32(static_cast<uint32_t>(m.echo.size()));
   w.raw(m.echo.data(), m.echo.size());
@@ -168,7 +168,7 @@ std::vector<std::byte> encode(const ProbeResult& m) {
   PayloadWriter w(kProbeResultFixedBytes + m.echo.size());
   w.u8(static_cast<uint8_t>(m.kind));
   w.zeros(3);
-  w.u32(m.gemm_size);
+  w.u32(m.size);
   w.u32(m.repetitions);
   w.zeros(4);
   w.f64(m.seconds);
@@ -345,10 +345,10 @@ Status check_probe_kind(std::string_view message, uint8_t kind) {
   return field_error(message, "kind " + std::to_string(kind) + " unknown (0 = echo, 1 = gemm)");
 }
 
-Status check_gemm_size(std::string_view message, ProbeKind kind, uint32_t size, const Limits& limits) {
+Status check_probe_size(std::string_view message, ProbeKind kind, uint32_t size, const Limits& limits) {
   const uint32_t low = kind == ProbeKind::kGemm ? 1 : 0;
   if (size < low || size > limits.max_probe_size) {
-    return out_of_range(message, "gemm_size", size, low, limits.max_probe_size);
+    return out_of_range(message, "size", size, low, limits.max_probe_size);
   }
   return Status::ok();
 }
@@ -392,10 +392,10 @@ Result<Message> decode_probe(std::span<const std::byte> payload, const Limits& l
   if (!r.u8("kind", kind)) return r.status();
   TESSERA_RETURN_IF_ERROR(check_probe_kind("PROBE", kind));
   m.kind = static_cast<ProbeKind>(kind);
-  if (!(r.zero_padding("pad", 3) && r.u32("gemm_size", m.gemm_size) && r.f64("min_seconds", m.min_seconds))) {
+  if (!(r.zero_padding("pad", 3) && r.u32("size", m.size) && r.f64("min_seconds", m.min_seconds))) {
     return r.status();
   }
-  TESSERA_RETURN_IF_ERROR(check_gemm_size("PROBE", m.kind, m.gemm_size, limits));
+  TESSERA_RETURN_IF_ERROR(check_probe_size("PROBE", m.kind, m.size, limits));
   TESSERA_RETURN_IF_ERROR(check_seconds("PROBE", "min_seconds", m.min_seconds, limits.max_probe_seconds));
   if (!(r.byte_vector("echo", limits.max_echo_bytes, m.echo) && r.finish())) return r.status();
   return Message(std::move(m));
@@ -408,11 +408,11 @@ Result<Message> decode_probe_result(std::span<const std::byte> payload, const Li
   if (!r.u8("kind", kind)) return r.status();
   TESSERA_RETURN_IF_ERROR(check_probe_kind("PROBE_RESULT", kind));
   m.kind = static_cast<ProbeKind>(kind);
-  if (!(r.zero_padding("pad", 3) && r.u32("gemm_size", m.gemm_size) && r.u32("repetitions", m.repetitions) &&
+  if (!(r.zero_padding("pad", 3) && r.u32("size", m.size) && r.u32("repetitions", m.repetitions) &&
         r.zero_padding("pad", 4) && r.f64("seconds", m.seconds) && r.f64("gflops", m.gflops))) {
     return r.status();
   }
-  TESSERA_RETURN_IF_ERROR(check_gemm_size("PROBE_RESULT", m.kind, m.gemm_size, limits));
+  TESSERA_RETURN_IF_ERROR(check_probe_size("PROBE_RESULT", m.kind, m.size, limits));
   constexpr double kUnbounded = std::numeric_limits<double>::max();
   TESSERA_RETURN_IF_ERROR(check_seconds("PROBE_RESULT", "seconds", m.seconds, kUnbounded));
   TESSERA_RETURN_IF_ERROR(check_seconds("PROBE_RESULT", "gflops", m.gflops, kUnbounded));

@@ -42,7 +42,7 @@ constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
 // Control frames (JOB is 72 bytes, ERROR at most ~4 KiB) are read whole into memory; this bound
 // keeps a peer from making us allocate a huge buffer for one of them.
 constexpr uint64_t kMaxControlPayload = 64 * 1024;
-// PROBE: u8 kind | pad[3] | u32 gemm_size | f64 min_seconds | u32 echo_length, then the echo.
+// PROBE: u8 kind | pad[3] | u32 size | f64 min_seconds | u32 echo_length, then the echo.
 constexpr uint64_t kProbeFixedBytes = 20;
 // Connections allowed to be handshaking at once; more get ERROR(kBusy). Each costs a thread for
 // at most kHandshakeTimeout.
@@ -467,7 +467,7 @@ bool Session::handle_probe(tp::Probe& probe, uint64_t request_id) {
     if (!written.is_ok()) return read_failed(written, request_id);
     return true;
   }
-  const uint32_t size = probe.gemm_size;
+  const uint32_t size = probe.size;
   if (size == 0) return fail(tp::ErrorCode::kBadFrame, "GEMM probe of size 0", request_id);
   TileStore& store = server_.store_;
   auto a = store.allocate_scratch(size, size);
@@ -486,6 +486,15 @@ bool Session::handle_probe(tp::Probe& probe, uint64_t request_id) {
   // Wall time over the whole loop, not the sum of job times: under a CPU quota the process is
   // often throttled between two jobs, and a sum of job times would hide exactly the slowness
   // the probe exists to measure (a quarter core measured 0.3-0.5 of a core that way).
+  // Untimed warm-up of one CPU-quota period: a node that idled before the probe has a full
+  // quota slice banked, and spending it inside the timed window measured a quarter core up to
+  // 20% fast. The warm-up also brings the operands into cache.
+  constexpr double kWarmUpSeconds = 0.1;
+  const auto warm_up_start = std::chrono::steady_clock::now();
+  while (!server_.stopping_ &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_up_start).count() < kWarmUpSeconds) {
+    (void)server_.pool_.run(task);
+  }
   const auto probe_start = std::chrono::steady_clock::now();
   do {
     (void)server_.pool_.run(task);
@@ -493,7 +502,7 @@ bool Session::handle_probe(tp::Probe& probe, uint64_t request_id) {
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - probe_start).count();
   } while (seconds < probe.min_seconds && !server_.stopping_ &&
            repetitions < std::numeric_limits<uint32_t>::max());
-  result.gemm_size = size;
+  result.size = size;
   result.repetitions = repetitions;
   result.seconds = seconds;
   const double flops = 2.0 * size * static_cast<double>(size) * size * repetitions;

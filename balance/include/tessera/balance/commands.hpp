@@ -33,10 +33,23 @@ struct ProfileCommand {
   std::string config_path;
   std::string run_dir;       // where `tessera up` recorded emulated endpoints; empty: default
   std::string profile_path;  // empty: next to the config
-  uint32_t probe_size = 1024;
-  double probe_seconds = 1.0;
+  bool refresh = false;      // re-measure every node
+  bool quick = false;        // one GEMM size, one window, small link transfers
+  std::vector<std::string> nodes;  // re-measure only these (by name)
+  uint32_t reference_size = 1024;
+  double window_seconds = 0.2;
 };
 int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err);
+
+// `tessera model`: the plan and predicted finish times of every policy, without running anything.
+struct ModelCommand {
+  std::string config_path;
+  std::string profile_path;  // empty: next to the config
+  std::optional<uint64_t> m, n, k;
+  uint64_t panel_width = 256;
+  uint32_t panels_in_flight = 4;
+};
+int command_model(const ModelCommand& command, std::ostream& out, std::ostream& err);
 
 struct MultiplyCommand {
   std::string config_path;

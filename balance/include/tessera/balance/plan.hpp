@@ -17,10 +17,11 @@
 
 namespace tessera::balance {
 
-enum class Policy { kEven, kProportional };
+// kModel plans come from make_model_plan (model.hpp), which needs the performance model.
+enum class Policy { kEven, kProportional, kModel };
 
 std::string_view policy_name(Policy policy);
-// Fails with the list of valid names: "unknown policy 'fast'; use one of: even, proportional".
+// Fails with the list of valid names: "unknown policy 'fast'; use one of: even, proportional, model".
 Result<Policy> parse_policy(std::string_view name);
 
 struct NodeShare {
@@ -52,7 +53,9 @@ struct PlanRequest {
 };
 
 // Checks the request (dimensions >= 1, one weight per node for proportional, panel width >= 1)
-// and returns the plan. Every row of C is assigned exactly once.
+// and returns the plan. Every row of C is assigned exactly once. kModel is refused here (it
+// needs the model: see make_model_plan); kProportional with explicit row weights is how
+// make_model_plan builds its plan.
 Result<Plan> make_plan(const PlanRequest& request);
 
 }  // namespace tessera::balance

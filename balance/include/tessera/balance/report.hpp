@@ -3,13 +3,17 @@
 // JSON keys (stable, used by experiments and tests): policy, n, m, k, panel_width,
 // panels_in_flight, makespan_s, gflops, imbalance, verified (true/false, null when not
 // verified), verification {mode, max_error_ratio, max_abs_error, seconds, detail}, cluster,
-// nodes[] {name, kind, endpoint, rows, weight, bytes_to_node, bytes_from_node, compute_s, comm_s,
-// idle_s, finish_s, panels}. Pure functions; thread-compatible.
+// predicted_makespan_s and prediction_error (|predicted - measured| / measured; both null without
+// a model), nodes[] {name, kind, endpoint, rows, weight, bytes_to_node, bytes_from_node,
+// compute_s, comm_s, idle_s, finish_s, predicted_finish_s, panels}. Pure functions;
+// thread-compatible.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "tessera/balance/cluster_spec.hpp"
+#include "tessera/balance/model.hpp"
 #include "tessera/balance/multiply.hpp"
 #include "tessera/balance/plan.hpp"
 #include "tessera/balance/verify.hpp"
@@ -23,6 +27,10 @@ struct MultiplyReport {
   MultiplyRun run;
   Verification verification;
   std::vector<NodeSpec> nodes;  // for kind and endpoint, plan order
+  std::optional<Prediction> prediction;  // the model's forecast of this plan, when a model exists
+
+  // |predicted - measured| / measured makespan; empty without a prediction.
+  std::optional<double> prediction_error() const;
 };
 
 std::string format_report_table(const MultiplyReport& report);

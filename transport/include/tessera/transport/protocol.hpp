@@ -100,24 +100,29 @@ struct AuthOk {
   bool operator==(const AuthOk&) const = default;
 };
 
+// kEcho: the worker returns the echo bytes unchanged (round-trip latency).
+// kGemm: the worker multiplies size x size matrices repeatedly on all its compute threads for at
+//        least min_seconds of wall time (after a short untimed warm-up) and reports the rate.
+// Link bandwidth is measured with STORE and RESULT themselves, the path a multiply's data takes.
 enum class ProbeKind : uint8_t { kEcho = 0, kGemm = 1 };
 
-// PROBE: u8 kind | u8 pad[3] | u32 gemm_size | f64 min_seconds | u32 echo_length | bytes echo
-// kGemm: the worker multiplies gemm_size^2 matrices repeatedly for at least min_seconds using all
-// its compute threads. kEcho: the worker returns the echo bytes unchanged (latency, bandwidth).
+// PROBE: u8 kind | u8 pad[3] | u32 size | f64 min_seconds | u32 echo_length | bytes echo
+// size: the GEMM dimension (kGemm, 1..max_probe_size); 0..max_probe_size and unused for kEcho.
 struct Probe {
   ProbeKind kind = ProbeKind::kGemm;
-  uint32_t gemm_size = 0;
+  uint32_t size = 0;
   double min_seconds = 0.0;
   std::vector<uint8_t> echo;
   bool operator==(const Probe&) const = default;
 };
 
-// PROBE_RESULT: u8 kind | u8 pad[3] | u32 gemm_size | u32 repetitions | u32 pad | f64 seconds
+// PROBE_RESULT: u8 kind | u8 pad[3] | u32 size | u32 repetitions | u32 pad | f64 seconds
 //               | f64 gflops | u32 echo_length | bytes echo
+// kGemm: size, repetitions, seconds and gflops describe the measurement. kEcho: echo is the
+// request's.
 struct ProbeResult {
   ProbeKind kind = ProbeKind::kGemm;
-  uint32_t gemm_size = 0;
+  uint32_t size = 0;
   uint32_t repetitions = 0;
   double seconds = 0.0;
   double gflops = 0.0;
