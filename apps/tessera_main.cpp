@@ -1,11 +1,18 @@
 // tessera: the coordinator's command line. Parses flags and hands over to tessera::balance.
+#include <csignal>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "tessera/balance/commands.hpp"
+#include "tessera/balance/partition_command.hpp"
 
 namespace tb = tessera::balance;
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: balanced matrix multiplication on a mixed cluster"};
@@ -75,7 +82,43 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   multiply_cmd->add_option("--panels-in-flight", multiply.panels_in_flight, "panels a node may hold unacknowledged")
       ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  multiply_cmd->add_option("--overlap", multiply.overlap,
+                           "on: panels travel while nodes compute; off: one panel at a time (SeqMsg)")
+      ->capture_default_str();
   multiply_cmd->add_flag("--show-plan", multiply.show_plan, "print the plan before running it");
+
+  tb::ExperimentCommand experiment;
+  uint32_t repeat = 0;
+  CLI::App* experiment_cmd =
+      app.add_subcommand("experiment", "replay a study: every combination, CSV, plots and report.md");
+  experiment_cmd->add_option("study", experiment.study_path, "study file (YAML), e.g. experiments/balanced-vs-even.yaml")
+      ->required();
+  experiment_cmd->add_option("--out", experiment.out_dir, "output folder (default experiments/results/STUDY)");
+  CLI::Option* repeat_opt =
+      experiment_cmd->add_option("--repeat", repeat, "repetitions per combination (default: the study's)")
+          ->check(CLI::Range(1u, 1000u));
+  experiment_cmd->add_option("--run-dir", experiment.run_dir, "run directory for the clusters it starts");
+
+  tb::PartitionCommand partition;
+  CLI::App* partition_cmd = app.add_subcommand(
+      "partition", "partition a graph, sparse matrix or generated instance by node weights (METIS); print its quality");
+  partition_cmd->add_option("input", partition.input,
+                            "graph file (.mtx, .graph, .edges/.el/.txt) or generator: mesh2d:NXxNY, mesh3d:NXxNYxNZ, "
+                            "rmat:SCALE[:EF], lognormal:N")
+      ->required();
+  CLI::Option* partition_weights_opt =
+      partition_cmd->add_option("--weights", partition.weights, "relative part weights (comma separated)")
+          ->delimiter(',');
+  partition_cmd->add_option("--cluster", partition.config_path, "take the parts and weights from this cluster's profile")
+      ->excludes(partition_weights_opt);
+  partition_cmd->add_option("--profile", partition.profile_path, "profile file (default: CONFIG with .profile.yaml)");
+  partition_cmd->add_option("--method", partition.method, "metis | contiguous | hash")->capture_default_str();
+  partition_cmd->add_option("--imbalance", partition.imbalance, "allowed max part weight / target")
+      ->capture_default_str();
+  partition_cmd->add_option("--objective", partition.objective, "cut | volume (metis)")->capture_default_str();
+  partition_cmd->add_option("--seed", partition.seed, "METIS seed, hash key, generator seed")->capture_default_str();
+  partition_cmd->add_option("--out", partition.out_path, "write one part number per vertex, one per line");
+  partition_cmd->add_option("--report", partition.report_path, "write the quality as JSON");
 
   try {
     app.parse(argc, argv);
@@ -95,5 +138,18 @@ int main(int argc, char** argv) {
   if (*profile_cmd) return tb::command_profile(profile, std::cout, std::cerr);
   if (*multiply_cmd) return tb::command_multiply(multiply, std::cout, std::cerr);
   if (*model_cmd) return tb::command_model(model, std::cout, std::cerr);
+  if (*partition_cmd) return tb::command_partition(partition, std::cout, std::cerr);
+  if (*experiment_cmd) {
+    if (*repeat_opt) experiment.repeat = repeat;
+    for (int i = 0; i < argc; ++i) experiment.command_line += (i == 0 ? "tessera" : std::string(" ") + argv[i]);
+    // Ctrl-C or a TERM stops the study cleanly: it shuts the sessions down and stops its clusters.
+    struct sigaction action {};
+    action.sa_handler = on_interrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+    experiment.interrupted = &g_interrupted;
+    return tb::command_experiment(experiment, std::cout, std::cerr);
+  }
   return tb::kExitBadInput;
 }

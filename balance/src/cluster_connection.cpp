@@ -1,5 +1,6 @@
 #include "tessera/balance/cluster_connection.hpp"
 
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -67,13 +68,35 @@ void ClusterConnection::shutdown_all() {
   }
 }
 
-void ClusterConnection::close() {
-  for (NodeLink& link : links_) {
-    if (!link.connection) continue;
-    (void)link.connection->write_message(transport::Bye{});
-    link.connection->shutdown();
-    link.connection.reset();
+void say_goodbye(NodeLink& link, std::chrono::milliseconds timeout) {
+  if (!link.connection) return;
+  transport::FrameConnection& connection = *link.connection;
+  if (connection.write_message(transport::Bye{}).is_ok()) {
+    // Reads have no deadline of their own; a watchdog ends the wait for a worker that never answers.
+    std::atomic<bool> answered{false};
+    std::jthread watchdog([&] {
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (!answered.load() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      if (!answered.load()) connection.shutdown();
+    });
+    // Credits of an abandoned run may still precede the worker's BYE.
+    for (;;) {
+      Result<transport::IncomingFrame> frame = connection.read_frame();
+      if (!frame || std::holds_alternative<transport::Bye>(frame->message) ||
+          std::holds_alternative<transport::Error>(frame->message)) {
+        break;
+      }
+    }
+    answered = true;
   }
+  connection.shutdown();
+  link.connection.reset();
+}
+
+void ClusterConnection::close() {
+  for (NodeLink& link : links_) say_goodbye(link);
   links_.clear();
 }
 

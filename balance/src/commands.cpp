@@ -8,8 +8,10 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/cluster_connection.hpp"
+#include "tessera/balance/experiment.hpp"
 #include "tessera/balance/model.hpp"
 #include "tessera/balance/multiply.hpp"
+#include "tessera/balance/multiply_session.hpp"
 #include "tessera/balance/plan.hpp"
 #include "tessera/balance/profile.hpp"
 #include "tessera/balance/report.hpp"
@@ -240,25 +242,11 @@ int command_model(const ModelCommand& command, std::ostream& out, std::ostream& 
   request.panel_width = command.panel_width;
   request.panels_in_flight = command.panels_in_flight;
   for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
-  Result<std::vector<double>> weights = profile_weights(*profile, *cluster, path);
-  if (!weights) return fail(err, weights.status());
-
   out << fmt::format("model of '{}' from {} (measured {})\n", cluster->name, path, profile->measured_at);
   for (Policy policy : {Policy::kEven, Policy::kProportional, Policy::kModel}) {
-    request.policy = policy;
-    request.weights = *weights;
-    Result<Plan> plan = invalid_argument("unset");
-    if (policy == Policy::kModel) {
-      Result<ModelPlanResult> made = make_model_plan(request, *model);
-      if (made) {
-        for (const std::string& warning : made->warnings) err << "warning: " << warning << "\n";
-        plan = made->plan;
-      } else {
-        plan = made.status();
-      }
-    } else {
-      plan = make_plan(request);
-    }
+    std::vector<std::string> warnings;
+    Result<Plan> plan = plan_for_policy(policy, request, {}, *cluster, *profile, path, warnings);
+    for (const std::string& warning : warnings) err << "warning: " << warning << "\n";
     if (!plan) return fail(err, plan.status());
     const Prediction prediction = predict(*model, *plan);
     out << "\n" << plan->to_string();
@@ -284,6 +272,9 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
     return fail(err, invalid_argument(fmt::format("--weights has {} values for {} nodes ({}); give one per node",
                                                   command.weights.size(), cluster->nodes.size(), cluster->source_path)));
   }
+  if (command.overlap != "on" && command.overlap != "off") {
+    return fail(err, invalid_argument(fmt::format("unknown --overlap '{}'; use on or off", command.overlap)));
+  }
   Result<Inputs> inputs = prepare_inputs(command);
   if (!inputs) return fail(err, inputs.status());
 
@@ -293,67 +284,42 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   // The profile gives the proportional weights and the model that predicts every run.
   const std::string profile_path =
       command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
-  Result<ClusterProfile> profile = load_profile(profile_path);
+  std::optional<ClusterProfile> profile;
+  if (Result<ClusterProfile> loaded = load_profile(profile_path)) {
+    profile = std::move(*loaded);
+  } else if (loaded.status().code() != StatusCode::kNotFound) {
+    return fail(err, loaded.status());
+  }
   const bool profile_needed = *policy == Policy::kModel || (*policy == Policy::kProportional && command.weights.empty());
-  if (!profile && profile.status().code() == StatusCode::kNotFound && profile_needed) {
+  if (!profile && profile_needed) {
     err << fmt::format("no profile at {}; measuring a quick one now (tessera profile --quick)\n", profile_path);
     ProfileOptions quick;
     quick.quick = true;
-    profile = measure_profile(*cluster, *connection, std::nullopt, quick, err);
-    if (profile) {
-      if (Status saved = save_profile(profile_path, *profile); !saved) return fail(err, saved);
-    }
-  }
-  if (!profile && profile_needed) return fail(err, profile.status());
-  std::optional<ClusterModel> model;
-  if (profile) {
-    Result<ClusterModel> built = profile_model(*profile, *cluster, profile_path);
-    if (built) {
-      model = std::move(*built);
-    } else if (*policy == Policy::kModel) {
-      return fail(err, built.status());
-    }
-  }
-  std::vector<double> weights = command.weights;
-  if (*policy == Policy::kProportional && weights.empty()) {
-    Result<std::vector<double>> from_profile = profile_weights(*profile, *cluster, profile_path);
-    if (!from_profile) return fail(err, from_profile.status());
-    weights = std::move(*from_profile);
+    Result<ClusterProfile> measured = measure_profile(*cluster, *connection, std::nullopt, quick, err);
+    if (!measured) return fail(err, measured.status());
+    if (Status saved = save_profile(profile_path, *measured); !saved) return fail(err, saved);
+    profile = std::move(*measured);
   }
 
   PlanRequest request;
-  request.policy = *policy;
   request.m = inputs->a.rows;
   request.k = inputs->a.cols;
   request.n = inputs->b.cols;
   request.panel_width = command.panel_width;
-  request.panels_in_flight = command.panels_in_flight;
-  request.weights = weights;
+  request.panels_in_flight = command.overlap == "off" ? 1 : command.panels_in_flight;
   for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
-  Result<Plan> plan = invalid_argument("unset");
-  if (*policy == Policy::kModel) {
-    Result<ModelPlanResult> made = make_model_plan(request, *model);
-    if (!made) return fail(err, made.status());
-    for (const std::string& warning : made->warnings) err << "warning: " << warning << "\n";
-    plan = std::move(made->plan);
-  } else {
-    plan = make_plan(request);
-  }
+  std::vector<std::string> warnings;
+  Result<Plan> plan = plan_for_policy(*policy, request, command.weights, *cluster, profile, profile_path, warnings);
+  for (const std::string& warning : warnings) err << "warning: " << warning << "\n";
   if (!plan) return fail(err, plan.status());
   if (command.show_plan) out << plan->to_string() << "\n";
 
-  Matrix c;
-  Result<MultiplyRun> run = run_multiply(*connection, *plan, inputs->a, inputs->b, c);
-  if (!run) return fail(err, run.status());
+  Result<PlannedRun> outcome =
+      run_planned(*connection, *cluster, *plan, inputs->a, inputs->b, profile, profile_path, *verify_mode, command.seed);
+  if (!outcome) return fail(err, outcome.status());
   connection->close();
-
-  MultiplyReport report;
-  report.cluster = cluster->name;
-  report.plan = *plan;
-  report.run = std::move(*run);
-  report.nodes = cluster->nodes;
-  if (model) report.prediction = predict(*model, *plan);
-  report.verification = verify_product(inputs->a, inputs->b, c, *verify_mode, command.seed);
+  const MultiplyReport& report = outcome->report;
+  const Matrix& c = outcome->c;
   out << format_report_table(report);
 
   if (!command.report_path.empty()) {
@@ -368,6 +334,24 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
     err << "tessera: verification FAILED: " << report.verification.detail << "\n";
     return kExitVerificationFailed;
   }
+  return kExitOk;
+}
+
+int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err) {
+  Result<Study> study = load_study(command.study_path);
+  if (!study) return fail(err, study.status());
+  ExperimentOptions options;
+  options.out_dir = command.out_dir;
+  options.repeat = command.repeat;
+  options.run_dir = command.run_dir;
+  options.command_line = command.command_line;
+  options.interrupted = command.interrupted;
+  Status status = run_experiment(*study, options, out);
+  if (command.interrupted != nullptr && command.interrupted->load()) {
+    err << "tessera: interrupted; every cluster the study started was stopped, partial results written\n";
+    return kExitInterrupted;
+  }
+  if (!status) return fail(err, status);
   return kExitOk;
 }
 

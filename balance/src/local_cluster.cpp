@@ -324,7 +324,7 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
     while (std::chrono::steady_clock::now() < deadline) {
       Result<NodeLink> link = connect_node(node, *secret, std::chrono::milliseconds(1000));
       if (link) {
-        (void)link->connection->write_message(transport::Bye{});
+        say_goodbye(*link);
         up = true;
         break;
       }
@@ -421,7 +421,7 @@ std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const L
         entry.detail = fmt::format("tessera-worker {}, {} threads, {} cores, {}, {:.1f} GiB", link->hello.worker_version,
                                    link->hello.threads, link->hello.cores, link->hello.arch,
                                    link->hello.memory_bytes / 1073741824.0);
-        (void)link->connection->write_message(transport::Bye{});
+        say_goodbye(*link);
       } else {
         entry.detail = link.status().message();
       }

@@ -105,6 +105,23 @@ class ChildProcess {
     exit_status_ = status;
     return status;
   }
+  // Waits for the process to exit by itself; returns its exit code, or -1 on a timeout or signal.
+  int wait_exit(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = 0;
+        exit_status_ = status;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+  void signal(int signal_number) {
+    if (pid_ > 0) ::kill(pid_, signal_number);
+  }
   void kill_now() {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGKILL);

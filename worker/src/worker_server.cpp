@@ -515,6 +515,9 @@ bool Session::handle_probe(tp::Probe& probe, uint64_t request_id) {
 }
 
 bool Session::handle_bye(uint64_t request_id) {
+  // From here the session is ending: a coordinator that reconnects at once waits for the slot
+  // instead of being refused as busy.
+  server_.slot_.mark_closing();
   // Queued jobs still send their CREDITs and RESULTs: BYE is an orderly end, not an abort.
   server_.pool_.wait_idle();
   (void)connection_->write_message(tp::Bye{}, request_id);

@@ -49,4 +49,8 @@ class ClusterConnection {
 // One node: connect + handshake. Used by connect() and by `tessera status` / `tessera up`.
 Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret, std::chrono::milliseconds timeout);
 
+// Ends a session in order: BYE, then waits (at most `timeout`) for the worker's BYE, so that the
+// worker has let the session go before the caller connects again. Closes the connection.
+void say_goodbye(NodeLink& link, std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
+
 }  // namespace tessera::balance

@@ -6,6 +6,7 @@
 // 3 the product failed verification. Not thread-safe (writes to the given streams).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
@@ -65,8 +66,24 @@ struct MultiplyCommand {
   std::string a_path, b_path, out_path;
   uint64_t panel_width = 256;
   uint32_t panels_in_flight = 4;
+  // "on": panels_in_flight panels travel while the node computes (Tinetti's OvrMsg). "off": one
+  // panel at a time, sent only after the node finished the previous one (SeqMsg).
+  std::string overlap = "on";
   bool show_plan = false;
 };
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err);
+
+// `tessera experiment`: replays a study (experiment.hpp). `interrupted` is set by the caller's
+// signal handler; the run then stops, cleans up and exits 130.
+struct ExperimentCommand {
+  std::string study_path;
+  std::string out_dir;  // empty: experiments/results/<study>
+  std::optional<uint32_t> repeat;
+  std::string run_dir;
+  std::string command_line;
+  const std::atomic<bool>* interrupted = nullptr;
+};
+inline constexpr int kExitInterrupted = 130;
+int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err);
 
 }  // namespace tessera::balance

@@ -1,0 +1,58 @@
+#include "tessera/balance/multiply_session.hpp"
+
+#include <fmt/format.h>
+
+#include "tessera/balance/model.hpp"
+
+namespace tessera::balance {
+
+Result<Plan> plan_for_policy(Policy policy, PlanRequest request, const std::vector<double>& explicit_weights,
+                             const ClusterSpec& cluster, const std::optional<ClusterProfile>& profile,
+                             const std::string& profile_path, std::vector<std::string>& warnings) {
+  request.policy = policy;
+  if (policy == Policy::kModel) {
+    if (!profile) return not_found(fmt::format("the model policy needs a profile; run `tessera profile {}`",
+                                               cluster.source_path));
+    Result<ClusterModel> model = profile_model(*profile, cluster, profile_path);
+    if (!model) return model.status();
+    Result<ModelPlanResult> made = make_model_plan(request, *model);
+    if (!made) return made.status();
+    warnings.insert(warnings.end(), made->warnings.begin(), made->warnings.end());
+    return std::move(made->plan);
+  }
+  if (policy == Policy::kProportional) {
+    if (!explicit_weights.empty()) {
+      request.weights = explicit_weights;
+    } else {
+      if (!profile) return not_found(fmt::format("the proportional policy needs weights or a profile; run "
+                                                 "`tessera profile {}`", cluster.source_path));
+      Result<std::vector<double>> weights = profile_weights(*profile, cluster, profile_path);
+      if (!weights) return weights.status();
+      request.weights = std::move(*weights);
+    }
+  }
+  return make_plan(request);
+}
+
+Result<PlannedRun> run_planned(ClusterConnection& connection, const ClusterSpec& cluster, const Plan& plan,
+                               const Matrix& a, const Matrix& b, const std::optional<ClusterProfile>& profile,
+                               const std::string& profile_path, VerifyMode verify_mode, uint64_t verify_seed,
+                               const MultiplyHooks& hooks) {
+  PlannedRun outcome;
+  Result<MultiplyRun> run = run_multiply(connection, plan, a, b, outcome.c, hooks);
+  if (!run) return run.status();
+  MultiplyReport& report = outcome.report;
+  report.cluster = cluster.name;
+  report.plan = plan;
+  report.run = std::move(*run);
+  report.nodes = cluster.nodes;
+  if (profile) {
+    if (Result<ClusterModel> model = profile_model(*profile, cluster, profile_path)) {
+      report.prediction = predict(*model, plan);
+    }
+  }
+  report.verification = verify_product(a, b, outcome.c, verify_mode, verify_seed);
+  return outcome;
+}
+
+}  // namespace tessera::balance

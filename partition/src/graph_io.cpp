@@ -1,0 +1,406 @@
+#include "tessera/partition/graph_io.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "tessera/partition/tiling.hpp"
+
+namespace tessera::partition {
+namespace {
+
+// Reserving what a header announces lets a one-line file claim terabytes; cap it and let vectors
+// grow past the cap only as real entries arrive.
+constexpr std::size_t kMaxReserve = std::size_t{1} << 22;
+
+class LineReader {
+ public:
+  explicit LineReader(std::string_view text) : text_(text) {}
+
+  // The next line without its "\n" or "\r\n"; false at the end. A final line without "\n" counts;
+  // the empty string after a final "\n" does not.
+  bool next(std::string_view& line) {
+    if (pos_ >= text_.size()) return false;
+    std::size_t end = text_.find('\n', pos_);
+    if (end == std::string_view::npos) end = text_.size();
+    line = text_.substr(pos_, end - pos_);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    pos_ = end + 1;
+    ++line_number_;
+    return true;
+  }
+  int line_number() const { return line_number_; }
+
+ private:
+  std::string_view text_;
+  std::size_t pos_ = 0;
+  int line_number_ = 0;
+};
+
+std::vector<std::string_view> split(std::string_view line) {
+  std::vector<std::string_view> tokens;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) tokens.push_back(line.substr(start, i - start));
+  }
+  return tokens;
+}
+
+bool is_blank(std::string_view line) { return split(line).empty(); }
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// Messages all read "FILE:LINE: ...".
+class Source {
+ public:
+  explicit Source(const std::string& name) : name_(name) {}
+  Status error(int line, const std::string& what) const {
+    return invalid_argument(fmt::format("{}:{}: {}", name_, line, what));
+  }
+  Status error(const std::string& what) const { return invalid_argument(fmt::format("{}: {}", name_, what)); }
+
+  Result<int64_t> integer(std::string_view token, int line, std::string_view what) const {
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+    if (ec == std::errc::result_out_of_range) {
+      return error(line, fmt::format("{} '{}' is too large", what, token));
+    }
+    if (ec != std::errc() || end != token.data() + token.size()) {
+      return error(line, fmt::format("{} '{}' is not an integer", what, token));
+    }
+    return value;
+  }
+
+  Status number(std::string_view token, int line) const {
+    double value = 0;
+    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+    if ((ec != std::errc() && ec != std::errc::result_out_of_range) || end != token.data() + token.size()) {
+      return error(line, fmt::format("value '{}' is not a number", token));
+    }
+    return Status::ok();
+  }
+
+ private:
+  const std::string& name_;
+};
+
+#define TESSERA_ASSIGN_OR_RETURN(lhs, expr) \
+  auto lhs##_result = (expr);               \
+  if (!lhs##_result) return lhs##_result.status(); \
+  const auto lhs = *lhs##_result
+
+}  // namespace
+
+Result<Graph> parse_matrix_market(std::string_view text, const std::string& source_name, GraphBuildStats* stats) {
+  const Source source(source_name);
+  LineReader reader(text);
+  std::string_view line;
+  if (!reader.next(line)) return source.error(1, "empty file; expected '%%MatrixMarket matrix coordinate ...'");
+  const std::vector<std::string_view> banner = split(line);
+  if (banner.size() != 5 || banner[0] != "%%MatrixMarket" || lower(banner[1]) != "matrix") {
+    return source.error(1, "not a Matrix Market header; the first line must read "
+                           "'%%MatrixMarket matrix coordinate FIELD SYMMETRY'");
+  }
+  const std::string format = lower(banner[2]);
+  const std::string field = lower(banner[3]);
+  const std::string symmetry = lower(banner[4]);
+  if (format == "array") return source.error(1, "dense 'array' format is not supported; use 'coordinate'");
+  if (format != "coordinate") return source.error(1, fmt::format("unknown format '{}'; use 'coordinate'", banner[2]));
+  if (field == "complex") return source.error(1, "complex matrices are not supported; use real, integer or pattern");
+  if (field != "real" && field != "integer" && field != "pattern" && field != "double") {
+    return source.error(1, fmt::format("unknown field '{}'; use real, integer or pattern", banner[3]));
+  }
+  if (symmetry == "hermitian") return source.error(1, "hermitian matrices are not supported (complex)");
+  if (symmetry != "general" && symmetry != "symmetric" && symmetry != "skew-symmetric") {
+    return source.error(1, fmt::format("unknown symmetry '{}'; use general, symmetric or skew-symmetric", banner[4]));
+  }
+  const bool symmetric = symmetry != "general";
+  const std::size_t entry_tokens = field == "pattern" ? 2 : 3;
+
+  std::vector<std::string_view> size_tokens;
+  while (reader.next(line)) {
+    if (line.starts_with('%') || is_blank(line)) continue;
+    size_tokens = split(line);
+    break;
+  }
+  if (size_tokens.empty()) return source.error(reader.line_number(), "the file ends before the size line 'ROWS COLS NONZEROS'");
+  const int size_line = reader.line_number();
+  if (size_tokens.size() != 3) {
+    return source.error(size_line, fmt::format("the size line has {} values; coordinate files need 'ROWS COLS NONZEROS'",
+                                               size_tokens.size()));
+  }
+  TESSERA_ASSIGN_OR_RETURN(rows, source.integer(size_tokens[0], size_line, "row count"));
+  TESSERA_ASSIGN_OR_RETURN(cols, source.integer(size_tokens[1], size_line, "column count"));
+  TESSERA_ASSIGN_OR_RETURN(nonzeros, source.integer(size_tokens[2], size_line, "nonzero count"));
+  if (rows < 0 || cols < 0 || nonzeros < 0) return source.error(size_line, "negative size; counts must be >= 0");
+  if (rows > kMaxGraphIndex || cols > kMaxGraphIndex) {
+    return resource_exhausted(fmt::format("{}:{}: {} x {} exceeds METIS' 32-bit limit of {} rows", source_name,
+                                          size_line, rows, cols, kMaxGraphIndex));
+  }
+  if (symmetric && rows != cols) return source.error(size_line, fmt::format("a {} matrix must be square, not {} x {}", symmetry, rows, cols));
+
+  std::vector<std::pair<int32_t, int32_t>> entries;  // 0-based (row, col), both triangles
+  entries.reserve(std::min<std::size_t>(static_cast<std::size_t>(nonzeros) * (symmetric ? 2 : 1), kMaxReserve));
+  int64_t seen = 0;
+  while (reader.next(line)) {
+    if (line.starts_with('%') || is_blank(line)) continue;
+    const int at = reader.line_number();
+    if (seen == nonzeros) {
+      return source.error(at, fmt::format("more entries than the {} announced on line {}", nonzeros, size_line));
+    }
+    const std::vector<std::string_view> tokens = split(line);
+    if (tokens.size() != entry_tokens) {
+      return source.error(at, fmt::format("{} values; a {} entry is 'ROW COL{}'", tokens.size(), field,
+                                          entry_tokens == 3 ? " VALUE" : ""));
+    }
+    TESSERA_ASSIGN_OR_RETURN(i, source.integer(tokens[0], at, "row index"));
+    TESSERA_ASSIGN_OR_RETURN(j, source.integer(tokens[1], at, "column index"));
+    if (i < 1 || i > rows) return source.error(at, fmt::format("row index {} is outside 1..{}", i, rows));
+    if (j < 1 || j > cols) return source.error(at, fmt::format("column index {} is outside 1..{}", j, cols));
+    if (symmetric && i < j) {
+      return source.error(at, fmt::format("entry ({}, {}) is above the diagonal; a {} file stores only the lower "
+                                          "triangle (row >= column)",
+                                          i, j, symmetry));
+    }
+    if (field == "integer") {
+      TESSERA_ASSIGN_OR_RETURN(value, source.integer(tokens[2], at, "integer value"));
+      (void)value;
+    } else if (entry_tokens == 3) {
+      TESSERA_RETURN_IF_ERROR(source.number(tokens[2], at));
+    }
+    entries.emplace_back(static_cast<int32_t>(i - 1), static_cast<int32_t>(j - 1));
+    if (symmetric && i != j) entries.emplace_back(static_cast<int32_t>(j - 1), static_cast<int32_t>(i - 1));
+    ++seen;
+  }
+  if (seen != nonzeros) {
+    return source.error(reader.line_number(), fmt::format("the file ends after {} of the {} entries announced on line {}",
+                                                          seen, nonzeros, size_line));
+  }
+  // Repeated coordinates are one nonzero (some writers split a value into several entries).
+  std::sort(entries.begin(), entries.end());
+  entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+  std::vector<int64_t> row_nonzeros(static_cast<std::size_t>(rows), 0);
+  for (const auto& [i, j] : entries) ++row_nonzeros[static_cast<std::size_t>(i)];
+
+  if (rows != cols) {
+    std::vector<Tile> tiles(static_cast<std::size_t>(rows));
+    for (const auto& [i, j] : entries) tiles[static_cast<std::size_t>(i)].panels.push_back(j);
+    for (std::size_t r = 0; r < tiles.size(); ++r) tiles[r].cost = row_nonzeros[r];
+    if (stats != nullptr) *stats = {};
+    Result<Graph> graph = tile_graph(tiles);
+    if (!graph) return graph.status().with_context(source_name + ": ");
+    return graph;
+  }
+  GraphInput input;
+  input.vertex_count = rows;
+  input.vertex_weights = std::move(row_nonzeros);
+  input.edges.reserve(entries.size());
+  for (const auto& [i, j] : entries) {
+    if (i < j) input.edges.push_back({i, j, 1});
+    if (i > j && !std::binary_search(entries.begin(), entries.end(), std::pair{j, i})) input.edges.push_back({i, j, 1});
+  }
+  Result<Graph> graph = build_graph(input, stats);
+  if (!graph) return graph.status().with_context(source_name + ": ");
+  return graph;
+}
+
+Result<Graph> parse_metis_graph(std::string_view text, const std::string& source_name, GraphBuildStats* stats) {
+  const Source source(source_name);
+  LineReader reader(text);
+  std::string_view line;
+  std::vector<std::string_view> header;
+  while (reader.next(line)) {
+    if (line.starts_with('%')) continue;
+    header = split(line);
+    break;
+  }
+  const int header_line = reader.line_number();
+  if (header.empty()) return source.error(std::max(header_line, 1), "missing header 'VERTICES EDGES [FMT [NCON]]'");
+  if (header.size() > 4) {
+    return source.error(header_line, fmt::format("the header has {} values; METIS expects 'VERTICES EDGES [FMT [NCON]]'",
+                                                 header.size()));
+  }
+  if (header.size() < 2) return source.error(header_line, "the header needs at least 'VERTICES EDGES'");
+  TESSERA_ASSIGN_OR_RETURN(n, source.integer(header[0], header_line, "vertex count"));
+  TESSERA_ASSIGN_OR_RETURN(m, source.integer(header[1], header_line, "edge count"));
+  if (n < 0 || m < 0) return source.error(header_line, "negative count; VERTICES and EDGES must be >= 0");
+  if (n > kMaxGraphIndex) {
+    return resource_exhausted(fmt::format("{}:{}: {} vertices exceed METIS' 32-bit limit of {}", source_name,
+                                          header_line, n, kMaxGraphIndex));
+  }
+  bool has_size = false, has_vertex_weight = false, has_edge_weight = false;
+  if (header.size() >= 3) {
+    const std::string_view fmt_code = header[2];
+    const bool digits = !fmt_code.empty() && fmt_code.size() <= 3 &&
+                        std::all_of(fmt_code.begin(), fmt_code.end(), [](char c) { return c == '0' || c == '1'; });
+    if (!digits) {
+      return source.error(header_line, fmt::format("FMT '{}' is not one of 0, 1, 10, 11, 100, 101, 110, 111", fmt_code));
+    }
+    const std::string padded = std::string(3 - fmt_code.size(), '0') + std::string(fmt_code);
+    has_size = padded[0] == '1';
+    has_vertex_weight = padded[1] == '1';
+    has_edge_weight = padded[2] == '1';
+  }
+  if (header.size() == 4) {
+    TESSERA_ASSIGN_OR_RETURN(ncon, source.integer(header[3], header_line, "NCON"));
+    if (ncon != 1) {
+      return source.error(header_line, fmt::format("NCON {}: multi-constraint graphs are not supported; give one "
+                                                   "vertex weight per vertex",
+                                                   ncon));
+    }
+  }
+
+  GraphInput input;
+  input.vertex_count = n;
+  input.weighted_edges = has_edge_weight;
+  if (has_vertex_weight) input.vertex_weights.reserve(std::min<std::size_t>(static_cast<std::size_t>(n), kMaxReserve));
+  input.edges.reserve(std::min<std::size_t>(static_cast<std::size_t>(m), kMaxReserve));
+  const std::size_t prefix = (has_size ? 1u : 0u) + (has_vertex_weight ? 1u : 0u);
+  const std::size_t stride = has_edge_weight ? 2 : 1;
+  int64_t vertex = 0;
+  int64_t adjacency_entries = 0;
+  while (reader.next(line)) {
+    if (line.starts_with('%')) continue;
+    const int at = reader.line_number();
+    const std::vector<std::string_view> tokens = split(line);
+    if (vertex == n) {
+      if (tokens.empty()) continue;
+      return source.error(at, fmt::format("more vertex lines than the {} the header announces", n));
+    }
+    if (tokens.size() < prefix || (tokens.size() - prefix) % stride != 0) {
+      return source.error(at, fmt::format("vertex {} has {} values; with FMT {}{}{} a line is {}{}{}", vertex + 1,
+                                          tokens.size(), has_size ? 1 : 0, has_vertex_weight ? 1 : 0,
+                                          has_edge_weight ? 1 : 0, has_size ? "SIZE " : "",
+                                          has_vertex_weight ? "WEIGHT " : "",
+                                          has_edge_weight ? "then NEIGHBOUR EDGE_WEIGHT pairs" : "then NEIGHBOURs"));
+    }
+    std::size_t t = 0;
+    if (has_size) {
+      TESSERA_ASSIGN_OR_RETURN(size, source.integer(tokens[t++], at, "vertex size"));
+      if (size < 0) return source.error(at, fmt::format("vertex size {} is negative", size));
+    }
+    if (has_vertex_weight) {
+      TESSERA_ASSIGN_OR_RETURN(weight, source.integer(tokens[t++], at, "vertex weight"));
+      if (weight < 0) return source.error(at, fmt::format("vertex weight {} is negative; use >= 0", weight));
+      input.vertex_weights.push_back(weight);
+    }
+    for (; t < tokens.size(); t += stride) {
+      TESSERA_ASSIGN_OR_RETURN(neighbour, source.integer(tokens[t], at, "neighbour"));
+      if (neighbour < 1 || neighbour > n) {
+        return source.error(at, fmt::format("neighbour {} is outside 1..{}", neighbour, n));
+      }
+      int64_t weight = 1;
+      if (has_edge_weight) {
+        TESSERA_ASSIGN_OR_RETURN(edge_weight, source.integer(tokens[t + 1], at, "edge weight"));
+        if (edge_weight < 1) return source.error(at, fmt::format("edge weight {} must be >= 1", edge_weight));
+        weight = edge_weight;
+      }
+      input.edges.push_back({vertex, neighbour - 1, weight});
+      ++adjacency_entries;
+    }
+    ++vertex;
+  }
+  if (vertex != n) {
+    return source.error(reader.line_number(), fmt::format("the file ends after {} of the {} vertex lines (an isolated "
+                                                          "vertex still needs an empty line)",
+                                                          vertex, n));
+  }
+  if (adjacency_entries != 2 * m) {
+    return source.error(header_line, fmt::format("the header says {} edges, so the adjacency lists should hold {} "
+                                                 "entries (each edge from both ends), but they hold {}",
+                                                 m, 2 * m, adjacency_entries));
+  }
+  Result<Graph> graph = build_graph(input, stats);
+  if (!graph) return graph.status().with_context(source_name + ": ");
+  return graph;
+}
+
+Result<Graph> parse_edge_list(std::string_view text, const std::string& source_name, GraphBuildStats* stats) {
+  const Source source(source_name);
+  LineReader reader(text);
+  std::string_view line;
+  GraphInput input;
+  int64_t max_id = -1;
+  std::size_t columns = 0;
+  int first_line = 0;
+  while (reader.next(line)) {
+    if (line.starts_with('#') || line.starts_with('%') || is_blank(line)) continue;
+    const int at = reader.line_number();
+    const std::vector<std::string_view> tokens = split(line);
+    if (tokens.size() != 2 && tokens.size() != 3) {
+      return source.error(at, fmt::format("{} values; an edge is 'U V' or 'U V WEIGHT'", tokens.size()));
+    }
+    if (columns == 0) {
+      columns = tokens.size();
+      first_line = at;
+      input.weighted_edges = columns == 3;
+    } else if (tokens.size() != columns) {
+      return source.error(at, fmt::format("{} values, but line {} has {}; give a weight on every line or on none",
+                                          tokens.size(), first_line, columns));
+    }
+    TESSERA_ASSIGN_OR_RETURN(u, source.integer(tokens[0], at, "vertex id"));
+    TESSERA_ASSIGN_OR_RETURN(v, source.integer(tokens[1], at, "vertex id"));
+    for (int64_t id : {u, v}) {
+      if (id < 0) return source.error(at, fmt::format("vertex id {} is negative; ids are 0-based", id));
+      if (id >= kMaxGraphIndex) {
+        return resource_exhausted(fmt::format("{}:{}: vertex id {} exceeds METIS' 32-bit limit of {} vertices",
+                                              source_name, at, id, kMaxGraphIndex));
+      }
+    }
+    int64_t weight = 1;
+    if (columns == 3) {
+      TESSERA_ASSIGN_OR_RETURN(edge_weight, source.integer(tokens[2], at, "edge weight"));
+      if (edge_weight < 1) return source.error(at, fmt::format("edge weight {} must be >= 1", edge_weight));
+      weight = edge_weight;
+    }
+    max_id = std::max({max_id, u, v});
+    input.edges.push_back({u, v, weight});
+  }
+  input.vertex_count = max_id + 1;
+  Result<Graph> graph = build_graph(input, stats);
+  if (!graph) return graph.status().with_context(source_name + ": ");
+  return graph;
+}
+
+Result<Graph> read_graph_file(const std::string& path, GraphBuildStats* stats) {
+  const std::string extension = lower(std::filesystem::path(path).extension().string());
+  enum class Kind { kMatrixMarket, kMetis, kEdgeList } kind;
+  if (extension == ".mtx") {
+    kind = Kind::kMatrixMarket;
+  } else if (extension == ".graph" || extension == ".metis") {
+    kind = Kind::kMetis;
+  } else if (extension == ".edges" || extension == ".el" || extension == ".txt") {
+    kind = Kind::kEdgeList;
+  } else {
+    return invalid_argument(fmt::format("{}: unknown graph file extension '{}'; use .mtx (Matrix Market), .graph "
+                                        "(METIS) or .edges/.el/.txt (edge list)",
+                                        path, extension));
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return io_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  if (file.bad()) return io_error(fmt::format("error while reading {}", path));
+  const std::string text = contents.str();
+  switch (kind) {
+    case Kind::kMatrixMarket: return parse_matrix_market(text, path, stats);
+    case Kind::kMetis: return parse_metis_graph(text, path, stats);
+    case Kind::kEdgeList: return parse_edge_list(text, path, stats);
+  }
+  return internal_error("unreachable");
+}
+
+}  // namespace tessera::partition
