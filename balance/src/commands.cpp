@@ -21,22 +21,7 @@ namespace tessera::balance {
 
 namespace {
 
-int exit_code_for(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kInvalidConfig:
-      return kExitBadInput;
-    case StatusCode::kVerificationFailed:
-      return kExitVerificationFailed;
-    default:
-      return kExitRunFailed;
-  }
-}
-
-int fail(std::ostream& err, const Status& status) {
-  err << "tessera: " << status.message() << "\n";
-  return exit_code_for(status);
-}
+int fail(std::ostream& err, const Status& status) { return report_failure(err, status); }
 
 void print_profile(std::ostream& out, const ClusterProfile& profile, const std::string& path) {
   const std::vector<double> powers = profile.relative_powers();
@@ -124,6 +109,19 @@ Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
 }
 
 }  // namespace
+
+int report_failure(std::ostream& err, const Status& status) {
+  err << "tessera: " << status.message() << "\n";
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kInvalidConfig:
+      return kExitBadInput;
+    case StatusCode::kVerificationFailed:
+      return kExitVerificationFailed;
+    default:
+      return kExitRunFailed;
+  }
+}
 
 int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream& err) {
   Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);

@@ -19,21 +19,7 @@ namespace {
 
 namespace tp = tessera::partition;
 
-// The same mapping as the other subcommands (commands.cpp).
-int exit_code_for(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kInvalidConfig:
-      return kExitBadInput;
-    default:
-      return kExitRunFailed;
-  }
-}
-
-int fail(std::ostream& err, const Status& status) {
-  err << "tessera: " << status.message() << "\n";
-  return exit_code_for(status);
-}
+int fail(std::ostream& err, const Status& status) { return report_failure(err, status); }
 
 struct Parts {
   std::vector<std::string> names;

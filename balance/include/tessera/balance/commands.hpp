@@ -22,6 +22,10 @@ inline constexpr int kExitRunFailed = 1;
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitVerificationFailed = 3;
 
+// Prints "tessera: <message>" to `err` and returns the exit code for the status's kind, the one
+// mapping every subcommand uses.
+int report_failure(std::ostream& err, const Status& status);
+
 struct LifecycleCommand {
   std::string config_path;
   LocalClusterOptions local;
