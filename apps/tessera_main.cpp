@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
   CLI::Option* m_opt = multiply_cmd->add_option("--m", m, "rows of A and C");
   CLI::Option* k_opt = multiply_cmd->add_option("--k", k, "columns of A, rows of B");
   multiply_cmd->add_option("--run-dir", multiply.run_dir, "run directory of `tessera up` (for emulated endpoints)");
-  multiply_cmd->add_option("--policy", multiply.policy, "even | proportional | model")->capture_default_str();
+  multiply_cmd->add_option("--policy", multiply.policy, "even | proportional | model | dynamic")->capture_default_str();
+  multiply_cmd->add_option("--tile-rows", multiply.tile_rows, "dynamic: rows per tile (default about m / (8 x nodes))");
   multiply_cmd->add_option("--weights", multiply.weights, "relative powers, one per node (comma separated)")
       ->delimiter(',');
   multiply_cmd->add_option("--profile", multiply.profile_path, "profile file (default: CONFIG with .profile.yaml)");

@@ -263,7 +263,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   if (!policy) return fail(err, policy.status());
   Result<VerifyMode> verify_mode = parse_verify_mode(command.verify);
   if (!verify_mode) return fail(err, verify_mode.status());
-  if (*policy == Policy::kEven && !command.weights.empty()) {
+  if (*policy != Policy::kProportional && !command.weights.empty()) {
     return fail(err, invalid_argument("--weights applies to --policy proportional only"));
   }
   if (!command.weights.empty() && command.weights.size() != cluster->nodes.size()) {
@@ -305,6 +305,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   request.n = inputs->b.cols;
   request.panel_width = command.panel_width;
   request.panels_in_flight = command.overlap == "off" ? 1 : command.panels_in_flight;
+  request.tile_rows = command.tile_rows;
   for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
   std::vector<std::string> warnings;
   Result<Plan> plan = plan_for_policy(*policy, request, command.weights, *cluster, profile, profile_path, warnings);

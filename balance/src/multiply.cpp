@@ -9,49 +9,23 @@
 
 #include <fmt/format.h>
 
+#include "panel_frames.hpp"
+
 namespace tessera::balance {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace tp = tessera::transport;
+using detail::encode_panels;
+using detail::kFirstPanelTile;
+using detail::PanelFrame;
 
 constexpr uint32_t kTileA = 1;
 constexpr uint32_t kTileC = 2;
-constexpr uint32_t kFirstPanelTile = 16;
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
-}
-
-// One B panel's STORE frame, encoded once for every node.
-struct PanelFrame {
-  std::array<std::byte, tp::kHeaderSize> header{};
-  std::array<std::byte, tp::kTilePrefixSize> prefix{};
-  const double* data = nullptr;
-  std::size_t data_bytes = 0;
-  uint64_t row_begin = 0;
-  uint32_t rows = 0;
-};
-
-std::vector<PanelFrame> encode_panels(const Plan& plan, const Matrix& b) {
-  std::vector<PanelFrame> panels;
-  for (uint64_t row = 0; row < plan.k; row += plan.panel_width) {
-    PanelFrame frame;
-    frame.row_begin = row;
-    frame.rows = static_cast<uint32_t>(std::min(plan.panel_width, plan.k - row));
-    const tp::TilePrefix tile{static_cast<uint32_t>(kFirstPanelTile + panels.size()), frame.rows,
-                              static_cast<uint32_t>(plan.n)};
-    tp::FrameHeader header;
-    header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-    header.payload_length = tp::store_payload_bytes(tile);
-    frame.header = tp::encode_header(header);
-    frame.prefix = tp::encode_store_prefix(tile);
-    frame.data = b.row(row);
-    frame.data_bytes = static_cast<std::size_t>(frame.rows) * plan.n * sizeof(double);
-    panels.push_back(frame);
-  }
-  return panels;
 }
 
 // Shared failure state: the first real failure wins; failures caused by the shutdown that

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/balance/dynamic_multiply.hpp"
 #include "tessera/balance/model.hpp"
 
 namespace tessera::balance {
@@ -39,7 +40,9 @@ Result<PlannedRun> run_planned(ClusterConnection& connection, const ClusterSpec&
                                const std::string& profile_path, VerifyMode verify_mode, uint64_t verify_seed,
                                const MultiplyHooks& hooks) {
   PlannedRun outcome;
-  Result<MultiplyRun> run = run_multiply(connection, plan, a, b, outcome.c, hooks);
+  Result<MultiplyRun> run = plan.policy == Policy::kDynamic
+                                ? run_dynamic_multiply(connection, plan, a, b, outcome.c, hooks)
+                                : run_multiply(connection, plan, a, b, outcome.c, hooks);
   if (!run) return run.status();
   MultiplyReport& report = outcome.report;
   report.cluster = cluster.name;
@@ -48,7 +51,22 @@ Result<PlannedRun> run_planned(ClusterConnection& connection, const ClusterSpec&
   report.nodes = cluster.nodes;
   if (profile) {
     if (Result<ClusterModel> model = profile_model(*profile, cluster, profile_path)) {
-      report.prediction = predict(*model, plan);
+      if (plan.policy != Policy::kDynamic) {
+        report.prediction = predict(*model, plan);
+      } else {
+        // A dynamic run fixes no rows in advance; the model's forecast for it is the balanced
+        // optimum it aims at: the model policy's plan for the same problem.
+        PlanRequest request;
+        request.m = plan.m;
+        request.n = plan.n;
+        request.k = plan.k;
+        request.panel_width = plan.panel_width;
+        request.panels_in_flight = plan.panels_in_flight;
+        for (const NodeShare& share : plan.shares) request.node_names.push_back(share.node_name);
+        if (Result<ModelPlanResult> optimum = make_model_plan(request, *model)) {
+          report.prediction = predict(*model, optimum->plan);
+        }
+      }
     }
   }
   report.verification = verify_product(a, b, outcome.c, verify_mode, verify_seed);

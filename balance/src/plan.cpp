@@ -11,6 +11,7 @@ std::string_view policy_name(Policy policy) {
     case Policy::kEven: return "even";
     case Policy::kProportional: return "proportional";
     case Policy::kModel: return "model";
+    case Policy::kDynamic: return "dynamic";
   }
   return "unknown";
 }
@@ -19,13 +20,17 @@ Result<Policy> parse_policy(std::string_view name) {
   if (name == "even") return Policy::kEven;
   if (name == "proportional") return Policy::kProportional;
   if (name == "model") return Policy::kModel;
-  return invalid_argument(fmt::format("unknown policy '{}'; use one of: even, proportional, model", name));
+  if (name == "dynamic") return Policy::kDynamic;
+  return invalid_argument(fmt::format("unknown policy '{}'; use one of: even, proportional, model, dynamic", name));
 }
 
 std::string Plan::to_string() const {
   std::string out = fmt::format("plan {}: C {}x{} = A {}x{} * B {}x{}, {} panels of {} (in flight {})\n",
                                 policy_name(policy), m, n, m, k, k, n, panel_count(), panel_width,
                                 panels_in_flight);
+  if (policy == Policy::kDynamic) {
+    out += fmt::format("  tiles of {} rows handed out on demand (smaller ones first and last)\n", tile_rows);
+  }
   for (const NodeShare& share : shares) {
     out += fmt::format("  {:<16} weight {:.4f} rows [{}, {}) = {}\n", share.node_name, share.weight,
                        share.rows.begin, share.rows.end(), share.rows.count);
@@ -46,6 +51,19 @@ Result<Plan> make_plan(const PlanRequest& request) {
   }
 
   const std::size_t node_count = request.node_names.size();
+  if (request.policy == Policy::kDynamic) {
+    Plan plan;
+    plan.policy = Policy::kDynamic;
+    plan.m = request.m;
+    plan.n = request.n;
+    plan.k = request.k;
+    plan.panel_width = std::min(request.panel_width, request.k);
+    plan.panels_in_flight = request.panels_in_flight;
+    plan.tile_rows = request.tile_rows != 0 ? std::min(request.tile_rows, request.m)
+                                            : std::clamp<uint64_t>(request.m / (8 * node_count), 16, request.m);
+    for (const std::string& name : request.node_names) plan.shares.push_back({name, 0.0, {0, 0}});
+    return plan;
+  }
   std::vector<double> weights;
   if (request.policy == Policy::kEven) {
     weights.assign(node_count, 1.0);

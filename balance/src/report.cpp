@@ -38,6 +38,17 @@ std::string format_report_table(const MultiplyReport& report) {
   } else {
     out += "predicted makespan: no model (run `tessera profile` for speed curves and links)\n";
   }
+  if (report.plan.policy == Policy::kDynamic) {
+    out += fmt::format("dynamic: {} tiles of up to {} rows; {} speculative copies ({} won)\n", report.run.tiles,
+                       report.plan.tile_rows, report.run.speculative_copies, report.run.speculative_wins);
+  }
+  if (!report.run.lost_nodes.empty()) {
+    std::string lost, tiles;
+    for (const std::string& name : report.run.lost_nodes) lost += (lost.empty() ? "" : ", ") + name;
+    for (uint64_t tile : report.run.reissued_tiles) tiles += (tiles.empty() ? "" : " ") + std::to_string(tile);
+    out += fmt::format("LOST NODES: {}; {} tiles reissued to the others ({}); the product is complete\n", lost,
+                       report.run.reissued_tiles.size(), tiles.empty() ? "none were running" : tiles);
+  }
   const Verification& check = report.verification;
   if (check.mode == VerifyMode::kNone) {
     out += "verified: not checked (--verify none)\n";
@@ -94,7 +105,13 @@ std::string report_json(const MultiplyReport& report) {
                      {"max_abs_error", check.max_abs_error},
                      {"seconds", check.seconds},
                      {"detail", check.detail}}},
-                   {"nodes", std::move(nodes)}};
+                   {"nodes", std::move(nodes)},
+                   {"tile_rows", plan.tile_rows},
+                   {"tiles", report.run.tiles},
+                   {"lost_nodes", report.run.lost_nodes},
+                   {"reissued_tiles", report.run.reissued_tiles},
+                   {"speculative_copies", report.run.speculative_copies},
+                   {"speculative_wins", report.run.speculative_wins}};
   return document.dump(2);
 }
 

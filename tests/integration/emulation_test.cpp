@@ -276,3 +276,58 @@ TEST_F(EmulatedCluster, ProfileIsMeasuredSavedReusedAndDrivesTheModelPolicy) {
 
 }  // namespace
 }  // namespace tessera::balance
+
+#include "tessera/balance/dynamic_multiply.hpp"
+#include "tessera/worker/gemm.hpp"
+
+namespace tessera::balance {
+namespace {
+
+// Two equal nodes; one's CPU quota is cut to a tenth while the multiply runs. The dynamic policy
+// must finish with the exact product and give the slowed node much less.
+TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
+  write_config("emu-slow", node_yaml("steady", "{cpu: 0.5}") + node_yaml("slowed", "{cpu: 0.5}"));
+  ASSERT_EQ(run("up").exit_code, 0);
+  std::string quota_file;
+  for (const NodeEmulation& node : recorded_emulation()) {
+    if (node.node == "slowed") {
+      quota_file = std::filesystem::exists(node.cgroup_path + "/cpu.cfs_quota_us") ? node.cgroup_path + "/cpu.cfs_quota_us"
+                                                                                   : node.cgroup_path + "/cpu.max";
+    }
+  }
+  ASSERT_FALSE(quota_file.empty());
+  const ClusterSpec cluster = reachable_cluster();
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster);
+  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+
+  PlanRequest request;
+  request.policy = Policy::kDynamic;
+  request.m = request.n = request.k = 1536;
+  request.tile_rows = 64;
+  request.node_names = {"steady", "slowed"};
+  Result<Plan> plan = make_plan(request);
+  ASSERT_TRUE(plan.is_ok());
+  const Matrix a = random_matrix(1536, 1536, 3, FillKind::kIntegers);
+  const Matrix b = random_matrix(1536, 1536, 4, FillKind::kIntegers);
+  std::atomic<bool> slowed{false};
+  MultiplyHooks hooks;
+  hooks.on_credit = [&](std::size_t node, uint64_t) {
+    if (node == 1 && !slowed.exchange(true)) {
+      const bool v1 = quota_file.ends_with("cfs_quota_us");
+      testing::write_file(quota_file, v1 ? "10000" : "10000 100000");  // 0.1 core of 100 ms periods
+    }
+  };
+  Matrix c;
+  Result<MultiplyRun> result = run_dynamic_multiply(*connection, *plan, a, b, c, hooks);
+  ASSERT_TRUE(slowed.load());
+  ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+  Matrix expected(1536, 1536);
+  worker::gemm(1536, 1536, 1536, 1.0, a.values.data(), 1536, b.values.data(), 1536, 0.0, expected.values.data(), 1536);
+  EXPECT_EQ(c, expected);
+  std::printf("rows: steady %llu, slowed %llu\n", static_cast<unsigned long long>(result->nodes[0].rows),
+              static_cast<unsigned long long>(result->nodes[1].rows));
+  EXPECT_LT(result->nodes[1].rows * 2, result->nodes[0].rows) << "the slowed node should have pulled far less";
+}
+
+}  // namespace
+}  // namespace tessera::balance

@@ -42,6 +42,12 @@ struct MultiplyRun {
   double makespan_s = 0.0;          // slowest node's finish
   double gflops = 0.0;              // 2 m n k / makespan
   double imbalance = 0.0;           // slowest finish / mean finish, over nodes with rows
+  // Dynamic runs only (dynamic_multiply.hpp):
+  uint64_t tiles = 0;                       // tiles C was cut into
+  std::vector<std::string> lost_nodes;      // nodes that failed mid-run; the run went on without them
+  std::vector<uint64_t> reissued_tiles;     // tiles handed out again because their node was lost
+  uint64_t speculative_copies = 0;          // tiles also given to an idle node near the end
+  uint64_t speculative_wins = 0;            // copies whose result arrived first
 };
 
 struct MultiplyHooks {

@@ -18,10 +18,12 @@
 namespace tessera::balance {
 
 // kModel plans come from make_model_plan (model.hpp), which needs the performance model.
-enum class Policy { kEven, kProportional, kModel };
+// kDynamic plans fix no rows in advance: tiles of rows are handed out as nodes ask for work
+// (dynamic_multiply.hpp), so a plan's shares are all empty and `tile_rows` sets the tile size.
+enum class Policy { kEven, kProportional, kModel, kDynamic };
 
 std::string_view policy_name(Policy policy);
-// Fails with the list of valid names: "unknown policy 'fast'; use one of: even, proportional, model".
+// Fails with the list of valid names: "unknown policy 'fast'; use one of: even, proportional, model, dynamic".
 Result<Policy> parse_policy(std::string_view name);
 
 struct NodeShare {
@@ -36,6 +38,7 @@ struct Plan {
   uint64_t m = 0, n = 0, k = 0;  // C is m x n, A is m x k, B is k x n
   uint64_t panel_width = 0;      // rows of B (columns of A) per panel
   uint32_t panels_in_flight = 0; // panels a node may hold before it returns a credit
+  uint64_t tile_rows = 0;        // kDynamic: rows per tile handed out; 0 otherwise
   std::vector<NodeShare> shares; // one per node, cluster order
   bool operator==(const Plan&) const = default;
 
@@ -48,6 +51,7 @@ struct PlanRequest {
   uint64_t m = 0, n = 0, k = 0;
   uint64_t panel_width = 256;     // clipped to k
   uint32_t panels_in_flight = 4;  // >= 1
+  uint64_t tile_rows = 0;         // kDynamic only; 0 = about m / (8 x nodes), at least 16
   std::vector<std::string> node_names;
   std::vector<double> weights;    // proportional only: one per node, >= 0, any scale
 };

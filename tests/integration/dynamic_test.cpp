@@ -1,0 +1,161 @@
+// The dynamic (pull) policy against real workers: exact products for awkward sizes, a worker
+// killed mid-run whose tiles the others finish, sessions still usable afterwards.
+#include "tessera/balance/dynamic_multiply.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "process_fixture.hpp"
+#include "tessera/balance/cluster_connection.hpp"
+#include "tessera/balance/plan.hpp"
+#include "tessera/worker/gemm.hpp"
+
+namespace tessera::balance {
+namespace {
+
+using testing::ChildProcess;
+
+class DynamicWorkers : public ::testing::Test {
+ protected:
+  void start_workers(std::size_t count) {
+    testing::write_file(dir_.file("secret"), "dynamic-secret");
+    cluster_.name = "dyn";
+    cluster_.secret = "dynamic-secret";
+    for (std::size_t i = 0; i < count; ++i) {
+      NodeSpec node;
+      node.name = std::string(1, static_cast<char>('a' + i));
+      node.host = "127.0.0.1";
+      node.port = testing::free_loopback_port();
+      workers_.push_back(std::make_unique<ChildProcess>(
+          std::vector<std::string>{TESSERA_WORKER_BINARY, "--listen", node.endpoint(), "--threads", "1",
+                                   "--secret-file", dir_.file("secret")},
+          dir_.file("worker" + std::to_string(i) + ".log")));
+      cluster_.nodes.push_back(node);
+    }
+    for (const NodeSpec& node : cluster_.nodes) {
+      bool listening = false;
+      for (int attempt = 0; attempt < 200 && !listening; ++attempt) {
+        Result<NodeLink> link = connect_node(node, "dynamic-secret", std::chrono::milliseconds(500));
+        if (link) {
+          say_goodbye(*link);
+          listening = true;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        }
+      }
+      ASSERT_TRUE(listening) << node.name;
+    }
+  }
+
+  Plan dynamic_plan(uint64_t m, uint64_t n, uint64_t k, uint64_t tile_rows, uint64_t panel_width = 64) {
+    PlanRequest request;
+    request.policy = Policy::kDynamic;
+    request.m = m;
+    request.n = n;
+    request.k = k;
+    request.panel_width = panel_width;
+    request.panels_in_flight = 3;
+    request.tile_rows = tile_rows;
+    for (const NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
+    Result<Plan> plan = make_plan(request);
+    EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
+    return *plan;
+  }
+
+  static Matrix product(const Matrix& a, const Matrix& b) {
+    Matrix c(a.rows, b.cols);
+    worker::gemm(a.rows, b.cols, a.cols, 1.0, a.values.data(), a.cols, b.values.data(), b.cols, 0.0,
+                 c.values.data(), b.cols);
+    return c;
+  }
+
+  static uint64_t total_rows(const MultiplyRun& run) {
+    uint64_t rows = 0;
+    for (const NodeRunStats& node : run.nodes) rows += node.rows;
+    return rows;
+  }
+
+  testing::TempDir dir_;
+  ClusterSpec cluster_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+};
+
+TEST_F(DynamicWorkers, ManySmallTilesAndUnevenSizesAreExact) {
+  start_workers(3);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+  for (uint64_t n : {1000u, 1001u}) {
+    // Integer-valued inputs: the distributed product must equal the local one bit for bit.
+    const Matrix a = random_matrix(n, n, n, FillKind::kIntegers);
+    const Matrix b = random_matrix(n, n, n + 1, FillKind::kIntegers);
+    Matrix c;
+    Result<MultiplyRun> run = run_dynamic_multiply(*connection, dynamic_plan(n, n, n, 64), a, b, c);
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+    EXPECT_EQ(c, product(a, b)) << "n=" << n;
+    EXPECT_EQ(total_rows(*run), n) << "every row delivered exactly once";
+    EXPECT_GE(run->tiles, n / 64);
+    EXPECT_TRUE(run->lost_nodes.empty());
+  }
+}
+
+TEST_F(DynamicWorkers, SessionsServeTheNextMultiplyAfterADynamicOne) {
+  start_workers(2);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok());
+  const Matrix a = random_matrix(300, 200, 1, FillKind::kIntegers);
+  const Matrix b = random_matrix(200, 150, 2, FillKind::kIntegers);
+  for (int round = 0; round < 3; ++round) {
+    Matrix c;
+    Result<MultiplyRun> run = run_dynamic_multiply(*connection, dynamic_plan(300, 150, 200, 32, 48), a, b, c);
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+    EXPECT_EQ(c, product(a, b)) << "round " << round;
+  }
+}
+
+TEST_F(DynamicWorkers, AWorkerKilledMidRunLosesItsTilesToTheOthersAndTheProductIsExact) {
+  start_workers(4);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok());
+  const Matrix a = random_matrix(1200, 1200, 7, FillKind::kIntegers);
+  const Matrix b = random_matrix(1200, 1200, 8, FillKind::kIntegers);
+  std::atomic<bool> killed{false};
+  MultiplyHooks hooks;
+  // kill -9 node 'c' at its first credit: it then holds a tile it will never finish.
+  hooks.on_credit = [&](std::size_t node, uint64_t) {
+    if (node == 2 && !killed.exchange(true)) workers_[2]->kill_now();
+  };
+  Matrix c;
+  Result<MultiplyRun> run = run_dynamic_multiply(*connection, dynamic_plan(1200, 1200, 1200, 64), a, b, c, hooks);
+  ASSERT_TRUE(killed.load());
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(c, product(a, b));
+  ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"c"});
+  EXPECT_FALSE(run->reissued_tiles.empty()) << "the dead node held a tile";
+  EXPECT_EQ(run->nodes[2].rows, 0u);
+  EXPECT_EQ(total_rows(*run), 1200u);
+}
+
+TEST_F(DynamicWorkers, WhenEveryWorkerDiesTheRunFailsNamingThem) {
+  start_workers(2);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok());
+  const Matrix a = random_matrix(400, 400, 1);
+  const Matrix b = random_matrix(400, 400, 2);
+  MultiplyHooks hooks;
+  std::atomic<bool> killed{false};
+  hooks.on_credit = [&](std::size_t, uint64_t) {
+    if (!killed.exchange(true)) {
+      for (auto& worker : workers_) worker->kill_now();
+    }
+  };
+  Matrix c;
+  Result<MultiplyRun> run = run_dynamic_multiply(*connection, dynamic_plan(400, 400, 400, 32, 32), a, b, c, hooks);
+  ASSERT_FALSE(run.is_ok());
+  EXPECT_NE(run.status().message().find("every node failed"), std::string::npos) << run.status().message();
+  EXPECT_NE(run.status().message().find("node 'a'"), std::string::npos) << run.status().message();
+  EXPECT_NE(run.status().message().find("node 'b'"), std::string::npos) << run.status().message();
+}
+
+}  // namespace
+}  // namespace tessera::balance
