@@ -11,4 +11,4 @@ set style fill solid 0.8 border -1
 set boxwidth 0.9
 set xtics rotate by -20
 set yrange [*:*]
-plot 'experiments/results/heterogeneity-sweep/makespan.dat' using 2:3:4:xtic(1) title 'even', 'experiments/results/heterogeneity-sweep/makespan.dat' using 5:6:7:xtic(1) title 'proportional', 'experiments/results/heterogeneity-sweep/makespan.dat' using 8:9:10:xtic(1) title 'model'
+plot 'experiments/results/heterogeneity-sweep/makespan.dat' using 2:3:4:xtic(1) title 'even', 'experiments/results/heterogeneity-sweep/makespan.dat' using 5:6:7:xtic(1) title 'proportional', 'experiments/results/heterogeneity-sweep/makespan.dat' using 8:9:10:xtic(1) title 'model', 'experiments/results/heterogeneity-sweep/makespan.dat' using 11:12:13:xtic(1) title 'dynamic'
