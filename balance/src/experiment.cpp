@@ -37,7 +37,7 @@ using Clock = std::chrono::steady_clock;
 // Study file
 
 const std::vector<std::string> kStudyKeys = {"study", "description", "cluster", "policies", "sizes", "repeat",
-                                             "overlap", "node_counts", "sweep", "verify"};
+                                             "overlap", "panels_in_flight", "node_counts", "sweep", "verify"};
 
 class StudyError {
  public:
@@ -104,17 +104,29 @@ Result<Study> parse_study(const YAML::Node& root, const std::string& path) {
   }
   if (const YAML::Node overlap = root["overlap"]) {
     if (!overlap.IsSequence() || overlap.size() == 0) return error.at(overlap, "overlap is a list of on/off");
-    study.overlap.clear();
+    study.windows.clear();
     for (const YAML::Node& mode : overlap) {
       // YAML 1.1 reads a bare on/off as a boolean; accept both spellings.
       const std::string text = mode.as<std::string>();
       if (text == "on" || text == "true") {
-        study.overlap.push_back(true);
+        study.windows.push_back(4);
       } else if (text == "off" || text == "false") {
-        study.overlap.push_back(false);
+        study.windows.push_back(1);
       } else {
         return error.at(mode, fmt::format("overlap '{}' unknown; use on or off", text));
       }
+    }
+  }
+  if (const YAML::Node windows = root["panels_in_flight"]) {
+    if (root["overlap"]) return error.at(windows, "give overlap or panels_in_flight, not both (off = 1 panel in flight)");
+    if (!windows.IsSequence() || windows.size() == 0) return error.at(windows, "panels_in_flight is a list like [1, 4, 40]");
+    study.windows.clear();
+    for (const YAML::Node& window : windows) {
+      long long value = 0;
+      if (!YAML::convert<long long>::decode(window, value) || value < 1 || value > 1024) {
+        return error.at(window, "panels in flight are integers 1..1024");
+      }
+      study.windows.push_back(static_cast<uint32_t>(value));
     }
   }
   if (const YAML::Node counts = root["node_counts"]) {
@@ -270,7 +282,7 @@ struct RunRecord {
   uint32_t node_count = 0;
   std::optional<double> sweep_cpu;
   Policy policy = Policy::kEven;
-  bool overlap = true;
+  uint32_t window = true;
   uint64_t n = 0;
   uint32_t repetition = 0;
   MultiplyReport report;
@@ -285,7 +297,7 @@ double median_of(std::vector<double> values) {
 
 struct GroupKey {
   std::size_t variant_index = 0;
-  bool overlap = true;
+  uint32_t window = true;
   uint64_t n = 0;
   Policy policy = Policy::kEven;
   auto operator<=>(const GroupKey&) const = default;
@@ -299,7 +311,12 @@ struct GroupStats {
   const RunRecord* median_run = nullptr;
 };
 
-std::string overlap_name(bool overlap) { return overlap ? "on" : "off"; }
+// One panel in flight means the next panel is sent only after the previous job is done: no
+// overlap of communication with computation (Tinetti's SeqMsg).
+std::string overlap_name(uint32_t window) { return window <= 1 ? "off" : "on"; }
+std::string window_label(uint32_t window) {
+  return window <= 1 ? "overlap off" : fmt::format("{} panels in flight", window);
+}
 
 std::map<GroupKey, GroupStats> summarise(const std::vector<RunRecord>& records,
                                          const std::vector<Variant>& variants) {
@@ -307,7 +324,7 @@ std::map<GroupKey, GroupStats> summarise(const std::vector<RunRecord>& records,
   for (const RunRecord& record : records) {
     std::size_t index = 0;
     while (index < variants.size() && variants[index].label != record.variant) ++index;
-    groups[{index, record.overlap, record.n, record.policy}].runs.push_back(&record);
+    groups[{index, record.window, record.n, record.policy}].runs.push_back(&record);
   }
   for (auto& [key, stats] : groups) {
     std::vector<double> makespans, predicted, errors, gflops, imbalance;
@@ -351,6 +368,9 @@ double ideal_speedup_over_first(const std::vector<double>& gflops) {
 // ---------------------------------------------------------------------------------------------
 // Output files
 
+// "-" where a ratio has no data (a study without the even split).
+std::string ratio_text(double value) { return std::isfinite(value) ? fmt::format("{:.2f}", value) : "-"; }
+
 std::string csv_number(double value) { return std::isfinite(value) ? fmt::format("{:.6g}", value) : ""; }
 std::string csv_optional(const std::optional<double>& value) { return value ? csv_number(*value) : ""; }
 
@@ -373,7 +393,7 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
     const bool checked = report.verification.mode != VerifyMode::kNone;
     results += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
                            record.cluster, record.node_count, csv_optional(record.sweep_cpu),
-                           policy_name(record.policy), overlap_name(record.overlap), record.n, record.repetition,
+                           policy_name(record.policy), overlap_name(record.window), record.n, record.repetition,
                            csv_number(report.run.makespan_s), csv_number(report.run.gflops),
                            csv_number(report.run.imbalance),
                            report.prediction ? csv_number(report.prediction->makespan_s) : "",
@@ -386,7 +406,7 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
       const std::string predicted =
           report.prediction && i < report.prediction->finish_s.size() ? csv_number(report.prediction->finish_s[i]) : "";
       nodes += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
-                           policy_name(record.policy), overlap_name(record.overlap), record.n, record.repetition,
+                           policy_name(record.policy), overlap_name(record.window), record.n, record.repetition,
                            node.name, kind, node.rows, csv_number(node.weight), node.bytes_to_node,
                            node.bytes_from_node, csv_number(node.compute_s), csv_number(node.comm_s),
                            csv_number(node.idle_s), csv_number(node.finish_s), predicted);
@@ -406,14 +426,14 @@ double even_median(const std::map<GroupKey, GroupStats>& groups, const GroupKey&
 Status write_summary(const std::string& out_dir, const Study& study, const std::vector<Variant>& variants,
                      const std::map<GroupKey, GroupStats>& groups) {
   std::string csv =
-      "study,variant,nodes,sweep_cpu,policy,overlap,n,runs,makespan_median_s,makespan_min_s,makespan_max_s,"
+      "study,variant,nodes,sweep_cpu,policy,overlap,panels_in_flight,n,runs,makespan_median_s,makespan_min_s,makespan_max_s,"
       "predicted_median_s,prediction_error_median,gflops_median,imbalance_median,even_over_policy,"
       "ideal_even_over_balanced,all_verified\n";
   for (const auto& [key, stats] : groups) {
     const Variant& variant = variants[key.variant_index];
-    csv += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, variant.label,
+    csv += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, variant.label,
                        variant.node_count, csv_optional(variant.sweep_cpu), policy_name(key.policy),
-                       overlap_name(key.overlap), key.n, stats.runs.size(), csv_number(stats.makespan_median),
+                       overlap_name(key.window), key.window, key.n, stats.runs.size(), csv_number(stats.makespan_median),
                        csv_number(stats.makespan_min), csv_number(stats.makespan_max),
                        csv_number(stats.predicted_median), csv_number(stats.error_median),
                        csv_number(stats.gflops_median), csv_number(stats.imbalance_median),
@@ -451,15 +471,15 @@ void plot_makespans(const std::string& out_dir, const Study& study, const std::v
   std::string data = "# group";
   for (Policy policy : study.policies) data += fmt::format(" {}_median {}_min {}_max", policy_name(policy), policy_name(policy), policy_name(policy));
   data += "\n";
-  std::set<std::tuple<std::size_t, bool, uint64_t>> rows;
-  for (const auto& [key, stats] : groups) rows.insert({key.variant_index, key.overlap, key.n});
-  for (const auto& [variant_index, overlap, n] : rows) {
+  std::set<std::tuple<std::size_t, uint32_t, uint64_t>> rows;
+  for (const auto& [key, stats] : groups) rows.insert({key.variant_index, key.window, key.n});
+  for (const auto& [variant_index, window, n] : rows) {
     std::string label = fmt::format("n={}", n);
     if (variants.size() > 1) label = variants[variant_index].label + ", " + label;
-    if (study.overlap.size() > 1) label += ", overlap " + overlap_name(overlap);
+    if (study.windows.size() > 1) label += ", " + window_label(window);
     data += "\"" + label + "\"";
     for (Policy policy : study.policies) {
-      auto found = groups.find({variant_index, overlap, n, policy});
+      auto found = groups.find({variant_index, window, n, policy});
       if (found == groups.end()) {
         data += " NaN NaN NaN";
       } else {
@@ -498,10 +518,10 @@ void plot_timeline(const std::string& out_dir, const Study& study, const std::ve
                    const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
   if (groups.empty()) return;
   const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
-  const bool overlap = study.overlap.front();
+  const uint32_t window = study.windows.front();
   const std::size_t variant_index = variants.size() - 1;
   auto find = [&](Policy policy) -> const GroupStats* {
-    auto found = groups.find({variant_index, overlap, n, policy});
+    auto found = groups.find({variant_index, window, n, policy});
     return found == groups.end() ? nullptr : &found->second;
   };
   std::vector<std::pair<Policy, const GroupStats*>> shown;
@@ -556,19 +576,19 @@ void plot_scaling(const std::string& out_dir, const Study& study, const std::vec
   if (study.node_counts.size() < 2) return;
   const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
   std::string data = "# nodes ideal";
-  std::vector<std::pair<Policy, bool>> series;
-  for (bool overlap : study.overlap) {
+  std::vector<std::pair<Policy, uint32_t>> series;
+  for (uint32_t window : study.windows) {
     for (Policy policy : study.policies) {
-      series.push_back({policy, overlap});
-      data += fmt::format(" {}_{}", policy_name(policy), overlap_name(overlap));
+      series.push_back({policy, window});
+      data += fmt::format(" {}_{}", policy_name(policy), overlap_name(window));
     }
   }
   data += "\n";
   for (std::size_t v = 0; v < variants.size(); ++v) {
     data += fmt::format("{} {}", variants[v].node_count, csv_number(ideal_speedup_over_first(variants[v].gflops)));
-    for (const auto& [policy, overlap] : series) {
-      auto base = groups.find({0, overlap, n, policy});
-      auto here = groups.find({v, overlap, n, policy});
+    for (const auto& [policy, window] : series) {
+      auto base = groups.find({0, window, n, policy});
+      auto here = groups.find({v, window, n, policy});
       const double speedup = base != groups.end() && here != groups.end()
                                  ? base->second.makespan_median / here->second.makespan_median
                                  : std::nan("");
@@ -585,8 +605,8 @@ void plot_scaling(const std::string& out_dir, const Study& study, const std::vec
   script += fmt::format("plot '{}/scaling.dat' using 1:2 with linespoints dt 2 lw 2 title 'ideal (sum of measured speeds)'",
                         out_dir);
   for (std::size_t i = 0; i < series.size(); ++i) {
-    script += fmt::format(", '' using 1:{} with linespoints lw 2 title '{}, overlap {}'", 3 + i,
-                          policy_name(series[i].first), overlap_name(series[i].second));
+    script += fmt::format(", '' using 1:{} with linespoints lw 2 title '{}, {}'", 3 + i,
+                          policy_name(series[i].first), window_label(series[i].second));
   }
   script += "\n";
   const std::string script_path = out_dir + "/scaling.gp";
@@ -604,7 +624,7 @@ void plot_sweep(const std::string& out_dir, const Study& study, const std::vecto
                 const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
   if (!study.sweep || study.sweep->cpu.size() < 2) return;
   const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
-  const bool overlap = study.overlap.front();
+  const uint32_t window = study.windows.front();
   std::vector<Policy> balanced;
   for (Policy policy : study.policies) {
     if (policy != Policy::kEven) balanced.push_back(policy);
@@ -616,7 +636,7 @@ void plot_sweep(const std::string& out_dir, const Study& study, const std::vecto
     if (!variants[v].sweep_cpu) continue;
     data += fmt::format("{} {}", csv_number(*variants[v].sweep_cpu), csv_number(ideal_even_to_balanced(variants[v].gflops)));
     for (Policy policy : balanced) {
-      auto here = groups.find({v, overlap, n, policy});
+      auto here = groups.find({v, window, n, policy});
       const double ratio = here != groups.end() ? even_median(groups, here->first) / here->second.makespan_median
                                                 : std::nan("");
       data += " " + (std::isfinite(ratio) ? csv_number(ratio) : std::string("NaN"));
@@ -701,29 +721,30 @@ Status write_report(const std::string& out_dir, const Study& study, const Experi
         "`even / policy` is the even split's median makespan over this policy's; `ideal` is the "
         "same ratio with no communication, from the profiled speeds (sum of speeds over node "
         "count times the slowest). `error` is the median |predicted - measured| / measured makespan.\n\n";
-  md += "| variant | n | overlap | policy | runs | makespan median (min..max) s | predicted s | error | GFLOP/s | imbalance | even / policy | ideal | verified |\n";
+  md += "| variant | n | overlap (panels in flight) | policy | runs | makespan median (min..max) s | predicted s | error | GFLOP/s | imbalance | even / policy | ideal | verified |\n";
   md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& [key, stats] : groups) {
     const Variant& variant = variants[key.variant_index];
-    md += fmt::format("| {} | {} | {} | {} | {} | {:.3f} ({:.3f}..{:.3f}) | {:.3f} | {:.1f}% | {:.2f} | {:.3f} | {:.2f} | {:.2f} | {} |\n",
-                      variant.label, key.n, overlap_name(key.overlap), policy_name(key.policy), stats.runs.size(),
+    md += fmt::format("| {} | {} | {} | {} | {} | {:.3f} ({:.3f}..{:.3f}) | {:.3f} | {:.1f}% | {:.2f} | {:.3f} | {} | {:.2f} | {} |\n",
+                      variant.label, key.n, fmt::format("{} ({})", overlap_name(key.window), key.window),
+                      policy_name(key.policy), stats.runs.size(),
                       stats.makespan_median, stats.makespan_min, stats.makespan_max, stats.predicted_median,
                       stats.error_median * 100.0, stats.gflops_median, stats.imbalance_median,
-                      even_median(groups, key) / stats.makespan_median, ideal_even_to_balanced(variant.gflops),
+                      ratio_text(even_median(groups, key) / stats.makespan_median), ideal_even_to_balanced(variant.gflops),
                       stats.all_verified ? "all" : "NOT ALL");
   }
   if (study.node_counts.size() > 1) {
-    md += "\n### Scale-out\n\n| nodes | policy | overlap | makespan s | improvement over " +
+    md += "\n### Scale-out\n\n| nodes | policy | overlap (panels in flight) | makespan s | improvement over " +
           std::to_string(variants.front().node_count) + " node(s) | ideal |\n|---|---|---|---|---|---|\n";
     const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
-    for (bool overlap : study.overlap) {
+    for (uint32_t window : study.windows) {
       for (Policy policy : study.policies) {
-        auto base = groups.find({0, overlap, n, policy});
+        auto base = groups.find({0, window, n, policy});
         for (std::size_t v = 0; v < variants.size(); ++v) {
-          auto here = groups.find({v, overlap, n, policy});
+          auto here = groups.find({v, window, n, policy});
           if (base == groups.end() || here == groups.end()) continue;
           md += fmt::format("| {} | {} | {} | {:.3f} | {:.2f}x | {:.2f}x |\n", variants[v].node_count, policy_name(policy),
-                            overlap_name(overlap), here->second.makespan_median,
+                            fmt::format("{} ({})", overlap_name(window), window), here->second.makespan_median,
                             base->second.makespan_median / here->second.makespan_median,
                             ideal_speedup_over_first(variants[v].gflops));
         }
@@ -799,7 +820,7 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
   }
 
   const uint32_t repeat = options.repeat.value_or(study.repeat);
-  const std::size_t total = variants->size() * study.sizes.size() * study.overlap.size() * study.policies.size() * repeat;
+  const std::size_t total = variants->size() * study.sizes.size() * study.windows.size() * study.policies.size() * repeat;
   LocalClusterOptions local;
   local.run_dir = options.run_dir;
   const std::string started_at = utc_now();
@@ -861,12 +882,12 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
       if (!outcome.is_ok() || interrupted(options)) break;
       const Matrix a = random_matrix(n, n, 1);
       const Matrix b = random_matrix(n, n, 2);
-      for (bool overlap : study.overlap) {
+      for (uint32_t window : study.windows) {
         for (Policy policy : study.policies) {
           for (uint32_t repetition = 1; repetition <= repeat && outcome.is_ok() && !interrupted(options); ++repetition) {
             PlanRequest request;
             request.m = request.n = request.k = n;
-            request.panels_in_flight = overlap ? 4 : 1;
+            request.panels_in_flight = window;
             for (const NodeSpec& node : reachable->nodes) request.node_names.push_back(node.name);
             std::vector<std::string> warnings;
             Result<Plan> plan = plan_for_policy(policy, request, {}, *reachable, known_profile, profile_path, warnings);
@@ -881,11 +902,11 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
               break;
             }
             ++done;
-            RunRecord record{variant.label, variant.spec.name, variant.node_count, variant.sweep_cpu, policy, overlap,
+            RunRecord record{variant.label, variant.spec.name, variant.node_count, variant.sweep_cpu, policy, window,
                              n, repetition, std::move(run->report)};
             const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-            progress << fmt::format("[{}/{}] {} n={} overlap {} {} #{}: {:.3f} s (predicted {:.3f} s){}  ETA {}\n", done,
-                                    total, variant.label, n, overlap_name(overlap), policy_name(policy), repetition,
+            progress << fmt::format("[{}/{}] {} n={} {} {} #{}: {:.3f} s (predicted {:.3f} s){}  ETA {}\n", done,
+                                    total, variant.label, n, window_label(window), policy_name(policy), repetition,
                                     record.report.run.makespan_s,
                                     record.report.prediction ? record.report.prediction->makespan_s : std::nan(""),
                                     record.report.verification.passed || *verify_mode == VerifyMode::kNone ? ""

@@ -10,7 +10,8 @@
 //   policies: [even, ...]         required (even | proportional | model)
 //   sizes: [2048, ...]            required, square n
 //   repeat: 3                     default 3 (--repeat overrides)
-//   overlap: [on, off]            default [on]; off = one panel in flight (SeqMsg)
+//   overlap: [on, off]            default [on] = 4 panels in flight; off = 1 (SeqMsg)
+//   panels_in_flight: [1, 4, 40]  optional instead of overlap: the credit windows to compare
 //   node_counts: [1, 2, 3, 4]     optional: variants using the first k nodes of the cluster
 //   sweep: {kind: pi, cpu: [...]} optional: variants giving every node of that kind that CPU quota
 //   verify: freivalds             default freivalds (freivalds | exact | none)
@@ -43,7 +44,7 @@ struct Study {
   std::vector<Policy> policies;
   std::vector<uint64_t> sizes;
   uint32_t repeat = 3;
-  std::vector<bool> overlap = {true};
+  std::vector<uint32_t> windows = {4};  // panels in flight per run; 1 = no overlap (SeqMsg)
   std::vector<uint32_t> node_counts;  // empty: all nodes
   std::optional<CpuSweep> sweep;
   std::string verify = "freivalds";
