@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "panel_frames.hpp"
+#include "driver_common.hpp"
 
 namespace tessera::balance {
 
@@ -22,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 namespace tp = tessera::transport;
 using detail::kFirstPanelTile;
 using detail::PanelFrame;
+using detail::seconds_between;
 
 // Tile ids above the static driver's and the profiler's ranges: A of tile t, then its C.
 constexpr uint32_t kTileIdBase = 0x100000;
@@ -29,10 +30,6 @@ constexpr std::size_t kTilesInFlight = 2;  // the next tile's A travels while th
 
 uint32_t a_tile_id(uint64_t tile) { return static_cast<uint32_t>(kTileIdBase + 2 * tile); }
 uint32_t c_tile_id(uint64_t tile) { return static_cast<uint32_t>(kTileIdBase + 2 * tile + 1); }
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
 
 struct TileSpan {
   uint64_t begin = 0;
@@ -423,19 +420,8 @@ Result<MultiplyRun> run_dynamic_multiply(ClusterConnection& cluster, const Plan&
   run.speculative_copies = board.copies();
   run.speculative_wins = board.copy_wins();
 
-  double finish_sum = 0.0;
-  std::size_t busy = 0;
-  for (NodeRunStats& stats : run.nodes) {
-    stats.weight = static_cast<double>(stats.rows) / static_cast<double>(plan.m);
-    if (stats.rows == 0) continue;
-    run.makespan_s = std::max(run.makespan_s, stats.finish_s);
-    finish_sum += stats.finish_s;
-    ++busy;
-  }
-  for (NodeRunStats& stats : run.nodes) stats.idle_s = std::max(0.0, run.makespan_s - stats.compute_s);
-  const double flops = 2.0 * static_cast<double>(plan.m) * static_cast<double>(plan.n) * static_cast<double>(plan.k);
-  run.gflops = run.makespan_s > 0.0 ? flops / run.makespan_s / 1e9 : 0.0;
-  run.imbalance = busy > 0 && finish_sum > 0.0 ? run.makespan_s / (finish_sum / static_cast<double>(busy)) : 1.0;
+  for (NodeRunStats& stats : run.nodes) stats.weight = static_cast<double>(stats.rows) / static_cast<double>(plan.m);
+  detail::complete_run_statistics(plan, run);
   return run;
 }
 

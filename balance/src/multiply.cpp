@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "panel_frames.hpp"
+#include "driver_common.hpp"
 
 namespace tessera::balance {
 
@@ -20,13 +20,10 @@ namespace tp = tessera::transport;
 using detail::encode_panels;
 using detail::kFirstPanelTile;
 using detail::PanelFrame;
+using detail::seconds_between;
 
 constexpr uint32_t kTileA = 1;
 constexpr uint32_t kTileC = 2;
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
 
 // Shared failure state: the first real failure wins; failures caused by the shutdown that
 // follows it are not reported.
@@ -262,19 +259,7 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, c
   }
   if (auto failure = abort.failure()) return *failure;
 
-  double finish_sum = 0.0;
-  std::size_t busy_nodes = 0;
-  for (NodeRunStats& stats : run.nodes) {
-    run.makespan_s = std::max(run.makespan_s, stats.finish_s);
-    if (stats.rows > 0) {
-      finish_sum += stats.finish_s;
-      ++busy_nodes;
-    }
-  }
-  for (NodeRunStats& stats : run.nodes) stats.idle_s = std::max(0.0, run.makespan_s - stats.compute_s);
-  const double flops = 2.0 * static_cast<double>(plan.m) * static_cast<double>(plan.n) * static_cast<double>(plan.k);
-  run.gflops = run.makespan_s > 0.0 ? flops / run.makespan_s / 1e9 : 0.0;
-  run.imbalance = busy_nodes > 0 && finish_sum > 0.0 ? run.makespan_s / (finish_sum / busy_nodes) : 1.0;
+  detail::complete_run_statistics(plan, run);
   return run;
 }
 
