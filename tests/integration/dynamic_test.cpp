@@ -22,30 +22,9 @@ class DynamicWorkers : public ::testing::Test {
     testing::write_file(dir_.file("secret"), "dynamic-secret");
     cluster_.name = "dyn";
     cluster_.secret = "dynamic-secret";
-    for (std::size_t i = 0; i < count; ++i) {
-      NodeSpec node;
-      node.name = std::string(1, static_cast<char>('a' + i));
-      node.host = "127.0.0.1";
-      node.port = testing::free_loopback_port();
-      workers_.push_back(std::make_unique<ChildProcess>(
-          std::vector<std::string>{TESSERA_WORKER_BINARY, "--listen", node.endpoint(), "--threads", "1",
-                                   "--secret-file", dir_.file("secret")},
-          dir_.file("worker" + std::to_string(i) + ".log")));
-      cluster_.nodes.push_back(node);
-    }
-    for (const NodeSpec& node : cluster_.nodes) {
-      bool listening = false;
-      for (int attempt = 0; attempt < 200 && !listening; ++attempt) {
-        Result<NodeLink> link = connect_node(node, "dynamic-secret", std::chrono::milliseconds(500));
-        if (link) {
-          say_goodbye(*link);
-          listening = true;
-        } else {
-          std::this_thread::sleep_for(std::chrono::milliseconds(25));
-        }
-      }
-      ASSERT_TRUE(listening) << node.name;
-    }
+    testing::LocalWorkers started = testing::start_local_workers(count, dir_.file("secret"), dir_);
+    cluster_.nodes = std::move(started.nodes);
+    workers_ = std::move(started.processes);
   }
 
   Plan dynamic_plan(uint64_t m, uint64_t n, uint64_t k, uint64_t tile_rows, uint64_t panel_width = 64) {

@@ -27,37 +27,9 @@ class LocalWorkers : public ::testing::Test {
     cluster_.name = "it";
     cluster_.secret = kSecret;
     cluster_.source_path = dir_.file("cluster.yaml");
-    for (std::size_t i = 0; i < count; ++i) {
-      NodeSpec node;
-      node.name = std::string(1, static_cast<char>('a' + i));
-      node.host = "127.0.0.1";
-      node.port = testing::free_loopback_port();
-      node.threads = 1;
-      node.line = static_cast<int>(i + 1);
-      workers_.push_back(std::make_unique<ChildProcess>(
-          std::vector<std::string>{TESSERA_WORKER_BINARY, "--listen", node.endpoint(), "--threads", "1",
-                                   "--secret-file", dir_.file("secret")},
-          log_path(i)));
-      cluster_.nodes.push_back(node);
-    }
-    for (std::size_t i = 0; i < count; ++i) wait_until_listening(cluster_.nodes[i]);
-  }
-
-  void wait_until_listening(const NodeSpec& node) {
-    for (int attempt = 0; attempt < 200; ++attempt) {
-      asio::io_context context;
-      asio::ip::tcp::socket socket(context);
-      asio::error_code error;
-      socket.connect({asio::ip::make_address(node.host), node.port}, error);
-      if (!error) {
-        // A bare connect counts as a (short) session on the worker; let it notice the close.
-        socket.close();
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    FAIL() << "worker " << node.name << " never listened on " << node.endpoint();
+    testing::LocalWorkers started = testing::start_local_workers(count, dir_.file("secret"), dir_);
+    cluster_.nodes = std::move(started.nodes);
+    workers_ = std::move(started.processes);
   }
 
   std::string log_path(std::size_t i) const { return dir_.file("worker" + std::to_string(i) + ".log"); }

@@ -8,14 +8,18 @@
 #include <unistd.h>
 
 #include <asio.hpp>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tessera/balance/cluster_spec.hpp"
 
 namespace tessera::testing {
 
@@ -148,6 +152,49 @@ inline CommandResult run_command(const std::string& command_line) {
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+// Starts `count` real tessera-worker processes named a, b, c, ... on free loopback ports, one
+// compute thread each, with the secret read from `secret_file`; waits until each accepts
+// connections. The returned processes stop their workers when destroyed.
+struct LocalWorkers {
+  std::vector<balance::NodeSpec> nodes;
+  std::vector<std::unique_ptr<ChildProcess>> processes;
+};
+inline LocalWorkers start_local_workers(std::size_t count, const std::string& secret_file, const TempDir& dir) {
+  LocalWorkers workers;
+  for (std::size_t i = 0; i < count; ++i) {
+    balance::NodeSpec node;
+    node.name = std::string(1, static_cast<char>('a' + i));
+    node.host = "127.0.0.1";
+    node.port = free_loopback_port();
+    node.threads = 1;
+    node.line = static_cast<int>(i + 1);
+    workers.processes.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{TESSERA_WORKER_BINARY, "--listen", node.endpoint(), "--threads", "1", "--secret-file",
+                                 secret_file},
+        dir.file("worker" + std::to_string(i) + ".log")));
+    workers.nodes.push_back(node);
+  }
+  for (const balance::NodeSpec& node : workers.nodes) {
+    bool listening = false;
+    for (int attempt = 0; attempt < 200 && !listening; ++attempt) {
+      asio::io_context context;
+      asio::ip::tcp::socket socket(context);
+      asio::error_code error;
+      socket.connect({asio::ip::make_address(node.host), node.port}, error);
+      if (!error) {
+        // A bare connect counts as a (short) session on the worker; let it notice the close.
+        socket.close();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        listening = true;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      }
+    }
+    if (!listening) ADD_FAILURE() << "worker " << node.name << " never listened on " << node.endpoint();
+  }
+  return workers;
 }
 
 }  // namespace tessera::testing
