@@ -83,6 +83,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   multiply_cmd->add_option("--panels-in-flight", multiply.panels_in_flight, "panels a node may hold unacknowledged")
       ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  multiply_cmd->add_option("--refill", multiply.refill_threshold,
+                           "send jobs once this many credits are back (1 = as each returns; <= panels in flight)")
+      ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  multiply_cmd->add_option("--layout", multiply.layout,
+                           "even/proportional: rows | 2d (column-based rectangles) | square-corner | 3d (splits k)")
+      ->capture_default_str();
   multiply_cmd->add_option("--overlap", multiply.overlap,
                            "on: panels travel while nodes compute; off: one panel at a time (SeqMsg)")
       ->capture_default_str();

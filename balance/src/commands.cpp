@@ -273,6 +273,17 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   if (command.overlap != "on" && command.overlap != "off") {
     return fail(err, invalid_argument(fmt::format("unknown --overlap '{}'; use on or off", command.overlap)));
   }
+  Result<partition::Layout> layout = partition::parse_layout(command.layout);
+  if (!layout) return fail(err, layout.status());
+  if (*layout != partition::Layout::kRows && (*policy == Policy::kDynamic || *policy == Policy::kModel)) {
+    return fail(err, invalid_argument(fmt::format(
+                         "--policy {} plans row tiles only; --layout {} needs --policy even or proportional",
+                         policy_name(*policy), partition::layout_name(*layout))));
+  }
+  if (command.refill_threshold == 0 || command.refill_threshold > command.panels_in_flight) {
+    return fail(err, invalid_argument(fmt::format("--refill {} must be between 1 and --panels-in-flight {}",
+                                                  command.refill_threshold, command.panels_in_flight)));
+  }
   Result<Inputs> inputs = prepare_inputs(command);
   if (!inputs) return fail(err, inputs.status());
 
@@ -305,6 +316,8 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   request.n = inputs->b.cols;
   request.panel_width = command.panel_width;
   request.panels_in_flight = command.overlap == "off" ? 1 : command.panels_in_flight;
+  request.refill_threshold = command.overlap == "off" ? 1 : command.refill_threshold;
+  request.layout = *layout;
   request.tile_rows = command.tile_rows;
   for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
   std::vector<std::string> warnings;

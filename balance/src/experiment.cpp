@@ -82,7 +82,7 @@ Result<Study> parse_study(const YAML::Node& root, const std::string& path) {
     return error.at(root, "missing 'policies: [even, proportional, model]'");
   }
   for (const YAML::Node& policy : policies) {
-    Result<Policy> parsed = parse_policy(policy.as<std::string>());
+    Result<StudyPolicy> parsed = parse_study_policy(policy.as<std::string>());
     if (!parsed) return error.at(policy, parsed.status().message());
     study.policies.push_back(*parsed);
   }
@@ -281,7 +281,7 @@ struct RunRecord {
   std::string cluster;
   uint32_t node_count = 0;
   std::optional<double> sweep_cpu;
-  Policy policy = Policy::kEven;
+  StudyPolicy policy;
   uint32_t window = true;
   uint64_t n = 0;
   uint32_t repetition = 0;
@@ -299,7 +299,7 @@ struct GroupKey {
   std::size_t variant_index = 0;
   uint32_t window = true;
   uint64_t n = 0;
-  Policy policy = Policy::kEven;
+  StudyPolicy policy;
   auto operator<=>(const GroupKey&) const = default;
 };
 
@@ -393,7 +393,7 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
     const bool checked = report.verification.mode != VerifyMode::kNone;
     results += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
                            record.cluster, record.node_count, csv_optional(record.sweep_cpu),
-                           policy_name(record.policy), overlap_name(record.window), record.n, record.repetition,
+                           record.policy.name(), overlap_name(record.window), record.n, record.repetition,
                            csv_number(report.run.makespan_s), csv_number(report.run.gflops),
                            csv_number(report.run.imbalance),
                            report.prediction ? csv_number(report.prediction->makespan_s) : "",
@@ -406,7 +406,7 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
       const std::string predicted =
           report.prediction && i < report.prediction->finish_s.size() ? csv_number(report.prediction->finish_s[i]) : "";
       nodes += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
-                           policy_name(record.policy), overlap_name(record.window), record.n, record.repetition,
+                           record.policy.name(), overlap_name(record.window), record.n, record.repetition,
                            node.name, kind, node.rows, csv_number(node.weight), node.bytes_to_node,
                            node.bytes_from_node, csv_number(node.compute_s), csv_number(node.comm_s),
                            csv_number(node.idle_s), csv_number(node.finish_s), predicted);
@@ -418,7 +418,7 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
 
 double even_median(const std::map<GroupKey, GroupStats>& groups, const GroupKey& key) {
   GroupKey even = key;
-  even.policy = Policy::kEven;
+  even.policy = kEvenRows;
   auto found = groups.find(even);
   return found == groups.end() ? std::nan("") : found->second.makespan_median;
 }
@@ -432,7 +432,7 @@ Status write_summary(const std::string& out_dir, const Study& study, const std::
   for (const auto& [key, stats] : groups) {
     const Variant& variant = variants[key.variant_index];
     csv += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, variant.label,
-                       variant.node_count, csv_optional(variant.sweep_cpu), policy_name(key.policy),
+                       variant.node_count, csv_optional(variant.sweep_cpu), key.policy.name(),
                        overlap_name(key.window), key.window, key.n, stats.runs.size(), csv_number(stats.makespan_median),
                        csv_number(stats.makespan_min), csv_number(stats.makespan_max),
                        csv_number(stats.predicted_median), csv_number(stats.error_median),
@@ -469,7 +469,7 @@ const char* kPlotHeader = "set terminal pngcairo size 960,540 font 'DejaVu Sans,
 void plot_makespans(const std::string& out_dir, const Study& study, const std::vector<Variant>& variants,
                     const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
   std::string data = "# group";
-  for (Policy policy : study.policies) data += fmt::format(" {}_median {}_min {}_max", policy_name(policy), policy_name(policy), policy_name(policy));
+  for (const StudyPolicy& policy : study.policies) data += fmt::format(" {}_median {}_min {}_max", policy.name(), policy.name(), policy.name());
   data += "\n";
   std::set<std::tuple<std::size_t, uint32_t, uint64_t>> rows;
   for (const auto& [key, stats] : groups) rows.insert({key.variant_index, key.window, key.n});
@@ -478,7 +478,7 @@ void plot_makespans(const std::string& out_dir, const Study& study, const std::v
     if (variants.size() > 1) label = variants[variant_index].label + ", " + label;
     if (study.windows.size() > 1) label += ", " + window_label(window);
     data += "\"" + label + "\"";
-    for (Policy policy : study.policies) {
+    for (const StudyPolicy& policy : study.policies) {
       auto found = groups.find({variant_index, window, n, policy});
       if (found == groups.end()) {
         data += " NaN NaN NaN";
@@ -499,7 +499,7 @@ void plot_makespans(const std::string& out_dir, const Study& study, const std::v
   script += "plot ";
   for (std::size_t i = 0; i < study.policies.size(); ++i) {
     script += fmt::format("{}'{}/makespan.dat' using {}:{}:{}:xtic(1) title '{}'", i == 0 ? "" : ", ", out_dir, 2 + 3 * i,
-                          3 + 3 * i, 4 + 3 * i, policy_name(study.policies[i]));
+                          3 + 3 * i, 4 + 3 * i, study.policies[i].name());
   }
   script += "\n";
   const std::string script_path = out_dir + "/makespan.gp";
@@ -520,16 +520,16 @@ void plot_timeline(const std::string& out_dir, const Study& study, const std::ve
   const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
   const uint32_t window = study.windows.front();
   const std::size_t variant_index = variants.size() - 1;
-  auto find = [&](Policy policy) -> const GroupStats* {
+  auto find = [&](const StudyPolicy& policy) -> const GroupStats* {
     auto found = groups.find({variant_index, window, n, policy});
     return found == groups.end() ? nullptr : &found->second;
   };
-  std::vector<std::pair<Policy, const GroupStats*>> shown;
-  if (const GroupStats* even = find(Policy::kEven)) shown.push_back({Policy::kEven, even});
+  std::vector<std::pair<StudyPolicy, const GroupStats*>> shown;
+  if (const GroupStats* even = find(kEvenRows)) shown.push_back({kEvenRows, even});
   const GroupStats* best = nullptr;
-  Policy best_policy = Policy::kEven;
-  for (Policy policy : study.policies) {
-    if (policy == Policy::kEven) continue;
+  StudyPolicy best_policy = kEvenRows;
+  for (const StudyPolicy& policy : study.policies) {
+    if (policy == kEvenRows) continue;
     const GroupStats* stats = find(policy);
     if (stats && (!best || stats->makespan_median < best->makespan_median)) {
       best = stats;
@@ -545,7 +545,7 @@ void plot_timeline(const std::string& out_dir, const Study& study, const std::ve
       const double compute = std::min(node.compute_s, node.finish_s);
       const double waiting = std::max(0.0, node.finish_s - compute);
       const double after = std::max(0.0, run.makespan_s - node.finish_s);
-      data += fmt::format("\"{}: {}\" {} {} {}\n", policy_name(policy), node.name, csv_number(compute),
+      data += fmt::format("\"{}: {}\" {} {} {}\n", policy.name(), node.name, csv_number(compute),
                           csv_number(waiting), csv_number(after));
     }
   }
@@ -564,7 +564,7 @@ void plot_timeline(const std::string& out_dir, const Study& study, const std::ve
   if (Status done = run_gnuplot(script_path); done) {
     plots.files.push_back({"timeline.png", fmt::format("Per-node time of the median run at n={}: even split against "
                                                        "the best balanced policy ({}).",
-                                                       n, best ? policy_name(best_policy) : "none")});
+                                                       n, best ? best_policy.name() : "none")});
   } else {
     plots.problems.push_back(done.message());
   }
@@ -576,11 +576,11 @@ void plot_scaling(const std::string& out_dir, const Study& study, const std::vec
   if (study.node_counts.size() < 2) return;
   const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
   std::string data = "# nodes ideal";
-  std::vector<std::pair<Policy, uint32_t>> series;
+  std::vector<std::pair<StudyPolicy, uint32_t>> series;
   for (uint32_t window : study.windows) {
-    for (Policy policy : study.policies) {
+    for (const StudyPolicy& policy : study.policies) {
       series.push_back({policy, window});
-      data += fmt::format(" {}_{}", policy_name(policy), overlap_name(window));
+      data += fmt::format(" {}_{}", policy.name(), overlap_name(window));
     }
   }
   data += "\n";
@@ -606,7 +606,7 @@ void plot_scaling(const std::string& out_dir, const Study& study, const std::vec
                         out_dir);
   for (std::size_t i = 0; i < series.size(); ++i) {
     script += fmt::format(", '' using 1:{} with linespoints lw 2 title '{}, {}'", 3 + i,
-                          policy_name(series[i].first), window_label(series[i].second));
+                          series[i].first.name(), window_label(series[i].second));
   }
   script += "\n";
   const std::string script_path = out_dir + "/scaling.gp";
@@ -625,17 +625,17 @@ void plot_sweep(const std::string& out_dir, const Study& study, const std::vecto
   if (!study.sweep || study.sweep->cpu.size() < 2) return;
   const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
   const uint32_t window = study.windows.front();
-  std::vector<Policy> balanced;
-  for (Policy policy : study.policies) {
-    if (policy != Policy::kEven) balanced.push_back(policy);
+  std::vector<StudyPolicy> balanced;
+  for (const StudyPolicy& policy : study.policies) {
+    if (policy != kEvenRows) balanced.push_back(policy);
   }
   std::string data = "# cpu ideal";
-  for (Policy policy : balanced) data += fmt::format(" {}", policy_name(policy));
+  for (const StudyPolicy& policy : balanced) data += fmt::format(" {}", policy.name());
   data += "\n";
   for (std::size_t v = 0; v < variants.size(); ++v) {
     if (!variants[v].sweep_cpu) continue;
     data += fmt::format("{} {}", csv_number(*variants[v].sweep_cpu), csv_number(ideal_even_to_balanced(variants[v].gflops)));
-    for (Policy policy : balanced) {
+    for (const StudyPolicy& policy : balanced) {
       auto here = groups.find({v, window, n, policy});
       const double ratio = here != groups.end() ? even_median(groups, here->first) / here->second.makespan_median
                                                 : std::nan("");
@@ -654,7 +654,7 @@ void plot_sweep(const std::string& out_dir, const Study& study, const std::vecto
   script += fmt::format("plot '{}/sweep.dat' using 1:2 with linespoints dt 2 lw 2 title 'ideal (sum of speeds / (p x slowest))'",
                         out_dir);
   for (std::size_t i = 0; i < balanced.size(); ++i) {
-    script += fmt::format(", '' using 1:{} with linespoints lw 2 title '{}'", 3 + i, policy_name(balanced[i]));
+    script += fmt::format(", '' using 1:{} with linespoints lw 2 title '{}'", 3 + i, balanced[i].name());
   }
   script += "\n";
   const std::string script_path = out_dir + "/sweep.gp";
@@ -727,7 +727,7 @@ Status write_report(const std::string& out_dir, const Study& study, const Experi
     const Variant& variant = variants[key.variant_index];
     md += fmt::format("| {} | {} | {} | {} | {} | {:.3f} ({:.3f}..{:.3f}) | {:.3f} | {:.1f}% | {:.2f} | {:.3f} | {} | {:.2f} | {} |\n",
                       variant.label, key.n, fmt::format("{} ({})", overlap_name(key.window), key.window),
-                      policy_name(key.policy), stats.runs.size(),
+                      key.policy.name(), stats.runs.size(),
                       stats.makespan_median, stats.makespan_min, stats.makespan_max, stats.predicted_median,
                       stats.error_median * 100.0, stats.gflops_median, stats.imbalance_median,
                       ratio_text(even_median(groups, key) / stats.makespan_median), ideal_even_to_balanced(variant.gflops),
@@ -738,12 +738,12 @@ Status write_report(const std::string& out_dir, const Study& study, const Experi
           std::to_string(variants.front().node_count) + " node(s) | ideal |\n|---|---|---|---|---|---|\n";
     const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
     for (uint32_t window : study.windows) {
-      for (Policy policy : study.policies) {
+      for (const StudyPolicy& policy : study.policies) {
         auto base = groups.find({0, window, n, policy});
         for (std::size_t v = 0; v < variants.size(); ++v) {
           auto here = groups.find({v, window, n, policy});
           if (base == groups.end() || here == groups.end()) continue;
-          md += fmt::format("| {} | {} | {} | {:.3f} | {:.2f}x | {:.2f}x |\n", variants[v].node_count, policy_name(policy),
+          md += fmt::format("| {} | {} | {} | {:.3f} | {:.2f}x | {:.2f}x |\n", variants[v].node_count, policy.name(),
                             fmt::format("{} ({})", overlap_name(window), window), here->second.makespan_median,
                             base->second.makespan_median / here->second.makespan_median,
                             ideal_speedup_over_first(variants[v].gflops));
@@ -793,6 +793,31 @@ Result<bool> ensure_up(const Variant& variant, const LocalClusterOptions& local,
 }
 
 }  // namespace
+
+std::string StudyPolicy::name() const {
+  if (layout == partition::Layout::kRows) return std::string(policy_name(policy));
+  return fmt::format("{}/{}", policy_name(policy), partition::layout_name(layout));
+}
+
+Result<StudyPolicy> parse_study_policy(std::string_view text) {
+  const std::size_t slash = text.find('/');
+  StudyPolicy parsed;
+  Result<Policy> policy = parse_policy(text.substr(0, slash));
+  if (!policy) return policy.status();
+  parsed.policy = *policy;
+  if (slash != std::string_view::npos) {
+    Result<partition::Layout> layout = partition::parse_layout(text.substr(slash + 1));
+    if (!layout) return layout.status();
+    parsed.layout = *layout;
+    if (parsed.layout != partition::Layout::kRows &&
+        (parsed.policy == Policy::kModel || parsed.policy == Policy::kDynamic)) {
+      return invalid_argument(fmt::format("'{}': the {} policy plans row blocks only; use even/{} or proportional/{}",
+                                          text, policy_name(parsed.policy), partition::layout_name(parsed.layout),
+                                          partition::layout_name(parsed.layout)));
+    }
+  }
+  return parsed;
+}
 
 Result<Study> load_study(const std::string& path) {
   if (!fs::exists(path)) return io_error(fmt::format("study file {} not found", path));
@@ -883,14 +908,15 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
       const Matrix a = random_matrix(n, n, 1);
       const Matrix b = random_matrix(n, n, 2);
       for (uint32_t window : study.windows) {
-        for (Policy policy : study.policies) {
+        for (const StudyPolicy& policy : study.policies) {
           for (uint32_t repetition = 1; repetition <= repeat && outcome.is_ok() && !interrupted(options); ++repetition) {
             PlanRequest request;
             request.m = request.n = request.k = n;
             request.panels_in_flight = window;
+            request.layout = policy.layout;
             for (const NodeSpec& node : reachable->nodes) request.node_names.push_back(node.name);
             std::vector<std::string> warnings;
-            Result<Plan> plan = plan_for_policy(policy, request, {}, *reachable, known_profile, profile_path, warnings);
+            Result<Plan> plan = plan_for_policy(policy.policy, request, {}, *reachable, known_profile, profile_path, warnings);
             if (!plan) {
               outcome = plan.status();
               break;
@@ -906,7 +932,7 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
                              n, repetition, std::move(run->report)};
             const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
             progress << fmt::format("[{}/{}] {} n={} {} {} #{}: {:.3f} s (predicted {:.3f} s){}  ETA {}\n", done,
-                                    total, variant.label, n, window_label(window), policy_name(policy), repetition,
+                                    total, variant.label, n, window_label(window), policy.name(), repetition,
                                     record.report.run.makespan_s,
                                     record.report.prediction ? record.report.prediction->makespan_s : std::nan(""),
                                     record.report.verification.passed || *verify_mode == VerifyMode::kNone ? ""

@@ -403,6 +403,15 @@ Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const Cluste
   }
   if (request.panel_width == 0) return invalid_argument("panel width must be >= 1");
   if (request.panels_in_flight == 0) return invalid_argument("panels in flight must be >= 1");
+  if (request.refill_threshold == 0 || request.refill_threshold > request.panels_in_flight) {
+    return invalid_argument(fmt::format("refill threshold {} must be between 1 and the queue depth {}",
+                                        request.refill_threshold, request.panels_in_flight));
+  }
+  if (request.layout != partition::Layout::kRows) {
+    return invalid_argument(fmt::format("the model policy plans row blocks (its simulator replays row strips); "
+                                        "layout '{}' needs --policy even or proportional",
+                                        partition::layout_name(request.layout)));
+  }
 
   ModelPlanResult result;
   std::vector<std::size_t> usable;
@@ -489,12 +498,13 @@ Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const Cluste
   plan.k = request.k;
   plan.panel_width = shape.panel_width;
   plan.panels_in_flight = request.panels_in_flight;
+  plan.refill_threshold = request.refill_threshold;
   std::vector<uint64_t> node_rows(model.nodes.size(), 0);
   for (std::size_t u = 0; u < usable.size(); ++u) node_rows[usable[u]] = rows[u];
   uint64_t begin = 0;
   for (std::size_t i = 0; i < model.nodes.size(); ++i) {
     const double weight = static_cast<double>(node_rows[i]) / static_cast<double>(m);
-    plan.shares.push_back({request.node_names[i], weight, partition::RowBlock{begin, node_rows[i]}});
+    plan.shares.push_back({request.node_names[i], weight, partition::RowBlock{begin, node_rows[i]}, {}});
     begin += node_rows[i];
   }
   return result;

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "tessera/balance/dynamic_multiply.hpp"
 #include "tessera/balance/model.hpp"
 
 namespace tessera::balance {
@@ -40,9 +39,7 @@ Result<PlannedRun> run_planned(ClusterConnection& connection, const ClusterSpec&
                                const std::string& profile_path, VerifyMode verify_mode, uint64_t verify_seed,
                                const MultiplyHooks& hooks) {
   PlannedRun outcome;
-  Result<MultiplyRun> run = plan.policy == Policy::kDynamic
-                                ? run_dynamic_multiply(connection, plan, a, b, outcome.c, hooks)
-                                : run_multiply(connection, plan, a, b, outcome.c, hooks);
+  Result<MultiplyRun> run = run_multiply(connection, plan, a, b, outcome.c, hooks);
   if (!run) return run.status();
   MultiplyReport& report = outcome.report;
   report.cluster = cluster.name;
@@ -51,7 +48,9 @@ Result<PlannedRun> run_planned(ClusterConnection& connection, const ClusterSpec&
   report.nodes = cluster.nodes;
   if (profile) {
     if (Result<ClusterModel> model = profile_model(*profile, cluster, profile_path)) {
-      if (plan.policy != Policy::kDynamic) {
+      if (plan.layout != partition::Layout::kRows) {
+        // The simulator replays row strips; 2D/3D runs go without a forecast.
+      } else if (plan.policy != Policy::kDynamic) {
         report.prediction = predict(*model, plan);
       } else {
         // A dynamic run fixes no rows in advance; the model's forecast for it is the balanced

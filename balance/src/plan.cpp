@@ -24,16 +24,34 @@ Result<Policy> parse_policy(std::string_view name) {
   return invalid_argument(fmt::format("unknown policy '{}'; use one of: even, proportional, model, dynamic", name));
 }
 
+std::vector<partition::Block> Plan::blocks_of(std::size_t node) const {
+  if (layout != partition::Layout::kRows) return shares[node].blocks;
+  const partition::RowBlock& rows = shares[node].rows;
+  if (rows.count == 0) return {};
+  return {partition::Block{rows.begin, rows.count, 0, n, 0, k}};
+}
+
 std::string Plan::to_string() const {
-  std::string out = fmt::format("plan {}: C {}x{} = A {}x{} * B {}x{}, {} panels of {} (in flight {})\n",
-                                policy_name(policy), m, n, m, k, k, n, panel_count(), panel_width,
-                                panels_in_flight);
+  std::string out = fmt::format(
+      "plan {} ({} layout): C {}x{} = A {}x{} * B {}x{}, {} panels of {} (queue depth {}, refill at {})\n",
+      policy_name(policy), partition::layout_name(layout), m, n, m, k, k, n, panel_count(), panel_width,
+      panels_in_flight, refill_threshold);
   if (policy == Policy::kDynamic) {
     out += fmt::format("  tiles of {} rows handed out on demand (smaller ones first and last)\n", tile_rows);
   }
   for (const NodeShare& share : shares) {
-    out += fmt::format("  {:<16} weight {:.4f} rows [{}, {}) = {}\n", share.node_name, share.weight,
-                       share.rows.begin, share.rows.end(), share.rows.count);
+    if (layout == partition::Layout::kRows) {
+      out += fmt::format("  {:<16} weight {:.4f} rows [{}, {}) = {}\n", share.node_name, share.weight,
+                         share.rows.begin, share.rows.end(), share.rows.count);
+      continue;
+    }
+    out += fmt::format("  {:<16} weight {:.4f}", share.node_name, share.weight);
+    if (share.blocks.empty()) out += " nothing";
+    for (const partition::Block& block : share.blocks) {
+      out += fmt::format(" rows [{}, {}) cols [{}, {}) k [{}, {})", block.row_begin, block.row_begin + block.rows,
+                         block.col_begin, block.col_begin + block.cols, block.k_begin, block.k_begin + block.depth);
+    }
+    out += "\n";
   }
   return out;
 }
@@ -46,8 +64,16 @@ Result<Plan> make_plan(const PlanRequest& request) {
   if (request.node_names.empty()) return invalid_argument("the cluster has no nodes");
   if (request.panel_width == 0) return invalid_argument("panel width must be >= 1");
   if (request.panels_in_flight == 0) return invalid_argument("panels in flight must be >= 1");
+  if (request.refill_threshold == 0 || request.refill_threshold > request.panels_in_flight) {
+    return invalid_argument(fmt::format("refill threshold {} must be between 1 and the queue depth {}",
+                                        request.refill_threshold, request.panels_in_flight));
+  }
   if (request.policy == Policy::kModel) {
     return invalid_argument("the model policy needs the performance model; use make_model_plan");
+  }
+  if (request.policy == Policy::kDynamic && request.layout != partition::Layout::kRows) {
+    return invalid_argument(fmt::format("the dynamic policy hands out row tiles; layout '{}' needs a static "
+                                        "policy (even or proportional)", partition::layout_name(request.layout)));
   }
 
   const std::size_t node_count = request.node_names.size();
@@ -59,9 +85,10 @@ Result<Plan> make_plan(const PlanRequest& request) {
     plan.k = request.k;
     plan.panel_width = std::min(request.panel_width, request.k);
     plan.panels_in_flight = request.panels_in_flight;
+    plan.refill_threshold = request.refill_threshold;
     plan.tile_rows = request.tile_rows != 0 ? std::min(request.tile_rows, request.m)
                                             : std::clamp<uint64_t>(request.m / (8 * node_count), 16, request.m);
-    for (const std::string& name : request.node_names) plan.shares.push_back({name, 0.0, {0, 0}});
+    for (const std::string& name : request.node_names) plan.shares.push_back({name, 0.0, {0, 0}, {}});
     return plan;
   }
   std::vector<double> weights;
@@ -76,6 +103,24 @@ Result<Plan> make_plan(const PlanRequest& request) {
   }
   Result<std::vector<double>> normalised = partition::normalise_weights(weights);
   if (!normalised) return normalised.status();
+  if (request.layout != partition::Layout::kRows) {
+    Result<partition::NodeBlocks> blocks =
+        partition::tile_blocks(request.layout, request.m, request.n, request.k, *normalised);
+    if (!blocks) return blocks.status();
+    Plan plan;
+    plan.policy = request.policy;
+    plan.layout = request.layout;
+    plan.m = request.m;
+    plan.n = request.n;
+    plan.k = request.k;
+    plan.panel_width = std::min(request.panel_width, request.k);
+    plan.panels_in_flight = request.panels_in_flight;
+    plan.refill_threshold = request.refill_threshold;
+    for (std::size_t i = 0; i < node_count; ++i) {
+      plan.shares.push_back({request.node_names[i], (*normalised)[i], {0, 0}, std::move((*blocks)[i])});
+    }
+    return plan;
+  }
   Result<std::vector<partition::RowBlock>> blocks =
       request.policy == Policy::kEven
           ? Result<std::vector<partition::RowBlock>>(partition::even_rows(request.m, node_count))
@@ -89,8 +134,9 @@ Result<Plan> make_plan(const PlanRequest& request) {
   plan.k = request.k;
   plan.panel_width = std::min(request.panel_width, request.k);
   plan.panels_in_flight = request.panels_in_flight;
+  plan.refill_threshold = request.refill_threshold;
   for (std::size_t i = 0; i < node_count; ++i) {
-    plan.shares.push_back({request.node_names[i], (*normalised)[i], (*blocks)[i]});
+    plan.shares.push_back({request.node_names[i], (*normalised)[i], (*blocks)[i], {}});
   }
   return plan;
 }

@@ -15,9 +15,10 @@ std::optional<double> MultiplyReport::prediction_error() const {
 
 std::string format_report_table(const MultiplyReport& report) {
   const Plan& plan = report.plan;
-  std::string out = fmt::format("multiply C({}x{}) = A({}x{}) x B({}x{})  policy {}  panels {} x {} rows, {} in flight\n\n",
-                                plan.m, plan.n, plan.m, plan.k, plan.k, plan.n, policy_name(plan.policy),
-                                plan.panel_count(), plan.panel_width, plan.panels_in_flight);
+  std::string out = fmt::format(
+      "multiply C({}x{}) = A({}x{}) x B({}x{})  policy {}  layout {}  panels {} x {} rows, queue {} refill {}\n\n",
+      plan.m, plan.n, plan.m, plan.k, plan.k, plan.n, policy_name(plan.policy), partition::layout_name(plan.layout),
+      plan.panel_count(), plan.panel_width, plan.panels_in_flight, plan.refill_threshold);
   out += fmt::format("{:<12} {:<8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>10}\n", "node", "kind",
                      "rows", "weight", "MB in", "MB out", "compute", "comm", "idle", "finish", "predicted");
   for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
@@ -47,7 +48,8 @@ std::string format_report_table(const MultiplyReport& report) {
     for (const std::string& name : report.run.lost_nodes) lost += (lost.empty() ? "" : ", ") + name;
     for (uint64_t tile : report.run.reissued_tiles) tiles += (tiles.empty() ? "" : " ") + std::to_string(tile);
     out += fmt::format("LOST NODES: {}; {} tiles reissued to the others ({}); the product is complete\n", lost,
-                       report.run.reissued_tiles.size(), tiles.empty() ? "none were running" : tiles);
+                       report.run.reissued_tiles.size(), tiles.empty() ? "none were left" : tiles);
+    for (const std::string& reason : report.run.lost_reasons) out += "  " + reason + "\n";
   }
   const Verification& check = report.verification;
   if (check.mode == VerifyMode::kNone) {
@@ -68,6 +70,8 @@ std::string report_json(const MultiplyReport& report) {
     json entry = {{"name", node.name},
                   {"rows", node.rows},
                   {"weight", node.weight},
+                  {"volume", node.volume},
+                  {"tiles", node.tiles},
                   {"bytes_to_node", node.bytes_to_node},
                   {"bytes_from_node", node.bytes_from_node},
                   {"compute_s", node.compute_s},
@@ -92,6 +96,8 @@ std::string report_json(const MultiplyReport& report) {
                    {"k", plan.k},
                    {"panel_width", plan.panel_width},
                    {"panels_in_flight", plan.panels_in_flight},
+                   {"refill_threshold", plan.refill_threshold},
+                   {"layout", std::string(partition::layout_name(plan.layout))},
                    {"makespan_s", report.run.makespan_s},
                    {"gflops", report.run.gflops},
                    {"imbalance", report.run.imbalance},
@@ -109,6 +115,7 @@ std::string report_json(const MultiplyReport& report) {
                    {"tile_rows", plan.tile_rows},
                    {"tiles", report.run.tiles},
                    {"lost_nodes", report.run.lost_nodes},
+                   {"lost_reasons", report.run.lost_reasons},
                    {"reissued_tiles", report.run.reissued_tiles},
                    {"speculative_copies", report.run.speculative_copies},
                    {"speculative_wins", report.run.speculative_wins}};

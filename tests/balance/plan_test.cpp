@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tessera/balance/experiment.hpp"
+
 namespace tessera::balance {
 namespace {
 
@@ -72,6 +74,67 @@ TEST(PlanTest, PolicyNamesParseAndUnknownNamesListTheValidOnes) {
   Result<Policy> unknown = parse_policy("fastest");
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("even, proportional, model"), std::string::npos);
+}
+
+TEST(PlanTest, RowLayoutPlansAreOneFullBoxPerNode) {
+  Result<Plan> plan = make_plan(request_for(Policy::kProportional, 300, {0.5, 0.3, 0.2}));
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->layout, partition::Layout::kRows);
+  EXPECT_EQ(plan->blocks_of(1), (std::vector<partition::Block>{{150, 90, 0, 64, 0, 100}}));
+  PlanRequest zero = request_for(Policy::kProportional, 300, {1, 0, 1});
+  Result<Plan> with_idle = make_plan(zero);
+  ASSERT_TRUE(with_idle.is_ok());
+  EXPECT_TRUE(with_idle->blocks_of(1).empty());
+}
+
+TEST(PlanTest, TwoAndThreeDimensionalLayoutsCoverTheProductOnce) {
+  for (partition::Layout layout :
+       {partition::Layout::kColumnBased, partition::Layout::kSquareCorner, partition::Layout::kRecursive3d}) {
+    SCOPED_TRACE(std::string(partition::layout_name(layout)));
+    PlanRequest request = request_for(Policy::kProportional, 300, {6, 1, 1});
+    request.layout = layout;
+    Result<Plan> plan = make_plan(request);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    partition::NodeBlocks boxes;
+    for (std::size_t i = 0; i < plan->shares.size(); ++i) boxes.push_back(plan->blocks_of(i));
+    EXPECT_TRUE(partition::check_cover(boxes, 300, 64, 100).is_ok());
+    EXPECT_NE(plan->to_string().find(std::string(partition::layout_name(layout)) + " layout"), std::string::npos)
+        << plan->to_string();
+    EXPECT_NE(plan->to_string().find("cols ["), std::string::npos) << plan->to_string();
+  }
+}
+
+TEST(PlanTest, LayoutsAndRefillThresholdsThePolicyCannotUseAreRefused) {
+  PlanRequest dynamic = request_for(Policy::kDynamic, 300, {});
+  dynamic.layout = partition::Layout::kColumnBased;
+  Result<Plan> refused = make_plan(dynamic);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("row tiles"), std::string::npos) << refused.status().message();
+
+  PlanRequest refill = request_for(Policy::kEven, 300, {});
+  refill.panels_in_flight = 4;
+  refill.refill_threshold = 5;
+  Result<Plan> too_high = make_plan(refill);
+  ASSERT_FALSE(too_high.is_ok());
+  EXPECT_NE(too_high.status().message().find("between 1 and the queue depth 4"), std::string::npos);
+  refill.refill_threshold = 4;
+  Result<Plan> accepted = make_plan(refill);
+  ASSERT_TRUE(accepted.is_ok());
+  EXPECT_EQ(accepted->refill_threshold, 4u);
+}
+
+TEST(PlanTest, StudyPoliciesNameALayoutAfterASlash) {
+  Result<StudyPolicy> plain = parse_study_policy("dynamic");
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(plain->name(), "dynamic");
+  Result<StudyPolicy> blocks = parse_study_policy("proportional/2d");
+  ASSERT_TRUE(blocks.is_ok()) << blocks.status().to_string();
+  EXPECT_EQ(blocks->layout, partition::Layout::kColumnBased);
+  EXPECT_EQ(blocks->name(), "proportional/2d");
+  Result<StudyPolicy> model_3d = parse_study_policy("model/3d");
+  ASSERT_FALSE(model_3d.is_ok());
+  EXPECT_NE(model_3d.status().message().find("row blocks only"), std::string::npos);
+  EXPECT_FALSE(parse_study_policy("even/diagonal").is_ok());
 }
 
 }  // namespace

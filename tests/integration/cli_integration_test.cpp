@@ -96,6 +96,16 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   EXPECT_EQ(exact.exit_code, 0) << exact.output;
   EXPECT_NE(exact.output.find("verified: true"), std::string::npos) << exact.output;
 
+  // C cut into rectangles, and k split with partial sums added by the coordinator.
+  for (const char* layout : {"2d", "3d"}) {
+    testing::CommandResult boxes = run("multiply", std::string("--m 40 --n 36 --k 500 --policy even --fill integers "
+                                                               "--verify exact --refill 2 --show-plan --layout ") + layout);
+    EXPECT_EQ(boxes.exit_code, 0) << boxes.output;
+    EXPECT_NE(boxes.output.find(std::string("layout ") + layout), std::string::npos) << boxes.output;
+    EXPECT_NE(boxes.output.find("refill 2"), std::string::npos) << boxes.output;
+    EXPECT_NE(boxes.output.find("verified: true"), std::string::npos) << boxes.output;
+  }
+
   testing::CommandResult down = run("down");
   ASSERT_EQ(down.exit_code, 0) << down.output;
   EXPECT_NE(down.output.find("stopped"), std::string::npos) << down.output;
@@ -131,6 +141,17 @@ TEST_F(CliCluster, BadInputsGetClearMessagesAndExitCode2) {
   testing::CommandResult policy = run("multiply", "--n 10 --policy fastest");
   EXPECT_EQ(policy.exit_code, 2);
   EXPECT_NE(policy.output.find("use one of: even, proportional, model"), std::string::npos) << policy.output;
+
+  testing::CommandResult layout = run("multiply", "--n 10 --policy even --layout diagonal");
+  EXPECT_EQ(layout.exit_code, 2);
+  EXPECT_NE(layout.output.find("rows, 2d, square-corner, 3d"), std::string::npos) << layout.output;
+  testing::CommandResult refill = run("multiply", "--n 10 --policy even --refill 9");
+  EXPECT_EQ(refill.exit_code, 2);
+  EXPECT_NE(refill.output.find("--refill 9 must be between 1 and --panels-in-flight 4"), std::string::npos)
+      << refill.output;
+  testing::CommandResult dynamic_2d = run("multiply", "--n 10 --policy dynamic --layout 2d");
+  EXPECT_EQ(dynamic_2d.exit_code, 2);
+  EXPECT_NE(dynamic_2d.output.find("row tiles"), std::string::npos) << dynamic_2d.output;
 
   testing::CommandResult weights = run("multiply", "--n 10 --weights 1,2,3");
   EXPECT_EQ(weights.exit_code, 2);

@@ -1,6 +1,6 @@
 // The dynamic (pull) policy against real workers: exact products for awkward sizes, a worker
 // killed mid-run whose tiles the others finish, sessions still usable afterwards.
-#include "tessera/balance/dynamic_multiply.hpp"
+#include "tessera/balance/multiply.hpp"
 
 #include <gtest/gtest.h>
 
@@ -69,7 +69,7 @@ TEST_F(DynamicWorkers, ManySmallTilesAndUnevenSizesAreExact) {
     const Matrix a = random_matrix(n, n, n, FillKind::kIntegers);
     const Matrix b = random_matrix(n, n, n + 1, FillKind::kIntegers);
     Matrix c;
-    Result<MultiplyRun> run = run_dynamic_multiply(*connection, dynamic_plan(n, n, n, 64), a, b, c);
+    Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(n, n, n, 64), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, product(a, b)) << "n=" << n;
     EXPECT_EQ(total_rows(*run), n) << "every row delivered exactly once";
@@ -86,7 +86,7 @@ TEST_F(DynamicWorkers, SessionsServeTheNextMultiplyAfterADynamicOne) {
   const Matrix b = random_matrix(200, 150, 2, FillKind::kIntegers);
   for (int round = 0; round < 3; ++round) {
     Matrix c;
-    Result<MultiplyRun> run = run_dynamic_multiply(*connection, dynamic_plan(300, 150, 200, 32, 48), a, b, c);
+    Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(300, 150, 200, 32, 48), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, product(a, b)) << "round " << round;
   }
@@ -105,7 +105,7 @@ TEST_F(DynamicWorkers, AWorkerKilledMidRunLosesItsTilesToTheOthersAndTheProductI
     if (node == 2 && !killed.exchange(true)) workers_[2]->kill_now();
   };
   Matrix c;
-  Result<MultiplyRun> run = run_dynamic_multiply(*connection, dynamic_plan(1200, 1200, 1200, 64), a, b, c, hooks);
+  Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(1200, 1200, 1200, 64), a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, product(a, b));
@@ -129,7 +129,7 @@ TEST_F(DynamicWorkers, WhenEveryWorkerDiesTheRunFailsNamingThem) {
     }
   };
   Matrix c;
-  Result<MultiplyRun> run = run_dynamic_multiply(*connection, dynamic_plan(400, 400, 400, 32, 32), a, b, c, hooks);
+  Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(400, 400, 400, 32, 32), a, b, c, hooks);
   ASSERT_FALSE(run.is_ok());
   EXPECT_NE(run.status().message().find("every node failed"), std::string::npos) << run.status().message();
   EXPECT_NE(run.status().message().find("node 'a'"), std::string::npos) << run.status().message();

@@ -277,7 +277,7 @@ TEST_F(EmulatedCluster, ProfileIsMeasuredSavedReusedAndDrivesTheModelPolicy) {
 }  // namespace
 }  // namespace tessera::balance
 
-#include "tessera/balance/dynamic_multiply.hpp"
+#include "tessera/balance/multiply.hpp"
 #include "tessera/worker/gemm.hpp"
 
 namespace tessera::balance {
@@ -318,7 +318,7 @@ TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
     }
   };
   Matrix c;
-  Result<MultiplyRun> result = run_dynamic_multiply(*connection, *plan, a, b, c, hooks);
+  Result<MultiplyRun> result = run_multiply(*connection, *plan, a, b, c, hooks);
   ASSERT_TRUE(slowed.load());
   ASSERT_TRUE(result.is_ok()) << result.status().to_string();
   Matrix expected(1536, 1536);

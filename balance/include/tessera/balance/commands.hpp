@@ -70,6 +70,8 @@ struct MultiplyCommand {
   std::string a_path, b_path, out_path;
   uint64_t panel_width = 256;
   uint32_t panels_in_flight = 4;
+  uint32_t refill_threshold = 1;
+  std::string layout = "rows";  // rows | 2d | square-corner | 3d (static policies)
   uint64_t tile_rows = 0;  // dynamic: rows per tile; 0 = about m / (8 x nodes)
   // "on": panels_in_flight panels travel while the node computes (Tinetti's OvrMsg). "off": one
   // panel at a time, sent only after the node finished the previous one (SeqMsg).

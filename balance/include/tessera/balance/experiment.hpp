@@ -7,7 +7,8 @@
 //   study: NAME                   required
 //   description: TEXT             optional
 //   cluster: PATH                 required, a cluster description
-//   policies: [even, ...]         required (even | proportional | model)
+//   policies: [even, ...]         required: even | proportional | model | dynamic, a static one
+//                                 optionally with a layout: proportional/2d, even/3d, ...
 //   sizes: [2048, ...]            required, square n
 //   repeat: 3                     default 3 (--repeat overrides)
 //   overlap: [on, off]            default [on] = 4 panels in flight; off = 1 (SeqMsg)
@@ -37,11 +38,22 @@ struct CpuSweep {
   bool operator==(const CpuSweep&) const = default;
 };
 
+// A policy as a study compares it: the policy and the layout of its shares ("proportional/2d").
+struct StudyPolicy {
+  Policy policy = Policy::kEven;
+  partition::Layout layout = partition::Layout::kRows;
+  auto operator<=>(const StudyPolicy&) const = default;
+  std::string name() const;  // "even", "proportional/2d"
+};
+inline constexpr StudyPolicy kEvenRows{};
+// "even", "dynamic", "proportional/2d"; the error lists the valid names.
+Result<StudyPolicy> parse_study_policy(std::string_view text);
+
 struct Study {
   std::string name;
   std::string description;
   std::string cluster_path;  // resolved
-  std::vector<Policy> policies;
+  std::vector<StudyPolicy> policies;
   std::vector<uint64_t> sizes;
   uint32_t repeat = 3;
   std::vector<uint32_t> windows = {4};  // panels in flight per run; 1 = no overlap (SeqMsg)

@@ -1,9 +1,12 @@
-// Plan: which node multiplies which rows of C = A x B, and how B travels. A plan is a value: it
+// Plan: which node multiplies which part of C = A x B, and how B travels. A plan is a value: it
 // can be printed, compared and tested without sockets; the multiply driver carries it out.
 //
-// Policies are values too: `even` gives every node the same number of rows (the baseline the
-// papers compare against); `proportional` gives node i floor(m * pw_i) rows plus at most one
-// remainder row (Tinetti & Luque), pw_i being its measured relative power. Thread-compatible.
+// Policies are values too: `even` gives every node the same share (the baseline the papers
+// compare against); `proportional` gives node i the share pw_i, its measured relative power
+// (Tinetti & Luque: floor(m * pw_i) rows plus at most one remainder row). The layout says what a
+// share is made of: row blocks (default), 2D rectangles of C (column-based or square-corner,
+// which move less of A and B), or 3D boxes that also split k (nodes then return partial sums the
+// coordinator adds into C). Thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +16,14 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
+#include "tessera/partition/block_tiling.hpp"
 #include "tessera/partition/row_partition.hpp"
 
 namespace tessera::balance {
 
 // kModel plans come from make_model_plan (model.hpp), which needs the performance model.
 // kDynamic plans fix no rows in advance: tiles of rows are handed out as nodes ask for work
-// (dynamic_multiply.hpp), so a plan's shares are all empty and `tile_rows` sets the tile size.
+// (multiply.hpp), so a plan's shares are all empty and `tile_rows` sets the tile size.
 enum class Policy { kEven, kProportional, kModel, kDynamic };
 
 std::string_view policy_name(Policy policy);
@@ -28,8 +32,9 @@ Result<Policy> parse_policy(std::string_view name);
 
 struct NodeShare {
   std::string node_name;
-  double weight = 0.0;  // normalised share of the rows the policy aimed for
-  partition::RowBlock rows;
+  double weight = 0.0;  // normalised share of the work the policy aimed for
+  partition::RowBlock rows;               // layout kRows: the node's rows of C (all columns, all of k)
+  std::vector<partition::Block> blocks;   // other layouts: the node's boxes of the m x n x k space
   bool operator==(const NodeShare&) const = default;
 };
 
@@ -37,12 +42,16 @@ struct Plan {
   Policy policy = Policy::kEven;
   uint64_t m = 0, n = 0, k = 0;  // C is m x n, A is m x k, B is k x n
   uint64_t panel_width = 0;      // rows of B (columns of A) per panel
-  uint32_t panels_in_flight = 0; // panels a node may hold before it returns a credit
+  uint32_t panels_in_flight = 0; // queue depth: jobs (one per panel) a node may hold unanswered
+  uint32_t refill_threshold = 1; // jobs are sent once this many credits are back (or none is out)
+  partition::Layout layout = partition::Layout::kRows;
   uint64_t tile_rows = 0;        // kDynamic: rows per tile handed out; 0 otherwise
   std::vector<NodeShare> shares; // one per node, cluster order
   bool operator==(const Plan&) const = default;
 
   uint64_t panel_count() const { return panel_width == 0 ? 0 : (k + panel_width - 1) / panel_width; }
+  // Node i's share as boxes of the m x n x k space, whatever the layout (empty for kDynamic).
+  std::vector<partition::Block> blocks_of(std::size_t node) const;
   std::string to_string() const;
 };
 
@@ -51,13 +60,16 @@ struct PlanRequest {
   uint64_t m = 0, n = 0, k = 0;
   uint64_t panel_width = 256;     // clipped to k
   uint32_t panels_in_flight = 4;  // >= 1
+  uint32_t refill_threshold = 1;  // 1..panels_in_flight
+  partition::Layout layout = partition::Layout::kRows;  // kDynamic and kModel plan rows only
   uint64_t tile_rows = 0;         // kDynamic only; 0 = about m / (8 x nodes), at least 16
   std::vector<std::string> node_names;
   std::vector<double> weights;    // proportional only: one per node, >= 0, any scale
 };
 
-// Checks the request (dimensions >= 1, one weight per node for proportional, panel width >= 1)
-// and returns the plan. Every row of C is assigned exactly once. kModel is refused here (it
+// Checks the request (dimensions >= 1, one weight per node for proportional, panel width >= 1,
+// refill threshold within the queue depth, a layout the policy supports) and returns the plan.
+// Every element of the m x n x k space is assigned exactly once. kModel is refused here (it
 // needs the model: see make_model_plan); kProportional with explicit row weights is how
 // make_model_plan builds its plan.
 Result<Plan> make_plan(const PlanRequest& request);
