@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 namespace tessera::balance {
@@ -36,6 +37,9 @@ std::string format_report_table(const MultiplyReport& report) {
   if (const std::optional<double> error = report.prediction_error()) {
     out += fmt::format("predicted makespan {:.3f} s   prediction error {:.1f}%\n", report.prediction->makespan_s,
                        *error * 100.0);
+  } else if (report.plan.layout != partition::Layout::kRows) {
+    out += fmt::format("predicted makespan: none for the {} layout (the model replays row strips)\n",
+                       partition::layout_name(report.plan.layout));
   } else {
     out += "predicted makespan: no model (run `tessera profile` for speed curves and links)\n";
   }
@@ -44,12 +48,11 @@ std::string format_report_table(const MultiplyReport& report) {
                        report.plan.tile_rows, report.run.speculative_copies, report.run.speculative_wins);
   }
   if (!report.run.lost_nodes.empty()) {
-    std::string lost, tiles;
-    for (const std::string& name : report.run.lost_nodes) lost += (lost.empty() ? "" : ", ") + name;
-    for (uint64_t tile : report.run.reissued_tiles) tiles += (tiles.empty() ? "" : " ") + std::to_string(tile);
-    out += fmt::format("LOST NODES: {}; {} tiles reissued to the others ({}); the product is complete\n", lost,
-                       report.run.reissued_tiles.size(), tiles.empty() ? "none were left" : tiles);
-    for (const std::string& reason : report.run.lost_reasons) out += "  " + reason + "\n";
+    const std::string tiles = fmt::format("{}", fmt::join(report.run.reissued_tiles, " "));
+    out += fmt::format("LOST NODES: {}; {} tiles reissued to the others ({}); the product is complete\n",
+                       fmt::join(report.run.lost_nodes, ", "), report.run.reissued_tiles.size(),
+                       tiles.empty() ? "none were left" : tiles);
+    for (const std::string& reason : report.run.lost_reasons) out += fmt::format("  {}\n", reason);
   }
   const Verification& check = report.verification;
   if (check.mode == VerifyMode::kNone) {

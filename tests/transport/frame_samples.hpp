@@ -69,9 +69,12 @@ inline std::vector<Message> sample_messages() {
   Error empty_error{ErrorCode::kBusy, ""};
   Release release{{1, 2, 3, 0xFFFFFFFFu}};
   Release empty_release{};
+  Stats stats{12.5, 0.125, 23.75, 12.0, 40, (3ull << 30) + 17, 0xFFFFFFFFFFFFFFFFull};
+  Stats empty_stats{};
 
-  return {hello,      auth,  auth_ok,     gemm_probe, echo_probe, gemm_result, echo_result, job,
-          plain_job, credit, error, empty_error, Bye{}, release, empty_release};
+  return {hello,      auth,  auth_ok,     gemm_probe, echo_probe, gemm_result,    echo_result, job,
+          plain_job, credit, error, empty_error, Bye{}, release, empty_release, StatsRequest{},
+          stats,     empty_stats};
 }
 
 // Message has no operator== because Store and ResultTile hold spans; compare their data by value.

@@ -92,7 +92,7 @@ TEST(ProtocolHeader, RejectsBadMagicVersionReservedAndType) {
   put_le(bad_reserved, 12, 1, 4);
   EXPECT_TRUE(fails_with(decode_header(header_span(bad_reserved), {}).status(), StatusCode::kProtocolError, "reserved"));
 
-  for (uint16_t type : {uint16_t{0}, uint16_t{13}, uint16_t{0xFFFF}}) {
+  for (uint16_t type : {uint16_t{0}, uint16_t{15}, uint16_t{0xFFFF}}) {
     std::vector<std::byte> bad_type = bytes;
     put_le(bad_type, 6, type, 2);
     EXPECT_TRUE(fails_with(decode_header(header_span(bad_type), {}).status(), StatusCode::kProtocolError,
@@ -123,6 +123,11 @@ TEST(ProtocolHeader, RejectsPayloadLengthsTheTypeCannotHave) {
   check(MessageType::kStore, 23, false);
   check(MessageType::kStore, Limits{}.max_payload_bytes, true);
   check(MessageType::kStore, Limits{}.max_payload_bytes + 1, false);
+  check(MessageType::kStatsRequest, 0, true);
+  check(MessageType::kStatsRequest, 1, false);
+  check(MessageType::kStats, 56, true);
+  check(MessageType::kStats, 55, false);
+  check(MessageType::kStats, 57, false);
 }
 
 TEST(ProtocolHeader, HugeClaimedLengthIsRejectedWithoutAllocation) {
@@ -157,15 +162,18 @@ TEST(ProtocolPayload, EveryNonBulkMessageRoundTrips) {
 }
 
 TEST(ProtocolPayload, MessageTypesAndNames) {
-  const std::vector<Message> all = {Hello{},       Auth{}, AuthOk{}, Probe{}, ProbeResult{}, Store{},
-                                    Job{},         Credit{}, ResultTile{}, Error{}, Bye{},   Release{}};
-  const char* names[] = {"HELLO", "AUTH",   "AUTH_OK", "PROBE", "PROBE_RESULT", "STORE",
-                         "JOB",   "CREDIT", "RESULT",  "ERROR", "BYE",          "RELEASE"};
+  const std::vector<Message> all = {Hello{},  Auth{},       AuthOk{}, Probe{}, ProbeResult{}, Store{},
+                                    Job{},    Credit{},     ResultTile{}, Error{}, Bye{},    Release{},
+                                    StatsRequest{}, Stats{}};
+  const char* names[] = {"HELLO", "AUTH",   "AUTH_OK", "PROBE", "PROBE_RESULT", "STORE",         "JOB",
+                         "CREDIT", "RESULT", "ERROR",  "BYE",   "RELEASE",      "STATS_REQUEST", "STATS"};
+  ASSERT_EQ(all.size(), std::size(names));
   for (std::size_t i = 0; i < all.size(); ++i) {
     EXPECT_EQ(static_cast<std::size_t>(message_type(all[i])), i + 1);
     EXPECT_EQ(message_type_name(static_cast<uint16_t>(i + 1)), names[i]);
   }
   EXPECT_EQ(message_type_name(0), "UNKNOWN(0)");
+  EXPECT_EQ(message_type_name(15), "UNKNOWN(15)");
   EXPECT_EQ(message_type_name(77), "UNKNOWN(77)");
 }
 
@@ -269,7 +277,7 @@ TEST(ProtocolPayload, TrailingBytesAreRejected) {
 
 TEST(ProtocolPayload, UnknownTypeIsRejected) {
   EXPECT_TRUE(fails_with(decode_payload(0, {}, Limits{}).status(), StatusCode::kProtocolError, "type 0 unknown"));
-  EXPECT_TRUE(fails_with(decode_payload(13, {}, Limits{}).status(), StatusCode::kProtocolError, "type 13 unknown"));
+  EXPECT_TRUE(fails_with(decode_payload(15, {}, Limits{}).status(), StatusCode::kProtocolError, "type 15 unknown"));
 }
 
 // --- Field validation --------------------------------------------------------------------
@@ -445,6 +453,61 @@ TEST(ProtocolValidation, ReleaseCount) {
   put_le(inconsistent, 0, 2, 4);
   EXPECT_TRUE(fails_with(decode_status(MessageType::kRelease, inconsistent), StatusCode::kProtocolError,
                          "RELEASE: count 2 needs a payload of 12 bytes, got 16"));
+}
+
+TEST(ProtocolPayload, StatsRoundTripsWithItsLayout) {
+  const Stats stats{1.5, 0.25, 2.75, 1.25, 0x0102030405060708ull, 9, 0xFFFFFFFFFFFFFFFFull};
+  const std::vector<std::byte> payload = encode_payload(stats);
+  ASSERT_EQ(payload.size(), 56u);
+  // f64 session_seconds | f64 io_cpu | f64 compute_cpu | f64 compute_wall | u64 jobs | u64 in | u64 out
+  const double doubles[] = {1.5, 0.25, 2.75, 1.25};
+  for (std::size_t i = 0; i < 4; ++i) {
+    double value = 0.0;
+    std::memcpy(&value, payload.data() + 8 * i, sizeof value);  // the host is little-endian
+    EXPECT_EQ(value, doubles[i]) << "field " << i;
+  }
+  EXPECT_EQ(std::to_integer<int>(payload[32]), 0x08);  // jobs, least significant byte first
+  EXPECT_EQ(std::to_integer<int>(payload[39]), 0x01);
+  EXPECT_EQ(std::to_integer<int>(payload[40]), 9);
+  EXPECT_EQ(std::to_integer<int>(payload[55]), 0xFF);
+  Result<Message> decoded = decode_payload(static_cast<uint16_t>(MessageType::kStats), payload, Limits{});
+  ASSERT_TRUE(decoded) << decoded.status().to_string();
+  EXPECT_EQ(std::get<Stats>(*decoded), stats);
+
+  EXPECT_TRUE(encode_payload(StatsRequest{}).empty());
+  Result<Message> request = decode_payload(static_cast<uint16_t>(MessageType::kStatsRequest), {}, Limits{});
+  ASSERT_TRUE(request) << request.status().to_string();
+  EXPECT_TRUE(std::holds_alternative<StatsRequest>(*request));
+}
+
+TEST(ProtocolValidation, StatsLengthAndValues) {
+  const std::vector<std::byte> valid = encode_payload(Stats{1.0, 0.5, 1.5, 1.0, 3, 100, 200});
+  ASSERT_TRUE(decode_status(MessageType::kStats, valid).is_ok());
+
+  std::vector<std::byte> short_payload(valid.begin(), valid.end() - 1);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStats, short_payload), StatusCode::kProtocolError,
+                         "STATS: truncated at bytes_sent"));
+  std::vector<std::byte> long_payload = valid;
+  long_payload.push_back(std::byte{0});
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStats, long_payload), StatusCode::kProtocolError,
+                         "STATS: 1 trailing bytes"));
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStats, {}), StatusCode::kProtocolError,
+                         "STATS: truncated at session_seconds"));
+
+  const char* fields[] = {"session_seconds", "io_cpu_seconds", "compute_cpu_seconds", "compute_wall_seconds"};
+  for (std::size_t field = 0; field < std::size(fields); ++field) {
+    for (double bad : {-1.0, -1e-300, std::nan(""), std::numeric_limits<double>::infinity(),
+                       -std::numeric_limits<double>::infinity()}) {
+      std::vector<std::byte> payload = valid;
+      std::memcpy(payload.data() + 8 * field, &bad, sizeof bad);
+      SCOPED_TRACE(std::string(fields[field]) + " = " + std::to_string(bad));
+      EXPECT_TRUE(fails_with(decode_status(MessageType::kStats, payload), StatusCode::kProtocolError,
+                             std::string("STATS: ") + fields[field]));
+    }
+  }
+
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStatsRequest, std::vector<std::byte>(1)),
+                         StatusCode::kProtocolError, "STATS_REQUEST: 1 trailing bytes"));
 }
 
 // --- Lying frames must not cost memory ---------------------------------------------------

@@ -28,13 +28,17 @@ constexpr uint64_t kCapBytes = 64 * 1024;
 
 class WorkerServerTest : public ::testing::Test {
  protected:
+  static constexpr uint32_t kThreads = 2;
+
+  virtual uint64_t cap_bytes() const { return kCapBytes; }
+
   void SetUp() override {
     WorkerOptions options;
     options.listen_host = "127.0.0.1";
     options.port = 0;
-    options.threads = 2;
+    options.threads = kThreads;
     options.secret = kSecret;
-    options.tile_memory_cap = kCapBytes;
+    options.tile_memory_cap = cap_bytes();
     auto started = WorkerServer::start(options);
     ASSERT_TRUE(started.is_ok()) << started.status().to_string();
     server_ = std::move(started).value();
@@ -341,6 +345,131 @@ TEST_F(WorkerServerTest, UnexpectedMessageIsBadFrame) {
   ASSERT_TRUE(session->write_message(tp::Credit{1, 1, 0.0}).is_ok());
   EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadFrame));
   EXPECT_TRUE(read_closed(*session));
+}
+
+TEST_F(WorkerServerTest, StatsRequestBeforeAuthenticationIsRefused) {
+  auto connection = connect();
+  ASSERT_NE(connection, nullptr);
+  Watchdog watchdog(*connection, 20s);
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Hello>(*connection, frame));
+  ASSERT_TRUE(connection->write_message(tp::StatsRequest{}).is_ok());
+  EXPECT_TRUE(read_error(*connection, tp::ErrorCode::kAuthRequired));
+  EXPECT_TRUE(read_closed(*connection));
+}
+
+// Real GEMM sizes need more than the 64 KiB store the other tests use.
+class WorkerServerStatsTest : public WorkerServerTest {
+ protected:
+  uint64_t cap_bytes() const override { return 16ull << 20; }
+};
+
+::testing::AssertionResult read_stats(tp::FrameConnection& connection, uint64_t request_id, tp::Stats& stats) {
+  if (!connection.write_message(tp::StatsRequest{}, request_id).is_ok()) {
+    return ::testing::AssertionFailure() << "cannot send STATS_REQUEST";
+  }
+  tp::IncomingFrame frame;
+  auto read = read_expect<tp::Stats>(connection, frame);
+  if (!read) return read;
+  if (frame.header.request_id != request_id) {
+    return ::testing::AssertionFailure() << "STATS answered request " << frame.header.request_id << ", not "
+                                         << request_id;
+  }
+  stats = std::get<tp::Stats>(frame.message);
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(WorkerServerStatsTest, StatsCountJobsBytesAndCpuOfTheSession) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 120s);
+  constexpr uint32_t kSize = 256;
+  constexpr int kJobs = 4;
+  const Dense a = Dense::integers(kSize, kSize, 1);
+  const Dense b = Dense::integers(kSize, kSize, 2);
+  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
+  const uint64_t store_bytes = 2 * tp::store_payload_bytes(tp::TilePrefix{1, kSize, kSize});
+
+  // C = kJobs * A * B, accumulated in place by kJobs jobs; the last one sends C back.
+  for (int i = 0; i < kJobs; ++i) {
+    uint32_t flags = i == 0 ? tp::kJobCreateOutput : 0;
+    if (i == kJobs - 1) flags |= tp::kJobSendResult;
+    auto job = gemm_job(static_cast<uint64_t>(i), 1, 2, 3, kSize, kSize, kSize, flags);
+    job.c_rows = kSize;
+    job.c_cols = kSize;
+    ASSERT_TRUE(session->write_message(job).is_ok());
+  }
+  tp::IncomingFrame frame;
+  for (int i = 0; i < kJobs; ++i) ASSERT_TRUE(read_expect<tp::Credit>(*session, frame)) << "job " << i;
+  ASSERT_TRUE(read_expect<tp::ResultTile>(*session, frame));
+  const auto& result = std::get<tp::ResultTile>(frame.message);
+  const Dense product = testing::multiply(a, b);
+  ASSERT_EQ(result.data.size(), product.values.size());
+  for (std::size_t i = 0; i < product.values.size(); ++i) {
+    ASSERT_EQ(result.data[i], kJobs * product.values[i]) << i;
+  }
+  const uint64_t result_bytes = tp::result_payload_bytes(tp::TilePrefix{3, kSize, kSize});
+
+  tp::Stats first;
+  ASSERT_TRUE(read_stats(*session, 21, first));
+  EXPECT_EQ(first.jobs, static_cast<uint64_t>(kJobs));
+  EXPECT_GT(first.session_seconds, 0.0);
+  EXPECT_GT(first.compute_cpu_seconds, 0.0);
+  EXPECT_GT(first.io_cpu_seconds, 0.0);
+  EXPECT_GT(first.compute_wall_seconds, 0.0);
+  EXPECT_LE(first.compute_wall_seconds, first.session_seconds);
+  // The pool's threads cannot have used more CPU than they had wall time.
+  EXPECT_LE(first.compute_cpu_seconds, kThreads * first.session_seconds * 1.1);
+  EXPECT_GE(first.bytes_received, store_bytes);
+  EXPECT_GE(first.bytes_sent, result_bytes);
+  RecordProperty("io_cpu_share_percent",
+                 std::to_string(100.0 * first.io_cpu_seconds / (first.io_cpu_seconds + first.compute_cpu_seconds)));
+
+  // One more job: every figure grows or stays.
+  ASSERT_TRUE(session->write_message(gemm_job(kJobs, 1, 2, 3, kSize, kSize, kSize)).is_ok());
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  tp::Stats second;
+  ASSERT_TRUE(read_stats(*session, 22, second));
+  EXPECT_EQ(second.jobs, static_cast<uint64_t>(kJobs + 1));
+  EXPECT_GT(second.session_seconds, first.session_seconds);
+  EXPECT_GE(second.io_cpu_seconds, first.io_cpu_seconds);
+  EXPECT_GT(second.compute_cpu_seconds, first.compute_cpu_seconds);
+  EXPECT_GT(second.compute_wall_seconds, first.compute_wall_seconds);
+  EXPECT_GT(second.bytes_received, first.bytes_received);
+  EXPECT_GT(second.bytes_sent, first.bytes_sent);
+  EXPECT_LE(second.compute_cpu_seconds, kThreads * second.session_seconds * 1.1);
+
+  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
+  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+}
+
+TEST_F(WorkerServerStatsTest, NextSessionStatsStartFromZero) {
+  {
+    auto session = open_session();
+    ASSERT_NE(session, nullptr);
+    Watchdog watchdog(*session, 60s);
+    ASSERT_TRUE(store_tile(*session, 1, Dense::integers(64, 64, 1)).is_ok());
+    ASSERT_TRUE(store_tile(*session, 2, Dense::integers(64, 64, 2)).is_ok());
+    auto job = gemm_job(1, 1, 2, 3, 64, 64, 64, tp::kJobCreateOutput);
+    job.c_rows = job.c_cols = 64;
+    ASSERT_TRUE(session->write_message(job).is_ok());
+    tp::IncomingFrame frame;
+    ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+    ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
+    ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+  }
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 60s);
+  tp::Stats stats;
+  ASSERT_TRUE(read_stats(*session, 1, stats));
+  EXPECT_EQ(stats.jobs, 0u);
+  EXPECT_EQ(stats.compute_cpu_seconds, 0.0);
+  EXPECT_EQ(stats.compute_wall_seconds, 0.0);
+  // Only the STATS_REQUEST frame itself has arrived; no reply has been sent before this one.
+  EXPECT_EQ(stats.bytes_received, tp::kHeaderSize);
+  EXPECT_EQ(stats.bytes_sent, 0u);
 }
 
 TEST_F(WorkerServerTest, StopEndsAnActiveSession) {

@@ -32,7 +32,8 @@ constexpr std::size_t kJobBytes = 8 + 4 * 16;                                   
 constexpr std::size_t kCreditBytes = 8 + 4 + 4 + 8;
 constexpr std::size_t kErrorFixedBytes = 4 + 2;
 constexpr std::size_t kReleaseFixedBytes = 4;
-constexpr uint16_t kMaxType = static_cast<uint16_t>(MessageType::kRelease);
+constexpr std::size_t kStatsBytes = 4 * 8 + 3 * 8;                             // 56
+constexpr uint16_t kMaxType = static_cast<uint16_t>(MessageType::kStats);
 
 // Longest string the encoder emits; decoders enforce Limits::max_string_bytes (4096 by default).
 constexpr std::size_t kMaxEncodedString = Limits{}.max_string_bytes;
@@ -213,6 +214,20 @@ std::vector<std::byte> encode(const Release& m) {
   PayloadWriter w(kReleaseFixedBytes + 4 * m.tile_ids.size());
   w.u32(static_cast<uint32_t>(m.tile_ids.size()));
   for (uint32_t id : m.tile_ids) w.u32(id);
+  return w.take();
+}
+
+std::vector<std::byte> encode(const StatsRequest&) { return {}; }
+
+std::vector<std::byte> encode(const Stats& m) {
+  PayloadWriter w(kStatsBytes);
+  w.f64(m.session_seconds);
+  w.f64(m.io_cpu_seconds);
+  w.f64(m.compute_cpu_seconds);
+  w.f64(m.compute_wall_seconds);
+  w.u64(m.jobs);
+  w.u64(m.bytes_received);
+  w.u64(m.bytes_sent);
   return w.take();
 }
 
@@ -520,6 +535,29 @@ Result<Message> decode_release(std::span<const std::byte> payload, const Limits&
   return Message(std::move(m));
 }
 
+Result<Message> decode_stats_request(std::span<const std::byte> payload) {
+  PayloadReader r("STATS_REQUEST", payload);
+  if (!r.finish()) return r.status();
+  return Message(StatsRequest{});
+}
+
+Result<Message> decode_stats(std::span<const std::byte> payload) {
+  Stats m;
+  PayloadReader r("STATS", payload);
+  if (!(r.f64("session_seconds", m.session_seconds) && r.f64("io_cpu_seconds", m.io_cpu_seconds) &&
+        r.f64("compute_cpu_seconds", m.compute_cpu_seconds) &&
+        r.f64("compute_wall_seconds", m.compute_wall_seconds) && r.u64("jobs", m.jobs) &&
+        r.u64("bytes_received", m.bytes_received) && r.u64("bytes_sent", m.bytes_sent) && r.finish())) {
+    return r.status();
+  }
+  constexpr double kUnbounded = std::numeric_limits<double>::max();
+  TESSERA_RETURN_IF_ERROR(check_seconds("STATS", "session_seconds", m.session_seconds, kUnbounded));
+  TESSERA_RETURN_IF_ERROR(check_seconds("STATS", "io_cpu_seconds", m.io_cpu_seconds, kUnbounded));
+  TESSERA_RETURN_IF_ERROR(check_seconds("STATS", "compute_cpu_seconds", m.compute_cpu_seconds, kUnbounded));
+  TESSERA_RETURN_IF_ERROR(check_seconds("STATS", "compute_wall_seconds", m.compute_wall_seconds, kUnbounded));
+  return Message(m);
+}
+
 struct RawTilePrefix {
   TilePrefix tile;
   uint32_t reserved = 0;
@@ -625,6 +663,8 @@ PayloadBounds payload_bounds(MessageType type, const Limits& limits) {
     case MessageType::kBye: return {0, 0};
     case MessageType::kRelease:
       return {kReleaseFixedBytes, kReleaseFixedBytes + uint64_t{4} * limits.max_release_tiles};
+    case MessageType::kStatsRequest: return {0, 0};
+    case MessageType::kStats: return {kStatsBytes, kStatsBytes};
   }
   return {0, 0};
 }
@@ -638,6 +678,10 @@ static_assert(std::is_same_v<std::variant_alternative_t<8, Message>, ResultTile>
               kAlternativeIs<8, MessageType::kResult>);
 static_assert(std::is_same_v<std::variant_alternative_t<11, Message>, Release> &&
               kAlternativeIs<11, MessageType::kRelease>);
+static_assert(std::is_same_v<std::variant_alternative_t<12, Message>, StatsRequest> &&
+              kAlternativeIs<12, MessageType::kStatsRequest>);
+static_assert(std::is_same_v<std::variant_alternative_t<13, Message>, Stats> &&
+              kAlternativeIs<13, MessageType::kStats>);
 static_assert(std::variant_size_v<Message> == kMaxType);
 
 }  // namespace
@@ -656,6 +700,8 @@ std::string message_type_name(uint16_t type) {
     case 10: return "ERROR";
     case 11: return "BYE";
     case 12: return "RELEASE";
+    case 13: return "STATS_REQUEST";
+    case 14: return "STATS";
     default: return "UNKNOWN(" + std::to_string(type) + ")";
   }
 }
@@ -755,6 +801,8 @@ Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload
     case 10: return decode_error(payload, limits);
     case 11: return decode_bye(payload);
     case 12: return decode_release(payload, limits);
+    case 13: return decode_stats_request(payload);
+    case 14: return decode_stats(payload);
     default:
       return protocol_error("message type " + std::to_string(type) + " unknown (valid 1.." + std::to_string(kMaxType) + ")");
   }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "tessera/worker/gemm.hpp"
+#include "tessera/worker/thread_cpu.hpp"
 
 namespace tessera::worker {
 
@@ -18,6 +19,9 @@ uint32_t online_cpus() {
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   return cpus < 1 ? 1u : static_cast<uint32_t>(cpus);
 }
+
+// While a completion runs on this thread: the seconds it has declared as communication.
+thread_local double* completion_io_seconds = nullptr;
 
 }  // namespace
 
@@ -66,6 +70,15 @@ std::size_t ComputePool::cancel_pending() {
   return dropped.size();
 }
 
+ComputePool::Totals ComputePool::totals() const {
+  std::lock_guard lock(mutex_);
+  return totals_;
+}
+
+void ComputePool::count_as_io(double cpu_seconds) {
+  if (completion_io_seconds != nullptr && cpu_seconds > 0.0) *completion_io_seconds += cpu_seconds;
+}
+
 void ComputePool::wait_idle() {
   std::unique_lock lock(mutex_);
   idle_cv_.wait(lock, [this] { return idle(); });
@@ -102,25 +115,42 @@ void ComputePool::thread_main() {
     // Rows [strip*m/strips, (strip+1)*m/strips): sizes differ by at most one row.
     const std::size_t first = strip * task.m / strips;
     const std::size_t last = (strip + 1) * task.m / strips;
+    const double strip_cpu_start = thread_cpu_seconds();
     gemm_accumulate(last - first, task.n, task.k, task.a + first * task.lda, task.lda, task.b, task.ldb,
                     task.c + first * task.ldc, task.ldc);
+    const double strip_cpu = thread_cpu_seconds() - strip_cpu_start;
 
     lock.lock();
+    totals_.compute_cpu_seconds += std::max(strip_cpu, 0.0);
     if (++strips_done_ < strip_count_) continue;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    ++totals_.jobs;
+    totals_.wall_seconds += seconds;
     Job finished = std::move(current_);
     current_ = Job{};
     running_ = false;
     completing_ = true;  // keeps the next job from touching C while the completion reads it
     lock.unlock();
+
+    // The completion's CPU time, including destroying it (it may hold the last reference to a
+    // tile), is compute except what it declares as communication through count_as_io().
+    double io_seconds = 0.0;
+    const double completion_cpu_start = thread_cpu_seconds();
+    completion_io_seconds = &io_seconds;
     try {
       if (finished.done) finished.done(seconds);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "tessera-worker: job completion failed: %s\n", e.what());
     }
+    completion_io_seconds = nullptr;
     finished = Job{};
+    const double completion_cpu = std::max(thread_cpu_seconds() - completion_cpu_start, 0.0);
+    const double completion_io = std::min(io_seconds, completion_cpu);
+
     lock.lock();
+    totals_.compute_cpu_seconds += completion_cpu - completion_io;
+    totals_.io_cpu_seconds += completion_io;
     completing_ = false;
     if (idle()) idle_cv_.notify_all();
     if (!queue_.empty()) work_cv_.notify_all();

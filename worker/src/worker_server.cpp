@@ -25,6 +25,7 @@
 #include "tessera/transport/auth.hpp"
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/worker/compute_pool.hpp"
+#include "tessera/worker/thread_cpu.hpp"
 #include "tessera/worker/tile_store.hpp"
 
 namespace tessera::worker {
@@ -199,6 +200,16 @@ namespace {
 // One coordinator connection: handshake, then (holding the session slot) frames until BYE, an
 // error, or the peer leaves. Runs on its connection thread; job completions run on pool threads
 // and only write frames.
+//
+// CPU accounting (reported in STATS, counted from the start of serve()):
+//  - io: all CPU time of the connection thread (socket reads and writes, frame decoding, job
+//    validation, tile bookkeeping), except a GEMM probe's operand setup and loop, which is
+//    compute; plus the CPU time job completions spend encoding and writing CREDIT/RESULT on a pool
+//    thread, measured around those writes and declared with ComputePool::count_as_io.
+//  - compute: the pool threads' CPU time in GEMM strips and in the rest of each completion
+//    (releasing tiles), plus the probe setup above.
+// Both come from per-thread CPU clocks (CLOCK_THREAD_CPUTIME_ID), so time spent blocked on the
+// network or waiting for work counts as neither.
 class Session {
  public:
   Session(ServerCore& server, std::shared_ptr<tp::FrameConnection> connection)
@@ -217,6 +228,9 @@ class Session {
   bool handle_job(const tp::Job& job, uint64_t request_id);
   bool handle_probe(tp::Probe& probe, uint64_t request_id);
   bool handle_bye(uint64_t request_id);
+  bool handle_stats(uint64_t request_id);
+  // The session's figures so far. REQUIRES: called on the connection thread.
+  tp::Stats stats() const;
   // Ends the session because of a network failure or a protocol error noticed while reading.
   bool read_failed(const Status& status, uint64_t request_id);
   // Logs, sends ERROR, ends the session.
@@ -228,17 +242,65 @@ class Session {
   std::shared_ptr<tp::FrameConnection> connection_;
   std::string peer_;
   std::string end_reason_ = "peer closed the connection";
-  uint64_t jobs_ = 0;
+  // Figures at the start of serve(); STATS reports the growth since.
+  std::chrono::steady_clock::time_point started_;
+  double connection_cpu_start_ = 0.0;
+  ComputePool::Totals pool_start_;
+  uint64_t bytes_received_start_ = 0;
+  uint64_t bytes_sent_start_ = 0;
+  // Connection-thread CPU time that was compute (GEMM probes); only the connection thread touches it.
+  double connection_compute_cpu_ = 0.0;
+  std::atomic<uint64_t> jobs_finished_{0};  // counted by completions before their CREDIT
 };
 
 void Session::serve() {
+  // The pool is idle here (the previous session's close() waited for it), so its totals grow
+  // only with this session's work from now on.
+  started_ = std::chrono::steady_clock::now();
+  connection_cpu_start_ = thread_cpu_seconds();
+  pool_start_ = server_.pool_.totals();
+  bytes_received_start_ = connection_->bytes_received();
+  bytes_sent_start_ = connection_->bytes_sent();
   log_line(fmt::format("session with {} started", peer_));
   while (!server_.stopping_ && serve_frame()) {
   }
   if (server_.stopping_) end_reason_ = "worker stopping";
   close();
-  log_line(fmt::format("session with {} ended: {} ({} jobs, {} bytes in, {} bytes out)", peer_, end_reason_,
-                       jobs_, connection_->bytes_received(), connection_->bytes_sent()));
+  const tp::Stats totals = stats();
+  const double cpu = totals.io_cpu_seconds + totals.compute_cpu_seconds;
+  const std::string io_share =
+      totals.compute_cpu_seconds > 0.0 ? fmt::format(", {:.1f}% io", 100.0 * totals.io_cpu_seconds / cpu) : "";
+  log_line(fmt::format("session with {} ended: {} ({} jobs, {} bytes in, {} bytes out in {:.3f} s; CPU io {:.4f} s, "
+                       "compute {:.4f} s{})",
+                       peer_, end_reason_, totals.jobs, totals.bytes_received, totals.bytes_sent,
+                       totals.session_seconds, totals.io_cpu_seconds, totals.compute_cpu_seconds, io_share));
+}
+
+tp::Stats Session::stats() const {
+  const ComputePool::Totals pool = server_.pool_.totals();
+  tp::Stats out;
+  out.session_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  const double connection_cpu = thread_cpu_seconds() - connection_cpu_start_;
+  out.io_cpu_seconds = std::max(connection_cpu - connection_compute_cpu_, 0.0) +
+                       (pool.io_cpu_seconds - pool_start_.io_cpu_seconds);
+  out.compute_cpu_seconds =
+      connection_compute_cpu_ + (pool.compute_cpu_seconds - pool_start_.compute_cpu_seconds);
+  out.compute_wall_seconds = pool.wall_seconds - pool_start_.wall_seconds;
+  out.jobs = jobs_finished_.load();
+  out.bytes_received = connection_->bytes_received() - bytes_received_start_;
+  out.bytes_sent = connection_->bytes_sent() - bytes_sent_start_;
+  // The codec refuses negative values; clamping keeps a clock oddity from making the reply undecodable.
+  for (double* value : {&out.session_seconds, &out.io_cpu_seconds, &out.compute_cpu_seconds,
+                        &out.compute_wall_seconds}) {
+    *value = std::max(*value, 0.0);
+  }
+  return out;
+}
+
+bool Session::handle_stats(uint64_t request_id) {
+  const Status written = connection_->write_message(stats(), request_id);
+  if (!written.is_ok()) return read_failed(written, request_id);
+  return true;
 }
 
 bool Session::handshake() {
@@ -305,6 +367,7 @@ bool Session::serve_frame() {
     return true;
   }
   if (std::holds_alternative<tp::Bye>(message)) return handle_bye(request_id);
+  if (std::holds_alternative<tp::StatsRequest>(message)) return handle_stats(request_id);
   if (auto* error = std::get_if<tp::Error>(&message)) {
     end_reason_ = fmt::format("coordinator sent ERROR {}: {}", static_cast<uint32_t>(error->code),
                               error->message);
@@ -427,7 +490,6 @@ bool Session::handle_job(const tp::Job& job, uint64_t request_id) {
   task.b = tiles.b->data() + static_cast<std::size_t>(job.b_row) * task.ldb + job.b_col;
   task.ldc = tiles.c->cols();
   task.c = tiles.c->data() + static_cast<std::size_t>(job.c_row) * task.ldc + job.c_col;
-  ++jobs_;
   server_.pool_.submit(task, [this, job, request_id, tiles = std::move(tiles)](double seconds) mutable {
     finish_job(job, request_id, seconds, tiles);
   });
@@ -444,6 +506,10 @@ void Session::finish_job(const tp::Job& job, uint64_t request_id, double seconds
   // the released memory under the cap.
   tiles.a.reset();
   tiles.b.reset();
+  // Counted before the CREDIT goes out, so a STATS_REQUEST sent after reading it includes the job.
+  jobs_finished_.fetch_add(1);
+  // Writing is communication even though it runs on a pool thread: its CPU time moves to io.
+  const double write_cpu_start = thread_cpu_seconds();
   // A failed write means the peer is gone; the session's reader notices and ends the session.
   (void)connection_->write_message(tp::Credit{job.job_id, 1, seconds}, request_id);
   if ((job.flags & tp::kJobSendResult) != 0) {
@@ -456,6 +522,7 @@ void Session::finish_job(const tp::Job& job, uint64_t request_id, double seconds
     header.request_id = request_id;
     (void)connection_->write_frame(header, parts);
   }
+  ComputePool::count_as_io(thread_cpu_seconds() - write_cpu_start);
 }
 
 bool Session::handle_probe(tp::Probe& probe, uint64_t request_id) {
@@ -469,6 +536,8 @@ bool Session::handle_probe(tp::Probe& probe, uint64_t request_id) {
   }
   const uint32_t size = probe.size;
   if (size == 0) return fail(tp::ErrorCode::kBadFrame, "GEMM probe of size 0", request_id);
+  // Setting up and driving the probe is compute work, although this thread does it.
+  const double probe_cpu_start = thread_cpu_seconds();
   TileStore& store = server_.store_;
   auto a = store.allocate_scratch(size, size);
   auto b = a.is_ok() ? store.allocate_scratch(size, size) : a;
@@ -507,6 +576,7 @@ bool Session::handle_probe(tp::Probe& probe, uint64_t request_id) {
   result.seconds = seconds;
   const double flops = 2.0 * size * static_cast<double>(size) * size * repetitions;
   result.gflops = seconds > 0.0 ? flops / seconds / 1e9 : 0.0;
+  connection_compute_cpu_ += std::max(thread_cpu_seconds() - probe_cpu_start, 0.0);
   log_line(fmt::format("session with {}: GEMM probe {} x {}: {} reps in {:.3f} s, {:.2f} GFLOP/s", peer_,
                        size, size, repetitions, seconds, result.gflops));
   const Status written = connection_->write_message(result, request_id);

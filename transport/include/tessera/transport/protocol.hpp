@@ -45,6 +45,8 @@ enum class MessageType : uint16_t {
   kError = 10,       // either way: reason; the sender closes the connection after it
   kBye = 11,         // either way: orderly end of session
   kRelease = 12,     // coordinator -> worker: drop tiles from the store
+  kStatsRequest = 13,  // coordinator -> worker: send STATS for this session
+  kStats = 14,         // worker -> coordinator: the session's cumulative CPU, time and byte figures
 };
 
 // Name for messages and logs ("STORE"); "UNKNOWN(77)" for values outside the enum.
@@ -219,8 +221,35 @@ struct Release {
   bool operator==(const Release&) const = default;
 };
 
+// STATS_REQUEST: empty payload. Answered with STATS carrying the same request_id.
+struct StatsRequest {
+  bool operator==(const StatsRequest&) const = default;
+};
+
+// STATS: f64 session_seconds | f64 io_cpu_seconds | f64 compute_cpu_seconds
+//        | f64 compute_wall_seconds | u64 jobs | u64 bytes_received | u64 bytes_sent   (56 bytes)
+// Cumulative figures of the current session, counted from the moment the worker accepted the
+// authenticated session (the handshake itself is not included). Every double is finite and >= 0.
+// io_cpu_seconds is thread CPU time spent on communication: the session's connection thread
+// (reading, decoding and checking frames, filing tiles) plus the CREDIT/RESULT writes that run on
+// compute threads. compute_cpu_seconds is the compute threads' CPU time on GEMM work (JOBs and
+// GEMM probes, with the bookkeeping after each job); compute_wall_seconds sums that work's wall
+// time. Time spent blocked counts as neither. jobs counts JOBs finished (CREDIT sent); the byte counts are the
+// session's socket traffic in both directions, frame headers included.
+struct Stats {
+  double session_seconds = 0.0;
+  double io_cpu_seconds = 0.0;
+  double compute_cpu_seconds = 0.0;
+  double compute_wall_seconds = 0.0;
+  uint64_t jobs = 0;
+  uint64_t bytes_received = 0;
+  uint64_t bytes_sent = 0;
+  bool operator==(const Stats&) const = default;
+};
+
+// Alternatives are listed in wire-type order (index + 1 == MessageType).
 using Message = std::variant<Hello, Auth, AuthOk, Probe, ProbeResult, Store, Job, Credit,
-                             ResultTile, Error, Bye, Release>;
+                             ResultTile, Error, Bye, Release, StatsRequest, Stats>;
 
 MessageType message_type(const Message& message);
 

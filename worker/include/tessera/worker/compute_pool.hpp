@@ -6,6 +6,10 @@
 // runs on a pool thread after its last strip and before the next job starts, so it may read C
 // (e.g. send it) safely. Idle threads sleep on a condition variable (workers often run under a
 // cgroup CPU quota, where spinning would steal the budget from compute).
+// Accounting: totals() reports the jobs finished, their wall time, and the pool threads' CPU time
+// split into compute and communication. A strip's thread CPU time is compute; a completion's is
+// compute too except what the completion declares with count_as_io() (the worker's completions
+// write CREDIT/RESULT frames, and that is communication even though it runs on a pool thread).
 // Ownership: the caller keeps A, B and C alive until the completion runs or the job is cancelled;
 // the usual way is to capture owning references in the completion, which the pool destroys after
 // calling it (or on cancel). Thread-safe: every member may be called from any thread except that
@@ -62,6 +66,23 @@ class ComputePool {
   // Blocks until no job is queued or running.
   void wait_idle();
 
+  // Cumulative figures since the pool started; a period's figures are the difference of two
+  // snapshots (the worker takes one when a session starts). A job's wall and strip CPU time are
+  // included before its completion is called; a completion's own CPU time once it has returned.
+  // Time the threads spend waking up and handing out strips is in neither CPU figure.
+  struct Totals {
+    uint64_t jobs = 0;                 // jobs finished, submit() and run() alike
+    double wall_seconds = 0.0;         // sum of the jobs' wall times, first strip start to last strip end
+    double compute_cpu_seconds = 0.0;  // thread CPU in strips and completions, minus io_cpu_seconds
+    double io_cpu_seconds = 0.0;       // completion thread CPU declared with count_as_io()
+  };
+  Totals totals() const;
+
+  // For a completion: `cpu_seconds` of the calling thread's CPU time within this completion went
+  // to communication, so totals() counts it as io instead of compute (at most the completion's
+  // whole CPU time moves). Ignored when the calling thread is not running a completion.
+  static void count_as_io(double cpu_seconds);
+
  private:
   struct Job {
     GemmTask task;
@@ -73,7 +94,7 @@ class ComputePool {
   bool has_work() const;
   bool idle() const { return queue_.empty() && !running_ && !completing_; }
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable work_cv_;  // a strip or a new job is available, or stopping
   std::condition_variable idle_cv_;  // the pool went idle
   std::deque<Job> queue_;
@@ -86,6 +107,7 @@ class ComputePool {
   std::size_t strips_done_ = 0;
   std::chrono::steady_clock::time_point started_;
   bool stopping_ = false;
+  Totals totals_;
   std::vector<std::thread> threads_;
 };
 

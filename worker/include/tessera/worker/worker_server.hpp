@@ -6,6 +6,9 @@
 // (jobs run in arrival order; each is split over the pool's threads by rows of C, so accumulation
 // is in place and needs no locks), each finished job returns a CREDIT, and kJobSendResult returns
 // the output tile as RESULT straight from tile memory. PROBE measures GEMM speed or echoes bytes.
+// STATS_REQUEST returns the session's figures so far: CPU time spent on communication (frame I/O
+// and decoding, including CREDIT/RESULT writes made from compute threads) and on compute, compute
+// wall time, jobs finished, and bytes in and out (see tessera::transport::Stats).
 // A bad frame gets ERROR with a reason and the session ends; the server never crashes on input.
 // start() and stop() are thread-safe; run() blocks the calling thread until stop().
 #pragma once
