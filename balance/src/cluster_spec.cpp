@@ -1,5 +1,6 @@
 #include "tessera/balance/cluster_spec.hpp"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -42,7 +43,7 @@ int line_of(const YAML::Node& node, int fallback) {
   return line >= 0 ? line + 1 : fallback;
 }
 
-std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+std::string single_quoted(std::string_view text) { return fmt::format("'{}'", text); }
 
 std::string join(const std::vector<std::string>& words) {
   std::string out;

@@ -384,14 +384,21 @@ Status write_text_file(const std::string& path, const std::string& text) {
 Status write_results(const std::string& out_dir, const Study& study, const std::vector<RunRecord>& records) {
   std::string results =
       "study,variant,cluster,nodes,sweep_cpu,policy,overlap,n,repetition,makespan_s,gflops,imbalance,"
-      "predicted_makespan_s,prediction_error,verified,panel_width,panels_in_flight\n";
+      "predicted_makespan_s,prediction_error,verified,panel_width,panels_in_flight,worker_comm_cpu_share\n";
   std::string nodes =
       "study,variant,policy,overlap,n,repetition,node,kind,rows,weight,bytes_to_node,bytes_from_node,compute_s,comm_s,"
-      "idle_s,finish_s,predicted_finish_s\n";
+      "idle_s,finish_s,predicted_finish_s,worker_io_cpu_s,worker_compute_cpu_s\n";
   for (const RunRecord& record : records) {
     const MultiplyReport& report = record.report;
     const bool checked = report.verification.mode != VerifyMode::kNone;
-    results += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
+    double io_cpu = 0.0, compute_cpu = 0.0;
+    for (const NodeRunStats& node : report.run.nodes) {
+      io_cpu += node.worker_io_cpu_s;
+      compute_cpu += node.worker_compute_cpu_s;
+    }
+    const std::optional<double> comm_share =
+        io_cpu + compute_cpu > 0.0 ? std::optional<double>(io_cpu / (io_cpu + compute_cpu)) : std::nullopt;
+    results += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
                            record.cluster, record.node_count, csv_optional(record.sweep_cpu),
                            record.policy.name(), overlap_name(record.window), record.n, record.repetition,
                            csv_number(report.run.makespan_s), csv_number(report.run.gflops),
@@ -399,17 +406,18 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
                            report.prediction ? csv_number(report.prediction->makespan_s) : "",
                            csv_optional(report.prediction_error()),
                            checked ? (report.verification.passed ? "true" : "false") : "", report.plan.panel_width,
-                           report.plan.panels_in_flight);
+                           report.plan.panels_in_flight, csv_optional(comm_share));
     for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
       const NodeRunStats& node = report.run.nodes[i];
       const std::string kind = i < report.nodes.size() ? report.nodes[i].kind : "";
       const std::string predicted =
           report.prediction && i < report.prediction->finish_s.size() ? csv_number(report.prediction->finish_s[i]) : "";
-      nodes += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
+      nodes += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
                            record.policy.name(), overlap_name(record.window), record.n, record.repetition,
                            node.name, kind, node.rows, csv_number(node.weight), node.bytes_to_node,
                            node.bytes_from_node, csv_number(node.compute_s), csv_number(node.comm_s),
-                           csv_number(node.idle_s), csv_number(node.finish_s), predicted);
+                           csv_number(node.idle_s), csv_number(node.finish_s), predicted,
+                           csv_number(node.worker_io_cpu_s), csv_number(node.worker_compute_cpu_s));
     }
   }
   TESSERA_RETURN_IF_ERROR(write_text_file(out_dir + "/results.csv", results));
@@ -592,7 +600,7 @@ void plot_scaling(const std::string& out_dir, const Study& study, const std::vec
       const double speedup = base != groups.end() && here != groups.end()
                                  ? base->second.makespan_median / here->second.makespan_median
                                  : std::nan("");
-      data += " " + (std::isfinite(speedup) ? csv_number(speedup) : std::string("NaN"));
+      data += fmt::format(" {}", std::isfinite(speedup) ? csv_number(speedup) : std::string("NaN"));
     }
     data += "\n";
   }

@@ -311,8 +311,15 @@ class TileStreamer {
   Status run(NodeRunStats& stats) {
     const uint64_t sent_before = connection_.bytes_sent();
     const uint64_t received_before = connection_.bytes_received();
-    Status status = stream(stats);
+    Result<tp::Stats> worker_before = request_stats();
+    Status status = worker_before.is_ok() ? stream(stats) : worker_before.status();
     if (status.is_ok()) status = wind_down();
+    if (status.is_ok()) {
+      Result<tp::Stats> worker_after = request_stats();
+      if (!worker_after) return worker_after.status().with_context("asking for the worker's CPU figures: ");
+      stats.worker_io_cpu_s = worker_after->io_cpu_seconds - worker_before->io_cpu_seconds;
+      stats.worker_compute_cpu_s = worker_after->compute_cpu_seconds - worker_before->compute_cpu_seconds;
+    }
     stats.bytes_to_node = connection_.bytes_sent() - sent_before;
     stats.bytes_from_node = connection_.bytes_received() - received_before;
     stats.comm_s = comm_seconds_;
@@ -449,6 +456,19 @@ class TileStreamer {
     --results_expected_;
     in_flight_.erase(tile_index);
     return connection_.write_message(tp::Release{{c_tile_id(tile_index)}});
+  }
+
+  // The worker's cumulative session figures. Asked only when nothing of this run is on the wire,
+  // so the next frame must be the answer.
+  Result<tp::Stats> request_stats() {
+    TESSERA_RETURN_IF_ERROR(connection_.write_message(tp::StatsRequest{}));
+    Result<tp::IncomingFrame> frame = connection_.read_frame();
+    if (!frame) return frame.status();
+    if (auto* error = std::get_if<tp::Error>(&frame->message)) {
+      return network_error("the worker reported: " + error->message);
+    }
+    if (auto* worker_stats = std::get_if<tp::Stats>(&frame->message)) return *worker_stats;
+    return protocol_error(fmt::format("expected STATS, got {}", tp::message_type_name(frame->header.type)));
   }
 
   bool outstanding() const { return jobs_sent_ > credits_received_ || results_expected_ > 0; }

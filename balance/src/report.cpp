@@ -20,20 +20,31 @@ std::string format_report_table(const MultiplyReport& report) {
       "multiply C({}x{}) = A({}x{}) x B({}x{})  policy {}  layout {}  panels {} x {} rows, queue {} refill {}\n\n",
       plan.m, plan.n, plan.m, plan.k, plan.k, plan.n, policy_name(plan.policy), partition::layout_name(plan.layout),
       plan.panel_count(), plan.panel_width, plan.panels_in_flight, plan.refill_threshold);
-  out += fmt::format("{:<12} {:<8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>10}\n", "node", "kind",
-                     "rows", "weight", "MB in", "MB out", "compute", "comm", "idle", "finish", "predicted");
+  out += fmt::format("{:<12} {:<8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>10} {:>9}\n", "node", "kind",
+                     "rows", "weight", "MB in", "MB out", "compute", "comm", "idle", "finish", "predicted",
+                     "comm CPU");
   for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
     const NodeRunStats& node = report.run.nodes[i];
     const std::string kind = i < report.nodes.size() && !report.nodes[i].kind.empty() ? report.nodes[i].kind : "-";
     const std::string predicted = report.prediction && i < report.prediction->finish_s.size()
                                       ? fmt::format("{:.3f}s", report.prediction->finish_s[i])
                                       : "-";
-    out += fmt::format("{:<12} {:<8} {:>7} {:>7.4f} {:>9.2f} {:>9.2f} {:>8.3f}s {:>7.3f}s {:>7.3f}s {:>8.3f}s {:>10}\n",
-                       node.name, kind, node.rows, node.weight, node.bytes_to_node / 1e6, node.bytes_from_node / 1e6,
-                       node.compute_s, node.comm_s, node.idle_s, node.finish_s, predicted);
+    out += fmt::format(
+        "{:<12} {:<8} {:>7} {:>7.4f} {:>9.2f} {:>9.2f} {:>8.3f}s {:>7.3f}s {:>7.3f}s {:>8.3f}s {:>10} {:>8.1f}%\n",
+        node.name, kind, node.rows, node.weight, node.bytes_to_node / 1e6, node.bytes_from_node / 1e6, node.compute_s,
+        node.comm_s, node.idle_s, node.finish_s, predicted, 100.0 * node.worker_comm_share());
   }
   out += fmt::format("\nmakespan {:.3f} s   {:.2f} GFLOP/s   imbalance {:.3f} (slowest finish / mean finish)\n",
                      report.run.makespan_s, report.run.gflops, report.run.imbalance);
+  double io_cpu = 0.0, compute_cpu = 0.0;
+  for (const NodeRunStats& node : report.run.nodes) {
+    io_cpu += node.worker_io_cpu_s;
+    compute_cpu += node.worker_compute_cpu_s;
+  }
+  if (io_cpu + compute_cpu > 0.0) {
+    out += fmt::format("workers' CPU: {:.3f} s multiplying, {:.3f} s communicating ({:.1f}% of their CPU)\n",
+                       compute_cpu, io_cpu, 100.0 * io_cpu / (io_cpu + compute_cpu));
+  }
   if (const std::optional<double> error = report.prediction_error()) {
     out += fmt::format("predicted makespan {:.3f} s   prediction error {:.1f}%\n", report.prediction->makespan_s,
                        *error * 100.0);
@@ -81,7 +92,10 @@ std::string report_json(const MultiplyReport& report) {
                   {"comm_s", node.comm_s},
                   {"idle_s", node.idle_s},
                   {"finish_s", node.finish_s},
-                  {"panels", node.panels}};
+                  {"panels", node.panels},
+                  {"worker_io_cpu_s", node.worker_io_cpu_s},
+                  {"worker_compute_cpu_s", node.worker_compute_cpu_s},
+                  {"worker_comm_cpu_share", node.worker_comm_share()}};
     if (i < report.nodes.size()) {
       entry["kind"] = report.nodes[i].kind;
       entry["endpoint"] = report.nodes[i].endpoint();

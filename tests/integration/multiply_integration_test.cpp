@@ -91,6 +91,10 @@ TEST_F(LocalWorkers, ThreeWorkersMultiplyExactlyWithWeights532) {
     // Each node receives its A rows and every B panel, and returns its C rows.
     EXPECT_GE(node.bytes_to_node, 8 * (node.rows * 517 + 517 * 211)) << node.name;
     EXPECT_GE(node.bytes_from_node, 8 * node.rows * 211) << node.name;
+    // The worker's own CPU accounting for this run came back, split into both parts.
+    EXPECT_GT(node.worker_compute_cpu_s, 0.0) << node.name;
+    EXPECT_GT(node.worker_io_cpu_s, 0.0) << node.name;
+    EXPECT_LT(node.worker_comm_share(), 1.0) << node.name;
   }
   EXPECT_GE(run->imbalance, 1.0);
   EXPECT_TRUE(verify_product(a, b, c, VerifyMode::kExact, 1).passed);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include <cstdint>
 
 namespace tessera::worker {
@@ -137,6 +139,55 @@ TEST(TileStore, TileOutlivingTheStoreIsSafe) {
   }
   survivor->data()[3] = 1.0;
   survivor.reset();  // un-charges through the shared counter; ASan would flag a dangling store
+}
+
+TEST(TileStore, FreedBuffersAreReusedForTheSameSizeAndDroppedOnClear) {
+  TileStore store(4 * 1024 * 1024);  // reuse keeps at most 1 MiB idle
+  auto first = store.reserve(1, 128, 128, false);  // 128 KiB
+  ASSERT_TRUE(first.is_ok());
+  const double* memory = (*first)->data();
+  first->reset();
+  ASSERT_TRUE(store.release(1));
+  EXPECT_EQ(store.bytes_in_use(), 0u);
+  EXPECT_EQ(store.idle_bytes(), 128u * 128u * 8u);
+
+  // Same size: the same buffer comes back, charged again, and zero-filled when asked.
+  (*store.reserve(1, 128, 128, false))->data()[5] = 42.0;
+  ASSERT_TRUE(store.release(1));
+  auto again = store.reserve(2, 128, 128, true);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ((*again)->data(), memory);
+  EXPECT_EQ((*again)->data()[5], 0.0);
+  EXPECT_EQ(store.bytes_in_use(), 128u * 128u * 8u);
+  EXPECT_EQ(store.idle_bytes(), 0u);
+
+  // More than a quarter of the cap is never kept idle.
+  std::vector<std::shared_ptr<Tile>> many;
+  for (uint32_t id = 10; id < 20; ++id) {
+    auto tile = store.reserve(id, 64, 128, false);  // 64 KiB each
+    ASSERT_TRUE(tile.is_ok());
+    many.push_back(*tile);
+  }
+  many.clear();
+  store.clear();
+  EXPECT_EQ(store.idle_bytes(), 0u);
+  auto tile = store.reserve(30, 64, 128, false);
+  ASSERT_TRUE(tile.is_ok());
+  for (uint32_t id = 40; id < 60; ++id) ASSERT_TRUE(store.reserve(id, 64, 128, false).is_ok());
+  tile->reset();
+  for (uint32_t id = 40; id < 60; ++id) store.release(id);
+  EXPECT_LE(store.idle_bytes(), 1024u * 1024u);
+}
+
+TEST(TileStore, IdleBuffersGiveWayWhenTheCapWouldOtherwiseRefuse) {
+  TileStore store(1024 * 1024);  // 256 KiB may stay idle
+  ASSERT_TRUE(store.reserve(1, 128, 256, false).is_ok());  // 256 KiB
+  ASSERT_TRUE(store.release(1));
+  EXPECT_EQ(store.idle_bytes(), 256u * 1024u);
+  // A different size that needs the whole cap still fits: the idle buffer goes first.
+  auto big = store.reserve(2, 512, 256, false);  // 1 MiB
+  ASSERT_TRUE(big.is_ok()) << big.status().to_string();
+  EXPECT_EQ(store.idle_bytes(), 0u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "tessera/worker/tile_store.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -21,17 +22,57 @@ std::string describe(uint32_t id, uint32_t rows, uint32_t cols) {
 
 }  // namespace
 
-Tile::Tile(uint32_t id, uint32_t rows, uint32_t cols, double* data,
-           std::shared_ptr<std::atomic<uint64_t>> charged)
-    : id_(id), rows_(rows), cols_(cols), data_(data), charged_(std::move(charged)) {}
+namespace detail {
 
-Tile::~Tile() {
-  ::operator delete(data_, kTileAlignment);
-  charged_->fetch_sub(bytes());
+TileMemory::~TileMemory() { drop_idle(); }
+
+void TileMemory::give_back(void* data, std::size_t bytes) {
+  {
+    std::lock_guard lock(mutex);
+    if (idle_bytes + bytes <= idle_cap) {
+      idle.emplace(bytes, data);
+      idle_bytes += bytes;
+      data = nullptr;
+    }
+  }
+  if (data != nullptr) ::operator delete(data, kTileAlignment);
+  charged.fetch_sub(bytes);
 }
 
+void* TileMemory::take(std::size_t bytes) {
+  std::lock_guard lock(mutex);
+  auto it = idle.find(bytes);
+  if (it == idle.end()) return nullptr;
+  void* data = it->second;
+  idle.erase(it);
+  idle_bytes -= bytes;
+  return data;
+}
+
+void TileMemory::drop_idle() {
+  std::multimap<std::size_t, void*> dropped;
+  {
+    std::lock_guard lock(mutex);
+    dropped.swap(idle);
+    idle_bytes = 0;
+  }
+  for (auto& [bytes, data] : dropped) ::operator delete(data, kTileAlignment);
+}
+
+}  // namespace detail
+
+Tile::Tile(uint32_t id, uint32_t rows, uint32_t cols, double* data, std::shared_ptr<detail::TileMemory> memory)
+    : id_(id), rows_(rows), cols_(cols), data_(data), memory_(std::move(memory)) {}
+
+Tile::~Tile() { memory_->give_back(data_, bytes()); }
+
 TileStore::TileStore(uint64_t cap_bytes)
-    : cap_bytes_(cap_bytes), charged_(std::make_shared<std::atomic<uint64_t>>(0)) {}
+    : cap_bytes_(cap_bytes), memory_(std::make_shared<detail::TileMemory>(cap_bytes / 4)) {}
+
+uint64_t TileStore::idle_bytes() const {
+  std::lock_guard lock(memory_->mutex);
+  return memory_->idle_bytes;
+}
 
 TileStore::~TileStore() = default;
 
@@ -65,23 +106,29 @@ Result<std::shared_ptr<Tile>> TileStore::allocate_locked(uint32_t id, uint32_t r
   }
   const uint64_t bytes = elements * sizeof(double);
   // Destructors on job threads only lower the charge concurrently, so this check is conservative.
-  const uint64_t in_use = charged_->load();
+  const uint64_t in_use = memory_->charged.load();
   const uint64_t after = in_use - std::min(in_use, bytes_freed_by_replace);
   if (bytes > cap_bytes_ || after > cap_bytes_ - bytes) {
     return resource_exhausted(describe(id, rows, cols) + " needs " + std::to_string(bytes) +
                               " bytes; the tile store holds " + std::to_string(in_use) + " of its " +
                               std::to_string(cap_bytes_) + "-byte cap");
   }
-  charged_->fetch_add(bytes);
-  void* memory = ::operator new(static_cast<std::size_t>(bytes), kTileAlignment, std::nothrow);
+  memory_->charged.fetch_add(bytes);
+  void* memory = memory_->take(static_cast<std::size_t>(bytes));
   if (memory == nullptr) {
-    charged_->fetch_sub(bytes);
+    // Nothing of that size to reuse: idle buffers of other sizes go back first, so reuse never
+    // holds more than the cap allows.
+    if (in_use + bytes + idle_bytes() > cap_bytes_) memory_->drop_idle();
+    memory = ::operator new(static_cast<std::size_t>(bytes), kTileAlignment, std::nothrow);
+  }
+  if (memory == nullptr) {
+    memory_->charged.fetch_sub(bytes);
     return resource_exhausted(describe(id, rows, cols) + ": the system refused " + std::to_string(bytes) +
                               " bytes");
   }
   if (zero_fill) std::memset(memory, 0, static_cast<std::size_t>(bytes));
   // make_shared cannot reach the private constructor; the tile is small next to its data anyway.
-  return std::shared_ptr<Tile>(new Tile(id, rows, cols, static_cast<double*>(memory), charged_));
+  return std::shared_ptr<Tile>(new Tile(id, rows, cols, static_cast<double*>(memory), memory_));
 }
 
 std::shared_ptr<Tile> TileStore::find(uint32_t id) const {
@@ -112,8 +159,12 @@ bool TileStore::release_if_same(uint32_t id, const Tile* expected) {
 
 void TileStore::clear() {
   std::unordered_map<uint32_t, std::shared_ptr<Tile>> dropped;
-  std::lock_guard lock(mutex_);
-  dropped.swap(tiles_);
+  {
+    std::lock_guard lock(mutex_);
+    dropped.swap(tiles_);
+  }
+  dropped.clear();
+  memory_->drop_idle();
 }
 
 std::size_t TileStore::tile_count() const {

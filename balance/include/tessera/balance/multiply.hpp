@@ -45,6 +45,14 @@ struct NodeRunStats {
   uint64_t panels = 0;           // pieces of B sent to the node
   uint64_t volume = 0;            // multiply-adds of the tiles whose result came from this node
   uint64_t tiles = 0;             // tiles whose result came from this node
+  // The worker's own CPU accounting for this run (STATS before and after): time its threads spent
+  // communicating (socket reads and writes, decoding, filing tiles) and multiplying.
+  double worker_io_cpu_s = 0.0;
+  double worker_compute_cpu_s = 0.0;
+  double worker_comm_share() const {
+    const double total = worker_io_cpu_s + worker_compute_cpu_s;
+    return total > 0.0 ? worker_io_cpu_s / total : 0.0;
+  }
 };
 
 struct MultiplyRun {
