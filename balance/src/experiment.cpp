@@ -733,11 +733,14 @@ Status write_report(const std::string& out_dir, const Study& study, const Experi
   md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& [key, stats] : groups) {
     const Variant& variant = variants[key.variant_index];
-    md += fmt::format("| {} | {} | {} | {} | {} | {:.3f} ({:.3f}..{:.3f}) | {:.3f} | {:.1f}% | {:.2f} | {:.3f} | {} | {:.2f} | {} |\n",
+    // Runs without a forecast (2D/3D layouts) show "-" rather than NaN.
+    const bool forecast = std::isfinite(stats.predicted_median);
+    md += fmt::format("| {} | {} | {} | {} | {} | {:.3f} ({:.3f}..{:.3f}) | {} | {} | {:.2f} | {:.3f} | {} | {:.2f} | {} |\n",
                       variant.label, key.n, fmt::format("{} ({})", overlap_name(key.window), key.window),
                       key.policy.name(), stats.runs.size(),
-                      stats.makespan_median, stats.makespan_min, stats.makespan_max, stats.predicted_median,
-                      stats.error_median * 100.0, stats.gflops_median, stats.imbalance_median,
+                      stats.makespan_median, stats.makespan_min, stats.makespan_max,
+                      forecast ? fmt::format("{:.3f}", stats.predicted_median) : "-",
+                      forecast ? fmt::format("{:.1f}%", stats.error_median * 100.0) : "-", stats.gflops_median, stats.imbalance_median,
                       ratio_text(even_median(groups, key) / stats.makespan_median), ideal_even_to_balanced(variant.gflops),
                       stats.all_verified ? "all" : "NOT ALL");
   }
@@ -939,10 +942,12 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
             RunRecord record{variant.label, variant.spec.name, variant.node_count, variant.sweep_cpu, policy, window,
                              n, repetition, std::move(run->report)};
             const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-            progress << fmt::format("[{}/{}] {} n={} {} {} #{}: {:.3f} s (predicted {:.3f} s){}  ETA {}\n", done,
+            progress << fmt::format("[{}/{}] {} n={} {} {} #{}: {:.3f} s ({}){}  ETA {}\n", done,
                                     total, variant.label, n, window_label(window), policy.name(), repetition,
                                     record.report.run.makespan_s,
-                                    record.report.prediction ? record.report.prediction->makespan_s : std::nan(""),
+                                    record.report.prediction
+                                        ? fmt::format("predicted {:.3f} s", record.report.prediction->makespan_s)
+                                        : std::string("no forecast"),
                                     record.report.verification.passed || *verify_mode == VerifyMode::kNone ? ""
                                                                                                            : " NOT VERIFIED",
                                     format_duration(elapsed / static_cast<double>(done) * static_cast<double>(total - done)));

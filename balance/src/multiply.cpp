@@ -325,7 +325,7 @@ class TileStreamer {
     stats.comm_s = comm_seconds_;
     stats.panels = pieces_sent_;
     if (!status.is_ok()) {
-      status = status.with_context(fmt::format("after {} of its {} jobs: ", credits_received_, jobs_sent_));
+      status = status.with_context(fmt::format("after {} of the {} jobs sent to it were done: ", credits_received_, jobs_sent_));
     }
     return status;
   }

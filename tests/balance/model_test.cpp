@@ -39,7 +39,7 @@ Plan plan_with_rows(const ClusterModel& model, std::vector<uint64_t> rows, uint6
   plan.panels_in_flight = panels_in_flight;
   uint64_t begin = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    plan.shares.push_back({model.nodes[i].name, 0.0, {begin, rows[i]}});
+    plan.shares.push_back({model.nodes[i].name, 0.0, {begin, rows[i]}, {}});
     begin += rows[i];
   }
   return plan;

@@ -1,0 +1,14 @@
+set terminal pngcairo size 960,540 font 'DejaVu Sans,11'
+set grid ytics
+set key outside right top
+set output 'experiments/results/policies/makespan.png'
+set title "policies: makespan per policy (median of runs, bars min..max)"
+set ylabel 'makespan (s)'
+set logscale y
+set style data histograms
+set style histogram errorbars gap 2 lw 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set xtics rotate by -20
+set yrange [*:*]
+plot 'experiments/results/policies/makespan.dat' using 2:3:4:xtic(1) title 'even', 'experiments/results/policies/makespan.dat' using 5:6:7:xtic(1) title 'proportional', 'experiments/results/policies/makespan.dat' using 8:9:10:xtic(1) title 'model', 'experiments/results/policies/makespan.dat' using 11:12:13:xtic(1) title 'dynamic', 'experiments/results/policies/makespan.dat' using 14:15:16:xtic(1) title 'proportional/2d'
