@@ -77,15 +77,17 @@ Result<Plan> make_plan(const PlanRequest& request) {
   }
 
   const std::size_t node_count = request.node_names.size();
+  // What every plan takes from the request as it is; the shares follow per policy and layout.
+  Plan plan;
+  plan.policy = request.policy;
+  plan.layout = request.layout;
+  plan.m = request.m;
+  plan.n = request.n;
+  plan.k = request.k;
+  plan.panel_width = std::min(request.panel_width, request.k);
+  plan.panels_in_flight = request.panels_in_flight;
+  plan.refill_threshold = request.refill_threshold;
   if (request.policy == Policy::kDynamic) {
-    Plan plan;
-    plan.policy = Policy::kDynamic;
-    plan.m = request.m;
-    plan.n = request.n;
-    plan.k = request.k;
-    plan.panel_width = std::min(request.panel_width, request.k);
-    plan.panels_in_flight = request.panels_in_flight;
-    plan.refill_threshold = request.refill_threshold;
     plan.tile_rows = request.tile_rows != 0 ? std::min(request.tile_rows, request.m)
                                             : std::clamp<uint64_t>(request.m / (8 * node_count), 16, request.m);
     for (const std::string& name : request.node_names) plan.shares.push_back({name, 0.0, {0, 0}, {}});
@@ -107,15 +109,6 @@ Result<Plan> make_plan(const PlanRequest& request) {
     Result<partition::NodeBlocks> blocks =
         partition::tile_blocks(request.layout, request.m, request.n, request.k, *normalised);
     if (!blocks) return blocks.status();
-    Plan plan;
-    plan.policy = request.policy;
-    plan.layout = request.layout;
-    plan.m = request.m;
-    plan.n = request.n;
-    plan.k = request.k;
-    plan.panel_width = std::min(request.panel_width, request.k);
-    plan.panels_in_flight = request.panels_in_flight;
-    plan.refill_threshold = request.refill_threshold;
     for (std::size_t i = 0; i < node_count; ++i) {
       plan.shares.push_back({request.node_names[i], (*normalised)[i], {0, 0}, std::move((*blocks)[i])});
     }
@@ -126,15 +119,6 @@ Result<Plan> make_plan(const PlanRequest& request) {
           ? Result<std::vector<partition::RowBlock>>(partition::even_rows(request.m, node_count))
           : partition::proportional_rows(request.m, *normalised);
   if (!blocks) return blocks.status();
-
-  Plan plan;
-  plan.policy = request.policy;
-  plan.m = request.m;
-  plan.n = request.n;
-  plan.k = request.k;
-  plan.panel_width = std::min(request.panel_width, request.k);
-  plan.panels_in_flight = request.panels_in_flight;
-  plan.refill_threshold = request.refill_threshold;
   for (std::size_t i = 0; i < node_count; ++i) {
     plan.shares.push_back({request.node_names[i], (*normalised)[i], (*blocks)[i], {}});
   }

@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "process_fixture.hpp"
+#include "reference_product.hpp"
 #include "tessera/balance/cluster_connection.hpp"
 #include "tessera/balance/plan.hpp"
-#include "tessera/worker/gemm.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -42,13 +42,6 @@ class DynamicWorkers : public ::testing::Test {
     return *plan;
   }
 
-  static Matrix product(const Matrix& a, const Matrix& b) {
-    Matrix c(a.rows, b.cols);
-    worker::gemm(a.rows, b.cols, a.cols, 1.0, a.values.data(), a.cols, b.values.data(), b.cols, 0.0,
-                 c.values.data(), b.cols);
-    return c;
-  }
-
   static uint64_t total_rows(const MultiplyRun& run) {
     uint64_t rows = 0;
     for (const NodeRunStats& node : run.nodes) rows += node.rows;
@@ -71,7 +64,7 @@ TEST_F(DynamicWorkers, ManySmallTilesAndUnevenSizesAreExact) {
     Matrix c;
     Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(n, n, n, 64), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-    EXPECT_EQ(c, product(a, b)) << "n=" << n;
+    EXPECT_EQ(c, reference_product(a, b)) << "n=" << n;
     EXPECT_EQ(total_rows(*run), n) << "every row delivered exactly once";
     EXPECT_GE(run->tiles, n / 64);
     EXPECT_TRUE(run->lost_nodes.empty());
@@ -88,7 +81,7 @@ TEST_F(DynamicWorkers, SessionsServeTheNextMultiplyAfterADynamicOne) {
     Matrix c;
     Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(300, 150, 200, 32, 48), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-    EXPECT_EQ(c, product(a, b)) << "round " << round;
+    EXPECT_EQ(c, reference_product(a, b)) << "round " << round;
   }
 }
 
@@ -108,7 +101,7 @@ TEST_F(DynamicWorkers, AWorkerKilledMidRunLosesItsTilesToTheOthersAndTheProductI
   Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(1200, 1200, 1200, 64), a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(c, product(a, b));
+  EXPECT_EQ(c, reference_product(a, b));
   ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"c"});
   EXPECT_FALSE(run->reissued_tiles.empty()) << "the dead node held a tile";
   EXPECT_EQ(run->nodes[2].rows, 0u);

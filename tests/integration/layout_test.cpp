@@ -7,10 +7,10 @@
 #include <memory>
 
 #include "process_fixture.hpp"
+#include "reference_product.hpp"
 #include "tessera/balance/cluster_connection.hpp"
 #include "tessera/balance/multiply.hpp"
 #include "tessera/balance/plan.hpp"
-#include "tessera/worker/gemm.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -46,13 +46,6 @@ class LayoutWorkers : public ::testing::Test {
     return plan.is_ok() ? *plan : Plan{};
   }
 
-  static Matrix product(const Matrix& a, const Matrix& b) {
-    Matrix c(a.rows, b.cols);
-    worker::gemm(a.rows, b.cols, a.cols, 1.0, a.values.data(), a.cols, b.values.data(), b.cols, 0.0,
-                 c.values.data(), b.cols);
-    return c;
-  }
-
   static uint64_t total_volume(const MultiplyRun& run) {
     uint64_t volume = 0;
     for (const NodeRunStats& node : run.nodes) volume += node.volume;
@@ -78,7 +71,7 @@ TEST_F(LayoutWorkers, EveryLayoutGivesTheExactProductForUnevenSizes) {
   // float64, so the distributed product must equal the local one bit for bit.
   const Matrix a = random_matrix(301, 411, 21, FillKind::kIntegers);
   const Matrix b = random_matrix(411, 257, 22, FillKind::kIntegers);
-  const Matrix expected = product(a, b);
+  const Matrix expected = reference_product(a, b);
   for (Layout layout : {Layout::kRows, Layout::kColumnBased, Layout::kSquareCorner, Layout::kRecursive3d}) {
     SCOPED_TRACE(std::string(partition::layout_name(layout)));
     const Plan plan = plan_for(layout, 301, 257, 411, {4, 1, 1}, 50);
@@ -110,7 +103,7 @@ TEST_F(LayoutWorkers, SplittingKSendsPartialSumsThatTheCoordinatorAdds) {
   for (double& value : c.values) value = 12345.0;  // whatever C held before must not leak in
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(c, product(a, b));
+  EXPECT_EQ(c, reference_product(a, b));
 }
 
 TEST_F(LayoutWorkers, RectanglesMoveFewerBytesThanRowBlocks) {
@@ -147,7 +140,7 @@ TEST_F(LayoutWorkers, RefillThresholdSendsInBurstsAndStaysExact) {
     hooks.on_credit = [&](std::size_t, uint64_t) { ++credits; };
     Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c, hooks);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-    EXPECT_EQ(c, product(a, b));
+    EXPECT_EQ(c, reference_product(a, b));
     EXPECT_EQ(credits.load(), 2u * 44u) << "one credit per job: 44 panels of 16 per node";
   }
 }
@@ -168,7 +161,7 @@ TEST_F(LayoutWorkers, ANodeKilledDuringA3dRunLeavesAnExactProduct) {
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(c, product(a, b));
+  EXPECT_EQ(c, reference_product(a, b));
   EXPECT_EQ(run->lost_nodes, std::vector<std::string>{"d"});
   EXPECT_FALSE(run->reissued_tiles.empty());
   EXPECT_EQ(total_volume(*run), 128u * 128u * 4000u);

@@ -7,10 +7,10 @@
 #include <memory>
 
 #include "process_fixture.hpp"
+#include "reference_product.hpp"
 #include "tessera/balance/cluster_connection.hpp"
 #include "tessera/balance/plan.hpp"
 #include "tessera/balance/verify.hpp"
-#include "tessera/worker/gemm.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -56,13 +56,6 @@ class LocalWorkers : public ::testing::Test {
   std::vector<std::unique_ptr<ChildProcess>> workers_;
 };
 
-Matrix local_product(const Matrix& a, const Matrix& b) {
-  Matrix c(a.rows, b.cols);
-  worker::gemm(a.rows, b.cols, a.cols, 1.0, a.values.data(), a.cols, b.values.data(), b.cols, 0.0, c.values.data(),
-               b.cols);
-  return c;
-}
-
 TEST_F(LocalWorkers, ThreeWorkersMultiplyExactlyWithWeights532) {
   start_workers(3);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
@@ -80,7 +73,7 @@ TEST_F(LocalWorkers, ThreeWorkersMultiplyExactlyWithWeights532) {
   Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(c, local_product(a, b));
+  EXPECT_EQ(c, reference_product(a, b));
 
   ASSERT_EQ(run->nodes.size(), 3u);
   for (const NodeRunStats& node : run->nodes) {
@@ -127,7 +120,7 @@ TEST_F(LocalWorkers, SessionsAreReusableForSeveralMultiplies) {
     Matrix c;
     Result<MultiplyRun> run = run_multiply(*connection, plan_for(Policy::kProportional, 40, 20, 30, {3, 1}, 7), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-    EXPECT_EQ(c, local_product(a, b)) << "seed " << seed;
+    EXPECT_EQ(c, reference_product(a, b)) << "seed " << seed;
   }
 }
 
@@ -142,7 +135,7 @@ TEST_F(LocalWorkers, ZeroWeightNodeGetsNoRowsAndResultStillExact) {
   Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(c, local_product(a, b));
+  EXPECT_EQ(c, reference_product(a, b));
   EXPECT_EQ(run->nodes[1].finish_s, 0.0);
 }
 
@@ -197,7 +190,7 @@ TEST_F(LocalWorkers, WorkerKilledMidRunUnderAStaticPlanLosesItsBlockToTheOthers)
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(c, local_product(a, b));
+  EXPECT_EQ(c, reference_product(a, b));
   ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"b"});
   ASSERT_EQ(run->lost_reasons.size(), 1u);
   EXPECT_NE(run->lost_reasons[0].find("node 'b' (" + cluster_.nodes[1].endpoint() + ")"), std::string::npos)
