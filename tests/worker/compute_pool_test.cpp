@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <cstddef>
 #include <mutex>
 #include <vector>
@@ -63,6 +64,21 @@ TEST_P(ComputePoolThreads, ManyJobsAccumulateIntoTheSameC) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, ComputePoolThreads, ::testing::Values(1u, 2u, 3u, 7u));
+
+TEST_P(ComputePoolThreads, OverwriteNeverReadsTheOldC) {
+  ComputePool pool(GetParam());
+  Matrix a(37, 19), b(19, 29), c(37, 29, 3), expected(37, 29, 3);
+  fill_integers(a, 4);
+  fill_integers(b, 5);
+  for (double& value : c.values) value = std::numeric_limits<double>::quiet_NaN();  // recycled garbage
+  GemmTask task = task_for(a, b, c);
+  task.overwrite = true;
+  pool.run(task);
+  gemm(37, 29, 19, 1.0, a.data(), a.ld, b.data(), b.ld, 0.0, expected.data(), expected.ld);
+  for (std::size_t i = 0; i < 37; ++i) {
+    for (std::size_t j = 0; j < 29; ++j) ASSERT_EQ(c.values[i * c.ld + j], expected.values[i * c.ld + j]);
+  }
+}
 
 TEST(ComputePool, JobsCompleteInSubmissionOrderOneAtATime) {
   ComputePool pool(3);

@@ -116,8 +116,8 @@ void ComputePool::thread_main() {
     const std::size_t first = strip * task.m / strips;
     const std::size_t last = (strip + 1) * task.m / strips;
     const double strip_cpu_start = thread_cpu_seconds();
-    gemm_accumulate(last - first, task.n, task.k, task.a + first * task.lda, task.lda, task.b, task.ldb,
-                    task.c + first * task.ldc, task.ldc);
+    gemm(last - first, task.n, task.k, 1.0, task.a + first * task.lda, task.lda, task.b, task.ldb,
+         task.overwrite ? 0.0 : 1.0, task.c + first * task.ldc, task.ldc);
     const double strip_cpu = thread_cpu_seconds() - strip_cpu_start;
 
     lock.lock();

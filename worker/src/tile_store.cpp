@@ -163,9 +163,9 @@ void TileStore::clear() {
     std::lock_guard lock(mutex_);
     dropped.swap(tiles_);
   }
-  dropped.clear();
-  memory_->drop_idle();
 }
+
+void TileStore::drop_idle_buffers() { memory_->drop_idle(); }
 
 std::size_t TileStore::tile_count() const {
   std::lock_guard lock(mutex_);

@@ -474,13 +474,17 @@ bool Session::handle_job(const tp::Job& job, uint64_t request_id) {
                fmt::format("C rows {}+{}, cols {}+{} lie outside c_tile {} ({} x {})", job.c_row, job.m,
                            job.c_col, job.n, job.c_tile, c_extent_rows, c_extent_cols));
   }
+  // A job that creates its output and covers all of it writes C = A * B: no zero-fill first
+  // (a zero-fill here would run on the connection thread and touch every page twice).
+  const bool overwrite = create && job.c_row == 0 && job.c_col == 0 && job.m == c_rows && job.n == c_cols;
   if (create) {
-    auto created = store.reserve(job.c_tile, c_rows, c_cols, /*zero_fill=*/true);
+    auto created = store.reserve(job.c_tile, c_rows, c_cols, /*zero_fill=*/!overwrite);
     if (!created.is_ok()) return bad(tp::ErrorCode::kOutOfMemory, created.status().message());
     tiles.c = std::move(created).value();
   }
 
   GemmTask task;
+  task.overwrite = overwrite;
   task.m = job.m;
   task.n = job.n;
   task.k = job.k;

@@ -28,7 +28,8 @@
 
 namespace tessera::worker {
 
-// C[m x n] += A[m x k] * B[k x n], row-major with leading dimensions.
+// C[m x n] += A[m x k] * B[k x n], row-major with leading dimensions; with `overwrite`,
+// C = A * B and C's old contents are never read (a fresh output tile needs no zero-fill).
 struct GemmTask {
   std::size_t m = 0, n = 0, k = 0;
   const double* a = nullptr;
@@ -37,6 +38,7 @@ struct GemmTask {
   std::size_t ldb = 0;
   double* c = nullptr;
   std::size_t ldc = 0;
+  bool overwrite = false;
 };
 
 class ComputePool {

@@ -6,11 +6,12 @@
 // worker really holds. reserve() checks the cap BEFORE allocating, so a peer's claim alone never
 // allocates. Thread-safe: every member may be called from any thread.
 //
-// Freed tile memory is kept for reuse (up to a quarter of the cap, as exact-size buffers) until
-// clear(): a multiply stores and releases same-sized panels over and over, and fresh memory from
-// the system costs a page fault and a kernel zero-fill per 4 KiB, which we measured as most of the
-// worker's communication CPU. Idle buffers do not count against the cap; they are dropped first
-// when an allocation would not fit otherwise.
+// Freed tile memory is kept for reuse (up to a quarter of the cap, as exact-size buffers), also
+// across sessions: a multiply stores and releases same-sized panels over and over, the next run
+// of the same size needs the same tiles again, and fresh memory from the system costs a page
+// fault and a kernel zero-fill per 4 KiB, measured as a large part of the worker's communication
+// CPU. Idle buffers do not count against the cap; they are dropped first when an allocation would
+// not fit otherwise, and by drop_idle_buffers().
 #pragma once
 
 #include <atomic>
@@ -108,8 +109,10 @@ class TileStore {
   // newer tile stored under the same id meanwhile).
   bool release_if_same(uint32_t id, const Tile* expected);
 
-  // Drops every tile from the map and frees the idle buffers kept for reuse.
+  // Drops every tile from the map (their memory stays for reuse, within the idle bound).
   void clear();
+  // Frees the buffers kept for reuse.
+  void drop_idle_buffers();
 
   uint64_t cap_bytes() const { return cap_bytes_; }
   // Bytes of all live tiles, including those only jobs still hold.
