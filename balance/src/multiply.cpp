@@ -53,6 +53,8 @@ struct WorkTile {
   bool delta = false;               // covers part of k: the result is a partial sum added into C
   std::vector<double> a_packed;     // A[rows, ks] when the box covers part of k; else sent from A
   std::vector<std::size_t> pieces;  // the B pieces it reads, in k order (one job each)
+  // Static plans: a spare row piece of that tile, dormant unless the tile's node is lost.
+  std::optional<std::size_t> parent;
 };
 
 struct Work {
@@ -88,11 +90,11 @@ Result<Work> build_work(const Plan& plan, const Matrix& a, const Matrix& b) {
   if (plan.policy == Policy::kDynamic) {
     work.keep_pieces = true;
     work.speculate = true;
-    for (const Block& block : cut_row_tiles(plan, nodes)) work.tiles.push_back({block, -1, false, {}, {}});
+    for (const Block& block : cut_row_tiles(plan, nodes)) work.tiles.push_back({block, -1, false, {}, {}, {}});
   } else {
     for (std::size_t i = 0; i < nodes; ++i) {
       for (const Block& block : plan.blocks_of(i)) {
-        work.tiles.push_back({block, static_cast<int>(i), block.depth != plan.k, {}, {}});
+        work.tiles.push_back({block, static_cast<int>(i), block.depth != plan.k, {}, {}, {}});
       }
     }
     partition::NodeBlocks boxes(nodes);
@@ -100,12 +102,25 @@ Result<Work> build_work(const Plan& plan, const Matrix& a, const Matrix& b) {
     if (Status cover = partition::check_cover(boxes, plan.m, plan.n, plan.k); !cover.is_ok()) {
       return cover.with_context("the plan does not cover C exactly once: ");
     }
+    // Spare row pieces of every tile, one per other node: if the tile's node is lost, the
+    // survivors share its work instead of one of them taking it whole.
+    const std::size_t planned = work.tiles.size();
+    for (std::size_t t = 0; t < planned; ++t) {
+      const Block block = work.tiles[t].block;
+      const uint64_t count = std::min<uint64_t>(nodes - 1, block.rows);
+      for (uint64_t p = 0; count >= 2 && p < count; ++p) {
+        Block piece = block;
+        piece.row_begin = block.row_begin + block.rows * p / count;
+        piece.rows = block.row_begin + block.rows * (p + 1) / count - piece.row_begin;
+        work.tiles.push_back({piece, -1, work.tiles[t].delta, {}, {}, t});
+      }
+    }
   }
 
   std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, std::size_t> piece_index;
   for (WorkTile& tile : work.tiles) {
     const Block& box = tile.block;
-    if (tile.delta) {
+    if (tile.delta && !tile.parent) {  // spare pieces send rows of their parent's packed A
       tile.a_packed.resize(box.rows * box.depth);
       for (uint64_t r = 0; r < box.rows; ++r) {
         std::copy_n(a.row(box.row_begin + r) + box.k_begin, box.depth, tile.a_packed.data() + r * box.depth);
@@ -152,7 +167,15 @@ Result<Work> build_work(const Plan& plan, const Matrix& a, const Matrix& b) {
 class TileBoard {
  public:
   TileBoard(const Work& work) : speculate_(work.speculate), entries_(work.tiles.size()) {
-    for (std::size_t t = 0; t < entries_.size(); ++t) entries_[t].assigned = work.tiles[t].assigned;
+    for (std::size_t t = 0; t < entries_.size(); ++t) {
+      entries_[t].assigned = work.tiles[t].assigned;
+      if (const std::optional<std::size_t> parent = work.tiles[t].parent) {
+        entries_[t].state = State::kSpare;
+        entries_[*parent].spares.push_back(t);
+      } else {
+        ++remaining_;
+      }
+    }
   }
 
   // The node's own pending tile, else an unassigned one (dynamic tiles, or a lost node's), else
@@ -162,7 +185,7 @@ class TileBoard {
   std::optional<uint64_t> take(int node, bool wait, bool& is_copy) {
     std::unique_lock lock(mutex_);
     for (;;) {
-      if (done_ == entries_.size() || aborted_) return std::nullopt;
+      if (remaining_ == 0 || aborted_) return std::nullopt;
       if (std::optional<uint64_t> tile = pick_locked(node, is_copy)) return tile;
       if (!wait) return std::nullopt;
       changed_.wait(lock);
@@ -173,26 +196,27 @@ class TileBoard {
   bool finish(uint64_t tile, int node) {
     std::lock_guard lock(mutex_);
     Entry& entry = entries_[tile];
-    if (entry.state == State::kDone) return false;
+    if (entry.state != State::kRunning) return false;  // a copy's original won, or the tile was split
     entry.state = State::kDone;
     if (entry.copy_owner == node) ++copy_wins_;
-    ++done_;
+    --remaining_;
     changed_.notify_all();
     return true;
   }
 
   bool all_done() const {
     std::lock_guard lock(mutex_);
-    return done_ == entries_.size() || aborted_;
+    return remaining_ == 0 || aborted_;
   }
 
   // A node failed: each of its running tiles passes to the node holding a copy, if any; the rest
-  // of its tiles, running or not yet started, go to whoever asks next (listed in `reissued`).
+  // of its tiles, running or not yet started, go to whoever asks next (listed in `reissued`),
+  // as their spare row pieces where they have them, so the survivors share them.
   void node_lost(int node, std::vector<uint64_t>& reissued) {
     std::lock_guard lock(mutex_);
     for (uint64_t t = 0; t < entries_.size(); ++t) {
       Entry& entry = entries_[t];
-      if (entry.state == State::kDone) continue;
+      if (entry.state != State::kPending && entry.state != State::kRunning) continue;
       if (entry.copy_owner == node) entry.copy_owner = -1;
       if (entry.state == State::kRunning && entry.owner == node && entry.copy_owner >= 0) {
         entry.owner = entry.copy_owner;
@@ -201,10 +225,16 @@ class TileBoard {
       }
       const bool ours = entry.state == State::kRunning ? entry.owner == node : entry.assigned == node;
       if (!ours) continue;
+      reissued.push_back(t);
+      if (!entry.spares.empty()) {
+        entry.state = State::kSplit;
+        for (std::size_t spare : entry.spares) entries_[spare].state = State::kPending;
+        remaining_ += entry.spares.size() - 1;
+        continue;
+      }
       entry.state = State::kPending;
       entry.owner = -1;
       entry.assigned = -1;
-      reissued.push_back(t);
     }
     changed_.notify_all();
   }
@@ -253,9 +283,11 @@ class TileBoard {
     return oldest;
   }
 
-  enum class State { kPending, kRunning, kDone };
+  // kSpare: a spare row piece not (yet) needed; kSplit: a lost node's tile replaced by its spares.
+  enum class State { kPending, kRunning, kDone, kSpare, kSplit };
   struct Entry {
     State state = State::kPending;
+    std::vector<std::size_t> spares;
     int assigned = -1;
     int owner = -1;
     int copy_owner = -1;
@@ -265,7 +297,7 @@ class TileBoard {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Entry> entries_;
-  std::size_t done_ = 0;
+  std::size_t remaining_ = 0;  // tiles whose result is still needed
   bool aborted_ = false;
   uint64_t copies_ = 0;
   uint64_t copy_wins_ = 0;
@@ -352,7 +384,10 @@ class TileStreamer {
     const auto prefix = tp::encode_store_prefix(prefix_tile);
     tp::FrameHeader header;
     header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-    const double* data = tile.a_packed.empty() ? a_.row(box.row_begin) : tile.a_packed.data();
+    const WorkTile& holder = tile.parent ? work_.tiles[*tile.parent] : tile;
+    const double* data = holder.a_packed.empty()
+                             ? a_.row(box.row_begin)
+                             : holder.a_packed.data() + (box.row_begin - holder.block.row_begin) * box.depth;
     const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix),
                                                   asio::buffer(data, box.rows * box.depth * sizeof(double))};
     return timed([&] { return connection_.write_frame(header, parts); });
@@ -578,6 +613,7 @@ Status check_inputs(const ClusterConnection& cluster, const Plan& plan, const Ma
 Status check_memory(const ClusterConnection& cluster, const Plan& plan, const Work& work) {
   if (work.keep_pieces) return Status::ok();
   for (const WorkTile& tile : work.tiles) {
+    if (tile.assigned < 0) continue;  // spare pieces are smaller than the tile they stand in for
     const NodeLink& link = cluster.links()[static_cast<std::size_t>(tile.assigned)];
     const Block& box = tile.block;
     const uint64_t piece_depth = std::min<uint64_t>(plan.panel_width, box.depth);
@@ -627,7 +663,8 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, c
   TileBoard board(*work);
   Output output(c);
   MultiplyRun run;
-  run.tiles = work->tiles.size();
+  run.tiles = static_cast<uint64_t>(
+      std::count_if(work->tiles.begin(), work->tiles.end(), [](const WorkTile& t) { return !t.parent; }));
   run.nodes.resize(cluster.links().size());
   std::mutex failures_mutex;
   std::vector<Status> failures;

@@ -200,6 +200,12 @@ TEST_F(LocalWorkers, WorkerKilledMidRunUnderAStaticPlanLosesItsBlockToTheOthers)
   uint64_t rows = 0;
   for (const NodeRunStats& node : run->nodes) rows += node.rows;
   EXPECT_EQ(rows, 400u);
+  // b's block went out as three spare row pieces, one per other node, not whole to one survivor:
+  // three own blocks plus three pieces were delivered.
+  uint64_t delivered = 0;
+  for (const NodeRunStats& node : run->nodes) delivered += node.tiles;
+  EXPECT_EQ(delivered, 6u);
+  EXPECT_EQ(run->tiles, 4u);
   // The survivors stay up for the next session.
   EXPECT_TRUE(testing::process_alive(workers_[0]->pid()));
   EXPECT_TRUE(testing::process_alive(workers_[2]->pid()));
