@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo from a fresh machine: install, build, start the emulated mixed cluster, profile it,
-# multiply with the even split, the speed-proportional split (Tinetti) and the model-based split,
-# compare, and stop the workers.
+# multiply with the even split, the speed-proportional split (Tinetti), the same shares as 2D
+# rectangles, the model-based split and the dynamic (pull) policy, compare, and stop the workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG="${1:-configs/local-mixed.yaml}"
@@ -12,18 +12,26 @@ T=build/bin/tessera
 trap '"$T" down "$CONFIG" > /dev/null || true' EXIT
 "$T" up "$CONFIG"
 "$T" profile "$CONFIG"
-for policy in even proportional model; do
+reports=()
+for run in "even rows" "proportional rows" "proportional 2d" "model rows" "dynamic rows"; do
+  set -- $run
   echo
-  echo "== policy $policy =="
-  "$T" multiply "$CONFIG" --n "$N" --policy "$policy" --verify freivalds --report "build/demo-$policy.json"
+  echo "== policy $1, layout $2 =="
+  "$T" multiply "$CONFIG" --n "$N" --policy "$1" --layout "$2" --verify freivalds --report "build/demo-$1-$2.json"
+  reports+=("build/demo-$1-$2.json")
 done
 echo
-python3 - build/demo-even.json build/demo-proportional.json build/demo-model.json <<'PY'
+python3 - "${reports[@]}" <<'PY'
 import json, sys
 reports = [json.load(open(p)) for p in sys.argv[1:]]
 even = reports[0]["makespan_s"]
-print(f"{'policy':<13} {'makespan':>9} {'predicted':>10} {'error':>7} {'imbalance':>10} {'vs even':>8}  verified")
+def seconds(value):
+    return f"{value:>9.3f}s" if value is not None else f"{'-':>10}"
+def percent(value):
+    return f"{value * 100:>6.1f}%" if value is not None else f"{'-':>7}"
+print(f"{'policy':<18} {'makespan':>9} {'predicted':>10} {'error':>7} {'imbalance':>10} {'vs even':>8}  verified")
 for r in reports:
-    print(f"{r['policy']:<13} {r['makespan_s']:>8.3f}s {r['predicted_makespan_s']:>9.3f}s {r['prediction_error']*100:>6.1f}% "
+    name = r["policy"] if r["layout"] == "rows" else f"{r['policy']}/{r['layout']}"
+    print(f"{name:<18} {r['makespan_s']:>8.3f}s {seconds(r['predicted_makespan_s'])} {percent(r['prediction_error'])} "
           f"{r['imbalance']:>10.3f} {r['makespan_s'] / even:>8.3f}  {r['verified']}")
 PY
