@@ -29,9 +29,10 @@ std::string format_report_table(const MultiplyReport& report) {
     const std::string predicted = report.prediction && i < report.prediction->finish_s.size()
                                       ? fmt::format("{:.3f}s", report.prediction->finish_s[i])
                                       : "-";
-    // A node that did no work has no meaningful split (answering STATS alone would read as 100%).
-    const std::string comm_cpu =
-        node.volume > 0 ? fmt::format("{:.1f}%", 100.0 * node.worker_comm_share()) : std::string("-");
+    // No split for a node that did no work (answering STATS alone would read as 100%) or that was
+    // lost before it could report its figures.
+    const bool has_split = node.volume > 0 && node.worker_io_cpu_s + node.worker_compute_cpu_s > 0.0;
+    const std::string comm_cpu = has_split ? fmt::format("{:.1f}%", 100.0 * node.worker_comm_share()) : "-";
     out += fmt::format(
         "{:<12} {:<8} {:>7} {:>7.4f} {:>9.2f} {:>9.2f} {:>8.3f}s {:>7.3f}s {:>7.3f}s {:>8.3f}s {:>10} {:>9}\n",
         node.name, kind, node.rows, node.weight, node.bytes_to_node / 1e6, node.bytes_from_node / 1e6, node.compute_s,
@@ -98,7 +99,9 @@ std::string report_json(const MultiplyReport& report) {
                   {"panels", node.panels},
                   {"worker_io_cpu_s", node.worker_io_cpu_s},
                   {"worker_compute_cpu_s", node.worker_compute_cpu_s},
-                  {"worker_comm_cpu_share", node.volume > 0 ? json(node.worker_comm_share()) : json(nullptr)}};
+                  {"worker_comm_cpu_share", node.volume > 0 && node.worker_io_cpu_s + node.worker_compute_cpu_s > 0.0
+                                                ? json(node.worker_comm_share())
+                                                : json(nullptr)}};
     if (i < report.nodes.size()) {
       entry["kind"] = report.nodes[i].kind;
       entry["endpoint"] = report.nodes[i].endpoint();
