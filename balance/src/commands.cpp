@@ -275,11 +275,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   }
   Result<partition::Layout> layout = partition::parse_layout(command.layout);
   if (!layout) return fail(err, layout.status());
-  if (*layout != partition::Layout::kRows && (*policy == Policy::kDynamic || *policy == Policy::kModel)) {
-    return fail(err, invalid_argument(fmt::format(
-                         "--policy {} plans row tiles only; --layout {} needs --policy even or proportional",
-                         policy_name(*policy), partition::layout_name(*layout))));
-  }
+  if (Status usable = check_layout(*policy, *layout); !usable) return fail(err, usable);
   if (command.refill_threshold == 0 || command.refill_threshold > command.panels_in_flight) {
     return fail(err, invalid_argument(fmt::format("--refill {} must be between 1 and --panels-in-flight {}",
                                                   command.refill_threshold, command.panels_in_flight)));

@@ -391,13 +391,6 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
   for (const RunRecord& record : records) {
     const MultiplyReport& report = record.report;
     const bool checked = report.verification.mode != VerifyMode::kNone;
-    double io_cpu = 0.0, compute_cpu = 0.0;
-    for (const NodeRunStats& node : report.run.nodes) {
-      io_cpu += node.worker_io_cpu_s;
-      compute_cpu += node.worker_compute_cpu_s;
-    }
-    const std::optional<double> comm_share =
-        io_cpu + compute_cpu > 0.0 ? std::optional<double>(io_cpu / (io_cpu + compute_cpu)) : std::nullopt;
     results += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
                            record.cluster, record.node_count, csv_optional(record.sweep_cpu),
                            record.policy.name(), overlap_name(record.window), record.n, record.repetition,
@@ -406,7 +399,7 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
                            report.prediction ? csv_number(report.prediction->makespan_s) : "",
                            csv_optional(report.prediction_error()),
                            checked ? (report.verification.passed ? "true" : "false") : "", report.plan.panel_width,
-                           report.plan.panels_in_flight, csv_optional(comm_share));
+                           report.plan.panels_in_flight, csv_optional(report.run.worker_comm_share()));
     for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
       const NodeRunStats& node = report.run.nodes[i];
       const std::string kind = i < report.nodes.size() ? report.nodes[i].kind : "";
@@ -820,12 +813,7 @@ Result<StudyPolicy> parse_study_policy(std::string_view text) {
     Result<partition::Layout> layout = partition::parse_layout(text.substr(slash + 1));
     if (!layout) return layout.status();
     parsed.layout = *layout;
-    if (parsed.layout != partition::Layout::kRows &&
-        (parsed.policy == Policy::kModel || parsed.policy == Policy::kDynamic)) {
-      return invalid_argument(fmt::format("'{}': the {} policy plans row blocks only; use even/{} or proportional/{}",
-                                          text, policy_name(parsed.policy), partition::layout_name(parsed.layout),
-                                          partition::layout_name(parsed.layout)));
-    }
+    TESSERA_RETURN_IF_ERROR(check_layout(parsed.policy, parsed.layout).with_context(fmt::format("'{}': ", text)));
   }
   return parsed;
 }

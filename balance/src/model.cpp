@@ -386,11 +386,8 @@ Prediction predict(const ClusterModel& model, const Plan& plan) {
 // lets the common finish time be found by bisection. predict() of the resulting plan simulates
 // the true sharing.
 Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const ClusterModel& model) {
-  if (request.m == 0 || request.n == 0 || request.k == 0) {
-    return invalid_argument(fmt::format("matrix dimensions must be >= 1 (got m={} n={} k={})", request.m,
-                                        request.n, request.k));
-  }
-  if (request.node_names.empty()) return invalid_argument("the cluster has no nodes");
+  TESSERA_RETURN_IF_ERROR(check_plan_request(request));
+  TESSERA_RETURN_IF_ERROR(check_layout(Policy::kModel, request.layout));
   if (request.node_names.size() != model.nodes.size()) {
     return invalid_argument(fmt::format("{} node names given but the performance model has {} nodes",
                                         request.node_names.size(), model.nodes.size()));
@@ -400,17 +397,6 @@ Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const Cluste
       return invalid_argument(fmt::format("node {} is '{}' in the request but '{}' in the performance model", i,
                                           request.node_names[i], model.nodes[i].name));
     }
-  }
-  if (request.panel_width == 0) return invalid_argument("panel width must be >= 1");
-  if (request.panels_in_flight == 0) return invalid_argument("panels in flight must be >= 1");
-  if (request.refill_threshold == 0 || request.refill_threshold > request.panels_in_flight) {
-    return invalid_argument(fmt::format("refill threshold {} must be between 1 and the queue depth {}",
-                                        request.refill_threshold, request.panels_in_flight));
-  }
-  if (request.layout != partition::Layout::kRows) {
-    return invalid_argument(fmt::format("the model policy plans row blocks (its simulator replays row strips); "
-                                        "layout '{}' needs --policy even or proportional",
-                                        partition::layout_name(request.layout)));
   }
 
   ModelPlanResult result;

@@ -598,11 +598,8 @@ Status check_inputs(const ClusterConnection& cluster, const Plan& plan, const Ma
                                           plan.shares[i].node_name, i, cluster.links()[i].spec.name));
     }
   }
-  if (plan.panel_width == 0 || plan.panels_in_flight == 0) return invalid_argument("plan has no panels");
-  if (plan.refill_threshold == 0 || plan.refill_threshold > plan.panels_in_flight) {
-    return invalid_argument(fmt::format("refill threshold {} must be between 1 and the queue depth {}",
-                                        plan.refill_threshold, plan.panels_in_flight));
-  }
+  if (plan.panel_width == 0) return invalid_argument("plan has no panels");
+  TESSERA_RETURN_IF_ERROR(check_credit_window(plan.panels_in_flight, plan.refill_threshold));
   if (plan.policy == Policy::kDynamic && plan.tile_rows == 0) return invalid_argument("a dynamic plan needs tile rows");
   return Status::ok();
 }
@@ -650,6 +647,25 @@ void complete_run_statistics(const Plan& plan, MultiplyRun& run) {
 }
 
 }  // namespace
+
+double MultiplyRun::worker_io_cpu_s() const {
+  double seconds = 0.0;
+  for (const NodeRunStats& node : nodes) seconds += node.worker_io_cpu_s;
+  return seconds;
+}
+
+double MultiplyRun::worker_compute_cpu_s() const {
+  double seconds = 0.0;
+  for (const NodeRunStats& node : nodes) seconds += node.worker_compute_cpu_s;
+  return seconds;
+}
+
+std::optional<double> MultiplyRun::worker_comm_share() const {
+  const double io = worker_io_cpu_s();
+  const double total = io + worker_compute_cpu_s();
+  if (total <= 0.0) return std::nullopt;
+  return io / total;
+}
 
 Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, const Matrix& a, const Matrix& b,
                                  Matrix& c, const MultiplyHooks& hooks) {

@@ -46,11 +46,10 @@ Result<PlannedRun> run_planned(ClusterConnection& connection, const ClusterSpec&
   report.plan = plan;
   report.run = std::move(*run);
   report.nodes = cluster.nodes;
-  if (profile) {
+  // The simulator replays row strips; 2D/3D runs go without a forecast.
+  if (profile && plan.layout == partition::Layout::kRows) {
     if (Result<ClusterModel> model = profile_model(*profile, cluster, profile_path)) {
-      if (plan.layout != partition::Layout::kRows) {
-        // The simulator replays row strips; 2D/3D runs go without a forecast.
-      } else if (plan.policy != Policy::kDynamic) {
+      if (plan.policy != Policy::kDynamic) {
         report.prediction = predict(*model, plan);
       } else {
         // A dynamic run fixes no rows in advance; the model's forecast for it is the balanced

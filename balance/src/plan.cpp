@@ -56,25 +56,40 @@ std::string Plan::to_string() const {
   return out;
 }
 
-Result<Plan> make_plan(const PlanRequest& request) {
+Status check_credit_window(uint32_t queue_depth, uint32_t refill_threshold) {
+  if (queue_depth == 0) return invalid_argument("panels in flight must be >= 1");
+  if (refill_threshold == 0 || refill_threshold > queue_depth) {
+    return invalid_argument(fmt::format("refill threshold {} must be between 1 and the queue depth {}",
+                                        refill_threshold, queue_depth));
+  }
+  return Status::ok();
+}
+
+Status check_plan_request(const PlanRequest& request) {
   if (request.m == 0 || request.n == 0 || request.k == 0) {
     return invalid_argument(fmt::format("matrix dimensions must be >= 1 (got m={} n={} k={})", request.m,
                                         request.n, request.k));
   }
   if (request.node_names.empty()) return invalid_argument("the cluster has no nodes");
   if (request.panel_width == 0) return invalid_argument("panel width must be >= 1");
-  if (request.panels_in_flight == 0) return invalid_argument("panels in flight must be >= 1");
-  if (request.refill_threshold == 0 || request.refill_threshold > request.panels_in_flight) {
-    return invalid_argument(fmt::format("refill threshold {} must be between 1 and the queue depth {}",
-                                        request.refill_threshold, request.panels_in_flight));
+  return check_credit_window(request.panels_in_flight, request.refill_threshold);
+}
+
+Status check_layout(Policy policy, partition::Layout layout) {
+  if (layout == partition::Layout::kRows || policy == Policy::kEven || policy == Policy::kProportional) {
+    return Status::ok();
   }
+  const char* why = policy == Policy::kModel ? "its simulator replays row strips" : "it hands out row tiles";
+  return invalid_argument(fmt::format("the {} policy plans row tiles only ({}); layout '{}' needs policy even or "
+                                      "proportional", policy_name(policy), why, partition::layout_name(layout)));
+}
+
+Result<Plan> make_plan(const PlanRequest& request) {
+  TESSERA_RETURN_IF_ERROR(check_plan_request(request));
   if (request.policy == Policy::kModel) {
     return invalid_argument("the model policy needs the performance model; use make_model_plan");
   }
-  if (request.policy == Policy::kDynamic && request.layout != partition::Layout::kRows) {
-    return invalid_argument(fmt::format("the dynamic policy hands out row tiles; layout '{}' needs a static "
-                                        "policy (even or proportional)", partition::layout_name(request.layout)));
-  }
+  TESSERA_RETURN_IF_ERROR(check_layout(request.policy, request.layout));
 
   const std::size_t node_count = request.node_names.size();
   // What every plan takes from the request as it is; the shares follow per policy and layout.

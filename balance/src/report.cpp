@@ -29,10 +29,8 @@ std::string format_report_table(const MultiplyReport& report) {
     const std::string predicted = report.prediction && i < report.prediction->finish_s.size()
                                       ? fmt::format("{:.3f}s", report.prediction->finish_s[i])
                                       : "-";
-    // No split for a node that did no work (answering STATS alone would read as 100%) or that was
-    // lost before it could report its figures.
-    const bool has_split = node.volume > 0 && node.worker_io_cpu_s + node.worker_compute_cpu_s > 0.0;
-    const std::string comm_cpu = has_split ? fmt::format("{:.1f}%", 100.0 * node.worker_comm_share()) : "-";
+    const std::optional<double> share = node.worker_comm_share();
+    const std::string comm_cpu = share ? fmt::format("{:.1f}%", 100.0 * *share) : "-";
     out += fmt::format(
         "{:<12} {:<8} {:>7} {:>7.4f} {:>9.2f} {:>9.2f} {:>8.3f}s {:>7.3f}s {:>7.3f}s {:>8.3f}s {:>10} {:>9}\n",
         node.name, kind, node.rows, node.weight, node.bytes_to_node / 1e6, node.bytes_from_node / 1e6, node.compute_s,
@@ -40,14 +38,9 @@ std::string format_report_table(const MultiplyReport& report) {
   }
   out += fmt::format("\nmakespan {:.3f} s   {:.2f} GFLOP/s   imbalance {:.3f} (slowest finish / mean finish)\n",
                      report.run.makespan_s, report.run.gflops, report.run.imbalance);
-  double io_cpu = 0.0, compute_cpu = 0.0;
-  for (const NodeRunStats& node : report.run.nodes) {
-    io_cpu += node.worker_io_cpu_s;
-    compute_cpu += node.worker_compute_cpu_s;
-  }
-  if (io_cpu + compute_cpu > 0.0) {
+  if (const std::optional<double> share = report.run.worker_comm_share()) {
     out += fmt::format("workers' CPU: {:.3f} s multiplying, {:.3f} s communicating ({:.1f}% of their CPU)\n",
-                       compute_cpu, io_cpu, 100.0 * io_cpu / (io_cpu + compute_cpu));
+                       report.run.worker_compute_cpu_s(), report.run.worker_io_cpu_s(), 100.0 * *share);
   }
   if (const std::optional<double> error = report.prediction_error()) {
     out += fmt::format("predicted makespan {:.3f} s   prediction error {:.1f}%\n", report.prediction->makespan_s,
@@ -99,9 +92,7 @@ std::string report_json(const MultiplyReport& report) {
                   {"panels", node.panels},
                   {"worker_io_cpu_s", node.worker_io_cpu_s},
                   {"worker_compute_cpu_s", node.worker_compute_cpu_s},
-                  {"worker_comm_cpu_share", node.volume > 0 && node.worker_io_cpu_s + node.worker_compute_cpu_s > 0.0
-                                                ? json(node.worker_comm_share())
-                                                : json(nullptr)}};
+                  {"worker_comm_cpu_share", node.worker_comm_share() ? json(*node.worker_comm_share()) : json(nullptr)}};
     if (i < report.nodes.size()) {
       entry["kind"] = report.nodes[i].kind;
       entry["endpoint"] = report.nodes[i].endpoint();

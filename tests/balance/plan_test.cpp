@@ -133,7 +133,7 @@ TEST(PlanTest, StudyPoliciesNameALayoutAfterASlash) {
   EXPECT_EQ(blocks->name(), "proportional/2d");
   Result<StudyPolicy> model_3d = parse_study_policy("model/3d");
   ASSERT_FALSE(model_3d.is_ok());
-  EXPECT_NE(model_3d.status().message().find("row blocks only"), std::string::npos);
+  EXPECT_NE(model_3d.status().message().find("row tiles only"), std::string::npos);
   EXPECT_FALSE(parse_study_policy("even/diagonal").is_ok());
 }
 

@@ -87,7 +87,8 @@ TEST_F(LocalWorkers, ThreeWorkersMultiplyExactlyWithWeights532) {
     // The worker's own CPU accounting for this run came back, split into both parts.
     EXPECT_GT(node.worker_compute_cpu_s, 0.0) << node.name;
     EXPECT_GT(node.worker_io_cpu_s, 0.0) << node.name;
-    EXPECT_LT(node.worker_comm_share(), 1.0) << node.name;
+    ASSERT_TRUE(node.worker_comm_share().has_value()) << node.name;
+    EXPECT_LT(*node.worker_comm_share(), 1.0) << node.name;
   }
   EXPECT_GE(run->imbalance, 1.0);
   EXPECT_TRUE(verify_product(a, b, c, VerifyMode::kExact, 1).passed);

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,9 +50,12 @@ struct NodeRunStats {
   // communicating (socket reads and writes, decoding, filing tiles) and multiplying.
   double worker_io_cpu_s = 0.0;
   double worker_compute_cpu_s = 0.0;
-  double worker_comm_share() const {
+  // io / (io + compute); none for a node that did no work (answering STATS alone would read as
+  // 100%) or was lost before it could report its figures.
+  std::optional<double> worker_comm_share() const {
     const double total = worker_io_cpu_s + worker_compute_cpu_s;
-    return total > 0.0 ? worker_io_cpu_s / total : 0.0;
+    if (volume == 0 || total <= 0.0) return std::nullopt;
+    return worker_io_cpu_s / total;
   }
 };
 
@@ -67,6 +71,12 @@ struct MultiplyRun {
   // Dynamic runs only:
   uint64_t speculative_copies = 0;          // tiles also given to an idle node near the end
   uint64_t speculative_wins = 0;            // copies whose result arrived first
+
+  // The workers' CPU seconds summed over nodes, and the communication share of them (none when
+  // no worker reported figures).
+  double worker_io_cpu_s() const;
+  double worker_compute_cpu_s() const;
+  std::optional<double> worker_comm_share() const;
 };
 
 struct MultiplyHooks {

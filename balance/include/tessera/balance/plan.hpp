@@ -67,6 +67,14 @@ struct PlanRequest {
   std::vector<double> weights;    // proportional only: one per node, >= 0, any scale
 };
 
+// The checks every planner makes of a request: dimensions >= 1, at least one node, panel width
+// >= 1, and the credit window (check_credit_window). kInvalidArgument says which.
+Status check_plan_request(const PlanRequest& request);
+// Queue depth >= 1 and refill threshold within 1..depth. Plans are also checked by the driver.
+Status check_credit_window(uint32_t queue_depth, uint32_t refill_threshold);
+// The model and dynamic policies plan row blocks only: any other layout is refused with the reason.
+Status check_layout(Policy policy, partition::Layout layout);
+
 // Checks the request (dimensions >= 1, one weight per node for proportional, panel width >= 1,
 // refill threshold within the queue depth, a layout the policy supports) and returns the plan.
 // Every element of the m x n x k space is assigned exactly once. kModel is refused here (it
