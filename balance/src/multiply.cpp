@@ -347,10 +347,14 @@ class TileStreamer {
     Status status = worker_before.is_ok() ? stream(stats) : worker_before.status();
     if (status.is_ok()) status = wind_down();
     if (status.is_ok()) {
+      // A failure here still goes through the byte counts and the progress context below.
       Result<tp::Stats> worker_after = request_stats();
-      if (!worker_after) return worker_after.status().with_context("asking for the worker's CPU figures: ");
-      stats.worker_io_cpu_s = worker_after->io_cpu_seconds - worker_before->io_cpu_seconds;
-      stats.worker_compute_cpu_s = worker_after->compute_cpu_seconds - worker_before->compute_cpu_seconds;
+      if (worker_after) {
+        stats.worker_io_cpu_s = worker_after->io_cpu_seconds - worker_before->io_cpu_seconds;
+        stats.worker_compute_cpu_s = worker_after->compute_cpu_seconds - worker_before->compute_cpu_seconds;
+      } else {
+        status = worker_after.status().with_context("asking for the worker's CPU figures: ");
+      }
     }
     stats.bytes_to_node = connection_.bytes_sent() - sent_before;
     stats.bytes_from_node = connection_.bytes_received() - received_before;
