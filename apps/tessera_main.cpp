@@ -4,8 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tessera/balance/commands.hpp"
-#include "tessera/balance/partition_command.hpp"
+#include "tessera/balance/cli/commands.hpp"
+#include "tessera/balance/cli/partition_command.hpp"
 
 namespace tb = tessera::balance;
 

@@ -35,7 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/worker/compute_pool.hpp"
-#include "tessera/worker/gemm.hpp"
+#include "tessera/linalg/gemm.hpp"
 
 namespace tw = tessera::worker;
 
@@ -138,7 +138,7 @@ double run_private(Method method, uint32_t threads, const Panels& panels, std::s
       start_line.arrive_and_wait();
       for (std::size_t p = next_job++; p < panels.widths.size(); p = next_job++) {
         const std::size_t k = panels.widths[p];
-        tw::gemm(n, n, k, 1.0, panels.a[p].data(), k, panels.b[p].data(), n, 0.0, s, n);
+        tessera::linalg::gemm(n, n, k, 1.0, panels.a[p].data(), k, panels.b[p].data(), n, 0.0, s, n);
         for (std::size_t step = 0; step < cells.size(); ++step) {
           const std::size_t cell = (step + t * cells.size() / threads) % cells.size();
           if (method == Method::kMutex) {
@@ -183,7 +183,7 @@ struct Row {
 void print_table(const std::vector<Row>& rows, std::size_t size, std::size_t depth, uint32_t threads,
                  std::size_t blocks, int repeat, double tolerance) {
   fmt::print("C {0} x {0}, depth {1}, {2} threads, {3}x{3} lock blocks, median of {4} runs; BLAS: {5}\n", size,
-             depth, threads, blocks, repeat, tw::blas_description());
+             depth, threads, blocks, repeat, tessera::linalg::blas_description());
   fmt::print("rounding bound for max |C - reference|: {:.3g}\n\n", tolerance);
   fmt::print("{:<8} {:>7} {:>5} {:>11} {:>9} {:>10} {:>12}  {}\n", "method", "k-panel", "jobs", "median (s)",
              "GFLOP/s", "vs strips", "max |diff|", "check");
@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   blocks = std::min(blocks, size);
 
-  tw::set_blas_threads(1);
+  tessera::linalg::set_blas_threads(1);
   std::mt19937_64 random(seed);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   std::vector<double> a(size * depth), b(depth * size);
@@ -237,12 +237,12 @@ int main(int argc, char** argv) {
   // any order errs by at most gamma_k * (|A| |B|) elementwise, gamma_k ~ k * eps (the standard
   // inner-product bound); two results may err in opposite directions, hence the factor 2.
   std::vector<double> reference(size * size), magnitude(size * size);
-  tw::gemm(size, size, depth, 1.0, a.data(), depth, b.data(), size, 0.0, reference.data(), size);
+  tessera::linalg::gemm(size, size, depth, 1.0, a.data(), depth, b.data(), size, 0.0, reference.data(), size);
   {
     std::vector<double> abs_a(a), abs_b(b);
     for (double& x : abs_a) x = std::abs(x);
     for (double& x : abs_b) x = std::abs(x);
-    tw::gemm(size, size, depth, 1.0, abs_a.data(), depth, abs_b.data(), size, 0.0, magnitude.data(), size);
+    tessera::linalg::gemm(size, size, depth, 1.0, abs_a.data(), depth, abs_b.data(), size, 0.0, magnitude.data(), size);
   }
   const double eps = std::numeric_limits<double>::epsilon();
   const double tolerance =
@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
     out["blocks"] = blocks;
     out["repeat"] = repeat;
     out["seed"] = seed;
-    out["blas"] = tw::blas_description();
+    out["blas"] = tessera::linalg::blas_description();
     out["tolerance"] = tolerance;
     out["results"] = nlohmann::json::array();
     for (const Row& row : rows) {

@@ -1,4 +1,4 @@
-#include "tessera/balance/cluster_spec.hpp"
+#include "tessera/balance/cluster/cluster_spec.hpp"
 
 #include <fstream>
 #include <random>

@@ -1,4 +1,4 @@
-#include "tessera/balance/model.hpp"
+#include "tessera/balance/model/model.hpp"
 
 #include <gtest/gtest.h>
 

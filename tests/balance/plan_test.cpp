@@ -1,8 +1,8 @@
-#include "tessera/balance/plan.hpp"
+#include "tessera/balance/plan/plan.hpp"
 
 #include <gtest/gtest.h>
 
-#include "tessera/balance/experiment.hpp"
+#include "tessera/balance/study/experiment.hpp"
 
 namespace tessera::balance {
 namespace {

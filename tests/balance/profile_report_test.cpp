@@ -1,4 +1,4 @@
-#include "tessera/balance/profile.hpp"
+#include "tessera/balance/profile/profile.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/balance/report.hpp"
+#include "tessera/balance/report/report.hpp"
 
 namespace tessera::balance {
 namespace {

@@ -1,25 +1,25 @@
-#include "tessera/balance/verify.hpp"
+#include "tessera/balance/run/verify.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "tessera/worker/gemm.hpp"
+#include "tessera/linalg/gemm.hpp"
 
 namespace tessera::balance {
 namespace {
 
-Matrix product(const Matrix& a, const Matrix& b) {
-  Matrix c(a.rows, b.cols);
-  worker::gemm(a.rows, b.cols, a.cols, 1.0, a.values.data(), a.cols, b.values.data(), b.cols, 0.0, c.values.data(),
+linalg::Matrix product(const linalg::Matrix& a, const linalg::Matrix& b) {
+  linalg::Matrix c(a.rows, b.cols);
+  linalg::gemm(a.rows, b.cols, a.cols, 1.0, a.values.data(), a.cols, b.values.data(), b.cols, 0.0, c.values.data(),
                b.cols);
   return c;
 }
 
 // A product summed in a different order than BLAS: real rounding differences, no real errors.
-Matrix naive_product(const Matrix& a, const Matrix& b) {
-  Matrix c(a.rows, b.cols);
+linalg::Matrix naive_product(const linalg::Matrix& a, const linalg::Matrix& b) {
+  linalg::Matrix c(a.rows, b.cols);
   for (std::size_t i = 0; i < a.rows; ++i)
     for (std::size_t p = a.cols; p-- > 0;)
       for (std::size_t j = 0; j < b.cols; ++j) c.at(i, j) += a.at(i, p) * b.at(p, j);
@@ -29,8 +29,8 @@ Matrix naive_product(const Matrix& a, const Matrix& b) {
 class VerifyModes : public ::testing::TestWithParam<VerifyMode> {};
 
 TEST_P(VerifyModes, AcceptsCorrectProductsSummedInAnyOrder) {
-  const Matrix a = random_matrix(123, 457, 1);
-  const Matrix b = random_matrix(457, 89, 2);
+  const linalg::Matrix a = linalg::random_matrix(123, 457, 1);
+  const linalg::Matrix b = linalg::random_matrix(457, 89, 2);
   const Verification blas = verify_product(a, b, product(a, b), GetParam(), 7);
   EXPECT_TRUE(blas.passed) << blas.detail;
   const Verification naive = verify_product(a, b, naive_product(a, b), GetParam(), 7);
@@ -38,9 +38,9 @@ TEST_P(VerifyModes, AcceptsCorrectProductsSummedInAnyOrder) {
 }
 
 TEST_P(VerifyModes, RejectsOneWrongEntry) {
-  const Matrix a = random_matrix(64, 200, 3);
-  const Matrix b = random_matrix(200, 50, 4);
-  Matrix c = product(a, b);
+  const linalg::Matrix a = linalg::random_matrix(64, 200, 3);
+  const linalg::Matrix b = linalg::random_matrix(200, 50, 4);
+  linalg::Matrix c = product(a, b);
   c.at(17, 23) += 1e-6;  // far above rounding (~1e-13 here), far below the entries (~10)
   const Verification check = verify_product(a, b, c, GetParam(), 9);
   EXPECT_FALSE(check.passed);
@@ -48,26 +48,26 @@ TEST_P(VerifyModes, RejectsOneWrongEntry) {
 }
 
 TEST_P(VerifyModes, RejectsAMissingPanelContribution) {
-  const Matrix a = random_matrix(40, 96, 5);
-  Matrix b = random_matrix(96, 30, 6);
-  const Matrix full = product(a, b);
+  const linalg::Matrix a = linalg::random_matrix(40, 96, 5);
+  linalg::Matrix b = linalg::random_matrix(96, 30, 6);
+  const linalg::Matrix full = product(a, b);
   for (std::size_t p = 32; p < 64; ++p)
     for (std::size_t j = 0; j < b.cols; ++j) b.at(p, j) = 0.0;
-  EXPECT_FALSE(verify_product(a, random_matrix(96, 30, 6), product(a, b), GetParam(), 1).passed);
-  EXPECT_TRUE(verify_product(a, random_matrix(96, 30, 6), full, GetParam(), 1).passed);
+  EXPECT_FALSE(verify_product(a, linalg::random_matrix(96, 30, 6), product(a, b), GetParam(), 1).passed);
+  EXPECT_TRUE(verify_product(a, linalg::random_matrix(96, 30, 6), full, GetParam(), 1).passed);
 }
 
 TEST_P(VerifyModes, RejectsNaN) {
-  const Matrix a = random_matrix(8, 8, 1);
-  const Matrix b = random_matrix(8, 8, 2);
-  Matrix c = product(a, b);
+  const linalg::Matrix a = linalg::random_matrix(8, 8, 1);
+  const linalg::Matrix b = linalg::random_matrix(8, 8, 2);
+  linalg::Matrix c = product(a, b);
   c.at(3, 3) = std::numeric_limits<double>::quiet_NaN();
   EXPECT_FALSE(verify_product(a, b, c, GetParam(), 1).passed);
 }
 
 TEST_P(VerifyModes, IntegerInputsAreExact) {
-  const Matrix a = random_matrix(30, 70, 1, FillKind::kIntegers);
-  const Matrix b = random_matrix(70, 20, 2, FillKind::kIntegers);
+  const linalg::Matrix a = linalg::random_matrix(30, 70, 1, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(70, 20, 2, linalg::FillKind::kIntegers);
   const Verification check = verify_product(a, b, naive_product(a, b), GetParam(), 3);
   EXPECT_TRUE(check.passed);
   // The exact check compares C itself, which is exact here; Freivalds multiplies by real-valued
@@ -80,8 +80,8 @@ TEST_P(VerifyModes, IntegerInputsAreExact) {
 INSTANTIATE_TEST_SUITE_P(Modes, VerifyModes, ::testing::Values(VerifyMode::kFreivalds, VerifyMode::kExact));
 
 TEST(VerifyTest, NoneChecksNothingAndSaysSo) {
-  const Matrix a(2, 2), b(2, 2);
-  const Verification check = verify_product(a, b, Matrix(2, 2), VerifyMode::kNone, 1);
+  const linalg::Matrix a(2, 2), b(2, 2);
+  const Verification check = verify_product(a, b, linalg::Matrix(2, 2), VerifyMode::kNone, 1);
   EXPECT_FALSE(check.passed);
   EXPECT_EQ(check.detail, "not verified");
 }

@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "process_fixture.hpp"
-#include "tessera/balance/cluster_spec.hpp"
-#include "tessera/balance/local_cluster.hpp"
-#include "tessera/balance/matrix.hpp"
+#include "tessera/balance/cluster/cluster_spec.hpp"
+#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/linalg/matrix.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -172,12 +172,12 @@ TEST_F(CliCluster, BadInputsGetClearMessagesAndExitCode2) {
 TEST_F(CliCluster, NpyInputsAndOutput) {
   ASSERT_EQ(run("up").exit_code, 0);
   // Shapes that do not chain are refused before anything is sent.
-  Matrix a = random_matrix(20, 9, 1, FillKind::kIntegers);
-  Matrix b = random_matrix(9, 4, 2, FillKind::kIntegers);
-  Matrix wrong = random_matrix(8, 4, 3, FillKind::kIntegers);
-  ASSERT_TRUE(write_npy(dir_.file("a.npy"), a).is_ok());
-  ASSERT_TRUE(write_npy(dir_.file("b.npy"), b).is_ok());
-  ASSERT_TRUE(write_npy(dir_.file("wrong.npy"), wrong).is_ok());
+  linalg::Matrix a = linalg::random_matrix(20, 9, 1, linalg::FillKind::kIntegers);
+  linalg::Matrix b = linalg::random_matrix(9, 4, 2, linalg::FillKind::kIntegers);
+  linalg::Matrix wrong = linalg::random_matrix(8, 4, 3, linalg::FillKind::kIntegers);
+  ASSERT_TRUE(linalg::write_npy(dir_.file("a.npy"), a).is_ok());
+  ASSERT_TRUE(linalg::write_npy(dir_.file("b.npy"), b).is_ok());
+  ASSERT_TRUE(linalg::write_npy(dir_.file("wrong.npy"), wrong).is_ok());
 
   testing::CommandResult mismatch =
       run("multiply", "--a " + dir_.file("a.npy") + " --b " + dir_.file("wrong.npy") + " --policy even");
@@ -187,7 +187,7 @@ TEST_F(CliCluster, NpyInputsAndOutput) {
   testing::CommandResult ok = run("multiply", "--a " + dir_.file("a.npy") + " --b " + dir_.file("b.npy") +
                                                   " --policy even --verify exact --out " + dir_.file("c.npy"));
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
-  Result<Matrix> c = read_npy(dir_.file("c.npy"));
+  Result<linalg::Matrix> c = linalg::read_npy(dir_.file("c.npy"));
   ASSERT_TRUE(c.is_ok()) << c.status().to_string();
   ASSERT_EQ(c->rows, 20u);
   ASSERT_EQ(c->cols, 4u);

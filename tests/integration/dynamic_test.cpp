@@ -1,6 +1,6 @@
 // The dynamic (pull) policy against real workers: exact products for awkward sizes, a worker
 // killed mid-run whose tiles the others finish, sessions still usable afterwards.
-#include "tessera/balance/multiply.hpp"
+#include "tessera/balance/run/multiply.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 
 #include "process_fixture.hpp"
 #include "reference_product.hpp"
-#include "tessera/balance/cluster_connection.hpp"
-#include "tessera/balance/plan.hpp"
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/plan/plan.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -59,9 +59,9 @@ TEST_F(DynamicWorkers, ManySmallTilesAndUnevenSizesAreExact) {
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
   for (uint64_t n : {1000u, 1001u}) {
     // Integer-valued inputs: the distributed product must equal the local one bit for bit.
-    const Matrix a = random_matrix(n, n, n, FillKind::kIntegers);
-    const Matrix b = random_matrix(n, n, n + 1, FillKind::kIntegers);
-    Matrix c;
+    const linalg::Matrix a = linalg::random_matrix(n, n, n, linalg::FillKind::kIntegers);
+    const linalg::Matrix b = linalg::random_matrix(n, n, n + 1, linalg::FillKind::kIntegers);
+    linalg::Matrix c;
     Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(n, n, n, 64), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, reference_product(a, b)) << "n=" << n;
@@ -75,10 +75,10 @@ TEST_F(DynamicWorkers, SessionsServeTheNextMultiplyAfterADynamicOne) {
   start_workers(2);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
-  const Matrix a = random_matrix(300, 200, 1, FillKind::kIntegers);
-  const Matrix b = random_matrix(200, 150, 2, FillKind::kIntegers);
+  const linalg::Matrix a = linalg::random_matrix(300, 200, 1, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(200, 150, 2, linalg::FillKind::kIntegers);
   for (int round = 0; round < 3; ++round) {
-    Matrix c;
+    linalg::Matrix c;
     Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(300, 150, 200, 32, 48), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, reference_product(a, b)) << "round " << round;
@@ -89,15 +89,15 @@ TEST_F(DynamicWorkers, AWorkerKilledMidRunLosesItsTilesToTheOthersAndTheProductI
   start_workers(4);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
-  const Matrix a = random_matrix(1200, 1200, 7, FillKind::kIntegers);
-  const Matrix b = random_matrix(1200, 1200, 8, FillKind::kIntegers);
+  const linalg::Matrix a = linalg::random_matrix(1200, 1200, 7, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(1200, 1200, 8, linalg::FillKind::kIntegers);
   std::atomic<bool> killed{false};
   MultiplyHooks hooks;
   // kill -9 node 'c' at its first credit: it then holds a tile it will never finish.
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 2 && !killed.exchange(true)) workers_[2]->kill_now();
   };
-  Matrix c;
+  linalg::Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(1200, 1200, 1200, 64), a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
@@ -112,8 +112,8 @@ TEST_F(DynamicWorkers, WhenEveryWorkerDiesTheRunFailsNamingThem) {
   start_workers(2);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
-  const Matrix a = random_matrix(400, 400, 1);
-  const Matrix b = random_matrix(400, 400, 2);
+  const linalg::Matrix a = linalg::random_matrix(400, 400, 1);
+  const linalg::Matrix b = linalg::random_matrix(400, 400, 2);
   MultiplyHooks hooks;
   std::atomic<bool> killed{false};
   hooks.on_credit = [&](std::size_t, uint64_t) {
@@ -121,7 +121,7 @@ TEST_F(DynamicWorkers, WhenEveryWorkerDiesTheRunFailsNamingThem) {
       for (auto& worker : workers_) worker->kill_now();
     }
   };
-  Matrix c;
+  linalg::Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(400, 400, 400, 32, 32), a, b, c, hooks);
   ASSERT_FALSE(run.is_ok());
   EXPECT_NE(run.status().message().find("every node failed"), std::string::npos) << run.status().message();

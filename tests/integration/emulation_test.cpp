@@ -1,16 +1,16 @@
 // The emulated testbed for real: cgroup CPU quotas, network namespaces and tc-shaped veth links,
 // set up by `tessera up` and measured through the workers. Needs root and cgroups; skips with
 // the reason otherwise.
-#include "tessera/balance/emulation.hpp"
+#include "tessera/balance/local/emulation.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 
 #include "process_fixture.hpp"
-#include "tessera/balance/cluster_connection.hpp"
-#include "tessera/balance/local_cluster.hpp"
-#include "tessera/balance/profile.hpp"
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/balance/profile/profile.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -277,7 +277,7 @@ TEST_F(EmulatedCluster, ProfileIsMeasuredSavedReusedAndDrivesTheModelPolicy) {
 }  // namespace
 }  // namespace tessera::balance
 
-#include "tessera/balance/multiply.hpp"
+#include "tessera/balance/run/multiply.hpp"
 #include "reference_product.hpp"
 
 namespace tessera::balance {
@@ -307,8 +307,8 @@ TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
   request.node_names = {"steady", "slowed"};
   Result<Plan> plan = make_plan(request);
   ASSERT_TRUE(plan.is_ok());
-  const Matrix a = random_matrix(1536, 1536, 3, FillKind::kIntegers);
-  const Matrix b = random_matrix(1536, 1536, 4, FillKind::kIntegers);
+  const linalg::Matrix a = linalg::random_matrix(1536, 1536, 3, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(1536, 1536, 4, linalg::FillKind::kIntegers);
   std::atomic<bool> slowed{false};
   MultiplyHooks hooks;
   hooks.on_credit = [&](std::size_t node, uint64_t) {
@@ -317,7 +317,7 @@ TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
       testing::write_file(quota_file, v1 ? "10000" : "10000 100000");  // 0.1 core of 100 ms periods
     }
   };
-  Matrix c;
+  linalg::Matrix c;
   Result<MultiplyRun> result = run_multiply(*connection, *plan, a, b, c, hooks);
   ASSERT_TRUE(slowed.load());
   ASSERT_TRUE(result.is_ok()) << result.status().to_string();

@@ -1,6 +1,6 @@
 // `tessera experiment` end to end on a tiny study with real workers: the files it writes, the
 // statistics in them, the plots, and a clean stop on Ctrl-C.
-#include "tessera/balance/experiment.hpp"
+#include "tessera/balance/study/experiment.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "process_fixture.hpp"
-#include "tessera/balance/cluster_spec.hpp"
-#include "tessera/balance/local_cluster.hpp"
+#include "tessera/balance/cluster/cluster_spec.hpp"
+#include "tessera/balance/local/local_cluster.hpp"
 
 namespace tessera::balance {
 namespace {

@@ -8,9 +8,9 @@
 
 #include "process_fixture.hpp"
 #include "reference_product.hpp"
-#include "tessera/balance/cluster_connection.hpp"
-#include "tessera/balance/multiply.hpp"
-#include "tessera/balance/plan.hpp"
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/plan/plan.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -69,13 +69,13 @@ TEST_F(LayoutWorkers, EveryLayoutGivesTheExactProductForUnevenSizes) {
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
   // Integer-valued inputs: every partial product and every sum of partial sums is exact in
   // float64, so the distributed product must equal the local one bit for bit.
-  const Matrix a = random_matrix(301, 411, 21, FillKind::kIntegers);
-  const Matrix b = random_matrix(411, 257, 22, FillKind::kIntegers);
-  const Matrix expected = reference_product(a, b);
+  const linalg::Matrix a = linalg::random_matrix(301, 411, 21, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(411, 257, 22, linalg::FillKind::kIntegers);
+  const linalg::Matrix expected = reference_product(a, b);
   for (Layout layout : {Layout::kRows, Layout::kColumnBased, Layout::kSquareCorner, Layout::kRecursive3d}) {
     SCOPED_TRACE(std::string(partition::layout_name(layout)));
     const Plan plan = plan_for(layout, 301, 257, 411, {4, 1, 1}, 50);
-    Matrix c;
+    linalg::Matrix c;
     Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, expected);
@@ -91,15 +91,15 @@ TEST_F(LayoutWorkers, SplittingKSendsPartialSumsThatTheCoordinatorAdds) {
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
   // A deep, narrow product: the 3D layout cuts k, so nodes share cells of C.
-  const Matrix a = random_matrix(96, 3001, 5, FillKind::kIntegers);
-  const Matrix b = random_matrix(3001, 80, 6, FillKind::kIntegers);
+  const linalg::Matrix a = linalg::random_matrix(96, 3001, 5, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(3001, 80, 6, linalg::FillKind::kIntegers);
   const Plan plan = plan_for(Layout::kRecursive3d, 96, 80, 3001, {}, 128);
   bool splits_k = false;
   for (std::size_t i = 0; i < plan.shares.size(); ++i) {
     for (const partition::Block& block : plan.blocks_of(i)) splits_k |= block.depth < plan.k;
   }
   ASSERT_TRUE(splits_k) << plan.to_string();
-  Matrix c(96, 80);
+  linalg::Matrix c(96, 80);
   for (double& value : c.values) value = 12345.0;  // whatever C held before must not leak in
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
@@ -110,9 +110,9 @@ TEST_F(LayoutWorkers, RectanglesMoveFewerBytesThanRowBlocks) {
   start_workers(4);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
-  const Matrix a = random_matrix(512, 512, 1);
-  const Matrix b = random_matrix(512, 512, 2);
-  Matrix rows_c, blocks_c;
+  const linalg::Matrix a = linalg::random_matrix(512, 512, 1);
+  const linalg::Matrix b = linalg::random_matrix(512, 512, 2);
+  linalg::Matrix rows_c, blocks_c;
   Result<MultiplyRun> rows = run_multiply(*connection, plan_for(Layout::kRows, 512, 512, 512, {}), a, b, rows_c);
   Result<MultiplyRun> blocks =
       run_multiply(*connection, plan_for(Layout::kColumnBased, 512, 512, 512, {}), a, b, blocks_c);
@@ -129,12 +129,12 @@ TEST_F(LayoutWorkers, RefillThresholdSendsInBurstsAndStaysExact) {
   start_workers(2);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
-  const Matrix a = random_matrix(200, 700, 3, FillKind::kIntegers);
-  const Matrix b = random_matrix(700, 150, 4, FillKind::kIntegers);
+  const linalg::Matrix a = linalg::random_matrix(200, 700, 3, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(700, 150, 4, linalg::FillKind::kIntegers);
   for (uint32_t refill : {1u, 4u, 8u}) {
     SCOPED_TRACE(refill);
     const Plan plan = plan_for(Layout::kRows, 200, 150, 700, {2, 1}, 16, 8, refill);
-    Matrix c;
+    linalg::Matrix c;
     std::atomic<uint64_t> credits{0};
     MultiplyHooks hooks;
     hooks.on_credit = [&](std::size_t, uint64_t) { ++credits; };
@@ -149,15 +149,15 @@ TEST_F(LayoutWorkers, ANodeKilledDuringA3dRunLeavesAnExactProduct) {
   start_workers(4);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
-  const Matrix a = random_matrix(128, 4000, 9, FillKind::kIntegers);
-  const Matrix b = random_matrix(4000, 128, 10, FillKind::kIntegers);
+  const linalg::Matrix a = linalg::random_matrix(128, 4000, 9, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(4000, 128, 10, linalg::FillKind::kIntegers);
   const Plan plan = plan_for(Layout::kRecursive3d, 128, 128, 4000, {}, 64);
   std::atomic<bool> killed{false};
   MultiplyHooks hooks;
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 3 && !killed.exchange(true)) workers_[3]->kill_now();
   };
-  Matrix c;
+  linalg::Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();

@@ -1,5 +1,5 @@
 // End-to-end multiplies against real tessera-worker processes over loopback TCP.
-#include "tessera/balance/multiply.hpp"
+#include "tessera/balance/run/multiply.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 
 #include "process_fixture.hpp"
 #include "reference_product.hpp"
-#include "tessera/balance/cluster_connection.hpp"
-#include "tessera/balance/plan.hpp"
-#include "tessera/balance/verify.hpp"
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/plan/plan.hpp"
+#include "tessera/balance/run/verify.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -63,14 +63,14 @@ TEST_F(LocalWorkers, ThreeWorkersMultiplyExactlyWithWeights532) {
 
   // Integer-valued inputs: every partial product and sum is exact in float64, so the distributed
   // result must equal the local one bit for bit whatever the summation order.
-  const Matrix a = random_matrix(300, 517, 11, FillKind::kIntegers);
-  const Matrix b = random_matrix(517, 211, 12, FillKind::kIntegers);
+  const linalg::Matrix a = linalg::random_matrix(300, 517, 11, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(517, 211, 12, linalg::FillKind::kIntegers);
   const Plan plan = plan_for(Policy::kProportional, 300, 211, 517, {0.5, 0.3, 0.2});
   EXPECT_EQ(plan.shares[0].rows.count, 150u);
   EXPECT_EQ(plan.shares[1].rows.count, 90u);
   EXPECT_EQ(plan.shares[2].rows.count, 60u);
 
-  Matrix c;
+  linalg::Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
@@ -99,11 +99,11 @@ TEST_F(LocalWorkers, UnevenSizesAndEvenPolicyWithRealValues) {
   start_workers(3);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
-  const Matrix a = random_matrix(101, 333, 5);
-  const Matrix b = random_matrix(333, 77, 6);
+  const linalg::Matrix a = linalg::random_matrix(101, 333, 5);
+  const linalg::Matrix b = linalg::random_matrix(333, 77, 6);
   // Panel width 50 leaves a last panel of 33 rows.
   const Plan plan = plan_for(Policy::kEven, 101, 77, 333, {}, 50);
-  Matrix c;
+  linalg::Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   const Verification exact = verify_product(a, b, c, VerifyMode::kExact, 2);
@@ -116,9 +116,9 @@ TEST_F(LocalWorkers, SessionsAreReusableForSeveralMultiplies) {
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
   for (uint64_t seed = 0; seed < 3; ++seed) {
-    const Matrix a = random_matrix(40, 30, seed, FillKind::kIntegers);
-    const Matrix b = random_matrix(30, 20, seed + 100, FillKind::kIntegers);
-    Matrix c;
+    const linalg::Matrix a = linalg::random_matrix(40, 30, seed, linalg::FillKind::kIntegers);
+    const linalg::Matrix b = linalg::random_matrix(30, 20, seed + 100, linalg::FillKind::kIntegers);
+    linalg::Matrix c;
     Result<MultiplyRun> run = run_multiply(*connection, plan_for(Policy::kProportional, 40, 20, 30, {3, 1}, 7), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, reference_product(a, b)) << "seed " << seed;
@@ -129,11 +129,11 @@ TEST_F(LocalWorkers, ZeroWeightNodeGetsNoRowsAndResultStillExact) {
   start_workers(3);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
-  const Matrix a = random_matrix(50, 40, 1, FillKind::kIntegers);
-  const Matrix b = random_matrix(40, 30, 2, FillKind::kIntegers);
+  const linalg::Matrix a = linalg::random_matrix(50, 40, 1, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(40, 30, 2, linalg::FillKind::kIntegers);
   const Plan plan = plan_for(Policy::kProportional, 50, 30, 40, {1, 0, 1});
   EXPECT_EQ(plan.shares[1].rows.count, 0u);
-  Matrix c;
+  linalg::Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
@@ -178,8 +178,8 @@ TEST_F(LocalWorkers, WorkerKilledMidRunUnderAStaticPlanLosesItsBlockToTheOthers)
   start_workers(4);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
-  const Matrix a = random_matrix(400, 2000, 3, FillKind::kIntegers);
-  const Matrix b = random_matrix(2000, 300, 4, FillKind::kIntegers);
+  const linalg::Matrix a = linalg::random_matrix(400, 2000, 3, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(2000, 300, 4, linalg::FillKind::kIntegers);
   const Plan plan = plan_for(Policy::kEven, 400, 300, 2000, {}, 32);
   std::atomic<bool> killed{false};
   MultiplyHooks hooks;
@@ -187,7 +187,7 @@ TEST_F(LocalWorkers, WorkerKilledMidRunUnderAStaticPlanLosesItsBlockToTheOthers)
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 1 && !killed.exchange(true)) workers_[1]->kill_now();
   };
-  Matrix c;
+  linalg::Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
@@ -217,9 +217,9 @@ TEST_F(LocalWorkers, AShareLargerThanTheWorkersTileMemoryIsRefusedBeforeSending)
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
   for (NodeLink& link : connection->links()) link.hello.tile_memory_cap = 1 << 20;  // as a 1 MiB worker says
-  const Matrix a = random_matrix(400, 400, 1);
-  const Matrix b = random_matrix(400, 400, 2);
-  Matrix c;
+  const linalg::Matrix a = linalg::random_matrix(400, 400, 1);
+  const linalg::Matrix b = linalg::random_matrix(400, 400, 2);
+  linalg::Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, plan_for(Policy::kEven, 400, 400, 400, {}), a, b, c);
   ASSERT_FALSE(run.is_ok());
   EXPECT_EQ(run.status().code(), StatusCode::kResourceExhausted);
@@ -231,9 +231,9 @@ TEST_F(LocalWorkers, MismatchedDimensionsAreRefusedBeforeSending) {
   start_workers(1);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
-  const Matrix a = random_matrix(10, 12, 1);
-  const Matrix b = random_matrix(13, 5, 2);
-  Matrix c;
+  const linalg::Matrix a = linalg::random_matrix(10, 12, 1);
+  const linalg::Matrix b = linalg::random_matrix(13, 5, 2);
+  linalg::Matrix c;
   Result<MultiplyRun> run = run_multiply(*connection, plan_for(Policy::kEven, 10, 5, 12, {}), a, b, c);
   ASSERT_FALSE(run.is_ok());
   EXPECT_EQ(run.status().code(), StatusCode::kInvalidArgument);

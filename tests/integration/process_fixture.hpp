@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "tessera/balance/cluster_spec.hpp"
+#include "tessera/balance/cluster/cluster_spec.hpp"
 
 namespace tessera::testing {
 

@@ -3,14 +3,14 @@
 // equal it bit for bit whatever the order of summation. Pure; thread-safe.
 #pragma once
 
-#include "tessera/balance/matrix.hpp"
-#include "tessera/worker/gemm.hpp"
+#include "tessera/linalg/matrix.hpp"
+#include "tessera/linalg/gemm.hpp"
 
 namespace tessera::balance {
 
-inline Matrix reference_product(const Matrix& a, const Matrix& b) {
-  Matrix c(a.rows, b.cols);
-  worker::gemm(a.rows, b.cols, a.cols, 1.0, a.values.data(), a.cols, b.values.data(), b.cols, 0.0, c.values.data(),
+inline linalg::Matrix reference_product(const linalg::Matrix& a, const linalg::Matrix& b) {
+  linalg::Matrix c(a.rows, b.cols);
+  linalg::gemm(a.rows, b.cols, a.cols, 1.0, a.values.data(), a.cols, b.values.data(), b.cols, 0.0, c.values.data(),
                b.cols);
   return c;
 }

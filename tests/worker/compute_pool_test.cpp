@@ -8,10 +8,13 @@
 #include <mutex>
 #include <vector>
 
-#include "tessera/worker/gemm.hpp"
+#include "tessera/linalg/gemm.hpp"
 
 namespace tessera::worker {
 namespace {
+
+using linalg::gemm;
+using linalg::gemm_accumulate;
 
 struct Matrix {
   std::size_t rows, cols, ld;

@@ -8,7 +8,7 @@
 #include <future>
 #include <utility>
 
-#include "tessera/worker/gemm.hpp"
+#include "tessera/linalg/gemm.hpp"
 #include "tessera/worker/thread_cpu.hpp"
 
 namespace tessera::worker {
@@ -28,7 +28,7 @@ thread_local double* completion_io_seconds = nullptr;
 ComputePool::ComputePool(uint32_t threads) {
   // Each strip is one BLAS call; BLAS threads of its own would oversubscribe the cores and, under
   // a cgroup quota, burn the budget spinning.
-  set_blas_threads(1);
+  linalg::set_blas_threads(1);
   const uint32_t count = threads == 0 ? online_cpus() : threads;
   threads_.reserve(count);
   for (uint32_t i = 0; i < count; ++i) threads_.emplace_back([this] { thread_main(); });
@@ -116,7 +116,7 @@ void ComputePool::thread_main() {
     const std::size_t first = strip * task.m / strips;
     const std::size_t last = (strip + 1) * task.m / strips;
     const double strip_cpu_start = thread_cpu_seconds();
-    gemm(last - first, task.n, task.k, 1.0, task.a + first * task.lda, task.lda, task.b, task.ldb,
+    linalg::gemm(last - first, task.n, task.k, 1.0, task.a + first * task.lda, task.lda, task.b, task.ldb,
          task.overwrite ? 0.0 : 1.0, task.c + first * task.ldc, task.ldc);
     const double strip_cpu = thread_cpu_seconds() - strip_cpu_start;
 

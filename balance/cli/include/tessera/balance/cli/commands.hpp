@@ -1,0 +1,96 @@
+// The `tessera` subcommands as library functions: each takes its parsed options, prints what a
+// user reads to `out` (results) and `err` (progress, warnings, errors), and returns the process
+// exit code. apps/tessera_main.cpp only parses flags and calls these.
+//
+// Exit codes: 0 success; 1 the run failed (network, worker, I/O); 2 bad input (flags, YAML, .npy);
+// 3 the product failed verification. Not thread-safe (writes to the given streams).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/balance/local/local_cluster.hpp"
+
+namespace tessera::balance {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRunFailed = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitVerificationFailed = 3;
+
+// Prints "tessera: <message>" to `err` and returns the exit code for the status's kind, the one
+// mapping every subcommand uses.
+int report_failure(std::ostream& err, const Status& status);
+
+struct LifecycleCommand {
+  std::string config_path;
+  LocalClusterOptions local;
+};
+int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
+int command_down(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
+int command_status(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
+
+struct ProfileCommand {
+  std::string config_path;
+  std::string run_dir;       // where `tessera up` recorded emulated endpoints; empty: default
+  std::string profile_path;  // empty: next to the config
+  bool refresh = false;      // re-measure every node
+  bool quick = false;        // one GEMM size, one window, small link transfers
+  std::vector<std::string> nodes;  // re-measure only these (by name)
+  uint32_t reference_size = 1024;
+  double window_seconds = 0.2;
+};
+int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err);
+
+// `tessera model`: the plan and predicted finish times of every policy, without running anything.
+struct ModelCommand {
+  std::string config_path;
+  std::string profile_path;  // empty: next to the config
+  std::optional<uint64_t> m, n, k;
+  uint64_t panel_width = 256;
+  uint32_t panels_in_flight = 4;
+};
+int command_model(const ModelCommand& command, std::ostream& out, std::ostream& err);
+
+struct MultiplyCommand {
+  std::string config_path;
+  std::string run_dir;              // where `tessera up` recorded emulated endpoints; empty: default
+  std::optional<uint64_t> m, n, k;  // n alone makes square matrices
+  std::string policy = "proportional";
+  std::vector<double> weights;      // proportional only; empty: from the profile
+  std::string profile_path;         // empty: next to the config
+  uint64_t seed = 1;
+  std::string fill = "uniform";     // uniform | integers
+  std::string verify = "freivalds";
+  std::string report_path;
+  std::string a_path, b_path, out_path;
+  uint64_t panel_width = 256;
+  uint32_t panels_in_flight = 4;
+  uint32_t refill_threshold = 1;
+  std::string layout = "rows";  // rows | 2d | square-corner | 3d (static policies)
+  uint64_t tile_rows = 0;  // dynamic: rows per tile; 0 = about m / (8 x nodes)
+  // "on": panels_in_flight panels travel while the node computes (Tinetti's OvrMsg). "off": one
+  // panel at a time, sent only after the node finished the previous one (SeqMsg).
+  std::string overlap = "on";
+  bool show_plan = false;
+};
+int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err);
+
+// `tessera experiment`: replays a study (experiment.hpp). `interrupted` is set by the caller's
+// signal handler; the run then stops, cleans up and exits 130.
+struct ExperimentCommand {
+  std::string study_path;
+  std::string out_dir;  // empty: experiments/results/<study>
+  std::optional<uint32_t> repeat;
+  std::string run_dir;
+  std::string command_line;
+  const std::atomic<bool>* interrupted = nullptr;
+};
+inline constexpr int kExitInterrupted = 130;
+int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err);
+
+}  // namespace tessera::balance

@@ -1,0 +1,366 @@
+#include "tessera/balance/cli/commands.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/study/experiment.hpp"
+#include "tessera/balance/model/model.hpp"
+#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/session/multiply_session.hpp"
+#include "tessera/balance/plan/plan.hpp"
+#include "tessera/balance/profile/profile.hpp"
+#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/run/verify.hpp"
+
+namespace tessera::balance {
+
+namespace {
+
+int fail(std::ostream& err, const Status& status) { return report_failure(err, status); }
+
+void print_profile(std::ostream& out, const ClusterProfile& profile, const std::string& path) {
+  const std::vector<double> powers = profile.relative_powers();
+  out << fmt::format("{:<12} {:>9} {:>7} {:>8} {:>22} {:>10} {:>10} {:>10}\n", "node", "GFLOP/s", "pw", "threads",
+                     "speed curve (size:GF)", "latency", "MB/s to", "MB/s from");
+  for (std::size_t i = 0; i < profile.nodes.size(); ++i) {
+    const NodeProfile& node = profile.nodes[i];
+    std::string curve;
+    for (const SpeedPoint& point : node.speed) curve += fmt::format("{}{:g}:{:.0f}", curve.empty() ? "" : " ", point.size, point.gflops);
+    if (curve.size() > 22) curve = fmt::format("{} points {:g}..{:g}", node.speed.size(), node.speed.front().size, node.speed.back().size);
+    out << fmt::format("{:<12} {:>9.2f} {:>7.4f} {:>8} {:>22} {:>8.3f}ms {:>10.1f} {:>10.1f}\n", node.name, node.gflops,
+                       powers[i], node.threads, curve, node.link.latency_s * 1e3, node.link.to_node_bytes_per_s / 1e6,
+                       node.link.from_node_bytes_per_s / 1e6);
+  }
+  out << fmt::format("coordinator sends {:.1f} MB/s to all nodes at once\n", profile.coordinator_send_bytes_per_s / 1e6);
+  out << "saved " << path << "\n";
+}
+
+// Progress: on a terminal one line per node, rewritten in place; in a log only the final lines.
+ProfileProgress progress_printer(std::ostream& err) {
+  const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  return [&err, terminal](const std::string& node, const std::string& what, bool done) {
+    if (done) {
+      err << (terminal ? "\r\033[K" : "") << fmt::format("  {:<12} {}\n", node, what);
+    } else if (terminal) {
+      err << "\r\033[K" << fmt::format("  {:<12} measuring {} ...", node, what) << std::flush;
+    }
+  };
+}
+
+Result<ClusterProfile> measure_profile(const ClusterSpec& cluster, ClusterConnection& connection,
+                                       const std::optional<ClusterProfile>& previous, const ProfileOptions& options,
+                                       std::ostream& err, std::vector<std::string>* measured = nullptr) {
+  return run_profile(connection, cluster, previous, options, progress_printer(err), measured);
+}
+
+struct Inputs {
+  linalg::Matrix a, b;
+};
+
+Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
+  Inputs inputs;
+  if (command.a_path.empty() != command.b_path.empty()) {
+    return invalid_argument("give both --a and --b, or neither (random inputs from --seed)");
+  }
+  if (!command.a_path.empty()) {
+    Result<linalg::Matrix> a = linalg::read_npy(command.a_path);
+    if (!a) return a.status();
+    Result<linalg::Matrix> b = linalg::read_npy(command.b_path);
+    if (!b) return b.status();
+    if (a->cols != b->rows) {
+      return invalid_argument(fmt::format("{} is {}x{} and {} is {}x{}: A's columns must equal B's rows",
+                                          command.a_path, a->rows, a->cols, command.b_path, b->rows, b->cols));
+    }
+    const auto mismatch = [](const std::optional<uint64_t>& flag, uint64_t actual) {
+      return flag.has_value() && *flag != actual;
+    };
+    if (mismatch(command.m, a->rows) || mismatch(command.k, a->cols) || mismatch(command.n, b->cols)) {
+      return invalid_argument(fmt::format("--m/--n/--k disagree with the .npy shapes (A {}x{}, B {}x{}); drop them "
+                                          "when giving --a/--b",
+                                          a->rows, a->cols, b->rows, b->cols));
+    }
+    inputs.a = std::move(*a);
+    inputs.b = std::move(*b);
+    return inputs;
+  }
+  if (!command.n && !command.m && !command.k) return invalid_argument("give --n N (or --m/--n/--k, or --a/--b)");
+  const uint64_t n = command.n.value_or(command.m.value_or(command.k.value_or(0)));
+  const uint64_t m = command.m.value_or(n);
+  const uint64_t k = command.k.value_or(n);
+  if (m == 0 || n == 0 || k == 0) return invalid_argument("matrix dimensions must be >= 1");
+  constexpr uint64_t kMaxDim = 1u << 20;
+  if (m > kMaxDim || n > kMaxDim || k > kMaxDim) {
+    return invalid_argument(fmt::format("dimensions above {} are not supported", kMaxDim));
+  }
+  linalg::FillKind fill = linalg::FillKind::kUniform;
+  if (command.fill == "integers") {
+    fill = linalg::FillKind::kIntegers;
+  } else if (command.fill != "uniform") {
+    return invalid_argument(fmt::format("unknown --fill '{}'; use uniform or integers", command.fill));
+  }
+  inputs.a = linalg::random_matrix(m, k, command.seed, fill);
+  inputs.b = linalg::random_matrix(k, n, command.seed + 1, fill);
+  return inputs;
+}
+
+}  // namespace
+
+int report_failure(std::ostream& err, const Status& status) {
+  err << "tessera: " << status.message() << "\n";
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kInvalidConfig:
+      return kExitBadInput;
+    case StatusCode::kVerificationFailed:
+      return kExitVerificationFailed;
+    default:
+      return kExitRunFailed;
+  }
+}
+
+int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  if (!cluster) return fail(err, cluster.status());
+  bool any_emulated = false;
+  for (const NodeSpec& node : cluster->nodes) any_emulated |= node.emulate.has_value();
+  if (command.local.no_emulation && any_emulated) {
+    err << "WARNING: --no-emulation: the emulate: settings of " << command.config_path
+        << " are IGNORED; every node runs UNTHROTTLED at this machine's full speed.\n";
+  }
+  Result<std::vector<NodeLifecycle>> nodes = local_cluster_up(*cluster, command.local);
+  if (!nodes) return fail(err, nodes.status());
+  for (std::size_t i = 0; i < nodes->size(); ++i) {
+    const NodeLifecycle& node = (*nodes)[i];
+    out << fmt::format("{:<12} pid {:<8} {:<16} {}\n", node.name, node.pid, node_state_name(node.state),
+                       node.detail);
+  }
+  out << fmt::format("cluster '{}' up: {} workers (logs in {}/{})\n", cluster->name, nodes->size(),
+                     command.local.run_dir.empty() ? default_run_dir() : command.local.run_dir, cluster->name);
+  return kExitOk;
+}
+
+int command_down(const LifecycleCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  if (!cluster) return fail(err, cluster.status());
+  Result<std::vector<NodeLifecycle>> nodes = local_cluster_down(*cluster, command.local);
+  if (!nodes) return fail(err, nodes.status());
+  for (const NodeLifecycle& node : *nodes) {
+    out << fmt::format("{:<12} {}{}\n", node.name, node_state_name(node.state),
+                       node.pid != 0 ? fmt::format(" (pid {})", node.pid) : "");
+  }
+  return kExitOk;
+}
+
+int command_status(const LifecycleCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.local.run_dir);
+  if (!cluster) return fail(err, cluster.status());
+  bool all_reachable = true;
+  for (const NodeReachability& node : cluster_status(*cluster, command.local)) {
+    all_reachable &= node.reachable;
+    out << fmt::format("{:<12} {:<22} {:<12} {}{}\n", node.name, node.endpoint,
+                       node.reachable ? "reachable" : "UNREACHABLE", node.detail,
+                       node.local_pid != 0 ? fmt::format(" [local pid {}]", node.local_pid) : "");
+  }
+  return all_reachable ? kExitOk : kExitRunFailed;
+}
+
+int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
+  if (!cluster) return fail(err, cluster.status());
+  if (command.reference_size < 16 || command.reference_size > 8192) {
+    return fail(err, invalid_argument("--probe-size must be within 16..8192"));
+  }
+  for (const std::string& name : command.nodes) {
+    if (cluster->find_node(name) < 0) {
+      std::string names;
+      for (const NodeSpec& node : cluster->nodes) names += (names.empty() ? "" : ", ") + node.name;
+      return fail(err, invalid_argument(fmt::format("--node {}: no such node in {}; nodes are {}", name,
+                                                    command.config_path, names)));
+    }
+  }
+  const std::string path = command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+  std::optional<ClusterProfile> previous;
+  if (Result<ClusterProfile> loaded = load_profile(path)) {
+    previous = std::move(*loaded);
+  } else if (loaded.status().code() != StatusCode::kNotFound) {
+    err << "tessera: ignoring the saved profile: " << loaded.status().message() << "\n";
+  }
+  Result<ClusterConnection> connection = ClusterConnection::connect(*cluster);
+  if (!connection) return fail(err, connection.status());
+
+  ProfileOptions options;
+  options.quick = command.quick;
+  options.refresh = command.refresh;
+  options.only_nodes = command.nodes;
+  options.reference_size = command.reference_size;
+  options.window_seconds = command.window_seconds;
+  err << fmt::format("profiling {} nodes of '{}' one at a time{}\n", cluster->nodes.size(), cluster->name,
+                     command.quick ? " (quick)" : "");
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> measured;
+  Result<ClusterProfile> profile = measure_profile(*cluster, *connection, previous, options, err, &measured);
+  if (!profile) return fail(err, profile.status());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (Status saved = save_profile(path, *profile); !saved) return fail(err, saved);
+  print_profile(out, *profile, path);
+  out << fmt::format("measured {} of {} nodes in {:.1f} s{}\n", measured.size(), profile->nodes.size(), seconds,
+                     measured.size() < profile->nodes.size() ? " (the others reused; --refresh re-measures all)" : "");
+  return kExitOk;
+}
+
+namespace {
+
+Result<uint64_t> dimension(const std::optional<uint64_t>& value, const char* flag) {
+  if (!value) return invalid_argument(fmt::format("give {}", flag));
+  if (*value == 0 || *value > (1u << 20)) return invalid_argument(fmt::format("{} must be within 1..1048576", flag));
+  return *value;
+}
+
+}  // namespace
+
+int command_model(const ModelCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  if (!cluster) return fail(err, cluster.status());
+  const std::string path = command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+  Result<ClusterProfile> profile = load_profile(path);
+  if (!profile) return fail(err, profile.status());
+  Result<ClusterModel> model = profile_model(*profile, *cluster, path);
+  if (!model) return fail(err, model.status());
+  Result<uint64_t> n = dimension(command.n ? command.n : command.m, "--n");
+  if (!n) return fail(err, n.status());
+  PlanRequest request;
+  request.n = *n;
+  request.m = command.m.value_or(*n);
+  request.k = command.k.value_or(*n);
+  request.panel_width = command.panel_width;
+  request.panels_in_flight = command.panels_in_flight;
+  for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
+  out << fmt::format("model of '{}' from {} (measured {})\n", cluster->name, path, profile->measured_at);
+  for (Policy policy : {Policy::kEven, Policy::kProportional, Policy::kModel}) {
+    std::vector<std::string> warnings;
+    Result<Plan> plan = plan_for_policy(policy, request, {}, *cluster, *profile, path, warnings);
+    for (const std::string& warning : warnings) err << "warning: " << warning << "\n";
+    if (!plan) return fail(err, plan.status());
+    const Prediction prediction = predict(*model, *plan);
+    out << "\n" << plan->to_string();
+    for (std::size_t i = 0; i < plan->shares.size(); ++i) {
+      out << fmt::format("  {:<16} predicted finish {:.3f} s\n", plan->shares[i].node_name, prediction.finish_s[i]);
+    }
+    out << fmt::format("  predicted makespan {:.3f} s\n", prediction.makespan_s);
+  }
+  return kExitOk;
+}
+
+int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
+  if (!cluster) return fail(err, cluster.status());
+  Result<Policy> policy = parse_policy(command.policy);
+  if (!policy) return fail(err, policy.status());
+  Result<VerifyMode> verify_mode = parse_verify_mode(command.verify);
+  if (!verify_mode) return fail(err, verify_mode.status());
+  if (*policy != Policy::kProportional && !command.weights.empty()) {
+    return fail(err, invalid_argument("--weights applies to --policy proportional only"));
+  }
+  if (!command.weights.empty() && command.weights.size() != cluster->nodes.size()) {
+    return fail(err, invalid_argument(fmt::format("--weights has {} values for {} nodes ({}); give one per node",
+                                                  command.weights.size(), cluster->nodes.size(), cluster->source_path)));
+  }
+  if (command.overlap != "on" && command.overlap != "off") {
+    return fail(err, invalid_argument(fmt::format("unknown --overlap '{}'; use on or off", command.overlap)));
+  }
+  Result<partition::Layout> layout = partition::parse_layout(command.layout);
+  if (!layout) return fail(err, layout.status());
+  if (Status usable = check_layout(*policy, *layout); !usable) return fail(err, usable);
+  if (command.refill_threshold == 0 || command.refill_threshold > command.panels_in_flight) {
+    return fail(err, invalid_argument(fmt::format("--refill {} must be between 1 and --panels-in-flight {}",
+                                                  command.refill_threshold, command.panels_in_flight)));
+  }
+  Result<Inputs> inputs = prepare_inputs(command);
+  if (!inputs) return fail(err, inputs.status());
+
+  Result<ClusterConnection> connection = ClusterConnection::connect(*cluster);
+  if (!connection) return fail(err, connection.status());
+
+  // The profile gives the proportional weights and the model that predicts every run.
+  const std::string profile_path =
+      command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+  std::optional<ClusterProfile> profile;
+  if (Result<ClusterProfile> loaded = load_profile(profile_path)) {
+    profile = std::move(*loaded);
+  } else if (loaded.status().code() != StatusCode::kNotFound) {
+    return fail(err, loaded.status());
+  }
+  const bool profile_needed = *policy == Policy::kModel || (*policy == Policy::kProportional && command.weights.empty());
+  if (!profile && profile_needed) {
+    err << fmt::format("no profile at {}; measuring a quick one now (tessera profile --quick)\n", profile_path);
+    ProfileOptions quick;
+    quick.quick = true;
+    Result<ClusterProfile> measured = measure_profile(*cluster, *connection, std::nullopt, quick, err);
+    if (!measured) return fail(err, measured.status());
+    if (Status saved = save_profile(profile_path, *measured); !saved) return fail(err, saved);
+    profile = std::move(*measured);
+  }
+
+  PlanRequest request;
+  request.m = inputs->a.rows;
+  request.k = inputs->a.cols;
+  request.n = inputs->b.cols;
+  request.panel_width = command.panel_width;
+  request.panels_in_flight = command.overlap == "off" ? 1 : command.panels_in_flight;
+  request.refill_threshold = command.overlap == "off" ? 1 : command.refill_threshold;
+  request.layout = *layout;
+  request.tile_rows = command.tile_rows;
+  for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
+  std::vector<std::string> warnings;
+  Result<Plan> plan = plan_for_policy(*policy, request, command.weights, *cluster, profile, profile_path, warnings);
+  for (const std::string& warning : warnings) err << "warning: " << warning << "\n";
+  if (!plan) return fail(err, plan.status());
+  if (command.show_plan) out << plan->to_string() << "\n";
+
+  Result<PlannedRun> outcome =
+      run_planned(*connection, *cluster, *plan, inputs->a, inputs->b, profile, profile_path, *verify_mode, command.seed);
+  if (!outcome) return fail(err, outcome.status());
+  connection->close();
+  const MultiplyReport& report = outcome->report;
+  const linalg::Matrix& c = outcome->c;
+  out << format_report_table(report);
+
+  if (!command.report_path.empty()) {
+    if (Status written = write_report_json(command.report_path, report); !written) return fail(err, written);
+    out << "report written to " << command.report_path << "\n";
+  }
+  if (!command.out_path.empty()) {
+    if (Status written = linalg::write_npy(command.out_path, c); !written) return fail(err, written);
+    out << "C written to " << command.out_path << "\n";
+  }
+  if (*verify_mode != VerifyMode::kNone && !report.verification.passed) {
+    err << "tessera: verification FAILED: " << report.verification.detail << "\n";
+    return kExitVerificationFailed;
+  }
+  return kExitOk;
+}
+
+int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err) {
+  Result<Study> study = load_study(command.study_path);
+  if (!study) return fail(err, study.status());
+  ExperimentOptions options;
+  options.out_dir = command.out_dir;
+  options.repeat = command.repeat;
+  options.run_dir = command.run_dir;
+  options.command_line = command.command_line;
+  options.interrupted = command.interrupted;
+  Status status = run_experiment(*study, options, out);
+  if (command.interrupted != nullptr && command.interrupted->load()) {
+    err << "tessera: interrupted; every cluster the study started was stopped, partial results written\n";
+    return kExitInterrupted;
+  }
+  if (!status) return fail(err, status);
+  return kExitOk;
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,179 @@
+#include "tessera/balance/cli/partition_command.hpp"
+
+#include <chrono>
+#include <fstream>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tessera/balance/cluster/cluster_spec.hpp"
+#include "tessera/balance/cli/commands.hpp"
+#include "tessera/balance/profile/profile.hpp"
+#include "tessera/partition/generators.hpp"
+#include "tessera/partition/graph_io.hpp"
+#include "tessera/partition/graph_partition.hpp"
+
+namespace tessera::balance {
+namespace {
+
+namespace tp = tessera::partition;
+
+int fail(std::ostream& err, const Status& status) { return report_failure(err, status); }
+
+struct Parts {
+  std::vector<std::string> names;
+  std::vector<double> weights;
+};
+
+Result<Parts> part_weights(const PartitionCommand& command) {
+  const bool from_flags = !command.weights.empty();
+  const bool from_cluster = !command.config_path.empty();
+  if (from_flags == from_cluster) {
+    return invalid_argument("give the part weights with --weights w1,w2,.. or take them from a cluster's profile with "
+                            "--cluster CONFIG (one of the two)");
+  }
+  if (!command.profile_path.empty() && !from_cluster) return invalid_argument("--profile needs --cluster CONFIG");
+  Parts parts;
+  if (from_flags) {
+    parts.weights = command.weights;
+    for (std::size_t i = 0; i < parts.weights.size(); ++i) parts.names.push_back(fmt::format("part{}", i));
+    return parts;
+  }
+  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  if (!cluster) return cluster.status();
+  const std::string path =
+      command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+  Result<ClusterProfile> profile = load_profile(path);
+  if (!profile) {
+    return profile.status().with_context("--cluster takes the weights from the nodes' measured speeds: ");
+  }
+  Result<std::vector<double>> weights = profile_weights(*profile, *cluster, path);
+  if (!weights) return weights.status();
+  parts.weights = std::move(*weights);
+  for (const NodeSpec& node : cluster->nodes) parts.names.push_back(node.name);
+  return parts;
+}
+
+Result<tp::Graph> load_input(const PartitionCommand& command, std::ostream& err) {
+  if (command.input.empty()) return invalid_argument("give an INPUT: a graph file or a generator spec");
+  if (tp::is_generator_spec(command.input)) return tp::generate_graph(command.input, command.seed);
+  tp::GraphBuildStats stats;
+  Result<tp::Graph> graph = tp::read_graph_file(command.input, &stats);
+  if (graph && stats.self_loops_removed > 0) {
+    err << fmt::format("{}: removed {} self-loop(s)\n", command.input, stats.self_loops_removed);
+  }
+  if (graph && stats.duplicates_merged > 0) {
+    err << fmt::format("{}: merged {} repeated edge(s) (both directions or duplicates; the heaviest kept)\n",
+                       command.input, stats.duplicates_merged);
+  }
+  return graph;
+}
+
+Status write_parts(const std::string& path, const std::vector<int32_t>& part) {
+  std::ofstream file(path, std::ios::trunc);
+  if (!file) return io_error(fmt::format("cannot write {}", path));
+  std::string buffer;
+  buffer.reserve(part.size() * 3);
+  for (int32_t p : part) {
+    buffer += std::to_string(p);
+    buffer += '\n';
+  }
+  file << buffer;
+  if (!file.flush()) return io_error(fmt::format("cannot write {}", path));
+  return Status::ok();
+}
+
+Status write_report(const std::string& path, const PartitionCommand& command, const tp::Graph& graph,
+                    const Parts& parts, const tp::Partition& partition, double seconds) {
+  using nlohmann::json;
+  const tp::PartitionQuality& quality = partition.quality;
+  json part_list = json::array();
+  for (std::size_t i = 0; i < quality.parts.size(); ++i) {
+    const tp::PartQuality& pq = quality.parts[i];
+    part_list.push_back({{"name", parts.names[i]},
+                         {"weight", pq.weight},
+                         {"target", pq.target},
+                         {"target_weight", pq.target * static_cast<double>(quality.total_weight)},
+                         {"vertices", pq.vertices}});
+  }
+  const json document = {{"input", command.input},
+                         {"method", command.method},
+                         {"objective", command.objective},
+                         {"imbalance_tolerance", command.imbalance},
+                         {"seed", command.seed},
+                         {"vertices", graph.vertex_count()},
+                         {"edges", graph.edge_count()},
+                         {"total_weight", quality.total_weight},
+                         {"imbalance", quality.imbalance},
+                         {"max_target_deviation", quality.max_target_deviation},
+                         {"edge_cut", quality.edge_cut},
+                         {"comm_volume", quality.comm_volume},
+                         {"seconds", seconds},
+                         {"note", partition.note},
+                         {"parts", std::move(part_list)}};
+  std::ofstream file(path, std::ios::trunc);
+  if (!file) return io_error(fmt::format("cannot write report {}", path));
+  file << document.dump(2) << "\n";
+  if (!file.flush()) return io_error(fmt::format("cannot write report {}", path));
+  return Status::ok();
+}
+
+void print_table(std::ostream& out, const Parts& parts, const tp::Partition& partition) {
+  const tp::PartitionQuality& quality = partition.quality;
+  out << fmt::format("{:<16} {:>12} {:>12} {:>8} {:>10} {:>9}\n", "part", "weight", "target", "share", "vertices",
+                     "w/target");
+  for (std::size_t i = 0; i < quality.parts.size(); ++i) {
+    const tp::PartQuality& pq = quality.parts[i];
+    const double target_weight = pq.target * static_cast<double>(quality.total_weight);
+    const std::string ratio =
+        target_weight > 0 ? fmt::format("{:.4f}", static_cast<double>(pq.weight) / target_weight) : "-";
+    out << fmt::format("{:<16} {:>12} {:>12.1f} {:>8.4f} {:>10} {:>9}\n", parts.names[i], pq.weight, target_weight,
+                       pq.target, pq.vertices, ratio);
+  }
+  out << fmt::format("imbalance {:.4f}  max |weight-target|/target {:.4f}  edge cut {}  comm volume {}\n",
+                     quality.imbalance, quality.max_target_deviation, quality.edge_cut, quality.comm_volume);
+}
+
+}  // namespace
+
+int command_partition(const PartitionCommand& command, std::ostream& out, std::ostream& err) {
+  tp::PartitionOptions options;
+  Result<tp::PartitionMethod> method = tp::parse_partition_method(command.method);
+  if (!method) return fail(err, method.status().with_context("--method: "));
+  options.method = *method;
+  Result<tp::Objective> objective = tp::parse_objective(command.objective);
+  if (!objective) return fail(err, objective.status().with_context("--objective: "));
+  options.objective = *objective;
+  options.imbalance = command.imbalance;
+  options.seed = command.seed;
+  Result<Parts> parts = part_weights(command);
+  if (!parts) return fail(err, parts.status());
+  options.target_weights = parts->weights;
+
+  Result<tp::Graph> graph = load_input(command, err);
+  if (!graph) return fail(err, graph.status());
+  const auto start = std::chrono::steady_clock::now();
+  Result<tp::Partition> partition = tp::partition_graph(*graph, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!partition) return fail(err, partition.status());
+
+  out << fmt::format("{}: {}\n", command.input, tp::describe(*graph));
+  out << fmt::format("method {}, objective {}, imbalance tolerance {}, seed {}: {} parts in {:.3f} s\n", command.method,
+                     command.objective, command.imbalance, command.seed, parts->weights.size(), seconds);
+  if (!partition->note.empty()) err << "note: " << partition->note << "\n";
+  print_table(out, *parts, *partition);
+  if (!command.out_path.empty()) {
+    if (Status written = write_parts(command.out_path, partition->part); !written) return fail(err, written);
+    out << "parts written to " << command.out_path << "\n";
+  }
+  if (!command.report_path.empty()) {
+    if (Status written = write_report(command.report_path, command, *graph, *parts, *partition, seconds); !written) {
+      return fail(err, written);
+    }
+    out << "report written to " << command.report_path << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,73 @@
+// Local clusters: starting and stopping tessera-worker processes for a cluster file whose nodes
+// all live on this machine (loopback addresses).
+//
+// State lives in a run directory, by default $TESSERA_RUN_DIR or /tmp/tessera-<uid>, one folder
+// per cluster name: <node>.pid, <node>.log and the secret file handed to the workers (mode 0600;
+// the secret never appears on a command line). A pid is only ever signalled after checking that
+// /proc/<pid>/cmdline is a tessera-worker, so a stale pid file reused by another process is
+// removed, not killed. Starting twice reports the running workers; stopping twice is a no-op.
+// Functions are not synchronised: run one lifecycle command per cluster at a time.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "tessera/balance/cluster/cluster_spec.hpp"
+#include "tessera/core/status.hpp"
+
+namespace tessera::balance {
+
+struct LocalClusterOptions {
+  std::string run_dir;        // empty: default_run_dir()
+  std::string worker_binary;  // empty: $TESSERA_WORKER_BIN or tessera-worker beside this program
+  std::chrono::milliseconds start_timeout{10000};
+  bool no_emulation = false;  // run emulated nodes unthrottled instead of refusing without root
+};
+
+std::string default_run_dir();
+// <run_dir>/<cluster name>
+std::string cluster_run_dir(const ClusterSpec& cluster, const LocalClusterOptions& options);
+
+// The cluster as the coordinator must reach it: nodes that `tessera up` put in a network
+// namespace get the namespace's address. Loads the YAML and applies the run directory's state.
+Result<ClusterSpec> load_reachable_cluster(const std::string& config_path, const std::string& run_dir);
+
+enum class NodeState { kStarted, kAlreadyRunning, kStopped, kNotRunning, kStaleRemoved };
+std::string_view node_state_name(NodeState state);
+
+struct NodeLifecycle {
+  std::string name;
+  NodeState state = NodeState::kNotRunning;
+  int pid = 0;
+  std::string detail;
+};
+
+// Starts a worker per node that is not already running, then waits until each answers a handshake.
+// Nodes with `emulate:` are started inside their cgroup / network namespace (see emulation.hpp);
+// without the privileges for that, up refuses and says what is missing, unless no_emulation.
+// Leftovers of a crashed earlier run (recorded in the run directory) are removed first.
+// Fails if a node's host is not a loopback address, the binary is missing, or a worker does not
+// come up in time (the message includes the tail of its log). On failure, workers started by
+// this call are stopped again and the emulation it created is removed.
+Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, const LocalClusterOptions& options);
+
+// Stops the workers recorded in the run directory (SIGTERM, then SIGKILL after 5 s) and removes
+// the cgroups, namespaces and veths recorded there.
+Result<std::vector<NodeLifecycle>> local_cluster_down(const ClusterSpec& cluster, const LocalClusterOptions& options);
+
+// Pids recorded for the cluster's nodes that belong to live tessera-worker processes.
+std::vector<int> local_cluster_pids(const ClusterSpec& cluster, const LocalClusterOptions& options);
+
+struct NodeReachability {
+  std::string name;
+  std::string endpoint;
+  bool reachable = false;
+  std::string detail;  // worker version/threads/cores, or why it is unreachable
+  int local_pid = 0;   // from the run directory, 0 if none
+};
+
+// Connects to every node (local or not) with a short timeout and reports each.
+std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const LocalClusterOptions& options);
+
+}  // namespace tessera::balance

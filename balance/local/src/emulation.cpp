@@ -1,0 +1,420 @@
+#include "tessera/balance/local/emulation.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace tessera::balance {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The kernel's default period. Measured here (GEMM 1024, 1 s probes, HZ=250): a quarter core
+// delivered 1/3.96-1/4.07 of a full core with 100 ms, but only 1/4.4-1/4.6 with 10-20 ms, where
+// frequent throttling costs the worker more than its quota says.
+constexpr int kCfsPeriodUs = 100000;
+constexpr uint32_t kBenchmarkNetwork = (198u << 24) | (18u << 16);  // 198.18.0.0/15
+
+uint32_t fnv1a(const std::string& text) {
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
+std::string ipv4(uint32_t address) {
+  return fmt::format("{}.{}.{}.{}", address >> 24, (address >> 16) & 0xff, (address >> 8) & 0xff, address & 0xff);
+}
+
+struct ProgramResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs a program (no shell) and captures stdout+stderr.
+ProgramResult run_program(const std::vector<std::string>& args) {
+  ProgramResult result;
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    result.output = std::strerror(errno);
+    return result;
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::dup2(pipe_fds[1], STDERR_FILENO);
+    std::vector<char*> argv;
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    result.output = std::strerror(errno);
+    return result;
+  }
+  char buffer[4096];
+  for (ssize_t count; (count = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) result.output.append(buffer, count);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  while (!result.output.empty() && (result.output.back() == '\n' || result.output.back() == ' ')) {
+    result.output.pop_back();
+  }
+  return result;
+}
+
+Status run_step(const std::vector<std::string>& args) {
+  const ProgramResult result = run_program(args);
+  if (result.exit_code == 0) return Status::ok();
+  std::string command;
+  for (const std::string& arg : args) command += (command.empty() ? "" : " ") + arg;
+  return internal_error(fmt::format("`{}` failed: {}", command, result.output));
+}
+
+Status write_text(const std::string& path, const std::string& text) {
+  std::ofstream file(path);
+  if (!file) return io_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  file << text;
+  file.flush();
+  if (!file) return io_error(fmt::format("cannot write '{}' to {}: {}", text, path, std::strerror(errno)));
+  return Status::ok();
+}
+
+bool program_exists(const std::string& name) {
+  for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
+    if (::access((std::string(dir) + "/" + name).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+// Bytes per second of a tc rate such as "100mbit" (validated by the cluster spec already).
+std::optional<double> rate_bytes_per_second(const std::string& rate) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(rate, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  const std::string unit = rate.substr(used);
+  double bits = value;
+  if (unit == "bit") bits = value;
+  else if (unit == "kbit") bits = value * 1e3;
+  else if (unit == "mbit") bits = value * 1e6;
+  else if (unit == "gbit") bits = value * 1e9;
+  else return std::nullopt;
+  return bits / 8.0;
+}
+
+Status shape_device(const std::string& netns, const std::string& device, const NodeEmulation& plan) {
+  std::vector<std::string> tc = {"tc"};
+  if (!netns.empty()) tc = {"tc", "-n", netns};
+  auto with = [&](std::vector<std::string> rest) {
+    std::vector<std::string> args = tc;
+    args.insert(args.end(), rest.begin(), rest.end());
+    return args;
+  };
+  const std::optional<double> bytes_per_second = rate_bytes_per_second(plan.rate);
+  if (!bytes_per_second) return invalid_config(fmt::format("node '{}': cannot read rate '{}'", plan.node, plan.rate));
+  // Veth hands tbf GSO packets of up to 64 KiB; a smaller bucket would drop them all.
+  const auto burst = static_cast<uint64_t>(std::max(65536.0 + 1514.0, *bytes_per_second * 0.002));
+  const std::vector<std::string> tbf = {"tbf", "rate", plan.rate, "burst", std::to_string(burst), "latency", "50ms"};
+
+  if (plan.delay.empty() && plan.loss_percent == 0.0) {
+    std::vector<std::string> args = {"qdisc", "add", "dev", device, "root"};
+    args.insert(args.end(), tbf.begin(), tbf.end());
+    return run_step(with(args));
+  }
+  std::vector<std::string> netem = {"qdisc", "add", "dev", device, "root", "handle", "1:", "netem"};
+  if (!plan.delay.empty()) netem.insert(netem.end(), {"delay", plan.delay});
+  if (plan.loss_percent > 0.0) netem.insert(netem.end(), {"loss", fmt::format("{}%", plan.loss_percent)});
+  Status added = run_step(with(netem));
+  if (!added) {
+    return Status(added.code(),
+                  fmt::format("node '{}': link delay/loss need the kernel's netem qdisc (CONFIG_NET_SCH_NETEM), "
+                              "which this kernel lacks or refused ({}); remove delay/loss from the node's link "
+                              "(rate alone works with tbf)",
+                              plan.node, added.message()));
+  }
+  std::vector<std::string> child = {"qdisc", "add", "dev", device, "parent", "1:1", "handle", "10:"};
+  child.insert(child.end(), tbf.begin(), tbf.end());
+  return run_step(with(child));
+}
+
+Status create_cgroup(const NodeEmulation& plan) {
+  std::error_code error;
+  fs::create_directories(plan.cgroup_path, error);
+  if (error) return io_error(fmt::format("cannot create cgroup {}: {}", plan.cgroup_path, error.message()));
+  const auto quota = static_cast<long>(std::lround(plan.cpu * kCfsPeriodUs));
+  if (fs::exists(plan.cgroup_path + "/cpu.cfs_quota_us")) {
+    TESSERA_RETURN_IF_ERROR(write_text(plan.cgroup_path + "/cpu.cfs_period_us", std::to_string(kCfsPeriodUs)));
+    return write_text(plan.cgroup_path + "/cpu.cfs_quota_us", std::to_string(quota));
+  }
+  return write_text(plan.cgroup_path + "/cpu.max", fmt::format("{} {}", quota, kCfsPeriodUs));
+}
+
+// cgroup v2 only distributes cpu to children whose parents enabled it.
+Status enable_v2_cpu_controller(const std::string& root, const std::string& cgroup_path) {
+  fs::path path = root;
+  const fs::path relative = fs::path(cgroup_path).lexically_relative(root);
+  for (const fs::path& part : relative) {
+    TESSERA_RETURN_IF_ERROR(write_text((path / "cgroup.subtree_control").string(), "+cpu"));
+    path /= part;
+    std::error_code error;
+    fs::create_directory(path, error);
+  }
+  return Status::ok();
+}
+
+std::vector<int> cgroup_members(const std::string& cgroup_path) {
+  std::vector<int> pids;
+  std::ifstream file(cgroup_path + "/cgroup.procs");
+  for (int pid; file >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+std::vector<int> netns_members(const std::string& netns) {
+  const ProgramResult result = run_program({"ip", "netns", "pids", netns});
+  std::vector<int> pids;
+  std::istringstream stream(result.output);
+  for (int pid; stream >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+void kill_and_wait(const std::vector<int>& pids) {
+  for (int pid : pids) ::kill(pid, SIGKILL);
+  for (int pid : pids) {
+    for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) {
+      ::waitpid(pid, nullptr, WNOHANG);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+
+}  // namespace
+
+EmulationSupport detect_emulation_support() {
+  EmulationSupport support;
+  support.is_root = ::geteuid() == 0;
+  support.has_ip = program_exists("ip") && program_exists("tc");
+  if (fs::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")) {
+    support.cgroup = CgroupVersion::kV1;
+    support.cgroup_root = "/sys/fs/cgroup/cpu";
+  } else if (std::ifstream controllers("/sys/fs/cgroup/cgroup.controllers"); controllers) {
+    std::string line;
+    std::getline(controllers, line);
+    if ((" " + line + " ").find(" cpu ") != std::string::npos) {
+      support.cgroup = CgroupVersion::kV2;
+      support.cgroup_root = "/sys/fs/cgroup";
+    }
+  }
+  if (support.cgroup == CgroupVersion::kNone) {
+    support.missing = "no cgroup cpu controller (neither v1 /sys/fs/cgroup/cpu nor v2 cpu in cgroup.controllers)";
+  } else if (::access(support.cgroup_root.c_str(), W_OK) != 0) {
+    support.missing = fmt::format("no write access to {} (run as root)", support.cgroup_root);
+  }
+  if (!support.is_root) {
+    support.link_missing = "network namespaces and tc need root";
+  } else if (!support.has_ip) {
+    support.link_missing = "iproute2's ip and tc are not installed (apt-get install iproute2)";
+  }
+  return support;
+}
+
+NodeEmulation plan_node_emulation(const ClusterSpec& cluster, std::size_t node_index, const EmulationSupport& support) {
+  const NodeSpec& node = cluster.nodes[node_index];
+  NodeEmulation plan;
+  plan.node = node.name;
+  if (!node.emulate) return plan;
+  const EmulationSpec& spec = *node.emulate;
+  if (spec.cpu > 0.0) {
+    plan.cpu = spec.cpu;
+    plan.cgroup_path = fmt::format("{}/tessera/{}/{}", support.cgroup_root, cluster.name, node.name);
+  }
+  if (spec.has_link) {
+    const uint32_t cluster_hash = fnv1a(cluster.name);
+    // 128 groups of 256 /30 blocks fill 198.18.0.0/15; a cluster takes one group.
+    const uint32_t block = (cluster_hash % 128) * 256 + static_cast<uint32_t>(node_index % 256);
+    const uint32_t base = kBenchmarkNetwork + block * 4;
+    plan.host_address = ipv4(base + 1);
+    plan.node_address = ipv4(base + 2);
+    plan.netns = fmt::format("tessera-{}-{}", cluster.name, node.name);
+    const std::string stem = fmt::format("ts{:06x}{:02x}", cluster_hash & 0xffffff, node_index % 256);
+    plan.host_veth = stem + "h";
+    plan.node_veth = stem + "n";
+    plan.rate = spec.link_rate;
+    plan.delay = spec.link_delay;
+    plan.loss_percent = spec.link_loss_percent;
+  }
+  return plan;
+}
+
+Status create_node_emulation(const NodeEmulation& plan) {
+  auto undo_on_failure = [&](Status status) {
+    if (!status.is_ok()) (void)remove_node_emulation(plan);
+    return status;
+  };
+  if (!plan.cgroup_path.empty()) {
+    const std::string root = plan.cgroup_path.substr(0, plan.cgroup_path.find("/tessera/"));
+    if (!fs::exists(root + "/cpu.cfs_quota_us")) {
+      if (Status enabled = enable_v2_cpu_controller(root, plan.cgroup_path); !enabled) return undo_on_failure(enabled);
+    }
+    if (Status created = create_cgroup(plan); !created) return undo_on_failure(created);
+  }
+  if (!plan.netns.empty()) {
+    const std::vector<std::vector<std::string>> steps = {
+        {"ip", "netns", "add", plan.netns},
+        {"ip", "link", "add", plan.host_veth, "type", "veth", "peer", "name", plan.node_veth},
+        {"ip", "link", "set", plan.node_veth, "netns", plan.netns},
+        {"ip", "addr", "add", plan.host_address + "/30", "dev", plan.host_veth},
+        {"ip", "link", "set", plan.host_veth, "up"},
+        {"ip", "-n", plan.netns, "addr", "add", plan.node_address + "/30", "dev", plan.node_veth},
+        {"ip", "-n", plan.netns, "link", "set", plan.node_veth, "up"},
+        {"ip", "-n", plan.netns, "link", "set", "lo", "up"},
+    };
+    for (const auto& step : steps) {
+      if (Status done = run_step(step); !done) return undo_on_failure(done.with_context(fmt::format("node '{}': ", plan.node)));
+    }
+    // Shaping both ends limits both directions: the host end's egress is traffic to the node.
+    if (Status shaped = shape_device("", plan.host_veth, plan); !shaped) return undo_on_failure(shaped);
+    if (Status shaped = shape_device(plan.netns, plan.node_veth, plan); !shaped) return undo_on_failure(shaped);
+  }
+  return Status::ok();
+}
+
+Status remove_node_emulation(const NodeEmulation& emulation) {
+  std::vector<std::string> problems;
+  if (!emulation.netns.empty() && fs::exists("/run/netns/" + emulation.netns)) {
+    kill_and_wait(netns_members(emulation.netns));
+    if (Status removed = run_step({"ip", "netns", "del", emulation.netns}); !removed) problems.push_back(removed.message());
+  }
+  if (!emulation.host_veth.empty()) {
+    // Deleting the namespace destroys the pair, asynchronously; give the kernel a moment before
+    // deleting a half-built pair (one whose peer never moved into the namespace) ourselves.
+    const std::string device = "/sys/class/net/" + emulation.host_veth;
+    for (int attempt = 0; attempt < 100 && fs::exists(device); ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (fs::exists(device)) {
+      const ProgramResult removed = run_program({"ip", "link", "del", emulation.host_veth});
+      if (removed.exit_code != 0 && fs::exists(device)) {
+        problems.push_back(fmt::format("`ip link del {}` failed: {}", emulation.host_veth, removed.output));
+      }
+    }
+  }
+  if (!emulation.cgroup_path.empty() && fs::exists(emulation.cgroup_path)) {
+    kill_and_wait(cgroup_members(emulation.cgroup_path));
+    std::error_code error;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      if (fs::remove(emulation.cgroup_path, error) || !fs::exists(emulation.cgroup_path)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (fs::exists(emulation.cgroup_path)) {
+      problems.push_back(fmt::format("cannot remove cgroup {}: {}", emulation.cgroup_path, error.message()));
+    } else {
+      // Parents (tessera/<cluster>, tessera) go once empty; fs::remove fails harmlessly otherwise.
+      const fs::path cluster_dir = fs::path(emulation.cgroup_path).parent_path();
+      fs::remove(cluster_dir, error);
+      fs::remove(cluster_dir.parent_path(), error);
+    }
+  }
+  if (problems.empty()) return Status::ok();
+  std::string message = fmt::format("node '{}': teardown incomplete:", emulation.node);
+  for (const std::string& problem : problems) message += "\n  " + problem;
+  return internal_error(message);
+}
+
+std::string emulation_state_path(const std::string& cluster_run_dir) { return cluster_run_dir + "/emulation.json"; }
+
+Status save_emulation_state(const std::string& path, const std::vector<NodeEmulation>& nodes) {
+  nlohmann::json document = {{"nodes", nlohmann::json::array()}};
+  for (const NodeEmulation& node : nodes) {
+    document["nodes"].push_back({{"node", node.node},
+                                 {"cpu", node.cpu},
+                                 {"cgroup_path", node.cgroup_path},
+                                 {"netns", node.netns},
+                                 {"host_veth", node.host_veth},
+                                 {"node_veth", node.node_veth},
+                                 {"host_address", node.host_address},
+                                 {"node_address", node.node_address},
+                                 {"rate", node.rate},
+                                 {"delay", node.delay},
+                                 {"loss_percent", node.loss_percent}});
+  }
+  const std::string temporary = path + ".tmp";
+  TESSERA_RETURN_IF_ERROR(write_text(temporary, document.dump(2) + "\n"));
+  std::error_code error;
+  fs::rename(temporary, path, error);
+  if (error) return io_error(fmt::format("cannot write {}: {}", path, error.message()));
+  return Status::ok();
+}
+
+Result<std::vector<NodeEmulation>> load_emulation_state(const std::string& path) {
+  std::vector<NodeEmulation> nodes;
+  std::ifstream file(path);
+  if (!file) return nodes;
+  try {
+    const nlohmann::json document = nlohmann::json::parse(file);
+    for (const auto& entry : document.at("nodes")) {
+      NodeEmulation node;
+      node.node = entry.at("node").get<std::string>();
+      node.cpu = entry.value("cpu", 0.0);
+      node.cgroup_path = entry.value("cgroup_path", "");
+      node.netns = entry.value("netns", "");
+      node.host_veth = entry.value("host_veth", "");
+      node.node_veth = entry.value("node_veth", "");
+      node.host_address = entry.value("host_address", "");
+      node.node_address = entry.value("node_address", "");
+      node.rate = entry.value("rate", "");
+      node.delay = entry.value("delay", "");
+      node.loss_percent = entry.value("loss_percent", 0.0);
+      nodes.push_back(std::move(node));
+    }
+  } catch (const nlohmann::json::exception& error) {
+    return io_error(fmt::format("{} is damaged ({}); remove what it lists by hand, then delete it", path, error.what()));
+  }
+  return nodes;
+}
+
+void apply_emulated_endpoints(ClusterSpec& cluster, const std::string& cluster_run_dir) {
+  Result<std::vector<NodeEmulation>> state = load_emulation_state(emulation_state_path(cluster_run_dir));
+  if (!state) return;
+  for (const NodeEmulation& emulation : *state) {
+    if (emulation.netns.empty()) continue;
+    const int index = cluster.find_node(emulation.node);
+    if (index >= 0) cluster.nodes[static_cast<std::size_t>(index)].host = emulation.node_address;
+  }
+}
+
+std::vector<std::string> leftover_emulation(const std::vector<NodeEmulation>& nodes) {
+  std::vector<std::string> leftovers;
+  for (const NodeEmulation& node : nodes) {
+    if (!node.cgroup_path.empty() && fs::exists(node.cgroup_path)) leftovers.push_back("cgroup " + node.cgroup_path);
+    if (!node.netns.empty() && fs::exists("/run/netns/" + node.netns)) leftovers.push_back("netns " + node.netns);
+    if (!node.host_veth.empty() && fs::exists("/sys/class/net/" + node.host_veth)) leftovers.push_back("veth " + node.host_veth);
+  }
+  return leftovers;
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,434 @@
+#include "tessera/balance/local/local_cluster.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <iterator>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/local/emulation.hpp"
+
+namespace tessera::balance {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::string cluster_dir(const ClusterSpec& cluster, const LocalClusterOptions& options) {
+  return cluster_run_dir(cluster, options);
+}
+
+std::string pid_path(const std::string& dir, const NodeSpec& node) { return dir + "/" + node.name + ".pid"; }
+std::string log_path(const std::string& dir, const NodeSpec& node) { return dir + "/" + node.name + ".log"; }
+
+int read_pid(const std::string& path) {
+  std::ifstream file(path);
+  long pid = 0;
+  if (!(file >> pid) || pid <= 1 || pid > 1 << 30) return 0;
+  return static_cast<int>(pid);
+}
+
+// True only for a live process whose command line is a tessera-worker: pids are reused, and a
+// stale file must never get an unrelated process killed.
+bool is_live_worker(int pid) {
+  if (pid <= 1) return false;
+  std::ifstream file(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+  std::string cmdline((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (cmdline.find("tessera-worker") == std::string::npos) return false;
+  std::ifstream stat_file(fmt::format("/proc/{}/stat", pid));
+  std::string stat_line;
+  std::getline(stat_file, stat_line);
+  const auto close_paren = stat_line.rfind(')');
+  // A zombie has exited; it only waits to be reaped by its parent.
+  return !(close_paren != std::string::npos && close_paren + 2 < stat_line.size() && stat_line[close_paren + 2] == 'Z');
+}
+
+std::string tail_of(const std::string& path, std::size_t max_lines) {
+  std::ifstream file(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(file, line);) lines.push_back(line);
+  std::string out;
+  for (std::size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i) {
+    out += "    " + lines[i] + "\n";
+  }
+  return out.empty() ? "    (empty log)\n" : out;
+}
+
+std::string find_worker_binary(const LocalClusterOptions& options) {
+  if (!options.worker_binary.empty()) return options.worker_binary;
+  if (const char* env = std::getenv("TESSERA_WORKER_BIN"); env != nullptr && *env != '\0') return env;
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  if (!error) return (self.parent_path() / "tessera-worker").string();
+  return "tessera-worker";
+}
+
+Status write_secret_file(const std::string& path, const std::string& secret) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return io_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  ::fchmod(fd, 0600);
+  const ssize_t written = ::write(fd, secret.data(), secret.size());
+  ::close(fd);
+  if (written != static_cast<ssize_t>(secret.size())) return io_error(fmt::format("cannot write {}", path));
+  return Status::ok();
+}
+
+// `node` carries the endpoint the worker listens on (inside its namespace when it has one).
+Result<int> spawn_worker(const std::string& binary, const NodeSpec& node, const std::string& secret_path,
+                         const std::string& log, const NodeEmulation& emulation) {
+  std::vector<std::string> args = {binary, "--listen", node.endpoint(), "--threads", std::to_string(node.threads),
+                                   "--secret-file", secret_path};
+  const std::string cgroup_procs = emulation.cgroup_path.empty() ? "" : emulation.cgroup_path + "/cgroup.procs";
+  const std::string netns_path = emulation.netns.empty() ? "" : "/run/netns/" + emulation.netns;
+  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return io_error(fmt::format("cannot open {}: {}", log, std::strerror(errno)));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log_fd);
+    return io_error(fmt::format("fork failed: {}", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    // Child: its own session, so the worker outlives the `tessera up` that started it and a
+    // Ctrl-C in the user's terminal does not reach it.
+    ::setsid();
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    // Join the cgroup and namespace before exec, so the worker never runs a moment unthrottled.
+    if (!cgroup_procs.empty()) {
+      const int fd = ::open(cgroup_procs.c_str(), O_WRONLY);
+      const std::string pid_text = std::to_string(::getpid());
+      if (fd < 0 || ::write(fd, pid_text.data(), pid_text.size()) < 0) {
+        std::fprintf(stderr, "cannot join cgroup %s: %s\n", cgroup_procs.c_str(), std::strerror(errno));
+        ::_exit(126);
+      }
+      ::close(fd);
+    }
+    if (!netns_path.empty()) {
+      const int fd = ::open(netns_path.c_str(), O_RDONLY);
+      if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+        std::fprintf(stderr, "cannot enter network namespace %s: %s\n", netns_path.c_str(), std::strerror(errno));
+        ::_exit(126);
+      }
+      ::close(fd);
+    }
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    ::execv(binary.c_str(), argv.data());
+    std::fprintf(stderr, "cannot execute %s: %s\n", binary.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  return static_cast<int>(pid);
+}
+
+// Reaps `pid` if it is our child; harmless otherwise.
+void reap_if_child(int pid) {
+  int status = 0;
+  ::waitpid(pid, &status, WNOHANG);
+}
+
+// For a child we just forked: until exec its cmdline is ours, so is_live_worker cannot tell yet.
+bool child_has_exited(int pid) {
+  int status = 0;
+  const pid_t reaped = ::waitpid(pid, &status, WNOHANG);
+  return reaped == pid || (reaped < 0 && errno == ECHILD && ::kill(pid, 0) != 0);
+}
+
+bool stop_process(int pid, std::chrono::milliseconds grace) {
+  ::kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (std::chrono::steady_clock::now() < deadline) {
+    reap_if_child(pid);
+    if (!is_live_worker(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  for (int i = 0; i < 100 && is_live_worker(pid); ++i) {
+    reap_if_child(pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return !is_live_worker(pid);
+}
+
+}  // namespace
+
+std::string default_run_dir() {
+  if (const char* env = std::getenv("TESSERA_RUN_DIR"); env != nullptr && *env != '\0') return env;
+  return fmt::format("/tmp/tessera-{}", ::getuid());
+}
+
+std::string cluster_run_dir(const ClusterSpec& cluster, const LocalClusterOptions& options) {
+  return (fs::path(options.run_dir.empty() ? default_run_dir() : options.run_dir) / cluster.name).string();
+}
+
+Result<ClusterSpec> load_reachable_cluster(const std::string& config_path, const std::string& run_dir) {
+  Result<ClusterSpec> cluster = load_cluster_spec(config_path);
+  if (!cluster) return cluster;
+  LocalClusterOptions options;
+  options.run_dir = run_dir;
+  apply_emulated_endpoints(*cluster, cluster_run_dir(*cluster, options));
+  return cluster;
+}
+
+std::string_view node_state_name(NodeState state) {
+  switch (state) {
+    case NodeState::kStarted: return "started";
+    case NodeState::kAlreadyRunning: return "already running";
+    case NodeState::kStopped: return "stopped";
+    case NodeState::kNotRunning: return "not running";
+    case NodeState::kStaleRemoved: return "not running (stale pid file removed)";
+  }
+  return "unknown";
+}
+
+Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, const LocalClusterOptions& options) {
+  for (const NodeSpec& node : cluster.nodes) {
+    if (!is_loopback_host(node.host)) {
+      return invalid_argument(fmt::format(
+          "{}:{}: node '{}' is at {}, not on this machine; `tessera up` starts local workers only. "
+          "Run tessera-worker on that machine (deploy/tessera-worker.service) and use profile/multiply directly",
+          cluster.source_path, node.line, node.name, node.host));
+    }
+  }
+  const std::string binary = find_worker_binary(options);
+  if (::access(binary.c_str(), X_OK) != 0) {
+    return not_found(fmt::format("worker program {} not found or not executable; build it (cmake --build build) "
+                                 "or set TESSERA_WORKER_BIN",
+                                 binary));
+  }
+  Result<std::string> secret = cluster.resolve_secret();
+  if (!secret) return secret.status();
+
+  // Emulation: check privileges before anything is started, so a refusal leaves no trace.
+  const EmulationSupport support = detect_emulation_support();
+  std::vector<NodeEmulation> plans;
+  std::vector<std::string> cpu_nodes, link_nodes;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
+    NodeEmulation unthrottled;
+    unthrottled.node = cluster.nodes[i].name;
+    plans.push_back(options.no_emulation ? unthrottled : plan_node_emulation(cluster, i, support));
+    if (!plans.back().cgroup_path.empty()) cpu_nodes.push_back(cluster.nodes[i].name);
+    if (!plans.back().netns.empty()) link_nodes.push_back(cluster.nodes[i].name);
+  }
+  auto refuse = [](const std::vector<std::string>& nodes, const std::string& what, const std::string& missing) {
+    std::string names;
+    for (const std::string& name : nodes) names += (names.empty() ? "" : ", ") + name;
+    return invalid_argument(fmt::format("cannot emulate the {} of {}: {}. Run as root on Linux with cgroups and "
+                                        "iproute2, or pass --no-emulation to run every node unthrottled",
+                                        what, names, missing));
+  };
+  if (!cpu_nodes.empty() && !support.missing.empty()) return refuse(cpu_nodes, "CPU limits", support.missing);
+  if (!link_nodes.empty() && !support.link_missing.empty()) return refuse(link_nodes, "links", support.link_missing);
+
+  const std::string dir = cluster_dir(cluster, options);
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) return io_error(fmt::format("cannot create run directory {}: {}", dir, error.message()));
+  const std::string secret_path = dir + "/secret";
+  TESSERA_RETURN_IF_ERROR(write_secret_file(secret_path, *secret));
+
+  const std::string state_path = emulation_state_path(dir);
+  Result<std::vector<NodeEmulation>> previous = load_emulation_state(state_path);
+  if (!previous) return previous.status();
+  auto previous_entry = [&](const std::string& name) -> const NodeEmulation* {
+    for (const NodeEmulation& entry : *previous) {
+      if (entry.node == name) return &entry;
+    }
+    return nullptr;
+  };
+
+  // Decide per node: keep a running worker (and its emulation), or start one afresh.
+  std::vector<NodeLifecycle> outcome;
+  std::vector<NodeEmulation> state;
+  std::vector<bool> starting(cluster.nodes.size(), false);
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
+    const NodeSpec& node = cluster.nodes[i];
+    const int recorded = read_pid(pid_path(dir, node));
+    if (recorded != 0 && is_live_worker(recorded)) {
+      outcome.push_back({node.name, NodeState::kAlreadyRunning, recorded, ""});
+      if (const NodeEmulation* kept = previous_entry(node.name)) state.push_back(*kept);
+      continue;
+    }
+    // A crashed earlier run may have left this node's cgroup or namespace behind.
+    if (const NodeEmulation* stale = previous_entry(node.name)) TESSERA_RETURN_IF_ERROR(remove_node_emulation(*stale));
+    starting[i] = true;
+    outcome.push_back({node.name, NodeState::kStarted, 0, options.no_emulation && node.emulate ? "UNTHROTTLED" : ""});
+    state.push_back(plans[i]);
+  }
+  // Recorded before anything is created: a crash from here on leaves a state that `down` can undo.
+  TESSERA_RETURN_IF_ERROR(save_emulation_state(state_path, state));
+
+  std::vector<int> started;
+  auto undo = [&](Status failure) -> Status {
+    for (int pid : started) stop_process(pid, std::chrono::milliseconds(2000));
+    for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
+      if (!starting[i]) continue;
+      (void)remove_node_emulation(plans[i]);
+      fs::remove(pid_path(dir, cluster.nodes[i]), error);
+    }
+    std::vector<NodeEmulation> kept;
+    for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
+      if (!starting[i]) {
+        if (const NodeEmulation* entry = previous_entry(cluster.nodes[i].name)) kept.push_back(*entry);
+      }
+    }
+    (void)save_emulation_state(state_path, kept);
+    return failure;
+  };
+
+  std::vector<NodeSpec> reachable = cluster.nodes;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
+    if (!starting[i]) {
+      if (const NodeEmulation* kept = previous_entry(cluster.nodes[i].name); kept && !kept->netns.empty()) {
+        reachable[i].host = kept->node_address;
+      }
+      continue;
+    }
+    if (Status created = create_node_emulation(plans[i]); !created) return undo(created);
+    if (!plans[i].netns.empty()) reachable[i].host = plans[i].node_address;
+    Result<int> pid = spawn_worker(binary, reachable[i], secret_path, log_path(dir, cluster.nodes[i]), plans[i]);
+    if (!pid) return undo(pid.status());
+    started.push_back(*pid);
+    std::ofstream(pid_path(dir, cluster.nodes[i]), std::ios::trunc) << *pid << "\n";
+    outcome[i].pid = *pid;
+  }
+
+  // Wait for every worker to answer a full handshake: it proves the port is ours and the secret
+  // matches, not just that something listens.
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
+    const NodeSpec& node = reachable[i];
+    const auto deadline = std::chrono::steady_clock::now() + options.start_timeout;
+    Status last = Status::ok();
+    bool up = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      Result<NodeLink> link = connect_node(node, *secret, std::chrono::milliseconds(1000));
+      if (link) {
+        say_goodbye(*link);
+        up = true;
+        break;
+      }
+      last = link.status();
+      if (starting[i] && child_has_exited(outcome[i].pid)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!up) {
+      return undo(network_error(fmt::format("worker for node '{}' ({}) did not come up: {}\n  log {}:\n{}", node.name,
+                                            node.endpoint(), last.is_ok() ? "it exited" : last.message(),
+                                            log_path(dir, node), tail_of(log_path(dir, node), 8))));
+    }
+    if (!plans[i].cgroup_path.empty() && starting[i]) {
+      outcome[i].detail = fmt::format("cpu {:g} core", plans[i].cpu);
+    }
+    if (!plans[i].netns.empty() && starting[i]) {
+      outcome[i].detail += fmt::format("{}link {} at {}", outcome[i].detail.empty() ? "" : ", ", plans[i].rate,
+                                       node.endpoint());
+    }
+  }
+  return outcome;
+}
+
+Result<std::vector<NodeLifecycle>> local_cluster_down(const ClusterSpec& cluster, const LocalClusterOptions& options) {
+  const std::string dir = cluster_dir(cluster, options);
+  std::vector<NodeLifecycle> outcome;
+  std::error_code error;
+  for (const NodeSpec& node : cluster.nodes) {
+    NodeLifecycle entry{node.name, NodeState::kNotRunning, 0, ""};
+    const std::string path = pid_path(dir, node);
+    if (fs::exists(path)) {
+      const int pid = read_pid(path);
+      entry.pid = pid;
+      if (pid != 0 && is_live_worker(pid)) {
+        if (!stop_process(pid, std::chrono::milliseconds(5000))) {
+          return internal_error(fmt::format("could not stop worker '{}' (pid {})", node.name, pid));
+        }
+        entry.state = NodeState::kStopped;
+      } else {
+        entry.state = NodeState::kStaleRemoved;
+      }
+      fs::remove(path, error);
+    }
+    outcome.push_back(entry);
+  }
+
+  const std::string state_path = emulation_state_path(dir);
+  Result<std::vector<NodeEmulation>> state = load_emulation_state(state_path);
+  if (!state) return state.status();
+  std::vector<NodeEmulation> not_removed;
+  std::string problems;
+  for (const NodeEmulation& emulation : *state) {
+    if (Status removed = remove_node_emulation(emulation); !removed) {
+      not_removed.push_back(emulation);
+      problems += "\n  " + removed.message();
+    }
+  }
+  if (!not_removed.empty()) {
+    (void)save_emulation_state(state_path, not_removed);
+    return internal_error("could not remove all emulation:" + problems);
+  }
+  fs::remove(state_path, error);
+
+  bool any_pid_left = false;
+  for (const NodeSpec& node : cluster.nodes) any_pid_left |= fs::exists(pid_path(dir, node));
+  if (!any_pid_left) fs::remove(dir + "/secret", error);
+  return outcome;
+}
+
+std::vector<int> local_cluster_pids(const ClusterSpec& cluster, const LocalClusterOptions& options) {
+  const std::string dir = cluster_dir(cluster, options);
+  std::vector<int> pids;
+  for (const NodeSpec& node : cluster.nodes) {
+    const int pid = read_pid(pid_path(dir, node));
+    if (pid != 0 && is_live_worker(pid)) pids.push_back(pid);
+  }
+  return pids;
+}
+
+std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const LocalClusterOptions& options) {
+  std::vector<NodeReachability> report;
+  Result<std::string> secret = cluster.resolve_secret();
+  const std::string dir = cluster_dir(cluster, options);
+  for (const NodeSpec& node : cluster.nodes) {
+    NodeReachability entry{node.name, node.endpoint(), false, "", 0};
+    const int pid = read_pid(pid_path(dir, node));
+    if (pid != 0 && is_live_worker(pid)) entry.local_pid = pid;
+    if (!secret) {
+      entry.detail = secret.status().message();
+    } else {
+      Result<NodeLink> link = connect_node(node, *secret, std::chrono::milliseconds(2000));
+      if (link) {
+        entry.reachable = true;
+        entry.detail = fmt::format("tessera-worker {}, {} threads, {} cores, {}, {:.1f} GiB", link->hello.worker_version,
+                                   link->hello.threads, link->hello.cores, link->hello.arch,
+                                   link->hello.memory_bytes / 1073741824.0);
+        say_goodbye(*link);
+      } else {
+        entry.detail = link.status().message();
+      }
+    }
+    report.push_back(entry);
+  }
+  return report;
+}
+
+}  // namespace tessera::balance

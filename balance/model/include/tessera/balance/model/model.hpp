@@ -1,0 +1,91 @@
+// The performance model: what a node computes and transfers per second, and the finish time of
+// every node for a given plan, predicted without running it.
+//
+// Speed is a function of problem size: a node's measured GEMM rates at several square sizes,
+// interpolated piecewise-linearly in log(size) and held constant beyond the measured range. A job
+// of shape m x k times k x n is looked up at its square-equivalent size cbrt(m n k).
+// A link costs latency + bytes / bandwidth, with separate bandwidths to and from the node.
+// The coordinator sends to all nodes at once (one thread per node), so concurrent transfers share
+// its measured send capacity max-min fairly, each also capped by its own link.
+//
+// predict() replays the multiply driver's streaming protocol as a fluid simulation: per node, A's
+// rows then one panel of B after another, at most `panels_in_flight` panels unacknowledged (a
+// panel can be sent once the job `panels_in_flight` earlier has finished), each job starting when
+// its panel has arrived and the previous job is done, the C block travelling back after the last
+// job. Pure functions and values; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/balance/plan/plan.hpp"
+#include "tessera/core/status.hpp"
+
+namespace tessera::balance {
+
+struct SpeedPoint {
+  double size = 0.0;   // square GEMM dimension
+  double gflops = 0.0;
+  bool operator==(const SpeedPoint&) const = default;
+};
+
+class SpeedCurve {
+ public:
+  SpeedCurve() = default;
+  // Points in any order; sizes must be > 0 and distinct, rates >= 0. Nothing is refused: of
+  // points with equal sizes the first given is kept, and sizes <= 0 or infinite are dropped.
+  explicit SpeedCurve(std::vector<SpeedPoint> points);
+  // Interpolated rate; 0 for an empty curve. Monotone between two points, constant outside.
+  double gflops_at(double size) const;
+  const std::vector<SpeedPoint>& points() const { return points_; }  // sorted by size
+  bool operator==(const SpeedCurve&) const = default;
+
+ private:
+  std::vector<SpeedPoint> points_;
+};
+
+struct LinkModel {
+  double latency_s = 0.0;
+  double to_node_bytes_per_s = 0.0;    // coordinator -> node; 0 = unusable
+  double from_node_bytes_per_s = 0.0;  // node -> coordinator; 0 = unusable
+  bool operator==(const LinkModel&) const = default;
+};
+
+struct NodeModel {
+  std::string name;
+  SpeedCurve speed;
+  LinkModel link;
+  bool operator==(const NodeModel&) const = default;
+};
+
+struct ClusterModel {
+  std::vector<NodeModel> nodes;              // cluster order
+  double coordinator_send_bytes_per_s = 0.0; // all nodes at once; 0 = unlimited
+  bool operator==(const ClusterModel&) const = default;
+};
+
+struct Prediction {
+  std::vector<double> finish_s;  // per node, plan order; 0 for nodes without rows
+  double makespan_s = 0.0;
+};
+
+// REQUIRES: plan.shares has one entry per model node, same order. A node given rows it cannot
+// serve (zero speed or zero bandwidth) finishes at +infinity.
+Prediction predict(const ClusterModel& model, const Plan& plan);
+
+// The `model` policy: rows chosen so that predicted finish times are as equal as the integer rows
+// allow. Bisection on the common finish time T: each node takes the most rows it can finish by T
+// (itself found by bisection, since a node's finish time grows with its rows); the smallest T at
+// which the nodes together take all m rows wins. A node that is not worth its fixed cost (e.g. a
+// slow link that must carry all of B before its first row pays off) gets 0 rows. Nodes with zero
+// speed or zero bandwidth are excluded and named in `warnings`.
+struct ModelPlanResult {
+  Plan plan;
+  std::vector<std::string> warnings;
+};
+// REQUIRES: request.node_names match model.nodes in order. request.policy and weights are ignored.
+Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const ClusterModel& model);
+
+}  // namespace tessera::balance

@@ -1,0 +1,499 @@
+#include "tessera/balance/model/model.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "tessera/transport/protocol.hpp"
+
+namespace tessera::balance {
+
+namespace {
+
+namespace tp = tessera::transport;
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Wire overheads of the multiply driver's frames (transport/protocol.hpp): a STORE is a header and
+// a tile prefix in front of the matrix data, a JOB a header and a 72-byte body, a RESULT a header
+// and a result prefix. They matter only for tiny shares, but keep predict() byte-exact.
+constexpr double kStoreOverheadBytes = tp::kHeaderSize + tp::kTilePrefixSize;
+constexpr double kJobFrameBytes = tp::kHeaderSize + 72;
+constexpr double kResultOverheadBytes = tp::kHeaderSize + tp::kResultPrefixSize;
+
+// The outer bisection stops when the bracket on the common finish time is this tight; at 1e-6
+// the rows the two ends give differ by about m * 1e-6 per node, i.e. by none for realistic m.
+constexpr double kFinishTimeTolerance = 1e-6;
+constexpr int kMaxBisectionSteps = 60;
+
+// Max-min fair (water-filling) rates for flows with the given caps sharing `capacity`; a capacity
+// <= 0 or infinite means the shared resource is no bottleneck. Caps may be infinite.
+std::vector<double> max_min_fair(std::span<const double> caps, double capacity) {
+  std::vector<double> rates(caps.begin(), caps.end());
+  if (!(capacity > 0.0) || std::isinf(capacity)) return rates;
+  std::vector<std::size_t> order(caps.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return caps[a] < caps[b]; });
+  double remaining = capacity;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    // `remaining` stays finite: a flow is only subtracted when its cap is below a finite share.
+    const double share = remaining / static_cast<double>(order.size() - i);
+    const double cap = caps[order[i]];
+    if (cap <= share) {
+      rates[order[i]] = cap;
+      remaining -= cap;
+    } else {
+      for (std::size_t j = i; j < order.size(); ++j) rates[order[j]] = share;
+      break;
+    }
+  }
+  return rates;
+}
+
+// What the simulation needs of one node; the link cap may be tighter than the node's own link
+// (make_model_plan caps it at the node's fair share of the coordinator).
+struct SimNode {
+  uint64_t rows = 0;
+  const SpeedCurve* speed = nullptr;
+  double latency_s = 0.0;
+  double to_node_bytes_per_s = 0.0;
+  double from_node_bytes_per_s = 0.0;
+};
+
+struct SimShape {
+  uint64_t n = 0, k = 0;
+  uint64_t panel_width = 0;
+  uint32_t panels_in_flight = 1;
+  std::size_t panel_count() const { return static_cast<std::size_t>((k + panel_width - 1) / panel_width); }
+};
+
+// A rate that is NaN or negative cannot make progress; treating it as 0 sends the node to +inf
+// instead of letting a bad curve run time backwards.
+double usable_rate(double rate) { return rate > 0.0 ? rate : 0.0; }
+
+// Seconds until `left` units are done at `rate`; +inf when the rate is 0.
+double time_to_finish(double left, double rate) {
+  if (left <= 0.0) return 0.0;
+  return rate > 0.0 ? left / rate : kInfinity;
+}
+
+// One node's replay of NodeStreamer::stream() and the worker's job loop.
+class NodeReplay {
+ public:
+  NodeReplay(const SimNode& node, const SimShape& shape) : node_(node), shape_(shape) {
+    panels_ = shape.panel_count();
+    arrival_.assign(panels_, kInfinity);
+    credit_.assign(panels_, kInfinity);
+    const double rows = static_cast<double>(node.rows);
+    const double n = static_cast<double>(shape.n);
+    a_bytes_ = 8.0 * rows * static_cast<double>(shape.k) + kStoreOverheadBytes;
+    c_bytes_ = 8.0 * rows * n + kResultOverheadBytes;
+    const uint64_t last_width = shape.k - (panels_ - 1) * shape.panel_width;
+    for (int last = 0; last < 2; ++last) {
+      const double width = static_cast<double>(last ? last_width : shape.panel_width);
+      panel_bytes_[last] = 8.0 * width * n + kStoreOverheadBytes + kJobFrameBytes;
+      job_flops_[last] = 2.0 * rows * width * n;
+      // A job is an m_i x w by w x n GEMM, looked up at its square-equivalent size.
+      job_flops_per_s_[last] = usable_rate(node.speed->gflops_at(std::cbrt(rows * width * n)) * 1e9);
+    }
+    if (node.rows == 0) finish_ = 0.0;
+  }
+
+  bool idle() const { return node_.rows == 0; }
+  bool sending() const { return sending_; }
+  double link_cap() const { return usable_rate(node_.to_node_bytes_per_s); }
+  double finish() const { return finish_; }
+
+  // Starts whatever the protocol allows at `now`; a start never enables another at the same
+  // instant because every transfer and job takes > 0 units of work.
+  void start_ready(double now) {
+    if (idle()) return;
+    if (!sending_) {
+      if (!a_started_) {
+        a_started_ = true;
+        start_send(a_bytes_, /*panel=*/std::nullopt);
+      } else if (panels_sent_ < panels_ &&
+                 (panels_sent_ < shape_.panels_in_flight || credit_[panels_sent_ - shape_.panels_in_flight] <= now)) {
+        start_send(panel_bytes_[is_last(panels_sent_)], panels_sent_);
+        ++panels_sent_;
+      }
+    }
+    if (!job_running_ && jobs_done_ < panels_ && a_arrival_ <= now && arrival_[jobs_done_] <= now) {
+      job_running_ = true;
+      job_left_ = job_flops_[is_last(jobs_done_)];
+    }
+    if (jobs_done_ == panels_ && !result_started_) {
+      result_started_ = true;
+      result_left_ = c_bytes_;
+    }
+  }
+
+  // Earliest moment something of this node completes or a pending arrival/credit lands, given the
+  // transfer rate the coordinator grants it. Remembers the completion times for advance().
+  double next_event(double now, double send_rate) {
+    send_rate_ = send_rate;
+    double next = kInfinity;
+    send_done_ = sending_ ? now + time_to_finish(send_left_, send_rate_) : kInfinity;
+    job_done_ = job_running_ ? now + time_to_finish(job_left_, job_rate()) : kInfinity;
+    result_done_ = result_running() ? now + time_to_finish(result_left_, usable_rate(node_.from_node_bytes_per_s))
+                                    : kInfinity;
+    next = std::min({send_done_, job_done_, result_done_});
+    if (!job_running_ && jobs_done_ < panels_) {
+      const double ready = std::max(a_arrival_, arrival_[jobs_done_]);
+      if (ready > now) next = std::min(next, ready);
+    }
+    if (a_started_ && !sending_ && panels_sent_ < panels_ && panels_sent_ >= shape_.panels_in_flight) {
+      const double credit = credit_[panels_sent_ - shape_.panels_in_flight];
+      if (credit > now) next = std::min(next, credit);
+    }
+    return next;
+  }
+
+  // Moves from `now` to `to` (no later than any completion next_event() reported).
+  void advance(double now, double to) {
+    const double dt = to - now;
+    if (sending_) {
+      if (send_done_ <= to) {
+        sending_ = false;
+        // Every byte reaches the node one latency after it leaves, so with a full pipeline the
+        // latency is paid once; a panel sent after a credit stall pays it again, as on the wire.
+        const double arrival = send_done_ + node_.latency_s;
+        if (sending_panel_) {
+          arrival_[*sending_panel_] = arrival;
+        } else {
+          a_arrival_ = arrival;
+        }
+      } else {
+        send_left_ = std::max(0.0, send_left_ - send_rate_ * dt);
+      }
+    }
+    if (job_running_) {
+      if (job_done_ <= to) {
+        job_running_ = false;
+        credit_[jobs_done_] = job_done_ + node_.latency_s;
+        ++jobs_done_;
+      } else {
+        job_left_ = std::max(0.0, job_left_ - job_rate() * dt);
+      }
+    }
+    if (result_running()) {
+      if (result_done_ <= to) {
+        result_left_ = 0.0;
+        finish_ = result_done_ + node_.latency_s;
+      } else {
+        result_left_ = std::max(0.0, result_left_ - usable_rate(node_.from_node_bytes_per_s) * dt);
+      }
+    }
+  }
+
+ private:
+  int is_last(std::size_t panel) const { return panel + 1 == panels_ ? 1 : 0; }
+  double job_rate() const { return job_flops_per_s_[is_last(jobs_done_)]; }
+  bool result_running() const { return result_started_ && result_left_ > 0.0; }
+
+  void start_send(double bytes, std::optional<std::size_t> panel) {
+    sending_ = true;
+    send_left_ = bytes;
+    sending_panel_ = panel;
+  }
+
+  SimNode node_;
+  SimShape shape_;
+  std::size_t panels_ = 0;
+  double a_bytes_ = 0.0, c_bytes_ = 0.0;
+  double panel_bytes_[2] = {0.0, 0.0};  // [0] a full panel, [1] the last one
+  double job_flops_[2] = {0.0, 0.0};
+  double job_flops_per_s_[2] = {0.0, 0.0};
+
+  bool a_started_ = false;
+  bool sending_ = false;
+  std::optional<std::size_t> sending_panel_;  // empty while A is on the wire
+  double send_left_ = 0.0, send_rate_ = 0.0, send_done_ = kInfinity;
+  std::size_t panels_sent_ = 0;
+  double a_arrival_ = kInfinity;
+  std::vector<double> arrival_;  // when panel p (and its JOB) is at the node
+  std::vector<double> credit_;   // when job p's CREDIT is back at the coordinator
+
+  bool job_running_ = false;
+  std::size_t jobs_done_ = 0;
+  double job_left_ = 0.0, job_done_ = kInfinity;
+
+  bool result_started_ = false;
+  double result_left_ = 0.0, result_done_ = kInfinity;
+  double finish_ = kInfinity;
+};
+
+// Fluid simulation of all nodes at once: piecewise-constant rates between events, so each step
+// jumps straight to the next completion or timer. Ends when every node is done or nothing can
+// progress any more (a zero rate somewhere); unfinished nodes keep finish = +inf.
+std::vector<double> simulate(std::span<const SimNode> nodes, const SimShape& shape, double coordinator_bytes_per_s) {
+  std::vector<NodeReplay> replays;
+  replays.reserve(nodes.size());
+  for (const SimNode& node : nodes) replays.emplace_back(node, shape);
+
+  std::vector<double> caps;
+  std::vector<std::size_t> senders;
+  std::vector<double> send_rate(replays.size());
+  double now = 0.0;
+  for (;;) {
+    caps.clear();
+    senders.clear();
+    for (std::size_t i = 0; i < replays.size(); ++i) {
+      replays[i].start_ready(now);
+      if (replays[i].sending()) {
+        senders.push_back(i);
+        caps.push_back(replays[i].link_cap());
+      }
+    }
+    const std::vector<double> rates = max_min_fair(caps, coordinator_bytes_per_s);
+    std::fill(send_rate.begin(), send_rate.end(), 0.0);
+    for (std::size_t s = 0; s < senders.size(); ++s) send_rate[senders[s]] = rates[s];
+
+    double next = kInfinity;
+    for (std::size_t i = 0; i < replays.size(); ++i) {
+      if (!replays[i].idle()) next = std::min(next, replays[i].next_event(now, send_rate[i]));
+    }
+    if (std::isinf(next)) break;
+    for (NodeReplay& replay : replays) {
+      if (!replay.idle()) replay.advance(now, next);
+    }
+    now = next;
+  }
+
+  std::vector<double> finish(replays.size());
+  for (std::size_t i = 0; i < replays.size(); ++i) finish[i] = replays[i].finish();
+  return finish;
+}
+
+bool can_compute(const SpeedCurve& speed) {
+  return std::any_of(speed.points().begin(), speed.points().end(),
+                     [](const SpeedPoint& point) { return point.gflops > 0.0; });
+}
+
+// One node's predicted finish as a function of its rows, alone on a link capped at its fair
+// share of the coordinator.
+class SoloFinish {
+ public:
+  SoloFinish(const NodeModel& node, double to_node_cap, const SimShape& shape) : shape_(shape) {
+    sim_.speed = &node.speed;
+    sim_.latency_s = node.link.latency_s;
+    sim_.to_node_bytes_per_s = to_node_cap;
+    sim_.from_node_bytes_per_s = node.link.from_node_bytes_per_s;
+  }
+
+  double operator()(uint64_t rows) const {
+    if (rows == 0) return 0.0;
+    SimNode node = sim_;
+    node.rows = rows;
+    return simulate(std::span<const SimNode>(&node, 1), shape_, 0.0).front();
+  }
+
+  // The largest r in [known_ok, known_too_many) with finish(r) <= deadline, given
+  // finish(known_ok) <= deadline and finish(known_too_many) > deadline (or known_too_many = m + 1).
+  // Assumes finish grows with rows (it does while a GEMM's rate grows more slowly than its size
+  // cubed, i.e. for every measured curve); if it did not, the result would still be feasible.
+  uint64_t max_rows_by(double deadline, uint64_t known_ok, uint64_t known_too_many) const {
+    while (known_too_many - known_ok > 1) {
+      const uint64_t mid = known_ok + (known_too_many - known_ok) / 2;
+      if ((*this)(mid) <= deadline) {
+        known_ok = mid;
+      } else {
+        known_too_many = mid;
+      }
+    }
+    return known_ok;
+  }
+
+ private:
+  SimNode sim_;
+  SimShape shape_;
+};
+
+std::string excluded_reason(const NodeModel& node) {
+  if (node.speed.points().empty()) return "its speed curve is empty (profile it first)";
+  if (!can_compute(node.speed)) return "all its measured GEMM rates are 0";
+  if (!(node.link.to_node_bytes_per_s > 0.0)) return "its link bandwidth to the node is 0";
+  if (!(node.link.from_node_bytes_per_s > 0.0)) return "its link bandwidth from the node is 0";
+  return {};
+}
+
+}  // namespace
+
+SpeedCurve::SpeedCurve(std::vector<SpeedPoint> points) : points_(std::move(points)) {
+  // A point without a positive, finite size has no place on a log axis; dropping it (rather
+  // than failing) keeps a partly broken profile usable, as does keeping the first of duplicates.
+  std::erase_if(points_, [](const SpeedPoint& point) { return !(point.size > 0.0) || std::isinf(point.size); });
+  std::stable_sort(points_.begin(), points_.end(),
+                   [](const SpeedPoint& a, const SpeedPoint& b) { return a.size < b.size; });
+  points_.erase(std::unique(points_.begin(), points_.end(),
+                            [](const SpeedPoint& a, const SpeedPoint& b) { return a.size == b.size; }),
+                points_.end());
+}
+
+double SpeedCurve::gflops_at(double size) const {
+  if (points_.empty()) return 0.0;
+  if (!(size > points_.front().size)) return points_.front().gflops;
+  if (size >= points_.back().size) return points_.back().gflops;
+  const auto upper = std::upper_bound(points_.begin(), points_.end(), size,
+                                      [](double value, const SpeedPoint& point) { return value < point.size; });
+  const SpeedPoint& hi = *upper;
+  const SpeedPoint& lo = *(upper - 1);
+  // GEMM rates rise roughly with the logarithm of the size (cache blocking pays off in steps
+  // of 2x), so log(size) is the axis on which straight lines fit profiles measured at 2^i.
+  const double t = (std::log(size) - std::log(lo.size)) / (std::log(hi.size) - std::log(lo.size));
+  return lo.gflops + t * (hi.gflops - lo.gflops);
+}
+
+Prediction predict(const ClusterModel& model, const Plan& plan) {
+  assert(plan.shares.size() == model.nodes.size());
+  const std::size_t node_count = std::min(plan.shares.size(), model.nodes.size());
+  SimShape shape;
+  shape.n = plan.n;
+  shape.k = plan.k;
+  shape.panel_width = plan.panel_width == 0 ? plan.k : std::min(plan.panel_width, plan.k);
+  shape.panels_in_flight = std::max<uint32_t>(plan.panels_in_flight, 1);
+
+  std::vector<SimNode> nodes(node_count);
+  for (std::size_t i = 0; i < node_count; ++i) {
+    const NodeModel& node = model.nodes[i];
+    nodes[i] = {plan.shares[i].rows.count, &node.speed, node.link.latency_s, node.link.to_node_bytes_per_s,
+                node.link.from_node_bytes_per_s};
+  }
+
+  Prediction prediction;
+  if (plan.k == 0 || plan.n == 0) {
+    prediction.finish_s.assign(node_count, 0.0);
+    return prediction;
+  }
+  prediction.finish_s = simulate(nodes, shape, model.coordinator_send_bytes_per_s);
+  for (double finish : prediction.finish_s) prediction.makespan_s = std::max(prediction.makespan_s, finish);
+  return prediction;
+}
+
+// Each node's finish time is modelled alone, with its link capped at its max-min fair share of
+// the coordinator as if every usable node were receiving at once. That is pessimistic when
+// nodes stop receiving at different times (the survivors then get more) and when a node ends up
+// with 0 rows, but it makes every node's finish a function of its own rows only, which is what
+// lets the common finish time be found by bisection. predict() of the resulting plan simulates
+// the true sharing.
+Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const ClusterModel& model) {
+  TESSERA_RETURN_IF_ERROR(check_plan_request(request));
+  TESSERA_RETURN_IF_ERROR(check_layout(Policy::kModel, request.layout));
+  if (request.node_names.size() != model.nodes.size()) {
+    return invalid_argument(fmt::format("{} node names given but the performance model has {} nodes",
+                                        request.node_names.size(), model.nodes.size()));
+  }
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    if (request.node_names[i] != model.nodes[i].name) {
+      return invalid_argument(fmt::format("node {} is '{}' in the request but '{}' in the performance model", i,
+                                          request.node_names[i], model.nodes[i].name));
+    }
+  }
+
+  ModelPlanResult result;
+  std::vector<std::size_t> usable;
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    const std::string reason = excluded_reason(model.nodes[i]);
+    if (reason.empty()) {
+      usable.push_back(i);
+    } else {
+      result.warnings.push_back(fmt::format("node '{}' gets no rows: {}", model.nodes[i].name, reason));
+    }
+  }
+  if (usable.empty()) {
+    return invalid_argument(fmt::format("no node can take rows: {}", fmt::join(result.warnings, "; ")));
+  }
+
+  SimShape shape;
+  shape.n = request.n;
+  shape.k = request.k;
+  shape.panel_width = std::min(request.panel_width, request.k);
+  shape.panels_in_flight = request.panels_in_flight;
+
+  std::vector<double> link_caps;
+  for (std::size_t i : usable) link_caps.push_back(model.nodes[i].link.to_node_bytes_per_s);
+  const std::vector<double> fair_caps = max_min_fair(link_caps, model.coordinator_send_bytes_per_s);
+  std::vector<SoloFinish> solo;
+  for (std::size_t u = 0; u < usable.size(); ++u) solo.emplace_back(model.nodes[usable[u]], fair_caps[u], shape);
+
+  const uint64_t m = request.m;
+  // Any single node doing everything is a feasible plan, so the best of those bounds T above.
+  std::vector<double> alone(solo.size());
+  for (std::size_t u = 0; u < solo.size(); ++u) alone[u] = solo[u](m);
+  double hi = *std::min_element(alone.begin(), alone.end());
+  if (std::isinf(hi)) {
+    return invalid_argument("the performance model predicts that no node ever finishes; check the speed curves");
+  }
+  double lo = 0.0;
+  // rows_lo[u] fit by `lo` (sum < m), rows_hi[u] fit by `hi` (sum >= m), and one row more does not.
+  std::vector<uint64_t> rows_lo(usable.size(), 0);
+  std::vector<uint64_t> rows_hi(usable.size());
+  for (std::size_t u = 0; u < usable.size(); ++u) {
+    // Checked directly so that sum(rows_hi) >= m holds even for a curve steep enough to make a
+    // node's finish time dip somewhere as its rows grow.
+    rows_hi[u] = alone[u] <= hi ? m : solo[u].max_rows_by(hi, 0, m + 1);
+  }
+
+  for (int step = 0; step < kMaxBisectionSteps && hi - lo > kFinishTimeTolerance * hi; ++step) {
+    const double mid = lo + (hi - lo) / 2;
+    std::vector<uint64_t> rows_mid(usable.size());
+    uint64_t total = 0;
+    for (std::size_t u = 0; u < usable.size(); ++u) {
+      rows_mid[u] = solo[u].max_rows_by(mid, rows_lo[u], rows_hi[u] + 1);
+      total += rows_mid[u];
+    }
+    if (total >= m) {
+      hi = mid;
+      rows_hi = std::move(rows_mid);
+    } else {
+      lo = mid;
+      rows_lo = std::move(rows_mid);
+    }
+  }
+
+  // The rows `lo` leaves over go one at a time to whichever node would finish its next row
+  // soonest, among those that can take it by `hi`: the plan then finishes by hi.
+  std::vector<uint64_t> rows = rows_lo;
+  uint64_t assigned = std::accumulate(rows.begin(), rows.end(), uint64_t{0});
+  std::vector<double> next_row_finish(usable.size(), kInfinity);
+  for (std::size_t u = 0; u < usable.size(); ++u) {
+    if (rows[u] < rows_hi[u]) next_row_finish[u] = solo[u](rows[u] + 1);
+  }
+  while (assigned < m) {
+    const auto best = std::min_element(next_row_finish.begin(), next_row_finish.end());
+    const std::size_t u = static_cast<std::size_t>(best - next_row_finish.begin());
+    if (rows[u] >= rows_hi[u]) return internal_error("the model plan's bisection lost rows");
+    ++rows[u];
+    ++assigned;
+    next_row_finish[u] = rows[u] < rows_hi[u] ? solo[u](rows[u] + 1) : kInfinity;
+  }
+
+  Plan& plan = result.plan;
+  plan.policy = Policy::kModel;
+  plan.m = m;
+  plan.n = request.n;
+  plan.k = request.k;
+  plan.panel_width = shape.panel_width;
+  plan.panels_in_flight = request.panels_in_flight;
+  plan.refill_threshold = request.refill_threshold;
+  std::vector<uint64_t> node_rows(model.nodes.size(), 0);
+  for (std::size_t u = 0; u < usable.size(); ++u) node_rows[usable[u]] = rows[u];
+  uint64_t begin = 0;
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    const double weight = static_cast<double>(node_rows[i]) / static_cast<double>(m);
+    plan.shares.push_back({request.node_names[i], weight, partition::RowBlock{begin, node_rows[i]}, {}});
+    begin += node_rows[i];
+  }
+  return result;
+}
+
+}  // namespace tessera::balance

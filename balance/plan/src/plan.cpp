@@ -1,0 +1,143 @@
+#include "tessera/balance/plan/plan.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tessera::balance {
+
+std::string_view policy_name(Policy policy) {
+  switch (policy) {
+    case Policy::kEven: return "even";
+    case Policy::kProportional: return "proportional";
+    case Policy::kModel: return "model";
+    case Policy::kDynamic: return "dynamic";
+  }
+  return "unknown";
+}
+
+Result<Policy> parse_policy(std::string_view name) {
+  if (name == "even") return Policy::kEven;
+  if (name == "proportional") return Policy::kProportional;
+  if (name == "model") return Policy::kModel;
+  if (name == "dynamic") return Policy::kDynamic;
+  return invalid_argument(fmt::format("unknown policy '{}'; use one of: even, proportional, model, dynamic", name));
+}
+
+std::vector<partition::Block> Plan::blocks_of(std::size_t node) const {
+  if (layout != partition::Layout::kRows) return shares[node].blocks;
+  const partition::RowBlock& rows = shares[node].rows;
+  if (rows.count == 0) return {};
+  return {partition::Block{rows.begin, rows.count, 0, n, 0, k}};
+}
+
+std::string Plan::to_string() const {
+  std::string out = fmt::format(
+      "plan {} ({} layout): C {}x{} = A {}x{} * B {}x{}, {} panels of {} (queue depth {}, refill at {})\n",
+      policy_name(policy), partition::layout_name(layout), m, n, m, k, k, n, panel_count(), panel_width,
+      panels_in_flight, refill_threshold);
+  if (policy == Policy::kDynamic) {
+    out += fmt::format("  tiles of {} rows handed out on demand (smaller ones first and last)\n", tile_rows);
+  }
+  for (const NodeShare& share : shares) {
+    if (layout == partition::Layout::kRows) {
+      out += fmt::format("  {:<16} weight {:.4f} rows [{}, {}) = {}\n", share.node_name, share.weight,
+                         share.rows.begin, share.rows.end(), share.rows.count);
+      continue;
+    }
+    out += fmt::format("  {:<16} weight {:.4f}", share.node_name, share.weight);
+    if (share.blocks.empty()) out += " nothing";
+    for (const partition::Block& block : share.blocks) {
+      out += fmt::format(" rows [{}, {}) cols [{}, {}) k [{}, {})", block.row_begin, block.row_begin + block.rows,
+                         block.col_begin, block.col_begin + block.cols, block.k_begin, block.k_begin + block.depth);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+Status check_credit_window(uint32_t queue_depth, uint32_t refill_threshold) {
+  if (queue_depth == 0) return invalid_argument("panels in flight must be >= 1");
+  if (refill_threshold == 0 || refill_threshold > queue_depth) {
+    return invalid_argument(fmt::format("refill threshold {} must be between 1 and the queue depth {}",
+                                        refill_threshold, queue_depth));
+  }
+  return Status::ok();
+}
+
+Status check_plan_request(const PlanRequest& request) {
+  if (request.m == 0 || request.n == 0 || request.k == 0) {
+    return invalid_argument(fmt::format("matrix dimensions must be >= 1 (got m={} n={} k={})", request.m,
+                                        request.n, request.k));
+  }
+  if (request.node_names.empty()) return invalid_argument("the cluster has no nodes");
+  if (request.panel_width == 0) return invalid_argument("panel width must be >= 1");
+  return check_credit_window(request.panels_in_flight, request.refill_threshold);
+}
+
+Status check_layout(Policy policy, partition::Layout layout) {
+  if (layout == partition::Layout::kRows || policy == Policy::kEven || policy == Policy::kProportional) {
+    return Status::ok();
+  }
+  const char* why = policy == Policy::kModel ? "its simulator replays row strips" : "it hands out row tiles";
+  return invalid_argument(fmt::format("the {} policy plans row tiles only ({}); layout '{}' needs policy even or "
+                                      "proportional", policy_name(policy), why, partition::layout_name(layout)));
+}
+
+Result<Plan> make_plan(const PlanRequest& request) {
+  TESSERA_RETURN_IF_ERROR(check_plan_request(request));
+  if (request.policy == Policy::kModel) {
+    return invalid_argument("the model policy needs the performance model; use make_model_plan");
+  }
+  TESSERA_RETURN_IF_ERROR(check_layout(request.policy, request.layout));
+
+  const std::size_t node_count = request.node_names.size();
+  // What every plan takes from the request as it is; the shares follow per policy and layout.
+  Plan plan;
+  plan.policy = request.policy;
+  plan.layout = request.layout;
+  plan.m = request.m;
+  plan.n = request.n;
+  plan.k = request.k;
+  plan.panel_width = std::min(request.panel_width, request.k);
+  plan.panels_in_flight = request.panels_in_flight;
+  plan.refill_threshold = request.refill_threshold;
+  if (request.policy == Policy::kDynamic) {
+    plan.tile_rows = request.tile_rows != 0 ? std::min(request.tile_rows, request.m)
+                                            : std::clamp<uint64_t>(request.m / (8 * node_count), 16, request.m);
+    for (const std::string& name : request.node_names) plan.shares.push_back({name, 0.0, {0, 0}, {}});
+    return plan;
+  }
+  std::vector<double> weights;
+  if (request.policy == Policy::kEven) {
+    weights.assign(node_count, 1.0);
+  } else {
+    if (request.weights.size() != node_count) {
+      return invalid_argument(fmt::format("{} weights given for {} nodes; give one weight per node",
+                                          request.weights.size(), node_count));
+    }
+    weights = request.weights;
+  }
+  Result<std::vector<double>> normalised = partition::normalise_weights(weights);
+  if (!normalised) return normalised.status();
+  if (request.layout != partition::Layout::kRows) {
+    Result<partition::NodeBlocks> blocks =
+        partition::tile_blocks(request.layout, request.m, request.n, request.k, *normalised);
+    if (!blocks) return blocks.status();
+    for (std::size_t i = 0; i < node_count; ++i) {
+      plan.shares.push_back({request.node_names[i], (*normalised)[i], {0, 0}, std::move((*blocks)[i])});
+    }
+    return plan;
+  }
+  Result<std::vector<partition::RowBlock>> blocks =
+      request.policy == Policy::kEven
+          ? Result<std::vector<partition::RowBlock>>(partition::even_rows(request.m, node_count))
+          : partition::proportional_rows(request.m, *normalised);
+  if (!blocks) return blocks.status();
+  for (std::size_t i = 0; i < node_count; ++i) {
+    plan.shares.push_back({request.node_names[i], (*normalised)[i], (*blocks)[i], {}});
+  }
+  return plan;
+}
+
+}  // namespace tessera::balance

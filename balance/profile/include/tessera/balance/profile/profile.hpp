@@ -1,0 +1,115 @@
+// Profiles: what each node really delivers, measured by the node itself, and the file that keeps
+// the measurements between runs.
+//
+// Per node: GEMM speed at geometric sizes (128 .. 2048, bounded by the node's tile memory and by
+// a per-repetition time budget), each size measured in three timed windows whose median is kept
+// (two more windows when they disagree by over 50%); link latency from echo round trips; link
+// bandwidth to and from the node through a STORE into and a RESULT out of its tile memory, the
+// path a multiply's data takes. Then the coordinator's own send capacity to all nodes at once. Nodes are measured one at a time so they never compete for
+// shared cores; the profiler never reads emulation settings.
+// --quick measures one size (1024) in one window and the links with small transfers.
+//
+// A profile is saved as YAML next to the cluster file (configs/lab.yaml ->
+// configs/lab.profile.yaml) and reused: a node is re-measured only when its fingerprint (address,
+// threads, labels, emulation settings, and the facts its worker reports: version, arch, cores,
+// memory, hostname) changed, when it is new, when --refresh is given, or when named by --node.
+// ClusterProfile is a value; functions are thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/cluster/cluster_spec.hpp"
+#include "tessera/balance/model/model.hpp"
+#include "tessera/core/status.hpp"
+
+namespace tessera::balance {
+
+struct LinkProfile {
+  double latency_s = 0.0;              // one way: half the median echo round trip
+  double to_node_bytes_per_s = 0.0;
+  double from_node_bytes_per_s = 0.0;
+  bool operator==(const LinkProfile&) const = default;
+};
+
+struct NodeProfile {
+  std::string name;
+  std::string endpoint;
+  double gflops = 0.0;            // rate at the reference size: the Tinetti weight
+  uint32_t probe_size = 0;        // the reference size
+  uint32_t repetitions = 0;       // GEMMs in the reference window
+  double probe_seconds = 0.0;     // length of the reference window
+  std::vector<SpeedPoint> speed;  // rate by size (the speed curve); empty in old profiles
+  LinkProfile link;
+  bool has_link = false;          // false in quick-GEMM-only profiles of older versions
+  uint32_t threads = 0;           // the worker's compute threads
+  uint32_t cores = 0;             // online CPUs the worker saw
+  uint64_t memory_bytes = 0;
+  std::string arch;
+  std::string hostname;
+  std::string worker_version;
+  std::string fingerprint;        // see the file comment
+  std::string measured_at;        // UTC, ISO 8601
+  bool quick = false;
+  bool operator==(const NodeProfile&) const = default;
+};
+
+struct ClusterProfile {
+  std::string cluster;
+  std::string measured_at;  // UTC, ISO 8601, of the newest measurement
+  std::vector<NodeProfile> nodes;
+  double coordinator_send_bytes_per_s = 0.0;  // 0 when not measured
+  bool operator==(const ClusterProfile&) const = default;
+
+  // gflops normalised to sum 1, order of `nodes`.
+  std::vector<double> relative_powers() const;
+  const NodeProfile* find(const std::string& node_name) const;
+};
+
+struct ProfileOptions {
+  bool quick = false;
+  bool refresh = false;                 // re-measure every node
+  std::vector<std::string> only_nodes;  // re-measure these (others reused when possible)
+  uint32_t reference_size = 1024;       // the size whose rate is pw_i's numerator
+  // Timed window per GEMM measurement; each follows a 0.1 s warm-up on the worker. A window of a
+  // few CPU-quota periods (100 ms) can catch one slice more or less than its share, so a
+  // throttled node reads up to ~40% off in a 0.25 s window: the reference size, which sets pw_i,
+  // gets longer windows than the rest of the curve.
+  double window_seconds = 0.2;
+  double reference_window_seconds = 0.5;
+  double quick_window_seconds = 0.5;
+};
+
+// Progress lines for a person watching; `done` is true for a node's final line.
+using ProfileProgress = std::function<void(const std::string& node_name, const std::string& what, bool done)>;
+
+// Measures what `previous` cannot supply (see the file comment) and returns the whole profile in
+// cluster order. `measured` (optional) receives the names of the nodes actually measured.
+Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec& spec,
+                                   const std::optional<ClusterProfile>& previous, const ProfileOptions& options,
+                                   const ProfileProgress& progress = {},
+                                   std::vector<std::string>* measured = nullptr);
+
+// What must stay equal for a node's measurements to be reused.
+std::string node_fingerprint(const NodeSpec& node, const transport::Hello& hello);
+
+// configs/lab.yaml -> configs/lab.profile.yaml
+std::string default_profile_path(const std::string& cluster_config_path);
+Status save_profile(const std::string& path, const ClusterProfile& profile);
+Result<ClusterProfile> load_profile(const std::string& path);
+
+// Weights for each node of `cluster`, in cluster order, from the profile. Fails naming the first
+// node the profile lacks, with the command that fixes it.
+Result<std::vector<double>> profile_weights(const ClusterProfile& profile, const ClusterSpec& cluster,
+                                            const std::string& profile_path);
+
+// The performance model of `cluster`'s nodes from the profile. Fails naming a node without
+// measurements, or one measured before link probes existed (re-run `tessera profile --refresh`).
+Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterSpec& cluster,
+                                   const std::string& profile_path);
+
+}  // namespace tessera::balance

@@ -1,0 +1,595 @@
+#include "tessera/balance/profile/profile.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+namespace tessera::balance {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace tp = tessera::transport;
+
+constexpr uint32_t kCurveSizes[] = {128, 256, 512, 1024, 2048};
+constexpr int kWindows = 3;
+constexpr int kExtraWindows = 2;
+constexpr double kDisagreement = 1.5;  // max/min of the windows that triggers extra windows
+constexpr double kBandwidthProbeSeconds = 0.25;
+constexpr double kQuickBandwidthProbeSeconds = 0.08;
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+std::string who_of(const NodeLink& link) { return fmt::format("node '{}' ({})", link.spec.name, link.spec.endpoint()); }
+
+// One probe round trip; returns the answer and the wall time it took.
+Result<tp::ProbeResult> exchange(NodeLink& link, const tp::Probe& probe, double& seconds) {
+  const auto start = Clock::now();
+  TESSERA_RETURN_IF_ERROR(link.connection->write_message(probe).with_context(who_of(link) + ": "));
+  Result<tp::IncomingFrame> reply = link.connection->read_frame();
+  seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!reply) return reply.status().with_context(who_of(link) + ": probe failed: ");
+  if (auto* error = std::get_if<tp::Error>(&reply->message)) {
+    return network_error(fmt::format("{} refused the probe: {}", who_of(link), error->message));
+  }
+  auto* result = std::get_if<tp::ProbeResult>(&reply->message);
+  if (result == nullptr || result->kind != probe.kind) {
+    return protocol_error(fmt::format("{} answered a probe with {}", who_of(link),
+                                      tp::message_type_name(reply->header.type)));
+  }
+  return std::move(*result);
+}
+
+struct GemmWindow {
+  double gflops = 0.0;
+  uint32_t repetitions = 0;
+  double seconds = 0.0;
+};
+
+Result<GemmWindow> gemm_window(NodeLink& link, uint32_t size, double window_seconds) {
+  tp::Probe probe;
+  probe.kind = tp::ProbeKind::kGemm;
+  probe.size = size;
+  probe.min_seconds = window_seconds;
+  double wall = 0.0;
+  Result<tp::ProbeResult> result = exchange(link, probe, wall);
+  if (!result) return result.status();
+  if (!(result->gflops > 0.0) || !std::isfinite(result->gflops)) {
+    return protocol_error(fmt::format("{} reported a GEMM rate of {} GFLOP/s", who_of(link), result->gflops));
+  }
+  return GemmWindow{result->gflops, result->repetitions, result->seconds};
+}
+
+// Median of several windows; when they disagree a lot (an outlier: another process, a quota
+// slice caught at a window's edge), two more windows are measured before taking the median.
+Result<GemmWindow> gemm_rate(NodeLink& link, uint32_t size, double window_seconds, int windows) {
+  std::vector<GemmWindow> measured;
+  auto measure = [&](int count) -> Status {
+    for (int i = 0; i < count; ++i) {
+      Result<GemmWindow> window = gemm_window(link, size, window_seconds);
+      if (!window) return window.status();
+      measured.push_back(*window);
+    }
+    return Status::ok();
+  };
+  TESSERA_RETURN_IF_ERROR(measure(windows));
+  auto spread = [&] {
+    auto [low, high] = std::minmax_element(measured.begin(), measured.end(),
+                                           [](const GemmWindow& a, const GemmWindow& b) { return a.gflops < b.gflops; });
+    return high->gflops / low->gflops;
+  };
+  if (windows > 1 && spread() > kDisagreement) TESSERA_RETURN_IF_ERROR(measure(kExtraWindows));
+  std::sort(measured.begin(), measured.end(),
+            [](const GemmWindow& a, const GemmWindow& b) { return a.gflops < b.gflops; });
+  return measured[measured.size() / 2];
+}
+
+Result<double> round_trip_seconds(NodeLink& link, int pings) {
+  std::vector<double> trips;
+  tp::Probe probe;
+  probe.kind = tp::ProbeKind::kEcho;
+  probe.echo.assign(64, 0x33);
+  for (int i = 0; i < pings; ++i) {
+    double seconds = 0.0;
+    Result<tp::ProbeResult> result = exchange(link, probe, seconds);
+    if (!result) return result.status();
+    trips.push_back(seconds);
+  }
+  return median(trips);
+}
+
+// Link bandwidth is measured over the path a multiply's data takes: a STORE read straight into
+// the worker's tile memory, and a RESULT written straight from it. (Copying probes through
+// PROBE payloads measured loopback at a third of what a multiply gets.) Tile ids at the top of
+// the range keep clear of the driver's.
+constexpr uint32_t kProbeTile = 0xFFFFFF00u;
+constexpr uint32_t kProbeA = 0xFFFFFF01u;
+constexpr uint32_t kProbeB = 0xFFFFFF02u;
+constexpr uint32_t kProbeC = 0xFFFFFF03u;
+constexpr uint32_t kProbeColumns = 1024;  // 8 KiB rows
+constexpr uint64_t kProbeJob = 0xFFFFFFFF00000000ull;
+constexpr std::size_t kMaxProbeBytes = 64u << 20;
+
+uint32_t probe_rows(std::size_t bytes) {
+  return static_cast<uint32_t>(std::max<std::size_t>(1, bytes / (8 * kProbeColumns)));
+}
+
+Status write_store(NodeLink& link, uint32_t tile_id, uint32_t rows, uint32_t cols, const double* data) {
+  const tp::TilePrefix tile{tile_id, rows, cols};
+  const auto prefix = tp::encode_store_prefix(tile);
+  tp::FrameHeader header;
+  header.type = static_cast<uint16_t>(tp::MessageType::kStore);
+  const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix),
+                                                asio::buffer(data, std::size_t{rows} * cols * sizeof(double))};
+  return link.connection->write_frame(header, parts);
+}
+
+Result<tp::IncomingFrame> expect_frame(NodeLink& link, tp::MessageType type) {
+  Result<tp::IncomingFrame> frame = link.connection->read_frame();
+  if (!frame) return frame.status().with_context(who_of(link) + ": link probe failed: ");
+  if (auto* error = std::get_if<tp::Error>(&frame->message)) {
+    return network_error(fmt::format("{} refused a link probe: {}", who_of(link), error->message));
+  }
+  if (frame->header.type != static_cast<uint16_t>(type)) {
+    return protocol_error(fmt::format("{} answered a link probe with {}", who_of(link),
+                                      tp::message_type_name(frame->header.type)));
+  }
+  return frame;
+}
+
+// Seconds to move `rows` x 1024 doubles to the node: the STORE, then an echo that the worker
+// answers only after it has read the whole STORE.
+Result<double> time_to_node(NodeLink& link, uint32_t rows, const std::vector<double>& data) {
+  const auto start = Clock::now();
+  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeTile, rows, kProbeColumns, data.data()));
+  tp::Probe echo;
+  echo.kind = tp::ProbeKind::kEcho;
+  TESSERA_RETURN_IF_ERROR(link.connection->write_message(echo));
+  Result<tp::IncomingFrame> reply = expect_frame(link, tp::MessageType::kProbeResult);
+  if (!reply) return reply.status();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeTile}}));
+  return seconds;
+}
+
+// Seconds to move `rows` x 1024 doubles from the node: a 1x1x1 job whose output tile is that
+// large, created beforehand so that only the RESULT is timed.
+Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>& landing, uint64_t& job_id) {
+  const double one = 1.0;
+  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
+  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeB, 1, 1, &one));
+  tp::Job job;
+  job.a_tile = kProbeA;
+  job.b_tile = kProbeB;
+  job.c_tile = kProbeC;
+  job.m = job.n = job.k = 1;
+  job.c_rows = rows;
+  job.c_cols = kProbeColumns;
+  job.job_id = job_id++;
+  job.flags = tp::kJobCreateOutput;
+  TESSERA_RETURN_IF_ERROR(link.connection->write_message(job));
+  if (Result<tp::IncomingFrame> credit = expect_frame(link, tp::MessageType::kCredit); !credit) return credit.status();
+
+  landing.assign(std::size_t{rows} * kProbeColumns, 0.0);
+  job.job_id = job_id++;
+  job.flags = tp::kJobSendResult;
+  const auto start = Clock::now();
+  TESSERA_RETURN_IF_ERROR(link.connection->write_message(job));
+  double seconds = 0.0;
+  bool have_credit = false, have_result = false;
+  while (!have_credit || !have_result) {
+    Result<tp::FrameHeader> header = link.connection->read_header();
+    if (!header) return header.status().with_context(who_of(link) + ": link probe failed: ");
+    if (header->type == static_cast<uint16_t>(tp::MessageType::kResult)) {
+      std::array<std::byte, tp::kResultPrefixSize> prefix_bytes;
+      TESSERA_RETURN_IF_ERROR(link.connection->read_exact(prefix_bytes));
+      Result<tp::ResultPrefix> prefix =
+          tp::decode_result_prefix(prefix_bytes, header->payload_length, link.connection->limits());
+      if (!prefix) return prefix.status();
+      if (prefix->tile.rows != rows || prefix->tile.cols != kProbeColumns) {
+        return protocol_error(fmt::format("{} returned a {}x{} probe tile for {}x{}", who_of(link),
+                                          prefix->tile.rows, prefix->tile.cols, rows, kProbeColumns));
+      }
+      TESSERA_RETURN_IF_ERROR(link.connection->read_exact(
+          std::span<std::byte>(reinterpret_cast<std::byte*>(landing.data()), landing.size() * sizeof(double))));
+      seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      have_result = true;
+      continue;
+    }
+    Result<tp::IncomingFrame> frame = link.connection->read_payload(*header);
+    if (!frame) return frame.status();
+    if (auto* error = std::get_if<tp::Error>(&frame->message)) {
+      return network_error(fmt::format("{} refused a link probe: {}", who_of(link), error->message));
+    }
+    if (!std::holds_alternative<tp::Credit>(frame->message)) {
+      return protocol_error(fmt::format("{} answered a link probe with {}", who_of(link),
+                                        tp::message_type_name(header->type)));
+    }
+    have_credit = true;
+  }
+  TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeA, kProbeB, kProbeC}}));
+  return seconds;
+}
+
+// A small transfer estimates the rate, then transfers sized to last about `target_seconds`
+// measure it; the best is kept, since interference only ever makes a transfer slower. Rates are
+// net of one round trip.
+Result<double> bandwidth(NodeLink& link, bool to_node, double round_trip, double target_seconds, int repeats,
+                         const std::vector<double>& source, uint64_t& job_id) {
+  std::vector<double> landing;
+  auto rate = [&](std::size_t bytes) -> Result<double> {
+    const uint32_t rows = probe_rows(bytes);
+    Result<double> seconds = to_node ? time_to_node(link, rows, source) : time_from_node(link, rows, landing, job_id);
+    if (!seconds) return seconds;
+    const double moved = 8.0 * rows * kProbeColumns;
+    return moved / std::max(*seconds - round_trip, *seconds * 0.05);
+  };
+  Result<double> trial = rate(256u << 10);
+  if (!trial) return trial;
+  const auto bytes = static_cast<std::size_t>(
+      std::clamp(*trial * target_seconds, double{1u << 20}, static_cast<double>(kMaxProbeBytes)));
+  double best = 0.0;
+  for (int i = 0; i < repeats; ++i) {
+    Result<double> measured = rate(bytes);
+    if (!measured) return measured;
+    best = std::max(best, *measured);
+  }
+  return best;
+}
+
+Result<NodeProfile> measure_node(NodeLink& link, const ProfileOptions& options, const ProfileProgress& progress,
+                                 const std::vector<double>& source, uint64_t& job_id) {
+  auto say = [&](const std::string& what) {
+    if (progress) progress(link.spec.name, what, false);
+  };
+  NodeProfile node;
+  node.name = link.spec.name;
+  node.endpoint = link.spec.endpoint();
+  node.threads = link.hello.threads;
+  node.cores = link.hello.cores;
+  node.memory_bytes = link.hello.memory_bytes;
+  node.arch = link.hello.arch;
+  node.hostname = link.hello.hostname;
+  node.worker_version = link.hello.worker_version;
+  node.fingerprint = node_fingerprint(link.spec, link.hello);
+  node.measured_at = utc_now_iso8601();
+  node.quick = options.quick;
+
+  // GEMM speed curve.
+  const int windows = options.quick ? 1 : kWindows;
+  std::vector<uint32_t> sizes;
+  if (options.quick) {
+    sizes.push_back(options.reference_size);
+  } else {
+    sizes.assign(std::begin(kCurveSizes), std::end(kCurveSizes));
+    if (std::find(sizes.begin(), sizes.end(), options.reference_size) == sizes.end()) {
+      sizes.push_back(options.reference_size);
+      std::sort(sizes.begin(), sizes.end());
+    }
+  }
+  double last_rate = 0.0;
+  for (uint32_t size : sizes) {
+    const double flops = 2.0 * size * static_cast<double>(size) * size;
+    const bool is_reference = size == options.reference_size;
+    // Three size x size doubles live in the worker's tile store during a probe.
+    if (!is_reference && link.hello.tile_memory_cap != 0 &&
+        3.0 * 8.0 * size * static_cast<double>(size) > static_cast<double>(link.hello.tile_memory_cap)) {
+      continue;
+    }
+    const double window = options.quick ? options.quick_window_seconds
+                          : is_reference  ? options.reference_window_seconds
+                                          : options.window_seconds;
+    // Skip sizes whose single GEMM would outlast two windows at the rate seen so far.
+    if (!is_reference && last_rate > 0.0 && flops / (last_rate * 1e9) > 2.0 * window) continue;
+    say(fmt::format("GEMM {}x{}", size, size));
+    Result<GemmWindow> rate = gemm_rate(link, size, window, windows);
+    if (!rate) return rate.status();
+    node.speed.push_back({static_cast<double>(size), rate->gflops});
+    last_rate = rate->gflops;
+    if (is_reference) {
+      node.gflops = rate->gflops;
+      node.probe_size = size;
+      node.repetitions = rate->repetitions;
+      node.probe_seconds = rate->seconds;
+    }
+  }
+
+  // Link.
+  say("latency");
+  Result<double> round_trip = round_trip_seconds(link, options.quick ? 5 : 15);
+  if (!round_trip) return round_trip.status();
+  node.link.latency_s = *round_trip / 2.0;
+  const double target = options.quick ? kQuickBandwidthProbeSeconds : kBandwidthProbeSeconds;
+  const int repeats = options.quick ? 1 : 2;
+  say("bandwidth to node");
+  Result<double> to_node = bandwidth(link, true, *round_trip, target, repeats, source, job_id);
+  if (!to_node) return to_node.status();
+  say("bandwidth from node");
+  Result<double> from_node = bandwidth(link, false, *round_trip, target, repeats, source, job_id);
+  if (!from_node) return from_node.status();
+  node.link.to_node_bytes_per_s = *to_node;
+  node.link.from_node_bytes_per_s = *from_node;
+  node.has_link = true;
+  return node;
+}
+
+// Every node receives a STORE at once, each sized to take about the same time over its own link.
+// The capacity is the sum of the rates the nodes got while all were receiving: when the
+// coordinator is not the bottleneck it equals the sum of the links, and the model's sharing then
+// changes nothing; when it is, the sum is what the coordinator can push. (Dividing all bytes by
+// the slowest node's time instead measured the slowest link, not the coordinator.)
+Result<double> coordinator_send_capacity(ClusterConnection& cluster, const std::vector<NodeProfile>& nodes,
+                                         bool quick, const std::vector<double>& source) {
+  const double target = quick ? kQuickBandwidthProbeSeconds : kBandwidthProbeSeconds;
+  std::vector<uint32_t> rows(cluster.links().size());
+  std::vector<Result<double>> seconds(cluster.links().size(), Result<double>(0.0));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const double bytes = std::clamp(nodes[i].link.to_node_bytes_per_s * target, double{1u << 20},
+                                    static_cast<double>(kMaxProbeBytes));
+    rows[i] = probe_rows(static_cast<std::size_t>(bytes));
+  }
+  {
+    std::vector<std::jthread> senders;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      senders.emplace_back([&, i] { seconds[i] = time_to_node(cluster.links()[i], rows[i], source); });
+    }
+  }
+  double total_rate = 0.0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (!seconds[i]) return seconds[i].status();
+    total_rate += 8.0 * rows[i] * kProbeColumns / std::max(*seconds[i], 1e-9);
+  }
+  return total_rate;
+}
+
+void emit_speed(YAML::Emitter& out, const std::vector<SpeedPoint>& speed) {
+  out << YAML::Key << "speed" << YAML::Value << YAML::BeginSeq;
+  for (const SpeedPoint& point : speed) {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "size" << YAML::Value << point.size << YAML::Key
+        << "gflops" << YAML::Value << point.gflops << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
+
+}  // namespace
+
+std::vector<double> ClusterProfile::relative_powers() const {
+  double total = 0.0;
+  for (const NodeProfile& node : nodes) total += node.gflops;
+  std::vector<double> powers;
+  for (const NodeProfile& node : nodes) powers.push_back(total > 0.0 ? node.gflops / total : 0.0);
+  return powers;
+}
+
+const NodeProfile* ClusterProfile::find(const std::string& node_name) const {
+  auto found = std::find_if(nodes.begin(), nodes.end(), [&](const NodeProfile& node) { return node.name == node_name; });
+  return found == nodes.end() ? nullptr : &*found;
+}
+
+std::string node_fingerprint(const NodeSpec& node, const transport::Hello& hello) {
+  std::string emulation = "none";
+  if (node.emulate) {
+    emulation = fmt::format("cpu={};link={},{},{}", node.emulate->cpu, node.emulate->has_link ? node.emulate->link_rate : "",
+                            node.emulate->link_delay, node.emulate->link_loss_percent);
+  }
+  return fmt::format("{}|threads={}|kind={}|emulate={}|worker={}|arch={}|cores={}|threads_reported={}|memory={}|host={}",
+                     node.endpoint(), node.threads, node.kind, emulation, hello.worker_version, hello.arch, hello.cores,
+                     hello.threads, hello.memory_bytes, hello.hostname);
+}
+
+Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec& spec,
+                                   const std::optional<ClusterProfile>& previous, const ProfileOptions& options,
+                                   const ProfileProgress& progress, std::vector<std::string>* measured) {
+  ClusterProfile profile;
+  profile.cluster = spec.name;
+  bool any_measured = false;
+  // The bytes every link probe sends, touched once here so that page faults are not timed.
+  const std::vector<double> source(kMaxProbeBytes / sizeof(double), 1.0);
+  uint64_t job_id = kProbeJob;
+  for (NodeLink& link : cluster.links()) {
+    const NodeProfile* known = previous ? previous->find(link.spec.name) : nullptr;
+    const bool named = std::find(options.only_nodes.begin(), options.only_nodes.end(), link.spec.name) !=
+                       options.only_nodes.end();
+    const bool reusable = known != nullptr && !options.refresh && !named && known->has_link &&
+                          known->fingerprint == node_fingerprint(link.spec, link.hello) &&
+                          (options.quick || !known->quick);
+    if (reusable) {
+      profile.nodes.push_back(*known);
+      if (progress) progress(link.spec.name, fmt::format("reused (measured {})", known->measured_at), true);
+      continue;
+    }
+    Result<NodeProfile> node = measure_node(link, options, progress, source, job_id);
+    if (!node) return node.status();
+    if (progress) {
+      progress(link.spec.name,
+               fmt::format("{:.2f} GFLOP/s at {}, {} sizes; latency {:.3f} ms; {:.1f} / {:.1f} MB/s to / from", node->gflops,
+                           node->probe_size, node->speed.size(), node->link.latency_s * 1e3,
+                           node->link.to_node_bytes_per_s / 1e6, node->link.from_node_bytes_per_s / 1e6),
+               true);
+    }
+    if (measured != nullptr) measured->push_back(link.spec.name);
+    profile.nodes.push_back(std::move(*node));
+    any_measured = true;
+  }
+  if (any_measured || !previous || previous->coordinator_send_bytes_per_s <= 0.0) {
+    if (progress) progress("coordinator", "send capacity to all nodes at once", false);
+    Result<double> capacity = coordinator_send_capacity(cluster, profile.nodes, options.quick, source);
+    if (!capacity) return capacity.status();
+    profile.coordinator_send_bytes_per_s = *capacity;
+    if (progress) progress("coordinator", fmt::format("sends {:.1f} MB/s to all nodes at once", *capacity / 1e6), true);
+  } else {
+    profile.coordinator_send_bytes_per_s = previous->coordinator_send_bytes_per_s;
+  }
+  profile.measured_at = profile.nodes.empty() ? utc_now_iso8601() : profile.nodes.front().measured_at;
+  for (const NodeProfile& node : profile.nodes) profile.measured_at = std::max(profile.measured_at, node.measured_at);
+  return profile;
+}
+
+std::string default_profile_path(const std::string& cluster_config_path) {
+  std::filesystem::path path(cluster_config_path);
+  path.replace_extension();
+  return path.string() + ".profile.yaml";
+}
+
+Status save_profile(const std::string& path, const ClusterProfile& profile) {
+  YAML::Emitter out;
+  out << YAML::Comment("Written by `tessera profile`; measured, not configured. Delete it or use --refresh to re-measure.");
+  out << YAML::BeginMap;
+  out << YAML::Key << "cluster" << YAML::Value << profile.cluster;
+  out << YAML::Key << "measured_at" << YAML::Value << profile.measured_at;
+  out << YAML::Key << "coordinator_send_bytes_per_s" << YAML::Value << profile.coordinator_send_bytes_per_s;
+  out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
+  const std::vector<double> powers = profile.relative_powers();
+  for (std::size_t i = 0; i < profile.nodes.size(); ++i) {
+    const NodeProfile& node = profile.nodes[i];
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << node.name;
+    out << YAML::Key << "endpoint" << YAML::Value << node.endpoint;
+    out << YAML::Key << "measured_at" << YAML::Value << node.measured_at;
+    out << YAML::Key << "quick" << YAML::Value << node.quick;
+    out << YAML::Key << "gflops" << YAML::Value << node.gflops;
+    out << YAML::Key << "relative_power" << YAML::Value << powers[i];
+    out << YAML::Key << "probe_size" << YAML::Value << node.probe_size;
+    out << YAML::Key << "repetitions" << YAML::Value << node.repetitions;
+    out << YAML::Key << "probe_seconds" << YAML::Value << node.probe_seconds;
+    emit_speed(out, node.speed);
+    if (node.has_link) {
+      out << YAML::Key << "link" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "latency_s" << YAML::Value << node.link.latency_s;
+      out << YAML::Key << "to_node_bytes_per_s" << YAML::Value << node.link.to_node_bytes_per_s;
+      out << YAML::Key << "from_node_bytes_per_s" << YAML::Value << node.link.from_node_bytes_per_s;
+      out << YAML::EndMap;
+    }
+    out << YAML::Key << "threads" << YAML::Value << node.threads;
+    out << YAML::Key << "cores" << YAML::Value << node.cores;
+    out << YAML::Key << "memory_bytes" << YAML::Value << node.memory_bytes;
+    out << YAML::Key << "arch" << YAML::Value << node.arch;
+    out << YAML::Key << "hostname" << YAML::Value << node.hostname;
+    out << YAML::Key << "worker_version" << YAML::Value << node.worker_version;
+    out << YAML::Key << "fingerprint" << YAML::Value << node.fingerprint;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+
+  // Write to a temporary file and rename, so a crash never leaves half a profile behind.
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    if (!file) return io_error(fmt::format("cannot write profile {}", temporary));
+    file << out.c_str() << "\n";
+    if (!file.flush()) return io_error(fmt::format("cannot write profile {}", temporary));
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) return io_error(fmt::format("cannot write profile {}: {}", path, error.message()));
+  return Status::ok();
+}
+
+Result<ClusterProfile> load_profile(const std::string& path) {
+  if (!std::filesystem::exists(path)) {
+    return not_found(fmt::format("no profile at {}; run `tessera profile CONFIG` first", path));
+  }
+  try {
+    const YAML::Node root = YAML::LoadFile(path);
+    ClusterProfile profile;
+    profile.cluster = root["cluster"].as<std::string>();
+    profile.measured_at = root["measured_at"].as<std::string>("");
+    profile.coordinator_send_bytes_per_s = root["coordinator_send_bytes_per_s"].as<double>(0.0);
+    for (const YAML::Node& entry : root["nodes"]) {
+      NodeProfile node;
+      node.name = entry["name"].as<std::string>();
+      node.endpoint = entry["endpoint"].as<std::string>("");
+      node.measured_at = entry["measured_at"].as<std::string>(profile.measured_at);
+      node.quick = entry["quick"].as<bool>(false);
+      node.gflops = entry["gflops"].as<double>();
+      node.probe_size = entry["probe_size"].as<uint32_t>(0);
+      node.repetitions = entry["repetitions"].as<uint32_t>(0);
+      node.probe_seconds = entry["probe_seconds"].as<double>(0.0);
+      for (const YAML::Node& point : entry["speed"]) {
+        node.speed.push_back({point["size"].as<double>(), point["gflops"].as<double>()});
+      }
+      if (const YAML::Node link = entry["link"]) {
+        node.has_link = true;
+        node.link.latency_s = link["latency_s"].as<double>();
+        node.link.to_node_bytes_per_s = link["to_node_bytes_per_s"].as<double>();
+        node.link.from_node_bytes_per_s = link["from_node_bytes_per_s"].as<double>();
+      }
+      node.threads = entry["threads"].as<uint32_t>(0);
+      node.cores = entry["cores"].as<uint32_t>(0);
+      node.memory_bytes = entry["memory_bytes"].as<uint64_t>(0);
+      node.arch = entry["arch"].as<std::string>("");
+      node.hostname = entry["hostname"].as<std::string>("");
+      node.worker_version = entry["worker_version"].as<std::string>("");
+      node.fingerprint = entry["fingerprint"].as<std::string>("");
+      if (!(node.gflops > 0.0)) {
+        return invalid_config(fmt::format("{}:{}: node '{}' has gflops {}; re-run `tessera profile --refresh`", path,
+                                          entry.Mark().line + 1, node.name, node.gflops));
+      }
+      profile.nodes.push_back(std::move(node));
+    }
+    return profile;
+  } catch (const YAML::Exception& error) {
+    return invalid_config(fmt::format("{}:{}: unreadable profile ({}); delete it and run `tessera profile`",
+                                      path, error.mark.line + 1, error.msg));
+  }
+}
+
+Result<std::vector<double>> profile_weights(const ClusterProfile& profile, const ClusterSpec& cluster,
+                                            const std::string& profile_path) {
+  std::vector<double> weights;
+  for (const NodeSpec& node : cluster.nodes) {
+    const NodeProfile* measured = profile.find(node.name);
+    if (measured == nullptr) {
+      return not_found(fmt::format("profile {} has no measurement for node '{}'; run `tessera profile {}`",
+                                   profile_path, node.name, cluster.source_path));
+    }
+    weights.push_back(measured->gflops);
+  }
+  return weights;
+}
+
+Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterSpec& cluster,
+                                   const std::string& profile_path) {
+  ClusterModel model;
+  model.coordinator_send_bytes_per_s = profile.coordinator_send_bytes_per_s;
+  for (const NodeSpec& node : cluster.nodes) {
+    const NodeProfile* measured = profile.find(node.name);
+    if (measured == nullptr) {
+      return not_found(fmt::format("profile {} has no measurement for node '{}'; run `tessera profile {}`",
+                                   profile_path, node.name, cluster.source_path));
+    }
+    if (!measured->has_link || measured->speed.empty()) {
+      return not_found(fmt::format("profile {} has no speed curve or link measurement for node '{}' (an older "
+                                   "profile); run `tessera profile {} --refresh`",
+                                   profile_path, node.name, cluster.source_path));
+    }
+    NodeModel entry;
+    entry.name = node.name;
+    entry.speed = SpeedCurve(measured->speed);
+    entry.link = {measured->link.latency_s, measured->link.to_node_bytes_per_s, measured->link.from_node_bytes_per_s};
+    model.nodes.push_back(std::move(entry));
+  }
+  return model;
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,147 @@
+#include "tessera/balance/report/report.hpp"
+
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+namespace tessera::balance {
+
+std::optional<double> MultiplyReport::prediction_error() const {
+  if (!prediction || !(run.makespan_s > 0.0)) return std::nullopt;
+  return std::fabs(prediction->makespan_s - run.makespan_s) / run.makespan_s;
+}
+
+std::string format_report_table(const MultiplyReport& report) {
+  const Plan& plan = report.plan;
+  std::string out = fmt::format(
+      "multiply C({}x{}) = A({}x{}) x B({}x{})  policy {}  layout {}  panels {} x {} rows, queue {} refill {}\n\n",
+      plan.m, plan.n, plan.m, plan.k, plan.k, plan.n, policy_name(plan.policy), partition::layout_name(plan.layout),
+      plan.panel_count(), plan.panel_width, plan.panels_in_flight, plan.refill_threshold);
+  out += fmt::format("{:<12} {:<8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>10} {:>9}\n", "node", "kind",
+                     "rows", "weight", "MB in", "MB out", "compute", "comm", "idle", "finish", "predicted",
+                     "comm CPU");
+  for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
+    const NodeRunStats& node = report.run.nodes[i];
+    const std::string kind = i < report.nodes.size() && !report.nodes[i].kind.empty() ? report.nodes[i].kind : "-";
+    const std::string predicted = report.prediction && i < report.prediction->finish_s.size()
+                                      ? fmt::format("{:.3f}s", report.prediction->finish_s[i])
+                                      : "-";
+    const std::optional<double> share = node.worker_comm_share();
+    const std::string comm_cpu = share ? fmt::format("{:.1f}%", 100.0 * *share) : "-";
+    out += fmt::format(
+        "{:<12} {:<8} {:>7} {:>7.4f} {:>9.2f} {:>9.2f} {:>8.3f}s {:>7.3f}s {:>7.3f}s {:>8.3f}s {:>10} {:>9}\n",
+        node.name, kind, node.rows, node.weight, node.bytes_to_node / 1e6, node.bytes_from_node / 1e6, node.compute_s,
+        node.comm_s, node.idle_s, node.finish_s, predicted, comm_cpu);
+  }
+  out += fmt::format("\nmakespan {:.3f} s   {:.2f} GFLOP/s   imbalance {:.3f} (slowest finish / mean finish)\n",
+                     report.run.makespan_s, report.run.gflops, report.run.imbalance);
+  if (const std::optional<double> share = report.run.worker_comm_share()) {
+    out += fmt::format("workers' CPU: {:.3f} s multiplying, {:.3f} s communicating ({:.1f}% of their CPU)\n",
+                       report.run.worker_compute_cpu_s(), report.run.worker_io_cpu_s(), 100.0 * *share);
+  }
+  if (const std::optional<double> error = report.prediction_error()) {
+    out += fmt::format("predicted makespan {:.3f} s   prediction error {:.1f}%\n", report.prediction->makespan_s,
+                       *error * 100.0);
+  } else if (report.plan.layout != partition::Layout::kRows) {
+    out += fmt::format("predicted makespan: none for the {} layout (the model replays row strips)\n",
+                       partition::layout_name(report.plan.layout));
+  } else {
+    out += "predicted makespan: no model (run `tessera profile` for speed curves and links)\n";
+  }
+  if (report.plan.policy == Policy::kDynamic) {
+    out += fmt::format("dynamic: {} tiles of up to {} rows; {} speculative copies ({} won)\n", report.run.tiles,
+                       report.plan.tile_rows, report.run.speculative_copies, report.run.speculative_wins);
+  }
+  if (!report.run.lost_nodes.empty()) {
+    const std::string tiles = fmt::format("{}", fmt::join(report.run.reissued_tiles, " "));
+    out += fmt::format("LOST NODES: {}; {} tiles reissued to the others ({}); the product is complete\n",
+                       fmt::join(report.run.lost_nodes, ", "), report.run.reissued_tiles.size(),
+                       tiles.empty() ? "none were left" : tiles);
+    for (const std::string& reason : report.run.lost_reasons) out += fmt::format("  {}\n", reason);
+  }
+  const Verification& check = report.verification;
+  if (check.mode == VerifyMode::kNone) {
+    out += "verified: not checked (--verify none)\n";
+  } else {
+    out += fmt::format("verified: {} ({}; worst error {:.3g} of the rounding bound, {:.3f} s)\n",
+                       check.passed ? "true" : "false", check.detail, check.max_error_ratio, check.seconds);
+  }
+  return out;
+}
+
+std::string report_json(const MultiplyReport& report) {
+  using nlohmann::json;
+  const Plan& plan = report.plan;
+  json nodes = json::array();
+  for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
+    const NodeRunStats& node = report.run.nodes[i];
+    json entry = {{"name", node.name},
+                  {"rows", node.rows},
+                  {"weight", node.weight},
+                  {"volume", node.volume},
+                  {"tiles", node.tiles},
+                  {"bytes_to_node", node.bytes_to_node},
+                  {"bytes_from_node", node.bytes_from_node},
+                  {"compute_s", node.compute_s},
+                  {"comm_s", node.comm_s},
+                  {"idle_s", node.idle_s},
+                  {"finish_s", node.finish_s},
+                  {"panels", node.panels},
+                  {"worker_io_cpu_s", node.worker_io_cpu_s},
+                  {"worker_compute_cpu_s", node.worker_compute_cpu_s},
+                  {"worker_comm_cpu_share", node.worker_comm_share() ? json(*node.worker_comm_share()) : json(nullptr)}};
+    if (i < report.nodes.size()) {
+      entry["kind"] = report.nodes[i].kind;
+      entry["endpoint"] = report.nodes[i].endpoint();
+    }
+    entry["predicted_finish_s"] = report.prediction && i < report.prediction->finish_s.size()
+                                      ? json(report.prediction->finish_s[i])
+                                      : json(nullptr);
+    nodes.push_back(std::move(entry));
+  }
+  const Verification& check = report.verification;
+  json document = {{"cluster", report.cluster},
+                   {"policy", std::string(policy_name(plan.policy))},
+                   {"n", plan.n},
+                   {"m", plan.m},
+                   {"k", plan.k},
+                   {"panel_width", plan.panel_width},
+                   {"panels_in_flight", plan.panels_in_flight},
+                   {"refill_threshold", plan.refill_threshold},
+                   {"layout", std::string(partition::layout_name(plan.layout))},
+                   {"makespan_s", report.run.makespan_s},
+                   {"gflops", report.run.gflops},
+                   {"imbalance", report.run.imbalance},
+                   {"predicted_makespan_s", report.prediction ? json(report.prediction->makespan_s) : json(nullptr)},
+                   {"prediction_error",
+                    report.prediction_error() ? json(*report.prediction_error()) : json(nullptr)},
+                   {"verified", check.mode == VerifyMode::kNone ? json(nullptr) : json(check.passed)},
+                   {"verification",
+                    {{"mode", std::string(verify_mode_name(check.mode))},
+                     {"max_error_ratio", check.max_error_ratio},
+                     {"max_abs_error", check.max_abs_error},
+                     {"seconds", check.seconds},
+                     {"detail", check.detail}}},
+                   {"nodes", std::move(nodes)},
+                   {"tile_rows", plan.tile_rows},
+                   {"tiles", report.run.tiles},
+                   {"lost_nodes", report.run.lost_nodes},
+                   {"lost_reasons", report.run.lost_reasons},
+                   {"reissued_tiles", report.run.reissued_tiles},
+                   {"speculative_copies", report.run.speculative_copies},
+                   {"speculative_wins", report.run.speculative_wins}};
+  return document.dump(2);
+}
+
+Status write_report_json(const std::string& path, const MultiplyReport& report) {
+  std::ofstream file(path, std::ios::trunc);
+  if (!file) return io_error(fmt::format("cannot write report {}", path));
+  file << report_json(report) << "\n";
+  if (!file.flush()) return io_error(fmt::format("cannot write report {}", path));
+  return Status::ok();
+}
+
+}  // namespace tessera::balance

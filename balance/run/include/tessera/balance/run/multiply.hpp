@@ -1,0 +1,94 @@
+// The multiply driver: carries out a Plan for C = A x B on a connected cluster, whatever its
+// policy and layout.
+//
+// Work is a list of tiles, boxes of the m x n x k space: a static plan's boxes belong to their
+// node; a dynamic plan cuts C's rows into tiles that nodes take as they finish earlier ones (a
+// quarter of the tile size first and last, so every node starts at once and the tail is short).
+// One thread per node streams: a tile's A (straight from A's memory when the box spans all of k),
+// then per k-panel the piece of B it reads and a JOB that adds A_tile[:, piece] x B_piece into
+// the tile's C block in place on the worker, no barrier between panels. Every piece of B is
+// encoded once and written to each node that needs it from the same bytes. A node holds at most
+// `panels_in_flight` unanswered jobs; after the first burst, jobs go out once `refill_threshold`
+// credits are back. The last job of a tile returns its block: whole-k blocks go straight into C,
+// blocks of a box that splits k are partial sums added into C as they arrive.
+//
+// Failures: a node that disconnects, dies or misbehaves is dropped and its unfinished tiles go to
+// whoever asks next (or to the node already holding a copy), so the product stays exact; the run
+// fails only when every node has failed. Near the end of a dynamic run an idle node takes a copy
+// of the tile running longest elsewhere; the first result wins. When the last tile is in, nodes
+// drain their queues and release their tiles, so sessions stay usable.
+// The caller owns A, B, C and the cluster; run_multiply is not reentrant on the same cluster.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/linalg/matrix.hpp"
+#include "tessera/balance/plan/plan.hpp"
+#include "tessera/core/status.hpp"
+
+namespace tessera::balance {
+
+struct NodeRunStats {
+  std::string name;
+  uint64_t rows = 0;              // rows of C delivered (row-equivalents, volume / (n k), for 2D/3D)
+  double weight = 0.0;            // share of the m n k multiply-adds delivered
+  uint64_t bytes_to_node = 0;    // A rows, B panels, jobs, headers
+  uint64_t bytes_from_node = 0;  // credits and the C block
+  double compute_s = 0.0;        // time the node spent multiplying, as it measured it
+  double comm_s = 0.0;           // time the coordinator spent writing to / reading from the node
+  double idle_s = 0.0;           // makespan - compute_s: waiting for data or for other nodes
+  double finish_s = 0.0;         // from the start of the run to its C block being received
+  uint64_t panels = 0;           // pieces of B sent to the node
+  uint64_t volume = 0;            // multiply-adds of the tiles whose result came from this node
+  uint64_t tiles = 0;             // tiles whose result came from this node
+  // The worker's own CPU accounting for this run (STATS before and after): time its threads spent
+  // communicating (socket reads and writes, decoding, filing tiles) and multiplying.
+  double worker_io_cpu_s = 0.0;
+  double worker_compute_cpu_s = 0.0;
+  // io / (io + compute); none for a node that did no work (answering STATS alone would read as
+  // 100%) or was lost before it could report its figures.
+  std::optional<double> worker_comm_share() const {
+    const double total = worker_io_cpu_s + worker_compute_cpu_s;
+    if (volume == 0 || total <= 0.0) return std::nullopt;
+    return worker_io_cpu_s / total;
+  }
+};
+
+struct MultiplyRun {
+  std::vector<NodeRunStats> nodes;  // plan order
+  double makespan_s = 0.0;          // slowest node's finish
+  double gflops = 0.0;              // 2 m n k / makespan
+  double imbalance = 0.0;           // slowest finish / mean finish, over nodes with rows
+  uint64_t tiles = 0;                       // tiles the work was cut into
+  std::vector<std::string> lost_nodes;      // nodes that failed mid-run; the run went on without them
+  std::vector<std::string> lost_reasons;    // why, one per lost node
+  std::vector<uint64_t> reissued_tiles;     // tiles handed out again because their node was lost
+  // Dynamic runs only:
+  uint64_t speculative_copies = 0;          // tiles also given to an idle node near the end
+  uint64_t speculative_wins = 0;            // copies whose result arrived first
+
+  // The workers' CPU seconds summed over nodes, and the communication share of them (none when
+  // no worker reported figures).
+  double worker_io_cpu_s() const;
+  double worker_compute_cpu_s() const;
+  std::optional<double> worker_comm_share() const;
+};
+
+struct MultiplyHooks {
+  // Called from the node's streaming thread each time a node returns a credit.
+  std::function<void(std::size_t node_index, uint64_t jobs_done)> on_credit;
+};
+
+// REQUIRES: plan.shares match cluster.links() in order and name; a is m x k, b is k x n.
+// On success c is m x n and holds the product; run.lost_nodes / reissued_tiles / speculative_*
+// say what happened on the way. Fails on bad input, on a static share that does not fit a
+// worker's tile memory (before sending anything), or when every node failed (naming each).
+Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, const linalg::Matrix& a,
+                                 const linalg::Matrix& b, linalg::Matrix& c, const MultiplyHooks& hooks = {});
+
+}  // namespace tessera::balance

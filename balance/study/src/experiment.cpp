@@ -1,0 +1,972 @@
+#include "tessera/balance/study/experiment.hpp"
+
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <ostream>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/linalg/matrix.hpp"
+#include "tessera/balance/session/multiply_session.hpp"
+#include "tessera/balance/profile/profile.hpp"
+
+namespace tessera::balance {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------------------------
+// Study file
+
+const std::vector<std::string> kStudyKeys = {"study", "description", "cluster", "policies", "sizes", "repeat",
+                                             "overlap", "panels_in_flight", "node_counts", "sweep", "verify"};
+
+class StudyError {
+ public:
+  StudyError(std::string path) : path_(std::move(path)) {}
+  Status at(const YAML::Node& node, const std::string& what) const {
+    return invalid_config(fmt::format("{}:{}: {}", path_, node.Mark().line + 1, what));
+  }
+
+ private:
+  std::string path_;
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+Result<Study> parse_study(const YAML::Node& root, const std::string& path) {
+  const StudyError error(path);
+  if (!root.IsMap()) return error.at(root, "a study is a mapping with study, cluster, policies, sizes, ...");
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    if (std::find(kStudyKeys.begin(), kStudyKeys.end(), key) == kStudyKeys.end()) {
+      return error.at(entry.first, fmt::format("unknown key '{}'; valid keys are {}", key, join(kStudyKeys)));
+    }
+  }
+  Study study;
+  study.source_path = path;
+  if (!root["study"] || !root["study"].IsScalar()) return error.at(root, "missing 'study: NAME'");
+  study.name = root["study"].as<std::string>();
+  if (study.name.empty() || study.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+                                std::string::npos) {
+    return error.at(root["study"], "study name must be letters, digits, _ . - (it names the output folder)");
+  }
+  study.description = root["description"].as<std::string>("");
+  if (!root["cluster"] || !root["cluster"].IsScalar()) return error.at(root, "missing 'cluster: PATH' (a cluster file)");
+  study.cluster_path = (fs::path(path).parent_path() / root["cluster"].as<std::string>()).lexically_normal().string();
+
+  const YAML::Node policies = root["policies"];
+  if (!policies || !policies.IsSequence() || policies.size() == 0) {
+    return error.at(root, "missing 'policies: [even, proportional, model]'");
+  }
+  for (const YAML::Node& policy : policies) {
+    Result<StudyPolicy> parsed = parse_study_policy(policy.as<std::string>());
+    if (!parsed) return error.at(policy, parsed.status().message());
+    study.policies.push_back(*parsed);
+  }
+  const YAML::Node sizes = root["sizes"];
+  if (!sizes || !sizes.IsSequence() || sizes.size() == 0) return error.at(root, "missing 'sizes: [2048, 4096]'");
+  for (const YAML::Node& size : sizes) {
+    long long value = 0;
+    if (!YAML::convert<long long>::decode(size, value) || value < 1 || value > (1 << 16)) {
+      return error.at(size, "sizes are integers 1..65536");
+    }
+    study.sizes.push_back(static_cast<uint64_t>(value));
+  }
+  if (const YAML::Node repeat = root["repeat"]) {
+    long long value = 0;
+    if (!YAML::convert<long long>::decode(repeat, value) || value < 1 || value > 1000) {
+      return error.at(repeat, "repeat must be an integer 1..1000");
+    }
+    study.repeat = static_cast<uint32_t>(value);
+  }
+  if (const YAML::Node overlap = root["overlap"]) {
+    if (!overlap.IsSequence() || overlap.size() == 0) return error.at(overlap, "overlap is a list of on/off");
+    study.windows.clear();
+    for (const YAML::Node& mode : overlap) {
+      // YAML 1.1 reads a bare on/off as a boolean; accept both spellings.
+      const std::string text = mode.as<std::string>();
+      if (text == "on" || text == "true") {
+        study.windows.push_back(4);
+      } else if (text == "off" || text == "false") {
+        study.windows.push_back(1);
+      } else {
+        return error.at(mode, fmt::format("overlap '{}' unknown; use on or off", text));
+      }
+    }
+  }
+  if (const YAML::Node windows = root["panels_in_flight"]) {
+    if (root["overlap"]) return error.at(windows, "give overlap or panels_in_flight, not both (off = 1 panel in flight)");
+    if (!windows.IsSequence() || windows.size() == 0) return error.at(windows, "panels_in_flight is a list like [1, 4, 40]");
+    study.windows.clear();
+    for (const YAML::Node& window : windows) {
+      long long value = 0;
+      if (!YAML::convert<long long>::decode(window, value) || value < 1 || value > 1024) {
+        return error.at(window, "panels in flight are integers 1..1024");
+      }
+      study.windows.push_back(static_cast<uint32_t>(value));
+    }
+  }
+  if (const YAML::Node counts = root["node_counts"]) {
+    if (!counts.IsSequence() || counts.size() == 0) return error.at(counts, "node_counts is a list like [1, 2, 3, 4]");
+    for (const YAML::Node& count : counts) {
+      long long value = 0;
+      if (!YAML::convert<long long>::decode(count, value) || value < 1 || value > 256) {
+        return error.at(count, "node counts are integers 1..256");
+      }
+      study.node_counts.push_back(static_cast<uint32_t>(value));
+    }
+  }
+  if (const YAML::Node sweep = root["sweep"]) {
+    if (!sweep.IsMap() || !sweep["kind"] || !sweep["cpu"] || !sweep["cpu"].IsSequence() || sweep.size() != 2) {
+      return error.at(sweep, "sweep is {kind: LABEL, cpu: [1.0, 0.5, 0.25]}");
+    }
+    CpuSweep parsed;
+    parsed.kind = sweep["kind"].as<std::string>();
+    for (const YAML::Node& cpu : sweep["cpu"]) {
+      double value = 0;
+      if (!YAML::convert<double>::decode(cpu, value) || !(value > 0.0) || value > 64.0) {
+        return error.at(cpu, "sweep cpu values are cores in (0, 64]");
+      }
+      parsed.cpu.push_back(value);
+    }
+    study.sweep = parsed;
+  }
+  if (const YAML::Node verify = root["verify"]) {
+    study.verify = verify.as<std::string>();
+    if (Result<VerifyMode> mode = parse_verify_mode(study.verify); !mode) return error.at(verify, mode.status().message());
+  }
+  return study;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Variants of the cluster
+
+struct Variant {
+  std::string label;        // "all nodes", "nodes=2", "pi cpu=0.25"
+  std::string config_path;  // the base file, or a derived one in the output folder
+  ClusterSpec spec;
+  uint32_t node_count = 0;
+  std::optional<double> sweep_cpu;
+  std::vector<double> gflops;  // profiled reference rates, cluster order (for the ideal bounds)
+};
+
+std::string format_number(double value) { return fmt::format("{:g}", value); }
+
+Status write_cluster_yaml(const std::string& path, const ClusterSpec& spec) {
+  YAML::Emitter out;
+  out << YAML::Comment("Derived by `tessera experiment` from " + spec.source_path);
+  out << YAML::BeginMap << YAML::Key << "cluster" << YAML::Value << spec.name;
+  if (!spec.secret_file.empty()) {
+    out << YAML::Key << "secret_file" << YAML::Value << fs::absolute(spec.secret_file).string();
+  } else {
+    out << YAML::Key << "secret" << YAML::Value << spec.secret;
+  }
+  out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
+  for (const NodeSpec& node : spec.nodes) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << node.name;
+    out << YAML::Key << "host" << YAML::Value << node.host;
+    out << YAML::Key << "port" << YAML::Value << node.port;
+    out << YAML::Key << "threads" << YAML::Value << node.threads;
+    if (!node.kind.empty()) out << YAML::Key << "kind" << YAML::Value << node.kind;
+    if (node.emulate) {
+      out << YAML::Key << "emulate" << YAML::Value << YAML::BeginMap;
+      if (node.emulate->cpu > 0.0) out << YAML::Key << "cpu" << YAML::Value << node.emulate->cpu;
+      if (node.emulate->has_link) {
+        out << YAML::Key << "link" << YAML::Value << YAML::BeginMap;
+        out << YAML::Key << "rate" << YAML::Value << node.emulate->link_rate;
+        if (!node.emulate->link_delay.empty()) out << YAML::Key << "delay" << YAML::Value << node.emulate->link_delay;
+        if (node.emulate->link_loss_percent > 0.0) {
+          out << YAML::Key << "loss" << YAML::Value << node.emulate->link_loss_percent;
+        }
+        out << YAML::EndMap;
+      }
+      out << YAML::EndMap;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+  std::ofstream file(path, std::ios::trunc);
+  file << out.c_str() << "\n";
+  if (!file.flush()) return io_error(fmt::format("cannot write {}", path));
+  return Status::ok();
+}
+
+Result<std::vector<Variant>> make_variants(const Study& study, const ClusterSpec& base, const std::string& out_dir) {
+  std::vector<uint32_t> counts = study.node_counts;
+  if (counts.empty()) counts.push_back(static_cast<uint32_t>(base.nodes.size()));
+  std::vector<std::optional<double>> cpus;
+  if (study.sweep) {
+    for (double cpu : study.sweep->cpu) cpus.emplace_back(cpu);
+  } else {
+    cpus.emplace_back(std::nullopt);
+  }
+  std::vector<Variant> variants;
+  for (uint32_t count : counts) {
+    if (count > base.nodes.size()) {
+      return invalid_config(fmt::format("{}: node_counts asks for {} nodes but {} has {}", study.source_path, count,
+                                        base.source_path, base.nodes.size()));
+    }
+    for (const std::optional<double>& cpu : cpus) {
+      Variant variant;
+      variant.spec = base;
+      variant.node_count = count;
+      variant.sweep_cpu = cpu;
+      const bool derived = count != base.nodes.size() || cpu.has_value();
+      if (!derived) {
+        variant.label = "all nodes";
+        variant.config_path = base.source_path;
+        variants.push_back(std::move(variant));
+        continue;
+      }
+      variant.spec.nodes.resize(count);
+      std::string suffix;
+      if (count != base.nodes.size()) {
+        suffix += fmt::format("-n{}", count);
+        variant.label = fmt::format("nodes={}", count);
+      }
+      if (cpu) {
+        bool matched = false;
+        for (NodeSpec& node : variant.spec.nodes) {
+          if (node.kind != study.sweep->kind) continue;
+          matched = true;
+          if (!node.emulate) node.emulate = EmulationSpec{};
+          node.emulate->cpu = *cpu;
+        }
+        if (!matched) {
+          return invalid_config(fmt::format("{}: sweep kind '{}' matches no node of {}", study.source_path,
+                                            study.sweep->kind, base.source_path));
+        }
+        suffix += fmt::format("-{}-cpu{}", study.sweep->kind, format_number(*cpu));
+        variant.label += fmt::format("{}{} cpu={}", variant.label.empty() ? "" : ", ", study.sweep->kind,
+                                     format_number(*cpu));
+      }
+      variant.spec.name = base.name + suffix;
+      variant.config_path = out_dir + "/clusters/" + variant.spec.name + ".yaml";
+      variant.spec.source_path = variant.config_path;
+      variants.push_back(std::move(variant));
+    }
+  }
+  return variants;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records and statistics
+
+struct RunRecord {
+  std::string variant;
+  std::string cluster;
+  uint32_t node_count = 0;
+  std::optional<double> sweep_cpu;
+  StudyPolicy policy;
+  uint32_t window = true;
+  uint64_t n = 0;
+  uint32_t repetition = 0;
+  MultiplyReport report;
+};
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return std::nan("");
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+struct GroupKey {
+  std::size_t variant_index = 0;
+  uint32_t window = true;
+  uint64_t n = 0;
+  StudyPolicy policy;
+  auto operator<=>(const GroupKey&) const = default;
+};
+
+struct GroupStats {
+  std::vector<const RunRecord*> runs;
+  double makespan_median = 0, makespan_min = 0, makespan_max = 0;
+  double predicted_median = 0, error_median = 0, gflops_median = 0, imbalance_median = 0;
+  bool all_verified = true;
+  const RunRecord* median_run = nullptr;
+};
+
+// One panel in flight means the next panel is sent only after the previous job is done: no
+// overlap of communication with computation (Tinetti's SeqMsg).
+std::string overlap_name(uint32_t window) { return window <= 1 ? "off" : "on"; }
+std::string window_label(uint32_t window) {
+  return window <= 1 ? "overlap off" : fmt::format("{} panels in flight", window);
+}
+
+std::map<GroupKey, GroupStats> summarise(const std::vector<RunRecord>& records,
+                                         const std::vector<Variant>& variants) {
+  std::map<GroupKey, GroupStats> groups;
+  for (const RunRecord& record : records) {
+    std::size_t index = 0;
+    while (index < variants.size() && variants[index].label != record.variant) ++index;
+    groups[{index, record.window, record.n, record.policy}].runs.push_back(&record);
+  }
+  for (auto& [key, stats] : groups) {
+    std::vector<double> makespans, predicted, errors, gflops, imbalance;
+    for (const RunRecord* run : stats.runs) {
+      makespans.push_back(run->report.run.makespan_s);
+      if (run->report.prediction) predicted.push_back(run->report.prediction->makespan_s);
+      if (auto error = run->report.prediction_error()) errors.push_back(*error);
+      gflops.push_back(run->report.run.gflops);
+      imbalance.push_back(run->report.run.imbalance);
+      stats.all_verified &= run->report.verification.mode == VerifyMode::kNone || run->report.verification.passed;
+    }
+    stats.makespan_median = median_of(makespans);
+    stats.makespan_min = *std::min_element(makespans.begin(), makespans.end());
+    stats.makespan_max = *std::max_element(makespans.begin(), makespans.end());
+    stats.predicted_median = median_of(predicted);
+    stats.error_median = median_of(errors);
+    stats.gflops_median = median_of(gflops);
+    stats.imbalance_median = median_of(imbalance);
+    // The run closest to the median makespan stands for the group in the timeline plot.
+    stats.median_run = *std::min_element(stats.runs.begin(), stats.runs.end(), [&](const RunRecord* a, const RunRecord* b) {
+      return std::fabs(a->report.run.makespan_s - stats.makespan_median) <
+             std::fabs(b->report.run.makespan_s - stats.makespan_median);
+    });
+  }
+  return groups;
+}
+
+// Ideal ratios from the profiled speeds: the balanced bound (no communication) against the even
+// split, and the aggregate speed against the first (fastest-first) node.
+double ideal_even_to_balanced(const std::vector<double>& gflops) {
+  if (gflops.empty()) return std::nan("");
+  const double total = std::accumulate(gflops.begin(), gflops.end(), 0.0);
+  const double slowest = *std::min_element(gflops.begin(), gflops.end());
+  return total / (static_cast<double>(gflops.size()) * slowest);
+}
+double ideal_speedup_over_first(const std::vector<double>& gflops) {
+  if (gflops.empty() || !(gflops.front() > 0.0)) return std::nan("");
+  return std::accumulate(gflops.begin(), gflops.end(), 0.0) / gflops.front();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output files
+
+// "-" where a ratio has no data (a study without the even split).
+std::string ratio_text(double value) { return std::isfinite(value) ? fmt::format("{:.2f}", value) : "-"; }
+
+std::string csv_number(double value) { return std::isfinite(value) ? fmt::format("{:.6g}", value) : ""; }
+std::string csv_optional(const std::optional<double>& value) { return value ? csv_number(*value) : ""; }
+
+Status write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::trunc);
+  file << text;
+  if (!file.flush()) return io_error(fmt::format("cannot write {}", path));
+  return Status::ok();
+}
+
+Status write_results(const std::string& out_dir, const Study& study, const std::vector<RunRecord>& records) {
+  std::string results =
+      "study,variant,cluster,nodes,sweep_cpu,policy,overlap,n,repetition,makespan_s,gflops,imbalance,"
+      "predicted_makespan_s,prediction_error,verified,panel_width,panels_in_flight,worker_comm_cpu_share\n";
+  std::string nodes =
+      "study,variant,policy,overlap,n,repetition,node,kind,rows,weight,bytes_to_node,bytes_from_node,compute_s,comm_s,"
+      "idle_s,finish_s,predicted_finish_s,worker_io_cpu_s,worker_compute_cpu_s\n";
+  for (const RunRecord& record : records) {
+    const MultiplyReport& report = record.report;
+    const bool checked = report.verification.mode != VerifyMode::kNone;
+    results += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
+                           record.cluster, record.node_count, csv_optional(record.sweep_cpu),
+                           record.policy.name(), overlap_name(record.window), record.n, record.repetition,
+                           csv_number(report.run.makespan_s), csv_number(report.run.gflops),
+                           csv_number(report.run.imbalance),
+                           report.prediction ? csv_number(report.prediction->makespan_s) : "",
+                           csv_optional(report.prediction_error()),
+                           checked ? (report.verification.passed ? "true" : "false") : "", report.plan.panel_width,
+                           report.plan.panels_in_flight, csv_optional(report.run.worker_comm_share()));
+    for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
+      const NodeRunStats& node = report.run.nodes[i];
+      const std::string kind = i < report.nodes.size() ? report.nodes[i].kind : "";
+      const std::string predicted =
+          report.prediction && i < report.prediction->finish_s.size() ? csv_number(report.prediction->finish_s[i]) : "";
+      nodes += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
+                           record.policy.name(), overlap_name(record.window), record.n, record.repetition,
+                           node.name, kind, node.rows, csv_number(node.weight), node.bytes_to_node,
+                           node.bytes_from_node, csv_number(node.compute_s), csv_number(node.comm_s),
+                           csv_number(node.idle_s), csv_number(node.finish_s), predicted,
+                           csv_number(node.worker_io_cpu_s), csv_number(node.worker_compute_cpu_s));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(write_text_file(out_dir + "/results.csv", results));
+  return write_text_file(out_dir + "/nodes.csv", nodes);
+}
+
+double even_median(const std::map<GroupKey, GroupStats>& groups, const GroupKey& key) {
+  GroupKey even = key;
+  even.policy = kEvenRows;
+  auto found = groups.find(even);
+  return found == groups.end() ? std::nan("") : found->second.makespan_median;
+}
+
+Status write_summary(const std::string& out_dir, const Study& study, const std::vector<Variant>& variants,
+                     const std::map<GroupKey, GroupStats>& groups) {
+  std::string csv =
+      "study,variant,nodes,sweep_cpu,policy,overlap,panels_in_flight,n,runs,makespan_median_s,makespan_min_s,makespan_max_s,"
+      "predicted_median_s,prediction_error_median,gflops_median,imbalance_median,even_over_policy,"
+      "ideal_even_over_balanced,all_verified\n";
+  for (const auto& [key, stats] : groups) {
+    const Variant& variant = variants[key.variant_index];
+    csv += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, variant.label,
+                       variant.node_count, csv_optional(variant.sweep_cpu), key.policy.name(),
+                       overlap_name(key.window), key.window, key.n, stats.runs.size(), csv_number(stats.makespan_median),
+                       csv_number(stats.makespan_min), csv_number(stats.makespan_max),
+                       csv_number(stats.predicted_median), csv_number(stats.error_median),
+                       csv_number(stats.gflops_median), csv_number(stats.imbalance_median),
+                       csv_number(even_median(groups, key) / stats.makespan_median),
+                       csv_number(ideal_even_to_balanced(variant.gflops)), stats.all_verified ? "true" : "false");
+  }
+  return write_text_file(out_dir + "/summary.csv", csv);
+}
+
+// gnuplot, run as a child process on a script file; a missing gnuplot is reported, not fatal.
+Status run_gnuplot(const std::string& script_path) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execlp("gnuplot", "gnuplot", script_path.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return internal_error(fmt::format("gnuplot failed on {} (exit {}); install gnuplot-nox", script_path,
+                                      WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  }
+  return Status::ok();
+}
+
+struct Plots {
+  std::vector<std::pair<std::string, std::string>> files;  // (file, caption)
+  std::vector<std::string> problems;
+};
+
+const char* kPlotHeader = "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key outside right top\n";
+
+void plot_makespans(const std::string& out_dir, const Study& study, const std::vector<Variant>& variants,
+                    const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
+  std::string data = "# group";
+  for (const StudyPolicy& policy : study.policies) data += fmt::format(" {}_median {}_min {}_max", policy.name(), policy.name(), policy.name());
+  data += "\n";
+  std::set<std::tuple<std::size_t, uint32_t, uint64_t>> rows;
+  for (const auto& [key, stats] : groups) rows.insert({key.variant_index, key.window, key.n});
+  for (const auto& [variant_index, window, n] : rows) {
+    std::string label = fmt::format("n={}", n);
+    if (variants.size() > 1) label = variants[variant_index].label + ", " + label;
+    if (study.windows.size() > 1) label += ", " + window_label(window);
+    data += "\"" + label + "\"";
+    for (const StudyPolicy& policy : study.policies) {
+      auto found = groups.find({variant_index, window, n, policy});
+      if (found == groups.end()) {
+        data += " NaN NaN NaN";
+      } else {
+        data += fmt::format(" {} {} {}", csv_number(found->second.makespan_median), csv_number(found->second.makespan_min),
+                            csv_number(found->second.makespan_max));
+      }
+    }
+    data += "\n";
+  }
+  (void)write_text_file(out_dir + "/makespan.dat", data);
+  std::string script = kPlotHeader;
+  script += fmt::format("set output '{}/makespan.png'\n", out_dir);
+  script += fmt::format("set title \"{}: makespan per policy (median of runs, bars min..max)\"\n", study.name);
+  script += "set ylabel 'makespan (s)'\nset logscale y\nset style data histograms\n"
+            "set style histogram errorbars gap 2 lw 1\nset style fill solid 0.8 border -1\nset boxwidth 0.9\n"
+            "set xtics rotate by -20\nset yrange [*:*]\n";
+  script += "plot ";
+  for (std::size_t i = 0; i < study.policies.size(); ++i) {
+    script += fmt::format("{}'{}/makespan.dat' using {}:{}:{}:xtic(1) title '{}'", i == 0 ? "" : ", ", out_dir, 2 + 3 * i,
+                          3 + 3 * i, 4 + 3 * i, study.policies[i].name());
+  }
+  script += "\n";
+  const std::string script_path = out_dir + "/makespan.gp";
+  (void)write_text_file(script_path, script);
+  if (Status done = run_gnuplot(script_path); done) {
+    plots.files.push_back({"makespan.png", "Makespan per policy; bars span the fastest and slowest run."});
+  } else {
+    plots.problems.push_back(done.message());
+  }
+}
+
+// Per node of one run: time computing, time receiving/waiting before its last result was in,
+// and time idle after it finished until the slowest node finished. The three add up to the
+// makespan.
+void plot_timeline(const std::string& out_dir, const Study& study, const std::vector<Variant>& variants,
+                   const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
+  if (groups.empty()) return;
+  const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
+  const uint32_t window = study.windows.front();
+  const std::size_t variant_index = variants.size() - 1;
+  auto find = [&](const StudyPolicy& policy) -> const GroupStats* {
+    auto found = groups.find({variant_index, window, n, policy});
+    return found == groups.end() ? nullptr : &found->second;
+  };
+  std::vector<std::pair<StudyPolicy, const GroupStats*>> shown;
+  if (const GroupStats* even = find(kEvenRows)) shown.push_back({kEvenRows, even});
+  const GroupStats* best = nullptr;
+  StudyPolicy best_policy = kEvenRows;
+  for (const StudyPolicy& policy : study.policies) {
+    if (policy == kEvenRows) continue;
+    const GroupStats* stats = find(policy);
+    if (stats && (!best || stats->makespan_median < best->makespan_median)) {
+      best = stats;
+      best_policy = policy;
+    }
+  }
+  if (best) shown.push_back({best_policy, best});
+  if (shown.empty()) return;
+  std::string data = "# label compute waiting idle_after\n";
+  for (const auto& [policy, stats] : shown) {
+    const MultiplyRun& run = stats->median_run->report.run;
+    for (const NodeRunStats& node : run.nodes) {
+      const double compute = std::min(node.compute_s, node.finish_s);
+      const double waiting = std::max(0.0, node.finish_s - compute);
+      const double after = std::max(0.0, run.makespan_s - node.finish_s);
+      data += fmt::format("\"{}: {}\" {} {} {}\n", policy.name(), node.name, csv_number(compute),
+                          csv_number(waiting), csv_number(after));
+    }
+  }
+  (void)write_text_file(out_dir + "/timeline.dat", data);
+  std::string script = kPlotHeader;
+  script += fmt::format("set output '{}/timeline.png'\n", out_dir);
+  script += fmt::format("set title \"{}: where each node's time went (n={}, {}, median run)\"\n", study.name, n,
+                        variants[variant_index].label);
+  script += "set ylabel 'seconds'\nset style data histograms\nset style histogram rowstacked\n"
+            "set style fill solid 0.8 border -1\nset boxwidth 0.7\nset xtics rotate by -30\n";
+  script += fmt::format("plot '{0}/timeline.dat' using 2:xtic(1) title 'computing', '' using 3 title "
+                        "'receiving or waiting for data', '' using 4 title 'idle until the slowest node finished'\n",
+                        out_dir);
+  const std::string script_path = out_dir + "/timeline.gp";
+  (void)write_text_file(script_path, script);
+  if (Status done = run_gnuplot(script_path); done) {
+    plots.files.push_back({"timeline.png", fmt::format("Per-node time of the median run at n={}: even split against "
+                                                       "the best balanced policy ({}).",
+                                                       n, best ? best_policy.name() : "none")});
+  } else {
+    plots.problems.push_back(done.message());
+  }
+}
+
+// Speedup against the first variant (one node, or the lowest node count) with the ideal bound.
+void plot_scaling(const std::string& out_dir, const Study& study, const std::vector<Variant>& variants,
+                  const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
+  if (study.node_counts.size() < 2) return;
+  const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
+  std::string data = "# nodes ideal";
+  std::vector<std::pair<StudyPolicy, uint32_t>> series;
+  for (uint32_t window : study.windows) {
+    for (const StudyPolicy& policy : study.policies) {
+      series.push_back({policy, window});
+      data += fmt::format(" {}_{}", policy.name(), overlap_name(window));
+    }
+  }
+  data += "\n";
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    data += fmt::format("{} {}", variants[v].node_count, csv_number(ideal_speedup_over_first(variants[v].gflops)));
+    for (const auto& [policy, window] : series) {
+      auto base = groups.find({0, window, n, policy});
+      auto here = groups.find({v, window, n, policy});
+      const double speedup = base != groups.end() && here != groups.end()
+                                 ? base->second.makespan_median / here->second.makespan_median
+                                 : std::nan("");
+      data += fmt::format(" {}", std::isfinite(speedup) ? csv_number(speedup) : std::string("NaN"));
+    }
+    data += "\n";
+  }
+  (void)write_text_file(out_dir + "/scaling.dat", data);
+  std::string script = kPlotHeader;
+  script += fmt::format("set output '{}/scaling.png'\n", out_dir);
+  script += fmt::format("set title \"{}: speedup over {} node(s) alone (n={})\"\n", study.name,
+                        variants.front().node_count, n);
+  script += "set xlabel 'nodes'\nset ylabel 'speedup'\nset xtics 1\nset key left top\n";
+  script += fmt::format("plot '{}/scaling.dat' using 1:2 with linespoints dt 2 lw 2 title 'ideal (sum of measured speeds)'",
+                        out_dir);
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    script += fmt::format(", '' using 1:{} with linespoints lw 2 title '{}, {}'", 3 + i,
+                          series[i].first.name(), window_label(series[i].second));
+  }
+  script += "\n";
+  const std::string script_path = out_dir + "/scaling.gp";
+  (void)write_text_file(script_path, script);
+  if (Status done = run_gnuplot(script_path); done) {
+    plots.files.push_back({"scaling.png", "Speedup over the smallest node set, nodes added in cluster order, with the "
+                                          "ideal bound (sum of the nodes' measured speeds over the first node's)."});
+  } else {
+    plots.problems.push_back(done.message());
+  }
+}
+
+// Even/balanced makespan ratio along the CPU sweep, with the ideal ratio.
+void plot_sweep(const std::string& out_dir, const Study& study, const std::vector<Variant>& variants,
+                const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
+  if (!study.sweep || study.sweep->cpu.size() < 2) return;
+  const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
+  const uint32_t window = study.windows.front();
+  std::vector<StudyPolicy> balanced;
+  for (const StudyPolicy& policy : study.policies) {
+    if (policy != kEvenRows) balanced.push_back(policy);
+  }
+  std::string data = "# cpu ideal";
+  for (const StudyPolicy& policy : balanced) data += fmt::format(" {}", policy.name());
+  data += "\n";
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    if (!variants[v].sweep_cpu) continue;
+    data += fmt::format("{} {}", csv_number(*variants[v].sweep_cpu), csv_number(ideal_even_to_balanced(variants[v].gflops)));
+    for (const StudyPolicy& policy : balanced) {
+      auto here = groups.find({v, window, n, policy});
+      const double ratio = here != groups.end() ? even_median(groups, here->first) / here->second.makespan_median
+                                                : std::nan("");
+      data += " " + (std::isfinite(ratio) ? csv_number(ratio) : std::string("NaN"));
+    }
+    data += "\n";
+  }
+  (void)write_text_file(out_dir + "/sweep.dat", data);
+  std::string script = kPlotHeader;
+  script += fmt::format("set output '{}/sweep.png'\n", out_dir);
+  script += fmt::format("set title \"{}: even / balanced makespan as the {} nodes slow down (n={})\"\n", study.name,
+                        study.sweep->kind, n);
+  script += fmt::format("set xlabel 'CPU quota of each {} node (cores)'\nset ylabel 'even makespan / balanced makespan'\n"
+                        "set logscale x 2\nset key left top\n",
+                        study.sweep->kind);
+  script += fmt::format("plot '{}/sweep.dat' using 1:2 with linespoints dt 2 lw 2 title 'ideal (sum of speeds / (p x slowest))'",
+                        out_dir);
+  for (std::size_t i = 0; i < balanced.size(); ++i) {
+    script += fmt::format(", '' using 1:{} with linespoints lw 2 title '{}'", 3 + i, balanced[i].name());
+  }
+  script += "\n";
+  const std::string script_path = out_dir + "/sweep.gp";
+  (void)write_text_file(script_path, script);
+  if (Status done = run_gnuplot(script_path); done) {
+    plots.files.push_back({"sweep.png", "How much balancing buys as the slow nodes get slower, against the ideal "
+                                        "ratio computed from the profiled speeds."});
+  } else {
+    plots.problems.push_back(done.message());
+  }
+}
+
+std::string machine_facts() {
+  utsname name{};
+  ::uname(&name);
+  std::string cpu_model = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      cpu_model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  const double memory_gib = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE) / 1073741824.0;
+  return fmt::format("{} {} ({}), {} online CPUs ({}), {:.1f} GiB memory", name.sysname, name.release, name.machine,
+                     ::sysconf(_SC_NPROCESSORS_ONLN), cpu_model, memory_gib);
+}
+
+std::string emulation_description(const ClusterSpec& spec) {
+  std::string out;
+  for (const NodeSpec& node : spec.nodes) {
+    std::string emulation = "unthrottled";
+    if (node.emulate) {
+      emulation.clear();
+      if (node.emulate->cpu > 0.0) emulation += fmt::format("cpu {:g} core", node.emulate->cpu);
+      if (node.emulate->has_link) {
+        emulation += fmt::format("{}link {}", emulation.empty() ? "" : ", ", node.emulate->link_rate);
+        if (!node.emulate->link_delay.empty()) emulation += " delay " + node.emulate->link_delay;
+      }
+    }
+    out += fmt::format("{}{} ({}, {} thread{}): {}", out.empty() ? "" : "; ", node.name,
+                       node.kind.empty() ? "-" : node.kind, node.threads, node.threads == 1 ? "" : "s", emulation);
+  }
+  return out;
+}
+
+Status write_report(const std::string& out_dir, const Study& study, const ExperimentOptions& options,
+                    const std::vector<Variant>& variants, const std::map<GroupKey, GroupStats>& groups,
+                    const Plots& plots, const std::string& started_at, double seconds, bool complete) {
+  std::string md = fmt::format("# Study: {}\n\n", study.name);
+  if (!study.description.empty()) md += study.description + "\n\n";
+  if (!complete) md += "**Incomplete: the study was interrupted or a run failed; the tables hold what finished.**\n\n";
+  md += fmt::format("- Command: `{}`\n", options.command_line.empty() ? "tessera experiment " + study.source_path
+                                                                       : options.command_line);
+  md += fmt::format("- Started {} UTC, took {:.0f} s; {} repetitions per combination\n", started_at, seconds,
+                    options.repeat.value_or(study.repeat));
+  md += fmt::format("- Machine: {}\n", machine_facts());
+  md += fmt::format("- Cluster file: `{}`\n", study.cluster_path);
+  for (const Variant& variant : variants) {
+    md += fmt::format("- Variant *{}* (`{}`): {}\n", variant.label, variant.spec.name, emulation_description(variant.spec));
+  }
+  md += "\nRatios are the claim: absolute times come from workers emulated on one small machine "
+        "(CPU quotas, shaped links), and only their relations carry over to real hardware. "
+        "`even / policy` is the even split's median makespan over this policy's; `ideal` is the "
+        "same ratio with no communication, from the profiled speeds (sum of speeds over node "
+        "count times the slowest). `error` is the median |predicted - measured| / measured makespan.\n\n";
+  md += "| variant | n | overlap (panels in flight) | policy | runs | makespan median (min..max) s | predicted s | error | GFLOP/s | imbalance | even / policy | ideal | verified |\n";
+  md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& [key, stats] : groups) {
+    const Variant& variant = variants[key.variant_index];
+    // Runs without a forecast (2D/3D layouts) show "-" rather than NaN.
+    const bool forecast = std::isfinite(stats.predicted_median);
+    md += fmt::format("| {} | {} | {} | {} | {} | {:.3f} ({:.3f}..{:.3f}) | {} | {} | {:.2f} | {:.3f} | {} | {:.2f} | {} |\n",
+                      variant.label, key.n, fmt::format("{} ({})", overlap_name(key.window), key.window),
+                      key.policy.name(), stats.runs.size(),
+                      stats.makespan_median, stats.makespan_min, stats.makespan_max,
+                      forecast ? fmt::format("{:.3f}", stats.predicted_median) : "-",
+                      forecast ? fmt::format("{:.1f}%", stats.error_median * 100.0) : "-", stats.gflops_median, stats.imbalance_median,
+                      ratio_text(even_median(groups, key) / stats.makespan_median), ideal_even_to_balanced(variant.gflops),
+                      stats.all_verified ? "all" : "NOT ALL");
+  }
+  if (study.node_counts.size() > 1) {
+    md += "\n### Scale-out\n\n| nodes | policy | overlap (panels in flight) | makespan s | improvement over " +
+          std::to_string(variants.front().node_count) + " node(s) | ideal |\n|---|---|---|---|---|---|\n";
+    const uint64_t n = *std::max_element(study.sizes.begin(), study.sizes.end());
+    for (uint32_t window : study.windows) {
+      for (const StudyPolicy& policy : study.policies) {
+        auto base = groups.find({0, window, n, policy});
+        for (std::size_t v = 0; v < variants.size(); ++v) {
+          auto here = groups.find({v, window, n, policy});
+          if (base == groups.end() || here == groups.end()) continue;
+          md += fmt::format("| {} | {} | {} | {:.3f} | {:.2f}x | {:.2f}x |\n", variants[v].node_count, policy.name(),
+                            fmt::format("{} ({})", overlap_name(window), window), here->second.makespan_median,
+                            base->second.makespan_median / here->second.makespan_median,
+                            ideal_speedup_over_first(variants[v].gflops));
+        }
+      }
+    }
+  }
+  md += "\n";
+  for (const auto& [file, caption] : plots.files) md += fmt::format("![{}]({})\n\n*{}*\n\n", file, file, caption);
+  for (const std::string& problem : plots.problems) md += "Plot not drawn: " + problem + "\n\n";
+  md += "Files: `results.csv` (one row per run), `nodes.csv` (one row per node and run), `summary.csv` "
+        "(median, min, max per combination), the plots' data (`*.dat`) and gnuplot scripts (`*.gp`).\n";
+  return write_text_file(out_dir + "/report.md", md);
+}
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &utc);
+  return text;
+}
+
+std::string format_duration(double seconds) {
+  const auto total = static_cast<long>(std::lround(seconds));
+  return total >= 60 ? fmt::format("{}m{:02}s", total / 60, total % 60) : fmt::format("{}s", total);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running
+
+bool interrupted(const ExperimentOptions& options) { return options.interrupted && options.interrupted->load(); }
+
+// Brings a variant's cluster up unless it already answers; returns whether we started it.
+Result<bool> ensure_up(const Variant& variant, const LocalClusterOptions& local, std::ostream& progress) {
+  bool all_reachable = true;
+  for (const NodeReachability& node : cluster_status(variant.spec, local)) all_reachable &= node.reachable;
+  if (all_reachable) {
+    progress << fmt::format("using the running cluster '{}'\n", variant.spec.name);
+    return false;
+  }
+  Result<std::vector<NodeLifecycle>> up = local_cluster_up(variant.spec, local);
+  if (!up) return up.status();
+  progress << fmt::format("started cluster '{}' ({})\n", variant.spec.name, variant.label);
+  return true;
+}
+
+}  // namespace
+
+std::string StudyPolicy::name() const {
+  if (layout == partition::Layout::kRows) return std::string(policy_name(policy));
+  return fmt::format("{}/{}", policy_name(policy), partition::layout_name(layout));
+}
+
+Result<StudyPolicy> parse_study_policy(std::string_view text) {
+  const std::size_t slash = text.find('/');
+  StudyPolicy parsed;
+  Result<Policy> policy = parse_policy(text.substr(0, slash));
+  if (!policy) return policy.status();
+  parsed.policy = *policy;
+  if (slash != std::string_view::npos) {
+    Result<partition::Layout> layout = partition::parse_layout(text.substr(slash + 1));
+    if (!layout) return layout.status();
+    parsed.layout = *layout;
+    TESSERA_RETURN_IF_ERROR(check_layout(parsed.policy, parsed.layout).with_context(fmt::format("'{}': ", text)));
+  }
+  return parsed;
+}
+
+Result<Study> load_study(const std::string& path) {
+  if (!fs::exists(path)) return io_error(fmt::format("study file {} not found", path));
+  try {
+    return parse_study(YAML::LoadFile(path), path);
+  } catch (const YAML::Exception& error) {
+    return invalid_config(fmt::format("{}:{}: {}", path, error.mark.line + 1, error.msg));
+  }
+}
+
+Status run_experiment(const Study& study, const ExperimentOptions& options, std::ostream& progress) {
+  progress << std::unitbuf;  // progress lines reach a log file as they happen
+  const std::string out_dir = options.out_dir.empty() ? "experiments/results/" + study.name : options.out_dir;
+  std::error_code error;
+  fs::create_directories(out_dir + "/clusters", error);
+  if (error) return io_error(fmt::format("cannot create {}: {}", out_dir, error.message()));
+  Result<VerifyMode> verify_mode = parse_verify_mode(study.verify);
+  if (!verify_mode) return verify_mode.status();
+  Result<ClusterSpec> base = load_cluster_spec(study.cluster_path);
+  if (!base) return base.status();
+  Result<std::vector<Variant>> variants = make_variants(study, *base, out_dir);
+  if (!variants) return variants.status();
+  for (const Variant& variant : *variants) {
+    if (variant.config_path != base->source_path) TESSERA_RETURN_IF_ERROR(write_cluster_yaml(variant.config_path, variant.spec));
+  }
+
+  const uint32_t repeat = options.repeat.value_or(study.repeat);
+  const std::size_t total = variants->size() * study.sizes.size() * study.windows.size() * study.policies.size() * repeat;
+  LocalClusterOptions local;
+  local.run_dir = options.run_dir;
+  const std::string started_at = utc_now();
+  const auto start = Clock::now();
+  std::vector<RunRecord> records;
+  Status outcome = Status::ok();
+  std::size_t done = 0;
+
+  for (Variant& variant : *variants) {
+    if (interrupted(options)) break;
+    Result<bool> started = ensure_up(variant, local, progress);
+    if (!started) {
+      outcome = started.status();
+      break;
+    }
+    // From here on the cluster is ours to stop, whatever happens.
+    auto stop_if_started = [&] {
+      if (*started) {
+        (void)local_cluster_down(variant.spec, local);
+        progress << fmt::format("stopped cluster '{}'\n", variant.spec.name);
+      }
+    };
+    Result<ClusterSpec> reachable = load_reachable_cluster(variant.config_path, options.run_dir);
+    Result<ClusterConnection> connection =
+        reachable ? ClusterConnection::connect(*reachable) : Result<ClusterConnection>(reachable.status());
+    if (!connection) {
+      outcome = connection.status();
+      stop_if_started();
+      break;
+    }
+    const std::string profile_path = default_profile_path(variant.config_path);
+    std::optional<ClusterProfile> previous;
+    if (Result<ClusterProfile> loaded = load_profile(profile_path)) previous = std::move(*loaded);
+    progress << fmt::format("profiling '{}'\n", variant.spec.name);
+    Result<ClusterProfile> profile = run_profile(*connection, *reachable, previous, ProfileOptions{});
+    if (!profile) {
+      outcome = profile.status();
+      stop_if_started();
+      break;
+    }
+    (void)save_profile(profile_path, *profile);
+    for (const NodeSpec& node : reachable->nodes) variant.gflops.push_back(profile->find(node.name)->gflops);
+    const std::optional<ClusterProfile> known_profile = *profile;
+
+    // A watcher turns an interrupt into a shutdown of the sessions, so a long multiply stops now
+    // rather than at its end.
+    std::atomic<bool> variant_done{false};
+    std::jthread watcher([&] {
+      while (!variant_done.load()) {
+        if (interrupted(options)) {
+          connection->shutdown_all();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+
+    for (uint64_t n : study.sizes) {
+      if (!outcome.is_ok() || interrupted(options)) break;
+      const linalg::Matrix a = linalg::random_matrix(n, n, 1);
+      const linalg::Matrix b = linalg::random_matrix(n, n, 2);
+      for (uint32_t window : study.windows) {
+        for (const StudyPolicy& policy : study.policies) {
+          for (uint32_t repetition = 1; repetition <= repeat && outcome.is_ok() && !interrupted(options); ++repetition) {
+            PlanRequest request;
+            request.m = request.n = request.k = n;
+            request.panels_in_flight = window;
+            request.layout = policy.layout;
+            for (const NodeSpec& node : reachable->nodes) request.node_names.push_back(node.name);
+            std::vector<std::string> warnings;
+            Result<Plan> plan = plan_for_policy(policy.policy, request, {}, *reachable, known_profile, profile_path, warnings);
+            if (!plan) {
+              outcome = plan.status();
+              break;
+            }
+            Result<PlannedRun> run = run_planned(*connection, *reachable, *plan, a, b, known_profile, profile_path,
+                                                 *verify_mode, repetition);
+            if (!run) {
+              outcome = interrupted(options) ? Status(StatusCode::kInternal, "interrupted") : run.status();
+              break;
+            }
+            ++done;
+            RunRecord record{variant.label, variant.spec.name, variant.node_count, variant.sweep_cpu, policy, window,
+                             n, repetition, std::move(run->report)};
+            const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+            progress << fmt::format("[{}/{}] {} n={} {} {} #{}: {:.3f} s ({}){}  ETA {}\n", done,
+                                    total, variant.label, n, window_label(window), policy.name(), repetition,
+                                    record.report.run.makespan_s,
+                                    record.report.prediction
+                                        ? fmt::format("predicted {:.3f} s", record.report.prediction->makespan_s)
+                                        : std::string("no forecast"),
+                                    record.report.verification.passed || *verify_mode == VerifyMode::kNone ? ""
+                                                                                                           : " NOT VERIFIED",
+                                    format_duration(elapsed / static_cast<double>(done) * static_cast<double>(total - done)));
+            records.push_back(std::move(record));
+          }
+        }
+      }
+    }
+    variant_done = true;
+    watcher.join();
+    connection->close();
+    stop_if_started();
+    if (!outcome.is_ok()) break;
+  }
+  if (interrupted(options) && outcome.is_ok()) outcome = Status(StatusCode::kInternal, "interrupted");
+
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const std::map<GroupKey, GroupStats> groups = summarise(records, *variants);
+  TESSERA_RETURN_IF_ERROR(write_results(out_dir, study, records));
+  TESSERA_RETURN_IF_ERROR(write_summary(out_dir, study, *variants, groups));
+  Plots plots;
+  if (!records.empty()) {
+    plot_makespans(out_dir, study, *variants, groups, plots);
+    plot_timeline(out_dir, study, *variants, groups, plots);
+    plot_scaling(out_dir, study, *variants, groups, plots);
+    plot_sweep(out_dir, study, *variants, groups, plots);
+  }
+  TESSERA_RETURN_IF_ERROR(
+      write_report(out_dir, study, options, *variants, groups, plots, started_at, seconds, outcome.is_ok()));
+  progress << fmt::format("{} runs in {}; results in {}/report.md\n", records.size(), format_duration(seconds), out_dir);
+  return outcome;
+}
+
+}  // namespace tessera::balance
