@@ -388,4 +388,14 @@ Status write_npy(const std::string& path, const Matrix& matrix) {
   return Status::ok();
 }
 
+void MutableMatrixView::fill(double value) const {
+  for (std::size_t r = 0; r < rows; ++r) std::fill_n(row(r), cols, value);
+}
+
+Matrix to_matrix(MatrixView view) {
+  Matrix matrix(view.rows, view.cols);
+  for (std::size_t r = 0; r < view.rows; ++r) std::copy_n(view.row(r), view.cols, matrix.row(r));
+  return matrix;
+}
+
 }  // namespace tessera::linalg

@@ -7,15 +7,13 @@
 
 #include <fmt/format.h>
 
-#include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/study/experiment.hpp"
 #include "tessera/balance/model/model.hpp"
-#include "tessera/balance/run/multiply.hpp"
-#include "tessera/balance/session/multiply_session.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/report/report.hpp"
 #include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/session/session.hpp"
+#include "tessera/balance/study/experiment.hpp"
 
 namespace tessera::balance {
 
@@ -50,12 +48,6 @@ ProfileProgress progress_printer(std::ostream& err) {
       err << "\r\033[K" << fmt::format("  {:<12} measuring {} ...", node, what) << std::flush;
     }
   };
-}
-
-Result<ClusterProfile> measure_profile(const ClusterSpec& cluster, ClusterConnection& connection,
-                                       const std::optional<ClusterProfile>& previous, const ProfileOptions& options,
-                                       std::ostream& err, std::vector<std::string>* measured = nullptr) {
-  return run_profile(connection, cluster, previous, options, progress_printer(err), measured);
 }
 
 struct Inputs {
@@ -183,15 +175,16 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
                                                     command.config_path, names)));
     }
   }
-  const std::string path = command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
-  std::optional<ClusterProfile> previous;
-  if (Result<ClusterProfile> loaded = load_profile(path)) {
-    previous = std::move(*loaded);
-  } else if (loaded.status().code() != StatusCode::kNotFound) {
-    err << "tessera: ignoring the saved profile: " << loaded.status().message() << "\n";
+  SessionOptions session_options;
+  session_options.profile_path = command.profile_path;
+  session_options.damaged_profile_is_error = false;
+  const std::size_t node_count = cluster->nodes.size();
+  const std::string cluster_name = cluster->name;
+  Result<Session> session = Session::open(std::move(*cluster), session_options);
+  if (!session) return fail(err, session.status());
+  if (std::optional<Status> problem = session->ignored_profile_problem()) {
+    err << "tessera: ignoring the saved profile: " << problem->message() << "\n";
   }
-  Result<ClusterConnection> connection = ClusterConnection::connect(*cluster);
-  if (!connection) return fail(err, connection.status());
 
   ProfileOptions options;
   options.quick = command.quick;
@@ -199,15 +192,14 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
   options.only_nodes = command.nodes;
   options.reference_size = command.reference_size;
   options.window_seconds = command.window_seconds;
-  err << fmt::format("profiling {} nodes of '{}' one at a time{}\n", cluster->nodes.size(), cluster->name,
+  err << fmt::format("profiling {} nodes of '{}' one at a time{}\n", node_count, cluster_name,
                      command.quick ? " (quick)" : "");
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> measured;
-  Result<ClusterProfile> profile = measure_profile(*cluster, *connection, previous, options, err, &measured);
+  Result<ClusterProfile> profile = session->measure_profile(options, progress_printer(err), &measured);
   if (!profile) return fail(err, profile.status());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (Status saved = save_profile(path, *profile); !saved) return fail(err, saved);
-  print_profile(out, *profile, path);
+  print_profile(out, *profile, session->profile_path());
   out << fmt::format("measured {} of {} nodes in {:.1f} s{}\n", measured.size(), profile->nodes.size(), seconds,
                      measured.size() < profile->nodes.size() ? " (the others reused; --refresh re-measures all)" : "");
   return kExitOk;
@@ -233,101 +225,93 @@ int command_model(const ModelCommand& command, std::ostream& out, std::ostream& 
   if (!model) return fail(err, model.status());
   Result<uint64_t> n = dimension(command.n ? command.n : command.m, "--n");
   if (!n) return fail(err, n.status());
-  PlanRequest request;
-  request.n = *n;
-  request.m = command.m.value_or(*n);
-  request.k = command.k.value_or(*n);
-  request.panel_width = command.panel_width;
-  request.panels_in_flight = command.panels_in_flight;
-  for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
+  const uint64_t m = command.m.value_or(*n);
+  const uint64_t k = command.k.value_or(*n);
+  MultiplyOptions options;
+  options.panel_width = command.panel_width;
+  options.panels_in_flight = command.panels_in_flight;
   out << fmt::format("model of '{}' from {} (measured {})\n", cluster->name, path, profile->measured_at);
   for (Policy policy : {Policy::kEven, Policy::kProportional, Policy::kModel}) {
-    std::vector<std::string> warnings;
-    Result<Plan> plan = plan_for_policy(policy, request, {}, *cluster, *profile, path, warnings);
-    for (const std::string& warning : warnings) err << "warning: " << warning << "\n";
-    if (!plan) return fail(err, plan.status());
-    const Prediction prediction = predict(*model, *plan);
-    out << "\n" << plan->to_string();
-    for (std::size_t i = 0; i < plan->shares.size(); ++i) {
-      out << fmt::format("  {:<16} predicted finish {:.3f} s\n", plan->shares[i].node_name, prediction.finish_s[i]);
+    options.policy = default_choice(policy);
+    Result<PlannedMultiply> planned = plan_policy(*cluster, *profile, path, m, *n, k, options);
+    if (!planned) return fail(err, planned.status());
+    for (const std::string& warning : planned->warnings) err << "warning: " << warning << "\n";
+    const Plan& plan = planned->plan;
+    const Prediction prediction = predict(*model, plan);
+    out << "\n" << plan.to_string();
+    for (std::size_t i = 0; i < plan.shares.size(); ++i) {
+      out << fmt::format("  {:<16} predicted finish {:.3f} s\n", plan.shares[i].node_name, prediction.finish_s[i]);
     }
     out << fmt::format("  predicted makespan {:.3f} s\n", prediction.makespan_s);
   }
   return kExitOk;
 }
 
+namespace {
+
+// The flags of `tessera multiply` as the facade's options; fails naming the flag.
+Result<MultiplyOptions> multiply_options(const MultiplyCommand& command, std::size_t node_count,
+                                         const std::string& config_path) {
+  Result<Policy> policy = parse_policy(command.policy);
+  if (!policy) return policy.status();
+  Result<VerifyMode> verify_mode = parse_verify_mode(command.verify);
+  if (!verify_mode) return verify_mode.status();
+  if (*policy != Policy::kProportional && !command.weights.empty()) {
+    return invalid_argument("--weights applies to --policy proportional only");
+  }
+  if (!command.weights.empty() && command.weights.size() != node_count) {
+    return invalid_argument(fmt::format("--weights has {} values for {} nodes ({}); give one per node",
+                                        command.weights.size(), node_count, config_path));
+  }
+  if (command.overlap != "on" && command.overlap != "off") {
+    return invalid_argument(fmt::format("unknown --overlap '{}'; use on or off", command.overlap));
+  }
+  Result<partition::Layout> layout = partition::parse_layout(command.layout);
+  if (!layout) return layout.status();
+  TESSERA_RETURN_IF_ERROR(check_layout(*policy, *layout));
+  if (command.refill_threshold == 0 || command.refill_threshold > command.panels_in_flight) {
+    return invalid_argument(fmt::format("--refill {} must be between 1 and --panels-in-flight {}",
+                                        command.refill_threshold, command.panels_in_flight));
+  }
+  MultiplyOptions options;
+  options.policy = default_choice(*policy);
+  if (auto* proportional = std::get_if<ProportionalPolicy>(&options.policy)) proportional->weights = command.weights;
+  if (auto* dynamic = std::get_if<DynamicPolicy>(&options.policy)) dynamic->tile_rows = command.tile_rows;
+  options.layout = *layout;
+  options.panel_width = command.panel_width;
+  options.panels_in_flight = command.overlap == "off" ? 1 : command.panels_in_flight;
+  options.refill_threshold = command.overlap == "off" ? 1 : command.refill_threshold;
+  options.verify = *verify_mode;
+  options.verify_seed = command.seed;
+  return options;
+}
+
+}  // namespace
+
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err) {
   Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return fail(err, cluster.status());
-  Result<Policy> policy = parse_policy(command.policy);
-  if (!policy) return fail(err, policy.status());
-  Result<VerifyMode> verify_mode = parse_verify_mode(command.verify);
-  if (!verify_mode) return fail(err, verify_mode.status());
-  if (*policy != Policy::kProportional && !command.weights.empty()) {
-    return fail(err, invalid_argument("--weights applies to --policy proportional only"));
-  }
-  if (!command.weights.empty() && command.weights.size() != cluster->nodes.size()) {
-    return fail(err, invalid_argument(fmt::format("--weights has {} values for {} nodes ({}); give one per node",
-                                                  command.weights.size(), cluster->nodes.size(), cluster->source_path)));
-  }
-  if (command.overlap != "on" && command.overlap != "off") {
-    return fail(err, invalid_argument(fmt::format("unknown --overlap '{}'; use on or off", command.overlap)));
-  }
-  Result<partition::Layout> layout = partition::parse_layout(command.layout);
-  if (!layout) return fail(err, layout.status());
-  if (Status usable = check_layout(*policy, *layout); !usable) return fail(err, usable);
-  if (command.refill_threshold == 0 || command.refill_threshold > command.panels_in_flight) {
-    return fail(err, invalid_argument(fmt::format("--refill {} must be between 1 and --panels-in-flight {}",
-                                                  command.refill_threshold, command.panels_in_flight)));
-  }
+  Result<MultiplyOptions> options = multiply_options(command, cluster->nodes.size(), cluster->source_path);
+  if (!options) return fail(err, options.status());
   Result<Inputs> inputs = prepare_inputs(command);
   if (!inputs) return fail(err, inputs.status());
 
-  Result<ClusterConnection> connection = ClusterConnection::connect(*cluster);
-  if (!connection) return fail(err, connection.status());
+  SessionOptions session_options;
+  session_options.profile_path = command.profile_path;
+  Result<Session> session = Session::open(std::move(*cluster), session_options);
+  if (!session) return fail(err, session.status());
 
-  // The profile gives the proportional weights and the model that predicts every run.
-  const std::string profile_path =
-      command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
-  std::optional<ClusterProfile> profile;
-  if (Result<ClusterProfile> loaded = load_profile(profile_path)) {
-    profile = std::move(*loaded);
-  } else if (loaded.status().code() != StatusCode::kNotFound) {
-    return fail(err, loaded.status());
-  }
-  const bool profile_needed = *policy == Policy::kModel || (*policy == Policy::kProportional && command.weights.empty());
-  if (!profile && profile_needed) {
-    err << fmt::format("no profile at {}; measuring a quick one now (tessera profile --quick)\n", profile_path);
-    ProfileOptions quick;
-    quick.quick = true;
-    Result<ClusterProfile> measured = measure_profile(*cluster, *connection, std::nullopt, quick, err);
-    if (!measured) return fail(err, measured.status());
-    if (Status saved = save_profile(profile_path, *measured); !saved) return fail(err, saved);
-    profile = std::move(*measured);
-  }
-
-  PlanRequest request;
-  request.m = inputs->a.rows;
-  request.k = inputs->a.cols;
-  request.n = inputs->b.cols;
-  request.panel_width = command.panel_width;
-  request.panels_in_flight = command.overlap == "off" ? 1 : command.panels_in_flight;
-  request.refill_threshold = command.overlap == "off" ? 1 : command.refill_threshold;
-  request.layout = *layout;
-  request.tile_rows = command.tile_rows;
-  for (const NodeSpec& node : cluster->nodes) request.node_names.push_back(node.name);
-  std::vector<std::string> warnings;
-  Result<Plan> plan = plan_for_policy(*policy, request, command.weights, *cluster, profile, profile_path, warnings);
-  for (const std::string& warning : warnings) err << "warning: " << warning << "\n";
-  if (!plan) return fail(err, plan.status());
-  if (command.show_plan) out << plan->to_string() << "\n";
-
-  Result<PlannedRun> outcome =
-      run_planned(*connection, *cluster, *plan, inputs->a, inputs->b, profile, profile_path, *verify_mode, command.seed);
+  const Inputs& in = *inputs;
+  linalg::Matrix c(in.a.rows, in.b.cols);
+  RunControl control;
+  control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };
+  control.on_profile_progress = progress_printer(err);
+  Result<MultiplyOutcome> outcome = session->multiply(in.a, in.b, c, *options, control);
   if (!outcome) return fail(err, outcome.status());
-  connection->close();
+  session->close();
+  for (const std::string& warning : outcome->warnings) err << "warning: " << warning << "\n";
   const MultiplyReport& report = outcome->report;
-  const linalg::Matrix& c = outcome->c;
+  if (command.show_plan) out << report.plan.to_string() << "\n";
   out << format_report_table(report);
 
   if (!command.report_path.empty()) {
@@ -338,7 +322,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
     if (Status written = linalg::write_npy(command.out_path, c); !written) return fail(err, written);
     out << "C written to " << command.out_path << "\n";
   }
-  if (*verify_mode != VerifyMode::kNone && !report.verification.passed) {
+  if (options->verify != VerifyMode::kNone && !report.verification.passed) {
     err << "tessera: verification FAILED: " << report.verification.detail << "\n";
     return kExitVerificationFailed;
   }

@@ -13,6 +13,9 @@
 
 #include <fmt/format.h>
 
+#include "tessera/balance/run/tile_board.hpp"
+#include "tessera/balance/run/work.hpp"
+
 namespace tessera::balance {
 
 namespace {
@@ -21,294 +24,18 @@ using Clock = std::chrono::steady_clock;
 namespace tp = tessera::transport;
 using partition::Block;
 
-// Tile ids on the worker: B pieces from kFirstPieceId, then A of tile t and its C above
-// kTileIdBase (kept apart from the profiler's ids).
-constexpr uint32_t kFirstPieceId = 16;
-constexpr uint32_t kTileIdBase = 0x100000;
 constexpr std::size_t kTilesInFlight = 2;  // the next tile's A travels while the current one computes
-
-uint32_t a_tile_id(uint64_t tile) { return static_cast<uint32_t>(kTileIdBase + 2 * tile); }
-uint32_t c_tile_id(uint64_t tile) { return static_cast<uint32_t>(kTileIdBase + 2 * tile + 1); }
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
-
-// A slab of B: rows [k_begin, k_begin + depth) of one panel, columns [col_begin, col_begin + cols).
-// Encoded once and written to every node that needs it from the same bytes; full-width pieces
-// point into B itself, narrower ones into one packed copy made up front.
-struct BPiece {
-  uint64_t k_begin = 0, depth = 0, col_begin = 0, cols = 0;
-  std::array<std::byte, tp::kHeaderSize> header{};
-  std::array<std::byte, tp::kTilePrefixSize> prefix{};
-  std::vector<double> packed;
-  const double* data = nullptr;
-  std::size_t bytes() const { return depth * cols * sizeof(double); }
-};
-
-// One unit of work: a box of the m x n x k space, C[box rows, box cols] += A[rows, ks] * B[ks, cols].
-struct WorkTile {
-  Block block;
-  int assigned = -1;                // static plans: the node it belongs to; -1: whoever asks
-  bool delta = false;               // covers part of k: the result is a partial sum added into C
-  std::vector<double> a_packed;     // A[rows, ks] when the box covers part of k; else sent from A
-  std::vector<std::size_t> pieces;  // the B pieces it reads, in k order (one job each)
-  // Static plans: a spare row piece of that tile, dormant unless the tile's node is lost.
-  std::optional<std::size_t> parent;
-};
-
-struct Work {
-  std::vector<WorkTile> tiles;
-  std::vector<BPiece> pieces;
-  bool keep_pieces = false;  // dynamic: a node keeps B's pieces for the tiles it pulls later
-  bool speculate = false;    // dynamic: idle nodes copy running tiles near the end
-};
-
-// Small tiles first (every node starts at once) and last (a short tail), full tiles between.
-std::vector<Block> cut_row_tiles(const Plan& plan, std::size_t nodes) {
-  const uint64_t m = plan.m;
-  const uint64_t small = std::max<uint64_t>(1, plan.tile_rows / 4);
-  std::vector<Block> tiles;
-  uint64_t row = 0;
-  auto add = [&](uint64_t size) {
-    size = std::min(size, m - row);
-    if (size > 0) tiles.push_back(Block{row, size, 0, plan.n, 0, plan.k});
-    row += size;
-  };
-  for (std::size_t i = 0; i < nodes; ++i) add(small);
-  const uint64_t tail = std::min<uint64_t>(nodes * small, m - row);
-  while (m - row > tail) add(std::min(plan.tile_rows, m - row - tail));
-  while (row < m) add(small);
-  return tiles;
-}
-
-// The tiles of a plan and the B pieces they read. k is cut at the plan's panel boundaries, so
-// boxes that split k anywhere still share whole pieces with their neighbours where they can.
-Result<Work> build_work(const Plan& plan, const linalg::Matrix& a, const linalg::Matrix& b) {
-  Work work;
-  const std::size_t nodes = plan.shares.size();
-  if (plan.policy == Policy::kDynamic) {
-    work.keep_pieces = true;
-    work.speculate = true;
-    for (const Block& block : cut_row_tiles(plan, nodes)) work.tiles.push_back({block, -1, false, {}, {}, {}});
-  } else {
-    for (std::size_t i = 0; i < nodes; ++i) {
-      for (const Block& block : plan.blocks_of(i)) {
-        work.tiles.push_back({block, static_cast<int>(i), block.depth != plan.k, {}, {}, {}});
-      }
-    }
-    partition::NodeBlocks boxes(nodes);
-    for (std::size_t i = 0; i < nodes; ++i) boxes[i] = plan.blocks_of(i);
-    if (Status cover = partition::check_cover(boxes, plan.m, plan.n, plan.k); !cover.is_ok()) {
-      return cover.with_context("the plan does not cover C exactly once: ");
-    }
-    // Spare row pieces of every tile, one per other node: if the tile's node is lost, the
-    // survivors share its work instead of one of them taking it whole.
-    const std::size_t planned = work.tiles.size();
-    for (std::size_t t = 0; t < planned; ++t) {
-      const Block block = work.tiles[t].block;
-      const uint64_t count = std::min<uint64_t>(nodes - 1, block.rows);
-      for (uint64_t p = 0; count >= 2 && p < count; ++p) {
-        Block piece = block;
-        piece.row_begin = block.row_begin + block.rows * p / count;
-        piece.rows = block.row_begin + block.rows * (p + 1) / count - piece.row_begin;
-        work.tiles.push_back({piece, -1, work.tiles[t].delta, {}, {}, t});
-      }
-    }
-  }
-
-  std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, std::size_t> piece_index;
-  for (WorkTile& tile : work.tiles) {
-    const Block& box = tile.block;
-    if (tile.delta && !tile.parent) {  // spare pieces send rows of their parent's packed A
-      tile.a_packed.resize(box.rows * box.depth);
-      for (uint64_t r = 0; r < box.rows; ++r) {
-        std::copy_n(a.row(box.row_begin + r) + box.k_begin, box.depth, tile.a_packed.data() + r * box.depth);
-      }
-    }
-    for (uint64_t k = box.k_begin; k < box.k_begin + box.depth;) {
-      const uint64_t panel_end = (k / plan.panel_width + 1) * plan.panel_width;
-      const uint64_t end = std::min(panel_end, box.k_begin + box.depth);
-      const auto key = std::make_tuple(k, end - k, box.col_begin, box.cols);
-      auto [it, inserted] = piece_index.emplace(key, work.pieces.size());
-      if (inserted) work.pieces.push_back(BPiece{k, end - k, box.col_begin, box.cols, {}, {}, {}, nullptr});
-      tile.pieces.push_back(it->second);
-      k = end;
-    }
-  }
-  if (work.pieces.size() >= kTileIdBase - kFirstPieceId || work.tiles.size() >= (UINT32_MAX - kTileIdBase) / 2) {
-    return invalid_argument(fmt::format("the plan needs {} pieces of B and {} tiles; use wider panels or fewer tiles",
-                                        work.pieces.size(), work.tiles.size()));
-  }
-  for (std::size_t p = 0; p < work.pieces.size(); ++p) {
-    BPiece& piece = work.pieces[p];
-    if (piece.cols == plan.n) {
-      piece.data = b.row(piece.k_begin);
-    } else {
-      piece.packed.resize(piece.depth * piece.cols);
-      for (uint64_t r = 0; r < piece.depth; ++r) {
-        std::copy_n(b.row(piece.k_begin + r) + piece.col_begin, piece.cols, piece.packed.data() + r * piece.cols);
-      }
-      piece.data = piece.packed.data();
-    }
-    const tp::TilePrefix prefix{static_cast<uint32_t>(kFirstPieceId + p), static_cast<uint32_t>(piece.depth),
-                                static_cast<uint32_t>(piece.cols)};
-    tp::FrameHeader header;
-    header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-    header.payload_length = tp::store_payload_bytes(prefix);
-    piece.header = tp::encode_header(header);
-    piece.prefix = tp::encode_store_prefix(prefix);
-  }
-  return work;
-}
-
-// Who holds which tile. Thread-safe. Node threads block in take() while there is nothing to do
-// but tiles still run elsewhere (one may come back if its node dies).
-class TileBoard {
- public:
-  TileBoard(const Work& work) : speculate_(work.speculate), entries_(work.tiles.size()) {
-    for (std::size_t t = 0; t < entries_.size(); ++t) {
-      entries_[t].assigned = work.tiles[t].assigned;
-      if (const std::optional<std::size_t> parent = work.tiles[t].parent) {
-        entries_[t].state = State::kSpare;
-        entries_[*parent].spares.push_back(t);
-      } else {
-        ++remaining_;
-      }
-    }
-  }
-
-  // The node's own pending tile, else an unassigned one (dynamic tiles, or a lost node's), else
-  // (dynamic only) a copy of the running tile handed out longest ago: one copy per tile, never
-  // to its owner. Empty when every tile is done or the run is aborted. With wait, blocks while
-  // there is nothing to take but tiles still run.
-  std::optional<uint64_t> take(int node, bool wait, bool& is_copy) {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      if (remaining_ == 0 || aborted_) return std::nullopt;
-      if (std::optional<uint64_t> tile = pick_locked(node, is_copy)) return tile;
-      if (!wait) return std::nullopt;
-      changed_.wait(lock);
-    }
-  }
-
-  // True when this result is the first for the tile (it goes into C).
-  bool finish(uint64_t tile, int node) {
-    std::lock_guard lock(mutex_);
-    Entry& entry = entries_[tile];
-    if (entry.state != State::kRunning) return false;  // a copy's original won, or the tile was split
-    entry.state = State::kDone;
-    if (entry.copy_owner == node) ++copy_wins_;
-    --remaining_;
-    changed_.notify_all();
-    return true;
-  }
-
-  bool all_done() const {
-    std::lock_guard lock(mutex_);
-    return remaining_ == 0 || aborted_;
-  }
-
-  // A node failed: each of its running tiles passes to the node holding a copy, if any; the rest
-  // of its tiles, running or not yet started, go to whoever asks next (listed in `reissued`),
-  // as their spare row pieces where they have them, so the survivors share them.
-  void node_lost(int node, std::vector<uint64_t>& reissued) {
-    std::lock_guard lock(mutex_);
-    for (uint64_t t = 0; t < entries_.size(); ++t) {
-      Entry& entry = entries_[t];
-      if (entry.state != State::kPending && entry.state != State::kRunning) continue;
-      if (entry.copy_owner == node) entry.copy_owner = -1;
-      if (entry.state == State::kRunning && entry.owner == node && entry.copy_owner >= 0) {
-        entry.owner = entry.copy_owner;
-        entry.copy_owner = -1;
-        continue;
-      }
-      const bool ours = entry.state == State::kRunning ? entry.owner == node : entry.assigned == node;
-      if (!ours) continue;
-      reissued.push_back(t);
-      if (!entry.spares.empty()) {
-        entry.state = State::kSplit;
-        for (std::size_t spare : entry.spares) entries_[spare].state = State::kPending;
-        remaining_ += entry.spares.size() - 1;
-        continue;
-      }
-      entry.state = State::kPending;
-      entry.owner = -1;
-      entry.assigned = -1;
-    }
-    changed_.notify_all();
-  }
-
-  void abort() {
-    std::lock_guard lock(mutex_);
-    aborted_ = true;
-    changed_.notify_all();
-  }
-
-  uint64_t copies() const {
-    std::lock_guard lock(mutex_);
-    return copies_;
-  }
-  uint64_t copy_wins() const {
-    std::lock_guard lock(mutex_);
-    return copy_wins_;
-  }
-
- private:
-  std::optional<uint64_t> pick_locked(int node, bool& is_copy) {
-    is_copy = false;
-    for (int wanted : {node, -1}) {
-      for (uint64_t t = 0; t < entries_.size(); ++t) {
-        Entry& entry = entries_[t];
-        if (entry.state != State::kPending || entry.assigned != wanted) continue;
-        entry.state = State::kRunning;
-        entry.owner = node;
-        entry.handed_out = Clock::now();
-        return t;
-      }
-    }
-    if (!speculate_) return std::nullopt;
-    std::optional<uint64_t> oldest;
-    for (uint64_t t = 0; t < entries_.size(); ++t) {
-      const Entry& entry = entries_[t];
-      if (entry.state == State::kRunning && entry.copy_owner < 0 && entry.owner != node &&
-          (!oldest || entry.handed_out < entries_[*oldest].handed_out)) {
-        oldest = t;
-      }
-    }
-    if (!oldest) return std::nullopt;
-    entries_[*oldest].copy_owner = node;
-    ++copies_;
-    is_copy = true;
-    return oldest;
-  }
-
-  // kSpare: a spare row piece not (yet) needed; kSplit: a lost node's tile replaced by its spares.
-  enum class State { kPending, kRunning, kDone, kSpare, kSplit };
-  struct Entry {
-    State state = State::kPending;
-    std::vector<std::size_t> spares;
-    int assigned = -1;
-    int owner = -1;
-    int copy_owner = -1;
-    Clock::time_point handed_out;
-  };
-  const bool speculate_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<Entry> entries_;
-  std::size_t remaining_ = 0;  // tiles whose result is still needed
-  bool aborted_ = false;
-  uint64_t copies_ = 0;
-  uint64_t copy_wins_ = 0;
-};
 
 // Where finished tiles go. Whole-k tiles own their cells of C and are written without a lock;
 // partial sums of boxes that split k are added under one lock (the adds are memory-bound and
 // short next to the network time that produced them).
 class Output {
  public:
-  Output(linalg::Matrix& c) : c_(c) {}
+  explicit Output(linalg::MutableMatrixView c) : c_(c) {}
   // REQUIRES: data holds block.rows x block.cols values, row-major.
   void add_delta(const Block& block, std::span<const double> data) {
     std::lock_guard lock(mutex_);
@@ -323,10 +50,11 @@ class Output {
       std::copy_n(data.data() + r * block.cols, block.cols, c_.row(block.row_begin + r) + block.col_begin);
     }
   }
-  linalg::Matrix& c() { return c_; }
+  bool contiguous() const { return c_.contiguous(); }
+  double* row(uint64_t r) const { return c_.row(r); }
 
  private:
-  linalg::Matrix& c_;
+  linalg::MutableMatrixView c_;
   std::mutex mutex_;
 };
 
@@ -335,7 +63,7 @@ class Output {
 // CREDITs and RESULTs as they come.
 class TileStreamer {
  public:
-  TileStreamer(int index, NodeLink& link, const Plan& plan, const Work& work, TileBoard& board, const linalg::Matrix& a,
+  TileStreamer(int index, NodeLink& link, const Plan& plan, const Work& work, TileBoard& board, linalg::MatrixView a,
                Output& output, Clock::time_point start, const MultiplyHooks& hooks)
       : index_(index), connection_(*link.connection), plan_(plan), work_(work), board_(board), a_(a),
         output_(output), start_(start), hooks_(hooks), credits_(plan.panels_in_flight) {}
@@ -473,10 +201,10 @@ class TileStreamer {
     const Block& box = tile.block;
     const bool first = board_.finish(tile_index, index_);
     const std::size_t values = box.rows * box.cols;
-    if (first && !tile.delta && box.cols == plan_.n) {
+    if (first && !tile.delta && box.cols == plan_.n && output_.contiguous()) {
       // Whole rows of C: read straight into place.
       TESSERA_RETURN_IF_ERROR(connection_.read_exact(std::span<std::byte>(
-          reinterpret_cast<std::byte*>(output_.c().row(box.row_begin)), values * sizeof(double))));
+          reinterpret_cast<std::byte*>(output_.row(box.row_begin)), values * sizeof(double))));
     } else {
       scratch_.resize(values);
       TESSERA_RETURN_IF_ERROR(
@@ -567,7 +295,7 @@ class TileStreamer {
   const Plan& plan_;
   const Work& work_;
   TileBoard& board_;
-  const linalg::Matrix& a_;
+  linalg::MatrixView a_;
   Output& output_;
   Clock::time_point start_;
   const MultiplyHooks& hooks_;
@@ -584,13 +312,17 @@ class TileStreamer {
   double comm_seconds_ = 0.0;
 };
 
-Status check_inputs(const ClusterConnection& cluster, const Plan& plan, const linalg::Matrix& a, const linalg::Matrix& b) {
+Status check_inputs(const ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+                    linalg::MutableMatrixView c) {
   if (a.rows != plan.m || a.cols != plan.k) {
     return invalid_argument(fmt::format("A is {}x{} but the plan needs {}x{}", a.rows, a.cols, plan.m, plan.k));
   }
   if (b.rows != plan.k || b.cols != plan.n) {
     return invalid_argument(fmt::format("B is {}x{} but the plan needs {}x{} (A's columns must equal B's rows)",
                                         b.rows, b.cols, plan.k, plan.n));
+  }
+  if (c.rows != plan.m || c.cols != plan.n) {
+    return invalid_argument(fmt::format("C is {}x{} but the product is {}x{}", c.rows, c.cols, plan.m, plan.n));
   }
   if (plan.shares.size() != cluster.links().size()) {
     return invalid_argument(fmt::format("the plan has {} nodes, the cluster {}", plan.shares.size(),
@@ -671,14 +403,30 @@ std::optional<double> MultiplyRun::worker_comm_share() const {
   return io / total;
 }
 
-Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, const linalg::Matrix& a, const linalg::Matrix& b,
+Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                  linalg::Matrix& c, const MultiplyHooks& hooks) {
-  TESSERA_RETURN_IF_ERROR(check_inputs(cluster, plan, a, b));
+  if (c.rows != plan.m || c.cols != plan.n) c = linalg::Matrix(plan.m, plan.n);
+  return run_multiply(cluster, plan, a, b, linalg::MutableMatrixView(c), hooks);
+}
+
+Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+                                 linalg::MutableMatrixView c, const MultiplyHooks& hooks) {
+  TESSERA_RETURN_IF_ERROR(check_inputs(cluster, plan, a, b, c));
+  // The driver writes A's and B's rows straight from memory, which needs them contiguous.
+  linalg::Matrix packed_a, packed_b;
+  if (!a.contiguous()) {
+    packed_a = linalg::to_matrix(a);
+    a = packed_a;
+  }
+  if (!b.contiguous()) {
+    packed_b = linalg::to_matrix(b);
+    b = packed_b;
+  }
   Result<Work> work = build_work(plan, a, b);
   if (!work) return work.status();
   TESSERA_RETURN_IF_ERROR(check_memory(cluster, plan, *work));
   const bool has_deltas = std::any_of(work->tiles.begin(), work->tiles.end(), [](const WorkTile& t) { return t.delta; });
-  if (c.rows != plan.m || c.cols != plan.n || has_deltas) c = linalg::Matrix(plan.m, plan.n);
+  if (has_deltas) c.fill(0.0);  // partial sums are added into C
 
   TileBoard board(*work);
   Output output(c);

@@ -25,8 +25,8 @@ std::vector<double> random_vector(std::size_t size, std::mt19937_64& rng) {
   return x;
 }
 
-linalg::Matrix absolute(const linalg::Matrix& m) {
-  linalg::Matrix result = m;
+linalg::Matrix absolute(linalg::MatrixView m) {
+  linalg::Matrix result = linalg::to_matrix(m);
   for (double& value : result.values) value = std::fabs(value);
   return result;
 }
@@ -73,7 +73,7 @@ Result<VerifyMode> parse_verify_mode(std::string_view name) {
   return invalid_argument(fmt::format("unknown verification '{}'; use one of: freivalds, exact, none", name));
 }
 
-Verification verify_product(const linalg::Matrix& a, const linalg::Matrix& b, const linalg::Matrix& c, VerifyMode mode, uint64_t seed,
+Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::MatrixView c, VerifyMode mode, uint64_t seed,
                             int freivalds_rounds) {
   const auto start = std::chrono::steady_clock::now();
   Verification result;
@@ -88,7 +88,7 @@ Verification verify_product(const linalg::Matrix& a, const linalg::Matrix& b, co
   }
   if (mode == VerifyMode::kExact) {
     linalg::Matrix reference(m, n);
-    linalg::gemm(m, n, k, 1.0, a.values.data(), k, b.values.data(), n, 0.0, reference.values.data(), n);
+    linalg::gemm(m, n, k, 1.0, a.data, a.ld, b.data, b.ld, 0.0, reference.values.data(), n);
     const linalg::Matrix abs_a = absolute(a), abs_b = absolute(b);
     linalg::Matrix magnitude(m, n);
     linalg::gemm(m, n, k, 1.0, abs_a.values.data(), k, abs_b.values.data(), n, 0.0, magnitude.values.data(), n);
@@ -105,9 +105,9 @@ Verification verify_product(const linalg::Matrix& a, const linalg::Matrix& b, co
       const std::vector<double> x = random_vector(n, rng);
       std::vector<double> abs_x(n), bx(k), abx(m), cx(m), abs_bx(k), bound(m);
       for (std::size_t j = 0; j < n; ++j) abs_x[j] = std::fabs(x[j]);
-      linalg::gemv(k, n, b.values.data(), n, x.data(), bx.data());
-      linalg::gemv(m, k, a.values.data(), k, bx.data(), abx.data());
-      linalg::gemv(m, n, c.values.data(), n, x.data(), cx.data());
+      linalg::gemv(k, n, b.data, b.ld, x.data(), bx.data());
+      linalg::gemv(m, k, a.data, a.ld, bx.data(), abx.data());
+      linalg::gemv(m, n, c.data, c.ld, x.data(), cx.data());
       linalg::gemv(k, n, abs_b.values.data(), n, abs_x.data(), abs_bx.data());
       linalg::gemv(m, k, abs_a.values.data(), k, abs_bx.data(), bound.data());
       // The bound covers both the rounding in C (length k) and in Cx / A(Bx) (length n, k).

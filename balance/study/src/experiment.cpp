@@ -19,10 +19,9 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/linalg/matrix.hpp"
-#include "tessera/balance/session/multiply_session.hpp"
+#include "tessera/balance/session/session.hpp"
 #include "tessera/balance/profile/profile.hpp"
 
 namespace tessera::balance {
@@ -868,60 +867,41 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
       }
     };
     Result<ClusterSpec> reachable = load_reachable_cluster(variant.config_path, options.run_dir);
-    Result<ClusterConnection> connection =
-        reachable ? ClusterConnection::connect(*reachable) : Result<ClusterConnection>(reachable.status());
-    if (!connection) {
-      outcome = connection.status();
+    SessionOptions session_options;
+    session_options.damaged_profile_is_error = false;  // a study re-measures what it cannot reuse
+    Result<Session> session =
+        reachable ? Session::open(*reachable, session_options) : Result<Session>(reachable.status());
+    if (!session) {
+      outcome = session.status();
       stop_if_started();
       break;
     }
-    const std::string profile_path = default_profile_path(variant.config_path);
-    std::optional<ClusterProfile> previous;
-    if (Result<ClusterProfile> loaded = load_profile(profile_path)) previous = std::move(*loaded);
     progress << fmt::format("profiling '{}'\n", variant.spec.name);
-    Result<ClusterProfile> profile = run_profile(*connection, *reachable, previous, ProfileOptions{});
+    Result<ClusterProfile> profile = session->measure_profile(ProfileOptions{});
     if (!profile) {
       outcome = profile.status();
       stop_if_started();
       break;
     }
-    (void)save_profile(profile_path, *profile);
     for (const NodeSpec& node : reachable->nodes) variant.gflops.push_back(profile->find(node.name)->gflops);
-    const std::optional<ClusterProfile> known_profile = *profile;
 
-    // A watcher turns an interrupt into a shutdown of the sessions, so a long multiply stops now
-    // rather than at its end.
-    std::atomic<bool> variant_done{false};
-    std::jthread watcher([&] {
-      while (!variant_done.load()) {
-        if (interrupted(options)) {
-          connection->shutdown_all();
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    });
-
+    RunControl control;
+    control.cancel = options.interrupted;
     for (uint64_t n : study.sizes) {
       if (!outcome.is_ok() || interrupted(options)) break;
       const linalg::Matrix a = linalg::random_matrix(n, n, 1);
       const linalg::Matrix b = linalg::random_matrix(n, n, 2);
+      linalg::Matrix c(n, n);
       for (uint32_t window : study.windows) {
         for (const StudyPolicy& policy : study.policies) {
           for (uint32_t repetition = 1; repetition <= repeat && outcome.is_ok() && !interrupted(options); ++repetition) {
-            PlanRequest request;
-            request.m = request.n = request.k = n;
-            request.panels_in_flight = window;
-            request.layout = policy.layout;
-            for (const NodeSpec& node : reachable->nodes) request.node_names.push_back(node.name);
-            std::vector<std::string> warnings;
-            Result<Plan> plan = plan_for_policy(policy.policy, request, {}, *reachable, known_profile, profile_path, warnings);
-            if (!plan) {
-              outcome = plan.status();
-              break;
-            }
-            Result<PlannedRun> run = run_planned(*connection, *reachable, *plan, a, b, known_profile, profile_path,
-                                                 *verify_mode, repetition);
+            MultiplyOptions multiply;
+            multiply.policy = default_choice(policy.policy);
+            multiply.layout = policy.layout;
+            multiply.panels_in_flight = window;
+            multiply.verify = *verify_mode;
+            multiply.verify_seed = repetition;
+            Result<MultiplyOutcome> run = session->multiply(a, b, c, multiply, control);
             if (!run) {
               outcome = interrupted(options) ? Status(StatusCode::kInternal, "interrupted") : run.status();
               break;
@@ -944,9 +924,7 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
         }
       }
     }
-    variant_done = true;
-    watcher.join();
-    connection->close();
+    session->close();
     stop_if_started();
     if (!outcome.is_ok()) break;
   }

@@ -27,6 +27,7 @@ enum class StatusCode {
   kNotFound,           // a referenced tile, node or file does not exist
   kVerificationFailed, // the product did not pass its check
   kInternal,           // a bug in Tessera
+  kCancelled,          // the caller asked the operation to stop (Ctrl-C, a cancel flag)
 };
 
 std::string_view status_code_name(StatusCode code);
@@ -64,6 +65,7 @@ inline Status resource_exhausted(std::string m) { return {StatusCode::kResourceE
 inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status verification_failed(std::string m) { return {StatusCode::kVerificationFailed, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 
 // A T or the Status saying why there is none. Constructing from an OK Status is a bug.
 template <typename T>

@@ -84,11 +84,17 @@ struct MultiplyHooks {
   std::function<void(std::size_t node_index, uint64_t jobs_done)> on_credit;
 };
 
-// REQUIRES: plan.shares match cluster.links() in order and name; a is m x k, b is k x n.
-// On success c is m x n and holds the product; run.lost_nodes / reissued_tiles / speculative_*
-// say what happened on the way. Fails on bad input, on a static share that does not fit a
-// worker's tile memory (before sending anything), or when every node failed (naming each).
-Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, const linalg::Matrix& a,
-                                 const linalg::Matrix& b, linalg::Matrix& c, const MultiplyHooks& hooks = {});
+// REQUIRES: plan.shares match cluster.links() in order and name; a is m x k, b is k x n, c is
+// m x n. The views' memory belongs to the caller and must outlive the call; strided A or B views
+// are packed once first (the driver writes contiguous rows straight from memory). On success c
+// holds the product; run.lost_nodes / reissued_tiles / speculative_* say what happened on the
+// way. Fails on bad input, on a static share that does not fit a worker's tile memory (before
+// sending anything), or when every node failed (naming each); c's contents are then unspecified.
+Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a,
+                                 linalg::MatrixView b, linalg::MutableMatrixView c, const MultiplyHooks& hooks = {});
+
+// The same into a Matrix the driver sizes to m x n.
+Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a,
+                                 linalg::MatrixView b, linalg::Matrix& c, const MultiplyHooks& hooks = {});
 
 }  // namespace tessera::balance

@@ -33,8 +33,9 @@ struct Verification {
   std::string detail;            // where it failed, or how many rounds passed
 };
 
-// REQUIRES: a is m x k, b is k x n, c is m x n.
-Verification verify_product(const linalg::Matrix& a, const linalg::Matrix& b, const linalg::Matrix& c, VerifyMode mode,
+// REQUIRES: a is m x k, b is k x n, c is m x n (views of any leading dimension; not copied
+// except for the |A| and |B| the rounding bound needs).
+Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::MatrixView c, VerifyMode mode,
                             uint64_t seed, int freivalds_rounds = 2);
 
 }  // namespace tessera::balance

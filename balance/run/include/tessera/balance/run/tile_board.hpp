@@ -1,0 +1,71 @@
+// TileBoard: who holds which tile of a run. The driver's node threads take tiles from it and
+// report results and losses; it decides what a node does next (its own tile, an unassigned or a
+// lost node's one, or near the end of a dynamic run a copy of the tile running longest elsewhere)
+// and when the product is complete. No sockets: unit tests drive it directly.
+// Thread-safe: every member may be called from any node thread. Node threads block in take()
+// while there is nothing to do but tiles still run elsewhere (one may come back if its node dies).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "tessera/balance/run/work.hpp"
+
+namespace tessera::balance {
+
+class TileBoard {
+ public:
+  explicit TileBoard(const Work& work);
+
+  // The node's own pending tile, else an unassigned one (dynamic tiles, or a lost node's), else
+  // (dynamic only) a copy of the running tile handed out longest ago: one copy per tile, never
+  // to its owner. Empty when every tile is done or the run is aborted. With wait, blocks while
+  // there is nothing to take but tiles still run.
+  std::optional<uint64_t> take(int node, bool wait, bool& is_copy);
+
+  // True when this result is the first for the tile (it goes into C); false for a copy whose
+  // original already won or a tile that was split among the survivors.
+  bool finish(uint64_t tile, int node);
+
+  bool all_done() const;
+
+  // A node failed: each of its running tiles passes to the node holding a copy, if any; the rest
+  // of its tiles, running or not yet started, go to whoever asks next (listed in `reissued`),
+  // as their spare row pieces where they have them, so the survivors share them.
+  void node_lost(int node, std::vector<uint64_t>& reissued);
+
+  // Every node failed: take() returns nothing from now on.
+  void abort();
+
+  uint64_t copies() const;     // speculative copies handed out
+  uint64_t copy_wins() const;  // copies whose result arrived first
+
+ private:
+  // kSpare: a spare row piece not (yet) needed; kSplit: a lost node's tile replaced by its spares.
+  enum class State { kPending, kRunning, kDone, kSpare, kSplit };
+  struct Entry {
+    State state = State::kPending;
+    std::vector<std::size_t> spares;
+    int assigned = -1;
+    int owner = -1;
+    int copy_owner = -1;
+    std::chrono::steady_clock::time_point handed_out;
+  };
+
+  std::optional<uint64_t> pick_locked(int node, bool& is_copy);
+
+  const bool speculate_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Entry> entries_;
+  std::size_t remaining_ = 0;  // tiles whose result is still needed
+  bool aborted_ = false;
+  uint64_t copies_ = 0;
+  uint64_t copy_wins_ = 0;
+};
+
+}  // namespace tessera::balance

@@ -1,0 +1,114 @@
+#include "tessera/balance/run/tile_board.hpp"
+
+namespace tessera::balance {
+
+TileBoard::TileBoard(const Work& work) : speculate_(work.speculate), entries_(work.tiles.size()) {
+  for (std::size_t t = 0; t < entries_.size(); ++t) {
+    entries_[t].assigned = work.tiles[t].assigned;
+    if (const std::optional<std::size_t> parent = work.tiles[t].parent) {
+      entries_[t].state = State::kSpare;
+      entries_[*parent].spares.push_back(t);
+    } else {
+      ++remaining_;
+    }
+  }
+}
+
+std::optional<uint64_t> TileBoard::take(int node, bool wait, bool& is_copy) {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (remaining_ == 0 || aborted_) return std::nullopt;
+    if (std::optional<uint64_t> tile = pick_locked(node, is_copy)) return tile;
+    if (!wait) return std::nullopt;
+    changed_.wait(lock);
+  }
+}
+
+bool TileBoard::finish(uint64_t tile, int node) {
+  std::lock_guard lock(mutex_);
+  Entry& entry = entries_[tile];
+  if (entry.state != State::kRunning) return false;  // a copy's original won, or the tile was split
+  entry.state = State::kDone;
+  if (entry.copy_owner == node) ++copy_wins_;
+  --remaining_;
+  changed_.notify_all();
+  return true;
+}
+
+bool TileBoard::all_done() const {
+  std::lock_guard lock(mutex_);
+  return remaining_ == 0 || aborted_;
+}
+
+void TileBoard::node_lost(int node, std::vector<uint64_t>& reissued) {
+  std::lock_guard lock(mutex_);
+  for (uint64_t t = 0; t < entries_.size(); ++t) {
+    Entry& entry = entries_[t];
+    if (entry.state != State::kPending && entry.state != State::kRunning) continue;
+    if (entry.copy_owner == node) entry.copy_owner = -1;
+    if (entry.state == State::kRunning && entry.owner == node && entry.copy_owner >= 0) {
+      entry.owner = entry.copy_owner;
+      entry.copy_owner = -1;
+      continue;
+    }
+    const bool ours = entry.state == State::kRunning ? entry.owner == node : entry.assigned == node;
+    if (!ours) continue;
+    reissued.push_back(t);
+    if (!entry.spares.empty()) {
+      entry.state = State::kSplit;
+      for (std::size_t spare : entry.spares) entries_[spare].state = State::kPending;
+      remaining_ += entry.spares.size() - 1;
+      continue;
+    }
+    entry.state = State::kPending;
+    entry.owner = -1;
+    entry.assigned = -1;
+  }
+  changed_.notify_all();
+}
+
+void TileBoard::abort() {
+  std::lock_guard lock(mutex_);
+  aborted_ = true;
+  changed_.notify_all();
+}
+
+uint64_t TileBoard::copies() const {
+  std::lock_guard lock(mutex_);
+  return copies_;
+}
+
+uint64_t TileBoard::copy_wins() const {
+  std::lock_guard lock(mutex_);
+  return copy_wins_;
+}
+
+std::optional<uint64_t> TileBoard::pick_locked(int node, bool& is_copy) {
+  is_copy = false;
+  for (int wanted : {node, -1}) {
+    for (uint64_t t = 0; t < entries_.size(); ++t) {
+      Entry& entry = entries_[t];
+      if (entry.state != State::kPending || entry.assigned != wanted) continue;
+      entry.state = State::kRunning;
+      entry.owner = node;
+      entry.handed_out = std::chrono::steady_clock::now();
+      return t;
+    }
+  }
+  if (!speculate_) return std::nullopt;
+  std::optional<uint64_t> oldest;
+  for (uint64_t t = 0; t < entries_.size(); ++t) {
+    const Entry& entry = entries_[t];
+    if (entry.state == State::kRunning && entry.copy_owner < 0 && entry.owner != node &&
+        (!oldest || entry.handed_out < entries_[*oldest].handed_out)) {
+      oldest = t;
+    }
+  }
+  if (!oldest) return std::nullopt;
+  entries_[*oldest].copy_owner = node;
+  ++copies_;
+  is_copy = true;
+  return oldest;
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,109 @@
+#include "tessera/balance/run/work.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace tessera::balance {
+
+namespace tp = tessera::transport;
+using partition::Block;
+
+std::vector<Block> cut_row_tiles(const Plan& plan, std::size_t nodes) {
+  const uint64_t m = plan.m;
+  const uint64_t small = std::max<uint64_t>(1, plan.tile_rows / 4);
+  std::vector<Block> tiles;
+  uint64_t row = 0;
+  auto add = [&](uint64_t size) {
+    size = std::min(size, m - row);
+    if (size > 0) tiles.push_back(Block{row, size, 0, plan.n, 0, plan.k});
+    row += size;
+  };
+  for (std::size_t i = 0; i < nodes; ++i) add(small);
+  const uint64_t tail = std::min<uint64_t>(nodes * small, m - row);
+  while (m - row > tail) add(std::min(plan.tile_rows, m - row - tail));
+  while (row < m) add(small);
+  return tiles;
+}
+
+Result<Work> build_work(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b) {
+  Work work;
+  const std::size_t nodes = plan.shares.size();
+  if (plan.policy == Policy::kDynamic) {
+    work.keep_pieces = true;
+    work.speculate = true;
+    for (const Block& block : cut_row_tiles(plan, nodes)) work.tiles.push_back({block, -1, false, {}, {}, {}});
+  } else {
+    for (std::size_t i = 0; i < nodes; ++i) {
+      for (const Block& block : plan.blocks_of(i)) {
+        work.tiles.push_back({block, static_cast<int>(i), block.depth != plan.k, {}, {}, {}});
+      }
+    }
+    partition::NodeBlocks boxes(nodes);
+    for (std::size_t i = 0; i < nodes; ++i) boxes[i] = plan.blocks_of(i);
+    if (Status cover = partition::check_cover(boxes, plan.m, plan.n, plan.k); !cover.is_ok()) {
+      return cover.with_context("the plan does not cover C exactly once: ");
+    }
+    // Spare row pieces of every tile, one per other node: if the tile's node is lost, the
+    // survivors share its work instead of one of them taking it whole.
+    const std::size_t planned = work.tiles.size();
+    for (std::size_t t = 0; t < planned; ++t) {
+      const Block block = work.tiles[t].block;
+      const uint64_t count = std::min<uint64_t>(nodes - 1, block.rows);
+      for (uint64_t p = 0; count >= 2 && p < count; ++p) {
+        Block piece = block;
+        piece.row_begin = block.row_begin + block.rows * p / count;
+        piece.rows = block.row_begin + block.rows * (p + 1) / count - piece.row_begin;
+        work.tiles.push_back({piece, -1, work.tiles[t].delta, {}, {}, t});
+      }
+    }
+  }
+
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, std::size_t> piece_index;
+  for (WorkTile& tile : work.tiles) {
+    const Block& box = tile.block;
+    if (tile.delta && !tile.parent) {  // spare pieces send rows of their parent's packed A
+      tile.a_packed.resize(box.rows * box.depth);
+      for (uint64_t r = 0; r < box.rows; ++r) {
+        std::copy_n(a.row(box.row_begin + r) + box.k_begin, box.depth, tile.a_packed.data() + r * box.depth);
+      }
+    }
+    for (uint64_t k = box.k_begin; k < box.k_begin + box.depth;) {
+      const uint64_t panel_end = (k / plan.panel_width + 1) * plan.panel_width;
+      const uint64_t end = std::min(panel_end, box.k_begin + box.depth);
+      const auto key = std::make_tuple(k, end - k, box.col_begin, box.cols);
+      auto [it, inserted] = piece_index.emplace(key, work.pieces.size());
+      if (inserted) work.pieces.push_back(BPiece{k, end - k, box.col_begin, box.cols, {}, {}, {}, nullptr});
+      tile.pieces.push_back(it->second);
+      k = end;
+    }
+  }
+  if (work.pieces.size() >= kTileIdBase - kFirstPieceId || work.tiles.size() >= (UINT32_MAX - kTileIdBase) / 2) {
+    return invalid_argument(fmt::format("the plan needs {} pieces of B and {} tiles; use wider panels or fewer tiles",
+                                        work.pieces.size(), work.tiles.size()));
+  }
+  for (std::size_t p = 0; p < work.pieces.size(); ++p) {
+    BPiece& piece = work.pieces[p];
+    if (piece.cols == plan.n) {
+      piece.data = b.row(piece.k_begin);
+    } else {
+      piece.packed.resize(piece.depth * piece.cols);
+      for (uint64_t r = 0; r < piece.depth; ++r) {
+        std::copy_n(b.row(piece.k_begin + r) + piece.col_begin, piece.cols, piece.packed.data() + r * piece.cols);
+      }
+      piece.data = piece.packed.data();
+    }
+    const tp::TilePrefix prefix{static_cast<uint32_t>(kFirstPieceId + p), static_cast<uint32_t>(piece.depth),
+                                static_cast<uint32_t>(piece.cols)};
+    tp::FrameHeader header;
+    header.type = static_cast<uint16_t>(tp::MessageType::kStore);
+    header.payload_length = tp::store_payload_bytes(prefix);
+    piece.header = tp::encode_header(header);
+    piece.prefix = tp::encode_store_prefix(prefix);
+  }
+  return work;
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,159 @@
+// Session: the coordinator facade every front end calls (the `tessera` CLI, the study runner, the
+// Python module). It opens a cluster, loads or measures its profile, plans a multiply by a policy,
+// runs it, verifies the product and forecasts it, and returns all of that as values. It prints
+// nothing: progress and notices go to callbacks the caller supplies, and failures come back as
+// Status with a message written for the user.
+//
+// Ownership: a Session owns its connections to the workers (closed by close() or the destructor)
+// and a copy of the cluster spec and profile. Matrices are the caller's: multiply() reads A and B
+// and writes C through views and keeps no reference after it returns.
+// Thread-safety: one call at a time per Session (not synchronised); callbacks run on the calling
+// thread or on the run's node threads, as documented at each.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/cluster/cluster_spec.hpp"
+#include "tessera/balance/model/model.hpp"
+#include "tessera/balance/plan/plan.hpp"
+#include "tessera/balance/profile/profile.hpp"
+#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/run/verify.hpp"
+#include "tessera/core/status.hpp"
+#include "tessera/linalg/matrix.hpp"
+
+namespace tessera::balance {
+
+// --- Policies as values, each with the options only it has --------------------------------------
+
+struct EvenPolicy {
+  bool operator==(const EvenPolicy&) const = default;
+};
+struct ProportionalPolicy {
+  std::vector<double> weights;  // one per node, any scale; empty: the profile's measured speeds
+  bool operator==(const ProportionalPolicy&) const = default;
+};
+struct ModelPolicy {
+  bool operator==(const ModelPolicy&) const = default;
+};
+struct DynamicPolicy {
+  uint64_t tile_rows = 0;  // rows per tile handed out; 0: about m / (8 x nodes), at least 16
+  bool operator==(const DynamicPolicy&) const = default;
+};
+using PolicyChoice = std::variant<EvenPolicy, ProportionalPolicy, ModelPolicy, DynamicPolicy>;
+
+Policy policy_kind(const PolicyChoice& choice);
+// The policy with its default options ("dynamic" -> DynamicPolicy{}).
+PolicyChoice default_choice(Policy policy);
+// Whether planning `choice` needs the cluster's profile (proportional without weights, model).
+bool needs_profile(const PolicyChoice& choice);
+
+struct MultiplyOptions {
+  PolicyChoice policy = ProportionalPolicy{};
+  partition::Layout layout = partition::Layout::kRows;  // model and dynamic plan rows only
+  uint64_t panel_width = 256;      // rows of B per panel, clipped to k
+  uint32_t panels_in_flight = 4;   // queue depth per node; 1 = no overlap (send, wait, send)
+  uint32_t refill_threshold = 1;   // credits back before the next burst, 1..panels_in_flight
+  VerifyMode verify = VerifyMode::kFreivalds;
+  uint64_t verify_seed = 1;
+};
+
+// How a caller watches and stops a run.
+struct RunControl {
+  // Set (from any thread, also a signal handler) to stop: the sessions are shut down within about
+  // 50 ms and the call fails with kCancelled. The Session is closed afterwards.
+  const std::atomic<bool>* cancel = nullptr;
+  // A node returned a credit (called on that node's streaming thread).
+  std::function<void(std::size_t node_index, uint64_t jobs_done)> on_credit;
+  // A sentence for the person waiting ("no profile at ...; measuring a quick one now").
+  std::function<void(const std::string& notice)> on_notice;
+  // Progress of a profile measured on the way (see ProfileProgress).
+  ProfileProgress on_profile_progress;
+};
+
+struct SessionOptions {
+  std::string profile_path;  // empty: next to the cluster's config (default_profile_path)
+  ConnectOptions connect;
+  // A saved profile that cannot be read fails open() (true) or is set aside, its problem kept in
+  // ignored_profile_problem() (false).
+  bool damaged_profile_is_error = true;
+  // multiply() measures a quick profile (and saves it) when the policy needs one and none exists.
+  bool measure_missing_profile = true;
+};
+
+struct PlannedMultiply {
+  Plan plan;
+  std::vector<std::string> warnings;  // e.g. nodes the model gives nothing, and why
+};
+
+struct MultiplyOutcome {
+  MultiplyReport report;              // plan, run statistics, verification, prediction
+  std::vector<std::string> warnings;  // from planning
+};
+
+class Session {
+ public:
+  // Connects to every node of `cluster` (in parallel, authenticated) and loads the saved profile
+  // if there is one. Fails naming each unreachable node.
+  static Result<Session> open(ClusterSpec cluster, SessionOptions options = {});
+
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  ~Session();
+
+  const ClusterSpec& cluster() const;
+  const std::string& profile_path() const;
+  const std::optional<ClusterProfile>& profile() const;
+  std::optional<Status> ignored_profile_problem() const;
+  // The connected nodes, cluster order (what each worker said about itself in HELLO).
+  std::vector<transport::Hello> node_facts() const;
+
+  // Measures the nodes the saved profile cannot supply (all of them with options.refresh), saves
+  // the result to profile_path() and keeps it. `measured` receives the names actually measured.
+  Result<ClusterProfile> measure_profile(const ProfileOptions& options, const ProfileProgress& progress = {},
+                                         std::vector<std::string>* measured = nullptr);
+
+  // The plan `options` gives for C(m x n) = A(m x k) B(k x n) on this cluster. Planning needs no
+  // network; policies that need a profile fail without one (multiply() measures it first).
+  Result<PlannedMultiply> plan(uint64_t m, uint64_t n, uint64_t k, const MultiplyOptions& options) const;
+
+  // Plans, runs, verifies and forecasts C = A x B. REQUIRES: a.cols == b.rows; c is a.rows x
+  // b.cols. Fails on bad input, a node that cannot take its share, every node lost, or
+  // cancellation; a product that fails verification is a success whose report says so
+  // (report.verification.passed), so the caller decides what that means.
+  Result<MultiplyOutcome> multiply(linalg::MatrixView a, linalg::MatrixView b, linalg::MutableMatrixView c,
+                                   const MultiplyOptions& options, const RunControl& control = {});
+
+  // Runs an existing plan (its shares must name this cluster's nodes in order), then verifies and
+  // forecasts as multiply() does.
+  Result<MultiplyReport> run_plan(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+                                  linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
+                                  const RunControl& control = {});
+
+  // The model's forecast of `plan`; none without a profile or for layouts the model cannot replay.
+  std::optional<Prediction> forecast(const Plan& plan) const;
+
+  // Says BYE to every node and closes the connections. Idempotent.
+  void close();
+
+ private:
+  struct State;
+  explicit Session(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// The plan a policy gives without a Session (no connection needed): what `tessera model` prints.
+// `profile` is needed by the policies needs_profile() names.
+Result<PlannedMultiply> plan_policy(const ClusterSpec& cluster, const std::optional<ClusterProfile>& profile,
+                                    const std::string& profile_path, uint64_t m, uint64_t n, uint64_t k,
+                                    const MultiplyOptions& options);
+
+}  // namespace tessera::balance

@@ -1,0 +1,248 @@
+#include "tessera/balance/session/session.hpp"
+
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace tessera::balance {
+
+namespace {
+
+template <typename... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+
+PlanRequest plan_request(const ClusterSpec& cluster, uint64_t m, uint64_t n, uint64_t k,
+                         const MultiplyOptions& options) {
+  PlanRequest request;
+  request.policy = policy_kind(options.policy);
+  request.m = m;
+  request.n = n;
+  request.k = k;
+  request.panel_width = options.panel_width;
+  request.panels_in_flight = options.panels_in_flight;
+  request.refill_threshold = options.refill_threshold;
+  request.layout = options.layout;
+  if (const auto* dynamic = std::get_if<DynamicPolicy>(&options.policy)) request.tile_rows = dynamic->tile_rows;
+  for (const NodeSpec& node : cluster.nodes) request.node_names.push_back(node.name);
+  return request;
+}
+
+// Shuts the sessions down when the caller's cancel flag is set, for as long as it lives.
+class CancelWatcher {
+ public:
+  CancelWatcher(const std::atomic<bool>* cancel, ClusterConnection& connection) {
+    if (cancel == nullptr) return;
+    thread_ = std::jthread([cancel, &connection](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        if (cancel->load()) {
+          connection.shutdown_all();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+  }
+
+ private:
+  std::jthread thread_;
+};
+
+bool cancel_requested(const RunControl& control) { return control.cancel != nullptr && control.cancel->load(); }
+
+}  // namespace
+
+Policy policy_kind(const PolicyChoice& choice) {
+  return std::visit(Overloaded{[](const EvenPolicy&) { return Policy::kEven; },
+                               [](const ProportionalPolicy&) { return Policy::kProportional; },
+                               [](const ModelPolicy&) { return Policy::kModel; },
+                               [](const DynamicPolicy&) { return Policy::kDynamic; }},
+                    choice);
+}
+
+PolicyChoice default_choice(Policy policy) {
+  switch (policy) {
+    case Policy::kEven: return EvenPolicy{};
+    case Policy::kProportional: return ProportionalPolicy{};
+    case Policy::kModel: return ModelPolicy{};
+    case Policy::kDynamic: return DynamicPolicy{};
+  }
+  return EvenPolicy{};
+}
+
+bool needs_profile(const PolicyChoice& choice) {
+  if (const auto* proportional = std::get_if<ProportionalPolicy>(&choice)) return proportional->weights.empty();
+  return std::holds_alternative<ModelPolicy>(choice);
+}
+
+Result<PlannedMultiply> plan_policy(const ClusterSpec& cluster, const std::optional<ClusterProfile>& profile,
+                                    const std::string& profile_path, uint64_t m, uint64_t n, uint64_t k,
+                                    const MultiplyOptions& options) {
+  PlanRequest request = plan_request(cluster, m, n, k, options);
+  PlannedMultiply planned;
+  if (std::holds_alternative<ModelPolicy>(options.policy)) {
+    if (!profile) {
+      return not_found(fmt::format("the model policy needs a profile; run `tessera profile {}`", cluster.source_path));
+    }
+    Result<ClusterModel> model = profile_model(*profile, cluster, profile_path);
+    if (!model) return model.status();
+    Result<ModelPlanResult> made = make_model_plan(request, *model);
+    if (!made) return made.status();
+    planned.plan = std::move(made->plan);
+    planned.warnings = std::move(made->warnings);
+    return planned;
+  }
+  if (const auto* proportional = std::get_if<ProportionalPolicy>(&options.policy)) {
+    if (!proportional->weights.empty()) {
+      if (proportional->weights.size() != cluster.nodes.size()) {
+        return invalid_argument(fmt::format("{} weights for {} nodes ({}); give one per node",
+                                            proportional->weights.size(), cluster.nodes.size(), cluster.source_path));
+      }
+      request.weights = proportional->weights;
+    } else {
+      if (!profile) {
+        return not_found(fmt::format("the proportional policy needs weights or a profile; run `tessera profile {}`",
+                                     cluster.source_path));
+      }
+      Result<std::vector<double>> weights = profile_weights(*profile, cluster, profile_path);
+      if (!weights) return weights.status();
+      request.weights = std::move(*weights);
+    }
+  }
+  Result<Plan> plan = make_plan(request);
+  if (!plan) return plan.status();
+  planned.plan = std::move(*plan);
+  return planned;
+}
+
+struct Session::State {
+  ClusterSpec cluster;
+  SessionOptions options;
+  std::string profile_path;
+  std::optional<ClusterProfile> profile;
+  std::optional<Status> ignored_profile_problem;
+  ClusterConnection connection;
+};
+
+Session::Session(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+Session::~Session() { close(); }
+
+Result<Session> Session::open(ClusterSpec cluster, SessionOptions options) {
+  auto state = std::make_unique<State>();
+  state->profile_path =
+      options.profile_path.empty() ? default_profile_path(cluster.source_path) : options.profile_path;
+  if (Result<ClusterProfile> loaded = load_profile(state->profile_path)) {
+    state->profile = std::move(*loaded);
+  } else if (loaded.status().code() != StatusCode::kNotFound) {
+    if (options.damaged_profile_is_error) return loaded.status();
+    state->ignored_profile_problem = loaded.status();
+  }
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster, options.connect);
+  if (!connection) return connection.status();
+  state->connection = std::move(*connection);
+  state->cluster = std::move(cluster);
+  state->options = std::move(options);
+  return Session(std::move(state));
+}
+
+const ClusterSpec& Session::cluster() const { return state_->cluster; }
+const std::string& Session::profile_path() const { return state_->profile_path; }
+const std::optional<ClusterProfile>& Session::profile() const { return state_->profile; }
+std::optional<Status> Session::ignored_profile_problem() const { return state_->ignored_profile_problem; }
+
+std::vector<transport::Hello> Session::node_facts() const {
+  std::vector<transport::Hello> facts;
+  for (const NodeLink& link : state_->connection.links()) facts.push_back(link.hello);
+  return facts;
+}
+
+Result<ClusterProfile> Session::measure_profile(const ProfileOptions& options, const ProfileProgress& progress,
+                                                std::vector<std::string>* measured) {
+  Result<ClusterProfile> profile =
+      run_profile(state_->connection, state_->cluster, state_->profile, options, progress, measured);
+  if (!profile) return profile.status();
+  TESSERA_RETURN_IF_ERROR(save_profile(state_->profile_path, *profile));
+  state_->profile = *profile;
+  return profile;
+}
+
+Result<PlannedMultiply> Session::plan(uint64_t m, uint64_t n, uint64_t k, const MultiplyOptions& options) const {
+  return plan_policy(state_->cluster, state_->profile, state_->profile_path, m, n, k, options);
+}
+
+std::optional<Prediction> Session::forecast(const Plan& plan) const {
+  // The simulator replays row strips; 2D/3D runs go without a forecast.
+  if (!state_->profile || plan.layout != partition::Layout::kRows) return std::nullopt;
+  Result<ClusterModel> model = profile_model(*state_->profile, state_->cluster, state_->profile_path);
+  if (!model) return std::nullopt;
+  if (plan.policy != Policy::kDynamic) return predict(*model, plan);
+  // A dynamic run fixes no rows in advance; the model's forecast for it is the balanced optimum it
+  // aims at: the model policy's plan for the same problem.
+  MultiplyOptions optimum;
+  optimum.policy = ModelPolicy{};
+  optimum.panel_width = plan.panel_width;
+  optimum.panels_in_flight = plan.panels_in_flight;
+  optimum.refill_threshold = plan.refill_threshold;
+  Result<ModelPlanResult> made = make_model_plan(plan_request(state_->cluster, plan.m, plan.n, plan.k, optimum), *model);
+  if (!made) return std::nullopt;
+  return predict(*model, made->plan);
+}
+
+Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixView b, linalg::MutableMatrixView c,
+                                          const MultiplyOptions& options, const RunControl& control) {
+  if (a.cols != b.rows) {
+    return invalid_argument(fmt::format("A is {}x{} and B is {}x{}: A's columns must equal B's rows", a.rows, a.cols,
+                                        b.rows, b.cols));
+  }
+  if (!state_->profile && needs_profile(options.policy) && state_->options.measure_missing_profile) {
+    if (control.on_notice) {
+      control.on_notice(fmt::format("no profile at {}; measuring a quick one now (tessera profile --quick)",
+                                    state_->profile_path));
+    }
+    ProfileOptions quick;
+    quick.quick = true;
+    Result<ClusterProfile> measured = measure_profile(quick, control.on_profile_progress);
+    if (!measured) return measured.status();
+  }
+  Result<PlannedMultiply> planned = plan(a.rows, b.cols, a.cols, options);
+  if (!planned) return planned.status();
+  Result<MultiplyReport> report = run_plan(planned->plan, a, b, c, options.verify, options.verify_seed, control);
+  if (!report) return report.status();
+  return MultiplyOutcome{std::move(*report), std::move(planned->warnings)};
+}
+
+Result<MultiplyReport> Session::run_plan(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+                                         linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
+                                         const RunControl& control) {
+  if (cancel_requested(control)) return cancelled("cancelled before the run started");
+  Result<MultiplyRun> run = [&] {
+    CancelWatcher watcher(control.cancel, state_->connection);
+    MultiplyHooks hooks;
+    hooks.on_credit = control.on_credit;
+    return run_multiply(state_->connection, plan, a, b, c, hooks);
+  }();
+  if (cancel_requested(control)) {
+    close();
+    return cancelled("the run was cancelled; the workers' sessions were closed");
+  }
+  if (!run) return run.status();
+  MultiplyReport report;
+  report.cluster = state_->cluster.name;
+  report.plan = plan;
+  report.run = std::move(*run);
+  report.nodes = state_->cluster.nodes;
+  report.prediction = forecast(plan);
+  report.verification = verify_product(a, b, c, verify, verify_seed);
+  return report;
+}
+
+void Session::close() {
+  if (state_) state_->connection.close();
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,104 @@
+// What `tessera up` would create for emulated nodes, planned without root: names, addresses and
+// the state file that lets `down` undo exactly that.
+#include "tessera/balance/local/emulation.hpp"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+namespace tessera::balance {
+namespace {
+
+namespace fs = std::filesystem;
+
+ClusterSpec cluster_with(const std::string& name, std::size_t nodes, bool link, double cpu) {
+  ClusterSpec cluster;
+  cluster.name = name;
+  for (std::size_t i = 0; i < nodes; ++i) {
+    NodeSpec node;
+    node.name = "node" + std::to_string(i);
+    node.host = "127.0.0.1";
+    node.port = static_cast<uint16_t>(7000 + i);
+    if (link || cpu > 0.0) {
+      EmulationSpec emulate;
+      emulate.cpu = cpu;
+      emulate.has_link = link;
+      if (link) emulate.link_rate = "100mbit";
+      node.emulate = emulate;
+    }
+    cluster.nodes.push_back(node);
+  }
+  return cluster;
+}
+
+uint32_t address_of(const std::string& text) {
+  in_addr address{};
+  EXPECT_EQ(::inet_pton(AF_INET, text.c_str(), &address), 1) << text;
+  return ntohl(address.s_addr);
+}
+
+EmulationSupport v1_support() {
+  EmulationSupport support;
+  support.cgroup = CgroupVersion::kV1;
+  support.cgroup_root = "/sys/fs/cgroup/cpu";
+  return support;
+}
+
+TEST(EmulationPlan, APlainNodeGetsNothing) {
+  const NodeEmulation plan = plan_node_emulation(cluster_with("plain", 1, false, 0.0), 0, v1_support());
+  EXPECT_EQ(plan, NodeEmulation{.node = "node0"});
+}
+
+TEST(EmulationPlan, ACpuQuotaGetsItsOwnCgroupAndNoNamespace) {
+  const NodeEmulation plan = plan_node_emulation(cluster_with("lab", 2, false, 0.25), 1, v1_support());
+  EXPECT_EQ(plan.cpu, 0.25);
+  EXPECT_EQ(plan.cgroup_path, "/sys/fs/cgroup/cpu/tessera/lab/node1");
+  EXPECT_TRUE(plan.netns.empty());
+  EXPECT_TRUE(plan.node_address.empty());
+}
+
+TEST(EmulationPlan, LinksGetDistinctSlash30sInTheBenchmarkRangeAndShortInterfaceNames) {
+  const ClusterSpec cluster = cluster_with("a-cluster-with-a-long-name", 16, true, 0.25);
+  std::set<uint32_t> subnets;
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
+    const NodeEmulation plan = plan_node_emulation(cluster, i, v1_support());
+    const uint32_t host = address_of(plan.host_address), node = address_of(plan.node_address);
+    EXPECT_EQ(host & ~3u, node & ~3u) << "both ends in one /30";
+    EXPECT_EQ(host & 3u, 1u);
+    EXPECT_EQ(node & 3u, 2u);
+    EXPECT_EQ(host & 0xfffe0000u, 0xc6120000u) << plan.host_address << " outside 198.18.0.0/15";
+    EXPECT_TRUE(subnets.insert(host & ~3u).second) << "two nodes share " << plan.host_address;
+    for (const std::string& veth : {plan.host_veth, plan.node_veth}) {
+      EXPECT_LE(veth.size(), 15u) << veth << " exceeds the kernel's interface name limit";
+      EXPECT_TRUE(names.insert(veth).second) << veth;
+    }
+    EXPECT_EQ(plan.rate, "100mbit");
+    EXPECT_EQ(plan, plan_node_emulation(cluster, i, v1_support())) << "planning is deterministic";
+  }
+}
+
+TEST(EmulationPlan, StateFileRoundTripsAndAMissingOneMeansNothingWasCreated) {
+  const fs::path dir = fs::temp_directory_path() / ("tessera-emulation-plan-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = emulation_state_path(dir.string());
+  Result<std::vector<NodeEmulation>> none = load_emulation_state(path);
+  ASSERT_TRUE(none.is_ok()) << none.status().to_string();
+  EXPECT_TRUE(none->empty());
+
+  const ClusterSpec cluster = cluster_with("roundtrip", 3, true, 0.5);
+  std::vector<NodeEmulation> plans;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) plans.push_back(plan_node_emulation(cluster, i, v1_support()));
+  ASSERT_TRUE(save_emulation_state(path, plans).is_ok());
+  Result<std::vector<NodeEmulation>> loaded = load_emulation_state(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  EXPECT_EQ(*loaded, plans);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tessera::balance

@@ -1,0 +1,105 @@
+// Study files parsed without running anything: every shipped study loads, every field lands
+// where it belongs, and policy names are checked.
+#include "tessera/balance/study/experiment.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace tessera::balance {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StudyFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tessera-study-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    write("cluster.yaml", "cluster: c\nsecret: s\nnodes:\n  - {name: a, host: 127.0.0.1, port: 7000}\n");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(StudyFile, EveryFieldIsParsedAndPathsAreResolvedAgainstTheStudy) {
+  const std::string path = write("s.yaml",
+                                 "study: all-fields\n"
+                                 "description: every key\n"
+                                 "cluster: cluster.yaml\n"
+                                 "policies: [even, proportional/2d, model, dynamic, even/3d]\n"
+                                 "sizes: [64, 128]\n"
+                                 "repeat: 2\n"
+                                 "overlap: [on, off]\n"
+                                 "node_counts: [1]\n"
+                                 "verify: exact\n");
+  Result<Study> study = load_study(path);
+  ASSERT_TRUE(study.is_ok()) << study.status().to_string();
+  EXPECT_EQ(study->name, "all-fields");
+  EXPECT_EQ(study->description, "every key");
+  EXPECT_TRUE(fs::equivalent(study->cluster_path, dir_ / "cluster.yaml"));
+  ASSERT_EQ(study->policies.size(), 5u);
+  EXPECT_EQ(study->policies[1], (StudyPolicy{Policy::kProportional, partition::Layout::kColumnBased}));
+  EXPECT_EQ(study->policies[4], (StudyPolicy{Policy::kEven, partition::Layout::kRecursive3d}));
+  EXPECT_EQ(study->sizes, (std::vector<uint64_t>{64, 128}));
+  EXPECT_EQ(study->repeat, 2u);
+  EXPECT_EQ(study->windows, (std::vector<uint32_t>{4, 1})) << "overlap on is 4 panels in flight, off is 1";
+  EXPECT_EQ(study->node_counts, (std::vector<uint32_t>{1}));
+  EXPECT_EQ(study->verify, "exact");
+}
+
+TEST_F(StudyFile, ACreditWindowListReplacesOverlap) {
+  Result<Study> study =
+      load_study(write("w.yaml", "study: w\ncluster: cluster.yaml\npolicies: [even]\nsizes: [8]\npanels_in_flight: [1, 40]\n"));
+  ASSERT_TRUE(study.is_ok()) << study.status().to_string();
+  EXPECT_EQ(study->windows, (std::vector<uint32_t>{1, 40}));
+  EXPECT_EQ(study->repeat, 3u) << "the default";
+}
+
+TEST_F(StudyFile, BrokenStudiesAreRefusedNamingTheFile) {
+  for (const char* text : {"study: x\npolicies: [even]\nsizes: [8]\n",                         // no cluster
+                           "study: x\ncluster: cluster.yaml\npolicies: [even]\n",              // no sizes
+                           "study: x\ncluster: cluster.yaml\npolicies: [even]\nsizes: [0]\n"}) {  // size 0
+    const std::string path = write("broken.yaml", text);
+    Result<Study> study = load_study(path);
+    ASSERT_FALSE(study.is_ok()) << text;
+    EXPECT_NE(study.status().message().find("broken.yaml"), std::string::npos) << study.status().message();
+  }
+}
+
+TEST(StudyPolicyNames, PoliciesWithLayoutsParseAndUnknownNamesListTheValidOnes) {
+  Result<StudyPolicy> square = parse_study_policy("proportional/square-corner");
+  ASSERT_TRUE(square.is_ok()) << square.status().to_string();
+  EXPECT_EQ(square->name(), "proportional/square-corner");
+  EXPECT_EQ(parse_study_policy("even")->name(), "even");
+  Result<StudyPolicy> unknown = parse_study_policy("fastest");
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.status().message().find("proportional"), std::string::npos) << unknown.status().message();
+  EXPECT_FALSE(parse_study_policy("dynamic/2d").is_ok()) << "dynamic plans rows only";
+  EXPECT_FALSE(parse_study_policy("even/4d").is_ok());
+}
+
+TEST(ShippedStudies, EveryStudyInExperimentsLoads) {
+  const fs::path experiments = fs::path(TESSERA_TEST_INSTANCES) / ".." / ".." / "experiments";
+  std::size_t loaded = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(experiments)) {
+    if (entry.path().extension() != ".yaml") continue;
+    Result<Study> study = load_study(entry.path().string());
+    ASSERT_TRUE(study.is_ok()) << study.status().to_string();
+    EXPECT_TRUE(fs::exists(study->cluster_path)) << study->cluster_path;
+    EXPECT_FALSE(study->policies.empty());
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 6u);
+}
+
+}  // namespace
+}  // namespace tessera::balance

@@ -1,0 +1,149 @@
+// The tile board alone: which tile a node gets, what a lost node's tiles become, who wins a
+// speculative copy, and when the run is complete.
+#include "tessera/balance/run/tile_board.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace tessera::balance {
+namespace {
+
+using partition::Block;
+
+WorkTile tile(uint64_t row_begin, uint64_t rows, int assigned, std::optional<std::size_t> parent = std::nullopt) {
+  WorkTile t;
+  t.block = Block{row_begin, rows, 0, 4, 0, 4};
+  t.assigned = assigned;
+  t.parent = parent;
+  return t;
+}
+
+std::optional<uint64_t> take(TileBoard& board, int node) {
+  bool copy = false;
+  return board.take(node, false, copy);
+}
+
+TEST(TileBoard, StaticNodesTakeTheirOwnTilesThenTheRunIsDone) {
+  Work work;
+  work.tiles = {tile(0, 4, 0), tile(4, 4, 1), tile(8, 4, 0)};
+  TileBoard board(work);
+  EXPECT_EQ(take(board, 1), 1u);
+  EXPECT_EQ(take(board, 1), std::nullopt) << "node 1 has no more of its own and must not take node 0's";
+  EXPECT_EQ(take(board, 0), 0u);
+  EXPECT_EQ(take(board, 0), 2u);
+  EXPECT_FALSE(board.all_done());
+  EXPECT_TRUE(board.finish(0, 0));
+  EXPECT_TRUE(board.finish(1, 1));
+  EXPECT_TRUE(board.finish(2, 0));
+  EXPECT_TRUE(board.all_done());
+  EXPECT_EQ(take(board, 0), std::nullopt);
+}
+
+TEST(TileBoard, ALostNodesTilesAreReissuedToWhoeverAsks) {
+  Work work;
+  work.tiles = {tile(0, 4, 0), tile(4, 4, 1), tile(8, 4, 1)};
+  TileBoard board(work);
+  ASSERT_EQ(take(board, 1), 1u);  // running on node 1, tile 2 still pending there
+  std::vector<uint64_t> reissued;
+  board.node_lost(1, reissued);
+  std::sort(reissued.begin(), reissued.end());
+  EXPECT_EQ(reissued, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(take(board, 0), 0u);  // its own first
+  EXPECT_EQ(take(board, 0), 1u);
+  EXPECT_EQ(take(board, 0), 2u);
+  for (uint64_t t : {0u, 1u, 2u}) EXPECT_TRUE(board.finish(t, 0));
+  EXPECT_TRUE(board.all_done());
+}
+
+TEST(TileBoard, ALostTileWithSparesIsSharedByTheSurvivors) {
+  Work work;
+  work.tiles = {tile(0, 9, 0), tile(0, 3, -1, 0), tile(3, 3, -1, 0), tile(6, 3, -1, 0), tile(9, 3, 1)};
+  TileBoard board(work);
+  ASSERT_EQ(take(board, 0), 0u);
+  EXPECT_EQ(take(board, 1), 4u);
+  EXPECT_EQ(take(board, 1), std::nullopt) << "spares stay dormant while their tile's node lives";
+  std::vector<uint64_t> reissued;
+  board.node_lost(0, reissued);
+  EXPECT_EQ(reissued, (std::vector<uint64_t>{0}));
+  EXPECT_EQ(take(board, 1), 1u);
+  EXPECT_EQ(take(board, 2), 2u);
+  EXPECT_EQ(take(board, 1), 3u);
+  EXPECT_FALSE(board.finish(0, 0)) << "the split tile's own result is void";
+  for (uint64_t t : {1u, 2u, 3u, 4u}) {
+    EXPECT_FALSE(board.all_done());
+    EXPECT_TRUE(board.finish(t, t == 2 ? 2 : 1));
+  }
+  EXPECT_TRUE(board.all_done());
+}
+
+TEST(TileBoard, DynamicIdleNodesCopyTheOldestRunningTileAndTheFirstResultWins) {
+  Work work;
+  work.speculate = true;
+  work.tiles = {tile(0, 4, -1), tile(4, 4, -1)};
+  TileBoard board(work);
+  bool copy = true;
+  EXPECT_EQ(board.take(0, false, copy), 0u);
+  EXPECT_FALSE(copy);
+  EXPECT_EQ(board.take(1, false, copy), 1u);
+  EXPECT_FALSE(copy);
+  EXPECT_EQ(board.take(2, false, copy), 0u) << "the oldest running tile";
+  EXPECT_TRUE(copy);
+  EXPECT_EQ(board.take(0, false, copy), 1u) << "never a copy of one's own tile";
+  EXPECT_TRUE(copy);
+  EXPECT_EQ(board.take(3, false, copy), std::nullopt) << "one copy per tile";
+  EXPECT_EQ(board.copies(), 2u);
+  EXPECT_TRUE(board.finish(0, 2));  // the copy won
+  EXPECT_FALSE(board.finish(0, 0));
+  EXPECT_TRUE(board.finish(1, 1));  // the original won
+  EXPECT_FALSE(board.finish(1, 0));
+  EXPECT_EQ(board.copy_wins(), 1u);
+  EXPECT_TRUE(board.all_done());
+}
+
+TEST(TileBoard, ALostOwnerHandsARunningTileToItsCopyHolder) {
+  Work work;
+  work.speculate = true;
+  work.tiles = {tile(0, 4, -1)};
+  TileBoard board(work);
+  bool copy = false;
+  ASSERT_EQ(board.take(0, false, copy), 0u);
+  ASSERT_EQ(board.take(1, false, copy), 0u);
+  ASSERT_TRUE(copy);
+  std::vector<uint64_t> reissued;
+  board.node_lost(0, reissued);
+  EXPECT_TRUE(reissued.empty()) << "the copy holder carries on; nothing is handed out again";
+  EXPECT_TRUE(board.finish(0, 1));
+  EXPECT_TRUE(board.all_done());
+}
+
+TEST(TileBoard, AWaitingNodeWakesWhenALostTileComesBackOrTheRunAborts) {
+  Work work;
+  work.tiles = {tile(0, 4, -1)};
+  TileBoard board(work);
+  ASSERT_EQ(take(board, 0), 0u);
+  std::optional<uint64_t> got;
+  std::jthread waiter([&] {
+    bool copy = false;
+    got = board.take(1, true, copy);
+  });
+  std::vector<uint64_t> reissued;
+  board.node_lost(0, reissued);
+  waiter.join();
+  EXPECT_EQ(got, 0u);
+
+  TileBoard aborted(work);
+  ASSERT_EQ(take(aborted, 0), 0u);
+  std::jthread second([&] {
+    bool copy = false;
+    got = aborted.take(1, true, copy);
+  });
+  aborted.abort();
+  second.join();
+  EXPECT_EQ(got, std::nullopt);
+  EXPECT_TRUE(aborted.all_done());
+}
+
+}  // namespace
+}  // namespace tessera::balance

@@ -1,0 +1,183 @@
+// Building a run's work from a plan, without sockets: tiles cover the m x n x k space exactly
+// once, B pieces are shared where boxes meet, spare pieces split each static tile, and dynamic
+// row tiles start and end small.
+#include "tessera/balance/run/work.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "tessera/balance/plan/plan.hpp"
+
+namespace tessera::balance {
+namespace {
+
+using partition::Block;
+using partition::Layout;
+
+Plan plan_of(Policy policy, Layout layout, uint64_t m, uint64_t n, uint64_t k, std::vector<double> weights,
+             uint64_t tile_rows = 0) {
+  PlanRequest request;
+  request.policy = policy;
+  request.layout = layout;
+  request.m = m;
+  request.n = n;
+  request.k = k;
+  request.panel_width = 16;
+  request.tile_rows = tile_rows;
+  request.weights = weights;
+  for (std::size_t i = 0; i < weights.size(); ++i) request.node_names.push_back("n" + std::to_string(i));
+  Result<Plan> plan = make_plan(request);
+  EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
+  return plan.is_ok() ? *plan : Plan{};
+}
+
+// How often each (row, col, k) cell is covered by the tiles that are live at the start (no spares).
+std::vector<int> coverage(const Work& work, const Plan& plan) {
+  std::vector<int> count(plan.m * plan.n * plan.k, 0);
+  for (const WorkTile& tile : work.tiles) {
+    if (tile.parent) continue;
+    const Block& b = tile.block;
+    for (uint64_t r = b.row_begin; r < b.row_begin + b.rows; ++r)
+      for (uint64_t c = b.col_begin; c < b.col_begin + b.cols; ++c)
+        for (uint64_t k = b.k_begin; k < b.k_begin + b.depth; ++k) ++count[(r * plan.n + c) * plan.k + k];
+  }
+  return count;
+}
+
+class WorkTest : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(WorkTest, StaticTilesCoverEveryCellOnceAndReadWholePieces) {
+  const uint64_t m = 37, n = 29, k = 41;  // divisible by nothing useful
+  const linalg::Matrix a = linalg::random_matrix(m, k, 3), b = linalg::random_matrix(k, n, 4);
+  const Plan plan = plan_of(Policy::kProportional, GetParam(), m, n, k, {0.6, 0.25, 0.15});  // square-corner needs a node over half
+  Result<Work> work = build_work(plan, a, b);
+  ASSERT_TRUE(work.is_ok()) << work.status().to_string();
+  for (int covered : coverage(*work, plan)) ASSERT_EQ(covered, 1);
+  EXPECT_FALSE(work->keep_pieces);
+  EXPECT_FALSE(work->speculate);
+
+  // Every piece is used, distinct, within one panel, and its data is B's (straight or packed).
+  std::set<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> keys;
+  for (const BPiece& piece : work->pieces) {
+    EXPECT_TRUE(keys.emplace(piece.k_begin, piece.depth, piece.col_begin, piece.cols).second);
+    EXPECT_EQ(piece.k_begin / plan.panel_width, (piece.k_begin + piece.depth - 1) / plan.panel_width);
+    ASSERT_NE(piece.data, nullptr);
+    for (uint64_t r = 0; r < piece.depth; ++r)
+      for (uint64_t c = 0; c < piece.cols; ++c)
+        ASSERT_EQ(piece.data[r * piece.cols + c], b.at(piece.k_begin + r, piece.col_begin + c));
+    if (piece.cols == n) EXPECT_EQ(piece.data, b.row(piece.k_begin)) << "full-width pieces are not copied";
+  }
+  // A tile's pieces walk its k range in order, without gaps.
+  for (const WorkTile& tile : work->tiles) {
+    uint64_t k_next = tile.block.k_begin;
+    for (std::size_t p : tile.pieces) {
+      const BPiece& piece = work->pieces[p];
+      EXPECT_EQ(piece.k_begin, k_next);
+      EXPECT_EQ(piece.col_begin, tile.block.col_begin);
+      EXPECT_EQ(piece.cols, tile.block.cols);
+      k_next += piece.depth;
+    }
+    EXPECT_EQ(k_next, tile.block.k_begin + tile.block.depth);
+    EXPECT_EQ(tile.delta, tile.block.depth != k);
+  }
+}
+
+TEST_P(WorkTest, EachStaticTileHasOneSparePieceForEveryOtherNode) {
+  const Plan plan = plan_of(Policy::kProportional, GetParam(), 64, 48, 40, {0.55, 0.2, 0.15, 0.1});
+  const linalg::Matrix a(64, 40), b(40, 48);
+  Result<Work> work = build_work(plan, a, b);
+  ASSERT_TRUE(work.is_ok()) << work.status().to_string();
+  std::map<std::size_t, std::vector<Block>> spares;
+  for (const WorkTile& tile : work->tiles) {
+    if (tile.parent) {
+      EXPECT_EQ(tile.assigned, -1) << "spares go to whoever asks";
+      spares[*tile.parent].push_back(tile.block);
+    }
+  }
+  for (std::size_t t = 0; t < work->tiles.size(); ++t) {
+    const WorkTile& tile = work->tiles[t];
+    if (tile.parent) continue;
+    EXPECT_GE(tile.assigned, 0);
+    const std::vector<Block>& pieces = spares[t];
+    if (tile.block.rows < 2) continue;
+    ASSERT_EQ(pieces.size(), std::min<uint64_t>(3, tile.block.rows));
+    uint64_t row = tile.block.row_begin;
+    for (const Block& piece : pieces) {  // the spares cut the tile's rows in order, all columns and ks kept
+      EXPECT_EQ(piece.row_begin, row);
+      EXPECT_EQ(piece.col_begin, tile.block.col_begin);
+      EXPECT_EQ(piece.cols, tile.block.cols);
+      EXPECT_EQ(piece.k_begin, tile.block.k_begin);
+      EXPECT_EQ(piece.depth, tile.block.depth);
+      row += piece.rows;
+    }
+    EXPECT_EQ(row, tile.block.row_begin + tile.block.rows);
+  }
+}
+
+std::string layout_test_name(const ::testing::TestParamInfo<Layout>& info) {
+  std::string name(partition::layout_name(info.param));
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return "layout_" + name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, WorkTest,
+                         ::testing::Values(Layout::kRows, Layout::kColumnBased, Layout::kSquareCorner,
+                                           Layout::kRecursive3d),
+                         layout_test_name);
+
+TEST(WorkDynamic, RowTilesStartAndEndSmallAndCoverEveryRowOnce) {
+  for (uint64_t m : {1u, 15u, 100u, 1001u}) {
+    for (std::size_t nodes : {1u, 2u, 3u, 7u}) {
+      std::vector<double> weights(nodes, 1.0);
+      const Plan plan = plan_of(Policy::kDynamic, Layout::kRows, m, 8, 8, weights, 64);
+      const std::vector<Block> tiles = cut_row_tiles(plan, nodes);
+      ASSERT_FALSE(tiles.empty());
+      uint64_t row = 0;
+      for (const Block& tile : tiles) {
+        EXPECT_EQ(tile.row_begin, row);
+        EXPECT_GE(tile.rows, 1u);
+        EXPECT_LE(tile.rows, 64u);
+        EXPECT_EQ(tile.cols, 8u);
+        EXPECT_EQ(tile.depth, 8u);
+        row += tile.rows;
+      }
+      EXPECT_EQ(row, m) << "m " << m << " nodes " << nodes;
+      if (m >= 64 * (nodes + 2)) {
+        EXPECT_EQ(tiles.front().rows, 16u) << "a quarter tile first";
+        EXPECT_EQ(tiles.back().rows, 16u) << "and last";
+      }
+    }
+  }
+}
+
+TEST(WorkDynamic, DynamicWorkIsPulledAndSpeculative) {
+  const Plan plan = plan_of(Policy::kDynamic, Layout::kRows, 200, 30, 50, {1, 1}, 32);
+  const linalg::Matrix a(200, 50), b(50, 30);
+  Result<Work> work = build_work(plan, a, b);
+  ASSERT_TRUE(work.is_ok()) << work.status().to_string();
+  EXPECT_TRUE(work->keep_pieces);
+  EXPECT_TRUE(work->speculate);
+  for (const WorkTile& tile : work->tiles) {
+    EXPECT_EQ(tile.assigned, -1);
+    EXPECT_FALSE(tile.parent.has_value());
+    EXPECT_EQ(tile.pieces.size(), 4u);  // ceil(50 / 16) panels, shared by every tile
+  }
+  EXPECT_EQ(work->pieces.size(), 4u);
+}
+
+TEST(WorkIds, TileIdsNeverCollideWithPieces) {
+  for (uint64_t t : {0u, 1u, 1000u}) {
+    EXPECT_GT(a_tile_id(t), kFirstPieceId);
+    EXPECT_NE(a_tile_id(t), c_tile_id(t));
+    EXPECT_EQ(c_tile_id(t), a_tile_id(t) + 1);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::balance
