@@ -4,13 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <iterator>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
