@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <regex>
+#include <string>
 #include <vector>
 
 namespace tessera::linalg {
@@ -86,9 +88,35 @@ TEST(Gemv, MatchesNaiveProduct) {
   }
 }
 
-TEST(Gemm, DescribesTheBlasLibrary) {
-  set_blas_threads(1);
-  EXPECT_NE(blas_description().find("OpenBLAS"), std::string::npos) << blas_description();
+TEST(Gemm, DescribesTheBlasLibraryFromWhatItReports) {
+  const std::string description = blas_description();
+  RecordProperty("blas", description);
+  // The fallback text means the library did not report its configuration: a stub or the wrong
+  // library was linked, and reports would not say which BLAS produced their numbers.
+  EXPECT_NE(description, "OpenBLAS (configuration unknown)");
+  EXPECT_TRUE(std::regex_search(description, std::regex(R"(\b\d+\.\d+(\.\d+)?\b)")))
+      << "no library version in \"" << description << "\"";
+  EXPECT_EQ(description.find('\n'), std::string::npos) << "one line, for report tables";
+}
+
+TEST(Gemm, ProductsStayExactWhateverBlasThreadCountIsSet) {
+  // Large enough that a threaded BLAS splits the work; small integers keep every sum exact, so
+  // any split must give the same bits as the naive product.
+  constexpr std::size_t kSize = 320;
+  Strided a(kSize, kSize, 1), b(kSize, kSize, 2), expected(kSize, kSize, 3);
+  fill_integers(a, 1);
+  fill_integers(b, 2);
+  fill_integers(expected, 3);
+  Strided initial_c = expected;
+  naive_gemm(kSize, kSize, kSize, 1.0, a, b, 1.0, expected);
+  for (int threads : {1, 2, 4, 0, -3}) {  // 0 and negative counts mean one thread
+    SCOPED_TRACE(threads);
+    set_blas_threads(threads);
+    Strided c = initial_c;
+    gemm_accumulate(kSize, kSize, kSize, a.values.data(), a.ld, b.values.data(), b.ld, c.values.data(), c.ld);
+    ASSERT_EQ(c.values, expected.values);
+  }
+  set_blas_threads(1);  // what the compute pools expect
 }
 
 }  // namespace

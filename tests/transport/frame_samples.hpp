@@ -31,6 +31,7 @@ inline std::vector<Message> sample_messages() {
   hello.threads = 3;
   hello.memory_bytes = 8ull << 30;
   hello.tile_memory_cap = 6ull << 30;
+  hello.capabilities = kCapabilityGemm | (1ull << 40);  // a bit this build has no name for
   hello.challenge = counting_bytes(1);
 
   Auth auth{counting_bytes(40), counting_bytes(80)};

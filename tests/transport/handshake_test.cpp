@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstring>
+#include <optional>
+#include <vector>
+
 #include "loopback.hpp"
 #include "tessera/transport/auth.hpp"
 
@@ -20,8 +25,60 @@ Hello worker_hello() {
   hello.threads = 4;
   hello.memory_bytes = 4ull << 30;
   hello.tile_memory_cap = 3ull << 30;
+  hello.capabilities = kCapabilityGemm;
   hello.challenge = random_challenge();
   return hello;
+}
+
+// A whole frame as a peer built for protocol v1 writes it: v1 header, v1 payload layout.
+std::vector<std::byte> v1_frame(MessageType type, std::vector<std::byte> payload) {
+  FrameHeader header;
+  header.version = 1;
+  header.type = static_cast<uint16_t>(type);
+  header.payload_length = payload.size();
+  const auto header_bytes = encode_header(header);
+  payload.insert(payload.begin(), header_bytes.begin(), header_bytes.end());
+  return payload;
+}
+
+// A HELLO as a v1 worker sends it: no capabilities field.
+std::vector<std::byte> v1_hello_frame() {
+  Hello hello = worker_hello();
+  hello.protocol_version = 1;
+  std::vector<std::byte> payload = encode_payload(hello);
+  const auto challenge_at = payload.end() - static_cast<std::ptrdiff_t>(kChallengeSize);
+  payload.erase(challenge_at - 8, challenge_at);
+  return v1_frame(MessageType::kHello, std::move(payload));
+}
+
+Status write_raw(FrameConnection& connection, const std::vector<std::byte>& bytes) {
+  const std::array<asio::const_buffer, 1> parts{asio::buffer(bytes)};
+  return connection.write_buffers(parts);
+}
+
+// Reads one frame written in protocol v1 framing and returns its ERROR, as a v1 peer would.
+::testing::AssertionResult read_v1_error(FrameConnection& connection, Error& error) {
+  std::array<std::byte, kHeaderSize> header{};
+  if (Status read = connection.read_exact(header); !read.is_ok()) {
+    return ::testing::AssertionFailure() << read.to_string();
+  }
+  if (foreign_protocol_version(header) != std::optional<uint16_t>(1)) {
+    return ::testing::AssertionFailure() << "the reply is not framed as v1";
+  }
+  uint64_t length = 0;
+  std::memcpy(&length, header.data() + 16, sizeof length);  // the host is little-endian
+  if (length > 64 * 1024) return ::testing::AssertionFailure() << "reply claims " << length << " bytes";
+  std::vector<std::byte> payload(length);
+  if (Status read = connection.read_exact(payload); !read.is_ok()) {
+    return ::testing::AssertionFailure() << read.to_string();
+  }
+  const uint16_t type = static_cast<uint16_t>(std::to_integer<unsigned>(header[6]) | std::to_integer<unsigned>(header[7]) << 8);
+  Result<Message> message = decode_payload(type, payload, Limits{});
+  if (!message || !std::holds_alternative<Error>(*message)) {
+    return ::testing::AssertionFailure() << "reply is " << message_type_name(type) << ", not a decodable ERROR";
+  }
+  error = std::get<Error>(*message);
+  return ::testing::AssertionSuccess();
 }
 
 TEST(Handshake, SameSecretSucceedsOnBothSides) {
@@ -42,6 +99,56 @@ TEST(Handshake, SameSecretSucceedsOnBothSides) {
   Result<IncomingFrame> bye = pair->server->read_frame();
   ASSERT_TRUE(bye) << bye.status().to_string();
   EXPECT_TRUE(std::holds_alternative<Bye>(bye->message));
+}
+
+TEST(Handshake, CoordinatorRefusesAV1WorkerNamingBothVersions) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  Error told{};
+  bool told_in_v1 = false;
+  PeerThread old_worker(*pair->server, [&] {
+    if (!write_raw(*pair->server, v1_hello_frame()).is_ok()) return;
+    told_in_v1 = read_v1_error(*pair->server, told);
+  });
+
+  Result<Hello> seen = client_handshake(*pair->client, "correct horse");
+  old_worker.join();
+  ASSERT_FALSE(seen);
+  EXPECT_EQ(seen.status().code(), StatusCode::kProtocolError);
+  EXPECT_NE(seen.status().message().find("worker " + pair->client->peer() +
+                                         " speaks Tessera protocol v1, this build speaks v2; upgrade tessera-worker "
+                                         "on 127.0.0.1"),
+            std::string::npos)
+      << seen.status().to_string();
+  // The old worker can read why: the refusal comes in its own version.
+  EXPECT_TRUE(told_in_v1);
+  EXPECT_EQ(told.code, ErrorCode::kBadFrame);
+  EXPECT_EQ(told.message, "peer speaks Tessera protocol v1, this build speaks v2");
+}
+
+TEST(Handshake, WorkerRefusesAV1CoordinatorNamingBothVersions) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  Status worker_status;
+  PeerThread worker(*pair->server, [&] {
+    worker_status = server_handshake(*pair->server, worker_hello(), "correct horse");
+  });
+
+  // A v1 coordinator cannot read the v2 HELLO and answers with ERROR in its own framing.
+  std::array<std::byte, kHeaderSize> hello_header{};
+  ASSERT_TRUE(pair->client->read_exact(hello_header).is_ok());
+  EXPECT_TRUE(decode_header(hello_header, Limits{})) << "the worker's HELLO is a v2 frame";
+  const std::vector<std::byte> v1_error = v1_frame(
+      MessageType::kError, encode_payload(Error{ErrorCode::kBadFrame, "frame header: version 2 unsupported; this "
+                                                                      "build speaks 1"}));
+  ASSERT_TRUE(write_raw(*pair->client, v1_error).is_ok());
+  worker.join();
+  EXPECT_EQ(worker_status.code(), StatusCode::kProtocolError) << worker_status.to_string();
+  EXPECT_NE(worker_status.message().find("coordinator " + pair->server->peer() +
+                                         " speaks Tessera protocol v1, this build speaks v2; upgrade tessera on the "
+                                         "coordinator's machine (127.0.0.1)"),
+            std::string::npos)
+      << worker_status.to_string();
 }
 
 TEST(Handshake, WrongSecretFailsOnBothSides) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "alloc_counter.hpp"
@@ -69,7 +70,7 @@ TEST(ProtocolHeader, LayoutIsLittleEndian) {
   header.request_id = 0x1122334455667788ull;
   const auto bytes = encode_header(header);
   const std::array<uint8_t, kHeaderSize> expected = {
-      'T', 'S', 'R', 'A', 1, 0, 7, 0, 1, 2, 3, 4, 0, 0, 0, 0,  //
+      'T', 'S', 'R', 'A', 2, 0, 7, 0, 1, 2, 3, 4, 0, 0, 0, 0,  //
       0x10, 0x01, 0, 0, 0, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11};
   for (std::size_t i = 0; i < kHeaderSize; ++i) EXPECT_EQ(std::to_integer<uint8_t>(bytes[i]), expected[i]) << "byte " << i;
 }
@@ -83,10 +84,12 @@ TEST(ProtocolHeader, RejectsBadMagicVersionReservedAndType) {
   bad_magic[0] = std::byte{'G'};
   EXPECT_TRUE(fails_with(decode_header(header_span(bad_magic), {}).status(), StatusCode::kProtocolError, "magic"));
 
-  std::vector<std::byte> bad_version = bytes;
-  put_le(bad_version, 4, 2, 2);
-  EXPECT_TRUE(fails_with(decode_header(header_span(bad_version), {}).status(), StatusCode::kProtocolError,
-                         "version 2 unsupported"));
+  for (uint16_t version : {uint16_t{0}, uint16_t{1}, uint16_t{3}}) {
+    std::vector<std::byte> bad_version = bytes;
+    put_le(bad_version, 4, version, 2);
+    EXPECT_TRUE(fails_with(decode_header(header_span(bad_version), {}).status(), StatusCode::kProtocolError,
+                           "peer speaks Tessera protocol v" + std::to_string(version) + ", this build speaks v2"));
+  }
 
   std::vector<std::byte> bad_reserved = bytes;
   put_le(bad_reserved, 12, 1, 4);
@@ -116,8 +119,9 @@ TEST(ProtocolHeader, RejectsPayloadLengthsTheTypeCannotHave) {
   check(MessageType::kJob, 1 << 20, false);
   check(MessageType::kBye, 0, true);
   check(MessageType::kBye, 1, false);
-  check(MessageType::kHello, 64 + 3 * 4096, true);
-  check(MessageType::kHello, 64 + 3 * 4096 + 1, false);
+  check(MessageType::kHello, 72 + 3 * 4096, true);
+  check(MessageType::kHello, 72 + 3 * 4096 + 1, false);
+  check(MessageType::kHello, 71, false);
   check(MessageType::kError, 1 << 20, false);
   check(MessageType::kStore, 24, true);
   check(MessageType::kStore, 23, false);
@@ -181,13 +185,20 @@ TEST(ProtocolPayload, HelloBytesAreLittleEndian) {
   Hello hello;
   hello.worker_version = "v";
   hello.cores = 0x01020304;
+  hello.capabilities = 0x0807060504030201ull;
   const std::vector<std::byte> payload = encode_payload(hello);
-  ASSERT_EQ(payload.size(), 64u + 1);
-  EXPECT_EQ(std::to_integer<int>(payload[0]), 1);  // protocol_version
+  ASSERT_EQ(payload.size(), 72u + 1);
+  EXPECT_EQ(std::to_integer<int>(payload[0]), 2);  // protocol_version
   EXPECT_EQ(std::to_integer<int>(payload[2]), 1);  // worker_version length
   EXPECT_EQ(std::to_integer<char>(payload[4]), 'v');
   EXPECT_EQ(std::to_integer<int>(payload[9]), 4);  // cores, low byte first
   EXPECT_EQ(std::to_integer<int>(payload[12]), 1);
+  // capabilities: after cores, threads, memory_bytes and tile_memory_cap; before the challenge.
+  const std::size_t capabilities_at = 9 + 4 + 4 + 8 + 8;
+  for (std::size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(std::to_integer<int>(payload[capabilities_at + i]), static_cast<int>(i + 1)) << "capability byte " << i;
+  }
+  EXPECT_EQ(payload.size() - (capabilities_at + 8), kChallengeSize);
 }
 
 TEST(ProtocolPayload, StoreRoundTripsAndViewsThePayload) {
@@ -434,12 +445,12 @@ TEST(ProtocolValidation, ErrorCodesAndStrings) {
 
 TEST(ProtocolValidation, HelloVersionAndStrings) {
   Hello hello = std::get<Hello>(sample_messages()[0]);
-  hello.protocol_version = 2;
+  hello.protocol_version = 1;
   EXPECT_TRUE(fails_with(decode_status(MessageType::kHello, encode_payload(hello)), StatusCode::kProtocolError,
-                         "HELLO: protocol_version 2 unsupported"));
+                         "HELLO: protocol_version 1: peer speaks Tessera protocol v1, this build speaks v2"));
 
   std::vector<std::byte> lying = encode_payload(Hello{});
-  put_le(lying, 2, 4000, 2);  // worker_version claims 4000 bytes; the payload has 62 left
+  put_le(lying, 2, 4000, 2);  // worker_version claims 4000 bytes; the payload has 70 left
   EXPECT_TRUE(fails_with(decode_status(MessageType::kHello, lying), StatusCode::kProtocolError,
                          "HELLO: truncated at worker_version"));
 }
@@ -559,6 +570,81 @@ TEST(ProtocolAllocation, LyingPayloadsAreRejectedWithoutAllocation) {
   }
 }
 
+// --- Version 2: capabilities and refusing other versions -----------------------------------
+
+TEST(ProtocolVersion2, HelloRoundTripsItsCapabilities) {
+  for (uint64_t capabilities : {uint64_t{0}, kCapabilityGemm, kCapabilityGemm | kCapabilityGraph | kCapabilityExpression,
+                                (uint64_t{1} << 63) | kCapabilityGemm}) {
+    Hello hello = std::get<Hello>(sample_messages()[0]);
+    hello.capabilities = capabilities;
+    const std::vector<std::byte> payload = encode_payload(hello);
+    EXPECT_EQ(payload.size(),
+              kHelloFixedBytes + hello.worker_version.size() + hello.arch.size() + hello.hostname.size());
+    Result<Message> decoded = decode_payload(static_cast<uint16_t>(MessageType::kHello), payload, Limits{});
+    ASSERT_TRUE(decoded) << decoded.status().to_string();
+    // Bits this build has no name for survive: a newer worker may host more services.
+    EXPECT_EQ(std::get<Hello>(*decoded).capabilities, capabilities);
+    EXPECT_EQ(std::get<Hello>(*decoded), hello);
+  }
+}
+
+TEST(ProtocolVersion2, CapabilityNames) {
+  EXPECT_EQ(capability_names(0), "none");
+  EXPECT_EQ(capability_names(kCapabilityGemm), "gemm");
+  EXPECT_EQ(capability_names(kCapabilityGemm | kCapabilityGraph | kCapabilityExpression), "gemm, graph, expression");
+  EXPECT_EQ(capability_names(kCapabilityGraph | (uint64_t{1} << 9)), "graph, bit 9");
+}
+
+TEST(ProtocolVersion2, HelloOfAnotherVersionIsRefusedBeforeItsLayoutIsRead) {
+  // A v1 HELLO is 8 bytes shorter (no capabilities); the version must be what is reported.
+  Hello hello = std::get<Hello>(sample_messages()[0]);
+  hello.protocol_version = 1;
+  std::vector<std::byte> v1_payload = encode_payload(hello);
+  v1_payload.erase(v1_payload.end() - static_cast<std::ptrdiff_t>(kChallengeSize + 8),
+                   v1_payload.end() - static_cast<std::ptrdiff_t>(kChallengeSize));
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kHello, v1_payload), StatusCode::kProtocolError,
+                         "HELLO: protocol_version 1: peer speaks Tessera protocol v1, this build speaks v2"));
+}
+
+TEST(ProtocolVersion2, RefusalReachesAV1PeerInItsOwnVersion) {
+  const std::vector<std::byte> frame = encode_version_refusal(1, version_mismatch(1));
+  ASSERT_GT(frame.size(), kHeaderSize);
+  // What a v1 reader checks: magic, version 1, type ERROR, length matching the rest.
+  const std::array<uint8_t, 8> v1_error_start = {'T', 'S', 'R', 'A', 1, 0, 10, 0};
+  for (std::size_t i = 0; i < v1_error_start.size(); ++i) {
+    EXPECT_EQ(std::to_integer<uint8_t>(frame[i]), v1_error_start[i]) << "byte " << i;
+  }
+  EXPECT_EQ(foreign_protocol_version(header_span(frame)), std::optional<uint16_t>(1));
+  uint64_t length = 0;
+  std::memcpy(&length, frame.data() + 16, sizeof length);  // the host is little-endian
+  ASSERT_EQ(length, frame.size() - kHeaderSize);
+  const std::vector<std::byte> payload(frame.begin() + kHeaderSize, frame.end());
+  Result<Message> error = decode_payload(static_cast<uint16_t>(MessageType::kError), payload, Limits{});
+  ASSERT_TRUE(error) << error.status().to_string();
+  EXPECT_EQ(std::get<Error>(*error).code, ErrorCode::kBadFrame);
+  EXPECT_EQ(std::get<Error>(*error).message, "peer speaks Tessera protocol v1, this build speaks v2");
+
+  // A version this build knows nothing about gets our framing, which it may understand.
+  const std::vector<std::byte> newer = encode_version_refusal(7, version_mismatch(7));
+  Result<FrameHeader> ours = decode_header(header_span(newer), Limits{});
+  ASSERT_TRUE(ours) << ours.status().to_string();
+  EXPECT_EQ(ours->type, static_cast<uint16_t>(MessageType::kError));
+}
+
+TEST(ProtocolVersion2, ExportedSizesAreTheEncodedSizes) {
+  // Code outside the codec sizes buffers and predicts traffic with these; they must not drift.
+  EXPECT_EQ(encode_payload(Job{}).size(), kJobPayloadBytes);
+  EXPECT_EQ(encode_payload(Credit{}).size(), kCreditPayloadBytes);
+  EXPECT_EQ(encode_payload(Stats{}).size(), kStatsPayloadBytes);
+  EXPECT_EQ(encode_payload(Auth{}).size(), kAuthPayloadBytes);
+  EXPECT_EQ(encode_payload(AuthOk{}).size(), kAuthOkPayloadBytes);
+  EXPECT_EQ(encode_payload(Hello{}).size(), kHelloFixedBytes);
+  EXPECT_EQ(encode_payload(Probe{ProbeKind::kEcho, 0, 0.0, {1, 2, 3}}).size(), kProbeFixedBytes + 3);
+  EXPECT_EQ(encode_payload(ProbeResult{ProbeKind::kEcho, 0, 0, 0.0, 0.0, {1, 2}}).size(), kProbeResultFixedBytes + 2);
+  EXPECT_EQ(encode_payload(Error{ErrorCode::kBusy, "abc"}).size(), kErrorFixedBytes + 3);
+  EXPECT_EQ(encode_payload(Release{{1, 2, 3}}).size(), release_payload_bytes(3));
+}
+
 // --- Stored broken frames ----------------------------------------------------------------
 
 std::vector<std::byte> read_instance(const std::string& name) {
@@ -586,7 +672,7 @@ Status decode_frame(const std::vector<std::byte>& frame) {
 TEST(ProtocolInstances, BrokenFramesAreRejectedWithTheirReason) {
   const std::pair<const char*, const char*> cases[] = {
       {"http_request.bin", "magic"},
-      {"version_2.bin", "version 2 unsupported"},
+      {"version_1.bin", "peer speaks Tessera protocol v1, this build speaks v2"},
       {"unknown_type.bin", "type 99 unknown"},
       {"huge_length.bin", "exceeds the limit"},
       {"store_lying_dims.bin", "does not match tile 1000000 x 1000000"},
@@ -600,8 +686,28 @@ TEST(ProtocolInstances, BrokenFramesAreRejectedWithTheirReason) {
     SCOPED_TRACE(file);
     EXPECT_TRUE(fails_with(decode_frame(read_instance(file)), StatusCode::kProtocolError, expected));
   }
-  const Status valid = decode_frame(read_instance("valid_job.bin"));
-  EXPECT_TRUE(valid.is_ok()) << valid.to_string();
+  for (const char* file : {"valid_job.bin", "valid_hello.bin"}) {
+    const Status valid = decode_frame(read_instance(file));
+    EXPECT_TRUE(valid.is_ok()) << file << ": " << valid.to_string();
+  }
+}
+
+TEST(ProtocolInstances, ValidHelloCarriesItsCapabilitiesAndV1IsRecognised) {
+  const std::vector<std::byte> hello_frame = read_instance("valid_hello.bin");
+  ASSERT_GE(hello_frame.size(), kHeaderSize);
+  Result<FrameHeader> header = decode_header(header_span(hello_frame), Limits{});
+  ASSERT_TRUE(header) << header.status().to_string();
+  const std::vector<std::byte> payload(hello_frame.begin() + kHeaderSize, hello_frame.end());
+  Result<Message> hello = decode_payload(header->type, payload, Limits{});
+  ASSERT_TRUE(hello) << hello.status().to_string();
+  EXPECT_EQ(std::get<Hello>(*hello).capabilities, kCapabilityGemm);
+  EXPECT_EQ(std::get<Hello>(*hello).hostname, "pi3");
+
+  const std::vector<std::byte> old_frame = read_instance("version_1.bin");
+  ASSERT_GE(old_frame.size(), kHeaderSize);
+  EXPECT_EQ(foreign_protocol_version(header_span(old_frame)), std::optional<uint16_t>(1));
+  EXPECT_EQ(foreign_protocol_version(header_span(hello_frame)), std::nullopt);
+  EXPECT_EQ(foreign_protocol_version(header_span(read_instance("http_request.bin"))), std::nullopt);
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <limits>
 #include <cstddef>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -148,13 +149,173 @@ TEST(ComputePool, ZeroThreadsMeansOnlineCpus) {
   EXPECT_GE(pool.threads(), 1u);
 }
 
-TEST(ComputePool, DestructorWithQueuedJobsReturns) {
+// Records what the pool did with a task: completion and destruction.
+struct TaskLog {
+  std::atomic<int> completed{0};
+  std::atomic<int> destroyed{0};
+};
+
+class LoggedGemm final : public GemmRowStrips {
+ public:
+  LoggedGemm(const GemmTask& gemm, TaskLog& log) : GemmRowStrips(gemm), log_(log) {}
+  ~LoggedGemm() override { ++log_.destroyed; }
+  void complete(double) override { ++log_.completed; }
+
+ private:
+  TaskLog& log_;
+};
+
+TEST(ComputePool, DestructorWithQueuedTasksDropsThemAndReturns) {
   Matrix a(200, 200), b(200, 200), c(200, 200);
+  constexpr int kTasks = 50;
+  std::vector<TaskLog> logs(kTasks);
   {
     ComputePool pool(2);
-    for (int i = 0; i < 50; ++i) pool.submit(task_for(a, b, c), nullptr);
+    for (int i = 0; i < kTasks; ++i) pool.submit(std::make_unique<LoggedGemm>(task_for(a, b, c), logs[i]));
   }
-  SUCCEED();
+  bool dropped_earlier = false;
+  for (int i = 0; i < kTasks; ++i) {
+    const TaskLog& log = logs[static_cast<std::size_t>(i)];
+    // Every task is destroyed exactly once, whether it ran or was dropped.
+    EXPECT_EQ(log.destroyed.load(), 1) << "task " << i;
+    EXPECT_LE(log.completed.load(), 1) << "task " << i;
+    // Tasks run in order, so the ones that completed are a prefix and the dropped ones the rest.
+    if (log.completed.load() == 1) {
+      EXPECT_FALSE(dropped_earlier) << "task " << i << " ran after a dropped one";
+    }
+    if (log.completed.load() == 0) dropped_earlier = true;
+  }
+}
+
+// A non-GEMM task: sums of squares over disjoint slices, one slot per part, combined by the
+// completion. Splits into more parts than threads so threads take several parts each.
+class SumOfSquares final : public PoolTask {
+ public:
+  explicit SumOfSquares(const std::vector<double>& values) : values_(values) {}
+  std::size_t part_count(std::size_t threads) const override { return 3 * threads + 1; }
+  void run_part(std::size_t part, std::size_t parts) override {
+    if (partial_.size() != parts) return;  // parts is fixed for the whole task; checked below
+    const std::size_t first = part * values_.size() / parts;
+    const std::size_t last = (part + 1) * values_.size() / parts;
+    double sum = 0.0;
+    for (std::size_t i = first; i < last; ++i) sum += values_[i] * values_[i];
+    partial_[part] = sum;
+    ++runs_[part];
+  }
+  void complete(double wall_seconds) override {
+    wall_seconds_ = wall_seconds;
+    for (double part_sum : partial_) total_ += part_sum;
+    completed_ = true;
+  }
+  void prepare(std::size_t parts) {
+    partial_.assign(parts, 0.0);
+    runs_ = std::vector<std::atomic<int>>(parts);
+  }
+
+  const std::vector<double>& values_;
+  std::vector<double> partial_;
+  std::vector<std::atomic<int>> runs_;
+  double total_ = 0.0;
+  double wall_seconds_ = -1.0;
+  bool completed_ = false;
+};
+
+// Keeps the task alive after the pool is done with it, so the test can read its results.
+class Borrowed final : public PoolTask {
+ public:
+  Borrowed(PoolTask& task, std::atomic<bool>& done) : task_(task), done_(done) {}
+  std::size_t part_count(std::size_t threads) const override { return task_.part_count(threads); }
+  void run_part(std::size_t part, std::size_t parts) override { task_.run_part(part, parts); }
+  void complete(double wall_seconds) override {
+    task_.complete(wall_seconds);
+    done_ = true;
+  }
+
+ private:
+  PoolTask& task_;
+  std::atomic<bool>& done_;
+};
+
+TEST_P(ComputePoolThreads, RunsANonGemmTaskSplitIntoParts) {
+  ComputePool pool(GetParam());
+  std::vector<double> values(10007);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i % 13);  // exact sums
+  double expected = 0.0;
+  for (double v : values) expected += v * v;
+
+  SumOfSquares task(values);
+  const std::size_t parts = 3 * GetParam() + 1;
+  task.prepare(parts);
+  const ComputePool::Totals before = pool.totals();
+  std::atomic<bool> done{false};
+  pool.submit(std::make_unique<Borrowed>(task, done));
+  pool.wait_idle();
+  ASSERT_TRUE(done.load());
+  EXPECT_TRUE(task.completed_);
+  for (std::size_t part = 0; part < parts; ++part) EXPECT_EQ(task.runs_[part].load(), 1) << "part " << part;
+  EXPECT_EQ(task.total_, expected);
+  EXPECT_GE(task.wall_seconds_, 0.0);
+  const ComputePool::Totals after = pool.totals();
+  EXPECT_EQ(after.jobs, before.jobs + 1);
+  EXPECT_GE(after.wall_seconds, before.wall_seconds + task.wall_seconds_);
+}
+
+// A task asking for no parts still runs once and completes.
+class NoParts final : public PoolTask {
+ public:
+  explicit NoParts(std::atomic<int>& runs) : runs_(runs) {}
+  std::size_t part_count(std::size_t) const override { return 0; }
+  void run_part(std::size_t part, std::size_t parts) override {
+    if (part == 0 && parts == 1) ++runs_;
+  }
+
+ private:
+  std::atomic<int>& runs_;
+};
+
+TEST(ComputePool, TaskWithZeroPartsRunsAsOnePart) {
+  ComputePool pool(3);
+  std::atomic<int> runs{0};
+  pool.submit(std::make_unique<NoParts>(runs));
+  pool.wait_idle();
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(pool.totals().jobs, 1u);
+}
+
+TEST(ComputePool, GemmAndOtherTasksKeepSubmissionOrder) {
+  // A completion of each kind appends to one log; FIFO across kinds keeps it sorted.
+  ComputePool pool(2);
+  Matrix a(30, 30), b(30, 30), c(30, 30);
+  std::mutex mutex;
+  std::vector<int> order;
+  class Append final : public PoolTask {
+   public:
+    Append(int id, std::mutex& m, std::vector<int>& out) : id_(id), mutex_(m), out_(out) {}
+    std::size_t part_count(std::size_t) const override { return 1; }
+    void run_part(std::size_t, std::size_t) override {}
+    void complete(double) override {
+      std::lock_guard lock(mutex_);
+      out_.push_back(id_);
+    }
+
+   private:
+    int id_;
+    std::mutex& mutex_;
+    std::vector<int>& out_;
+  };
+  for (int i = 0; i < 40; ++i) {
+    if (i % 2 == 0) {
+      pool.submit(task_for(a, b, c), [&, i](double) {
+        std::lock_guard lock(mutex);
+        order.push_back(i);
+      });
+    } else {
+      pool.submit(std::make_unique<Append>(i, mutex, order));
+    }
+  }
+  pool.wait_idle();
+  ASSERT_EQ(order.size(), 40u);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
 }
 
 }  // namespace

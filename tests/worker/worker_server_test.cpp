@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tessera/transport/frame_connection.hpp"
 #include "worker_test_client.hpp"
@@ -86,6 +90,37 @@ TEST_F(WorkerServerTest, HandshakeReportsNodeFacts) {
   EXPECT_EQ(hello.hostname, facts.hostname);
   EXPECT_GT(hello.memory_bytes, 0u);
   EXPECT_NE(hello.challenge, (std::array<uint8_t, tp::kChallengeSize>{}));
+  EXPECT_EQ(hello.capabilities, tp::kCapabilityGemm);
+  EXPECT_EQ(server_->services().describe(), "gemm (PROBE, STORE, JOB, RELEASE, STATS_REQUEST)");
+}
+
+TEST_F(WorkerServerTest, V1CoordinatorIsToldBothVersionsInItsOwnFraming) {
+  auto connection = connect();
+  ASSERT_NE(connection, nullptr);
+  Watchdog watchdog(*connection, 20s);
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Hello>(*connection, frame));
+  // What a v1 coordinator would send if it got this far: AUTH in a v1 header.
+  tp::FrameHeader v1_header;
+  v1_header.version = 1;
+  v1_header.type = static_cast<uint16_t>(tp::MessageType::kAuth);
+  const std::vector<std::byte> auth = tp::encode_payload(tp::Auth{});
+  const std::array<asio::const_buffer, 1> payload{asio::buffer(auth)};
+  ASSERT_TRUE(connection->write_frame(v1_header, payload).is_ok());
+
+  std::array<std::byte, tp::kHeaderSize> reply_header{};
+  ASSERT_TRUE(connection->read_exact(reply_header).is_ok());
+  EXPECT_EQ(tp::foreign_protocol_version(reply_header), std::optional<uint16_t>(1));
+  uint64_t length = 0;
+  std::memcpy(&length, reply_header.data() + 16, sizeof length);  // the host is little-endian
+  ASSERT_LE(length, 4096u);
+  std::vector<std::byte> reply(length);
+  ASSERT_TRUE(connection->read_exact(reply).is_ok());
+  auto error = tp::decode_payload(static_cast<uint16_t>(tp::MessageType::kError), reply, tp::Limits{});
+  ASSERT_TRUE(error) << error.status().to_string();
+  EXPECT_EQ(std::get<tp::Error>(*error).message, "peer speaks Tessera protocol v1, this build speaks v2");
+  EXPECT_TRUE(read_closed(*connection));
+  EXPECT_NE(open_session(), nullptr) << "the worker must accept the next (v2) coordinator";
 }
 
 TEST_F(WorkerServerTest, WrongSecretIsRefused) {

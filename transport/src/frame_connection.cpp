@@ -3,7 +3,9 @@
 #include "tessera/transport/frame_connection.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <optional>
 #include <new>
 #include <utility>
 #include <variant>
@@ -57,13 +59,26 @@ Status remote_error(const Error& error, const std::string& who) {
 // because the peer would otherwise wait for a reply that never comes. The type is checked from
 // the header alone, before any payload is read, so an unauthenticated peer can never make us
 // allocate a large payload (a STORE, an echo PROBE) by sending it first. `refusal` answers a
-// frame of a type not in `expected`.
+// frame of a type not in `expected`. A peer of another protocol version is refused with both
+// versions and `upgrade_hint`, in a frame its version can read.
 Result<IncomingFrame> read_handshake_frame(FrameConnection& connection, const std::string& who,
                                            std::initializer_list<MessageType> expected, ErrorCode refusal,
-                                           std::string_view expectation) {
-  Result<FrameHeader> header = connection.read_header();
+                                           std::string_view expectation, std::string_view upgrade_hint) {
+  std::array<std::byte, kHeaderSize> header_bytes{};
+  if (Status read = connection.read_exact(header_bytes); !read.is_ok()) {
+    return read.with_context("handshake with " + who + ": ");
+  }
+  Result<FrameHeader> header = decode_header(header_bytes, connection.limits());
   if (!header) {
-    const Status status = header.status();
+    if (std::optional<uint16_t> version = foreign_protocol_version(header_bytes)) {
+      const std::string why = who + " speaks Tessera protocol v" + std::to_string(*version) + ", this build speaks v" +
+                              std::to_string(kProtocolVersion) + "; " + std::string(upgrade_hint);
+      const std::vector<std::byte> refusal_frame = encode_version_refusal(*version, version_mismatch(*version));
+      const std::array<asio::const_buffer, 1> parts{asio::buffer(refusal_frame)};
+      (void)connection.write_buffers(parts);  // best effort: the peer may not wait for it
+      return protocol_error("handshake with " + who + ": " + why);
+    }
+    const Status status = header.status().with_context(connection.peer() + ": ");
     if (status.code() == StatusCode::kProtocolError) connection.write_error(ErrorCode::kBadFrame, status.message());
     return status.with_context("handshake with " + who + ": ");
   }
@@ -86,7 +101,8 @@ FrameConnection::FrameConnection(asio::ip::tcp::socket socket, Limits limits)
   asio::error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   const asio::ip::tcp::endpoint endpoint = socket_.remote_endpoint(ec);
-  peer_ = ec ? std::string("(unconnected)") : format_host_port(endpoint.address().to_string(), endpoint.port());
+  peer_host_ = ec ? std::string("(unconnected)") : endpoint.address().to_string();
+  peer_ = ec ? peer_host_ : format_host_port(peer_host_, endpoint.port());
 }
 
 FrameConnection::~FrameConnection() {
@@ -277,13 +293,15 @@ void FrameConnection::shutdown() {
 }
 
 std::string FrameConnection::peer() const { return peer_; }
+std::string FrameConnection::peer_host() const { return peer_host_; }
 
 Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret) {
   const std::string who = "worker " + connection.peer();
   if (secret.empty()) return invalid_argument("handshake with " + who + ": the shared secret is empty");
 
+  const std::string worker_upgrade = "upgrade tessera-worker on " + connection.peer_host();
   Result<IncomingFrame> first = read_handshake_frame(connection, who, {MessageType::kHello, MessageType::kError},
-                                                     ErrorCode::kBadFrame, "instead of HELLO");
+                                                     ErrorCode::kBadFrame, "instead of HELLO", worker_upgrade);
   if (!first) return first.status();
   if (const auto* error = std::get_if<Error>(&first->message)) return remote_error(*error, who);
   const auto* hello = &std::get<Hello>(first->message);  // read_handshake_frame admitted HELLO or ERROR only
@@ -295,7 +313,7 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
   if (!sent.is_ok()) return sent.with_context("handshake with " + who + ": ");
 
   Result<IncomingFrame> answer = read_handshake_frame(connection, who, {MessageType::kAuthOk, MessageType::kError},
-                                                      ErrorCode::kBadFrame, "instead of AUTH_OK");
+                                                      ErrorCode::kBadFrame, "instead of AUTH_OK", worker_upgrade);
   if (!answer) return answer.status();
   if (const auto* error = std::get_if<Error>(&answer->message)) {
     if (error->code == ErrorCode::kAuthFailed) {
@@ -323,7 +341,8 @@ Status server_handshake(FrameConnection& connection, const Hello& hello, std::st
 
   Result<IncomingFrame> frame =
       read_handshake_frame(connection, who, {MessageType::kAuth, MessageType::kError, MessageType::kBye},
-                           ErrorCode::kAuthRequired, "before authentication; send AUTH first");
+                           ErrorCode::kAuthRequired, "before authentication; send AUTH first",
+                           "upgrade tessera on the coordinator's machine (" + connection.peer_host() + ")");
   if (!frame) return frame.status();
   if (const auto* error = std::get_if<Error>(&frame->message)) return remote_error(*error, who);
   if (std::holds_alternative<Bye>(frame->message)) {

@@ -23,17 +23,12 @@ static_assert(std::numeric_limits<double>::is_iec559, "the wire format carries I
 
 namespace {
 
-constexpr std::size_t kHelloFixedBytes = 2 + 3 * 2 + 4 + 4 + 8 + 8 + kChallengeSize;  // 64
-constexpr std::size_t kAuthBytes = kMacSize + kChallengeSize;
-constexpr std::size_t kAuthOkBytes = kMacSize;
-constexpr std::size_t kProbeFixedBytes = 1 + 3 + 4 + 8 + 4;                   // 20
-constexpr std::size_t kProbeResultFixedBytes = 1 + 3 + 4 + 4 + 4 + 8 + 8 + 4;  // 36
-constexpr std::size_t kJobBytes = 8 + 4 * 16;                                   // 72
-constexpr std::size_t kCreditBytes = 8 + 4 + 4 + 8;
-constexpr std::size_t kErrorFixedBytes = 4 + 2;
-constexpr std::size_t kReleaseFixedBytes = 4;
-constexpr std::size_t kStatsBytes = 4 * 8 + 3 * 8;                             // 56
-constexpr uint16_t kMaxType = static_cast<uint16_t>(MessageType::kStats);
+static_assert(kHelloFixedBytes == 72 && kJobPayloadBytes == 72 && kProbeFixedBytes == 20 &&
+              kCreditPayloadBytes == 24 && kStatsPayloadBytes == 56,
+              "a payload layout changed: bump kProtocolVersion and update the layout comments");
+constexpr uint16_t kMaxType = kLastMessageType;
+// The only version before this one; its header and ERROR layouts match ours.
+constexpr uint16_t kFirstProtocolVersion = 1;
 
 // Longest string the encoder emits; decoders enforce Limits::max_string_bytes (4096 by default).
 constexpr std::size_t kMaxEncodedString = Limits{}.max_string_bytes;
@@ -135,19 +130,20 @@ std::vector<std::byte> encode(const Hello& m) {
   w.u32(m.threads);
   w.u64(m.memory_bytes);
   w.u64(m.tile_memory_cap);
+  w.u64(m.capabilities);
   w.array(m.challenge);
   return w.take();
 }
 
 std::vector<std::byte> encode(const Auth& m) {
-  PayloadWriter w(kAuthBytes);
+  PayloadWriter w(kAuthPayloadBytes);
   w.array(m.mac);
   w.array(m.challenge);
   return w.take();
 }
 
 std::vector<std::byte> encode(const AuthOk& m) {
-  PayloadWriter w(kAuthOkBytes);
+  PayloadWriter w(kAuthOkPayloadBytes);
   w.array(m.mac);
   return w.take();
 }
@@ -180,7 +176,7 @@ std::vector<std::byte> encode(const ProbeResult& m) {
 }
 
 std::vector<std::byte> encode(const Job& m) {
-  PayloadWriter w(kJobBytes);
+  PayloadWriter w(kJobPayloadBytes);
   w.u64(m.job_id);
   w.u32(static_cast<uint32_t>(m.op));
   w.u32(m.flags);
@@ -192,7 +188,7 @@ std::vector<std::byte> encode(const Job& m) {
 }
 
 std::vector<std::byte> encode(const Credit& m) {
-  PayloadWriter w(kCreditBytes);
+  PayloadWriter w(kCreditPayloadBytes);
   w.u64(m.job_id);
   w.u32(m.credits);
   w.zeros(4);
@@ -211,7 +207,7 @@ std::vector<std::byte> encode(const Bye&) { return {}; }
 
 std::vector<std::byte> encode(const Release& m) {
   assert(m.tile_ids.size() <= std::numeric_limits<uint32_t>::max() / 4);
-  PayloadWriter w(kReleaseFixedBytes + 4 * m.tile_ids.size());
+  PayloadWriter w(release_payload_bytes(m.tile_ids.size()));
   w.u32(static_cast<uint32_t>(m.tile_ids.size()));
   for (uint32_t id : m.tile_ids) w.u32(id);
   return w.take();
@@ -220,7 +216,7 @@ std::vector<std::byte> encode(const Release& m) {
 std::vector<std::byte> encode(const StatsRequest&) { return {}; }
 
 std::vector<std::byte> encode(const Stats& m) {
-  PayloadWriter w(kStatsBytes);
+  PayloadWriter w(kStatsPayloadBytes);
   w.f64(m.session_seconds);
   w.f64(m.io_cpu_seconds);
   w.f64(m.compute_cpu_seconds);
@@ -371,17 +367,19 @@ Status check_probe_size(std::string_view message, ProbeKind kind, uint32_t size,
 Result<Message> decode_hello(std::span<const std::byte> payload, const Limits& limits) {
   Hello m;
   PayloadReader r("HELLO", payload);
-  if (!(r.u16("protocol_version", m.protocol_version) &&
-        r.string("worker_version", limits.max_string_bytes, m.worker_version) &&
+  if (!r.u16("protocol_version", m.protocol_version)) return r.status();
+  // Checked before anything else: another version's layout says nothing about ours.
+  if (m.protocol_version != kProtocolVersion) {
+    return field_error("HELLO", "protocol_version " + std::to_string(m.protocol_version) + ": " +
+                                    version_mismatch(m.protocol_version));
+  }
+  if (!(r.string("worker_version", limits.max_string_bytes, m.worker_version) &&
         r.string("arch", limits.max_string_bytes, m.arch) &&
         r.string("hostname", limits.max_string_bytes, m.hostname) && r.u32("cores", m.cores) &&
         r.u32("threads", m.threads) && r.u64("memory_bytes", m.memory_bytes) &&
-        r.u64("tile_memory_cap", m.tile_memory_cap) && r.array("challenge", m.challenge) && r.finish())) {
+        r.u64("tile_memory_cap", m.tile_memory_cap) && r.u64("capabilities", m.capabilities) &&
+        r.array("challenge", m.challenge) && r.finish())) {
     return r.status();
-  }
-  if (m.protocol_version != kProtocolVersion) {
-    return field_error("HELLO", "protocol_version " + std::to_string(m.protocol_version) +
-                                    " unsupported; this build speaks " + std::to_string(kProtocolVersion));
   }
   return Message(std::move(m));
 }
@@ -524,7 +522,7 @@ Result<Message> decode_release(std::span<const std::byte> payload, const Limits&
   PayloadReader r("RELEASE", payload);
   if (!r.u32("count", count)) return r.status();
   if (count > limits.max_release_tiles) return out_of_range("RELEASE", "count", count, 0, limits.max_release_tiles);
-  const uint64_t expected = kReleaseFixedBytes + uint64_t{4} * count;
+  const uint64_t expected = release_payload_bytes(count);
   if (expected != payload.size()) {
     return field_error("RELEASE", "count " + std::to_string(count) + " needs a payload of " +
                                       std::to_string(expected) + " bytes, got " + std::to_string(payload.size()));
@@ -647,24 +645,24 @@ PayloadBounds payload_bounds(MessageType type, const Limits& limits) {
   const uint64_t max_dim = limits.max_tile_dim;
   switch (type) {
     case MessageType::kHello: return {kHelloFixedBytes, kHelloFixedBytes + 3 * max_string};
-    case MessageType::kAuth: return {kAuthBytes, kAuthBytes};
-    case MessageType::kAuthOk: return {kAuthOkBytes, kAuthOkBytes};
+    case MessageType::kAuth: return {kAuthPayloadBytes, kAuthPayloadBytes};
+    case MessageType::kAuthOk: return {kAuthOkPayloadBytes, kAuthOkPayloadBytes};
     case MessageType::kProbe: return {kProbeFixedBytes, kProbeFixedBytes + uint64_t{limits.max_echo_bytes}};
     case MessageType::kProbeResult:
       return {kProbeResultFixedBytes, kProbeResultFixedBytes + uint64_t{limits.max_echo_bytes}};
     case MessageType::kStore:
       return {kTilePrefixSize + sizeof(double), saturating_mul_add(max_dim * max_dim, sizeof(double), kTilePrefixSize)};
-    case MessageType::kJob: return {kJobBytes, kJobBytes};
-    case MessageType::kCredit: return {kCreditBytes, kCreditBytes};
+    case MessageType::kJob: return {kJobPayloadBytes, kJobPayloadBytes};
+    case MessageType::kCredit: return {kCreditPayloadBytes, kCreditPayloadBytes};
     case MessageType::kResult:
       return {kResultPrefixSize + sizeof(double),
               saturating_mul_add(max_dim * max_dim, sizeof(double), kResultPrefixSize)};
     case MessageType::kError: return {kErrorFixedBytes, kErrorFixedBytes + max_string};
     case MessageType::kBye: return {0, 0};
     case MessageType::kRelease:
-      return {kReleaseFixedBytes, kReleaseFixedBytes + uint64_t{4} * limits.max_release_tiles};
+      return {kReleaseFixedBytes, release_payload_bytes(limits.max_release_tiles)};
     case MessageType::kStatsRequest: return {0, 0};
-    case MessageType::kStats: return {kStatsBytes, kStatsBytes};
+    case MessageType::kStats: return {kStatsPayloadBytes, kStatsPayloadBytes};
   }
   return {0, 0};
 }
@@ -685,6 +683,28 @@ static_assert(std::is_same_v<std::variant_alternative_t<13, Message>, Stats> &&
 static_assert(std::variant_size_v<Message> == kMaxType);
 
 }  // namespace
+
+std::string capability_names(uint64_t capabilities) {
+  if (capabilities == 0) return "none";
+  std::string names;
+  for (unsigned bit = 0; bit < 64; ++bit) {
+    const uint64_t mask = uint64_t{1} << bit;
+    if ((capabilities & mask) == 0) continue;
+    if (!names.empty()) names += ", ";
+    switch (mask) {
+      case kCapabilityGemm: names += "gemm"; break;
+      case kCapabilityGraph: names += "graph"; break;
+      case kCapabilityExpression: names += "expression"; break;
+      default: names += "bit " + std::to_string(bit); break;
+    }
+  }
+  return names;
+}
+
+std::string version_mismatch(uint16_t peer_version) {
+  return "peer speaks Tessera protocol v" + std::to_string(peer_version) + ", this build speaks v" +
+         std::to_string(kProtocolVersion);
+}
 
 std::string message_type_name(uint16_t type) {
   switch (type) {
@@ -735,10 +755,7 @@ Result<FrameHeader> decode_header(std::span<const std::byte, kHeaderSize> bytes,
   const auto reserved = static_cast<uint32_t>(load_le(bytes.data() + 12, 4));
   header.payload_length = load_le(bytes.data() + 16, 8);
   header.request_id = load_le(bytes.data() + 24, 8);
-  if (header.version != kProtocolVersion) {
-    return protocol_error("frame header: version " + std::to_string(header.version) + " unsupported; this build speaks " +
-                          std::to_string(kProtocolVersion));
-  }
+  if (header.version != kProtocolVersion) return protocol_error("frame header: " + version_mismatch(header.version));
   if (reserved != 0) return protocol_error("frame header: reserved field " + hex32(reserved) + ", must be 0");
   if (header.type < 1 || header.type > kMaxType) {
     return protocol_error("frame header: type " + std::to_string(header.type) + " unknown (valid 1.." +
@@ -754,6 +771,28 @@ Result<FrameHeader> decode_header(std::span<const std::byte, kHeaderSize> bytes,
     return out_of_range(name, "payload_length", header.payload_length, bounds.min, bounds.max);
   }
   return header;
+}
+
+std::optional<uint16_t> foreign_protocol_version(std::span<const std::byte, kHeaderSize> bytes) {
+  if (static_cast<uint32_t>(load_le(bytes.data(), 4)) != kMagic) return std::nullopt;
+  const auto version = static_cast<uint16_t>(load_le(bytes.data() + 4, 2));
+  if (version == kProtocolVersion) return std::nullopt;
+  return version;
+}
+
+std::vector<std::byte> encode_version_refusal(uint16_t peer_version, std::string_view message) {
+  const std::vector<std::byte> payload = encode(Error{ErrorCode::kBadFrame, std::string(message)});
+  FrameHeader header;
+  // Only versions known to share our header and ERROR layouts get their own; a newer peer
+  // understands ours or nothing.
+  header.version = peer_version == kFirstProtocolVersion ? peer_version : kProtocolVersion;
+  header.type = static_cast<uint16_t>(MessageType::kError);
+  header.payload_length = payload.size();
+  const auto header_bytes = encode_header(header);
+  std::vector<std::byte> frame(kHeaderSize + payload.size());
+  std::memcpy(frame.data(), header_bytes.data(), kHeaderSize);
+  std::memcpy(frame.data() + kHeaderSize, payload.data(), payload.size());
+  return frame;
 }
 
 std::vector<std::byte> encode_payload(const Message& message) {

@@ -23,7 +23,32 @@ uint32_t online_cpus() {
 // While a completion runs on this thread: the seconds it has declared as communication.
 thread_local double* completion_io_seconds = nullptr;
 
+// A GEMM whose completion is a callable, for callers that need no task type of their own.
+class GemmWithCompletion final : public GemmRowStrips {
+ public:
+  GemmWithCompletion(const GemmTask& gemm, ComputePool::Completion done)
+      : GemmRowStrips(gemm), done_(std::move(done)) {}
+  void complete(double wall_seconds) override {
+    if (done_) done_(wall_seconds);
+  }
+
+ private:
+  ComputePool::Completion done_;
+};
+
 }  // namespace
+
+std::size_t GemmRowStrips::part_count(std::size_t threads) const {
+  return std::min<std::size_t>(threads, std::max<std::size_t>(gemm_.m, 1));
+}
+
+void GemmRowStrips::run_part(std::size_t part, std::size_t parts) {
+  // Rows [part*m/parts, (part+1)*m/parts): sizes differ by at most one row.
+  const std::size_t first = part * gemm_.m / parts;
+  const std::size_t last = (part + 1) * gemm_.m / parts;
+  linalg::gemm(last - first, gemm_.n, gemm_.k, 1.0, gemm_.a + first * gemm_.lda, gemm_.lda, gemm_.b, gemm_.ldb,
+               gemm_.overwrite ? 0.0 : 1.0, gemm_.c + first * gemm_.ldc, gemm_.ldc);
+}
 
 ComputePool::ComputePool(uint32_t threads) {
   // Each strip is one BLAS call; BLAS threads of its own would oversubscribe the cores and, under
@@ -35,7 +60,7 @@ ComputePool::ComputePool(uint32_t threads) {
 }
 
 ComputePool::~ComputePool() {
-  std::deque<Job> dropped;
+  std::deque<std::unique_ptr<PoolTask>> dropped;
   {
     std::lock_guard lock(mutex_);
     dropped.swap(queue_);
@@ -45,12 +70,16 @@ ComputePool::~ComputePool() {
   for (auto& thread : threads_) thread.join();
 }
 
-void ComputePool::submit(const GemmTask& task, Completion done) {
+void ComputePool::submit(std::unique_ptr<PoolTask> task) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(Job{task, std::move(done)});
+    queue_.push_back(std::move(task));
   }
   work_cv_.notify_one();
+}
+
+void ComputePool::submit(const GemmTask& task, Completion done) {
+  submit(std::make_unique<GemmWithCompletion>(task, std::move(done)));
 }
 
 double ComputePool::run(const GemmTask& task) {
@@ -61,7 +90,7 @@ double ComputePool::run(const GemmTask& task) {
 }
 
 std::size_t ComputePool::cancel_pending() {
-  std::deque<Job> dropped;  // completions (and the tiles they hold) die outside the lock
+  std::deque<std::unique_ptr<PoolTask>> dropped;  // tasks (and the tiles they hold) die outside the lock
   {
     std::lock_guard lock(mutex_);
     dropped.swap(queue_);
@@ -85,7 +114,7 @@ void ComputePool::wait_idle() {
 }
 
 bool ComputePool::has_work() const {
-  if (running_) return next_strip_ < strip_count_;
+  if (running_) return next_part_ < part_count_;
   return !completing_ && !queue_.empty();
 }
 
@@ -93,58 +122,53 @@ void ComputePool::thread_main() {
   std::unique_lock lock(mutex_);
   for (;;) {
     work_cv_.wait(lock, [this] { return stopping_ || has_work(); });
-    // Strips already handed out must still finish, so a stopping thread leaves only when none
-    // remain for it; the thread holding the last strip runs the completion.
+    // Parts already handed out must still finish, so a stopping thread leaves only when none
+    // remain for it; the thread finishing the last part runs the completion.
     if (!has_work()) return;
     if (!running_) {
       current_ = std::move(queue_.front());
       queue_.pop_front();
       running_ = true;
-      // No empty strips: a job with fewer rows than threads uses one thread per row.
-      strip_count_ = std::min<std::size_t>(threads_.size(), std::max<std::size_t>(current_.task.m, 1));
-      next_strip_ = 0;
-      strips_done_ = 0;
+      part_count_ = std::max<std::size_t>(current_->part_count(threads_.size()), 1);
+      next_part_ = 0;
+      parts_done_ = 0;
       started_ = std::chrono::steady_clock::now();
-      if (strip_count_ > 1) work_cv_.notify_all();
+      if (part_count_ > 1) work_cv_.notify_all();
     }
-    const std::size_t strip = next_strip_++;
-    const std::size_t strips = strip_count_;
-    const GemmTask task = current_.task;
+    const std::size_t part = next_part_++;
+    const std::size_t parts = part_count_;
+    // current_ only changes hands after its last part is done, so the pointer stays valid.
+    PoolTask* task = current_.get();
     lock.unlock();
 
-    // Rows [strip*m/strips, (strip+1)*m/strips): sizes differ by at most one row.
-    const std::size_t first = strip * task.m / strips;
-    const std::size_t last = (strip + 1) * task.m / strips;
-    const double strip_cpu_start = thread_cpu_seconds();
-    linalg::gemm(last - first, task.n, task.k, 1.0, task.a + first * task.lda, task.lda, task.b, task.ldb,
-         task.overwrite ? 0.0 : 1.0, task.c + first * task.ldc, task.ldc);
-    const double strip_cpu = thread_cpu_seconds() - strip_cpu_start;
+    const double part_cpu_start = thread_cpu_seconds();
+    task->run_part(part, parts);
+    const double part_cpu = thread_cpu_seconds() - part_cpu_start;
 
     lock.lock();
-    totals_.compute_cpu_seconds += std::max(strip_cpu, 0.0);
-    if (++strips_done_ < strip_count_) continue;
+    totals_.compute_cpu_seconds += std::max(part_cpu, 0.0);
+    if (++parts_done_ < part_count_) continue;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     ++totals_.jobs;
     totals_.wall_seconds += seconds;
-    Job finished = std::move(current_);
-    current_ = Job{};
+    std::unique_ptr<PoolTask> finished = std::move(current_);
     running_ = false;
-    completing_ = true;  // keeps the next job from touching C while the completion reads it
+    completing_ = true;  // keeps the next task from touching the output while the completion reads it
     lock.unlock();
 
-    // The completion's CPU time, including destroying it (it may hold the last reference to a
-    // tile), is compute except what it declares as communication through count_as_io().
+    // The completion's CPU time, including destroying the task (it may hold the last reference to
+    // a tile), is compute except what it declares as communication through count_as_io().
     double io_seconds = 0.0;
     const double completion_cpu_start = thread_cpu_seconds();
     completion_io_seconds = &io_seconds;
     try {
-      if (finished.done) finished.done(seconds);
+      finished->complete(seconds);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "tessera-worker: job completion failed: %s\n", e.what());
+      std::fprintf(stderr, "tessera-worker: task completion failed: %s\n", e.what());
     }
     completion_io_seconds = nullptr;
-    finished = Job{};
+    finished.reset();
     const double completion_cpu = std::max(thread_cpu_seconds() - completion_cpu_start, 0.0);
     const double completion_io = std::min(io_seconds, completion_cpu);
 

@@ -8,8 +8,8 @@
 
 namespace tessera::balance {
 
-Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret,
-                              std::chrono::milliseconds timeout) {
+Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret, std::chrono::milliseconds timeout,
+                              uint64_t required_capabilities) {
   const std::string who = fmt::format("node '{}' ({})", node.name, node.endpoint());
   auto connection = transport::FrameConnection::connect(node.host, node.port, timeout);
   if (!connection) {
@@ -27,7 +27,17 @@ Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret,
     }
     return Status(failure.code(), fmt::format("{}: handshake failed: {}", who, failure.message()));
   }
-  return NodeLink{node, std::move(*hello), std::move(*connection)};
+  NodeLink link{node, std::move(*hello), std::move(*connection)};
+  const uint64_t missing = required_capabilities & ~link.hello.capabilities;
+  if (missing != 0) {
+    say_goodbye(link);
+    const std::string missing_names = transport::capability_names(missing);
+    return invalid_config(fmt::format("{} lacks what this run needs: missing {}, it offers {}; run a tessera-worker "
+                                      "there that hosts {}",
+                                      who, missing_names, transport::capability_names(link.hello.capabilities),
+                                      missing_names));
+  }
+  return link;
 }
 
 Result<ClusterConnection> ClusterConnection::connect(const ClusterSpec& cluster, const ConnectOptions& options) {
@@ -40,7 +50,9 @@ Result<ClusterConnection> ClusterConnection::connect(const ClusterSpec& cluster,
     std::vector<std::jthread> connectors;
     connectors.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
-      connectors.emplace_back([&, i] { outcomes[i] = connect_node(cluster.nodes[i], *secret, options.timeout); });
+      connectors.emplace_back([&, i] {
+        outcomes[i] = connect_node(cluster.nodes[i], *secret, options.timeout, options.required_capabilities);
+      });
     }
   }
 

@@ -27,7 +27,7 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // a tile prefix in front of the matrix data, a JOB a header and a 72-byte body, a RESULT a header
 // and a result prefix. They matter only for tiny shares, but keep predict() byte-exact.
 constexpr double kStoreOverheadBytes = tp::kHeaderSize + tp::kTilePrefixSize;
-constexpr double kJobFrameBytes = tp::kHeaderSize + 72;
+constexpr double kJobFrameBytes = tp::kHeaderSize + tp::kJobPayloadBytes;
 constexpr double kResultOverheadBytes = tp::kHeaderSize + tp::kResultPrefixSize;
 
 // The outer bisection stops when the bracket on the common finish time is this tight; at 1e-6

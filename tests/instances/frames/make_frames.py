@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Writes the deliberately broken (and one valid) Tessera v1 frames used by protocol_test.cpp.
+"""Writes the deliberately broken (and the valid) Tessera v2 frames used by protocol_test.cpp, and
+one whole v1 frame that a v2 peer must refuse by its version.
 
 Run from this folder; the .bin files are committed so the tests do not need Python."""
+import os
 import struct
 
 MAGIC = 0x41525354
+VERSION = 2
+CAPABILITY_GEMM = 1 << 0
 
 
-def header(msg_type, length, version=1, flags=0, reserved=0, request_id=0):
+def header(msg_type, length, version=VERSION, flags=0, reserved=0, request_id=0):
     return struct.pack('<IHHIIQQ', MAGIC, version, msg_type, flags, reserved, length, request_id)
 
 
@@ -24,21 +28,32 @@ def job(flags):
     return struct.pack('<QII', 1, 1, flags) + struct.pack('<14I', 1, 2, 3, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0)
 
 
-hello_tail = struct.pack('<IIQQ', 4, 4, 1 << 30, 1 << 29) + bytes(range(1, 33))
+def hello(version):
+    # v2 added u64 capabilities between tile_memory_cap and the challenge.
+    tail = struct.pack('<IIQQ', 4, 4, 1 << 30, 1 << 29)
+    if version >= 2:
+        tail += struct.pack('<Q', CAPABILITY_GEMM)
+    return struct.pack('<H', version) + s('0.1.0') + s('x86_64') + s('pi3') + tail + bytes(range(1, 33))
+
+
 files = {
     'http_request.bin': b'GET / HTTP/1.1\r\nHost: pi3:7070\r\n\r\n',
-    'version_2.bin': header(11, 0, version=2),
+    # What a v1 worker sends first: a whole, valid v1 HELLO.
+    'version_1.bin': frame(1, hello(1), version=1),
     'unknown_type.bin': header(99, 0),
     'huge_length.bin': header(6, 1 << 63) + bytes(16),
     'store_lying_dims.bin': frame(6, struct.pack('<IIII', 1, 1000000, 1000000, 0) + bytes(48)),
     'hello_string_beyond_payload.bin':
-        frame(1, struct.pack('<H', 1) + s('0.1.0') + s('x86_64') + struct.pack('<H', 3000) + bytes(56)),
-    'hello_truncated.bin': frame(1, (struct.pack('<H', 1) + s('0.1.0') + s('x86_64') + s('pi3') + hello_tail)[:-10]),
+        frame(1, struct.pack('<H', VERSION) + s('0.1.0') + s('x86_64') + struct.pack('<H', 3000) + bytes(64)),
+    'hello_truncated.bin': frame(1, hello(VERSION)[:-10]),
     'job_unknown_flags.bin': frame(7, job(0x100)),
     'probe_nan_seconds.bin': frame(4, struct.pack('<B3xIdI', 1, 256, float('nan'), 0)),
     'release_count_mismatch.bin': frame(12, struct.pack('<III', 3, 7, 8)),
     'valid_job.bin': frame(7, job(0xE)),
+    'valid_hello.bin': frame(1, hello(VERSION)),
 }
+if os.path.exists('version_2.bin'):
+    os.remove('version_2.bin')  # stood for "a wrong version" while this build spoke v1
 for name, data in files.items():
     with open(name, 'wb') as out:
         out.write(data)

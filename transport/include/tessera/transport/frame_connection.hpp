@@ -63,7 +63,8 @@ class FrameConnection {
   Result<IncomingFrame> read_frame();
 
   void shutdown();
-  std::string peer() const;  // "127.0.0.1:7071"
+  std::string peer() const;       // "127.0.0.1:7071"
+  std::string peer_host() const;  // "127.0.0.1"
   const Limits& limits() const { return limits_; }
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
   uint64_t bytes_received() const { return bytes_received_.load(); }
@@ -76,18 +77,23 @@ class FrameConnection {
   Limits limits_;
   std::mutex write_mutex_;
   std::string peer_;
+  std::string peer_host_;
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
 };
 
 // Coordinator side of the handshake: reads HELLO, sends AUTH, expects AUTH_OK with a valid MAC.
 // Failure: kAuthFailed ("worker rejected the secret" / "worker's answer does not match the
-// secret"), kProtocolError, kNetworkError. On success returns the worker's HELLO.
+// secret"), kProtocolError (a worker of another protocol version: "worker H:P speaks Tessera
+// protocol v1, this build speaks v2; upgrade tessera-worker on H"), kNetworkError. On success
+// returns the worker's HELLO; checking its capabilities is the caller's business.
 Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret);
 
 // Worker side: sends `hello` (its challenge must be fresh), reads AUTH, checks the MAC, answers
 // AUTH_OK. A wrong MAC gets ERROR(kAuthFailed) and kAuthFailed; any other frame before AUTH gets
-// ERROR(kAuthRequired). The caller closes the connection on failure.
+// ERROR(kAuthRequired); a frame of another protocol version gets ERROR(kBadFrame) naming both
+// versions (in a header that version can read) and kProtocolError. The caller closes the
+// connection on failure.
 Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret);
 
 }  // namespace tessera::transport

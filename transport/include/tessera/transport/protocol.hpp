@@ -1,10 +1,15 @@
-// Tessera wire protocol v1: frame layout, message types and the pure codec.
+// Tessera wire protocol v2: frame layout, message types, capabilities and the pure codec.
 //
 // Every frame is a fixed 32-byte little-endian header followed by `payload_length` bytes:
 //   magic u32 ("TSRA") | version u16 | type u16 | flags u32 | reserved u32 (must be 0)
 //   | payload_length u64 | request_id u64
 // Payload layouts are documented per message below; all integers little-endian, doubles IEEE-754
 // binary64 little-endian, strings u16 length + UTF-8 bytes.
+//
+// Versions: both sides speak exactly one version and refuse any other by name ("peer speaks
+// Tessera protocol v1, this build speaks v2"). v2 differs from v1 only in HELLO, which carries
+// the worker's capability set: one bit per service it hosts (GEMM today). What a worker can do is
+// negotiated through those bits; the version changes only when a layout does.
 //
 // The codec is pure: no sockets, no global state, thread-safe. Decoding checks every length,
 // dimension and count against `Limits` BEFORE reserving memory, so a peer can never make us
@@ -15,6 +20,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,11 +32,41 @@
 namespace tessera::transport {
 
 inline constexpr uint32_t kMagic = 0x41525354;  // bytes "TSRA" on the wire
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kHeaderSize = 32;
 inline constexpr std::size_t kChallengeSize = 32;  // random nonce bytes
 inline constexpr std::size_t kMacSize = 32;        // HMAC-SHA256 output
 inline constexpr std::size_t kTilePrefixSize = 16;  // tile_id, rows, cols, reserved (u32 each)
+
+// Payload sizes of the layouts below. Code outside the codec that sizes a buffer, bounds a read
+// or predicts traffic uses these instead of restating numbers.
+inline constexpr std::size_t kHelloFixedBytes = 2 + 3 * 2 + 4 + 4 + 8 + 8 + 8 + kChallengeSize;  // + string bytes
+inline constexpr std::size_t kAuthPayloadBytes = kMacSize + kChallengeSize;
+inline constexpr std::size_t kAuthOkPayloadBytes = kMacSize;
+inline constexpr std::size_t kProbeFixedBytes = 1 + 3 + 4 + 8 + 4;                   // + echo bytes
+inline constexpr std::size_t kProbeResultFixedBytes = 1 + 3 + 4 + 4 + 4 + 8 + 8 + 4;  // + echo bytes
+inline constexpr std::size_t kJobPayloadBytes = 8 + 4 * 16;
+inline constexpr std::size_t kCreditPayloadBytes = 8 + 4 + 4 + 8;
+inline constexpr std::size_t kErrorFixedBytes = 4 + 2;  // + message bytes
+inline constexpr std::size_t kReleaseFixedBytes = 4;    // + 4 per tile id
+inline constexpr std::size_t kStatsPayloadBytes = 4 * 8 + 3 * 8;
+constexpr uint64_t release_payload_bytes(uint64_t tile_count) { return kReleaseFixedBytes + 4 * tile_count; }
+
+// Capability bits, as advertised in HELLO: the union of the bits of the services a worker hosts.
+// A coordinator refuses a worker that lacks a capability its run needs. Bits this build does not
+// know are accepted and ignored (a newer worker may host more services).
+inline constexpr uint64_t kCapabilityGemm = 1ull << 0;  // tiled GEMM: STORE, JOB, RELEASE, PROBE, STATS_REQUEST
+// Reserved for the graph service (asynchronous accumulative updates); no worker offers it yet.
+inline constexpr uint64_t kCapabilityGraph = 1ull << 1;
+// Reserved for the matrix-expression task service; no worker offers it yet.
+inline constexpr uint64_t kCapabilityExpression = 1ull << 2;
+
+// "gemm, graph" for a set of bits; "none" for 0; bits without a name as "bit 9".
+std::string capability_names(uint64_t capabilities);
+
+// Why a frame or HELLO of another protocol version is refused, naming both versions:
+// "peer speaks Tessera protocol v1, this build speaks v2".
+std::string version_mismatch(uint16_t peer_version);
 
 enum class MessageType : uint16_t {
   kHello = 1,        // worker -> coordinator, first frame of every session
@@ -48,6 +84,8 @@ enum class MessageType : uint16_t {
   kStatsRequest = 13,  // coordinator -> worker: send STATS for this session
   kStats = 14,         // worker -> coordinator: the session's cumulative CPU, time and byte figures
 };
+// Types are numbered 1..kLastMessageType without gaps; a table indexed by type needs this + 1 slots.
+inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kStats);
 
 // Name for messages and logs ("STORE"); "UNKNOWN(77)" for values outside the enum.
 std::string message_type_name(uint16_t type);
@@ -74,7 +112,9 @@ struct FrameHeader {
 // --- Messages -----------------------------------------------------------------------------
 
 // HELLO: u16 protocol_version | str worker_version | str arch | str hostname | u32 cores
-//        | u32 threads | u64 memory_bytes | u64 tile_memory_cap | challenge[32]
+//        | u32 threads | u64 memory_bytes | u64 tile_memory_cap | u64 capabilities | challenge[32]
+// (kHelloFixedBytes plus the strings). protocol_version comes first so that it is checked before
+// the rest of the layout is trusted. capabilities is new in v2.
 struct Hello {
   uint16_t protocol_version = kProtocolVersion;
   std::string worker_version;
@@ -84,6 +124,7 @@ struct Hello {
   uint32_t threads = 0;   // compute threads it will use
   uint64_t memory_bytes = 0;     // physical memory
   uint64_t tile_memory_cap = 0;  // bytes the tile store may hold
+  uint64_t capabilities = 0;     // kCapability* bits of the services the worker hosts
   std::array<uint8_t, kChallengeSize> challenge{};
   bool operator==(const Hello&) const = default;
 };
@@ -109,6 +150,7 @@ struct AuthOk {
 enum class ProbeKind : uint8_t { kEcho = 0, kGemm = 1 };
 
 // PROBE: u8 kind | u8 pad[3] | u32 size | f64 min_seconds | u32 echo_length | bytes echo
+//        (kProbeFixedBytes plus the echo)
 // size: the GEMM dimension (kGemm, 1..max_probe_size); 0..max_probe_size and unused for kEcho.
 struct Probe {
   ProbeKind kind = ProbeKind::kGemm;
@@ -119,7 +161,7 @@ struct Probe {
 };
 
 // PROBE_RESULT: u8 kind | u8 pad[3] | u32 size | u32 repetitions | u32 pad | f64 seconds
-//               | f64 gflops | u32 echo_length | bytes echo
+//               | f64 gflops | u32 echo_length | bytes echo   (kProbeResultFixedBytes plus the echo)
 // kGemm: size, repetitions, seconds and gflops describe the measurement. kEcho: echo is the
 // request's.
 struct ProbeResult {
@@ -159,7 +201,7 @@ inline constexpr uint32_t kJobKnownFlags = 0xF;
 
 // JOB: u64 job_id | u32 op | u32 flags | u32 a_tile | u32 b_tile | u32 c_tile
 //      | u32 a_row | u32 a_col | u32 b_row | u32 b_col | u32 c_row | u32 c_col
-//      | u32 m | u32 n | u32 k | u32 c_rows | u32 c_cols            (72 bytes)
+//      | u32 m | u32 n | u32 k | u32 c_rows | u32 c_cols            (kJobPayloadBytes, 72)
 // C[c_row:c_row+m, c_col:c_col+n] += A[a_row:a_row+m, a_col:a_col+k] * B[b_row:b_row+k, b_col:b_col+n]
 // Jobs run in arrival order with respect to each other; the accumulation is in place.
 struct Job {
@@ -175,7 +217,7 @@ struct Job {
   bool operator==(const Job&) const = default;
 };
 
-// CREDIT: u64 job_id | u32 credits | u32 pad | f64 compute_seconds
+// CREDIT: u64 job_id | u32 credits | u32 pad | f64 compute_seconds   (kCreditPayloadBytes, 24)
 struct Credit {
   uint64_t job_id = 0;
   uint32_t credits = 1;
@@ -205,6 +247,8 @@ enum class ErrorCode : uint32_t {
 };
 
 // ERROR: u32 code | str message
+// The layout is the same as in v1, so a v1 peer can be told in its own version why it is refused
+// (see encode_version_refusal).
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;
@@ -215,7 +259,7 @@ struct Bye {
   bool operator==(const Bye&) const = default;
 };
 
-// RELEASE: u32 count | u32 tile_id[count]
+// RELEASE: u32 count | u32 tile_id[count]   (release_payload_bytes(count))
 struct Release {
   std::vector<uint32_t> tile_ids;
   bool operator==(const Release&) const = default;
@@ -227,7 +271,8 @@ struct StatsRequest {
 };
 
 // STATS: f64 session_seconds | f64 io_cpu_seconds | f64 compute_cpu_seconds
-//        | f64 compute_wall_seconds | u64 jobs | u64 bytes_received | u64 bytes_sent   (56 bytes)
+//        | f64 compute_wall_seconds | u64 jobs | u64 bytes_received | u64 bytes_sent
+//        (kStatsPayloadBytes, 56)
 // Cumulative figures of the current session, counted from the moment the worker accepted the
 // authenticated session (the handshake itself is not included). Every double is finite and >= 0.
 // io_cpu_seconds is thread CPU time spent on communication: the session's connection thread
@@ -258,8 +303,19 @@ MessageType message_type(const Message& message);
 std::array<std::byte, kHeaderSize> encode_header(const FrameHeader& header);
 
 // Checks magic, version, reserved bits, known type and payload_length <= limits. The error
-// message says which field is wrong and its value.
+// message says which field is wrong and its value; another version is refused with
+// version_mismatch().
 Result<FrameHeader> decode_header(std::span<const std::byte, kHeaderSize> bytes, const Limits& limits);
+
+// The version a header declares when it carries Tessera's magic but is not this build's version;
+// nullopt otherwise. Lets a reader whose decode_header failed tell "a Tessera peer of another
+// version" (worth an upgrade hint) from noise.
+std::optional<uint16_t> foreign_protocol_version(std::span<const std::byte, kHeaderSize> bytes);
+
+// A whole ERROR(kBadFrame) frame carrying `message`, framed so that a peer speaking
+// `peer_version` can read it: a v1 peer gets a v1 header (ERROR's layout is unchanged since v1),
+// any other version gets ours.
+std::vector<std::byte> encode_version_refusal(uint16_t peer_version, std::string_view message);
 
 // Payload of a non-bulk message (everything except Store and ResultTile, whose matrix data is
 // sent from the caller's memory: see encode_tile_prefix / encode_result_prefix).

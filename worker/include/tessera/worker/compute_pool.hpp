@@ -1,19 +1,22 @@
-// ComputePool: the worker's compute threads, running GEMM jobs C += A*B one at a time.
+// ComputePool: the worker's compute threads, running tasks of any service one at a time.
 //
-// Jobs run in submission order (FIFO), one job at a time across the whole pool; each job is split
-// into one row strip of C per thread, each strip a single-threaded BLAS call. Because only one job
-// runs at a time, jobs accumulating into the same C need no locks. A job's completion callback
-// runs on a pool thread after its last strip and before the next job starts, so it may read C
-// (e.g. send it) safely. Idle threads sleep on a condition variable (workers often run under a
-// cgroup CPU quota, where spinning would steal the budget from compute).
-// Accounting: totals() reports the jobs finished, their wall time, and the pool threads' CPU time
-// split into compute and communication. A strip's thread CPU time is compute; a completion's is
+// A task (PoolTask) says into how many parts it splits; the pool runs those parts concurrently on
+// its threads and then the task's completion. Tasks run in submission order (FIFO), one task at a
+// time across the whole pool, so tasks writing the same memory need no locks; a completion runs on
+// a pool thread after the task's last part and before the next task starts, so it may read the
+// task's output (e.g. send it) safely. GEMM (C += A*B) is one kind of task: GemmRowStrips splits
+// it into one row strip of C per thread, each strip a single-threaded BLAS call. Idle threads
+// sleep on a condition variable (workers often run under a cgroup CPU quota, where spinning would
+// steal the budget from compute).
+// Accounting: totals() reports the tasks finished, their wall time, and the pool threads' CPU time
+// split into compute and communication. A part's thread CPU time is compute; a completion's is
 // compute too except what the completion declares with count_as_io() (the worker's completions
 // write CREDIT/RESULT frames, and that is communication even though it runs on a pool thread).
-// Ownership: the caller keeps A, B and C alive until the completion runs or the job is cancelled;
-// the usual way is to capture owning references in the completion, which the pool destroys after
-// calling it (or on cancel). Thread-safe: every member may be called from any thread except that
-// wait_idle() and the destructor must not be called from a completion.
+// Ownership: the pool owns a submitted task until its completion has run or it is cancelled, and
+// destroys it on a pool thread (after the completion) or in cancel_pending()/the destructor. A
+// task keeps what it reads and writes alive itself, usually through owning references.
+// Thread-safe: every member may be called from any thread except that wait_idle() and the
+// destructor must not be called from a task.
 #pragma once
 
 #include <chrono>
@@ -22,11 +25,28 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace tessera::worker {
+
+// One unit of pool work. Subclasses hold their inputs and outputs (by owning reference when they
+// may otherwise go away) and say how they split.
+class PoolTask {
+ public:
+  virtual ~PoolTask() = default;
+  // Parts to run for a pool of `threads` threads; 0 counts as 1. Called once, when the task starts.
+  virtual std::size_t part_count(std::size_t threads) const = 0;
+  // Runs part `part` of `parts`. Different parts run concurrently on different threads, so they
+  // must touch disjoint memory.
+  virtual void run_part(std::size_t part, std::size_t parts) = 0;
+  // After the last part, on one pool thread, before the next task starts. `wall_seconds` is the
+  // task's wall time from its first part's start to its last part's end. An exception is logged
+  // and otherwise ignored.
+  virtual void complete(double wall_seconds) { (void)wall_seconds; }
+};
 
 // C[m x n] += A[m x k] * B[k x n], row-major with leading dimensions; with `overwrite`,
 // C = A * B and C's old contents are never read (a fresh output tile needs no zero-fill).
@@ -41,41 +61,56 @@ struct GemmTask {
   bool overwrite = false;
 };
 
+// A GEMM split into row strips of C, one per pool thread (never an empty strip: a GEMM with fewer
+// rows than threads uses one thread per row). Strip sizes differ by at most one row. Subclasses
+// add what happens after the product (complete()) and what the product's memory is kept alive by.
+class GemmRowStrips : public PoolTask {
+ public:
+  explicit GemmRowStrips(const GemmTask& gemm) : gemm_(gemm) {}
+  std::size_t part_count(std::size_t threads) const final;
+  void run_part(std::size_t part, std::size_t parts) final;
+
+ protected:
+  GemmTask gemm_;
+};
+
 class ComputePool {
  public:
-  // Called with the job's wall time in seconds, from first strip start to last strip end.
+  // Called with a GEMM's wall time in seconds, from first strip start to last strip end.
   using Completion = std::function<void(double compute_seconds)>;
 
   // threads: 0 = online CPUs. Sets BLAS to one thread per call (the pool parallelises itself).
   explicit ComputePool(uint32_t threads);
-  // Drops queued jobs, waits for the running one, joins the threads.
+  // Drops queued tasks, waits for the running one, joins the threads.
   ~ComputePool();
   ComputePool(const ComputePool&) = delete;
   ComputePool& operator=(const ComputePool&) = delete;
 
   uint32_t threads() const { return static_cast<uint32_t>(threads_.size()); }
 
-  // Queues the job behind all earlier ones. `done` may be empty.
+  // Queues the task behind all earlier ones. REQUIRES: task is not null.
+  void submit(std::unique_ptr<PoolTask> task);
+  // Queues a GEMM whose completion is `done` (which may be empty).
   void submit(const GemmTask& task, Completion done);
 
-  // Runs `task` behind the queued jobs and returns its wall time once it has finished.
+  // Runs `task` behind the queued tasks and returns its wall time once it has finished.
   double run(const GemmTask& task);
 
-  // Drops jobs not yet started (their completions are destroyed without being called) and
-  // returns how many. The running job, if any, finishes normally.
+  // Drops tasks not yet started (destroyed without their completion being called) and returns
+  // how many. The running task, if any, finishes normally.
   std::size_t cancel_pending();
 
-  // Blocks until no job is queued or running.
+  // Blocks until no task is queued or running.
   void wait_idle();
 
   // Cumulative figures since the pool started; a period's figures are the difference of two
-  // snapshots (the worker takes one when a session starts). A job's wall and strip CPU time are
+  // snapshots (the worker takes one when a session starts). A task's wall and part CPU time are
   // included before its completion is called; a completion's own CPU time once it has returned.
-  // Time the threads spend waking up and handing out strips is in neither CPU figure.
+  // Time the threads spend waking up and handing out parts is in neither CPU figure.
   struct Totals {
-    uint64_t jobs = 0;                 // jobs finished, submit() and run() alike
-    double wall_seconds = 0.0;         // sum of the jobs' wall times, first strip start to last strip end
-    double compute_cpu_seconds = 0.0;  // thread CPU in strips and completions, minus io_cpu_seconds
+    uint64_t jobs = 0;                 // tasks finished, submit() and run() alike
+    double wall_seconds = 0.0;         // sum of the tasks' wall times, first part start to last part end
+    double compute_cpu_seconds = 0.0;  // thread CPU in parts and completions, minus io_cpu_seconds
     double io_cpu_seconds = 0.0;       // completion thread CPU declared with count_as_io()
   };
   Totals totals() const;
@@ -86,27 +121,22 @@ class ComputePool {
   static void count_as_io(double cpu_seconds);
 
  private:
-  struct Job {
-    GemmTask task;
-    Completion done;
-  };
-
   void thread_main();
   // REQUIRES: mutex_ held.
   bool has_work() const;
   bool idle() const { return queue_.empty() && !running_ && !completing_; }
 
   mutable std::mutex mutex_;
-  std::condition_variable work_cv_;  // a strip or a new job is available, or stopping
+  std::condition_variable work_cv_;  // a part or a new task is available, or stopping
   std::condition_variable idle_cv_;  // the pool went idle
-  std::deque<Job> queue_;
-  // The running job: strips [0, strip_count_) of it; next_strip_ is the next one to hand out.
+  std::deque<std::unique_ptr<PoolTask>> queue_;
+  // The running task: parts [0, part_count_) of it; next_part_ is the next one to hand out.
   bool running_ = false;
-  bool completing_ = false;  // the completion of the last job is running; the next job waits
-  Job current_;
-  std::size_t strip_count_ = 0;
-  std::size_t next_strip_ = 0;
-  std::size_t strips_done_ = 0;
+  bool completing_ = false;  // the completion of the last task is running; the next task waits
+  std::unique_ptr<PoolTask> current_;
+  std::size_t part_count_ = 0;
+  std::size_t next_part_ = 0;
+  std::size_t parts_done_ = 0;
   std::chrono::steady_clock::time_point started_;
   bool stopping_ = false;
   Totals totals_;

@@ -1,24 +1,24 @@
-// WorkerServer: the tessera-worker daemon as a library.
+// WorkerServer: the tessera-worker daemon as a library, a host of services.
 //
 // Listens on a TCP endpoint and serves one authenticated coordinator session at a time (a second
-// concurrent connection gets ERROR(kBusy) and is closed); it stays up between sessions. Within a
-// session: STORE puts a tile in a memory-capped store, JOB queues C += A*B on the compute pool
-// (jobs run in arrival order; each is split over the pool's threads by rows of C, so accumulation
-// is in place and needs no locks), each finished job returns a CREDIT, and kJobSendResult returns
-// the output tile as RESULT straight from tile memory. PROBE measures GEMM speed or echoes bytes.
-// STATS_REQUEST returns the session's figures so far: CPU time spent on communication (frame I/O
-// and decoding, including CREDIT/RESULT writes made from compute threads) and on compute, compute
-// wall time, jobs finished, and bytes in and out (see tessera::transport::Stats).
-// A bad frame gets ERROR with a reason and the session ends; the server never crashes on input.
-// start() and stop() are thread-safe; run() blocks the calling thread until stop().
+// concurrent connection gets ERROR(kBusy) and is closed); it stays up between sessions. A session
+// accepts, authenticates (HELLO advertises the union of the hosted services' capability bits),
+// then dispatches every frame through the table built from the services (see service.hpp): the
+// default set is the GEMM service (gemm_service.hpp: STORE, JOB, RELEASE, PROBE, STATS_REQUEST).
+// BYE and ERROR are the session's own; a type no service handles gets ERROR(kBadFrame). A bad
+// frame gets ERROR with a reason and the session ends; the server never crashes on input.
+// The server owns its tile store, compute pool and services; the store is emptied when a session
+// ends. start() and stop() are thread-safe; run() blocks the calling thread until stop().
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tessera/core/status.hpp"
 #include "tessera/transport/protocol.hpp"
+#include "tessera/worker/service.hpp"
 
 namespace tessera::worker {
 
@@ -42,12 +42,16 @@ NodeFacts read_node_facts();
 
 class WorkerServer {
  public:
-  // Binds and listens. Failure: kNetworkError naming the endpoint (address in use, bad host),
-  // kInvalidArgument for an empty secret.
+  // Binds and listens, hosting default_services(). Failure: kNetworkError naming the endpoint
+  // (address in use, bad host), kInvalidArgument for an empty secret.
   static Result<std::unique_ptr<WorkerServer>> start(const WorkerOptions& options);
+  // The same with the given services (tests; workers hosting a chosen set). Also fails with
+  // kInvalidArgument when the services conflict (see ServiceTable::build).
+  static Result<std::unique_ptr<WorkerServer>> start(const WorkerOptions& options, std::vector<Service> services);
   ~WorkerServer();
 
   uint16_t port() const;  // the bound port
+  const ServiceTable& services() const;
   void run();             // serves until stop()
   void stop();            // any thread; run() returns soon after
 
@@ -59,5 +63,8 @@ class WorkerServer {
 
 // Version string reported in HELLO and by --version.
 std::string worker_version();
+
+// The services a tessera-worker hosts: GEMM.
+std::vector<Service> default_services();
 
 }  // namespace tessera::worker

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct NodeLink {
 
 struct ConnectOptions {
   std::chrono::milliseconds timeout{5000};  // per node, connect + handshake
+  // transport::kCapability* bits every node must offer in its HELLO; default: GEMM.
+  uint64_t required_capabilities = transport::kCapabilityGemm;
 };
 
 class ClusterConnection {
@@ -47,7 +50,10 @@ class ClusterConnection {
 };
 
 // One node: connect + handshake. Used by connect() and by `tessera status` / `tessera up`.
-Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret, std::chrono::milliseconds timeout);
+// A node whose HELLO lacks one of `required_capabilities` is said goodbye to and refused with
+// kInvalidConfig naming the node, its address, what it offers and what is missing.
+Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret, std::chrono::milliseconds timeout,
+                              uint64_t required_capabilities = transport::kCapabilityGemm);
 
 // Ends a session in order: BYE, then waits (at most `timeout`) for the worker's BYE, so that the
 // worker has let the session go before the caller connects again. Closes the connection.

@@ -1,0 +1,153 @@
+// Worker services: what a tessera-worker does with an authenticated session's frames.
+//
+// A Service is a named set of message handlers plus the capability bit the worker advertises in
+// HELLO while it hosts the service (GEMM today; graph and expression services to come). The
+// WorkerServer builds a ServiceTable from its services once, at start: a session accepts,
+// authenticates, then looks each frame's type up in the table and calls the handler. Types no
+// service handles, apart from the session's own BYE and ERROR, end the session with ERROR.
+// Handlers get the session's SessionContext: the connection, the worker's tile store and compute
+// pool, the session's counters (STATS) and the ways to end the session.
+// Ownership: the server owns the table and its services for its lifetime; a SessionContext lives
+// as long as its session, which waits for the compute pool to go idle before it ends, so pool
+// tasks may keep a reference to it. Thread-safety: handlers run on the session's connection
+// thread, one at a time; the members of SessionContext marked "any thread" may also be used from
+// pool tasks. ServiceTable is immutable after build() and safe to share.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/core/status.hpp"
+#include "tessera/transport/frame_connection.hpp"
+#include "tessera/transport/protocol.hpp"
+#include "tessera/worker/compute_pool.hpp"
+#include "tessera/worker/tile_store.hpp"
+
+namespace tessera::worker {
+
+// Payloads read whole into memory are at most this big unless a handler says otherwise: control
+// frames are small (a JOB is transport::kJobPayloadBytes), and a peer must not make the worker
+// allocate a large buffer merely by claiming one.
+inline constexpr uint64_t kMaxControlPayloadBytes = 64 * 1024;
+
+// What a handler tells the session to do next.
+enum class SessionStep { kContinue, kEnd };
+
+// The state of one authenticated session that handlers (and the pool tasks they submit) use.
+class SessionContext {
+ public:
+  SessionContext(transport::FrameConnection& connection, TileStore& store, ComputePool& pool,
+                 const std::atomic<bool>& stopping);
+  SessionContext(const SessionContext&) = delete;
+  SessionContext& operator=(const SessionContext&) = delete;
+
+  // Writing is thread-safe (any thread); reading belongs to the connection thread.
+  transport::FrameConnection& connection() { return connection_; }
+  TileStore& store() { return store_; }
+  ComputePool& pool() { return pool_; }
+  const transport::Limits& limits() const { return connection_.limits(); }
+  const std::string& peer() const { return peer_; }
+  // The worker is shutting down; a long-running handler should finish early. Any thread.
+  bool stopping() const { return stopping_.load(); }
+
+  // --- The session's figures (STATS) ---
+  // Takes the starting points STATS counts from. REQUIRES: connection thread, the pool idle.
+  void start_counting();
+  // Connection-thread CPU time that was compute (a GEMM probe runs its loop there), so STATS
+  // counts it as compute rather than io. REQUIRES: connection thread.
+  void add_connection_compute_cpu(double seconds);
+  // One job finished; call before its CREDIT goes out so a STATS_REQUEST read after the CREDIT
+  // includes it. Any thread.
+  void count_finished_job() { jobs_finished_.fetch_add(1); }
+  // The session's figures since start_counting(); see transport::Stats. REQUIRES: connection thread.
+  transport::Stats stats() const;
+
+  // --- Ending the session; each returns SessionStep::kEnd for the handler to return ---
+  // Logs, sends ERROR(code, message) answering request_id, and ends the session.
+  SessionStep fail(transport::ErrorCode code, const std::string& message, uint64_t request_id);
+  // A read or write failed: a network failure ends the session quietly (the peer is gone); a
+  // memory limit is answered with ERROR(kOutOfMemory), anything else with ERROR(kBadFrame).
+  SessionStep read_failed(const Status& status, uint64_t request_id);
+  // Ends the session without an ERROR (BYE, the coordinator's own ERROR).
+  SessionStep end(std::string reason);
+  const std::string& end_reason() const { return end_reason_; }
+
+  // "tessera-worker: session with PEER: line" on stderr. Any thread.
+  void log(std::string_view line) const;
+
+ private:
+  transport::FrameConnection& connection_;
+  TileStore& store_;
+  ComputePool& pool_;
+  const std::atomic<bool>& stopping_;
+  std::string peer_;
+  std::string end_reason_ = "peer closed the connection";
+  // Figures at start_counting(); STATS reports the growth since.
+  std::chrono::steady_clock::time_point started_;
+  double connection_cpu_start_ = 0.0;
+  ComputePool::Totals pool_start_;
+  uint64_t bytes_received_start_ = 0;
+  uint64_t bytes_sent_start_ = 0;
+  double connection_compute_cpu_ = 0.0;
+  std::atomic<uint64_t> jobs_finished_{0};
+};
+
+// How one message type is answered. Exactly one of on_message and on_stream is set.
+struct MessageHandler {
+  // Gets the frame read whole and decoded.
+  using OnMessage = std::function<SessionStep(SessionContext&, transport::IncomingFrame&)>;
+  // Gets only the header and reads exactly header.payload_length bytes from the connection
+  // itself (or ends the session): for bulk data that goes straight to its destination.
+  using OnStream = std::function<SessionStep(SessionContext&, const transport::FrameHeader&)>;
+
+  transport::MessageType type{};
+  OnMessage on_message;
+  OnStream on_stream;
+  // on_message only: the largest payload accepted, checked against the header before anything is
+  // read or allocated. nullptr: kMaxControlPayloadBytes.
+  uint64_t (*max_payload_bytes)(const transport::Limits&) = nullptr;
+  // on_message only: the ERROR code for a payload the codec refuses (e.g. kBadJob for JOB).
+  transport::ErrorCode decode_failure = transport::ErrorCode::kBadFrame;
+};
+
+struct Service {
+  std::string name;         // for logs and start-up, e.g. "gemm"
+  uint64_t capability = 0;  // transport::kCapability* bit(s) advertised while hosted
+  std::vector<MessageHandler> handlers;
+};
+
+// The dispatch table: message type -> the handler of the one service that handles it.
+class ServiceTable {
+ public:
+  // Fails with kInvalidArgument, naming the service, when a name is empty or repeated, two
+  // services handle the same type, a handler claims a message the session itself owns (HELLO,
+  // AUTH, AUTH_OK, ERROR, BYE) or an unknown type, or sets neither or both of its functions.
+  static Result<ServiceTable> build(std::vector<Service> services);
+  ServiceTable() = default;
+
+  // The handler for `type`, or nullptr when no service handles it.
+  const MessageHandler* find(uint16_t type) const;
+  // Union of the services' capability bits, as advertised in HELLO.
+  uint64_t capabilities() const { return capabilities_; }
+  const std::vector<Service>& services() const { return services_; }
+  // "gemm (PROBE, STORE, JOB, RELEASE, STATS_REQUEST)"; "no services" when empty.
+  std::string describe() const;
+
+ private:
+  struct Slot {
+    bool used = false;
+    std::size_t service = 0;
+    std::size_t handler = 0;
+  };
+  std::vector<Service> services_;
+  std::array<Slot, transport::kLastMessageType + 1> by_type_{};
+  uint64_t capabilities_ = 0;
+};
+
+}  // namespace tessera::worker

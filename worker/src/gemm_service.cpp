@@ -1,0 +1,301 @@
+// CPU accounting of GEMM work (reported in STATS; see SessionContext::stats()):
+//  - io: the connection thread's CPU time (socket reads, frame decoding, job validation, tile
+//    bookkeeping), except a GEMM probe's operand setup and loop, which is compute; plus the CPU
+//    time job completions spend encoding and writing CREDIT/RESULT on a pool thread, measured
+//    around those writes and declared with ComputePool::count_as_io.
+//  - compute: the pool threads' CPU time in GEMM strips and in the rest of each completion
+//    (releasing tiles), plus the probe setup above.
+// Both come from per-thread CPU clocks (CLOCK_THREAD_CPUTIME_ID), so time spent blocked on the
+// network or waiting for work counts as neither.
+#include "tessera/worker/gemm_service.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include <asio.hpp>
+#include <fmt/core.h>
+
+#include "tessera/worker/thread_cpu.hpp"
+
+namespace tessera::worker {
+
+namespace tp = tessera::transport;
+
+namespace {
+
+// [first, first + count) lies inside [0, extent).
+bool inside(uint32_t first, uint32_t count, uint32_t extent) {
+  return static_cast<uint64_t>(first) + count <= extent;
+}
+
+// A job's tiles, held from the moment the JOB is accepted until its completion has run, so a
+// STORE replacing or a RELEASE dropping one of the ids meanwhile cannot free memory in use.
+struct JobTiles {
+  std::shared_ptr<Tile> a;
+  std::shared_ptr<Tile> b;
+  std::shared_ptr<Tile> c;
+};
+
+// One accepted JOB on the compute pool: the product in row strips, then the bookkeeping and the
+// CREDIT (and RESULT). The session outlives it: it waits for the pool to go idle before it ends.
+class GemmJob final : public GemmRowStrips {
+ public:
+  GemmJob(const GemmTask& gemm, SessionContext& context, const tp::Job& job, uint64_t request_id, JobTiles tiles)
+      : GemmRowStrips(gemm), context_(context), job_(job), request_id_(request_id), tiles_(std::move(tiles)) {}
+
+  // Runs on a pool thread, before the next job starts (so C is stable while RESULT sends it).
+  void complete(double seconds) override {
+    tiles_.c->add_compute_seconds(seconds);
+    TileStore& store = context_.store();
+    if ((job_.flags & tp::kJobReleaseA) != 0) store.release_if_same(job_.a_tile, tiles_.a.get());
+    if ((job_.flags & tp::kJobReleaseB) != 0) store.release_if_same(job_.b_tile, tiles_.b.get());
+    // Drop our references before the CREDIT: the coordinator may answer it with a STORE that
+    // needs the released memory under the cap.
+    tiles_.a.reset();
+    tiles_.b.reset();
+    context_.count_finished_job();
+    // Writing is communication even though it runs on a pool thread: its CPU time moves to io.
+    const double write_cpu_start = thread_cpu_seconds();
+    tp::FrameConnection& connection = context_.connection();
+    // A failed write means the peer is gone; the session's reader notices and ends the session.
+    (void)connection.write_message(tp::Credit{job_.job_id, 1, seconds}, request_id_);
+    if ((job_.flags & tp::kJobSendResult) != 0) {
+      const tp::TilePrefix prefix{tiles_.c->id(), tiles_.c->rows(), tiles_.c->cols()};
+      const auto result_prefix = tp::encode_result_prefix(job_.job_id, tiles_.c->compute_seconds(), prefix);
+      const std::array<asio::const_buffer, 2> parts{asio::buffer(result_prefix),
+                                                    asio::buffer(tiles_.c->data(), tiles_.c->bytes())};
+      tp::FrameHeader header;
+      header.type = static_cast<uint16_t>(tp::MessageType::kResult);
+      header.request_id = request_id_;
+      (void)connection.write_frame(header, parts);
+    }
+    ComputePool::count_as_io(thread_cpu_seconds() - write_cpu_start);
+  }
+
+ private:
+  SessionContext& context_;
+  tp::Job job_;
+  uint64_t request_id_;
+  JobTiles tiles_;
+};
+
+SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header) {
+  // The prefix is read on its own so the matrix data can go straight into tile memory.
+  if (header.payload_length < tp::kTilePrefixSize) {
+    return context.fail(tp::ErrorCode::kBadFrame,
+                        fmt::format("STORE payload of {} bytes is shorter than its {}-byte tile prefix",
+                                    header.payload_length, tp::kTilePrefixSize),
+                        header.request_id);
+  }
+  tp::FrameConnection& connection = context.connection();
+  std::array<std::byte, tp::kTilePrefixSize> prefix_bytes{};
+  const Status prefix_read = connection.read_exact(prefix_bytes);
+  if (!prefix_read.is_ok()) return context.read_failed(prefix_read, header.request_id);
+  auto prefix = tp::decode_store_prefix(prefix_bytes, header.payload_length, context.limits());
+  if (!prefix.is_ok()) return context.fail(tp::ErrorCode::kBadFrame, prefix.status().message(), header.request_id);
+
+  auto tile = context.store().reserve(prefix->tile_id, prefix->rows, prefix->cols, /*zero_fill=*/false);
+  if (!tile.is_ok()) {
+    const bool over_cap = tile.status().code() == StatusCode::kResourceExhausted;
+    return context.fail(over_cap ? tp::ErrorCode::kOutOfMemory : tp::ErrorCode::kBadFrame,
+                        "STORE " + tile.status().message(), header.request_id);
+  }
+  const Status data_read = connection.read_exact((*tile)->raw_bytes());
+  if (!data_read.is_ok()) return context.read_failed(data_read, header.request_id);
+  return SessionStep::kContinue;
+}
+
+SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
+  const tp::Job& job = std::get<tp::Job>(frame.message);
+  const uint64_t request_id = frame.header.request_id;
+  auto bad = [&](tp::ErrorCode code, const std::string& why) {
+    return context.fail(code, fmt::format("job {}: {}", job.job_id, why), request_id);
+  };
+  if (job.op != tp::JobOp::kGemmAccumulate) {
+    return bad(tp::ErrorCode::kBadJob, fmt::format("unknown op {}", static_cast<uint32_t>(job.op)));
+  }
+  if ((job.flags & ~tp::kJobKnownFlags) != 0) {
+    return bad(tp::ErrorCode::kBadJob, fmt::format("unknown flag bits {:#x}", job.flags & ~tp::kJobKnownFlags));
+  }
+  if (job.m == 0 || job.n == 0 || job.k == 0) {
+    return bad(tp::ErrorCode::kBadJob,
+               fmt::format("m, n and k must be >= 1 (got {} x {} x {})", job.m, job.n, job.k));
+  }
+  if (job.c_tile == job.a_tile || job.c_tile == job.b_tile) {
+    // The row strips would read what other strips are writing.
+    return bad(tp::ErrorCode::kBadJob, fmt::format("c_tile {} must differ from a_tile {} and b_tile {}",
+                                                   job.c_tile, job.a_tile, job.b_tile));
+  }
+  TileStore& store = context.store();
+  JobTiles tiles{store.find(job.a_tile), store.find(job.b_tile), nullptr};
+  if (!tiles.a) return bad(tp::ErrorCode::kNoSuchTile, fmt::format("a_tile {} is not stored", job.a_tile));
+  if (!tiles.b) return bad(tp::ErrorCode::kNoSuchTile, fmt::format("b_tile {} is not stored", job.b_tile));
+  if (!inside(job.a_row, job.m, tiles.a->rows()) || !inside(job.a_col, job.k, tiles.a->cols())) {
+    return bad(tp::ErrorCode::kBadJob,
+               fmt::format("A rows {}+{}, cols {}+{} lie outside a_tile {} ({} x {})", job.a_row, job.m,
+                           job.a_col, job.k, job.a_tile, tiles.a->rows(), tiles.a->cols()));
+  }
+  if (!inside(job.b_row, job.k, tiles.b->rows()) || !inside(job.b_col, job.n, tiles.b->cols())) {
+    return bad(tp::ErrorCode::kBadJob,
+               fmt::format("B rows {}+{}, cols {}+{} lie outside b_tile {} ({} x {})", job.b_row, job.k,
+                           job.b_col, job.n, job.b_tile, tiles.b->rows(), tiles.b->cols()));
+  }
+  const bool create = (job.flags & tp::kJobCreateOutput) != 0;
+  const uint32_t c_rows = create ? job.c_rows : 0;
+  const uint32_t c_cols = create ? job.c_cols : 0;
+  if (create) {
+    const uint32_t max_dim = context.limits().max_tile_dim;
+    if (c_rows == 0 || c_cols == 0 || c_rows > max_dim || c_cols > max_dim) {
+      return bad(tp::ErrorCode::kBadJob, fmt::format("output tile {} x {} must have dimensions in 1..{}",
+                                                     c_rows, c_cols, max_dim));
+    }
+  } else {
+    tiles.c = store.find(job.c_tile);
+    if (!tiles.c) return bad(tp::ErrorCode::kNoSuchTile, fmt::format("c_tile {} is not stored", job.c_tile));
+  }
+  const uint32_t c_extent_rows = create ? c_rows : tiles.c->rows();
+  const uint32_t c_extent_cols = create ? c_cols : tiles.c->cols();
+  if (!inside(job.c_row, job.m, c_extent_rows) || !inside(job.c_col, job.n, c_extent_cols)) {
+    return bad(tp::ErrorCode::kBadJob,
+               fmt::format("C rows {}+{}, cols {}+{} lie outside c_tile {} ({} x {})", job.c_row, job.m,
+                           job.c_col, job.n, job.c_tile, c_extent_rows, c_extent_cols));
+  }
+  // A job that creates its output and covers all of it writes C = A * B: no zero-fill first
+  // (a zero-fill here would run on the connection thread and touch every page twice).
+  const bool overwrite = create && job.c_row == 0 && job.c_col == 0 && job.m == c_rows && job.n == c_cols;
+  if (create) {
+    auto created = store.reserve(job.c_tile, c_rows, c_cols, /*zero_fill=*/!overwrite);
+    if (!created.is_ok()) return bad(tp::ErrorCode::kOutOfMemory, created.status().message());
+    tiles.c = std::move(created).value();
+  }
+
+  GemmTask task;
+  task.overwrite = overwrite;
+  task.m = job.m;
+  task.n = job.n;
+  task.k = job.k;
+  task.lda = tiles.a->cols();
+  task.a = tiles.a->data() + static_cast<std::size_t>(job.a_row) * task.lda + job.a_col;
+  task.ldb = tiles.b->cols();
+  task.b = tiles.b->data() + static_cast<std::size_t>(job.b_row) * task.ldb + job.b_col;
+  task.ldc = tiles.c->cols();
+  task.c = tiles.c->data() + static_cast<std::size_t>(job.c_row) * task.ldc + job.c_col;
+  context.pool().submit(std::make_unique<GemmJob>(task, context, job, request_id, std::move(tiles)));
+  return SessionStep::kContinue;
+}
+
+SessionStep handle_release(SessionContext& context, tp::IncomingFrame& frame) {
+  // Releasing an id that is not stored is harmless: the goal (it is gone) already holds.
+  for (uint32_t id : std::get<tp::Release>(frame.message).tile_ids) context.store().release(id);
+  return SessionStep::kContinue;
+}
+
+SessionStep handle_probe(SessionContext& context, tp::IncomingFrame& frame) {
+  tp::Probe& probe = std::get<tp::Probe>(frame.message);
+  const uint64_t request_id = frame.header.request_id;
+  tp::ProbeResult result;
+  result.kind = probe.kind;
+  if (probe.kind == tp::ProbeKind::kEcho) {
+    result.echo = std::move(probe.echo);
+    const Status written = context.connection().write_message(result, request_id);
+    if (!written.is_ok()) return context.read_failed(written, request_id);
+    return SessionStep::kContinue;
+  }
+  const uint32_t size = probe.size;
+  if (size == 0) return context.fail(tp::ErrorCode::kBadFrame, "GEMM probe of size 0", request_id);
+  // Setting up and driving the probe is compute work, although this thread does it.
+  const double probe_cpu_start = thread_cpu_seconds();
+  TileStore& store = context.store();
+  auto a = store.allocate_scratch(size, size);
+  auto b = a.is_ok() ? store.allocate_scratch(size, size) : a;
+  auto c = b.is_ok() ? store.allocate_scratch(size, size) : b;
+  if (!c.is_ok()) {
+    return context.fail(tp::ErrorCode::kOutOfMemory,
+                        fmt::format("GEMM probe of size {}: {}", size, c.status().message()), request_id);
+  }
+  // Values keep the accumulating C far from overflow and away from denormals, which run slowly.
+  std::fill_n((*a)->data(), (*a)->size(), 0.5);
+  std::fill_n((*b)->data(), (*b)->size(), 0.25);
+  const GemmTask task{size, size, size, (*a)->data(), size, (*b)->data(), size, (*c)->data(), size};
+  ComputePool& pool = context.pool();
+  uint32_t repetitions = 0;
+  double seconds = 0.0;
+  // Wall time over the whole loop, not the sum of job times: under a CPU quota the process is
+  // often throttled between two jobs, and a sum of job times would hide exactly the slowness
+  // the probe exists to measure (a quarter core measured 0.3-0.5 of a core that way).
+  // Untimed warm-up of one CPU-quota period: a node that idled before the probe has a full
+  // quota slice banked, and spending it inside the timed window measured a quarter core up to
+  // 20% fast. The warm-up also brings the operands into cache.
+  constexpr double kWarmUpSeconds = 0.1;
+  const auto warm_up_start = std::chrono::steady_clock::now();
+  while (!context.stopping() &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_up_start).count() < kWarmUpSeconds) {
+    (void)pool.run(task);
+  }
+  const auto probe_start = std::chrono::steady_clock::now();
+  do {
+    (void)pool.run(task);
+    ++repetitions;
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - probe_start).count();
+  } while (seconds < probe.min_seconds && !context.stopping() && repetitions < std::numeric_limits<uint32_t>::max());
+  result.size = size;
+  result.repetitions = repetitions;
+  result.seconds = seconds;
+  const double flops = 2.0 * size * static_cast<double>(size) * size * repetitions;
+  result.gflops = seconds > 0.0 ? flops / seconds / 1e9 : 0.0;
+  context.add_connection_compute_cpu(thread_cpu_seconds() - probe_cpu_start);
+  context.log(fmt::format("GEMM probe {} x {}: {} reps in {:.3f} s, {:.2f} GFLOP/s", size, size, repetitions,
+                          seconds, result.gflops));
+  const Status written = context.connection().write_message(result, request_id);
+  if (!written.is_ok()) return context.read_failed(written, request_id);
+  return SessionStep::kContinue;
+}
+
+SessionStep handle_stats_request(SessionContext& context, tp::IncomingFrame& frame) {
+  const Status written = context.connection().write_message(context.stats(), frame.header.request_id);
+  if (!written.is_ok()) return context.read_failed(written, frame.header.request_id);
+  return SessionStep::kContinue;
+}
+
+}  // namespace
+
+Service gemm_service() {
+  Service service;
+  service.name = "gemm";
+  service.capability = tp::kCapabilityGemm;
+
+  MessageHandler store;
+  store.type = tp::MessageType::kStore;
+  store.on_stream = handle_store;
+
+  MessageHandler job;
+  job.type = tp::MessageType::kJob;
+  job.on_message = handle_job;
+  // The codec already checks a JOB's op, flags and extents; those failures are bad jobs.
+  job.decode_failure = tp::ErrorCode::kBadJob;
+
+  MessageHandler release;
+  release.type = tp::MessageType::kRelease;
+  release.on_message = handle_release;
+  release.max_payload_bytes = [](const tp::Limits& limits) { return tp::release_payload_bytes(limits.max_release_tiles); };
+
+  MessageHandler probe;
+  probe.type = tp::MessageType::kProbe;
+  probe.on_message = handle_probe;
+  probe.max_payload_bytes = [](const tp::Limits& limits) { return tp::kProbeFixedBytes + uint64_t{limits.max_echo_bytes}; };
+
+  MessageHandler stats;
+  stats.type = tp::MessageType::kStatsRequest;
+  stats.on_message = handle_stats_request;
+
+  service.handlers = {std::move(probe), std::move(store), std::move(job), std::move(release), std::move(stats)};
+  return service;
+}
+
+}  // namespace tessera::worker

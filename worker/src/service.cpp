@@ -1,0 +1,147 @@
+#include "tessera/worker/service.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/core.h>
+
+#include "tessera/worker/thread_cpu.hpp"
+#include "worker_log.hpp"
+
+namespace tessera::worker {
+
+namespace tp = tessera::transport;
+
+SessionContext::SessionContext(tp::FrameConnection& connection, TileStore& store, ComputePool& pool,
+                               const std::atomic<bool>& stopping)
+    : connection_(connection), store_(store), pool_(pool), stopping_(stopping), peer_(connection.peer()) {}
+
+void SessionContext::start_counting() {
+  started_ = std::chrono::steady_clock::now();
+  connection_cpu_start_ = thread_cpu_seconds();
+  pool_start_ = pool_.totals();
+  bytes_received_start_ = connection_.bytes_received();
+  bytes_sent_start_ = connection_.bytes_sent();
+  connection_compute_cpu_ = 0.0;
+  jobs_finished_ = 0;
+}
+
+void SessionContext::add_connection_compute_cpu(double seconds) {
+  connection_compute_cpu_ += std::max(seconds, 0.0);
+}
+
+tp::Stats SessionContext::stats() const {
+  const ComputePool::Totals pool = pool_.totals();
+  tp::Stats out;
+  out.session_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  const double connection_cpu = thread_cpu_seconds() - connection_cpu_start_;
+  out.io_cpu_seconds = std::max(connection_cpu - connection_compute_cpu_, 0.0) +
+                       (pool.io_cpu_seconds - pool_start_.io_cpu_seconds);
+  out.compute_cpu_seconds =
+      connection_compute_cpu_ + (pool.compute_cpu_seconds - pool_start_.compute_cpu_seconds);
+  out.compute_wall_seconds = pool.wall_seconds - pool_start_.wall_seconds;
+  out.jobs = jobs_finished_.load();
+  out.bytes_received = connection_.bytes_received() - bytes_received_start_;
+  out.bytes_sent = connection_.bytes_sent() - bytes_sent_start_;
+  // The codec refuses negative values; clamping keeps a clock oddity from making the reply undecodable.
+  for (double* value : {&out.session_seconds, &out.io_cpu_seconds, &out.compute_cpu_seconds,
+                        &out.compute_wall_seconds}) {
+    *value = std::max(*value, 0.0);
+  }
+  return out;
+}
+
+SessionStep SessionContext::fail(tp::ErrorCode code, const std::string& message, uint64_t request_id) {
+  log(fmt::format("sending ERROR {}: {}", static_cast<uint32_t>(code), message));
+  connection_.write_error(code, message, request_id);
+  end_reason_ = "error: " + message;
+  return SessionStep::kEnd;
+}
+
+SessionStep SessionContext::read_failed(const Status& status, uint64_t request_id) {
+  if (status.code() == StatusCode::kNetworkError) return end(status.message());
+  if (status.code() == StatusCode::kResourceExhausted) {
+    return fail(tp::ErrorCode::kOutOfMemory, status.message(), request_id);
+  }
+  return fail(tp::ErrorCode::kBadFrame, status.message(), request_id);
+}
+
+SessionStep SessionContext::end(std::string reason) {
+  end_reason_ = std::move(reason);
+  return SessionStep::kEnd;
+}
+
+void SessionContext::log(std::string_view line) const { log_line(fmt::format("session with {}: {}", peer_, line)); }
+
+namespace {
+
+// Frames the session answers itself, whatever services it hosts.
+bool owned_by_session(tp::MessageType type) {
+  switch (type) {
+    case tp::MessageType::kHello:
+    case tp::MessageType::kAuth:
+    case tp::MessageType::kAuthOk:
+    case tp::MessageType::kError:
+    case tp::MessageType::kBye: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+Result<ServiceTable> ServiceTable::build(std::vector<Service> services) {
+  ServiceTable table;
+  for (std::size_t s = 0; s < services.size(); ++s) {
+    const Service& service = services[s];
+    if (service.name.empty()) return invalid_argument(fmt::format("worker service #{} has no name", s + 1));
+    for (std::size_t earlier = 0; earlier < s; ++earlier) {
+      if (services[earlier].name == service.name) {
+        return invalid_argument(fmt::format("worker service '{}' is registered twice", service.name));
+      }
+    }
+    for (std::size_t h = 0; h < service.handlers.size(); ++h) {
+      const MessageHandler& handler = service.handlers[h];
+      const auto type = static_cast<uint16_t>(handler.type);
+      const std::string what = fmt::format("worker service '{}': handler for {}", service.name,
+                                           tp::message_type_name(type));
+      if (type < 1 || type > tp::kLastMessageType) return invalid_argument(what + ": not a message type");
+      if (owned_by_session(handler.type)) {
+        return invalid_argument(what + ": the session itself answers that message");
+      }
+      if (static_cast<bool>(handler.on_message) == static_cast<bool>(handler.on_stream)) {
+        return invalid_argument(what + ": set exactly one of on_message and on_stream");
+      }
+      const Slot& taken = table.by_type_[type];
+      if (taken.used) {
+        return invalid_argument(what + ": service '" + services[taken.service].name + "' already handles it");
+      }
+      table.by_type_[type] = Slot{true, s, h};
+    }
+    table.capabilities_ |= service.capability;
+  }
+  table.services_ = std::move(services);
+  return table;
+}
+
+const MessageHandler* ServiceTable::find(uint16_t type) const {
+  if (type >= by_type_.size() || !by_type_[type].used) return nullptr;
+  const Slot& slot = by_type_[type];
+  return &services_[slot.service].handlers[slot.handler];
+}
+
+std::string ServiceTable::describe() const {
+  if (services_.empty()) return "no services";
+  std::string out;
+  for (const Service& service : services_) {
+    if (!out.empty()) out += "; ";
+    out += service.name + " (";
+    for (std::size_t h = 0; h < service.handlers.size(); ++h) {
+      if (h > 0) out += ", ";
+      out += tp::message_type_name(static_cast<uint16_t>(service.handlers[h].type));
+    }
+    out += ")";
+  }
+  return out;
+}
+
+}  // namespace tessera::worker
