@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/core/stats.hpp"
 #include "tessera/worker/compute_pool.hpp"
 #include "tessera/linalg/gemm.hpp"
 
@@ -163,12 +164,6 @@ double max_abs_diff(const std::vector<double>& x, const std::vector<double>& y) 
   return worst;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
-
 struct Row {
   Method method;
   std::size_t panel = 0;
@@ -273,7 +268,7 @@ int main(int argc, char** argv) {
       row.method = method;
       row.panel = panel;
       row.jobs = panels.widths.size();
-      row.median_seconds = median(seconds);
+      row.median_seconds = tessera::median(seconds);
       row.gflops = row.median_seconds > 0.0 ? flops / row.median_seconds / 1e9 : 0.0;
       if (method == Method::kStrips) strips_median = row.median_seconds;
       row.vs_strips = strips_median > 0.0 ? row.median_seconds / strips_median : 0.0;

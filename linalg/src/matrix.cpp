@@ -1,5 +1,7 @@
 #include "tessera/linalg/matrix.hpp"
 
+#include "tessera/core/strings.hpp"
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -220,11 +222,8 @@ class HeaderParser {
 };
 
 std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    out += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return out + (shape.size() == 1 ? ",)" : ")");
+  const std::string dims = join(shape, ", ", [](uint64_t dim) { return std::to_string(dim); });
+  return "(" + dims + (shape.size() == 1 ? ",)" : ")");
 }
 
 uint64_t read_little_endian(const unsigned char* bytes, std::size_t count) {

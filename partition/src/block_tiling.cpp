@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tessera/partition/row_partition.hpp"
+#include "tessera/core/strings.hpp"
 
 namespace tessera::partition {
 namespace {
@@ -266,12 +267,10 @@ std::string_view layout_name(Layout layout) {
 }
 
 Result<Layout> parse_layout(std::string_view name) {
-  std::string valid;
   for (const auto& [value, known] : kLayoutNames) {
     if (known == name) return value;
-    valid += valid.empty() ? "" : ", ";
-    valid += known;
   }
+  const std::string valid = join(kLayoutNames, ", ", [](const auto& entry) { return entry.second; });
   return invalid_argument(fmt::format("unknown layout \"{}\"; valid layouts: {}", name, valid));
 }
 

@@ -14,6 +14,7 @@
 #include "tessera/balance/run/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/experiment.hpp"
+#include "tessera/core/strings.hpp"
 
 namespace tessera::balance {
 
@@ -169,10 +170,8 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
   }
   for (const std::string& name : command.nodes) {
     if (cluster->find_node(name) < 0) {
-      std::string names;
-      for (const NodeSpec& node : cluster->nodes) names += (names.empty() ? "" : ", ") + node.name;
       return fail(err, invalid_argument(fmt::format("--node {}: no such node in {}; nodes are {}", name,
-                                                    command.config_path, names)));
+                                                    command.config_path, join(cluster->nodes, ", ", &NodeSpec::name))));
     }
   }
   SessionOptions session_options;

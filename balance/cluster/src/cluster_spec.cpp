@@ -1,19 +1,16 @@
 #include "tessera/balance/cluster/cluster_spec.hpp"
 
-#include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <utility>
+
+#include "tessera/balance/cluster/strict_yaml.hpp"
+#include "tessera/core/strings.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -28,104 +25,8 @@ const std::vector<std::string> kNodeKeys = {"name", "host", "port", "threads", "
 const std::vector<std::string> kEmulateKeys = {"cpu", "link"};
 const std::vector<std::string> kLinkKeys = {"rate", "delay", "loss"};
 
-// Thrown on the first problem and turned into a Status at the module edge, so that the walk over
-// the YAML tree reads as straight-line code.
-struct ConfigError {
-  int line;  // 1-based
-  std::string message;
-};
-
-[[noreturn]] void fail(int line, std::string message) { throw ConfigError{line, std::move(message)}; }
-
-// yaml-cpp marks are 0-based, and nodes it synthesised have none (-1).
-int line_of(const YAML::Node& node, int fallback) {
-  const int line = node.Mark().line;
-  return line >= 0 ? line + 1 : fallback;
-}
-
-std::string single_quoted(std::string_view text) { return fmt::format("'{}'", text); }
-
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : ", ") + w;
-  return out;
-}
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t substitute = prev[j - 1] + (std::tolower(static_cast<unsigned char>(a[i - 1])) ==
-                                                            std::tolower(static_cast<unsigned char>(b[j - 1]))
-                                                        ? 0
-                                                        : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, substitute});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// "; did you mean 'threads'?" when a valid key is a plausible typo of `key`, else "".
-std::string suggestion(std::string_view key, const std::vector<std::string>& valid) {
-  std::string best;
-  std::size_t best_distance = std::string::npos;
-  for (const std::string& candidate : valid) {
-    const std::size_t d = edit_distance(key, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = candidate;
-    }
-  }
-  // A third of the longer word keeps "thread" -> "threads" but not "colour" -> "cluster".
-  const std::size_t limit = std::max<std::size_t>(1, std::max(key.size(), best.size()) / 3);
-  return best_distance <= limit ? "; did you mean " + single_quoted(best) + "?" : "";
-}
-
-std::string scalar_text(const YAML::Node& value) {
-  if (value.IsScalar()) return single_quoted(value.Scalar());
-  if (value.IsSequence()) return "a list";
-  if (value.IsMap()) return "a mapping";
-  return "nothing";
-}
-
-// Checks the keys of a mapping against `valid`, rejecting unknown and repeated ones, and returns
-// key -> (key line, value). yaml-cpp keeps repeated keys and lookups return the first, so a
-// repeated key would otherwise be silently ignored.
-std::map<std::string, std::pair<int, YAML::Node>> checked_keys(const YAML::Node& map, int map_line,
-                                                               const std::vector<std::string>& valid,
-                                                               const std::string& where) {
-  std::map<std::string, std::pair<int, YAML::Node>> out;
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const int key_line = line_of(it->first, map_line);
-    if (!it->first.IsScalar()) {
-      fail(key_line, "a key in " + where + " is " + scalar_text(it->first) +
-                         "; keys must be plain names, one of " + join(valid));
-    }
-    const std::string key = it->first.Scalar();
-    if (std::find(valid.begin(), valid.end(), key) == valid.end()) {
-      fail(key_line, "unknown key " + single_quoted(key) + " in " + where + "; valid keys are " + join(valid) +
-                         suggestion(key, valid));
-    }
-    auto [pos, inserted] = out.emplace(key, std::make_pair(key_line, it->second));
-    if (!inserted) {
-      fail(key_line, "key " + single_quoted(key) + " appears twice in " + where + " (first on line " +
-                         std::to_string(pos->second.first) + "); keep one");
-    }
-  }
-  return out;
-}
-
-std::string require_string(const YAML::Node& value, int line, const std::string& key, const std::string& where,
-                           const std::string& example) {
-  if (!value.IsScalar() || value.Scalar().empty()) {
-    fail(line, where + " has " + key + " " + scalar_text(value) + "; " + key + " must be non-empty text, e.g. " +
-                   key + ": " + example);
-  }
-  return value.Scalar();
-}
+// The walk below throws YamlError (fail_at) on the first problem; read_yaml turns it into a
+// Status with file and line, so the walk reads as straight-line code.
 
 bool valid_name(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
@@ -136,49 +37,12 @@ bool valid_name(std::string_view name) {
 
 std::string require_name(const YAML::Node& value, int line, const std::string& key, const std::string& where,
                          const std::string& example) {
-  const std::string name = require_string(value, line, key, where, example);
+  const std::string name = yaml_text(value, line, key, where, example);
   if (!valid_name(name)) {
-    fail(line, key + " " + single_quoted(name) + " in " + where + " is not a valid name; use 1 to 64 of " +
+    fail_at(line, key + " " + single_quoted(name) + " in " + where + " is not a valid name; use 1 to 64 of " +
                    "A-Z a-z 0-9 _ . -, e.g. " + key + ": " + example);
   }
   return name;
-}
-
-// Strict decimal integer: digits only (an optional leading '+'), no sign tricks, no hex, no "8080.0".
-std::optional<uint64_t> parse_unsigned(std::string_view text) {
-  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
-std::optional<double> parse_number(std::string_view text) {
-  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-  if (text.empty()) return std::nullopt;
-  double value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
-  return value;
-}
-
-uint64_t require_integer(const YAML::Node& value, int line, const std::string& key, const std::string& where,
-                         uint64_t low, uint64_t high, const std::string& example) {
-  const std::string rule = key + " must be an integer " + std::to_string(low) + ".." + std::to_string(high);
-  std::optional<uint64_t> parsed;
-  if (value.IsScalar()) parsed = parse_unsigned(value.Scalar());
-  if (!parsed) {
-    fail(line, where + " has " + key + ": " + (value.IsScalar() ? value.Scalar() : scalar_text(value)) + "; " +
-                   rule + ", e.g. " + key + ": " + example);
-  }
-  if (*parsed < low || *parsed > high) {
-    fail(line, where + " has " + key + ": " + value.Scalar() + ", out of range; " + rule + ", e.g. " + key +
-                   ": " + example);
-  }
-  return *parsed;
 }
 
 bool valid_host(std::string_view host) {
@@ -222,40 +86,36 @@ bool number_with_unit(std::string_view text, const std::vector<std::string>& uni
 EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string& node_where) {
   const std::string where = "emulate of " + node_where;
   if (!value.IsMap() || value.size() == 0) {
-    fail(line, where + " is " + scalar_text(value) + "; emulate must be a mapping with cpu and/or link, e.g. " +
+    fail_at(line, where + " is " + describe_yaml(value) + "; emulate must be a mapping with cpu and/or link, e.g. " +
                    "emulate: {cpu: 2, link: {rate: 100mbit, delay: 2ms}}");
   }
   EmulationSpec spec;
-  for (const auto& [key, entry] : checked_keys(value, line, kEmulateKeys, where)) {
+  const YamlMap keys(value, line, kEmulateKeys, where);
+  for (const auto& [key, entry] : keys.entries()) {
     const auto& [key_line, field] = entry;
     if (key == "cpu") {
-      std::optional<double> cpu;
-      if (field.IsScalar()) cpu = parse_number(field.Scalar());
-      if (!cpu || !(*cpu > 0 && *cpu <= kMaxEmulatedCpus)) {
-        fail(key_line, where + " has cpu: " + (field.IsScalar() ? field.Scalar() : scalar_text(field)) +
-                           "; cpu must be a number in (0, 64], e.g. cpu: 1.5");
-      }
-      spec.cpu = *cpu;
+      spec.cpu = yaml_number(field, key_line, "cpu", where, NumberRange{0, kMaxEmulatedCpus, false, true}, "1.5");
     } else if (key == "link") {
       const std::string link_where = "link of " + node_where;
       if (!field.IsMap() || field.size() == 0) {
-        fail(key_line, link_where + " is " + scalar_text(field) +
+        fail_at(key_line, link_where + " is " + describe_yaml(field) +
                            "; link must be a mapping of rate, delay and/or loss, e.g. " +
                            "link: {rate: 100mbit, delay: 2ms, loss: 0.1}");
       }
       spec.has_link = true;
-      for (const auto& [link_key, link_entry] : checked_keys(field, key_line, kLinkKeys, link_where)) {
+      const YamlMap link_keys(field, key_line, kLinkKeys, link_where);
+      for (const auto& [link_key, link_entry] : link_keys.entries()) {
         const auto& [link_line, link_value] = link_entry;
-        const std::string text = link_value.IsScalar() ? link_value.Scalar() : scalar_text(link_value);
+        const std::string text = link_value.IsScalar() ? link_value.Scalar() : describe_yaml(link_value);
         if (link_key == "rate") {
           if (!link_value.IsScalar() || !number_with_unit(text, {"kbit", "mbit", "gbit", "bit"}, true)) {
-            fail(link_line, link_where + " has rate: " + text +
+            fail_at(link_line, link_where + " has rate: " + text +
                                 "; rate must be a number > 0 with a unit bit, kbit, mbit or gbit, e.g. rate: 100mbit");
           }
           spec.link_rate = text;
         } else if (link_key == "delay") {
           if (!link_value.IsScalar() || !number_with_unit(text, {"us", "ms", "s"}, false)) {
-            fail(link_line, link_where + " has delay: " + text +
+            fail_at(link_line, link_where + " has delay: " + text +
                                 "; delay must be a number >= 0 with a unit us, ms or s, e.g. delay: 2ms");
           }
           spec.link_delay = text;
@@ -265,7 +125,7 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
           std::optional<double> loss;
           if (link_value.IsScalar()) loss = parse_number(number);
           if (!loss || *loss < 0 || *loss > 100) {
-            fail(link_line, link_where + " has loss: " + text +
+            fail_at(link_line, link_where + " has loss: " + text +
                                 "; loss must be a percentage 0..100, e.g. loss: 0.5");
           }
           spec.link_loss_percent = *loss;
@@ -277,10 +137,10 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
 }
 
 NodeSpec parse_node(const YAML::Node& value, int fallback_line, std::size_t index) {
-  const int line = line_of(value, fallback_line);
+  const int line = yaml_line(value, fallback_line);
   const std::string position = "node #" + std::to_string(index + 1);
   if (!value.IsMap()) {
-    fail(line, position + " in nodes is " + scalar_text(value) +
+    fail_at(line, position + " in nodes is " + describe_yaml(value) +
                    "; each node must be a mapping, e.g. '- {name: pi1, host: 10.0.0.11, port: 7070}'");
   }
   NodeSpec node;
@@ -295,32 +155,32 @@ NodeSpec parse_node(const YAML::Node& value, int fallback_line, std::size_t inde
       break;
     }
   }
-  const auto keys = checked_keys(value, line, kNodeKeys, where);
-  if (auto it = keys.find("name"); it != keys.end()) {
-    node.name = require_name(it->second.second, it->second.first, "name", position, "pi1");
+  const YamlMap keys(value, line, kNodeKeys, where);
+  if (const YamlMap::Entry* name = keys.find("name")) {
+    node.name = require_name(name->value, name->line, "name", position, "pi1");
   } else {
-    fail(line, position + " has no name; add name: NAME (e.g. name: pi1)");
+    fail_at(line, position + " has no name; add name: NAME (e.g. name: pi1)");
   }
   for (const char* required : {"host", "port"}) {
-    if (!keys.count(required)) {
-      fail(line, where + " has no " + required + "; add " + required + ": " +
+    if (!keys.has(required)) {
+      fail_at(line, where + " has no " + required + "; add " + required + ": " +
                      (std::string(required) == "host" ? "ADDRESS (e.g. host: 10.0.0.11)" : "PORT (e.g. port: 7070)"));
     }
   }
-  for (const auto& [key, entry] : keys) {
+  for (const auto& [key, entry] : keys.entries()) {
     const auto& [key_line, field] = entry;
     if (key == "host") {
-      node.host = require_string(field, key_line, "host", where, "10.0.0.11");
+      node.host = yaml_text(field, key_line, "host", where, "10.0.0.11");
       if (!valid_host(node.host)) {
-        fail(key_line, where + " has host: " + node.host +
+        fail_at(key_line, where + " has host: " + node.host +
                            ", which is not an IP address or host name; e.g. host: 10.0.0.11 or host: pi1.local");
       }
     } else if (key == "port") {
-      node.port = static_cast<uint16_t>(require_integer(field, key_line, "port", where, 1, 65535, "7070"));
+      node.port = static_cast<uint16_t>(yaml_integer(field, key_line, "port", where, 1, 65535, "7070"));
     } else if (key == "threads") {
-      node.threads = static_cast<uint32_t>(require_integer(field, key_line, "threads", where, 1, kMaxThreads, "4"));
+      node.threads = static_cast<uint32_t>(yaml_integer(field, key_line, "threads", where, 1, kMaxThreads, "4"));
     } else if (key == "kind") {
-      node.kind = require_string(field, key_line, "kind", where, "pi");
+      node.kind = yaml_text(field, key_line, "kind", where, "pi");
     } else if (key == "emulate") {
       node.emulate = parse_emulate(field, key_line, where);
     }
@@ -335,60 +195,59 @@ std::string lowercase(std::string text) {
 
 ClusterSpec parse_document(const YAML::Node& root, const std::string& source_name) {
   if (!root.IsDefined() || root.IsNull()) {
-    fail(1, "the cluster file is empty; it needs cluster: NAME, secret: TEXT (or secret_file: PATH) and nodes:");
+    fail_at(1, "the cluster file is empty; it needs cluster: NAME, secret: TEXT (or secret_file: PATH) and nodes:");
   }
-  const int root_line = line_of(root, 1);
+  const int root_line = yaml_line(root, 1);
   if (!root.IsMap()) {
-    fail(root_line, "the cluster file holds " + scalar_text(root) + " at the top; write a mapping with keys " +
-                        join(kTopKeys));
+    fail_at(root_line, "the cluster file holds " + describe_yaml(root) + " at the top; write a mapping with keys " +
+                        join(kTopKeys, ", "));
   }
   ClusterSpec spec;
   spec.source_path = source_name;
-  const auto keys = checked_keys(root, root_line, kTopKeys, "the top level");
+  const YamlMap keys(root, root_line, kTopKeys, "the top level");
 
-  if (auto it = keys.find("cluster"); it != keys.end()) {
-    spec.name = require_name(it->second.second, it->second.first, "cluster", "the top level", "lab");
+  if (const YamlMap::Entry* name = keys.find("cluster")) {
+    spec.name = require_name(name->value, name->line, "cluster", "the top level", "lab");
   } else {
-    fail(root_line, "no cluster name; add cluster: NAME at the top level (e.g. cluster: lab)");
+    fail_at(root_line, "no cluster name; add cluster: NAME at the top level (e.g. cluster: lab)");
   }
 
-  const auto secret = keys.find("secret");
-  const auto secret_file = keys.find("secret_file");
-  if (secret != keys.end() && secret_file != keys.end()) {
-    const int later = std::max(secret->second.first, secret_file->second.first);
-    fail(later, "both secret (line " + std::to_string(secret->second.first) + ") and secret_file (line " +
-                    std::to_string(secret_file->second.first) + ") are set; keep exactly one");
+  const YamlMap::Entry* secret = keys.find("secret");
+  const YamlMap::Entry* secret_file = keys.find("secret_file");
+  if (secret != nullptr && secret_file != nullptr) {
+    const int later = std::max(secret->line, secret_file->line);
+    fail_at(later, "both secret (line " + std::to_string(secret->line) + ") and secret_file (line " +
+                       std::to_string(secret_file->line) + ") are set; keep exactly one");
   }
-  if (secret == keys.end() && secret_file == keys.end()) {
-    fail(root_line, "no secret; add secret: TEXT or secret_file: PATH at the top level");
+  if (secret == nullptr && secret_file == nullptr) {
+    fail_at(root_line, "no secret; add secret: TEXT or secret_file: PATH at the top level");
   }
-  if (secret != keys.end()) {
-    spec.secret = require_string(secret->second.second, secret->second.first, "secret", "the top level",
-                                 "a-long-random-string");
-    spec.secret_line = secret->second.first;
+  if (secret != nullptr) {
+    spec.secret = yaml_text(secret->value, secret->line, "secret", "the top level", "a-long-random-string");
+    spec.secret_line = secret->line;
   } else {
-    const std::string path = require_string(secret_file->second.second, secret_file->second.first,
-                                            "secret_file", "the top level", "lab.secret");
+    const std::string path =
+        yaml_text(secret_file->value, secret_file->line, "secret_file", "the top level", "lab.secret");
     std::filesystem::path resolved(path);
     if (resolved.is_relative()) resolved = std::filesystem::path(source_name).parent_path() / resolved;
     spec.secret_file = resolved.lexically_normal().string();
-    spec.secret_line = secret_file->second.first;
+    spec.secret_line = secret_file->line;
   }
 
-  const auto nodes = keys.find("nodes");
-  if (nodes == keys.end()) {
-    fail(root_line, "no nodes; add nodes: with one entry per machine, e.g. '- {name: pi1, host: 10.0.0.11, port: 7070}'");
+  const YamlMap::Entry* nodes = keys.find("nodes");
+  if (nodes == nullptr) {
+    fail_at(root_line, "no nodes; add nodes: with one entry per machine, e.g. '- {name: pi1, host: 10.0.0.11, port: 7070}'");
   }
-  const auto& [nodes_line, node_list] = nodes->second;
+  const auto& [nodes_line, node_list] = *nodes;
   if (!node_list.IsSequence()) {
-    fail(nodes_line, "nodes is " + scalar_text(node_list) +
+    fail_at(nodes_line, "nodes is " + describe_yaml(node_list) +
                          "; nodes must be a list, one '- name: ...' entry per machine");
   }
   if (node_list.size() == 0) {
-    fail(nodes_line, "nodes is empty; list at least one node, e.g. '- {name: pi1, host: 10.0.0.11, port: 7070}'");
+    fail_at(nodes_line, "nodes is empty; list at least one node, e.g. '- {name: pi1, host: 10.0.0.11, port: 7070}'");
   }
   if (node_list.size() > kMaxNodes) {
-    fail(nodes_line, "nodes lists " + std::to_string(node_list.size()) + " entries; at most " +
+    fail_at(nodes_line, "nodes lists " + std::to_string(node_list.size()) + " entries; at most " +
                          std::to_string(kMaxNodes) + " are supported, split the cluster");
   }
 
@@ -399,13 +258,13 @@ ClusterSpec parse_document(const YAML::Node& root, const std::string& source_nam
     spec.nodes.push_back(parse_node(node_list[i], nodes_line, i));
     const NodeSpec& node = spec.nodes.back();
     if (auto [it, inserted] = name_lines.emplace(node.name, node.line); !inserted) {
-      fail(node.line, "node name " + single_quoted(node.name) + " is used twice (lines " + std::to_string(it->second) +
+      fail_at(node.line, "node name " + single_quoted(node.name) + " is used twice (lines " + std::to_string(it->second) +
                           " and " + std::to_string(node.line) + "); give each node a unique name");
     }
     // Host names are case-insensitive, so "Pi1:7070" and "pi1:7070" are one endpoint.
     const std::string endpoint = lowercase(node.endpoint());
     if (auto [it, inserted] = endpoints.emplace(endpoint, &node); !inserted) {
-      fail(node.line, "nodes " + single_quoted(it->second->name) + " (line " + std::to_string(it->second->line) +
+      fail_at(node.line, "nodes " + single_quoted(it->second->name) + " (line " + std::to_string(it->second->line) +
                           ") and " + single_quoted(node.name) + " (line " + std::to_string(node.line) +
                           ") both use " + node.endpoint() + "; give each node its own host:port");
     }
@@ -449,33 +308,17 @@ int ClusterSpec::find_node(std::string_view node_name) const {
   return -1;
 }
 
-Result<ClusterSpec> parse_cluster_spec(std::string_view yaml_text, const std::string& source_name) {
-  try {
-    const YAML::Node root = YAML::Load(std::string(yaml_text));
-    return parse_document(root, source_name);
-  } catch (const ConfigError& e) {
-    return invalid_config(source_name + ":" + std::to_string(e.line) + ": " + e.message);
-  } catch (const YAML::ParserException& e) {
-    return invalid_config(source_name + ":" + std::to_string(e.mark.line >= 0 ? e.mark.line + 1 : 1) +
-                          ": YAML syntax error: " + e.msg + "; check the indentation, colons and brackets there");
-  } catch (const YAML::Exception& e) {
-    return invalid_config(source_name + ":" + std::to_string(e.mark.line >= 0 ? e.mark.line + 1 : 1) +
-                          ": cannot read the YAML: " + e.msg + "; simplify the file to plain keys and lists");
-  } catch (const std::exception& e) {
-    return invalid_config(source_name + ":1: cannot read the YAML: " + std::string(e.what()));
-  }
+Result<ClusterSpec> parse_cluster_spec(std::string_view text, const std::string& source_name) {
+  ClusterSpec spec;
+  TESSERA_RETURN_IF_ERROR(
+      read_yaml(text, source_name, [&](const YAML::Node& root) { spec = parse_document(root, source_name); }));
+  return spec;
 }
 
 Result<ClusterSpec> load_cluster_spec(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return io_error("cannot open cluster file " + single_quoted(path) + ": " + std::strerror(errno) +
-                    "; check the path (e.g. configs/lab.yaml)");
-  }
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad()) return io_error("cannot read cluster file " + single_quoted(path) + ": " + std::strerror(errno));
-  return parse_cluster_spec(content.str(), path);
+  Result<std::string> text = read_yaml_file(path, "cluster file");
+  if (!text) return text.status();
+  return parse_cluster_spec(*text, path);
 }
 
 }  // namespace tessera::balance

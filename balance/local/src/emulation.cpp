@@ -1,6 +1,5 @@
 #include "tessera/balance/local/emulation.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +15,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "tessera/core/subprocess.hpp"
 
 namespace tessera::balance {
 
@@ -42,55 +43,26 @@ std::string ipv4(uint32_t address) {
   return fmt::format("{}.{}.{}.{}", address >> 24, (address >> 16) & 0xff, (address >> 8) & 0xff, address & 0xff);
 }
 
-struct ProgramResult {
-  int exit_code = -1;
-  std::string output;
-};
+// ip and tc answer in milliseconds; the deadline only keeps a wedged one from hanging `up`/`down`.
+constexpr std::chrono::seconds kCommandDeadline{30};
 
-// Runs a program (no shell) and captures stdout+stderr.
-ProgramResult run_program(const std::vector<std::string>& args) {
-  ProgramResult result;
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-    result.output = std::strerror(errno);
-    return result;
+// Runs a program (no shell) and returns its stdout and stderr together; a program that cannot
+// be started gives its reason as output and exit code -1, which callers treat as any failure.
+ProcessResult run_program(const std::vector<std::string>& args) {
+  ProcessOptions options;
+  options.stdout_to = OutputTarget::capture();
+  options.stderr_to = OutputTarget::same_as_stdout();
+  Result<ProcessResult> run = run_process(args, options, kCommandDeadline);
+  if (!run) {
+    ProcessResult failed;
+    failed.output = run.status().message();
+    return failed;
   }
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(pipe_fds[1], STDOUT_FILENO);
-    ::dup2(pipe_fds[1], STDERR_FILENO);
-    std::vector<char*> argv;
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  ::close(pipe_fds[1]);
-  if (pid < 0) {
-    ::close(pipe_fds[0]);
-    result.output = std::strerror(errno);
-    return result;
-  }
-  char buffer[4096];
-  for (ssize_t count; (count = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) result.output.append(buffer, count);
-  ::close(pipe_fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  while (!result.output.empty() && (result.output.back() == '\n' || result.output.back() == ' ')) {
-    result.output.pop_back();
-  }
-  return result;
+  while (!run->output.empty() && (run->output.back() == '\n' || run->output.back() == ' ')) run->output.pop_back();
+  return std::move(*run);
 }
 
-Status run_step(const std::vector<std::string>& args) {
-  const ProgramResult result = run_program(args);
-  if (result.exit_code == 0) return Status::ok();
-  std::string command;
-  for (const std::string& arg : args) command += (command.empty() ? "" : " ") + arg;
-  return internal_error(fmt::format("`{}` failed: {}", command, result.output));
-}
+Status run_step(const std::vector<std::string>& args) { return run_checked(args, kCommandDeadline); }
 
 Status write_text(const std::string& path, const std::string& text) {
   std::ofstream file(path);
@@ -195,7 +167,7 @@ std::vector<int> cgroup_members(const std::string& cgroup_path) {
 }
 
 std::vector<int> netns_members(const std::string& netns) {
-  const ProgramResult result = run_program({"ip", "netns", "pids", netns});
+  const ProcessResult result = run_program({"ip", "netns", "pids", netns});
   std::vector<int> pids;
   std::istringstream stream(result.output);
   for (int pid; stream >> pid;) pids.push_back(pid);
@@ -317,8 +289,8 @@ Status remove_node_emulation(const NodeEmulation& emulation) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (fs::exists(device)) {
-      const ProgramResult removed = run_program({"ip", "link", "del", emulation.host_veth});
-      if (removed.exit_code != 0 && fs::exists(device)) {
+      const ProcessResult removed = run_program({"ip", "link", "del", emulation.host_veth});
+      if (!removed.succeeded() && fs::exists(device)) {
         problems.push_back(fmt::format("`ip link del {}` failed: {}", emulation.host_veth, removed.output));
       }
     }

@@ -1,7 +1,6 @@
 #include "tessera/balance/local/local_cluster.hpp"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,6 +20,8 @@
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/local/emulation.hpp"
+#include "tessera/core/strings.hpp"
+#include "tessera/core/subprocess.hpp"
 
 namespace tessera::balance {
 
@@ -94,52 +95,23 @@ Status write_secret_file(const std::string& path, const std::string& secret) {
 // `node` carries the endpoint the worker listens on (inside its namespace when it has one).
 Result<int> spawn_worker(const std::string& binary, const NodeSpec& node, const std::string& secret_path,
                          const std::string& log, const NodeEmulation& emulation) {
-  std::vector<std::string> args = {binary, "--listen", node.endpoint(), "--threads", std::to_string(node.threads),
-                                   "--secret-file", secret_path};
-  const std::string cgroup_procs = emulation.cgroup_path.empty() ? "" : emulation.cgroup_path + "/cgroup.procs";
-  const std::string netns_path = emulation.netns.empty() ? "" : "/run/netns/" + emulation.netns;
-  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return io_error(fmt::format("cannot open {}: {}", log, std::strerror(errno)));
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(log_fd);
-    return io_error(fmt::format("fork failed: {}", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    // Child: its own session, so the worker outlives the `tessera up` that started it and a
-    // Ctrl-C in the user's terminal does not reach it.
-    ::setsid();
-    ::dup2(log_fd, STDOUT_FILENO);
-    ::dup2(log_fd, STDERR_FILENO);
-    const int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
-    // Join the cgroup and namespace before exec, so the worker never runs a moment unthrottled.
-    if (!cgroup_procs.empty()) {
-      const int fd = ::open(cgroup_procs.c_str(), O_WRONLY);
-      const std::string pid_text = std::to_string(::getpid());
-      if (fd < 0 || ::write(fd, pid_text.data(), pid_text.size()) < 0) {
-        std::fprintf(stderr, "cannot join cgroup %s: %s\n", cgroup_procs.c_str(), std::strerror(errno));
-        ::_exit(126);
-      }
-      ::close(fd);
-    }
-    if (!netns_path.empty()) {
-      const int fd = ::open(netns_path.c_str(), O_RDONLY);
-      if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
-        std::fprintf(stderr, "cannot enter network namespace %s: %s\n", netns_path.c_str(), std::strerror(errno));
-        ::_exit(126);
-      }
-      ::close(fd);
-    }
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    ::execv(binary.c_str(), argv.data());
-    std::fprintf(stderr, "cannot execute %s: %s\n", binary.c_str(), std::strerror(errno));
-    ::_exit(127);
-  }
-  ::close(log_fd);
-  return static_cast<int>(pid);
+  const std::vector<std::string> args = {binary,      "--listen",    node.endpoint(), "--threads",
+                                         std::to_string(node.threads), "--secret-file", secret_path};
+  ProcessOptions options;
+  // Its own session, so the worker outlives the `tessera up` that started it and a Ctrl-C in the
+  // user's terminal does not reach it.
+  options.new_session = true;
+  options.stdout_to = OutputTarget::append_to_file(log);
+  options.stderr_to = OutputTarget::same_as_stdout();
+  options.stdin_from_null = true;
+  // The cgroup and namespace are joined before exec, so the worker never runs a moment unthrottled.
+  options.cgroup_dir = emulation.cgroup_path;
+  options.network_namespace = emulation.netns.empty() ? "" : "/run/netns/" + emulation.netns;
+  // The binary is a path we chose (find_worker_binary), never looked up in PATH.
+  options.search_path = false;
+  Result<int> pid = spawn_detached(args, options);
+  if (!pid) return pid.status().with_context(fmt::format("node '{}': ", node.name));
+  return pid;
 }
 
 // Reaps `pid` if it is our child; harmless otherwise.
@@ -232,11 +204,9 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
     if (!plans.back().netns.empty()) link_nodes.push_back(cluster.nodes[i].name);
   }
   auto refuse = [](const std::vector<std::string>& nodes, const std::string& what, const std::string& missing) {
-    std::string names;
-    for (const std::string& name : nodes) names += (names.empty() ? "" : ", ") + name;
     return invalid_argument(fmt::format("cannot emulate the {} of {}: {}. Run as root on Linux with cgroups and "
                                         "iproute2, or pass --no-emulation to run every node unthrottled",
-                                        what, names, missing));
+                                        what, join(nodes, ", "), missing));
   };
   if (!cpu_nodes.empty() && !support.missing.empty()) return refuse(cpu_nodes, "CPU limits", support.missing);
   if (!link_nodes.empty() && !support.link_missing.empty()) return refuse(link_nodes, "links", support.link_missing);

@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+
+#include "tessera/balance/cluster/strict_yaml.hpp"
+#include "tessera/core/stats.hpp"
+#include "tessera/core/strings.hpp"
+#include "tessera/core/time.hpp"
 
 namespace tessera::balance {
 
@@ -24,21 +28,6 @@ constexpr int kExtraWindows = 2;
 constexpr double kDisagreement = 1.5;  // max/min of the windows that triggers extra windows
 constexpr double kBandwidthProbeSeconds = 0.25;
 constexpr double kQuickBandwidthProbeSeconds = 0.08;
-
-std::string utc_now_iso8601() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-}
 
 std::string who_of(const NodeLink& link) { return fmt::format("node '{}' ({})", link.spec.name, link.spec.endpoint()); }
 
@@ -272,7 +261,7 @@ Result<NodeProfile> measure_node(NodeLink& link, const ProfileOptions& options, 
   node.hostname = link.hello.hostname;
   node.worker_version = link.hello.worker_version;
   node.fingerprint = node_fingerprint(link.spec, link.hello);
-  node.measured_at = utc_now_iso8601();
+  node.measured_at = utc_now(UtcFormat::kIso8601);
   node.quick = options.quick;
 
   // GEMM speed curve.
@@ -371,6 +360,117 @@ void emit_speed(YAML::Emitter& out, const std::vector<SpeedPoint>& speed) {
   out << YAML::EndSeq;
 }
 
+const std::vector<std::string> kProfileKeys = {"cluster", "measured_at", "coordinator_send_bytes_per_s", "nodes"};
+// relative_power is written for people reading the file; it is derived, so never read back.
+const std::vector<std::string> kNodeProfileKeys = {
+    "name",        "endpoint",      "measured_at", "quick",   "gflops",        "relative_power",
+    "probe_size",  "repetitions",   "probe_seconds", "speed", "link",          "threads",
+    "cores",       "memory_bytes",  "arch",        "hostname", "worker_version", "fingerprint"};
+const std::vector<std::string> kSpeedPointKeys = {"size", "gflops"};
+const std::vector<std::string> kLinkProfileKeys = {"latency_s", "to_node_bytes_per_s", "from_node_bytes_per_s"};
+
+constexpr NumberRange kNonNegative{0.0, 1e300};
+constexpr uint64_t kMaxUint32 = 0xFFFFFFFFu;
+
+YamlMap profile_map(const YAML::Node& value, int line, const std::vector<std::string>& keys, const std::string& where) {
+  if (!value.IsMap()) fail_at(line, fmt::format("{} is {}; it must be a mapping", where, describe_yaml(value)));
+  return YamlMap(value, line, keys, where);
+}
+
+NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t index, const std::string& measured_at) {
+  // Messages name the node once its name is known, even one about an unknown key.
+  std::string where = fmt::format("node #{} in nodes", index + 1);
+  if (value.IsMap()) {
+    if (const YAML::Node name = value["name"]; name && name.IsScalar() && !name.Scalar().empty()) {
+      where = fmt::format("node '{}'", name.Scalar());
+    }
+  }
+  const YamlMap fields = profile_map(value, line, kNodeProfileKeys, where);
+  NodeProfile node;
+  if (std::optional<std::string> name = fields.text("name", "pi1")) {
+    node.name = *name;
+  } else {
+    fields.fail_missing("name", "NAME");
+  }
+  node.endpoint = fields.text_or_empty("endpoint").value_or("");
+  node.measured_at = fields.text_or_empty("measured_at").value_or(measured_at);
+  node.quick = fields.boolean("quick").value_or(false);
+  if (std::optional<double> gflops = fields.number("gflops", kNonNegative, "12.5")) {
+    node.gflops = *gflops;
+  } else {
+    fields.fail_missing("gflops", "GFLOPS");
+  }
+  node.probe_size = static_cast<uint32_t>(fields.integer("probe_size", 0, kMaxUint32, "1024").value_or(0));
+  node.repetitions = static_cast<uint32_t>(fields.integer("repetitions", 0, kMaxUint32, "10").value_or(0));
+  node.probe_seconds = fields.number("probe_seconds", kNonNegative, "0.3").value_or(0.0);
+  if (const YamlMap::Entry* speed = fields.find("speed"); speed != nullptr && !speed->value.IsNull()) {
+    if (!speed->value.IsSequence()) {
+      fail_at(speed->line, fmt::format("node '{}' has speed {}; speed must be a list of {{size, gflops}}", node.name,
+                                       describe_yaml(speed->value)));
+    }
+    for (const YAML::Node& point : speed->value) {
+      const int point_line = yaml_line(point, speed->line);
+      const YamlMap pair = profile_map(point, point_line, kSpeedPointKeys, fmt::format("a speed point of node '{}'", node.name));
+      const std::optional<double> size = pair.number("size", kNonNegative, "1024");
+      const std::optional<double> gflops = pair.number("gflops", kNonNegative, "12.5");
+      if (!size) pair.fail_missing("size", "1024");
+      if (!gflops) pair.fail_missing("gflops", "12.5");
+      node.speed.push_back({*size, *gflops});
+    }
+  }
+  if (const YamlMap::Entry* link = fields.find("link")) {
+    const YamlMap link_fields = profile_map(link->value, link->line, kLinkProfileKeys, fmt::format("link of node '{}'", node.name));
+    node.has_link = true;
+    const std::optional<double> latency = link_fields.number("latency_s", kNonNegative, "0.0001");
+    const std::optional<double> to_node = link_fields.number("to_node_bytes_per_s", kNonNegative, "1.2e8");
+    const std::optional<double> from_node = link_fields.number("from_node_bytes_per_s", kNonNegative, "1.2e8");
+    if (!latency) link_fields.fail_missing("latency_s", "SECONDS");
+    if (!to_node) link_fields.fail_missing("to_node_bytes_per_s", "RATE");
+    if (!from_node) link_fields.fail_missing("from_node_bytes_per_s", "RATE");
+    node.link.latency_s = *latency;
+    node.link.to_node_bytes_per_s = *to_node;
+    node.link.from_node_bytes_per_s = *from_node;
+  }
+  node.threads = static_cast<uint32_t>(fields.integer("threads", 0, kMaxUint32, "4").value_or(0));
+  node.cores = static_cast<uint32_t>(fields.integer("cores", 0, kMaxUint32, "4").value_or(0));
+  node.memory_bytes = fields.integer("memory_bytes", 0, UINT64_MAX, "8589934592").value_or(0);
+  node.arch = fields.text_or_empty("arch").value_or("");
+  node.hostname = fields.text_or_empty("hostname").value_or("");
+  node.worker_version = fields.text_or_empty("worker_version").value_or("");
+  node.fingerprint = fields.text_or_empty("fingerprint").value_or("");
+  if (!(node.gflops > 0.0)) {
+    fail_at(fields.find("gflops")->line,
+            fmt::format("node '{}' has gflops {}; re-run `tessera profile --refresh`", node.name, node.gflops));
+  }
+  return node;
+}
+
+ClusterProfile parse_profile(const YAML::Node& root) {
+  if (!root.IsMap()) {
+    fail_at(yaml_line(root, 1), fmt::format("the profile holds {} at the top; it must be a mapping with keys {}",
+                                            describe_yaml(root), join(kProfileKeys, ", ")));
+  }
+  const YamlMap top(root, yaml_line(root, 1), kProfileKeys, "the top level");
+  ClusterProfile profile;
+  if (std::optional<std::string> cluster = top.text("cluster", "lab")) {
+    profile.cluster = *cluster;
+  } else {
+    top.fail_missing("cluster", "NAME");
+  }
+  profile.measured_at = top.text_or_empty("measured_at").value_or("");
+  profile.coordinator_send_bytes_per_s = top.number("coordinator_send_bytes_per_s", kNonNegative, "1.2e9").value_or(0.0);
+  if (const YamlMap::Entry* nodes = top.find("nodes"); nodes != nullptr && !nodes->value.IsNull()) {
+    if (!nodes->value.IsSequence()) {
+      fail_at(nodes->line, fmt::format("nodes is {}; nodes must be a list", describe_yaml(nodes->value)));
+    }
+    for (std::size_t i = 0; i < nodes->value.size(); ++i) {
+      const YAML::Node entry = nodes->value[i];
+      profile.nodes.push_back(parse_node_profile(entry, yaml_line(entry, nodes->line), i, profile.measured_at));
+    }
+  }
+  return profile;
+}
+
 }  // namespace
 
 std::vector<double> ClusterProfile::relative_powers() const {
@@ -440,7 +540,7 @@ Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec
   } else {
     profile.coordinator_send_bytes_per_s = previous->coordinator_send_bytes_per_s;
   }
-  profile.measured_at = profile.nodes.empty() ? utc_now_iso8601() : profile.nodes.front().measured_at;
+  profile.measured_at = profile.nodes.empty() ? utc_now(UtcFormat::kIso8601) : profile.nodes.front().measured_at;
   for (const NodeProfile& node : profile.nodes) profile.measured_at = std::max(profile.measured_at, node.measured_at);
   return profile;
 }
@@ -509,49 +609,13 @@ Result<ClusterProfile> load_profile(const std::string& path) {
   if (!std::filesystem::exists(path)) {
     return not_found(fmt::format("no profile at {}; run `tessera profile CONFIG` first", path));
   }
-  try {
-    const YAML::Node root = YAML::LoadFile(path);
-    ClusterProfile profile;
-    profile.cluster = root["cluster"].as<std::string>();
-    profile.measured_at = root["measured_at"].as<std::string>("");
-    profile.coordinator_send_bytes_per_s = root["coordinator_send_bytes_per_s"].as<double>(0.0);
-    for (const YAML::Node& entry : root["nodes"]) {
-      NodeProfile node;
-      node.name = entry["name"].as<std::string>();
-      node.endpoint = entry["endpoint"].as<std::string>("");
-      node.measured_at = entry["measured_at"].as<std::string>(profile.measured_at);
-      node.quick = entry["quick"].as<bool>(false);
-      node.gflops = entry["gflops"].as<double>();
-      node.probe_size = entry["probe_size"].as<uint32_t>(0);
-      node.repetitions = entry["repetitions"].as<uint32_t>(0);
-      node.probe_seconds = entry["probe_seconds"].as<double>(0.0);
-      for (const YAML::Node& point : entry["speed"]) {
-        node.speed.push_back({point["size"].as<double>(), point["gflops"].as<double>()});
-      }
-      if (const YAML::Node link = entry["link"]) {
-        node.has_link = true;
-        node.link.latency_s = link["latency_s"].as<double>();
-        node.link.to_node_bytes_per_s = link["to_node_bytes_per_s"].as<double>();
-        node.link.from_node_bytes_per_s = link["from_node_bytes_per_s"].as<double>();
-      }
-      node.threads = entry["threads"].as<uint32_t>(0);
-      node.cores = entry["cores"].as<uint32_t>(0);
-      node.memory_bytes = entry["memory_bytes"].as<uint64_t>(0);
-      node.arch = entry["arch"].as<std::string>("");
-      node.hostname = entry["hostname"].as<std::string>("");
-      node.worker_version = entry["worker_version"].as<std::string>("");
-      node.fingerprint = entry["fingerprint"].as<std::string>("");
-      if (!(node.gflops > 0.0)) {
-        return invalid_config(fmt::format("{}:{}: node '{}' has gflops {}; re-run `tessera profile --refresh`", path,
-                                          entry.Mark().line + 1, node.name, node.gflops));
-      }
-      profile.nodes.push_back(std::move(node));
-    }
-    return profile;
-  } catch (const YAML::Exception& error) {
-    return invalid_config(fmt::format("{}:{}: unreadable profile ({}); delete it and run `tessera profile`",
-                                      path, error.mark.line + 1, error.msg));
-  }
+  Result<std::string> text = read_yaml_file(path, "profile");
+  if (!text) return text.status();
+  ClusterProfile profile;
+  TESSERA_RETURN_IF_ERROR(read_yaml(
+      *text, path, [&](const YAML::Node& root) { profile = parse_profile(root); },
+      "the profile is written by `tessera profile`; delete it or run `tessera profile --refresh`"));
+  return profile;
 }
 
 Result<std::vector<double>> profile_weights(const ClusterProfile& profile, const ClusterSpec& cluster,

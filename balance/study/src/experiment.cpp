@@ -1,13 +1,11 @@
 #include "tessera/balance/study/experiment.hpp"
 
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,10 +17,15 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "tessera/balance/cluster/strict_yaml.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/profile/profile.hpp"
+#include "tessera/core/stats.hpp"
+#include "tessera/core/strings.hpp"
+#include "tessera/core/subprocess.hpp"
+#include "tessera/core/time.hpp"
 
 namespace tessera::balance {
 
@@ -38,124 +41,89 @@ using Clock = std::chrono::steady_clock;
 const std::vector<std::string> kStudyKeys = {"study", "description", "cluster", "policies", "sizes", "repeat",
                                              "overlap", "panels_in_flight", "node_counts", "sweep", "verify"};
 
-class StudyError {
- public:
-  StudyError(std::string path) : path_(std::move(path)) {}
-  Status at(const YAML::Node& node, const std::string& what) const {
-    return invalid_config(fmt::format("{}:{}: {}", path_, node.Mark().line + 1, what));
+constexpr char kStudyNameCharacters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+const std::vector<std::string> kSweepKeys = {"kind", "cpu"};
+
+// Throws YamlError (fail_at) on the first problem; load_study returns it with file and line.
+Study parse_study(const YAML::Node& root, const std::string& path) {
+  const int root_line = yaml_line(root, 1);
+  if (!root.IsMap()) {
+    fail_at(root_line, fmt::format("the study file holds {} at the top; a study is a mapping with keys {}",
+                                   describe_yaml(root), join(kStudyKeys, ", ")));
   }
-
- private:
-  std::string path_;
-};
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
-
-Result<Study> parse_study(const YAML::Node& root, const std::string& path) {
-  const StudyError error(path);
-  if (!root.IsMap()) return error.at(root, "a study is a mapping with study, cluster, policies, sizes, ...");
-  for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
-    if (std::find(kStudyKeys.begin(), kStudyKeys.end(), key) == kStudyKeys.end()) {
-      return error.at(entry.first, fmt::format("unknown key '{}'; valid keys are {}", key, join(kStudyKeys)));
-    }
-  }
+  const YamlMap keys(root, root_line, kStudyKeys, "the study");
   Study study;
   study.source_path = path;
-  if (!root["study"] || !root["study"].IsScalar()) return error.at(root, "missing 'study: NAME'");
-  study.name = root["study"].as<std::string>();
-  if (study.name.empty() || study.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
-                                std::string::npos) {
-    return error.at(root["study"], "study name must be letters, digits, _ . - (it names the output folder)");
+  const std::optional<std::string> name = keys.text("study", "balanced-vs-even");
+  if (!name) keys.fail_missing("study", "NAME");
+  if (name->find_first_not_of(kStudyNameCharacters) != std::string::npos) {
+    fail_at(keys.find("study")->line, fmt::format("study name {} has characters other than letters, digits, _ . -; "
+                                                  "it names the output folder, e.g. study: balanced-vs-even",
+                                                  single_quoted(*name)));
   }
-  study.description = root["description"].as<std::string>("");
-  if (!root["cluster"] || !root["cluster"].IsScalar()) return error.at(root, "missing 'cluster: PATH' (a cluster file)");
-  study.cluster_path = (fs::path(path).parent_path() / root["cluster"].as<std::string>()).lexically_normal().string();
+  study.name = *name;
+  study.description = keys.text_or_empty("description").value_or("");
+  const std::optional<std::string> cluster = keys.text("cluster", "../configs/local-mixed.yaml");
+  if (!cluster) keys.fail_missing("cluster", "PATH (a cluster file, relative to the study file)");
+  study.cluster_path = (fs::path(path).parent_path() / *cluster).lexically_normal().string();
 
-  const YAML::Node policies = root["policies"];
-  if (!policies || !policies.IsSequence() || policies.size() == 0) {
-    return error.at(root, "missing 'policies: [even, proportional, model]'");
-  }
-  for (const YAML::Node& policy : policies) {
-    Result<StudyPolicy> parsed = parse_study_policy(policy.as<std::string>());
-    if (!parsed) return error.at(policy, parsed.status().message());
+  const std::optional<std::vector<YamlMap::Entry>> policies = keys.list("policies", "[even, proportional, model]");
+  if (!policies) keys.fail_missing("policies", "[even, proportional, model]");
+  for (const YamlMap::Entry& policy : *policies) {
+    const std::string text = yaml_text(policy.value, policy.line, "policies", "the study", "[even, proportional]");
+    Result<StudyPolicy> parsed = parse_study_policy(text);
+    if (!parsed) fail_at(policy.line, parsed.status().message());
     study.policies.push_back(*parsed);
   }
-  const YAML::Node sizes = root["sizes"];
-  if (!sizes || !sizes.IsSequence() || sizes.size() == 0) return error.at(root, "missing 'sizes: [2048, 4096]'");
-  for (const YAML::Node& size : sizes) {
-    long long value = 0;
-    if (!YAML::convert<long long>::decode(size, value) || value < 1 || value > (1 << 16)) {
-      return error.at(size, "sizes are integers 1..65536");
-    }
-    study.sizes.push_back(static_cast<uint64_t>(value));
-  }
-  if (const YAML::Node repeat = root["repeat"]) {
-    long long value = 0;
-    if (!YAML::convert<long long>::decode(repeat, value) || value < 1 || value > 1000) {
-      return error.at(repeat, "repeat must be an integer 1..1000");
-    }
-    study.repeat = static_cast<uint32_t>(value);
-  }
-  if (const YAML::Node overlap = root["overlap"]) {
-    if (!overlap.IsSequence() || overlap.size() == 0) return error.at(overlap, "overlap is a list of on/off");
+  std::optional<std::vector<uint64_t>> sizes = keys.integer_list("sizes", 1, 1 << 16, "[2048, 4096]");
+  if (!sizes) keys.fail_missing("sizes", "[2048, 4096]");
+  study.sizes = std::move(*sizes);
+  if (std::optional<uint64_t> repeat = keys.integer("repeat", 1, 1000, "3")) study.repeat = static_cast<uint32_t>(*repeat);
+  if (std::optional<std::vector<YamlMap::Entry>> overlap = keys.list("overlap", "[on, off]")) {
     study.windows.clear();
-    for (const YAML::Node& mode : overlap) {
+    for (const YamlMap::Entry& mode : *overlap) {
       // YAML 1.1 reads a bare on/off as a boolean; accept both spellings.
-      const std::string text = mode.as<std::string>();
+      const std::string text = mode.value.IsScalar() ? mode.value.Scalar() : describe_yaml(mode.value);
       if (text == "on" || text == "true") {
         study.windows.push_back(4);
       } else if (text == "off" || text == "false") {
         study.windows.push_back(1);
       } else {
-        return error.at(mode, fmt::format("overlap '{}' unknown; use on or off", text));
+        fail_at(mode.line, fmt::format("overlap {} unknown; use on or off, e.g. overlap: [on, off]", single_quoted(text)));
       }
     }
   }
-  if (const YAML::Node windows = root["panels_in_flight"]) {
-    if (root["overlap"]) return error.at(windows, "give overlap or panels_in_flight, not both (off = 1 panel in flight)");
-    if (!windows.IsSequence() || windows.size() == 0) return error.at(windows, "panels_in_flight is a list like [1, 4, 40]");
-    study.windows.clear();
-    for (const YAML::Node& window : windows) {
-      long long value = 0;
-      if (!YAML::convert<long long>::decode(window, value) || value < 1 || value > 1024) {
-        return error.at(window, "panels in flight are integers 1..1024");
-      }
-      study.windows.push_back(static_cast<uint32_t>(value));
+  if (const YamlMap::Entry* windows_entry = keys.find("panels_in_flight")) {
+    if (keys.has("overlap")) {
+      fail_at(windows_entry->line, "give overlap or panels_in_flight, not both (off = 1 panel in flight)");
     }
+    const std::optional<std::vector<uint64_t>> windows = keys.integer_list("panels_in_flight", 1, 1024, "[1, 4, 40]");
+    study.windows.assign(windows->begin(), windows->end());
   }
-  if (const YAML::Node counts = root["node_counts"]) {
-    if (!counts.IsSequence() || counts.size() == 0) return error.at(counts, "node_counts is a list like [1, 2, 3, 4]");
-    for (const YAML::Node& count : counts) {
-      long long value = 0;
-      if (!YAML::convert<long long>::decode(count, value) || value < 1 || value > 256) {
-        return error.at(count, "node counts are integers 1..256");
-      }
-      study.node_counts.push_back(static_cast<uint32_t>(value));
-    }
+  if (std::optional<std::vector<uint64_t>> counts = keys.integer_list("node_counts", 1, 256, "[1, 2, 3, 4]")) {
+    study.node_counts.assign(counts->begin(), counts->end());
   }
-  if (const YAML::Node sweep = root["sweep"]) {
-    if (!sweep.IsMap() || !sweep["kind"] || !sweep["cpu"] || !sweep["cpu"].IsSequence() || sweep.size() != 2) {
-      return error.at(sweep, "sweep is {kind: LABEL, cpu: [1.0, 0.5, 0.25]}");
+  if (const YamlMap::Entry* sweep = keys.find("sweep")) {
+    if (!sweep->value.IsMap()) {
+      fail_at(sweep->line, fmt::format("sweep is {}; sweep must be a mapping, e.g. sweep: {{kind: pi, cpu: [1.0, 0.5]}}",
+                                       describe_yaml(sweep->value)));
     }
+    const YamlMap fields(sweep->value, sweep->line, kSweepKeys, "sweep");
     CpuSweep parsed;
-    parsed.kind = sweep["kind"].as<std::string>();
-    for (const YAML::Node& cpu : sweep["cpu"]) {
-      double value = 0;
-      if (!YAML::convert<double>::decode(cpu, value) || !(value > 0.0) || value > 64.0) {
-        return error.at(cpu, "sweep cpu values are cores in (0, 64]");
-      }
-      parsed.cpu.push_back(value);
-    }
+    const std::optional<std::string> kind = fields.text("kind", "pi");
+    if (!kind) fields.fail_missing("kind", "LABEL (a node kind of the cluster, e.g. kind: pi)");
+    parsed.kind = *kind;
+    std::optional<std::vector<double>> cpu =
+        fields.number_list("cpu", NumberRange{0.0, 64.0, false, true}, "[1.0, 0.5, 0.25]");
+    if (!cpu) fields.fail_missing("cpu", "[1.0, 0.5, 0.25]");
+    parsed.cpu = std::move(*cpu);
     study.sweep = parsed;
   }
-  if (const YAML::Node verify = root["verify"]) {
-    study.verify = verify.as<std::string>();
-    if (Result<VerifyMode> mode = parse_verify_mode(study.verify); !mode) return error.at(verify, mode.status().message());
+  if (std::optional<std::string> verify = keys.text("verify", "freivalds")) {
+    if (Result<VerifyMode> mode = parse_verify_mode(*verify); !mode) {
+      fail_at(keys.find("verify")->line, mode.status().message());
+    }
+    study.verify = *verify;
   }
   return study;
 }
@@ -287,13 +255,6 @@ struct RunRecord {
   MultiplyReport report;
 };
 
-double median_of(std::vector<double> values) {
-  if (values.empty()) return std::nan("");
-  std::sort(values.begin(), values.end());
-  const std::size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-}
-
 struct GroupKey {
   std::size_t variant_index = 0;
   uint32_t window = true;
@@ -335,13 +296,13 @@ std::map<GroupKey, GroupStats> summarise(const std::vector<RunRecord>& records,
       imbalance.push_back(run->report.run.imbalance);
       stats.all_verified &= run->report.verification.mode == VerifyMode::kNone || run->report.verification.passed;
     }
-    stats.makespan_median = median_of(makespans);
+    stats.makespan_median = median(makespans);
     stats.makespan_min = *std::min_element(makespans.begin(), makespans.end());
     stats.makespan_max = *std::max_element(makespans.begin(), makespans.end());
-    stats.predicted_median = median_of(predicted);
-    stats.error_median = median_of(errors);
-    stats.gflops_median = median_of(gflops);
-    stats.imbalance_median = median_of(imbalance);
+    stats.predicted_median = median(predicted);
+    stats.error_median = median(errors);
+    stats.gflops_median = median(gflops);
+    stats.imbalance_median = median(imbalance);
     // The run closest to the median makespan stands for the group in the timeline plot.
     stats.median_run = *std::min_element(stats.runs.begin(), stats.runs.end(), [&](const RunRecord* a, const RunRecord* b) {
       return std::fabs(a->report.run.makespan_s - stats.makespan_median) <
@@ -444,17 +405,16 @@ Status write_summary(const std::string& out_dir, const Study& study, const std::
 }
 
 // gnuplot, run as a child process on a script file; a missing gnuplot is reported, not fatal.
+// A plot of a study's few points takes well under a second; the deadline only stops a hang.
 Status run_gnuplot(const std::string& script_path) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execlp("gnuplot", "gnuplot", script_path.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
+  constexpr std::chrono::seconds kGnuplotDeadline{120};
+  Result<ProcessResult> run = run_process({"gnuplot", script_path}, {}, kGnuplotDeadline);
+  if (!run) {
+    return internal_error(
+        fmt::format("gnuplot failed on {}: {}; install gnuplot-nox", script_path, run.status().message()));
   }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return internal_error(fmt::format("gnuplot failed on {} (exit {}); install gnuplot-nox", script_path,
-                                      WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  if (!run->succeeded()) {
+    return internal_error(fmt::format("gnuplot failed on {} ({}); install gnuplot-nox", script_path, run->describe()));
   }
   return Status::ok();
 }
@@ -762,15 +722,6 @@ Status write_report(const std::string& out_dir, const Study& study, const Experi
   return write_text_file(out_dir + "/report.md", md);
 }
 
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &utc);
-  return text;
-}
-
 std::string format_duration(double seconds) {
   const auto total = static_cast<long>(std::lround(seconds));
   return total >= 60 ? fmt::format("{}m{:02}s", total / 60, total % 60) : fmt::format("{}s", total);
@@ -819,11 +770,11 @@ Result<StudyPolicy> parse_study_policy(std::string_view text) {
 
 Result<Study> load_study(const std::string& path) {
   if (!fs::exists(path)) return io_error(fmt::format("study file {} not found", path));
-  try {
-    return parse_study(YAML::LoadFile(path), path);
-  } catch (const YAML::Exception& error) {
-    return invalid_config(fmt::format("{}:{}: {}", path, error.mark.line + 1, error.msg));
-  }
+  Result<std::string> text = read_yaml_file(path, "study file");
+  if (!text) return text.status();
+  Study study;
+  TESSERA_RETURN_IF_ERROR(read_yaml(*text, path, [&](const YAML::Node& root) { study = parse_study(root, path); }));
+  return study;
 }
 
 Status run_experiment(const Study& study, const ExperimentOptions& options, std::ostream& progress) {
@@ -846,7 +797,7 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
   const std::size_t total = variants->size() * study.sizes.size() * study.windows.size() * study.policies.size() * repeat;
   LocalClusterOptions local;
   local.run_dir = options.run_dir;
-  const std::string started_at = utc_now();
+  const std::string started_at = utc_now(UtcFormat::kReadable);
   const auto start = Clock::now();
   std::vector<RunRecord> records;
   Status outcome = Status::ok();

@@ -1,0 +1,300 @@
+#include "tessera/balance/cluster/strict_yaml.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "tessera/core/strings.hpp"
+
+namespace tessera::balance {
+namespace {
+
+// Aliases let a small file stand for a huge tree ("billion laughs"); the walk stops counting here.
+constexpr std::size_t kMaxYamlValues = 1'000'000;
+
+std::string where_of(const std::string& path) { return path.empty() ? "the top level" : path; }
+
+// yaml-cpp keeps every repeated key and its lookups return the first, so a repeated key would be
+// ignored without a word; this walk refuses it wherever it is.
+void check_unique_keys(const YAML::Node& node, const std::string& path, int depth, int parent_line,
+                       std::size_t& values_left) {
+  const int line = yaml_line(node, parent_line);
+  if (depth > kMaxYamlDepth) {
+    fail_at(line, fmt::format("{} nests deeper than {} levels; flatten it", where_of(path), kMaxYamlDepth));
+  }
+  if (values_left-- == 0) {
+    fail_at(line, fmt::format("the document expands to more than {} values (aliases?); write it out plainly",
+                              kMaxYamlValues));
+  }
+  if (node.IsMap()) {
+    std::map<std::string, int, std::less<>> first_lines;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const int key_line = yaml_line(it->first, line);
+      std::string child_path = path;
+      if (it->first.IsScalar()) {
+        const std::string& key = it->first.Scalar();
+        if (auto [first, inserted] = first_lines.emplace(key, key_line); !inserted) {
+          fail_at(key_line, fmt::format("key {} appears twice in {} (first on line {}); keep one",
+                                        single_quoted(key), where_of(path), first->second));
+        }
+        child_path += (path.empty() ? "" : ".") + key;
+      } else {
+        check_unique_keys(it->first, path, depth + 1, key_line, values_left);
+      }
+      check_unique_keys(it->second, child_path, depth + 1, key_line, values_left);
+    }
+  } else if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      check_unique_keys(node[i], fmt::format("{}[{}]", path, i), depth + 1, line, values_left);
+    }
+  }
+}
+
+int mark_line(const YAML::Mark& mark) { return mark.line >= 0 ? mark.line + 1 : 1; }
+
+std::string scalar_or_description(const YAML::Node& value) {
+  return value.IsScalar() ? value.Scalar() : describe_yaml(value);
+}
+
+}  // namespace
+
+void fail_at(int line, std::string message) { throw YamlError{line, std::move(message)}; }
+
+Result<std::string> read_yaml_file(const std::string& path, std::string_view kind) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return io_error(fmt::format("cannot open {} {}: {}; check the path", kind, single_quoted(path), std::strerror(errno)));
+  }
+  std::string text;
+  char buffer[64 * 1024];
+  // Reading one byte past the cap tells "exactly 1 MiB" from "larger" without trusting a size
+  // that the file (a pipe, /proc) may not report.
+  while (text.size() <= kMaxYamlFileBytes && in.read(buffer, sizeof buffer).gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+  }
+  if (in.bad()) return io_error(fmt::format("cannot read {} {}: {}", kind, single_quoted(path), std::strerror(errno)));
+  if (text.size() > kMaxYamlFileBytes) {
+    return resource_exhausted(fmt::format("{} {} is larger than {} KiB, the most a Tessera YAML file may be; "
+                                          "is it the right file?",
+                                          kind, single_quoted(path), kMaxYamlFileBytes / 1024));
+  }
+  return text;
+}
+
+Status read_yaml(std::string_view text, const std::string& source_name,
+                 const std::function<void(const YAML::Node& root)>& read, std::string_view remedy) {
+  const std::string suffix = remedy.empty() ? "" : fmt::format(" ({})", remedy);
+  auto at = [&](int line, const std::string& message) {
+    return invalid_config(fmt::format("{}:{}: {}{}", source_name, line, message, suffix));
+  };
+  try {
+    const YAML::Node root = YAML::Load(std::string(text));
+    std::size_t values_left = kMaxYamlValues;
+    check_unique_keys(root, "", 0, 1, values_left);
+    read(root);
+    return Status::ok();
+  } catch (const YamlError& e) {
+    return at(e.line, e.message);
+  } catch (const YAML::ParserException& e) {
+    return at(mark_line(e.mark), "YAML syntax error: " + e.msg + "; check the indentation, colons and brackets there");
+  } catch (const YAML::Exception& e) {
+    return at(mark_line(e.mark), "cannot read the YAML: " + e.msg + "; simplify the file to plain keys and lists");
+  } catch (const std::exception& e) {
+    return at(1, std::string("cannot read the YAML: ") + e.what());
+  }
+}
+
+int yaml_line(const YAML::Node& node, int fallback) {
+  const int line = node.Mark().line;
+  return line >= 0 ? line + 1 : fallback;
+}
+
+std::string single_quoted(std::string_view text) { return fmt::format("'{}'", text); }
+
+std::string describe_yaml(const YAML::Node& value) {
+  if (value.IsScalar()) return single_quoted(value.Scalar());
+  if (value.IsSequence()) return "a list";
+  if (value.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+std::optional<uint64_t> parse_unsigned(std::string_view text) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<double> parse_number(std::string_view text) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty()) return std::nullopt;
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+bool NumberRange::contains(double value) const {
+  return (low_included ? value >= low : value > low) && (high_included ? value <= high : value < high);
+}
+
+std::string NumberRange::to_string() const {
+  return fmt::format("{}{:g}, {:g}{}", low_included ? '[' : '(', low, high, high_included ? ']' : ')');
+}
+
+std::string yaml_text(const YAML::Node& value, int line, std::string_view key, std::string_view where,
+                      std::string_view example) {
+  if (!value.IsScalar() || value.Scalar().empty()) {
+    fail_at(line, fmt::format("{} has {} {}; {} must be non-empty text, e.g. {}: {}", where, key, describe_yaml(value),
+                              key, key, example));
+  }
+  return value.Scalar();
+}
+
+uint64_t yaml_integer(const YAML::Node& value, int line, std::string_view key, std::string_view where, uint64_t low,
+                      uint64_t high, std::string_view example) {
+  const std::string rule = fmt::format("{} must be an integer {}..{}, e.g. {}: {}", key, low, high, key, example);
+  std::optional<uint64_t> parsed;
+  if (value.IsScalar()) parsed = parse_unsigned(value.Scalar());
+  if (!parsed) fail_at(line, fmt::format("{} has {}: {}; {}", where, key, scalar_or_description(value), rule));
+  if (*parsed < low || *parsed > high) {
+    fail_at(line, fmt::format("{} has {}: {}, out of range; {}", where, key, value.Scalar(), rule));
+  }
+  return *parsed;
+}
+
+double yaml_number(const YAML::Node& value, int line, std::string_view key, std::string_view where,
+                   const NumberRange& range, std::string_view example) {
+  std::optional<double> parsed;
+  if (value.IsScalar()) parsed = parse_number(value.Scalar());
+  if (!parsed || !range.contains(*parsed)) {
+    fail_at(line, fmt::format("{} has {}: {}; {} must be a number in {}, e.g. {}: {}", where, key,
+                              scalar_or_description(value), key, range.to_string(), key, example));
+  }
+  return *parsed;
+}
+
+YamlMap::YamlMap(const YAML::Node& map, int line, std::vector<std::string> allowed, std::string where)
+    : line_(line), where_(std::move(where)) {
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const int key_line = yaml_line(it->first, line_);
+    if (!it->first.IsScalar()) {
+      fail_at(key_line, fmt::format("a key in {} is {}; keys must be plain names, one of {}", where_,
+                                    describe_yaml(it->first), join(allowed, ", ")));
+    }
+    const std::string& key = it->first.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      const std::string_view meant = closest_match(key, allowed);
+      fail_at(key_line, fmt::format("unknown key {} in {}; valid keys are {}{}", single_quoted(key), where_,
+                                    join(allowed, ", "),
+                                    meant.empty() ? "" : fmt::format("; did you mean {}?", single_quoted(meant))));
+    }
+    // read_yaml has refused repeated keys already.
+    entries_.emplace(key, Entry{key_line, it->second});
+  }
+}
+
+const YamlMap::Entry* YamlMap::find(std::string_view key) const {
+  auto found = entries_.find(key);
+  return found == entries_.end() ? nullptr : &found->second;
+}
+
+void YamlMap::fail_missing(std::string_view key, std::string_view example) const {
+  fail_at(line_, fmt::format("{} has no {}; add {}: {}", where_, key, key, example));
+}
+
+std::optional<std::string> YamlMap::text(std::string_view key, std::string_view example) const {
+  const Entry* entry = find(key);
+  if (entry == nullptr) return std::nullopt;
+  return yaml_text(entry->value, entry->line, key, where_, example);
+}
+
+std::optional<std::string> YamlMap::text_or_empty(std::string_view key) const {
+  const Entry* entry = find(key);
+  if (entry == nullptr) return std::nullopt;
+  if (entry->value.IsNull()) return std::string();
+  if (!entry->value.IsScalar()) {
+    fail_at(entry->line, fmt::format("{} has {} {}; {} must be text", where_, key, describe_yaml(entry->value), key));
+  }
+  return entry->value.Scalar();
+}
+
+std::optional<uint64_t> YamlMap::integer(std::string_view key, uint64_t low, uint64_t high,
+                                         std::string_view example) const {
+  const Entry* entry = find(key);
+  if (entry == nullptr) return std::nullopt;
+  return yaml_integer(entry->value, entry->line, key, where_, low, high, example);
+}
+
+std::optional<double> YamlMap::number(std::string_view key, const NumberRange& range, std::string_view example) const {
+  const Entry* entry = find(key);
+  if (entry == nullptr) return std::nullopt;
+  return yaml_number(entry->value, entry->line, key, where_, range, example);
+}
+
+std::optional<bool> YamlMap::boolean(std::string_view key) const {
+  const Entry* entry = find(key);
+  if (entry == nullptr) return std::nullopt;
+  if (entry->value.IsScalar() && entry->value.Scalar() == "true") return true;
+  if (entry->value.IsScalar() && entry->value.Scalar() == "false") return false;
+  fail_at(entry->line, fmt::format("{} has {}: {}; {} must be true or false", where_, key,
+                                   scalar_or_description(entry->value), key));
+}
+
+std::optional<std::vector<YamlMap::Entry>> YamlMap::list(std::string_view key, std::string_view example) const {
+  const Entry* entry = find(key);
+  if (entry == nullptr) return std::nullopt;
+  if (!entry->value.IsSequence() || entry->value.size() == 0) {
+    fail_at(entry->line, fmt::format("{} has {} {}; {} must be a non-empty list, e.g. {}: {}", where_, key,
+                                     entry->value.IsSequence() ? "empty" : describe_yaml(entry->value), key, key,
+                                     example));
+  }
+  std::vector<Entry> items;
+  for (const YAML::Node& item : entry->value) items.push_back({yaml_line(item, entry->line), item});
+  return items;
+}
+
+std::optional<std::vector<uint64_t>> YamlMap::integer_list(std::string_view key, uint64_t low, uint64_t high,
+                                                           std::string_view example) const {
+  std::optional<std::vector<Entry>> items = list(key, example);
+  if (!items) return std::nullopt;
+  std::vector<uint64_t> values;
+  for (const Entry& item : *items) {
+    std::optional<uint64_t> value;
+    if (item.value.IsScalar()) value = parse_unsigned(item.value.Scalar());
+    if (!value || *value < low || *value > high) {
+      fail_at(item.line, fmt::format("{} has {} in {}; {} must be integers {}..{}, e.g. {}: {}", where_,
+                                     describe_yaml(item.value), key, key, low, high, key, example));
+    }
+    values.push_back(*value);
+  }
+  return values;
+}
+
+std::optional<std::vector<double>> YamlMap::number_list(std::string_view key, const NumberRange& range,
+                                                        std::string_view example) const {
+  std::optional<std::vector<Entry>> items = list(key, example);
+  if (!items) return std::nullopt;
+  std::vector<double> values;
+  for (const Entry& item : *items) {
+    std::optional<double> value;
+    if (item.value.IsScalar()) value = parse_number(item.value.Scalar());
+    if (!value || !range.contains(*value)) {
+      fail_at(item.line, fmt::format("{} has {} in {}; {} must be numbers in {}, e.g. {}: {}", where_,
+                                     describe_yaml(item.value), key, key, range.to_string(), key, example));
+    }
+    values.push_back(*value);
+  }
+  return values;
+}
+
+}  // namespace tessera::balance

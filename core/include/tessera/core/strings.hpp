@@ -1,0 +1,39 @@
+// Small string helpers shared by every module: joining lists for messages, and the "did you
+// mean" suggestion for a mistyped name.
+//
+// Pure functions over values the caller owns; nothing is retained. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <ranges>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace tessera {
+
+// The items written one after another with `separator` between them ("a, b, c"); "" for none.
+// `format` turns an item into something a std::string can append (a string, string_view or
+// char*); by default the item itself, so a list of strings needs no formatter.
+template <std::ranges::input_range Range, typename Format = std::identity>
+std::string join(const Range& items, std::string_view separator, Format format = {}) {
+  std::string out;
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out += separator;
+    first = false;
+    out += std::invoke(format, item);
+  }
+  return out;
+}
+
+// Levenshtein distance ignoring ASCII case: "Thread" and "threads" are 1 apart.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate that `word` is most plausibly a typo of, or "" when none is close: within a third
+// of the longer word's length (at least 1), which keeps "thread" -> "threads" but not
+// "colour" -> "cluster". The view refers into `candidates`.
+std::string_view closest_match(std::string_view word, std::span<const std::string> candidates);
+
+}  // namespace tessera

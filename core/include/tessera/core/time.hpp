@@ -1,0 +1,22 @@
+// Wall-clock timestamps in UTC, in the two formats Tessera writes. Every timestamp a file or a
+// report carries comes from here, so the formats are named once.
+//
+// Pure functions returning values; thread-safe (gmtime_r).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace tessera {
+
+enum class UtcFormat {
+  kIso8601,   // "2026-11-21T10:00:00Z": machine-readable, sorts as text (saved profiles)
+  kReadable,  // "2026-11-21 10:00:00": for people; the caller says "UTC" where it prints it
+};
+
+// `when` in UTC, to the second (truncated).
+std::string format_utc(std::chrono::system_clock::time_point when, UtcFormat format);
+// The current time in UTC.
+std::string utc_now(UtcFormat format);
+
+}  // namespace tessera

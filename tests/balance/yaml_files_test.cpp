@@ -1,0 +1,192 @@
+// Studies and saved profiles are read by the strict YAML reader: repeated and unknown keys and
+// wrong types are refused with the file and line, as in cluster files.
+#include "tessera/balance/study/experiment.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tessera/balance/profile/profile.hpp"
+
+namespace tessera::balance {
+namespace {
+
+const std::string kInstances = std::string(TESSERA_TEST_INSTANCES) + "/";
+
+void expect_has(const std::string& message, const std::string& phrase) {
+  EXPECT_NE(message.find(phrase), std::string::npos) << "missing \"" << phrase << "\" in: " << message;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("tessera-files-" + std::to_string(::getpid()) + "-" + name)).string();
+}
+
+struct BrokenFile {
+  std::string file;
+  int line;
+  std::vector<std::string> phrases;
+};
+
+// "duplicate-key.profile.yaml" -> "duplicate_key"
+std::string instance_name(const testing::TestParamInfo<BrokenFile>& param_info) {
+  std::string name = param_info.param.file.substr(0, param_info.param.file.find('.'));
+  for (char& ch : name) {
+    if (ch == '-') ch = '_';
+  }
+  return name;
+}
+
+class BrokenStudy : public testing::TestWithParam<BrokenFile> {};
+
+TEST_P(BrokenStudy, FailsWithFileLineAndFix) {
+  const BrokenFile& c = GetParam();
+  const std::string path = kInstances + "study/" + c.file;
+  Result<Study> study = load_study(path);
+  ASSERT_FALSE(study.is_ok()) << c.file << " parsed";
+  EXPECT_EQ(study.status().code(), StatusCode::kInvalidConfig) << study.status().to_string();
+  EXPECT_EQ(study.status().message().rfind(path + ":" + std::to_string(c.line) + ": ", 0), 0u) << study.status().message();
+  for (const std::string& phrase : c.phrases) expect_has(study.status().message(), phrase);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Instances, BrokenStudy,
+    testing::Values(BrokenFile{"duplicate-key.yaml", 8, {"key 'kind' appears twice in sweep (first on line 6)", "keep one"}},
+                    BrokenFile{"unknown-key.yaml", 4,
+                               {"unknown key 'sizez' in the study", "valid keys are study, description, cluster",
+                                "did you mean 'sizes'?"}},
+                    BrokenFile{"bad-size.yaml", 6, {"'big' in sizes", "sizes must be integers 1..65536"}},
+                    BrokenFile{"both-windows.yaml", 6, {"give overlap or panels_in_flight, not both"}}),
+    instance_name);
+
+TEST(StudyFile, GoodStudyReadsEveryField) {
+  const std::string path = kInstances + "study/good.yaml";
+  Result<Study> study = load_study(path);
+  ASSERT_TRUE(study.is_ok()) << study.status().to_string();
+  EXPECT_EQ(study->name, "lab-check");
+  EXPECT_EQ(study->description, "every field once");
+  EXPECT_EQ(study->cluster_path, kInstances + "config/good-inline-secret.yaml");
+  ASSERT_EQ(study->policies.size(), 2u);
+  EXPECT_EQ(study->policies[0].name(), "even");
+  EXPECT_EQ(study->policies[1].name(), "proportional/2d");
+  EXPECT_EQ(study->sizes, (std::vector<uint64_t>{512, 1024}));
+  EXPECT_EQ(study->repeat, 2u);
+  EXPECT_EQ(study->windows, (std::vector<uint32_t>{1, 8}));
+  EXPECT_EQ(study->node_counts, (std::vector<uint32_t>{2, 3}));
+  ASSERT_TRUE(study->sweep.has_value());
+  EXPECT_EQ(study->sweep->kind, "pi");
+  EXPECT_EQ(study->sweep->cpu, (std::vector<double>{1.0, 0.25}));
+  EXPECT_EQ(study->verify, "exact");
+  EXPECT_EQ(study->source_path, path);
+}
+
+TEST(StudyFile, RefusesBadValuesFromText) {
+  struct Case {
+    std::string yaml;
+    int line;
+    std::string phrase;
+  };
+  const std::string head = "study: s\ncluster: c.yaml\npolicies: [even]\nsizes: [8]\n";
+  const std::vector<Case> cases = {
+      {head + "repeat: 0\n", 5, "repeat must be an integer 1..1000"},
+      {head + "overlap: [maybe]\n", 5, "overlap 'maybe' unknown; use on or off"},
+      {head + "node_counts: [1, 300]\n", 5, "node_counts must be integers 1..256"},
+      {head + "sweep: {kind: pi}\n", 5, "sweep has no cpu; add cpu:"},
+      {head + "sweep: {kind: pi, cpu: [2, 0]}\n", 5, "cpu must be numbers in (0, 64]"},
+      {head + "sweep: {kind: pi, cpus: [1]}\n", 5, "did you mean 'cpu'?"},
+      {head + "verify: maybe\n", 5, "unknown verification 'maybe'"},
+      {head + "policies: [even]\n", 5, "key 'policies' appears twice in the top level (first on line 3)"},
+      {"study: 'a b'\ncluster: c.yaml\npolicies: [even]\nsizes: [8]\n", 1, "it names the output folder"},
+      {"study: s\npolicies: [even]\nsizes: [8]\n", 1, "the study has no cluster; add cluster:"},
+      {"study: s\ncluster: c.yaml\npolicies: [fastest]\nsizes: [8]\n", 3, "unknown policy 'fastest'"},
+      {"- study\n", 1, "a study is a mapping with keys study, description"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = temp_path("study.yaml");
+    std::ofstream(path) << c.yaml;
+    Result<Study> study = load_study(path);
+    ASSERT_FALSE(study.is_ok()) << c.yaml;
+    EXPECT_EQ(study.status().code(), StatusCode::kInvalidConfig);
+    expect_has(study.status().message(), path + ":" + std::to_string(c.line) + ": ");
+    expect_has(study.status().message(), c.phrase);
+    std::filesystem::remove(path);
+  }
+}
+
+TEST(StudyFile, EveryShippedStudyStillLoads) {
+  const std::filesystem::path experiments = std::filesystem::path(TESSERA_TEST_INSTANCES) / "../../experiments";
+  int loaded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(experiments)) {
+    if (entry.path().extension() != ".yaml") continue;
+    Result<Study> study = load_study(entry.path().string());
+    EXPECT_TRUE(study.is_ok()) << study.status().to_string();
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 6);
+}
+
+class BrokenProfile : public testing::TestWithParam<BrokenFile> {};
+
+TEST_P(BrokenProfile, FailsWithFileLineAndFix) {
+  const BrokenFile& c = GetParam();
+  const std::string path = kInstances + "profile/" + c.file;
+  Result<ClusterProfile> profile = load_profile(path);
+  ASSERT_FALSE(profile.is_ok()) << c.file << " parsed";
+  EXPECT_EQ(profile.status().code(), StatusCode::kInvalidConfig) << profile.status().to_string();
+  EXPECT_EQ(profile.status().message().rfind(path + ":" + std::to_string(c.line) + ": ", 0), 0u)
+      << profile.status().message();
+  for (const std::string& phrase : c.phrases) expect_has(profile.status().message(), phrase);
+  // A profile is written by Tessera; the way out is to measure again.
+  expect_has(profile.status().message(), "tessera profile --refresh");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Instances, BrokenProfile,
+    testing::Values(BrokenFile{"unknown-key.profile.yaml", 7, {"unknown key 'gflop' in node 'pi'", "did you mean 'gflops'?"}},
+                    BrokenFile{"duplicate-key.profile.yaml", 9,
+                               {"key 'latency_s' appears twice in nodes[0].link (first on line 6)"}},
+                    BrokenFile{"wrong-type.profile.yaml", 5, {"node 'desktop' has threads: four", "threads must be an integer"}}),
+    instance_name);
+
+TEST(ProfileFile, GoodProfileReadsEveryField) {
+  Result<ClusterProfile> profile = load_profile(kInstances + "profile/good.profile.yaml");
+  ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
+  EXPECT_EQ(profile->cluster, "lab");
+  EXPECT_EQ(profile->measured_at, "2026-11-21T10:00:00Z");
+  EXPECT_EQ(profile->coordinator_send_bytes_per_s, 3e9);
+  ASSERT_EQ(profile->nodes.size(), 2u);
+  const NodeProfile& desktop = profile->nodes[0];
+  EXPECT_EQ(desktop.endpoint, "127.0.0.1:7070");
+  EXPECT_FALSE(desktop.quick);
+  EXPECT_EQ(desktop.gflops, 40.0);
+  EXPECT_EQ(desktop.probe_size, 1024u);
+  ASSERT_EQ(desktop.speed.size(), 2u);
+  EXPECT_EQ(desktop.speed[0].size, 128.0);
+  EXPECT_EQ(desktop.speed[0].gflops, 20.0);
+  EXPECT_TRUE(desktop.has_link);
+  EXPECT_EQ(desktop.link.from_node_bytes_per_s, 2e8);
+  EXPECT_EQ(desktop.memory_bytes, 1073741824u);
+  EXPECT_EQ(desktop.worker_version, "0.1.0");
+  // An older, shorter entry: absent fields keep their defaults.
+  const NodeProfile& pi = profile->nodes[1];
+  EXPECT_EQ(pi.gflops, 10.0);
+  EXPECT_EQ(pi.measured_at, "2026-11-21T10:00:00Z");
+  EXPECT_FALSE(pi.has_link);
+  EXPECT_TRUE(pi.speed.empty());
+}
+
+TEST(ProfileFile, ZeroGflopsSaysToMeasureAgain) {
+  const std::string path = temp_path("zero.profile.yaml");
+  std::ofstream(path) << "cluster: lab\nnodes:\n  - name: a\n    gflops: 0\n";
+  Result<ClusterProfile> profile = load_profile(path);
+  ASSERT_FALSE(profile.is_ok());
+  expect_has(profile.status().message(), path + ":4: node 'a' has gflops 0; re-run `tessera profile --refresh`");
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace tessera::balance
