@@ -12,6 +12,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kProtocolError: return "ProtocolError";
     case StatusCode::kAuthFailed: return "AuthFailed";
     case StatusCode::kResourceExhausted: return "ResourceExhausted";
+    case StatusCode::kBusy: return "Busy";
     case StatusCode::kNotFound: return "NotFound";
     case StatusCode::kVerificationFailed: return "VerificationFailed";
     case StatusCode::kInternal: return "Internal";

@@ -50,7 +50,9 @@ EmulationSupport v1_support() {
 
 TEST(EmulationPlan, APlainNodeGetsNothing) {
   const NodeEmulation plan = plan_node_emulation(cluster_with("plain", 1, false, 0.0), 0, v1_support());
-  EXPECT_EQ(plan, NodeEmulation{.node = "node0"});
+  NodeEmulation nothing;
+  nothing.node = "node0";
+  EXPECT_EQ(plan, nothing);
 }
 
 TEST(EmulationPlan, ACpuQuotaGetsItsOwnCgroupAndNoNamespace) {

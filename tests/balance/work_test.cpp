@@ -69,7 +69,9 @@ TEST_P(WorkTest, StaticTilesCoverEveryCellOnceAndReadWholePieces) {
     for (uint64_t r = 0; r < piece.depth; ++r)
       for (uint64_t c = 0; c < piece.cols; ++c)
         ASSERT_EQ(piece.data[r * piece.cols + c], b.at(piece.k_begin + r, piece.col_begin + c));
-    if (piece.cols == n) EXPECT_EQ(piece.data, b.row(piece.k_begin)) << "full-width pieces are not copied";
+    if (piece.cols == n) {
+      EXPECT_EQ(piece.data, b.row(piece.k_begin)) << "full-width pieces are not copied";
+    }
   }
   // A tile's pieces walk its k range in order, without gaps.
   for (const WorkTile& tile : work->tiles) {

@@ -111,6 +111,9 @@ int report_failure(std::ostream& err, const Status& status) {
       return kExitBadInput;
     case StatusCode::kVerificationFailed:
       return kExitVerificationFailed;
+    // A worker that is busy or out of tile memory failed the run; the input itself may be fine.
+    case StatusCode::kBusy:
+    case StatusCode::kResourceExhausted:
     default:
       return kExitRunFailed;
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "tessera/core/stats.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/core/time.hpp"
+#include "tessera/transport/request.hpp"
 
 namespace tessera::balance {
 
@@ -31,22 +33,28 @@ constexpr double kQuickBandwidthProbeSeconds = 0.08;
 
 std::string who_of(const NodeLink& link) { return fmt::format("node '{}' ({})", link.spec.name, link.spec.endpoint()); }
 
+const char* probe_kind_name(tp::ProbeKind kind) { return kind == tp::ProbeKind::kGemm ? "GEMM" : "echo"; }
+
+// A worker that refuses a link probe's STORE (over its tile memory cap) answers ERROR and closes
+// without reading the data, so the probe's write fails before the answer is read: the answer says
+// why. The connection is given up either way.
+Status explain_lost_link(NodeLink& link, const Status& failure) {
+  if (failure.code() != StatusCode::kNetworkError) return failure;
+  std::optional<Status> parting = tp::read_parting_error(*link.connection);
+  return parting ? parting->with_context(who_of(link) + ": ") : failure;
+}
+
 // One probe round trip; returns the answer and the wall time it took.
 Result<tp::ProbeResult> exchange(NodeLink& link, const tp::Probe& probe, double& seconds) {
   const auto start = Clock::now();
-  TESSERA_RETURN_IF_ERROR(link.connection->write_message(probe).with_context(who_of(link) + ": "));
-  Result<tp::IncomingFrame> reply = link.connection->read_frame();
+  Result<tp::ProbeResult> result = tp::request_reply<tp::ProbeResult>(*link.connection, probe);
   seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!reply) return reply.status().with_context(who_of(link) + ": probe failed: ");
-  if (auto* error = std::get_if<tp::Error>(&reply->message)) {
-    return network_error(fmt::format("{} refused the probe: {}", who_of(link), error->message));
+  if (!result) return result.status().with_context(who_of(link) + ": probe failed: ");
+  if (result->kind != probe.kind) {
+    return protocol_error(fmt::format("{} answered a {} probe with a {} result", who_of(link),
+                                      probe_kind_name(probe.kind), probe_kind_name(result->kind)));
   }
-  auto* result = std::get_if<tp::ProbeResult>(&reply->message);
-  if (result == nullptr || result->kind != probe.kind) {
-    return protocol_error(fmt::format("{} answered a probe with {}", who_of(link),
-                                      tp::message_type_name(reply->header.type)));
-  }
-  return std::move(*result);
+  return result;
 }
 
 struct GemmWindow {
@@ -133,17 +141,11 @@ Status write_store(NodeLink& link, uint32_t tile_id, uint32_t rows, uint32_t col
   return link.connection->write_frame(header, parts);
 }
 
-Result<tp::IncomingFrame> expect_frame(NodeLink& link, tp::MessageType type) {
-  Result<tp::IncomingFrame> frame = link.connection->read_frame();
-  if (!frame) return frame.status().with_context(who_of(link) + ": link probe failed: ");
-  if (auto* error = std::get_if<tp::Error>(&frame->message)) {
-    return network_error(fmt::format("{} refused a link probe: {}", who_of(link), error->message));
-  }
-  if (frame->header.type != static_cast<uint16_t>(type)) {
-    return protocol_error(fmt::format("{} answered a link probe with {}", who_of(link),
-                                      tp::message_type_name(frame->header.type)));
-  }
-  return frame;
+template <typename Reply>
+Result<Reply> read_link_probe_reply(NodeLink& link) {
+  Result<Reply> reply = tp::read_reply<Reply>(*link.connection);
+  if (!reply) return reply.status().with_context(who_of(link) + ": link probe failed: ");
+  return reply;
 }
 
 // Seconds to move `rows` x 1024 doubles to the node: the STORE, then an echo that the worker
@@ -154,7 +156,7 @@ Result<double> time_to_node(NodeLink& link, uint32_t rows, const std::vector<dou
   tp::Probe echo;
   echo.kind = tp::ProbeKind::kEcho;
   TESSERA_RETURN_IF_ERROR(link.connection->write_message(echo));
-  Result<tp::IncomingFrame> reply = expect_frame(link, tp::MessageType::kProbeResult);
+  Result<tp::ProbeResult> reply = read_link_probe_reply<tp::ProbeResult>(link);
   if (!reply) return reply.status();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeTile}}));
@@ -177,7 +179,7 @@ Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>
   job.job_id = job_id++;
   job.flags = tp::kJobCreateOutput;
   TESSERA_RETURN_IF_ERROR(link.connection->write_message(job));
-  if (Result<tp::IncomingFrame> credit = expect_frame(link, tp::MessageType::kCredit); !credit) return credit.status();
+  if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
 
   landing.assign(std::size_t{rows} * kProbeColumns, 0.0);
   job.job_id = job_id++;
@@ -187,7 +189,8 @@ Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>
   double seconds = 0.0;
   bool have_credit = false, have_result = false;
   while (!have_credit || !have_result) {
-    Result<tp::FrameHeader> header = link.connection->read_header();
+    Result<tp::FrameHeader> header =
+        tp::read_reply_header(*link.connection, {tp::MessageType::kResult, tp::MessageType::kCredit});
     if (!header) return header.status().with_context(who_of(link) + ": link probe failed: ");
     if (header->type == static_cast<uint16_t>(tp::MessageType::kResult)) {
       std::array<std::byte, tp::kResultPrefixSize> prefix_bytes;
@@ -205,15 +208,8 @@ Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>
       have_result = true;
       continue;
     }
-    Result<tp::IncomingFrame> frame = link.connection->read_payload(*header);
-    if (!frame) return frame.status();
-    if (auto* error = std::get_if<tp::Error>(&frame->message)) {
-      return network_error(fmt::format("{} refused a link probe: {}", who_of(link), error->message));
-    }
-    if (!std::holds_alternative<tp::Credit>(frame->message)) {
-      return protocol_error(fmt::format("{} answered a link probe with {}", who_of(link),
-                                        tp::message_type_name(header->type)));
-    }
+    Result<tp::IncomingFrame> credit = link.connection->read_payload(*header);
+    if (!credit) return credit.status().with_context(who_of(link) + ": link probe failed: ");
     have_credit = true;
   }
   TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeA, kProbeB, kProbeC}}));
@@ -345,7 +341,7 @@ Result<double> coordinator_send_capacity(ClusterConnection& cluster, const std::
   }
   double total_rate = 0.0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (!seconds[i]) return seconds[i].status();
+    if (!seconds[i]) return explain_lost_link(cluster.links()[i], seconds[i].status());
     total_rate += 8.0 * rows[i] * kProbeColumns / std::max(*seconds[i], 1e-9);
   }
   return total_rate;
@@ -519,7 +515,7 @@ Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec
       continue;
     }
     Result<NodeProfile> node = measure_node(link, options, progress, source, job_id);
-    if (!node) return node.status();
+    if (!node) return explain_lost_link(link, node.status());
     if (progress) {
       progress(link.spec.name,
                fmt::format("{:.2f} GFLOP/s at {}, {} sizes; latency {:.3f} ms; {:.1f} / {:.1f} MB/s to / from", node->gflops,

@@ -15,6 +15,7 @@
 
 #include "tessera/balance/run/tile_board.hpp"
 #include "tessera/balance/run/work.hpp"
+#include "tessera/transport/request.hpp"
 
 namespace tessera::balance {
 
@@ -88,6 +89,11 @@ class TileStreamer {
     stats.bytes_from_node = connection_.bytes_received() - received_before;
     stats.comm_s = comm_seconds_;
     stats.panels = pieces_sent_;
+    if (status.code() == StatusCode::kNetworkError) {
+      // A worker that refuses a STORE (out of tile memory) answers ERROR and closes without
+      // reading the data, so our write fails before we read its answer; the answer says why.
+      if (std::optional<Status> parting = tp::read_parting_error(connection_)) status = *parting;
+    }
     if (!status.is_ok()) {
       status = status.with_context(fmt::format("after {} of the {} jobs sent to it were done: ", credits_received_, jobs_sent_));
     }
@@ -161,27 +167,16 @@ class TileStreamer {
   }
 
   Status receive(NodeRunStats& stats) {
-    Result<tp::FrameHeader> header = connection_.read_header();
+    Result<tp::FrameHeader> header =
+        tp::read_reply_header(connection_, {tp::MessageType::kCredit, tp::MessageType::kResult});
     if (!header) return header.status();
-    switch (static_cast<tp::MessageType>(header->type)) {
-      case tp::MessageType::kCredit: {
-        Result<tp::IncomingFrame> frame = connection_.read_payload(*header);
-        if (!frame) return frame.status();
-        credits_ += std::get<tp::Credit>(frame->message).credits;
-        ++credits_received_;
-        if (hooks_.on_credit) hooks_.on_credit(static_cast<std::size_t>(index_), credits_received_);
-        return Status::ok();
-      }
-      case tp::MessageType::kResult:
-        return receive_result(*header, stats);
-      case tp::MessageType::kError: {
-        Result<tp::IncomingFrame> frame = connection_.read_payload(*header);
-        if (!frame) return frame.status();
-        return network_error("the worker reported: " + std::get<tp::Error>(frame->message).message);
-      }
-      default:
-        return protocol_error(fmt::format("unexpected {} during a multiply", tp::message_type_name(header->type)));
-    }
+    if (header->type == static_cast<uint16_t>(tp::MessageType::kResult)) return receive_result(*header, stats);
+    Result<tp::IncomingFrame> frame = connection_.read_payload(*header);
+    if (!frame) return frame.status();
+    credits_ += std::get<tp::Credit>(frame->message).credits;
+    ++credits_received_;
+    if (hooks_.on_credit) hooks_.on_credit(static_cast<std::size_t>(index_), credits_received_);
+    return Status::ok();
   }
 
   Status receive_result(const tp::FrameHeader& header, NodeRunStats& stats) {
@@ -227,16 +222,7 @@ class TileStreamer {
 
   // The worker's cumulative session figures. Asked only when nothing of this run is on the wire,
   // so the next frame must be the answer.
-  Result<tp::Stats> request_stats() {
-    TESSERA_RETURN_IF_ERROR(connection_.write_message(tp::StatsRequest{}));
-    Result<tp::IncomingFrame> frame = connection_.read_frame();
-    if (!frame) return frame.status();
-    if (auto* error = std::get_if<tp::Error>(&frame->message)) {
-      return network_error("the worker reported: " + error->message);
-    }
-    if (auto* worker_stats = std::get_if<tp::Stats>(&frame->message)) return *worker_stats;
-    return protocol_error(fmt::format("expected STATS, got {}", tp::message_type_name(frame->header.type)));
-  }
+  Result<tp::Stats> request_stats() { return tp::request_reply<tp::Stats>(connection_, tp::StatsRequest{}); }
 
   bool outstanding() const { return jobs_sent_ > credits_received_ || results_expected_ > 0; }
 
@@ -461,7 +447,10 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, l
   if (alive == 0) {
     std::string message = "every node failed:";
     for (const Status& failure : failures) message += "\n  " + failure.message();
-    return network_error(message);
+    // Failures of one kind keep their code (every worker out of memory is not a network fault).
+    const bool one_kind = std::all_of(failures.begin(), failures.end(),
+                                      [&](const Status& failure) { return failure.code() == failures.front().code(); });
+    return Status(one_kind ? failures.front().code() : StatusCode::kNetworkError, message);
   }
   run.speculative_copies = board.copies();
   run.speculative_wins = board.copy_wins();

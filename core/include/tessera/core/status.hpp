@@ -24,6 +24,7 @@ enum class StatusCode {
   kProtocolError,      // a peer sent a frame that breaks the wire protocol
   kAuthFailed,         // shared-secret challenge-response failed
   kResourceExhausted,  // a memory cap or size limit would be exceeded
+  kBusy,               // a worker is serving another coordinator; try again once it is free
   kNotFound,           // a referenced tile, node or file does not exist
   kVerificationFailed, // the product did not pass its check
   kInternal,           // a bug in Tessera

@@ -14,9 +14,11 @@
 //
 // Failures: a node that disconnects, dies or misbehaves is dropped and its unfinished tiles go to
 // whoever asks next (or to the node already holding a copy), so the product stays exact; the run
-// fails only when every node has failed. Near the end of a dynamic run an idle node takes a copy
-// of the tile running longest elsewhere; the first result wins. When the last tile is in, nodes
-// drain their queues and release their tiles, so sessions stay usable.
+// fails only when every node has failed (with their common code when they failed alike, e.g.
+// kResourceExhausted when every worker ran out of tile memory; else kNetworkError). Near the end
+// of a dynamic run an idle node takes a copy of the tile running longest elsewhere; the first
+// result wins. When the last tile is in, nodes drain their queues and release their tiles, so
+// sessions stay usable.
 // The caller owns A, B, C and the cluster; run_multiply is not reentrant on the same cluster.
 #pragma once
 
@@ -66,7 +68,9 @@ struct MultiplyRun {
   double imbalance = 0.0;           // slowest finish / mean finish, over nodes with rows
   uint64_t tiles = 0;                       // tiles the work was cut into
   std::vector<std::string> lost_nodes;      // nodes that failed mid-run; the run went on without them
-  std::vector<std::string> lost_reasons;    // why, one per lost node
+  // Why, one per lost node: the worker's own reason when it sent one ("... reported out of
+  // memory: ..."), else what the connection saw ("... closed the connection").
+  std::vector<std::string> lost_reasons;
   std::vector<uint64_t> reissued_tiles;     // tiles handed out again because their node was lost
   // Dynamic runs only:
   uint64_t speculative_copies = 0;          // tiles also given to an idle node near the end
