@@ -213,7 +213,7 @@ TEST(MetisTraps, WeightsNotSummingToOne) {
            {1e-300, 2e-300},
            {0.33, 0.33, 0.33}}) {
     Partition partition = partition_ok(mesh, options_for(PartitionMethod::kMetis, weights));
-    EXPECT_LE(partition.quality.imbalance, 1.031 + 1.0 / (weights.size() * 3600.0 * partition.quality.parts.back().target))
+    EXPECT_LE(partition.quality.imbalance, 1.031 + 1.0 / (static_cast<double>(weights.size()) * 3600.0 * partition.quality.parts.back().target))
         << partition.quality.imbalance;
   }
 }

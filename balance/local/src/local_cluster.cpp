@@ -390,7 +390,7 @@ std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const L
         entry.reachable = true;
         entry.detail = fmt::format("tessera-worker {}, {} threads, {} cores, {}, {:.1f} GiB", link->hello.worker_version,
                                    link->hello.threads, link->hello.cores, link->hello.arch,
-                                   link->hello.memory_bytes / 1073741824.0);
+                                   static_cast<double>(link->hello.memory_bytes) / 1073741824.0);
         say_goodbye(*link);
       } else {
         entry.detail = link.status().message();

@@ -33,7 +33,8 @@ std::string format_report_table(const MultiplyReport& report) {
     const std::string comm_cpu = share ? fmt::format("{:.1f}%", 100.0 * *share) : "-";
     out += fmt::format(
         "{:<12} {:<8} {:>7} {:>7.4f} {:>9.2f} {:>9.2f} {:>8.3f}s {:>7.3f}s {:>7.3f}s {:>8.3f}s {:>10} {:>9}\n",
-        node.name, kind, node.rows, node.weight, node.bytes_to_node / 1e6, node.bytes_from_node / 1e6, node.compute_s,
+        node.name, kind, node.rows, node.weight, static_cast<double>(node.bytes_to_node) / 1e6,
+        static_cast<double>(node.bytes_from_node) / 1e6, node.compute_s,
         node.comm_s, node.idle_s, node.finish_s, predicted, comm_cpu);
   }
   out += fmt::format("\nmakespan {:.3f} s   {:.2f} GFLOP/s   imbalance {:.3f} (slowest finish / mean finish)\n",

@@ -342,7 +342,8 @@ Status check_memory(const ClusterConnection& cluster, const Plan& plan, const Wo
       return resource_exhausted(fmt::format(
           "node '{}' ({}): its share needs {:.1f} MiB of tile memory but the worker allows {:.1f} MiB; give it "
           "more (tessera-worker --memory-cap-mb), lower --panels-in-flight / --panel-width, or use --layout 2d",
-          link.spec.name, link.spec.endpoint(), bytes / 1048576.0, link.hello.tile_memory_cap / 1048576.0));
+          link.spec.name, link.spec.endpoint(), static_cast<double>(bytes) / 1048576.0,
+          static_cast<double>(link.hello.tile_memory_cap) / 1048576.0));
     }
   }
   return Status::ok();

@@ -638,7 +638,7 @@ std::string machine_facts() {
       break;
     }
   }
-  const double memory_gib = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE) / 1073741824.0;
+  const double memory_gib = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE)) / 1073741824.0;
   return fmt::format("{} {} ({}), {} online CPUs ({}), {:.1f} GiB memory", name.sysname, name.release, name.machine,
                      ::sysconf(_SC_NPROCESSORS_ONLN), cpu_model, memory_gib);
 }

@@ -54,7 +54,7 @@ constexpr MessageType message_type_of() {
   constexpr uint16_t wire_type = []<typename... Alternatives>(std::type_identity<std::variant<Alternatives...>>) {
     uint16_t position = 0;
     bool found = false;
-    ((found = found || std::is_same_v<T, Alternatives>, position += found ? 0 : 1), ...);
+    ((found = found || std::is_same_v<T, Alternatives>, position = static_cast<uint16_t>(position + (found ? 0 : 1))), ...);
     return found ? static_cast<uint16_t>(position + 1) : uint16_t{0};
   }(std::type_identity<Message>{});
   static_assert(wire_type != 0, "not an alternative of Message");
