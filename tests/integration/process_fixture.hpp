@@ -154,6 +154,24 @@ inline CommandResult run_command(const std::string& command_line) {
   return result;
 }
 
+// Polls until `node` accepts TCP connections (at most about 5 s); false if it never does.
+inline bool wait_until_listening(const balance::NodeSpec& node) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    asio::io_context context;
+    asio::ip::tcp::socket socket(context);
+    asio::error_code error;
+    socket.connect({asio::ip::make_address(node.host), node.port}, error);
+    if (!error) {
+      // A bare connect counts as a (short) session on the worker; let it notice the close.
+      socket.close();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
+
 // Starts `count` real tessera-worker processes named a, b, c, ... on free loopback ports, one
 // compute thread each, with the secret read from `secret_file`; waits until each accepts
 // connections. The returned processes stop their workers when destroyed.
@@ -177,22 +195,7 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
     workers.nodes.push_back(node);
   }
   for (const balance::NodeSpec& node : workers.nodes) {
-    bool listening = false;
-    for (int attempt = 0; attempt < 200 && !listening; ++attempt) {
-      asio::io_context context;
-      asio::ip::tcp::socket socket(context);
-      asio::error_code error;
-      socket.connect({asio::ip::make_address(node.host), node.port}, error);
-      if (!error) {
-        // A bare connect counts as a (short) session on the worker; let it notice the close.
-        socket.close();
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        listening = true;
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(25));
-      }
-    }
-    if (!listening) ADD_FAILURE() << "worker " << node.name << " never listened on " << node.endpoint();
+    if (!wait_until_listening(node)) ADD_FAILURE() << "worker " << node.name << " never listened on " << node.endpoint();
   }
   return workers;
 }

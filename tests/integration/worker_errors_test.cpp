@@ -53,17 +53,7 @@ class WorkerErrors : public ::testing::Test {
                                      "--secret-file", dir_.file("secret")};
     args.insert(args.end(), extra.begin(), extra.end());
     workers_.push_back(std::make_unique<ChildProcess>(args, dir_.file(name + ".log")));
-    bool listening = false;
-    for (int attempt = 0; attempt < 200 && !listening; ++attempt) {
-      asio::io_context context;
-      asio::ip::tcp::socket socket(context);
-      asio::error_code error;
-      socket.connect({asio::ip::make_address(node.host), node.port}, error);
-      listening = !error;
-      // A bare connect is a (short) session on the worker; give it time to notice the close.
-      std::this_thread::sleep_for(std::chrono::milliseconds(listening ? 20 : 25));
-    }
-    ASSERT_TRUE(listening) << "worker " << name << " never listened on " << node.endpoint();
+    ASSERT_TRUE(testing::wait_until_listening(node)) << "worker " << name << " never listened on " << node.endpoint();
     cluster_.nodes.push_back(node);
   }
 

@@ -248,7 +248,7 @@ TEST(Handshake, BusyWorkerIsReported) {
   pair->server->write_error(ErrorCode::kBusy, "serving coordinator 10.0.0.2:51234");
   Result<Hello> seen = client_handshake(*pair->client, "correct horse");
   ASSERT_FALSE(seen);
-  EXPECT_EQ(seen.status().code(), StatusCode::kNetworkError);
+  EXPECT_EQ(seen.status().code(), StatusCode::kBusy);
   EXPECT_NE(seen.status().message().find("BUSY: serving coordinator"), std::string::npos) << seen.status().to_string();
 }
 

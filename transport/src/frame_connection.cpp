@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "tessera/transport/auth.hpp"
+#include "tessera/transport/request.hpp"
 
 namespace tessera::transport {
 
@@ -41,18 +42,7 @@ std::string error_code_name(ErrorCode code) {
 
 // An ERROR frame from the peer, as the Status our caller should see.
 Status remote_error(const Error& error, const std::string& who) {
-  StatusCode code = StatusCode::kInternal;
-  switch (error.code) {
-    case ErrorCode::kBadFrame: code = StatusCode::kProtocolError; break;
-    case ErrorCode::kAuthRequired:
-    case ErrorCode::kAuthFailed: code = StatusCode::kAuthFailed; break;
-    case ErrorCode::kBusy: code = StatusCode::kNetworkError; break;
-    case ErrorCode::kNoSuchTile: code = StatusCode::kNotFound; break;
-    case ErrorCode::kBadJob: code = StatusCode::kInvalidArgument; break;
-    case ErrorCode::kOutOfMemory: code = StatusCode::kResourceExhausted; break;
-    case ErrorCode::kInternal: code = StatusCode::kInternal; break;
-  }
-  return Status(code, who + " sent ERROR " + error_code_name(error.code) + ": " + error.message);
+  return Status(status_code_of(error.code), who + " sent ERROR " + error_code_name(error.code) + ": " + error.message);
 }
 
 // Reads one handshake frame; a frame that breaks the protocol is answered with ERROR(kBadFrame)
