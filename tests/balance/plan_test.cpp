@@ -137,5 +137,18 @@ TEST(PlanTest, StudyPoliciesNameALayoutAfterASlash) {
   EXPECT_FALSE(parse_study_policy("even/diagonal").is_ok());
 }
 
+TEST(PolicyChoiceTest, EachPolicyIsAValueWithItsOwnOptions) {
+  for (Policy policy : {Policy::kEven, Policy::kProportional, Policy::kModel, Policy::kDynamic}) {
+    EXPECT_EQ(policy_kind(default_choice(policy)), policy);
+  }
+  EXPECT_TRUE(needs_profile(ProportionalPolicy{}));
+  EXPECT_FALSE(needs_profile(ProportionalPolicy{{2.0, 1.0}})) << "explicit weights need no measurement";
+  EXPECT_TRUE(needs_profile(ModelPolicy{}));
+  EXPECT_FALSE(needs_profile(EvenPolicy{}));
+  EXPECT_FALSE(needs_profile(DynamicPolicy{64}));
+  EXPECT_EQ(PolicyChoice(DynamicPolicy{64}), PolicyChoice(DynamicPolicy{64}));
+  EXPECT_NE(PolicyChoice(DynamicPolicy{64}), PolicyChoice(DynamicPolicy{32}));
+}
+
 }  // namespace
 }  // namespace tessera::balance

@@ -140,4 +140,36 @@ Result<Plan> make_plan(const PlanRequest& request) {
   return plan;
 }
 
+namespace {
+
+template <typename... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+
+}  // namespace
+
+Policy policy_kind(const PolicyChoice& choice) {
+  return std::visit(Overloaded{[](const EvenPolicy&) { return Policy::kEven; },
+                               [](const ProportionalPolicy&) { return Policy::kProportional; },
+                               [](const ModelPolicy&) { return Policy::kModel; },
+                               [](const DynamicPolicy&) { return Policy::kDynamic; }},
+                    choice);
+}
+
+PolicyChoice default_choice(Policy policy) {
+  switch (policy) {
+    case Policy::kEven: return EvenPolicy{};
+    case Policy::kProportional: return ProportionalPolicy{};
+    case Policy::kModel: return ModelPolicy{};
+    case Policy::kDynamic: return DynamicPolicy{};
+  }
+  return EvenPolicy{};
+}
+
+bool needs_profile(const PolicyChoice& choice) {
+  if (const auto* proportional = std::get_if<ProportionalPolicy>(&choice)) return proportional->weights.empty();
+  return std::holds_alternative<ModelPolicy>(choice);
+}
+
 }  // namespace tessera::balance

@@ -10,10 +10,6 @@ namespace tessera::balance {
 
 namespace {
 
-template <typename... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
 
 PlanRequest plan_request(const ClusterSpec& cluster, uint64_t m, uint64_t n, uint64_t k,
                          const MultiplyOptions& options) {
@@ -54,29 +50,6 @@ class CancelWatcher {
 bool cancel_requested(const RunControl& control) { return control.cancel != nullptr && control.cancel->load(); }
 
 }  // namespace
-
-Policy policy_kind(const PolicyChoice& choice) {
-  return std::visit(Overloaded{[](const EvenPolicy&) { return Policy::kEven; },
-                               [](const ProportionalPolicy&) { return Policy::kProportional; },
-                               [](const ModelPolicy&) { return Policy::kModel; },
-                               [](const DynamicPolicy&) { return Policy::kDynamic; }},
-                    choice);
-}
-
-PolicyChoice default_choice(Policy policy) {
-  switch (policy) {
-    case Policy::kEven: return EvenPolicy{};
-    case Policy::kProportional: return ProportionalPolicy{};
-    case Policy::kModel: return ModelPolicy{};
-    case Policy::kDynamic: return DynamicPolicy{};
-  }
-  return EvenPolicy{};
-}
-
-bool needs_profile(const PolicyChoice& choice) {
-  if (const auto* proportional = std::get_if<ProportionalPolicy>(&choice)) return proportional->weights.empty();
-  return std::holds_alternative<ModelPolicy>(choice);
-}
 
 Result<PlannedMultiply> plan_policy(const ClusterSpec& cluster, const std::optional<ClusterProfile>& profile,
                                     const std::string& profile_path, uint64_t m, uint64_t n, uint64_t k,

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "tessera/core/status.hpp"
@@ -29,6 +30,30 @@ enum class Policy { kEven, kProportional, kModel, kDynamic };
 std::string_view policy_name(Policy policy);
 // Fails with the list of valid names: "unknown policy 'fast'; use one of: even, proportional, model, dynamic".
 Result<Policy> parse_policy(std::string_view name);
+
+// --- Policies as values, each with the options only it has --------------------------------------
+
+struct EvenPolicy {
+  bool operator==(const EvenPolicy&) const = default;
+};
+struct ProportionalPolicy {
+  std::vector<double> weights;  // one per node, any scale; empty: the profile's measured speeds
+  bool operator==(const ProportionalPolicy&) const = default;
+};
+struct ModelPolicy {
+  bool operator==(const ModelPolicy&) const = default;
+};
+struct DynamicPolicy {
+  uint64_t tile_rows = 0;  // rows per tile handed out; 0: about m / (8 x nodes), at least 16
+  bool operator==(const DynamicPolicy&) const = default;
+};
+using PolicyChoice = std::variant<EvenPolicy, ProportionalPolicy, ModelPolicy, DynamicPolicy>;
+
+Policy policy_kind(const PolicyChoice& choice);
+// The policy with its default options ("dynamic" -> DynamicPolicy{}).
+PolicyChoice default_choice(Policy policy);
+// Whether planning `choice` needs the cluster's profile (proportional without weights, model).
+bool needs_profile(const PolicyChoice& choice);
 
 struct NodeShare {
   std::string node_name;
