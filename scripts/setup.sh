@@ -17,6 +17,7 @@ packages=(
   gnuplot-nox          # plots of experiments
   iproute2             # network namespaces and tc for the emulated cluster
   python3              # summaries in scripts/demo.sh and scripts/bench-model.sh
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and ASan/UBSan runtimes (-fsanitize=fuzzer)
 )
 
 missing=()
