@@ -46,12 +46,23 @@ struct Loopback {
   asio::io_context context;
   asio::ip::tcp::acceptor acceptor{context, asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), 0)};
 
-  // Both ends of a new connection: {real side, fuzzed peer}.
+  // Both ends of a new connection: {real side, fuzzed peer}. Made with asynchronous operations:
+  // libFuzzer's -timeout timer is a SIGALRM without SA_RESTART, which makes a blocking connect or
+  // accept fail with EINTR now and then (and a retried connect could pair the wrong ends), while
+  // Asio's event loop simply resumes after an interrupted wait.
   std::pair<asio::ip::tcp::socket, asio::ip::tcp::socket> connect_pair() {
     asio::ip::tcp::socket client(context);
-    client.connect(acceptor.local_endpoint());
     asio::ip::tcp::socket server(context);
-    acceptor.accept(server);
+    asio::error_code connect_ec, accept_ec;
+    acceptor.async_accept(server, [&accept_ec](const asio::error_code& ec) { accept_ec = ec; });
+    client.async_connect(acceptor.local_endpoint(), [&connect_ec](const asio::error_code& ec) { connect_ec = ec; });
+    context.restart();
+    context.run();
+    if (connect_ec || accept_ec) {
+      std::fprintf(stderr, "fuzz_handshake: loopback connection failed: %s / %s\n", connect_ec.message().c_str(),
+                   accept_ec.message().c_str());
+      std::abort();
+    }
     return {std::move(server), std::move(client)};
   }
 };
