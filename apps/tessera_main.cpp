@@ -1,6 +1,14 @@
 // tessera: the coordinator's command line. Parses flags and hands over to tessera::balance.
+//
+// Nothing escapes main as an exception: a std::bad_alloc or any other std::exception that slips
+// past the library's checks ends in one sentence and exit 1, never in std::terminate's abort.
+#include <unistd.h>
+
+#include <atomic>
 #include <csignal>
+#include <exception>
 #include <iostream>
+#include <new>
 
 #include <CLI/CLI.hpp>
 
@@ -11,10 +19,41 @@ namespace tb = tessera::balance;
 
 namespace {
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
+
+// The first Ctrl-C asks the command to stop cleanly (sessions closed, clusters stopped); a second
+// one means "now": only async-signal-safe calls here.
+extern "C" void on_interrupt(int) {
+  if (g_interrupted.exchange(true)) ::_exit(tessera::balance::kExitInterrupted);
+}
+
+void stop_cleanly_on_interrupt() {
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+int run(int argc, char** argv);
 }  // namespace
 
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tessera: out of memory; the inputs (or --n) are larger than this machine can hold, or other "
+                 "programs use the memory. Try smaller matrices\n";
+  } catch (const std::exception& error) {
+    std::cerr << "tessera: internal error: " << error.what() << "; please report it with the command you ran\n";
+  } catch (...) {
+    std::cerr << "tessera: internal error (unknown exception); please report it with the command you ran\n";
+  }
+  return tb::kExitRunFailed;
+}
+
+namespace {
+int run(int argc, char** argv) {
   CLI::App app{"tessera: balanced matrix multiplication on a mixed cluster"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
@@ -23,7 +62,8 @@ int main(int argc, char** argv) {
   auto add_lifecycle = [&](const char* name, const char* help) {
     CLI::App* sub = app.add_subcommand(name, help);
     sub->add_option("config", lifecycle.config_path, "cluster description (YAML)")->required();
-    sub->add_option("--run-dir", lifecycle.local.run_dir, "where pid files and logs live (default $TESSERA_RUN_DIR or /tmp/tessera-UID)");
+    sub->add_option("--run-dir", lifecycle.local.run_dir, "where pid files and logs live, a private (0700) folder (default $TESSERA_RUN_DIR, else "
+                                                          "$XDG_RUNTIME_DIR/tessera, else /tmp/tessera-UID)");
     return sub;
   };
   CLI::App* up = add_lifecycle("up", "start one local worker process per node of CONFIG");
@@ -93,6 +133,8 @@ int main(int argc, char** argv) {
                            "on: panels travel while nodes compute; off: one panel at a time (SeqMsg)")
       ->capture_default_str();
   multiply_cmd->add_flag("--show-plan", multiply.show_plan, "print the plan before running it");
+  multiply_cmd->add_flag("--allow-nonfinite", multiply.allow_nonfinite,
+                         "accept NaN/inf in --a/--b (refused by default); verification counts matching NaN/inf as equal");
 
   tb::ExperimentCommand experiment;
   uint32_t repeat = 0;
@@ -143,20 +185,22 @@ int main(int argc, char** argv) {
   if (*down) return tb::command_down(lifecycle, std::cout, std::cerr);
   if (*status) return tb::command_status(lifecycle, std::cout, std::cerr);
   if (*profile_cmd) return tb::command_profile(profile, std::cout, std::cerr);
-  if (*multiply_cmd) return tb::command_multiply(multiply, std::cout, std::cerr);
+  if (*multiply_cmd) {
+    // Ctrl-C closes the workers' sessions at once, so a multiply started right after finds them free.
+    stop_cleanly_on_interrupt();
+    multiply.interrupted = &g_interrupted;
+    return tb::command_multiply(multiply, std::cout, std::cerr);
+  }
   if (*model_cmd) return tb::command_model(model, std::cout, std::cerr);
   if (*partition_cmd) return tb::command_partition(partition, std::cout, std::cerr);
   if (*experiment_cmd) {
     if (*repeat_opt) experiment.repeat = repeat;
     for (int i = 0; i < argc; ++i) experiment.command_line += (i == 0 ? "tessera" : std::string(" ") + argv[i]);
     // Ctrl-C or a TERM stops the study cleanly: it shuts the sessions down and stops its clusters.
-    struct sigaction action {};
-    action.sa_handler = on_interrupt;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, nullptr);
-    sigaction(SIGTERM, &action, nullptr);
+    stop_cleanly_on_interrupt();
     experiment.interrupted = &g_interrupted;
     return tb::command_experiment(experiment, std::cout, std::cerr);
   }
   return tb::kExitBadInput;
 }
+}  // namespace

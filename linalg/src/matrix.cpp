@@ -1,5 +1,7 @@
 #include "tessera/linalg/matrix.hpp"
 
+#include "tessera/core/files.hpp"
+#include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
 
 #include <algorithm>
@@ -32,9 +34,15 @@ static_assert(std::numeric_limits<double>::is_iec559, "the .npy '<f8' format is 
 // Thrown inside this file only; read_npy turns it into a Status naming the path.
 struct NpyError {
   std::string message;
+  bool out_of_memory = false;  // the file is sound but larger than this machine's free memory
 };
 
 [[noreturn]] void fail(std::string message) { throw NpyError{std::move(message)}; }
+
+// "A 200000x200000 matrix" for memory messages.
+std::string fmt_shape(uint64_t rows, uint64_t cols) {
+  return "a " + std::to_string(rows) + "x" + std::to_string(cols) + " matrix";
+}
 
 // Doubles travel little-endian; only a big-endian host has anything to do.
 void to_or_from_little_endian(double* values, std::size_t count) {
@@ -305,6 +313,11 @@ Matrix read_npy_or_throw(std::ifstream& in, uint64_t file_size) {
     fail("shape " + shape_text(header.shape) + " does not fit in memory on this machine");
   }
 
+  // The file really holds this much data; whether this machine can hold it too is asked before
+  // the allocation, so a 300 GiB file gets a sentence, not std::bad_alloc or the OOM killer.
+  if (Status fits = check_fits_in_memory(needed, fmt_shape(rows, cols)); !fits) {
+    throw NpyError{fits.message() + "; multiply smaller matrices or free memory", true};
+  }
   Matrix matrix(static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
   if (needed > 0) {
     in.read(reinterpret_cast<char*>(matrix.values.data()), static_cast<std::streamsize>(needed));
@@ -334,6 +347,9 @@ Matrix random_matrix(std::size_t rows, std::size_t cols, uint64_t seed, FillKind
 }
 
 Result<Matrix> read_npy(const std::string& path) {
+  // A FIFO, a directory or /dev/zero is refused by what it is; the size checks below need a file
+  // whose size is known and fixed.
+  if (Result<uint64_t> size = regular_file_size(path, ".npy file"); !size) return size.status();
   std::ifstream in(path, std::ios::binary);
   if (!in) return io_error(path + ": cannot open: " + std::strerror(errno));
   in.seekg(0, std::ios::end);
@@ -343,6 +359,7 @@ Result<Matrix> read_npy(const std::string& path) {
   try {
     return read_npy_or_throw(in, static_cast<uint64_t>(end));
   } catch (const NpyError& e) {
+    if (e.out_of_memory) return resource_exhausted(path + ": " + e.message);
     return invalid_argument(path + ": " + e.message);
   } catch (const std::bad_alloc&) {
     return resource_exhausted(path + ": not enough memory for the matrix");

@@ -5,11 +5,11 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "tessera/core/files.hpp"
+#include "tessera/core/memory.hpp"
 #include "tessera/partition/tiling.hpp"
 
 namespace tessera::partition {
@@ -18,6 +18,18 @@ namespace {
 // Reserving what a header announces lets a one-line file claim terabytes; cap it and let vectors
 // grow past the cap only as real entries arrive.
 constexpr std::size_t kMaxReserve = std::size_t{1} << 22;
+
+// What one vertex costs on the way to METIS: its count of nonzeros, its tile or adjacency offset,
+// its weight, METIS' own copies and workspace (about 8 int64 per vertex, measured loosely). Used
+// only to refuse headers that cannot fit before allocating for them.
+constexpr uint64_t kGraphBytesPerVertex = 64;
+
+// A header's vertex count as memory, checked before anything that size is allocated.
+Status check_vertices_fit(int64_t vertices, const std::string& source_name, int line, const std::string& what) {
+  return check_fits_in_memory(saturating_bytes(static_cast<uint64_t>(vertices), 1, kGraphBytesPerVertex),
+                              fmt::format("{}:{}: {} as a graph of {} vertices", source_name, line, what, vertices),
+                              "; is the header right?");
+}
 
 class LineReader {
  public:
@@ -36,6 +48,8 @@ class LineReader {
     return true;
   }
   int line_number() const { return line_number_; }
+  // Bytes not yet returned by next(): what the rest of the file can still hold.
+  uint64_t remaining() const { return pos_ >= text_.size() ? 0 : text_.size() - pos_; }
 
  private:
   std::string_view text_;
@@ -151,6 +165,18 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
                                           size_line, rows, cols, kMaxGraphIndex));
   }
   if (symmetric && rows != cols) return source.error(size_line, fmt::format("a {} matrix must be square, not {} x {}", symmetry, rows, cols));
+  // An entry line is at least "I J\n" (4 bytes, 3 on a last line without "\n"): a header that
+  // announces more entries than the rest of the file can hold is refused before it is believed.
+  const uint64_t entry_capacity = (reader.remaining() + 1) / 4;
+  if (static_cast<uint64_t>(nonzeros) > entry_capacity) {
+    return source.error(size_line, fmt::format("the size line announces {} entries but the {} bytes after it can hold "
+                                               "at most {}; the header is wrong or the file is truncated",
+                                               nonzeros, reader.remaining(), entry_capacity));
+  }
+  // Rows without entries are isolated vertices and cost memory without taking bytes in the file,
+  // so the row count is bounded by memory, not by the file's size.
+  TESSERA_RETURN_IF_ERROR(check_vertices_fit(std::max(rows, cols), source_name, size_line,
+                                             fmt::format("a {} x {} matrix", rows, cols)));
 
   std::vector<std::pair<int32_t, int32_t>> entries;  // 0-based (row, col), both triangles
   entries.reserve(std::min<std::size_t>(static_cast<std::size_t>(nonzeros) * (symmetric ? 2 : 1), kMaxReserve));
@@ -241,6 +267,16 @@ Result<Graph> parse_metis_graph(std::string_view text, const std::string& source
     return resource_exhausted(fmt::format("{}:{}: {} vertices exceed METIS' 32-bit limit of {}", source_name,
                                           header_line, n, kMaxGraphIndex));
   }
+  // Every vertex has a line (at least "\n"): a vertex count the rest of the file cannot hold is
+  // refused before anything is sized by it. (Edges need no such check: what is reserved for them
+  // is capped, and the count is compared with the adjacency lists actually read.)
+  if (static_cast<uint64_t>(n) > reader.remaining()) {
+    return source.error(header_line, fmt::format("the header announces {} vertices but only {} bytes follow; each "
+                                                 "vertex needs its own line, so the header is wrong or the file "
+                                                 "is truncated",
+                                                 n, reader.remaining()));
+  }
+  TESSERA_RETURN_IF_ERROR(check_vertices_fit(n, source_name, header_line, "the header"));
   bool has_size = false, has_vertex_weight = false, has_edge_weight = false;
   if (header.size() >= 3) {
     const std::string_view fmt_code = header[2];
@@ -389,12 +425,17 @@ Result<Graph> read_graph_file(const std::string& path, GraphBuildStats* stats) {
                                         "(METIS) or .edges/.el/.txt (edge list)",
                                         path, extension));
   }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return io_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) return io_error(fmt::format("error while reading {}", path));
-  const std::string text = contents.str();
+  // Refuses a FIFO, a directory or a device by name (reading one could block or never end), and
+  // a file larger than the memory left to hold its text while it is parsed.
+  Result<uint64_t> size = regular_file_size(path, "graph file");
+  if (!size) return size.status();
+  TESSERA_RETURN_IF_ERROR(check_fits_in_memory(*size, fmt::format("{} ({} as text)", path, format_bytes(*size)),
+                                               "; partition a smaller graph"));
+  Result<std::string> read = read_regular_file(path, *size, "graph file");
+  if (!read) return read.status().code() == StatusCode::kResourceExhausted
+                        ? io_error(fmt::format("{} grew while it was read; read it again when it is complete", path))
+                        : read.status();
+  const std::string text = std::move(*read);
   switch (kind) {
     case Kind::kMatrixMarket: return parse_matrix_market(text, path, stats);
     case Kind::kMetis: return parse_metis_graph(text, path, stats);

@@ -77,6 +77,59 @@ TEST_P(VerifyModes, IntegerInputsAreExact) {
   }
 }
 
+// Non-finite inputs (accepted with --allow-nonfinite): matching non-finite entries are equal,
+// anything else in those places still fails, in both modes.
+TEST_P(VerifyModes, NonFiniteInputsVerifyWhenCMatchesTheReference) {
+  linalg::Matrix a = linalg::random_matrix(12, 9, 1);
+  linalg::Matrix b = linalg::random_matrix(9, 7, 2);
+  a.at(4, 2) = std::numeric_limits<double>::quiet_NaN();
+  a.at(6, 0) = std::numeric_limits<double>::infinity();
+  const linalg::Matrix c = product(a, b);
+  ASSERT_TRUE(std::isnan(c.at(4, 0)));
+  const Verification check = verify_product(a, b, c, GetParam(), 1);
+  EXPECT_TRUE(check.passed) << check.detail;
+
+  linalg::Matrix wrong = c;
+  wrong.at(4, 5) = 1.0;  // a NaN row that came back finite
+  EXPECT_FALSE(verify_product(a, b, wrong, GetParam(), 1).passed);
+  wrong = c;
+  wrong.at(9, 3) += 1.0;  // a finite row that is wrong
+  EXPECT_FALSE(verify_product(a, b, wrong, GetParam(), 1).passed);
+  wrong = c;
+  wrong.at(6, 1) = -wrong.at(6, 1);  // the wrong infinity
+  ASSERT_TRUE(std::isinf(wrong.at(6, 1)));
+  const Verification flipped = verify_product(a, b, wrong, GetParam(), 1);
+  EXPECT_FALSE(flipped.passed);
+  EXPECT_NE(flipped.detail.find("C[6][1]"), std::string::npos) << flipped.detail;
+}
+
+TEST_P(VerifyModes, NonFiniteBIsComparedEntryByEntry) {
+  const linalg::Matrix a = linalg::random_matrix(10, 8, 3);
+  linalg::Matrix b = linalg::random_matrix(8, 6, 4);
+  b.at(5, 2) = -std::numeric_limits<double>::infinity();
+  const linalg::Matrix c = product(a, b);
+  const Verification check = verify_product(a, b, c, GetParam(), 1);
+  EXPECT_TRUE(check.passed) << check.detail;
+  if (GetParam() == VerifyMode::kFreivalds) {
+    EXPECT_NE(check.detail.find("compared with a local BLAS product instead"), std::string::npos) << check.detail;
+  }
+  linalg::Matrix wrong = c;
+  wrong.at(7, 4) *= 2.0;
+  EXPECT_FALSE(verify_product(a, b, wrong, GetParam(), 1).passed);
+}
+
+TEST(VerifyTest, FirstNonFiniteNamesItsPosition) {
+  linalg::Matrix a = linalg::random_matrix(20, 10, 1);
+  EXPECT_FALSE(first_nonfinite(a).has_value());
+  a.at(15, 1) = std::numeric_limits<double>::infinity();
+  a.at(12, 7) = std::numeric_limits<double>::quiet_NaN();
+  const std::optional<NonFiniteEntry> first = first_nonfinite(a);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(describe_nonfinite("A", *first), "A[12][7] is NaN");
+  a.at(12, 7) = 0.0;
+  EXPECT_EQ(describe_nonfinite("B", *first_nonfinite(a)), "B[15][1] is +inf");
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, VerifyModes, ::testing::Values(VerifyMode::kFreivalds, VerifyMode::kExact));
 
 TEST(VerifyTest, NoneChecksNothingAndSaysSo) {

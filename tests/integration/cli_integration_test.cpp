@@ -1,11 +1,20 @@
 // The user's path through the real `tessera` program: up, status, profile, multiply, down.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/core/memory.hpp"
 #include "tessera/linalg/matrix.hpp"
 
 namespace tessera::balance {
@@ -123,6 +132,9 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
 TEST_F(CliCluster, StalePidFileIsRemovedWithoutSignallingThatProcess) {
   // A pid file naming a live process that is not a worker (this test itself) must not be killed.
   std::filesystem::create_directories(run_dir_ + "/cli-test");
+  // Run directories must be private (0700) or they are not believed at all.
+  ::chmod(run_dir_.c_str(), 0700);
+  ::chmod((run_dir_ + "/cli-test").c_str(), 0700);
   testing::write_file(run_dir_ + "/cli-test/fast.pid", std::to_string(::getpid()) + "\n");
   testing::write_file(run_dir_ + "/cli-test/slow.pid", "999999999\n");
   testing::CommandResult down = run("down");
@@ -198,6 +210,163 @@ TEST_F(CliCluster, NpyInputsAndOutput) {
       EXPECT_EQ(c->at(i, j), expected) << i << "," << j;
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile and broken inputs (issue 12): every one ends in a sentence and an exit code, never an
+// abort, a hang or a write through someone else's link.
+
+TEST_F(CliCluster, SpecialFilesAsConfigAreRefusedByWhatTheyAre) {
+  const std::string fifo = dir_.file("cluster-fifo.yaml");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& [path, kind] : std::vector<std::pair<std::string, std::string>>{
+           {"/dev/zero", "a character device"}, {fifo, "a FIFO"}, {dir_.path(), "a directory"}}) {
+    testing::CommandResult result =
+        run_command(std::string(TESSERA_CLI_BINARY) + " multiply " + path + " --n 16 --run-dir " + run_dir_);
+    EXPECT_EQ(result.exit_code, 2) << path << ": " << result.output;
+    EXPECT_NE(result.output.find("cluster file '" + path + "' is " + kind), std::string::npos) << result.output;
+    EXPECT_EQ(result.output.find("terminate"), std::string::npos) << result.output;
+  }
+  // A FIFO nobody writes to would block a plain open() forever.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST_F(CliCluster, SecretFileThatIsADeviceIsRefused) {
+  testing::write_file(config_, "cluster: cli-test\nsecret_file: /dev/zero\nnodes:\n  - name: a\n    host: 127.0.0.1\n"
+                               "    port: " + std::to_string(testing::free_loopback_port()) + "\n");
+  testing::CommandResult up = run("up");
+  EXPECT_EQ(up.exit_code, 2) << up.output;
+  EXPECT_NE(up.output.find(":2: secret file '/dev/zero' is a character device"), std::string::npos) << up.output;
+}
+
+TEST_F(CliCluster, TooLargeForMemoryIsRefusedNamingTheSize) {
+  ASSERT_EQ(run("up").exit_code, 0);
+  const auto start = std::chrono::steady_clock::now();
+  testing::CommandResult huge = run("multiply", "--n 200000");
+  EXPECT_EQ(huge.exit_code, 1) << huge.output;
+  // 200000^2 doubles are 298 GiB; a test machine with that much free memory is not expected.
+  EXPECT_NE(huge.output.find("A 200000x200000 needs 298 GiB; this machine has "), std::string::npos) << huge.output;
+  EXPECT_NE(huge.output.find("use a smaller --n"), std::string::npos) << huge.output;
+  EXPECT_EQ(huge.output.find("bad_alloc"), std::string::npos) << huge.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST_F(CliCluster, NonFiniteInputIsRefusedWithItsPositionUnlessAllowed) {
+  ASSERT_EQ(run("up").exit_code, 0);
+  linalg::Matrix a = linalg::random_matrix(20, 10, 3);
+  a.values[12 * 10 + 7] = std::numeric_limits<double>::quiet_NaN();
+  const linalg::Matrix b = linalg::random_matrix(10, 6, 4);
+  ASSERT_TRUE(linalg::write_npy(dir_.file("a.npy"), a).is_ok());
+  ASSERT_TRUE(linalg::write_npy(dir_.file("b.npy"), b).is_ok());
+  const std::string files = " --a " + dir_.file("a.npy") + " --b " + dir_.file("b.npy");
+
+  testing::CommandResult refused = run("multiply", files);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("A[12][7] is NaN"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("--allow-nonfinite"), std::string::npos) << refused.output;
+
+  for (const char* verify : {"freivalds", "exact"}) {
+    const std::string out = dir_.file(std::string("c-") + verify + ".npy");
+    testing::CommandResult allowed =
+        run("multiply", files + " --allow-nonfinite --verify " + verify + " --out " + out);
+    EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+    EXPECT_NE(allowed.output.find("verified: true"), std::string::npos) << allowed.output;
+    Result<linalg::Matrix> c = linalg::read_npy(out);
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    // Row 12 of C is NaN wherever A's NaN reaches; every other row is finite.
+    for (std::size_t j = 0; j < c->cols; ++j) EXPECT_TRUE(std::isnan(c->at(12, j)));
+    EXPECT_TRUE(std::isfinite(c->at(11, 0)));
+  }
+}
+
+TEST_F(CliCluster, CtrlCOfAMultiplyFreesTheWorkersForTheNextOne) {
+  ASSERT_EQ(run("up").exit_code, 0);
+  const std::string log = dir_.file("interrupted.log");
+  // Big enough to still be running after the pause on a loaded machine (seconds of GEMM on one
+  // thread per worker), small enough to allocate anywhere.
+  testing::ChildProcess multiply({TESSERA_CLI_BINARY, "multiply", config_, "--run-dir", run_dir_, "--n", "4000",
+                                  "--policy", "even", "--verify", "none"},
+                                 log);
+  // Wait until the run streams (the log names the quick profile or nothing yet; give it time to
+  // connect), then interrupt it by pid as a terminal's Ctrl-C would.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  multiply.signal(SIGINT);
+  const int code = multiply.wait_exit(std::chrono::seconds(20));
+  std::ifstream log_file(log);
+  const std::string output((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+  if (code == 0) GTEST_SKIP() << "the multiply finished before the interrupt; nothing to test here:\n" << output;
+  EXPECT_EQ(code, 130) << output;
+  EXPECT_NE(output.find("interrupted"), std::string::npos) << output;
+
+  // At once, not after the workers finish the abandoned jobs: no BUSY.
+  const auto start = std::chrono::steady_clock::now();
+  testing::CommandResult next = run("multiply", "--n 200 --policy even");
+  EXPECT_EQ(next.exit_code, 0) << next.output;
+  EXPECT_EQ(next.output.find("busy"), std::string::npos) << next.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST_F(CliCluster, UpWritesTheSecretPrivatelyAndNeverThroughALink) {
+  // Another user's trap: the cluster's secret is a symlink to a file they want it written into.
+  const std::string cluster_dir = run_dir_ + "/cli-test";
+  ASSERT_EQ(::mkdir(run_dir_.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(cluster_dir.c_str(), 0700), 0);
+  const std::string target = dir_.file("trap");
+  testing::write_file(target, "untouched\n");
+  std::filesystem::create_symlink(target, cluster_dir + "/secret");
+
+  testing::CommandResult up = run("up");
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  std::ifstream trap(target);
+  std::string content((std::istreambuf_iterator<char>(trap)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "untouched\n");
+  struct stat info {};
+  ASSERT_EQ(::lstat((cluster_dir + "/secret").c_str(), &info), 0);
+  EXPECT_TRUE(S_ISREG(info.st_mode));
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+}
+
+TEST_F(CliCluster, UpRefusesARunDirectoryThatIsALinkOrNotPrivate) {
+  // A symlinked run directory: nothing may be created through it.
+  const std::string elsewhere = dir_.file("elsewhere");
+  ASSERT_EQ(::mkdir(elsewhere.c_str(), 0700), 0);
+  std::filesystem::create_symlink(elsewhere, run_dir_);
+  testing::CommandResult linked = run("up");
+  EXPECT_EQ(linked.exit_code, 2) << linked.output;
+  EXPECT_NE(linked.output.find("run directory " + run_dir_ + " is a symbolic link"), std::string::npos)
+      << linked.output;
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere));
+  EXPECT_TRUE(live_pids().empty());
+  std::filesystem::remove(run_dir_);
+
+  // A group-readable one: refused with the chmod that fixes it, for up and for the readers.
+  ASSERT_EQ(::mkdir(run_dir_.c_str(), 0750), 0);
+  ASSERT_EQ(::chmod(run_dir_.c_str(), 0750), 0);  // whatever the umask
+  testing::CommandResult shared = run("up");
+  EXPECT_EQ(shared.exit_code, 2) << shared.output;
+  EXPECT_NE(shared.output.find("has mode 0750"), std::string::npos) << shared.output;
+  EXPECT_NE(shared.output.find("chmod 700 " + run_dir_), std::string::npos) << shared.output;
+  EXPECT_FALSE(std::filesystem::exists(run_dir_ + "/cli-test"));
+  testing::CommandResult multiply = run("multiply", "--n 16");
+  EXPECT_EQ(multiply.exit_code, 2) << multiply.output;
+  EXPECT_NE(multiply.output.find("chmod 700"), std::string::npos) << multiply.output;
+
+  ASSERT_EQ(::chmod(run_dir_.c_str(), 0700), 0);
+  testing::CommandResult fixed = run("up");
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
+}
+
+TEST_F(CliCluster, InlineSecretInAReadableConfigIsWarnedAbout) {
+  ASSERT_EQ(::chmod(config_.c_str(), 0644), 0);
+  testing::CommandResult up = run("up");
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  EXPECT_NE(up.output.find("warning: " + config_ + " holds the secret inline and is readable by every user"),
+            std::string::npos)
+      << up.output;
+  ASSERT_EQ(::chmod(config_.c_str(), 0600), 0);
+  testing::CommandResult again = run("up");
+  EXPECT_EQ(again.output.find("holds the secret inline"), std::string::npos) << again.output;
 }
 
 }  // namespace

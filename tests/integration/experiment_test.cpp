@@ -176,5 +176,23 @@ TEST_F(TinyStudy, CtrlCStopsEverythingItStarted) {
   EXPECT_NE(report.find("Incomplete"), std::string::npos) << report;
 }
 
+TEST_F(TinyStudy, LeavesAClusterTheUserStartedRunning) {
+  // The user's own cluster, started before the study: the study must use it and leave it up.
+  testing::CommandResult up = testing::run_command(std::string(TESSERA_CLI_BINARY) + " up " +
+                                                   dir_.file("cluster.yaml") + " --run-dir " + dir_.file("run"));
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  const std::vector<int> workers = live_workers();
+  ASSERT_EQ(workers.size(), 2u);
+
+  testing::write_file(dir_.file("study.yaml"), "study: reuse\ncluster: cluster.yaml\npolicies: [even]\nsizes: [128]\n");
+  testing::CommandResult study = testing::run_command(std::string(TESSERA_CLI_BINARY) + " experiment " +
+                                                      dir_.file("study.yaml") + " --out " + dir_.file("out") +
+                                                      " --run-dir " + dir_.file("run"));
+  ASSERT_EQ(study.exit_code, 0) << study.output;
+  EXPECT_NE(study.output.find("using the running cluster 'tiny-study'"), std::string::npos) << study.output;
+  EXPECT_EQ(study.output.find("stopped cluster"), std::string::npos) << study.output;
+  for (int pid : workers) EXPECT_TRUE(testing::process_alive(pid)) << pid;
+}
+
 }  // namespace
 }  // namespace tessera::balance

@@ -14,6 +14,7 @@
 #include "tessera/balance/run/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/experiment.hpp"
+#include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
 
 namespace tessera::balance {
@@ -55,6 +56,63 @@ struct Inputs {
   linalg::Matrix a, b;
 };
 
+// Doubles the multiply holds besides A and B: C, a second copy of B's pieces as the driver encodes
+// them, and the copies verification makes (|A| and |B| for the rounding bound; the exact check
+// also a reference C and its magnitude).
+// Saturating: .npy shapes are bounded by their files, not by 2^20, and m x n could wrap.
+uint64_t working_doubles(uint64_t m, uint64_t n, uint64_t k, const std::string& verify, bool count_inputs) {
+  const auto add = [](uint64_t& total, uint64_t x, uint64_t y) {
+    const uint64_t term = saturating_bytes(x, y, 1);
+    total = total > UINT64_MAX - term ? UINT64_MAX : total + term;
+  };
+  uint64_t doubles = 0;
+  add(doubles, m, n);
+  add(doubles, k, n);
+  if (count_inputs) {
+    add(doubles, m, k);
+    add(doubles, k, n);
+  }
+  if (verify == "freivalds" || verify == "exact") {
+    add(doubles, m, k);
+    add(doubles, k, n);
+  }
+  if (verify == "exact") {
+    add(doubles, m, n);
+    add(doubles, m, n);
+  }
+  return doubles;
+}
+
+// Refuses, before anything is allocated, a multiply whose matrices cannot fit in this machine's
+// memory; names the first matrix that alone does not fit, or the total.
+Status check_multiply_fits(uint64_t m, uint64_t n, uint64_t k, const std::string& verify, bool inputs_allocated,
+                           const std::string& remedy) {
+  if (!inputs_allocated) {
+    TESSERA_RETURN_IF_ERROR(check_fits_in_memory(saturating_bytes(m, k, sizeof(double)), fmt::format("A {}x{}", m, k),
+                                                 remedy));
+    TESSERA_RETURN_IF_ERROR(check_fits_in_memory(saturating_bytes(k, n, sizeof(double)), fmt::format("B {}x{}", k, n),
+                                                 remedy));
+  }
+  const uint64_t doubles = working_doubles(m, n, k, verify, !inputs_allocated);
+  const std::string held = std::string(inputs_allocated ? "C" : "A, B, C") + ", a copy of B" +
+                           (verify == "none" ? "" : " and the verification's copies") +
+                           (inputs_allocated ? ", besides A and B already read" : "");
+  return check_fits_in_memory(saturating_bytes(doubles, 1, sizeof(double)),
+                              fmt::format("multiplying A {}x{} by B {}x{} ({})", m, k, k, n, held),
+                              remedy + (verify == "none" ? "" : " or --verify none"));
+}
+
+// A NaN or infinity in an input is refused unless --allow-nonfinite: usually it is a bug
+// upstream, and a product full of NaN is not what anyone meant to compute.
+Status check_finite(const linalg::Matrix& matrix, std::string_view name, const std::string& path) {
+  const std::optional<NonFiniteEntry> entry = first_nonfinite(matrix);
+  if (!entry) return Status::ok();
+  return invalid_argument(fmt::format("{}: {} (0-based [row][column]); fix the input, or pass --allow-nonfinite to "
+                                      "multiply it anyway (verification then counts matching NaN/inf entries as "
+                                      "equal)",
+                                      path, describe_nonfinite(name, *entry)));
+}
+
 Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
   Inputs inputs;
   if (command.a_path.empty() != command.b_path.empty()) {
@@ -63,8 +121,10 @@ Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
   if (!command.a_path.empty()) {
     Result<linalg::Matrix> a = linalg::read_npy(command.a_path);
     if (!a) return a.status();
+    if (!command.allow_nonfinite) TESSERA_RETURN_IF_ERROR(check_finite(*a, "A", command.a_path));
     Result<linalg::Matrix> b = linalg::read_npy(command.b_path);
     if (!b) return b.status();
+    if (!command.allow_nonfinite) TESSERA_RETURN_IF_ERROR(check_finite(*b, "B", command.b_path));
     if (a->cols != b->rows) {
       return invalid_argument(fmt::format("{} is {}x{} and {} is {}x{}: A's columns must equal B's rows",
                                           command.a_path, a->rows, a->cols, command.b_path, b->rows, b->cols));
@@ -77,6 +137,8 @@ Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
                                           "when giving --a/--b",
                                           a->rows, a->cols, b->rows, b->cols));
     }
+    TESSERA_RETURN_IF_ERROR(check_multiply_fits(a->rows, b->cols, a->cols, command.verify, true,
+                                                "; multiply smaller matrices"));
     inputs.a = std::move(*a);
     inputs.b = std::move(*b);
     return inputs;
@@ -96,6 +158,7 @@ Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
   } else if (command.fill != "uniform") {
     return invalid_argument(fmt::format("unknown --fill '{}'; use uniform or integers", command.fill));
   }
+  TESSERA_RETURN_IF_ERROR(check_multiply_fits(m, n, k, command.verify, false, "; use a smaller --n (or --m/--k)"));
   inputs.a = linalg::random_matrix(m, k, command.seed, fill);
   inputs.b = linalg::random_matrix(k, n, command.seed + 1, fill);
   return inputs;
@@ -128,6 +191,7 @@ int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream&
     err << "WARNING: --no-emulation: the emulate: settings of " << command.config_path
         << " are IGNORED; every node runs UNTHROTTLED at this machine's full speed.\n";
   }
+  for (const std::string& warning : secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
   Result<std::vector<NodeLifecycle>> nodes = local_cluster_up(*cluster, command.local);
   if (!nodes) return fail(err, nodes.status());
   for (std::size_t i = 0; i < nodes->size(); ++i) {
@@ -295,20 +359,34 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   if (!cluster) return fail(err, cluster.status());
   Result<MultiplyOptions> options = multiply_options(command, cluster->nodes.size(), cluster->source_path);
   if (!options) return fail(err, options.status());
+  for (const std::string& warning : secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  const auto interrupted = [&command] { return command.interrupted != nullptr && command.interrupted->load(); };
+  const auto report_interrupted = [&err] {
+    err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
+    return kExitInterrupted;
+  };
   Result<Inputs> inputs = prepare_inputs(command);
   if (!inputs) return fail(err, inputs.status());
+  if (interrupted()) return report_interrupted();
 
   SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   Result<Session> session = Session::open(std::move(*cluster), session_options);
-  if (!session) return fail(err, session.status());
+  if (!session) return interrupted() ? report_interrupted() : fail(err, session.status());
 
   const Inputs& in = *inputs;
   linalg::Matrix c(in.a.rows, in.b.cols);
   RunControl control;
+  control.cancel = command.interrupted;
   control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };
   control.on_profile_progress = progress_printer(err);
   Result<MultiplyOutcome> outcome = session->multiply(in.a, in.b, c, *options, control);
+  if (interrupted()) {
+    // The session shut its connections down when it saw the flag (the workers then end the
+    // session and drop queued work); close() says BYE on any link still open. Idempotent.
+    session->close();
+    return report_interrupted();
+  }
   if (!outcome) return fail(err, outcome.status());
   session->close();
   for (const std::string& warning : outcome->warnings) err << "warning: " << warning << "\n";

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "tessera/balance/cluster/strict_yaml.hpp"
+#include "tessera/core/files.hpp"
 #include "tessera/core/strings.hpp"
 
 namespace tessera::balance {
@@ -19,6 +20,10 @@ constexpr std::size_t kMaxNodes = 256;
 constexpr std::size_t kMaxNameLength = 64;
 constexpr uint32_t kMaxThreads = 1024;
 constexpr double kMaxEmulatedCpus = 64;
+// What a worker accepts (transport/auth.cpp): 4 KiB of secret, in a file of at most 64 KiB with
+// trailing whitespace. Both sides keep the same limits so a secret that passes here works there.
+constexpr std::size_t kMaxSecretBytes = 4096;
+constexpr std::size_t kMaxSecretFileBytes = 64 * 1024;
 
 const std::vector<std::string> kTopKeys = {"cluster", "secret", "secret_file", "nodes"};
 const std::vector<std::string> kNodeKeys = {"name", "host", "port", "threads", "kind", "emulate"};
@@ -285,18 +290,27 @@ Result<std::string> ClusterSpec::resolve_secret() const {
     if (secret.empty()) return invalid_config(where + "no secret; add secret: TEXT or secret_file: PATH");
     return secret;
   }
-  std::ifstream in(secret_file, std::ios::binary);
-  if (!in) {
-    return invalid_config(where + "secret_file " + single_quoted(secret_file) + " cannot be read (" +
-                          std::strerror(errno) + "); create it or fix the path (relative paths are " +
-                          "resolved against the cluster file's folder)");
+  // A regular file of at most kMaxSecretFileBytes: `secret_file: /dev/zero` or a FIFO is refused
+  // by what it is instead of being read until memory runs out (or forever). The workers accept a
+  // secret of at most 4 KiB after trimming, so a larger file cannot be a working secret anyway.
+  Result<std::string> content = read_regular_file(secret_file, kMaxSecretFileBytes, "secret file");
+  if (!content) {
+    std::string fix = "; create it or fix the path (relative paths are resolved against the cluster file's folder)";
+    if (content.status().code() == StatusCode::kInvalidArgument) fix = "";
+    if (content.status().code() == StatusCode::kResourceExhausted) {
+      fix = "; a secret is one line (e.g. openssl rand -hex 32 > FILE)";
+    }
+    return invalid_config(where + content.status().message() + fix);
   }
-  std::ostringstream content;
-  content << in.rdbuf();
-  std::string text = trim_trailing_whitespace(content.str());
+  std::string text = trim_trailing_whitespace(std::move(*content));
   if (text.empty()) {
     return invalid_config(where + "secret_file " + single_quoted(secret_file) +
                           " is empty; put the shared secret in it (e.g. openssl rand -hex 32 > FILE)");
+  }
+  if (text.size() > kMaxSecretBytes) {
+    return invalid_config(where + "secret_file " + single_quoted(secret_file) + " holds " +
+                          std::to_string(text.size()) + " bytes; a secret may be at most " +
+                          std::to_string(kMaxSecretBytes) + " (e.g. openssl rand -hex 32 > FILE)");
   }
   return text;
 }

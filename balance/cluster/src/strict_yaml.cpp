@@ -5,10 +5,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 
 #include <fmt/format.h>
 
+#include "tessera/core/files.hpp"
 #include "tessera/core/strings.hpp"
 
 namespace tessera::balance {
@@ -66,24 +66,16 @@ std::string scalar_or_description(const YAML::Node& value) {
 void fail_at(int line, std::string message) { throw YamlError{line, std::move(message)}; }
 
 Result<std::string> read_yaml_file(const std::string& path, std::string_view kind) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return io_error(fmt::format("cannot open {} {}: {}; check the path", kind, single_quoted(path), std::strerror(errno)));
-  }
-  std::string text;
-  char buffer[64 * 1024];
-  // Reading one byte past the cap tells "exactly 1 MiB" from "larger" without trusting a size
-  // that the file (a pipe, /proc) may not report.
-  while (text.size() <= kMaxYamlFileBytes && in.read(buffer, sizeof buffer).gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
-  }
-  if (in.bad()) return io_error(fmt::format("cannot read {} {}: {}", kind, single_quoted(path), std::strerror(errno)));
-  if (text.size() > kMaxYamlFileBytes) {
+  // A FIFO, a directory or a device (/dev/zero, /dev/stdin) is refused by what it is, before a
+  // read that could block forever; the cap below bounds what a regular file can make us hold.
+  Result<std::string> text = read_regular_file(path, kMaxYamlFileBytes, kind);
+  if (text) return text;
+  if (text.status().code() == StatusCode::kResourceExhausted) {
     return resource_exhausted(fmt::format("{} {} is larger than {} KiB, the most a Tessera YAML file may be; "
                                           "is it the right file?",
                                           kind, single_quoted(path), kMaxYamlFileBytes / 1024));
   }
-  return text;
+  return text.status();
 }
 
 Status read_yaml(std::string_view text, const std::string& source_name,

@@ -20,6 +20,7 @@
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/local/emulation.hpp"
+#include "tessera/core/files.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/core/subprocess.hpp"
 
@@ -82,13 +83,60 @@ std::string find_worker_binary(const LocalClusterOptions& options) {
   return "tessera-worker";
 }
 
-Status write_secret_file(const std::string& path, const std::string& secret) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return io_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  ::fchmod(fd, 0600);
-  const ssize_t written = ::write(fd, secret.data(), secret.size());
+// Creates `dir` with mode 0700 if it is missing (its parents with the default mode: they are not
+// Tessera's), then insists it is private whoever created it.
+Status make_private_dir(const std::string& dir) {
+  std::error_code error;
+  const fs::path parent = fs::path(dir).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, error);
+  if (error) return io_error(fmt::format("cannot create {}: {}", parent.string(), error.message()));
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return io_error(fmt::format("cannot create run directory {}: {}", dir, std::strerror(errno)));
+  }
+  return check_private_dir(dir);
+}
+
+// The run directory and the cluster's folder in it, each checked when present (readers) or
+// created private (writers).
+Status check_run_dirs(const std::string& base, const std::string& cluster_dir, bool create) {
+  for (const std::string& dir : {base, cluster_dir}) {
+    if (create) {
+      TESSERA_RETURN_IF_ERROR(make_private_dir(dir));
+    } else if (Status checked = check_private_dir(dir); !checked && checked.code() != StatusCode::kNotFound) {
+      return checked;
+    }
+  }
+  return Status::ok();
+}
+
+// Writes the secret to a fresh file in `dir` and renames it over `dir`/secret. O_EXCL|O_NOFOLLOW
+// on a name nobody else can create (the folder is private) means the bytes never go through a
+// link someone planted, and rename replaces a planted link instead of following it.
+Status write_secret_file(const std::string& dir, const std::string& secret) {
+  const std::string path = dir + "/secret";
+  const std::string temporary = fmt::format("{}/.secret.{}.tmp", dir, ::getpid());
+  ::unlink(temporary.c_str());  // a leftover of a crashed `up` of ours
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return io_error(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
+  std::size_t done = 0;
+  while (done < secret.size()) {
+    const ssize_t written = ::write(fd, secret.data() + done, secret.size() - done);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      const int error = errno;
+      ::close(fd);
+      ::unlink(temporary.c_str());
+      return io_error(fmt::format("cannot write {}: {}", temporary, std::strerror(error)));
+    }
+    done += static_cast<std::size_t>(written);
+  }
+  const bool synced = ::fsync(fd) == 0;
   ::close(fd);
-  if (written != static_cast<ssize_t>(secret.size())) return io_error(fmt::format("cannot write {}", path));
+  if (!synced || ::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    return io_error(fmt::format("cannot put the secret in place at {}: {}", path, std::strerror(error)));
+  }
   return Status::ok();
 }
 
@@ -147,7 +195,69 @@ bool stop_process(int pid, std::chrono::milliseconds grace) {
 
 std::string default_run_dir() {
   if (const char* env = std::getenv("TESSERA_RUN_DIR"); env != nullptr && *env != '\0') return env;
+  // The per-user runtime directory (systemd: /run/user/UID, 0700, emptied at logout) is private
+  // by construction; /tmp is shared and only safe because the checks below refuse what others made.
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime != nullptr && *runtime == '/') {
+    return (fs::path(runtime) / "tessera").string();
+  }
   return fmt::format("/tmp/tessera-{}", ::getuid());
+}
+
+Status check_private_dir(const std::string& dir) {
+  struct stat info {};
+  if (::lstat(dir.c_str(), &info) != 0) {
+    const int error = errno;
+    if (error == ENOENT) return not_found(fmt::format("run directory {} does not exist", dir));
+    return io_error(fmt::format("cannot inspect run directory {}: {}", dir, std::strerror(error)));
+  }
+  if (S_ISLNK(info.st_mode)) {
+    return invalid_config(fmt::format("run directory {} is a symbolic link; Tessera keeps the cluster secret there and "
+                                      "refuses links another user could have planted. Remove it (rm {}) or choose "
+                                      "another with --run-dir",
+                                      dir, dir));
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    return invalid_config(fmt::format("run directory {} is {}, not a directory; remove it or choose another with "
+                                      "--run-dir",
+                                      dir, describe_file_type(info.st_mode)));
+  }
+  if (info.st_uid != ::geteuid()) {
+    return invalid_config(fmt::format("run directory {} belongs to uid {}, not to you (uid {}); another user may "
+                                      "control what is in it. Choose another with --run-dir (or TESSERA_RUN_DIR)",
+                                      dir, info.st_uid, ::geteuid()));
+  }
+  if ((info.st_mode & 077) != 0) {
+    return invalid_config(fmt::format("run directory {} has mode {:04o}: other users can {} it, and it holds the "
+                                      "cluster secret. Fix it with chmod 700 {} (and change the secret if others "
+                                      "could read it)",
+                                      dir, info.st_mode & 07777,
+                                      (info.st_mode & 022) != 0 ? "write into" : "look into", dir));
+  }
+  return Status::ok();
+}
+
+std::vector<std::string> secret_exposure_warnings(const ClusterSpec& cluster) {
+  std::vector<std::string> warnings;
+  const auto readable_by = [](const std::string& path) -> std::string {
+    struct stat info {};
+    if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return "";
+    if ((info.st_mode & S_IROTH) != 0) return "every user";
+    if ((info.st_mode & S_IRGRP) != 0) return "its group";
+    return "";
+  };
+  if (!cluster.secret_file.empty()) {
+    if (const std::string who = readable_by(cluster.secret_file); !who.empty()) {
+      warnings.push_back(fmt::format("secret file {} is readable by {}; chmod 600 {}", cluster.secret_file, who,
+                                     cluster.secret_file));
+    }
+  } else if (!cluster.secret.empty() && !cluster.source_path.empty()) {
+    if (const std::string who = readable_by(cluster.source_path); !who.empty()) {
+      warnings.push_back(fmt::format("{} holds the secret inline and is readable by {}; chmod 600 {}, or move the "
+                                     "secret to a secret_file only you can read",
+                                     cluster.source_path, who, cluster.source_path));
+    }
+  }
+  return warnings;
 }
 
 std::string cluster_run_dir(const ClusterSpec& cluster, const LocalClusterOptions& options) {
@@ -159,6 +269,9 @@ Result<ClusterSpec> load_reachable_cluster(const std::string& config_path, const
   if (!cluster) return cluster;
   LocalClusterOptions options;
   options.run_dir = run_dir;
+  // The recorded endpoints decide where the coordinator connects: only a private folder is trusted.
+  TESSERA_RETURN_IF_ERROR(check_run_dirs(run_dir.empty() ? default_run_dir() : run_dir,
+                                         cluster_run_dir(*cluster, options), false));
   apply_emulated_endpoints(*cluster, cluster_run_dir(*cluster, options));
   return cluster;
 }
@@ -213,10 +326,9 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
 
   const std::string dir = cluster_dir(cluster, options);
   std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) return io_error(fmt::format("cannot create run directory {}: {}", dir, error.message()));
+  TESSERA_RETURN_IF_ERROR(check_run_dirs(options.run_dir.empty() ? default_run_dir() : options.run_dir, dir, true));
   const std::string secret_path = dir + "/secret";
-  TESSERA_RETURN_IF_ERROR(write_secret_file(secret_path, *secret));
+  TESSERA_RETURN_IF_ERROR(write_secret_file(dir, *secret));
 
   const std::string state_path = emulation_state_path(dir);
   Result<std::vector<NodeEmulation>> previous = load_emulation_state(state_path);
@@ -320,6 +432,8 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
 
 Result<std::vector<NodeLifecycle>> local_cluster_down(const ClusterSpec& cluster, const LocalClusterOptions& options) {
   const std::string dir = cluster_dir(cluster, options);
+  // Pid files decide what gets signalled: only a private folder's are believed.
+  TESSERA_RETURN_IF_ERROR(check_run_dirs(options.run_dir.empty() ? default_run_dir() : options.run_dir, dir, false));
   std::vector<NodeLifecycle> outcome;
   std::error_code error;
   for (const NodeSpec& node : cluster.nodes) {

@@ -38,10 +38,20 @@ struct Comparison {
   double worst_value = 0.0, worst_reference = 0.0;
 };
 
+// Where the reference is non-finite (non-finite inputs), C must hold the same non-finite value:
+// NaN for NaN, the same infinity for an infinity. NaN != NaN, hence the explicit test.
+bool same_nonfinite(double value, double reference) {
+  return std::isnan(reference) ? std::isnan(value) : value == reference;
+}
+
 void compare(double value, double reference, double bound, std::size_t row, std::size_t col, Comparison& out) {
   const double difference = std::fabs(value - reference);
-  // A NaN or infinity in C must fail, never slip through a comparison that is false for NaN.
-  const double ratio = !std::isfinite(value) ? std::numeric_limits<double>::infinity()
+  // A NaN or infinity in C must fail, never slip through a comparison that is false for NaN,
+  // unless the reference has the very same non-finite value.
+  const double ratio = !std::isfinite(reference) ? (same_nonfinite(value, reference)
+                                                        ? 0.0
+                                                        : std::numeric_limits<double>::infinity())
+                       : !std::isfinite(value) ? std::numeric_limits<double>::infinity()
                        : difference == 0.0   ? 0.0
                        : bound > 0.0         ? difference / bound
                                              : std::numeric_limits<double>::infinity();
@@ -55,7 +65,46 @@ void compare(double value, double reference, double bound, std::size_t row, std:
   }
 }
 
+// Compares every entry of the given rows of C with the local product of those rows of A and B.
+void compare_rows_exactly(linalg::MatrixView a, linalg::MatrixView b, linalg::MatrixView c,
+                          const std::vector<std::size_t>& rows, const linalg::Matrix& abs_b, double length_factor,
+                          Comparison& comparison) {
+  if (rows.empty()) return;
+  const std::size_t k = a.cols, n = b.cols;
+  linalg::Matrix picked(rows.size(), k), abs_picked(rows.size(), k);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (std::size_t l = 0; l < k; ++l) {
+      picked.values[r * k + l] = a.at(rows[r], l);
+      abs_picked.values[r * k + l] = std::fabs(a.at(rows[r], l));
+    }
+  }
+  linalg::Matrix reference(rows.size(), n), magnitude(rows.size(), n);
+  linalg::gemm(rows.size(), n, k, 1.0, picked.values.data(), k, b.data, b.ld, 0.0, reference.values.data(), n);
+  linalg::gemm(rows.size(), n, k, 1.0, abs_picked.values.data(), k, abs_b.values.data(), n, 0.0,
+               magnitude.values.data(), n);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (std::size_t j = 0; j < n; ++j) {
+      compare(c.at(rows[r], j), reference.at(r, j), length_factor * magnitude.at(r, j), rows[r], j, comparison);
+    }
+  }
+}
+
 }  // namespace
+
+std::optional<NonFiniteEntry> first_nonfinite(linalg::MatrixView m) {
+  for (std::size_t i = 0; i < m.rows; ++i) {
+    const double* row = m.row(i);
+    for (std::size_t j = 0; j < m.cols; ++j) {
+      if (!std::isfinite(row[j])) return NonFiniteEntry{i, j, row[j]};
+    }
+  }
+  return std::nullopt;
+}
+
+std::string describe_nonfinite(std::string_view name, const NonFiniteEntry& entry) {
+  const char* what = std::isnan(entry.value) ? "NaN" : entry.value > 0 ? "+inf" : "-inf";
+  return fmt::format("{}[{}][{}] is {}", name, entry.row, entry.col, what);
+}
 
 std::string_view verify_mode_name(VerifyMode mode) {
   switch (mode) {
@@ -81,12 +130,16 @@ Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::
   const std::size_t m = a.rows, k = a.cols, n = b.cols;
   const double length_factor = kBoundSafety * static_cast<double>(k + 1) * kUnitRoundoff;
   Comparison comparison;
+  bool exact_rows_failed = false;  // the worst entry comes from an exact comparison inside Freivalds
 
   if (mode == VerifyMode::kNone) {
     result.detail = "not verified";
     return result;
   }
-  if (mode == VerifyMode::kExact) {
+  // Non-finite values in B reach every row of C (0 x inf is NaN), so Freivalds has nothing
+  // finite left to compare; non-finite values in A only reach their own rows.
+  const bool b_nonfinite = mode == VerifyMode::kFreivalds && first_nonfinite(b).has_value();
+  if (mode == VerifyMode::kExact || b_nonfinite) {
     linalg::Matrix reference(m, n);
     linalg::gemm(m, n, k, 1.0, a.data, a.ld, b.data, b.ld, 0.0, reference.values.data(), n);
     const linalg::Matrix abs_a = absolute(a), abs_b = absolute(b);
@@ -97,8 +150,23 @@ Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::
         compare(c.at(i, j), reference.at(i, j), length_factor * magnitude.at(i, j), i, j, comparison);
       }
     }
-    result.detail = fmt::format("all {} entries compared with a local BLAS product", m * n);
+    result.detail = b_nonfinite ? fmt::format("B holds NaN or infinite values, which Freivalds' check cannot see "
+                                              "through; all {} entries compared with a local BLAS product instead",
+                                              m * n)
+                                : fmt::format("all {} entries compared with a local BLAS product", m * n);
   } else {
+    std::vector<std::size_t> nonfinite_rows;
+    std::vector<char> row_is_nonfinite(m, 0);
+    for (std::size_t i = 0; i < m; ++i) {
+      const double* row = a.row(i);
+      for (std::size_t l = 0; l < k; ++l) {
+        if (!std::isfinite(row[l])) {
+          row_is_nonfinite[i] = 1;
+          nonfinite_rows.push_back(i);
+          break;
+        }
+      }
+    }
     std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
     const linalg::Matrix abs_a = absolute(a), abs_b = absolute(b);
     for (int round = 0; round < freivalds_rounds; ++round) {
@@ -112,16 +180,32 @@ Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::
       linalg::gemv(m, k, abs_a.values.data(), k, abs_bx.data(), bound.data());
       // The bound covers both the rounding in C (length k) and in Cx / A(Bx) (length n, k).
       const double factor = kBoundSafety * static_cast<double>(k + n + 2) * kUnitRoundoff;
-      for (std::size_t i = 0; i < m; ++i) compare(cx[i], abx[i], factor * bound[i], i, 0, comparison);
+      for (std::size_t i = 0; i < m; ++i) {
+        if (!row_is_nonfinite[i]) compare(cx[i], abx[i], factor * bound[i], i, 0, comparison);
+      }
     }
-    result.detail = fmt::format("{} Freivalds rounds with random vectors", freivalds_rounds);
+    // Rows of A with NaN/inf make their whole row of C (Cx)_i non-finite either way, so Freivalds
+    // would pass a wrong row there; those rows are compared entry by entry instead.
+    Comparison exact_part;
+    compare_rows_exactly(a, b, c, nonfinite_rows, abs_b, length_factor, exact_part);
+    const double freivalds_worst_abs = comparison.worst_abs;
+    if (exact_part.worst_ratio > comparison.worst_ratio) {  // the worse of the two is reported
+      comparison = exact_part;
+      exact_rows_failed = exact_part.worst_ratio > 1.0;
+    }
+    comparison.worst_abs = std::max(freivalds_worst_abs, exact_part.worst_abs);
+    result.detail = nonfinite_rows.empty()
+                        ? fmt::format("{} Freivalds rounds with random vectors", freivalds_rounds)
+                        : fmt::format("{} Freivalds rounds with random vectors on the finite rows of A; its {} row{} "
+                                      "holding NaN or infinite values compared exactly",
+                                      freivalds_rounds, nonfinite_rows.size(), nonfinite_rows.size() == 1 ? "" : "s");
   }
 
   result.max_error_ratio = comparison.worst_ratio;
   result.max_abs_error = comparison.worst_abs;
   result.passed = comparison.worst_ratio <= 1.0;
   if (!result.passed) {
-    result.detail = mode == VerifyMode::kExact
+    result.detail = mode == VerifyMode::kExact || b_nonfinite || exact_rows_failed
                         ? fmt::format("C[{}][{}] = {} but the local product gives {}", comparison.worst_row,
                                       comparison.worst_col, comparison.worst_value, comparison.worst_reference)
                         : fmt::format("row {}: (C x)_i = {} but A (B x)_i = {}", comparison.worst_row,

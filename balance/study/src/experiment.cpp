@@ -18,6 +18,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "tessera/balance/cluster/strict_yaml.hpp"
+#include "tessera/balance/local/emulation.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/balance/session/session.hpp"
@@ -732,16 +733,33 @@ std::string format_duration(double seconds) {
 
 bool interrupted(const ExperimentOptions& options) { return options.interrupted && options.interrupted->load(); }
 
-// Brings a variant's cluster up unless it already answers; returns whether we started it.
+// Brings a variant's cluster up unless it already runs; returns whether this study started it
+// (and so may stop it). A running cluster is recognised where it really listens: nodes with
+// shaped links answer at the namespace addresses `tessera up` recorded in the run directory, not
+// at the config's loopback addresses, so asking the config would miss a cluster the user started
+// and then stop it at the end of the study.
 Result<bool> ensure_up(const Variant& variant, const LocalClusterOptions& local, std::ostream& progress) {
+  ClusterSpec recorded = variant.spec;
+  apply_emulated_endpoints(recorded, cluster_run_dir(recorded, local));
   bool all_reachable = true;
-  for (const NodeReachability& node : cluster_status(variant.spec, local)) all_reachable &= node.reachable;
+  for (const NodeReachability& node : cluster_status(recorded, local)) all_reachable &= node.reachable;
   if (all_reachable) {
     progress << fmt::format("using the running cluster '{}'\n", variant.spec.name);
     return false;
   }
   Result<std::vector<NodeLifecycle>> up = local_cluster_up(variant.spec, local);
   if (!up) return up.status();
+  // Workers the user started (recorded pids that are alive) are never ours to stop, even when
+  // some node did not answer above and up had to start the others.
+  std::vector<std::string> kept;
+  for (const NodeLifecycle& node : *up) {
+    if (node.state == NodeState::kAlreadyRunning) kept.push_back(node.name);
+  }
+  if (!kept.empty()) {
+    progress << fmt::format("cluster '{}' was already running ({}); the study uses it and leaves it running\n",
+                            variant.spec.name, join(kept, ", "));
+    return false;
+  }
   progress << fmt::format("started cluster '{}' ({})\n", variant.spec.name, variant.label);
   return true;
 }

@@ -61,3 +61,8 @@ write('huge-shape.npy', npy(header(shape='(1099511627776, 1)'), F8))
 write('overflow-shape.npy', npy(header(shape='(4294967296, 4294967296)'), F8))
 write('malformed-header.npy', npy(header()[:-1], F8))
 write('unknown-key.npy', npy(header()[:-1] + "'extra': 1, }", F8))
+# A sound 20x10 float64 matrix of ones with one NaN at [12][7]: refused by `tessera multiply`
+# (exit 2, naming the position) unless --allow-nonfinite.
+ones = [1.0] * 200
+ones[12 * 10 + 7] = float('nan')
+write('nan-at-12-7.npy', npy(header(shape='(20, 10)'), struct.pack('<200d', *ones)))

@@ -2,8 +2,9 @@
 // user reads to `out` (results) and `err` (progress, warnings, errors), and returns the process
 // exit code. apps/tessera_main.cpp only parses flags and calls these.
 //
-// Exit codes: 0 success; 1 the run failed (network, worker, I/O); 2 bad input (flags, YAML, .npy);
-// 3 the product failed verification. Not thread-safe (writes to the given streams).
+// Exit codes: 0 success; 1 the run failed (network, worker, I/O, an input larger than this
+// machine's memory); 2 bad input (flags, YAML, .npy, NaN in an input); 3 the product failed
+// verification; 130 interrupted (Ctrl-C). Not thread-safe (writes to the given streams).
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitRunFailed = 1;
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitVerificationFailed = 3;
+inline constexpr int kExitInterrupted = 130;
 
 // Prints "tessera: <message>" to `err` and returns the exit code for the status's kind, the one
 // mapping every subcommand uses.
@@ -77,7 +79,14 @@ struct MultiplyCommand {
   // panel at a time, sent only after the node finished the previous one (SeqMsg).
   std::string overlap = "on";
   bool show_plan = false;
+  // NaN and infinities in --a/--b are refused (exit 2, naming the first one) unless this is set;
+  // then the product is computed and verified with matching non-finite entries counted as equal.
+  bool allow_nonfinite = false;
+  // Set by the caller's signal handler (Ctrl-C, TERM): the run stops, the workers' sessions are
+  // closed at once so the next multiply finds them free, and the command exits 130.
+  const std::atomic<bool>* interrupted = nullptr;
 };
+// Also exit 130 (kExitInterrupted) when `interrupted` was set.
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err);
 
 // `tessera experiment`: replays a study (experiment.hpp). `interrupted` is set by the caller's
@@ -90,7 +99,6 @@ struct ExperimentCommand {
   std::string command_line;
   const std::atomic<bool>* interrupted = nullptr;
 };
-inline constexpr int kExitInterrupted = 130;
 int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err);
 
 }  // namespace tessera::balance

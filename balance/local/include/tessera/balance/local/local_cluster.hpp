@@ -1,9 +1,15 @@
 // Local clusters: starting and stopping tessera-worker processes for a cluster file whose nodes
 // all live on this machine (loopback addresses).
 //
-// State lives in a run directory, by default $TESSERA_RUN_DIR or /tmp/tessera-<uid>, one folder
-// per cluster name: <node>.pid, <node>.log and the secret file handed to the workers (mode 0600;
-// the secret never appears on a command line). A pid is only ever signalled after checking that
+// State lives in a run directory, by default $TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera when
+// XDG_RUNTIME_DIR is set, else /tmp/tessera-<uid>; one folder per cluster name: <node>.pid,
+// <node>.log and the secret file handed to the workers (mode 0600; the secret never appears on a
+// command line). The run directory and the cluster's folder must be private: real directories
+// (not symlinks) owned by this user with no group or other permission bits. `up` creates them
+// 0700 and refuses ones that are not (another user could have planted a symlink or read the
+// secret); the secret is written to a new file (O_CREAT|O_EXCL|O_NOFOLLOW) and renamed into
+// place, so it is never written through a link. Readers of the recorded state (status, profile,
+// multiply, down) refuse a folder that is not private in the same words. A pid is only ever signalled after checking that
 // /proc/<pid>/cmdline is a tessera-worker, so a stale pid file reused by another process is
 // removed, not killed. Starting twice reports the running workers; stopping twice is a no-op.
 // Functions are not synchronised: run one lifecycle command per cluster at a time.
@@ -26,6 +32,16 @@ struct LocalClusterOptions {
 };
 
 std::string default_run_dir();
+
+// OK if `dir` is a directory (lstat: not a symlink) owned by this effective user whose mode has
+// no group or other bits; otherwise InvalidConfig saying what is wrong and the command that fixes
+// it. A missing directory is NotFound.
+Status check_private_dir(const std::string& dir);
+
+// Sentences for the person running the tool when the cluster's secret is readable by other users:
+// a secret_file with group/other read permission, or a cluster file holding an inline secret that
+// others can read. Empty when nothing is exposed (or nothing can be checked).
+std::vector<std::string> secret_exposure_warnings(const ClusterSpec& cluster);
 // <run_dir>/<cluster name>
 std::string cluster_run_dir(const ClusterSpec& cluster, const LocalClusterOptions& options);
 

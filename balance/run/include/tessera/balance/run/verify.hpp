@@ -8,10 +8,18 @@
 // safety factor), computed in the same pass.
 // The exact check recomputes C locally with BLAS and compares every entry under the same bound;
 // with integer-valued inputs (linalg::FillKind::kIntegers) the products are exact and the bound is 0.
+//
+// Non-finite inputs (a NaN or an infinity in A or B, which callers accept only when asked to,
+// e.g. `tessera multiply --allow-nonfinite`): an entry of C passes when the local product has the
+// same non-finite value there (NaN where the reference is NaN, the same infinity where it is
+// infinite). Freivalds cannot see through them (one NaN in B makes every A(Bx) NaN), so it checks
+// the rows of A that are finite as usual and compares the other rows exactly; a non-finite entry
+// in B reaches every row of C, so then every entry is compared exactly (the cost of kExact).
 // Pure functions; thread-compatible.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,6 +40,15 @@ struct Verification {
   double seconds = 0.0;
   std::string detail;            // where it failed, or how many rounds passed
 };
+
+// The first NaN or infinity of `m` in row-major order, if any.
+struct NonFiniteEntry {
+  std::size_t row = 0, col = 0;
+  double value = 0.0;
+};
+std::optional<NonFiniteEntry> first_nonfinite(linalg::MatrixView m);
+// "A[12][7] is NaN", "B[0][3] is -inf" for a matrix called `name`.
+std::string describe_nonfinite(std::string_view name, const NonFiniteEntry& entry);
 
 // REQUIRES: a is m x k, b is k x n, c is m x n (views of any leading dimension; not copied
 // except for the |A| and |B| the rounding bound needs).
