@@ -102,7 +102,7 @@ TEST_F(DynamicWorkers, AWorkerKilledMidRunLosesItsTilesToTheOthersAndTheProductI
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
-  ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"c"});
+  ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"c"}) << ::testing::PrintToString(run->lost_reasons);
   EXPECT_FALSE(run->reissued_tiles.empty()) << "the dead node held a tile";
   EXPECT_EQ(run->nodes[2].rows, 0u);
   EXPECT_EQ(total_rows(*run), 1200u);

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <unistd.h>
 #include <optional>
 
 #include "process_fixture.hpp"
@@ -81,22 +83,24 @@ class EmulatedCluster : public ::testing::Test {
 
 // CPU time the cgroup's processes used, in seconds: cgroup v2 cpu.stat usage_usec, or v1
 // cpuacct.usage (ns) in the same folder or in the cpuacct hierarchy beside it.
-std::optional<double> cgroup_cpu_seconds(const std::string& cgroup_path) {
-  std::ifstream stat(cgroup_path + "/cpu.stat");
-  for (std::string key; stat >> key;) {
-    uint64_t value = 0;
-    if (!(stat >> value)) break;
-    if (key == "usage_usec") return static_cast<double>(value) / 1e6;
+// CPU seconds (user + system, all threads) the process has used, from /proc/PID/stat. Read from
+// the process rather than the cgroup because the cpu and cpuacct hierarchies may be mounted apart
+// (cgroup v1), leaving a cpu-only cgroup with no usage counter.
+std::optional<double> process_cpu_seconds(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return std::nullopt;
+  // Fields after the parenthesised command name (which may hold spaces): state is field 3,
+  // utime 14 and stime 15, in clock ticks.
+  const std::size_t close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(close + 2));
+  std::string field;
+  double ticks = 0.0;
+  for (int index = 3; index <= 15 && fields >> field; ++index) {
+    if (index == 14 || index == 15) ticks += std::stod(field);
   }
-  std::string v1 = cgroup_path + "/cpuacct.usage";
-  if (!std::filesystem::exists(v1)) {
-    const std::size_t at = cgroup_path.find("/cpu/");
-    if (at != std::string::npos) v1 = cgroup_path.substr(0, at) + "/cpuacct/" + cgroup_path.substr(at + 5) + "/cpuacct.usage";
-  }
-  std::ifstream usage(v1);
-  uint64_t nanoseconds = 0;
-  if (usage >> nanoseconds) return static_cast<double>(nanoseconds) / 1e9;
-  return std::nullopt;
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 // The quota bounds the capped worker's CPU time against wall time whatever else the machine runs,
@@ -113,8 +117,13 @@ TEST_F(EmulatedCluster, QuarterCoreWorkerNeverGetsMoreThanAQuarterOfACore) {
     if (node.node == "quarter") cgroup = node.cgroup_path;
   }
   ASSERT_FALSE(cgroup.empty()) << "up should have put the quarter node in a cgroup";
-  const std::optional<double> before = cgroup_cpu_seconds(cgroup);
-  ASSERT_TRUE(before.has_value()) << "no CPU accounting in " << cgroup;
+  Result<ClusterSpec> spec = load_reachable_cluster(config_, run_dir_);
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  const std::vector<int> pids = local_cluster_pids(*spec, {run_dir_, "", {}});
+  ASSERT_EQ(pids.size(), 2u);
+  const int quarter_pid = pids[1];  // cluster order: uncapped, quarter
+  const std::optional<double> before = process_cpu_seconds(quarter_pid);
+  ASSERT_TRUE(before.has_value()) << "no /proc/" << quarter_pid << "/stat";
 
   // Only the capped node, kept busy with GEMM for a window of 2 s.
   ClusterSpec quarter_only = reachable_cluster();
@@ -129,7 +138,7 @@ TEST_F(EmulatedCluster, QuarterCoreWorkerNeverGetsMoreThanAQuarterOfACore) {
   Result<ClusterProfile> profile = run_profile(*connection, quarter_only, std::nullopt, options);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
-  const std::optional<double> after = cgroup_cpu_seconds(cgroup);
+  const std::optional<double> after = process_cpu_seconds(quarter_pid);
   ASSERT_TRUE(after.has_value());
   const double cores = (*after - *before) / wall;
   std::printf("quarter-core worker: %.3f s of CPU in %.3f s of wall time = %.3f cores (%.2f GFLOP/s)\n",
