@@ -166,7 +166,7 @@ TEST_F(WorkerServerTest, StreamedPanelsAccumulateIntoTheExactProduct) {
   const auto& result = std::get<tp::ResultTile>(frame.message);
   EXPECT_EQ(result.job_id, 101u);
   EXPECT_EQ(frame.header.request_id, 8u);
-  EXPECT_EQ(result.tile, (tp::TilePrefix{50, 3, 4}));
+  EXPECT_EQ(result.tile, (tp::TilePrefix{50, 3, 4, tp::tile_crc32c(expected.values)}));
   EXPECT_DOUBLE_EQ(result.compute_seconds, first_seconds + second_seconds);
   ASSERT_EQ(result.data.size(), expected.values.size());
   for (std::size_t i = 0; i < expected.values.size(); ++i) EXPECT_EQ(result.data[i], expected.values[i]) << i;
