@@ -5,6 +5,7 @@
 // or fail naming it when no node is left.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,7 +83,7 @@ class FaultyWorkers : public ::testing::Test {
     // The faulty node (last) gets the largest share, so it surely has results to send.
     if (variant.policy == Policy::kProportional) {
       request.weights.assign(cluster_.nodes.size(), 1.0);
-      request.weights.back() = 2.0;
+      request.weights.back() = 3.0;  // more than half: square-corner needs one such node
     }
     Result<Plan> plan = make_plan(request);
     EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
@@ -90,8 +91,9 @@ class FaultyWorkers : public ::testing::Test {
   }
 
   // Runs every variant against fresh workers (the faulty one is lost each time) and checks the
-  // product is exact and the faulty node is named, with `reason` among its lost reasons.
-  void expect_exact_without_the_faulty_node(const std::vector<std::string>& fault_flags, const std::string& reason) {
+  // product is exact and the faulty node is named, its lost reason containing one of `reasons`.
+  void expect_exact_without_the_faulty_node(const std::vector<std::string>& fault_flags,
+                                            const std::vector<std::string>& reasons) {
     const linalg::Matrix a = linalg::random_matrix(kM, kK, 31, linalg::FillKind::kIntegers);
     const linalg::Matrix b = linalg::random_matrix(kK, kN, 32, linalg::FillKind::kIntegers);
     const linalg::Matrix expected = reference_product(a, b);
@@ -109,8 +111,12 @@ class FaultyWorkers : public ::testing::Test {
       ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"c"});
       ASSERT_EQ(run->lost_reasons.size(), 1u);
       EXPECT_NE(run->lost_reasons[0].find("node 'c'"), std::string::npos) << run->lost_reasons[0];
-      EXPECT_NE(run->lost_reasons[0].find(reason), std::string::npos) << run->lost_reasons[0];
-      EXPECT_FALSE(run->reissued_tiles.empty());
+      const std::string& why = run->lost_reasons[0];
+      EXPECT_TRUE(std::any_of(reasons.begin(), reasons.end(),
+                              [&](const std::string& reason) { return why.find(reason) != std::string::npos; }))
+          << why;
+      // Its tiles went to the others: reissued, or (dynamic) finished by a speculative copy.
+      EXPECT_TRUE(!run->reissued_tiles.empty() || run->speculative_copies > 0);
       uint64_t volume = 0;
       for (const NodeRunStats& node : run->nodes) volume += node.volume;
       EXPECT_EQ(volume, kM * kN * kK) << "every cell counted once: no tile done twice or half";
@@ -126,15 +132,18 @@ class FaultyWorkers : public ::testing::Test {
 TEST_F(FaultyWorkers, ANodeDyingMidResultIsReissuedAndTheProductIsExact) {
   // 1000 bytes: well inside every result block of these plans (the smallest has thousands of
   // values), so the coordinator has part of a block in hand when the connection breaks.
-  expect_exact_without_the_faulty_node({"--fault-die-after-result-bytes", "1000"}, "closed the connection");
+  // A killed process's socket ends in FIN or RST depending on what it had left unread.
+  expect_exact_without_the_faulty_node({"--fault-die-after-result-bytes", "1000"},
+                                       {"closed the connection", "Connection reset by peer"});
 }
 
 TEST_F(FaultyWorkers, ACorruptedResultIsRefusedNamedAndReissued) {
-  expect_exact_without_the_faulty_node({"--fault-corrupt-result"}, "checksum mismatch");
+  expect_exact_without_the_faulty_node({"--fault-corrupt-result"}, {"checksum mismatch"});
 }
 
 TEST_F(FaultyWorkers, AConnectionDroppedAfterSomeStoresIsReissued) {
-  expect_exact_without_the_faulty_node({"--fault-close-after-stores", "2"}, "node 'c'");
+  expect_exact_without_the_faulty_node({"--fault-close-after-stores", "2"},
+                                       {"closed the connection", "Connection reset by peer", "Broken pipe"});
 }
 
 TEST_F(FaultyWorkers, TheOnlyNodeDyingMidResultFailsTheRunNamingIt) {
