@@ -20,6 +20,9 @@
 #include "tessera/core/files.hpp"
 #include "tessera/transport/auth.hpp"
 #include "tessera/worker/worker_server.hpp"
+#ifdef TESSERA_FAULT_HOOKS
+#include "tessera/worker/fault_hooks.hpp"
+#endif
 
 namespace {
 
@@ -89,6 +92,17 @@ int main(int argc, char** argv) {
   app.add_option("--memory-cap-mb", memory_cap_mb, "tile memory cap in MiB; 0 = half of physical memory")
       ->default_val(0);
 
+#ifdef TESSERA_FAULT_HOOKS
+  // Test twin only (tessera-worker-faulty): deterministic faults, see fault_hooks.hpp.
+  worker::FaultHooks fault_hooks;
+  app.add_option("--fault-die-after-result-bytes", fault_hooks.die_after_result_bytes,
+                 "SIGKILL this process after this many data bytes of its first RESULT");
+  app.add_flag("--fault-corrupt-result", fault_hooks.corrupt_first_result,
+               "flip one data byte of the first RESULT (its CRC stays that of the true data)");
+  app.add_option("--fault-close-after-stores", fault_hooks.close_after_stores,
+                 "close the connection after this many STOREs have been received");
+#endif
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -144,6 +158,9 @@ int main(int argc, char** argv) {
   // A coordinator that disconnects mid-write must cost us a failed write, not the process.
   signal(SIGPIPE, SIG_IGN);
 
+#ifdef TESSERA_FAULT_HOOKS
+  worker::set_fault_hooks(fault_hooks);
+#endif
   auto server = worker::WorkerServer::start(options);
   if (!server.is_ok()) {
     std::fprintf(stderr, "tessera-worker: %s\n", server.status().message().c_str());

@@ -147,3 +147,60 @@ TEST(TileBoard, AWaitingNodeWakesWhenALostTileComesBackOrTheRunAborts) {
 
 }  // namespace
 }  // namespace tessera::balance
+
+namespace tessera::balance {
+namespace {
+
+// A node that began reading a result into C and then failed did not finish the tile: the tile is
+// handed out again, and the node that finishes it is first.
+TEST(TileBoardReceive, AResultThatFailsHalfWayLeavesTheTileToBeReissued) {
+  Work work;
+  work.tiles = {tile(0, 4, 0), tile(4, 4, 1)};
+  TileBoard board(work);
+  ASSERT_EQ(take(board, 0), 0u);
+  ASSERT_EQ(take(board, 1), 1u);
+  EXPECT_TRUE(board.begin_receive(0, 0));
+  EXPECT_FALSE(board.begin_receive(0, 1)) << "one reader into C at a time";
+  std::vector<uint64_t> reissued;
+  board.node_lost(0, reissued);  // its read broke off
+  EXPECT_EQ(reissued, std::vector<uint64_t>{0});
+  EXPECT_FALSE(board.all_done());
+  ASSERT_EQ(take(board, 1), 0u);
+  EXPECT_TRUE(board.begin_receive(0, 1));
+  EXPECT_TRUE(board.finish(0, 1));
+  EXPECT_TRUE(board.finish(1, 1));
+  EXPECT_TRUE(board.all_done());
+  EXPECT_FALSE(board.begin_receive(0, 1)) << "a done tile takes no more results into C";
+}
+
+// A second result for a tile whose result is landing in C waits for that one: it loses if that
+// one completes, and wins if its node is lost half-way.
+TEST(TileBoardReceive, ASecondResultWaitsForTheOneLandingInC) {
+  for (bool receiver_fails : {false, true}) {
+    SCOPED_TRACE(receiver_fails);
+    Work work;
+    work.speculate = true;
+    work.tiles = {tile(0, 4, -1)};
+    TileBoard board(work);
+    bool copy = false;
+    ASSERT_EQ(board.take(0, false, copy), 0u);
+    ASSERT_EQ(board.take(1, false, copy), 0u);
+    ASSERT_TRUE(copy);
+    ASSERT_TRUE(board.begin_receive(0, 0));
+    bool second_first = true;
+    std::thread second([&] { second_first = board.finish(0, 1); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // give it the chance to decide early
+    if (receiver_fails) {
+      std::vector<uint64_t> reissued;
+      board.node_lost(0, reissued);
+    } else {
+      EXPECT_TRUE(board.finish(0, 0));
+    }
+    second.join();
+    EXPECT_EQ(second_first, receiver_fails);
+    EXPECT_TRUE(board.all_done());
+  }
+}
+
+}  // namespace
+}  // namespace tessera::balance

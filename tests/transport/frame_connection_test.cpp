@@ -25,7 +25,7 @@ constexpr uint64_t kSmallAllocation = 64 * 1024;
 
 Status write_store(FrameConnection& connection, const TilePrefix& tile, const std::vector<double>& data,
                    uint64_t request_id = 0) {
-  const auto prefix = encode_store_prefix(tile);
+  const auto prefix = encode_store_prefix(testing::with_crc(tile, data));
   const std::array<asio::const_buffer, 2> parts = {asio::buffer(prefix), asio::buffer(data)};
   FrameHeader header;
   header.type = static_cast<uint16_t>(MessageType::kStore);
@@ -49,7 +49,7 @@ TEST(FrameConnection, CarriesEveryMessageKind) {
     }
     if (writer_status.is_ok()) writer_status = write_store(*pair->server, store_tile, store_data, 1);
     if (writer_status.is_ok()) {
-      const auto prefix = encode_result_prefix(77, 0.5, result_tile);
+      const auto prefix = encode_result_prefix(77, 0.5, testing::with_crc(result_tile, result_data));
       const std::array<asio::const_buffer, 2> parts = {asio::buffer(prefix), asio::buffer(result_data)};
       FrameHeader header;
       header.type = static_cast<uint16_t>(MessageType::kResult);
@@ -69,7 +69,7 @@ TEST(FrameConnection, CarriesEveryMessageKind) {
   ASSERT_TRUE(store_frame) << store_frame.status().to_string();
   const auto* store = std::get_if<Store>(&store_frame->message);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->tile, store_tile);
+  EXPECT_EQ(store->tile, testing::with_crc(store_tile, store_data));
   EXPECT_TRUE(std::equal(store_data.begin(), store_data.end(), store->data.begin(), store->data.end()));
 
   Result<IncomingFrame> result_frame = pair->client->read_frame();
@@ -78,7 +78,7 @@ TEST(FrameConnection, CarriesEveryMessageKind) {
   ASSERT_NE(result, nullptr);
   EXPECT_EQ(result->job_id, 77u);
   EXPECT_EQ(result->compute_seconds, 0.5);
-  EXPECT_EQ(result->tile, result_tile);
+  EXPECT_EQ(result->tile, testing::with_crc(result_tile, result_data));
   EXPECT_TRUE(std::equal(result_data.begin(), result_data.end(), result->data.begin(), result->data.end()));
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(result_frame->payload.data()) % 16, 0u);
 
@@ -105,7 +105,8 @@ TEST(FrameConnection, ScatterGatherStoreStraightFromAVector) {
   EXPECT_EQ(frame->header.request_id, 3u);
   const auto* store = std::get_if<Store>(&frame->message);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->tile, tile);
+  EXPECT_EQ(store->tile.tile_id, tile.tile_id);
+  EXPECT_EQ(store->tile.data_crc32c, tile_crc32c(store->data));
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(store->data.data()) % 16, 0u);
   EXPECT_EQ(static_cast<const void*>(store->data.data()),
             static_cast<const void*>(frame->payload.data() + kTilePrefixSize));
@@ -214,6 +215,84 @@ TEST(FrameConnection, LyingFramesOnTheWireAreRejectedWithoutAllocation) {
       // The rest of the lying frame is still unread; a session would close here.
     }
   }
+}
+
+// A header that claims the most a frame may carry, with only 49 bytes behind it before the peer
+// closes: the reader must not allocate the claim, only (at most) one read chunk.
+TEST(FrameConnection, ALyingLengthCostsAtMostOneChunk) {
+  const uint32_t rows = 16384, cols = 16383;  // 8 * rows * cols + 16 just under the 2 GiB limit
+  const uint64_t store_claim = store_payload_bytes(TilePrefix{1, rows, cols});
+  ASSERT_LE(store_claim, Limits{}.max_payload_bytes);
+  ASSERT_GT(store_claim, uint64_t{2} << 30 >> 1);
+  FrameHeader store;
+  store.type = static_cast<uint16_t>(MessageType::kStore);
+  store.payload_length = store_claim;
+  FrameHeader probe;
+  probe.type = static_cast<uint16_t>(MessageType::kProbe);
+  probe.payload_length = kProbeFixedBytes + Limits{}.max_echo_bytes;
+  for (const FrameHeader& header : {store, probe}) {
+    SCOPED_TRACE(message_type_name(header.type));
+    auto pair = make_loopback();
+    ASSERT_TRUE(pair);
+    const auto header_bytes = encode_header(header);
+    std::vector<std::byte> behind(49, std::byte{0});
+    if (header.type == static_cast<uint16_t>(MessageType::kStore)) {
+      const auto prefix = encode_store_prefix(TilePrefix{1, rows, cols});
+      std::copy(prefix.begin(), prefix.end(), behind.begin());
+    } else {
+      behind[0] = std::byte{0};  // echo kind, size 0, 0 s, echo_length as claimed
+      const uint32_t echo = Limits{}.max_echo_bytes;
+      for (int i = 0; i < 4; ++i) behind[16 + static_cast<std::size_t>(i)] = static_cast<std::byte>(echo >> (8 * i));
+    }
+    const std::array<asio::const_buffer, 2> parts = {asio::buffer(header_bytes), asio::buffer(behind)};
+    ASSERT_TRUE(pair->client->write_buffers(parts).is_ok());
+    pair->client->shutdown();
+    Status status;
+    uint64_t allocated = 0;
+    {
+      AllocationCounter counter;
+      status = pair->server->read_frame().status();
+      allocated = counter.bytes();
+    }
+    EXPECT_EQ(status.code(), StatusCode::kNetworkError) << status.to_string();
+    EXPECT_LE(allocated, FrameConnection::kReadChunkBytes + kSmallAllocation);
+  }
+}
+
+TEST(FrameConnection, DamagedTileDataIsRefusedByItsChecksum) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  const TilePrefix tile{4, 300, 500};  // more than one read chunk
+  std::vector<double> data = testing::sample_tile_data(tile);
+  const TilePrefix sent = testing::with_crc(tile, data);
+  data[100000] += 1.0;  // damaged after the CRC was taken, as on a bad link
+  const auto prefix = encode_store_prefix(sent);
+  const std::array<asio::const_buffer, 2> parts = {asio::buffer(prefix), asio::buffer(data)};
+  FrameHeader header;
+  header.type = static_cast<uint16_t>(MessageType::kStore);
+  Status writer_status;
+  PeerThread writer(*pair->client, [&] {
+    writer_status = pair->client->write_frame(header, parts);
+    if (writer_status.is_ok()) writer_status = pair->client->write_frame(header, parts);
+  });
+  // The whole-frame reader and the streaming reader both refuse it.
+  const Status whole = pair->server->read_frame().status();
+  EXPECT_EQ(whole.code(), StatusCode::kNetworkError) << whole.to_string();
+  EXPECT_NE(whole.message().find("STORE tile 4 (300 x 500): checksum mismatch"), std::string::npos) << whole.to_string();
+
+  Result<FrameHeader> second = pair->server->read_header();
+  ASSERT_TRUE(second) << second.status().to_string();
+  std::array<std::byte, kTilePrefixSize> prefix_bytes{};
+  ASSERT_TRUE(pair->server->read_exact(prefix_bytes).is_ok());
+  Result<TilePrefix> decoded = decode_store_prefix(prefix_bytes, second->payload_length, {});
+  ASSERT_TRUE(decoded);
+  std::vector<double> landing(data.size());
+  const Status streamed =
+      pair->server->read_tile_data("STORE", *decoded, std::as_writable_bytes(std::span<double>(landing)));
+  EXPECT_EQ(streamed.code(), StatusCode::kNetworkError);
+  EXPECT_NE(streamed.message().find("checksum mismatch"), std::string::npos) << streamed.to_string();
+  writer.join();
+  EXPECT_TRUE(writer_status.is_ok()) << writer_status.to_string();
 }
 
 TEST(FrameConnection, WriteMessageRefusesBulkMessages) {

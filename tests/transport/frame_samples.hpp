@@ -113,14 +113,21 @@ inline std::vector<double> sample_tile_data(const TilePrefix& tile) {
   return data;
 }
 
+// `tile` with the CRC32C of `data`, as a sender fills it in.
+inline TilePrefix with_crc(TilePrefix tile, const std::vector<double>& data) {
+  tile.data_crc32c = tile_crc32c(data);
+  return tile;
+}
+
+// Bulk payloads carry the CRC of their data whatever `tile.data_crc32c` says.
 inline std::vector<std::byte> store_payload(const TilePrefix& tile, const std::vector<double>& data) {
-  const auto prefix = encode_store_prefix(tile);
+  const auto prefix = encode_store_prefix(with_crc(tile, data));
   return concat({prefix, as_bytes(data)});
 }
 
 inline std::vector<std::byte> result_payload(uint64_t job_id, double seconds, const TilePrefix& tile,
                                              const std::vector<double>& data) {
-  const auto prefix = encode_result_prefix(job_id, seconds, tile);
+  const auto prefix = encode_result_prefix(job_id, seconds, with_crc(tile, data));
   return concat({prefix, as_bytes(data)});
 }
 

@@ -211,7 +211,7 @@ TEST(ProtocolPayload, StoreRoundTripsAndViewsThePayload) {
   Result<Message> decoded = decode_payload(static_cast<uint16_t>(MessageType::kStore), payload, Limits{});
   ASSERT_TRUE(decoded) << decoded.status().to_string();
   const Store& store = std::get<Store>(*decoded);
-  EXPECT_EQ(store.tile, tile);
+  EXPECT_EQ(store.tile, testing::with_crc(tile, data));
   ASSERT_EQ(store.data.size(), data.size());
   EXPECT_EQ(static_cast<const void*>(store.data.data()), static_cast<const void*>(payload.data() + kTilePrefixSize));
   EXPECT_TRUE(std::equal(data.begin(), data.end(), store.data.begin()));
@@ -219,7 +219,7 @@ TEST(ProtocolPayload, StoreRoundTripsAndViewsThePayload) {
   Result<TilePrefix> prefix =
       decode_store_prefix(std::span<const std::byte, kTilePrefixSize>(payload.data(), kTilePrefixSize), payload.size(), {});
   ASSERT_TRUE(prefix);
-  EXPECT_EQ(*prefix, tile);
+  EXPECT_EQ(*prefix, testing::with_crc(tile, data));
 }
 
 TEST(ProtocolPayload, ResultRoundTripsAndViewsThePayload) {
@@ -233,7 +233,7 @@ TEST(ProtocolPayload, ResultRoundTripsAndViewsThePayload) {
   const ResultTile& result = std::get<ResultTile>(*decoded);
   EXPECT_EQ(result.job_id, 55u);
   EXPECT_EQ(result.compute_seconds, 2.5);
-  EXPECT_EQ(result.tile, tile);
+  EXPECT_EQ(result.tile, testing::with_crc(tile, data));
   EXPECT_EQ(static_cast<const void*>(result.data.data()), static_cast<const void*>(payload.data() + kResultPrefixSize));
   EXPECT_TRUE(std::equal(data.begin(), data.end(), result.data.begin(), result.data.end()));
 
@@ -241,7 +241,7 @@ TEST(ProtocolPayload, ResultRoundTripsAndViewsThePayload) {
       std::span<const std::byte, kResultPrefixSize>(payload.data(), kResultPrefixSize), payload.size(), {});
   ASSERT_TRUE(prefix);
   EXPECT_EQ(prefix->job_id, 55u);
-  EXPECT_EQ(prefix->tile, tile);
+  EXPECT_EQ(prefix->tile, testing::with_crc(tile, data));
 }
 
 TEST(ProtocolPayload, MisalignedBulkPayloadIsRefusedNotMisread) {
@@ -307,9 +307,15 @@ TEST(ProtocolValidation, StoreDimensionsAndReserved) {
   EXPECT_TRUE(fails_with(decode_status(MessageType::kStore, wide), StatusCode::kProtocolError,
                          "STORE: cols 1048577 out of range 1..1048576"));
 
-  std::vector<std::byte> reserved = valid;
-  put_le(reserved, 12, 5, 4);
-  EXPECT_TRUE(fails_with(decode_status(MessageType::kStore, reserved), StatusCode::kProtocolError, "reserved"));
+  // v2: the prefix's last u32 is the data's CRC32C; another value refuses the data.
+  std::vector<std::byte> wrong_crc = valid;
+  put_le(wrong_crc, 12, 5, 4);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStore, wrong_crc), StatusCode::kNetworkError,
+                         "checksum mismatch"));
+  std::vector<std::byte> flipped_data = valid;
+  flipped_data.back() ^= std::byte{0x01};
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kStore, flipped_data), StatusCode::kNetworkError,
+                         "checksum mismatch"));
 
   std::vector<std::byte> mismatched = valid;
   put_le(mismatched, 4, 3, 4);
@@ -431,11 +437,11 @@ TEST(ProtocolValidation, CreditFields) {
 }
 
 TEST(ProtocolValidation, ErrorCodesAndStrings) {
-  for (uint32_t code : {0u, 9u, 0xFFFFFFFFu}) {
+  for (uint32_t code : {0u, 10u, 0xFFFFFFFFu}) {
     std::vector<std::byte> payload = encode_payload(Error{ErrorCode::kBusy, "x"});
     put_le(payload, 0, code, 4);
     EXPECT_TRUE(fails_with(decode_status(MessageType::kError, payload), StatusCode::kProtocolError,
-                           "ERROR: code " + std::to_string(code) + " out of range 1..8"));
+                           "ERROR: code " + std::to_string(code) + " out of range 1..9"));
   }
   Limits small;
   small.max_string_bytes = 3;
@@ -686,7 +692,12 @@ TEST(ProtocolInstances, BrokenFramesAreRejectedWithTheirReason) {
     SCOPED_TRACE(file);
     EXPECT_TRUE(fails_with(decode_frame(read_instance(file)), StatusCode::kProtocolError, expected));
   }
-  for (const char* file : {"valid_job.bin", "valid_hello.bin"}) {
+  for (const auto& [file, expected] : {std::pair{"store_bad_crc.bin", "STORE tile 5 (2 x 3): checksum mismatch"},
+                                      std::pair{"result_bad_crc.bin", "RESULT tile 8 (2 x 2): checksum mismatch"}}) {
+    SCOPED_TRACE(file);
+    EXPECT_TRUE(fails_with(decode_frame(read_instance(file)), StatusCode::kNetworkError, expected));
+  }
+  for (const char* file : {"valid_job.bin", "valid_hello.bin", "valid_store.bin", "valid_result.bin"}) {
     const Status valid = decode_frame(read_instance(file));
     EXPECT_TRUE(valid.is_ok()) << file << ": " << valid.to_string();
   }

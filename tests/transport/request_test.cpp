@@ -112,6 +112,7 @@ TEST(Request, EveryErrorCodeMapsToItsStatusCode) {
       {ErrorCode::kBadJob, StatusCode::kProtocolError, "a bad job"},
       {ErrorCode::kInternal, StatusCode::kInternal, "an internal error"},
       {ErrorCode::kBusy, StatusCode::kBusy, "busy"},
+      {ErrorCode::kCorrupt, StatusCode::kNetworkError, "a checksum mismatch"},
   };
   auto pair = make_loopback();
   ASSERT_TRUE(pair);

@@ -104,8 +104,10 @@ TEST(ServiceTable, BuildsTheDispatchTableFromTheServices) {
     ASSERT_NE(handler, nullptr);
     EXPECT_EQ(handler->type, type);
   }
-  // STORE streams its data straight into tile memory; the others are decoded first.
+  // STORE streams its data straight into tile memory and PROBE its echo into memory charged to
+  // the cap; the others are decoded first.
   EXPECT_TRUE(table->find(static_cast<uint16_t>(tp::MessageType::kStore))->on_stream);
+  EXPECT_TRUE(table->find(static_cast<uint16_t>(tp::MessageType::kProbe))->on_stream);
   EXPECT_TRUE(table->find(static_cast<uint16_t>(tp::MessageType::kJob))->on_message);
   for (uint16_t unhandled : {uint16_t{0}, static_cast<uint16_t>(tp::MessageType::kBye),
                              static_cast<uint16_t>(tp::MessageType::kResult), uint16_t{99}, uint16_t{0xFFFF}}) {

@@ -166,7 +166,7 @@ TEST_F(WorkerServerTest, StreamedPanelsAccumulateIntoTheExactProduct) {
   const auto& result = std::get<tp::ResultTile>(frame.message);
   EXPECT_EQ(result.job_id, 101u);
   EXPECT_EQ(frame.header.request_id, 8u);
-  EXPECT_EQ(result.tile, (tp::TilePrefix{50, 3, 4}));
+  EXPECT_EQ(result.tile, (tp::TilePrefix{50, 3, 4, tp::tile_crc32c(expected.values)}));
   EXPECT_DOUBLE_EQ(result.compute_seconds, first_seconds + second_seconds);
   ASSERT_EQ(result.data.size(), expected.values.size());
   for (std::size_t i = 0; i < expected.values.size(); ++i) EXPECT_EQ(result.data[i], expected.values[i]) << i;
@@ -312,6 +312,56 @@ TEST_F(WorkerServerTest, SingleStoreLargerThanTheCapIsOutOfMemory) {
   Watchdog watchdog(*session, 30s);
   (void)store_tile(*session, 1, Dense(100, 100));  // 80000 bytes > 65536
   EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory));
+}
+
+TEST_F(WorkerServerTest, StoreWithDamagedDataIsRefusedAsCorruptAndNotKept) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  const Dense tile = Dense::integers(4, 6, 3);
+  const tp::TilePrefix prefix{1, tile.rows, tile.cols, tp::tile_crc32c(tile.values) ^ 0x1u};
+  const auto prefix_bytes = tp::encode_store_prefix(prefix);
+  const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix_bytes),
+                                                asio::buffer(tile.values.data(), tile.values.size() * sizeof(double))};
+  tp::FrameHeader header;
+  header.type = static_cast<uint16_t>(tp::MessageType::kStore);
+  ASSERT_TRUE(session->write_frame(header, parts).is_ok());
+  std::string message;
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kCorrupt, &message));
+  EXPECT_NE(message.find("STORE tile 1 (4 x 6): checksum mismatch"), std::string::npos) << message;
+}
+
+// An echo PROBE's bytes go to memory charged to the tile cap before it exists: a header claiming
+// more echo than the cap is refused without reading (or allocating) it, and one within the cap
+// comes back unchanged.
+TEST_F(WorkerServerTest, ProbeEchoIsChargedToTheTileCap) {
+  {
+    auto session = open_session();
+    ASSERT_NE(session, nullptr);
+    Watchdog watchdog(*session, 30s);
+    tp::Probe echo{tp::ProbeKind::kEcho, 0, 0.0, std::vector<uint8_t>(1000)};
+    for (std::size_t i = 0; i < echo.echo.size(); ++i) echo.echo[i] = static_cast<uint8_t>(i * 7);
+    ASSERT_TRUE(session->write_message(echo, 5).is_ok());
+    tp::IncomingFrame frame;
+    ASSERT_TRUE(read_expect<tp::ProbeResult>(*session, frame));
+    EXPECT_EQ(frame.header.request_id, 5u);
+    EXPECT_EQ(std::get<tp::ProbeResult>(frame.message).echo, echo.echo);
+  }
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  const uint32_t claimed = 4 * kCapBytes;  // within Limits::max_echo_bytes, beyond the cap
+  tp::FrameHeader header;
+  header.type = static_cast<uint16_t>(tp::MessageType::kProbe);
+  header.payload_length = tp::kProbeFixedBytes + claimed;
+  std::array<std::byte, tp::kProbeFixedBytes> fixed{};
+  for (int i = 0; i < 4; ++i) fixed[16 + static_cast<std::size_t>(i)] = static_cast<std::byte>(claimed >> (8 * i));
+  const auto header_bytes = tp::encode_header(header);
+  const std::array<asio::const_buffer, 2> parts{asio::buffer(header_bytes), asio::buffer(fixed)};
+  ASSERT_TRUE(session->write_buffers(parts).is_ok());
+  std::string message;
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory, &message));
+  EXPECT_NE(message.find("PROBE echo of 262144 bytes"), std::string::npos) << message;
 }
 
 TEST_F(WorkerServerTest, NextSessionStartsWithAnEmptyStore) {

@@ -79,7 +79,7 @@ inline Dense multiply(const Dense& a, const Dense& b) {
 }
 
 inline Status store_tile(tp::FrameConnection& connection, uint32_t id, const Dense& tile) {
-  const auto prefix = tp::encode_store_prefix(tp::TilePrefix{id, tile.rows, tile.cols});
+  const auto prefix = tp::encode_store_prefix(tp::TilePrefix{id, tile.rows, tile.cols, tp::tile_crc32c(tile.values)});
   const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix),
                                                 asio::buffer(tile.values.data(), tile.values.size() * sizeof(double))};
   tp::FrameHeader header;

@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "tessera/transport/auth.hpp"
+#include "tessera/transport/crc32c.hpp"
 #include "tessera/transport/request.hpp"
 
 namespace tessera::transport {
@@ -36,6 +37,7 @@ std::string error_code_name(ErrorCode code) {
     case ErrorCode::kBadJob: return "BAD_JOB";
     case ErrorCode::kOutOfMemory: return "OUT_OF_MEMORY";
     case ErrorCode::kInternal: return "INTERNAL";
+    case ErrorCode::kCorrupt: return "CORRUPT";
   }
   return "UNKNOWN(" + std::to_string(static_cast<uint32_t>(code)) + ")";
 }
@@ -228,6 +230,43 @@ Status FrameConnection::read_exact(std::span<std::byte> out) {
   }
 }
 
+Result<uint32_t> FrameConnection::read_checksummed(std::span<std::byte> out) {
+  Crc32c crc;
+  for (std::size_t offset = 0; offset < out.size();) {
+    // Chunks keep the checked bytes in cache between the copy from the socket and the CRC.
+    const std::span<std::byte> chunk = out.subspan(offset, std::min(kReadChunkBytes, out.size() - offset));
+    TESSERA_RETURN_IF_ERROR(read_exact(chunk));
+    crc.update(chunk);
+    offset += chunk.size();
+  }
+  return crc.value();
+}
+
+Status FrameConnection::read_tile_data(std::string_view message, const TilePrefix& tile, std::span<std::byte> out) {
+  Result<uint32_t> crc = read_checksummed(out);
+  if (!crc) return crc.status();
+  if (*crc != tile.data_crc32c) return tile_crc_mismatch(message, tile, *crc).with_context(peer_ + ": ");
+  return Status::ok();
+}
+
+Status FrameConnection::read_growing(std::vector<std::byte>& out, uint64_t size) {
+  uint64_t remaining = size;
+  while (remaining > 0) {
+    const std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(kReadChunkBytes, remaining));
+    const std::size_t old_size = out.size();
+    // resize grows the capacity geometrically, so a payload of n bytes costs O(n) copying in all
+    // and never more than about twice what has actually arrived.
+    out.resize(old_size + chunk);
+    const Status read = read_exact(std::span(out).subspan(old_size, chunk));
+    if (!read.is_ok()) {
+      out.resize(old_size);
+      return read;
+    }
+    remaining -= chunk;
+  }
+  return Status::ok();
+}
+
 Result<IncomingFrame> FrameConnection::read_payload(const FrameHeader& header) {
   // The header may not come from read_header(); check it against our limits before trusting
   // payload_length with an allocation.
@@ -250,12 +289,10 @@ Result<IncomingFrame> FrameConnection::read_payload(const FrameHeader& header) {
                     .status()
               : decode_result_prefix(prefix, length, limits_).status();
       if (!prefix_status.is_ok()) return prefix_status.with_context(peer_ + ": ");
-      payload.resize(static_cast<std::size_t>(length));
-      std::memcpy(payload.data(), prefix.data(), prefix_size);
-      TESSERA_RETURN_IF_ERROR(read_exact(std::span(payload).subspan(prefix_size)));
+      payload.assign(prefix.begin(), prefix.begin() + static_cast<std::ptrdiff_t>(prefix_size));
+      TESSERA_RETURN_IF_ERROR(read_growing(payload, length - prefix_size));
     } else {
-      payload.resize(static_cast<std::size_t>(length));
-      TESSERA_RETURN_IF_ERROR(read_exact(payload));
+      TESSERA_RETURN_IF_ERROR(read_growing(payload, length));
     }
     Result<Message> message = decode_payload(header.type, payload, limits_);
     if (!message) return message.status().with_context(peer_ + ": ");

@@ -13,6 +13,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "tessera/transport/crc32c.hpp"
+
 namespace tessera::transport {
 
 // STORE/RESULT data is viewed (decode) and sent (scatter-gather) in place as host doubles; a
@@ -502,9 +504,9 @@ Result<Message> decode_error(std::span<const std::byte> payload, const Limits& l
   if (!(r.u32("code", code) && r.string("message", limits.max_string_bytes, m.message) && r.finish())) {
     return r.status();
   }
-  if (code < static_cast<uint32_t>(ErrorCode::kBadFrame) || code > static_cast<uint32_t>(ErrorCode::kInternal)) {
+  if (code < static_cast<uint32_t>(ErrorCode::kBadFrame) || code > static_cast<uint32_t>(ErrorCode::kCorrupt)) {
     return out_of_range("ERROR", "code", code, static_cast<uint32_t>(ErrorCode::kBadFrame),
-                        static_cast<uint32_t>(ErrorCode::kInternal));
+                        static_cast<uint32_t>(ErrorCode::kCorrupt));
   }
   m.code = static_cast<ErrorCode>(code);
   return Message(std::move(m));
@@ -556,18 +558,13 @@ Result<Message> decode_stats(std::span<const std::byte> payload) {
   return Message(m);
 }
 
-struct RawTilePrefix {
+TilePrefix load_tile_prefix(const std::byte* data) {
   TilePrefix tile;
-  uint32_t reserved = 0;
-};
-
-RawTilePrefix load_tile_prefix(const std::byte* data) {
-  RawTilePrefix raw;
-  raw.tile.tile_id = static_cast<uint32_t>(load_le(data, 4));
-  raw.tile.rows = static_cast<uint32_t>(load_le(data + 4, 4));
-  raw.tile.cols = static_cast<uint32_t>(load_le(data + 8, 4));
-  raw.reserved = static_cast<uint32_t>(load_le(data + 12, 4));
-  return raw;
+  tile.tile_id = static_cast<uint32_t>(load_le(data, 4));
+  tile.rows = static_cast<uint32_t>(load_le(data + 4, 4));
+  tile.cols = static_cast<uint32_t>(load_le(data + 8, 4));
+  tile.data_crc32c = static_cast<uint32_t>(load_le(data + 12, 4));
+  return tile;
 }
 
 void store_tile_prefix(std::span<std::byte> out, const TilePrefix& tile) {
@@ -575,19 +572,18 @@ void store_tile_prefix(std::span<std::byte> out, const TilePrefix& tile) {
   store_le(bytes, 0, tile.tile_id, 4);
   store_le(bytes, 4, tile.rows, 4);
   store_le(bytes, 8, tile.cols, 4);
+  store_le(bytes, 12, tile.data_crc32c, 4);
   std::memcpy(out.data(), bytes.data(), bytes.size());
 }
 
-Status check_tile(std::string_view message, const RawTilePrefix& raw, std::size_t prefix_size,
+Status check_tile(std::string_view message, const TilePrefix& tile, std::size_t prefix_size,
                   uint64_t payload_length, const Limits& limits) {
-  const TilePrefix& tile = raw.tile;
   if (tile.rows < 1 || tile.rows > limits.max_tile_dim) {
     return out_of_range(message, "rows", tile.rows, 1, limits.max_tile_dim);
   }
   if (tile.cols < 1 || tile.cols > limits.max_tile_dim) {
     return out_of_range(message, "cols", tile.cols, 1, limits.max_tile_dim);
   }
-  if (raw.reserved != 0) return field_error(message, "tile reserved field " + std::to_string(raw.reserved) + ", must be 0");
   uint64_t expected = 0;
   const bool fits = checked_mul_add(uint64_t{tile.rows} * tile.cols, sizeof(double), prefix_size, expected);
   if (!fits || expected != payload_length) {
@@ -618,6 +614,7 @@ Result<Message> decode_store(std::span<const std::byte> payload, const Limits& l
   if (!tile) return tile.status();
   Result<std::span<const double>> data = tile_data("STORE", payload, kTilePrefixSize, *tile);
   if (!data) return data.status();
+  if (const uint32_t crc = tile_crc32c(*data); crc != tile->data_crc32c) return tile_crc_mismatch("STORE", *tile, crc);
   return Message(Store{*tile, *data});
 }
 
@@ -630,6 +627,9 @@ Result<Message> decode_result(std::span<const std::byte> payload, const Limits& 
   if (!prefix) return prefix.status();
   Result<std::span<const double>> data = tile_data("RESULT", payload, kResultPrefixSize, prefix->tile);
   if (!data) return data.status();
+  if (const uint32_t crc = tile_crc32c(*data); crc != prefix->tile.data_crc32c) {
+    return tile_crc_mismatch("RESULT", prefix->tile, crc);
+  }
   return Message(ResultTile{prefix->job_id, prefix->compute_seconds, prefix->tile, *data});
 }
 
@@ -683,6 +683,14 @@ static_assert(std::is_same_v<std::variant_alternative_t<13, Message>, Stats> &&
 static_assert(std::variant_size_v<Message> == kMaxType);
 
 }  // namespace
+
+uint32_t tile_crc32c(std::span<const double> data) { return crc32c(std::as_bytes(data)); }
+
+Status tile_crc_mismatch(std::string_view message, const TilePrefix& tile, uint32_t computed) {
+  return network_error(std::string(message) + " tile " + std::to_string(tile.tile_id) + " (" + std::to_string(tile.rows) +
+                       " x " + std::to_string(tile.cols) + "): checksum mismatch: the data's CRC32C is " + hex32(computed) +
+                       ", the sender's " + hex32(tile.data_crc32c) + "; the data was damaged in transit");
+}
 
 std::string capability_names(uint64_t capabilities) {
   if (capabilities == 0) return "none";
@@ -849,9 +857,46 @@ Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload
 
 Result<TilePrefix> decode_store_prefix(std::span<const std::byte, kTilePrefixSize> prefix, uint64_t payload_length,
                                        const Limits& limits) {
-  const RawTilePrefix raw = load_tile_prefix(prefix.data());
-  TESSERA_RETURN_IF_ERROR(check_tile("STORE", raw, kTilePrefixSize, payload_length, limits));
-  return raw.tile;
+  const TilePrefix tile = load_tile_prefix(prefix.data());
+  TESSERA_RETURN_IF_ERROR(check_tile("STORE", tile, kTilePrefixSize, payload_length, limits));
+  return tile;
+}
+
+Result<Probe> decode_probe_prefix(std::span<const std::byte, kProbeFixedBytes> prefix, uint64_t payload_length,
+                                  const Limits& limits) {
+  Probe m;
+  uint8_t kind = 0;
+  uint32_t echo_length = 0;
+  PayloadReader r("PROBE", prefix);
+  if (!r.u8("kind", kind)) return r.status();
+  TESSERA_RETURN_IF_ERROR(check_probe_kind("PROBE", kind));
+  m.kind = static_cast<ProbeKind>(kind);
+  if (!(r.zero_padding("pad", 3) && r.u32("size", m.size) && r.f64("min_seconds", m.min_seconds) &&
+        r.u32("echo_length", echo_length) && r.finish())) {
+    return r.status();
+  }
+  TESSERA_RETURN_IF_ERROR(check_probe_size("PROBE", m.kind, m.size, limits));
+  TESSERA_RETURN_IF_ERROR(check_seconds("PROBE", "min_seconds", m.min_seconds, limits.max_probe_seconds));
+  if (echo_length > limits.max_echo_bytes) {
+    return out_of_range("PROBE", "echo_length", echo_length, 0, limits.max_echo_bytes);
+  }
+  if (payload_length < kProbeFixedBytes || payload_length - kProbeFixedBytes != echo_length) {
+    return field_error("PROBE", "payload_length " + std::to_string(payload_length) + " does not match echo_length " +
+                                    std::to_string(echo_length) + " (needs " +
+                                    std::to_string(kProbeFixedBytes + uint64_t{echo_length}) + " bytes)");
+  }
+  return m;
+}
+
+std::array<std::byte, kProbeResultFixedBytes> encode_probe_result_prefix(const ProbeResult& result,
+                                                                        uint32_t echo_length) {
+  ProbeResult fixed = result;
+  fixed.echo.clear();
+  const std::vector<std::byte> encoded = encode(fixed);  // ends with echo_length 0
+  std::array<std::byte, kProbeResultFixedBytes> bytes{};
+  std::memcpy(bytes.data(), encoded.data(), kProbeResultFixedBytes);
+  store_le(bytes, kProbeResultFixedBytes - 4, echo_length, 4);
+  return bytes;
 }
 
 Result<ResultPrefix> decode_result_prefix(std::span<const std::byte, kResultPrefixSize> prefix,
@@ -861,9 +906,8 @@ Result<ResultPrefix> decode_result_prefix(std::span<const std::byte, kResultPref
   result.compute_seconds = std::bit_cast<double>(load_le(prefix.data() + 8, 8));
   TESSERA_RETURN_IF_ERROR(
       check_seconds("RESULT", "compute_seconds", result.compute_seconds, std::numeric_limits<double>::max()));
-  const RawTilePrefix raw = load_tile_prefix(prefix.data() + 16);
-  TESSERA_RETURN_IF_ERROR(check_tile("RESULT", raw, kResultPrefixSize, payload_length, limits));
-  result.tile = raw.tile;
+  result.tile = load_tile_prefix(prefix.data() + 16);
+  TESSERA_RETURN_IF_ERROR(check_tile("RESULT", result.tile, kResultPrefixSize, payload_length, limits));
   return result;
 }
 

@@ -20,6 +20,7 @@ std::string error_code_phrase(ErrorCode code) {
     case ErrorCode::kBadJob: return "a bad job";
     case ErrorCode::kOutOfMemory: return "out of memory";
     case ErrorCode::kInternal: return "an internal error";
+    case ErrorCode::kCorrupt: return "a checksum mismatch";
   }
   return "error code " + std::to_string(static_cast<uint32_t>(code));
 }
@@ -60,6 +61,8 @@ StatusCode status_code_of(ErrorCode code) {
     case ErrorCode::kBadJob: return StatusCode::kProtocolError;
     case ErrorCode::kBusy: return StatusCode::kBusy;
     case ErrorCode::kInternal: return StatusCode::kInternal;
+    // Damaged in transit: a lost transfer, like a broken connection, so the run reissues the tiles.
+    case ErrorCode::kCorrupt: return StatusCode::kNetworkError;
   }
   return StatusCode::kInternal;
 }

@@ -23,11 +23,63 @@
 
 #include "tessera/worker/thread_cpu.hpp"
 
+#ifdef TESSERA_FAULT_HOOKS
+#include <signal.h>
+
+#include <atomic>
+#include <vector>
+
+#include "tessera/worker/fault_hooks.hpp"
+#endif
+
 namespace tessera::worker {
 
 namespace tp = tessera::transport;
 
+#ifdef TESSERA_FAULT_HOOKS
 namespace {
+FaultHooks g_fault_hooks;
+std::atomic<bool> g_result_fault_used{false};
+std::atomic<uint64_t> g_stores_received{0};
+}  // namespace
+
+void set_fault_hooks(const FaultHooks& hooks) { g_fault_hooks = hooks; }
+const FaultHooks& fault_hooks() { return g_fault_hooks; }
+#endif
+
+namespace {
+
+// Sends a RESULT of `c` from tile memory: the CRC pass reads the memory the gathered write sends
+// right after, so the check value is of the bytes as sent and nothing is copied.
+void write_result(tp::FrameConnection& connection, const tp::Job& job, const Tile& c, uint64_t request_id) {
+  const std::span<const double> data(c.data(), c.size());
+  const tp::TilePrefix prefix{c.id(), c.rows(), c.cols(), tp::tile_crc32c(data)};
+  const auto result_prefix = tp::encode_result_prefix(job.job_id, c.compute_seconds(), prefix);
+  tp::FrameHeader header;
+  header.type = static_cast<uint16_t>(tp::MessageType::kResult);
+  header.request_id = request_id;
+#ifdef TESSERA_FAULT_HOOKS
+  const FaultHooks& hooks = fault_hooks();
+  if ((hooks.die_after_result_bytes || hooks.corrupt_first_result) && !g_result_fault_used.exchange(true)) {
+    std::vector<double> sent(data.begin(), data.end());
+    if (hooks.corrupt_first_result) {
+      std::byte& victim = reinterpret_cast<std::byte*>(sent.data())[c.bytes() / 2];
+      victim ^= std::byte{0x10};
+    }
+    std::size_t data_bytes = c.bytes();
+    if (hooks.die_after_result_bytes) data_bytes = static_cast<std::size_t>(std::min<uint64_t>(*hooks.die_after_result_bytes, data_bytes));
+    header.payload_length = tp::result_payload_bytes(prefix);
+    const auto header_bytes = tp::encode_header(header);
+    const std::array<asio::const_buffer, 3> parts{asio::buffer(header_bytes), asio::buffer(result_prefix),
+                                                  asio::buffer(sent.data(), data_bytes)};
+    (void)connection.write_buffers(parts);
+    if (hooks.die_after_result_bytes) ::raise(SIGKILL);
+    return;
+  }
+#endif
+  const std::array<asio::const_buffer, 2> parts{asio::buffer(result_prefix), asio::buffer(data.data(), c.bytes())};
+  (void)connection.write_frame(header, parts);
+}
 
 // [first, first + count) lies inside [0, extent).
 bool inside(uint32_t first, uint32_t count, uint32_t extent) {
@@ -65,16 +117,7 @@ class GemmJob final : public GemmRowStrips {
     tp::FrameConnection& connection = context_.connection();
     // A failed write means the peer is gone; the session's reader notices and ends the session.
     (void)connection.write_message(tp::Credit{job_.job_id, 1, seconds}, request_id_);
-    if ((job_.flags & tp::kJobSendResult) != 0) {
-      const tp::TilePrefix prefix{tiles_.c->id(), tiles_.c->rows(), tiles_.c->cols()};
-      const auto result_prefix = tp::encode_result_prefix(job_.job_id, tiles_.c->compute_seconds(), prefix);
-      const std::array<asio::const_buffer, 2> parts{asio::buffer(result_prefix),
-                                                    asio::buffer(tiles_.c->data(), tiles_.c->bytes())};
-      tp::FrameHeader header;
-      header.type = static_cast<uint16_t>(tp::MessageType::kResult);
-      header.request_id = request_id_;
-      (void)connection.write_frame(header, parts);
-    }
+    if ((job_.flags & tp::kJobSendResult) != 0) write_result(connection, job_, *tiles_.c, request_id_);
     ComputePool::count_as_io(thread_cpu_seconds() - write_cpu_start);
   }
 
@@ -106,8 +149,26 @@ SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header)
     return context.fail(over_cap ? tp::ErrorCode::kOutOfMemory : tp::ErrorCode::kBadFrame,
                         "STORE " + tile.status().message(), header.request_id);
   }
-  const Status data_read = connection.read_exact((*tile)->raw_bytes());
-  if (!data_read.is_ok()) return context.read_failed(data_read, header.request_id);
+  // The tile's memory was charged to the cap before it was allocated, and its pages fill as the
+  // data arrives (it is not zero-filled), so a STORE that claims more than it sends holds
+  // address space within the cap, not memory.
+  const Result<uint32_t> crc = connection.read_checksummed((*tile)->raw_bytes());
+  if (!crc.is_ok()) {
+    context.store().release_if_same(prefix->tile_id, tile->get());
+    return context.read_failed(crc.status(), header.request_id);
+  }
+  if (*crc != prefix->data_crc32c) {
+    // Never keep damaged data under the id: a JOB naming it would compute with it.
+    context.store().release_if_same(prefix->tile_id, tile->get());
+    return context.fail(tp::ErrorCode::kCorrupt, tp::tile_crc_mismatch("STORE", *prefix, *crc).message(),
+                        header.request_id);
+  }
+#ifdef TESSERA_FAULT_HOOKS
+  if (const auto limit = fault_hooks().close_after_stores; limit && ++g_stores_received >= *limit) {
+    connection.shutdown();
+    return context.end("fault hook: closing the connection after " + std::to_string(*limit) + " STOREs");
+  }
+#endif
   return SessionStep::kContinue;
 }
 
@@ -196,17 +257,49 @@ SessionStep handle_release(SessionContext& context, tp::IncomingFrame& frame) {
   return SessionStep::kContinue;
 }
 
-SessionStep handle_probe(SessionContext& context, tp::IncomingFrame& frame) {
-  tp::Probe& probe = std::get<tp::Probe>(frame.message);
-  const uint64_t request_id = frame.header.request_id;
+SessionStep handle_probe(SessionContext& context, const tp::FrameHeader& header) {
+  const uint64_t request_id = header.request_id;
+  tp::FrameConnection& connection = context.connection();
+  if (header.payload_length < tp::kProbeFixedBytes) {
+    return context.fail(tp::ErrorCode::kBadFrame,
+                        fmt::format("PROBE payload of {} bytes is shorter than its {} fixed bytes",
+                                    header.payload_length, tp::kProbeFixedBytes),
+                        request_id);
+  }
+  std::array<std::byte, tp::kProbeFixedBytes> fixed{};
+  if (const Status read = connection.read_exact(fixed); !read.is_ok()) return context.read_failed(read, request_id);
+  Result<tp::Probe> decoded = tp::decode_probe_prefix(fixed, header.payload_length, context.limits());
+  if (!decoded.is_ok()) return context.fail(tp::ErrorCode::kBadFrame, decoded.status().message(), request_id);
+  const tp::Probe& probe = *decoded;
+  // decode_probe_prefix bounded it by Limits::max_echo_bytes (a u32).
+  const auto echo_length = static_cast<std::size_t>(header.payload_length - tp::kProbeFixedBytes);
+  std::shared_ptr<Tile> echo;
+  if (echo_length > 0) {
+    // Echo bytes are charged to the tile-memory cap before they are allocated, as tiles are, and
+    // the buffer is not zero-filled, so its pages fill only as bytes arrive.
+    auto buffer = context.store().allocate_scratch(static_cast<uint32_t>((echo_length + 7) / 8), 1, /*zero_fill=*/false);
+    if (!buffer.is_ok()) {
+      return context.fail(tp::ErrorCode::kOutOfMemory,
+                          fmt::format("PROBE echo of {} bytes: {}", echo_length, buffer.status().message()), request_id);
+    }
+    echo = std::move(buffer).value();
+    const Status read = connection.read_exact(echo->raw_bytes().first(echo_length));
+    if (!read.is_ok()) return context.read_failed(read, request_id);
+  }
   tp::ProbeResult result;
   result.kind = probe.kind;
   if (probe.kind == tp::ProbeKind::kEcho) {
-    result.echo = std::move(probe.echo);
-    const Status written = context.connection().write_message(result, request_id);
+    const auto prefix = tp::encode_probe_result_prefix(result, static_cast<uint32_t>(echo_length));
+    tp::FrameHeader reply;
+    reply.type = static_cast<uint16_t>(tp::MessageType::kProbeResult);
+    reply.request_id = request_id;
+    const std::array<asio::const_buffer, 2> parts{
+        asio::buffer(prefix), asio::buffer(echo ? echo->raw_bytes().data() : nullptr, echo_length)};
+    const Status written = connection.write_frame(reply, parts);
     if (!written.is_ok()) return context.read_failed(written, request_id);
     return SessionStep::kContinue;
   }
+  echo.reset();  // a GEMM probe's echo bytes are read and not returned
   const uint32_t size = probe.size;
   if (size == 0) return context.fail(tp::ErrorCode::kBadFrame, "GEMM probe of size 0", request_id);
   // Setting up and driving the probe is compute work, although this thread does it.
@@ -287,8 +380,7 @@ Service gemm_service() {
 
   MessageHandler probe;
   probe.type = tp::MessageType::kProbe;
-  probe.on_message = handle_probe;
-  probe.max_payload_bytes = [](const tp::Limits& limits) { return tp::kProbeFixedBytes + uint64_t{limits.max_echo_bytes}; };
+  probe.on_stream = handle_probe;
 
   MessageHandler stats;
   stats.type = tp::MessageType::kStatsRequest;

@@ -89,9 +89,9 @@ Result<std::shared_ptr<Tile>> TileStore::reserve(uint32_t id, uint32_t rows, uin
   return tile;
 }
 
-Result<std::shared_ptr<Tile>> TileStore::allocate_scratch(uint32_t rows, uint32_t cols) {
+Result<std::shared_ptr<Tile>> TileStore::allocate_scratch(uint32_t rows, uint32_t cols, bool zero_fill) {
   std::lock_guard lock(mutex_);
-  return allocate_locked(0, rows, cols, /*zero_fill=*/true, 0);
+  return allocate_locked(0, rows, cols, zero_fill, 0);
 }
 
 Result<std::shared_ptr<Tile>> TileStore::allocate_locked(uint32_t id, uint32_t rows, uint32_t cols,

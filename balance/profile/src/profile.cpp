@@ -132,7 +132,8 @@ uint32_t probe_rows(std::size_t bytes) {
 }
 
 Status write_store(NodeLink& link, uint32_t tile_id, uint32_t rows, uint32_t cols, const double* data) {
-  const tp::TilePrefix tile{tile_id, rows, cols};
+  const std::span<const double> values(data, std::size_t{rows} * cols);
+  const tp::TilePrefix tile{tile_id, rows, cols, tp::tile_crc32c(values)};
   const auto prefix = tp::encode_store_prefix(tile);
   tp::FrameHeader header;
   header.type = static_cast<uint16_t>(tp::MessageType::kStore);
@@ -202,7 +203,8 @@ Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>
         return protocol_error(fmt::format("{} returned a {}x{} probe tile for {}x{}", who_of(link),
                                           prefix->tile.rows, prefix->tile.cols, rows, kProbeColumns));
       }
-      TESSERA_RETURN_IF_ERROR(link.connection->read_exact(
+      TESSERA_RETURN_IF_ERROR(link.connection->read_tile_data(
+          "RESULT", prefix->tile,
           std::span<std::byte>(reinterpret_cast<std::byte*>(landing.data()), landing.size() * sizeof(double))));
       seconds = std::chrono::duration<double>(Clock::now() - start).count();
       have_result = true;

@@ -117,18 +117,22 @@ class TileStreamer {
   Status send_a(uint64_t tile_index) {
     const WorkTile& tile = work_.tiles[tile_index];
     const Block& box = tile.block;
-    const tp::TilePrefix prefix_tile{a_tile_id(tile_index), static_cast<uint32_t>(box.rows),
-                                     static_cast<uint32_t>(box.depth)};
-    const auto prefix = tp::encode_store_prefix(prefix_tile);
-    tp::FrameHeader header;
-    header.type = static_cast<uint16_t>(tp::MessageType::kStore);
     const WorkTile& holder = tile.parent ? work_.tiles[*tile.parent] : tile;
     const double* data = holder.a_packed.empty()
                              ? a_.row(box.row_begin)
                              : holder.a_packed.data() + (box.row_begin - holder.block.row_begin) * box.depth;
-    const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix),
-                                                  asio::buffer(data, box.rows * box.depth * sizeof(double))};
-    return timed([&] { return connection_.write_frame(header, parts); });
+    const std::span<const double> values(data, box.rows * box.depth);
+    return timed([&] {
+      // The CRC pass reads the memory the write sends right after (no copy), and counts as
+      // communication time.
+      const tp::TilePrefix prefix_tile{a_tile_id(tile_index), static_cast<uint32_t>(box.rows),
+                                       static_cast<uint32_t>(box.depth), tp::tile_crc32c(values)};
+      const auto prefix = tp::encode_store_prefix(prefix_tile);
+      tp::FrameHeader header;
+      header.type = static_cast<uint16_t>(tp::MessageType::kStore);
+      const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix), asio::buffer(values.data(), values.size_bytes())};
+      return connection_.write_frame(header, parts);
+    });
   }
 
   Status send_job(const Current& current) {
@@ -194,19 +198,35 @@ class TileStreamer {
     }
     const WorkTile& tile = work_.tiles[tile_index];
     const Block& box = tile.block;
-    const bool first = board_.finish(tile_index, index_);
     const std::size_t values = box.rows * box.cols;
-    if (first && !tile.delta && box.cols == plan_.n && output_.contiguous()) {
-      // Whole rows of C: read straight into place.
-      TESSERA_RETURN_IF_ERROR(connection_.read_exact(std::span<std::byte>(
-          reinterpret_cast<std::byte*>(output_.row(box.row_begin)), values * sizeof(double))));
+    // A tile counts as done only after its whole RESULT is in and matches its CRC: every return
+    // before board_.finish() fails this node, and the board then hands the tile out again.
+    const bool in_place =
+        !tile.delta && box.cols == plan_.n && output_.contiguous() && board_.begin_receive(tile_index, index_);
+    if (in_place) {
+      // Whole rows of C: read straight into place. If this read fails half-way those rows hold
+      // garbage, but the tile is not done, so the result that does finish it (the reissue or a
+      // speculative copy) overwrites every one of its cells.
+      TESSERA_RETURN_IF_ERROR(connection_.read_tile_data(
+          "RESULT", prefix->tile,
+          std::span<std::byte>(reinterpret_cast<std::byte*>(output_.row(box.row_begin)), values * sizeof(double))));
     } else {
+      // Partial sums are added, so they must be whole and checked before they touch C: added
+      // twice or half would be wrong for good.
       scratch_.resize(values);
-      TESSERA_RETURN_IF_ERROR(
-          connection_.read_exact(std::span<std::byte>(reinterpret_cast<std::byte*>(scratch_.data()), values * sizeof(double))));
-      // A copy whose original already won is only read off the wire.
-      if (first && tile.delta) output_.add_delta(box, scratch_);
-      if (first && !tile.delta) output_.place(box, scratch_);
+      TESSERA_RETURN_IF_ERROR(connection_.read_tile_data(
+          "RESULT", prefix->tile,
+          std::span<std::byte>(reinterpret_cast<std::byte*>(scratch_.data()), values * sizeof(double))));
+    }
+    // As the tile's receiver, an in-place reader is always first; a copy whose original already
+    // won is only read off the wire.
+    const bool first = board_.finish(tile_index, index_);
+    if (first && !in_place) {
+      if (tile.delta) {
+        output_.add_delta(box, scratch_);
+      } else {
+        output_.place(box, scratch_);
+      }
     }
     if (first) {
       stats.volume += box.volume();

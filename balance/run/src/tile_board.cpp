@@ -24,9 +24,20 @@ std::optional<uint64_t> TileBoard::take(int node, bool wait, bool& is_copy) {
   }
 }
 
-bool TileBoard::finish(uint64_t tile, int node) {
+bool TileBoard::begin_receive(uint64_t tile, int node) {
   std::lock_guard lock(mutex_);
   Entry& entry = entries_[tile];
+  if (entry.state != State::kRunning || (entry.receiver >= 0 && entry.receiver != node)) return false;
+  entry.receiver = node;
+  return true;
+}
+
+bool TileBoard::finish(uint64_t tile, int node) {
+  std::unique_lock lock(mutex_);
+  Entry& entry = entries_[tile];
+  // Deciding now would let this result and the one still landing in C both count, or neither.
+  changed_.wait(lock, [&] { return entry.receiver < 0 || entry.receiver == node || aborted_; });
+  if (entry.receiver == node) entry.receiver = -1;
   if (entry.state != State::kRunning) return false;  // a copy's original won, or the tile was split
   entry.state = State::kDone;
   if (entry.copy_owner == node) ++copy_wins_;
@@ -44,6 +55,8 @@ void TileBoard::node_lost(int node, std::vector<uint64_t>& reissued) {
   std::lock_guard lock(mutex_);
   for (uint64_t t = 0; t < entries_.size(); ++t) {
     Entry& entry = entries_[t];
+    // Its half-read result in C is overwritten by whoever finishes the tile now.
+    if (entry.receiver == node) entry.receiver = -1;
     if (entry.state != State::kPending && entry.state != State::kRunning) continue;
     if (entry.copy_owner == node) entry.copy_owner = -1;
     if (entry.state == State::kRunning && entry.owner == node && entry.copy_owner >= 0) {

@@ -96,7 +96,8 @@ Result<Work> build_work(const Plan& plan, linalg::MatrixView a, linalg::MatrixVi
       piece.data = piece.packed.data();
     }
     const tp::TilePrefix prefix{static_cast<uint32_t>(kFirstPieceId + p), static_cast<uint32_t>(piece.depth),
-                                static_cast<uint32_t>(piece.cols)};
+                                static_cast<uint32_t>(piece.cols),
+                                tp::tile_crc32c(std::span<const double>(piece.data, piece.depth * piece.cols))};
     tp::FrameHeader header;
     header.type = static_cast<uint16_t>(tp::MessageType::kStore);
     header.payload_length = tp::store_payload_bytes(prefix);

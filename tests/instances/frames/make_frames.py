@@ -24,6 +24,26 @@ def s(text):
     return struct.pack('<H', len(data)) + data
 
 
+def crc32c(data):
+    """CRC32C (Castagnoli, reflected), bit by bit: slow, and plainly the RFC 3720 definition."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def store(tile_id, rows, cols, values, crc=None):
+    # v2 tile prefix: tile_id, rows, cols, CRC32C of the data bytes (was reserved, 0, in v1).
+    data = struct.pack('<%dd' % len(values), *values)
+    return struct.pack('<IIII', tile_id, rows, cols, crc32c(data) if crc is None else crc) + data
+
+
+def result(job_id, seconds, tile_id, rows, cols, values, crc=None):
+    return struct.pack('<Qd', job_id, seconds) + store(tile_id, rows, cols, values, crc)
+
+
 def job(flags):
     return struct.pack('<QII', 1, 1, flags) + struct.pack('<14I', 1, 2, 3, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0)
 
@@ -49,7 +69,11 @@ files = {
     'job_unknown_flags.bin': frame(7, job(0x100)),
     'probe_nan_seconds.bin': frame(4, struct.pack('<B3xIdI', 1, 256, float('nan'), 0)),
     'release_count_mismatch.bin': frame(12, struct.pack('<III', 3, 7, 8)),
+    'store_bad_crc.bin': frame(6, store(5, 2, 3, [1, 2, 3, 4, 5, 6], crc=0x12345678)),
+    'result_bad_crc.bin': frame(9, result(9, 0.25, 8, 2, 2, [1.5, -2, 3, 4], crc=0)),
     'valid_job.bin': frame(7, job(0xE)),
+    'valid_store.bin': frame(6, store(5, 2, 3, [1, 2, 3, 4, 5, 6])),
+    'valid_result.bin': frame(9, result(9, 0.25, 8, 2, 2, [1.5, -2, 3, 4])),
     'valid_hello.bin': frame(1, hello(VERSION)),
 }
 if os.path.exists('version_2.bin'):

@@ -5,6 +5,10 @@
 // happen on one thread at a time. shutdown() may be called from any thread and makes blocked
 // reads and writes return an error. Failures come back as Status values, never exceptions.
 // Byte counters are updated atomically and may be read from any thread.
+//
+// No reader trusts a claimed length with memory: payloads are read in chunks of at most
+// kReadChunkBytes into buffers that grow only as bytes arrive, so a header claiming gigabytes
+// with a few bytes behind it costs at most one chunk.
 #pragma once
 
 #include <asio.hpp>
@@ -33,6 +37,10 @@ struct IncomingFrame {
 
 class FrameConnection {
  public:
+  // Largest piece a reader asks the socket for, and so the most a lying length can make it
+  // allocate ahead of the data.
+  static constexpr std::size_t kReadChunkBytes = std::size_t{1} << 20;
+
   FrameConnection(asio::ip::tcp::socket socket, Limits limits);
   ~FrameConnection();
   FrameConnection(const FrameConnection&) = delete;
@@ -57,7 +65,18 @@ class FrameConnection {
   Result<FrameHeader> read_header();
   // Reads exactly out.size() bytes.
   Status read_exact(std::span<std::byte> out);
-  // Reads the payload of `header` into a buffer of exactly payload_length bytes and decodes it.
+  // Reads exactly out.size() bytes in chunks and returns their CRC32C, computed on the way.
+  Result<uint32_t> read_checksummed(std::span<std::byte> out);
+  // Reads exactly out.size() bytes of STORE / RESULT data (`message` names which) in chunks,
+  // computing their CRC32C on the way; fails with tile_crc_mismatch when it is not
+  // tile.data_crc32c. On any failure `out` holds an unknown part of the data: the caller must
+  // not use it.
+  Status read_tile_data(std::string_view message, const TilePrefix& tile, std::span<std::byte> out);
+  // Reads bytes into `out` (appended) until it holds `size` more, growing it chunk by chunk as
+  // data arrives. On failure `out` holds whatever arrived.
+  Status read_growing(std::vector<std::byte>& out, uint64_t size);
+  // Reads the payload of `header` and decodes it (for STORE / RESULT checking the data's CRC).
+  // The buffer grows as the payload arrives (see read_growing), never to a merely claimed size.
   Result<IncomingFrame> read_payload(const FrameHeader& header);
   // read_header() + read_payload().
   Result<IncomingFrame> read_frame();

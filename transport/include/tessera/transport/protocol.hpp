@@ -7,9 +7,10 @@
 // binary64 little-endian, strings u16 length + UTF-8 bytes.
 //
 // Versions: both sides speak exactly one version and refuse any other by name ("peer speaks
-// Tessera protocol v1, this build speaks v2"). v2 differs from v1 only in HELLO, which carries
-// the worker's capability set: one bit per service it hosts (GEMM today). What a worker can do is
-// negotiated through those bits; the version changes only when a layout does.
+// Tessera protocol v1, this build speaks v2"). v2 differs from v1 in HELLO, which carries the
+// worker's capability set: one bit per service it hosts (GEMM today), and in the tile prefix of
+// STORE and RESULT, whose last u32 (reserved, 0, in v1) is the CRC32C of the tile's data. What a
+// worker can do is negotiated through those bits; the version changes only when a layout does.
 //
 // The codec is pure: no sockets, no global state, thread-safe. Decoding checks every length,
 // dimension and count against `Limits` BEFORE reserving memory, so a peer can never make us
@@ -36,7 +37,7 @@ inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kHeaderSize = 32;
 inline constexpr std::size_t kChallengeSize = 32;  // random nonce bytes
 inline constexpr std::size_t kMacSize = 32;        // HMAC-SHA256 output
-inline constexpr std::size_t kTilePrefixSize = 16;  // tile_id, rows, cols, reserved (u32 each)
+inline constexpr std::size_t kTilePrefixSize = 16;  // tile_id, rows, cols, data_crc32c (u32 each)
 
 // Payload sizes of the layouts below. Code outside the codec that sizes a buffer, bounds a read
 // or predicts traffic uses these instead of restating numbers.
@@ -174,17 +175,30 @@ struct ProbeResult {
   bool operator==(const ProbeResult&) const = default;
 };
 
-// Tile prefix shared by STORE and RESULT: u32 tile_id | u32 rows | u32 cols | u32 reserved(0),
+// Tile prefix shared by STORE and RESULT: u32 tile_id | u32 rows | u32 cols | u32 data_crc32c,
 // followed by rows*cols doubles in row-major order. payload_length must equal
-// kTilePrefixSize + 8*rows*cols (+ 8 for RESULT's compute_seconds, see below).
+// kTilePrefixSize + 8*rows*cols (+ 16 for RESULT's job_id and compute_seconds, see below).
+// data_crc32c is the CRC32C (crc32c.hpp) of the 8*rows*cols data bytes exactly as sent; the
+// sender computes it over the memory it then sends, the receiver over the bytes as they arrive,
+// and a mismatch refuses the whole payload (tile_crc_mismatch). The prefix's own fields are
+// checked against the header and the limits instead.
 struct TilePrefix {
   uint32_t tile_id = 0;
   uint32_t rows = 0;
   uint32_t cols = 0;
+  uint32_t data_crc32c = 0;
   bool operator==(const TilePrefix&) const = default;
 };
 
-// STORE: tile prefix | data. `data` views the decoded payload buffer (no copy).
+// CRC32C of a tile's data as it travels (host doubles, little-endian).
+uint32_t tile_crc32c(std::span<const double> data);
+
+// The refusal of a tile whose data does not match its prefix's CRC: kNetworkError (the bytes were
+// damaged between the sender's memory and ours, a lost transfer) whose message contains
+// "checksum mismatch" and names `message` ("STORE", "RESULT"), the tile and both values.
+Status tile_crc_mismatch(std::string_view message, const TilePrefix& tile, uint32_t computed);
+
+// STORE: tile prefix | data   (store_payload_bytes). `data` views the decoded payload buffer.
 struct Store {
   TilePrefix tile;
   std::span<const double> data;
@@ -225,7 +239,7 @@ struct Credit {
   bool operator==(const Credit&) const = default;
 };
 
-// RESULT: u64 job_id | f64 compute_seconds | tile prefix | data
+// RESULT: u64 job_id | f64 compute_seconds | tile prefix | data   (result_payload_bytes)
 // compute_seconds: total compute time spent on this tile's jobs.
 struct ResultTile {
   uint64_t job_id = 0;
@@ -244,6 +258,7 @@ enum class ErrorCode : uint32_t {
   kBadJob = 6,        // dimensions out of the referenced tiles, unknown op
   kOutOfMemory = 7,   // the tile store cap would be exceeded
   kInternal = 8,
+  kCorrupt = 9,       // a STORE's data does not match its CRC32C: damaged in transit
 };
 
 // ERROR: u32 code | str message
@@ -333,15 +348,26 @@ uint64_t store_payload_bytes(const TilePrefix& tile);
 uint64_t result_payload_bytes(const TilePrefix& tile);
 
 // Decodes a complete payload of the given type. Fails with kProtocolError on truncation,
-// trailing bytes, out-of-limit sizes, unknown enum values or reserved fields not zero. Store and
+// trailing bytes, out-of-limit sizes, unknown enum values or reserved fields not zero, and for
+// STORE / RESULT with tile_crc_mismatch when the data does not match data_crc32c. Store and
 // ResultTile data spans point into `payload`, whose data must therefore be 8-byte aligned
 // (kInvalidArgument otherwise; FrameConnection's buffers always are).
 Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload, const Limits& limits);
 
 // Bulk prefixes alone, for readers that stream the matrix data straight into its destination.
-// `payload_length` is the header's; it must match the prefix's dimensions exactly.
+// `payload_length` is the header's; it must match the prefix's dimensions exactly. The data's
+// CRC is the reader's to check once the data is in (Crc32c over the bytes as they arrive).
 Result<TilePrefix> decode_store_prefix(std::span<const std::byte, kTilePrefixSize> prefix,
                                        uint64_t payload_length, const Limits& limits);
+// PROBE's fixed part alone (echo left empty), for a reader that streams the echo bytes into memory
+// it has charged first. Its echo_length must equal payload_length - kProbeFixedBytes.
+Result<Probe> decode_probe_prefix(std::span<const std::byte, kProbeFixedBytes> prefix, uint64_t payload_length,
+                                  const Limits& limits);
+// PROBE_RESULT's fixed part for `result` (its echo is ignored) followed by `echo_length` echo
+// bytes the caller sends from its own memory.
+std::array<std::byte, kProbeResultFixedBytes> encode_probe_result_prefix(const ProbeResult& result,
+                                                                        uint32_t echo_length);
+
 struct ResultPrefix {
   uint64_t job_id = 0;
   double compute_seconds = 0.0;

@@ -97,8 +97,9 @@ class TileStore {
   // kept), kInvalidArgument for a zero dimension.
   Result<std::shared_ptr<Tile>> reserve(uint32_t id, uint32_t rows, uint32_t cols, bool zero_fill);
 
-  // A tile charged to the cap but not in the map (probe matrices). Zero-filled.
-  Result<std::shared_ptr<Tile>> allocate_scratch(uint32_t rows, uint32_t cols);
+  // A tile charged to the cap but not in the map (probe matrices, echo bytes). Zero-filled iff
+  // `zero_fill`; otherwise the caller writes it before reading it (an echo is read into it).
+  Result<std::shared_ptr<Tile>> allocate_scratch(uint32_t rows, uint32_t cols, bool zero_fill = true);
 
   // The tile under `id`, or nullptr.
   std::shared_ptr<Tile> find(uint32_t id) const;

@@ -4,6 +4,11 @@
 // and when the product is complete. No sockets: unit tests drive it directly.
 // Thread-safe: every member may be called from any node thread. Node threads block in take()
 // while there is nothing to do but tiles still run elsewhere (one may come back if its node dies).
+//
+// A tile is done only once a whole result for it has been read and checked (finish()); a node
+// that fails before that leaves the tile to be handed out again, so a run never keeps part of a
+// result. At most one node at a time reads a tile's result straight into C (begin_receive()), so
+// a speculative copy arriving meanwhile cannot write the same cells.
 #pragma once
 
 #include <chrono>
@@ -27,8 +32,15 @@ class TileBoard {
   // there is nothing to take but tiles still run.
   std::optional<uint64_t> take(int node, bool wait, bool& is_copy);
 
-  // True when this result is the first for the tile (it goes into C); false for a copy whose
-  // original already won or a tile that was split among the survivors.
+  // The node is about to read a result for `tile`. True when it may read it straight into C: the
+  // tile still needs a result and no other node is reading one into C; the node then is the
+  // tile's receiver until its finish() or its node_lost(). False: read it elsewhere first.
+  bool begin_receive(uint64_t tile, int node);
+
+  // The node has read a whole result for the tile and checked it. True when it is the first (it
+  // goes into C); false for a copy whose original already won or a tile that was split among the
+  // survivors. While another node is reading this tile's result into C this waits until that
+  // node finishes (then this result is a loser) or is lost (then this one wins).
   bool finish(uint64_t tile, int node);
 
   bool all_done() const;
@@ -53,6 +65,7 @@ class TileBoard {
     int assigned = -1;
     int owner = -1;
     int copy_owner = -1;
+    int receiver = -1;  // the node reading a result straight into C, if any
     std::chrono::steady_clock::time_point handed_out;
   };
 

@@ -1,0 +1,171 @@
+// Exact or refused under faults: real workers, one of them the test twin tessera-worker-faulty
+// that dies in the middle of its first RESULT, damages one byte of it, or drops the connection
+// after some STOREs, at exactly that point. For every policy and layout the run must either hold
+// the exact product (integer fills: bit for bit equal to the local one) and name the lost node,
+// or fail naming it when no node is left.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "process_fixture.hpp"
+#include "reference_product.hpp"
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/plan/plan.hpp"
+#include "tessera/balance/run/multiply.hpp"
+
+namespace tessera::balance {
+namespace {
+
+using partition::Layout;
+
+struct Variant {
+  const char* name;
+  Policy policy;
+  Layout layout;
+};
+
+// Every policy the driver runs without a profile, and every layout.
+const Variant kVariants[] = {
+    {"even rows", Policy::kEven, Layout::kRows},
+    {"proportional rows", Policy::kProportional, Layout::kRows},
+    {"2d column-based", Policy::kEven, Layout::kColumnBased},
+    {"2d square-corner", Policy::kProportional, Layout::kSquareCorner},
+    {"3d", Policy::kEven, Layout::kRecursive3d},
+    {"dynamic", Policy::kDynamic, Layout::kRows},
+};
+
+constexpr uint64_t kM = 200, kN = 180, kK = 160;
+
+class FaultyWorkers : public ::testing::Test {
+ protected:
+  // Healthy workers named a, b, ... and, last, one faulty worker started with `fault_flags`.
+  void start_workers(std::size_t healthy, const std::vector<std::string>& fault_flags) {
+    testing::write_file(dir_.file("secret"), "fault-secret");
+    cluster_ = ClusterSpec{};
+    cluster_.name = "faults";
+    cluster_.secret = "fault-secret";
+    workers_.clear();
+    for (std::size_t i = 0; i <= healthy; ++i) {
+      const bool faulty = i == healthy;
+      NodeSpec node;
+      node.name = std::string(1, static_cast<char>('a' + i));
+      node.host = "127.0.0.1";
+      node.port = testing::free_loopback_port();
+      node.threads = 1;
+      node.line = static_cast<int>(i + 1);
+      std::vector<std::string> args{faulty ? TESSERA_FAULTY_WORKER_BINARY : TESSERA_WORKER_BINARY,
+                                    "--listen", node.endpoint(), "--threads", "1", "--secret-file",
+                                    dir_.file("secret")};
+      if (faulty) args.insert(args.end(), fault_flags.begin(), fault_flags.end());
+      workers_.push_back(std::make_unique<testing::ChildProcess>(
+          args, dir_.file("worker-" + node.name + "-" + std::to_string(++started_) + ".log")));
+      cluster_.nodes.push_back(node);
+    }
+    for (const NodeSpec& node : cluster_.nodes) {
+      ASSERT_TRUE(testing::wait_until_listening(node)) << node.name << " never listened";
+    }
+  }
+
+  Plan plan_for(const Variant& variant) const {
+    PlanRequest request;
+    request.policy = variant.policy;
+    request.layout = variant.layout;
+    request.m = kM;
+    request.n = kN;
+    request.k = kK;
+    request.panel_width = 48;
+    request.panels_in_flight = 3;
+    if (variant.policy == Policy::kDynamic) request.tile_rows = 25;
+    for (const NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
+    // The faulty node (last) gets the largest share, so it surely has results to send.
+    if (variant.policy == Policy::kProportional) {
+      request.weights.assign(cluster_.nodes.size(), 1.0);
+      request.weights.back() = 3.0;  // more than half: square-corner needs one such node
+    }
+    Result<Plan> plan = make_plan(request);
+    EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
+    return plan.is_ok() ? *plan : Plan{};
+  }
+
+  // Runs every variant against fresh workers (the faulty one is lost each time) and checks the
+  // product is exact and the faulty node is named, its lost reason containing one of `reasons`.
+  void expect_exact_without_the_faulty_node(const std::vector<std::string>& fault_flags,
+                                            const std::vector<std::string>& reasons) {
+    const linalg::Matrix a = linalg::random_matrix(kM, kK, 31, linalg::FillKind::kIntegers);
+    const linalg::Matrix b = linalg::random_matrix(kK, kN, 32, linalg::FillKind::kIntegers);
+    const linalg::Matrix expected = reference_product(a, b);
+    for (const Variant& variant : kVariants) {
+      SCOPED_TRACE(variant.name);
+      ASSERT_NO_FATAL_FAILURE(start_workers(2, fault_flags));
+      Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+      ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+      const Plan plan = plan_for(variant);
+      linalg::Matrix c(kM, kN);
+      for (double& value : c.values) value = -7.0;  // nothing of an earlier C may survive
+      Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
+      ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+      EXPECT_EQ(c, expected);
+      ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"c"});
+      ASSERT_EQ(run->lost_reasons.size(), 1u);
+      EXPECT_NE(run->lost_reasons[0].find("node 'c'"), std::string::npos) << run->lost_reasons[0];
+      const std::string& why = run->lost_reasons[0];
+      EXPECT_TRUE(std::any_of(reasons.begin(), reasons.end(),
+                              [&](const std::string& reason) { return why.find(reason) != std::string::npos; }))
+          << why;
+      // Its tiles went to the others: reissued, or (dynamic) finished by a speculative copy.
+      EXPECT_TRUE(!run->reissued_tiles.empty() || run->speculative_copies > 0);
+      uint64_t volume = 0;
+      for (const NodeRunStats& node : run->nodes) volume += node.volume;
+      EXPECT_EQ(volume, kM * kN * kK) << "every cell counted once: no tile done twice or half";
+    }
+  }
+
+  testing::TempDir dir_;
+  ClusterSpec cluster_;
+  std::vector<std::unique_ptr<testing::ChildProcess>> workers_;
+  int started_ = 0;
+};
+
+TEST_F(FaultyWorkers, ANodeDyingMidResultIsReissuedAndTheProductIsExact) {
+  // 1000 bytes: well inside every result block of these plans (the smallest has thousands of
+  // values), so the coordinator has part of a block in hand when the connection breaks.
+  // A killed process's socket ends in FIN or RST depending on what it had left unread, and the
+  // coordinator may notice while reading (the RESULT) or while writing (its next STORE or JOB).
+  expect_exact_without_the_faulty_node({"--fault-die-after-result-bytes", "1000"},
+                                       {"closed the connection", "Connection reset by peer", "Broken pipe"});
+}
+
+TEST_F(FaultyWorkers, ACorruptedResultIsRefusedNamedAndReissued) {
+  expect_exact_without_the_faulty_node({"--fault-corrupt-result"}, {"checksum mismatch"});
+}
+
+TEST_F(FaultyWorkers, AConnectionDroppedAfterSomeStoresIsReissued) {
+  expect_exact_without_the_faulty_node({"--fault-close-after-stores", "2"},
+                                       {"closed the connection", "Connection reset by peer", "Broken pipe"});
+}
+
+TEST_F(FaultyWorkers, TheOnlyNodeDyingMidResultFailsTheRunNamingIt) {
+  const linalg::Matrix a = linalg::random_matrix(kM, kK, 41, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(kK, kN, 42, linalg::FillKind::kIntegers);
+  for (const Variant& variant : {kVariants[0], kVariants[4], kVariants[5]}) {
+    SCOPED_TRACE(variant.name);
+    for (const char* fault : {"--fault-die-after-result-bytes", "--fault-corrupt-result"}) {
+      SCOPED_TRACE(fault);
+      std::vector<std::string> flags{fault};
+      if (std::string(fault) == "--fault-die-after-result-bytes") flags.push_back("1000");
+      ASSERT_NO_FATAL_FAILURE(start_workers(0, flags));
+      Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+      ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+      linalg::Matrix c;
+      Result<MultiplyRun> run = run_multiply(*connection, plan_for(variant), a, b, c);
+      ASSERT_FALSE(run.is_ok()) << "a run whose only node failed must not claim a product";
+      EXPECT_NE(run.status().message().find("node 'a'"), std::string::npos) << run.status().to_string();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::balance

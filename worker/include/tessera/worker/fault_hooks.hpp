@@ -1,0 +1,34 @@
+// Deterministic faults for tests, compiled only into the test twin of the daemon
+// (tessera-worker-faulty, built from the same sources with TESSERA_FAULT_HOOKS); the shipped
+// tessera-worker has none of this code. They let integration tests make a worker die in the
+// middle of a RESULT, send a damaged RESULT or drop the connection after some STOREs, at exactly
+// the point a test names, instead of racing a kill against the run.
+//
+// The hooks are process-wide: set them once, before WorkerServer::start(); after that they are
+// only read (thread-safe). Counters ("first RESULT", "STOREs received") count over the process's
+// lifetime, across sessions.
+#pragma once
+
+#ifdef TESSERA_FAULT_HOOKS
+
+#include <cstdint>
+#include <optional>
+
+namespace tessera::worker {
+
+struct FaultHooks {
+  // Raise SIGKILL on this process once this many data bytes of its first RESULT are written
+  // (0: right after the RESULT's header and prefix). Unset: never.
+  std::optional<uint64_t> die_after_result_bytes;
+  // Flip one data byte of the first RESULT as it is sent; its CRC stays that of the true data.
+  bool corrupt_first_result = false;
+  // Close the connection (ending the session) once this many STOREs have been read whole.
+  std::optional<uint64_t> close_after_stores;
+};
+
+void set_fault_hooks(const FaultHooks& hooks);
+const FaultHooks& fault_hooks();
+
+}  // namespace tessera::worker
+
+#endif  // TESSERA_FAULT_HOOKS
