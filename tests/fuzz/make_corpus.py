@@ -34,9 +34,19 @@ def hello():
             struct.pack('<IIQQQ', 4, 4, 1 << 30, 1 << 29, 1) + bytes(range(1, 33)))
 
 
+def crc32c(data):
+    """CRC32C (Castagnoli, reflected), as STORE and RESULT carry it for their data."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
 def tile(tile_id, rows, cols):
     data = b''.join(struct.pack('<d', float(i)) for i in range(rows * cols))
-    return struct.pack('<IIII', tile_id, rows, cols, 0) + data
+    return struct.pack('<IIII', tile_id, rows, cols, crc32c(data)) + data
 
 
 CODEC = {
