@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
                            "on: panels travel while nodes compute; off: one panel at a time (SeqMsg)")
       ->capture_default_str();
   multiply_cmd->add_flag("--show-plan", multiply.show_plan, "print the plan before running it");
+  multiply_cmd->add_option("--node-timeout", multiply.node_timeout_s,
+                           "seconds a node that owes frames may stay silent before it is dropped as unresponsive "
+                           "and its tiles reissued; 0 = from the profile's link and GEMM speeds, at least 10 s")
+      ->capture_default_str();
 
   tb::ExperimentCommand experiment;
   uint32_t repeat = 0;

@@ -77,6 +77,9 @@ struct MultiplyCommand {
   // panel at a time, sent only after the node finished the previous one (SeqMsg).
   std::string overlap = "on";
   bool show_plan = false;
+  // --node-timeout: seconds a node owing frames may stay silent before it is dropped as
+  // unresponsive; 0 = derived from the profile (at least 10 s).
+  double node_timeout_s = 0.0;
 };
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err);
 
