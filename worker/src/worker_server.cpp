@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -49,17 +50,18 @@ std::string seconds_text(std::chrono::milliseconds span) {
                                   : fmt::format("{:.1f} s", static_cast<double>(span.count()) / 1000.0);
 }
 
-// At most one line per second per source address: a peer that opens connections in a loop (a
-// scanner, a wrong secret retried) must not flood the worker's log. Thread-safe.
+// At most one line per second per source address and kind of line: a peer that opens
+// connections in a loop (a scanner, a wrong secret retried) must not flood the worker's log, and
+// a port check's line must not hide the wrong secret that follows it. Thread-safe.
 class LogLimiter {
  public:
-  void log(const std::string& source, const std::string& line) {
+  void log(const std::string& source, std::string_view kind, const std::string& line) {
     const auto now = std::chrono::steady_clock::now();
     std::size_t suppressed = 0;
     {
       std::lock_guard lock(mutex_);
       if (sources_.size() > kMaxSources) forget_quiet(now);
-      Entry& entry = sources_[source];
+      Entry& entry = sources_[source + " " + std::string(kind)];
       if (entry.last_line != std::chrono::steady_clock::time_point{} && now - entry.last_line < kPeriod) {
         ++entry.suppressed;
         return;
@@ -561,7 +563,7 @@ void WorkerServer::Impl::evict_for(const std::string& source) {
   if (victim == nullptr) return;
   victim->state->evicted = true;
   victim->connection->shutdown();  // its thread's read fails and it ends
-  unauthenticated_log_.log(victim->source, fmt::format("connection from {} evicted before it authenticated: {}; "
+  unauthenticated_log_.log(victim->source, "evicted", fmt::format("connection from {} evicted before it authenticated: {}; "
                                                        "the newest connection gets the slot",
                                                        victim->connection->peer(), why));
 }
@@ -577,7 +579,7 @@ void WorkerServer::Impl::on_accept(tcp::socket socket) {
   if (auto active_peer = slot_.busy_with()) {
     // The peer is part of the text on purpose: `tessera status` shows who holds the worker.
     const std::string refusal = "worker busy with a session from " + *active_peer;
-    unauthenticated_log_.log(connection->peer_host(),
+    unauthenticated_log_.log(connection->peer_host(), "busy",
                              fmt::format("connection from {} refused: {}", connection->peer(), refusal));
     // A fresh socket's send buffer is empty, so this small write does not block the acceptor.
     connection->write_error(tp::ErrorCode::kBusy, refusal);
@@ -619,8 +621,10 @@ void WorkerServer::Impl::serve_connection(const std::shared_ptr<tp::FrameConnect
   if (!authenticated || evicted) {
     // An evicted connection was logged when it was evicted.
     if (!evicted && !stopping_) {
-      unauthenticated_log_.log(connection->peer_host(), fmt::format("connection from {} refused: {}", connection->peer(),
-                                                                    session.last_failure().to_string()));
+      const Status& failure = session.last_failure();
+      unauthenticated_log_.log(connection->peer_host(),
+                               failure.code() == StatusCode::kAuthFailed ? "auth" : "handshake",
+                               fmt::format("connection from {} refused: {}", connection->peer(), failure.to_string()));
     }
     connection->shutdown();
     return;
