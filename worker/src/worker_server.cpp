@@ -83,6 +83,8 @@ class LogLimiter {
   };
   void forget_quiet(std::chrono::steady_clock::time_point now) {
     std::erase_if(sources_, [now](const auto& item) { return now - item.second.last_line > std::chrono::seconds(60); });
+    // Still too many: forgetting costs at most one extra line per source, memory is the bound.
+    if (sources_.size() > kMaxSources) sources_.clear();
   }
   std::mutex mutex_;
   std::map<std::string, Entry> sources_;
