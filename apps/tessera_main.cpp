@@ -135,6 +135,10 @@ int run(int argc, char** argv) {
   multiply_cmd->add_flag("--show-plan", multiply.show_plan, "print the plan before running it");
   multiply_cmd->add_flag("--allow-nonfinite", multiply.allow_nonfinite,
                          "accept NaN/inf in --a/--b (refused by default); verification counts matching NaN/inf as equal");
+  multiply_cmd->add_option("--node-timeout", multiply.node_timeout_s,
+                           "seconds a node that owes frames may stay silent before it is dropped as unresponsive "
+                           "and its tiles reissued; 0 = from the profile's link and GEMM speeds, at least 10 s")
+      ->capture_default_str();
 
   tb::ExperimentCommand experiment;
   uint32_t repeat = 0;

@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
   std::string secret_file;
   std::string secret;
   uint64_t memory_cap_mb = 0;
+  double idle_timeout_s = 60.0;
+  double handshake_timeout_s = 5.0;
   app.add_option("--listen", listen, "HOST:PORT to listen on, e.g. 0.0.0.0:7070 (port 0 picks a free one)")
       ->required();
   app.add_option("--threads", threads, "compute threads; 0 = all online CPUs")
@@ -91,6 +93,15 @@ int main(int argc, char** argv) {
   secret_file_option->excludes(secret_option);
   app.add_option("--memory-cap-mb", memory_cap_mb, "tile memory cap in MiB; 0 = half of physical memory")
       ->default_val(0);
+  app.add_option("--idle-timeout", idle_timeout_s,
+                 "end an authenticated session that sends nothing for this many seconds while none of its work is "
+                 "in progress; 0 = never")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->default_val(60.0);
+  app.add_option("--handshake-timeout", handshake_timeout_s,
+                 "seconds a new connection has to authenticate before it is closed")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->default_val(5.0);
 
 #ifdef TESSERA_FAULT_HOOKS
   // Test twin only (tessera-worker-faulty): deterministic faults, see fault_hooks.hpp.
@@ -119,6 +130,8 @@ int main(int argc, char** argv) {
   options.listen_host = endpoint->host;
   options.port = endpoint->port;
   options.threads = threads;
+  options.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_timeout_s * 1000.0));
+  options.handshake_timeout = std::chrono::milliseconds(static_cast<int64_t>(handshake_timeout_s * 1000.0));
   if (memory_cap_mb > (UINT64_MAX >> 20)) return usage_error("--memory-cap-mb is too large");
   options.tile_memory_cap = memory_cap_mb << 20;
   if (secret_file_option->count() > 0) {

@@ -2,7 +2,12 @@
 // never an exception, and allocation failures for claimed payload sizes are caught at the edge.
 #include "tessera/transport/frame_connection.hpp"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
 #include <array>
 #include <cstring>
 #include <optional>
@@ -40,6 +45,33 @@ std::string error_code_name(ErrorCode code) {
     case ErrorCode::kCorrupt: return "CORRUPT";
   }
   return "UNKNOWN(" + std::to_string(static_cast<uint32_t>(code)) + ")";
+}
+
+// "5 s", "0.5 s": read bounds in messages a person reads.
+std::string format_seconds(std::chrono::milliseconds span) {
+  if (span.count() % 1000 == 0) return std::to_string(span.count() / 1000) + " s";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(span.count()) / 1000.0);
+  return text;
+}
+
+// poll(2) on one descriptor for `events`, restarting after signals until `timeout` has passed.
+// Returns the revents, 0 on a quiet timeout. A poll failure other than EINTR reports POLLERR so
+// the caller's next read surfaces the problem.
+short poll_socket(int fd, short events, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    const int wait_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT_MAX));
+    pollfd entry{fd, events, 0};
+    const int ready = ::poll(&entry, 1, wait_ms);
+    if (ready > 0) return entry.revents;
+    if (ready == 0) {
+      if (left.count() <= 0) return 0;
+      continue;  // woke a little early: poll's granularity
+    }
+    if (errno != EINTR) return POLLERR;
+  }
 }
 
 // An ERROR frame from the peer, as the Status our caller should see.
@@ -220,10 +252,24 @@ Status FrameConnection::read_exact(std::span<std::byte> out) {
   if (out.empty()) return Status::ok();
   try {
     asio::error_code ec;
-    const std::size_t received = asio::read(socket_, asio::buffer(out.data(), out.size()), ec);
-    bytes_received_.fetch_add(received);
-    if (ec == asio::error::eof) return network_error(peer_ + " closed the connection");
-    if (ec) return network_error("read from " + peer_ + " failed: " + ec.message());
+    if (read_timeout_.count() == 0 && !read_deadline_) {
+      const std::size_t received = asio::read(socket_, asio::buffer(out.data(), out.size()), ec);
+      bytes_received_.fetch_add(received);
+      if (ec == asio::error::eof) return network_error(peer_ + " closed the connection");
+      if (ec) return network_error("read from " + peer_ + " failed: " + ec.message());
+      return Status::ok();
+    }
+    // Bounded: Asio's blocking reads cannot time out (with SO_RCVTIMEO they poll again forever),
+    // so each wait for bytes is a poll(2) within the bounds and each read takes only what is there.
+    std::size_t done = 0;
+    while (done < out.size()) {
+      TESSERA_RETURN_IF_ERROR(wait_for_data());
+      const std::size_t received = socket_.read_some(asio::buffer(out.data() + done, out.size() - done), ec);
+      bytes_received_.fetch_add(received);
+      done += received;
+      if (ec == asio::error::eof) return network_error(peer_ + " closed the connection");
+      if (ec) return network_error("read from " + peer_ + " failed: " + ec.message());
+    }
     return Status::ok();
   } catch (const std::exception& e) {
     return network_error("read from " + peer_ + " failed: " + e.what());
@@ -265,6 +311,44 @@ Status FrameConnection::read_growing(std::vector<std::byte>& out, uint64_t size)
     remaining -= chunk;
   }
   return Status::ok();
+}
+
+Status FrameConnection::wait_for_data() {
+  using std::chrono::milliseconds;
+  const auto now = std::chrono::steady_clock::now();
+  milliseconds wait = read_timeout_.count() > 0 ? read_timeout_ : milliseconds::max();
+  bool deadline_bounds = false;
+  if (read_deadline_) {
+    const auto left = std::chrono::duration_cast<milliseconds>(*read_deadline_ - now);
+    if (left <= wait) {
+      wait = std::max(left, milliseconds(0));
+      deadline_bounds = true;
+    }
+  }
+  if (wait_readable(wait)) return Status::ok();
+  if (deadline_bounds) return network_error("no frame from " + peer_ + " within " + format_seconds(read_deadline_span_));
+  return network_error("no frame from " + peer_ + " for " + format_seconds(read_timeout_));
+}
+
+void FrameConnection::set_read_timeout(std::chrono::milliseconds timeout) {
+  read_timeout_ = std::max(timeout, std::chrono::milliseconds(0));
+}
+
+void FrameConnection::set_read_deadline(std::chrono::milliseconds span) {
+  read_deadline_span_ = span;
+  read_deadline_ = std::chrono::steady_clock::now() + span;
+}
+
+void FrameConnection::clear_read_deadline() { read_deadline_.reset(); }
+
+bool FrameConnection::wait_readable(std::chrono::milliseconds timeout) {
+  if (timeout == std::chrono::milliseconds::max()) timeout = std::chrono::hours(24 * 365);
+  return poll_socket(socket_.native_handle(), POLLIN, timeout) != 0;
+}
+
+bool FrameConnection::peer_closed() {
+  const short events = poll_socket(socket_.native_handle(), POLLIN | POLLRDHUP, std::chrono::milliseconds(0));
+  return (events & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 Result<IncomingFrame> FrameConnection::read_payload(const FrameHeader& header) {
@@ -322,9 +406,16 @@ void FrameConnection::shutdown() {
 std::string FrameConnection::peer() const { return peer_; }
 std::string FrameConnection::peer_host() const { return peer_host_; }
 
-Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret) {
+Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret, std::chrono::milliseconds timeout) {
   const std::string who = "worker " + connection.peer();
   if (secret.empty()) return invalid_argument("handshake with " + who + ": the shared secret is empty");
+  // One bound for both reads: a worker that accepted but stopped (SIGSTOP: the kernel still
+  // completes the TCP handshake) would otherwise hold us in HELLO forever.
+  connection.set_read_deadline(timeout);
+  struct LiftDeadline {
+    FrameConnection& connection;
+    ~LiftDeadline() { connection.clear_read_deadline(); }
+  } lift{connection};
 
   const std::string worker_upgrade = "upgrade tessera-worker on " + connection.peer_host();
   Result<IncomingFrame> first = read_handshake_frame(connection, who, {MessageType::kHello, MessageType::kError},

@@ -16,6 +16,17 @@ SessionContext::SessionContext(tp::FrameConnection& connection, TileStore& store
                                const std::atomic<bool>& stopping)
     : connection_(connection), store_(store), pool_(pool), stopping_(stopping), peer_(connection.peer()) {}
 
+bool SessionContext::stopping() const {
+  if (stopping_.load() || peer_gone_.load()) return true;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  int64_t due = next_peer_check_ns_.load();
+  // One caller per period looks; the others keep the answer they had.
+  if (now < due || !next_peer_check_ns_.compare_exchange_strong(due, now + 50'000'000)) return false;
+  if (connection_.peer_closed()) peer_gone_ = true;
+  return peer_gone_.load();
+}
+
 void SessionContext::start_counting() {
   started_ = std::chrono::steady_clock::now();
   connection_cpu_start_ = thread_cpu_seconds();

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -34,14 +36,59 @@ using asio::ip::tcp;
 
 namespace {
 
-// An unauthenticated peer must not hold the single session slot by saying nothing.
-constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
-// Pause before accepting again after accept() itself fails (e.g. out of file descriptors), so
-// the acceptor does not spin.
-constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
-// Connections allowed to be handshaking at once; more get ERROR(kBusy). Each costs a thread for
-// at most kHandshakeTimeout.
-constexpr std::size_t kMaxConnections = 16;
+// Pause before accepting again after accept() itself fails (out of file descriptors): doubles
+// from the first to the last while failures go on, so the acceptor neither spins nor sleeps
+// long once finished connections have given descriptors back.
+constexpr auto kAcceptRetryFirst = std::chrono::milliseconds(50);
+constexpr auto kAcceptRetryLast = std::chrono::milliseconds(1000);
+// How long a coordinator that authenticated waits for a session that is only cleaning up (its
+// peer said BYE) before it is told the worker is busy.
+constexpr auto kClaimWait = std::chrono::seconds(10);
+
+std::string seconds_text(std::chrono::milliseconds span) {
+  return span.count() % 1000 == 0 ? fmt::format("{} s", span.count() / 1000)
+                                  : fmt::format("{:.1f} s", static_cast<double>(span.count()) / 1000.0);
+}
+
+// At most one line per second per source address and kind of line: a peer that opens
+// connections in a loop (a scanner, a wrong secret retried) must not flood the worker's log, and
+// a port check's line must not hide the wrong secret that follows it. Thread-safe.
+class LogLimiter {
+ public:
+  void log(const std::string& source, std::string_view kind, const std::string& line) {
+    const auto now = std::chrono::steady_clock::now();
+    std::size_t suppressed = 0;
+    {
+      std::lock_guard lock(mutex_);
+      if (sources_.size() > kMaxSources) forget_quiet(now);
+      Entry& entry = sources_[source + " " + std::string(kind)];
+      if (entry.last_line != std::chrono::steady_clock::time_point{} && now - entry.last_line < kPeriod) {
+        ++entry.suppressed;
+        return;
+      }
+      suppressed = entry.suppressed;
+      entry.suppressed = 0;
+      entry.last_line = now;
+    }
+    log_line(suppressed == 0 ? line
+                             : fmt::format("{} ({} similar lines about {} suppressed)", line, suppressed, source));
+  }
+
+ private:
+  static constexpr auto kPeriod = std::chrono::seconds(1);
+  static constexpr std::size_t kMaxSources = 4096;  // bounds the memory a spoofing peer can cost
+  struct Entry {
+    std::chrono::steady_clock::time_point last_line{};
+    std::size_t suppressed = 0;
+  };
+  void forget_quiet(std::chrono::steady_clock::time_point now) {
+    std::erase_if(sources_, [now](const auto& item) { return now - item.second.last_line > std::chrono::seconds(60); });
+    // Still too many: forgetting costs at most one extra line per source, memory is the bound.
+    if (sources_.size() > kMaxSources) sources_.clear();
+  }
+  std::mutex mutex_;
+  std::map<std::string, Entry> sources_;
+};
 
 }  // namespace
 
@@ -84,12 +131,13 @@ class SessionSlot {
     return std::nullopt;
   }
 
-  // Claims the slot for `peer`; waits out a session that has hung up and is only cleaning up (a
-  // coordinator reconnecting right after an ERROR should not be refused). Returns the peer of
-  // the session that holds the slot when it cannot be claimed, or "" if the worker is stopping.
+  // Claims the slot for `peer`; waits (at most kClaimWait) for a session that has hung up and is
+  // only cleaning up (a coordinator reconnecting right after an ERROR should not be refused).
+  // Returns the peer of the session that holds the slot when it cannot be claimed, or "" if the
+  // worker is stopping.
   std::optional<std::string> claim(const std::string& peer) {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return stopping_ || !(active_ && closing_); });
+    changed_.wait_for(lock, kClaimWait, [this] { return stopping_ || !(active_ && closing_); });
     if (stopping_) return std::string();
     if (active_) return peer_;
     active_ = true;
@@ -145,6 +193,7 @@ struct ServerCore {
   TileStore store_;
   ComputePool pool_;
   SessionSlot slot_;
+  LogLimiter unauthenticated_log_;  // lines about connections that have not authenticated
   std::atomic<bool> stopping_{false};
 };
 
@@ -163,20 +212,37 @@ struct WorkerServer::Impl : ServerCore {
   void run();
   void stop();
 
+  // A connection's lifecycle as the acceptor sees it. Written under connections_mutex_ except
+  // `finished`, which the connection's own thread sets last.
+  struct ConnectionState {
+    std::atomic<bool> finished{false};
+    bool authenticated = false;  // past the handshake: never evicted
+    bool evicted = false;        // shut down to make room for a newer connection
+  };
+
   void accept_next();
+  void on_accept_failed(const std::error_code& ec);
   void on_accept(tcp::socket socket);
-  void serve_connection(const std::shared_ptr<tp::FrameConnection>& connection);
-  // Joins connection threads that have finished (all of them when `all`).
+  // Makes room for a connection from `source`: evicts the oldest unauthenticated connection of
+  // that source, or else of all, when their bound is reached. REQUIRES: connections_mutex_ held.
+  void evict_for(const std::string& source);
+  void serve_connection(const std::shared_ptr<tp::FrameConnection>& connection,
+                        const std::shared_ptr<ConnectionState>& state);
+  // Joins connection threads that have finished (all of them when `all`), which closes their
+  // sockets: a peer that hung up must not leave its socket in CLOSE-WAIT.
   void join_connections(bool all);
 
   tcp::acceptor acceptor_;
   asio::steady_timer accept_retry_{io_};
+  std::chrono::milliseconds accept_retry_delay_{0};  // 0 while accept() succeeds
+  uint64_t accept_failures_ = 0;                     // since the last success, for the log
   uint16_t port_ = 0;
   std::string endpoint_;  // "host:port" for messages
 
   struct ConnectionThread {
     std::shared_ptr<tp::FrameConnection> connection;
-    std::shared_ptr<std::atomic<bool>> finished;
+    std::shared_ptr<ConnectionState> state;
+    std::string source;  // the peer's address: the unit of the per-source bound
     std::thread thread;
   };
   std::mutex connections_mutex_;
@@ -198,12 +264,16 @@ class Session {
   // Sends HELLO (with the services' capabilities) and checks the coordinator's AUTH; false
   // (logged) if it fails or times out.
   bool handshake();
+  // Why handshake() failed.
+  const Status& last_failure() const { return last_failure_; }
   // REQUIRES: handshake() succeeded and the session slot is ours. Returns when the session ended
   // and the pool and store are clean again.
   void serve();
 
  private:
   SessionStep serve_frame();
+  // Waits for the next frame's first byte: false when the session was idle for the idle timeout.
+  bool wait_for_frame();
   // Reads a whole frame for a handler that wants it decoded, within the handler's size bound.
   SessionStep deliver_decoded(const MessageHandler& handler, const tp::FrameHeader& header);
   // BYE and ERROR, which the session answers whatever services it hosts; anything else no
@@ -215,6 +285,7 @@ class Session {
   ServerCore& server_;
   std::shared_ptr<tp::FrameConnection> connection_;
   SessionContext context_;
+  Status last_failure_;
 };
 
 void Session::serve() {
@@ -249,25 +320,48 @@ bool Session::handshake() {
   hello.capabilities = server_.services_.capabilities();
   hello.challenge = tp::random_challenge();
 
-  // The watchdog lives on the acceptor's io_context; every touch of the timer is posted there so
-  // it is only ever used from that thread.
-  auto timer = std::make_shared<asio::steady_timer>(server_.io_);
-  asio::post(server_.io_, [timer, connection = connection_] {
-    timer->expires_after(kHandshakeTimeout);
-    timer->async_wait([connection](std::error_code ec) {
-      if (!ec) connection->shutdown();
-    });
-  });
+  // A deadline on the whole first frame, not an idle bound: a peer trickling a byte at a time
+  // must not keep its slot either.
+  connection_->set_read_deadline(server_.options_.handshake_timeout);
   const Status status = tp::server_handshake(*connection_, hello, server_.options_.secret);
-  asio::post(server_.io_, [timer] { timer->cancel(); });
+  connection_->clear_read_deadline();
   if (!status.is_ok()) {
-    log_line(fmt::format("connection from {} refused: {}", context_.peer(), status.to_string()));
+    last_failure_ = status;
     return false;
   }
+  // From here on, a read that gets no byte for the idle timeout ends the session (a coordinator
+  // that stopped half-way through a frame).
+  connection_->set_read_timeout(server_.options_.idle_timeout);
   return true;
 }
 
+bool Session::wait_for_frame() {
+  const std::chrono::milliseconds idle = server_.options_.idle_timeout;
+  if (idle.count() == 0) return true;
+  // The coordinator legitimately says nothing while it waits for jobs it queued here, so the
+  // clock restarts whenever the pool finishes a job; a peer that is silent while nothing of it
+  // progresses (stopped, or authenticated and hostile) is let go.
+  uint64_t jobs_seen = server_.pool_.totals().jobs;
+  auto quiet_since = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto left = idle - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                                   quiet_since);
+    if (connection_->wait_readable(std::max(left, std::chrono::milliseconds(0)))) return true;
+    const uint64_t jobs = server_.pool_.totals().jobs;
+    if (jobs != jobs_seen) {
+      jobs_seen = jobs;
+      quiet_since = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (std::chrono::steady_clock::now() - quiet_since >= idle) return false;
+  }
+}
+
 SessionStep Session::serve_frame() {
+  if (!wait_for_frame()) {
+    return context_.end(fmt::format("idle: no frame from {} for {} while no work of it was in progress",
+                                    context_.peer(), seconds_text(server_.options_.idle_timeout)));
+  }
   auto header = connection_->read_header();
   if (!header.is_ok()) return context_.read_failed(header.status(), 0);
   const MessageHandler* handler = server_.services_.find(header->type);
@@ -386,8 +480,9 @@ void WorkerServer::Impl::join_connections(bool all) {
   std::vector<ConnectionThread> finished;
   {
     std::lock_guard lock(connections_mutex_);
-    const auto running_end = std::partition(connections_.begin(), connections_.end(),
-                                            [all](const ConnectionThread& entry) { return !all && !*entry.finished; });
+    // Stable: connections_ stays in accept order, which eviction relies on to find the oldest.
+    const auto running_end = std::stable_partition(connections_.begin(), connections_.end(),
+                                            [all](const ConnectionThread& entry) { return !all && !entry.state->finished; });
     std::move(running_end, connections_.end(), std::back_inserter(finished));
     connections_.erase(running_end, connections_.end());
   }
@@ -397,22 +492,82 @@ void WorkerServer::Impl::join_connections(bool all) {
     if (all) entry.connection->shutdown();
     entry.thread.join();
   }
+  // `finished` goes out of scope here: the last references to those connections, so their
+  // sockets close now.
 }
 
 void WorkerServer::Impl::accept_next() {
   acceptor_.async_accept([this](std::error_code ec, tcp::socket socket) {
     if (stopping_ || ec == asio::error::operation_aborted) return;
     if (ec) {
-      log_line(fmt::format("accept on {} failed: {}; retrying", endpoint_, ec.message()));
-      accept_retry_.expires_after(kAcceptRetryDelay);
-      accept_retry_.async_wait([this](std::error_code wait_ec) {
-        if (!wait_ec) accept_next();
-      });
+      on_accept_failed(ec);
       return;
     }
+    if (accept_failures_ > 0) {
+      log_line(fmt::format("accepting on {} again after {} failed attempts", endpoint_, accept_failures_));
+    }
+    accept_failures_ = 0;
+    accept_retry_delay_ = std::chrono::milliseconds(0);
     on_accept(std::move(socket));
     accept_next();
   });
+}
+
+void WorkerServer::Impl::on_accept_failed(const std::error_code& ec) {
+  // Out of descriptors (EMFILE, ENFILE) or a transient error: give back what finished
+  // connections hold, then try again after a pause that grows while the failures go on. The
+  // connection that could not be accepted waits in the listen backlog meanwhile.
+  join_connections(/*all=*/false);
+  accept_retry_delay_ = accept_retry_delay_.count() == 0 ? kAcceptRetryFirst
+                                                         : std::min(accept_retry_delay_ * 2, kAcceptRetryLast);
+  // One line when the trouble starts, then one each time the pause has reached its longest.
+  if (accept_failures_++ == 0 || accept_retry_delay_ == kAcceptRetryLast) {
+    std::size_t open = 0;
+    {
+      std::lock_guard lock(connections_mutex_);
+      open = connections_.size();
+    }
+    log_line(fmt::format("accept on {} failed: {} ({} connections open); retrying in {} ms", endpoint_, ec.message(),
+                         open, accept_retry_delay_.count()));
+  }
+  accept_retry_.expires_after(accept_retry_delay_);
+  accept_retry_.async_wait([this](std::error_code wait_ec) {
+    if (!wait_ec && !stopping_) accept_next();
+  });
+}
+
+void WorkerServer::Impl::evict_for(const std::string& source) {
+  const auto handshaking = [](const ConnectionThread& entry) {
+    return !entry.state->authenticated && !entry.state->evicted && !entry.state->finished;
+  };
+  std::size_t total = 0;
+  std::size_t from_source = 0;
+  ConnectionThread* oldest = nullptr;             // connections_ is in accept order
+  ConnectionThread* oldest_from_source = nullptr;
+  for (ConnectionThread& entry : connections_) {
+    if (!handshaking(entry)) continue;
+    ++total;
+    if (oldest == nullptr) oldest = &entry;
+    if (entry.source == source) {
+      ++from_source;
+      if (oldest_from_source == nullptr) oldest_from_source = &entry;
+    }
+  }
+  ConnectionThread* victim = nullptr;
+  std::string why;
+  if (from_source >= std::max<std::size_t>(options_.max_handshaking_per_source, 1)) {
+    victim = oldest_from_source;
+    why = fmt::format("{} connections from {} were handshaking", from_source, source);
+  } else if (total >= std::max<std::size_t>(options_.max_handshaking, 1)) {
+    victim = oldest;
+    why = fmt::format("{} connections were handshaking", total);
+  }
+  if (victim == nullptr) return;
+  victim->state->evicted = true;
+  victim->connection->shutdown();  // its thread's read fails and it ends
+  unauthenticated_log_.log(victim->source, "evicted", fmt::format("connection from {} evicted before it authenticated: {}; "
+                                                       "the newest connection gets the slot",
+                                                       victim->connection->peer(), why));
 }
 
 void WorkerServer::Impl::on_accept(tcp::socket socket) {
@@ -423,35 +578,56 @@ void WorkerServer::Impl::on_accept(tcp::socket socket) {
   auto connection = std::make_shared<tp::FrameConnection>(std::move(socket), options_.limits);
 
   join_connections(/*all=*/false);
-  std::optional<std::string> refusal;
   if (auto active_peer = slot_.busy_with()) {
-    refusal = "worker busy with a session from " + *active_peer;
-  } else {
-    std::lock_guard lock(connections_mutex_);
-    if (connections_.size() >= kMaxConnections) {
-      refusal = fmt::format("worker busy: {} connections are already handshaking", connections_.size());
-    }
-  }
-  if (refusal) {
-    log_line(fmt::format("connection from {} refused: {}", connection->peer(), *refusal));
+    // The peer is part of the text on purpose: `tessera status` shows who holds the worker.
+    const std::string refusal = "worker busy with a session from " + *active_peer;
+    unauthenticated_log_.log(connection->peer_host(), "busy",
+                             fmt::format("connection from {} refused: {}", connection->peer(), refusal));
     // A fresh socket's send buffer is empty, so this small write does not block the acceptor.
-    connection->write_error(tp::ErrorCode::kBusy, *refusal);
+    connection->write_error(tp::ErrorCode::kBusy, refusal);
     connection->shutdown();
     return;
   }
-  auto finished = std::make_shared<std::atomic<bool>>(false);
+  auto state = std::make_shared<ConnectionState>();
   std::lock_guard lock(connections_mutex_);
-  connections_.push_back(ConnectionThread{connection, finished, std::thread([this, connection, finished] {
-                                            serve_connection(connection);
-                                            *finished = true;
-                                          })});
+  evict_for(connection->peer_host());
+  try {
+    connections_.push_back(ConnectionThread{connection, state, connection->peer_host(),
+                                            std::thread([this, connection, state] {
+                                              serve_connection(connection, state);
+                                              state->finished = true;
+                                              // Reap at once rather than at the next accept: the
+                                              // socket of a peer that left must close now.
+                                              asio::post(io_, [this] { join_connections(/*all=*/false); });
+                                            })});
+  } catch (const std::system_error& e) {
+    log_line(fmt::format("connection from {} refused: cannot start its thread: {}", connection->peer(), e.what()));
+    connection->write_error(tp::ErrorCode::kBusy, "worker cannot take another connection now");
+    connection->shutdown();
+    return;
+  }
   // stop() sets stopping_ before it walks connections_, so a connection it missed is seen here.
   if (stopping_) connection->shutdown();
 }
 
-void WorkerServer::Impl::serve_connection(const std::shared_ptr<tp::FrameConnection>& connection) {
+void WorkerServer::Impl::serve_connection(const std::shared_ptr<tp::FrameConnection>& connection,
+                                          const std::shared_ptr<ConnectionState>& state) {
   Session session(*this, connection);
-  if (stopping_ || !session.handshake()) {
+  const bool authenticated = !stopping_ && session.handshake();
+  bool evicted = false;
+  {
+    std::lock_guard lock(connections_mutex_);
+    evicted = state->evicted;
+    state->authenticated = authenticated && !evicted;
+  }
+  if (!authenticated || evicted) {
+    // An evicted connection was logged when it was evicted.
+    if (!evicted && !stopping_) {
+      const Status& failure = session.last_failure();
+      unauthenticated_log_.log(connection->peer_host(),
+                               failure.code() == StatusCode::kAuthFailed ? "auth" : "handshake",
+                               fmt::format("connection from {} refused: {}", connection->peer(), failure.to_string()));
+    }
     connection->shutdown();
     return;
   }

@@ -221,9 +221,11 @@ int command_status(const LifecycleCommand& command, std::ostream& out, std::ostr
   if (!cluster) return fail(err, cluster.status());
   bool all_reachable = true;
   for (const NodeReachability& node : cluster_status(*cluster, command.local)) {
+    // A busy node is up but cannot take a run now, so it fails the check like an unreachable
+    // one; the state column tells the two apart.
     all_reachable &= node.reachable;
     out << fmt::format("{:<12} {:<22} {:<12} {}{}\n", node.name, node.endpoint,
-                       node.reachable ? "reachable" : "UNREACHABLE", node.detail,
+                       node.reachable ? "reachable" : (node.busy ? "BUSY" : "UNREACHABLE"), node.detail,
                        node.local_pid != 0 ? fmt::format(" [local pid {}]", node.local_pid) : "");
   }
   return all_reachable ? kExitOk : kExitRunFailed;
@@ -349,6 +351,11 @@ Result<MultiplyOptions> multiply_options(const MultiplyCommand& command, std::si
   options.refill_threshold = command.overlap == "off" ? 1 : command.refill_threshold;
   options.verify = *verify_mode;
   options.verify_seed = command.seed;
+  if (!(command.node_timeout_s >= 0.0) || command.node_timeout_s > 86400.0) {
+    return invalid_argument(fmt::format("--node-timeout {} must be between 0 (derive it from the profile) and 86400 "
+                                        "seconds", command.node_timeout_s));
+  }
+  options.node_timeout_s = command.node_timeout_s;
   return options;
 }
 

@@ -493,7 +493,7 @@ std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const L
   Result<std::string> secret = cluster.resolve_secret();
   const std::string dir = cluster_dir(cluster, options);
   for (const NodeSpec& node : cluster.nodes) {
-    NodeReachability entry{node.name, node.endpoint(), false, "", 0};
+    NodeReachability entry{node.name, node.endpoint(), false, false, "", 0};
     const int pid = read_pid(pid_path(dir, node));
     if (pid != 0 && is_live_worker(pid)) entry.local_pid = pid;
     if (!secret) {
@@ -506,6 +506,14 @@ std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const L
                                    link->hello.threads, link->hello.cores, link->hello.arch,
                                    static_cast<double>(link->hello.memory_bytes) / 1073741824.0);
         say_goodbye(*link);
+      } else if (link.status().code() == StatusCode::kBusy) {
+        // The worker's refusal names the session's peer ("worker busy with a session from H:P").
+        entry.busy = true;
+        const std::string why = link.status().message();
+        constexpr std::string_view kFrom = "session from ";
+        const std::size_t from = why.find(kFrom);
+        entry.detail = why;
+        if (from != std::string::npos) entry.detail = "serving another coordinator: " + why.substr(from + kFrom.size());
       } else {
         entry.detail = link.status().message();
       }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -59,20 +60,177 @@ class Output {
   std::mutex mutex_;
 };
 
+// What one node owes the coordinator, as its progress watchdog sees it: the jobs in flight and
+// what they cost (bytes each way, multiply-adds), waits for a reply or a write, and when the node
+// was last heard from (a frame, or the moment it began to owe something). The node's streaming
+// thread updates it; the watchdog reads it and may mark the node unresponsive. Thread-safe.
+class NodeProgress {
+ public:
+  struct Snapshot {
+    bool owes = false;
+    Clock::time_point since;  // last frame, or when the node began to owe
+    uint64_t jobs = 0;
+    double to_node_bytes = 0.0;
+    double from_node_bytes = 0.0;
+    double flops = 0.0;
+  };
+
+  // A frame came from the node.
+  void heard() {
+    std::lock_guard lock(mutex_);
+    since_ = Clock::now();
+  }
+  // A job went out; it carried `to_node_bytes` (with the A and B data written for it) and will
+  // cost `flops` and bring `from_node_bytes` back.
+  void job_sent(double to_node_bytes, double from_node_bytes, double flops) {
+    std::lock_guard lock(mutex_);
+    start_owing();
+    jobs_.push_back({to_node_bytes, from_node_bytes, flops});
+  }
+  // `count` jobs were answered (jobs finish in the order they were queued on a worker).
+  void jobs_answered(uint64_t count) {
+    std::lock_guard lock(mutex_);
+    for (; count > 0 && !jobs_.empty(); --count) jobs_.pop_front();
+  }
+  // A write of `bytes` to the node, or a wait for its reply (0 bytes), began / ended. A large
+  // write to a live node takes its time; the bytes count toward the deadline meanwhile.
+  void begin_wait(double bytes) {
+    std::lock_guard lock(mutex_);
+    start_owing();
+    ++waits_;
+    writing_bytes_ += bytes;
+  }
+  void end_wait(double bytes) {
+    std::lock_guard lock(mutex_);
+    --waits_;
+    writing_bytes_ -= bytes;
+  }
+  // The node's thread is done; the watchdog leaves it alone.
+  void finish() {
+    std::lock_guard lock(mutex_);
+    finished_ = true;
+  }
+  // Marks the node unresponsive with `reason` unless it finished; true when marked.
+  bool mark_unresponsive(std::string reason) {
+    std::lock_guard lock(mutex_);
+    if (finished_ || unresponsive_) return false;
+    unresponsive_ = std::move(reason);
+    return true;
+  }
+  std::optional<std::string> unresponsive() const {
+    std::lock_guard lock(mutex_);
+    return unresponsive_;
+  }
+  Snapshot snapshot() const {
+    std::lock_guard lock(mutex_);
+    Snapshot shot;
+    shot.owes = !finished_ && !unresponsive_ && (waits_ > 0 || !jobs_.empty());
+    shot.since = since_;
+    shot.jobs = jobs_.size();
+    shot.to_node_bytes = writing_bytes_;
+    for (const JobCost& job : jobs_) {
+      shot.to_node_bytes += job.to_node_bytes;
+      shot.from_node_bytes += job.from_node_bytes;
+      shot.flops += job.flops;
+    }
+    return shot;
+  }
+
+ private:
+  struct JobCost {
+    double to_node_bytes;
+    double from_node_bytes;
+    double flops;
+  };
+  // REQUIRES: mutex_ held. A node that owed nothing was not expected to talk: its clock starts now.
+  void start_owing() {
+    if (waits_ == 0 && jobs_.empty()) since_ = Clock::now();
+  }
+
+  mutable std::mutex mutex_;
+  Clock::time_point since_ = Clock::now();
+  std::deque<JobCost> jobs_;
+  int waits_ = 0;
+  double writing_bytes_ = 0.0;
+  bool finished_ = false;
+  std::optional<std::string> unresponsive_;
+};
+
+// Finds nodes that owe us something and have been silent past their deadline, marks them
+// unresponsive and shuts their connection down, which fails whatever their streaming thread is
+// blocked in (a read, or a write into a full socket) so the ordinary lost-node path takes over.
+// Wakes a few times a second on a condition variable; stops when destroyed.
+class ProgressWatchdog {
+ public:
+  ProgressWatchdog(ClusterConnection& cluster, const ProgressDeadlines& deadlines,
+                   std::vector<std::unique_ptr<NodeProgress>>& progress)
+      : cluster_(cluster), deadlines_(deadlines), progress_(progress),
+        thread_([this](std::stop_token stop) { watch(stop); }) {}
+  ~ProgressWatchdog() {
+    thread_.request_stop();
+    wake_.notify_all();
+  }
+
+  // The deadline for node `index` owing what `shot` says.
+  double deadline_s(std::size_t index, const NodeProgress::Snapshot& shot) const {
+    if (deadlines_.node_timeout_s > 0.0) return deadlines_.node_timeout_s;
+    double expected_s = 0.0;
+    if (index < deadlines_.nodes.size()) {
+      const NodeExpectation& node = deadlines_.nodes[index];
+      if (node.to_node_bytes_per_s > 0.0) expected_s += shot.to_node_bytes / node.to_node_bytes_per_s;
+      if (node.from_node_bytes_per_s > 0.0) expected_s += shot.from_node_bytes / node.from_node_bytes_per_s;
+      if (node.flops_per_s > 0.0) expected_s += shot.flops / node.flops_per_s;
+    }
+    return std::max(deadlines_.floor_s, deadlines_.safety_factor * expected_s);
+  }
+
+ private:
+  void watch(const std::stop_token& stop) {
+    // A tenth of the shortest possible deadline, at most a quarter second: a node is found within
+    // a few percent of its deadline and the thread costs nothing measurable.
+    const double shortest = deadlines_.node_timeout_s > 0.0 ? deadlines_.node_timeout_s : deadlines_.floor_s;
+    const auto period = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::clamp(shortest / 10.0, 0.01, 0.25)));
+    std::mutex mutex;
+    std::unique_lock lock(mutex);
+    while (!stop.stop_requested()) {
+      wake_.wait_for(lock, stop, period, [] { return false; });
+      if (stop.stop_requested()) return;
+      const auto now = Clock::now();
+      for (std::size_t i = 0; i < progress_.size(); ++i) {
+        const NodeProgress::Snapshot shot = progress_[i]->snapshot();
+        if (!shot.owes) continue;
+        const double limit_s = deadline_s(i, shot);
+        if (seconds_between(shot.since, now) < limit_s) continue;
+        const std::string reason = fmt::format("unresponsive: no frame for {:.3g} s while {} job{} in flight", limit_s,
+                                               shot.jobs, shot.jobs == 1 ? " was" : "s were");
+        if (progress_[i]->mark_unresponsive(reason)) cluster_.links()[i].connection->shutdown();
+      }
+    }
+  }
+
+  ClusterConnection& cluster_;
+  const ProgressDeadlines& deadlines_;
+  std::vector<std::unique_ptr<NodeProgress>>& progress_;
+  std::condition_variable_any wake_;
+  std::jthread thread_;  // last: starts after the members it uses exist
+};
+
 // One node's side of the run, on its own thread: takes tiles from the board, sends each tile's
 // A, the B pieces the node lacks and one JOB per piece within the credit window, and reads
 // CREDITs and RESULTs as they come.
 class TileStreamer {
  public:
   TileStreamer(int index, NodeLink& link, const Plan& plan, const Work& work, TileBoard& board, linalg::MatrixView a,
-               Output& output, Clock::time_point start, const MultiplyHooks& hooks)
+               Output& output, Clock::time_point start, const MultiplyHooks& hooks, NodeProgress& progress)
       : index_(index), connection_(*link.connection), plan_(plan), work_(work), board_(board), a_(a),
-        output_(output), start_(start), hooks_(hooks), credits_(plan.panels_in_flight) {}
+        output_(output), start_(start), hooks_(hooks), progress_(progress), credits_(plan.panels_in_flight) {}
 
   Status run(NodeRunStats& stats) {
     const uint64_t sent_before = connection_.bytes_sent();
     const uint64_t received_before = connection_.bytes_received();
     Result<tp::Stats> worker_before = request_stats();
+    bytes_sent_at_last_job_ = connection_.bytes_sent();
     Status status = worker_before.is_ok() ? stream(stats) : worker_before.status();
     if (status.is_ok()) status = wind_down();
     if (status.is_ok()) {
@@ -106,10 +264,20 @@ class TileStreamer {
     std::size_t next_piece = 0;
   };
 
+  // Runs `wait` (a write, or a request and its reply) as something the node owes us: the watchdog
+  // counts a silent node as lost while we are blocked in it.
+  template <typename Wait>
+  auto owed(double bytes, Wait&& wait) {
+    progress_.begin_wait(bytes);
+    auto result = wait();
+    progress_.end_wait(bytes);
+    return result;
+  }
+
   template <typename Write>
-  Status timed(Write&& write) {
+  Status timed(double bytes, Write&& write) {
     const auto before = Clock::now();
-    Status status = write();
+    Status status = owed(bytes, write);
     comm_seconds_ += seconds_between(before, Clock::now());
     return status;
   }
@@ -122,7 +290,7 @@ class TileStreamer {
                              ? a_.row(box.row_begin)
                              : holder.a_packed.data() + (box.row_begin - holder.block.row_begin) * box.depth;
     const std::span<const double> values(data, box.rows * box.depth);
-    return timed([&] {
+    return timed(static_cast<double>(values.size_bytes()), [&] {
       // The CRC pass reads the memory the write sends right after (no copy), and counts as
       // communication time.
       const tp::TilePrefix prefix_tile{a_tile_id(tile_index), static_cast<uint32_t>(box.rows),
@@ -143,7 +311,7 @@ class TileStreamer {
     if (!pieces_held_.contains(piece_index)) {
       const std::array<asio::const_buffer, 3> parts{asio::buffer(piece.header), asio::buffer(piece.prefix),
                                                     asio::buffer(piece.data, piece.bytes())};
-      TESSERA_RETURN_IF_ERROR(timed([&] { return connection_.write_buffers(parts); }));
+      TESSERA_RETURN_IF_ERROR(timed(static_cast<double>(piece.bytes()), [&] { return connection_.write_buffers(parts); }));
       ++pieces_sent_;
       // A dynamic node keeps its pieces for the tiles it pulls later; a static one has them
       // released by the job that used them, so it never holds more than its queue depth of them.
@@ -163,7 +331,12 @@ class TileStreamer {
     job.k = static_cast<uint32_t>(piece.depth);
     job.c_rows = job.m;
     job.c_cols = job.n;
-    TESSERA_RETURN_IF_ERROR(timed([&] { return connection_.write_message(job, job.job_id); }));
+    TESSERA_RETURN_IF_ERROR(timed(0.0, [&] { return connection_.write_message(job, job.job_id); }));
+    const uint64_t sent_now = connection_.bytes_sent();
+    progress_.job_sent(static_cast<double>(sent_now - bytes_sent_at_last_job_),
+                       last ? static_cast<double>(tile.block.rows * tile.block.cols * sizeof(double)) : 0.0,
+                       2.0 * static_cast<double>(job.m) * static_cast<double>(job.n) * static_cast<double>(job.k));
+    bytes_sent_at_last_job_ = sent_now;
     ++jobs_sent_;
     --credits_;
     if (last) ++results_expected_;
@@ -174,10 +347,12 @@ class TileStreamer {
     Result<tp::FrameHeader> header =
         tp::read_reply_header(connection_, {tp::MessageType::kCredit, tp::MessageType::kResult});
     if (!header) return header.status();
+    progress_.heard();
     if (header->type == static_cast<uint16_t>(tp::MessageType::kResult)) return receive_result(*header, stats);
     Result<tp::IncomingFrame> frame = connection_.read_payload(*header);
     if (!frame) return frame.status();
     credits_ += std::get<tp::Credit>(frame->message).credits;
+    progress_.jobs_answered(std::get<tp::Credit>(frame->message).credits);
     ++credits_received_;
     if (hooks_.on_credit) hooks_.on_credit(static_cast<std::size_t>(index_), credits_received_);
     return Status::ok();
@@ -242,7 +417,9 @@ class TileStreamer {
 
   // The worker's cumulative session figures. Asked only when nothing of this run is on the wire,
   // so the next frame must be the answer.
-  Result<tp::Stats> request_stats() { return tp::request_reply<tp::Stats>(connection_, tp::StatsRequest{}); }
+  Result<tp::Stats> request_stats() {
+    return owed(0.0, [&] { return tp::request_reply<tp::Stats>(connection_, tp::StatsRequest{}); });
+  }
 
   bool outstanding() const { return jobs_sent_ > credits_received_ || results_expected_ > 0; }
 
@@ -293,7 +470,7 @@ class TileStreamer {
       release.tile_ids.push_back(c_tile_id(tile));
     }
     if (release.tile_ids.empty()) return Status::ok();
-    return connection_.write_message(release);
+    return owed(0.0, [&] { return connection_.write_message(release); });
   }
 
   int index_;
@@ -305,6 +482,8 @@ class TileStreamer {
   Output& output_;
   Clock::time_point start_;
   const MultiplyHooks& hooks_;
+  NodeProgress& progress_;
+  uint64_t bytes_sent_at_last_job_ = 0;  // what went out since is charged to the next job
   uint32_t credits_;
   uint64_t next_job_id_ = 1;
   uint64_t jobs_sent_ = 0;
@@ -444,18 +623,27 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, l
   std::mutex failures_mutex;
   std::vector<Status> failures;
   std::atomic<std::size_t> alive{cluster.links().size()};
+  std::vector<std::unique_ptr<NodeProgress>> progress;
+  for (std::size_t i = 0; i < cluster.links().size(); ++i) progress.push_back(std::make_unique<NodeProgress>());
   const auto start = Clock::now();
   {
+    // Declared before the streamers, so it stops only after every one of them has been joined.
+    ProgressWatchdog watchdog(cluster, hooks.deadlines, progress);
     std::vector<std::jthread> streamers;
     for (std::size_t i = 0; i < cluster.links().size(); ++i) {
       run.nodes[i].name = plan.shares[i].node_name;
       streamers.emplace_back([&, i] {
         NodeLink& link = cluster.links()[i];
-        TileStreamer streamer(static_cast<int>(i), link, plan, *work, board, a, output, start, hooks);
+        TileStreamer streamer(static_cast<int>(i), link, plan, *work, board, a, output, start, hooks, *progress[i]);
         Status status = streamer.run(run.nodes[i]);
+        progress[i]->finish();
         if (status.is_ok()) return;
         link.connection->shutdown();
-        const Status failure = status.with_context(fmt::format("node '{}' ({}) ", link.spec.name, link.spec.endpoint()));
+        // The watchdog's reason beats what the shut-down connection said ("closed the connection").
+        const std::optional<std::string> unresponsive = progress[i]->unresponsive();
+        const Status failure =
+            unresponsive ? network_error(fmt::format("node '{}' ({}) {}", link.spec.name, link.spec.endpoint(), *unresponsive))
+                         : status.with_context(fmt::format("node '{}' ({}) ", link.spec.name, link.spec.endpoint()));
         std::lock_guard lock(failures_mutex);
         failures.push_back(failure);
         run.lost_nodes.push_back(link.spec.name);

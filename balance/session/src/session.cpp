@@ -49,6 +49,26 @@ class CancelWatcher {
 
 bool cancel_requested(const RunControl& control) { return control.cancel != nullptr && control.cancel->load(); }
 
+// The run's progress deadlines: the caller's fixed one, or per node from the profile's figures
+// (plain numbers: run does not depend on profile). A node the profile lacks gets the floor.
+ProgressDeadlines progress_deadlines(const ClusterSpec& cluster, const std::optional<ClusterProfile>& profile,
+                                     double node_timeout_s) {
+  ProgressDeadlines deadlines;
+  deadlines.node_timeout_s = node_timeout_s;
+  for (const NodeSpec& node : cluster.nodes) {
+    NodeExpectation expectation;
+    if (const NodeProfile* measured = profile ? profile->find(node.name) : nullptr) {
+      if (measured->has_link) {
+        expectation.to_node_bytes_per_s = measured->link.to_node_bytes_per_s;
+        expectation.from_node_bytes_per_s = measured->link.from_node_bytes_per_s;
+      }
+      expectation.flops_per_s = measured->gflops * 1e9;
+    }
+    deadlines.nodes.push_back(expectation);
+  }
+  return deadlines;
+}
+
 }  // namespace
 
 Result<PlannedMultiply> plan_policy(const ClusterSpec& cluster, const std::optional<ClusterProfile>& profile,
@@ -184,7 +204,8 @@ Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixVi
   }
   Result<PlannedMultiply> planned = plan(a.rows, b.cols, a.cols, options);
   if (!planned) return planned.status();
-  Result<MultiplyReport> report = run_plan(planned->plan, a, b, c, options.verify, options.verify_seed, control);
+  Result<MultiplyReport> report =
+      run_plan_within(planned->plan, a, b, c, options.verify, options.verify_seed, control, options.node_timeout_s);
   if (!report) return report.status();
   return MultiplyOutcome{std::move(*report), std::move(planned->warnings)};
 }
@@ -192,11 +213,18 @@ Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixVi
 Result<MultiplyReport> Session::run_plan(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                          linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
                                          const RunControl& control) {
+  return run_plan_within(plan, a, b, c, verify, verify_seed, control, 0.0);
+}
+
+Result<MultiplyReport> Session::run_plan_within(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+                                                linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
+                                                const RunControl& control, double node_timeout_s) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
   Result<MultiplyRun> run = [&] {
     CancelWatcher watcher(control.cancel, state_->connection);
     MultiplyHooks hooks;
     hooks.on_credit = control.on_credit;
+    hooks.deadlines = progress_deadlines(state_->cluster, state_->profile, node_timeout_s);
     return run_multiply(state_->connection, plan, a, b, c, hooks);
   }();
   if (cancel_requested(control)) {

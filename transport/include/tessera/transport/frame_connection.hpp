@@ -9,6 +9,12 @@
 // No reader trusts a claimed length with memory: payloads are read in chunks of at most
 // kReadChunkBytes into buffers that grow only as bytes arrive, so a header claiming gigabytes
 // with a few bytes behind it costs at most one chunk.
+//
+// Reads can be bounded (set_read_timeout: no byte for N s; set_read_deadline: the whole read by
+// a point in time) so a peer that stops answering without closing its socket (SIGSTOP, a node
+// that lost power behind a switch) fails the read with kNetworkError "no frame from PEER for N
+// s" instead of hanging; the bounds, wait_readable() and peer_closed() belong to the reading
+// thread. Writes are bounded by the caller: a watchdog calls shutdown().
 #pragma once
 
 #include <asio.hpp>
@@ -18,6 +24,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -81,6 +88,23 @@ class FrameConnection {
   // read_header() + read_payload().
   Result<IncomingFrame> read_frame();
 
+  // --- Read bounds (reading thread only) ---
+  // Every later read fails with kNetworkError "no frame from PEER for N s" when no byte arrives
+  // for `timeout`. Zero (the default) waits forever.
+  void set_read_timeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds read_timeout() const { return read_timeout_; }
+  // Every later read fails with kNetworkError "no frame from PEER within N s" once `span` from
+  // now has passed, however the bytes trickle in (a handshake must not last forever).
+  // clear_read_deadline() lifts it.
+  void set_read_deadline(std::chrono::milliseconds span);
+  void clear_read_deadline();
+  // Waits at most `timeout` for something to read: true when a read would not block (data, the
+  // end of the stream, or an error the read will report), false when the time passed quietly.
+  bool wait_readable(std::chrono::milliseconds timeout);
+  // True when the peer has closed or reset the connection; never blocks. For long handlers that
+  // do not read (a GEMM probe) to notice that nobody waits for their answer.
+  bool peer_closed();
+
   void shutdown();
   std::string peer() const;       // "127.0.0.1:7071"
   std::string peer_host() const;  // "127.0.0.1"
@@ -90,6 +114,8 @@ class FrameConnection {
 
  private:
   Status write_gathered(std::span<const asio::const_buffer> parts);
+  // Waits for readability within the read bounds; kNetworkError naming the bound that passed.
+  Status wait_for_data();
 
   std::unique_ptr<asio::io_context> owned_context_;  // set when created by connect()
   asio::ip::tcp::socket socket_;
@@ -99,20 +125,31 @@ class FrameConnection {
   std::string peer_host_;
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
+  std::chrono::milliseconds read_timeout_{0};                      // 0: none
+  std::optional<std::chrono::steady_clock::time_point> read_deadline_;
+  std::chrono::milliseconds read_deadline_span_{0};                // for the message
 };
 
+// How long a handshake may take when the caller gives no bound: a worker that accepted the
+// connection but says nothing (stopped, overloaded) must not hold the coordinator.
+inline constexpr std::chrono::milliseconds kDefaultHandshakeTimeout{10000};
+
 // Coordinator side of the handshake: reads HELLO, sends AUTH, expects AUTH_OK with a valid MAC.
+// Reading HELLO and AUTH_OK together takes at most `timeout` (kNetworkError "no frame from H:P
+// within N s" otherwise); the connection's read bounds are as before afterwards.
 // Failure: kAuthFailed ("worker rejected the secret" / "worker's answer does not match the
 // secret"), kProtocolError (a worker of another protocol version: "worker H:P speaks Tessera
 // protocol v1, this build speaks v2; upgrade tessera-worker on H"), kNetworkError. On success
 // returns the worker's HELLO; checking its capabilities is the caller's business.
-Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret);
+Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret,
+                               std::chrono::milliseconds timeout = kDefaultHandshakeTimeout);
 
 // Worker side: sends `hello` (its challenge must be fresh), reads AUTH, checks the MAC, answers
 // AUTH_OK. A wrong MAC gets ERROR(kAuthFailed) and kAuthFailed; any other frame before AUTH gets
 // ERROR(kAuthRequired); a frame of another protocol version gets ERROR(kBadFrame) naming both
 // versions (in a header that version can read) and kProtocolError. The caller closes the
-// connection on failure.
+// connection on failure. Bound the wait for AUTH with set_read_deadline() before calling: a
+// peer that says nothing otherwise holds the caller for as long as it likes.
 Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret);
 
 }  // namespace tessera::transport

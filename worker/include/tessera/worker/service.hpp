@@ -53,8 +53,10 @@ class SessionContext {
   ComputePool& pool() { return pool_; }
   const transport::Limits& limits() const { return connection_.limits(); }
   const std::string& peer() const { return peer_; }
-  // The worker is shutting down; a long-running handler should finish early. Any thread.
-  bool stopping() const { return stopping_.load(); }
+  // The worker is shutting down or the coordinator has gone (its socket is closed: nobody waits
+  // for the answer); a long-running handler should finish early. The socket is looked at no more
+  // than every 50 ms, so a tight loop pays no system call per turn. Any thread.
+  bool stopping() const;
 
   // --- The session's figures (STATS) ---
   // Takes the starting points STATS counts from. REQUIRES: connection thread, the pool idle.
@@ -96,6 +98,9 @@ class SessionContext {
   uint64_t bytes_sent_start_ = 0;
   double connection_compute_cpu_ = 0.0;
   std::atomic<uint64_t> jobs_finished_{0};
+  // stopping()'s view of the socket: once gone, always gone; when to look again (steady ns).
+  mutable std::atomic<bool> peer_gone_{false};
+  mutable std::atomic<int64_t> next_peer_check_ns_{0};
 };
 
 // How one message type is answered. Exactly one of on_message and on_stream is set.

@@ -9,8 +9,19 @@
 // frame gets ERROR with a reason and the session ends; the server never crashes on input.
 // The server owns its tile store, compute pool and services; the store is emptied when a session
 // ends. start() and stop() are thread-safe; run() blocks the calling thread until stop().
+//
+// No peer can hold the worker: connections handshake concurrently, each must send AUTH within
+// handshake_timeout, and when max_handshaking are handshaking (or max_handshaking_per_source
+// from one address) a newcomer evicts the oldest unauthenticated one (of that address) instead
+// of being refused, so silent connections cannot lock the real coordinator out. An authenticated
+// session that sends nothing for idle_timeout while the worker has no work of it in progress is
+// ended. Finished connections are closed and joined as they end; when accept() runs out of file
+// descriptors the server backs off and serves again once descriptors are free. Lines about
+// unauthenticated connections are rate-limited per source address.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +40,19 @@ struct WorkerOptions {
   std::string secret;              // shared secret; REQUIRED non-empty
   uint64_t tile_memory_cap = 0;    // bytes the tile store may hold; 0 = half of physical memory
   transport::Limits limits;        // frame limits (max_payload_bytes is also capped by the store)
+  // An unauthenticated connection must have sent AUTH this long after it was accepted. A
+  // coordinator answers HELLO within a round trip, so 5 s is generous even for a Pi on Wi-Fi,
+  // and short enough that a port scan or a stalled peer frees its slot soon.
+  std::chrono::milliseconds handshake_timeout{5000};
+  // An authenticated session from which no frame came for this long, while no job of it finished
+  // meanwhile, is ended (it frees the worker for other coordinators). 60 s: a coordinator talks
+  // at least once per finished job, and a queue of jobs takes seconds, not minutes. 0 = never.
+  std::chrono::milliseconds idle_timeout{60000};
+  // Unauthenticated connections at once, in total and from one source address. A newcomer
+  // beyond either bound evicts the oldest such connection (from that address), so one address
+  // holds at most half the slots and the newest connection always gets its chance.
+  std::size_t max_handshaking = 16;
+  std::size_t max_handshaking_per_source = 8;
 };
 
 // Facts the worker reports in HELLO.

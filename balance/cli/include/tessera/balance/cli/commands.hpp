@@ -85,6 +85,9 @@ struct MultiplyCommand {
   // Set by the caller's signal handler (Ctrl-C, TERM): the run stops, the workers' sessions are
   // closed at once so the next multiply finds them free, and the command exits 130.
   const std::atomic<bool>* interrupted = nullptr;
+  // --node-timeout: seconds a node owing frames may stay silent before it is dropped as
+  // unresponsive; 0 = derived from the profile (at least 10 s).
+  double node_timeout_s = 0.0;
 };
 // Also exit 130 (kExitInterrupted) when `interrupted` was set.
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err);

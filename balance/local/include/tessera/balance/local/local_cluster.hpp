@@ -79,7 +79,10 @@ struct NodeReachability {
   std::string name;
   std::string endpoint;
   bool reachable = false;
-  std::string detail;  // worker version/threads/cores, or why it is unreachable
+  // Up, but serving another coordinator's session (the worker answered BUSY); not reachable
+  // for a run now, and not to be confused with a node that is down.
+  bool busy = false;
+  std::string detail;  // worker version/threads/cores, whom it is busy with, or why it is unreachable
   int local_pid = 0;   // from the run directory, 0 if none
 };
 

@@ -19,6 +19,11 @@
 // of a dynamic run an idle node takes a copy of the tile running longest elsewhere; the first
 // result wins. When the last tile is in, nodes drain their queues and release their tiles, so
 // sessions stay usable.
+// A node that stops answering without closing its socket (stopped, lost power behind a switch)
+// is found by a progress watchdog: when no frame has come from a node for its deadline while it
+// owes us something (jobs in flight, a STATS reply, a write we are blocked in), the node is
+// dropped as "unresponsive: no frame for N s while M jobs were in flight" and its tiles are
+// reissued like any other lost node's (see ProgressDeadlines).
 // The caller owns A, B, C and the cluster; run_multiply is not reentrant on the same cluster.
 #pragma once
 
@@ -83,9 +88,35 @@ struct MultiplyRun {
   std::optional<double> worker_comm_share() const;
 };
 
+// What the driver may expect of one node, as plain figures (the session takes them from the
+// profile, which run does not depend on). Zero means unknown.
+struct NodeExpectation {
+  double to_node_bytes_per_s = 0.0;    // link bandwidth, coordinator to node
+  double from_node_bytes_per_s = 0.0;  // link bandwidth, node to coordinator
+  double flops_per_s = 0.0;            // GEMM speed (2 m n k per second)
+};
+
+// How long a node that owes us something may stay silent before it is dropped as unresponsive.
+// Each node's deadline is node_timeout_s when set; else safety_factor x (bytes in flight to it /
+// to_node_bytes_per_s + result bytes in flight / from_node_bytes_per_s + multiply-adds in flight
+// x 2 / flops_per_s), never below floor_s. Unknown figures add nothing, so without a profile the
+// deadline is floor_s. The clock restarts with every frame from the node.
+struct ProgressDeadlines {
+  double node_timeout_s = 0.0;  // > 0: this deadline for every node (tessera multiply --node-timeout)
+  // 10 s: far beyond a frame's round trip on any link Tessera targets (a Pi on 100 Mbit/s
+  // Ethernet), yet short next to the minutes a hung run would otherwise cost.
+  double floor_s = 10.0;
+  // x4: a loaded node, a noisy link or a profile measured in a better moment still gets its
+  // frames in well within four times the time the figures predict.
+  double safety_factor = 4.0;
+  std::vector<NodeExpectation> nodes;  // plan order; empty: floor_s for every node
+};
+
 struct MultiplyHooks {
   // Called from the node's streaming thread each time a node returns a credit.
   std::function<void(std::size_t node_index, uint64_t jobs_done)> on_credit;
+  // When a silent node counts as lost (see ProgressDeadlines).
+  ProgressDeadlines deadlines;
 };
 
 // REQUIRES: plan.shares match cluster.links() in order and name; a is m x k, b is k x n, c is

@@ -39,6 +39,10 @@ struct MultiplyOptions {
   uint32_t refill_threshold = 1;   // credits back before the next burst, 1..panels_in_flight
   VerifyMode verify = VerifyMode::kFreivalds;
   uint64_t verify_seed = 1;
+  // Seconds a node that owes us frames may stay silent before the run drops it as unresponsive
+  // and reissues its tiles. 0 (default): derived per node from the profile's link speeds and GEMM
+  // rate and the work in flight, at least 10 s (see ProgressDeadlines in run/multiply.hpp).
+  double node_timeout_s = 0.0;
 };
 
 // How a caller watches and stops a run.
@@ -108,7 +112,8 @@ class Session {
                                    const MultiplyOptions& options, const RunControl& control = {});
 
   // Runs an existing plan (its shares must name this cluster's nodes in order), then verifies and
-  // forecasts as multiply() does.
+  // forecasts as multiply() does. Silent nodes are dropped after the derived deadline
+  // (MultiplyOptions::node_timeout_s = 0).
   Result<MultiplyReport> run_plan(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                   linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
                                   const RunControl& control = {});
@@ -120,6 +125,9 @@ class Session {
   void close();
 
  private:
+  Result<MultiplyReport> run_plan_within(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+                                         linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
+                                         const RunControl& control, double node_timeout_s);
   struct State;
   explicit Session(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;

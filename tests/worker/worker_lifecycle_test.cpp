@@ -1,0 +1,194 @@
+// The worker's connection lifecycle under silent and hostile peers: idle sessions end, silent
+// unauthenticated connections are evicted rather than locking the coordinator out, one source
+// address cannot take every handshake slot, and a GEMM probe stops when its coordinator leaves.
+// In-process servers on loopback; every bound asserted is an upper bound, with a wide margin.
+#include "tessera/worker/worker_server.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tessera/transport/auth.hpp"
+#include "tessera/transport/frame_connection.hpp"
+#include "tessera/worker/gemm_service.hpp"
+
+namespace tessera::worker {
+namespace {
+
+namespace tp = tessera::transport;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr char kSecret[] = "lifecycle test secret";
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+class Worker {
+ public:
+  explicit Worker(const WorkerOptions& tuned) {
+    WorkerOptions options = tuned;
+    options.listen_host = "127.0.0.1";
+    options.port = 0;
+    options.threads = 1;
+    options.secret = kSecret;
+    options.tile_memory_cap = 16 << 20;
+    auto started = WorkerServer::start(options);
+    EXPECT_TRUE(started.is_ok()) << started.status().to_string();
+    if (!started.is_ok()) return;
+    server_ = std::move(started).value();
+    runner_ = std::jthread([this] { server_->run(); });
+  }
+  ~Worker() {
+    if (server_) server_->stop();
+  }
+  uint16_t port() const { return server_->port(); }
+
+  Result<std::unique_ptr<tp::FrameConnection>> open_session() {
+    auto connection = tp::FrameConnection::connect("127.0.0.1", port(), std::chrono::seconds(5));
+    if (!connection) return connection.status();
+    Result<tp::Hello> hello = tp::client_handshake(**connection, kSecret, std::chrono::seconds(10));
+    if (!hello) return hello.status();
+    return connection;
+  }
+
+ private:
+  std::unique_ptr<WorkerServer> server_;
+  std::jthread runner_;  // declared last: joined before server_ goes
+};
+
+// A connection from a chosen loopback source address (127.0.0.0/8 is all local on Linux) that
+// reads the worker's HELLO and then says nothing.
+class SilentPeer {
+ public:
+  SilentPeer(asio::io_context& context, const std::string& source, uint16_t port) {
+    asio::ip::tcp::socket socket(context);
+    asio::error_code ec;
+    socket.open(asio::ip::tcp::v4(), ec);
+    if (!ec) socket.bind({asio::ip::make_address(source), 0}, ec);
+    if (!ec) socket.connect({asio::ip::make_address("127.0.0.1"), port}, ec);
+    EXPECT_FALSE(ec) << source << ": " << ec.message();
+    connection_ = std::make_unique<tp::FrameConnection>(std::move(socket), tp::Limits{});
+  }
+  tp::FrameConnection& connection() { return *connection_; }
+  // True once the worker has sent HELLO (within 10 s).
+  bool got_hello() {
+    connection_->set_read_timeout(milliseconds(10000));
+    Result<tp::IncomingFrame> frame = connection_->read_frame();
+    return frame.is_ok() && std::holds_alternative<tp::Hello>(frame->message);
+  }
+  // True when the worker closes the connection within `within`.
+  bool closed_by_worker(milliseconds within) {
+    connection_->set_read_timeout(within);
+    for (;;) {
+      Result<tp::IncomingFrame> frame = connection_->read_frame();
+      if (frame.is_ok()) continue;  // an ERROR before the close is fine
+      return frame.status().message().find("no frame from") == std::string::npos;
+    }
+  }
+
+ private:
+  std::unique_ptr<tp::FrameConnection> connection_;
+};
+
+TEST(WorkerLifecycle, IdleAuthenticatedSessionIsEnded) {
+  WorkerOptions options;
+  options.idle_timeout = milliseconds(500);
+  Worker worker(options);
+  auto session = worker.open_session();
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  const auto start = Clock::now();
+  (*session)->set_read_timeout(milliseconds(20000));
+  Result<tp::IncomingFrame> frame = (*session)->read_frame();
+  ASSERT_FALSE(frame.is_ok()) << "the worker sent a frame to an idle coordinator";
+  EXPECT_NE(frame.status().message().find("closed the connection"), std::string::npos) << frame.status().message();
+  EXPECT_LT(seconds_since(start), 15.0);
+  // The slot is free again for the next coordinator.
+  auto next = worker.open_session();
+  EXPECT_TRUE(next.is_ok()) << next.status().to_string();
+}
+
+TEST(WorkerLifecycle, SilentUnauthenticatedConnectionsEndAfterTheHandshakeTimeout) {
+  WorkerOptions options;
+  options.handshake_timeout = milliseconds(500);
+  Worker worker(options);
+  asio::io_context context;
+  SilentPeer peer(context, "127.0.0.1", worker.port());
+  ASSERT_TRUE(peer.got_hello());
+  const auto start = Clock::now();
+  EXPECT_TRUE(peer.closed_by_worker(milliseconds(15000)));
+  EXPECT_LT(seconds_since(start), 15.0);
+}
+
+TEST(WorkerLifecycle, SilentConnectionsAreEvictedRatherThanLockingTheCoordinatorOut) {
+  WorkerOptions options;
+  options.handshake_timeout = milliseconds(120000);  // only eviction can free a slot in this test
+  Worker worker(options);
+  asio::io_context context;
+  // 21 silent connections from three addresses: more than the 16 handshake slots.
+  std::vector<std::unique_ptr<SilentPeer>> peers;
+  for (int i = 0; i < 21; ++i) {
+    peers.push_back(std::make_unique<SilentPeer>(context, "127.0.0." + std::to_string(2 + i % 3), worker.port()));
+    ASSERT_TRUE(peers.back()->got_hello()) << "connection " << i;
+  }
+  const auto start = Clock::now();
+  auto session = worker.open_session();
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  EXPECT_LT(seconds_since(start), 15.0);
+  // The oldest silent connection made room.
+  EXPECT_TRUE(peers.front()->closed_by_worker(milliseconds(15000)));
+}
+
+TEST(WorkerLifecycle, OneSourceCannotTakeEveryHandshakeSlot) {
+  WorkerOptions options;
+  options.handshake_timeout = milliseconds(120000);
+  Worker worker(options);
+  asio::io_context context;
+  std::vector<std::unique_ptr<SilentPeer>> peers;
+  for (int i = 0; i < 12; ++i) {
+    peers.push_back(std::make_unique<SilentPeer>(context, "127.0.0.2", worker.port()));
+    ASSERT_TRUE(peers.back()->got_hello()) << "connection " << i;
+  }
+  // At most 8 from one address: the 4 oldest were evicted, the newest 8 are still waiting.
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(peers[static_cast<std::size_t>(i)]->closed_by_worker(milliseconds(15000))) << i;
+  for (int i = 4; i < 12; ++i) EXPECT_FALSE(peers[static_cast<std::size_t>(i)]->connection().peer_closed()) << i;
+  // The other 8 slots stay open to everyone else.
+  std::vector<std::unique_ptr<SilentPeer>> others;
+  for (int i = 0; i < 7; ++i) {
+    others.push_back(std::make_unique<SilentPeer>(context, "127.0.0.3", worker.port()));
+    ASSERT_TRUE(others.back()->got_hello()) << "other connection " << i;
+  }
+  for (auto& other : others) EXPECT_FALSE(other->connection().peer_closed());
+  auto session = worker.open_session();
+  EXPECT_TRUE(session.is_ok()) << session.status().to_string();
+}
+
+TEST(WorkerLifecycle, GemmProbeStopsWhenTheCoordinatorLeaves) {
+  Worker worker(WorkerOptions{});
+  {
+    auto session = worker.open_session();
+    ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+    tp::Probe probe;
+    probe.kind = tp::ProbeKind::kGemm;
+    probe.size = 64;
+    probe.min_seconds = 30.0;  // the protocol's longest, unless the probe notices nobody waits
+    ASSERT_TRUE((*session)->write_message(probe, 1).is_ok());
+    std::this_thread::sleep_for(milliseconds(200));  // let the probe start
+  }  // the coordinator leaves
+  // The worker is free again once the probe has stopped; until then it answers BUSY.
+  const auto start = Clock::now();
+  Result<std::unique_ptr<tp::FrameConnection>> next = worker.open_session();
+  while (!next.is_ok() && seconds_since(start) < 20.0) {
+    std::this_thread::sleep_for(milliseconds(100));
+    next = worker.open_session();
+  }
+  // Well before the probe's 30 s would have run out.
+  ASSERT_TRUE(next.is_ok()) << next.status().to_string();
+  EXPECT_LT(seconds_since(start), 20.0);
+}
+
+}  // namespace
+}  // namespace tessera::worker
