@@ -412,7 +412,8 @@ class TileStreamer {
     stats.compute_s += prefix->compute_seconds;
     --results_expected_;
     in_flight_.erase(tile_index);
-    return connection_.write_message(tp::Release{{c_tile_id(tile_index)}});
+    // Even a small write blocks once a stopped node has let its socket buffer fill: it counts as owed.
+    return owed(0.0, [&] { return connection_.write_message(tp::Release{{c_tile_id(tile_index)}}); });
   }
 
   // The worker's cumulative session figures. Asked only when nothing of this run is on the wire,
