@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "process_fixture.hpp"
+#include "tessera/balance/profile/profile.hpp"
 #include "reference_product.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
@@ -89,6 +90,23 @@ TEST_F(Deadlines, HandshakeWithAStoppedWorkerFailsInBoundedTimeNamingTheNode) {
   EXPECT_NE(connection.status().message().find("node 'a' (" + cluster_.nodes[0].endpoint() + ")"), std::string::npos)
       << connection.status().message();
   EXPECT_NE(connection.status().message().find("no frame from"), std::string::npos) << connection.status().message();
+}
+
+TEST_F(Deadlines, AWorkerStoppedWhileBeingProfiledFailsTheProfileNamingIt) {
+  start_workers(2);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+  const int stopped_pid = workers_[1]->pid();
+  ContinueOnExit resume(stopped_pid);
+  ASSERT_EQ(::kill(stopped_pid, SIGSTOP), 0);
+  ProfileOptions options;
+  options.quick = true;
+  options.silent_node_seconds = 1.0;
+  const auto start = Clock::now();
+  Result<ClusterProfile> profile = run_profile(*connection, cluster_, std::nullopt, options);
+  ASSERT_FALSE(profile.is_ok());
+  EXPECT_LT(seconds_since(start), 70.0) << "bounded by the silence limit, or the per-node budget at worst";
+  EXPECT_NE(profile.status().message().find("node 'b'"), std::string::npos) << profile.status().message();
 }
 
 TEST_F(Deadlines, WorkerStoppedMidRunIsDroppedAsUnresponsiveAndTheProductStaysExact) {

@@ -1,10 +1,13 @@
 #include "tessera/balance/profile/profile.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -30,6 +33,50 @@ constexpr int kExtraWindows = 2;
 constexpr double kDisagreement = 1.5;  // max/min of the windows that triggers extra windows
 constexpr double kBandwidthProbeSeconds = 0.25;
 constexpr double kQuickBandwidthProbeSeconds = 0.08;
+
+// A node that stops answering mid-measurement (SIGSTOP, power lost behind a switch) must not hang
+// the profiler: each read waits at most ProfileOptions::silent_node_seconds for a byte, and a watchdog shuts the
+// connection down when the whole node takes longer than its budget (a write to a stopped node
+// blocks once its socket buffer is full, which no read bound can catch). Both are far above what
+// a healthy node needs: probes run for fractions of a second, a quarter-core Pi's full curve ~7 s.
+constexpr auto kQuickNodeBudget = std::chrono::seconds(60);
+constexpr auto kFullNodeBudget = std::chrono::seconds(180);
+
+class MeasurementWatchdog {
+ public:
+  MeasurementWatchdog(NodeLink& link, std::chrono::seconds budget, double silent_seconds)
+      : link_(link), budget_(budget) {
+    link_.connection->set_read_timeout(std::chrono::milliseconds(static_cast<int64_t>(silent_seconds * 1000.0)));
+    thread_ = std::jthread([this](std::stop_token stop) {
+      std::unique_lock lock(mutex_);
+      if (!done_.wait_for(lock, stop, budget_, [] { return false; })) {
+        if (!stop.stop_requested()) {
+          fired_ = true;
+          link_.connection->shutdown();
+        }
+      }
+    });
+  }
+  ~MeasurementWatchdog() {
+    thread_.request_stop();
+    thread_.join();
+    link_.connection->set_read_timeout(std::chrono::milliseconds(0));
+  }
+  // The failure to report instead of the broken read or write the shutdown caused.
+  Status explain(const Status& failure) const {
+    if (!fired_) return failure;
+    return network_error(fmt::format("node '{}' ({}) did not finish its measurements within {} s; it stopped answering",
+                                     link_.spec.name, link_.spec.endpoint(), budget_.count()));
+  }
+
+ private:
+  NodeLink& link_;
+  const std::chrono::seconds budget_;
+  std::mutex mutex_;
+  std::condition_variable_any done_;
+  std::atomic<bool> fired_{false};
+  std::jthread thread_;
+};
 
 std::string who_of(const NodeLink& link) { return fmt::format("node '{}' ({})", link.spec.name, link.spec.endpoint()); }
 
@@ -516,7 +563,12 @@ Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec
       if (progress) progress(link.spec.name, fmt::format("reused (measured {})", known->measured_at), true);
       continue;
     }
-    Result<NodeProfile> node = measure_node(link, options, progress, source, job_id);
+    Result<NodeProfile> node = [&]() -> Result<NodeProfile> {
+      MeasurementWatchdog watchdog(link, options.quick ? kQuickNodeBudget : kFullNodeBudget, options.silent_node_seconds);
+      Result<NodeProfile> measured_node = measure_node(link, options, progress, source, job_id);
+      if (!measured_node) return watchdog.explain(measured_node.status());
+      return measured_node;
+    }();
     if (!node) return explain_lost_link(link, node.status());
     if (progress) {
       progress(link.spec.name,

@@ -82,6 +82,9 @@ struct ProfileOptions {
   double window_seconds = 0.2;
   double reference_window_seconds = 0.5;
   double quick_window_seconds = 0.5;
+  // A node that sends nothing for this long while a probe is outstanding is given up (it stopped
+  // answering); the whole of one node's measurements is also bounded (60 s quick, 180 s full).
+  double silent_node_seconds = 30.0;
 };
 
 // Progress lines for a person watching; `done` is true for a node's final line.
