@@ -8,12 +8,15 @@ see fuzz_handshake.cpp) followed by the peer's bytes: a coordinator's AUTH or a 
 AUTH_OK, valid and broken. Run from this folder; the output is committed."""
 import os
 import shutil
+import sys
 import struct
 
 MAGIC = 0x41525354
 VERSION = 2
 HERE = os.path.dirname(os.path.abspath(__file__))
 FRAMES = os.path.join(HERE, '..', 'instances', 'frames')
+sys.path.insert(0, FRAMES)
+from make_frames import crc32c  # noqa: E402  (the one CRC32C of the frame generators)
 
 
 def header(msg_type, length, version=VERSION, request_id=0):
@@ -32,16 +35,6 @@ def s(text):
 def hello():
     return (struct.pack('<H', VERSION) + s('0.1.0') + s('aarch64') + s('pi3') +
             struct.pack('<IIQQQ', 4, 4, 1 << 30, 1 << 29, 1) + bytes(range(1, 33)))
-
-
-def crc32c(data):
-    """CRC32C (Castagnoli, reflected), as STORE and RESULT carry it for their data."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
 
 
 def tile(tile_id, rows, cols):

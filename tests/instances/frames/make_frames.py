@@ -76,8 +76,9 @@ files = {
     'valid_result.bin': frame(9, result(9, 0.25, 8, 2, 2, [1.5, -2, 3, 4])),
     'valid_hello.bin': frame(1, hello(VERSION)),
 }
-if os.path.exists('version_2.bin'):
-    os.remove('version_2.bin')  # stood for "a wrong version" while this build spoke v1
-for name, data in files.items():
-    with open(name, 'wb') as out:
-        out.write(data)
+if __name__ == '__main__':
+    if os.path.exists('version_2.bin'):
+        os.remove('version_2.bin')  # stood for "a wrong version" while this build spoke v1
+    for name, data in files.items():
+        with open(name, 'wb') as out:
+            out.write(data)
