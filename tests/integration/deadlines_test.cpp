@@ -61,12 +61,8 @@ std::size_t open_descriptors(int pid) {
 class Deadlines : public ::testing::Test {
  protected:
   void start_workers(std::size_t count) {
-    testing::write_file(dir_.file("secret"), kSecret);
-    cluster_.name = "deadlines";
-    cluster_.secret = kSecret;
-    cluster_.source_path = dir_.file("cluster.yaml");
-    testing::LocalWorkers started = testing::start_local_workers(count, dir_.file("secret"), dir_);
-    cluster_.nodes = std::move(started.nodes);
+    testing::LocalCluster started = testing::start_local_cluster("deadlines", kSecret, count, dir_);
+    cluster_ = std::move(started.spec);
     workers_ = std::move(started.processes);
   }
 

@@ -19,11 +19,8 @@ using testing::ChildProcess;
 class DynamicWorkers : public ::testing::Test {
  protected:
   void start_workers(std::size_t count) {
-    testing::write_file(dir_.file("secret"), "dynamic-secret");
-    cluster_.name = "dyn";
-    cluster_.secret = "dynamic-secret";
-    testing::LocalWorkers started = testing::start_local_workers(count, dir_.file("secret"), dir_);
-    cluster_.nodes = std::move(started.nodes);
+    testing::LocalCluster started = testing::start_local_cluster("dyn", "dynamic-secret", count, dir_);
+    cluster_ = std::move(started.spec);
     workers_ = std::move(started.processes);
   }
 

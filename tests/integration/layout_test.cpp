@@ -20,11 +20,8 @@ using partition::Layout;
 class LayoutWorkers : public ::testing::Test {
  protected:
   void start_workers(std::size_t count) {
-    testing::write_file(dir_.file("secret"), "layout-secret");
-    cluster_.name = "layouts";
-    cluster_.secret = "layout-secret";
-    testing::LocalWorkers started = testing::start_local_workers(count, dir_.file("secret"), dir_);
-    cluster_.nodes = std::move(started.nodes);
+    testing::LocalCluster started = testing::start_local_cluster("layouts", "layout-secret", count, dir_);
+    cluster_ = std::move(started.spec);
     workers_ = std::move(started.processes);
   }
 

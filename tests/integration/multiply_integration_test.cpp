@@ -24,12 +24,8 @@ class LocalWorkers : public ::testing::Test {
  protected:
   // Starts `count` workers with one thread each and waits until each completes a handshake.
   void start_workers(std::size_t count, const std::string& worker_secret = kSecret) {
-    testing::write_file(dir_.file("secret"), worker_secret);
-    cluster_.name = "it";
-    cluster_.secret = kSecret;
-    cluster_.source_path = dir_.file("cluster.yaml");
-    testing::LocalWorkers started = testing::start_local_workers(count, dir_.file("secret"), dir_);
-    cluster_.nodes = std::move(started.nodes);
+    testing::LocalCluster started = testing::start_local_cluster("it", kSecret, count, dir_, worker_secret);
+    cluster_ = std::move(started.spec);
     workers_ = std::move(started.processes);
   }
 

@@ -200,4 +200,24 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
   return workers;
 }
 
+// A cluster named `name` of `count` workers from start_local_workers. The workers read
+// `worker_secret` (default: the cluster's `secret`) from dir/secret; the spec's source path is
+// dir/cluster.yaml, so a profile it measures is saved in `dir` too.
+struct LocalCluster {
+  balance::ClusterSpec spec;
+  std::vector<std::unique_ptr<ChildProcess>> processes;
+};
+inline LocalCluster start_local_cluster(const std::string& name, const std::string& secret, std::size_t count,
+                                        const TempDir& dir, const std::string& worker_secret = "") {
+  write_file(dir.file("secret"), worker_secret.empty() ? secret : worker_secret);
+  LocalCluster cluster;
+  cluster.spec.name = name;
+  cluster.spec.secret = secret;
+  cluster.spec.source_path = dir.file("cluster.yaml");
+  LocalWorkers started = start_local_workers(count, dir.file("secret"), dir);
+  cluster.spec.nodes = std::move(started.nodes);
+  cluster.processes = std::move(started.processes);
+  return cluster;
+}
+
 }  // namespace tessera::testing
