@@ -45,7 +45,7 @@ constexpr auto kFullNodeBudget = std::chrono::seconds(180);
 class MeasurementWatchdog {
  public:
   MeasurementWatchdog(NodeLink& link, std::chrono::seconds budget, double silent_seconds)
-      : link_(link), budget_(budget) {
+      : link_(link), budget_(budget), previous_read_timeout_(link.connection->read_timeout()) {
     link_.connection->set_read_timeout(std::chrono::milliseconds(static_cast<int64_t>(silent_seconds * 1000.0)));
     thread_ = std::jthread([this](std::stop_token stop) {
       std::unique_lock lock(mutex_);
@@ -60,7 +60,7 @@ class MeasurementWatchdog {
   ~MeasurementWatchdog() {
     thread_.request_stop();
     thread_.join();
-    link_.connection->set_read_timeout(std::chrono::milliseconds(0));
+    link_.connection->set_read_timeout(previous_read_timeout_);
   }
   // The failure to report instead of the broken read or write the shutdown caused.
   Status explain(const Status& failure) const {
@@ -72,6 +72,7 @@ class MeasurementWatchdog {
  private:
   NodeLink& link_;
   const std::chrono::seconds budget_;
+  const std::chrono::milliseconds previous_read_timeout_;
   std::mutex mutex_;
   std::condition_variable_any done_;
   std::atomic<bool> fired_{false};
