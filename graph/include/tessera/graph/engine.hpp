@@ -1,0 +1,121 @@
+// Engine: runs one GraphPart's updates, asynchronously (Maiter-style prioritised rounds, no
+// barriers) or one synchronous Jacobi step at a time, with the same kernels.
+//
+// Async: start() launches `threads` update threads. Each owns a contiguous slice of the part's
+// vertices and repeats rounds: fold in the deltas that arrived, pick a priority threshold from a
+// sample of its pending deltas (top `priority_fraction`), update every vertex at or above it
+// (v (+)= dv; g(dv, e) into each target's dv: own slice directly, other slices and ghosts through
+// accumulators flushed in batches), and flush ghost batches by count (batch_max_entries) or age
+// (batch_max_age). A thread with nothing above its share of the tolerance sleeps until deltas
+// arrive. stop() joins the threads; after it no batch is sent.
+// Sync: step(k) first folds in exactly the batches tagged k-1 (batches of step k that arrive
+// early wait), then updates every vertex with a pending delta once from the deltas as they were
+// at the start of the step (Jacobi: contributions made during step k are applied in step k+1),
+// then flushes every ghost accumulator as batches tagged k.
+//
+// Remote deltas leave through the Outbound the caller provides (called from update threads; may
+// block, which slows this engine down rather than growing memory) and arrive through deliver()
+// (any thread, usually the receiving thread of a peer link). A batch whose slots are out of range
+// is refused by deliver() with kProtocolError, nothing of it applied.
+// Thread-safety: deliver(), progress() and snapshot_values() from any thread; start/stop/step/
+// values from one controlling thread. The engine owns its part.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tessera/core/status.hpp"
+#include "tessera/graph/algorithm.hpp"
+#include "tessera/graph/part.hpp"
+
+namespace tessera::graph {
+
+struct EngineOptions {
+  uint32_t threads = 1;                 // update threads, >= 1
+  // Async: a thread idles when the sum of |dv| in its slice (sum algorithms) is at most this; the
+  // coordinator sets it to tolerance / (parts * threads) so that every idle engine together is
+  // below the tolerance. Ignored for cc/sssp, which idle when nothing is pending.
+  double idle_residual = 0.0;
+  double priority_fraction = 0.25;      // async: share of pending vertices updated per round, (0, 1]
+  uint32_t batch_max_entries = 4096;    // a ghost batch is sent when it holds this many deltas
+  std::chrono::microseconds batch_max_age{2000};  // ... or when its oldest delta is this old
+  bool operator==(const EngineOptions&) const = default;
+};
+
+// Deltas for one part's vertices: slot[i] gets delta[i] accumulated.
+struct DeltaBatch {
+  uint64_t step = 0;        // sync step that produced it; 0 in async mode
+  uint32_t from_part = 0;
+  uint32_t to_part = 0;
+  std::vector<uint32_t> slots;
+  std::vector<double> deltas;
+};
+
+class Outbound {
+ public:
+  virtual ~Outbound() = default;
+  // Sends `batch` to batch.to_part. A failure stops the engine's threads (the run is then lost
+  // and the coordinator restarts it); the engine records the first failure (see failure()).
+  virtual Status send(DeltaBatch&& batch) = 0;
+};
+
+// Cumulative figures since the engine was made. Residual: sum of |dv| over owned vertices, ghost
+// accumulators and deltas received but not folded in (sum algorithms), or the number of vertices
+// and accumulator entries with a delta pending (cc, sssp).
+struct EngineProgress {
+  double value_sum = 0.0;       // sum of finite values (sum algorithms); vertices reached (others)
+  double residual = 0.0;
+  uint64_t updates = 0;         // vertex updates
+  uint64_t edge_updates = 0;    // g applied along an edge
+  uint64_t batches_sent = 0;
+  uint64_t batches_received = 0;  // delivered and accepted
+  uint64_t deltas_sent = 0;
+  uint64_t deltas_received = 0;
+  double busy_seconds = 0.0;    // summed over update threads: time in rounds
+  double idle_seconds = 0.0;    // summed over update threads: time asleep waiting for deltas
+  bool running = false;
+  bool operator==(const EngineProgress&) const = default;
+};
+
+struct StepReport {
+  uint64_t step = 0;
+  std::vector<uint64_t> batches_sent_to;  // per part
+  EngineProgress progress;
+};
+
+class Engine {
+ public:
+  // Fails (kInvalidArgument) when the part does not validate, or spec/options are out of range.
+  static Result<std::unique_ptr<Engine>> create(GraphPart part, const AlgorithmSpec& spec,
+                                                const EngineOptions& options, Outbound& outbound);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  Status deliver(DeltaBatch&& batch);
+
+  // Async mode.
+  void start();
+  void stop();
+  // Sync mode. REQUIRES: not started. Returns after the batches of this step were handed to the
+  // outbound.
+  Result<StepReport> step(uint64_t step);
+
+  EngineProgress progress() const;
+  // A copy of the owned vertices' values taken between rounds (consistent per thread slice).
+  std::vector<double> snapshot_values() const;
+  // REQUIRES: stopped (or never started).
+  const std::vector<double>& values() const;
+  // The first outbound failure, OK if none.
+  Status failure() const;
+  uint64_t memory_bytes() const;  // part + engine state
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::graph

@@ -1,0 +1,63 @@
+// The graph service's wire: message layouts (codec) and the coordinator's calls to a worker.
+//
+// Graph messages use the frame header of transport/protocol.hpp with their own message types
+// (kGraph* there); their payloads are encoded and decoded here, with every count checked against
+// the payload length and the limits BEFORE memory is reserved. Coordinator -> worker:
+//   GRAPH_LOAD      run id, algorithm, engine options, peer endpoints, the GraphPart and its state
+//                   -> GRAPH_READY (the part validated and held; memory bytes)
+//   GRAPH_START     start the async engine; the worker first connects to its peers
+//                   -> GRAPH_READY once every peer link is up
+//   GRAPH_STEP      sync: step k after receiving `expected_batches` batches in total -> GRAPH_STEP_DONE
+//   GRAPH_PROGRESS_REQUEST -> GRAPH_PROGRESS;  GRAPH_VALUES_REQUEST -> GRAPH_VALUES (snapshot or final)
+//   GRAPH_STOP      stop the engine, close peer links, keep the values -> GRAPH_READY
+// Worker -> worker, on a peer link (authenticated with the peer MAC label, see transport/auth.hpp):
+//   GRAPH_PEER_HELLO (run id, sender's part) first, then GRAPH_DELTAS batches; no replies.
+// The calls below write a request and wait for its reply on the caller's connection; a peer's
+// ERROR comes back as transport::peer_error_status. They are as thread-safe as FrameConnection:
+// one caller per connection at a time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/core/status.hpp"
+#include "tessera/graph/algorithm.hpp"
+#include "tessera/graph/engine.hpp"
+#include "tessera/graph/part.hpp"
+#include "tessera/transport/frame_connection.hpp"
+
+namespace tessera::graph {
+
+struct PeerEndpoint {
+  std::string host;  // as the receiving worker reaches the peer
+  uint16_t port = 0;
+  bool operator==(const PeerEndpoint&) const = default;
+};
+
+struct RunSetup {
+  uint64_t run_id = 0;               // batches of another run are dropped
+  AlgorithmSpec algorithm;
+  EngineOptions engine;
+  std::vector<PeerEndpoint> peers;   // one per part, in part order; the receiver's own is ignored
+  bool operator==(const RunSetup&) const = default;
+};
+
+// What GRAPH_PROGRESS carries: the engine's figures plus the worker's peer-link traffic.
+struct NodeProgress {
+  EngineProgress engine;
+  uint64_t peer_bytes_sent = 0;
+  uint64_t peer_bytes_received = 0;
+  uint64_t memory_bytes = 0;  // part + engine state
+  bool operator==(const NodeProgress&) const = default;
+};
+
+// Coordinator-side calls. Each fails with the worker's ERROR as a Status, or the transport's.
+Status load_part(transport::FrameConnection& connection, const RunSetup& setup, const GraphPart& part);
+Status start_async(transport::FrameConnection& connection);
+Result<StepReport> run_step(transport::FrameConnection& connection, uint64_t step, uint64_t expected_batches);
+Result<NodeProgress> request_progress(transport::FrameConnection& connection);
+Result<std::vector<double>> request_values(transport::FrameConnection& connection);
+Status stop_run(transport::FrameConnection& connection);
+
+}  // namespace tessera::graph

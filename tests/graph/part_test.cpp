@@ -1,0 +1,1 @@
+#include "tessera/graph/part.hpp"

@@ -1,0 +1,1 @@
+#include "tessera/graph/reference.hpp"

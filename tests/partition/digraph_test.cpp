@@ -1,0 +1,1 @@
+#include "tessera/partition/digraph.hpp"
