@@ -7,7 +7,9 @@
 //                   -> GRAPH_READY (the part validated and held; memory bytes)
 //   GRAPH_START     start the async engine; the worker first connects to its peers
 //                   -> GRAPH_READY once every peer link is up
-//   GRAPH_STEP      sync: step k after receiving `expected_batches` batches in total -> GRAPH_STEP_DONE
+//   GRAPH_STEP      sync: step k once `expected_batches` batches of step k-1 have arrived, in total
+//                   from all other parts (what their GRAPH_STEP_DONE of step k-1 said they sent to
+//                   this part) -> GRAPH_STEP_DONE
 //   GRAPH_PROGRESS_REQUEST -> GRAPH_PROGRESS;  GRAPH_VALUES_REQUEST -> GRAPH_VALUES (snapshot or final)
 //   GRAPH_STOP      stop the engine, close peer links, keep the values -> GRAPH_READY
 // Worker -> worker, on a peer link (authenticated with the peer MAC label, see transport/auth.hpp):
@@ -19,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "tessera/core/status.hpp"
@@ -52,6 +55,25 @@ struct NodeProgress {
   bool operator==(const NodeProgress&) const = default;
 };
 
+// The GRAPH_* messages and a payload in pieces; defined with their layouts in wire_codec.hpp.
+struct GraphLoad;
+struct GraphReady;
+struct GraphStart;
+struct GraphStep;
+struct GraphStepDone;
+struct GraphProgressRequest;
+struct GraphProgress;
+struct GraphValuesRequest;
+struct GraphValues;
+struct GraphStop;
+struct GraphPeerHello;
+struct GraphDeltas;
+// Alternatives in wire-type order: index + transport::kFirstGraphMessageType == the message type.
+using GraphMessage = std::variant<GraphLoad, GraphReady, GraphStart, GraphStep, GraphStepDone, GraphProgressRequest,
+                                  GraphProgress, GraphValuesRequest, GraphValues, GraphStop, GraphPeerHello,
+                                  GraphDeltas>;
+struct PayloadParts;
+
 // Coordinator-side calls. Each fails with the worker's ERROR as a Status, or the transport's.
 Status load_part(transport::FrameConnection& connection, const RunSetup& setup, const GraphPart& part);
 Status start_async(transport::FrameConnection& connection);
@@ -59,5 +81,15 @@ Result<StepReport> run_step(transport::FrameConnection& connection, uint64_t ste
 Result<NodeProgress> request_progress(transport::FrameConnection& connection);
 Result<std::vector<double>> request_values(transport::FrameConnection& connection);
 Status stop_run(transport::FrameConnection& connection);
+
+// The frame I/O the calls above and the worker's graph service share.
+// Writes one GRAPH_* frame of `type` whose payload is `payload`, in one gathered write.
+Status write_graph_frame(transport::FrameConnection& connection, transport::MessageType type,
+                         const PayloadParts& payload, uint64_t request_id = 0);
+// Reads the payload of a GRAPH_* frame whose header was just read and decodes it (wire_codec.hpp).
+// The length is checked against the type's bounds before anything is read, and the buffer grows
+// only as bytes arrive. Failure: kProtocolError (length or layout, the payload then possibly
+// unread), kResourceExhausted (memory), or the connection's error (kNetworkError).
+Result<GraphMessage> read_graph_payload(transport::FrameConnection& connection, const transport::FrameHeader& header);
 
 }  // namespace tessera::graph
