@@ -375,6 +375,7 @@ uint64_t Driver::current_edge_updates() const {
 
 void Driver::add_trace_point(double residual) {
   outcome_.trace.push_back({seconds_since(started_), residual, finished_edge_updates() + current_edge_updates()});
+  if (hooks_.on_progress) hooks_.on_progress(outcome_.trace.back());
 }
 
 // Adds the current placement's last figures of every node to its totals (engines count from their

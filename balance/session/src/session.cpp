@@ -263,6 +263,7 @@ Result<GraphOutcome> Session::graph(const partition::DirectedGraph& graph, Graph
   GraphHooks hooks;
   hooks.cancel = control.cancel;
   hooks.on_notice = control.on_notice;
+  hooks.on_progress = control.on_graph_progress;
   Result<GraphOutcome> outcome = run_graph(state_->connection, graph, options, hooks);
   if (cancel_requested(control)) {
     close();

@@ -112,11 +112,20 @@ struct GraphRunOptions {
   bool verify = false;
 };
 
+struct TracePoint {
+  double time_s = 0.0;        // since the values were first shipped
+  double residual = 0.0;      // summed over nodes (sum |dv|, or pending count for cc/sssp)
+  uint64_t edge_updates = 0;  // cumulative, whole run
+  bool operator==(const TracePoint&) const = default;
+};
+
 struct GraphHooks {
   // Set from any thread to stop: connections are shut down and the call fails with kCancelled.
   const std::atomic<bool>* cancel = nullptr;
   // Sentences for the person waiting: lost nodes, restarts.
   std::function<void(const std::string&)> on_notice;
+  // Each trace point as it is taken (after every poll or step), for a progress display.
+  std::function<void(const TracePoint&)> on_progress;
 };
 
 // Where the vertices went: one entry per part, part order.
@@ -156,12 +165,6 @@ struct GraphNodeFigures {
   bool operator==(const GraphNodeFigures&) const = default;
 };
 
-struct TracePoint {
-  double time_s = 0.0;        // since the values were first shipped
-  double residual = 0.0;      // summed over nodes (sum |dv|, or pending count for cc/sssp)
-  uint64_t edge_updates = 0;  // cumulative, whole run
-  bool operator==(const TracePoint&) const = default;
-};
 
 // verify: the answer against reference_values (graph/reference.hpp). cc and sssp must match
 // exactly. pagerank and katz pass when the L1 error is within l1_bound, derived from the

@@ -58,6 +58,8 @@ struct RunControl {
   std::function<void(const std::string& notice)> on_notice;
   // Progress of a profile measured on the way (see ProfileProgress).
   ProfileProgress on_profile_progress;
+  // A graph run's residual after each poll or step (called on the calling thread).
+  std::function<void(const TracePoint&)> on_graph_progress;
 };
 
 struct SessionOptions {
