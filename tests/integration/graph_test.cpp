@@ -53,6 +53,12 @@ GraphRunOptions fast_options(const tg::AlgorithmSpec& spec) {
   return options;
 }
 
+Result<ClusterConnection> connect_for_graphs(const ClusterSpec& spec) {
+  ConnectOptions options;
+  options.required_capabilities = transport::kCapabilityGraph;
+  return ClusterConnection::connect(spec, options);
+}
+
 // Seven workers shared by the matrix; a case with k workers uses the first k.
 class GraphRuns : public ::testing::Test {
  protected:
@@ -71,12 +77,6 @@ class GraphRuns : public ::testing::Test {
     ClusterSpec spec = cluster_->spec;
     spec.nodes.resize(count);
     return spec;
-  }
-
-  static Result<ClusterConnection> connect(const ClusterSpec& spec) {
-    ConnectOptions options;
-    options.required_capabilities = transport::kCapabilityGraph;
-    return ClusterConnection::connect(spec, options);
   }
 
   static testing::TempDir* dir_;
@@ -150,7 +150,7 @@ TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
   options.weights.source = TargetWeights::Source::kExplicit;
   for (std::size_t i = 0; i < c.workers; ++i) options.weights.weights.push_back(1.0 + static_cast<double>(i % 3));
 
-  Result<ClusterConnection> connection = connect(first(c.workers));
+  Result<ClusterConnection> connection = connect_for_graphs(first(c.workers));
   ASSERT_TRUE(connection) << connection.status().message();
   Result<GraphOutcome> outcome = run_graph(*connection, graph, options);
   ASSERT_TRUE(outcome) << outcome.status().message();
@@ -194,7 +194,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, GraphMatrix, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case>& param) { return std::string(param.param.name); });
 
 TEST_F(GraphRuns, ASpecTheGraphCannotTakeIsRefusedBeforeAnythingIsShipped) {
-  Result<ClusterConnection> connection = connect(first(2));
+  Result<ClusterConnection> connection = connect_for_graphs(first(2));
   ASSERT_TRUE(connection) << connection.status().message();
   const tp::DirectedGraph graph = load("components.edges");
   tg::AlgorithmSpec sssp;
@@ -219,9 +219,7 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
     SCOPED_TRACE(std::string(graph_mode_name(mode)));
     testing::TempDir dir;
     testing::LocalCluster cluster = testing::start_local_cluster("graph-kill", "kill-secret", 3, dir);
-    ConnectOptions connect_options;
-    connect_options.required_capabilities = transport::kCapabilityGraph;
-    Result<ClusterConnection> connection = ClusterConnection::connect(cluster.spec, connect_options);
+    Result<ClusterConnection> connection = connect_for_graphs(cluster.spec);
     ASSERT_TRUE(connection) << connection.status().message();
     // Big enough to take a while on one core per worker, with a tight tolerance.
     const tp::DirectedGraph graph = load("lognormal:40000");
@@ -260,9 +258,7 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
 TEST(GraphFailures, WithNoSurvivorTheRunFailsNamingTheNodes) {
   testing::TempDir dir;
   testing::LocalCluster cluster = testing::start_local_cluster("graph-none", "none-secret", 1, dir);
-  ConnectOptions connect_options;
-  connect_options.required_capabilities = transport::kCapabilityGraph;
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster.spec, connect_options);
+  Result<ClusterConnection> connection = connect_for_graphs(cluster.spec);
   ASSERT_TRUE(connection) << connection.status().message();
   const tp::DirectedGraph graph = load("lognormal:40000");
   GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
@@ -323,9 +319,7 @@ TEST(GraphFailures, AWorkerWithoutTheGraphServiceIsRefusedByName) {
   gemm_only.host = "127.0.0.1";
   gemm_only.port = peer.port();
   cluster.spec.nodes.push_back(gemm_only);
-  ConnectOptions connect_options;
-  connect_options.required_capabilities = transport::kCapabilityGraph;
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster.spec, connect_options);
+  Result<ClusterConnection> connection = connect_for_graphs(cluster.spec);
   ASSERT_FALSE(connection);
   EXPECT_EQ(connection.status().code(), StatusCode::kInvalidConfig);
   EXPECT_NE(connection.status().message().find("node 'oldie'"), std::string::npos) << connection.status().message();

@@ -173,7 +173,6 @@ class Driver {
   bool first_placement_ = true;
 
   Clock::time_point started_;
-  std::vector<std::string> lost_reasons_by_node_;
 };
 
 std::vector<CallOutcome> Driver::on_parts(std::span<const std::size_t> parts,
