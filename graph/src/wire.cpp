@@ -382,31 +382,13 @@ constexpr tp::MessageType graph_type_of() {
   return static_cast<tp::MessageType>(tp::kFirstGraphMessageType + index);
 }
 
-Status write_graph_frame(tp::FrameConnection& connection, tp::MessageType type, const PayloadParts& payload) {
-  std::vector<asio::const_buffer> buffers;
-  buffers.reserve(payload.parts.size());
-  for (std::span<const std::byte> part : payload.parts) buffers.push_back(asio::buffer(part.data(), part.size()));
-  tp::FrameHeader header;
-  header.type = static_cast<uint16_t>(type);
-  return connection.write_frame(header, buffers);
-}
-
 // Reads the reply, which must be a `Reply`; a worker's ERROR comes back as peer_error_status.
 template <typename Reply>
 Result<Reply> read_graph_reply(tp::FrameConnection& connection) {
   Result<tp::FrameHeader> header = tp::read_reply_header(connection, {graph_type_of<Reply>()});
   if (!header) return header.status();
-  const Status length = check_graph_payload_length(header->type, header->payload_length, connection.limits());
-  if (!length.is_ok()) return length.with_context(connection.peer() + ": ");
-  std::vector<std::byte> payload;
-  try {
-    TESSERA_RETURN_IF_ERROR(connection.read_growing(payload, header->payload_length));
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted(connection.peer() + ": cannot allocate " + std::to_string(header->payload_length) +
-                              " bytes for a " + name_of(header->type) + " payload");
-  }
-  Result<GraphMessage> message = decode_graph_payload(header->type, payload, connection.limits());
-  if (!message) return message.status().with_context(connection.peer() + ": ");
+  Result<GraphMessage> message = read_graph_payload(connection, *header);
+  if (!message) return message.status();
   return std::get<Reply>(std::move(*message));
 }
 
@@ -565,6 +547,32 @@ Status check_graph_payload_length(uint16_t type, uint64_t length, const tp::Limi
 }
 
 // --- wire.hpp --------------------------------------------------------------------------------
+
+Status write_graph_frame(tp::FrameConnection& connection, tp::MessageType type, const PayloadParts& payload,
+                         uint64_t request_id) {
+  std::vector<asio::const_buffer> buffers;
+  buffers.reserve(payload.parts.size());
+  for (std::span<const std::byte> part : payload.parts) buffers.push_back(asio::buffer(part.data(), part.size()));
+  tp::FrameHeader header;
+  header.type = static_cast<uint16_t>(type);
+  header.request_id = request_id;
+  return connection.write_frame(header, buffers);
+}
+
+Result<GraphMessage> read_graph_payload(tp::FrameConnection& connection, const tp::FrameHeader& header) {
+  const Status length = check_graph_payload_length(header.type, header.payload_length, connection.limits());
+  if (!length.is_ok()) return length.with_context(connection.peer() + ": ");
+  std::vector<std::byte> payload;
+  try {
+    TESSERA_RETURN_IF_ERROR(connection.read_growing(payload, header.payload_length));
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted(connection.peer() + ": cannot allocate " + std::to_string(header.payload_length) +
+                              " bytes for a " + name_of(header.type) + " payload");
+  }
+  Result<GraphMessage> message = decode_graph_payload(header.type, payload, connection.limits());
+  if (!message) return message.status().with_context(connection.peer() + ": ");
+  return message;
+}
 
 Status load_part(tp::FrameConnection& connection, const RunSetup& setup, const GraphPart& part) {
   if (setup.peers.size() != part.part_count) {

@@ -464,11 +464,11 @@ TEST(ProtocolValidation, CreditFields) {
 }
 
 TEST(ProtocolValidation, ErrorCodesAndStrings) {
-  for (uint32_t code : {0u, 10u, 0xFFFFFFFFu}) {
+  for (uint32_t code : {0u, 11u, 0xFFFFFFFFu}) {
     std::vector<std::byte> payload = encode_payload(Error{ErrorCode::kBusy, "x"});
     put_le(payload, 0, code, 4);
     EXPECT_TRUE(fails_with(decode_status(MessageType::kError, payload), StatusCode::kProtocolError,
-                           "ERROR: code " + std::to_string(code) + " out of range 1..9"));
+                           "ERROR: code " + std::to_string(code) + " out of range 1..10"));
   }
   Limits small;
   small.max_string_bytes = 3;

@@ -113,6 +113,7 @@ TEST(Request, EveryErrorCodeMapsToItsStatusCode) {
       {ErrorCode::kInternal, StatusCode::kInternal, "an internal error"},
       {ErrorCode::kBusy, StatusCode::kBusy, "busy"},
       {ErrorCode::kCorrupt, StatusCode::kNetworkError, "a checksum mismatch"},
+      {ErrorCode::kPeerFailed, StatusCode::kNetworkError, "a failed peer link"},
   };
   auto pair = make_loopback();
   ASSERT_TRUE(pair);

@@ -43,6 +43,7 @@ std::string error_code_name(ErrorCode code) {
     case ErrorCode::kOutOfMemory: return "OUT_OF_MEMORY";
     case ErrorCode::kInternal: return "INTERNAL";
     case ErrorCode::kCorrupt: return "CORRUPT";
+    case ErrorCode::kPeerFailed: return "PEER_FAILED";
   }
   return "UNKNOWN(" + std::to_string(static_cast<uint32_t>(code)) + ")";
 }

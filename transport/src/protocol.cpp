@@ -351,9 +351,9 @@ Result<Message> decode_error(std::span<const std::byte> payload, const Limits& l
   if (!(r.u32("code", code) && r.string("message", limits.max_string_bytes, m.message) && r.finish())) {
     return r.status();
   }
-  if (code < static_cast<uint32_t>(ErrorCode::kBadFrame) || code > static_cast<uint32_t>(ErrorCode::kCorrupt)) {
+  if (code < static_cast<uint32_t>(ErrorCode::kBadFrame) || code > static_cast<uint32_t>(ErrorCode::kPeerFailed)) {
     return out_of_range("ERROR", "code", code, static_cast<uint32_t>(ErrorCode::kBadFrame),
-                        static_cast<uint32_t>(ErrorCode::kCorrupt));
+                        static_cast<uint32_t>(ErrorCode::kPeerFailed));
   }
   m.code = static_cast<ErrorCode>(code);
   return Message(std::move(m));

@@ -21,6 +21,7 @@ std::string error_code_phrase(ErrorCode code) {
     case ErrorCode::kOutOfMemory: return "out of memory";
     case ErrorCode::kInternal: return "an internal error";
     case ErrorCode::kCorrupt: return "a checksum mismatch";
+    case ErrorCode::kPeerFailed: return "a failed peer link";
   }
   return "error code " + std::to_string(static_cast<uint32_t>(code));
 }
@@ -63,6 +64,8 @@ StatusCode status_code_of(ErrorCode code) {
     case ErrorCode::kInternal: return StatusCode::kInternal;
     // Damaged in transit: a lost transfer, like a broken connection, so the run reissues the tiles.
     case ErrorCode::kCorrupt: return StatusCode::kNetworkError;
+    // A link between two workers failed; which worker is to blame the message says.
+    case ErrorCode::kPeerFailed: return StatusCode::kNetworkError;
   }
   return StatusCode::kInternal;
 }

@@ -14,8 +14,13 @@ namespace tessera::worker {
 namespace tp = tessera::transport;
 
 SessionContext::SessionContext(tp::FrameConnection& connection, TileStore& store, ComputePool& pool,
-                               const std::atomic<bool>& stopping)
-    : connection_(connection), store_(store), pool_(pool), stopping_(stopping), peer_(connection.peer()) {}
+                               const std::atomic<bool>& stopping, const std::string& secret)
+    : connection_(connection),
+      store_(store),
+      pool_(pool),
+      stopping_(stopping),
+      secret_(secret),
+      peer_(connection.peer()) {}
 
 bool SessionContext::stopping() const {
   if (stopping_.load() || peer_gone_.load()) return true;

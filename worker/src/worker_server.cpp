@@ -25,6 +25,7 @@
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/worker/compute_pool.hpp"
 #include "tessera/worker/gemm_service.hpp"
+#include "tessera/worker/graph_service.hpp"
 #include "tessera/worker/service.hpp"
 #include "tessera/worker/tile_store.hpp"
 #include "worker_log.hpp"
@@ -114,6 +115,7 @@ std::string worker_version() { return TESSERA_VERSION; }
 std::vector<Service> default_services() {
   std::vector<Service> services;
   services.push_back(gemm_service());
+  services.push_back(graph_service());
   return services;
 }
 
@@ -251,27 +253,35 @@ struct WorkerServer::Impl : ServerCore {
 
 namespace {
 
-// One coordinator connection: accept (done by the server), authenticate, then dispatch every
-// frame through the service table until BYE, an error, or the peer leaves. Runs on its connection
-// thread; pool tasks the services submit run on pool threads and only write frames.
+// One connection: accept (done by the server), authenticate, then dispatch every frame through
+// the service table until BYE, an error, or the peer leaves. A coordinator session uses the
+// services' handlers and holds the server's session slot; a peer session (another worker, see
+// service.hpp) uses their peer handlers and holds nothing. Runs on its connection thread; pool
+// tasks the services submit run on pool threads and only write frames.
 class Session {
  public:
   Session(ServerCore& server, std::shared_ptr<tp::FrameConnection> connection)
       : server_(server),
         connection_(std::move(connection)),
-        context_(*connection_, server.store_, server.pool_, server.stopping_) {}
+        context_(*connection_, server.store_, server.pool_, server.stopping_, server.options_.secret) {}
 
-  // Sends HELLO (with the services' capabilities) and checks the coordinator's AUTH; false
-  // (logged) if it fails or times out.
+  // Sends HELLO (with the services' capabilities) and checks the AUTH of a coordinator, or of a
+  // peer worker when a service takes peer links; false (logged) if it fails or times out.
   bool handshake();
   // Why handshake() failed.
   const Status& last_failure() const { return last_failure_; }
-  // REQUIRES: handshake() succeeded and the session slot is ours. Returns when the session ended
-  // and the pool and store are clean again.
+  // Who authenticated. REQUIRES: handshake() succeeded.
+  tp::SessionRole role() const { return role_; }
+  // REQUIRES: handshake() succeeded as the coordinator and the session slot is ours. Returns when
+  // the session ended and the pool and store are clean again.
   void serve();
+  // REQUIRES: handshake() succeeded as a peer. Returns when the peer link ended (the peer left,
+  // sent something no peer handler takes, or a service closed the link when its run ended).
+  void serve_peer();
 
  private:
   SessionStep serve_frame();
+  SessionStep serve_peer_frame();
   // Waits for the next frame's first byte: false when the session was idle for the idle timeout.
   bool wait_for_frame();
   // Reads a whole frame for a handler that wants it decoded, within the handler's size bound.
@@ -286,6 +296,7 @@ class Session {
   std::shared_ptr<tp::FrameConnection> connection_;
   SessionContext context_;
   Status last_failure_;
+  tp::SessionRole role_ = tp::SessionRole::kCoordinator;
 };
 
 void Session::serve() {
@@ -323,12 +334,19 @@ bool Session::handshake() {
   // A deadline on the whole first frame, not an idle bound: a peer trickling a byte at a time
   // must not keep its slot either.
   connection_->set_read_deadline(server_.options_.handshake_timeout);
-  const Status status = tp::server_handshake(*connection_, hello, server_.options_.secret);
+  // Only a worker hosting a service with peer handlers accepts the peer label at all.
+  Result<tp::SessionRole> role = tp::SessionRole::kCoordinator;
+  if (server_.services_.takes_peers()) {
+    role = tp::server_handshake_any_role(*connection_, hello, server_.options_.secret);
+  } else if (Status status = tp::server_handshake(*connection_, hello, server_.options_.secret); !status.is_ok()) {
+    role = std::move(status);
+  }
   connection_->clear_read_deadline();
-  if (!status.is_ok()) {
-    last_failure_ = status;
+  if (!role.is_ok()) {
+    last_failure_ = role.status();
     return false;
   }
+  role_ = *role;
   // From here on, a read that gets no byte for the idle timeout ends the session (a coordinator
   // that stopped half-way through a frame).
   connection_->set_read_timeout(server_.options_.idle_timeout);
@@ -393,10 +411,16 @@ SessionStep Session::handle_unrouted(const tp::FrameHeader& header) {
   const auto type = static_cast<tp::MessageType>(header.type);
   if (type != tp::MessageType::kBye && type != tp::MessageType::kError) {
     // The payload is never read: nothing here would use it.
+    const uint64_t capability = tp::capability_of_message(header.type);
+    const std::string missing =
+        capability != 0 && (server_.services_.capabilities() & capability) == 0
+            ? fmt::format("; {} belongs to the {} service, which this worker does not host",
+                          tp::message_type_name(header.type), tp::capability_names(capability))
+            : "";
     return context_.fail(tp::ErrorCode::kBadFrame,
                          fmt::format("unexpected {} from the coordinator: no service of this worker handles it "
-                                     "(services: {})",
-                                     tp::message_type_name(header.type), server_.services_.describe()),
+                                     "(services: {}){}",
+                                     tp::message_type_name(header.type), server_.services_.describe(), missing),
                          header.request_id);
   }
   if (header.payload_length > kMaxControlPayloadBytes) {
@@ -431,7 +455,38 @@ void Session::close() {
   // Shut down first: a completion blocked writing to a peer that stopped reading then returns.
   connection_->shutdown();
   server_.pool_.wait_idle();
+  // Services free what they held for the coordinator (a graph run, its peer links) before the
+  // next coordinator can claim the slot.
+  server_.services_.end_session();
   server_.store_.clear();
+}
+
+void Session::serve_peer() {
+  // A peer link is quiet for as long as its run has nothing to send (converged, or between sync
+  // steps): it ends with its run (the service closes it), not by an idle bound.
+  connection_->set_read_timeout(std::chrono::milliseconds(0));
+  log_line(fmt::format("peer link from {} opened", context_.peer()));
+  while (!server_.stopping_ && serve_peer_frame() == SessionStep::kContinue) {
+  }
+  if (server_.stopping_) context_.end("worker stopping");
+  connection_->shutdown();
+  log_line(fmt::format("peer link from {} closed: {} ({} bytes in)", context_.peer(), context_.end_reason(),
+                       connection_->bytes_received()));
+}
+
+SessionStep Session::serve_peer_frame() {
+  auto header = connection_->read_header();
+  if (!header.is_ok()) return context_.read_failed(header.status(), 0);
+  const MessageHandler* handler = server_.services_.find_peer(header->type);
+  if (handler == nullptr) {
+    return context_.fail(tp::ErrorCode::kBadFrame,
+                         fmt::format("unexpected {} on a peer link: a peer worker may send only what a service takes "
+                                     "from peers (services: {})",
+                                     tp::message_type_name(header->type), server_.services_.describe()),
+                         header->request_id);
+  }
+  if (handler->on_stream) return handler->on_stream(context_, *header);
+  return deliver_decoded(*handler, *header);
 }
 
 }  // namespace
@@ -578,7 +633,12 @@ void WorkerServer::Impl::on_accept(tcp::socket socket) {
   auto connection = std::make_shared<tp::FrameConnection>(std::move(socket), options_.limits);
 
   join_connections(/*all=*/false);
-  if (auto active_peer = slot_.busy_with()) {
+  auto active_peer = slot_.busy_with();
+  // While a service takes peer links (a graph run is loaded), a newcomer may be one of the run's
+  // peer workers: it handshakes, and only if it then turns out to be a coordinator is it refused
+  // as busy (serve_connection).
+  if (active_peer && services_.takes_peers() && services_.admit_peer().is_ok()) active_peer.reset();
+  if (active_peer) {
     // The peer is part of the text on purpose: `tessera status` shows who holds the worker.
     const std::string refusal = "worker busy with a session from " + *active_peer;
     unauthenticated_log_.log(connection->peer_host(), "busy",
@@ -629,6 +689,17 @@ void WorkerServer::Impl::serve_connection(const std::shared_ptr<tp::FrameConnect
                                fmt::format("connection from {} refused: {}", connection->peer(), failure.to_string()));
     }
     connection->shutdown();
+    return;
+  }
+  if (session.role() == tp::SessionRole::kPeer) {
+    // Peers never hold the session slot: they serve the coordinator's run beside its session.
+    if (Status admitted = services_.admit_peer(); !admitted.is_ok()) {
+      log_line(fmt::format("peer link from {} refused: {}", connection->peer(), admitted.message()));
+      connection->write_error(tp::ErrorCode::kBadFrame, admitted.message());
+      connection->shutdown();
+      return;
+    }
+    session.serve_peer();
     return;
   }
   if (auto holder = slot_.claim(connection->peer())) {

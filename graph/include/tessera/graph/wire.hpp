@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "tessera/core/status.hpp"
@@ -52,6 +53,25 @@ struct NodeProgress {
   bool operator==(const NodeProgress&) const = default;
 };
 
+// The GRAPH_* messages and a payload in pieces; defined with their layouts in wire_codec.hpp.
+struct GraphLoad;
+struct GraphReady;
+struct GraphStart;
+struct GraphStep;
+struct GraphStepDone;
+struct GraphProgressRequest;
+struct GraphProgress;
+struct GraphValuesRequest;
+struct GraphValues;
+struct GraphStop;
+struct GraphPeerHello;
+struct GraphDeltas;
+// Alternatives in wire-type order: index + transport::kFirstGraphMessageType == the message type.
+using GraphMessage = std::variant<GraphLoad, GraphReady, GraphStart, GraphStep, GraphStepDone, GraphProgressRequest,
+                                  GraphProgress, GraphValuesRequest, GraphValues, GraphStop, GraphPeerHello,
+                                  GraphDeltas>;
+struct PayloadParts;
+
 // Coordinator-side calls. Each fails with the worker's ERROR as a Status, or the transport's.
 Status load_part(transport::FrameConnection& connection, const RunSetup& setup, const GraphPart& part);
 Status start_async(transport::FrameConnection& connection);
@@ -59,5 +79,15 @@ Result<StepReport> run_step(transport::FrameConnection& connection, uint64_t ste
 Result<NodeProgress> request_progress(transport::FrameConnection& connection);
 Result<std::vector<double>> request_values(transport::FrameConnection& connection);
 Status stop_run(transport::FrameConnection& connection);
+
+// The frame I/O the calls above and the worker's graph service share.
+// Writes one GRAPH_* frame of `type` whose payload is `payload`, in one gathered write.
+Status write_graph_frame(transport::FrameConnection& connection, transport::MessageType type,
+                         const PayloadParts& payload, uint64_t request_id = 0);
+// Reads the payload of a GRAPH_* frame whose header was just read and decodes it (wire_codec.hpp).
+// The length is checked against the type's bounds before anything is read, and the buffer grows
+// only as bytes arrive. Failure: kProtocolError (length or layout, the payload then possibly
+// unread), kResourceExhausted (memory), or the connection's error (kNetworkError).
+Result<GraphMessage> read_graph_payload(transport::FrameConnection& connection, const transport::FrameHeader& header);
 
 }  // namespace tessera::graph

@@ -132,11 +132,7 @@ struct GraphDeltas {
   }
 };
 
-// Alternatives in wire-type order: index + kFirstGraphMessageType == the message type.
-using GraphMessage = std::variant<GraphLoad, GraphReady, GraphStart, GraphStep, GraphStepDone, GraphProgressRequest,
-                                  GraphProgress, GraphValuesRequest, GraphValues, GraphStop, GraphPeerHello,
-                                  GraphDeltas>;
-
+// GraphMessage, the variant of all of the above in wire-type order, is declared in wire.hpp.
 transport::MessageType graph_message_type(const GraphMessage& message);
 
 // A payload as the pieces one gathered write sends: `head` holds what the codec encoded, `parts`

@@ -288,6 +288,7 @@ enum class ErrorCode : uint32_t {
   kOutOfMemory = 7,   // the tile store cap would be exceeded
   kInternal = 8,
   kCorrupt = 9,       // a STORE's data does not match its CRC32C: damaged in transit
+  kPeerFailed = 10,   // a worker-to-worker link failed: a peer was unreachable or its data never came
 };
 
 // ERROR: u32 code | str message

@@ -49,8 +49,9 @@ enum class SessionStep { kContinue, kEnd };
 // The state of one authenticated session that handlers (and the pool tasks they submit) use.
 class SessionContext {
  public:
+  // `secret` is the worker's shared secret; it must outlive the context.
   SessionContext(transport::FrameConnection& connection, TileStore& store, ComputePool& pool,
-                 const std::atomic<bool>& stopping);
+                 const std::atomic<bool>& stopping, const std::string& secret);
   SessionContext(const SessionContext&) = delete;
   SessionContext& operator=(const SessionContext&) = delete;
 
@@ -60,6 +61,8 @@ class SessionContext {
   ComputePool& pool() { return pool_; }
   const transport::Limits& limits() const { return connection_.limits(); }
   const std::string& peer() const { return peer_; }
+  // The cluster's shared secret, for connections a service opens itself (peer links).
+  const std::string& secret() const { return secret_; }
   // The worker is shutting down or the coordinator has gone (its socket is closed: nobody waits
   // for the answer); a long-running handler should finish early. The socket is looked at no more
   // than every 50 ms, so a tight loop pays no system call per turn. Any thread.
@@ -99,6 +102,7 @@ class SessionContext {
   TileStore& store_;
   ComputePool& pool_;
   const std::atomic<bool>& stopping_;
+  const std::string& secret_;
   std::string peer_;
   std::string end_reason_ = "peer closed the connection";
   // Figures at start_counting(); STATS reports the growth since.

@@ -4,9 +4,16 @@
 // concurrent connection gets ERROR(kBusy) and is closed); it stays up between sessions. A session
 // accepts, authenticates (HELLO advertises the union of the hosted services' capability bits),
 // then dispatches every frame through the table built from the services (see service.hpp): the
-// default set is the GEMM service (gemm_service.hpp: STORE, JOB, RELEASE, PROBE, STATS_REQUEST).
+// default set is the GEMM service (gemm_service.hpp: STORE, JOB, RELEASE, PROBE, STATS_REQUEST)
+// and the graph service (graph_service.hpp: GRAPH_*).
 // BYE and ERROR are the session's own; a type no service handles gets ERROR(kBadFrame). A bad
 // frame gets ERROR with a reason and the session ends; the server never crashes on input.
+// Peer sessions: while a service admits them (the graph service: while a run is loaded), other
+// workers authenticated with the peer MAC label get sessions of their own beside the
+// coordinator's, one connection thread each, dispatched to the services' peer handlers; a
+// coordinator that connects meanwhile still handshakes and is then refused as busy. Peer
+// sessions have the handshake timeout but no idle timeout: the service closes them when its run
+// ends.
 // The server owns its tile store, compute pool and services; the store is emptied when a session
 // ends. start() and stop() are thread-safe; run() blocks the calling thread until stop().
 //
@@ -88,7 +95,7 @@ class WorkerServer {
 // Version string reported in HELLO and by --version.
 std::string worker_version();
 
-// The services a tessera-worker hosts: GEMM.
+// The services a tessera-worker hosts: GEMM and graph.
 std::vector<Service> default_services();
 
 }  // namespace tessera::worker
