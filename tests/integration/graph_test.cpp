@@ -230,20 +230,32 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
     options.mode = mode;
     options.snapshot_interval = std::chrono::milliseconds(50);
     options.node_timeout_s = 10.0;
-    bool killed = false;
+    // A survivor whose step failed on its link to the dead node reports that and ends its
+    // session; with the secret it is reconnected rather than lost.
+    options.secret = "kill-secret";
+    std::atomic<bool> killed{false};
     double killed_at = 0.0;
+    std::jthread killer;
     GraphHooks hooks;
-    // After a few snapshots, while the residual is still far from the tolerance.
+    // After a few snapshots, while the residual is still far from the tolerance; from another
+    // thread a few milliseconds later, so that the kill may land inside a step or a poll.
     hooks.on_progress = [&](const TracePoint& point) {
-      if (!killed && point.time_s > 0.2 && point.residual > 1e-6) {
-        cluster.processes[2]->kill_now();
-        killed = true;
+      if (!killer.joinable() && point.time_s > 0.15 && point.residual > 1e-6) {
         killed_at = point.time_s;
+        killer = std::jthread([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          cluster.processes[2]->kill_now();
+          killed = true;
+        });
       }
     };
+    std::string notices;
+    hooks.on_notice = [&](const std::string& notice) { notices += notice + "\n"; };
     Result<GraphOutcome> outcome = run_graph(*connection, graph, options, hooks);
+    if (killer.joinable()) killer.join();
     ASSERT_TRUE(killed) << "the run converged before the worker could be killed; use a bigger graph";
-    ASSERT_TRUE(outcome) << outcome.status().message();
+    ASSERT_TRUE(outcome) << outcome.status().message() << "\n" << notices;
+    SCOPED_TRACE(notices);
     EXPECT_EQ(outcome->lost_nodes, std::vector<std::string>{"c"});
     EXPECT_GE(outcome->restarts, 1u);
     ASSERT_TRUE(outcome->final_placement.has_value());

@@ -30,14 +30,18 @@ uint64_t link_bytes(const NodeLink& link) {
 
 struct CallOutcome {
   Status status;
-  bool silent = false;  // shut down by the watchdog: nothing moved for the node timeout
+  bool silent = false;   // shut down by the watchdog: nothing moved for the node timeout
+  bool aborted = false;  // shut down because another call of the round failed (abort_after)
 };
 
 // Runs call(i) for every link on its own thread and waits for all of them. A call during which
 // its connection moves no byte for `silence` has the connection shut down, which makes the call
-// return; the outcome says it was silent. The cancel flag shuts every pending call down.
+// return; the outcome says it was silent. With `abort_after`, once one call has failed the calls
+// still pending get that long and are then shut down too (a sync step waits for batches from every
+// other node, so a lost node leaves the others waiting). The cancel flag shuts every call down.
 std::vector<CallOutcome> on_links(std::span<NodeLink* const> links, std::chrono::milliseconds silence,
-                                  const std::atomic<bool>* cancel, const std::function<Status(std::size_t)>& call) {
+                                  const std::atomic<bool>* cancel, const std::function<Status(std::size_t)>& call,
+                                  std::optional<std::chrono::milliseconds> abort_after = std::nullopt) {
   const std::size_t count = links.size();
   std::vector<CallOutcome> outcomes(count);
   std::vector<char> done(count, 0);
@@ -59,19 +63,32 @@ std::vector<CallOutcome> on_links(std::span<NodeLink* const> links, std::chrono:
       finished.notify_all();
     });
   }
+  std::optional<Clock::time_point> abort_at;
   std::unique_lock<std::mutex> lock(mutex);
   while (remaining > 0) {
     finished.wait_for(lock, std::chrono::milliseconds(20));
     const bool cancelling = cancel != nullptr && cancel->load();
     const auto now = Clock::now();
+    if (abort_after && !abort_at) {
+      for (std::size_t i = 0; i < count; ++i) {
+        if (done[i] != 0 && !outcomes[i].status.is_ok()) abort_at = now + *abort_after;
+      }
+    }
+    const bool aborting = abort_at && now >= *abort_at;
     for (std::size_t i = 0; i < count; ++i) {
-      if (done[i] != 0 || outcomes[i].silent || !links[i]->connection) continue;
+      if (done[i] != 0 || outcomes[i].silent || outcomes[i].aborted || !links[i]->connection) continue;
       const uint64_t bytes = link_bytes(*links[i]);
       if (bytes != last_bytes[i]) {
         last_bytes[i] = bytes;
         last_activity[i] = now;
-      } else if (now - last_activity[i] > silence || cancelling) {
-        outcomes[i].silent = !cancelling;
+      }
+      if (cancelling) {
+        links[i]->connection->shutdown();
+      } else if (now - last_activity[i] > silence) {
+        outcomes[i].silent = true;
+        links[i]->connection->shutdown();
+      } else if (aborting) {
+        outcomes[i].aborted = true;
         links[i]->connection->shutdown();
       }
     }
@@ -89,8 +106,6 @@ struct NodeRecord {
   uint64_t base_sent = 0;                // connection counters when the run (or connection) began
   uint64_t base_received = 0;
 };
-
-enum class FailureKind { kLost, kAlive };
 
 class Driver {
  public:
@@ -125,8 +140,10 @@ class Driver {
   // Helpers.
   // Runs call(part) for `parts` (default: every part) in parallel, bounded by the node timeout.
   // The outcomes are indexed by part.
-  std::vector<CallOutcome> on_parts(std::span<const std::size_t> parts, const std::function<Status(std::size_t)>& call);
-  std::vector<CallOutcome> on_parts(const std::function<Status(std::size_t part)>& call);
+  std::vector<CallOutcome> on_parts(std::span<const std::size_t> parts, const std::function<Status(std::size_t)>& call,
+                                    std::optional<std::chrono::milliseconds> abort_after = std::nullopt);
+  std::vector<CallOutcome> on_parts(const std::function<Status(std::size_t part)>& call,
+                                    std::optional<std::chrono::milliseconds> abort_after = std::nullopt);
   // Stops every part still connected, ignoring failures: the run is being given up.
   void abandon();
   void sleep_until(Clock::time_point when) const;
@@ -135,8 +152,9 @@ class Driver {
   std::optional<double> settle(const std::vector<uint64_t>& received_total,
                                std::vector<std::pair<std::size_t, CallOutcome>>& failed);
   std::vector<std::pair<std::size_t, CallOutcome>> failures_of(const std::vector<CallOutcome>& outcomes) const;
-  // Marks the node of `part` lost, or reconnects it when it is alive and a secret is known.
-  FailureKind handle_failure(std::size_t part, const CallOutcome& outcome);
+  // Reconnects the node of `part` when it takes a new session (and a secret is known), else
+  // marks it lost. Either way the part's values are gone; its snapshot stands in for them.
+  void handle_failure(std::size_t part, const CallOutcome& outcome);
   void fold_placement_figures();
   Status check_limits();
   void notice(const std::string& text) const {
@@ -176,21 +194,23 @@ class Driver {
 };
 
 std::vector<CallOutcome> Driver::on_parts(std::span<const std::size_t> parts,
-                                          const std::function<Status(std::size_t)>& call) {
+                                          const std::function<Status(std::size_t)>& call,
+                                          std::optional<std::chrono::milliseconds> abort_after) {
   std::vector<NodeLink*> links;
   for (std::size_t part : parts) links.push_back(&link_of(part));
   const std::vector<CallOutcome> called =
-      on_links(links, silence(), hooks_.cancel, [&](std::size_t i) { return call(parts[i]); });
+      on_links(links, silence(), hooks_.cancel, [&](std::size_t i) { return call(parts[i]); }, abort_after);
   // Indexed by part, so that failures_of names parts; parts not called count as fine.
   std::vector<CallOutcome> outcomes(part_nodes_.size());
   for (std::size_t i = 0; i < parts.size(); ++i) outcomes[parts[i]] = called[i];
   return outcomes;
 }
 
-std::vector<CallOutcome> Driver::on_parts(const std::function<Status(std::size_t part)>& call) {
+std::vector<CallOutcome> Driver::on_parts(const std::function<Status(std::size_t part)>& call,
+                                          std::optional<std::chrono::milliseconds> abort_after) {
   std::vector<std::size_t> parts(part_nodes_.size());
   for (std::size_t part = 0; part < parts.size(); ++part) parts[part] = part;
-  return on_parts(parts, call);
+  return on_parts(parts, call, abort_after);
 }
 
 std::vector<std::pair<std::size_t, CallOutcome>> Driver::failures_of(const std::vector<CallOutcome>& outcomes) const {
@@ -201,55 +221,52 @@ std::vector<std::pair<std::size_t, CallOutcome>> Driver::failures_of(const std::
   return failed;
 }
 
-FailureKind Driver::handle_failure(std::size_t part, const CallOutcome& outcome) {
+void Driver::handle_failure(std::size_t part, const CallOutcome& outcome) {
   const std::size_t node = part_nodes_[part];
   NodeLink& link = cluster_.links()[node];
-  const StatusCode code = outcome.status.code();
-  std::string reason = outcome.silent ? fmt::format("no answer for {:g} s", options_.node_timeout_s)
-                                      : outcome.status.message();
-  // An alive worker that refused a request ended its session with the ERROR; a new session
-  // gives it a fresh start. Out of memory would only repeat, and a vanished or silent one is gone.
-  const bool alive = !outcome.silent && code != StatusCode::kNetworkError && code != StatusCode::kResourceExhausted &&
-                     code != StatusCode::kCancelled;
-  if (alive && !options_.secret.empty()) {
-    records_[node].figures.coordinator_bytes_sent += link.connection ? link.connection->bytes_sent() - records_[node].base_sent : 0;
-    records_[node].figures.coordinator_bytes_received +=
-        link.connection ? link.connection->bytes_received() - records_[node].base_received : 0;
-    if (link.connection) link.connection->shutdown();
+  NodeRecord& record = records_[node];
+  std::string reason = outcome.silent    ? fmt::format("no answer for {:g} s", options_.node_timeout_s)
+                       : outcome.aborted ? "stopped waiting for a step that another node's failure held up"
+                                         : outcome.status.message();
+  if (link.connection) {
+    record.figures.coordinator_bytes_sent += link.connection->bytes_sent() - record.base_sent;
+    record.figures.coordinator_bytes_received += link.connection->bytes_received() - record.base_received;
+    link.connection->shutdown();
     link.connection.reset();
+  }
+  // Whether the worker is still there is found out by connecting again: a killed one refuses at
+  // once, one that reported an error (its session ends with the ERROR) or was cut off waiting
+  // takes a new session. A silent one is not asked again (it would hold us another timeout), and
+  // one out of memory would only fail again.
+  const StatusCode code = outcome.status.code();
+  if (!outcome.silent && code != StatusCode::kResourceExhausted && code != StatusCode::kCancelled &&
+      !options_.secret.empty()) {
     // The worker lets the old session go once it notices the close; until then it answers BUSY.
-    const auto deadline = Clock::now() + std::chrono::seconds(3);
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
     Status last = Status::ok();
-    while (Clock::now() < deadline) {
+    while (Clock::now() < deadline && !cancel_requested()) {
       Result<NodeLink> fresh = connect_node(link.spec, options_.secret, std::chrono::milliseconds(2000),
                                             transport::kCapabilityGraph);
       if (fresh) {
         link.hello = fresh->hello;
         link.connection = std::move(fresh->connection);
-        records_[node].base_sent = link.connection->bytes_sent();
-        records_[node].base_received = link.connection->bytes_received();
-        notice(fmt::format("node '{}' failed a request ({}); reconnected, its part restarts from its last snapshot",
-                           link.spec.name, reason));
-        return FailureKind::kAlive;
+        record.base_sent = link.connection->bytes_sent();
+        record.base_received = link.connection->bytes_received();
+        notice(fmt::format("node '{}': {}; reconnected, its part restarts from its last snapshot", link.spec.name,
+                           reason));
+        return;
       }
       last = fresh.status();
       if (last.code() != StatusCode::kBusy) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    reason += fmt::format("; reconnecting failed: {}", last.message());
+    if (!last.is_ok()) reason += fmt::format(" (reconnecting: {})", last.message());
   }
-  if (link.connection) {
-    records_[node].figures.coordinator_bytes_sent += link.connection->bytes_sent() - records_[node].base_sent;
-    records_[node].figures.coordinator_bytes_received += link.connection->bytes_received() - records_[node].base_received;
-    link.connection->shutdown();
-    link.connection.reset();
-  }
-  records_[node].lost = true;
-  records_[node].figures.lost = true;
+  record.lost = true;
+  record.figures.lost = true;
   outcome_.lost_nodes.push_back(link.spec.name);
   outcome_.lost_reasons.push_back(reason);
   notice(fmt::format("node '{}' lost: {}", link.spec.name, reason));
-  return FailureKind::kLost;
 }
 
 Status Driver::prepare() {
@@ -507,7 +524,7 @@ Result<bool> Driver::load_and_start(const tg::VertexState& state) {
   std::vector<char> failed_part(part_nodes_.size(), 0);
   for (const auto& [part, outcome] : failed) {
     failed_part[part] = 1;
-    (void)handle_failure(part, outcome);
+    handle_failure(part, outcome);
   }
   // The others may have started: stop them before the next placement is loaded.
   std::vector<std::size_t> others;
@@ -515,7 +532,7 @@ Result<bool> Driver::load_and_start(const tg::VertexState& state) {
     if (failed_part[part] == 0) others.push_back(part);
   }
   outcomes = on_parts(others, [&](std::size_t part) { return tg::stop_run(*link_of(part).connection); });
-  for (const auto& [part, outcome] : failures_of(outcomes)) (void)handle_failure(part, outcome);
+  for (const auto& [part, outcome] : failures_of(outcomes)) handle_failure(part, outcome);
   return false;
 }
 
@@ -573,7 +590,7 @@ Status Driver::recover(std::vector<std::pair<std::size_t, CallOutcome>> failed) 
   std::vector<char> survivor(part_nodes_.size(), 1);
   for (const auto& [part, outcome] : failed) {
     survivor[part] = 0;
-    (void)handle_failure(part, outcome);
+    handle_failure(part, outcome);
   }
   // Stop the survivors and take their values, until a round passes with no new failure.
   std::vector<std::vector<double>> gathered(part_nodes_.size());
@@ -600,7 +617,7 @@ Status Driver::recover(std::vector<std::pair<std::size_t, CallOutcome>> failed) 
     for (const auto& [part, outcome] : more) {
       survivor[part] = 0;
       gathered[part].clear();
-      (void)handle_failure(part, outcome);
+      handle_failure(part, outcome);
     }
   }
   // The whole vector: survivors' values, else the part's latest snapshot, else where it started.
@@ -721,12 +738,17 @@ Status Driver::run_sync() {
       TESSERA_RETURN_IF_ERROR(check_limits());
       std::vector<tg::StepReport> reports(part_nodes_.size());
       const std::vector<uint64_t> expected = ledger.expected_next();
-      failed = failures_of(on_parts([&](std::size_t part) {
-        Result<tg::StepReport> report = tg::run_step(*link_of(part).connection, step, expected[part]);
-        if (!report) return report.status();
-        reports[part] = std::move(*report);
-        return Status::ok();
-      }));
+      // A node lost during a step leaves the others waiting for its batches (the worker would
+      // wait a minute); a second after the first failure the waiting ones are cut off and
+      // reconnected, their parts restarting from their snapshots.
+      failed = failures_of(on_parts(
+          [&](std::size_t part) {
+            Result<tg::StepReport> report = tg::run_step(*link_of(part).connection, step, expected[part]);
+            if (!report) return report.status();
+            reports[part] = std::move(*report);
+            return Status::ok();
+          },
+          std::chrono::milliseconds(1000)));
       TESSERA_RETURN_IF_ERROR(check_limits());
       if (!failed.empty()) break;
       std::vector<std::vector<uint64_t>> sent_to;

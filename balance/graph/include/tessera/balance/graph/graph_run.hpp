@@ -21,10 +21,12 @@
 // come from its latest snapshot (or from where that placement started), restart_state turns the
 // whole vector into a state with the same fixed point, the vertices are re-placed among the
 // survivors by their own weights and loaded again under a new run id, and the run goes on. A node
-// that answered with an ERROR (the worker is alive; its session ends with it) is reconnected and
-// keeps its place, its values taken from its snapshot like a lost node's. With no survivor the run
-// fails naming every node and why. Every wait is bounded: calls by node_timeout_s of silence, the
-// whole run by max_wall_s.
+// whose call failed but that takes a new session (it answered with an ERROR, which ends its
+// session, or it was cut off waiting in a sync step for a lost peer's batches) is reconnected and
+// keeps its place, its values taken from its snapshot like a lost node's; one that refuses the new
+// session (killed) or stayed silent is lost. With no survivor the run fails naming every node and
+// why. Every wait is bounded: calls by node_timeout_s of silence (a sync step's other calls by a
+// second once one of them failed), the whole run by max_wall_s.
 //
 // Ownership: the caller owns the cluster connection and the graph; the outcome is a value. Not
 // reentrant on one ClusterConnection; hooks are called on the calling thread.
