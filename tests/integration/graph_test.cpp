@@ -21,6 +21,7 @@
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/graph/graph_run.hpp"
+#include "tessera/balance/session/session.hpp"
 #include "tessera/graph/reference.hpp"
 #include "tessera/partition/digraph.hpp"
 #include "tessera/transport/frame_connection.hpp"
@@ -336,6 +337,46 @@ TEST(GraphFailures, AWorkerWithoutTheGraphServiceIsRefusedByName) {
   EXPECT_EQ(connection.status().code(), StatusCode::kInvalidConfig);
   EXPECT_NE(connection.status().message().find("node 'oldie'"), std::string::npos) << connection.status().message();
   EXPECT_NE(connection.status().message().find("missing graph"), std::string::npos) << connection.status().message();
+}
+
+// The facade: profile weights need a profile; a cancel flag stops a run and frees the workers.
+TEST(GraphSession, ProfileWeightsNeedAProfileAndCancellingFreesTheWorkers) {
+  testing::TempDir dir;
+  testing::LocalCluster cluster = testing::start_local_cluster("graph-session", "session-secret", 2, dir);
+  SessionOptions session_options;
+  session_options.connect.required_capabilities = transport::kCapabilityGraph;
+  Result<Session> session = Session::open(cluster.spec, session_options);
+  ASSERT_TRUE(session) << session.status().message();
+  const tp::DirectedGraph graph = load("lognormal:40000");
+  GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
+  options.weights.source = TargetWeights::Source::kProfile;
+  Result<GraphOutcome> refused = session->graph(graph, options);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(refused.status().message().find("tessera profile"), std::string::npos) << refused.status().message();
+
+  options.weights = TargetWeights{};
+  options.tolerance = 1e-13;
+  std::atomic<bool> cancel{false};
+  RunControl control;
+  control.cancel = &cancel;
+  control.on_graph_progress = [&](const TracePoint&) { cancel = true; };
+  Result<GraphOutcome> cancelled_run = session->graph(graph, options, control);
+  ASSERT_FALSE(cancelled_run);
+  EXPECT_EQ(cancelled_run.status().code(), StatusCode::kCancelled) << cancelled_run.status().message();
+
+  // The workers let the cancelled sessions go: a new session runs to the end.
+  Result<Session> again = Session::open(cluster.spec, session_options);
+  for (int attempt = 0; attempt < 50 && !again && again.status().code() == StatusCode::kBusy; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    again = Session::open(cluster.spec, session_options);
+  }
+  ASSERT_TRUE(again) << again.status().message();
+  options.tolerance = 1e-6;
+  Result<GraphOutcome> outcome = again->graph(graph, options);
+  ASSERT_TRUE(outcome) << outcome.status().message();
+  ASSERT_TRUE(outcome->verification.has_value());
+  EXPECT_TRUE(outcome->verification->passed) << outcome->verification->detail;
 }
 
 // --- Through the CLI -------------------------------------------------------------------------

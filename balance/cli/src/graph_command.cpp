@@ -145,8 +145,11 @@ void print_outcome(std::ostream& out, const GraphOutcome& outcome) {
                        fmt::format("{} ({:.1f})", bytes_text(node.memory_bytes), node.bytes_per_edge()),
                        node.lost ? "  LOST" : "");
   }
-  out << fmt::format("total: wall {:.3f} s, {} edge updates, {:.3g} edge updates/s, residual {:.3g}, {} polls{}\n",
-                     outcome.wall_s, outcome.edge_updates, outcome.edge_updates_per_s, outcome.residual, outcome.polls,
+  out << fmt::format("total: wall {:.3f} s (placing took {:.3f} s before), {} edge updates, {:.3g} edge updates/s, "
+                     "residual {:.3g}, {} polls ({:.2f} ms each){}\n",
+                     outcome.wall_s, outcome.placement_s, outcome.edge_updates, outcome.edge_updates_per_s,
+                     outcome.residual, outcome.polls,
+                     outcome.polls > 0 ? 1e3 * outcome.poll_s / static_cast<double>(outcome.polls) : 0.0,
                      outcome.mode == GraphMode::kSync ? fmt::format(", {} steps", outcome.steps) : "");
   std::string lost = "none";
   if (!outcome.lost_nodes.empty()) {
@@ -228,9 +231,9 @@ json outcome_json(const GraphCommand& command, const std::string& cluster, const
       {"placement", placement_json(outcome.placement)},
       {"final_placement", outcome.final_placement ? placement_json(*outcome.final_placement) : json(nullptr)},
       {"nodes", std::move(nodes)},
-      {"totals", {{"wall_s", outcome.wall_s}, {"edge_updates", outcome.edge_updates},
+      {"totals", {{"wall_s", outcome.wall_s}, {"placement_s", outcome.placement_s}, {"edge_updates", outcome.edge_updates},
                   {"edge_updates_per_s", outcome.edge_updates_per_s}, {"residual", outcome.residual},
-                  {"polls", outcome.polls}, {"steps", outcome.steps}, {"restarts", outcome.restarts}}},
+                  {"polls", outcome.polls}, {"poll_s", outcome.poll_s}, {"steps", outcome.steps}, {"restarts", outcome.restarts}}},
       {"lost_nodes", std::move(lost)},
       {"trace", std::move(trace)},
   };
@@ -285,7 +288,8 @@ Status write_trace_png(const std::string& path, const GraphOutcome& outcome) {
   script += fmt::format("set output '{}'\n", path);
   script += fmt::format("set title \"{}, {}: residual over time\"\n", tg::describe(outcome.algorithm),
                         graph_mode_name(outcome.mode));
-  script += fmt::format("set xlabel 'time (s)'\nset ylabel '{}'\nset logscale y\n",
+  script += fmt::format("set xlabel 'time since the parts were shipped (s)'\nset ylabel '{}'\nset logscale y\n"
+                        "set format y '10^{{%L}}'\n",
                         linear ? "sum |pending delta|" : "vertices with a pending delta");
   if (linear) script += fmt::format("set arrow from graph 0, first {0} to graph 1, first {0} nohead dt 2\n", outcome.tolerance);
   script += "plot $trace using 1:2 with linespoints title 'residual'\n";

@@ -451,6 +451,11 @@ Status Driver::start_placement(std::optional<std::vector<double>> x) {
     partition_options.seed = options_.seed;
     Result<tp::Partition> partition = tp::partition_graph(placement_input_, partition_options);
     if (!partition) return partition.status();
+    if (first_placement_) {
+      // The run's clock starts when the first part is shipped; placing it is timed apart.
+      outcome_.placement_s = seconds_since(started_);
+      started_ = Clock::now();
+    }
     const auto parts = static_cast<uint32_t>(part_nodes_.size());
     placement_ = tg::make_placement(partition->part, parts);
 
@@ -538,6 +543,7 @@ Result<bool> Driver::load_and_start(const tg::VertexState& state) {
 
 Result<std::vector<tg::NodeProgress>> Driver::poll(std::vector<std::pair<std::size_t, CallOutcome>>& failed) {
   std::vector<tg::NodeProgress> progress(part_nodes_.size());
+  const auto begun = Clock::now();
   const std::vector<CallOutcome> outcomes = on_parts([&](std::size_t part) {
     Result<tg::NodeProgress> answer = tg::request_progress(*link_of(part).connection);
     if (!answer) return answer.status();
@@ -545,6 +551,7 @@ Result<std::vector<tg::NodeProgress>> Driver::poll(std::vector<std::pair<std::si
     return Status::ok();
   });
   ++outcome_.polls;
+  outcome_.poll_s += seconds_since(begun);
   failed = failures_of(outcomes);
   if (cancel_requested()) return check_limits();
   for (std::size_t part = 0; part < part_nodes_.size(); ++part) {

@@ -115,7 +115,7 @@ struct GraphRunOptions {
 };
 
 struct TracePoint {
-  double time_s = 0.0;        // since the values were first shipped
+  double time_s = 0.0;        // since the first parts were shipped
   double residual = 0.0;      // summed over nodes (sum |dv|, or pending count for cc/sssp)
   uint64_t edge_updates = 0;  // cumulative, whole run
   bool operator==(const TracePoint&) const = default;
@@ -202,11 +202,13 @@ struct GraphOutcome {
   PlacementSummary placement;                     // the first placement
   std::optional<PlacementSummary> final_placement;  // after the last restart, if any
   std::vector<GraphNodeFigures> nodes;            // cluster order
+  double placement_s = 0.0;       // placing the vertices the first time (METIS, ...)
   double wall_s = 0.0;            // from shipping the first parts to the values gathered
   uint64_t edge_updates = 0;
   double edge_updates_per_s = 0.0;
   double residual = 0.0;          // at termination
-  uint64_t polls = 0;             // progress polls (async) or steps + polls (sync)
+  uint64_t polls = 0;             // rounds of progress requests to every node
+  double poll_s = 0.0;            // time those rounds took, summed (what polling costs the run)
   uint64_t steps = 0;             // sync steps, whole run
   std::vector<TracePoint> trace;  // one point per poll (async) or step (sync)
   std::vector<std::string> lost_nodes;
