@@ -363,7 +363,8 @@ Result<GraphMessage> decode_deltas(std::span<const std::byte> payload) {
 }
 
 Result<GraphMessage> decode_empty(uint16_t type, std::span<const std::byte> payload, GraphMessage message) {
-  tp::PayloadReader r(name_of(type), payload);
+  const std::string name = name_of(type);  // the reader keeps a view of it
+  tp::PayloadReader r(name, payload);
   return finish(r, std::move(message));
 }
 

@@ -1,5 +1,6 @@
-// libFuzzer harness for the pure wire codec (transport/protocol.hpp): the first line of defence
-// against a hostile peer, since every frame a worker or coordinator reads goes through it.
+// libFuzzer harness for the pure wire codecs (transport/protocol.hpp, and the graph service's
+// graph/wire_codec.hpp for the GRAPH_* payloads): the first line of defence against a hostile
+// peer, since every frame a worker or coordinator reads goes through one of them.
 //
 // Input: 32 header bytes and a payload (a whole frame, as in tests/instances/frames/*.bin), or
 // anything shorter. Checks, beyond "never crash" (ASan/UBSan) and "never allocate far more than
@@ -10,11 +11,15 @@
 //   - a decoded non-bulk message re-encodes to bytes that decode to an equal message, whose
 //     encoding is byte-identical (encode o decode is the identity on accepted messages);
 //   - the bulk prefix decoders accept exactly the prefixes decode_payload accepts, and an
-//     accepted prefix re-encodes to the same bytes.
+//     accepted prefix re-encodes to the same bytes;
+//   - every graph decoder runs over the payload too; an accepted graph payload lies within its
+//     type's length bounds and re-encodes to exactly its own bytes (the graph layouts are
+//     canonical: no field the decoder tolerates in two spellings), which decode again.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <concepts>
 #include <span>
@@ -22,6 +27,7 @@
 #include <variant>
 #include <vector>
 
+#include "tessera/graph/wire_codec.hpp"
 #include "tessera/transport/protocol.hpp"
 
 namespace {
@@ -102,6 +108,28 @@ void check_bulk_prefixes(std::span<const std::byte> payload, uint64_t payload_le
   }
 }
 
+// decode_graph_payload over every graph type (and its neighbours, which must be refused).
+void check_graph_payloads(std::span<const std::byte> payload) {
+  using tessera::graph::decode_graph_payload;
+  using tessera::graph::GraphMessage;
+  for (uint16_t type = kFirstGraphMessageType - 1; type <= kLastMessageType + 1; ++type) {
+    Result<GraphMessage> message = decode_graph_payload(type, payload, kLimits);
+    if (!message) continue;
+    if (!is_graph_message(type)) property_failed("graph codec accepted another type", type);
+    if (static_cast<uint16_t>(tessera::graph::graph_message_type(*message)) != type) {
+      property_failed("graph payload decoded as another type", type);
+    }
+    if (!tessera::graph::check_graph_payload_length(type, payload.size(), kLimits).is_ok()) {
+      property_failed("graph payload accepted outside its length bounds", type);
+    }
+    const std::vector<std::byte> encoded = tessera::graph::encode_graph_payload(*message);
+    if (encoded.size() != payload.size() || !std::equal(encoded.begin(), encoded.end(), payload.begin())) {
+      property_failed("graph payload does not re-encode to its own bytes", type);
+    }
+    if (!decode_graph_payload(type, encoded, kLimits)) property_failed("re-encoded graph payload does not decode", type);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -131,6 +159,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   check_bulk_prefixes(aligned, aligned.size());
+  check_graph_payloads(aligned);
   if (claimed_length != aligned.size()) check_bulk_prefixes(aligned, claimed_length);
   return 0;
 }

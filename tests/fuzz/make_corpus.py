@@ -2,10 +2,12 @@
 """Writes the seed corpora of the libFuzzer harnesses into corpus/<harness>/.
 
 fuzz_codec starts from the broken and valid frames of tests/instances/frames/ plus one valid frame
-of every message type, so that every decoder is reached from the first run. fuzz_handshake inputs
-are one setting byte (bit 0: the coordinator is the real side; bit 1: the peer knows the secret,
-see fuzz_handshake.cpp) followed by the peer's bytes: a coordinator's AUTH or a worker's HELLO +
-AUTH_OK, valid and broken. Run from this folder; the output is committed."""
+of every message type (the GRAPH_* ones included), so that every decoder is reached from the first
+run; the graph seeds are also decoded by tests/graph/wire_test.cpp, which checks this independent
+encoder against the C++ codec. fuzz_handshake inputs are one setting byte (bit 0: the coordinator
+is the real side; bit 1: the peer knows the secret, see fuzz_handshake.cpp) followed by the peer's
+bytes: a coordinator's AUTH or a worker's HELLO + AUTH_OK, valid and broken. Run from this folder;
+the output is committed."""
 import os
 import shutil
 import sys
@@ -59,6 +61,38 @@ CODEC = {
     'stats_request.bin': frame(13, b''),
     'stats.bin': frame(14, struct.pack('<ddddQQQ', 1.0, 0.1, 0.8, 0.9, 12, 4096, 2048)),
 }
+
+# The graph service's payloads (graph/wire_codec.hpp), types 15..26.
+def graph_progress(running=1):
+    return struct.pack('<dd6QddB7x', 0.5, 1e-3, 10, 40, 3, 2, 30, 20, 0.25, 0.5, running)
+
+
+def graph_load():
+    algorithm = struct.pack('<BB6xddq', 4, 3, 0.85, 0.0, 0)  # sssp from vertex 0, max label
+    engine = struct.pack('<IIddq', 2, 4096, 0.0, 0.25, 2000)
+    part = struct.pack('<IIIIQB7x', 0, 2, 3, 1, 3, 1)  # part 0 of 2: 3 vertices, 1 ghost, 3 weighted edges
+    peers = s('127.0.0.1') + struct.pack('<H', 7070) + s('pi-2.local') + struct.pack('<H', 7071)
+    arrays = (struct.pack('<4Q', 0, 1, 2, 3) + struct.pack('<3I', 1, 2, 3) + struct.pack('<3d', 1.0, 2.0, 0.5) +
+              struct.pack('<2I', 1, 0) + struct.pack('<3d', 0.0, float('inf'), float('inf')) +
+              struct.pack('<3d', 0.0, float('inf'), float('inf')))
+    return struct.pack('<Q', 7) + algorithm + engine + part + peers + arrays
+
+
+GRAPH = {
+    'graph_load.bin': frame(15, graph_load()),
+    'graph_ready.bin': frame(16, struct.pack('<QQ', 7, 4096)),
+    'graph_start.bin': frame(17, b''),
+    'graph_step.bin': frame(18, struct.pack('<QQ', 3, 2)),
+    'graph_step_done.bin': frame(19, struct.pack('<Q', 3) + graph_progress(0) + struct.pack('<I4x2Q', 2, 1, 0)),
+    'graph_progress_request.bin': frame(20, b''),
+    'graph_progress.bin': frame(21, graph_progress() + struct.pack('<3Q', 1024, 2048, 1 << 20)),
+    'graph_values_request.bin': frame(22, b''),
+    'graph_values.bin': frame(23, struct.pack('<QB7x3d', 3, 1, 0.25, 0.5, 0.25)),
+    'graph_stop.bin': frame(24, b''),
+    'graph_peer_hello.bin': frame(25, struct.pack('<QI4x', 7, 1)),
+    'graph_deltas.bin': frame(26, struct.pack('<QQIII4x2I2d', 7, 0, 1, 0, 2, 0, 2, 0.125, 0.5)),
+}
+CODEC.update(GRAPH)
 
 WORKER_REAL, COORDINATOR_REAL, SIGNED = 0, 1, 2
 AUTH = frame(2, bytes(32) + bytes(range(100, 132)))

@@ -128,18 +128,7 @@ class Router final : public Outbound {
 
 EngineProgress total_progress(const std::vector<std::unique_ptr<Engine>>& engines) {
   EngineProgress total;
-  for (const auto& engine : engines) {
-    const EngineProgress p = engine->progress();
-    total.value_sum += p.value_sum;
-    total.residual += p.residual;
-    total.updates += p.updates;
-    total.edge_updates += p.edge_updates;
-    total.batches_sent += p.batches_sent;
-    total.batches_received += p.batches_received;
-    total.deltas_sent += p.deltas_sent;
-    total.deltas_received += p.deltas_received;
-    total.running = total.running || p.running;
-  }
+  for (const auto& engine : engines) total += engine->progress();
   return total;
 }
 
@@ -533,6 +522,17 @@ TEST(Engine, SnapshotsOnlyMoveTowardsTheAnswer) {
     run.stop();
     expect_values_near(run.values(), expected, c.spec, c.name);
   }
+}
+
+TEST(EngineProgress, AddsEveryFigure) {
+  EngineProgress total{.value_sum = 1, .residual = 2, .updates = 3, .edge_updates = 4, .batches_sent = 5,
+                       .batches_received = 6, .deltas_sent = 7, .deltas_received = 8, .busy_seconds = 9,
+                       .idle_seconds = 10, .running = false};
+  total += total;
+  total += EngineProgress{.running = true};
+  EXPECT_EQ(total, (EngineProgress{.value_sum = 2, .residual = 4, .updates = 6, .edge_updates = 8, .batches_sent = 10,
+                                   .batches_received = 12, .deltas_sent = 14, .deltas_received = 16,
+                                   .busy_seconds = 18, .idle_seconds = 20, .running = true}));
 }
 
 // --- One engine by hand ---------------------------------------------------------------------

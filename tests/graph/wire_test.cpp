@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -330,6 +333,38 @@ TEST(GraphWireCodec, PayloadBoundsRefuseImpossibleLengths) {
   const Status refusal = check_graph_payload_length(static_cast<uint16_t>(MessageType::kGraphReady), 3, limits);
   EXPECT_NE(refusal.message().find("GRAPH_READY: payload_length 3 out of range 16..16"), std::string::npos)
       << refusal.to_string();
+}
+
+TEST(GraphWireCodec, TheFuzzCorpusSeedsDecodeAsTheirTypes) {
+  // tests/fuzz/make_corpus.py writes one frame per GRAPH_* type with its own encoder, from the
+  // layouts documented in wire_codec.hpp: the two must agree.
+  const std::filesystem::path corpus = std::filesystem::path(TESSERA_TEST_INSTANCES) / ".." / "fuzz" / "corpus" /
+                                       "fuzz_codec";
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
+    if (entry.path().filename().string().rfind("graph_", 0) != 0) continue;
+    SCOPED_TRACE(entry.path().filename().string());
+    std::ifstream file(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    ASSERT_GE(bytes.size(), tp::kHeaderSize);
+    std::array<std::byte, tp::kHeaderSize> header_bytes{};
+    std::memcpy(header_bytes.data(), bytes.data(), tp::kHeaderSize);
+    Result<tp::FrameHeader> header = tp::decode_header(header_bytes, tp::Limits{});
+    ASSERT_TRUE(header) << header.status().to_string();
+    EXPECT_TRUE(tp::is_graph_message(header->type));
+    std::vector<std::byte> payload(bytes.size() - tp::kHeaderSize);
+    std::memcpy(payload.data(), bytes.data() + tp::kHeaderSize, payload.size());
+    ASSERT_EQ(header->payload_length, payload.size());
+    Result<GraphMessage> message = decode_graph_payload(header->type, payload, tp::Limits{});
+    ASSERT_TRUE(message) << message.status().to_string();
+    EXPECT_EQ(encode_graph_payload(*message), payload);
+    if (const auto* load = std::get_if<GraphLoad>(&*message)) {
+      EXPECT_TRUE(load->part.validate().is_ok()) << load->part.validate().to_string();
+      EXPECT_EQ(load->setup.peers[1], (PeerEndpoint{"pi-2.local", 7071}));
+    }
+    ++seeds;
+  }
+  EXPECT_EQ(seeds, static_cast<int>(std::variant_size_v<GraphMessage>));
 }
 
 // --- Coordinator calls against a scripted worker ---------------------------------------------

@@ -258,6 +258,14 @@ class GraphHost {
   // Reads and decodes the request's payload; nullopt after ending the session.
   std::optional<gr::GraphMessage> read_request(SessionContext& context, const tp::FrameHeader& header);
   SessionStep reply(SessionContext& context, const gr::GraphMessage& message, uint64_t request_id);
+  // Opens the run's outbound peer links (those not open yet); false after answering ERROR.
+  bool connect_peers(SessionContext& context, Run& run, uint64_t request_id) {
+    const Status linked =
+        run.links.connect(run.setup, run.part_index, run.destinations, context, options_.peer_connect_timeout);
+    if (linked.is_ok()) return true;
+    context.fail(tp::ErrorCode::kPeerFailed, linked.message(), request_id);
+    return false;
+  }
   SessionStep reply_ready(SessionContext& context, const Run& run, uint64_t request_id) {
     return reply(context, gr::GraphReady{run.setup.run_id, run.charge.bytes()}, request_id);
   }
@@ -369,11 +377,7 @@ SessionStep GraphHost::start(SessionContext& context, const tp::FrameHeader& hea
                                     run->stopped ? "stopped" : "started"),
                         header.request_id);
   }
-  if (Status linked = run->links.connect(run->setup, run->part_index, run->destinations, context,
-                                         options_.peer_connect_timeout);
-      !linked.is_ok()) {
-    return context.fail(tp::ErrorCode::kPeerFailed, linked.message(), header.request_id);
-  }
+  if (!connect_peers(context, *run, header.request_id)) return SessionStep::kEnd;
   run->engine->start();
   run->started = true;
   return reply_ready(context, *run, header.request_id);
@@ -391,11 +395,7 @@ SessionStep GraphHost::step(SessionContext& context, const tp::FrameHeader& head
                                     run->stopped ? "was stopped" : "runs asynchronously"),
                         header.request_id);
   }
-  if (Status linked = run->links.connect(run->setup, run->part_index, run->destinations, context,
-                                         options_.peer_connect_timeout);
-      !linked.is_ok()) {
-    return context.fail(tp::ErrorCode::kPeerFailed, linked.message(), header.request_id);
-  }
+  if (!connect_peers(context, *run, header.request_id)) return SessionStep::kEnd;
   if (Status arrived = run->wait_for_step_input(request.step, request.expected_batches, options_.step_wait, context);
       !arrived.is_ok()) {
     const bool peers = arrived.code() == StatusCode::kNetworkError;
@@ -417,6 +417,14 @@ SessionStep GraphHost::progress(SessionContext& context, const tp::FrameHeader& 
   if (!read_request(context, header)) return SessionStep::kEnd;
   std::shared_ptr<Run> run = require_run(context, header);
   if (run == nullptr) return SessionStep::kEnd;
+  // An engine whose outbound link failed has stopped its threads and lost a batch: its figures
+  // would look idle and settled to the coordinator's termination check, so they are not sent.
+  // (Once stopped, sends cut short by closing the links are expected and the figures are final.)
+  if (Status failed = run->engine->failure(); !failed.is_ok() && !run->stopped) {
+    return context.fail(tp::ErrorCode::kPeerFailed,
+                        fmt::format("run {}, part {}: {}", run->setup.run_id, run->part_index, failed.message()),
+                        header.request_id);
+  }
   gr::NodeProgress progress;
   progress.engine = run->engine->progress();
   progress.peer_bytes_sent = run->links.bytes_sent();

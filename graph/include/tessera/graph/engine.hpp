@@ -77,6 +77,8 @@ struct EngineProgress {
   double idle_seconds = 0.0;    // summed over update threads: time asleep waiting for deltas
   bool running = false;
   bool operator==(const EngineProgress&) const = default;
+  // Adds `other`'s figures to these (running: either); how the coordinator totals its workers.
+  EngineProgress& operator+=(const EngineProgress& other);
 };
 
 struct StepReport {

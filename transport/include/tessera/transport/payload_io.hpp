@@ -78,7 +78,8 @@ class PayloadWriter {
 };
 
 // Reads fields in order; the first failure is kept and every later read fails too, so a decoder
-// can chain reads and check once.
+// can chain reads and check once. `message` (the name errors start with) is viewed, not copied:
+// it must outlive the reader, as a string literal does.
 class PayloadReader {
  public:
   PayloadReader(std::string_view message, std::span<const std::byte> payload)
