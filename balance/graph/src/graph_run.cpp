@@ -260,7 +260,11 @@ void Driver::handle_failure(std::size_t part, const CallOutcome& outcome) {
       if (last.code() != StatusCode::kBusy) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (!last.is_ok()) reason += fmt::format(" (reconnecting: {})", last.message());
+    if (last.code() == StatusCode::kBusy) {
+      reason += "; it still held the old session 5 s later";
+    } else if (!last.is_ok()) {
+      reason += "; it takes no new session either";
+    }
   }
   record.lost = true;
   record.figures.lost = true;
