@@ -41,6 +41,25 @@ std::vector<Service> graph_only(const GraphServiceOptions& options = {}) {
   return services;
 }
 
+// One graph worker with an open coordinator session, both ended with the object.
+class OneWorker {
+ public:
+  explicit OneWorker(uint64_t memory_cap = 16 << 20, const GraphServiceOptions& options = {})
+      : worker_(graph_only(options), memory_cap) {
+    if (!worker_.running()) return;
+    session_ = worker_.open_session();
+    if (session_ != nullptr) watchdog_ = std::make_unique<Watchdog>(*session_, 30s);
+  }
+  bool ready() const { return session_ != nullptr; }
+  InProcessWorker& worker() { return worker_; }
+  tp::FrameConnection& session() { return *session_; }
+
+ private:
+  InProcessWorker worker_;
+  std::unique_ptr<tp::FrameConnection> session_;
+  std::unique_ptr<Watchdog> watchdog_;
+};
+
 Status write_raw(tp::FrameConnection& connection, std::span<const std::byte> bytes) {
   const std::array<asio::const_buffer, 1> parts{asio::buffer(bytes.data(), bytes.size())};
   return connection.write_buffers(parts);
@@ -286,11 +305,9 @@ TEST(GraphService, SyncStepsWaitForEachOthersBatchesAndReachTheSameDistances) {
 // --- Refusals ----------------------------------------------------------------------------------
 
 TEST(GraphService, LoadOverTheMemoryCapIsRefusedBeforeItsDataIsRead) {
-  InProcessWorker worker(graph_only(), /*tile_memory_cap=*/1 << 20);
-  ASSERT_TRUE(worker.running());
-  auto session = worker.open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
+  OneWorker one(/*memory_cap=*/1 << 20);
+  ASSERT_TRUE(one.ready());
+  tp::FrameConnection* session = &one.session();
   // A header claiming 1 MiB and not one byte of it: the answer must come without the data.
   tp::FrameHeader header;
   header.type = static_cast<uint16_t>(tp::MessageType::kGraphLoad);
@@ -359,12 +376,9 @@ TEST(GraphService, WorkerWithoutTheGraphServiceNamesIt) {
 }
 
 TEST(GraphService, RequestsWithoutALoadedRunAreRefused) {
-  InProcessWorker worker(graph_only());
-  ASSERT_TRUE(worker.running());
-  auto session = worker.open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
-  const Status refused = gr::start_async(*session);
+  OneWorker one;
+  ASSERT_TRUE(one.ready());
+  const Status refused = gr::start_async(one.session());
   EXPECT_EQ(refused.code(), StatusCode::kProtocolError);
   EXPECT_TRUE(contains(refused.message(), "GRAPH_START but no graph run is loaded here")) << refused.to_string();
 }
@@ -372,11 +386,9 @@ TEST(GraphService, RequestsWithoutALoadedRunAreRefused) {
 TEST(GraphService, StepNamesTheBatchesThatDidNotArrive) {
   GraphServiceOptions options;
   options.step_wait = 300ms;
-  InProcessWorker worker(graph_only(options));
-  ASSERT_TRUE(worker.running());
-  auto session = worker.open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
+  OneWorker one(16 << 20, options);
+  ASSERT_TRUE(one.ready());
+  tp::FrameConnection* session = &one.session();
   // Part 0 of 2 with no edge to part 1: it opens no link, and part 1 never sends.
   const gr::GraphLoad load = path_load(8, /*part_count=*/2);
   ASSERT_TRUE(gr::load_part(*session, load.setup, load.part).is_ok());
@@ -467,6 +479,8 @@ TEST(GraphService, PeerLinksNeedALoadedRunAndTheSecret) {
   InProcessWorker worker(graph_only());
   ASSERT_TRUE(worker.running());
   {
+    // No coordinator session either: with one but no run, a newcomer is refused as busy before
+    // its handshake, since nothing tells a peer from a coordinator before it.
     auto link = open_peer_link(worker, kInProcessSecret);
     ASSERT_NE(link, nullptr);
     Watchdog watchdog(*link, 30s);
@@ -486,11 +500,10 @@ TEST(GraphService, PeerLinksNeedALoadedRunAndTheSecret) {
 }
 
 TEST(GraphService, APeerLinkTakesPeerMessagesOnlyAndRefusesBadBatches) {
-  InProcessWorker worker(graph_only());
-  ASSERT_TRUE(worker.running());
-  auto session = worker.open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog session_watchdog(*session, 30s);
+  OneWorker one;
+  ASSERT_TRUE(one.ready());
+  InProcessWorker& worker = one.worker();
+  tp::FrameConnection* session = &one.session();
   const gr::GraphLoad load = path_load(8, 2);
   ASSERT_TRUE(gr::load_part(*session, load.setup, load.part).is_ok());
 

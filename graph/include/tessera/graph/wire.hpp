@@ -7,7 +7,9 @@
 //                   -> GRAPH_READY (the part validated and held; memory bytes)
 //   GRAPH_START     start the async engine; the worker first connects to its peers
 //                   -> GRAPH_READY once every peer link is up
-//   GRAPH_STEP      sync: step k after receiving `expected_batches` batches in total -> GRAPH_STEP_DONE
+//   GRAPH_STEP      sync: step k once `expected_batches` batches of step k-1 have arrived, in total
+//                   from all other parts (what their GRAPH_STEP_DONE of step k-1 said they sent to
+//                   this part) -> GRAPH_STEP_DONE
 //   GRAPH_PROGRESS_REQUEST -> GRAPH_PROGRESS;  GRAPH_VALUES_REQUEST -> GRAPH_VALUES (snapshot or final)
 //   GRAPH_STOP      stop the engine, close peer links, keep the values -> GRAPH_READY
 // Worker -> worker, on a peer link (authenticated with the peer MAC label, see transport/auth.hpp):
