@@ -32,6 +32,23 @@ namespace tessera::balance {
 
 namespace fs = std::filesystem;
 
+const char* const kPlotHeader =
+    "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key outside right top\n";
+
+// A plot of a study's few points takes well under a second; the deadline only stops a hang.
+Status run_gnuplot(const std::string& script_path) {
+  constexpr std::chrono::seconds kGnuplotDeadline{120};
+  Result<ProcessResult> run = run_process({"gnuplot", script_path}, {}, kGnuplotDeadline);
+  if (!run) {
+    return internal_error(
+        fmt::format("gnuplot failed on {}: {}; install gnuplot-nox", script_path, run.status().message()));
+  }
+  if (!run->succeeded()) {
+    return internal_error(fmt::format("gnuplot failed on {} ({}); install gnuplot-nox", script_path, run->describe()));
+  }
+  return Status::ok();
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -405,27 +422,10 @@ Status write_summary(const std::string& out_dir, const Study& study, const std::
   return write_text_file(out_dir + "/summary.csv", csv);
 }
 
-// gnuplot, run as a child process on a script file; a missing gnuplot is reported, not fatal.
-// A plot of a study's few points takes well under a second; the deadline only stops a hang.
-Status run_gnuplot(const std::string& script_path) {
-  constexpr std::chrono::seconds kGnuplotDeadline{120};
-  Result<ProcessResult> run = run_process({"gnuplot", script_path}, {}, kGnuplotDeadline);
-  if (!run) {
-    return internal_error(
-        fmt::format("gnuplot failed on {}: {}; install gnuplot-nox", script_path, run.status().message()));
-  }
-  if (!run->succeeded()) {
-    return internal_error(fmt::format("gnuplot failed on {} ({}); install gnuplot-nox", script_path, run->describe()));
-  }
-  return Status::ok();
-}
-
 struct Plots {
   std::vector<std::pair<std::string, std::string>> files;  // (file, caption)
   std::vector<std::string> problems;
 };
-
-const char* kPlotHeader = "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key outside right top\n";
 
 void plot_makespans(const std::string& out_dir, const Study& study, const std::vector<Variant>& variants,
                     const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
