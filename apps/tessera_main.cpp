@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tessera/balance/cli/commands.hpp"
+#include "tessera/balance/cli/graph_command.hpp"
 #include "tessera/balance/cli/partition_command.hpp"
 
 namespace tb = tessera::balance;
@@ -173,6 +174,45 @@ int run(int argc, char** argv) {
   partition_cmd->add_option("--out", partition.out_path, "write one part number per vertex, one per line");
   partition_cmd->add_option("--report", partition.report_path, "write the quality as JSON");
 
+  tb::GraphCommand graph;
+  CLI::App* graph_cmd = app.add_subcommand(
+      "graph", "PageRank, Katz, connected components or shortest paths on the cluster's graph services, verified");
+  graph_cmd->add_option("config", graph.config_path, "cluster description (YAML)")->required();
+  graph_cmd->add_option("--algorithm", graph.algorithm, "pagerank | katz | cc | sssp")->required();
+  CLI::Option* graph_file_opt =
+      graph_cmd->add_option("--graph", graph.graph_path, "graph file: .mtx, .graph/.metis, .edges/.el/.txt/.snap");
+  graph_cmd->add_option("--generate", graph.generate, "generator: rmat:SCALE[:EF], lognormal:N, mesh2d:NXxNY, mesh3d:NXxNYxNZ")
+      ->excludes(graph_file_opt);
+  graph_cmd->add_option("--partition", graph.partition, "metis | contiguous | hash")->capture_default_str();
+  graph_cmd->add_option("--weights", graph.weights,
+                        "profile | equal | w1,w2,... (default: profile when one exists, else equal)");
+  graph_cmd->add_option("--mode", graph.mode, "async (accumulative updates, no barriers) | sync (Jacobi steps)")
+      ->capture_default_str();
+  double tolerance = 0.0;
+  CLI::Option* tolerance_opt = graph_cmd->add_option("--tolerance", tolerance,
+                                        "pagerank/katz: stop at sum |pending delta| <= T (default 1e-6)");
+  int64_t graph_source = 0;
+  CLI::Option* source_opt = graph_cmd->add_option("--source", graph_source, "sssp (required) and katz: the source vertex");
+  graph_cmd->add_option("--damping", graph.damping, "pagerank damping")->capture_default_str();
+  double beta = 0.0;
+  CLI::Option* beta_opt = graph_cmd->add_option("--beta", beta, "katz: attenuation, below 1/lambda_max");
+  graph_cmd->add_option("--label", graph.label, "cc: label components by their max or min vertex id")
+      ->capture_default_str();
+  graph_cmd->add_option("--seed", graph.seed, "generator seed, METIS seed, hash key")->capture_default_str();
+  graph_cmd->add_option("--out", graph.out_path, "write the values: .txt (one per line) or .npy (float64, N x 1)");
+  graph_cmd->add_option("--report", graph.report_path, "write figures and the convergence trace as JSON");
+  graph_cmd->add_option("--trace-png", graph.trace_png_path, "plot the residual over time (gnuplot)");
+  graph_cmd->add_flag("--verify", graph.verify, "compare with a reference computed here (exit 3 when it differs)");
+  graph_cmd->add_option("--poll-ms", graph.poll_ms, "async: progress poll interval")->capture_default_str();
+  graph_cmd->add_option("--snapshot-ms", graph.snapshot_ms, "values fetched from every node this often (restart points)")
+      ->capture_default_str();
+  graph_cmd->add_option("--node-timeout", graph.node_timeout_s,
+                        "seconds a node may stay silent during a call before it is lost")
+      ->capture_default_str();
+  graph_cmd->add_option("--max-seconds", graph.max_seconds, "give up when the run takes longer")->capture_default_str();
+  graph_cmd->add_option("--run-dir", graph.run_dir, "run directory of `tessera up` (for emulated endpoints)");
+  graph_cmd->add_option("--profile", graph.profile_path, "profile file (default: CONFIG with .profile.yaml)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -196,6 +236,14 @@ int run(int argc, char** argv) {
     return tb::command_multiply(multiply, std::cout, std::cerr);
   }
   if (*model_cmd) return tb::command_model(model, std::cout, std::cerr);
+  if (*graph_cmd) {
+    if (*tolerance_opt) graph.tolerance = tolerance;
+    if (*source_opt) graph.source = graph_source;
+    if (*beta_opt) graph.beta = beta;
+    stop_cleanly_on_interrupt();
+    graph.interrupted = &g_interrupted;
+    return tb::command_graph(graph, std::cout, std::cerr);
+  }
   if (*partition_cmd) return tb::command_partition(partition, std::cout, std::cerr);
   if (*experiment_cmd) {
     if (*repeat_opt) experiment.repeat = repeat;

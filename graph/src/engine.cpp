@@ -1,1 +1,957 @@
-// placeholder: filled by its owner
+#include "tessera/graph/engine.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "tessera/graph/state.hpp"
+
+// How the engine is laid out (why it is fast and race-free):
+//  - The part's vertices are cut into contiguous slices, one per update thread, balanced by
+//    vertices + edges. Each slice renumbers the targets of its own edges in place: its own
+//    vertices 0 .. n-1, then "outside" slots n .. for every vertex it reaches that another slice
+//    or another part owns. One accumulator array per slice holds both, so the inner loop is
+//    `acc[target] (+)= c` whatever the target is; with one thread and one part the numbering is
+//    the part's own and there are no outside slots at all.
+//  - Outside slots are remembered in a dirty list per destination (another slice's mailbox, or
+//    a remote part through the Outbound) and flushed by count, by age, and when the slice idles.
+//  - Everything a slice's thread touches in a round is its own; other threads reach it only
+//    through its mailbox (a mutex and a swap) and its value mutex (held per chunk of work, so
+//    snapshot_values waits at most one chunk and never for a network send).
+//  - Residual accounting never loses a delta: a delta moved elsewhere is counted at the
+//    destination (mailbox or held counter, or as a batch on the wire) before the source
+//    publishes a figure without it, and a destination stops counting it as pending only when it
+//    publishes a figure that includes it. progress() reads all figures under one mutex.
+
+namespace tessera::graph {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kNoSlot = std::numeric_limits<uint32_t>::max();
+constexpr std::size_t kSampleSize = 1000;        // Maiter's sampled threshold
+constexpr uint64_t kChunkWork = 4096;            // edge updates + vertices scanned between clock looks
+constexpr auto kIdleWait = std::chrono::milliseconds(50);  // safety net: stop() is never missed
+
+// How g(dv, e) depends on the edge: not at all (pagerank, unweighted katz, cc, unweighted sssp
+// with unit weights folded into the per-vertex constant), scaled by the weight (weighted katz) or
+// plus the weight (weighted sssp).
+enum class EdgeMode : uint8_t { kConstant, kScaledByWeight, kPlusWeight };
+
+template <Accumulate kOp>
+struct Op;
+
+template <>
+struct Op<Accumulate::kSum> {
+  static constexpr double kIdentity = 0.0;
+  static constexpr double kTakeAll = 0.0;  // priority limit that selects every pending vertex
+  static void apply(double& acc, double c) { acc += c; }
+  static bool pending(double dv, double) { return dv != 0.0; }
+  static double priority(double dv) { return std::abs(dv); }
+  static void fold(double& v, double dv) { v += dv; }
+  static double residual(double dv, double) { return std::abs(dv); }
+};
+
+template <>
+struct Op<Accumulate::kMin> {
+  static constexpr double kIdentity = std::numeric_limits<double>::infinity();
+  static constexpr double kTakeAll = -std::numeric_limits<double>::infinity();
+  static void apply(double& acc, double c) { acc = c < acc ? c : acc; }
+  static bool pending(double dv, double v) { return dv < v; }
+  static double priority(double dv) { return -dv; }  // smaller tentative value first
+  static void fold(double& v, double dv) { v = dv; }
+  static double residual(double dv, double v) { return dv < v ? 1.0 : 0.0; }
+};
+
+template <>
+struct Op<Accumulate::kMax> {
+  static constexpr double kIdentity = -std::numeric_limits<double>::infinity();
+  static constexpr double kTakeAll = -std::numeric_limits<double>::infinity();
+  static void apply(double& acc, double c) { acc = c > acc ? c : acc; }
+  static bool pending(double dv, double v) { return dv > v; }
+  static double priority(double dv) { return dv; }  // larger label first
+  static void fold(double& v, double dv) { v = dv; }
+  static double residual(double dv, double v) { return dv > v ? 1.0 : 0.0; }
+};
+
+// What a batch of deltas counts for in the residual: sum |d| (sum), or entries (min/max).
+double batch_residual(Accumulate op, std::span<const double> deltas) {
+  if (op != Accumulate::kSum) return static_cast<double>(deltas.size());
+  double sum = 0.0;
+  for (double d : deltas) sum += std::abs(d);
+  return sum;
+}
+
+// Deltas counted while they sit somewhere a publish does not cover (a mailbox, the held store).
+// `pushes` makes the float sum return to exactly 0 once everything pushed has been published.
+struct PendingDeltas {
+  double residual = 0.0;
+  uint64_t pushes = 0;
+  void add(double r) {
+    residual += r;
+    ++pushes;
+  }
+  void remove(double r, uint64_t count) {
+    residual -= r;
+    pushes -= count;
+    if (pushes == 0 || residual < 0.0) residual = 0.0;
+  }
+};
+
+// A slice's figures as last published by its thread.
+struct Published {
+  double residual = 0.0;
+  double value_sum = 0.0;
+  uint64_t updates = 0;
+  uint64_t edge_updates = 0;
+  double busy_seconds = 0.0;
+  double idle_seconds = 0.0;
+};
+
+struct Scan {
+  double residual = 0.0;
+  double value_sum = 0.0;
+};
+
+// splitmix64: enough randomness for sampling priorities, and deterministic per slice.
+uint64_t next_random(uint64_t& state) {
+  uint64_t x = (state += 0x9e3779b97f4a7c15ULL);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  struct Slice {
+    uint32_t index = 0;
+    uint32_t lo = 0;  // owned part slots [lo, hi)
+    uint32_t hi = 0;
+    uint32_t own_count() const { return hi - lo; }
+
+    // Owned by the slice's thread (or by the controlling thread in sync mode).
+    std::vector<double> acc;                  // own deltas, then outside accumulators
+    std::vector<uint32_t> outside_destination;  // per outside slot: slice index, or slices + part
+    std::vector<uint32_t> outside_slot;         // per outside slot: its slot at the destination
+    std::vector<std::vector<uint32_t>> dirty;   // per destination: acc indices with a delta
+    std::vector<Clock::time_point> dirty_since;  // per destination: when its list became non-empty
+    Clock::time_point now;                     // coarse clock, refreshed per chunk
+    std::vector<double> sample;
+    std::vector<double> step_deltas;           // sync: the deltas as they were at the step's start
+    std::vector<uint32_t> flush_slots;
+    std::vector<double> flush_deltas;
+    uint64_t random_state = 0;
+    uint64_t updates = 0;
+    uint64_t edge_updates = 0;
+    double busy_seconds = 0.0;
+    double idle_seconds = 0.0;
+
+    // Mailbox: deltas for this slice's own vertices (own numbering), from other slices and from
+    // deliver().
+    std::mutex mailbox_mutex;
+    std::condition_variable mailbox_wake;
+    std::vector<uint32_t> mailbox_slots;
+    std::vector<double> mailbox_deltas;
+    uint64_t mailbox_pushes = 0;
+
+    std::mutex value_mutex;  // guards the slice's values against snapshot_values
+  };
+
+  Impl(GraphPart graph_part, const AlgorithmSpec& algorithm, const EngineOptions& engine_options, Outbound& out)
+      : part(std::move(graph_part)), spec(algorithm), options(engine_options), outbound(out), op(accumulate_of(spec)) {
+    const bool weighted = !part.weights.empty();
+    if (spec.kind == AlgorithmKind::kKatz && weighted) {
+      mode = EdgeMode::kScaledByWeight;
+    } else if (spec.kind == AlgorithmKind::kShortestPaths && weighted) {
+      mode = EdgeMode::kPlusWeight;
+    } else {
+      mode = EdgeMode::kConstant;
+    }
+  }
+
+  GraphPart part;  // targets renumbered per slice; delta moved into the slices' accumulators
+  AlgorithmSpec spec;
+  EngineOptions options;
+  Outbound& outbound;
+  Accumulate op;
+  EdgeMode mode = EdgeMode::kConstant;
+  std::vector<std::unique_ptr<Slice>> slices;
+  std::vector<uint32_t> slice_lo;  // first slot of each slice, for routing delivered slots
+
+  // Controlling thread only.
+  std::vector<std::thread> threads;
+  bool started = false;
+
+  std::atomic<bool> stop_requested{false};
+  std::atomic<uint32_t> live_threads{0};
+
+  // inbox_mutex: whether deliver() routes to mailboxes (async running) or holds batches for the
+  // next start()/step(). Lock order: inbox_mutex, then progress_mutex, then a mailbox mutex.
+  mutable std::mutex inbox_mutex;
+  bool routing_to_mailboxes = false;
+  std::vector<DeltaBatch> held;
+
+  mutable std::mutex progress_mutex;
+  std::vector<Published> published;
+  std::vector<PendingDeltas> mailbox_pending;  // per slice
+  PendingDeltas held_pending;
+  uint64_t batches_sent = 0;
+  uint64_t deltas_sent = 0;
+  uint64_t batches_received = 0;
+  uint64_t deltas_received = 0;
+
+  mutable std::mutex failure_mutex;
+  Status first_failure;
+
+  uint32_t slice_count() const { return static_cast<uint32_t>(slices.size()); }
+  uint32_t destination_count() const { return slice_count() + part.part_count; }
+
+  // --- Setup --------------------------------------------------------------------------------
+
+  void build_slices() {
+    const uint32_t n = part.local_count;
+    const uint32_t count = std::max<uint32_t>(1, std::min(options.threads, std::max<uint32_t>(n, 1)));
+    // Balance vertices + edges: a vertex costs one visit per round plus one unit per out-edge.
+    const uint64_t total_work = part.targets.size() + n;
+    uint32_t lo = 0;
+    for (uint32_t t = 0; t < count; ++t) {
+      const uint64_t goal = total_work * (t + 1) / count;
+      uint32_t hi = lo;
+      if (t + 1 == count) {
+        hi = n;
+      } else {
+        while (hi < n && part.offsets[hi + 1] + hi + 1 <= goal) ++hi;
+      }
+      auto slice = std::make_unique<Slice>();
+      slice->index = t;
+      slice->lo = lo;
+      slice->hi = hi;
+      slice->random_state = 0x5eed0000ULL + t;
+      slices.push_back(std::move(slice));
+      slice_lo.push_back(lo);
+      lo = hi;
+    }
+    std::vector<uint32_t> outside_of(static_cast<std::size_t>(n) + part.ghosts.size(), kNoSlot);
+    for (auto& slice : slices) renumber(*slice, outside_of);
+    published.resize(slices.size());
+    mailbox_pending.resize(slices.size());
+    part.delta.clear();
+    part.delta.shrink_to_fit();
+    for (auto& slice : slices) {
+      const Scan scan = scan_slice(*slice);
+      published[slice->index].residual = scan.residual;
+      published[slice->index].value_sum = scan.value_sum;
+    }
+  }
+
+  uint32_t slice_of(uint32_t slot) const {
+    if (slices.size() == 1) return 0;
+    return static_cast<uint32_t>(std::upper_bound(slice_lo.begin(), slice_lo.end(), slot) - slice_lo.begin()) - 1;
+  }
+
+  // Renumbers the slice's edge targets in place (own 0..n-1, outside n..), builds its outside
+  // slots' destinations and its accumulator, and puts each vertex's own targets first.
+  void renumber(Slice& slice, std::vector<uint32_t>& outside_of) {
+    const uint32_t n = slice.own_count();
+    const uint64_t edge_lo = part.offsets[slice.lo];
+    const uint64_t edge_hi = part.offsets[slice.hi];
+    std::vector<uint32_t> outside;
+    for (uint64_t e = edge_lo; e < edge_hi; ++e) {
+      const uint32_t t = part.targets[e];
+      if ((t < slice.lo || t >= slice.hi) && outside_of[t] == kNoSlot) {
+        outside_of[t] = 0;
+        outside.push_back(t);
+      }
+    }
+    // Part slots order other slices by slice and ghosts by (owner, slot): flushes walk memory.
+    std::sort(outside.begin(), outside.end());
+    slice.outside_destination.resize(outside.size());
+    slice.outside_slot.resize(outside.size());
+    for (std::size_t k = 0; k < outside.size(); ++k) {
+      const uint32_t t = outside[k];
+      outside_of[t] = n + static_cast<uint32_t>(k);
+      if (t < part.local_count) {
+        const uint32_t owner = slice_of(t);
+        slice.outside_destination[k] = owner;
+        slice.outside_slot[k] = t - slice_lo[owner];
+      } else {
+        const GhostRef& ghost = part.ghosts[t - part.local_count];
+        slice.outside_destination[k] = slice_count() + ghost.owner;
+        slice.outside_slot[k] = ghost.slot;
+      }
+    }
+    const bool weighted = !part.weights.empty();
+    std::vector<std::pair<uint32_t, double>> edges;
+    for (uint32_t u = slice.lo; u < slice.hi; ++u) {
+      bool seen_outside = false;
+      bool ordered = true;
+      for (uint64_t e = part.offsets[u]; e < part.offsets[u + 1]; ++e) {
+        uint32_t& t = part.targets[e];
+        t = (t >= slice.lo && t < slice.hi) ? t - slice.lo : outside_of[t];
+        if (t >= n) {
+          seen_outside = true;
+        } else if (seen_outside) {
+          ordered = false;
+        }
+      }
+      if (ordered) continue;
+      // The kernel walks own targets until the first outside one; restore that order.
+      edges.clear();
+      for (uint64_t e = part.offsets[u]; e < part.offsets[u + 1]; ++e) {
+        edges.emplace_back(part.targets[e], weighted ? part.weights[e] : 0.0);
+      }
+      std::sort(edges.begin(), edges.end());
+      for (uint64_t e = part.offsets[u], i = 0; e < part.offsets[u + 1]; ++e, ++i) {
+        part.targets[e] = edges[i].first;
+        if (weighted) part.weights[e] = edges[i].second;
+      }
+    }
+    for (uint32_t t : outside) outside_of[t] = kNoSlot;
+
+    slice.acc.assign(static_cast<std::size_t>(n) + outside.size(), identity_of(op));
+    std::copy(part.delta.begin() + slice.lo, part.delta.begin() + slice.hi, slice.acc.begin());
+    slice.dirty.assign(destination_count(), {});
+    slice.dirty_since.assign(destination_count(), Clock::time_point{});
+  }
+
+  // --- Kernels ------------------------------------------------------------------------------
+
+  template <Accumulate kOp>
+  Scan scan_slice(const Slice& slice) const {
+    Scan scan;
+    const double* values = part.value.data() + slice.lo;
+    for (uint32_t u = 0; u < slice.own_count(); ++u) {
+      scan.residual += Op<kOp>::residual(slice.acc[u], values[u]);
+      if (kOp == Accumulate::kSum) {
+        if (std::isfinite(values[u])) scan.value_sum += values[u];
+      } else if (std::isfinite(values[u])) {
+        scan.value_sum += 1.0;
+      }
+    }
+    return scan;
+  }
+
+  Scan scan_slice(const Slice& slice) const {
+    switch (op) {
+      case Accumulate::kSum: return scan_slice<Accumulate::kSum>(slice);
+      case Accumulate::kMin: return scan_slice<Accumulate::kMin>(slice);
+      case Accumulate::kMax: return scan_slice<Accumulate::kMax>(slice);
+    }
+    return {};
+  }
+
+  // What the slice's dirty outside accumulators hold (an entry listed twice counts twice: the
+  // figure may only err upwards).
+  double outside_residual(const Slice& slice) const {
+    const double identity = identity_of(op);
+    double residual = 0.0;
+    for (const std::vector<uint32_t>& list : slice.dirty) {
+      for (uint32_t o : list) {
+        const double a = slice.acc[o];
+        if (a != identity) residual += op == Accumulate::kSum ? std::abs(a) : 1.0;
+      }
+    }
+    return residual;
+  }
+
+  template <Accumulate kOp>
+  static void fold_into(Slice& slice, std::span<const uint32_t> slots, std::span<const double> deltas) {
+    double* acc = slice.acc.data();
+    for (std::size_t i = 0; i < slots.size(); ++i) Op<kOp>::apply(acc[slots[i]], deltas[i]);
+  }
+
+  void fold_into(Slice& slice, std::span<const uint32_t> slots, std::span<const double> deltas) const {
+    switch (op) {
+      case Accumulate::kSum: fold_into<Accumulate::kSum>(slice, slots, deltas); break;
+      case Accumulate::kMin: fold_into<Accumulate::kMin>(slice, slots, deltas); break;
+      case Accumulate::kMax: fold_into<Accumulate::kMax>(slice, slots, deltas); break;
+    }
+  }
+
+  template <Accumulate kOp>
+  static void mark_outside(Slice& slice, uint32_t o, double c) {
+    double& a = slice.acc[o];
+    if constexpr (kOp == Accumulate::kSum) {
+      if (a == 0.0) {
+        const uint32_t d = slice.outside_destination[o - slice.own_count()];
+        if (slice.dirty[d].empty()) slice.dirty_since[d] = slice.now;
+        slice.dirty[d].push_back(o);
+      }
+      a += c;
+    } else {
+      double updated = a;
+      Op<kOp>::apply(updated, c);
+      if (updated == a) return;
+      if (a == Op<kOp>::kIdentity) {
+        const uint32_t d = slice.outside_destination[o - slice.own_count()];
+        if (slice.dirty[d].empty()) slice.dirty_since[d] = slice.now;
+        slice.dirty[d].push_back(o);
+      }
+      a = updated;
+    }
+  }
+
+  // v (+)= dv and g(dv, e) into every out-edge's target; returns the edges updated. The caller
+  // has already taken dv out of the accumulator (a self-loop adds to it again).
+  template <Accumulate kOp, EdgeMode kMode>
+  uint64_t relax(Slice& slice, uint32_t u, double dv) {
+    Op<kOp>::fold(part.value[slice.lo + u], dv);
+    const uint64_t begin = part.offsets[slice.lo + u];
+    const uint64_t end = part.offsets[slice.lo + u + 1];
+    if (begin == end) return 0;  // pagerank's dangling vertices drop their mass here
+    // One definition of g (state.hpp): the per-vertex factor; per edge only * w or + w remains.
+    const double c = kMode == EdgeMode::kPlusWeight ? dv : propagate(spec, dv, end - begin, 1.0);
+    const uint32_t n = slice.own_count();
+    double* acc = slice.acc.data();
+    const uint32_t* target = part.targets.data() + begin;
+    const uint32_t* const target_end = part.targets.data() + end;
+    if constexpr (kMode == EdgeMode::kConstant) {
+      for (; target != target_end && *target < n; ++target) Op<kOp>::apply(acc[*target], c);
+      for (; target != target_end; ++target) mark_outside<kOp>(slice, *target, c);
+    } else {
+      const double* weight = part.weights.data() + begin;
+      const auto edge_value = [c](double w) { return kMode == EdgeMode::kScaledByWeight ? c * w : c + w; };
+      for (; target != target_end && *target < n; ++target, ++weight) Op<kOp>::apply(acc[*target], edge_value(*weight));
+      for (; target != target_end; ++target, ++weight) mark_outside<kOp>(slice, *target, edge_value(*weight));
+    }
+    slice.edge_updates += end - begin;
+    return end - begin;
+  }
+
+  // The priority limit of this round: the top `priority_fraction` of a sample of pending
+  // vertices (all of them when the slice is small).
+  template <Accumulate kOp>
+  double pick_limit(Slice& slice) {
+    const uint32_t n = slice.own_count();
+    const double* values = part.value.data() + slice.lo;
+    slice.sample.clear();
+    const auto consider = [&](uint32_t u) {
+      if (Op<kOp>::pending(slice.acc[u], values[u])) slice.sample.push_back(Op<kOp>::priority(slice.acc[u]));
+    };
+    if (n <= kSampleSize) {
+      for (uint32_t u = 0; u < n; ++u) consider(u);
+    } else {
+      for (std::size_t i = 0; i < kSampleSize; ++i) {
+        consider(static_cast<uint32_t>(((next_random(slice.random_state) >> 32) * n) >> 32));
+      }
+    }
+    if (slice.sample.empty()) return Op<kOp>::kTakeAll;
+    const double share = std::ceil(options.priority_fraction * static_cast<double>(slice.sample.size()));
+    const std::size_t k = std::clamp<std::size_t>(static_cast<std::size_t>(share), 1, slice.sample.size());
+    std::nth_element(slice.sample.begin(), slice.sample.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                     slice.sample.end(), std::greater<>());
+    return slice.sample[k - 1];
+  }
+
+  // One prioritised sweep over the slice; returns false when the engine is stopping.
+  template <Accumulate kOp, EdgeMode kMode>
+  bool sweep(Slice& slice, double limit) {
+    const uint32_t n = slice.own_count();
+    double* values = part.value.data() + slice.lo;
+    uint32_t u = 0;
+    while (u < n) {
+      {
+        std::lock_guard lock(slice.value_mutex);
+        for (uint64_t work = 0; u < n && work < kChunkWork; ++u) {
+          ++work;
+          const double dv = slice.acc[u];
+          if (!Op<kOp>::pending(dv, values[u]) || Op<kOp>::priority(dv) < limit) continue;
+          slice.acc[u] = Op<kOp>::kIdentity;
+          work += relax<kOp, kMode>(slice, u, dv);
+          ++slice.updates;
+        }
+      }
+      if (stop_requested.load(std::memory_order_relaxed)) return false;
+      slice.now = Clock::now();
+      if (!flush_due(slice, /*all=*/false)) return false;
+    }
+    return true;
+  }
+
+  // Jacobi: every vertex pending at the step's start is updated once from that delta.
+  template <Accumulate kOp, EdgeMode kMode>
+  void jacobi(Slice& slice) {
+    const uint32_t n = slice.own_count();
+    slice.step_deltas.assign(slice.acc.begin(), slice.acc.begin() + n);
+    std::fill(slice.acc.begin(), slice.acc.begin() + n, Op<kOp>::kIdentity);
+    double* values = part.value.data() + slice.lo;
+    uint32_t u = 0;
+    while (u < n) {
+      std::lock_guard lock(slice.value_mutex);
+      for (uint64_t work = 0; u < n && work < kChunkWork; ++u) {
+        ++work;
+        const double dv = slice.step_deltas[u];
+        if (!Op<kOp>::pending(dv, values[u])) continue;
+        work += relax<kOp, kMode>(slice, u, dv);
+        ++slice.updates;
+      }
+    }
+  }
+
+  template <typename Body>
+  void dispatch(Body&& body) {
+    switch (op) {
+      case Accumulate::kSum:
+        if (mode == EdgeMode::kScaledByWeight) return body.template operator()<Accumulate::kSum, EdgeMode::kScaledByWeight>();
+        return body.template operator()<Accumulate::kSum, EdgeMode::kConstant>();
+      case Accumulate::kMin:
+        if (mode == EdgeMode::kPlusWeight) return body.template operator()<Accumulate::kMin, EdgeMode::kPlusWeight>();
+        return body.template operator()<Accumulate::kMin, EdgeMode::kConstant>();
+      case Accumulate::kMax: return body.template operator()<Accumulate::kMax, EdgeMode::kConstant>();
+    }
+  }
+
+  // --- Moving deltas ------------------------------------------------------------------------
+
+  void record_failure(const Status& status) {
+    {
+      std::lock_guard lock(failure_mutex);
+      if (first_failure.is_ok()) first_failure = status;
+    }
+    request_stop();
+  }
+
+  void request_stop() {
+    stop_requested.store(true);
+    for (auto& slice : slices) {
+      { std::lock_guard lock(slice->mailbox_mutex); }  // a waiter either sees the flag or gets the notify
+      slice->mailbox_wake.notify_all();
+    }
+  }
+
+  // Counted at the destination before it can be drained there (see the accounting note above).
+  void push_to_mailbox(Slice& to, std::vector<uint32_t>&& slots, std::vector<double>&& deltas) {
+    {
+      std::lock_guard lock(progress_mutex);
+      mailbox_pending[to.index].add(batch_residual(op, deltas));
+    }
+    {
+      std::lock_guard lock(to.mailbox_mutex);
+      if (to.mailbox_slots.empty()) {
+        to.mailbox_slots = std::move(slots);
+        to.mailbox_deltas = std::move(deltas);
+      } else {
+        to.mailbox_slots.insert(to.mailbox_slots.end(), slots.begin(), slots.end());
+        to.mailbox_deltas.insert(to.mailbox_deltas.end(), deltas.begin(), deltas.end());
+      }
+      ++to.mailbox_pushes;
+    }
+    to.mailbox_wake.notify_one();
+  }
+
+  struct Drained {
+    double residual = 0.0;
+    uint64_t pushes = 0;
+  };
+
+  Drained drain_mailbox(Slice& slice, std::vector<uint32_t>& slots, std::vector<double>& deltas) {
+    Drained drained;
+    slots.clear();
+    deltas.clear();
+    {
+      std::lock_guard lock(slice.mailbox_mutex);
+      std::swap(slots, slice.mailbox_slots);
+      std::swap(deltas, slice.mailbox_deltas);
+      drained.pushes = std::exchange(slice.mailbox_pushes, 0);
+    }
+    if (drained.pushes == 0) return drained;
+    drained.residual = batch_residual(op, deltas);
+    fold_into(slice, slots, deltas);
+    return drained;
+  }
+
+  void publish(const Slice& slice, const Scan& scan, double outside, const Drained& drained) {
+    std::lock_guard lock(progress_mutex);
+    Published& figures = published[slice.index];
+    figures.residual = scan.residual + outside;
+    figures.value_sum = scan.value_sum;
+    figures.updates = slice.updates;
+    figures.edge_updates = slice.edge_updates;
+    figures.busy_seconds = slice.busy_seconds;
+    figures.idle_seconds = slice.idle_seconds;
+    if (drained.pushes > 0) mailbox_pending[slice.index].remove(drained.residual, drained.pushes);
+  }
+
+  // Sends the entries to remote part `to_part` in batches of at most batch_max_entries. False
+  // when the outbound failed (the engine then stops).
+  bool send_remote(uint32_t to_part, uint64_t step, std::span<const uint32_t> slots, std::span<const double> deltas,
+                   std::vector<uint64_t>* batches_to) {
+    const std::size_t limit = std::max<uint32_t>(1, options.batch_max_entries);
+    for (std::size_t begin = 0; begin < slots.size(); begin += limit) {
+      const std::size_t count = std::min(limit, slots.size() - begin);
+      DeltaBatch batch;
+      batch.step = step;
+      batch.from_part = part.part_index;
+      batch.to_part = to_part;
+      batch.slots.assign(slots.begin() + static_cast<std::ptrdiff_t>(begin),
+                         slots.begin() + static_cast<std::ptrdiff_t>(begin + count));
+      batch.deltas.assign(deltas.begin() + static_cast<std::ptrdiff_t>(begin),
+                          deltas.begin() + static_cast<std::ptrdiff_t>(begin + count));
+      {
+        // Counted as sent before it can arrive, so sent == received never hides it.
+        std::lock_guard lock(progress_mutex);
+        ++batches_sent;
+        deltas_sent += count;
+      }
+      if (batches_to != nullptr) ++(*batches_to)[to_part];
+      Status status = outbound.send(std::move(batch));
+      if (!status.is_ok()) {
+        record_failure(status.with_context(fmt::format("part {}: sending deltas to part {}: ", part.part_index, to_part)));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Empties destination d's dirty accumulators into one mailbox push or remote batches.
+  bool flush(Slice& slice, uint32_t d, uint64_t step, std::vector<uint64_t>* batches_to) {
+    std::vector<uint32_t>& list = slice.dirty[d];
+    if (list.empty()) return true;
+    const double identity = identity_of(op);
+    const uint32_t n = slice.own_count();
+    slice.flush_slots.clear();
+    slice.flush_deltas.clear();
+    for (uint32_t o : list) {
+      double& a = slice.acc[o];
+      if (a == identity) continue;  // listed twice, or a sum that came back to 0
+      slice.flush_slots.push_back(slice.outside_slot[o - n]);
+      slice.flush_deltas.push_back(a);
+      a = identity;
+    }
+    list.clear();
+    if (slice.flush_slots.empty()) return true;
+    if (d < slice_count()) {
+      push_to_mailbox(*slices[d], std::vector<uint32_t>(slice.flush_slots), std::vector<double>(slice.flush_deltas));
+      return true;
+    }
+    return send_remote(d - slice_count(), step, slice.flush_slots, slice.flush_deltas, batches_to);
+  }
+
+  // Flushes every destination that is full or old (or all of them).
+  bool flush_due(Slice& slice, bool all) {
+    for (uint32_t d = 0; d < destination_count(); ++d) {
+      const std::vector<uint32_t>& list = slice.dirty[d];
+      if (list.empty()) continue;
+      if (all || list.size() >= options.batch_max_entries || slice.now - slice.dirty_since[d] >= options.batch_max_age) {
+        if (!flush(slice, d, 0, nullptr)) return false;
+      }
+    }
+    return true;
+  }
+
+  // --- Async --------------------------------------------------------------------------------
+
+  template <Accumulate kOp, EdgeMode kMode>
+  void run_slice(Slice& slice) {
+    std::vector<uint32_t> inbox_slots;
+    std::vector<double> inbox_deltas;
+    const double idle_level = kOp == Accumulate::kSum ? options.idle_residual : 0.0;
+    while (!stop_requested.load(std::memory_order_relaxed)) {
+      const Clock::time_point round_start = Clock::now();
+      slice.now = round_start;
+      const Drained drained = drain_mailbox(slice, inbox_slots, inbox_deltas);
+      const Scan scan = scan_slice<kOp>(slice);
+      if (scan.residual <= idle_level) {
+        // Nothing worth doing here: hand every outside delta to its owner, then sleep until
+        // deltas arrive.
+        if (!flush_due(slice, /*all=*/true)) break;
+        slice.busy_seconds += seconds_between(round_start, Clock::now());
+        publish(slice, scan, 0.0, drained);
+        const Clock::time_point idle_start = Clock::now();
+        {
+          std::unique_lock lock(slice.mailbox_mutex);
+          while (slice.mailbox_pushes == 0 && !stop_requested.load()) slice.mailbox_wake.wait_for(lock, kIdleWait);
+        }
+        slice.idle_seconds += seconds_between(idle_start, Clock::now());
+        continue;
+      }
+      publish(slice, scan, outside_residual(slice), drained);
+      if (!sweep<kOp, kMode>(slice, pick_limit<kOp>(slice))) break;
+      slice.busy_seconds += seconds_between(round_start, Clock::now());
+    }
+    // Final figures: after stop() progress() is exact (owned, outside and mailbox deltas).
+    publish(slice, scan_slice<kOp>(slice), outside_residual(slice), Drained{});
+    live_threads.fetch_sub(1);
+  }
+
+  void start() {
+    if (started) return;
+    std::vector<DeltaBatch> batches;
+    {
+      std::lock_guard lock(inbox_mutex);
+      batches = std::exchange(held, {});
+      routing_to_mailboxes = true;
+    }
+    fold_held(batches);
+    stop_requested.store(false);
+    live_threads.store(slice_count());
+    started = true;
+    for (auto& slice : slices) {
+      Slice* s = slice.get();
+      threads.emplace_back([this, s] {
+        dispatch([&]<Accumulate kOp, EdgeMode kMode>() { run_slice<kOp, kMode>(*s); });
+      });
+    }
+  }
+
+  void stop() {
+    if (!started) return;
+    {
+      std::lock_guard lock(inbox_mutex);
+      routing_to_mailboxes = false;
+    }
+    request_stop();
+    for (std::thread& thread : threads) thread.join();
+    threads.clear();
+    started = false;
+  }
+
+  // Folds batches taken from the held store into the slices and publishes the slices that
+  // changed together with the held store's decrease.
+  void fold_held(const std::vector<DeltaBatch>& batches) {
+    if (batches.empty()) return;
+    double residual = 0.0;
+    for (const DeltaBatch& batch : batches) {
+      residual += batch_residual(op, batch.deltas);
+      for (std::size_t i = 0; i < batch.slots.size(); ++i) {
+        Slice& slice = *slices[slice_of(batch.slots[i])];
+        const uint32_t local = batch.slots[i] - slice.lo;
+        fold_into(slice, std::span(&local, 1), std::span(&batch.deltas[i], 1));
+      }
+    }
+    std::vector<Scan> scans;
+    for (auto& slice : slices) scans.push_back(scan_slice(*slice));
+    std::lock_guard lock(progress_mutex);
+    for (auto& slice : slices) {
+      published[slice->index].residual = scans[slice->index].residual + outside_residual(*slice);
+      published[slice->index].value_sum = scans[slice->index].value_sum;
+    }
+    held_pending.remove(residual, batches.size());
+  }
+
+  // --- Sync ---------------------------------------------------------------------------------
+
+  Result<StepReport> step(uint64_t step_index) {
+    if (started) return internal_error("Engine::step called while the async engine runs; stop() it first");
+    std::vector<DeltaBatch> batches;
+    {
+      std::lock_guard lock(inbox_mutex);
+      // Batches of step k-1 are this step's input; later ones wait for their step.
+      auto later = std::stable_partition(held.begin(), held.end(),
+                                         [&](const DeltaBatch& batch) { return batch.step < step_index; });
+      batches.assign(std::make_move_iterator(held.begin()), std::make_move_iterator(later));
+      held.erase(held.begin(), later);
+    }
+    fold_held(batches);
+    // Leftovers of an earlier async run, if any.
+    std::vector<uint32_t> inbox_slots;
+    std::vector<double> inbox_deltas;
+    std::vector<Drained> drained(slices.size());
+    for (auto& slice : slices) drained[slice->index] = drain_mailbox(*slice, inbox_slots, inbox_deltas);
+
+    const auto run_jacobi = [&](Slice& slice) {
+      const Clock::time_point begin = Clock::now();
+      slice.now = begin;
+      dispatch([&]<Accumulate kOp, EdgeMode kMode>() { jacobi<kOp, kMode>(slice); });
+      slice.busy_seconds += seconds_between(begin, Clock::now());
+    };
+    if (slices.size() == 1) {
+      run_jacobi(*slices[0]);
+    } else {
+      std::vector<std::thread> workers;
+      for (auto& slice : slices) workers.emplace_back([&, s = slice.get()] { run_jacobi(*s); });
+      for (std::thread& worker : workers) worker.join();
+    }
+
+    StepReport report;
+    report.step = step_index;
+    report.batches_sent_to.assign(part.part_count, 0);
+    for (auto& slice : slices) {
+      for (uint32_t d = 0; d < destination_count(); ++d) {
+        if (d < slice_count()) {
+          // Another slice of this part: its deltas for the next step, applied directly.
+          move_to_slice(*slice, d);
+        } else if (!flush(*slice, d, step_index, &report.batches_sent_to)) {
+          return failure();
+        }
+      }
+    }
+    for (auto& slice : slices) publish(*slice, scan_slice(*slice), outside_residual(*slice), drained[slice->index]);
+    report.progress = progress();
+    return report;
+  }
+
+  void move_to_slice(Slice& from, uint32_t d) {
+    std::vector<uint32_t>& list = from.dirty[d];
+    const double identity = identity_of(op);
+    const uint32_t n = from.own_count();
+    for (uint32_t o : list) {
+      double& a = from.acc[o];
+      if (a == identity) continue;
+      fold_into(*slices[d], std::span(&from.outside_slot[o - n], 1), std::span(&a, 1));
+      a = identity;
+    }
+    list.clear();
+  }
+
+  // --- Inbound ------------------------------------------------------------------------------
+
+  Status check_batch(const DeltaBatch& batch) const {
+    if (batch.to_part != part.part_index || batch.from_part >= part.part_count || batch.from_part == part.part_index) {
+      return protocol_error(fmt::format("batch from part {} to part {} arrived at part {} of {}", batch.from_part,
+                                        batch.to_part, part.part_index, part.part_count));
+    }
+    if (batch.slots.size() != batch.deltas.size()) {
+      return protocol_error(fmt::format("batch from part {} has {} slots but {} deltas", batch.from_part,
+                                        batch.slots.size(), batch.deltas.size()));
+    }
+    for (std::size_t i = 0; i < batch.slots.size(); ++i) {
+      if (batch.slots[i] >= part.local_count) {
+        return protocol_error(fmt::format("batch from part {} has slot {} but this part owns {} vertices",
+                                          batch.from_part, batch.slots[i], part.local_count));
+      }
+      const double d = batch.deltas[i];
+      if (std::isnan(d) || (op == Accumulate::kSum && !std::isfinite(d))) {
+        return protocol_error(fmt::format("batch from part {} has delta {} for slot {}; {} deltas must be {}",
+                                          batch.from_part, d, batch.slots[i], algorithm_name(spec.kind),
+                                          op == Accumulate::kSum ? "finite" : "numbers"));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status deliver(DeltaBatch&& batch) {
+    TESSERA_RETURN_IF_ERROR(check_batch(batch));
+    std::lock_guard inbox_lock(inbox_mutex);
+    {
+      std::lock_guard lock(progress_mutex);
+      ++batches_received;
+      deltas_received += batch.slots.size();
+      if (!routing_to_mailboxes) held_pending.add(batch_residual(op, batch.deltas));
+    }
+    if (!routing_to_mailboxes) {
+      held.push_back(std::move(batch));
+      return Status::ok();
+    }
+    if (slices.size() == 1) {
+      push_to_mailbox(*slices[0], std::move(batch.slots), std::move(batch.deltas));
+      return Status::ok();
+    }
+    std::vector<std::vector<uint32_t>> slots(slices.size());
+    std::vector<std::vector<double>> deltas(slices.size());
+    for (std::size_t i = 0; i < batch.slots.size(); ++i) {
+      const uint32_t s = slice_of(batch.slots[i]);
+      slots[s].push_back(batch.slots[i] - slice_lo[s]);
+      deltas[s].push_back(batch.deltas[i]);
+    }
+    for (uint32_t s = 0; s < slice_count(); ++s) {
+      if (!slots[s].empty()) push_to_mailbox(*slices[s], std::move(slots[s]), std::move(deltas[s]));
+    }
+    return Status::ok();
+  }
+
+  // --- Observers ----------------------------------------------------------------------------
+
+  EngineProgress progress() const {
+    EngineProgress figures;
+    std::lock_guard lock(progress_mutex);
+    for (const Published& slice : published) {
+      figures.value_sum += slice.value_sum;
+      figures.residual += slice.residual;
+      figures.updates += slice.updates;
+      figures.edge_updates += slice.edge_updates;
+      figures.busy_seconds += slice.busy_seconds;
+      figures.idle_seconds += slice.idle_seconds;
+    }
+    for (const PendingDeltas& mailbox : mailbox_pending) figures.residual += mailbox.residual;
+    figures.residual += held_pending.residual;
+    figures.batches_sent = batches_sent;
+    figures.deltas_sent = deltas_sent;
+    figures.batches_received = batches_received;
+    figures.deltas_received = deltas_received;
+    figures.running = live_threads.load() > 0;
+    return figures;
+  }
+
+  std::vector<double> snapshot_values() const {
+    std::vector<double> copy(part.local_count);
+    for (const auto& slice : slices) {
+      std::lock_guard lock(slice->value_mutex);
+      std::copy(part.value.begin() + slice->lo, part.value.begin() + slice->hi, copy.begin() + slice->lo);
+    }
+    return copy;
+  }
+
+  Status failure() const {
+    std::lock_guard lock(failure_mutex);
+    return first_failure;
+  }
+
+  uint64_t memory_bytes() const {
+    uint64_t bytes = part.memory_bytes() + sizeof(Impl);
+    for (const auto& slice : slices) {
+      bytes += sizeof(Slice) + slice->acc.capacity() * sizeof(double) +
+               (slice->outside_destination.capacity() + slice->outside_slot.capacity()) * sizeof(uint32_t) +
+               slice->step_deltas.capacity() * sizeof(double);
+      for (const std::vector<uint32_t>& list : slice->dirty) bytes += list.capacity() * sizeof(uint32_t);
+    }
+    return bytes;
+  }
+};
+
+Result<std::unique_ptr<Engine>> Engine::create(GraphPart part, const AlgorithmSpec& spec, const EngineOptions& options,
+                                               Outbound& outbound) {
+  TESSERA_RETURN_IF_ERROR(part.validate());
+  TESSERA_RETURN_IF_ERROR(check_spec(spec));
+  if (options.threads < 1) return invalid_argument("engine threads is 0; use at least 1 update thread");
+  if (!(options.priority_fraction > 0.0 && options.priority_fraction <= 1.0)) {
+    return invalid_argument(fmt::format("priority fraction {} is out of range; use a value in (0, 1], e.g. 0.25",
+                                        options.priority_fraction));
+  }
+  if (!(options.idle_residual >= 0.0) || !std::isfinite(options.idle_residual)) {
+    return invalid_argument(fmt::format("idle residual {} is out of range; use a finite value >= 0 (tolerance / "
+                                        "(parts * threads))",
+                                        options.idle_residual));
+  }
+  if (options.batch_max_entries < 1) return invalid_argument("batch max entries is 0; use at least 1");
+  if (options.batch_max_age.count() < 0) return invalid_argument("batch max age is negative; use 0 or more");
+  if (spec.kind == AlgorithmKind::kShortestPaths) {
+    for (std::size_t e = 0; e < part.weights.size(); ++e) {
+      if (part.weights[e] < 0.0) {
+        return invalid_argument(fmt::format("graph part {}: edge {} has weight {}; sssp needs non-negative weights",
+                                            part.part_index, e, part.weights[e]));
+      }
+    }
+  }
+  auto impl = std::make_unique<Impl>(std::move(part), spec, options, outbound);
+  impl->build_slices();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() { impl_->stop(); }
+
+Status Engine::deliver(DeltaBatch&& batch) { return impl_->deliver(std::move(batch)); }
+void Engine::start() { impl_->start(); }
+void Engine::stop() { impl_->stop(); }
+Result<StepReport> Engine::step(uint64_t step) { return impl_->step(step); }
+EngineProgress Engine::progress() const { return impl_->progress(); }
+std::vector<double> Engine::snapshot_values() const { return impl_->snapshot_values(); }
+const std::vector<double>& Engine::values() const { return impl_->part.value; }
+Status Engine::failure() const { return impl_->failure(); }
+uint64_t Engine::memory_bytes() const { return impl_->memory_bytes(); }
+
+}  // namespace tessera::graph

@@ -1,9 +1,9 @@
 #include "tessera/partition/graph_io.hpp"
 
 #include <algorithm>
-#include <cerrno>
+#include <cctype>
 #include <charconv>
-#include <cstring>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -11,51 +11,29 @@
 #include "tessera/core/files.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/partition/tiling.hpp"
+#include "text_formats.hpp"
 
 namespace tessera::partition {
+namespace detail {
 namespace {
-
-// Reserving what a header announces lets a one-line file claim terabytes; cap it and let vectors
-// grow past the cap only as real entries arrive.
-constexpr std::size_t kMaxReserve = std::size_t{1} << 22;
 
 // What one vertex costs on the way to METIS: its count of nonzeros, its tile or adjacency offset,
 // its weight, METIS' own copies and workspace (about 8 int64 per vertex, measured loosely). Used
 // only to refuse headers that cannot fit before allocating for them.
 constexpr uint64_t kGraphBytesPerVertex = 64;
 
-// A header's vertex count as memory, checked before anything that size is allocated.
-Status check_vertices_fit(int64_t vertices, const std::string& source_name, int line, const std::string& what) {
-  return check_fits_in_memory(saturating_bytes(static_cast<uint64_t>(vertices), 1, kGraphBytesPerVertex),
-                              fmt::format("{}:{}: {} as a graph of {} vertices", source_name, line, what, vertices),
-                              "; is the header right?");
+}  // namespace
+
+bool LineReader::next(std::string_view& line) {
+  if (pos_ >= text_.size()) return false;
+  std::size_t end = text_.find('\n', pos_);
+  if (end == std::string_view::npos) end = text_.size();
+  line = text_.substr(pos_, end - pos_);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  pos_ = end + 1;
+  ++line_number_;
+  return true;
 }
-
-class LineReader {
- public:
-  explicit LineReader(std::string_view text) : text_(text) {}
-
-  // The next line without its "\n" or "\r\n"; false at the end. A final line without "\n" counts;
-  // the empty string after a final "\n" does not.
-  bool next(std::string_view& line) {
-    if (pos_ >= text_.size()) return false;
-    std::size_t end = text_.find('\n', pos_);
-    if (end == std::string_view::npos) end = text_.size();
-    line = text_.substr(pos_, end - pos_);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    pos_ = end + 1;
-    ++line_number_;
-    return true;
-  }
-  int line_number() const { return line_number_; }
-  // Bytes not yet returned by next(): what the rest of the file can still hold.
-  uint64_t remaining() const { return pos_ >= text_.size() ? 0 : text_.size() - pos_; }
-
- private:
-  std::string_view text_;
-  std::size_t pos_ = 0;
-  int line_number_ = 0;
-};
 
 std::vector<std::string_view> split(std::string_view line) {
   std::vector<std::string_view> tokens;
@@ -77,49 +55,57 @@ std::string lower(std::string_view text) {
   return out;
 }
 
-// Messages all read "FILE:LINE: ...".
-class Source {
- public:
-  explicit Source(const std::string& name) : name_(name) {}
-  Status error(int line, const std::string& what) const {
-    return invalid_argument(fmt::format("{}:{}: {}", name_, line, what));
+Status Source::error(int line, const std::string& what) const {
+  return invalid_argument(fmt::format("{}:{}: {}", name_, line, what));
+}
+
+Status Source::error(const std::string& what) const { return invalid_argument(fmt::format("{}: {}", name_, what)); }
+
+Result<int64_t> Source::integer(std::string_view token, int line, std::string_view what) const {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    return error(line, fmt::format("{} '{}' is too large", what, token));
   }
-  Status error(const std::string& what) const { return invalid_argument(fmt::format("{}: {}", name_, what)); }
-
-  Result<int64_t> integer(std::string_view token, int line, std::string_view what) const {
-    int64_t value = 0;
-    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
-    if (ec == std::errc::result_out_of_range) {
-      return error(line, fmt::format("{} '{}' is too large", what, token));
-    }
-    if (ec != std::errc() || end != token.data() + token.size()) {
-      return error(line, fmt::format("{} '{}' is not an integer", what, token));
-    }
-    return value;
+  if (ec != std::errc() || end != token.data() + token.size()) {
+    return error(line, fmt::format("{} '{}' is not an integer", what, token));
   }
+  return value;
+}
 
-  Status number(std::string_view token, int line) const {
-    double value = 0;
-    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
-    if ((ec != std::errc() && ec != std::errc::result_out_of_range) || end != token.data() + token.size()) {
-      return error(line, fmt::format("value '{}' is not a number", token));
-    }
-    return Status::ok();
+Status Source::number(std::string_view token, int line) const {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+  if ((ec != std::errc() && ec != std::errc::result_out_of_range) || end != token.data() + token.size()) {
+    return error(line, fmt::format("value '{}' is not a number", token));
   }
+  return Status::ok();
+}
 
- private:
-  const std::string& name_;
-};
+Result<double> Source::finite_real(std::string_view token, int line, std::string_view what) const {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    return error(line, fmt::format("{} '{}' is beyond the range of a double; use a value of magnitude "
+                                   "between 1e-300 and 1e300",
+                                   what, token));
+  }
+  if (ec != std::errc() || end != token.data() + token.size()) {
+    return error(line, fmt::format("{} '{}' is not a number; write a decimal like 2 or 0.5", what, token));
+  }
+  if (!std::isfinite(value)) return error(line, fmt::format("{} '{}' is not finite; use a finite number", what, token));
+  return value;
+}
 
-#define TESSERA_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_result = (expr);               \
-  if (!lhs##_result) return lhs##_result.status(); \
-  const auto lhs = *lhs##_result
+Status check_vertices_fit(int64_t vertices, const Source& source, int line, const std::string& what) {
+  return check_fits_in_memory(saturating_bytes(static_cast<uint64_t>(vertices), 1, kGraphBytesPerVertex),
+                              fmt::format("{}:{}: {} as a graph of {} vertices", source.name(), line, what, vertices),
+                              "; is the header right?");
+}
 
-}  // namespace
-
-Result<Graph> parse_matrix_market(std::string_view text, const std::string& source_name, GraphBuildStats* stats) {
-  const Source source(source_name);
+Status scan_matrix_market(std::string_view text, const Source& source,
+                          const std::function<Status(const MatrixMarketHeader&)>& on_header,
+                          const std::function<Status(const MatrixMarketEntry&)>& on_entry) {
   LineReader reader(text);
   std::string_view line;
   if (!reader.next(line)) return source.error(1, "empty file; expected '%%MatrixMarket matrix coordinate ...'");
@@ -128,21 +114,22 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
     return source.error(1, "not a Matrix Market header; the first line must read "
                            "'%%MatrixMarket matrix coordinate FIELD SYMMETRY'");
   }
+  MatrixMarketHeader header;
   const std::string format = lower(banner[2]);
-  const std::string field = lower(banner[3]);
-  const std::string symmetry = lower(banner[4]);
+  header.field = lower(banner[3]);
+  header.symmetry = lower(banner[4]);
   if (format == "array") return source.error(1, "dense 'array' format is not supported; use 'coordinate'");
   if (format != "coordinate") return source.error(1, fmt::format("unknown format '{}'; use 'coordinate'", banner[2]));
-  if (field == "complex") return source.error(1, "complex matrices are not supported; use real, integer or pattern");
-  if (field != "real" && field != "integer" && field != "pattern" && field != "double") {
+  if (header.field == "complex") return source.error(1, "complex matrices are not supported; use real, integer or pattern");
+  if (header.field != "real" && header.field != "integer" && header.field != "pattern" && header.field != "double") {
     return source.error(1, fmt::format("unknown field '{}'; use real, integer or pattern", banner[3]));
   }
-  if (symmetry == "hermitian") return source.error(1, "hermitian matrices are not supported (complex)");
-  if (symmetry != "general" && symmetry != "symmetric" && symmetry != "skew-symmetric") {
+  if (header.symmetry == "hermitian") return source.error(1, "hermitian matrices are not supported (complex)");
+  if (header.symmetry != "general" && header.symmetry != "symmetric" && header.symmetry != "skew-symmetric") {
     return source.error(1, fmt::format("unknown symmetry '{}'; use general, symmetric or skew-symmetric", banner[4]));
   }
-  const bool symmetric = symmetry != "general";
-  const std::size_t entry_tokens = field == "pattern" ? 2 : 3;
+  const bool symmetric = header.symmetric();
+  const std::size_t entry_tokens = header.field == "pattern" ? 2 : 3;
 
   std::vector<std::string_view> size_tokens;
   while (reader.next(line)) {
@@ -152,6 +139,7 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
   }
   if (size_tokens.empty()) return source.error(reader.line_number(), "the file ends before the size line 'ROWS COLS NONZEROS'");
   const int size_line = reader.line_number();
+  header.size_line = size_line;
   if (size_tokens.size() != 3) {
     return source.error(size_line, fmt::format("the size line has {} values; coordinate files need 'ROWS COLS NONZEROS'",
                                                size_tokens.size()));
@@ -161,10 +149,12 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
   TESSERA_ASSIGN_OR_RETURN(nonzeros, source.integer(size_tokens[2], size_line, "nonzero count"));
   if (rows < 0 || cols < 0 || nonzeros < 0) return source.error(size_line, "negative size; counts must be >= 0");
   if (rows > kMaxGraphIndex || cols > kMaxGraphIndex) {
-    return resource_exhausted(fmt::format("{}:{}: {} x {} exceeds METIS' 32-bit limit of {} rows", source_name,
-                                          size_line, rows, cols, kMaxGraphIndex));
+    return resource_exhausted(fmt::format("{}:{}: {} x {} exceeds {} of {} rows", source.name(), size_line, rows, cols,
+                                          source.index_limit(), kMaxGraphIndex));
   }
-  if (symmetric && rows != cols) return source.error(size_line, fmt::format("a {} matrix must be square, not {} x {}", symmetry, rows, cols));
+  if (symmetric && rows != cols) {
+    return source.error(size_line, fmt::format("a {} matrix must be square, not {} x {}", header.symmetry, rows, cols));
+  }
   // An entry line is at least "I J\n" (4 bytes, 3 on a last line without "\n"): a header that
   // announces more entries than the rest of the file can hold is refused before it is believed.
   const uint64_t entry_capacity = (reader.remaining() + 1) / 4;
@@ -175,11 +165,13 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
   }
   // Rows without entries are isolated vertices and cost memory without taking bytes in the file,
   // so the row count is bounded by memory, not by the file's size.
-  TESSERA_RETURN_IF_ERROR(check_vertices_fit(std::max(rows, cols), source_name, size_line,
-                                             fmt::format("a {} x {} matrix", rows, cols)));
+  TESSERA_RETURN_IF_ERROR(
+      check_vertices_fit(std::max(rows, cols), source, size_line, fmt::format("a {} x {} matrix", rows, cols)));
+  header.rows = rows;
+  header.cols = cols;
+  header.nonzeros = nonzeros;
+  TESSERA_RETURN_IF_ERROR(on_header(header));
 
-  std::vector<std::pair<int32_t, int32_t>> entries;  // 0-based (row, col), both triangles
-  entries.reserve(std::min<std::size_t>(static_cast<std::size_t>(nonzeros) * (symmetric ? 2 : 1), kMaxReserve));
   int64_t seen = 0;
   while (reader.next(line)) {
     if (line.starts_with('%') || is_blank(line)) continue;
@@ -189,7 +181,7 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
     }
     const std::vector<std::string_view> tokens = split(line);
     if (tokens.size() != entry_tokens) {
-      return source.error(at, fmt::format("{} values; a {} entry is 'ROW COL{}'", tokens.size(), field,
+      return source.error(at, fmt::format("{} values; a {} entry is 'ROW COL{}'", tokens.size(), header.field,
                                           entry_tokens == 3 ? " VALUE" : ""));
     }
     TESSERA_ASSIGN_OR_RETURN(i, source.integer(tokens[0], at, "row index"));
@@ -199,52 +191,31 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
     if (symmetric && i < j) {
       return source.error(at, fmt::format("entry ({}, {}) is above the diagonal; a {} file stores only the lower "
                                           "triangle (row >= column)",
-                                          i, j, symmetry));
+                                          i, j, header.symmetry));
     }
-    if (field == "integer") {
-      TESSERA_ASSIGN_OR_RETURN(value, source.integer(tokens[2], at, "integer value"));
-      (void)value;
+    std::string_view value;
+    if (header.field == "integer") {
+      TESSERA_ASSIGN_OR_RETURN(integer_value, source.integer(tokens[2], at, "integer value"));
+      (void)integer_value;
+      value = tokens[2];
     } else if (entry_tokens == 3) {
       TESSERA_RETURN_IF_ERROR(source.number(tokens[2], at));
+      value = tokens[2];
     }
-    entries.emplace_back(static_cast<int32_t>(i - 1), static_cast<int32_t>(j - 1));
-    if (symmetric && i != j) entries.emplace_back(static_cast<int32_t>(j - 1), static_cast<int32_t>(i - 1));
+    TESSERA_RETURN_IF_ERROR(on_entry({i - 1, j - 1, value, at}));
     ++seen;
   }
   if (seen != nonzeros) {
     return source.error(reader.line_number(), fmt::format("the file ends after {} of the {} entries announced on line {}",
                                                           seen, nonzeros, size_line));
   }
-  // Repeated coordinates are one nonzero (some writers split a value into several entries).
-  std::sort(entries.begin(), entries.end());
-  entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
-  std::vector<int64_t> row_nonzeros(static_cast<std::size_t>(rows), 0);
-  for (const auto& [i, j] : entries) ++row_nonzeros[static_cast<std::size_t>(i)];
-
-  if (rows != cols) {
-    std::vector<Tile> tiles(static_cast<std::size_t>(rows));
-    for (const auto& [i, j] : entries) tiles[static_cast<std::size_t>(i)].panels.push_back(j);
-    for (std::size_t r = 0; r < tiles.size(); ++r) tiles[r].cost = row_nonzeros[r];
-    if (stats != nullptr) *stats = {};
-    Result<Graph> graph = tile_graph(tiles);
-    if (!graph) return graph.status().with_context(source_name + ": ");
-    return graph;
-  }
-  GraphInput input;
-  input.vertex_count = rows;
-  input.vertex_weights = std::move(row_nonzeros);
-  input.edges.reserve(entries.size());
-  for (const auto& [i, j] : entries) {
-    if (i < j) input.edges.push_back({i, j, 1});
-    if (i > j && !std::binary_search(entries.begin(), entries.end(), std::pair{j, i})) input.edges.push_back({i, j, 1});
-  }
-  Result<Graph> graph = build_graph(input, stats);
-  if (!graph) return graph.status().with_context(source_name + ": ");
-  return graph;
+  return Status::ok();
 }
 
-Result<Graph> parse_metis_graph(std::string_view text, const std::string& source_name, GraphBuildStats* stats) {
-  const Source source(source_name);
+Result<int64_t> scan_metis_graph(std::string_view text, const Source& source,
+                                 const std::function<Status(const MetisHeader&)>& on_header,
+                                 const std::function<void(int64_t vertex, int64_t weight)>& on_vertex_weight,
+                                 const std::function<Status(const MetisNeighbour&)>& on_neighbour) {
   LineReader reader(text);
   std::string_view line;
   std::vector<std::string_view> header;
@@ -264,8 +235,8 @@ Result<Graph> parse_metis_graph(std::string_view text, const std::string& source
   TESSERA_ASSIGN_OR_RETURN(m, source.integer(header[1], header_line, "edge count"));
   if (n < 0 || m < 0) return source.error(header_line, "negative count; VERTICES and EDGES must be >= 0");
   if (n > kMaxGraphIndex) {
-    return resource_exhausted(fmt::format("{}:{}: {} vertices exceed METIS' 32-bit limit of {}", source_name,
-                                          header_line, n, kMaxGraphIndex));
+    return resource_exhausted(fmt::format("{}:{}: {} vertices exceed {} of {}", source.name(), header_line, n,
+                                          source.index_limit(), kMaxGraphIndex));
   }
   // Every vertex has a line (at least "\n"): a vertex count the rest of the file cannot hold is
   // refused before anything is sized by it. (Edges need no such check: what is reserved for them
@@ -276,7 +247,7 @@ Result<Graph> parse_metis_graph(std::string_view text, const std::string& source
                                                  "is truncated",
                                                  n, reader.remaining()));
   }
-  TESSERA_RETURN_IF_ERROR(check_vertices_fit(n, source_name, header_line, "the header"));
+  TESSERA_RETURN_IF_ERROR(check_vertices_fit(n, source, header_line, "the header"));
   bool has_size = false, has_vertex_weight = false, has_edge_weight = false;
   if (header.size() >= 3) {
     const std::string_view fmt_code = header[2];
@@ -298,12 +269,8 @@ Result<Graph> parse_metis_graph(std::string_view text, const std::string& source
                                                    ncon));
     }
   }
+  TESSERA_RETURN_IF_ERROR(on_header({n, m, has_vertex_weight, has_edge_weight, header_line}));
 
-  GraphInput input;
-  input.vertex_count = n;
-  input.weighted_edges = has_edge_weight;
-  if (has_vertex_weight) input.vertex_weights.reserve(std::min<std::size_t>(static_cast<std::size_t>(n), kMaxReserve));
-  input.edges.reserve(std::min<std::size_t>(static_cast<std::size_t>(m), kMaxReserve));
   const std::size_t prefix = (has_size ? 1u : 0u) + (has_vertex_weight ? 1u : 0u);
   const std::size_t stride = has_edge_weight ? 2 : 1;
   int64_t vertex = 0;
@@ -331,7 +298,7 @@ Result<Graph> parse_metis_graph(std::string_view text, const std::string& source
     if (has_vertex_weight) {
       TESSERA_ASSIGN_OR_RETURN(weight, source.integer(tokens[t++], at, "vertex weight"));
       if (weight < 0) return source.error(at, fmt::format("vertex weight {} is negative; use >= 0", weight));
-      input.vertex_weights.push_back(weight);
+      on_vertex_weight(vertex, weight);
     }
     for (; t < tokens.size(); t += stride) {
       TESSERA_ASSIGN_OR_RETURN(neighbour, source.integer(tokens[t], at, "neighbour"));
@@ -341,10 +308,9 @@ Result<Graph> parse_metis_graph(std::string_view text, const std::string& source
       int64_t weight = 1;
       if (has_edge_weight) {
         TESSERA_ASSIGN_OR_RETURN(edge_weight, source.integer(tokens[t + 1], at, "edge weight"));
-        if (edge_weight < 1) return source.error(at, fmt::format("edge weight {} must be >= 1", edge_weight));
         weight = edge_weight;
       }
-      input.edges.push_back({vertex, neighbour - 1, weight});
+      TESSERA_RETURN_IF_ERROR(on_neighbour({vertex, neighbour - 1, weight, at}));
       ++adjacency_entries;
     }
     ++vertex;
@@ -354,21 +320,13 @@ Result<Graph> parse_metis_graph(std::string_view text, const std::string& source
                                                           "vertex still needs an empty line)",
                                                           vertex, n));
   }
-  if (adjacency_entries != 2 * m) {
-    return source.error(header_line, fmt::format("the header says {} edges, so the adjacency lists should hold {} "
-                                                 "entries (each edge from both ends), but they hold {}",
-                                                 m, 2 * m, adjacency_entries));
-  }
-  Result<Graph> graph = build_graph(input, stats);
-  if (!graph) return graph.status().with_context(source_name + ": ");
-  return graph;
+  return adjacency_entries;
 }
 
-Result<Graph> parse_edge_list(std::string_view text, const std::string& source_name, GraphBuildStats* stats) {
-  const Source source(source_name);
+Result<int64_t> scan_edge_list(std::string_view text, const Source& source,
+                               const std::function<Status(const EdgeListEntry&)>& on_edge) {
   LineReader reader(text);
   std::string_view line;
-  GraphInput input;
   int64_t max_id = -1;
   std::size_t columns = 0;
   int first_line = 0;
@@ -382,7 +340,6 @@ Result<Graph> parse_edge_list(std::string_view text, const std::string& source_n
     if (columns == 0) {
       columns = tokens.size();
       first_line = at;
-      input.weighted_edges = columns == 3;
     } else if (tokens.size() != columns) {
       return source.error(at, fmt::format("{} values, but line {} has {}; give a weight on every line or on none",
                                           tokens.size(), first_line, columns));
@@ -392,54 +349,165 @@ Result<Graph> parse_edge_list(std::string_view text, const std::string& source_n
     for (int64_t id : {u, v}) {
       if (id < 0) return source.error(at, fmt::format("vertex id {} is negative; ids are 0-based", id));
       if (id >= kMaxGraphIndex) {
-        return resource_exhausted(fmt::format("{}:{}: vertex id {} exceeds METIS' 32-bit limit of {} vertices",
-                                              source_name, at, id, kMaxGraphIndex));
+        return resource_exhausted(fmt::format("{}:{}: vertex id {} exceeds {} of {} vertices", source.name(), at, id,
+                                              source.index_limit(), kMaxGraphIndex));
       }
     }
-    int64_t weight = 1;
-    if (columns == 3) {
-      TESSERA_ASSIGN_OR_RETURN(edge_weight, source.integer(tokens[2], at, "edge weight"));
-      if (edge_weight < 1) return source.error(at, fmt::format("edge weight {} must be >= 1", edge_weight));
-      weight = edge_weight;
-    }
     max_id = std::max({max_id, u, v});
-    input.edges.push_back({u, v, weight});
+    TESSERA_RETURN_IF_ERROR(on_edge({u, v, columns == 3 ? tokens[2] : std::string_view{}, at}));
   }
-  input.vertex_count = max_id + 1;
+  return max_id + 1;
+}
+
+std::optional<GraphFormat> graph_format_of(const std::string& path, bool snap_extensions) {
+  const std::string extension = lower(std::filesystem::path(path).extension().string());
+  if (extension == ".mtx") return GraphFormat::kMatrixMarket;
+  if (extension == ".graph" || extension == ".metis") return GraphFormat::kMetis;
+  if (extension == ".edges" || extension == ".el" || extension == ".txt") return GraphFormat::kEdgeList;
+  if (snap_extensions && (extension == ".snap" || extension == ".edgelist")) return GraphFormat::kEdgeList;
+  return std::nullopt;
+}
+
+Result<std::string> read_graph_text(const std::string& path, std::string_view remedy) {
+  Result<uint64_t> size = regular_file_size(path, "graph file");
+  if (!size) return size.status();
+  TESSERA_RETURN_IF_ERROR(check_fits_in_memory(*size, fmt::format("{} ({} as text)", path, format_bytes(*size)), remedy));
+  Result<std::string> read = read_regular_file(path, *size, "graph file");
+  if (!read) {
+    return read.status().code() == StatusCode::kResourceExhausted
+               ? io_error(fmt::format("{} grew while it was read; read it again when it is complete", path))
+               : read.status();
+  }
+  return read;
+}
+
+}  // namespace detail
+
+using detail::Source;
+
+namespace {
+
+Result<Graph> built(const GraphInput& input, const std::string& source_name, GraphBuildStats* stats) {
   Result<Graph> graph = build_graph(input, stats);
   if (!graph) return graph.status().with_context(source_name + ": ");
   return graph;
 }
 
+}  // namespace
+
+Result<Graph> parse_matrix_market(std::string_view text, const std::string& source_name, GraphBuildStats* stats) {
+  const Source source(source_name);
+  int64_t rows = 0, cols = 0;
+  bool symmetric = false;
+  std::vector<std::pair<int32_t, int32_t>> entries;  // 0-based (row, col), both triangles
+  const Status scanned = detail::scan_matrix_market(
+      text, source,
+      [&](const detail::MatrixMarketHeader& header) {
+        rows = header.rows;
+        cols = header.cols;
+        symmetric = header.symmetric();
+        entries.reserve(
+            std::min<std::size_t>(static_cast<std::size_t>(header.nonzeros) * (symmetric ? 2 : 1), detail::kMaxReserve));
+        return Status::ok();
+      },
+      [&](const detail::MatrixMarketEntry& entry) {
+        const auto i = static_cast<int32_t>(entry.row), j = static_cast<int32_t>(entry.col);
+        entries.emplace_back(i, j);
+        if (symmetric && i != j) entries.emplace_back(j, i);
+        return Status::ok();
+      });
+  TESSERA_RETURN_IF_ERROR(scanned);
+  // Repeated coordinates are one nonzero (some writers split a value into several entries).
+  std::sort(entries.begin(), entries.end());
+  entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+  std::vector<int64_t> row_nonzeros(static_cast<std::size_t>(rows), 0);
+  for (const auto& [i, j] : entries) ++row_nonzeros[static_cast<std::size_t>(i)];
+
+  if (rows != cols) {
+    std::vector<Tile> tiles(static_cast<std::size_t>(rows));
+    for (const auto& [i, j] : entries) tiles[static_cast<std::size_t>(i)].panels.push_back(j);
+    for (std::size_t r = 0; r < tiles.size(); ++r) tiles[r].cost = row_nonzeros[r];
+    if (stats != nullptr) *stats = {};
+    Result<Graph> graph = tile_graph(tiles);
+    if (!graph) return graph.status().with_context(source_name + ": ");
+    return graph;
+  }
+  GraphInput input;
+  input.vertex_count = rows;
+  input.vertex_weights = std::move(row_nonzeros);
+  input.edges.reserve(entries.size());
+  for (const auto& [i, j] : entries) {
+    if (i < j) input.edges.push_back({i, j, 1});
+    if (i > j && !std::binary_search(entries.begin(), entries.end(), std::pair{j, i})) input.edges.push_back({i, j, 1});
+  }
+  return built(input, source_name, stats);
+}
+
+Result<Graph> parse_metis_graph(std::string_view text, const std::string& source_name, GraphBuildStats* stats) {
+  const Source source(source_name);
+  GraphInput input;
+  int64_t m = 0;
+  int header_line = 0;
+  Result<int64_t> adjacency_entries = detail::scan_metis_graph(
+      text, source,
+      [&](const detail::MetisHeader& header) {
+        input.vertex_count = header.vertices;
+        input.weighted_edges = header.has_edge_weight;
+        m = header.edges;
+        header_line = header.line;
+        if (header.has_vertex_weight) {
+          input.vertex_weights.reserve(std::min<std::size_t>(static_cast<std::size_t>(header.vertices), detail::kMaxReserve));
+        }
+        input.edges.reserve(std::min<std::size_t>(static_cast<std::size_t>(header.edges), detail::kMaxReserve));
+        return Status::ok();
+      },
+      [&](int64_t, int64_t weight) { input.vertex_weights.push_back(weight); },
+      [&](const detail::MetisNeighbour& entry) {
+        if (entry.weight < 1) return source.error(entry.line, fmt::format("edge weight {} must be >= 1", entry.weight));
+        input.edges.push_back({entry.vertex, entry.neighbour, entry.weight});
+        return Status::ok();
+      });
+  if (!adjacency_entries) return adjacency_entries.status();
+  if (*adjacency_entries != 2 * m) {
+    return source.error(header_line, fmt::format("the header says {} edges, so the adjacency lists should hold {} "
+                                                 "entries (each edge from both ends), but they hold {}",
+                                                 m, 2 * m, *adjacency_entries));
+  }
+  return built(input, source_name, stats);
+}
+
+Result<Graph> parse_edge_list(std::string_view text, const std::string& source_name, GraphBuildStats* stats) {
+  const Source source(source_name);
+  GraphInput input;
+  Result<int64_t> vertex_count = detail::scan_edge_list(text, source, [&](const detail::EdgeListEntry& edge) {
+    int64_t weight = 1;
+    if (!edge.weight.empty()) {
+      input.weighted_edges = true;
+      TESSERA_ASSIGN_OR_RETURN(edge_weight, source.integer(edge.weight, edge.line, "edge weight"));
+      if (edge_weight < 1) return source.error(edge.line, fmt::format("edge weight {} must be >= 1", edge_weight));
+      weight = edge_weight;
+    }
+    input.edges.push_back({edge.u, edge.v, weight});
+    return Status::ok();
+  });
+  if (!vertex_count) return vertex_count.status();
+  input.vertex_count = *vertex_count;
+  return built(input, source_name, stats);
+}
+
 Result<Graph> read_graph_file(const std::string& path, GraphBuildStats* stats) {
-  const std::string extension = lower(std::filesystem::path(path).extension().string());
-  enum class Kind { kMatrixMarket, kMetis, kEdgeList } kind;
-  if (extension == ".mtx") {
-    kind = Kind::kMatrixMarket;
-  } else if (extension == ".graph" || extension == ".metis") {
-    kind = Kind::kMetis;
-  } else if (extension == ".edges" || extension == ".el" || extension == ".txt") {
-    kind = Kind::kEdgeList;
-  } else {
+  const std::optional<detail::GraphFormat> format = detail::graph_format_of(path, /*snap_extensions=*/false);
+  if (!format) {
     return invalid_argument(fmt::format("{}: unknown graph file extension '{}'; use .mtx (Matrix Market), .graph "
                                         "(METIS) or .edges/.el/.txt (edge list)",
-                                        path, extension));
+                                        path, detail::lower(std::filesystem::path(path).extension().string())));
   }
-  // Refuses a FIFO, a directory or a device by name (reading one could block or never end), and
-  // a file larger than the memory left to hold its text while it is parsed.
-  Result<uint64_t> size = regular_file_size(path, "graph file");
-  if (!size) return size.status();
-  TESSERA_RETURN_IF_ERROR(check_fits_in_memory(*size, fmt::format("{} ({} as text)", path, format_bytes(*size)),
-                                               "; partition a smaller graph"));
-  Result<std::string> read = read_regular_file(path, *size, "graph file");
-  if (!read) return read.status().code() == StatusCode::kResourceExhausted
-                        ? io_error(fmt::format("{} grew while it was read; read it again when it is complete", path))
-                        : read.status();
-  const std::string text = std::move(*read);
-  switch (kind) {
-    case Kind::kMatrixMarket: return parse_matrix_market(text, path, stats);
-    case Kind::kMetis: return parse_metis_graph(text, path, stats);
-    case Kind::kEdgeList: return parse_edge_list(text, path, stats);
+  Result<std::string> text = detail::read_graph_text(path, "; partition a smaller graph");
+  if (!text) return text.status();
+  switch (*format) {
+    case detail::GraphFormat::kMatrixMarket: return parse_matrix_market(*text, path, stats);
+    case detail::GraphFormat::kMetis: return parse_metis_graph(*text, path, stats);
+    case detail::GraphFormat::kEdgeList: return parse_edge_list(*text, path, stats);
   }
   return internal_error("unreachable");
 }

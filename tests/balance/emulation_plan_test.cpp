@@ -80,6 +80,7 @@ TEST(EmulationPlan, LinksGetDistinctSlash30sInTheBenchmarkRangeAndShortInterface
       EXPECT_TRUE(names.insert(veth).second) << veth;
     }
     EXPECT_EQ(plan.rate, "100mbit");
+    EXPECT_TRUE(plan.host_forwarding) << "peers behind the host need the host end to forward";
     EXPECT_EQ(plan, plan_node_emulation(cluster, i, v1_support())) << "planning is deterministic";
   }
 }
@@ -100,6 +101,38 @@ TEST(EmulationPlan, StateFileRoundTripsAndAMissingOneMeansNothingWasCreated) {
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
   EXPECT_EQ(*loaded, plans);
   fs::remove_all(dir);
+}
+
+// A mixed cluster: node0 in the root namespace, node1 and node2 behind shaped veths.
+TEST(EmulationPeers, EachWorkerReachesEachPeerByItsOwnRoad) {
+  ClusterSpec cluster = cluster_with("peers", 3, true, 0.0);
+  cluster.nodes[0].emulate.reset();
+  std::vector<NodeEmulation> state;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) state.push_back(plan_node_emulation(cluster, i, v1_support()));
+  ASSERT_TRUE(state[0].netns.empty());
+  ASSERT_TRUE(has_namespaced_nodes(state));
+  const std::vector<std::vector<std::string>> hosts = peer_hosts(cluster, state);
+  ASSERT_EQ(hosts.size(), 3u);
+  // The root-namespace worker reaches namespaced peers at their node addresses, itself at its host.
+  EXPECT_EQ(hosts[0], (std::vector<std::string>{"127.0.0.1", state[1].node_address, state[2].node_address}));
+  // A namespaced worker reaches the root-namespace one through its OWN veth's host end.
+  EXPECT_EQ(hosts[1][0], state[1].host_address);
+  EXPECT_EQ(hosts[2][0], state[2].host_address);
+  // ... and other namespaces (and itself) at their node addresses, routed by the host.
+  EXPECT_EQ(hosts[1][2], state[2].node_address);
+  EXPECT_EQ(hosts[2][1], state[1].node_address);
+  EXPECT_EQ(hosts[1][1], state[1].node_address);
+}
+
+TEST(EmulationPeers, WithoutNamespacesEveryoneUsesTheSpecHosts) {
+  ClusterSpec cluster = cluster_with("plain-peers", 2, false, 0.5);
+  cluster.nodes[1].host = "localhost";
+  std::vector<NodeEmulation> state;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) state.push_back(plan_node_emulation(cluster, i, v1_support()));
+  EXPECT_FALSE(has_namespaced_nodes(state));
+  const std::vector<std::vector<std::string>> expected = {{"127.0.0.1", "localhost"}, {"127.0.0.1", "localhost"}};
+  EXPECT_EQ(peer_hosts(cluster, state), expected);
+  EXPECT_EQ(peer_hosts(cluster, {}), expected) << "no state file: nothing was emulated";
 }
 
 }  // namespace

@@ -44,6 +44,22 @@ TEST(Auth, MacsFollowTheirDefinition) {
             hmac_sha256("s3cret", "tessera-v1-coordinator" + worker_bytes + coordinator_bytes));
   EXPECT_EQ(worker_mac("s3cret", coordinator, worker),
             hmac_sha256("s3cret", "tessera-v1-worker" + coordinator_bytes + worker_bytes));
+  EXPECT_EQ(peer_mac("s3cret", worker, coordinator),
+            hmac_sha256("s3cret", "tessera-v2-peer" + worker_bytes + coordinator_bytes));
+  EXPECT_EQ(client_mac(SessionRole::kPeer, "s3cret", worker, coordinator), peer_mac("s3cret", worker, coordinator));
+  EXPECT_EQ(client_mac(SessionRole::kCoordinator, "s3cret", worker, coordinator),
+            coordinator_mac("s3cret", worker, coordinator));
+}
+
+TEST(Auth, PeerAndCoordinatorMacsNeverStandForEachOther) {
+  const Challenge a = filled(1);
+  const Challenge b = filled(2);
+  // A worker can tell a peer link from a coordinator session only if no MAC is valid as both.
+  EXPECT_FALSE(mac_equal(peer_mac("s3cret", a, b), coordinator_mac("s3cret", a, b)));
+  EXPECT_FALSE(mac_equal(peer_mac("s3cret", a, b), worker_mac("s3cret", b, a)));
+  EXPECT_FALSE(mac_equal(peer_mac("s3cret", a, b), peer_mac("other", a, b)));
+  EXPECT_EQ(role_name(SessionRole::kPeer), "peer worker");
+  EXPECT_EQ(role_name(SessionRole::kCoordinator), "coordinator");
 }
 
 TEST(Auth, MacsDependOnSecretChallengesAndDirection) {

@@ -101,6 +101,51 @@ TEST(Handshake, SameSecretSucceedsOnBothSides) {
   EXPECT_TRUE(std::holds_alternative<Bye>(bye->message));
 }
 
+TEST(Handshake, AnyRoleServerTellsAPeerWorkerFromTheCoordinator) {
+  for (SessionRole role : {SessionRole::kCoordinator, SessionRole::kPeer}) {
+    SCOPED_TRACE(std::string(role_name(role)));
+    auto pair = make_loopback();
+    ASSERT_TRUE(pair);
+    std::optional<Result<SessionRole>> accepted;
+    PeerThread worker(*pair->server,
+                      [&] { accepted = server_handshake_any_role(*pair->server, worker_hello(), "correct horse"); });
+    Result<Hello> seen = client_handshake(*pair->client, "correct horse", kDefaultHandshakeTimeout, role);
+    worker.join();
+    ASSERT_TRUE(seen) << seen.status().to_string();
+    ASSERT_TRUE(accepted && *accepted) << (accepted ? accepted->status().to_string() : "no result");
+    EXPECT_EQ(**accepted, role);
+  }
+}
+
+TEST(Handshake, CoordinatorOnlyServerRefusesAPeerMac) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  Status worker_status = internal_error("worker did not run");
+  PeerThread worker(*pair->server, [&] { worker_status = server_handshake(*pair->server, worker_hello(), "correct horse"); });
+  Result<Hello> seen = client_handshake(*pair->client, "correct horse", kDefaultHandshakeTimeout, SessionRole::kPeer);
+  worker.join();
+  EXPECT_EQ(seen.status().code(), StatusCode::kAuthFailed) << seen.status().to_string();
+  EXPECT_EQ(worker_status.code(), StatusCode::kAuthFailed);
+  EXPECT_NE(worker_status.message().find("coordinator's MAC does not match the secret"), std::string::npos)
+      << worker_status.to_string();
+}
+
+TEST(Handshake, PeerWithAWrongSecretIsRefusedByAnAnyRoleServer) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  std::optional<Result<SessionRole>> accepted;
+  PeerThread worker(*pair->server,
+                    [&] { accepted = server_handshake_any_role(*pair->server, worker_hello(), "correct horse"); });
+  Result<Hello> seen = client_handshake(*pair->client, "battery staple", kDefaultHandshakeTimeout, SessionRole::kPeer);
+  worker.join();
+  EXPECT_EQ(seen.status().code(), StatusCode::kAuthFailed) << seen.status().to_string();
+  ASSERT_TRUE(accepted.has_value());
+  EXPECT_EQ(accepted->status().code(), StatusCode::kAuthFailed);
+  EXPECT_NE(accepted->status().message().find("MAC (as coordinator or as peer worker) does not match the secret"),
+            std::string::npos)
+      << accepted->status().to_string();
+}
+
 TEST(Handshake, CoordinatorRefusesAV1WorkerNamingBothVersions) {
   auto pair = make_loopback();
   ASSERT_TRUE(pair);

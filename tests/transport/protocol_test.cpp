@@ -95,7 +95,7 @@ TEST(ProtocolHeader, RejectsBadMagicVersionReservedAndType) {
   put_le(bad_reserved, 12, 1, 4);
   EXPECT_TRUE(fails_with(decode_header(header_span(bad_reserved), {}).status(), StatusCode::kProtocolError, "reserved"));
 
-  for (uint16_t type : {uint16_t{0}, uint16_t{15}, uint16_t{0xFFFF}}) {
+  for (uint16_t type : {uint16_t{0}, uint16_t{kLastMessageType + 1}, uint16_t{0xFFFF}}) {
     std::vector<std::byte> bad_type = bytes;
     put_le(bad_type, 6, type, 2);
     EXPECT_TRUE(fails_with(decode_header(header_span(bad_type), {}).status(), StatusCode::kProtocolError,
@@ -132,6 +132,11 @@ TEST(ProtocolHeader, RejectsPayloadLengthsTheTypeCannotHave) {
   check(MessageType::kStats, 56, true);
   check(MessageType::kStats, 55, false);
   check(MessageType::kStats, 57, false);
+  // GRAPH_* layouts are the graph codec's; the header bounds only their length.
+  check(MessageType::kGraphLoad, 0, true);
+  check(MessageType::kGraphLoad, Limits{}.max_payload_bytes, true);
+  check(MessageType::kGraphLoad, Limits{}.max_payload_bytes + 1, false);
+  check(MessageType::kGraphDeltas, 1 << 20, true);
 }
 
 TEST(ProtocolHeader, HugeClaimedLengthIsRejectedWithoutAllocation) {
@@ -177,7 +182,22 @@ TEST(ProtocolPayload, MessageTypesAndNames) {
     EXPECT_EQ(message_type_name(static_cast<uint16_t>(i + 1)), names[i]);
   }
   EXPECT_EQ(message_type_name(0), "UNKNOWN(0)");
-  EXPECT_EQ(message_type_name(15), "UNKNOWN(15)");
+  const char* graph_names[] = {"GRAPH_LOAD",          "GRAPH_READY",  "GRAPH_START",
+                               "GRAPH_STEP",          "GRAPH_STEP_DONE", "GRAPH_PROGRESS_REQUEST",
+                               "GRAPH_PROGRESS",      "GRAPH_VALUES_REQUEST", "GRAPH_VALUES",
+                               "GRAPH_STOP",          "GRAPH_PEER_HELLO", "GRAPH_DELTAS"};
+  ASSERT_EQ(std::size(graph_names), std::size_t{kLastMessageType} - kLastTransportMessageType);
+  for (std::size_t i = 0; i < std::size(graph_names); ++i) {
+    const auto type = static_cast<uint16_t>(kFirstGraphMessageType + i);
+    EXPECT_EQ(message_type_name(type), graph_names[i]);
+    EXPECT_TRUE(is_graph_message(type));
+    EXPECT_EQ(capability_of_message(type), kCapabilityGraph);
+  }
+  EXPECT_FALSE(is_graph_message(kLastTransportMessageType));
+  EXPECT_FALSE(is_graph_message(kLastMessageType + 1));
+  EXPECT_EQ(capability_of_message(static_cast<uint16_t>(MessageType::kStore)), kCapabilityGemm);
+  EXPECT_EQ(capability_of_message(static_cast<uint16_t>(MessageType::kBye)), 0u);
+  EXPECT_EQ(message_type_name(27), "UNKNOWN(27)");
   EXPECT_EQ(message_type_name(77), "UNKNOWN(77)");
 }
 
@@ -288,7 +308,14 @@ TEST(ProtocolPayload, TrailingBytesAreRejected) {
 
 TEST(ProtocolPayload, UnknownTypeIsRejected) {
   EXPECT_TRUE(fails_with(decode_payload(0, {}, Limits{}).status(), StatusCode::kProtocolError, "type 0 unknown"));
-  EXPECT_TRUE(fails_with(decode_payload(15, {}, Limits{}).status(), StatusCode::kProtocolError, "type 15 unknown"));
+  EXPECT_TRUE(fails_with(decode_payload(27, {}, Limits{}).status(), StatusCode::kProtocolError, "type 27 unknown"));
+}
+
+TEST(ProtocolPayload, GraphPayloadsAreLeftToTheGraphCodec) {
+  for (uint16_t type = kFirstGraphMessageType; type <= kLastMessageType; ++type) {
+    EXPECT_TRUE(fails_with(decode_payload(type, {}, Limits{}).status(), StatusCode::kProtocolError,
+                           message_type_name(type) + ": GRAPH_* payloads are decoded by the graph service"));
+  }
 }
 
 // --- Field validation --------------------------------------------------------------------

@@ -120,6 +120,54 @@ TEST(TileStore, ScratchIsChargedButNotStored) {
   EXPECT_EQ(store.bytes_in_use(), 1 * kDouble);
 }
 
+TEST(TileStore, ChargeCountsAgainstTheCapWithoutATile) {
+  TileStore store(100 * kDouble);
+  auto charge = store.charge(60 * kDouble, "graph part");
+  ASSERT_TRUE(charge.is_ok()) << charge.status().to_string();
+  EXPECT_EQ(store.bytes_in_use(), 60 * kDouble);
+  EXPECT_EQ(store.tile_count(), 0u);
+  // Tiles and charges share the cap.
+  EXPECT_EQ(store.reserve(1, 5, 10, false).status().code(), StatusCode::kResourceExhausted);
+  const Result<MemoryCharge> too_much = store.charge(41 * kDouble, "graph part of run 7");
+  EXPECT_EQ(too_much.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(too_much.status().message().find("graph part of run 7 needs 328 bytes"), std::string::npos)
+      << too_much.status().to_string();
+  EXPECT_EQ(store.bytes_in_use(), 60 * kDouble);
+}
+
+TEST(TileStore, ChargeResizesAndGivesEverythingBack) {
+  TileStore store(100 * kDouble);
+  {
+    auto charge = store.charge(10 * kDouble, "part");
+    ASSERT_TRUE(charge.is_ok());
+    ASSERT_TRUE(charge->resize(100 * kDouble, "part").is_ok());
+    EXPECT_EQ(store.bytes_in_use(), 100 * kDouble);
+    // A failed growth leaves the charge as it was.
+    EXPECT_EQ(charge->resize(101 * kDouble, "part").code(), StatusCode::kResourceExhausted);
+    EXPECT_EQ(charge->bytes(), 100 * kDouble);
+    ASSERT_TRUE(charge->resize(30 * kDouble, "part").is_ok());
+    EXPECT_EQ(store.bytes_in_use(), 30 * kDouble);
+    MemoryCharge moved = std::move(*charge);
+    EXPECT_EQ(store.bytes_in_use(), 30 * kDouble);
+    EXPECT_EQ(moved.bytes(), 30 * kDouble);
+    moved.reset();
+    EXPECT_EQ(store.bytes_in_use(), 0u);
+    ASSERT_TRUE(moved.resize(5 * kDouble, "part").is_ok());
+  }
+  EXPECT_EQ(store.bytes_in_use(), 0u);
+}
+
+TEST(TileStore, ChargeOutlivingTheStoreIsSafe) {
+  MemoryCharge survivor;
+  {
+    TileStore store(100 * kDouble);
+    auto charge = store.charge(8, "part");
+    ASSERT_TRUE(charge.is_ok());
+    survivor = std::move(*charge);
+  }
+  survivor.reset();  // through the shared counter, like a tile outliving the store
+}
+
 TEST(TileStore, ClearDropsEverything) {
   TileStore store(100 * kDouble);
   for (uint32_t id = 0; id < 10; ++id) ASSERT_TRUE(store.reserve(id, 2, 5, false).is_ok());

@@ -21,6 +21,7 @@ constexpr std::size_t kMaxSecretFileBytes = 64 * 1024;
 
 constexpr std::string_view kCoordinatorLabel = "tessera-v1-coordinator";
 constexpr std::string_view kWorkerLabel = "tessera-v1-worker";
+constexpr std::string_view kPeerLabel = "tessera-v2-peer";
 
 // Without working randomness or HMAC no session can be authenticated safely, and these functions
 // have no error channel: stop loudly instead of handing out predictable challenges.
@@ -63,6 +64,20 @@ Mac hmac_sha256(std::string_view key, std::string_view data) {
 
 Mac coordinator_mac(std::string_view secret, const Challenge& worker_challenge, const Challenge& coordinator_challenge) {
   return labelled_mac(secret, kCoordinatorLabel, worker_challenge, coordinator_challenge);
+}
+
+Mac peer_mac(std::string_view secret, const Challenge& worker_challenge, const Challenge& peer_challenge) {
+  return labelled_mac(secret, kPeerLabel, worker_challenge, peer_challenge);
+}
+
+Mac client_mac(SessionRole role, std::string_view secret, const Challenge& worker_challenge,
+               const Challenge& client_challenge) {
+  return role == SessionRole::kPeer ? peer_mac(secret, worker_challenge, client_challenge)
+                                    : coordinator_mac(secret, worker_challenge, client_challenge);
+}
+
+std::string_view role_name(SessionRole role) {
+  return role == SessionRole::kPeer ? "peer worker" : "coordinator";
 }
 
 Mac worker_mac(std::string_view secret, const Challenge& coordinator_challenge, const Challenge& worker_challenge) {

@@ -406,7 +406,8 @@ void FrameConnection::shutdown() {
 std::string FrameConnection::peer() const { return peer_; }
 std::string FrameConnection::peer_host() const { return peer_host_; }
 
-Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret, std::chrono::milliseconds timeout) {
+Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret, std::chrono::milliseconds timeout,
+                               SessionRole role) {
   const std::string who = "worker " + connection.peer();
   if (secret.empty()) return invalid_argument("handshake with " + who + ": the shared secret is empty");
   // One bound for both reads: a worker that accepted but stopped (SIGSTOP: the kernel still
@@ -426,7 +427,7 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
 
   Auth auth;
   auth.challenge = random_challenge();
-  auth.mac = coordinator_mac(secret, hello->challenge, auth.challenge);
+  auth.mac = client_mac(role, secret, hello->challenge, auth.challenge);
   Status sent = connection.write_message(auth);
   if (!sent.is_ok()) return sent.with_context("handshake with " + who + ": ");
 
@@ -448,8 +449,13 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
   return *hello;
 }
 
-Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret) {
-  const std::string who = "coordinator " + connection.peer();
+namespace {
+
+// server_handshake and server_handshake_any_role: the worker's side, accepting a peer worker's
+// MAC label too when `accept_peers`.
+Result<SessionRole> answer_hello(FrameConnection& connection, const Hello& hello, std::string_view secret,
+                                 bool accept_peers) {
+  const std::string who = (accept_peers ? "coordinator or peer worker " : "coordinator ") + connection.peer();
   if (secret.empty()) return invalid_argument("handshake with " + who + ": the shared secret is empty");
   if (std::all_of(hello.challenge.begin(), hello.challenge.end(), [](uint8_t b) { return b == 0; })) {
     return internal_error("server_handshake: HELLO challenge is all zero; fill it with random_challenge()");
@@ -467,16 +473,32 @@ Status server_handshake(FrameConnection& connection, const Hello& hello, std::st
     return network_error("handshake with " + who + ": coordinator said BYE before authenticating");
   }
   const auto* auth = &std::get<Auth>(frame->message);  // read_handshake_frame admitted AUTH, ERROR, BYE only
-  if (!mac_equal(auth->mac, coordinator_mac(secret, hello.challenge, auth->challenge))) {
-    connection.write_error(ErrorCode::kAuthFailed, "coordinator's MAC does not match the worker's secret");
-    return auth_failed(who + ": coordinator's MAC does not match the secret; check that both sides use the same "
+  // Both MACs are computed and compared whatever the first comparison gave, so the time taken
+  // does not tell a peer which label came close.
+  const bool coordinator = mac_equal(auth->mac, coordinator_mac(secret, hello.challenge, auth->challenge));
+  const bool peer = accept_peers && mac_equal(auth->mac, peer_mac(secret, hello.challenge, auth->challenge));
+  if (!coordinator && !peer) {
+    const std::string whose = accept_peers ? "MAC (as coordinator or as peer worker)" : "coordinator's MAC";
+    connection.write_error(ErrorCode::kAuthFailed, whose + " does not match the worker's secret");
+    return auth_failed(who + ": " + whose + " does not match the secret; check that both sides use the same "
                              "secret file");
   }
   AuthOk ok;
   ok.mac = worker_mac(secret, auth->challenge, hello.challenge);
   sent = connection.write_message(ok);
   if (!sent.is_ok()) return sent.with_context("handshake with " + who + ": ");
-  return Status::ok();
+  return peer ? SessionRole::kPeer : SessionRole::kCoordinator;
+}
+
+}  // namespace
+
+Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret) {
+  return answer_hello(connection, hello, secret, /*accept_peers=*/false).status();
+}
+
+Result<SessionRole> server_handshake_any_role(FrameConnection& connection, const Hello& hello,
+                                              std::string_view secret) {
+  return answer_hello(connection, hello, secret, /*accept_peers=*/true);
 }
 
 }  // namespace tessera::transport

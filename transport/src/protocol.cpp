@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "tessera/transport/crc32c.hpp"
+#include "tessera/transport/payload_io.hpp"
 
 namespace tessera::transport {
 
@@ -29,11 +30,9 @@ static_assert(kHelloFixedBytes == 72 && kJobPayloadBytes == 72 && kProbeFixedByt
               kCreditPayloadBytes == 24 && kStatsPayloadBytes == 56,
               "a payload layout changed: bump kProtocolVersion and update the layout comments");
 constexpr uint16_t kMaxType = kLastMessageType;
+constexpr uint16_t kMaxTransportType = kLastTransportMessageType;
 // The only version before this one; its header and ERROR layouts match ours.
 constexpr uint16_t kFirstProtocolVersion = 1;
-
-// Longest string the encoder emits; decoders enforce Limits::max_string_bytes (4096 by default).
-constexpr std::size_t kMaxEncodedString = Limits{}.max_string_bytes;
 
 std::string format_double(double value) {
   char buffer[64];
@@ -47,10 +46,6 @@ std::string hex32(uint32_t value) {
   std::string out = "0x";
   for (int shift = 28; shift >= 0; shift -= 4) out += kDigits[(value >> shift) & 0xF];
   return out;
-}
-
-Status field_error(std::string_view message, std::string_view detail) {
-  return protocol_error(std::string(message) + ": " + std::string(detail));
 }
 
 Status out_of_range(std::string_view message, std::string_view field, uint64_t value, uint64_t low,
@@ -73,53 +68,9 @@ uint64_t saturating_mul_add(uint64_t a, uint64_t b, uint64_t c) {
 
 // --- Encoding ------------------------------------------------------------------------------
 
-class PayloadWriter {
- public:
-  explicit PayloadWriter(std::size_t expected_size) { bytes_.reserve(expected_size); }
-
-  void u8(uint8_t value) { bytes_.push_back(static_cast<std::byte>(value)); }
-  void u16(uint16_t value) { put_le(value, 2); }
-  void u32(uint32_t value) { put_le(value, 4); }
-  void u64(uint64_t value) { put_le(value, 8); }
-  void f64(double value) { put_le(std::bit_cast<uint64_t>(value), 8); }
-  void zeros(std::size_t count) { bytes_.insert(bytes_.end(), count, std::byte{0}); }
-  void raw(const uint8_t* data, std::size_t size) {
-    const auto* first = reinterpret_cast<const std::byte*>(data);
-    bytes_.insert(bytes_.end(), first, first + size);
-  }
-  template <std::size_t N>
-  void array(const std::array<uint8_t, N>& value) { raw(value.data(), N); }
-
-  // Over-long strings are cut (at a UTF-8 character boundary) rather than failing: they are
-  // names and error texts, and a shortened reason is better than none.
-  void string(const std::string& value) {
-    std::size_t size = value.size();
-    if (size > kMaxEncodedString) {
-      size = kMaxEncodedString;
-      while (size > 0 && (static_cast<uint8_t>(value[size]) & 0xC0) == 0x80) --size;
-    }
-    u16(static_cast<uint16_t>(size));
-    raw(reinterpret_cast<const uint8_t*>(value.data()), size);
-  }
-
-  std::vector<std::byte> take() { return std::move(bytes_); }
-
- private:
-  void put_le(uint64_t value, int size) {
-    for (int i = 0; i < size; ++i) bytes_.push_back(static_cast<std::byte>(value >> (8 * i)));
-  }
-  std::vector<std::byte> bytes_;
-};
-
 template <std::size_t N>
 void store_le(std::array<std::byte, N>& out, std::size_t offset, uint64_t value, int size) {
   for (int i = 0; i < size; ++i) out[offset + static_cast<std::size_t>(i)] = static_cast<std::byte>(value >> (8 * i));
-}
-
-uint64_t load_le(const std::byte* data, int size) {
-  uint64_t value = 0;
-  for (int i = size - 1; i >= 0; --i) value = (value << 8) | std::to_integer<uint64_t>(data[i]);
-  return value;
 }
 
 std::vector<std::byte> encode(const Hello& m) {
@@ -240,110 +191,6 @@ std::vector<std::byte> encode(const ResultTile&) {
 }
 
 // --- Decoding ------------------------------------------------------------------------------
-
-// Reads fields in order; the first failure is kept and every later read fails too, so a decoder
-// can chain reads and check once.
-class PayloadReader {
- public:
-  PayloadReader(std::string_view message, std::span<const std::byte> payload)
-      : message_(message), payload_(payload) {}
-
-  bool u8(std::string_view field, uint8_t& out) { return get(field, 1, out); }
-  bool u16(std::string_view field, uint16_t& out) { return get(field, 2, out); }
-  bool u32(std::string_view field, uint32_t& out) { return get(field, 4, out); }
-  bool u64(std::string_view field, uint64_t& out) { return get(field, 8, out); }
-  bool f64(std::string_view field, double& out) {
-    uint64_t bits = 0;
-    if (!get(field, 8, bits)) return false;
-    out = std::bit_cast<double>(bits);
-    return true;
-  }
-
-  template <std::size_t N>
-  bool array(std::string_view field, std::array<uint8_t, N>& out) {
-    if (!take(field, N)) return false;
-    std::memcpy(out.data(), payload_.data() + offset_ - N, N);
-    return true;
-  }
-
-  bool zero_padding(std::string_view field, std::size_t size) {
-    if (!take(field, size)) return false;
-    for (std::size_t i = offset_ - size; i < offset_; ++i) {
-      if (payload_[i] != std::byte{0}) {
-        return fail(std::string(field) + " byte " + std::to_string(i - (offset_ - size)) + " is " +
-                    std::to_string(std::to_integer<unsigned>(payload_[i])) + ", must be 0");
-      }
-    }
-    return true;
-  }
-
-  bool string(std::string_view field, uint32_t max_bytes, std::string& out) {
-    uint16_t size = 0;
-    if (!u16(field, size)) return false;
-    if (size > max_bytes) {
-      return fail(std::string(field) + " length " + std::to_string(size) + " out of range 0.." +
-                  std::to_string(max_bytes));
-    }
-    if (!take(field, size)) return false;
-    out.assign(reinterpret_cast<const char*>(payload_.data() + offset_ - size), size);
-    return true;
-  }
-
-  // A u32 length followed by that many bytes, at most max_bytes.
-  bool byte_vector(std::string_view field, uint32_t max_bytes, std::vector<uint8_t>& out) {
-    uint32_t size = 0;
-    const std::string length_field = std::string(field) + "_length";
-    if (!u32(length_field, size)) return false;
-    if (size > max_bytes) {
-      return fail(length_field + " " + std::to_string(size) + " out of range 0.." + std::to_string(max_bytes));
-    }
-    if (!take(field, size)) return false;
-    const auto* first = reinterpret_cast<const uint8_t*>(payload_.data() + offset_ - size);
-    out.assign(first, first + size);
-    return true;
-  }
-
-  // Everything read; nothing may follow.
-  bool finish() {
-    if (!status_.is_ok()) return false;
-    if (offset_ != payload_.size()) {
-      return fail(std::to_string(payload_.size() - offset_) + " trailing bytes after the last field (payload " +
-                  std::to_string(payload_.size()) + " bytes, message ends at " + std::to_string(offset_) + ")");
-    }
-    return true;
-  }
-
-  bool fail(std::string detail) {
-    if (status_.is_ok()) status_ = field_error(message_, detail);
-    return false;
-  }
-
-  std::size_t offset() const { return offset_; }
-  const Status& status() const { return status_; }
-
- private:
-  bool take(std::string_view field, std::size_t size) {
-    if (!status_.is_ok()) return false;
-    if (size > payload_.size() - offset_) {
-      return fail("truncated at " + std::string(field) + ": needs " + std::to_string(size) + " bytes at offset " +
-                  std::to_string(offset_) + ", payload has " + std::to_string(payload_.size()));
-    }
-    offset_ += size;
-    return true;
-  }
-
-  template <typename T>
-  bool get(std::string_view field, int size, T& out) {
-    if (!take(field, static_cast<std::size_t>(size))) return false;
-    out = static_cast<T>(load_le(payload_.data() + offset_ - static_cast<std::size_t>(size), size));
-    return true;
-  }
-
-  std::string_view message_;
-  std::span<const std::byte> payload_;
-  std::size_t offset_ = 0;
-  Status status_;
-};
 
 Status check_seconds(std::string_view message, std::string_view field, double value, double max) {
   if (std::isfinite(value) && value >= 0.0 && value <= max) return Status::ok();
@@ -663,6 +510,19 @@ PayloadBounds payload_bounds(MessageType type, const Limits& limits) {
       return {kReleaseFixedBytes, release_payload_bytes(limits.max_release_tiles)};
     case MessageType::kStatsRequest: return {0, 0};
     case MessageType::kStats: return {kStatsPayloadBytes, kStatsPayloadBytes};
+    // The graph codec checks these layouts; the header only bounds their length.
+    case MessageType::kGraphLoad:
+    case MessageType::kGraphReady:
+    case MessageType::kGraphStart:
+    case MessageType::kGraphStep:
+    case MessageType::kGraphStepDone:
+    case MessageType::kGraphProgressRequest:
+    case MessageType::kGraphProgress:
+    case MessageType::kGraphValuesRequest:
+    case MessageType::kGraphValues:
+    case MessageType::kGraphStop:
+    case MessageType::kGraphPeerHello:
+    case MessageType::kGraphDeltas: return {0, limits.max_payload_bytes};
   }
   return {0, 0};
 }
@@ -680,7 +540,7 @@ static_assert(std::is_same_v<std::variant_alternative_t<12, Message>, StatsReque
               kAlternativeIs<12, MessageType::kStatsRequest>);
 static_assert(std::is_same_v<std::variant_alternative_t<13, Message>, Stats> &&
               kAlternativeIs<13, MessageType::kStats>);
-static_assert(std::variant_size_v<Message> == kMaxType);
+static_assert(std::variant_size_v<Message> == kMaxTransportType);
 
 }  // namespace
 
@@ -730,7 +590,31 @@ std::string message_type_name(uint16_t type) {
     case 12: return "RELEASE";
     case 13: return "STATS_REQUEST";
     case 14: return "STATS";
+    case 15: return "GRAPH_LOAD";
+    case 16: return "GRAPH_READY";
+    case 17: return "GRAPH_START";
+    case 18: return "GRAPH_STEP";
+    case 19: return "GRAPH_STEP_DONE";
+    case 20: return "GRAPH_PROGRESS_REQUEST";
+    case 21: return "GRAPH_PROGRESS";
+    case 22: return "GRAPH_VALUES_REQUEST";
+    case 23: return "GRAPH_VALUES";
+    case 24: return "GRAPH_STOP";
+    case 25: return "GRAPH_PEER_HELLO";
+    case 26: return "GRAPH_DELTAS";
     default: return "UNKNOWN(" + std::to_string(type) + ")";
+  }
+}
+
+uint64_t capability_of_message(uint16_t type) {
+  if (is_graph_message(type)) return kCapabilityGraph;
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::kProbe:
+    case MessageType::kStore:
+    case MessageType::kJob:
+    case MessageType::kRelease:
+    case MessageType::kStatsRequest: return kCapabilityGemm;
+    default: return 0;
   }
 }
 
@@ -851,6 +735,9 @@ Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload
     case 13: return decode_stats_request(payload);
     case 14: return decode_stats(payload);
     default:
+      if (is_graph_message(type)) {
+        return protocol_error(message_type_name(type) + ": GRAPH_* payloads are decoded by the graph service");
+      }
       return protocol_error("message type " + std::to_string(type) + " unknown (valid 1.." + std::to_string(kMaxType) + ")");
   }
 }

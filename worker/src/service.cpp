@@ -1,6 +1,7 @@
 #include "tessera/worker/service.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <fmt/core.h>
@@ -100,6 +101,30 @@ bool owned_by_session(tp::MessageType type) {
 
 }  // namespace
 
+Status ServiceTable::add_handlers(SlotTable& table, const std::vector<Service>& services, std::size_t s, bool peer) {
+  const Service& service = services[s];
+  const std::vector<MessageHandler>& handlers = peer ? service.peer_handlers : service.handlers;
+  for (std::size_t h = 0; h < handlers.size(); ++h) {
+    const MessageHandler& handler = handlers[h];
+    const auto type = static_cast<uint16_t>(handler.type);
+    const std::string what = fmt::format("worker service '{}': {}handler for {}", service.name, peer ? "peer " : "",
+                                         tp::message_type_name(type));
+    if (type < 1 || type > tp::kLastMessageType) return invalid_argument(what + ": not a message type");
+    if (owned_by_session(handler.type)) {
+      return invalid_argument(what + ": the session itself answers that message");
+    }
+    if (static_cast<bool>(handler.on_message) == static_cast<bool>(handler.on_stream)) {
+      return invalid_argument(what + ": set exactly one of on_message and on_stream");
+    }
+    const Slot& taken = table[type];
+    if (taken.used) {
+      return invalid_argument(what + ": service '" + services[taken.service].name + "' already handles it");
+    }
+    table[type] = Slot{true, s, h};
+  }
+  return Status::ok();
+}
+
 Result<ServiceTable> ServiceTable::build(std::vector<Service> services) {
   ServiceTable table;
   for (std::size_t s = 0; s < services.size(); ++s) {
@@ -110,23 +135,13 @@ Result<ServiceTable> ServiceTable::build(std::vector<Service> services) {
         return invalid_argument(fmt::format("worker service '{}' is registered twice", service.name));
       }
     }
-    for (std::size_t h = 0; h < service.handlers.size(); ++h) {
-      const MessageHandler& handler = service.handlers[h];
-      const auto type = static_cast<uint16_t>(handler.type);
-      const std::string what = fmt::format("worker service '{}': handler for {}", service.name,
-                                           tp::message_type_name(type));
-      if (type < 1 || type > tp::kLastMessageType) return invalid_argument(what + ": not a message type");
-      if (owned_by_session(handler.type)) {
-        return invalid_argument(what + ": the session itself answers that message");
+    TESSERA_RETURN_IF_ERROR(add_handlers(table.by_type_, services, s, /*peer=*/false));
+    TESSERA_RETURN_IF_ERROR(add_handlers(table.peer_by_type_, services, s, /*peer=*/true));
+    if (!service.peer_handlers.empty()) {
+      if (!service.admit_peer) {
+        return invalid_argument(fmt::format("worker service '{}' has peer handlers but no admit_peer", service.name));
       }
-      if (static_cast<bool>(handler.on_message) == static_cast<bool>(handler.on_stream)) {
-        return invalid_argument(what + ": set exactly one of on_message and on_stream");
-      }
-      const Slot& taken = table.by_type_[type];
-      if (taken.used) {
-        return invalid_argument(what + ": service '" + services[taken.service].name + "' already handles it");
-      }
-      table.by_type_[type] = Slot{true, s, h};
+      table.takes_peers_ = true;
     }
     table.capabilities_ |= service.capability;
   }
@@ -134,10 +149,36 @@ Result<ServiceTable> ServiceTable::build(std::vector<Service> services) {
   return table;
 }
 
-const MessageHandler* ServiceTable::find(uint16_t type) const {
-  if (type >= by_type_.size() || !by_type_[type].used) return nullptr;
-  const Slot& slot = by_type_[type];
-  return &services_[slot.service].handlers[slot.handler];
+const MessageHandler* ServiceTable::find_in(const SlotTable& table, const std::vector<Service>& services, uint16_t type,
+                                            bool peer) {
+  if (type >= table.size() || !table[type].used) return nullptr;
+  const Slot& slot = table[type];
+  const Service& service = services[slot.service];
+  return &(peer ? service.peer_handlers : service.handlers)[slot.handler];
+}
+
+const MessageHandler* ServiceTable::find(uint16_t type) const { return find_in(by_type_, services_, type, false); }
+
+const MessageHandler* ServiceTable::find_peer(uint16_t type) const {
+  return find_in(peer_by_type_, services_, type, true);
+}
+
+Status ServiceTable::admit_peer() const {
+  std::optional<Status> refusal;
+  for (const Service& service : services_) {
+    if (service.peer_handlers.empty()) continue;
+    Status admitted = service.admit_peer();
+    if (admitted.is_ok()) return admitted;
+    if (!refusal) refusal = std::move(admitted);
+  }
+  if (refusal) return *refusal;
+  return invalid_argument("this worker takes no peer links (services: " + describe() + ")");
+}
+
+void ServiceTable::end_session() const {
+  for (const Service& service : services_) {
+    if (service.on_session_end) service.on_session_end();
+  }
 }
 
 std::string ServiceTable::describe() const {
@@ -149,6 +190,10 @@ std::string ServiceTable::describe() const {
     for (std::size_t h = 0; h < service.handlers.size(); ++h) {
       if (h > 0) out += ", ";
       out += tp::message_type_name(static_cast<uint16_t>(service.handlers[h].type));
+    }
+    for (std::size_t h = 0; h < service.peer_handlers.size(); ++h) {
+      out += h == 0 ? "; from peers: " : ", ";
+      out += tp::message_type_name(static_cast<uint16_t>(service.peer_handlers[h].type));
     }
     out += ")";
   }

@@ -39,6 +39,14 @@ void TileMemory::give_back(void* data, std::size_t bytes) {
   charged.fetch_sub(bytes);
 }
 
+bool TileMemory::try_charge(uint64_t bytes, uint64_t limit) {
+  uint64_t in_use = charged.load();
+  do {
+    if (bytes > limit || in_use > limit - bytes) return false;
+  } while (!charged.compare_exchange_weak(in_use, in_use + bytes));
+  return true;
+}
+
 void* TileMemory::take(std::size_t bytes) {
   std::lock_guard lock(mutex);
   auto it = idle.find(bytes);
@@ -105,15 +113,18 @@ Result<std::shared_ptr<Tile>> TileStore::allocate_locked(uint32_t id, uint32_t r
     return resource_exhausted(describe(id, rows, cols) + " is too large to address");
   }
   const uint64_t bytes = elements * sizeof(double);
-  // Destructors on job threads only lower the charge concurrently, so this check is conservative.
   const uint64_t in_use = memory_->charged.load();
-  const uint64_t after = in_use - std::min(in_use, bytes_freed_by_replace);
-  if (bytes > cap_bytes_ || after > cap_bytes_ - bytes) {
+  // The tile being replaced gives its bytes back only once `replaced` is dropped, so until then
+  // the charge may stand above the cap by that much.
+  uint64_t limit = 0;
+  if (__builtin_add_overflow(cap_bytes_, std::min(in_use, bytes_freed_by_replace), &limit)) {
+    limit = std::numeric_limits<uint64_t>::max();
+  }
+  if (!memory_->try_charge(bytes, limit)) {
     return resource_exhausted(describe(id, rows, cols) + " needs " + std::to_string(bytes) +
                               " bytes; the tile store holds " + std::to_string(in_use) + " of its " +
                               std::to_string(cap_bytes_) + "-byte cap");
   }
-  memory_->charged.fetch_add(bytes);
   void* memory = memory_->take(static_cast<std::size_t>(bytes));
   if (memory == nullptr) {
     // Nothing of that size to reuse: idle buffers of other sizes go back first, so reuse never
@@ -129,6 +140,56 @@ Result<std::shared_ptr<Tile>> TileStore::allocate_locked(uint32_t id, uint32_t r
   if (zero_fill) std::memset(memory, 0, static_cast<std::size_t>(bytes));
   // make_shared cannot reach the private constructor; the tile is small next to its data anyway.
   return std::shared_ptr<Tile>(new Tile(id, rows, cols, static_cast<double*>(memory), memory_));
+}
+
+Result<MemoryCharge> TileStore::charge(uint64_t bytes, std::string_view what) {
+  MemoryCharge charge(memory_, cap_bytes_);
+  TESSERA_RETURN_IF_ERROR(charge.resize(bytes, what));
+  return charge;
+}
+
+MemoryCharge::MemoryCharge(MemoryCharge&& other) noexcept
+    : memory_(std::move(other.memory_)), cap_bytes_(other.cap_bytes_), bytes_(std::exchange(other.bytes_, 0)) {}
+
+MemoryCharge& MemoryCharge::operator=(MemoryCharge&& other) noexcept {
+  if (this != &other) {
+    reset();
+    memory_ = std::move(other.memory_);
+    cap_bytes_ = other.cap_bytes_;
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+MemoryCharge::~MemoryCharge() { reset(); }
+
+Status MemoryCharge::resize(uint64_t bytes, std::string_view what) {
+  if (memory_ == nullptr) return internal_error("MemoryCharge::resize on a charge that belongs to no store");
+  if (bytes <= bytes_) {
+    memory_->charged.fetch_sub(bytes_ - bytes);
+    bytes_ = bytes;
+    return Status::ok();
+  }
+  const uint64_t growth = bytes - bytes_;
+  if (!memory_->try_charge(growth, cap_bytes_)) {
+    return resource_exhausted(std::string(what) + " needs " + std::to_string(bytes) + " bytes; the worker holds " +
+                              std::to_string(memory_->charged.load() - bytes_) + " of its " +
+                              std::to_string(cap_bytes_) + "-byte memory cap (tessera-worker --memory-cap-mb)");
+  }
+  bytes_ = bytes;
+  // Freed tile buffers kept for reuse hold real memory too; they go once the cap is reached.
+  bool over_cap = false;
+  {
+    std::lock_guard lock(memory_->mutex);
+    over_cap = memory_->charged.load() + memory_->idle_bytes > cap_bytes_;
+  }
+  if (over_cap) memory_->drop_idle();
+  return Status::ok();
+}
+
+void MemoryCharge::reset() {
+  if (memory_ != nullptr && bytes_ > 0) memory_->charged.fetch_sub(bytes_);
+  bytes_ = 0;
 }
 
 std::shared_ptr<Tile> TileStore::find(uint32_t id) const {

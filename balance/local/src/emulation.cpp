@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -72,6 +73,8 @@ Status write_text(const std::string& path, const std::string& text) {
   if (!file) return io_error(fmt::format("cannot write '{}' to {}: {}", text, path, std::strerror(errno)));
   return Status::ok();
 }
+
+std::string forwarding_path(const std::string& device) { return "/proc/sys/net/ipv4/conf/" + device + "/forwarding"; }
 
 bool program_exists(const std::string& name) {
   for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
@@ -238,6 +241,7 @@ NodeEmulation plan_node_emulation(const ClusterSpec& cluster, std::size_t node_i
     plan.rate = spec.link_rate;
     plan.delay = spec.link_delay;
     plan.loss_percent = spec.link_loss_percent;
+    plan.host_forwarding = true;
   }
   return plan;
 }
@@ -264,9 +268,18 @@ Status create_node_emulation(const NodeEmulation& plan) {
         {"ip", "-n", plan.netns, "addr", "add", plan.node_address + "/30", "dev", plan.node_veth},
         {"ip", "-n", plan.netns, "link", "set", plan.node_veth, "up"},
         {"ip", "-n", plan.netns, "link", "set", "lo", "up"},
+        // Peers of a graph run live behind the host: other namespaces and root-namespace workers.
+        {"ip", "-n", plan.netns, "route", "add", "default", "via", plan.host_address},
     };
     for (const auto& step : steps) {
       if (Status done = run_step(step); !done) return undo_on_failure(done.with_context(fmt::format("node '{}': ", plan.node)));
+    }
+    // Packets from this namespace to another one are forwarded by the host; IPv4 decides that by
+    // the interface they arrive on, so the host end alone is enough and nothing global changes.
+    if (plan.host_forwarding) {
+      if (Status enabled = write_text(forwarding_path(plan.host_veth), "1"); !enabled) {
+        return undo_on_failure(enabled.with_context(fmt::format("node '{}': forwarding for peer traffic: ", plan.node)));
+      }
     }
     // Shaping both ends limits both directions: the host end's egress is traffic to the node.
     if (Status shaped = shape_device("", plan.host_veth, plan); !shaped) return undo_on_failure(shaped);
@@ -277,6 +290,12 @@ Status create_node_emulation(const NodeEmulation& plan) {
 
 Status remove_node_emulation(const NodeEmulation& emulation) {
   std::vector<std::string> problems;
+  // The setting goes with the device; undone explicitly all the same, before anything else.
+  if (emulation.host_forwarding && !emulation.host_veth.empty() && fs::exists(forwarding_path(emulation.host_veth))) {
+    if (Status disabled = write_text(forwarding_path(emulation.host_veth), "0"); !disabled) {
+      problems.push_back(disabled.message());
+    }
+  }
   if (!emulation.netns.empty() && fs::exists("/run/netns/" + emulation.netns)) {
     kill_and_wait(netns_members(emulation.netns));
     if (Status removed = run_step({"ip", "netns", "del", emulation.netns}); !removed) problems.push_back(removed.message());
@@ -332,7 +351,8 @@ Status save_emulation_state(const std::string& path, const std::vector<NodeEmula
                                  {"node_address", node.node_address},
                                  {"rate", node.rate},
                                  {"delay", node.delay},
-                                 {"loss_percent", node.loss_percent}});
+                                 {"loss_percent", node.loss_percent},
+                                 {"host_forwarding", node.host_forwarding}});
   }
   const std::string temporary = path + ".tmp";
   TESSERA_RETURN_IF_ERROR(write_text(temporary, document.dump(2) + "\n"));
@@ -361,6 +381,7 @@ Result<std::vector<NodeEmulation>> load_emulation_state(const std::string& path)
       node.rate = entry.value("rate", "");
       node.delay = entry.value("delay", "");
       node.loss_percent = entry.value("loss_percent", 0.0);
+      node.host_forwarding = entry.value("host_forwarding", false);
       nodes.push_back(std::move(node));
     }
   } catch (const nlohmann::json::exception& error) {
@@ -377,6 +398,32 @@ void apply_emulated_endpoints(ClusterSpec& cluster, const std::string& cluster_r
     const int index = cluster.find_node(emulation.node);
     if (index >= 0) cluster.nodes[static_cast<std::size_t>(index)].host = emulation.node_address;
   }
+}
+
+bool has_namespaced_nodes(const std::vector<NodeEmulation>& state) {
+  return std::any_of(state.begin(), state.end(), [](const NodeEmulation& node) { return !node.netns.empty(); });
+}
+
+std::vector<std::vector<std::string>> peer_hosts(const ClusterSpec& cluster, const std::vector<NodeEmulation>& state) {
+  const std::size_t count = cluster.nodes.size();
+  std::vector<const NodeEmulation*> emulation(count, nullptr);
+  for (const NodeEmulation& node : state) {
+    const int index = cluster.find_node(node.node);
+    if (index >= 0 && !node.netns.empty()) emulation[static_cast<std::size_t>(index)] = &node;
+  }
+  std::vector<std::vector<std::string>> hosts(count, std::vector<std::string>(count));
+  for (std::size_t receiver = 0; receiver < count; ++receiver) {
+    for (std::size_t peer = 0; peer < count; ++peer) {
+      if (emulation[peer] != nullptr) {
+        hosts[receiver][peer] = emulation[peer]->node_address;
+      } else if (emulation[receiver] != nullptr) {
+        hosts[receiver][peer] = emulation[receiver]->host_address;
+      } else {
+        hosts[receiver][peer] = cluster.nodes[peer].host;
+      }
+    }
+  }
+  return hosts;
 }
 
 std::vector<std::string> leftover_emulation(const std::vector<NodeEmulation>& nodes) {

@@ -276,6 +276,17 @@ Result<ClusterSpec> load_reachable_cluster(const std::string& config_path, const
   return cluster;
 }
 
+Result<std::vector<std::vector<std::string>>> load_peer_hosts(const ClusterSpec& cluster, const std::string& run_dir) {
+  LocalClusterOptions options;
+  options.run_dir = run_dir;
+  const std::string dir = cluster_run_dir(cluster, options);
+  TESSERA_RETURN_IF_ERROR(check_run_dirs(run_dir.empty() ? default_run_dir() : run_dir, dir, false));
+  Result<std::vector<NodeEmulation>> state = load_emulation_state(emulation_state_path(dir));
+  if (!state) return state.status();
+  if (!has_namespaced_nodes(*state)) return std::vector<std::vector<std::string>>{};
+  return peer_hosts(cluster, *state);
+}
+
 std::string_view node_state_name(NodeState state) {
   switch (state) {
     case NodeState::kStarted: return "started";
@@ -379,6 +390,7 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
     return failure;
   };
 
+  const bool namespaced = has_namespaced_nodes(state);
   std::vector<NodeSpec> reachable = cluster.nodes;
   for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
     if (!starting[i]) {
@@ -389,7 +401,10 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
     }
     if (Status created = create_node_emulation(plans[i]); !created) return undo(created);
     if (!plans[i].netns.empty()) reachable[i].host = plans[i].node_address;
-    Result<int> pid = spawn_worker(binary, reachable[i], secret_path, log_path(dir, cluster.nodes[i]), plans[i]);
+    NodeSpec listen = reachable[i];
+    // Namespaced peers reach a root-namespace worker through their own veth's host address.
+    if (plans[i].netns.empty() && namespaced) listen.host = "0.0.0.0";
+    Result<int> pid = spawn_worker(binary, listen, secret_path, log_path(dir, cluster.nodes[i]), plans[i]);
     if (!pid) return undo(pid.status());
     started.push_back(*pid);
     std::ofstream(pid_path(dir, cluster.nodes[i]), std::ios::trunc) << *pid << "\n";

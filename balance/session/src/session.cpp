@@ -242,6 +242,37 @@ Result<MultiplyReport> Session::run_plan_within(const Plan& plan, linalg::Matrix
   return report;
 }
 
+Result<GraphOutcome> Session::graph(const partition::DirectedGraph& graph, GraphRunOptions options,
+                                   const RunControl& control) {
+  if (cancel_requested(control)) return cancelled("cancelled before the run started");
+  std::string weights_source;
+  if (options.weights.source == TargetWeights::Source::kProfile) {
+    if (!state_->profile) {
+      return not_found(fmt::format("--weights profile needs the nodes' measured speeds, and there is no profile at {}; "
+                                   "run `tessera profile {}` or use --weights equal",
+                                   state_->profile_path, state_->cluster.source_path));
+    }
+    Result<std::vector<double>> speeds = profile_weights(*state_->profile, state_->cluster, state_->profile_path);
+    if (!speeds) return speeds.status();
+    options.weights = TargetWeights{TargetWeights::Source::kExplicit, std::move(*speeds)};
+    weights_source = fmt::format("profile {}", state_->profile_path);
+  }
+  if (options.secret.empty()) {
+    if (Result<std::string> secret = state_->cluster.resolve_secret()) options.secret = std::move(*secret);
+  }
+  GraphHooks hooks;
+  hooks.cancel = control.cancel;
+  hooks.on_notice = control.on_notice;
+  hooks.on_progress = control.on_graph_progress;
+  Result<GraphOutcome> outcome = run_graph(state_->connection, graph, options, hooks);
+  if (cancel_requested(control)) {
+    close();
+    return cancelled("the graph run was cancelled; the workers' sessions were closed");
+  }
+  if (outcome && !weights_source.empty()) outcome->weights = weights_source;
+  return outcome;
+}
+
 void Session::close() {
   if (state_) state_->connection.close();
 }

@@ -201,7 +201,7 @@ Status write_csvs(const std::string& out_dir, const std::vector<ClusterFacts>& c
                            o.verification ? csv_number(o.verification->l1_error) : "",
                            o.verification ? std::to_string(o.verification->mismatches) : "");
     for (const GraphNodeFigures& n : o.nodes) {
-      nodes += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", prefix, r.repetition, n.name, n.vertices,
+      nodes += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", prefix, r.repetition, n.name, n.vertices,
                            n.edges, n.updates, n.edge_updates, n.batches_sent, n.batches_received, n.peer_bytes_sent,
                            n.peer_bytes_received, csv_number(n.busy_s), csv_number(n.idle_s), n.memory_bytes,
                            csv_number(n.bytes_per_edge()), n.lost ? "yes" : "no");
@@ -630,7 +630,7 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
     for (const NodeSpec& node : reachable->nodes) facts.speeds.push_back(profile->find(node.name)->gflops);
     clusters.push_back(facts);
     const std::size_t cluster_index = clusters.size() - 1;
-    Result<PeerHosts> peer_hosts = local_peer_hosts(*spec, cluster_run_dir(*spec, local));
+    Result<PeerHosts> peer_hosts = load_peer_hosts(*spec, options.run_dir);
     if (!peer_hosts) {
       outcome = peer_hosts.status();
       stop_if_started();

@@ -13,16 +13,10 @@
 #include "tessera/core/strings.hpp"
 #include "tessera/core/subprocess.hpp"
 
-namespace tessera::balance::study_support {
+namespace tessera::balance {
 
-std::string csv_number(double value) { return std::isfinite(value) ? fmt::format("{:.6g}", value) : ""; }
-
-Status write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::trunc);
-  file << text;
-  if (!file.flush()) return io_error(fmt::format("cannot write {}", path));
-  return Status::ok();
-}
+const char* const kPlotHeader =
+    "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key outside right top\n";
 
 // gnuplot, run as a child process on a script file; a missing gnuplot is reported, not fatal.
 // A plot of a study's few points takes well under a second; the deadline only stops a hang.
@@ -39,8 +33,19 @@ Status run_gnuplot(const std::string& script_path) {
   return Status::ok();
 }
 
+namespace study_support {
 
-const char* const kPlotHeader = "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key outside right top\n";
+std::string csv_number(double value) { return std::isfinite(value) ? fmt::format("{:.6g}", value) : ""; }
+
+Status write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::trunc);
+  file << text;
+  if (!file.flush()) return io_error(fmt::format("cannot write {}", path));
+  return Status::ok();
+}
+
+
+
 
 std::string machine_facts() {
   utsname name{};
@@ -113,4 +118,5 @@ Result<bool> ensure_up(const ClusterSpec& spec, const std::string& label, const 
   return true;
 }
 
-}  // namespace tessera::balance::study_support
+}  // namespace study_support
+}  // namespace tessera::balance

@@ -11,22 +11,22 @@
 
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/balance/study/experiment.hpp"  // run_gnuplot, kPlotHeader: defined in study_support.cpp
 #include "tessera/core/status.hpp"
 
 namespace tessera::balance::study_support {
 
+using balance::kPlotHeader;
+using balance::run_gnuplot;
+
 // A CSV cell: the number with 6 significant digits, empty when not finite.
 std::string csv_number(double value);
 Status write_text_file(const std::string& path, const std::string& text);
-// gnuplot on a script file; a missing or failing gnuplot is an error naming the package.
-Status run_gnuplot(const std::string& script_path);
 // Files drawn for report.md, and the plots that could not be drawn (and why).
 struct Plots {
   std::vector<std::pair<std::string, std::string>> files;  // (file, caption)
   std::vector<std::string> problems;
 };
-// Terminal, grid and key settings every plot script starts with.
-extern const char* const kPlotHeader;
 // "Linux 6.1 (x86_64), 2 online CPUs (model), 23.4 GiB memory"
 std::string machine_facts();
 // "desktop (desktop, 1 thread): cpu 1 core; pi1 (pi, 1 thread): cpu 0.25 core, link 100mbit"

@@ -66,7 +66,8 @@ std::string describe(const DirectedGraph& graph);
 //                       integer fields; a symmetric file gives both i->j and j->i.
 //   .graph / .metis     METIS graph format: each vertex's list gives its out-edges (so an
 //                       undirected METIS graph becomes both directions); edge weights kept.
-//   .edges / .el / .txt / .snap
+//                       The lists hold 2m entries (undirected, as METIS writes) or m (one per arc).
+//   .edges / .el / .txt / .snap / .edgelist
 //                       SNAP-style edge list: "u v" or "u v w" per line, whitespace-separated,
 //                       0-based ids, '#' or '%' comment lines; vertex count = largest id + 1.
 //                       Either every line has a weight or none does.

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
+#include "tessera/transport/auth.hpp"
 #include "tessera/transport/protocol.hpp"
 
 namespace tessera::transport {
@@ -141,8 +142,12 @@ inline constexpr std::chrono::milliseconds kDefaultHandshakeTimeout{10000};
 // secret"), kProtocolError (a worker of another protocol version: "worker H:P speaks Tessera
 // protocol v1, this build speaks v2; upgrade tessera-worker on H"), kNetworkError. On success
 // returns the worker's HELLO; checking its capabilities is the caller's business.
+// `role` kPeer: the caller is a worker opening a peer link (graph service); AUTH then carries
+// peer_mac instead of coordinator_mac, and the worker it reaches serves it beside its
+// coordinator session instead of refusing it as busy.
 Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret,
-                               std::chrono::milliseconds timeout = kDefaultHandshakeTimeout);
+                               std::chrono::milliseconds timeout = kDefaultHandshakeTimeout,
+                               SessionRole role = SessionRole::kCoordinator);
 
 // Worker side: sends `hello` (its challenge must be fresh), reads AUTH, checks the MAC, answers
 // AUTH_OK. A wrong MAC gets ERROR(kAuthFailed) and kAuthFailed; any other frame before AUTH gets
@@ -151,5 +156,9 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
 // connection on failure. Bound the wait for AUTH with set_read_deadline() before calling: a
 // peer that says nothing otherwise holds the caller for as long as it likes.
 Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret);
+// The same, accepting AUTH from a coordinator or from a peer worker (either MAC label), and
+// returning which one authenticated. A MAC that matches neither label fails as above.
+Result<SessionRole> server_handshake_any_role(FrameConnection& connection, const Hello& hello,
+                                              std::string_view secret);
 
 }  // namespace tessera::transport

@@ -11,6 +11,8 @@
 // worker's capability set: one bit per service it hosts (GEMM today), and in the tile prefix of
 // STORE and RESULT, whose last u32 (reserved, 0, in v1) is the CRC32C of the tile's data. What a
 // worker can do is negotiated through those bits; the version changes only when a layout does.
+// Message types are additive within a version: the GRAPH_* types came later in v2, and a
+// coordinator sends them only to a worker whose HELLO has kCapabilityGraph.
 //
 // The codec is pure: no sockets, no global state, thread-safe. Decoding checks every length,
 // dimension and count against `Limits` BEFORE reserving memory, so a peer can never make us
@@ -57,7 +59,8 @@ constexpr uint64_t release_payload_bytes(uint64_t tile_count) { return kReleaseF
 // A coordinator refuses a worker that lacks a capability its run needs. Bits this build does not
 // know are accepted and ignored (a newer worker may host more services).
 inline constexpr uint64_t kCapabilityGemm = 1ull << 0;  // tiled GEMM: STORE, JOB, RELEASE, PROBE, STATS_REQUEST
-// Reserved for the graph service (asynchronous accumulative updates); no worker offers it yet.
+// The graph service (asynchronous accumulative updates): GRAPH_LOAD .. GRAPH_STOP from the
+// coordinator, GRAPH_PEER_HELLO and GRAPH_DELTAS from other workers (graph/wire_codec.hpp).
 inline constexpr uint64_t kCapabilityGraph = 1ull << 1;
 // Reserved for the matrix-expression task service; no worker offers it yet.
 inline constexpr uint64_t kCapabilityExpression = 1ull << 2;
@@ -84,9 +87,35 @@ enum class MessageType : uint16_t {
   kRelease = 12,     // coordinator -> worker: drop tiles from the store
   kStatsRequest = 13,  // coordinator -> worker: send STATS for this session
   kStats = 14,         // worker -> coordinator: the session's cumulative CPU, time and byte figures
+  // The graph service's messages. Their payloads are not part of Message: transport only frames
+  // them, graph/wire_codec.hpp encodes and decodes them (layouts documented there).
+  kGraphLoad = 15,             // coordinator -> worker: run setup and the worker's part of the graph
+  kGraphReady = 16,            // worker -> coordinator: answer to GRAPH_LOAD, GRAPH_START, GRAPH_STOP
+  kGraphStart = 17,            // coordinator -> worker: connect to the peers, start the async engine
+  kGraphStep = 18,             // coordinator -> worker: one synchronous step
+  kGraphStepDone = 19,         // worker -> coordinator: the step's report
+  kGraphProgressRequest = 20,  // coordinator -> worker
+  kGraphProgress = 21,         // worker -> coordinator: engine figures and peer traffic
+  kGraphValuesRequest = 22,    // coordinator -> worker
+  kGraphValues = 23,           // worker -> coordinator: the owned vertices' values
+  kGraphStop = 24,             // coordinator -> worker: stop the engine, close the peer links
+  kGraphPeerHello = 25,        // worker -> worker: first frame of a peer link (run, sender's part)
+  kGraphDeltas = 26,           // worker -> worker: a batch of deltas for the receiver's vertices
 };
 // Types are numbered 1..kLastMessageType without gaps; a table indexed by type needs this + 1 slots.
-inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kStats);
+inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kGraphDeltas);
+// Types 1..kLastTransportMessageType have their payloads in Message and decode_payload; the ones
+// after it belong to a service's own codec (the graph service's, today).
+inline constexpr uint16_t kLastTransportMessageType = static_cast<uint16_t>(MessageType::kStats);
+inline constexpr uint16_t kFirstGraphMessageType = static_cast<uint16_t>(MessageType::kGraphLoad);
+constexpr bool is_graph_message(uint16_t type) {
+  return type >= kFirstGraphMessageType && type <= static_cast<uint16_t>(MessageType::kGraphDeltas);
+}
+
+// The capability bit of the service whose messages include `type` (PROBE, STORE, JOB, RELEASE,
+// STATS_REQUEST: gemm; GRAPH_*: graph); 0 for the session's own messages and unknown types. Lets
+// a worker that does not host the service say which one is missing.
+uint64_t capability_of_message(uint16_t type);
 
 // Name for messages and logs ("STORE"); "UNKNOWN(77)" for values outside the enum.
 std::string message_type_name(uint16_t type);
@@ -307,7 +336,8 @@ struct Stats {
   bool operator==(const Stats&) const = default;
 };
 
-// Alternatives are listed in wire-type order (index + 1 == MessageType).
+// Alternatives are listed in wire-type order (index + 1 == MessageType), types 1 ..
+// kLastTransportMessageType; GRAPH_* payloads are the graph codec's.
 using Message = std::variant<Hello, Auth, AuthOk, Probe, ProbeResult, Store, Job, Credit,
                              ResultTile, Error, Bye, Release, StatsRequest, Stats>;
 
@@ -317,7 +347,8 @@ MessageType message_type(const Message& message);
 
 std::array<std::byte, kHeaderSize> encode_header(const FrameHeader& header);
 
-// Checks magic, version, reserved bits, known type and payload_length <= limits. The error
+// Checks magic, version, reserved bits, known type and payload_length <= limits (for GRAPH_* types
+// only max_payload_bytes: their layouts are the graph codec's to check). The error
 // message says which field is wrong and its value; another version is refused with
 // version_mismatch().
 Result<FrameHeader> decode_header(std::span<const std::byte, kHeaderSize> bytes, const Limits& limits);
@@ -347,7 +378,8 @@ std::array<std::byte, kResultPrefixSize> encode_result_prefix(uint64_t job_id, d
 uint64_t store_payload_bytes(const TilePrefix& tile);
 uint64_t result_payload_bytes(const TilePrefix& tile);
 
-// Decodes a complete payload of the given type. Fails with kProtocolError on truncation,
+// Decodes a complete payload of the given type. A GRAPH_* type fails with kProtocolError "GRAPH_*
+// payloads are decoded by the graph service" (see graph/wire_codec.hpp). Fails with kProtocolError on truncation,
 // trailing bytes, out-of-limit sizes, unknown enum values or reserved fields not zero, and for
 // STORE / RESULT with tile_crc_mismatch when the data does not match data_crc32c. Store and
 // ResultTile data spans point into `payload`, whose data must therefore be 8-byte aligned

@@ -1,19 +1,26 @@
 // Worker services: what a tessera-worker does with an authenticated session's frames.
 //
 // A Service is a named set of message handlers plus the capability bit the worker advertises in
-// HELLO while it hosts the service (GEMM today; graph and expression services to come). The
+// HELLO while it hosts the service (GEMM and graph today; an expression service to come). The
 // WorkerServer builds a ServiceTable from its services once, at start: a session accepts,
 // authenticates, then looks each frame's type up in the table and calls the handler. Types no
 // service handles, apart from the session's own BYE and ERROR, end the session with ERROR.
 // Handlers get the session's SessionContext: the connection, the worker's tile store and compute
 // pool, the session's counters (STATS) and the ways to end the session.
+// Peer sessions: a service may also take frames from other workers (the graph service's deltas),
+// on connections authenticated with the peer MAC label (transport::SessionRole::kPeer). A peer
+// session runs beside the coordinator's session without claiming it, is admitted only while a
+// service says so (admit_peer), and dispatches through the services' peer_handlers alone.
 // Ownership: the server owns the table and its services for its lifetime; a SessionContext lives
 // as long as its session, which waits for the compute pool to go idle before it ends, so pool
 // tasks may keep a reference to it. Thread-safety: handlers run on the session's connection
 // thread, one at a time; the members of SessionContext marked "any thread" may also be used from
-// pool tasks. ServiceTable is immutable after build() and safe to share.
+// pool tasks. Each peer session has its own connection thread, so handlers of different sessions
+// run concurrently: a service that shares state between them locks it. ServiceTable is immutable
+// after build() and safe to share.
 #pragma once
 
+#include <any>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -83,6 +90,10 @@ class SessionContext {
   // "tessera-worker: session with PEER: line" on stderr. Any thread.
   void log(std::string_view line) const;
 
+  // What a service keeps about this session between frames (e.g. which run and part a peer link
+  // belongs to); destroyed with the session, before its connection. Connection thread.
+  std::any& service_state() { return service_state_; }
+
  private:
   transport::FrameConnection& connection_;
   TileStore& store_;
@@ -101,6 +112,7 @@ class SessionContext {
   // stopping()'s view of the socket: once gone, always gone; when to look again (steady ns).
   mutable std::atomic<bool> peer_gone_{false};
   mutable std::atomic<int64_t> next_peer_check_ns_{0};
+  std::any service_state_;
 };
 
 // How one message type is answered. Exactly one of on_message and on_stream is set.
@@ -124,7 +136,17 @@ struct MessageHandler {
 struct Service {
   std::string name;         // for logs and start-up, e.g. "gemm"
   uint64_t capability = 0;  // transport::kCapability* bit(s) advertised while hosted
-  std::vector<MessageHandler> handlers;
+  std::vector<MessageHandler> handlers;  // frames of the coordinator session
+  // Frames of peer sessions (other workers). A type no service's peer handler takes ends the
+  // peer session with ERROR. Empty: the service takes no peer links.
+  std::vector<MessageHandler> peer_handlers = {};
+  // REQUIRED with peer_handlers. Whether a peer link may open now: OK admits it; otherwise the
+  // peer gets ERROR with the refusal's message (e.g. "no graph run here"). Any thread.
+  std::function<Status()> admit_peer = {};
+  // Called on the coordinator session's thread once that session has ended (BYE, ERROR, the
+  // coordinator vanished, the worker stopping), before the tile store is cleared: a service that
+  // keeps state beyond single frames frees it here. Unset: nothing to do.
+  std::function<void()> on_session_end = {};
 };
 
 // The dispatch table: message type -> the handler of the one service that handles it.
@@ -132,12 +154,22 @@ class ServiceTable {
  public:
   // Fails with kInvalidArgument, naming the service, when a name is empty or repeated, two
   // services handle the same type, a handler claims a message the session itself owns (HELLO,
-  // AUTH, AUTH_OK, ERROR, BYE) or an unknown type, or sets neither or both of its functions.
+  // AUTH, AUTH_OK, ERROR, BYE) or an unknown type, or sets neither or both of its functions
+  // (coordinator and peer handlers alike), or peer handlers come without admit_peer.
   static Result<ServiceTable> build(std::vector<Service> services);
   ServiceTable() = default;
 
   // The handler for `type`, or nullptr when no service handles it.
   const MessageHandler* find(uint16_t type) const;
+  // The peer handler for `type`, or nullptr.
+  const MessageHandler* find_peer(uint16_t type) const;
+  // True when some service takes peer links at all (the worker then accepts the peer MAC label).
+  bool takes_peers() const { return takes_peers_; }
+  // OK when some service admits a peer link now; otherwise the first refusal, or "this worker
+  // takes no peer links" when no service has peer handlers. Any thread.
+  Status admit_peer() const;
+  // Every service's on_session_end. Coordinator session thread.
+  void end_session() const;
   // Union of the services' capability bits, as advertised in HELLO.
   uint64_t capabilities() const { return capabilities_; }
   const std::vector<Service>& services() const { return services_; }
@@ -150,8 +182,15 @@ class ServiceTable {
     std::size_t service = 0;
     std::size_t handler = 0;
   };
+  using SlotTable = std::array<Slot, transport::kLastMessageType + 1>;
+  static Status add_handlers(SlotTable& table, const std::vector<Service>& services, std::size_t service,
+                             bool peer);
+  static const MessageHandler* find_in(const SlotTable& table, const std::vector<Service>& services,
+                                       uint16_t type, bool peer);
   std::vector<Service> services_;
-  std::array<Slot, transport::kLastMessageType + 1> by_type_{};
+  SlotTable by_type_{};
+  SlotTable peer_by_type_{};
+  bool takes_peers_ = false;
   uint64_t capabilities_ = 0;
 };
 

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <span>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 
 #include "tessera/core/status.hpp"
@@ -42,6 +43,9 @@ struct TileMemory {
   std::multimap<std::size_t, void*> idle;  // bytes -> buffer
   uint64_t idle_bytes = 0;
   void give_back(void* data, std::size_t bytes);
+  // Raises `charged` by `bytes` if the result stays within `limit`; false, nothing changed,
+  // otherwise. Atomic against every other charge and release.
+  bool try_charge(uint64_t bytes, uint64_t limit);
   void* take(std::size_t bytes);
   void drop_idle();
 };
@@ -81,6 +85,34 @@ class Tile {
   std::shared_ptr<detail::TileMemory> memory_;
 };
 
+// Bytes charged to a TileStore's cap that are held in another form than a tile: a graph part
+// and its engine's state, which the graph service keeps for a run. The charge is given back when
+// the object is destroyed or reset; like a tile it may outlive the store. Movable;
+// thread-compatible (one owner).
+class MemoryCharge {
+ public:
+  MemoryCharge() = default;
+  MemoryCharge(MemoryCharge&& other) noexcept;
+  MemoryCharge& operator=(MemoryCharge&& other) noexcept;
+  ~MemoryCharge();
+
+  uint64_t bytes() const { return bytes_; }
+  // Changes the charge to `bytes`. Growing past the cap fails with kResourceExhausted naming
+  // `what`, the charge left as it was; shrinking always succeeds.
+  Status resize(uint64_t bytes, std::string_view what);
+  // Gives the whole charge back.
+  void reset();
+
+ private:
+  friend class TileStore;
+  MemoryCharge(std::shared_ptr<detail::TileMemory> memory, uint64_t cap_bytes)
+      : memory_(std::move(memory)), cap_bytes_(cap_bytes) {}
+
+  std::shared_ptr<detail::TileMemory> memory_;
+  uint64_t cap_bytes_ = 0;
+  uint64_t bytes_ = 0;
+};
+
 class TileStore {
  public:
   // cap_bytes: the most tile memory that may be held at once (tiles in the map, tiles still held
@@ -100,6 +132,11 @@ class TileStore {
   // A tile charged to the cap but not in the map (probe matrices, echo bytes). Zero-filled iff
   // `zero_fill`; otherwise the caller writes it before reading it (an echo is read into it).
   Result<std::shared_ptr<Tile>> allocate_scratch(uint32_t rows, uint32_t cols, bool zero_fill = true);
+
+  // `bytes` charged to the cap without allocating anything, for memory the caller is about to
+  // allocate in its own form (see MemoryCharge). Failure: kResourceExhausted naming `what` when
+  // the cap would be exceeded.
+  Result<MemoryCharge> charge(uint64_t bytes, std::string_view what);
 
   // The tile under `id`, or nullptr.
   std::shared_ptr<Tile> find(uint32_t id) const;

@@ -8,6 +8,12 @@
 // veth pair on a /30 from 198.18.0.0/15 (RFC 2544's benchmarking range, never routed), with a
 // tbf qdisc limiting the rate on both ends, and netem adding delay/loss where the kernel has it.
 // The coordinator then reaches the node at the namespace's address instead of the YAML host.
+// Workers also reach each other (graph runs send deltas worker to worker, through the same shaped
+// veths): each namespace has a default route via the host end of its veth, and the host end
+// forwards IPv4 (per interface, /proc/sys/net/ipv4/conf/<host_veth>/forwarding; nothing global),
+// so namespaced nodes reach each other at their node addresses. A root-namespace worker of such a
+// cluster listens on 0.0.0.0 and is reached from a namespace at the host address of that
+// namespace's own veth (peer_hosts below).
 //
 // Everything created is first recorded in the run directory (emulation.json), so teardown can
 // undo exactly that, also after a crash, and nothing else. Functions run `ip` and `tc` as child
@@ -45,6 +51,8 @@ struct NodeEmulation {
   std::string host_address, node_address;  // IPv4, /30
   std::string rate, delay;
   double loss_percent = 0.0;
+  // IPv4 forwarding turned on for host_veth (and off again by teardown); set with the namespace.
+  bool host_forwarding = false;
   bool operator==(const NodeEmulation&) const = default;
 };
 
@@ -67,6 +75,20 @@ Result<std::vector<NodeEmulation>> load_emulation_state(const std::string& path)
 // Nodes of `cluster` that run in a network namespace get the namespace's address as host.
 // No-op without a state file.
 void apply_emulated_endpoints(ClusterSpec& cluster, const std::string& cluster_run_dir);
+
+// True when a node of `state` runs in a network namespace: the cluster's root-namespace workers
+// then listen on 0.0.0.0 so that the namespaced ones can reach them.
+bool has_namespaced_nodes(const std::vector<NodeEmulation>& state);
+
+// How each node's worker reaches each other node's worker, hosts[receiver][peer] (cluster
+// order; the port is always the peer's own):
+//   peer in a namespace                    its node_address, from anywhere;
+//   peer in the root namespace, receiver   the host_address of the RECEIVER's own veth, the host
+//     in a namespace                       itself as seen from that namespace;
+//   both in the root namespace             the peer's host in `cluster`.
+// `state` as `tessera up` saved it; nodes it does not list (or lists without a namespace) are in
+// the root namespace. Pure.
+std::vector<std::vector<std::string>> peer_hosts(const ClusterSpec& cluster, const std::vector<NodeEmulation>& state);
 
 // Names of everything of this cluster that still exists: cgroups, namespaces, veths. For tests and
 // `tessera status`.

@@ -49,6 +49,12 @@ std::string cluster_run_dir(const ClusterSpec& cluster, const LocalClusterOption
 // namespace get the namespace's address. Loads the YAML and applies the run directory's state.
 Result<ClusterSpec> load_reachable_cluster(const std::string& config_path, const std::string& run_dir);
 
+// How the cluster's workers reach each other (emulation.hpp's peer_hosts), hosts[receiver][peer],
+// when `tessera up` put some of them in network namespaces; empty when it put none there (each
+// worker then reaches the others at their YAML hosts). Checks the run directory like
+// load_reachable_cluster; a damaged state file fails naming it.
+Result<std::vector<std::vector<std::string>>> load_peer_hosts(const ClusterSpec& cluster, const std::string& run_dir);
+
 enum class NodeState { kStarted, kAlreadyRunning, kStopped, kNotRunning, kStaleRemoved };
 std::string_view node_state_name(NodeState state);
 
@@ -61,7 +67,9 @@ struct NodeLifecycle {
 
 // Starts a worker per node that is not already running, then waits until each answers a handshake.
 // Nodes with `emulate:` are started inside their cgroup / network namespace (see emulation.hpp);
-// without the privileges for that, up refuses and says what is missing, unless no_emulation.
+// when some node has a namespace, the others listen on 0.0.0.0 (still only answering the secret)
+// so that namespaced workers can reach them for worker-to-worker traffic. Without the privileges
+// for emulation, up refuses and says what is missing, unless no_emulation.
 // Leftovers of a crashed earlier run (recorded in the run directory) are removed first.
 // Fails if a node's host is not a loopback address, the binary is missing, or a worker does not
 // come up in time (the message includes the tail of its log). On failure, workers started by

@@ -1,6 +1,7 @@
 // Session: the coordinator facade every front end calls (the `tessera` CLI, the study runner, the
 // Python module). It opens a cluster, loads or measures its profile, plans a multiply by a policy,
-// runs it, verifies the product and forecasts it, and returns all of that as values. It prints
+// runs it, verifies the product and forecasts it, runs graph algorithms on the cluster's graph
+// services, and returns all of that as values. It prints
 // nothing: progress and notices go to callbacks the caller supplies, and failures come back as
 // Status with a message written for the user.
 //
@@ -20,6 +21,7 @@
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
+#include "tessera/balance/graph/graph_run.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
@@ -56,6 +58,8 @@ struct RunControl {
   std::function<void(const std::string& notice)> on_notice;
   // Progress of a profile measured on the way (see ProfileProgress).
   ProfileProgress on_profile_progress;
+  // A graph run's residual after each poll or step (called on the calling thread).
+  std::function<void(const TracePoint&)> on_graph_progress;
 };
 
 struct SessionOptions {
@@ -117,6 +121,17 @@ class Session {
   Result<MultiplyReport> run_plan(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                   linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
                                   const RunControl& control = {});
+
+  // Runs a graph algorithm over every node (balance/graph/graph_run.hpp) and returns the values
+  // with the run's figures. options.weights `profile` becomes the nodes' measured speeds (fails
+  // with kNotFound naming `tessera profile` when there is no profile); options.secret defaults
+  // to the cluster's, so a node that ends its session with an ERROR is reconnected. Open the
+  // session with ConnectOptions::required_capabilities including kCapabilityGraph to refuse
+  // workers without the graph service at connect time (they fail the run by name otherwise).
+  // control.cancel stops the run (kCancelled; the session is closed), control.on_notice hears
+  // about lost nodes and restarts. A failed verification is a success whose outcome says so.
+  Result<GraphOutcome> graph(const partition::DirectedGraph& graph, GraphRunOptions options,
+                             const RunControl& control = {});
 
   // The model's forecast of `plan`; none without a profile or for layouts the model cannot replay.
   std::optional<Prediction> forecast(const Plan& plan) const;

@@ -74,6 +74,13 @@ struct ExperimentOptions {
   const std::atomic<bool>* interrupted = nullptr;  // set by a signal handler to stop early
 };
 
+// gnuplot as a child process on a script file (bounded by a deadline), for the studies' plots and
+// other commands' (tessera graph --trace-png). Fails (kInternal) naming the script and the Debian
+// package when gnuplot is missing or fails; callers report that as a warning, not a failure.
+Status run_gnuplot(const std::string& script_path);
+// The terminal and style every Tessera plot starts with (PNG, 960 x 540).
+extern const char* const kPlotHeader;
+
 // Runs the study; progress lines go to `progress`. Fails (after cleaning up) if a run fails or
 // the study is interrupted; partial results are still written.
 Status run_experiment(const Study& study, const ExperimentOptions& options, std::ostream& progress);

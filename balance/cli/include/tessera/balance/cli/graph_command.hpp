@@ -1,0 +1,64 @@
+// `tessera graph`: run PageRank, Katz, connected components or shortest paths on a cluster's graph
+// services and report the answer, the work per node and the convergence.
+//
+//   tessera graph CONFIG --algorithm pagerank|katz|cc|sssp (--graph FILE | --generate SPEC)
+//                 [--partition metis|contiguous|hash] [--weights profile|equal|w1,w2,...]
+//                 [--mode async|sync] [--tolerance T] [--source V] [--damping D] [--beta B]
+//                 [--label max|min] [--seed S] [--out values.txt|values.npy] [--report FILE.json]
+//                 [--trace-png FILE.png] [--verify] [--poll-ms N] [--run-dir DIR] [--profile FILE]
+//
+// FILE is read by extension (.mtx, .graph/.metis, .edges/.el/.txt/.snap; partition/digraph.hpp);
+// SPEC is a generator (rmat:SCALE[:EF], lognormal:N, mesh2d:NXxNY, mesh3d:NXxNYxNZ) seeded by
+// --seed. --weights defaults to `profile` when a profile exists (next to CONFIG, or --profile),
+// else `equal` with a note. Prints to `out`: the graph, the plan (method; per node the target
+// share against the vertices and edges it got; edge cut), per node vertices, edges, updates, edge
+// updates, batches sent/received, bytes (coordinator link and peer links), busy/idle seconds and
+// memory (bytes per edge); totals (wall time, edge updates, edge updates/s, residual, polls,
+// restarts and lost nodes) and the verification line. Notices (lost nodes, the weights note) go
+// to `err`. --out writes one value per line (.txt, %.17g, "inf" where unreachable) or a float64
+// .npy of shape (N, 1); --report the same figures as JSON with the convergence trace;
+// --trace-png the residual over time (log y) with gnuplot (a missing gnuplot is a warning).
+// Exit codes as commands.hpp: 2 bad flags or input (a malformed graph names FILE:LINE, an
+// unknown value lists the valid ones), 1 the run failed (an unreachable node or one without the
+// graph service is named), 3 verification failed, 130 interrupted. Not thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+namespace tessera::balance {
+
+struct GraphCommand {
+  std::string config_path;
+  std::string run_dir;        // where `tessera up` recorded emulated endpoints; empty: default
+  std::string profile_path;   // empty: next to the config
+  std::string algorithm;      // pagerank | katz | cc | sssp
+  std::string graph_path;     // --graph FILE
+  std::string generate;       // --generate SPEC
+  std::string partition = "metis";
+  std::string weights;        // empty: profile if one exists, else equal
+  std::string mode = "async";
+  std::optional<double> tolerance;
+  std::optional<int64_t> source;
+  double damping = 0.85;
+  std::optional<double> beta;
+  std::string label = "max";  // cc: max | min
+  uint64_t seed = 1;
+  std::string out_path;
+  std::string report_path;
+  std::string trace_png_path;
+  bool verify = false;
+  uint32_t poll_ms = 100;
+  uint32_t snapshot_ms = 1000;
+  double node_timeout_s = 30.0;
+  double max_seconds = 600.0;
+  // Set by the caller's signal handler: the run stops, sessions are closed, exit 130.
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& err);
+
+}  // namespace tessera::balance

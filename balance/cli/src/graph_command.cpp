@@ -1,0 +1,379 @@
+#include "tessera/balance/cli/graph_command.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tessera/balance/cli/commands.hpp"
+#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/balance/session/session.hpp"
+#include "tessera/balance/study/experiment.hpp"
+#include "tessera/core/strings.hpp"
+#include "tessera/graph/reference.hpp"
+#include "tessera/linalg/matrix.hpp"
+#include "tessera/partition/digraph.hpp"
+
+namespace tessera::balance {
+namespace {
+
+namespace tp = tessera::partition;
+namespace tg = tessera::graph;
+using nlohmann::json;
+
+int fail(std::ostream& err, const Status& status) { return report_failure(err, status); }
+
+Result<tp::DirectedGraph> load_graph(const GraphCommand& command) {
+  if (command.graph_path.empty() == command.generate.empty()) {
+    return invalid_argument("give the graph with --graph FILE or --generate SPEC (one of the two)");
+  }
+  if (!command.graph_path.empty()) return tp::read_directed_graph_file(command.graph_path);
+  return tp::generate_directed_graph(command.generate, command.seed);
+}
+
+std::string graph_source(const GraphCommand& command) {
+  return command.graph_path.empty() ? fmt::format("{} (seed {})", command.generate, command.seed) : command.graph_path;
+}
+
+// The algorithm flags as a spec; needs the graph only to suggest a Katz beta.
+Result<tg::AlgorithmSpec> algorithm_spec(const GraphCommand& command, const tp::DirectedGraph& graph) {
+  if (command.algorithm.empty()) return invalid_argument("give --algorithm pagerank, katz, cc or sssp");
+  Result<tg::AlgorithmKind> kind = tg::parse_algorithm(command.algorithm);
+  if (!kind) return kind.status().with_context("--algorithm: ");
+  tg::AlgorithmSpec spec;
+  spec.kind = *kind;
+  spec.damping = command.damping;
+  spec.source = command.source;
+  if (command.label != "max" && command.label != "min") {
+    return invalid_argument(fmt::format("unknown --label \"{}\"; use max or min", command.label));
+  }
+  spec.max_label = command.label == "max";
+  if (spec.kind == tg::AlgorithmKind::kKatz) {
+    if (!command.beta) {
+      const tg::SpectralBounds bounds = tg::spectral_radius_bounds(graph);
+      return invalid_argument(fmt::format("katz needs --beta B below 1/lambda_max; this graph's lambda_max is at most "
+                                          "{:.4g}, so for example --beta {:.3g}",
+                                          bounds.upper, bounds.upper > 0.0 ? 0.5 / bounds.upper : 0.5));
+    }
+    spec.beta = *command.beta;
+  }
+  return spec;
+}
+
+// --weights as given, or `profile` when a profile exists and `equal` (with a note) when not.
+Result<TargetWeights> target_weights(const GraphCommand& command, const std::string& profile_path, std::ostream& err) {
+  if (!command.weights.empty()) return parse_target_weights(command.weights);
+  std::error_code error;
+  if (std::filesystem::exists(profile_path, error)) return parse_target_weights("profile");
+  err << fmt::format("note: no profile at {}; sharing the graph equally (run `tessera profile {}` to weight the nodes "
+                     "by speed)\n",
+                     profile_path, command.config_path);
+  return TargetWeights{};
+}
+
+Result<GraphRunOptions> run_options(const GraphCommand& command, const tg::AlgorithmSpec& spec) {
+  GraphRunOptions options;
+  options.algorithm = spec;
+  Result<GraphMode> mode = parse_graph_mode(command.mode);
+  if (!mode) return mode.status().with_context("--mode: ");
+  options.mode = *mode;
+  Result<tp::PartitionMethod> method = tp::parse_partition_method(command.partition);
+  if (!method) return method.status().with_context("--partition: ");
+  options.method = *method;
+  options.seed = command.seed;
+  options.tolerance = command.tolerance;
+  if (command.poll_ms == 0 || command.snapshot_ms == 0) {
+    return invalid_argument("--poll-ms and --snapshot-ms must be at least 1");
+  }
+  options.poll_interval = std::chrono::milliseconds(command.poll_ms);
+  options.snapshot_interval = std::chrono::milliseconds(command.snapshot_ms);
+  if (!(command.node_timeout_s > 0.0) || command.node_timeout_s > 86400.0) {
+    return invalid_argument(fmt::format("--node-timeout {} must be between 0 and 86400 seconds", command.node_timeout_s));
+  }
+  options.node_timeout_s = command.node_timeout_s;
+  if (!(command.max_seconds > 0.0)) return invalid_argument("--max-seconds must be > 0");
+  options.max_wall_s = command.max_seconds;
+  options.verify = command.verify;
+  return options;
+}
+
+std::string bytes_text(uint64_t bytes) {
+  const auto value = static_cast<double>(bytes);
+  if (value >= 1e9) return fmt::format("{:.2f} GB", value / 1e9);
+  if (value >= 1e6) return fmt::format("{:.2f} MB", value / 1e6);
+  if (value >= 1e3) return fmt::format("{:.1f} kB", value / 1e3);
+  return fmt::format("{} B", bytes);
+}
+
+double share_of(int64_t part, int64_t total) {
+  return total > 0 ? static_cast<double>(part) / static_cast<double>(total) : 0.0;
+}
+
+void print_placement(std::ostream& out, const std::string& title, const PlacementSummary& placement) {
+  int64_t vertices = 0, edges = 0;
+  for (int64_t v : placement.vertices) vertices += v;
+  for (int64_t e : placement.edges) edges += e;
+  out << fmt::format("{}: edge cut {}, imbalance {:.3f}{}\n", title, placement.quality.edge_cut,
+                     placement.quality.imbalance, placement.note.empty() ? "" : " (" + placement.note + ")");
+  out << fmt::format("  {:<12} {:>8} {:>10} {:>8} {:>12} {:>8}\n", "node", "target", "vertices", "share", "edges",
+                     "share");
+  for (std::size_t part = 0; part < placement.nodes.size(); ++part) {
+    out << fmt::format("  {:<12} {:>8.4f} {:>10} {:>8.4f} {:>12} {:>8.4f}\n", placement.nodes[part],
+                       placement.target_share[part], placement.vertices[part], share_of(placement.vertices[part], vertices),
+                       placement.edges[part], share_of(placement.edges[part], edges));
+  }
+}
+
+void print_outcome(std::ostream& out, const GraphOutcome& outcome) {
+  out << fmt::format("{}, {}, {}, tolerance {:g}\n", tg::describe(outcome.algorithm), graph_mode_name(outcome.mode),
+                     tp::method_name(outcome.method), outcome.tolerance);
+  print_placement(out, fmt::format("plan ({} by weights {})", tp::method_name(outcome.method), outcome.weights),
+                  outcome.placement);
+  if (outcome.final_placement) print_placement(out, "after the last restart", *outcome.final_placement);
+  out << fmt::format("{:<12} {:>9} {:>10} {:>11} {:>12} {:>15} {:>10} {:>10} {:>8} {:>8} {:>20}\n", "node",
+                     "vertices", "edges", "updates", "edge upd", "batches out/in", "coord", "peer", "busy s", "idle s",
+                     "memory (B/edge)");
+  for (const GraphNodeFigures& node : outcome.nodes) {
+    out << fmt::format("{:<12} {:>9} {:>10} {:>11} {:>12} {:>15} {:>10} {:>10} {:>8.3f} {:>8.3f} {:>20}{}\n", node.name,
+                       node.vertices, node.edges, node.updates, node.edge_updates,
+                       fmt::format("{}/{}", node.batches_sent, node.batches_received),
+                       bytes_text(node.coordinator_bytes_sent + node.coordinator_bytes_received),
+                       bytes_text(node.peer_bytes_sent + node.peer_bytes_received), node.busy_s, node.idle_s,
+                       fmt::format("{} ({:.1f})", bytes_text(node.memory_bytes), node.bytes_per_edge()),
+                       node.lost ? "  LOST" : "");
+  }
+  out << fmt::format("total: wall {:.3f} s, {} edge updates, {:.3g} edge updates/s, residual {:.3g}, {} polls{}\n",
+                     outcome.wall_s, outcome.edge_updates, outcome.edge_updates_per_s, outcome.residual, outcome.polls,
+                     outcome.mode == GraphMode::kSync ? fmt::format(", {} steps", outcome.steps) : "");
+  std::string lost = "none";
+  if (!outcome.lost_nodes.empty()) {
+    lost.clear();
+    for (std::size_t i = 0; i < outcome.lost_nodes.size(); ++i) {
+      lost += fmt::format("{}{} ({})", i == 0 ? "" : ", ", outcome.lost_nodes[i], outcome.lost_reasons[i]);
+    }
+  }
+  out << fmt::format("restarts {}, lost nodes: {}\n", outcome.restarts, lost);
+  if (outcome.verification) out << outcome.verification->detail << "\n";
+}
+
+json placement_json(const PlacementSummary& placement) {
+  json parts = json::array();
+  for (std::size_t part = 0; part < placement.nodes.size(); ++part) {
+    parts.push_back({{"node", placement.nodes[part]},
+                     {"target_share", placement.target_share[part]},
+                     {"vertices", placement.vertices[part]},
+                     {"edges", placement.edges[part]},
+                     {"weight", placement.quality.parts[part].weight}});
+  }
+  return {{"edge_cut", placement.quality.edge_cut},
+          {"comm_volume", placement.quality.comm_volume},
+          {"imbalance", placement.quality.imbalance},
+          {"max_target_deviation", placement.quality.max_target_deviation},
+          {"total_weight", placement.quality.total_weight},
+          {"note", placement.note},
+          {"parts", std::move(parts)}};
+}
+
+// JSON has no infinity: unreachable distances and the like are written as null.
+json number_or_null(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
+
+json outcome_json(const GraphCommand& command, const std::string& cluster, const tp::DirectedGraph& graph,
+                  const GraphOutcome& outcome) {
+  json nodes = json::array();
+  for (const GraphNodeFigures& node : outcome.nodes) {
+    nodes.push_back({{"name", node.name},
+                     {"vertices", node.vertices},
+                     {"edges", node.edges},
+                     {"updates", node.updates},
+                     {"edge_updates", node.edge_updates},
+                     {"batches_sent", node.batches_sent},
+                     {"batches_received", node.batches_received},
+                     {"deltas_sent", node.deltas_sent},
+                     {"deltas_received", node.deltas_received},
+                     {"coordinator_bytes_sent", node.coordinator_bytes_sent},
+                     {"coordinator_bytes_received", node.coordinator_bytes_received},
+                     {"peer_bytes_sent", node.peer_bytes_sent},
+                     {"peer_bytes_received", node.peer_bytes_received},
+                     {"busy_s", node.busy_s},
+                     {"idle_s", node.idle_s},
+                     {"memory_bytes", node.memory_bytes},
+                     {"bytes_per_edge", node.bytes_per_edge()},
+                     {"lost", node.lost}});
+  }
+  json trace = json::array();
+  for (const TracePoint& point : outcome.trace) {
+    trace.push_back({{"time_s", point.time_s}, {"residual", point.residual}, {"edge_updates", point.edge_updates}});
+  }
+  json lost = json::array();
+  for (std::size_t i = 0; i < outcome.lost_nodes.size(); ++i) {
+    lost.push_back({{"node", outcome.lost_nodes[i]}, {"reason", outcome.lost_reasons[i]}});
+  }
+  json document = {
+      {"cluster", cluster},
+      {"graph", {{"input", graph_source(command)}, {"description", tp::describe(graph)}, {"vertices", outcome.vertices},
+                 {"edges", outcome.edges}}},
+      {"algorithm", {{"name", tg::algorithm_name(outcome.algorithm.kind)}, {"description", tg::describe(outcome.algorithm)},
+                     {"damping", outcome.algorithm.damping}, {"beta", outcome.algorithm.beta},
+                     {"source", outcome.algorithm.source ? json(*outcome.algorithm.source) : json(nullptr)},
+                     {"max_label", outcome.algorithm.max_label}}},
+      {"mode", graph_mode_name(outcome.mode)},
+      {"partition", tp::method_name(outcome.method)},
+      {"weights", outcome.weights},
+      {"tolerance", outcome.tolerance},
+      {"poll_ms", command.poll_ms},
+      {"seed", command.seed},
+      {"placement", placement_json(outcome.placement)},
+      {"final_placement", outcome.final_placement ? placement_json(*outcome.final_placement) : json(nullptr)},
+      {"nodes", std::move(nodes)},
+      {"totals", {{"wall_s", outcome.wall_s}, {"edge_updates", outcome.edge_updates},
+                  {"edge_updates_per_s", outcome.edge_updates_per_s}, {"residual", outcome.residual},
+                  {"polls", outcome.polls}, {"steps", outcome.steps}, {"restarts", outcome.restarts}}},
+      {"lost_nodes", std::move(lost)},
+      {"trace", std::move(trace)},
+  };
+  if (outcome.verification) {
+    const GraphVerification& verification = *outcome.verification;
+    document["verification"] = {{"passed", verification.passed},
+                                {"l1_error", number_or_null(verification.l1_error)},
+                                {"max_error", number_or_null(verification.max_error)},
+                                {"l1_bound", verification.l1_bound},
+                                {"mismatches", verification.mismatches},
+                                {"first_mismatch", verification.first_mismatch},
+                                {"detail", verification.detail}};
+  } else {
+    document["verification"] = nullptr;
+  }
+  return document;
+}
+
+Status write_text(const std::string& path, const std::string& text, std::string_view what) {
+  std::ofstream file(path, std::ios::trunc);
+  if (!file) return io_error(fmt::format("cannot write {} {}", what, path));
+  file << text;
+  if (!file.flush()) return io_error(fmt::format("cannot write {} {}", what, path));
+  return Status::ok();
+}
+
+Status write_values(const std::string& path, const std::vector<double>& values) {
+  if (std::filesystem::path(path).extension() == ".npy") {
+    linalg::Matrix column(values.size(), 1);
+    column.values = values;
+    return linalg::write_npy(path, column);
+  }
+  std::string text;
+  text.reserve(values.size() * 12);
+  for (double value : values) {
+    text += fmt::format("{:.17g}", value);
+    text += '\n';
+  }
+  return write_text(path, text, "values");
+}
+
+// Residual over time, log y, through a script with the data inline (nothing left beside the PNG).
+Status write_trace_png(const std::string& path, const GraphOutcome& outcome) {
+  std::string data;
+  for (const TracePoint& point : outcome.trace) {
+    if (point.residual > 0.0) data += fmt::format("{} {}\n", point.time_s, point.residual);
+  }
+  if (data.empty()) return invalid_argument("no positive residual to plot (the run converged at its first poll)");
+  const bool linear = tg::is_linear(outcome.algorithm);
+  std::string script = kPlotHeader;
+  script += "$trace << EOD\n" + data + "EOD\n";
+  script += fmt::format("set output '{}'\n", path);
+  script += fmt::format("set title \"{}, {}: residual over time\"\n", tg::describe(outcome.algorithm),
+                        graph_mode_name(outcome.mode));
+  script += fmt::format("set xlabel 'time (s)'\nset ylabel '{}'\nset logscale y\n",
+                        linear ? "sum |pending delta|" : "vertices with a pending delta");
+  if (linear) script += fmt::format("set arrow from graph 0, first {0} to graph 1, first {0} nohead dt 2\n", outcome.tolerance);
+  script += "plot $trace using 1:2 with linespoints title 'residual'\n";
+  const std::string script_path = path + ".gp";
+  TESSERA_RETURN_IF_ERROR(write_text(script_path, script, "gnuplot script"));
+  Status plotted = run_gnuplot(script_path);
+  std::error_code error;
+  std::filesystem::remove(script_path, error);
+  return plotted;
+}
+
+}  // namespace
+
+int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& err) {
+  const auto interrupted = [&command] { return command.interrupted != nullptr && command.interrupted->load(); };
+  const auto report_interrupted = [&err] {
+    err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
+    return kExitInterrupted;
+  };
+  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
+  if (!cluster) return fail(err, cluster.status());
+  Result<std::vector<std::vector<std::string>>> peer_hosts = load_peer_hosts(*cluster, command.run_dir);
+  if (!peer_hosts) return fail(err, peer_hosts.status());
+  for (const std::string& warning : secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+
+  Result<tp::DirectedGraph> graph = load_graph(command);
+  if (!graph) return fail(err, graph.status());
+  out << fmt::format("{}: {}\n", graph_source(command), tp::describe(*graph));
+  Result<tg::AlgorithmSpec> spec = algorithm_spec(command, *graph);
+  if (!spec) return fail(err, spec.status());
+  Result<GraphRunOptions> options = run_options(command, *spec);
+  if (!options) return fail(err, options.status());
+  options->peer_hosts = std::move(*peer_hosts);
+  // Everything that needs only the graph fails here, before a connection is made.
+  if (Status checked = check_graph_run(*graph, *spec); !checked) return fail(err, checked);
+  if (Result<double> tolerance = run_tolerance(*spec, command.tolerance); !tolerance) {
+    return fail(err, tolerance.status());
+  }
+  const std::string profile_path =
+      command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
+  Result<TargetWeights> weights = target_weights(command, profile_path, err);
+  if (!weights) return fail(err, weights.status());
+  options->weights = std::move(*weights);
+  if (interrupted()) return report_interrupted();
+
+  SessionOptions session_options;
+  session_options.profile_path = command.profile_path;
+  session_options.connect.required_capabilities = transport::kCapabilityGraph;
+  // Only weights taken from the profile need it intact.
+  session_options.damaged_profile_is_error = options->weights.source == TargetWeights::Source::kProfile;
+  session_options.measure_missing_profile = false;
+  const std::string cluster_name = cluster->name;
+  Result<Session> session = Session::open(std::move(*cluster), session_options);
+  if (!session) return interrupted() ? report_interrupted() : fail(err, session.status());
+
+  RunControl control;
+  control.cancel = command.interrupted;
+  control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };
+  Result<GraphOutcome> outcome = session->graph(*graph, std::move(*options), control);
+  if (interrupted()) {
+    session->close();
+    return report_interrupted();
+  }
+  session->close();
+  if (!outcome) return fail(err, outcome.status());
+  print_outcome(out, *outcome);
+
+  if (!command.out_path.empty()) {
+    if (Status written = write_values(command.out_path, outcome->values); !written) return fail(err, written);
+    out << "values written to " << command.out_path << "\n";
+  }
+  if (!command.report_path.empty()) {
+    const std::string text = outcome_json(command, cluster_name, *graph, *outcome).dump(2) + "\n";
+    if (Status written = write_text(command.report_path, text, "report"); !written) return fail(err, written);
+    out << "report written to " << command.report_path << "\n";
+  }
+  if (!command.trace_png_path.empty()) {
+    if (Status plotted = write_trace_png(command.trace_png_path, *outcome); plotted) {
+      out << "trace plotted to " << command.trace_png_path << "\n";
+    } else {
+      err << "warning: no trace plot: " << plotted.message() << "\n";
+    }
+  }
+  if (outcome->verification && !outcome->verification->passed) {
+    err << "tessera: verification FAILED: " << outcome->verification->detail << "\n";
+    return kExitVerificationFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,810 @@
+#include "tessera/balance/graph/graph_run.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "tessera/balance/graph/termination.hpp"
+#include "tessera/core/strings.hpp"
+#include "tessera/graph/part.hpp"
+#include "tessera/graph/state.hpp"
+#include "tessera/graph/wire.hpp"
+
+namespace tessera::balance {
+
+namespace {
+
+namespace tg = tessera::graph;
+namespace tp = tessera::partition;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+uint64_t link_bytes(const NodeLink& link) {
+  return link.connection ? link.connection->bytes_sent() + link.connection->bytes_received() : 0;
+}
+
+struct CallOutcome {
+  Status status;
+  bool silent = false;  // shut down by the watchdog: nothing moved for the node timeout
+};
+
+// Runs call(i) for every link on its own thread and waits for all of them. A call during which
+// its connection moves no byte for `silence` has the connection shut down, which makes the call
+// return; the outcome says it was silent. The cancel flag shuts every pending call down.
+std::vector<CallOutcome> on_links(std::span<NodeLink* const> links, std::chrono::milliseconds silence,
+                                  const std::atomic<bool>* cancel, const std::function<Status(std::size_t)>& call) {
+  const std::size_t count = links.size();
+  std::vector<CallOutcome> outcomes(count);
+  std::vector<char> done(count, 0);
+  std::size_t remaining = count;
+  std::mutex mutex;
+  std::condition_variable finished;
+  std::vector<uint64_t> last_bytes(count);
+  std::vector<Clock::time_point> last_activity(count, Clock::now());
+  for (std::size_t i = 0; i < count; ++i) last_bytes[i] = link_bytes(*links[i]);
+  std::vector<std::jthread> threads;
+  threads.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    threads.emplace_back([&, i] {
+      Status status = links[i]->connection ? call(i) : network_error("not connected");
+      const std::lock_guard<std::mutex> lock(mutex);
+      outcomes[i].status = std::move(status);
+      done[i] = 1;
+      --remaining;
+      finished.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  while (remaining > 0) {
+    finished.wait_for(lock, std::chrono::milliseconds(20));
+    const bool cancelling = cancel != nullptr && cancel->load();
+    const auto now = Clock::now();
+    for (std::size_t i = 0; i < count; ++i) {
+      if (done[i] != 0 || outcomes[i].silent || !links[i]->connection) continue;
+      const uint64_t bytes = link_bytes(*links[i]);
+      if (bytes != last_bytes[i]) {
+        last_bytes[i] = bytes;
+        last_activity[i] = now;
+      } else if (now - last_activity[i] > silence || cancelling) {
+        outcomes[i].silent = !cancelling;
+        links[i]->connection->shutdown();
+      }
+    }
+  }
+  lock.unlock();
+  threads.clear();
+  return outcomes;
+}
+
+// What the run keeps per cluster node.
+struct NodeRecord {
+  bool lost = false;
+  GraphNodeFigures figures;
+  std::optional<tg::NodeProgress> last;  // latest progress of the current placement
+  uint64_t base_sent = 0;                // connection counters when the run (or connection) began
+  uint64_t base_received = 0;
+};
+
+enum class FailureKind { kLost, kAlive };
+
+class Driver {
+ public:
+  Driver(ClusterConnection& cluster, const tp::DirectedGraph& input, const GraphRunOptions& options,
+         const GraphHooks& hooks)
+      : cluster_(cluster), input_(input), options_(options), hooks_(hooks) {}
+
+  Result<GraphOutcome> run();
+
+ private:
+  // Set-up.
+  Status prepare();
+  Result<std::vector<double>> active_weights(const std::vector<std::size_t>& nodes);
+  // Places `x` (restart) or the initial state on the nodes not lost, loads and starts it; retries
+  // with fewer nodes while nodes fail. Fails when none is left or the restarts run out.
+  Status start_placement(std::optional<std::vector<double>> x);
+  // True when every part loaded (and, async, started); false after failures were handled.
+  Result<bool> load_and_start(const tg::VertexState& state);
+
+  // Running.
+  Status run_async();
+  Status run_sync();
+  // Polls every part's progress. Failures go to `failed` (part index, outcome).
+  Result<std::vector<tg::NodeProgress>> poll(std::vector<std::pair<std::size_t, CallOutcome>>& failed);
+  void take_snapshot(std::vector<std::pair<std::size_t, CallOutcome>>& failed);
+  // Stops every part, gathers progress and values into `values`; empty `failed` on success.
+  void finish(std::vector<double>& values, std::vector<std::pair<std::size_t, CallOutcome>>& failed);
+  // After failures (or an engine that stopped by itself): stops the survivors, rebuilds the whole
+  // vector from their values and the snapshots, and starts a new placement.
+  Status recover(std::vector<std::pair<std::size_t, CallOutcome>> failed);
+
+  // Helpers.
+  // Runs call(part) for `parts` (default: every part) in parallel, bounded by the node timeout.
+  // The outcomes are indexed by part.
+  std::vector<CallOutcome> on_parts(std::span<const std::size_t> parts, const std::function<Status(std::size_t)>& call);
+  std::vector<CallOutcome> on_parts(const std::function<Status(std::size_t part)>& call);
+  // Stops every part still connected, ignoring failures: the run is being given up.
+  void abandon();
+  void sleep_until(Clock::time_point when) const;
+  // Waits until every part received what the ledger says was sent to it; the summed residual
+  // then, or nullopt when the batches did not arrive within the node timeout.
+  std::optional<double> settle(const std::vector<uint64_t>& received_total,
+                               std::vector<std::pair<std::size_t, CallOutcome>>& failed);
+  std::vector<std::pair<std::size_t, CallOutcome>> failures_of(const std::vector<CallOutcome>& outcomes) const;
+  // Marks the node of `part` lost, or reconnects it when it is alive and a secret is known.
+  FailureKind handle_failure(std::size_t part, const CallOutcome& outcome);
+  void fold_placement_figures();
+  Status check_limits();
+  void notice(const std::string& text) const {
+    if (hooks_.on_notice) hooks_.on_notice(text);
+  }
+  NodeLink& link_of(std::size_t part) { return cluster_.links()[part_nodes_[part]]; }
+  const std::string& name_of(std::size_t part) const { return cluster_.links()[part_nodes_[part]].spec.name; }
+  bool cancel_requested() const { return hooks_.cancel != nullptr && hooks_.cancel->load(); }
+  std::chrono::milliseconds silence() const {
+    return std::chrono::milliseconds(static_cast<int64_t>(options_.node_timeout_s * 1000.0));
+  }
+  uint64_t finished_edge_updates() const;
+  uint64_t current_edge_updates() const;
+  void add_trace_point(double residual);
+
+  ClusterConnection& cluster_;
+  const tp::DirectedGraph& input_;
+  const GraphRunOptions& options_;
+  const GraphHooks& hooks_;
+
+  tp::DirectedGraph symmetrised_;
+  const tp::DirectedGraph* graph_ = nullptr;  // what the algorithm runs on
+  tp::Graph placement_input_;
+  double tolerance_ = 0.0;
+  std::vector<NodeRecord> records_;
+  GraphOutcome outcome_;
+
+  // The current placement.
+  std::vector<std::size_t> part_nodes_;  // cluster node of each part
+  tg::Placement placement_;
+  std::vector<double> placement_start_;  // the global values it started from
+  std::vector<std::vector<double>> snapshots_;  // per part, slot order; empty: none yet
+  uint64_t run_id_ = 0;
+  bool first_placement_ = true;
+
+  Clock::time_point started_;
+  std::vector<std::string> lost_reasons_by_node_;
+};
+
+std::vector<CallOutcome> Driver::on_parts(std::span<const std::size_t> parts,
+                                          const std::function<Status(std::size_t)>& call) {
+  std::vector<NodeLink*> links;
+  for (std::size_t part : parts) links.push_back(&link_of(part));
+  const std::vector<CallOutcome> called =
+      on_links(links, silence(), hooks_.cancel, [&](std::size_t i) { return call(parts[i]); });
+  // Indexed by part, so that failures_of names parts; parts not called count as fine.
+  std::vector<CallOutcome> outcomes(part_nodes_.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) outcomes[parts[i]] = called[i];
+  return outcomes;
+}
+
+std::vector<CallOutcome> Driver::on_parts(const std::function<Status(std::size_t part)>& call) {
+  std::vector<std::size_t> parts(part_nodes_.size());
+  for (std::size_t part = 0; part < parts.size(); ++part) parts[part] = part;
+  return on_parts(parts, call);
+}
+
+std::vector<std::pair<std::size_t, CallOutcome>> Driver::failures_of(const std::vector<CallOutcome>& outcomes) const {
+  std::vector<std::pair<std::size_t, CallOutcome>> failed;
+  for (std::size_t part = 0; part < outcomes.size(); ++part) {
+    if (!outcomes[part].status.is_ok() || outcomes[part].silent) failed.push_back({part, outcomes[part]});
+  }
+  return failed;
+}
+
+FailureKind Driver::handle_failure(std::size_t part, const CallOutcome& outcome) {
+  const std::size_t node = part_nodes_[part];
+  NodeLink& link = cluster_.links()[node];
+  const StatusCode code = outcome.status.code();
+  std::string reason = outcome.silent ? fmt::format("no answer for {:g} s", options_.node_timeout_s)
+                                      : outcome.status.message();
+  // An alive worker that refused a request ended its session with the ERROR; a new session
+  // gives it a fresh start. Out of memory would only repeat, and a vanished or silent one is gone.
+  const bool alive = !outcome.silent && code != StatusCode::kNetworkError && code != StatusCode::kResourceExhausted &&
+                     code != StatusCode::kCancelled;
+  if (alive && !options_.secret.empty()) {
+    records_[node].figures.coordinator_bytes_sent += link.connection ? link.connection->bytes_sent() - records_[node].base_sent : 0;
+    records_[node].figures.coordinator_bytes_received +=
+        link.connection ? link.connection->bytes_received() - records_[node].base_received : 0;
+    if (link.connection) link.connection->shutdown();
+    link.connection.reset();
+    // The worker lets the old session go once it notices the close; until then it answers BUSY.
+    const auto deadline = Clock::now() + std::chrono::seconds(3);
+    Status last = Status::ok();
+    while (Clock::now() < deadline) {
+      Result<NodeLink> fresh = connect_node(link.spec, options_.secret, std::chrono::milliseconds(2000),
+                                            transport::kCapabilityGraph);
+      if (fresh) {
+        link.hello = fresh->hello;
+        link.connection = std::move(fresh->connection);
+        records_[node].base_sent = link.connection->bytes_sent();
+        records_[node].base_received = link.connection->bytes_received();
+        notice(fmt::format("node '{}' failed a request ({}); reconnected, its part restarts from its last snapshot",
+                           link.spec.name, reason));
+        return FailureKind::kAlive;
+      }
+      last = fresh.status();
+      if (last.code() != StatusCode::kBusy) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    reason += fmt::format("; reconnecting failed: {}", last.message());
+  }
+  if (link.connection) {
+    records_[node].figures.coordinator_bytes_sent += link.connection->bytes_sent() - records_[node].base_sent;
+    records_[node].figures.coordinator_bytes_received += link.connection->bytes_received() - records_[node].base_received;
+    link.connection->shutdown();
+    link.connection.reset();
+  }
+  records_[node].lost = true;
+  records_[node].figures.lost = true;
+  outcome_.lost_nodes.push_back(link.spec.name);
+  outcome_.lost_reasons.push_back(reason);
+  notice(fmt::format("node '{}' lost: {}", link.spec.name, reason));
+  return FailureKind::kLost;
+}
+
+Status Driver::prepare() {
+  const graph::AlgorithmSpec& spec = options_.algorithm;
+  TESSERA_RETURN_IF_ERROR(check_graph_run(input_, spec));
+  Result<double> tolerance = run_tolerance(spec, options_.tolerance);
+  if (!tolerance) return tolerance.status();
+  tolerance_ = *tolerance;
+  if (cluster_.links().empty()) return invalid_argument("the cluster has no nodes");
+  for (const NodeLink& link : cluster_.links()) {
+    if ((link.hello.capabilities & transport::kCapabilityGraph) == 0) {
+      return invalid_config(fmt::format("node '{}' ({}) lacks the graph service (it offers {}); run a tessera-worker "
+                                        "there that hosts graph",
+                                        link.spec.name, link.spec.endpoint(),
+                                        transport::capability_names(link.hello.capabilities)));
+    }
+  }
+  if (options_.weights.source == TargetWeights::Source::kProfile) {
+    return invalid_argument("--weights profile must be resolved to the nodes' speeds first (Session::graph does)");
+  }
+  if (options_.weights.source == TargetWeights::Source::kExplicit &&
+      options_.weights.weights.size() != cluster_.links().size()) {
+    return invalid_argument(fmt::format("--weights has {} values for {} nodes; give one per node",
+                                        options_.weights.weights.size(), cluster_.links().size()));
+  }
+  if (!(options_.node_timeout_s > 0.0) || !(options_.max_wall_s > 0.0) || options_.poll_interval.count() <= 0 ||
+      options_.snapshot_interval.count() <= 0) {
+    return invalid_argument("the node timeout, wall-time limit, poll and snapshot intervals must be > 0");
+  }
+  if (spec.kind == graph::AlgorithmKind::kConnectedComponents) {
+    symmetrised_ = tp::symmetrised(input_);
+    graph_ = &symmetrised_;
+  } else {
+    graph_ = &input_;
+  }
+  Result<tp::Graph> placement_input = tp::placement_graph(*graph_);
+  if (!placement_input) return placement_input.status();
+  placement_input_ = std::move(*placement_input);
+
+  records_.resize(cluster_.links().size());
+  for (std::size_t i = 0; i < records_.size(); ++i) {
+    const NodeLink& link = cluster_.links()[i];
+    records_[i].figures.name = link.spec.name;
+    if (link.connection) {
+      records_[i].base_sent = link.connection->bytes_sent();
+      records_[i].base_received = link.connection->bytes_received();
+    }
+  }
+  std::random_device entropy;
+  run_id_ = (uint64_t{entropy()} << 32) ^ entropy() ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  outcome_.algorithm = spec;
+  outcome_.mode = options_.mode;
+  outcome_.method = options_.method;
+  outcome_.weights = describe(options_.weights);
+  outcome_.tolerance = tolerance_;
+  outcome_.vertices = input_.vertex_count;
+  outcome_.edges = graph_->edge_count();
+  return Status::ok();
+}
+
+Result<std::vector<double>> Driver::active_weights(const std::vector<std::size_t>& nodes) {
+  std::vector<double> weights;
+  double total = 0.0;
+  for (std::size_t node : nodes) {
+    weights.push_back(options_.weights.source == TargetWeights::Source::kExplicit ? options_.weights.weights[node]
+                                                                                   : 1.0);
+    total += weights.back();
+  }
+  if (!(total > 0.0)) {
+    notice("the nodes left all have weight 0; sharing the graph equally among them");
+    std::fill(weights.begin(), weights.end(), 1.0);
+  }
+  return weights;
+}
+
+Status Driver::check_limits() {
+  if (cancel_requested()) {
+    cluster_.shutdown_all();
+    return cancelled("the graph run was cancelled; the workers' sessions were closed");
+  }
+  if (seconds_since(started_) > options_.max_wall_s) {
+    abandon();
+    const std::string residual =
+        outcome_.trace.empty() ? "not measured" : fmt::format("{:.3g}", outcome_.trace.back().residual);
+    return resource_exhausted(fmt::format("the run did not converge within {:g} s (residual {}, tolerance {:g}); "
+                                          "allow more time or a larger tolerance",
+                                          options_.max_wall_s, residual, tolerance_));
+  }
+  return Status::ok();
+}
+
+void Driver::abandon() {
+  std::vector<NodeLink*> links;
+  for (NodeLink& link : cluster_.links()) {
+    if (link.connection) links.push_back(&link);
+  }
+  (void)on_links(links, std::chrono::milliseconds(2000), hooks_.cancel,
+                 [&](std::size_t i) { return tg::stop_run(*links[i]->connection); });
+}
+
+void Driver::sleep_until(Clock::time_point when) const {
+  while (!cancel_requested()) {
+    const auto now = Clock::now();
+    if (now >= when) return;
+    std::this_thread::sleep_for(std::min<Clock::duration>(when - now, std::chrono::milliseconds(20)));
+  }
+}
+
+uint64_t Driver::finished_edge_updates() const {
+  uint64_t total = 0;
+  for (const NodeRecord& record : records_) total += record.figures.edge_updates;
+  return total;
+}
+
+uint64_t Driver::current_edge_updates() const {
+  uint64_t total = 0;
+  for (std::size_t node : part_nodes_) {
+    if (records_[node].last) total += records_[node].last->engine.edge_updates;
+  }
+  return total;
+}
+
+void Driver::add_trace_point(double residual) {
+  outcome_.trace.push_back({seconds_since(started_), residual, finished_edge_updates() + current_edge_updates()});
+  if (hooks_.on_progress) hooks_.on_progress(outcome_.trace.back());
+}
+
+// Adds the current placement's last figures of every node to its totals (engines count from their
+// creation, so each placement's final figures add up).
+void Driver::fold_placement_figures() {
+  for (std::size_t node : part_nodes_) {
+    NodeRecord& record = records_[node];
+    if (!record.last) continue;
+    const tg::EngineProgress& engine = record.last->engine;
+    GraphNodeFigures& figures = record.figures;
+    figures.updates += engine.updates;
+    figures.edge_updates += engine.edge_updates;
+    figures.batches_sent += engine.batches_sent;
+    figures.batches_received += engine.batches_received;
+    figures.deltas_sent += engine.deltas_sent;
+    figures.deltas_received += engine.deltas_received;
+    figures.busy_s += engine.busy_seconds;
+    figures.idle_s += engine.idle_seconds;
+    figures.peer_bytes_sent += record.last->peer_bytes_sent;
+    figures.peer_bytes_received += record.last->peer_bytes_received;
+    if (record.last->memory_bytes > 0) figures.memory_bytes = record.last->memory_bytes;
+    record.last.reset();
+  }
+}
+
+Status Driver::start_placement(std::optional<std::vector<double>> x) {
+  const graph::AlgorithmSpec& spec = options_.algorithm;
+  for (;;) {
+    TESSERA_RETURN_IF_ERROR(check_limits());
+    part_nodes_.clear();
+    for (std::size_t node = 0; node < records_.size(); ++node) {
+      if (!records_[node].lost) part_nodes_.push_back(node);
+    }
+    if (part_nodes_.empty()) {
+      std::string message = "every node was lost:";
+      for (std::size_t i = 0; i < outcome_.lost_nodes.size(); ++i) {
+        message += fmt::format("\n  {}: {}", outcome_.lost_nodes[i], outcome_.lost_reasons[i]);
+      }
+      return network_error(message);
+    }
+    if (!first_placement_) {
+      if (outcome_.restarts >= options_.max_restarts) {
+        return resource_exhausted(fmt::format("gave up after {} restarts; lost: {}", outcome_.restarts,
+                                              outcome_.lost_nodes.empty() ? "none" : join(outcome_.lost_nodes, ", ")));
+      }
+      ++outcome_.restarts;
+    }
+    const tg::VertexState state = x ? tg::restart_state(*graph_, spec, *x) : tg::initial_state(*graph_, spec);
+    placement_start_ = state.value;
+
+    Result<std::vector<double>> weights = active_weights(part_nodes_);
+    if (!weights) return weights.status();
+    tp::PartitionOptions partition_options;
+    partition_options.method = options_.method;
+    partition_options.target_weights = *weights;
+    partition_options.imbalance = options_.imbalance;
+    partition_options.seed = options_.seed;
+    Result<tp::Partition> partition = tp::partition_graph(placement_input_, partition_options);
+    if (!partition) return partition.status();
+    const auto parts = static_cast<uint32_t>(part_nodes_.size());
+    placement_ = tg::make_placement(partition->part, parts);
+
+    PlacementSummary summary;
+    double total_weight = 0.0;
+    for (double weight : *weights) total_weight += weight;
+    for (uint32_t part = 0; part < parts; ++part) {
+      summary.nodes.push_back(name_of(part));
+      summary.target_share.push_back(total_weight > 0.0 ? (*weights)[part] / total_weight : 0.0);
+      summary.vertices.push_back(static_cast<int64_t>(placement_.vertices[part].size()));
+      int64_t edges = 0;
+      for (uint32_t v : placement_.vertices[part]) edges += static_cast<int64_t>(graph_->out_degree(v));
+      summary.edges.push_back(edges);
+    }
+    summary.quality = partition->quality;
+    summary.note = partition->note;
+    if (first_placement_) {
+      outcome_.placement = std::move(summary);
+    } else {
+      outcome_.final_placement = std::move(summary);
+    }
+    first_placement_ = false;
+    snapshots_.assign(parts, {});
+    ++run_id_;
+    Result<bool> loaded = load_and_start(state);
+    if (!loaded) return loaded.status();
+    if (*loaded) return Status::ok();
+    // Some node failed to load or start (and is now lost or reconnected): place again. Nothing
+    // ran long enough to matter, so the same values are the start.
+    x = placement_start_;
+  }
+}
+
+Result<bool> Driver::load_and_start(const tg::VertexState& state) {
+  const graph::AlgorithmSpec& spec = options_.algorithm;
+  std::vector<NodeSpec> nodes;
+  for (const NodeLink& link : cluster_.links()) nodes.push_back(link.spec);
+  Result<std::vector<std::vector<tg::PeerEndpoint>>> peers = peer_endpoints(nodes, options_.peer_hosts, part_nodes_);
+  if (!peers) return peers.status();
+  std::vector<tg::GraphPart> parts = tg::build_parts(*graph_, placement_, state.value, state.delta);
+  for (std::size_t part = 0; part < parts.size(); ++part) {
+    GraphNodeFigures& figures = records_[part_nodes_[part]].figures;
+    figures.vertices = parts[part].local_count;
+    figures.edges = static_cast<int64_t>(parts[part].edge_count());
+    records_[part_nodes_[part]].last.reset();
+  }
+  const auto part_count = static_cast<double>(parts.size());
+  std::vector<CallOutcome> outcomes = on_parts([&](std::size_t part) {
+    NodeLink& link = link_of(part);
+    tg::RunSetup setup;
+    setup.run_id = run_id_;
+    setup.algorithm = spec;
+    setup.engine = options_.engine;
+    setup.engine.threads = options_.threads_per_node > 0 ? options_.threads_per_node : std::max(1u, link.hello.threads);
+    // Each idle thread holds at most half its share of the tolerance, so all of them together
+    // stay at half of it: the rest is slack for deltas in ghost accumulators and the rounding
+    // of the engines' running sums, which would otherwise keep a finished run just above it.
+    setup.engine.idle_residual =
+        graph::is_linear(spec) ? 0.5 * tolerance_ / (part_count * static_cast<double>(setup.engine.threads)) : 0.0;
+    setup.peers = (*peers)[part];
+    return tg::load_part(*link.connection, setup, parts[part]);
+  });
+  parts.clear();
+  std::vector<std::pair<std::size_t, CallOutcome>> failed = failures_of(outcomes);
+  if (failed.empty() && options_.mode == GraphMode::kAsync) {
+    outcomes = on_parts([&](std::size_t part) { return tg::start_async(*link_of(part).connection); });
+    failed = failures_of(outcomes);
+  }
+  if (cancel_requested()) return check_limits();
+  if (failed.empty()) return true;
+  std::vector<char> failed_part(part_nodes_.size(), 0);
+  for (const auto& [part, outcome] : failed) {
+    failed_part[part] = 1;
+    (void)handle_failure(part, outcome);
+  }
+  // The others may have started: stop them before the next placement is loaded.
+  std::vector<std::size_t> others;
+  for (std::size_t part = 0; part < part_nodes_.size(); ++part) {
+    if (failed_part[part] == 0) others.push_back(part);
+  }
+  outcomes = on_parts(others, [&](std::size_t part) { return tg::stop_run(*link_of(part).connection); });
+  for (const auto& [part, outcome] : failures_of(outcomes)) (void)handle_failure(part, outcome);
+  return false;
+}
+
+Result<std::vector<tg::NodeProgress>> Driver::poll(std::vector<std::pair<std::size_t, CallOutcome>>& failed) {
+  std::vector<tg::NodeProgress> progress(part_nodes_.size());
+  const std::vector<CallOutcome> outcomes = on_parts([&](std::size_t part) {
+    Result<tg::NodeProgress> answer = tg::request_progress(*link_of(part).connection);
+    if (!answer) return answer.status();
+    progress[part] = *answer;
+    return Status::ok();
+  });
+  ++outcome_.polls;
+  failed = failures_of(outcomes);
+  if (cancel_requested()) return check_limits();
+  for (std::size_t part = 0; part < part_nodes_.size(); ++part) {
+    if (outcomes[part].status.is_ok() && !outcomes[part].silent) records_[part_nodes_[part]].last = progress[part];
+  }
+  return progress;
+}
+
+void Driver::take_snapshot(std::vector<std::pair<std::size_t, CallOutcome>>& failed) {
+  std::vector<std::vector<double>> values(part_nodes_.size());
+  const std::vector<CallOutcome> outcomes = on_parts([&](std::size_t part) {
+    Result<std::vector<double>> answer = tg::request_values(*link_of(part).connection);
+    if (!answer) return answer.status();
+    if (answer->size() != placement_.vertices[part].size()) {
+      return protocol_error(fmt::format("node '{}' sent {} values for its {} vertices", name_of(part), answer->size(),
+                                        placement_.vertices[part].size()));
+    }
+    values[part] = std::move(*answer);
+    return Status::ok();
+  });
+  failed = failures_of(outcomes);
+  for (std::size_t part = 0; part < part_nodes_.size(); ++part) {
+    if (outcomes[part].status.is_ok() && !outcomes[part].silent) snapshots_[part] = std::move(values[part]);
+  }
+}
+
+void Driver::finish(std::vector<double>& values, std::vector<std::pair<std::size_t, CallOutcome>>& failed) {
+  failed = failures_of(on_parts([&](std::size_t part) { return tg::stop_run(*link_of(part).connection); }));
+  if (!failed.empty()) return;
+  // The final figures (busy/idle, bytes) as the stopped engines have them.
+  Result<std::vector<tg::NodeProgress>> progress = poll(failed);
+  if (!progress || !failed.empty()) return;
+  take_snapshot(failed);
+  if (!failed.empty()) return;
+  values.assign(static_cast<std::size_t>(graph_->vertex_count), 0.0);
+  for (std::size_t part = 0; part < part_nodes_.size(); ++part) {
+    tg::scatter_values(placement_, static_cast<uint32_t>(part), snapshots_[part], values);
+  }
+}
+
+Status Driver::recover(std::vector<std::pair<std::size_t, CallOutcome>> failed) {
+  TESSERA_RETURN_IF_ERROR(check_limits());
+  std::vector<char> survivor(part_nodes_.size(), 1);
+  for (const auto& [part, outcome] : failed) {
+    survivor[part] = 0;
+    (void)handle_failure(part, outcome);
+  }
+  // Stop the survivors and take their values, until a round passes with no new failure.
+  std::vector<std::vector<double>> gathered(part_nodes_.size());
+  for (;;) {
+    std::vector<std::size_t> parts;
+    for (std::size_t part = 0; part < survivor.size(); ++part) {
+      if (survivor[part] != 0) parts.push_back(part);
+    }
+    if (parts.empty()) break;
+    std::vector<CallOutcome> outcomes = on_parts(parts, [&](std::size_t part) {
+      TESSERA_RETURN_IF_ERROR(tg::stop_run(*link_of(part).connection));
+      Result<std::vector<double>> values = tg::request_values(*link_of(part).connection);
+      if (!values) return values.status();
+      if (values->size() != placement_.vertices[part].size()) {
+        return protocol_error(fmt::format("node '{}' sent {} values for its {} vertices", name_of(part),
+                                          values->size(), placement_.vertices[part].size()));
+      }
+      gathered[part] = std::move(*values);
+      return Status::ok();
+    });
+    TESSERA_RETURN_IF_ERROR(check_limits());
+    const std::vector<std::pair<std::size_t, CallOutcome>> more = failures_of(outcomes);
+    if (more.empty()) break;
+    for (const auto& [part, outcome] : more) {
+      survivor[part] = 0;
+      gathered[part].clear();
+      (void)handle_failure(part, outcome);
+    }
+  }
+  // The whole vector: survivors' values, else the part's latest snapshot, else where it started.
+  std::vector<double> x = placement_start_;
+  std::vector<std::string> from_snapshot, from_start;
+  for (std::size_t part = 0; part < part_nodes_.size(); ++part) {
+    if (survivor[part] != 0) {
+      tg::scatter_values(placement_, static_cast<uint32_t>(part), gathered[part], x);
+    } else if (!snapshots_[part].empty()) {
+      tg::scatter_values(placement_, static_cast<uint32_t>(part), snapshots_[part], x);
+      from_snapshot.push_back(name_of(part));
+    } else {
+      from_start.push_back(name_of(part));
+    }
+  }
+  if (!from_snapshot.empty() || !from_start.empty()) {
+    notice(fmt::format("restarting{}{}", from_snapshot.empty() ? "" : " from the last snapshot of " + join(from_snapshot, ", "),
+                       from_start.empty() ? "" : (from_snapshot.empty() ? " from where " : "; from where ") +
+                                                      join(from_start, ", ") + " started (no snapshot yet)"));
+  }
+  fold_placement_figures();
+  return start_placement(std::move(x));
+}
+
+std::optional<double> Driver::settle(const std::vector<uint64_t>& received_total,
+                                     std::vector<std::pair<std::size_t, CallOutcome>>& failed) {
+  const auto deadline = Clock::now() + silence();
+  auto pause = std::chrono::milliseconds(1);
+  while (Clock::now() < deadline && !cancel_requested()) {
+    Result<std::vector<tg::NodeProgress>> progress = poll(failed);
+    if (!progress || !failed.empty()) return std::nullopt;
+    bool arrived = true;
+    double residual = 0.0;
+    for (std::size_t part = 0; part < progress->size(); ++part) {
+      arrived = arrived && (*progress)[part].engine.batches_received >= received_total[part];
+      residual += (*progress)[part].engine.residual;
+    }
+    if (arrived) return residual;
+    sleep_until(Clock::now() + pause);
+    pause = std::min(pause * 2, options_.poll_interval);
+  }
+  return std::nullopt;
+}
+
+Status Driver::run_async() {
+  TerminationDetector detector(tolerance_);
+  auto next_poll = Clock::now() + options_.poll_interval;
+  auto next_snapshot = Clock::now() + options_.snapshot_interval;
+  uint32_t stopped_polls = 0;
+  std::vector<std::pair<std::size_t, CallOutcome>> failed;
+  const auto restart = [&](std::vector<std::pair<std::size_t, CallOutcome>> failures) {
+    Status recovered = recover(std::move(failures));
+    detector.reset();
+    stopped_polls = 0;
+    next_poll = Clock::now() + options_.poll_interval;
+    next_snapshot = Clock::now() + options_.snapshot_interval;
+    return recovered;
+  };
+  for (;;) {
+    TESSERA_RETURN_IF_ERROR(check_limits());
+    sleep_until(next_poll);
+    next_poll += options_.poll_interval;
+    if (next_poll < Clock::now()) next_poll = Clock::now() + options_.poll_interval;
+    Result<std::vector<tg::NodeProgress>> progress = poll(failed);
+    if (!progress) return progress.status();
+    if (!failed.empty()) {
+      TESSERA_RETURN_IF_ERROR(restart(std::move(failed)));
+      continue;
+    }
+    std::vector<NodeCounters> counters;
+    double residual = 0.0;
+    bool any_stopped = false;
+    for (const tg::NodeProgress& node : *progress) {
+      counters.push_back({node.engine.updates, node.engine.batches_sent, node.engine.batches_received,
+                          node.engine.residual});
+      residual += node.engine.residual;
+      any_stopped = any_stopped || !node.engine.running;
+    }
+    add_trace_point(residual);
+    if (detector.observe(counters)) {
+      std::vector<double> values;
+      finish(values, failed);
+      if (failed.empty()) {
+        TESSERA_RETURN_IF_ERROR(check_limits());
+        outcome_.values = std::move(values);
+        outcome_.residual = residual;
+        return Status::ok();
+      }
+      TESSERA_RETURN_IF_ERROR(restart(std::move(failed)));
+      continue;
+    }
+    // An engine whose outbound failed (a peer link broke) stops its threads and waits; with work
+    // left the run cannot finish, so it is restarted (a lost peer is found on the way).
+    stopped_polls = any_stopped && residual > tolerance_ ? stopped_polls + 1 : 0;
+    if (stopped_polls >= 3) {
+      notice("an engine stopped with work left (a peer link failed?); restarting from the current values");
+      TESSERA_RETURN_IF_ERROR(restart({}));
+      continue;
+    }
+    if (Clock::now() >= next_snapshot) {
+      take_snapshot(failed);
+      if (!failed.empty()) {
+        TESSERA_RETURN_IF_ERROR(restart(std::move(failed)));
+        continue;
+      }
+      next_snapshot = Clock::now() + options_.snapshot_interval;
+    }
+  }
+}
+
+Status Driver::run_sync() {
+  std::vector<std::pair<std::size_t, CallOutcome>> failed;
+  for (;;) {
+    SyncLedger ledger(part_nodes_.size());
+    auto next_snapshot = Clock::now() + options_.snapshot_interval;
+    Status restart = Status::ok();
+    for (uint64_t step = 1;; ++step) {
+      TESSERA_RETURN_IF_ERROR(check_limits());
+      std::vector<tg::StepReport> reports(part_nodes_.size());
+      const std::vector<uint64_t> expected = ledger.expected_next();
+      failed = failures_of(on_parts([&](std::size_t part) {
+        Result<tg::StepReport> report = tg::run_step(*link_of(part).connection, step, expected[part]);
+        if (!report) return report.status();
+        reports[part] = std::move(*report);
+        return Status::ok();
+      }));
+      TESSERA_RETURN_IF_ERROR(check_limits());
+      if (!failed.empty()) break;
+      std::vector<std::vector<uint64_t>> sent_to;
+      double residual = 0.0;
+      for (std::size_t part = 0; part < reports.size(); ++part) {
+        sent_to.push_back(reports[part].batches_sent_to);
+        residual += reports[part].progress.residual;
+        std::optional<tg::NodeProgress>& last = records_[part_nodes_[part]].last;
+        if (!last) last.emplace();
+        last->engine = reports[part].progress;
+      }
+      ledger.record_step(sent_to);
+      ++outcome_.steps;
+      add_trace_point(residual);
+      if (residual <= tolerance_) {
+        // The residual above misses the step's batches still on their way; with all of them
+        // in, the receivers count them as received but not yet folded in.
+        const std::optional<double> settled = settle(ledger.received_total(), failed);
+        TESSERA_RETURN_IF_ERROR(check_limits());
+        if (!failed.empty()) break;
+        if (!settled) {
+          notice(fmt::format("the batches of step {} did not all arrive within {:g} s; restarting", step,
+                             options_.node_timeout_s));
+          break;
+        }
+        if (*settled <= tolerance_) {
+          std::vector<double> values;
+          finish(values, failed);
+          if (!failed.empty()) break;
+          outcome_.values = std::move(values);
+          outcome_.residual = *settled;
+          return Status::ok();
+        }
+      }
+      if (Clock::now() >= next_snapshot) {
+        take_snapshot(failed);
+        if (!failed.empty()) break;
+        next_snapshot = Clock::now() + options_.snapshot_interval;
+      }
+    }
+    TESSERA_RETURN_IF_ERROR(recover(std::move(failed)));
+  }
+}
+
+Result<GraphOutcome> Driver::run() {
+  TESSERA_RETURN_IF_ERROR(prepare());
+  started_ = Clock::now();
+  TESSERA_RETURN_IF_ERROR(start_placement(std::nullopt));
+  TESSERA_RETURN_IF_ERROR(options_.mode == GraphMode::kAsync ? run_async() : run_sync());
+  outcome_.wall_s = seconds_since(started_);
+  fold_placement_figures();
+  for (std::size_t node = 0; node < records_.size(); ++node) {
+    const NodeLink& link = cluster_.links()[node];
+    GraphNodeFigures& figures = records_[node].figures;
+    if (link.connection) {
+      figures.coordinator_bytes_sent += link.connection->bytes_sent() - records_[node].base_sent;
+      figures.coordinator_bytes_received += link.connection->bytes_received() - records_[node].base_received;
+    }
+    outcome_.edge_updates += figures.edge_updates;
+    outcome_.nodes.push_back(figures);
+  }
+  outcome_.edge_updates_per_s = outcome_.wall_s > 0.0 ? static_cast<double>(outcome_.edge_updates) / outcome_.wall_s : 0.0;
+  if (options_.algorithm.kind == graph::AlgorithmKind::kPageRank) tg::normalise_pagerank(outcome_.values);
+  if (options_.verify) {
+    Result<GraphVerification> verification = verify_graph(input_, options_.algorithm, outcome_.values, tolerance_);
+    if (!verification) return verification.status();
+    outcome_.verification = std::move(*verification);
+  }
+  return std::move(outcome_);
+}
+
+}  // namespace
+
+Result<GraphOutcome> run_graph(ClusterConnection& cluster, const partition::DirectedGraph& graph,
+                               const GraphRunOptions& options, const GraphHooks& hooks) {
+  Driver driver(cluster, graph, options, hooks);
+  return driver.run();
+}
+
+}  // namespace tessera::balance

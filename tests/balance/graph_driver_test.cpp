@@ -1,0 +1,284 @@
+// The graph driver's pure logic, without workers: the termination detector (also against a
+// simulated message system read by staggered polls), the sync batch bookkeeping, target weights,
+// modes, tolerances and peer endpoints.
+#include "tessera/balance/graph/termination.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <random>
+
+#include "tessera/balance/graph/graph_run.hpp"
+#include "tessera/balance/graph/peers.hpp"
+
+namespace tessera::balance {
+namespace {
+
+std::vector<NodeCounters> quiet_poll() {
+  // Three nodes, 10 batches sent and received in all, tiny residual.
+  return {{100, 4, 3, 1e-8}, {50, 3, 3, 2e-8}, {70, 3, 4, 0.0}};
+}
+
+TEST(Termination, TwoStablePollsTerminate) {
+  TerminationDetector detector(1e-6);
+  EXPECT_FALSE(detector.observe(quiet_poll()));
+  EXPECT_EQ(detector.waiting_for(), "first poll");
+  EXPECT_TRUE(detector.observe(quiet_poll()));
+}
+
+TEST(Termination, NeverWithBatchesInFlight) {
+  std::vector<NodeCounters> poll = quiet_poll();
+  poll[1].batches_sent += 1;  // one batch left node 1 and has not arrived anywhere
+  TerminationDetector detector(1e-6);
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(detector.observe(poll));
+  EXPECT_EQ(detector.waiting_for(), "1 batches in flight");
+}
+
+TEST(Termination, NeverWhenCountersMovedBetweenPolls) {
+  // Both polls balance, but a batch was sent and received between them: it may have revived
+  // its receiver after that node was read.
+  std::vector<NodeCounters> later = quiet_poll();
+  later[0].batches_sent += 1;
+  later[2].batches_received += 1;
+  std::string why;
+  EXPECT_FALSE(proves_termination(quiet_poll(), later, 1e-6, &why));
+  EXPECT_EQ(why, "batch counters moved between polls");
+}
+
+TEST(Termination, NeverWhileAnEngineUpdates) {
+  std::vector<NodeCounters> later = quiet_poll();
+  later[2].updates += 1;
+  std::string why;
+  EXPECT_FALSE(proves_termination(quiet_poll(), later, 1e-6, &why));
+  EXPECT_EQ(why, "node 2 is still updating");
+}
+
+TEST(Termination, NeverWithTheResidualOverTheTolerance) {
+  std::vector<NodeCounters> poll = quiet_poll();
+  poll[0].residual = 2e-6;
+  std::string why;
+  EXPECT_FALSE(proves_termination(poll, poll, 1e-6, &why));
+  EXPECT_EQ(why.rfind("residual", 0), 0u) << why;
+  // cc/sssp: tolerance 0, one pending vertex anywhere is enough to go on.
+  std::vector<NodeCounters> pending = quiet_poll();
+  for (NodeCounters& node : pending) node.residual = 0.0;
+  EXPECT_TRUE(proves_termination(pending, pending, 0.0));
+  pending[1].residual = 1.0;
+  EXPECT_FALSE(proves_termination(pending, pending, 0.0));
+  // NaN never passes.
+  pending[1].residual = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(proves_termination(pending, pending, 1e-6));
+}
+
+TEST(Termination, ResetAndAChangedNodeSetStartAfresh) {
+  TerminationDetector detector(1e-6);
+  EXPECT_FALSE(detector.observe(quiet_poll()));
+  detector.reset();
+  EXPECT_FALSE(detector.observe(quiet_poll()));
+  const std::vector<NodeCounters> three = quiet_poll();
+  std::vector<NodeCounters> two(three.begin(), three.begin() + 2);
+  two[0].batches_received = 4;  // balanced among two nodes
+  EXPECT_FALSE(detector.observe(two));
+  EXPECT_EQ(detector.waiting_for(), "first poll");
+  EXPECT_TRUE(detector.observe(two));
+}
+
+TEST(Termination, OneNodeNeedsNoBatches) {
+  const std::vector<NodeCounters> poll = {{12, 0, 0, 0.0}};
+  EXPECT_TRUE(proves_termination(poll, poll, 0.0));
+}
+
+// A message system like the engines': nodes with pending work (cc-style counts, tolerance 0),
+// an update consumes one unit and may send a batch carrying work to another node; batches wait
+// in a channel and arrive in random order. Polls read the nodes one at a time with random events
+// in between (and between polls). Whenever the detector says "terminated", the true system must
+// be: nothing pending anywhere and nothing in the channel.
+struct Simulated {
+  std::vector<NodeCounters> nodes;
+  std::vector<int> pending;
+  std::deque<std::pair<std::size_t, int>> channel;  // (receiver, work units)
+  std::mt19937_64 random;
+  double spawn_probability;
+
+  Simulated(std::size_t count, uint64_t seed, double spawn) : nodes(count), pending(count, 0), random(seed),
+                                                                spawn_probability(spawn) {
+    for (std::size_t i = 0; i < count; ++i) {
+      pending[i] = static_cast<int>(random() % 5);
+      nodes[i].residual = pending[i];
+    }
+  }
+
+  bool finished() const {
+    if (!channel.empty()) return false;
+    for (int work : pending) {
+      if (work != 0) return false;
+    }
+    return true;
+  }
+
+  // One random event: an update somewhere, or a delivery. False when nothing can happen.
+  bool step() {
+    std::vector<std::size_t> busy;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      if (pending[i] > 0) busy.push_back(i);
+    }
+    const bool can_deliver = !channel.empty();
+    if (busy.empty() && !can_deliver) return false;
+    if (can_deliver && (busy.empty() || random() % 2 == 0)) {
+      const std::size_t pick = random() % channel.size();
+      const auto [receiver, work] = channel[pick];
+      channel.erase(channel.begin() + static_cast<std::ptrdiff_t>(pick));
+      nodes[receiver].batches_received += 1;
+      pending[receiver] += work;
+      nodes[receiver].residual = pending[receiver];
+      return true;
+    }
+    const std::size_t node = busy[random() % busy.size()];
+    pending[node] -= 1;
+    nodes[node].updates += 1;
+    if (std::uniform_real_distribution<double>(0.0, 1.0)(random) < spawn_probability) {
+      const std::size_t receiver = random() % nodes.size();
+      nodes[node].batches_sent += 1;
+      channel.push_back({receiver, 1 + static_cast<int>(random() % 2)});
+    }
+    nodes[node].residual = pending[node];
+    return true;
+  }
+
+  // Reads every node in order with up to `max_events` random events between reads.
+  std::vector<NodeCounters> staggered_poll(int max_events) {
+    std::vector<NodeCounters> poll;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      for (int e = static_cast<int>(random() % static_cast<uint64_t>(max_events + 1)); e > 0; --e) (void)step();
+      poll.push_back(nodes[i]);
+    }
+    return poll;
+  }
+};
+
+TEST(Termination, StaggeredPollsOfASimulatedSystemNeverTerminateEarly) {
+  int terminated_runs = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    for (std::size_t count : {1u, 2u, 3u, 7u}) {
+      Simulated system(count, seed * 31 + count, 0.6);
+      TerminationDetector detector(0.0);
+      bool terminated = false;
+      for (int poll = 0; poll < 2000 && !terminated; ++poll) {
+        terminated = detector.observe(system.staggered_poll(8));
+        if (terminated) {
+          ASSERT_TRUE(system.finished()) << "seed " << seed << ", " << count << " nodes, poll " << poll;
+        }
+        for (int e = static_cast<int>(system.random() % 4); e > 0; --e) (void)system.step();
+      }
+      terminated_runs += terminated ? 1 : 0;
+    }
+  }
+  // The detector must also finish: every run here settles within a few hundred events.
+  EXPECT_EQ(terminated_runs, 300 * 4);
+}
+
+TEST(SyncLedger, ExpectedBatchesAreWhatTheOthersSent) {
+  // sent_to[j][i]: node j sent that many batches to node i in the last step.
+  const std::vector<std::vector<uint64_t>> sent_to = {{9, 2, 0}, {1, 9, 4}, {3, 5, 9}};
+  EXPECT_EQ(expected_batches(sent_to), (std::vector<uint64_t>{4, 7, 4}));
+  // Short rows count as zeros.
+  const std::vector<std::vector<uint64_t>> ragged = {{0, 1}, {}, {2}};
+  EXPECT_EQ(expected_batches(ragged), (std::vector<uint64_t>{2, 1, 0}));
+}
+
+TEST(SyncLedger, StepsAccumulateTheTotalsEachNodeMustReceive) {
+  SyncLedger ledger(2);
+  EXPECT_EQ(ledger.expected_next(), (std::vector<uint64_t>{0, 0}));
+  ledger.record_step(std::vector<std::vector<uint64_t>>{{0, 3}, {1, 0}});
+  EXPECT_EQ(ledger.expected_next(), (std::vector<uint64_t>{1, 3}));
+  ledger.record_step(std::vector<std::vector<uint64_t>>{{0, 2}, {0, 0}});
+  EXPECT_EQ(ledger.expected_next(), (std::vector<uint64_t>{0, 2}));
+  EXPECT_EQ(ledger.received_total(), (std::vector<uint64_t>{1, 5}));
+}
+
+TEST(TargetWeights, ParsesTheThreeForms) {
+  Result<TargetWeights> equal = parse_target_weights("equal");
+  ASSERT_TRUE(equal) << equal.status().message();
+  EXPECT_EQ(equal->source, TargetWeights::Source::kEqual);
+  Result<TargetWeights> profile = parse_target_weights("profile");
+  ASSERT_TRUE(profile);
+  EXPECT_EQ(profile->source, TargetWeights::Source::kProfile);
+  Result<TargetWeights> numbers = parse_target_weights("4,1,0.5,0");
+  ASSERT_TRUE(numbers) << numbers.status().message();
+  EXPECT_EQ(numbers->source, TargetWeights::Source::kExplicit);
+  EXPECT_EQ(numbers->weights, (std::vector<double>{4, 1, 0.5, 0}));
+  EXPECT_EQ(describe(*numbers), "explicit 4,1,0.5,0");
+}
+
+TEST(TargetWeights, RefusesWhatIsNotAWeightList) {
+  for (const char* text : {"", "fast", "1,,2", "1,2,", "-1,2", "0,0", "inf,1", "nan", "1;2", "2x"}) {
+    Result<TargetWeights> parsed = parse_target_weights(text);
+    ASSERT_FALSE(parsed) << text;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find("profile, equal or one number per node"), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
+TEST(GraphOptions, ModesAndTolerances) {
+  EXPECT_EQ(*parse_graph_mode("async"), GraphMode::kAsync);
+  EXPECT_EQ(*parse_graph_mode("sync"), GraphMode::kSync);
+  Result<GraphMode> bad = parse_graph_mode("jacobi");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("async or sync"), std::string::npos);
+
+  graph::AlgorithmSpec pagerank;
+  EXPECT_EQ(*run_tolerance(pagerank, std::nullopt), kDefaultGraphTolerance);
+  EXPECT_EQ(*run_tolerance(pagerank, 1e-9), 1e-9);
+  for (double bad_tolerance : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    EXPECT_FALSE(run_tolerance(pagerank, bad_tolerance)) << bad_tolerance;
+  }
+  graph::AlgorithmSpec components;
+  components.kind = graph::AlgorithmKind::kConnectedComponents;
+  EXPECT_EQ(*run_tolerance(components, 1e-3), 0.0);  // cc and sssp stop with nothing pending
+}
+
+std::vector<NodeSpec> three_nodes() {
+  std::vector<NodeSpec> nodes(3);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].name = std::string(1, static_cast<char>('a' + i));
+    nodes[i].host = "10.0.0." + std::to_string(i + 1);
+    nodes[i].port = static_cast<uint16_t>(7000 + i);
+  }
+  return nodes;
+}
+
+TEST(PeerEndpoints, OrdinaryClustersUseTheSpecHosts) {
+  const std::vector<NodeSpec> nodes = three_nodes();
+  const std::vector<std::size_t> parts = {2, 0};  // part 0 on node c, part 1 on node a
+  Result<std::vector<std::vector<graph::PeerEndpoint>>> peers = peer_endpoints(nodes, {}, parts);
+  ASSERT_TRUE(peers) << peers.status().message();
+  ASSERT_EQ(peers->size(), 2u);
+  const std::vector<graph::PeerEndpoint> expected = {{"10.0.0.3", 7002}, {"10.0.0.1", 7000}};
+  EXPECT_EQ((*peers)[0], expected);
+  EXPECT_EQ((*peers)[1], expected);
+}
+
+TEST(PeerEndpoints, AHostMatrixIsReadPerReceiver) {
+  const std::vector<NodeSpec> nodes = three_nodes();
+  const PeerHosts hosts = {{"self", "a->b", "a->c"}, {"b->a", "self", "b->c"}, {"c->a", "c->b", "self"}};
+  const std::vector<std::size_t> parts = {1, 2};
+  Result<std::vector<std::vector<graph::PeerEndpoint>>> peers = peer_endpoints(nodes, hosts, parts);
+  ASSERT_TRUE(peers) << peers.status().message();
+  EXPECT_EQ((*peers)[0], (std::vector<graph::PeerEndpoint>{{"self", 7001}, {"b->c", 7002}}));
+  EXPECT_EQ((*peers)[1], (std::vector<graph::PeerEndpoint>{{"c->b", 7001}, {"self", 7002}}));
+}
+
+TEST(PeerEndpoints, RefusesAMatrixOfTheWrongShapeOrANodeOutOfRange) {
+  const std::vector<NodeSpec> nodes = three_nodes();
+  const std::vector<std::size_t> parts = {0, 1, 2};
+  EXPECT_FALSE(peer_endpoints(nodes, PeerHosts{{"x", "y", "z"}}, parts));
+  EXPECT_FALSE(peer_endpoints(nodes, PeerHosts(3, std::vector<std::string>(2, "x")), parts));
+  const std::vector<std::size_t> outside = {0, 3};
+  EXPECT_FALSE(peer_endpoints(nodes, {}, outside));
+}
+
+}  // namespace
+}  // namespace tessera::balance

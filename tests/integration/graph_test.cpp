@@ -1,0 +1,419 @@
+// Graph runs against real tessera-worker processes on loopback: every algorithm verified against
+// its reference under each placement and both modes with 1, 2, 3 and 7 workers (a matrix that
+// covers every value of each dimension, not the full cross product), on graphs with dangling
+// vertices, self-loops, parallel edges, isolated vertices and several components; a worker killed
+// with SIGKILL mid-run; a worker without the graph service; and `tessera graph` through the CLI.
+#include <gtest/gtest.h>
+
+#include <asio.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "process_fixture.hpp"
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/graph/graph_run.hpp"
+#include "tessera/graph/reference.hpp"
+#include "tessera/partition/digraph.hpp"
+#include "tessera/transport/frame_connection.hpp"
+
+namespace tessera::balance {
+namespace {
+
+namespace tg = tessera::graph;
+namespace tp = tessera::partition;
+
+const std::string kDirected = std::string(TESSERA_TEST_INSTANCES) + "/graphs/directed/";
+
+tp::DirectedGraph load(const std::string& input) {
+  Result<tp::DirectedGraph> graph = input.find(':') != std::string::npos
+                                        ? tp::generate_directed_graph(input, 7)
+                                        : tp::read_directed_graph_file(kDirected + input);
+  EXPECT_TRUE(graph) << input << ": " << graph.status().message();
+  return graph ? std::move(*graph) : tp::DirectedGraph{};
+}
+
+// Short intervals: the graphs converge in milliseconds, and polls are what the runs wait for.
+GraphRunOptions fast_options(const tg::AlgorithmSpec& spec) {
+  GraphRunOptions options;
+  options.algorithm = spec;
+  options.poll_interval = std::chrono::milliseconds(10);
+  options.snapshot_interval = std::chrono::milliseconds(200);
+  options.node_timeout_s = 20.0;
+  options.max_wall_s = 60.0;
+  options.verify = true;
+  return options;
+}
+
+// Seven workers shared by the matrix; a case with k workers uses the first k.
+class GraphRuns : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    cluster_ = new testing::LocalCluster(testing::start_local_cluster("graph-runs", "graph-secret", 7, *dir_));
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;  // stops the workers by pid
+    delete dir_;
+    cluster_ = nullptr;
+    dir_ = nullptr;
+  }
+
+  static ClusterSpec first(std::size_t count) {
+    ClusterSpec spec = cluster_->spec;
+    spec.nodes.resize(count);
+    return spec;
+  }
+
+  static Result<ClusterConnection> connect(const ClusterSpec& spec) {
+    ConnectOptions options;
+    options.required_capabilities = transport::kCapabilityGraph;
+    return ClusterConnection::connect(spec, options);
+  }
+
+  static testing::TempDir* dir_;
+  static testing::LocalCluster* cluster_;
+};
+testing::TempDir* GraphRuns::dir_ = nullptr;
+testing::LocalCluster* GraphRuns::cluster_ = nullptr;
+
+struct Case {
+  const char* name;
+  tg::AlgorithmKind kind;
+  const char* graph;
+  tp::PartitionMethod method;
+  GraphMode mode;
+  std::size_t workers;
+  std::optional<int64_t> source = std::nullopt;
+  bool max_label = true;
+};
+
+std::ostream& operator<<(std::ostream& out, const Case& c) { return out << c.name; }
+
+using tg::AlgorithmKind;
+using tp::PartitionMethod;
+// Every algorithm in both modes; every placement, and 1, 2, 3 and 7 workers, for every algorithm
+// at least once across the cases.
+const Case kCases[] = {
+    {"pagerank_components_metis_async_3", AlgorithmKind::kPageRank, "components.edges", PartitionMethod::kMetis,
+     GraphMode::kAsync, 3},
+    {"pagerank_lognormal_hash_sync_2", AlgorithmKind::kPageRank, "lognormal:3000", PartitionMethod::kHash,
+     GraphMode::kSync, 2},
+    {"pagerank_rmat_contiguous_async_7", AlgorithmKind::kPageRank, "rmat:11", PartitionMethod::kContiguous,
+     GraphMode::kAsync, 7},
+    {"pagerank_tiny_metis_sync_1", AlgorithmKind::kPageRank, "tiny.snap", PartitionMethod::kMetis, GraphMode::kSync, 1},
+    {"katz_components_metis_sync_3", AlgorithmKind::kKatz, "components.edges", PartitionMethod::kMetis,
+     GraphMode::kSync, 3},
+    {"katz_from_source_rmat_hash_async_7", AlgorithmKind::kKatz, "rmat:10", PartitionMethod::kHash, GraphMode::kAsync, 7,
+     int64_t{1}},
+    {"katz_tiny_contiguous_async_2", AlgorithmKind::kKatz, "tiny.snap", PartitionMethod::kContiguous, GraphMode::kAsync,
+     2},
+    {"cc_components_contiguous_sync_7", AlgorithmKind::kConnectedComponents, "components.edges",
+     PartitionMethod::kContiguous, GraphMode::kSync, 7},
+    {"cc_min_rmat_metis_async_2", AlgorithmKind::kConnectedComponents, "rmat:10", PartitionMethod::kMetis,
+     GraphMode::kAsync, 2, std::nullopt, false},
+    {"cc_tiny_hash_async_1", AlgorithmKind::kConnectedComponents, "tiny.snap", PartitionMethod::kHash, GraphMode::kAsync,
+     1},
+    {"sssp_components_hash_async_3", AlgorithmKind::kShortestPaths, "components.edges", PartitionMethod::kHash,
+     GraphMode::kAsync, 3, int64_t{0}},
+    {"sssp_mesh_metis_sync_2", AlgorithmKind::kShortestPaths, "mesh2d:24x17", PartitionMethod::kMetis, GraphMode::kSync,
+     2, int64_t{5}},
+    {"sssp_lognormal_contiguous_async_7", AlgorithmKind::kShortestPaths, "lognormal:2000", PartitionMethod::kContiguous,
+     GraphMode::kAsync, 7, int64_t{3}},
+    {"sssp_weighted_hash_sync_1", AlgorithmKind::kShortestPaths, "components.edges", PartitionMethod::kHash,
+     GraphMode::kSync, 1, int64_t{10}},
+};
+
+class GraphMatrix : public GraphRuns, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
+  const Case& c = GetParam();
+  const tp::DirectedGraph graph = load(c.graph);
+  ASSERT_GT(graph.vertex_count, 0);
+  tg::AlgorithmSpec spec;
+  spec.kind = c.kind;
+  spec.source = c.source;
+  spec.max_label = c.max_label;
+  if (c.kind == AlgorithmKind::kKatz) spec.beta = 0.5 / tg::spectral_radius_bounds(graph).upper;
+  GraphRunOptions options = fast_options(spec);
+  options.method = c.method;
+  options.mode = c.mode;
+  // Unequal targets, so that the placement's weighting is exercised too.
+  options.weights.source = TargetWeights::Source::kExplicit;
+  for (std::size_t i = 0; i < c.workers; ++i) options.weights.weights.push_back(1.0 + static_cast<double>(i % 3));
+
+  Result<ClusterConnection> connection = connect(first(c.workers));
+  ASSERT_TRUE(connection) << connection.status().message();
+  Result<GraphOutcome> outcome = run_graph(*connection, graph, options);
+  ASSERT_TRUE(outcome) << outcome.status().message();
+
+  ASSERT_TRUE(outcome->verification.has_value());
+  EXPECT_TRUE(outcome->verification->passed) << outcome->verification->detail;
+  ASSERT_EQ(outcome->values.size(), static_cast<std::size_t>(graph.vertex_count));
+  if (c.kind == AlgorithmKind::kPageRank) {
+    EXPECT_NEAR(std::accumulate(outcome->values.begin(), outcome->values.end(), 0.0), 1.0, 1e-9);
+  }
+  EXPECT_TRUE(outcome->lost_nodes.empty());
+  EXPECT_EQ(outcome->restarts, 0u);
+  ASSERT_EQ(outcome->nodes.size(), c.workers);
+  ASSERT_EQ(outcome->placement.nodes.size(), c.workers);
+  // Every vertex and every edge placed exactly once.
+  EXPECT_EQ(std::accumulate(outcome->placement.vertices.begin(), outcome->placement.vertices.end(), int64_t{0}),
+            graph.vertex_count);
+  EXPECT_EQ(std::accumulate(outcome->placement.edges.begin(), outcome->placement.edges.end(), int64_t{0}),
+            outcome->edges);
+  // Nothing is in flight at the end: every batch sent was received.
+  uint64_t sent = 0, received = 0, updates = 0;
+  for (const GraphNodeFigures& node : outcome->nodes) {
+    sent += node.batches_sent;
+    received += node.batches_received;
+    updates += node.updates;
+    EXPECT_GT(node.memory_bytes, 0u) << node.name;
+  }
+  EXPECT_EQ(sent, received);
+  if (c.workers == 1) {
+    EXPECT_EQ(sent, 0u);
+  }
+  EXPECT_GT(updates, 0u);
+  EXPECT_LE(outcome->residual, outcome->tolerance);
+  EXPECT_FALSE(outcome->trace.empty());
+  if (c.mode == GraphMode::kSync) {
+    EXPECT_GT(outcome->steps, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GraphMatrix, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& param) { return std::string(param.param.name); });
+
+TEST_F(GraphRuns, ASpecTheGraphCannotTakeIsRefusedBeforeAnythingIsShipped) {
+  Result<ClusterConnection> connection = connect(first(2));
+  ASSERT_TRUE(connection) << connection.status().message();
+  const tp::DirectedGraph graph = load("components.edges");
+  tg::AlgorithmSpec sssp;
+  sssp.kind = AlgorithmKind::kShortestPaths;
+  sssp.source = 30;
+  Result<GraphOutcome> outcome = run_graph(*connection, graph, fast_options(sssp));
+  ASSERT_FALSE(outcome);
+  EXPECT_EQ(outcome.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(outcome.status().message().find("--source 30"), std::string::npos) << outcome.status().message();
+  const tp::DirectedGraph negative = load("weighted.edges");
+  sssp.source = 0;
+  outcome = run_graph(*connection, negative, fast_options(sssp));
+  ASSERT_FALSE(outcome);
+  EXPECT_NE(outcome.status().message().find("edge 2 -> 0 has weight -1"), std::string::npos)
+      << outcome.status().message();
+}
+
+// SIGKILL of one worker in the middle of a run: its part restarts on the survivors from its last
+// snapshot, the answer is still verified, and the outcome names the node.
+TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
+  for (GraphMode mode : {GraphMode::kAsync, GraphMode::kSync}) {
+    SCOPED_TRACE(std::string(graph_mode_name(mode)));
+    testing::TempDir dir;
+    testing::LocalCluster cluster = testing::start_local_cluster("graph-kill", "kill-secret", 3, dir);
+    ConnectOptions connect_options;
+    connect_options.required_capabilities = transport::kCapabilityGraph;
+    Result<ClusterConnection> connection = ClusterConnection::connect(cluster.spec, connect_options);
+    ASSERT_TRUE(connection) << connection.status().message();
+    // Big enough to take a while on one core per worker, with a tight tolerance.
+    const tp::DirectedGraph graph = load("lognormal:40000");
+    tg::AlgorithmSpec pagerank;
+    GraphRunOptions options = fast_options(pagerank);
+    options.tolerance = 1e-10;
+    options.method = PartitionMethod::kContiguous;
+    options.mode = mode;
+    options.snapshot_interval = std::chrono::milliseconds(50);
+    options.node_timeout_s = 10.0;
+    bool killed = false;
+    double killed_at = 0.0;
+    GraphHooks hooks;
+    // After a few snapshots, while the residual is still far from the tolerance.
+    hooks.on_progress = [&](const TracePoint& point) {
+      if (!killed && point.time_s > 0.2 && point.residual > 1e-6) {
+        cluster.processes[2]->kill_now();
+        killed = true;
+        killed_at = point.time_s;
+      }
+    };
+    Result<GraphOutcome> outcome = run_graph(*connection, graph, options, hooks);
+    ASSERT_TRUE(killed) << "the run converged before the worker could be killed; use a bigger graph";
+    ASSERT_TRUE(outcome) << outcome.status().message();
+    EXPECT_EQ(outcome->lost_nodes, std::vector<std::string>{"c"});
+    EXPECT_GE(outcome->restarts, 1u);
+    ASSERT_TRUE(outcome->final_placement.has_value());
+    EXPECT_EQ(outcome->final_placement->nodes, (std::vector<std::string>{"a", "b"}));
+    EXPECT_TRUE(outcome->nodes[2].lost);
+    ASSERT_TRUE(outcome->verification.has_value());
+    EXPECT_TRUE(outcome->verification->passed) << outcome->verification->detail;
+    EXPECT_GT(outcome->wall_s, killed_at);
+  }
+}
+
+TEST(GraphFailures, WithNoSurvivorTheRunFailsNamingTheNodes) {
+  testing::TempDir dir;
+  testing::LocalCluster cluster = testing::start_local_cluster("graph-none", "none-secret", 1, dir);
+  ConnectOptions connect_options;
+  connect_options.required_capabilities = transport::kCapabilityGraph;
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster.spec, connect_options);
+  ASSERT_TRUE(connection) << connection.status().message();
+  const tp::DirectedGraph graph = load("lognormal:40000");
+  GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
+  options.tolerance = 1e-12;
+  GraphHooks hooks;
+  hooks.on_progress = [&](const TracePoint&) { cluster.processes[0]->kill_now(); };
+  Result<GraphOutcome> outcome = run_graph(*connection, graph, options, hooks);
+  ASSERT_FALSE(outcome);
+  EXPECT_EQ(outcome.status().code(), StatusCode::kNetworkError);
+  EXPECT_NE(outcome.status().message().find("every node was lost"), std::string::npos) << outcome.status().message();
+  EXPECT_NE(outcome.status().message().find("a: "), std::string::npos) << outcome.status().message();
+}
+
+// A peer that completes the handshake but offers only GEMM, as a worker without the graph service
+// does; it answers BYE with BYE.
+class GemmOnlyPeer {
+ public:
+  explicit GemmOnlyPeer(std::string secret)
+      : acceptor_(context_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+        port_(acceptor_.local_endpoint().port()), thread_([this, secret] { serve(secret); }) {}
+  ~GemmOnlyPeer() {
+    asio::error_code ignored;
+    acceptor_.close(ignored);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  void serve(const std::string& secret) {
+    asio::error_code error;
+    asio::ip::tcp::socket socket(context_);
+    acceptor_.accept(socket, error);
+    if (error) return;
+    transport::FrameConnection connection(std::move(socket), transport::Limits{});
+    connection.set_read_deadline(std::chrono::milliseconds(5000));
+    transport::Hello hello;
+    hello.worker_version = "gemm-only";
+    hello.threads = 1;
+    hello.cores = 1;
+    hello.capabilities = transport::kCapabilityGemm;
+    for (std::size_t i = 0; i < hello.challenge.size(); ++i) hello.challenge[i] = static_cast<uint8_t>(i * 7 + 1);
+    if (!transport::server_handshake(connection, hello, secret).is_ok()) return;
+    Result<transport::IncomingFrame> frame = connection.read_frame();
+    if (frame && std::holds_alternative<transport::Bye>(frame->message)) (void)connection.write_message(transport::Bye{});
+  }
+
+  asio::io_context context_;
+  asio::ip::tcp::acceptor acceptor_;
+  uint16_t port_;
+  std::jthread thread_;
+};
+
+TEST(GraphFailures, AWorkerWithoutTheGraphServiceIsRefusedByName) {
+  testing::TempDir dir;
+  testing::LocalCluster cluster = testing::start_local_cluster("graph-gemm", "gemm-secret", 1, dir);
+  GemmOnlyPeer peer("gemm-secret");
+  NodeSpec gemm_only;
+  gemm_only.name = "oldie";
+  gemm_only.host = "127.0.0.1";
+  gemm_only.port = peer.port();
+  cluster.spec.nodes.push_back(gemm_only);
+  ConnectOptions connect_options;
+  connect_options.required_capabilities = transport::kCapabilityGraph;
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster.spec, connect_options);
+  ASSERT_FALSE(connection);
+  EXPECT_EQ(connection.status().code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(connection.status().message().find("node 'oldie'"), std::string::npos) << connection.status().message();
+  EXPECT_NE(connection.status().message().find("missing graph"), std::string::npos) << connection.status().message();
+}
+
+// --- Through the CLI -------------------------------------------------------------------------
+
+std::string write_cluster_file(const testing::TempDir& dir, const ClusterSpec& spec) {
+  std::string yaml = "cluster: " + spec.name + "\nsecret: " + spec.secret + "\nnodes:\n";
+  for (const NodeSpec& node : spec.nodes) {
+    yaml += "  - name: " + node.name + "\n    host: " + node.host + "\n    port: " + std::to_string(node.port) +
+            "\n    threads: 1\n";
+  }
+  const std::string path = dir.file("cluster.yaml");
+  testing::write_file(path, yaml);
+  return path;
+}
+
+std::string cli(const std::string& config, const testing::TempDir& dir, const std::string& flags) {
+  return std::string(TESSERA_CLI_BINARY) + " graph " + config + " --run-dir " + dir.file("run") + " " + flags;
+}
+
+TEST(GraphCli, BadInputExitsTwoNamingTheFileLineOrTheValidValues) {
+  testing::TempDir dir;
+  ClusterSpec spec;
+  spec.name = "graph-cli-bad";
+  spec.secret = "s";
+  NodeSpec node;
+  node.name = "a";
+  node.host = "127.0.0.1";
+  node.port = testing::free_loopback_port();
+  spec.nodes.push_back(node);
+  const std::string config = write_cluster_file(dir, spec);
+
+  testing::CommandResult truncated =
+      testing::run_command(cli(config, dir, "--algorithm pagerank --graph " + kDirected + "truncated.graph"));
+  EXPECT_EQ(truncated.exit_code, 2) << truncated.output;
+  EXPECT_NE(truncated.output.find("truncated.graph:"), std::string::npos) << truncated.output;
+
+  testing::CommandResult token = testing::run_command(cli(config, dir, "--algorithm cc --graph " + kDirected + "bad-token.snap"));
+  EXPECT_EQ(token.exit_code, 2) << token.output;
+  EXPECT_NE(token.output.find("bad-token.snap:3"), std::string::npos) << token.output;
+
+  testing::CommandResult method =
+      testing::run_command(cli(config, dir, "--algorithm cc --generate rmat:5 --partition random"));
+  EXPECT_EQ(method.exit_code, 2) << method.output;
+  EXPECT_NE(method.output.find("metis"), std::string::npos) << method.output;
+
+  testing::CommandResult algorithm = testing::run_command(cli(config, dir, "--algorithm bfs --generate rmat:5"));
+  EXPECT_EQ(algorithm.exit_code, 2) << algorithm.output;
+  EXPECT_NE(algorithm.output.find("pagerank, katz, cc or sssp"), std::string::npos) << algorithm.output;
+
+  testing::CommandResult beta = testing::run_command(cli(config, dir, "--algorithm katz --generate rmat:5"));
+  EXPECT_EQ(beta.exit_code, 2) << beta.output;
+  EXPECT_NE(beta.output.find("--beta"), std::string::npos) << beta.output;
+
+  // Nobody listens there: the node is named, exit 1.
+  testing::CommandResult unreachable = testing::run_command(cli(config, dir, "--algorithm cc --generate rmat:5"));
+  EXPECT_EQ(unreachable.exit_code, 1) << unreachable.output;
+  EXPECT_NE(unreachable.output.find("node 'a'"), std::string::npos) << unreachable.output;
+}
+
+TEST(GraphCli, EndToEndWithValuesReportAndVerification) {
+  testing::TempDir dir;
+  testing::LocalCluster cluster = testing::start_local_cluster("graph-cli", "cli-graph-secret", 2, dir);
+  const std::string config = write_cluster_file(dir, cluster.spec);
+  testing::CommandResult run = testing::run_command(
+      cli(config, dir, "--algorithm sssp --source 0 --graph " + kDirected + "components.edges --weights 2,1 --verify " +
+                           "--poll-ms 10 --out " + dir.file("values.txt") + " --report " + dir.file("report.json")));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("verified: all 30 distances equal the reference"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("plan (metis by weights explicit 2,1)"), std::string::npos) << run.output;
+
+  std::ifstream values(dir.file("values.txt"));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(values, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 30u);
+  EXPECT_EQ(lines[0], "0");
+  EXPECT_EQ(lines[18], "inf");  // isolated
+
+  const nlohmann::json report = nlohmann::json::parse(testing::read_file(dir.file("report.json")));
+  EXPECT_EQ(report["algorithm"]["name"], "sssp");
+  EXPECT_EQ(report["nodes"].size(), 2u);
+  EXPECT_EQ(report["verification"]["passed"], true);
+  EXPECT_FALSE(report["trace"].empty());
+  EXPECT_EQ(report["placement"]["parts"].size(), 2u);
+}
+
+}  // namespace
+}  // namespace tessera::balance
