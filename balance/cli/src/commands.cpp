@@ -14,6 +14,7 @@
 #include "tessera/balance/run/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/experiment.hpp"
+#include "tessera/balance/study/graph_study.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
 
@@ -417,15 +418,22 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
 }
 
 int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err) {
-  Result<Study> study = load_study(command.study_path);
-  if (!study) return fail(err, study.status());
   ExperimentOptions options;
   options.out_dir = command.out_dir;
   options.repeat = command.repeat;
   options.run_dir = command.run_dir;
   options.command_line = command.command_line;
   options.interrupted = command.interrupted;
-  Status status = run_experiment(*study, options, out);
+  Status status = Status::ok();
+  if (study_workload(command.study_path) == "graph") {
+    Result<GraphStudy> study = load_graph_study(command.study_path);
+    if (!study) return fail(err, study.status());
+    status = run_graph_study(*study, options, out);
+  } else {
+    Result<Study> study = load_study(command.study_path);
+    if (!study) return fail(err, study.status());
+    status = run_experiment(*study, options, out);
+  }
   if (command.interrupted != nullptr && command.interrupted->load()) {
     err << "tessera: interrupted; every cluster the study started was stopped, partial results written\n";
     return kExitInterrupted;

@@ -1,5 +1,7 @@
 #include "tessera/balance/study/experiment.hpp"
 
+#include "study_support.hpp"
+
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -32,31 +34,15 @@ namespace tessera::balance {
 
 namespace fs = std::filesystem;
 
-const char* const kPlotHeader =
-    "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key outside right top\n";
-
-// A plot of a study's few points takes well under a second; the deadline only stops a hang.
-Status run_gnuplot(const std::string& script_path) {
-  constexpr std::chrono::seconds kGnuplotDeadline{120};
-  Result<ProcessResult> run = run_process({"gnuplot", script_path}, {}, kGnuplotDeadline);
-  if (!run) {
-    return internal_error(
-        fmt::format("gnuplot failed on {}: {}; install gnuplot-nox", script_path, run.status().message()));
-  }
-  if (!run->succeeded()) {
-    return internal_error(fmt::format("gnuplot failed on {} ({}); install gnuplot-nox", script_path, run->describe()));
-  }
-  return Status::ok();
-}
-
 namespace {
 
+using namespace study_support;
 using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------------------------------------
 // Study file
 
-const std::vector<std::string> kStudyKeys = {"study", "description", "cluster", "policies", "sizes", "repeat",
+const std::vector<std::string> kStudyKeys = {"study", "workload", "description", "cluster", "policies", "sizes", "repeat",
                                              "overlap", "panels_in_flight", "node_counts", "sweep", "verify"};
 
 constexpr char kStudyNameCharacters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
@@ -81,6 +67,9 @@ Study parse_study(const YAML::Node& root, const std::string& path) {
   }
   study.name = *name;
   study.description = keys.text_or_empty("description").value_or("");
+  if (std::optional<std::string> workload = keys.text("workload", "multiply"); workload && *workload != "multiply") {
+    fail_at(keys.find("workload")->line, fmt::format("workload {} is not a multiply study; graph studies say workload: graph and are read by load_graph_study", single_quoted(*workload)));
+  }
   const std::optional<std::string> cluster = keys.text("cluster", "../configs/local-mixed.yaml");
   if (!cluster) keys.fail_missing("cluster", "PATH (a cluster file, relative to the study file)");
   study.cluster_path = (fs::path(path).parent_path() / *cluster).lexically_normal().string();
@@ -349,15 +338,8 @@ double ideal_speedup_over_first(const std::vector<double>& gflops) {
 // "-" where a ratio has no data (a study without the even split).
 std::string ratio_text(double value) { return std::isfinite(value) ? fmt::format("{:.2f}", value) : "-"; }
 
-std::string csv_number(double value) { return std::isfinite(value) ? fmt::format("{:.6g}", value) : ""; }
 std::string csv_optional(const std::optional<double>& value) { return value ? csv_number(*value) : ""; }
 
-Status write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::trunc);
-  file << text;
-  if (!file.flush()) return io_error(fmt::format("cannot write {}", path));
-  return Status::ok();
-}
 
 Status write_results(const std::string& out_dir, const Study& study, const std::vector<RunRecord>& records) {
   std::string results =
@@ -422,10 +404,8 @@ Status write_summary(const std::string& out_dir, const Study& study, const std::
   return write_text_file(out_dir + "/summary.csv", csv);
 }
 
-struct Plots {
-  std::vector<std::pair<std::string, std::string>> files;  // (file, caption)
-  std::vector<std::string> problems;
-};
+
+
 
 void plot_makespans(const std::string& out_dir, const Study& study, const std::vector<Variant>& variants,
                     const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
@@ -628,39 +608,7 @@ void plot_sweep(const std::string& out_dir, const Study& study, const std::vecto
   }
 }
 
-std::string machine_facts() {
-  utsname name{};
-  ::uname(&name);
-  std::string cpu_model = "unknown";
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      cpu_model = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  const double memory_gib = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE)) / 1073741824.0;
-  return fmt::format("{} {} ({}), {} online CPUs ({}), {:.1f} GiB memory", name.sysname, name.release, name.machine,
-                     ::sysconf(_SC_NPROCESSORS_ONLN), cpu_model, memory_gib);
-}
 
-std::string emulation_description(const ClusterSpec& spec) {
-  std::string out;
-  for (const NodeSpec& node : spec.nodes) {
-    std::string emulation = "unthrottled";
-    if (node.emulate) {
-      emulation.clear();
-      if (node.emulate->cpu > 0.0) emulation += fmt::format("cpu {:g} core", node.emulate->cpu);
-      if (node.emulate->has_link) {
-        emulation += fmt::format("{}link {}", emulation.empty() ? "" : ", ", node.emulate->link_rate);
-        if (!node.emulate->link_delay.empty()) emulation += " delay " + node.emulate->link_delay;
-      }
-    }
-    out += fmt::format("{}{} ({}, {} thread{}): {}", out.empty() ? "" : "; ", node.name,
-                       node.kind.empty() ? "-" : node.kind, node.threads, node.threads == 1 ? "" : "s", emulation);
-  }
-  return out;
-}
 
 Status write_report(const std::string& out_dir, const Study& study, const ExperimentOptions& options,
                     const std::vector<Variant>& variants, const std::map<GroupKey, GroupStats>& groups,
@@ -723,46 +671,12 @@ Status write_report(const std::string& out_dir, const Study& study, const Experi
   return write_text_file(out_dir + "/report.md", md);
 }
 
-std::string format_duration(double seconds) {
-  const auto total = static_cast<long>(std::lround(seconds));
-  return total >= 60 ? fmt::format("{}m{:02}s", total / 60, total % 60) : fmt::format("{}s", total);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Running
 
 bool interrupted(const ExperimentOptions& options) { return options.interrupted && options.interrupted->load(); }
 
-// Brings a variant's cluster up unless it already runs; returns whether this study started it
-// (and so may stop it). A running cluster is recognised where it really listens: nodes with
-// shaped links answer at the namespace addresses `tessera up` recorded in the run directory, not
-// at the config's loopback addresses, so asking the config would miss a cluster the user started
-// and then stop it at the end of the study.
-Result<bool> ensure_up(const Variant& variant, const LocalClusterOptions& local, std::ostream& progress) {
-  ClusterSpec recorded = variant.spec;
-  apply_emulated_endpoints(recorded, cluster_run_dir(recorded, local));
-  bool all_reachable = true;
-  for (const NodeReachability& node : cluster_status(recorded, local)) all_reachable &= node.reachable;
-  if (all_reachable) {
-    progress << fmt::format("using the running cluster '{}'\n", variant.spec.name);
-    return false;
-  }
-  Result<std::vector<NodeLifecycle>> up = local_cluster_up(variant.spec, local);
-  if (!up) return up.status();
-  // Workers the user started (recorded pids that are alive) are never ours to stop, even when
-  // some node did not answer above and up had to start the others.
-  std::vector<std::string> kept;
-  for (const NodeLifecycle& node : *up) {
-    if (node.state == NodeState::kAlreadyRunning) kept.push_back(node.name);
-  }
-  if (!kept.empty()) {
-    progress << fmt::format("cluster '{}' was already running ({}); the study uses it and leaves it running\n",
-                            variant.spec.name, join(kept, ", "));
-    return false;
-  }
-  progress << fmt::format("started cluster '{}' ({})\n", variant.spec.name, variant.label);
-  return true;
-}
 
 }  // namespace
 
@@ -823,7 +737,7 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
 
   for (Variant& variant : *variants) {
     if (interrupted(options)) break;
-    Result<bool> started = ensure_up(variant, local, progress);
+    Result<bool> started = ensure_up(variant.spec, variant.label, local, progress);
     if (!started) {
       outcome = started.status();
       break;

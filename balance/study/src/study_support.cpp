@@ -1,0 +1,122 @@
+#include "study_support.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "tessera/balance/local/emulation.hpp"
+#include "tessera/core/strings.hpp"
+#include "tessera/core/subprocess.hpp"
+
+namespace tessera::balance {
+
+const char* const kPlotHeader =
+    "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key outside right top\n";
+
+// gnuplot, run as a child process on a script file; a missing gnuplot is reported, not fatal.
+// A plot of a study's few points takes well under a second; the deadline only stops a hang.
+Status run_gnuplot(const std::string& script_path) {
+  constexpr std::chrono::seconds kGnuplotDeadline{120};
+  Result<ProcessResult> run = run_process({"gnuplot", script_path}, {}, kGnuplotDeadline);
+  if (!run) {
+    return internal_error(
+        fmt::format("gnuplot failed on {}: {}; install gnuplot-nox", script_path, run.status().message()));
+  }
+  if (!run->succeeded()) {
+    return internal_error(fmt::format("gnuplot failed on {} ({}); install gnuplot-nox", script_path, run->describe()));
+  }
+  return Status::ok();
+}
+
+namespace study_support {
+
+std::string csv_number(double value) { return std::isfinite(value) ? fmt::format("{:.6g}", value) : ""; }
+
+Status write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::trunc);
+  file << text;
+  if (!file.flush()) return io_error(fmt::format("cannot write {}", path));
+  return Status::ok();
+}
+
+
+
+
+std::string machine_facts() {
+  utsname name{};
+  ::uname(&name);
+  std::string cpu_model = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      cpu_model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  const double memory_gib = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE)) / 1073741824.0;
+  return fmt::format("{} {} ({}), {} online CPUs ({}), {:.1f} GiB memory", name.sysname, name.release, name.machine,
+                     ::sysconf(_SC_NPROCESSORS_ONLN), cpu_model, memory_gib);
+}
+
+std::string emulation_description(const ClusterSpec& spec) {
+  std::string out;
+  for (const NodeSpec& node : spec.nodes) {
+    std::string emulation = "unthrottled";
+    if (node.emulate) {
+      emulation.clear();
+      if (node.emulate->cpu > 0.0) emulation += fmt::format("cpu {:g} core", node.emulate->cpu);
+      if (node.emulate->has_link) {
+        emulation += fmt::format("{}link {}", emulation.empty() ? "" : ", ", node.emulate->link_rate);
+        if (!node.emulate->link_delay.empty()) emulation += " delay " + node.emulate->link_delay;
+      }
+    }
+    out += fmt::format("{}{} ({}, {} thread{}): {}", out.empty() ? "" : "; ", node.name,
+                       node.kind.empty() ? "-" : node.kind, node.threads, node.threads == 1 ? "" : "s", emulation);
+  }
+  return out;
+}
+
+std::string format_duration(double seconds) {
+  const auto total = static_cast<long>(std::lround(seconds));
+  return total >= 60 ? fmt::format("{}m{:02}s", total / 60, total % 60) : fmt::format("{}s", total);
+}
+
+// Brings a variant's cluster up unless it already runs; returns whether this study started it
+// (and so may stop it). A running cluster is recognised where it really listens: nodes with
+// shaped links answer at the namespace addresses `tessera up` recorded in the run directory, not
+// at the config's loopback addresses, so asking the config would miss a cluster the user started
+// and then stop it at the end of the study.
+Result<bool> ensure_up(const ClusterSpec& spec, const std::string& label, const LocalClusterOptions& local,
+                       std::ostream& progress) {
+  ClusterSpec recorded = spec;
+  apply_emulated_endpoints(recorded, cluster_run_dir(recorded, local));
+  bool all_reachable = true;
+  for (const NodeReachability& node : cluster_status(recorded, local)) all_reachable &= node.reachable;
+  if (all_reachable) {
+    progress << fmt::format("using the running cluster '{}'\n", spec.name);
+    return false;
+  }
+  Result<std::vector<NodeLifecycle>> up = local_cluster_up(spec, local);
+  if (!up) return up.status();
+  // Workers the user started (recorded pids that are alive) are never ours to stop, even when
+  // some node did not answer above and up had to start the others.
+  std::vector<std::string> kept;
+  for (const NodeLifecycle& node : *up) {
+    if (node.state == NodeState::kAlreadyRunning) kept.push_back(node.name);
+  }
+  if (!kept.empty()) {
+    progress << fmt::format("cluster '{}' was already running ({}); the study uses it and leaves it running\n",
+                            spec.name, join(kept, ", "));
+    return false;
+  }
+  progress << fmt::format("started cluster '{}' ({})\n", spec.name, label);
+  return true;
+}
+
+}  // namespace study_support
+}  // namespace tessera::balance
