@@ -1,6 +1,7 @@
 // Studies and saved profiles are read by the strict YAML reader: repeated and unknown keys and
 // wrong types are refused with the file and line, as in cluster files.
 #include "tessera/balance/study/experiment.hpp"
+#include "tessera/balance/study/graph_study.hpp"
 
 #include <unistd.h>
 
@@ -120,13 +121,21 @@ TEST(StudyFile, RefusesBadValuesFromText) {
 TEST(StudyFile, EveryShippedStudyStillLoads) {
   const std::filesystem::path experiments = std::filesystem::path(TESSERA_TEST_INSTANCES) / "../../experiments";
   int loaded = 0;
+  int graph_studies = 0;
   for (const auto& entry : std::filesystem::directory_iterator(experiments)) {
     if (entry.path().extension() != ".yaml") continue;
-    Result<Study> study = load_study(entry.path().string());
-    EXPECT_TRUE(study.is_ok()) << study.status().to_string();
+    if (study_workload(entry.path().string()) == "graph") {
+      Result<GraphStudy> study = load_graph_study(entry.path().string());
+      EXPECT_TRUE(study.is_ok()) << study.status().to_string();
+      ++graph_studies;
+    } else {
+      Result<Study> study = load_study(entry.path().string());
+      EXPECT_TRUE(study.is_ok()) << study.status().to_string();
+    }
     ++loaded;
   }
-  EXPECT_GE(loaded, 6);
+  EXPECT_GE(loaded, 9);
+  EXPECT_GE(graph_studies, 3);
 }
 
 class BrokenProfile : public testing::TestWithParam<BrokenFile> {};
@@ -185,6 +194,47 @@ TEST(ProfileFile, ZeroGflopsSaysToMeasureAgain) {
   Result<ClusterProfile> profile = load_profile(path);
   ASSERT_FALSE(profile.is_ok());
   expect_has(profile.status().message(), path + ":4: node 'a' has gflops 0; re-run `tessera profile --refresh`");
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace tessera::balance
+
+namespace tessera::balance {
+namespace {
+
+TEST(GraphStudyFile, ReadsEveryFieldAndRefusesBadOnesWithFileLine) {
+  const std::string path = "/tmp/tessera-graph-study-" + std::to_string(::getpid()) + ".yaml";
+  std::ofstream(path) << "study: g\nworkload: graph\nclusters: [../configs/local.yaml]\ngraphs: [rmat:10, web.edges]\n"
+                         "algorithms: [pagerank, sssp]\nmodes: [async, sync]\npartitions: [metis, hash]\n"
+                         "weights: [profile, equal]\ntolerance: 1e-7\nsource: 3\nrepeat: 2\n";
+  EXPECT_EQ(study_workload(path), "graph");
+  Result<GraphStudy> study = load_graph_study(path);
+  ASSERT_TRUE(study.is_ok()) << study.status().to_string();
+  EXPECT_EQ(study->graphs.front(), "rmat:10");
+  EXPECT_EQ(study->graphs.back(), "/tmp/web.edges");  // files are relative to the study file
+  EXPECT_EQ(study->algorithms.size(), 2u);
+  EXPECT_EQ(study->modes.size(), 2u);
+  EXPECT_EQ(study->weights.size(), 2u);
+  EXPECT_EQ(study->tolerance, 1e-7);
+  EXPECT_EQ(study->source, 3);
+  EXPECT_EQ(study->repeat, 2u);
+
+  const std::vector<std::pair<std::string, std::string>> broken = {
+      {"study: g\nworkload: graph\nclusters: [a.yaml]\ngraphs: [rmat:10]\nalgorithms: [bfs]\n", ":5: unknown algorithm"},
+      {"study: g\nworkload: graph\nclusters: [a.yaml]\ngraphs: [rmat:10]\nalgorithms: [cc]\nmodes: [lazy]\n", ":6: "},
+      {"study: g\nworkload: graph\nclusters: [a.yaml]\ngraphs: [rmat:10]\nalgorithms: [cc]\nweights: [equal]\n"
+       "fast_shares: [0.5]\n", "not both"},
+      {"study: g\nworkload: graph\nclusters: [a.yaml]\ngraphs: [rmat:10]\nalgorithms: [cc]\nfast_shares: [1.5]\n", ":6: "},
+      {"study: g\nworkload: graph\ngraphs: [rmat:10]\nalgorithms: [cc]\n", "add clusters"},
+  };
+  for (const auto& [text, phrase] : broken) {
+    std::ofstream(path, std::ios::trunc) << text;
+    Result<GraphStudy> bad = load_graph_study(path);
+    ASSERT_FALSE(bad.is_ok()) << text;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidConfig);
+    EXPECT_NE(bad.status().message().find(phrase), std::string::npos) << bad.status().message();
+  }
   std::filesystem::remove(path);
 }
 

@@ -42,8 +42,8 @@ using Clock = std::chrono::steady_clock;
 // ---------------------------------------------------------------------------------------------
 // Study file
 
-const std::vector<std::string> kStudyKeys = {"study", "workload", "description", "cluster", "policies", "sizes", "repeat",
-                                             "overlap", "panels_in_flight", "node_counts", "sweep", "verify"};
+const std::vector<std::string> kStudyKeys = {"study", "description", "cluster", "policies", "sizes", "repeat",
+                                             "overlap", "panels_in_flight", "node_counts", "sweep", "verify", "workload"};
 
 constexpr char kStudyNameCharacters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
 const std::vector<std::string> kSweepKeys = {"kind", "cpu"};
