@@ -382,5 +382,29 @@ TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
   EXPECT_LT(result->nodes[1].rows * 2, result->nodes[0].rows) << "the slowed node should have pulled far less";
 }
 
+
+// Worker-to-worker deltas in an emulated cluster: two workers in network namespaces behind shaped
+// links and one in the root namespace must all reach each other (namespaced peers at their
+// namespace addresses, the root one through each namespace's own veth). Every algorithm's answer
+// must verify, and every worker must have sent and received peer bytes, which fails if the
+// routes, forwarding or the root worker's listen address are missing (the links would not come up).
+TEST_F(EmulatedCluster, GraphDeltasFlowBetweenNamespacedAndRootWorkers) {
+  write_config("emu-graph", node_yaml("desk", "") + node_yaml("pia", "{cpu: 0.5, link: {rate: 100mbit}}") +
+                                node_yaml("pib", "{cpu: 0.5, link: {rate: 100mbit}}"));
+  ASSERT_EQ(run("up").exit_code, 0);
+  for (const std::string algorithm : {"pagerank", "cc", "sssp --source 0"}) {
+    const std::string report = dir_.file("graph.json");
+    testing::CommandResult graph = run("graph", "--algorithm " + algorithm + " --generate rmat:12 --weights equal "
+                                                "--verify --report " + report);
+    ASSERT_EQ(graph.exit_code, 0) << algorithm << ": " << graph.output;
+    const nlohmann::json json = nlohmann::json::parse(testing::read_file(report));
+    ASSERT_EQ(json["nodes"].size(), 3u);
+    for (const nlohmann::json& node : json["nodes"]) {
+      EXPECT_GT(node["peer_bytes_sent"].get<uint64_t>(), 0u) << algorithm << " " << node.dump();
+      EXPECT_GT(node["peer_bytes_received"].get<uint64_t>(), 0u) << algorithm << " " << node.dump();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::balance
