@@ -675,7 +675,13 @@ std::optional<double> Driver::settle(const std::vector<uint64_t>& received_total
 
 Status Driver::run_async() {
   TerminationDetector detector(tolerance_);
-  auto next_poll = Clock::now() + options_.poll_interval;
+  // Polls start 5 ms apart and back off (doubling) to poll_interval, so a run that converges in
+  // milliseconds is not made to wait for the interval; and a poll that looks settled on its own
+  // is confirmed 5 ms later rather than a whole interval later. Termination needs two
+  // consecutive polls with nothing moved in between, however far apart they are.
+  const Clock::duration quick_poll = std::min<Clock::duration>(std::chrono::milliseconds(5), options_.poll_interval);
+  Clock::duration interval = quick_poll;
+  auto next_poll = Clock::now() + interval;
   auto next_snapshot = Clock::now() + options_.snapshot_interval;
   uint32_t stopped_polls = 0;
   std::vector<std::pair<std::size_t, CallOutcome>> failed;
@@ -683,15 +689,17 @@ Status Driver::run_async() {
     Status recovered = recover(std::move(failures));
     detector.reset();
     stopped_polls = 0;
-    next_poll = Clock::now() + options_.poll_interval;
+    interval = quick_poll;
+    next_poll = Clock::now() + interval;
     next_snapshot = Clock::now() + options_.snapshot_interval;
     return recovered;
   };
   for (;;) {
     TESSERA_RETURN_IF_ERROR(check_limits());
     sleep_until(next_poll);
-    next_poll += options_.poll_interval;
-    if (next_poll < Clock::now()) next_poll = Clock::now() + options_.poll_interval;
+    interval = std::min<Clock::duration>(interval * 2, options_.poll_interval);
+    next_poll += interval;
+    if (next_poll < Clock::now()) next_poll = Clock::now() + interval;
     Result<std::vector<tg::NodeProgress>> progress = poll(failed);
     if (!progress) return progress.status();
     if (!failed.empty()) {
@@ -708,6 +716,13 @@ Status Driver::run_async() {
       any_stopped = any_stopped || !node.engine.running;
     }
     add_trace_point(residual);
+    uint64_t sent = 0;
+    uint64_t received = 0;
+    for (const NodeCounters& node : counters) {
+      sent += node.batches_sent;
+      received += node.batches_received;
+    }
+    if (residual <= tolerance_ && sent == received) next_poll = std::min(next_poll, Clock::now() + quick_poll);
     if (detector.observe(counters)) {
       std::vector<double> values;
       finish(values, failed);
