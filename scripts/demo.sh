@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo from a fresh machine: install, build, start the emulated mixed cluster, profile it,
 # multiply with the even split, the speed-proportional split (Tinetti), the same shares as 2D
-# rectangles, the model-based split and the dynamic (pull) policy, compare, and stop the workers.
+# rectangles, the model-based split and the dynamic (pull) policy, compare; then PageRank and
+# connected components on the same cluster, asynchronous and synchronous, verified; stop the workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG="${1:-configs/local-mixed.yaml}"
@@ -35,3 +36,10 @@ for r in reports:
     print(f"{name:<18} {r['makespan_s']:>8.3f}s {seconds(r['predicted_makespan_s'])} {percent(r['prediction_error'])} "
           f"{r['imbalance']:>10.3f} {r['makespan_s'] / even:>8.3f}  {r['verified']}")
 PY
+for mode in async sync; do
+  for algorithm in pagerank cc; do
+    echo
+    echo "== graph: $algorithm, $mode, rmat:14 placed by METIS with the profile's speeds =="
+    "$T" graph "$CONFIG" --algorithm "$algorithm" --generate rmat:14 --mode "$mode" --verify
+  done
+done
