@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every policy (and proportional/2d) once on every shipped local config: up, profile (reused
-# when saved), one verified multiply per policy, down. A smoke check that the user's path works on
+# when saved), one verified multiply per policy, then every graph algorithm (async, verified), down. A smoke check that the user's path works on
 # each file, not a benchmark. pi-lab.yaml names real machines and is skipped. Needs root for the
 # emulated configs. Usage: scripts/check-configs.sh   env: N (1024)
 set -euo pipefail
@@ -23,6 +23,12 @@ for config in configs/local*.yaml; do
     verified=$(grep -o "^verified: [a-z]*" <<<"$line" | cut -d' ' -f2 || true)
     label="$1"; [ "$2" = rows ] || label="$1/$2"
     printf "%-34s %-18s %9ss  %s\n" "$config" "$label" "${makespan:-FAILED}" "${verified:-no}"
+  done
+  for algorithm in pagerank "katz --beta 0.001" cc "sssp --source 0"; do
+    line=$("$T" graph "$config" --algorithm $algorithm --generate rmat:12 --verify 2>&1 || true)
+    wall=$(grep -o "^total: wall [0-9.]* s" <<<"$line" | cut -d' ' -f3 || true)
+    verified=$(grep -q "^verified: " <<<"$line" && ! grep -q "FAILED" <<<"$line" && echo yes || echo no)
+    printf "%-34s %-18s %9ss  %s\n" "$config" "graph ${algorithm%% *}" "${wall:-FAILED}" "$verified"
   done
   "$T" down "$config" > /dev/null
   current=""
