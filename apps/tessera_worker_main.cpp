@@ -112,6 +112,12 @@ int main(int argc, char** argv) {
                "flip one data byte of the first RESULT (its CRC stays that of the true data)");
   app.add_option("--fault-close-after-stores", fault_hooks.close_after_stores,
                  "close the connection after this many STOREs have been received");
+  app.add_option("--fault-delay-deltas-ms", fault_hooks.delay_deltas_ms,
+                 "write each graph delta batch to its peer this many ms after the engine sent it");
+  app.add_option("--fault-services", fault_hooks.services,
+                 "host only these services, comma-separated (gemm, graph); e.g. gemm: no graph service")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"gemm", "graph"}));
 #endif
 
   try {

@@ -869,33 +869,41 @@ struct Engine::Impl {
     return Status::ok();
   }
 
+  // A batch counts as received only once its deltas are in this engine's residual (held store
+  // or mailboxes): a progress() in between must see it in flight, never nowhere (termination.hpp).
   Status deliver(DeltaBatch&& batch) {
     TESSERA_RETURN_IF_ERROR(check_batch(batch));
-    std::lock_guard inbox_lock(inbox_mutex);
-    {
-      std::lock_guard lock(progress_mutex);
+    const uint64_t count = batch.slots.size();
+    const auto count_received = [&] {
       ++batches_received;
-      deltas_received += batch.slots.size();
-      if (!routing_to_mailboxes) held_pending.add(batch_residual(op, batch.deltas));
-    }
+      deltas_received += count;
+    };
+    std::lock_guard inbox_lock(inbox_mutex);
     if (!routing_to_mailboxes) {
+      {
+        std::lock_guard lock(progress_mutex);
+        held_pending.add(batch_residual(op, batch.deltas));
+        count_received();
+      }
       held.push_back(std::move(batch));
       return Status::ok();
     }
     if (slices.size() == 1) {
       push_to_mailbox(*slices[0], std::move(batch.slots), std::move(batch.deltas));
-      return Status::ok();
+    } else {
+      std::vector<std::vector<uint32_t>> slots(slices.size());
+      std::vector<std::vector<double>> deltas(slices.size());
+      for (std::size_t i = 0; i < batch.slots.size(); ++i) {
+        const uint32_t s = slice_of(batch.slots[i]);
+        slots[s].push_back(batch.slots[i] - slice_lo[s]);
+        deltas[s].push_back(batch.deltas[i]);
+      }
+      for (uint32_t s = 0; s < slice_count(); ++s) {
+        if (!slots[s].empty()) push_to_mailbox(*slices[s], std::move(slots[s]), std::move(deltas[s]));
+      }
     }
-    std::vector<std::vector<uint32_t>> slots(slices.size());
-    std::vector<std::vector<double>> deltas(slices.size());
-    for (std::size_t i = 0; i < batch.slots.size(); ++i) {
-      const uint32_t s = slice_of(batch.slots[i]);
-      slots[s].push_back(batch.slots[i] - slice_lo[s]);
-      deltas[s].push_back(batch.deltas[i]);
-    }
-    for (uint32_t s = 0; s < slice_count(); ++s) {
-      if (!slots[s].empty()) push_to_mailbox(*slices[s], std::move(slots[s]), std::move(deltas[s]));
-    }
+    std::lock_guard lock(progress_mutex);
+    count_received();
     return Status::ok();
   }
 

@@ -381,17 +381,6 @@ TEST(GraphSession, ProfileWeightsNeedAProfileAndCancellingFreesTheWorkers) {
 
 // --- Through the CLI -------------------------------------------------------------------------
 
-std::string write_cluster_file(const testing::TempDir& dir, const ClusterSpec& spec) {
-  std::string yaml = "cluster: " + spec.name + "\nsecret: " + spec.secret + "\nnodes:\n";
-  for (const NodeSpec& node : spec.nodes) {
-    yaml += "  - name: " + node.name + "\n    host: " + node.host + "\n    port: " + std::to_string(node.port) +
-            "\n    threads: 1\n";
-  }
-  const std::string path = dir.file("cluster.yaml");
-  testing::write_file(path, yaml);
-  return path;
-}
-
 std::string cli(const std::string& config, const testing::TempDir& dir, const std::string& flags) {
   return std::string(TESSERA_CLI_BINARY) + " graph " + config + " --run-dir " + dir.file("run") + " " + flags;
 }
@@ -406,7 +395,7 @@ TEST(GraphCli, BadInputExitsTwoNamingTheFileLineOrTheValidValues) {
   node.host = "127.0.0.1";
   node.port = testing::free_loopback_port();
   spec.nodes.push_back(node);
-  const std::string config = write_cluster_file(dir, spec);
+  const std::string config = testing::write_cluster_file(dir, spec);
 
   testing::CommandResult truncated =
       testing::run_command(cli(config, dir, "--algorithm pagerank --graph " + kDirected + "truncated.graph"));
@@ -439,7 +428,7 @@ TEST(GraphCli, BadInputExitsTwoNamingTheFileLineOrTheValidValues) {
 TEST(GraphCli, EndToEndWithValuesReportAndVerification) {
   testing::TempDir dir;
   testing::LocalCluster cluster = testing::start_local_cluster("graph-cli", "cli-graph-secret", 2, dir);
-  const std::string config = write_cluster_file(dir, cluster.spec);
+  const std::string config = testing::write_cluster_file(dir, cluster.spec);
   testing::CommandResult run = testing::run_command(
       cli(config, dir, "--algorithm sssp --source 0 --graph " + kDirected + "components.edges --weights 2,1 --verify " +
                            "--poll-ms 10 --out " + dir.file("values.txt") + " --report " + dir.file("report.json")));

@@ -154,6 +154,18 @@ inline CommandResult run_command(const std::string& command_line) {
   return result;
 }
 
+// Writes `spec` as dir/cluster.yaml (name, secret, nodes with one thread each); returns the path.
+inline std::string write_cluster_file(const TempDir& dir, const balance::ClusterSpec& spec) {
+  std::string yaml = "cluster: " + spec.name + "\nsecret: " + spec.secret + "\nnodes:\n";
+  for (const balance::NodeSpec& node : spec.nodes) {
+    yaml += "  - name: " + node.name + "\n    host: " + node.host + "\n    port: " + std::to_string(node.port) +
+            "\n    threads: 1\n";
+  }
+  const std::string path = dir.file("cluster.yaml");
+  write_file(path, yaml);
+  return path;
+}
+
 // Polls until `node` accepts TCP connections (at most about 5 s); false if it never does.
 inline bool wait_until_listening(const balance::NodeSpec& node) {
   for (int attempt = 0; attempt < 200; ++attempt) {
@@ -174,12 +186,15 @@ inline bool wait_until_listening(const balance::NodeSpec& node) {
 
 // Starts `count` real tessera-worker processes named a, b, c, ... on free loopback ports, one
 // compute thread each, with the secret read from `secret_file`; waits until each accepts
-// connections. The returned processes stop their workers when destroyed.
+// connections. With `last_fault_flags`, the last one is the test twin tessera-worker-faulty
+// started with those flags (worker/include/tessera/worker/fault_hooks.hpp). The returned
+// processes stop their workers when destroyed.
 struct LocalWorkers {
   std::vector<balance::NodeSpec> nodes;
   std::vector<std::unique_ptr<ChildProcess>> processes;
 };
-inline LocalWorkers start_local_workers(std::size_t count, const std::string& secret_file, const TempDir& dir) {
+inline LocalWorkers start_local_workers(std::size_t count, const std::string& secret_file, const TempDir& dir,
+                                        const std::vector<std::string>& last_fault_flags = {}) {
   LocalWorkers workers;
   for (std::size_t i = 0; i < count; ++i) {
     balance::NodeSpec node;
@@ -188,10 +203,12 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
     node.port = free_loopback_port();
     node.threads = 1;
     node.line = static_cast<int>(i + 1);
-    workers.processes.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{TESSERA_WORKER_BINARY, "--listen", node.endpoint(), "--threads", "1", "--secret-file",
-                                 secret_file},
-        dir.file("worker" + std::to_string(i) + ".log")));
+    const bool faulty = !last_fault_flags.empty() && i + 1 == count;
+    std::vector<std::string> args{faulty ? TESSERA_FAULTY_WORKER_BINARY : TESSERA_WORKER_BINARY,
+                                  "--listen", node.endpoint(), "--threads", "1", "--secret-file", secret_file};
+    if (faulty) args.insert(args.end(), last_fault_flags.begin(), last_fault_flags.end());
+    workers.processes.push_back(
+        std::make_unique<ChildProcess>(std::move(args), dir.file("worker" + std::to_string(i) + ".log")));
     workers.nodes.push_back(node);
   }
   for (const balance::NodeSpec& node : workers.nodes) {
@@ -200,21 +217,23 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
   return workers;
 }
 
-// A cluster named `name` of `count` workers from start_local_workers. The workers read
-// `worker_secret` (default: the cluster's `secret`) from dir/secret; the spec's source path is
-// dir/cluster.yaml, so a profile it measures is saved in `dir` too.
+// A cluster named `name` of `count` workers from start_local_workers (the last one faulty with
+// `last_fault_flags`, if given). The workers read `worker_secret` (default: the cluster's
+// `secret`) from dir/secret; the spec's source path is dir/cluster.yaml, so a profile it measures
+// is saved in `dir` too.
 struct LocalCluster {
   balance::ClusterSpec spec;
   std::vector<std::unique_ptr<ChildProcess>> processes;
 };
 inline LocalCluster start_local_cluster(const std::string& name, const std::string& secret, std::size_t count,
-                                        const TempDir& dir, const std::string& worker_secret = "") {
+                                        const TempDir& dir, const std::string& worker_secret = "",
+                                        const std::vector<std::string>& last_fault_flags = {}) {
   write_file(dir.file("secret"), worker_secret.empty() ? secret : worker_secret);
   LocalCluster cluster;
   cluster.spec.name = name;
   cluster.spec.secret = secret;
   cluster.spec.source_path = dir.file("cluster.yaml");
-  LocalWorkers started = start_local_workers(count, dir.file("secret"), dir);
+  LocalWorkers started = start_local_workers(count, dir.file("secret"), dir, last_fault_flags);
   cluster.spec.nodes = std::move(started.nodes);
   cluster.processes = std::move(started.processes);
   return cluster;

@@ -4,12 +4,15 @@
 #include <any>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -23,6 +26,9 @@
 #include "tessera/transport/auth.hpp"
 #include "tessera/transport/frame_connection.hpp"
 #include "worker_log.hpp"
+#ifdef TESSERA_FAULT_HOOKS
+#include "tessera/worker/fault_hooks.hpp"
+#endif
 
 namespace tessera::worker {
 
@@ -43,13 +49,92 @@ std::string seconds_text(std::chrono::milliseconds span) {
   return fmt::format("{:g} s", static_cast<double>(span.count()) / 1000.0);
 }
 
+#ifdef TESSERA_FAULT_HOOKS
+// Test twin only (fault_hooks.hpp, delay_deltas_ms): writes each batch `delay` after the engine
+// handed it over, in that order, on a thread of its own. The engine, which counted the batch sent
+// at the hand-over, goes on meanwhile, so for that long the batch has left the sender's residual
+// and is in nobody's received count: exactly what async termination must wait for.
+class HeldDeltas {
+ public:
+  using Write = std::function<Status(tp::FrameConnection&, const gr::GraphMessage&)>;
+  HeldDeltas(std::chrono::milliseconds delay, Write write)
+      : delay_(delay), write_(std::move(write)), writer_([this] { write_when_due(); }) {}
+  ~HeldDeltas() { close(); }
+  HeldDeltas(const HeldDeltas&) = delete;
+  HeldDeltas& operator=(const HeldDeltas&) = delete;
+
+  // Queues the batch for `link`. Fails with the first failed write, or once closed.
+  Status hold(tp::FrameConnection& link, gr::GraphMessage&& message) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!failure_.is_ok()) return failure_;
+      if (closed_) return network_error("the peer links are closed");
+      held_.push_back({std::chrono::steady_clock::now() + delay_, &link, std::move(message)});
+    }
+    wake_.notify_one();
+    return Status::ok();
+  }
+
+  // Drops what is still held and joins the writer. REQUIRES: the links are shut down, so a write
+  // blocked on a stalled peer returns.
+  void close() {
+    {
+      std::lock_guard lock(mutex_);
+      closed_ = true;
+      held_.clear();
+    }
+    wake_.notify_one();
+    if (writer_.joinable()) writer_.join();
+  }
+
+ private:
+  struct Held {
+    std::chrono::steady_clock::time_point due;
+    tp::FrameConnection* link;
+    gr::GraphMessage message;
+  };
+
+  void write_when_due() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return closed_ || !held_.empty(); });
+      if (closed_ || wake_.wait_until(lock, held_.front().due, [&] { return closed_; })) return;
+      Held next = std::move(held_.front());
+      held_.pop_front();
+      lock.unlock();
+      Status written = write_(*next.link, next.message);
+      lock.lock();
+      if (!written.is_ok() && failure_.is_ok()) failure_ = std::move(written);
+    }
+  }
+
+  const std::chrono::milliseconds delay_;
+  const Write write_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Held> held_;
+  bool closed_ = false;
+  Status failure_;  // the first failed write
+  std::thread writer_;  // last: starts once the rest is built
+};
+#endif
+
 // The outbound half of a run's peer links: one connection to every part this part sends deltas
 // to, made before the engine sends anything and unchanged while it runs, so send() needs no lock
 // (FrameConnection writes are thread-safe). close() may come from any thread: it only shuts the
 // sockets down, which makes a send blocked on a stalled peer return.
 class PeerLinks final : public gr::Outbound {
  public:
-  PeerLinks(uint64_t run_id, uint32_t part_count) : run_id_(run_id), links_(part_count) {}
+  PeerLinks(uint64_t run_id, uint32_t part_count) : run_id_(run_id), links_(part_count) {
+#ifdef TESSERA_FAULT_HOOKS
+    if (const std::optional<uint32_t> delay = fault_hooks().delay_deltas_ms) {
+      held_ = std::make_unique<HeldDeltas>(std::chrono::milliseconds(*delay),
+                                           [this](tp::FrameConnection& link, const gr::GraphMessage& message) {
+                                             return write(link, message);
+                                           });
+    }
+#endif
+  }
 
   // Connects, authenticates with the peer label and introduces this part to every destination.
   // REQUIRES: the engine is not sending (not started, or between sync steps).
@@ -80,6 +165,9 @@ class PeerLinks final : public gr::Outbound {
       return network_error(fmt::format("run {}: no peer link from part {} to part {}", run_id_, batch.from_part,
                                        batch.to_part));
     }
+#ifdef TESSERA_FAULT_HOOKS
+    if (held_ != nullptr) return held_->hold(*link, gr::GraphDeltas{run_id_, std::move(batch)});
+#endif
     return write(*link, gr::GraphDeltas{run_id_, std::move(batch)});
   }
 
@@ -87,6 +175,9 @@ class PeerLinks final : public gr::Outbound {
     for (const auto& link : links_) {
       if (link != nullptr) link->shutdown();
     }
+#ifdef TESSERA_FAULT_HOOKS
+    if (held_ != nullptr) held_->close();
+#endif
   }
 
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
@@ -102,6 +193,9 @@ class PeerLinks final : public gr::Outbound {
   const uint64_t run_id_;
   std::vector<std::unique_ptr<tp::FrameConnection>> links_;  // by part; null where this part sends nothing
   std::atomic<uint64_t> bytes_sent_{0};
+#ifdef TESSERA_FAULT_HOOKS
+  std::unique_ptr<HeldDeltas> held_;  // last: its writer stops before the links go
+#endif
 };
 
 // One loaded run. Shared between the coordinator session, which owns its lifecycle, and the peer

@@ -29,6 +29,9 @@
 #include "tessera/worker/service.hpp"
 #include "tessera/worker/tile_store.hpp"
 #include "worker_log.hpp"
+#ifdef TESSERA_FAULT_HOOKS
+#include "tessera/worker/fault_hooks.hpp"
+#endif
 
 namespace tessera::worker {
 
@@ -116,6 +119,14 @@ std::vector<Service> default_services() {
   std::vector<Service> services;
   services.push_back(gemm_service());
   services.push_back(graph_service());
+#ifdef TESSERA_FAULT_HOOKS
+  // The test twin can play a worker that hosts fewer services (one without graph, say).
+  if (const std::vector<std::string>& only = fault_hooks().services; !only.empty()) {
+    std::erase_if(services, [&](const Service& service) {
+      return std::find(only.begin(), only.end(), service.name) == only.end();
+    });
+  }
+#endif
   return services;
 }
 

@@ -168,7 +168,8 @@ class Driver {
   }
   uint64_t finished_edge_updates() const;
   uint64_t current_edge_updates() const;
-  void add_trace_point(double residual);
+  // Figures summed over the nodes of a poll (or a step).
+  void add_trace_point(double residual, uint64_t batches_sent, uint64_t batches_received);
 
   ClusterConnection& cluster_;
   const tp::DirectedGraph& input_;
@@ -393,8 +394,14 @@ uint64_t Driver::current_edge_updates() const {
   return total;
 }
 
-void Driver::add_trace_point(double residual) {
-  outcome_.trace.push_back({seconds_since(started_), residual, finished_edge_updates() + current_edge_updates()});
+void Driver::add_trace_point(double residual, uint64_t batches_sent, uint64_t batches_received) {
+  TracePoint point;
+  point.time_s = seconds_since(started_);
+  point.residual = residual;
+  point.edge_updates = finished_edge_updates() + current_edge_updates();
+  point.batches_sent = batches_sent;
+  point.batches_received = batches_received;
+  outcome_.trace.push_back(point);
   if (hooks_.on_progress) hooks_.on_progress(outcome_.trace.back());
 }
 
@@ -715,13 +722,13 @@ Status Driver::run_async() {
       residual += node.engine.residual;
       any_stopped = any_stopped || !node.engine.running;
     }
-    add_trace_point(residual);
     uint64_t sent = 0;
     uint64_t received = 0;
     for (const NodeCounters& node : counters) {
       sent += node.batches_sent;
       received += node.batches_received;
     }
+    add_trace_point(residual, sent, received);
     if (residual <= tolerance_ && sent == received) next_poll = std::min(next_poll, Clock::now() + quick_poll);
     if (detector.observe(counters)) {
       std::vector<double> values;
@@ -779,16 +786,20 @@ Status Driver::run_sync() {
       if (!failed.empty()) break;
       std::vector<std::vector<uint64_t>> sent_to;
       double residual = 0.0;
+      uint64_t sent = 0;
+      uint64_t received = 0;
       for (std::size_t part = 0; part < reports.size(); ++part) {
         sent_to.push_back(reports[part].batches_sent_to);
         residual += reports[part].progress.residual;
+        sent += reports[part].progress.batches_sent;
+        received += reports[part].progress.batches_received;
         std::optional<tg::NodeProgress>& last = records_[part_nodes_[part]].last;
         if (!last) last.emplace();
         last->engine = reports[part].progress;
       }
       ledger.record_step(sent_to);
       ++outcome_.steps;
-      add_trace_point(residual);
+      add_trace_point(residual, sent, received);
       if (residual <= tolerance_) {
         // The residual above misses the step's batches still on their way; with all of them
         // in, the receivers count them as received but not yet folded in.

@@ -69,8 +69,8 @@ struct EngineProgress {
   double residual = 0.0;
   uint64_t updates = 0;         // vertex updates
   uint64_t edge_updates = 0;    // g applied along an edge
-  uint64_t batches_sent = 0;
-  uint64_t batches_received = 0;  // delivered and accepted
+  uint64_t batches_sent = 0;      // counted before the batch is handed to the Outbound
+  uint64_t batches_received = 0;  // delivered and accepted; counted once its deltas are in the residual
   uint64_t deltas_sent = 0;
   uint64_t deltas_received = 0;
   double busy_seconds = 0.0;    // summed over update threads: time in rounds

@@ -2,7 +2,9 @@
 // (tessera-worker-faulty, built from the same sources with TESSERA_FAULT_HOOKS); the shipped
 // tessera-worker has none of this code. They let integration tests make a worker die in the
 // middle of a RESULT, send a damaged RESULT or drop the connection after some STOREs, at exactly
-// the point a test names, instead of racing a kill against the run.
+// the point a test names, instead of racing a kill against the run; hold its graph deltas back
+// on their way to the peers (the "in flight" case of async termination); or host fewer services
+// (a real worker without the graph service).
 //
 // The hooks are process-wide: set them once, before WorkerServer::start(); after that they are
 // only read (thread-safe). Counters ("first RESULT", "STOREs received") count over the process's
@@ -13,6 +15,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace tessera::worker {
 
@@ -24,6 +28,12 @@ struct FaultHooks {
   bool corrupt_first_result = false;
   // Close the connection (ending the session) once this many STOREs have been read whole.
   std::optional<uint64_t> close_after_stores;
+  // Graph service: every GRAPH_DELTAS batch to a peer is written this many ms after the engine
+  // handed it over (and counted it sent), by a writer thread, so the engine goes on and the
+  // batch sits in flight meanwhile. Unset: written at once.
+  std::optional<uint32_t> delay_deltas_ms;
+  // Host only the services of these names (Service::name: "gemm", "graph"); empty: all of them.
+  std::vector<std::string> services;
 };
 
 void set_fault_hooks(const FaultHooks& hooks);

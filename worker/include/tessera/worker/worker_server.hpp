@@ -95,7 +95,7 @@ class WorkerServer {
 // Version string reported in HELLO and by --version.
 std::string worker_version();
 
-// The services a tessera-worker hosts: GEMM and graph.
+// The services a tessera-worker hosts: GEMM and graph (the test twin: those its fault hooks name).
 std::vector<Service> default_services();
 
 }  // namespace tessera::worker

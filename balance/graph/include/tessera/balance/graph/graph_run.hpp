@@ -118,6 +118,10 @@ struct TracePoint {
   double time_s = 0.0;        // since the first parts were shipped
   double residual = 0.0;      // summed over nodes (sum |dv|, or pending count for cc/sssp)
   uint64_t edge_updates = 0;  // cumulative, whole run
+  // Summed over the current placement's nodes as this poll read them; unequal while a batch is
+  // in flight (or read mid-delivery), which is what async termination waits out.
+  uint64_t batches_sent = 0;
+  uint64_t batches_received = 0;
   bool operator==(const TracePoint&) const = default;
 };
 

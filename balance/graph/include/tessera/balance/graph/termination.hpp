@@ -19,7 +19,8 @@
 // none can arrive, so the run is over with that residual; (a) alone would not do, since a delta
 // on the wire revives a node (the "early termination" the four counters exist to rule out).
 // REQUIRES of the engines (graph/engine.hpp): a batch counts as sent no later than its deltas
-// leave the sender's residual, and as received no later than they enter the receiver's.
+// leave the sender's residual, and as received no earlier than they enter the receiver's, so at
+// every instant each delta is in some residual or in a batch sent and not yet received.
 //
 // Sync bookkeeping: step k on node i must wait for the batches the OTHER nodes sent to it in
 // step k-1 (their StepReport::batches_sent_to[i]); SyncLedger adds them up, and also tells how
