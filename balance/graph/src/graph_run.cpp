@@ -521,11 +521,13 @@ Result<bool> Driver::load_and_start(const tg::VertexState& state) {
     setup.algorithm = spec;
     setup.engine = options_.engine;
     setup.engine.threads = options_.threads_per_node > 0 ? options_.threads_per_node : std::max(1u, link.hello.threads);
-    // Each idle thread holds at most half its share of the tolerance, so all of them together
-    // stay at half of it: the rest is slack for deltas in ghost accumulators and the rounding
-    // of the engines' running sums, which would otherwise keep a finished run just above it.
+    // Each thread idles at or below its share of the tolerance, so all idle engines together are
+    // within it. An idle thread has flushed its ghost accumulators and wakes for any delivered
+    // delta, so nothing else is pending once the detector sees every engine idle; the 10% left
+    // is slack for float rounding in the summed figures. A smaller share only makes async polish
+    // past the tolerance sync stops at (0.5 cost ~5% more edge updates on rmat:16).
     setup.engine.idle_residual =
-        graph::is_linear(spec) ? 0.5 * tolerance_ / (part_count * static_cast<double>(setup.engine.threads)) : 0.0;
+        graph::is_linear(spec) ? 0.9 * tolerance_ / (part_count * static_cast<double>(setup.engine.threads)) : 0.0;
     setup.peers = (*peers)[part];
     return tg::load_part(*link.connection, setup, parts[part]);
   });

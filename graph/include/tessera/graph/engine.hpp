@@ -35,8 +35,9 @@ namespace tessera::graph {
 struct EngineOptions {
   uint32_t threads = 1;                 // update threads, >= 1
   // Async: a thread idles when the sum of |dv| in its slice (sum algorithms) is at most this; the
-  // coordinator sets it to tolerance / (parts * threads) so that every idle engine together is
-  // below the tolerance. Ignored for cc/sssp, which idle when nothing is pending.
+  // coordinator sets it to 0.9 * tolerance / (parts * threads) so that every idle engine together
+  // is below the tolerance (an idle thread has flushed its ghost deltas and wakes for any that
+  // arrive). Ignored for cc/sssp, which idle when nothing is pending.
   double idle_residual = 0.0;
   double priority_fraction = 0.25;      // async: share of pending vertices updated per round, (0, 1]
   uint32_t batch_max_entries = 4096;    // a ghost batch is sent when it holds this many deltas
