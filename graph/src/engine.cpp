@@ -511,6 +511,14 @@ struct Engine::Impl {
     const auto between = [&] {
       if (stop_requested.load(std::memory_order_relaxed)) return false;
       slice.now = Clock::now();
+      {
+        // A sweep long enough to span two polls must not look idle to the coordinator: its
+        // residual is published only per round, and for Katz a sweep can raise it (hubs whose
+        // out-degree exceeds 1/beta), so the moving update count keeps termination waiting.
+        std::lock_guard lock(progress_mutex);
+        published[slice.index].updates = slice.updates;
+        published[slice.index].edge_updates = slice.edge_updates;
+      }
       return flush_due(slice, /*all=*/false);
     };
     if (!chunked_pass(slice, visit, between)) return false;
