@@ -700,21 +700,13 @@ Result<StudyPolicy> parse_study_policy(std::string_view text) {
   return parsed;
 }
 
-Result<Study> load_study(const std::string& path) {
-  if (!fs::exists(path)) return io_error(fmt::format("study file {} not found", path));
-  Result<std::string> text = read_yaml_file(path, "study file");
-  if (!text) return text.status();
-  Study study;
-  TESSERA_RETURN_IF_ERROR(read_yaml(*text, path, [&](const YAML::Node& root) { study = parse_study(root, path); }));
-  return study;
-}
+Result<Study> load_study(const std::string& path) { return study_support::load_study_file<Study>(path, parse_study); }
 
 Status run_experiment(const Study& study, const ExperimentOptions& options, std::ostream& progress) {
   progress << std::unitbuf;  // progress lines reach a log file as they happen
-  const std::string out_dir = options.out_dir.empty() ? "experiments/results/" + study.name : options.out_dir;
-  std::error_code error;
-  fs::create_directories(out_dir + "/clusters", error);
-  if (error) return io_error(fmt::format("cannot create {}: {}", out_dir, error.message()));
+  Result<std::string> folder = make_output_folder(options.out_dir, study.name, "clusters");
+  if (!folder) return folder.status();
+  const std::string out_dir = *folder;
   Result<VerifyMode> verify_mode = parse_verify_mode(study.verify);
   if (!verify_mode) return verify_mode.status();
   Result<ClusterSpec> base = load_cluster_spec(study.cluster_path);

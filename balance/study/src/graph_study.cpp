@@ -551,20 +551,14 @@ std::string study_workload(const std::string& path) {
 }
 
 Result<GraphStudy> load_graph_study(const std::string& path) {
-  if (!fs::exists(path)) return io_error(fmt::format("study file {} not found", path));
-  Result<std::string> text = read_yaml_file(path, "study file");
-  if (!text) return text.status();
-  GraphStudy study;
-  TESSERA_RETURN_IF_ERROR(read_yaml(*text, path, [&](const YAML::Node& root) { study = parse_graph_study(root, path); }));
-  return study;
+  return study_support::load_study_file<GraphStudy>(path, parse_graph_study);
 }
 
 Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options, std::ostream& progress) {
   progress << std::unitbuf;
-  const std::string out_dir = options.out_dir.empty() ? "experiments/results/" + study.name : options.out_dir;
-  std::error_code error;
-  fs::create_directories(out_dir, error);
-  if (error) return io_error(fmt::format("cannot create {}: {}", out_dir, error.message()));
+  Result<std::string> folder = study_support::make_output_folder(options.out_dir, study.name);
+  if (!folder) return folder.status();
+  const std::string out_dir = *folder;
 
   std::map<std::string, partition::DirectedGraph> graphs;
   std::map<std::string, double> katz_betas;

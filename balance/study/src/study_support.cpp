@@ -35,6 +35,15 @@ Status run_gnuplot(const std::string& script_path) {
 
 namespace study_support {
 
+Result<std::string> make_output_folder(const std::string& out_dir, const std::string& study_name,
+                                       const std::string& subfolder) {
+  const std::string folder = out_dir.empty() ? "experiments/results/" + study_name : out_dir;
+  std::error_code error;
+  std::filesystem::create_directories(subfolder.empty() ? folder : folder + "/" + subfolder, error);
+  if (error) return io_error(fmt::format("cannot create {}: {}", folder, error.message()));
+  return folder;
+}
+
 std::string csv_number(double value) { return std::isfinite(value) ? fmt::format("{:.6g}", value) : ""; }
 
 Status write_text_file(const std::string& path, const std::string& text) {

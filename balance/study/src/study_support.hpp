@@ -4,12 +4,16 @@
 // children).
 #pragma once
 
+#include <filesystem>
 #include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "tessera/balance/cluster/cluster_spec.hpp"
+#include "tessera/balance/cluster/strict_yaml.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/balance/study/experiment.hpp"  // run_gnuplot, kPlotHeader: defined in study_support.cpp
 #include "tessera/core/status.hpp"
@@ -33,6 +37,21 @@ std::string machine_facts();
 std::string emulation_description(const ClusterSpec& spec);
 // "42s", "3m05s"
 std::string format_duration(double seconds);
+// Reads a study file with the strict YAML reader and hands its root to `parse` (which throws
+// YamlError through fail_at on a problem; the result then carries file and line).
+template <typename StudyT, typename Parse>
+Result<StudyT> load_study_file(const std::string& path, Parse&& parse) {
+  if (!std::filesystem::exists(path)) return io_error(fmt::format("study file {} not found", path));
+  Result<std::string> text = read_yaml_file(path, "study file");
+  if (!text) return text.status();
+  StudyT study;
+  TESSERA_RETURN_IF_ERROR(read_yaml(*text, path, [&](const YAML::Node& root) { study = parse(root, path); }));
+  return study;
+}
+// The study's output folder (options.out_dir, or experiments/results/NAME), created with
+// `subfolder` inside when given; kIoError naming it when it cannot be.
+Result<std::string> make_output_folder(const std::string& out_dir, const std::string& study_name,
+                                       const std::string& subfolder = "");
 // Brings `spec`'s cluster up unless it already runs; returns whether this call started it (and so
 // the study may stop it). `label` names it in progress lines.
 Result<bool> ensure_up(const ClusterSpec& spec, const std::string& label, const LocalClusterOptions& local,
