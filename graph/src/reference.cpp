@@ -178,7 +178,10 @@ Result<std::vector<double>> shortest_paths(const DirectedGraph& graph, int64_t s
   distance[static_cast<std::size_t>(source)] = 0.0;
   queue.emplace(0.0, static_cast<uint32_t>(source));
   while (!queue.empty()) {
-    const auto [d, u] = queue.top();
+    // Copied out of the binding: a lambda may not capture a structured binding before C++20's
+    // P1091 (clang 14, which builds the fuzzers, lacks it).
+    const double d = queue.top().first;
+    const uint32_t u = queue.top().second;
     queue.pop();
     if (d > distance[u]) continue;  // a stale entry: u was settled closer
     for_each_out_edge(graph, u, [&](uint32_t target, double weight) {
