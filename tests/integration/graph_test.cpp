@@ -447,7 +447,10 @@ TEST(GraphCli, EndToEndWithValuesReportAndVerification) {
   EXPECT_EQ(report["algorithm"]["name"], "sssp");
   EXPECT_EQ(report["nodes"].size(), 2u);
   EXPECT_EQ(report["verification"]["passed"], true);
-  EXPECT_FALSE(report["trace"].empty());
+  ASSERT_FALSE(report["trace"].empty());
+  // The last poll saw every batch that was sent arrive (what termination waited for).
+  const nlohmann::json& last = report["trace"].back();
+  EXPECT_EQ(last["batches_sent"], last["batches_received"]);
   EXPECT_EQ(report["placement"]["parts"].size(), 2u);
 }
 

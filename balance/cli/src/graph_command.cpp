@@ -208,7 +208,8 @@ json outcome_json(const GraphCommand& command, const std::string& cluster, const
   }
   json trace = json::array();
   for (const TracePoint& point : outcome.trace) {
-    trace.push_back({{"time_s", point.time_s}, {"residual", point.residual}, {"edge_updates", point.edge_updates}});
+    trace.push_back({{"time_s", point.time_s}, {"residual", point.residual}, {"edge_updates", point.edge_updates},
+                     {"batches_sent", point.batches_sent}, {"batches_received", point.batches_received}});
   }
   json lost = json::array();
   for (std::size_t i = 0; i < outcome.lost_nodes.size(); ++i) {
