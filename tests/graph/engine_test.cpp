@@ -286,7 +286,7 @@ TEST_P(EveryAlgorithm, MatchesTheFixedPointOnEveryPlacementAndMode) {
       {"unweighted random", fixtures::random_graph(150, 600, 23, /*weighted=*/false)},
   };
   for (auto& [name, graph] : graphs) {
-    if (cc) graph = fixtures::symmetrise(graph);
+    if (cc) graph = partition::symmetrised(graph);
     const std::vector<double> expected = fixtures::fixed_point(graph, spec);
     ASSERT_TRUE(std::all_of(expected.begin(), expected.end(), [](double x) { return !std::isnan(x); }));
     std::vector<double> sync_one_part;
@@ -319,7 +319,7 @@ INSTANTIATE_TEST_SUITE_P(Engine, EveryAlgorithm, ::testing::ValuesIn(algorithm_c
 
 TEST(Engine, SeveralUpdateThreadsPerPart) {
   const partition::DirectedGraph graph = fixtures::random_graph(400, 3000, 29, true);
-  const partition::DirectedGraph symmetric = fixtures::symmetrise(graph);
+  const partition::DirectedGraph symmetric = partition::symmetrised(graph);
   for (const AlgorithmCase& c : algorithm_cases()) {
     const partition::DirectedGraph& input = c.spec.kind == AlgorithmKind::kConnectedComponents ? symmetric : graph;
     const std::vector<double> expected = fixtures::fixed_point(input, c.spec);
@@ -405,7 +405,7 @@ TEST(Engine, GridShortestPathsAreManhattanDistances) {
 }
 
 TEST(Engine, ConnectedComponentLabels) {
-  const partition::DirectedGraph symmetric = fixtures::symmetrise(fixtures::awkward_graph());
+  const partition::DirectedGraph symmetric = partition::symmetrised(fixtures::awkward_graph());
   for (Mode mode : {Mode::kSync, Mode::kAsync}) {
     Cluster largest(symmetric, {.kind = AlgorithmKind::kConnectedComponents}, {.parts = 3, .mode = mode});
     ASSERT_TRUE(largest.run());

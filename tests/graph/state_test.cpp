@@ -120,7 +120,7 @@ TEST(RestartState, MinMaxRepropagatesReachedValues) {
   EXPECT_EQ(fixtures::iterate_to_fixed_point(graph, kSsspFrom0, state), (std::vector<double>{0, 1, 2, 3}));
 
   // cc max on the symmetrised awkward graph: a snapshot with some labels already spread.
-  const partition::DirectedGraph symmetric = fixtures::symmetrise(fixtures::awkward_graph());
+  const partition::DirectedGraph symmetric = partition::symmetrised(fixtures::awkward_graph());
   const std::vector<double> expected = fixtures::fixed_point(symmetric, kCcMax);
   std::vector<double> partial(expected.size(), -kInf);
   partial[4] = 4.0;
