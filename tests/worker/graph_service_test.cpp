@@ -14,6 +14,7 @@
 
 #include "../graph/graph_fixtures.hpp"
 #include "in_process_worker.hpp"
+#include "tessera/balance/graph/termination.hpp"
 #include "tessera/graph/part.hpp"
 #include "tessera/graph/state.hpp"
 #include "tessera/graph/wire.hpp"
@@ -25,6 +26,7 @@ namespace tessera::worker {
 namespace {
 
 using namespace std::chrono_literals;
+namespace bal = tessera::balance;
 namespace gr = tessera::graph;
 namespace tp = tessera::transport;
 using testing::InProcessWorker;
@@ -69,15 +71,6 @@ Status write_graph(tp::FrameConnection& connection, const gr::GraphMessage& mess
   return gr::write_graph_frame(connection, gr::graph_message_type(message), gr::encode_graph_parts(message));
 }
 
-// What the coordinator's termination check looks at, summed over the workers.
-struct ClusterFigures {
-  uint64_t updates = 0;
-  uint64_t batches_sent = 0;
-  uint64_t batches_received = 0;
-  double residual = 0.0;
-  bool operator==(const ClusterFigures&) const = default;
-};
-
 // Several graph workers on loopback ports inside the test process, one coordinator session with
 // each, and the coordinator's side of a run over the wire calls. Workers stop with the object.
 class GraphCluster {
@@ -115,17 +108,16 @@ class GraphCluster {
     return Status::ok();
   }
 
-  Result<ClusterFigures> poll() {
-    ClusterFigures figures;
+  // What the coordinator's termination rule reads from each worker.
+  Result<std::vector<bal::NodeCounters>> poll() {
+    std::vector<bal::NodeCounters> counters;
     for (uint32_t i = 0; i < size(); ++i) {
       Result<gr::NodeProgress> progress = gr::request_progress(session(i));
       if (!progress) return progress.status();
-      figures.updates += progress->engine.updates;
-      figures.batches_sent += progress->engine.batches_sent;
-      figures.batches_received += progress->engine.batches_received;
-      figures.residual += progress->engine.residual;
+      counters.push_back({progress->engine.updates, progress->engine.batches_sent, progress->engine.batches_received,
+                          progress->engine.residual});
     }
-    return figures;
+    return counters;
   }
 
   Status run_async(double tolerance) {
@@ -133,42 +125,37 @@ class GraphCluster {
     return settle(tolerance);
   }
 
-  // Polls until, on two consecutive polls, no engine updated anything, every batch sent was
-  // received, and the residual is within the tolerance (nothing pending, nothing on the wire).
+  // Polls until the coordinator's own termination rule (balance/graph/termination.hpp) holds:
+  // on two consecutive polls nothing updated, sent or received, every batch sent was received,
+  // and the residual is within the tolerance.
   Status settle(double tolerance) {
-    std::optional<ClusterFigures> previous;
+    bal::TerminationDetector detector(tolerance);
     const auto deadline = std::chrono::steady_clock::now() + 45s;
     while (std::chrono::steady_clock::now() < deadline) {
-      Result<ClusterFigures> figures = poll();
-      if (!figures) return figures.status();
+      Result<std::vector<bal::NodeCounters>> counters = poll();
+      if (!counters) return counters.status();
       ++polls_;
-      if (previous && *figures == *previous && figures->batches_sent == figures->batches_received &&
-          figures->residual <= tolerance) {
-        return Status::ok();
-      }
-      previous = *figures;
+      if (detector.observe(*counters)) return Status::ok();
       std::this_thread::sleep_for(20ms);
     }
-    return internal_error("the run did not settle within 45 s");
+    return internal_error("the run did not settle within 45 s: " + detector.waiting_for());
   }
 
   // Sync steps until a step leaves nothing pending and sends nothing.
   Status run_sync(int max_steps) {
-    std::vector<uint64_t> expected(size(), 0);
+    bal::SyncLedger ledger(size());  // the coordinator's bookkeeping of what each step must wait for
     for (uint64_t step = 1; step <= static_cast<uint64_t>(max_steps); ++step) {
-      std::vector<uint64_t> next(size(), 0);
+      std::vector<std::vector<uint64_t>> sent_to;
       double residual = 0.0;
       uint64_t sent = 0;
       for (uint32_t i = 0; i < size(); ++i) {
-        Result<gr::StepReport> report = gr::run_step(session(i), step, expected[i]);
+        Result<gr::StepReport> report = gr::run_step(session(i), step, ledger.expected_next()[i]);
         if (!report) return report.status();
         residual += report->progress.residual;
-        for (uint32_t to = 0; to < size(); ++to) {
-          next[to] += report->batches_sent_to[to];
-          sent += report->batches_sent_to[to];
-        }
+        for (uint64_t batches : report->batches_sent_to) sent += batches;
+        sent_to.push_back(std::move(report->batches_sent_to));
       }
-      expected = next;
+      ledger.record_step(sent_to);
       if (residual == 0.0 && sent == 0) return Status::ok();
     }
     return internal_error("sync run did not finish");
