@@ -608,19 +608,11 @@ void plot_sweep(const std::string& out_dir, const Study& study, const std::vecto
   }
 }
 
-
-
 Status write_report(const std::string& out_dir, const Study& study, const ExperimentOptions& options,
                     const std::vector<Variant>& variants, const std::map<GroupKey, GroupStats>& groups,
                     const Plots& plots, const std::string& started_at, double seconds, bool complete) {
-  std::string md = fmt::format("# Study: {}\n\n", study.name);
-  if (!study.description.empty()) md += study.description + "\n\n";
-  if (!complete) md += "**Incomplete: the study was interrupted or a run failed; the tables hold what finished.**\n\n";
-  md += fmt::format("- Command: `{}`\n", options.command_line.empty() ? "tessera experiment " + study.source_path
-                                                                       : options.command_line);
-  md += fmt::format("- Started {} UTC, took {:.0f} s; {} repetitions per combination\n", started_at, seconds,
-                    options.repeat.value_or(study.repeat));
-  md += fmt::format("- Machine: {}\n", machine_facts());
+  std::string md = report_header(study.name, study.description, study.source_path, options.command_line, started_at,
+                                 seconds, options.repeat.value_or(study.repeat), "", complete);
   md += fmt::format("- Cluster file: `{}`\n", study.cluster_path);
   for (const Variant& variant : variants) {
     md += fmt::format("- Variant *{}* (`{}`): {}\n", variant.label, variant.spec.name, emulation_description(variant.spec));

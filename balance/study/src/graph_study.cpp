@@ -454,14 +454,9 @@ std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::ma
 Status write_report(const std::string& out_dir, const GraphStudy& study, const ExperimentOptions& options,
                     const std::vector<ClusterFacts>& clusters, const std::map<GroupKey, GroupStats>& groups,
                     const Plots& plots, const std::string& started_at, double seconds, bool complete) {
-  std::string md = fmt::format("# Study: {}\n\n", study.name);
-  if (!study.description.empty()) md += study.description + "\n\n";
-  if (!complete) md += "**Incomplete: the study was interrupted or a run failed; the tables hold what finished.**\n\n";
-  md += fmt::format("- Command: `{}`\n", options.command_line.empty() ? "tessera experiment " + study.source_path
-                                                                       : options.command_line);
-  md += fmt::format("- Started {} UTC, took {:.0f} s; {} repetitions per combination, interleaved\n", started_at, seconds,
-                    options.repeat.value_or(study.repeat));
-  md += fmt::format("- Machine: {}\n", study_support::machine_facts());
+  std::string md = study_support::report_header(study.name, study.description, study.source_path, options.command_line,
+                                                started_at, seconds, options.repeat.value_or(study.repeat),
+                                                ", interleaved", complete);
   md += fmt::format("- Tolerance {:g} (pagerank, katz); cc and sssp run until nothing is pending. Every run verified "
                     "against the reference computed on the coordinator.\n",
                     study.tolerance);

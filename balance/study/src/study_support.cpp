@@ -90,6 +90,19 @@ std::string emulation_description(const ClusterSpec& spec) {
   return out;
 }
 
+std::string report_header(const std::string& name, const std::string& description, const std::string& source_path,
+                          const std::string& command_line, const std::string& started_at, double seconds,
+                          uint32_t repetitions, std::string_view repetition_note, bool complete) {
+  std::string md = fmt::format("# Study: {}\n\n", name);
+  if (!description.empty()) md += description + "\n\n";
+  if (!complete) md += "**Incomplete: the study was interrupted or a run failed; the tables hold what finished.**\n\n";
+  md += fmt::format("- Command: `{}`\n", command_line.empty() ? "tessera experiment " + source_path : command_line);
+  md += fmt::format("- Started {} UTC, took {:.0f} s; {} repetitions per combination{}\n", started_at, seconds,
+                    repetitions, repetition_note);
+  md += fmt::format("- Machine: {}\n", machine_facts());
+  return md;
+}
+
 std::string format_duration(double seconds) {
   const auto total = static_cast<long>(std::lround(seconds));
   return total >= 60 ? fmt::format("{}m{:02}s", total / 60, total % 60) : fmt::format("{}s", total);

@@ -6,7 +6,9 @@
 
 #include <filesystem>
 #include <ostream>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,6 +37,12 @@ struct Plots {
 std::string machine_facts();
 // "desktop (desktop, 1 thread): cpu 1 core; pi1 (pi, 1 thread): cpu 0.25 core, link 100mbit"
 std::string emulation_description(const ClusterSpec& spec);
+// The opening of every report.md: title, description, an "Incomplete" warning unless `complete`,
+// the command (or `tessera experiment SOURCE`), start time, duration, repetitions (followed by
+// `repetition_note`, e.g. ", interleaved") and the machine.
+std::string report_header(const std::string& name, const std::string& description, const std::string& source_path,
+                          const std::string& command_line, const std::string& started_at, double seconds,
+                          uint32_t repetitions, std::string_view repetition_note, bool complete);
 // "42s", "3m05s"
 std::string format_duration(double seconds);
 // Reads a study file with the strict YAML reader and hands its root to `parse` (which throws
