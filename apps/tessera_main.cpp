@@ -204,6 +204,16 @@ int run(int argc, char** argv) {
   graph_cmd->add_option("--trace-png", graph.trace_png_path, "plot the residual over time (gnuplot)");
   graph_cmd->add_flag("--verify", graph.verify, "compare with a reference computed here (exit 3 when it differs)");
   graph_cmd->add_option("--poll-ms", graph.poll_ms, "async: progress poll interval")->capture_default_str();
+  graph_cmd->add_option("--level-fraction", graph.level_fraction,
+                        "async pagerank/katz: common priority level = F x residual per edge, sent with every poll "
+                        "(0 = off)")
+      ->capture_default_str();
+  graph_cmd->add_option("--batch-age-ms", graph.batch_age_ms,
+                        "async: a batch of deltas for another node leaves at the latest this long after its first delta")
+      ->capture_default_str();
+  graph_cmd->add_option("--batch-entries", graph.batch_entries,
+                        "a batch of deltas for another node leaves once it holds this many")
+      ->capture_default_str();
   graph_cmd->add_option("--snapshot-ms", graph.snapshot_ms, "values fetched from every node this often (restart points)")
       ->capture_default_str();
   graph_cmd->add_option("--node-timeout", graph.node_timeout_s,

@@ -40,6 +40,13 @@ constexpr uint32_t kNoSlot = std::numeric_limits<uint32_t>::max();
 constexpr std::size_t kSampleSize = 1000;        // Maiter's sampled threshold
 constexpr uint64_t kChunkWork = 4096;            // edge updates + vertices scanned between clock looks
 constexpr auto kIdleWait = std::chrono::milliseconds(50);  // safety net: stop() is never missed
+// Below the coordinator's priority level a slice may go this far on its own (halving its floor
+// each time nothing is left above it) before it waits for deltas or a new level: enough to keep a
+// node busy between polls, not enough to polish its part far below what the others still carry.
+constexpr double kLevelLead = 4.0;
+
+// What a sweep found.
+enum class SweepOutcome : uint8_t { kStopping, kUpdated, kNothingAtFloor };
 
 // How g(dv, e) depends on the edge: not at all (pagerank, unweighted katz, cc, unweighted sssp
 // with unit weights folded into the per-vertex constant), scaled by the weight (weighted katz) or
@@ -154,6 +161,8 @@ struct Engine::Impl {
     std::vector<uint32_t> flush_slots;
     std::vector<double> flush_deltas;
     uint64_t random_state = 0;
+    double level_share = 1.0;       // async sum: the floor is this share of the priority level
+    uint64_t level_generation = 0;  // of the priority level level_share was set for
     uint64_t updates = 0;
     uint64_t edge_updates = 0;
     double busy_seconds = 0.0;
@@ -197,6 +206,13 @@ struct Engine::Impl {
 
   std::atomic<bool> stop_requested{false};
   std::atomic<uint32_t> live_threads{0};
+  // The coordinator's priority level (async sum algorithms) and how often it was set; a slice
+  // waiting for work also wakes when the generation moves.
+  // Set together under level_mutex; read per round.
+  mutable std::mutex level_mutex;
+  PriorityLevel level;
+  Clock::time_point level_set_at;
+  std::atomic<uint64_t> level_generation{0};
 
   // inbox_mutex: whether deliver() routes to mailboxes (async running) or holds batches for the
   // next start()/step(). Lock order: inbox_mutex, then progress_mutex, then a mailbox mutex.
@@ -495,9 +511,10 @@ struct Engine::Impl {
     return true;
   }
 
-  // One prioritised sweep over the slice; returns false when the engine is stopping.
+  // One prioritised sweep over the slice updating every pending vertex at or above `limit`; when
+  // that finds none (and limit > floor), once more at `floor`.
   template <Accumulate kOp, EdgeMode kMode>
-  bool sweep(Slice& slice, double limit) {
+  SweepOutcome sweep(Slice& slice, double limit, double floor) {
     const uint64_t updates_before = slice.updates;
     double* values = part.value.data() + slice.lo;
     const uint64_t* offsets = part.offsets.data() + slice.lo;
@@ -521,11 +538,14 @@ struct Engine::Impl {
       }
       return flush_due(slice, /*all=*/false);
     };
-    if (!chunked_pass(slice, visit, between)) return false;
+    if (!chunked_pass(slice, visit, between)) return SweepOutcome::kStopping;
+    if (slice.updates != updates_before) return SweepOutcome::kUpdated;
     // The sampled limit is a rounded |dv| / degree that `above` compares as |dv| >= limit *
-    // degree; rounding may exclude even the vertex it came from. A round always makes progress.
-    if (slice.updates == updates_before && limit != Op<kOp>::kTakeAll) return sweep<kOp, kMode>(slice, Op<kOp>::kTakeAll);
-    return true;
+    // degree; rounding may exclude even the vertex it came from, so a fruitless sweep is
+    // repeated at the floor (take-all without a priority level): a round makes progress whenever
+    // anything is at or above the floor.
+    if (limit > floor) return sweep<kOp, kMode>(slice, floor, floor);
+    return SweepOutcome::kNothingAtFloor;
   }
 
   // Jacobi: every vertex pending at the step's start is updated once from that delta.
@@ -708,22 +728,49 @@ struct Engine::Impl {
       const Drained drained = drain_mailbox(slice, inbox_slots, inbox_deltas);
       fold_dangling<kOp>(slice);
       const Scan scan = scan_slice<kOp>(slice);
-      if (scan.residual <= idle_level) {
-        // Nothing worth doing here: hand every outside delta to its owner, then sleep until
-        // deltas arrive.
-        if (!flush_due(slice, /*all=*/true)) break;
+      // Nothing worth doing here: hand every outside delta to its owner, then sleep until deltas
+      // arrive (or, below the priority level, until the level moves). False: stopping.
+      const auto wait_for_work = [&](Scan figures, Drained taken, uint64_t generation) {
+        if (!flush_due(slice, /*all=*/true)) return false;
         slice.busy_seconds += seconds_between(round_start, Clock::now());
-        publish(slice, scan, 0.0, drained);
+        publish(slice, figures, 0.0, taken);
         const Clock::time_point idle_start = Clock::now();
         {
           std::unique_lock lock(slice.mailbox_mutex);
-          while (slice.mailbox_pushes == 0 && !stop_requested.load()) slice.mailbox_wake.wait_for(lock, kIdleWait);
+          while (slice.mailbox_pushes == 0 && !stop_requested.load() && level_generation.load() == generation) {
+            slice.mailbox_wake.wait_for(lock, kIdleWait);
+          }
         }
         slice.idle_seconds += seconds_between(idle_start, Clock::now());
+        return true;
+      };
+      if (scan.residual <= idle_level) {
+        if (!wait_for_work(scan, drained, level_generation.load())) break;
         continue;
       }
       publish(slice, scan, outside_residual(slice), drained);
-      if (!sweep<kOp, kMode>(slice, pick_limit<kOp>(slice))) break;
+      double floor = Op<kOp>::kTakeAll;
+      uint64_t generation = 0;
+      if constexpr (kOp == Accumulate::kSum) {
+        generation = level_generation.load();
+        if (generation != slice.level_generation) {
+          slice.level_generation = generation;
+          slice.level_share = 1.0;
+        }
+        floor = slice.level_share * current_level(round_start);
+      }
+      const SweepOutcome swept = sweep<kOp, kMode>(slice, std::max(pick_limit<kOp>(slice), floor), floor);
+      if (swept == SweepOutcome::kStopping) break;
+      if (swept == SweepOutcome::kNothingAtFloor) {
+        // Everything here is below the level: go a bounded way further alone, then wait.
+        if (slice.level_share * 0.5 >= 1.0 / kLevelLead) {
+          slice.level_share *= 0.5;
+        } else if (!wait_for_work(scan_slice<kOp>(slice), Drained{}, generation)) {
+          break;
+        } else {
+          continue;
+        }
+      }
       slice.busy_seconds += seconds_between(round_start, Clock::now());
     }
     // Final figures: after stop() progress() is exact (owned, outside and mailbox deltas).
@@ -784,6 +831,35 @@ struct Engine::Impl {
       published[slice->index].value_sum = scans[slice->index].value_sum;
     }
     held_pending.remove(residual, batches.size());
+  }
+
+  void set_priority_level(PriorityLevel wanted) {
+    const auto usable = [](double x) { return std::isfinite(x) && x >= 0.0 ? x : 0.0; };
+    {
+      std::lock_guard lock(level_mutex);
+      level = {usable(wanted.base), usable(wanted.base_decay), usable(wanted.per_residual)};
+      level_set_at = Clock::now();
+    }
+    level_generation.fetch_add(1);
+    for (auto& slice : slices) {
+      std::lock_guard lock(slice->mailbox_mutex);  // a slice between its check and its wait sees it
+      slice->mailbox_wake.notify_all();
+    }
+  }
+
+  // The priority level now (PriorityLevel), with the engine's residual as last published.
+  double current_level(Clock::time_point now) const {
+    PriorityLevel l;
+    Clock::time_point set_at;
+    {
+      std::lock_guard lock(level_mutex);
+      l = level;
+      set_at = level_set_at;
+    }
+    double value = l.base;
+    if (l.base_decay > 0.0) value *= std::exp(-l.base_decay * seconds_between(set_at, now));
+    if (l.per_residual > 0.0) value += l.per_residual * progress().residual;
+    return value;
   }
 
   // --- Sync ---------------------------------------------------------------------------------
@@ -1008,6 +1084,7 @@ Engine::~Engine() { impl_->stop(); }
 Status Engine::deliver(DeltaBatch&& batch) { return impl_->deliver(std::move(batch)); }
 void Engine::start() { impl_->start(); }
 void Engine::stop() { impl_->stop(); }
+void Engine::set_priority_level(PriorityLevel level) { impl_->set_priority_level(level); }
 Result<StepReport> Engine::step(uint64_t step) { return impl_->step(step); }
 EngineProgress Engine::progress() const { return impl_->progress(); }
 std::vector<double> Engine::snapshot_values() const { return impl_->snapshot_values(); }

@@ -5,6 +5,7 @@
 #include "tessera/graph/wire.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <bit>
 #include <cstddef>
 #include <cstring>
@@ -113,6 +114,14 @@ std::vector<std::byte> encode_fixed(const GraphStep& m) {
   tp::PayloadWriter w(kStepBytes);
   w.u64(m.step);
   w.u64(m.expected_batches);
+  return w.take();
+}
+
+std::vector<std::byte> encode_fixed(const GraphProgressRequest& m) {
+  tp::PayloadWriter w(kProgressRequestBytes);
+  w.f64(m.level.base);
+  w.f64(m.level.base_decay);
+  w.f64(m.level.per_residual);
   return w.take();
 }
 
@@ -290,6 +299,22 @@ Result<GraphMessage> decode_step(std::span<const std::byte> payload) {
   GraphStep m;
   tp::PayloadReader r("GRAPH_STEP", payload);
   if (!(r.u64("step", m.step) && r.u64("expected_batches", m.expected_batches))) return r.status();
+  return finish(r, m);
+}
+
+Result<GraphMessage> decode_progress_request(std::span<const std::byte> payload) {
+  GraphProgressRequest m;
+  tp::PayloadReader r("GRAPH_PROGRESS_REQUEST", payload);
+  if (!(r.f64("level_base", m.level.base) && r.f64("level_base_decay", m.level.base_decay) &&
+        r.f64("level_per_residual", m.level.per_residual))) {
+    return r.status();
+  }
+  for (double field : {m.level.base, m.level.base_decay, m.level.per_residual}) {
+    if (!(std::isfinite(field) && field >= 0.0)) {
+      return protocol_error("GRAPH_PROGRESS_REQUEST: priority level field " + std::to_string(field) +
+                            " must be finite and >= 0");
+    }
+  }
   return finish(r, m);
 }
 
@@ -480,8 +505,7 @@ PayloadParts encode_graph_parts(const GraphMessage& message) {
           return encode_values_parts(m.final, m.values);
         } else if constexpr (std::is_same_v<T, GraphDeltas>) {
           return encode_deltas_parts(m.run_id, m.batch);
-        } else if constexpr (std::is_same_v<T, GraphStart> || std::is_same_v<T, GraphProgressRequest> ||
-                             std::is_same_v<T, GraphValuesRequest> || std::is_same_v<T, GraphStop>) {
+        } else if constexpr (std::is_same_v<T, GraphStart> || std::is_same_v<T, GraphValuesRequest> || std::is_same_v<T, GraphStop>) {
           return PayloadParts{};
         } else {
           return head_only(encode_fixed(m));
@@ -509,7 +533,7 @@ Result<GraphMessage> decode_graph_payload(uint16_t type, std::span<const std::by
     case tp::MessageType::kGraphStart: return decode_empty(type, payload, GraphStart{});
     case tp::MessageType::kGraphStep: return decode_step(payload);
     case tp::MessageType::kGraphStepDone: return decode_step_done(payload);
-    case tp::MessageType::kGraphProgressRequest: return decode_empty(type, payload, GraphProgressRequest{});
+    case tp::MessageType::kGraphProgressRequest: return decode_progress_request(payload);
     case tp::MessageType::kGraphProgress: return decode_progress(payload);
     case tp::MessageType::kGraphValuesRequest: return decode_empty(type, payload, GraphValuesRequest{});
     case tp::MessageType::kGraphValues: return decode_values(payload);
@@ -530,6 +554,7 @@ GraphPayloadBounds graph_payload_bounds(uint16_t type, const tp::Limits& limits)
     case tp::MessageType::kGraphLoad: return at_least(kLoadFixedBytes + 4 + 8);
     case tp::MessageType::kGraphReady: return exactly(kReadyBytes);
     case tp::MessageType::kGraphStep: return exactly(kStepBytes);
+    case tp::MessageType::kGraphProgressRequest: return exactly(kProgressRequestBytes);
     case tp::MessageType::kGraphStepDone:
       return {kStepDoneFixedBytes, kStepDoneFixedBytes + 8 * uint64_t{kMaxGraphParts}};
     case tp::MessageType::kGraphProgress: return exactly(kNodeProgressBytes);
@@ -603,8 +628,8 @@ Result<StepReport> run_step(tp::FrameConnection& connection, uint64_t step, uint
   return std::move(done->report);
 }
 
-Result<NodeProgress> request_progress(tp::FrameConnection& connection) {
-  Result<GraphProgress> progress = call<GraphProgress>(connection, GraphProgressRequest{});
+Result<NodeProgress> request_progress(tp::FrameConnection& connection, PriorityLevel level) {
+  Result<GraphProgress> progress = call<GraphProgress>(connection, GraphProgressRequest{level});
   if (!progress) return progress.status();
   return progress->progress;
 }

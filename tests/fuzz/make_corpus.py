@@ -84,7 +84,7 @@ GRAPH = {
     'graph_start.bin': frame(17, b''),
     'graph_step.bin': frame(18, struct.pack('<QQ', 3, 2)),
     'graph_step_done.bin': frame(19, struct.pack('<Q', 3) + graph_progress(0) + struct.pack('<I4x2Q', 2, 1, 0)),
-    'graph_progress_request.bin': frame(20, b''),
+    'graph_progress_request.bin': frame(20, struct.pack('<3d', 1e-9, 12.5, 1e-7)),
     'graph_progress.bin': frame(21, graph_progress() + struct.pack('<3Q', 1024, 2048, 1 << 20)),
     'graph_values_request.bin': frame(22, b''),
     'graph_values.bin': frame(23, struct.pack('<QB7x3d', 3, 1, 0.25, 0.5, 0.25)),

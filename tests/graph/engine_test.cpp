@@ -444,6 +444,66 @@ TEST(Engine, NotDoneWhileDeltasAreInFlight) {
   }
 }
 
+TEST(Engine, APriorityLevelHoldsUpdatesBackUntilItIsLowered) {
+  const partition::DirectedGraph graph = fixtures::grid(8, 8, /*weighted=*/false);
+  const AlgorithmCase& pagerank = algorithm_cases()[0];
+  Cluster run(graph, pagerank.spec, {.parts = 2});
+  // Far above any |dv| / degree: even after the engines lower their own floors 4x, nothing is
+  // updated, and the engines wait (running, residual untouched) rather than spin or finish.
+  for (auto& engine : run.engines) engine->set_priority_level({1e6, 0.0, 0.0});
+  run.start();
+  std::this_thread::sleep_for(milliseconds(60));
+  EngineProgress held = total_progress(run.engines);
+  EXPECT_EQ(held.updates, 0u);
+  EXPECT_TRUE(held.running);
+  EXPECT_GT(held.residual, tolerance_for(pagerank.spec));
+  for (auto& engine : run.engines) engine->set_priority_level({});
+  ASSERT_TRUE(run.wait_for_termination());
+  run.stop();
+  expect_values_near(run.values(), fixtures::fixed_point(graph, pagerank.spec), pagerank.spec, pagerank.name);
+}
+
+// The driver's use of the level (graph_run.cpp): after every poll each part gets f x (the
+// others' residual + its own) / E, lifted for a poll when nothing moved. Every sum algorithm
+// still reaches its fixed point, on several parts and with slow links.
+TEST(Engine, ConvergesUnderTheCoordinatorsPriorityLevels) {
+  const partition::DirectedGraph graph = fixtures::random_graph(300, 2400, 17, true);
+  for (const AlgorithmCase& c : algorithm_cases()) {
+    if (!is_linear(c.spec)) continue;
+    for (uint32_t parts : {1u, 3u}) {
+      SCOPED_TRACE(c.name + " on " + std::to_string(parts) + " parts");
+      Cluster run(graph, c.spec, {.parts = parts, .latency = milliseconds(parts > 1 ? 2 : 0)});
+      run.start();
+      const double per_residual = 0.5 / static_cast<double>(graph.edge_count());
+      uint64_t updates_before = std::numeric_limits<uint64_t>::max();
+      bool previous_quiet = false;
+      uint64_t previous_sent = 0;
+      bool done = false;
+      for (const Clock::time_point deadline = Clock::now() + kRunDeadline; !done && Clock::now() < deadline;) {
+        std::this_thread::sleep_for(milliseconds(3));
+        std::vector<EngineProgress> each;
+        for (auto& engine : run.engines) each.push_back(engine->progress());
+        EngineProgress total;
+        for (const EngineProgress& p : each) total += p;
+        const bool stalled = total.updates == updates_before && total.residual > tolerance_for(c.spec);
+        updates_before = total.updates;
+        for (std::size_t p = 0; p < each.size(); ++p) {
+          run.engines[p]->set_priority_level(
+              stalled ? PriorityLevel{}
+                      : PriorityLevel{per_residual * std::max(0.0, total.residual - each[p].residual), 0.0, per_residual});
+        }
+        const bool quiet = total.residual <= tolerance_for(c.spec) && total.batches_sent == total.batches_received;
+        done = quiet && previous_quiet && total.batches_sent == previous_sent;
+        previous_quiet = quiet;
+        previous_sent = total.batches_sent;
+      }
+      run.stop();
+      ASSERT_TRUE(done) << "did not terminate under priority levels";
+      expect_values_near(run.values(), fixtures::fixed_point(graph, c.spec), c.spec, c.name);
+    }
+  }
+}
+
 TEST(Engine, SlowLinksStillConvergeToTheFixedPoint) {
   const partition::DirectedGraph graph = fixtures::random_graph(200, 1200, 31, true);
   for (const AlgorithmCase& c : {algorithm_cases()[0], algorithm_cases()[5]}) {

@@ -99,6 +99,7 @@ std::vector<GraphMessage> sample_messages() {
           GraphStepDone{report},
           GraphStepDone{StepReport{}},
           GraphProgressRequest{},
+          GraphProgressRequest{PriorityLevel{2.5e-9, 12.5, 1.5e-6}},
           GraphProgress{node},
           GraphValuesRequest{},
           GraphValues{true, {1.0, 0.5, std::numeric_limits<double>::infinity()}},
@@ -165,6 +166,7 @@ TEST(GraphWireCodec, EveryMessageRoundTripsToTheSameBytes) {
 TEST(GraphWireCodec, LayoutsHaveTheDocumentedSizes) {
   EXPECT_EQ(encode_graph_payload(GraphReady{}).size(), kReadyBytes);
   EXPECT_EQ(encode_graph_payload(GraphStep{}).size(), kStepBytes);
+  EXPECT_EQ(encode_graph_payload(GraphProgressRequest{}).size(), kProgressRequestBytes);
   EXPECT_EQ(encode_graph_payload(GraphProgress{}).size(), kNodeProgressBytes);
   EXPECT_EQ(encode_graph_payload(GraphPeerHello{}).size(), kPeerHelloBytes);
   EXPECT_EQ(encode_graph_payload(GraphStart{}).size(), 0u);
@@ -302,6 +304,13 @@ TEST(GraphWireCodec, FieldsOutsideTheirDomainAreRefused) {
   hello[15] = std::byte{1};
   EXPECT_TRUE(refused(static_cast<uint16_t>(MessageType::kGraphPeerHello), hello, "pad byte 3 is 1"));
   EXPECT_TRUE(refused(static_cast<uint16_t>(MessageType::kGraphStop), {std::byte{0}}, "trailing bytes"));
+  for (double bad : {-1e-9, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    for (PriorityLevel level : {PriorityLevel{bad, 0.0, 0.0}, PriorityLevel{0.0, bad, 0.0}, PriorityLevel{0.0, 0.0, bad}}) {
+      EXPECT_TRUE(refused(static_cast<uint16_t>(MessageType::kGraphProgressRequest),
+                          encode_graph_payload(GraphProgressRequest{level}), "must be finite and >= 0"))
+          << bad;
+    }
+  }
 }
 
 TEST(GraphWireCodec, OnlyGraphTypesAreDecoded) {

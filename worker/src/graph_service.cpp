@@ -508,9 +508,12 @@ SessionStep GraphHost::step(SessionContext& context, const tp::FrameHeader& head
 }
 
 SessionStep GraphHost::progress(SessionContext& context, const tp::FrameHeader& header) {
-  if (!read_request(context, header)) return SessionStep::kEnd;
+  std::optional<gr::GraphMessage> message = read_request(context, header);
+  if (!message) return SessionStep::kEnd;
   std::shared_ptr<Run> run = require_run(context, header);
   if (run == nullptr) return SessionStep::kEnd;
+  // The type was checked by the dispatch table, so the alternative is a progress request.
+  run->engine->set_priority_level(std::get<gr::GraphProgressRequest>(*message).level);
   // An engine whose outbound link failed has stopped its threads and lost a batch: its figures
   // would look idle and settled to the coordinator's termination check, so they are not sent.
   // (Once stopped, sends cut short by closing the links are expected and the figures are final.)

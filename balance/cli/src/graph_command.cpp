@@ -89,6 +89,18 @@ Result<GraphRunOptions> run_options(const GraphCommand& command, const tg::Algor
     return invalid_argument("--poll-ms and --snapshot-ms must be at least 1");
   }
   options.poll_interval = std::chrono::milliseconds(command.poll_ms);
+  if (!(command.level_fraction >= 0.0 && command.level_fraction <= 1.0)) {
+    return invalid_argument(fmt::format("--level-fraction {} must be between 0 (off) and 1", command.level_fraction));
+  }
+  options.priority_level_fraction = command.level_fraction;
+  if (!(command.batch_age_ms >= 0.0 && command.batch_age_ms <= 10000.0)) {
+    return invalid_argument(fmt::format("--batch-age-ms {} must be between 0 and 10000", command.batch_age_ms));
+  }
+  options.engine.batch_max_age = std::chrono::microseconds(static_cast<int64_t>(command.batch_age_ms * 1000.0));
+  if (command.batch_entries < 1 || command.batch_entries > (1u << 24)) {
+    return invalid_argument(fmt::format("--batch-entries {} must be between 1 and 16777216", command.batch_entries));
+  }
+  options.engine.batch_max_entries = command.batch_entries;
   options.snapshot_interval = std::chrono::milliseconds(command.snapshot_ms);
   if (!(command.node_timeout_s > 0.0) || command.node_timeout_s > 86400.0) {
     return invalid_argument(fmt::format("--node-timeout {} must be between 0 and 86400 seconds", command.node_timeout_s));
@@ -228,6 +240,9 @@ json outcome_json(const GraphCommand& command, const std::string& cluster, const
       {"weights", outcome.weights},
       {"tolerance", outcome.tolerance},
       {"poll_ms", command.poll_ms},
+      {"level_fraction", command.level_fraction},
+      {"batch_age_ms", command.batch_age_ms},
+      {"batch_entries", command.batch_entries},
       {"seed", command.seed},
       {"placement", placement_json(outcome.placement)},
       {"final_placement", outcome.final_placement ? placement_json(*outcome.final_placement) : json(nullptr)},

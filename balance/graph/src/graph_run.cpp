@@ -1,7 +1,9 @@
 #include "tessera/balance/graph/graph_run.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -180,6 +182,7 @@ class Driver {
   const tp::DirectedGraph* graph_ = nullptr;  // what the algorithm runs on
   tp::Graph placement_input_;
   double tolerance_ = 0.0;
+  std::vector<tg::PriorityLevel> priority_levels_;  // per part, sent with every poll (async sum algorithms)
   std::vector<NodeRecord> records_;
   GraphOutcome outcome_;
 
@@ -296,6 +299,11 @@ Status Driver::prepare() {
       options_.weights.weights.size() != cluster_.links().size()) {
     return invalid_argument(fmt::format("--weights has {} values for {} nodes; give one per node",
                                         options_.weights.weights.size(), cluster_.links().size()));
+  }
+  if (!(options_.priority_level_fraction >= 0.0 && options_.priority_level_fraction <= 1.0)) {
+    return invalid_argument(fmt::format("priority level fraction {} is out of range; use a value in [0, 1] "
+                                        "(0 turns the common priority level off)",
+                                        options_.priority_level_fraction));
   }
   if (!(options_.node_timeout_s > 0.0) || !(options_.max_wall_s > 0.0) || options_.poll_interval.count() <= 0 ||
       options_.snapshot_interval.count() <= 0) {
@@ -558,7 +566,8 @@ Result<std::vector<tg::NodeProgress>> Driver::poll(std::vector<std::pair<std::si
   std::vector<tg::NodeProgress> progress(part_nodes_.size());
   const auto begun = Clock::now();
   const std::vector<CallOutcome> outcomes = on_parts([&](std::size_t part) {
-    Result<tg::NodeProgress> answer = tg::request_progress(*link_of(part).connection);
+    const tg::PriorityLevel level = part < priority_levels_.size() ? priority_levels_[part] : tg::PriorityLevel{};
+    Result<tg::NodeProgress> answer = tg::request_progress(*link_of(part).connection, level);
     if (!answer) return answer.status();
     progress[part] = *answer;
     return Status::ok();
@@ -693,8 +702,17 @@ Status Driver::run_async() {
   auto next_poll = Clock::now() + interval;
   auto next_snapshot = Clock::now() + options_.snapshot_interval;
   uint32_t stopped_polls = 0;
+  const bool uses_level = options_.priority_level_fraction > 0.0 && graph::is_linear(options_.algorithm) &&
+                          graph_->edge_count() > 0;
+  const double edges = static_cast<double>(std::max<uint64_t>(1, graph_->edge_count()));
+  uint64_t updates_at_last_poll = std::numeric_limits<uint64_t>::max();
+  double residual_at_last_poll = 0.0;
+  Clock::time_point last_poll_at = Clock::now();
   std::vector<std::pair<std::size_t, CallOutcome>> failed;
   const auto restart = [&](std::vector<std::pair<std::size_t, CallOutcome>> failures) {
+    priority_levels_.clear();
+    updates_at_last_poll = std::numeric_limits<uint64_t>::max();
+    residual_at_last_poll = 0.0;
     Status recovered = recover(std::move(failures));
     detector.reset();
     stopped_polls = 0;
@@ -732,6 +750,34 @@ Status Driver::run_async() {
     }
     add_trace_point(residual, sent, received);
     if (residual <= tolerance_ && sent == received) next_poll = std::min(next_poll, Clock::now() + quick_poll);
+    if (uses_level) {
+      // Each node's level: f x (the other parts' residual + its own as it goes) / E. No update
+      // anywhere since the last poll with work left means every engine waits below its level
+      // (possible only while the residual sits where the level's argument does not reach, e.g.
+      // on dangling vertices or in flight), so the level is lifted for one poll.
+      uint64_t updates = 0;
+      for (const NodeCounters& node : counters) updates += node.updates;
+      const bool stalled = updates == updates_at_last_poll && residual > tolerance_;
+      updates_at_last_poll = updates;
+      priority_levels_.assign(counters.size(), tg::PriorityLevel{});
+      // The others' residual decays between polls as the whole did over the last two.
+      const Clock::time_point now = Clock::now();
+      double decay = 0.0;
+      if (residual_at_last_poll > residual && residual > 0.0) {
+        decay = std::log(residual_at_last_poll / residual) / std::max(1e-6, std::chrono::duration<double>(now - last_poll_at).count());
+      }
+      residual_at_last_poll = residual;
+      last_poll_at = now;
+      if (!stalled) {
+        const double per_residual = options_.priority_level_fraction / edges;
+        for (std::size_t part = 0; part < counters.size(); ++part) {
+          priority_levels_[part] = {per_residual * std::max(0.0, residual - counters[part].residual), decay,
+                                    per_residual};
+        }
+      } else {
+        next_poll = std::min(next_poll, Clock::now() + quick_poll);
+      }
+    }
     if (detector.observe(counters)) {
       std::vector<double> values;
       finish(values, failed);

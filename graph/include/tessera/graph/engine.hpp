@@ -7,7 +7,8 @@
 // (v (+)= dv; g(dv, e) into each target's dv: own slice directly, other slices and ghosts through
 // accumulators flushed in batches), and flush ghost batches by count (batch_max_entries) or age
 // (batch_max_age). A thread with nothing above its share of the tolerance sleeps until deltas
-// arrive. stop() joins the threads; after it no batch is sent.
+// arrive; so does one with nothing at the coordinator's priority level (set_priority_level),
+// until the level moves. stop() joins the threads; after it no batch is sent.
 // Sync: step(k) first folds in exactly the batches tagged k-1 (batches of step k that arrive
 // early wait), then updates every vertex with a pending delta once from the deltas as they were
 // at the start of the step (Jacobi: contributions made during step k are applied in step k+1),
@@ -43,6 +44,21 @@ struct EngineOptions {
   uint32_t batch_max_entries = 4096;    // a ghost batch is sent when it holds this many deltas
   std::chrono::microseconds batch_max_age{2000};  // ... or when its oldest delta is this old
   bool operator==(const EngineOptions&) const = default;
+};
+
+// The level below which an async engine leaves a vertex alone, `t` seconds after it was set:
+// base x exp(-base_decay x t) + per_residual x this engine's current residual. The coordinator
+// sets it from its polls (per_residual = f / E, base = f x the other parts' residual / E, E the
+// graph's edges, base_decay the global residual's rate of decay between the last polls) so that it
+// tracks the global residual per edge: a node whose part is already far below the others' waits
+// for their deltas instead of polishing its own (each delta that arrives later would make it
+// polish again), while a node alone (base 0) is never held back, since some vertex always has
+// |dv| / degree >= R / E. Zeros: no level.
+struct PriorityLevel {
+  double base = 0.0;
+  double base_decay = 0.0;  // per second
+  double per_residual = 0.0;
+  bool operator==(const PriorityLevel&) const = default;
 };
 
 // Deltas for one part's vertices: slot[i] gets delta[i] accumulated.
@@ -102,6 +118,10 @@ class Engine {
   // Async mode.
   void start();
   void stop();
+  // Async sum algorithms (pagerank, katz): no vertex whose |dv| / out-degree is below the level
+  // is updated (see PriorityLevel). A thread with nothing at the level lowers its own floor by
+  // halves, at most 4x, then waits for deltas or a new level. Ignored for cc and sssp. Any thread.
+  void set_priority_level(PriorityLevel level);
   // Sync mode. REQUIRES: not started. Returns after the batches of this step were handed to the
   // outbound.
   Result<StepReport> step(uint64_t step);

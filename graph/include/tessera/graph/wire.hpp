@@ -10,7 +10,7 @@
 //   GRAPH_STEP      sync: step k once `expected_batches` batches of step k-1 have arrived, in total
 //                   from all other parts (what their GRAPH_STEP_DONE of step k-1 said they sent to
 //                   this part) -> GRAPH_STEP_DONE
-//   GRAPH_PROGRESS_REQUEST -> GRAPH_PROGRESS;  GRAPH_VALUES_REQUEST -> GRAPH_VALUES (snapshot or final)
+//   GRAPH_PROGRESS_REQUEST (the priority level) -> GRAPH_PROGRESS;  GRAPH_VALUES_REQUEST -> GRAPH_VALUES (snapshot or final)
 //   GRAPH_STOP      stop the engine, close peer links, keep the values -> GRAPH_READY
 // Worker -> worker, on a peer link (authenticated with the peer MAC label, see transport/auth.hpp):
 //   GRAPH_PEER_HELLO (run id, sender's part) first, then GRAPH_DELTAS batches; no replies.
@@ -78,7 +78,9 @@ struct PayloadParts;
 Status load_part(transport::FrameConnection& connection, const RunSetup& setup, const GraphPart& part);
 Status start_async(transport::FrameConnection& connection);
 Result<StepReport> run_step(transport::FrameConnection& connection, uint64_t step, uint64_t expected_batches);
-Result<NodeProgress> request_progress(transport::FrameConnection& connection);
+// level: async sum algorithms, the priority level below which the engine does not update
+// (Engine::set_priority_level; the default lifts it).
+Result<NodeProgress> request_progress(transport::FrameConnection& connection, PriorityLevel level = {});
 Result<std::vector<double>> request_values(transport::FrameConnection& connection);
 Status stop_run(transport::FrameConnection& connection);
 

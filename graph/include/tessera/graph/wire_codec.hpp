@@ -65,6 +65,7 @@ inline constexpr std::size_t kProgressBytes = 88;
 inline constexpr std::size_t kLoadFixedBytes = 8 + kAlgorithmBytes + kEngineOptionsBytes + 32;  // + peers, arrays
 inline constexpr std::size_t kReadyBytes = 16;
 inline constexpr std::size_t kStepBytes = 16;
+inline constexpr std::size_t kProgressRequestBytes = 24;
 inline constexpr std::size_t kStepDoneFixedBytes = 8 + kProgressBytes + 8;  // + 8 per part
 inline constexpr std::size_t kNodeProgressBytes = kProgressBytes + 24;
 inline constexpr std::size_t kValuesFixedBytes = 16;  // + 8 per value
@@ -100,6 +101,9 @@ struct GraphStepDone {
   }
 };
 struct GraphProgressRequest {
+  // Async sum algorithms: the priority level the engine should not update below (see
+  // Engine::set_priority_level); zeros lift it. Finite and >= 0.
+  PriorityLevel level;
   bool operator==(const GraphProgressRequest&) const = default;
 };
 struct GraphProgress {

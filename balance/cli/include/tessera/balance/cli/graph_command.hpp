@@ -5,7 +5,9 @@
 //                 [--partition metis|contiguous|hash] [--weights profile|equal|w1,w2,...]
 //                 [--mode async|sync] [--tolerance T] [--source V] [--damping D] [--beta B]
 //                 [--label max|min] [--seed S] [--out values.txt|values.npy] [--report FILE.json]
-//                 [--trace-png FILE.png] [--verify] [--poll-ms N] [--run-dir DIR] [--profile FILE]
+//                 [--trace-png FILE.png] [--verify] [--poll-ms N] [--level-fraction F] [--batch-age-ms MS]
+//                 [--batch-entries N]//                 [--run-dir DIR]
+//                 [--profile FILE]
 //
 // FILE is read by extension (.mtx, .graph/.metis, .edges/.el/.txt/.snap; partition/digraph.hpp);
 // SPEC is a generator (rmat:SCALE[:EF], lognormal:N, mesh2d:NXxNY, mesh3d:NXxNYxNZ) seeded by
@@ -52,6 +54,9 @@ struct GraphCommand {
   std::string trace_png_path;
   bool verify = false;
   uint32_t poll_ms = 100;
+  double level_fraction = 0.5;  // GraphRunOptions::priority_level_fraction
+  double batch_age_ms = 2.0;    // EngineOptions::batch_max_age
+  uint32_t batch_entries = 4096;  // EngineOptions::batch_max_entries
   uint32_t snapshot_ms = 1000;
   double node_timeout_s = 30.0;
   double max_seconds = 600.0;
