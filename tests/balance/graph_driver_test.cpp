@@ -12,6 +12,7 @@
 
 #include "tessera/balance/graph/graph_run.hpp"
 #include "tessera/balance/graph/peers.hpp"
+#include "tessera/balance/graph/priority_levels.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -19,6 +20,57 @@ namespace {
 std::vector<NodeCounters> quiet_poll() {
   // Three nodes, 10 batches sent and received in all, tiny residual.
   return {{100, 4, 3, 1e-8}, {50, 3, 3, 2e-8}, {70, 3, 4, 0.0}};
+}
+
+// --- Priority levels -------------------------------------------------------------------------
+
+TEST(PriorityLevels, EachNodeGetsTheOthersResidualAsBaseAndItsOwnAtTheSameRate) {
+  PriorityLevels levels(0.5, 1000, 1e-6);
+  const auto now = std::chrono::steady_clock::now();
+  const std::vector<NodeCounters> poll = {{10, 0, 0, 0.3}, {20, 0, 0, 0.1}};
+  const std::vector<graph::PriorityLevel> first = levels.observe(poll, now);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_DOUBLE_EQ(first[0].per_residual, 0.5 / 1000);
+  EXPECT_DOUBLE_EQ(first[0].base, 0.5 * 0.1 / 1000);  // the other node's residual
+  EXPECT_DOUBLE_EQ(first[1].base, 0.5 * 0.3 / 1000);
+  EXPECT_EQ(first[0].base_decay, 0.0);  // no earlier poll to measure a rate from
+  // The whole residual fell from 0.4 to 0.1 in 50 ms: the others' part decays at ln 4 / 0.05 s.
+  const std::vector<graph::PriorityLevel> second =
+      levels.observe(std::vector<NodeCounters>{{30, 0, 0, 0.05}, {40, 0, 0, 0.05}}, now + std::chrono::milliseconds(50));
+  EXPECT_NEAR(second[0].base_decay, std::log(4.0) / 0.05, 1e-6);
+  EXPECT_DOUBLE_EQ(second[1].base, 0.5 * 0.05 / 1000);
+}
+
+TEST(PriorityLevels, ANodeAloneIsNeverHeldBackByOthers) {
+  PriorityLevels levels(1.0, 64, 1e-6);
+  const std::vector<graph::PriorityLevel> level =
+      levels.observe(std::vector<NodeCounters>{{5, 0, 0, 2.0}}, std::chrono::steady_clock::now());
+  EXPECT_EQ(level[0].base, 0.0);
+  EXPECT_DOUBLE_EQ(level[0].per_residual, 1.0 / 64);
+}
+
+TEST(PriorityLevels, ALevelIsLiftedWhenNothingMovedWithWorkLeft) {
+  PriorityLevels levels(0.5, 100, 1e-6);
+  const auto now = std::chrono::steady_clock::now();
+  const std::vector<NodeCounters> poll = {{7, 1, 1, 0.2}, {9, 1, 1, 0.2}};
+  EXPECT_NE(levels.observe(poll, now)[0], graph::PriorityLevel{});
+  // Same update counts a poll later, residual still above the tolerance: every engine waits.
+  for (const graph::PriorityLevel& level : levels.observe(poll, now + std::chrono::milliseconds(5))) {
+    EXPECT_EQ(level, graph::PriorityLevel{});
+  }
+  // Below the tolerance nothing needs lifting (the run is about to end).
+  const std::vector<NodeCounters> done = {{7, 1, 1, 1e-7}, {9, 1, 1, 1e-7}};
+  levels.reset();
+  levels.observe(done, now);
+  EXPECT_NE(levels.observe(done, now + std::chrono::milliseconds(5))[0], graph::PriorityLevel{});
+}
+
+TEST(PriorityLevels, FractionZeroTurnsThemOff) {
+  PriorityLevels levels(0.0, 100, 1e-6);
+  for (const graph::PriorityLevel& level :
+       levels.observe(std::vector<NodeCounters>{{1, 0, 0, 0.5}, {2, 0, 0, 0.5}}, std::chrono::steady_clock::now())) {
+    EXPECT_EQ(level, graph::PriorityLevel{});
+  }
 }
 
 TEST(Termination, TwoStablePollsTerminate) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/balance/graph/priority_levels.hpp"
 #include "tessera/balance/graph/termination.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/part.hpp"
@@ -702,17 +703,14 @@ Status Driver::run_async() {
   auto next_poll = Clock::now() + interval;
   auto next_snapshot = Clock::now() + options_.snapshot_interval;
   uint32_t stopped_polls = 0;
-  const bool uses_level = options_.priority_level_fraction > 0.0 && graph::is_linear(options_.algorithm) &&
-                          graph_->edge_count() > 0;
-  const double edges = static_cast<double>(std::max<uint64_t>(1, graph_->edge_count()));
-  uint64_t updates_at_last_poll = std::numeric_limits<uint64_t>::max();
-  double residual_at_last_poll = 0.0;
-  Clock::time_point last_poll_at = Clock::now();
+  // Async pagerank/katz: a common priority level with every poll (priority_levels.hpp).
+  const bool uses_level = options_.priority_level_fraction > 0.0 && graph::is_linear(options_.algorithm);
+  PriorityLevels levels(uses_level ? options_.priority_level_fraction : 0.0,
+                        static_cast<uint64_t>(graph_->edge_count()), tolerance_);
   std::vector<std::pair<std::size_t, CallOutcome>> failed;
   const auto restart = [&](std::vector<std::pair<std::size_t, CallOutcome>> failures) {
     priority_levels_.clear();
-    updates_at_last_poll = std::numeric_limits<uint64_t>::max();
-    residual_at_last_poll = 0.0;
+    levels.reset();
     Status recovered = recover(std::move(failures));
     detector.reset();
     stopped_polls = 0;
@@ -751,32 +749,11 @@ Status Driver::run_async() {
     add_trace_point(residual, sent, received);
     if (residual <= tolerance_ && sent == received) next_poll = std::min(next_poll, Clock::now() + quick_poll);
     if (uses_level) {
-      // Each node's level: f x (the other parts' residual + its own as it goes) / E. No update
-      // anywhere since the last poll with work left means every engine waits below its level
-      // (possible only while the residual sits where the level's argument does not reach, e.g.
-      // on dangling vertices or in flight), so the level is lifted for one poll.
-      uint64_t updates = 0;
-      for (const NodeCounters& node : counters) updates += node.updates;
-      const bool stalled = updates == updates_at_last_poll && residual > tolerance_;
-      updates_at_last_poll = updates;
-      priority_levels_.assign(counters.size(), tg::PriorityLevel{});
-      // The others' residual decays between polls as the whole did over the last two.
-      const Clock::time_point now = Clock::now();
-      double decay = 0.0;
-      if (residual_at_last_poll > residual && residual > 0.0) {
-        decay = std::log(residual_at_last_poll / residual) / std::max(1e-6, std::chrono::duration<double>(now - last_poll_at).count());
-      }
-      residual_at_last_poll = residual;
-      last_poll_at = now;
-      if (!stalled) {
-        const double per_residual = options_.priority_level_fraction / edges;
-        for (std::size_t part = 0; part < counters.size(); ++part) {
-          priority_levels_[part] = {per_residual * std::max(0.0, residual - counters[part].residual), decay,
-                                    per_residual};
-        }
-      } else {
-        next_poll = std::min(next_poll, Clock::now() + quick_poll);
-      }
+      priority_levels_ = levels.observe(counters, Clock::now());
+      // Lifted (every engine waiting below its level): poll again soon with the new one.
+      const bool lifted = std::all_of(priority_levels_.begin(), priority_levels_.end(),
+                                      [](const tg::PriorityLevel& level) { return level == tg::PriorityLevel{}; });
+      if (lifted && residual > tolerance_) next_poll = std::min(next_poll, Clock::now() + quick_poll);
     }
     if (detector.observe(counters)) {
       std::vector<double> values;
