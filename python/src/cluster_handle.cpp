@@ -421,12 +421,18 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
     }
   }
   options = value_or_raise(multiply_options(args, names.size(), config_path_));
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  const Clock::time_point check_start = Clock::now();
   if (!allow_nonfinite) {
     ok_or_raise(without_gil([&] {
       Status finite = check_finite(a_view, "A");
       return finite ? check_finite(b_view, "B") : finite;
     }));
   }
+  const double check_s = seconds_since(check_start);
 
   tb::SessionOptions session_options;
   session_options.profile_path = profile_path_;
@@ -440,10 +446,19 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
     if (done) box.notice(fmt::format("{}: {}", node, what));
   };
   try {
+    const Clock::time_point open_start = Clock::now();
     tb::Session& session = open_session(SessionKind::kMultiply, session_options);
+    const double open_s = seconds_since(open_start);
+    double driver_s = 0.0;
     Result<tb::MultiplyOutcome> outcome = run_interruptible(
         cancel,
         [&]() -> Result<tb::MultiplyOutcome> {
+          const Clock::time_point driver_start = Clock::now();
+          struct Stopwatch {
+            double& seconds;
+            Clock::time_point start;
+            ~Stopwatch() { seconds = std::chrono::duration<double>(Clock::now() - start).count(); }
+          } stopwatch{driver_s, driver_start};
           if (!given_plan) return session.multiply(a_view, b_view, c_view, *options, control);
           Result<tb::MultiplyReport> report =
               session.run_plan(*given_plan, a_view, b_view, c_view, options->verify, options->verify_seed, control);
@@ -452,9 +467,14 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
         },
         [&] { box.deliver(progress, notice); });
     if (!outcome) raise_status(outcome.status());
+    const Clock::time_point close_start = Clock::now();
     finish_call();
+    const double close_s = seconds_since(close_start);
+    // Where the call's time went, for the overhead figures (scripts/bench-python.sh).
+    py::dict timing(py::arg("input_check_s") = check_s, py::arg("session_open_s") = open_s,
+                    py::arg("driver_s") = driver_s, py::arg("session_close_s") = close_s);
     return py::make_tuple(tb::report_json(outcome->report), plan_dict(outcome->report.plan),
-                          py::cast(outcome->warnings), tb::format_report_table(outcome->report));
+                          py::cast(outcome->warnings), tb::format_report_table(outcome->report), timing);
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();
     drop_session();

@@ -95,7 +95,8 @@ class ClusterHandle {
   py::dict predict(const py::dict& plan) const;
 
   // C = A B into `c`. With `plan` (a plan dict) runs that plan (Session::run_plan) instead of
-  // planning. Returns (report JSON text, plan dict, warnings, the CLI's report table). Nonfinite inputs are refused unless
+  // planning. Returns (report JSON text, plan dict, warnings, the CLI's report table, timing dict:
+  // input_check_s, session_open_s, driver_s (Session::multiply or run_plan), session_close_s). Nonfinite inputs are refused unless
   // allow_nonfinite. `progress(dict node -> jobs done)` and `notice(str)` are called on the
   // calling thread about every 50 ms; either may be None.
   py::tuple multiply(const py::array& a, const py::array& b, const py::array& c, const MultiplyArgs& args,

@@ -37,6 +37,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
@@ -263,7 +264,9 @@ class Report(_Record):
     ``verification`` (dict: mode, max_error_ratio, max_abs_error, seconds, detail),
     ``predicted_makespan_s``, ``prediction_error``, ``nodes`` (per-node dicts: rows, bytes,
     compute/comm/idle seconds, ...), ``policy``, ``m``, ``n``, ``k``, ``layout``, ``lost_nodes``...
-    Also ``plan`` (the :class:`Plan` that ran), ``warnings`` and ``notices``.
+    Also ``plan`` (the :class:`Plan` that ran), ``warnings``, ``notices`` and ``timing`` (where
+    the call's seconds went: call_s, the whole call as Python saw it; input_check_s, the NaN/inf
+    scan; session_open_s and session_close_s; driver_s, the library's multiply).
     ``str(report)`` is the table ``tessera multiply`` prints; ``to_dict()`` the JSON document.
     """
 
@@ -720,6 +723,7 @@ class Cluster:
         NotFoundError, VerificationError (the product failed verification; ``.report`` and
         ``.result`` hold the report and C).
         """
+        entry = time.perf_counter()
         a = _as_matrix(A, "A", allow_copy)
         b = _as_matrix(B, "B", allow_copy)
         if a.shape[1] != b.shape[0]:
@@ -734,13 +738,15 @@ class Cluster:
             _log.info("%s", text)
 
         with self._lock:
-            text, plan_fields, plan_warnings, table = self._handle.multiply(
+            text, plan_fields, plan_warnings, table, timing = self._handle.multiply(
                 a, b, c, policy, layout, verify, [float(w) for w in (weights or [])], int(seed), int(panel_width),
                 int(panels_in_flight), int(refill_threshold), bool(overlap), int(tile_rows), float(node_timeout),
                 bool(allow_nonfinite), plan.to_dict() if plan is not None else None, progress, notice,
             )
         _warn_all(plan_warnings)
         report = Report(json.loads(text), Plan(plan_fields, plan_warnings), plan_warnings, notices, table)
+        timing["call_s"] = time.perf_counter() - entry
+        report.__dict__["timing"] = timing
         if report.verified is False:
             raise VerificationError(
                 f"verification FAILED: {report.verification['detail']}", report=report, result=c
