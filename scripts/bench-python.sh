@@ -7,8 +7,8 @@
 #
 # Prints medians with min..max of: each process's wall time and the run's makespan (from its
 # report); the Python call's time and its OVERHEAD, the part of the call spent outside the C++
-# steps the CLI performs as well (NaN/inf scan, session open, Session::multiply, close), taken
-# from report.timing; and both processes' peak RSS next to the bytes of A, B and C.
+# steps the CLI performs as well (NaN/inf scan, zero-filling C, session open, Session::multiply,
+# close), taken from report.timing; and both processes' peak RSS next to the bytes of A, B and C.
 #
 #   scripts/bench-python.sh [N] [RUNS] [CONFIG]
 # Needs the build (scripts/build.sh: build/bin/tessera and build/python) and /usr/bin/python3 with
@@ -86,8 +86,8 @@ py = [time_file(f"{work}/py-{i}.time") for i in range(1, runs + 1)]
 cli_reports = [json.load(open(f"{work}/cli-{i}.json")) for i in range(1, runs + 1)]
 py_reports = [json.load(open(f"{work}/py-{i}.json")) for i in range(1, runs + 1)]
 assert all(r["verified"] for r in cli_reports + py_reports), "a run failed verification"
-overhead = [r["call_s"] - r["input_check_s"] - r["session_open_s"] - r["driver_s"] - r["session_close_s"]
-            for r in py_reports]
+overhead = [r["call_s"] - r["input_check_s"] - r["output_fill_s"] - r["session_open_s"] - r["driver_s"]
+            - r["session_close_s"] for r in py_reports]
 share = [o / r["call_s"] * 100 for o, r in zip(overhead, py_reports)]
 
 def row(label, values, unit="s", scale=1.0, digits=3):

@@ -400,8 +400,8 @@ void ClusterHandle::drop_session() {
 void ClusterHandle::close() { drop_session(); }
 
 py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const py::array& c, const MultiplyArgs& args,
-                                  bool allow_nonfinite, const py::object& plan_fields, const py::object& progress,
-                                  const py::object& notice) {
+                                  bool allow_nonfinite, bool fill_output, const py::object& plan_fields,
+                                  const py::object& progress, const py::object& notice) {
   const linalg::MatrixView a_view = input_view(a, "A");
   const linalg::MatrixView b_view = input_view(b, "B");
   if (a_view.cols != b_view.rows) {
@@ -433,6 +433,14 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
     }));
   }
   const double check_s = seconds_since(check_start);
+  // A C fresh from numpy.empty has no pages yet: written during the run, each first touch is a
+  // page fault on a receiving thread, competing with the workers for the cores (before this,
+  // scripts/bench-python.sh measured a median makespan of 2.33 s against the CLI's 2.04 s for
+  // n = 4096 on configs/local.yaml). The CLI's C is zero-filled when it is allocated, before the
+  // run; this does the same.
+  const Clock::time_point fill_start = Clock::now();
+  if (fill_output) without_gil([&] { c_view.fill(0.0); });
+  const double fill_s = seconds_since(fill_start);
 
   tb::SessionOptions session_options;
   session_options.profile_path = profile_path_;
@@ -471,7 +479,8 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
     finish_call();
     const double close_s = seconds_since(close_start);
     // Where the call's time went, for the overhead figures (scripts/bench-python.sh).
-    py::dict timing(py::arg("input_check_s") = check_s, py::arg("session_open_s") = open_s,
+    py::dict timing(py::arg("input_check_s") = check_s, py::arg("output_fill_s") = fill_s,
+                    py::arg("session_open_s") = open_s,
                     py::arg("driver_s") = driver_s, py::arg("session_close_s") = close_s);
     return py::make_tuple(tb::report_json(outcome->report), plan_dict(outcome->report.plan),
                           py::cast(outcome->warnings), tb::format_report_table(outcome->report), timing);

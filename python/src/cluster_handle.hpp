@@ -96,11 +96,13 @@ class ClusterHandle {
 
   // C = A B into `c`. With `plan` (a plan dict) runs that plan (Session::run_plan) instead of
   // planning. Returns (report JSON text, plan dict, warnings, the CLI's report table, timing dict:
-  // input_check_s, session_open_s, driver_s (Session::multiply or run_plan), session_close_s). Nonfinite inputs are refused unless
-  // allow_nonfinite. `progress(dict node -> jobs done)` and `notice(str)` are called on the
+  // input_check_s, output_fill_s, session_open_s, driver_s (Session::multiply or run_plan),
+  // session_close_s). Nonfinite inputs are refused unless
+  // allow_nonfinite. fill_output: zero `c` before the run (a fresh numpy.empty, whose pages would
+  // otherwise be faulted in during it). `progress(dict node -> jobs done)` and `notice(str)` are called on the
   // calling thread about every 50 ms; either may be None.
   py::tuple multiply(const py::array& a, const py::array& b, const py::array& c, const MultiplyArgs& args,
-                     bool allow_nonfinite, const py::object& plan, const py::object& progress,
+                     bool allow_nonfinite, bool fill_output, const py::object& plan, const py::object& progress,
                      const py::object& notice);
 
   // Runs a graph algorithm; returns (values float64 array, outcome JSON text).

@@ -182,17 +182,18 @@ PYBIND11_MODULE(_tessera, module) {
           [](ClusterHandle& self, const py::array& a, const py::array& b, const py::array& c, const std::string& policy,
              const std::string& layout, const std::string& verify, const std::vector<double>& weights, uint64_t seed,
              uint64_t panel_width, uint32_t panels_in_flight, uint32_t refill_threshold, bool overlap,
-             uint64_t tile_rows, double node_timeout_s, bool allow_nonfinite, const py::object& plan,
-             const py::object& progress, const py::object& notice) {
+             uint64_t tile_rows, double node_timeout_s, bool allow_nonfinite, bool fill_output,
+             const py::object& plan, const py::object& progress, const py::object& notice) {
             return self.multiply(a, b, c,
                                  multiply_args(policy, layout, verify, weights, seed, panel_width, panels_in_flight,
                                                refill_threshold, overlap, tile_rows, node_timeout_s),
-                                 allow_nonfinite, plan, progress, notice);
+                                 allow_nonfinite, fill_output, plan, progress, notice);
           },
           py::arg("a"), py::arg("b"), py::arg("c"), py::arg("policy"), py::arg("layout"), py::arg("verify"),
           py::arg("weights"), py::arg("seed"), py::arg("panel_width"), py::arg("panels_in_flight"),
           py::arg("refill_threshold"), py::arg("overlap"), py::arg("tile_rows"), py::arg("node_timeout_s"),
-          py::arg("allow_nonfinite"), py::arg("plan"), py::arg("progress"), py::arg("notice"))
+          py::arg("allow_nonfinite"), py::arg("fill_output"), py::arg("plan"), py::arg("progress"),
+          py::arg("notice"))
       .def(
           "graph",
           [](ClusterHandle& self, const tp::DirectedGraph& graph, const std::string& algorithm, const std::string& mode,

@@ -266,7 +266,8 @@ class Report(_Record):
     compute/comm/idle seconds, ...), ``policy``, ``m``, ``n``, ``k``, ``layout``, ``lost_nodes``...
     Also ``plan`` (the :class:`Plan` that ran), ``warnings``, ``notices`` and ``timing`` (where
     the call's seconds went: call_s, the whole call as Python saw it; input_check_s, the NaN/inf
-    scan; session_open_s and session_close_s; driver_s, the library's multiply).
+    scan; output_fill_s, zeroing a C allocated here before the run; session_open_s and
+    session_close_s; driver_s, the library's multiply).
     ``str(report)`` is the table ``tessera multiply`` prints; ``to_dict()`` the JSON document.
     """
 
@@ -709,7 +710,8 @@ class Cluster:
         A and B: 2-D arrays, read in place when C-contiguous float64 (else converted by the rule
         in the module docstring; ``allow_copy=False`` refuses instead). ``out``: a C-contiguous,
         writeable float64 array of shape (m, n) to write C into (no allocation); C is then
-        ``out``. The defaults are ``tessera multiply``'s: policy "proportional" (the profile's
+        ``out`` (write a fresh numpy.empty once first, e.g. ``out.fill(0)``: pages first touched
+        during the run are page faults on the threads receiving C, which slow it). The defaults are ``tessera multiply``'s: policy "proportional" (the profile's
         speeds; a quick profile is measured first when none exists), layout "rows", verify
         "freivalds" ("exact" | "none"), panels of 256 rows of B, 4 in flight per node.
         ``plan``: run this Plan (from ``plan()``) instead of planning; it must be for these
@@ -741,7 +743,7 @@ class Cluster:
             text, plan_fields, plan_warnings, table, timing = self._handle.multiply(
                 a, b, c, policy, layout, verify, [float(w) for w in (weights or [])], int(seed), int(panel_width),
                 int(panels_in_flight), int(refill_threshold), bool(overlap), int(tile_rows), float(node_timeout),
-                bool(allow_nonfinite), plan.to_dict() if plan is not None else None, progress, notice,
+                bool(allow_nonfinite), out is None, plan.to_dict() if plan is not None else None, progress, notice,
             )
         _warn_all(plan_warnings)
         report = Report(json.loads(text), Plan(plan_fields, plan_warnings), plan_warnings, notices, table)
