@@ -18,6 +18,7 @@
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/report/report.hpp"
 #include "tessera/balance/run/verify.hpp"
+#include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/graph/reference.hpp"
@@ -138,6 +139,35 @@ Status check_finite(linalg::MatrixView matrix, std::string_view name) {
                                       "multiply it anyway (verification then counts matching NaN/inf entries as "
                                       "equal)",
                                       tb::describe_nonfinite(name, *entry)));
+}
+
+// The CLI's check_multiply_fits with A and B already in memory: refuses, before anything more is
+// allocated, a multiply whose working memory cannot fit: C (unless it is the caller's `out`), the
+// copy of B's pieces the driver encodes, and verification's copies (|A| and |B| for the rounding
+// bound; exact also a reference C and its magnitude).
+Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::VerifyMode verify, bool allocates_c) {
+  uint64_t doubles = 0;
+  const auto add = [&doubles](uint64_t rows, uint64_t cols) {
+    const uint64_t term = saturating_bytes(rows, cols, 1);
+    doubles = doubles > UINT64_MAX - term ? UINT64_MAX : doubles + term;
+  };
+  if (allocates_c) add(m, n);
+  add(k, n);
+  if (verify != tb::VerifyMode::kNone) {
+    add(m, k);
+    add(k, n);
+  }
+  if (verify == tb::VerifyMode::kExact) {
+    add(m, n);
+    add(m, n);
+  }
+  const std::string held = std::string(allocates_c ? "C, " : "") + "a copy of B" +
+                           (verify == tb::VerifyMode::kNone ? "" : " and the verification's copies") +
+                           ", besides A and B already in memory";
+  return check_fits_in_memory(saturating_bytes(doubles, 1, sizeof(double)),
+                              fmt::format("multiplying A {}x{} by B {}x{} ({})", m, k, k, n, held),
+                              std::string("; multiply smaller matrices") +
+                                  (verify == tb::VerifyMode::kNone ? "" : " or pass verify=\"none\""));
 }
 
 // The CLI's algorithm_spec: the algorithm keywords as a spec; the graph suggests a Katz beta.
@@ -438,6 +468,7 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
   // scripts/bench-python.sh measured a median makespan of 2.33 s against the CLI's 2.04 s for
   // n = 4096 on configs/local.yaml). The CLI's C is zero-filled when it is allocated, before the
   // run; this does the same.
+  ok_or_raise(check_working_memory(a_view.rows, b_view.cols, a_view.cols, options->verify, fill_output));
   const Clock::time_point fill_start = Clock::now();
   if (fill_output) without_gil([&] { c_view.fill(0.0); });
   const double fill_s = seconds_since(fill_start);

@@ -709,9 +709,10 @@ class Cluster:
 
         A and B: 2-D arrays, read in place when C-contiguous float64 (else converted by the rule
         in the module docstring; ``allow_copy=False`` refuses instead). ``out``: a C-contiguous,
-        writeable float64 array of shape (m, n) to write C into (no allocation); C is then
-        ``out`` (write a fresh numpy.empty once first, e.g. ``out.fill(0)``: pages first touched
-        during the run are page faults on the threads receiving C, which slow it). The defaults are ``tessera multiply``'s: policy "proportional" (the profile's
+        writeable float64 array of shape (m, n), not overlapping A or B, to write C into (no
+        allocation); C is then ``out``. Write a fresh numpy.empty once first (``out.fill(0)``):
+        pages first touched during the run are page faults on the threads receiving C, which
+        slow it. The defaults are ``tessera multiply``'s: policy "proportional" (the profile's
         speeds; a quick profile is measured first when none exists), layout "rows", verify
         "freivalds" ("exact" | "none"), panels of 256 rows of B, 4 in flight per node.
         ``plan``: run this Plan (from ``plan()``) instead of planning; it must be for these
@@ -722,7 +723,8 @@ class Cluster:
         sessions (they are free at once) and raises KeyboardInterrupt.
 
         Raises InvalidInputError (shapes, dtypes, options), ClusterError (network, workers),
-        NotFoundError, VerificationError (the product failed verification; ``.report`` and
+        NotFoundError, ResourceExhaustedError (C, the copy of B and verification's copies would
+        not fit in this machine's memory, checked before they are allocated), VerificationError (the product failed verification; ``.report`` and
         ``.result`` hold the report and C).
         """
         entry = time.perf_counter()
@@ -733,6 +735,9 @@ class Cluster:
                 f"A is {a.shape[0]}x{a.shape[1]} and B is {b.shape[0]}x{b.shape[1]}: A's columns must equal B's rows"
             )
         c = _check_out(out, a.shape[0], b.shape[1]) if out is not None else np.empty((a.shape[0], b.shape[1]))
+        if out is not None and (np.may_share_memory(c, a) or np.may_share_memory(c, b)):
+            # C is written while A and B are still being read: the product would be garbage.
+            raise InvalidInputError("out overlaps A or B; pass an array of its own")
         notices: list = []
 
         def notice(text: str) -> None:

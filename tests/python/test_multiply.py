@@ -99,6 +99,9 @@ def test_out_receives_the_product_in_place(cluster):
     ]:
         with pytest.raises(tessera.InvalidInputError, match=message):
             cluster.multiply(a, b, out=bad)
+    square = integer_matrix(30, 30, 18)
+    with pytest.raises(tessera.InvalidInputError, match="overlaps"):
+        cluster.multiply(square, square, out=square)
     read_only = np.empty((50, 30))
     read_only.flags.writeable = False
     with pytest.raises(tessera.InvalidInputError, match="read-only"):
