@@ -1,0 +1,575 @@
+#include "cluster_handle.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include "arrays.hpp"
+#include "errors.hpp"
+#include "reports.hpp"
+#include "run_control.hpp"
+#include "tessera/balance/model/model.hpp"
+#include "tessera/balance/profile/profile.hpp"
+#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/run/verify.hpp"
+#include "tessera/core/memory.hpp"
+#include "tessera/core/strings.hpp"
+#include "tessera/graph/algorithm.hpp"
+#include "tessera/graph/reference.hpp"
+
+namespace tessera::python {
+
+namespace tb = tessera::balance;
+namespace tp = tessera::partition;
+namespace tg = tessera::graph;
+
+namespace {
+
+// What the run's threads report, handed to Python on the calling thread (run_interruptible's
+// poll): credits per node, notices, the latest graph trace point.
+class ProgressBox {
+ public:
+  explicit ProgressBox(std::vector<std::string> node_names)
+      : node_names_(std::move(node_names)), jobs_done_(node_names_.size(), 0) {}
+
+  void credit(std::size_t node, uint64_t jobs_done) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (node < jobs_done_.size()) jobs_done_[node] = jobs_done;
+    credits_changed_ = true;
+  }
+  void notice(std::string text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    notices_.push_back(std::move(text));
+  }
+  void trace(const tb::TracePoint& point) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    trace_ = point;
+  }
+
+  // REQUIRES: the GIL. Calls the callbacks (each may be None) with what arrived since last time.
+  void deliver(const py::object& progress, const py::object& notice) {
+    std::vector<std::string> notices;
+    std::vector<uint64_t> jobs;
+    std::optional<tb::TracePoint> trace;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      notices.swap(notices_);
+      if (credits_changed_) jobs = jobs_done_;
+      credits_changed_ = false;
+      trace.swap(trace_);
+    }
+    if (!notice.is_none()) {
+      for (const std::string& text : notices) notice(text);
+    }
+    if (progress.is_none()) return;
+    if (!jobs.empty()) {
+      py::dict done;
+      for (std::size_t i = 0; i < jobs.size(); ++i) done[py::str(node_names_[i])] = jobs[i];
+      progress(done);
+    }
+    if (trace) {
+      progress(py::dict(py::arg("time_s") = trace->time_s, py::arg("residual") = trace->residual,
+                        py::arg("edge_updates") = trace->edge_updates,
+                        py::arg("batches_sent") = trace->batches_sent,
+                        py::arg("batches_received") = trace->batches_received));
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> node_names_;
+  std::vector<uint64_t> jobs_done_;
+  bool credits_changed_ = false;
+  std::vector<std::string> notices_;
+  std::optional<tb::TracePoint> trace_;
+};
+
+// The multiply options the CLI's multiply_options() builds from its flags, with the same checks
+// and messages, the flags named as the Python keywords.
+Result<tb::MultiplyOptions> multiply_options(const MultiplyArgs& args, std::size_t node_count,
+                                             const std::string& config_path) {
+  Result<tb::Policy> policy = tb::parse_policy(args.policy);
+  if (!policy) return policy.status();
+  Result<tb::VerifyMode> verify_mode = tb::parse_verify_mode(args.verify);
+  if (!verify_mode) return verify_mode.status();
+  if (*policy != tb::Policy::kProportional && !args.weights.empty()) {
+    return invalid_argument("weights= applies to policy=\"proportional\" only");
+  }
+  if (!args.weights.empty() && args.weights.size() != node_count) {
+    return invalid_argument(fmt::format("weights= has {} values for {} nodes ({}); give one per node",
+                                        args.weights.size(), node_count, config_path));
+  }
+  Result<tp::Layout> layout = tp::parse_layout(args.layout);
+  if (!layout) return layout.status();
+  TESSERA_RETURN_IF_ERROR(tb::check_layout(*policy, *layout));
+  if (args.refill_threshold == 0 || args.refill_threshold > args.panels_in_flight) {
+    return invalid_argument(fmt::format("refill_threshold={} must be between 1 and panels_in_flight={}",
+                                        args.refill_threshold, args.panels_in_flight));
+  }
+  if (!(args.node_timeout_s >= 0.0) || args.node_timeout_s > 86400.0) {
+    return invalid_argument(fmt::format("node_timeout={} must be between 0 (derive it from the profile) and 86400 "
+                                        "seconds",
+                                        args.node_timeout_s));
+  }
+  tb::MultiplyOptions options;
+  options.policy = tb::default_choice(*policy);
+  if (auto* proportional = std::get_if<tb::ProportionalPolicy>(&options.policy)) proportional->weights = args.weights;
+  if (auto* dynamic = std::get_if<tb::DynamicPolicy>(&options.policy)) dynamic->tile_rows = args.tile_rows;
+  options.layout = *layout;
+  options.panel_width = args.panel_width;
+  options.panels_in_flight = args.overlap ? args.panels_in_flight : 1;
+  options.refill_threshold = args.overlap ? args.refill_threshold : 1;
+  options.verify = *verify_mode;
+  options.verify_seed = args.seed;
+  options.node_timeout_s = args.node_timeout_s;
+  return options;
+}
+
+// As the CLI's check_finite: NaN and infinities are usually a bug upstream.
+Status check_finite(linalg::MatrixView matrix, std::string_view name) {
+  const std::optional<tb::NonFiniteEntry> entry = tb::first_nonfinite(matrix);
+  if (!entry) return Status::ok();
+  return invalid_argument(fmt::format("{} (0-based [row][column]); fix the input, or pass allow_nonfinite=True to "
+                                      "multiply it anyway (verification then counts matching NaN/inf entries as "
+                                      "equal)",
+                                      tb::describe_nonfinite(name, *entry)));
+}
+
+// The CLI's check_multiply_fits with A and B already in memory: refuses, before anything more is
+// allocated, a multiply whose working memory cannot fit: C (unless it is the caller's `out`), the
+// copy of B's pieces the driver encodes, and verification's copies (|A| and |B| for the rounding
+// bound; exact also a reference C and its magnitude).
+Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::VerifyMode verify, bool allocates_c) {
+  uint64_t doubles = 0;
+  const auto add = [&doubles](uint64_t rows, uint64_t cols) {
+    const uint64_t term = saturating_bytes(rows, cols, 1);
+    doubles = doubles > UINT64_MAX - term ? UINT64_MAX : doubles + term;
+  };
+  if (allocates_c) add(m, n);
+  add(k, n);
+  if (verify != tb::VerifyMode::kNone) {
+    add(m, k);
+    add(k, n);
+  }
+  if (verify == tb::VerifyMode::kExact) {
+    add(m, n);
+    add(m, n);
+  }
+  const std::string held = std::string(allocates_c ? "C, " : "") + "a copy of B" +
+                           (verify == tb::VerifyMode::kNone ? "" : " and the verification's copies") +
+                           ", besides A and B already in memory";
+  return check_fits_in_memory(saturating_bytes(doubles, 1, sizeof(double)),
+                              fmt::format("multiplying A {}x{} by B {}x{} ({})", m, k, k, n, held),
+                              std::string("; multiply smaller matrices") +
+                                  (verify == tb::VerifyMode::kNone ? "" : " or pass verify=\"none\""));
+}
+
+// The CLI's algorithm_spec: the algorithm keywords as a spec; the graph suggests a Katz beta.
+Result<tg::AlgorithmSpec> algorithm_spec(const GraphArgs& args, const tp::DirectedGraph& graph) {
+  Result<tg::AlgorithmKind> kind = tg::parse_algorithm(args.algorithm);
+  if (!kind) return kind.status();
+  tg::AlgorithmSpec spec;
+  spec.kind = *kind;
+  spec.damping = args.damping;
+  spec.source = args.source;
+  if (args.label != "max" && args.label != "min") {
+    return invalid_argument(fmt::format("unknown label \"{}\"; use max or min", args.label));
+  }
+  spec.max_label = args.label == "max";
+  if (spec.kind == tg::AlgorithmKind::kKatz) {
+    if (!args.beta) {
+      const tg::SpectralBounds bounds = tg::spectral_radius_bounds(graph);
+      return invalid_argument(fmt::format("katz needs beta=B below 1/lambda_max; this graph's lambda_max is at most "
+                                          "{:.4g}, so for example beta={:.3g}",
+                                          bounds.upper, bounds.upper > 0.0 ? 0.5 / bounds.upper : 0.5));
+    }
+    spec.beta = *args.beta;
+  }
+  return spec;
+}
+
+Result<tb::GraphRunOptions> graph_options(const GraphArgs& args, const tg::AlgorithmSpec& spec) {
+  tb::GraphRunOptions options;
+  options.algorithm = spec;
+  Result<tb::GraphMode> mode = tb::parse_graph_mode(args.mode);
+  if (!mode) return mode.status().with_context("mode: ");
+  options.mode = *mode;
+  Result<tp::PartitionMethod> method = tp::parse_partition_method(args.partition);
+  if (!method) return method.status().with_context("partition: ");
+  options.method = *method;
+  options.seed = args.seed;
+  options.tolerance = args.tolerance;
+  if (args.poll_ms == 0 || args.snapshot_ms == 0) return invalid_argument("poll_ms and snapshot_ms must be at least 1");
+  options.poll_interval = std::chrono::milliseconds(args.poll_ms);
+  options.snapshot_interval = std::chrono::milliseconds(args.snapshot_ms);
+  if (!(args.node_timeout_s > 0.0) || args.node_timeout_s > 86400.0) {
+    return invalid_argument(fmt::format("node_timeout={} must be between 0 and 86400 seconds", args.node_timeout_s));
+  }
+  options.node_timeout_s = args.node_timeout_s;
+  if (!(args.max_seconds > 0.0)) return invalid_argument("max_seconds must be > 0");
+  options.max_wall_s = args.max_seconds;
+  options.verify = args.verify;
+  return options;
+}
+
+}  // namespace
+
+ClusterHandle::ClusterHandle(std::string config_path, std::string run_dir, std::string profile_path,
+                             std::string worker_binary, bool keep_connected)
+    : config_path_(std::move(config_path)),
+      run_dir_(std::move(run_dir)),
+      profile_path_(std::move(profile_path)),
+      worker_binary_(std::move(worker_binary)),
+      keep_connected_(keep_connected) {
+  // Read now so that a bad path or YAML fails at Cluster(...), not at the first call.
+  value_or_raise(tb::load_cluster_spec(config_path_));
+}
+
+ClusterHandle::~ClusterHandle() {
+  if (session_) session_->close();
+}
+
+std::string ClusterHandle::profile_path() const {
+  return profile_path_.empty() ? tb::default_profile_path(config_path_) : profile_path_;
+}
+
+std::vector<std::string> ClusterHandle::node_names() const {
+  const tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
+  std::vector<std::string> names;
+  for (const tb::NodeSpec& node : spec.nodes) names.push_back(node.name);
+  return names;
+}
+
+tb::LocalClusterOptions ClusterHandle::local_options() const {
+  tb::LocalClusterOptions options;
+  options.run_dir = run_dir_;
+  options.worker_binary = worker_binary_;
+  return options;
+}
+
+py::dict ClusterHandle::up(bool no_emulation, double start_timeout_s) {
+  const tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
+  tb::LocalClusterOptions options = local_options();
+  options.no_emulation = no_emulation;
+  options.start_timeout = std::chrono::milliseconds(static_cast<int64_t>(start_timeout_s * 1000.0));
+  py::list warnings;
+  bool any_emulated = false;
+  for (const tb::NodeSpec& node : spec.nodes) any_emulated |= node.emulate.has_value();
+  if (no_emulation && any_emulated) {
+    warnings.append(fmt::format("no_emulation: the emulate: settings of {} are IGNORED; every node runs UNTHROTTLED "
+                                "at this machine's full speed.",
+                                config_path_));
+  }
+  for (const std::string& warning : tb::secret_exposure_warnings(spec)) warnings.append(warning);
+  const std::vector<tb::NodeLifecycle> nodes =
+      value_or_raise(without_gil([&] { return tb::local_cluster_up(spec, options); }));
+  for (const tb::NodeLifecycle& node : nodes) {
+    if (node.state == tb::NodeState::kStarted) started_.push_back(node.name);
+  }
+  return py::dict(py::arg("nodes") = lifecycle_list(nodes), py::arg("warnings") = warnings,
+                  py::arg("run_dir") = tb::cluster_run_dir(spec, options));
+}
+
+py::list ClusterHandle::down(bool only_started) {
+  drop_session();
+  tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
+  if (only_started) {
+    std::erase_if(spec.nodes, [this](const tb::NodeSpec& node) {
+      return std::find(started_.begin(), started_.end(), node.name) == started_.end();
+    });
+    if (spec.nodes.empty()) return py::list();
+  }
+  const tb::LocalClusterOptions options = local_options();
+  const std::vector<tb::NodeLifecycle> nodes =
+      value_or_raise(without_gil([&] { return tb::local_cluster_down(spec, options); }));
+  started_.clear();
+  return lifecycle_list(nodes);
+}
+
+py::list ClusterHandle::started() const { return py::cast(started_); }
+
+py::list ClusterHandle::status() {
+  const tb::ClusterSpec spec = value_or_raise(tb::load_reachable_cluster(config_path_, run_dir_));
+  const tb::LocalClusterOptions options = local_options();
+  return reachability_list(without_gil([&] { return tb::cluster_status(spec, options); }));
+}
+
+py::object ClusterHandle::saved_profile() const {
+  const std::string path = profile_path();
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return py::none();
+  return profile_dict(value_or_raise(tb::load_profile(path)), path);
+}
+
+py::dict ClusterHandle::profile(bool refresh, bool quick, const std::vector<std::string>& nodes, uint32_t probe_size,
+                                double window_seconds, const py::object& progress) {
+  tb::ClusterSpec spec = value_or_raise(tb::load_reachable_cluster(config_path_, run_dir_));
+  if (probe_size < 16 || probe_size > 8192) raise_status(invalid_argument("probe_size must be within 16..8192"));
+  for (const std::string& name : nodes) {
+    if (spec.find_node(name) < 0) {
+      raise_status(invalid_argument(fmt::format("nodes: {}: no such node in {}; nodes are {}", name, config_path_,
+                                                join(spec.nodes, ", ", &tb::NodeSpec::name))));
+    }
+  }
+  // As `tessera profile`: a damaged saved profile is set aside (and replaced), not an error.
+  drop_session();
+  tb::SessionOptions session_options;
+  session_options.profile_path = profile_path_;
+  session_options.damaged_profile_is_error = false;
+  std::vector<std::string> names;
+  for (const tb::NodeSpec& node : spec.nodes) names.push_back(node.name);
+  tb::Session session = value_or_raise(without_gil([&] { return tb::Session::open(std::move(spec), session_options); }));
+  ProgressBox box(names);
+  if (std::optional<Status> problem = session.ignored_profile_problem()) {
+    box.notice("ignoring the saved profile: " + problem->message());
+  }
+  tb::ProfileOptions options;
+  options.quick = quick;
+  options.refresh = refresh;
+  options.only_nodes = nodes;
+  options.reference_size = probe_size;
+  options.window_seconds = window_seconds;
+  std::vector<std::string> measured;
+  std::atomic<bool> cancel{false};
+  const tb::ProfileProgress on_progress = [&box](const std::string& node, const std::string& what, bool done) {
+    if (done) box.notice(fmt::format("{}: {}", node, what));
+  };
+  // measure_profile takes no cancel flag: a Ctrl-C is raised once the measurement has ended (the
+  // thread is joined first), and the new profile is then not returned.
+  std::optional<Result<tb::ClusterProfile>> result;
+  try {
+    result = run_interruptible(
+        cancel,
+        [&] {
+          return session.measure_profile(options, on_progress, &measured);
+        },
+        [&] { box.deliver(py::none(), progress); });
+  } catch (...) {
+    without_gil([&] { session.close(); });
+    throw;
+  }
+  without_gil([&] { session.close(); });
+  const tb::ClusterProfile measured_profile = value_or_raise(std::move(*result));
+  py::dict document = profile_dict(measured_profile, session.profile_path());
+  document["measured"] = py::cast(measured);
+  return document;
+}
+
+py::tuple ClusterHandle::profile_weights() const {
+  const tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
+  const std::string path = profile_path();
+  const tb::ClusterProfile profile = value_or_raise(tb::load_profile(path));
+  std::vector<double> weights = value_or_raise(tb::profile_weights(profile, spec, path));
+  std::vector<std::string> names;
+  for (const tb::NodeSpec& node : spec.nodes) names.push_back(node.name);
+  return py::make_tuple(names, weights);
+}
+
+py::dict ClusterHandle::plan(uint64_t m, uint64_t n, uint64_t k, const MultiplyArgs& args) const {
+  const tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
+  const tb::MultiplyOptions options = value_or_raise(multiply_options(args, spec.nodes.size(), config_path_));
+  const std::string path = profile_path();
+  std::optional<tb::ClusterProfile> profile;
+  std::error_code error;
+  if (std::filesystem::exists(path, error)) profile = value_or_raise(tb::load_profile(path));
+  const tb::PlannedMultiply planned = value_or_raise(tb::plan_policy(spec, profile, path, m, n, k, options));
+  return py::dict(py::arg("plan") = plan_dict(planned.plan), py::arg("warnings") = py::cast(planned.warnings));
+}
+
+py::dict ClusterHandle::predict(const py::dict& plan_fields) const {
+  const tb::Plan plan = plan_from_dict(plan_fields);
+  const tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
+  const std::string path = profile_path();
+  const tb::ClusterProfile profile = value_or_raise(tb::load_profile(path));
+  const tb::ClusterModel model = value_or_raise(tb::profile_model(profile, spec, path));
+  if (plan.shares.size() != spec.nodes.size()) {
+    raise_status(invalid_argument(fmt::format("the plan has {} shares for the {} nodes of {}", plan.shares.size(),
+                                              spec.nodes.size(), config_path_)));
+  }
+  return prediction_dict(tb::predict(model, plan), plan);
+}
+
+tb::Session& ClusterHandle::open_session(SessionKind kind, const tb::SessionOptions& options) {
+  if (session_ && session_kind_ != kind) drop_session();
+  if (!session_) {
+    const tb::ClusterSpec spec = value_or_raise(tb::load_reachable_cluster(config_path_, run_dir_));
+    Result<tb::Session> opened = without_gil([&] { return tb::Session::open(spec, options); });
+    // A worker whose session we abandoned (Ctrl-C) answers BUSY until it notices the closed
+    // connection, which takes it up to the job it is computing; that session was ours, so wait
+    // for it rather than fail the next call.
+    while (!opened && opened.status().code() == StatusCode::kBusy && abandoned_at_ &&
+           std::chrono::steady_clock::now() - *abandoned_at_ < kAbandonedSessionGrace) {
+      opened = without_gil([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return tb::Session::open(spec, options);
+      });
+    }
+    abandoned_at_.reset();
+    session_.emplace(value_or_raise(std::move(opened)));
+    session_kind_ = kind;
+  }
+  return *session_;
+}
+
+void ClusterHandle::finish_call() {
+  if (!keep_connected_) drop_session();
+}
+
+void ClusterHandle::drop_session() {
+  if (!session_) return;
+  without_gil([&] { session_->close(); });
+  session_.reset();
+}
+
+void ClusterHandle::close() { drop_session(); }
+
+py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const py::array& c, const MultiplyArgs& args,
+                                  bool allow_nonfinite, bool fill_output, const py::object& plan_fields,
+                                  const py::object& progress, const py::object& notice) {
+  const linalg::MatrixView a_view = input_view(a, "A");
+  const linalg::MatrixView b_view = input_view(b, "B");
+  if (a_view.cols != b_view.rows) {
+    raise_status(invalid_argument(fmt::format("A is {}x{} and B is {}x{}: A's columns must equal B's rows", a_view.rows,
+                                              a_view.cols, b_view.rows, b_view.cols)));
+  }
+  const linalg::MutableMatrixView c_view = output_view(c, a_view.rows, b_view.cols);
+  const std::vector<std::string> names = node_names();
+  std::optional<tb::Plan> given_plan;
+  std::optional<tb::MultiplyOptions> options;
+  if (!plan_fields.is_none()) {
+    given_plan = plan_from_dict(plan_fields.cast<py::dict>());
+    if (given_plan->m != a_view.rows || given_plan->k != a_view.cols || given_plan->n != b_view.cols) {
+      raise_status(invalid_argument(fmt::format("the plan is for {}x{} times {}x{}, but A is {}x{} and B is {}x{}",
+                                                given_plan->m, given_plan->k, given_plan->k, given_plan->n,
+                                                a_view.rows, a_view.cols, b_view.rows, b_view.cols)));
+    }
+  }
+  options = value_or_raise(multiply_options(args, names.size(), config_path_));
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  const Clock::time_point check_start = Clock::now();
+  if (!allow_nonfinite) {
+    ok_or_raise(without_gil([&] {
+      Status finite = check_finite(a_view, "A");
+      return finite ? check_finite(b_view, "B") : finite;
+    }));
+  }
+  const double check_s = seconds_since(check_start);
+  // A C fresh from numpy.empty has no pages yet: written during the run, each first touch is a
+  // page fault on a receiving thread, competing with the workers for the cores (before this,
+  // scripts/bench-python.sh measured a median makespan of 2.33 s against the CLI's 2.04 s for
+  // n = 4096 on configs/local.yaml). The CLI's C is zero-filled when it is allocated, before the
+  // run; this does the same.
+  ok_or_raise(check_working_memory(a_view.rows, b_view.cols, a_view.cols, options->verify, fill_output));
+  const Clock::time_point fill_start = Clock::now();
+  if (fill_output) without_gil([&] { c_view.fill(0.0); });
+  const double fill_s = seconds_since(fill_start);
+
+  tb::SessionOptions session_options;
+  session_options.profile_path = profile_path_;
+  ProgressBox box(names);
+  std::atomic<bool> cancel{false};
+  tb::RunControl control;
+  control.cancel = &cancel;
+  control.on_credit = [&box](std::size_t node, uint64_t jobs_done) { box.credit(node, jobs_done); };
+  control.on_notice = [&box](const std::string& text) { box.notice(text); };
+  control.on_profile_progress = [&box](const std::string& node, const std::string& what, bool done) {
+    if (done) box.notice(fmt::format("{}: {}", node, what));
+  };
+  try {
+    const Clock::time_point open_start = Clock::now();
+    tb::Session& session = open_session(SessionKind::kMultiply, session_options);
+    const double open_s = seconds_since(open_start);
+    double driver_s = 0.0;
+    Result<tb::MultiplyOutcome> outcome = run_interruptible(
+        cancel,
+        [&]() -> Result<tb::MultiplyOutcome> {
+          const Clock::time_point driver_start = Clock::now();
+          struct Stopwatch {
+            double& seconds;
+            Clock::time_point start;
+            ~Stopwatch() { seconds = std::chrono::duration<double>(Clock::now() - start).count(); }
+          } stopwatch{driver_s, driver_start};
+          if (!given_plan) return session.multiply(a_view, b_view, c_view, *options, control);
+          Result<tb::MultiplyReport> report =
+              session.run_plan(*given_plan, a_view, b_view, c_view, options->verify, options->verify_seed, control);
+          if (!report) return report.status();
+          return tb::MultiplyOutcome{std::move(*report), {}};
+        },
+        [&] { box.deliver(progress, notice); });
+    if (!outcome) raise_status(outcome.status());
+    const Clock::time_point close_start = Clock::now();
+    finish_call();
+    const double close_s = seconds_since(close_start);
+    // Where the call's time went, for the overhead figures (scripts/bench-python.sh).
+    py::dict timing(py::arg("input_check_s") = check_s, py::arg("output_fill_s") = fill_s,
+                    py::arg("session_open_s") = open_s,
+                    py::arg("driver_s") = driver_s, py::arg("session_close_s") = close_s);
+    return py::make_tuple(tb::report_json(outcome->report), plan_dict(outcome->report.plan),
+                          py::cast(outcome->warnings), tb::format_report_table(outcome->report), timing);
+  } catch (...) {
+    if (session_) abandoned_at_ = std::chrono::steady_clock::now();
+    drop_session();
+    throw;
+  }
+}
+
+py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const GraphArgs& args, const py::object& progress,
+                               const py::object& notice) {
+  tb::ClusterSpec spec = value_or_raise(tb::load_reachable_cluster(config_path_, run_dir_));
+  const std::vector<std::vector<std::string>> peer_hosts = value_or_raise(tb::load_peer_hosts(spec, run_dir_));
+  const tg::AlgorithmSpec algorithm = value_or_raise(algorithm_spec(args, graph));
+  tb::GraphRunOptions options = value_or_raise(graph_options(args, algorithm));
+  options.peer_hosts = peer_hosts;
+  // Everything that needs only the graph fails here, before a connection is made.
+  ok_or_raise(without_gil([&] { return tb::check_graph_run(graph, algorithm); }));
+  value_or_raise(tb::run_tolerance(algorithm, args.tolerance));
+  std::vector<std::string> names;
+  for (const tb::NodeSpec& node : spec.nodes) names.push_back(node.name);
+  ProgressBox box(names);
+  const std::string path = profile_path();
+  if (!args.weights.empty()) {
+    options.weights = value_or_raise(tb::parse_target_weights(args.weights));
+  } else if (std::error_code error; std::filesystem::exists(path, error)) {
+    options.weights = value_or_raise(tb::parse_target_weights("profile"));
+  } else {
+    box.notice(fmt::format("note: no profile at {}; sharing the graph equally (run cluster.profile() or `tessera "
+                           "profile {}` to weight the nodes by speed)",
+                           path, config_path_));
+  }
+
+  tb::SessionOptions session_options;
+  session_options.profile_path = profile_path_;
+  session_options.connect.required_capabilities = transport::kCapabilityGraph;
+  session_options.damaged_profile_is_error = options.weights.source == tb::TargetWeights::Source::kProfile;
+  session_options.measure_missing_profile = false;
+  std::atomic<bool> cancel{false};
+  tb::RunControl control;
+  control.cancel = &cancel;
+  control.on_notice = [&box](const std::string& text) { box.notice(text); };
+  control.on_graph_progress = [&box](const tb::TracePoint& point) { box.trace(point); };
+  try {
+    tb::Session& session = open_session(SessionKind::kGraph, session_options);
+    Result<tb::GraphOutcome> outcome = run_interruptible(
+        cancel, [&] { return session.graph(graph, std::move(options), control); },
+        [&] { box.deliver(progress, notice); });
+    if (!outcome) raise_status(outcome.status());
+    finish_call();
+    std::string report = graph_outcome_json(spec.name, graph, *outcome);
+    return py::make_tuple(to_numpy(std::move(outcome->values)), std::move(report));
+  } catch (...) {
+    if (session_) abandoned_at_ = std::chrono::steady_clock::now();
+    drop_session();
+    throw;
+  }
+}
+
+}  // namespace tessera::python

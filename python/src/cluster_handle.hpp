@@ -1,0 +1,135 @@
+// ClusterHandle: the C++ side of tessera.Cluster. One object per cluster file; it starts and stops
+// local workers, reads status and profiles, plans, multiplies and runs graph algorithms through
+// the Session facade, and hands results back as plain Python data (reports.hpp) for the Python
+// classes to wrap. Argument defaults and docstrings live in tessera/__init__.py.
+//
+// Sessions: with keep_connected false (the default) every call that needs the workers opens a
+// Session and closes it before returning, as the CLI does, so other coordinators (a `tessera`
+// command, another script) find the workers free between calls. With keep_connected true one
+// Session is kept for the next call; a call that fails or is interrupted closes it, and the next
+// call opens a new one. Long calls run interruptibly (run_control.hpp): Ctrl-C cancels the run,
+// the workers' sessions are closed at once, and KeyboardInterrupt propagates.
+// Memory: multiply() reads A and B and writes C through views of the caller's arrays (no copy);
+// nothing is kept after it returns. Not thread-safe: one call at a time per object (the Python
+// class serialises them with a lock).
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/balance/session/session.hpp"
+#include "tessera/partition/digraph.hpp"
+
+namespace tessera::python {
+
+namespace py = pybind11;
+
+struct MultiplyArgs {
+  std::string policy = "proportional";
+  std::string layout = "rows";
+  std::string verify = "freivalds";
+  std::vector<double> weights;  // proportional only; empty: the profile's speeds
+  uint64_t seed = 1;            // Freivalds' random vector
+  uint64_t panel_width = 256;
+  uint32_t panels_in_flight = 4;
+  uint32_t refill_threshold = 1;
+  bool overlap = true;
+  uint64_t tile_rows = 0;
+  double node_timeout_s = 0.0;
+};
+
+struct GraphArgs {
+  std::string algorithm;
+  std::string mode = "async";
+  std::string partition = "metis";
+  std::string weights;  // empty: profile when a profile exists, else equal
+  std::optional<double> tolerance;
+  std::optional<int64_t> source;
+  double damping = 0.85;
+  std::optional<double> beta;
+  std::string label = "max";
+  uint64_t seed = 1;
+  bool verify = false;
+  uint32_t poll_ms = 100;
+  uint32_t snapshot_ms = 1000;
+  double node_timeout_s = 30.0;
+  double max_seconds = 600.0;
+};
+
+class ClusterHandle {
+ public:
+  ClusterHandle(std::string config_path, std::string run_dir, std::string profile_path, std::string worker_binary,
+                bool keep_connected);
+  ~ClusterHandle();
+  ClusterHandle(const ClusterHandle&) = delete;
+  ClusterHandle& operator=(const ClusterHandle&) = delete;
+
+  const std::string& config_path() const { return config_path_; }
+  std::string profile_path() const;
+  std::vector<std::string> node_names() const;
+
+  // {"nodes": [{name, state, pid, detail}], "warnings": [...], "run_dir": str}; remembers the
+  // nodes this call started.
+  py::dict up(bool no_emulation, double start_timeout_s);
+  // Stops every recorded worker, or (only_started) just the ones up() of this object started.
+  py::list down(bool only_started);
+  py::list started() const;
+  py::list status();
+
+  py::object saved_profile() const;  // the profile dict, or None when there is no profile file
+  py::dict profile(bool refresh, bool quick, const std::vector<std::string>& nodes, uint32_t probe_size,
+                   double window_seconds, const py::object& progress);
+
+  // (node names, weights) from the saved profile, as `tessera partition --cluster` takes them.
+  py::tuple profile_weights() const;
+  // {"plan": plan dict, "warnings": [...]} without connecting (what `tessera model` prints).
+  py::dict plan(uint64_t m, uint64_t n, uint64_t k, const MultiplyArgs& args) const;
+  // The model's forecast of a plan dict; raises when there is no profile.
+  py::dict predict(const py::dict& plan) const;
+
+  // C = A B into `c`. With `plan` (a plan dict) runs that plan (Session::run_plan) instead of
+  // planning. Returns (report JSON text, plan dict, warnings, the CLI's report table, timing dict:
+  // input_check_s, output_fill_s, session_open_s, driver_s (Session::multiply or run_plan),
+  // session_close_s). Nonfinite inputs are refused unless
+  // allow_nonfinite. fill_output: zero `c` before the run (a fresh numpy.empty, whose pages would
+  // otherwise be faulted in during it). `progress(dict node -> jobs done)` and `notice(str)` are called on the
+  // calling thread about every 50 ms; either may be None.
+  py::tuple multiply(const py::array& a, const py::array& b, const py::array& c, const MultiplyArgs& args,
+                     bool allow_nonfinite, bool fill_output, const py::object& plan, const py::object& progress,
+                     const py::object& notice);
+
+  // Runs a graph algorithm; returns (values float64 array, outcome JSON text).
+  py::tuple graph(const partition::DirectedGraph& graph, const GraphArgs& args, const py::object& progress,
+                  const py::object& notice);
+
+  // Closes a kept session (BYE to every node). Idempotent.
+  void close();
+
+ private:
+  enum class SessionKind { kMultiply, kGraph };
+  balance::Session& open_session(SessionKind kind, const balance::SessionOptions& options);
+  void finish_call();    // closes the session unless keep_connected
+  void drop_session();   // closes it whatever keep_connected says
+  balance::LocalClusterOptions local_options() const;
+
+  std::string config_path_;
+  std::string run_dir_;
+  std::string profile_path_;  // as given; empty: next to the config
+  std::string worker_binary_;
+  bool keep_connected_ = false;
+  std::vector<std::string> started_;
+  std::optional<balance::Session> session_;
+  // When a call that failed or was interrupted closed a live session (see open_session).
+  std::optional<std::chrono::steady_clock::time_point> abandoned_at_;
+  static constexpr std::chrono::seconds kAbandonedSessionGrace{5};
+  SessionKind session_kind_ = SessionKind::kMultiply;
+};
+
+}  // namespace tessera::python

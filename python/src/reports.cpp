@@ -1,0 +1,236 @@
+#include "reports.hpp"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+#include <pybind11/stl.h>
+
+#include "errors.hpp"
+#include "tessera/graph/algorithm.hpp"
+
+namespace tessera::python {
+
+namespace tb = tessera::balance;
+namespace tp = tessera::partition;
+using nlohmann::json;
+
+py::list lifecycle_list(const std::vector<tb::NodeLifecycle>& nodes) {
+  py::list list;
+  for (const tb::NodeLifecycle& node : nodes) {
+    list.append(py::dict(py::arg("name") = node.name, py::arg("state") = std::string(tb::node_state_name(node.state)),
+                         py::arg("pid") = node.pid, py::arg("detail") = node.detail));
+  }
+  return list;
+}
+
+py::list reachability_list(const std::vector<tb::NodeReachability>& nodes) {
+  py::list list;
+  for (const tb::NodeReachability& node : nodes) {
+    list.append(py::dict(py::arg("name") = node.name, py::arg("endpoint") = node.endpoint,
+                         py::arg("reachable") = node.reachable, py::arg("busy") = node.busy,
+                         py::arg("detail") = node.detail,
+                         py::arg("local_pid") = node.local_pid == 0 ? py::object(py::none()) : py::int_(node.local_pid)));
+  }
+  return list;
+}
+
+py::dict profile_dict(const tb::ClusterProfile& profile, const std::string& path) {
+  const std::vector<double> powers = profile.relative_powers();
+  py::list nodes;
+  for (std::size_t i = 0; i < profile.nodes.size(); ++i) {
+    const tb::NodeProfile& node = profile.nodes[i];
+    py::list speed;
+    for (const tb::SpeedPoint& point : node.speed) speed.append(py::make_tuple(point.size, point.gflops));
+    nodes.append(py::dict(
+        py::arg("name") = node.name, py::arg("endpoint") = node.endpoint, py::arg("gflops") = node.gflops,
+        py::arg("relative_power") = powers[i], py::arg("speed") = speed, py::arg("probe_size") = node.probe_size,
+        py::arg("latency_s") = node.link.latency_s, py::arg("to_node_bytes_per_s") = node.link.to_node_bytes_per_s,
+        py::arg("from_node_bytes_per_s") = node.link.from_node_bytes_per_s, py::arg("threads") = node.threads,
+        py::arg("cores") = node.cores, py::arg("memory_bytes") = node.memory_bytes, py::arg("arch") = node.arch,
+        py::arg("hostname") = node.hostname, py::arg("worker_version") = node.worker_version,
+        py::arg("measured_at") = node.measured_at, py::arg("quick") = node.quick));
+  }
+  return py::dict(py::arg("cluster") = profile.cluster, py::arg("measured_at") = profile.measured_at,
+                  py::arg("path") = path,
+                  py::arg("coordinator_send_bytes_per_s") = profile.coordinator_send_bytes_per_s,
+                  py::arg("nodes") = nodes);
+}
+
+py::dict plan_dict(const tb::Plan& plan) {
+  py::list shares;
+  for (const tb::NodeShare& share : plan.shares) {
+    py::list blocks;
+    for (const tp::Block& block : share.blocks) {
+      blocks.append(py::make_tuple(block.row_begin, block.rows, block.col_begin, block.cols, block.k_begin, block.depth));
+    }
+    shares.append(py::dict(py::arg("node") = share.node_name, py::arg("weight") = share.weight,
+                           py::arg("rows") = py::make_tuple(share.rows.begin, share.rows.end()),
+                           py::arg("blocks") = blocks));
+  }
+  return py::dict(py::arg("policy") = std::string(tb::policy_name(plan.policy)), py::arg("m") = plan.m,
+                  py::arg("n") = plan.n, py::arg("k") = plan.k, py::arg("panel_width") = plan.panel_width,
+                  py::arg("panels_in_flight") = plan.panels_in_flight,
+                  py::arg("refill_threshold") = plan.refill_threshold,
+                  py::arg("layout") = std::string(tp::layout_name(plan.layout)), py::arg("tile_rows") = plan.tile_rows,
+                  py::arg("shares") = shares, py::arg("text") = plan.to_string());
+}
+
+namespace {
+
+py::object field(const py::dict& dict, const char* key, const char* what) {
+  if (!dict.contains(key)) raise_status(invalid_argument(std::string(what) + " has no '" + key + "'"));
+  return dict[key];
+}
+
+}  // namespace
+
+tb::Plan plan_from_dict(const py::dict& dict) {
+  tb::Plan plan;
+  try {
+    plan.policy = value_or_raise(tb::parse_policy(field(dict, "policy", "the plan").cast<std::string>()));
+    plan.m = field(dict, "m", "the plan").cast<uint64_t>();
+    plan.n = field(dict, "n", "the plan").cast<uint64_t>();
+    plan.k = field(dict, "k", "the plan").cast<uint64_t>();
+    plan.panel_width = field(dict, "panel_width", "the plan").cast<uint64_t>();
+    plan.panels_in_flight = field(dict, "panels_in_flight", "the plan").cast<uint32_t>();
+    plan.refill_threshold = field(dict, "refill_threshold", "the plan").cast<uint32_t>();
+    plan.layout = value_or_raise(tp::parse_layout(field(dict, "layout", "the plan").cast<std::string>()));
+    plan.tile_rows = field(dict, "tile_rows", "the plan").cast<uint64_t>();
+    for (const py::handle item : field(dict, "shares", "the plan")) {
+      const auto share_dict = py::reinterpret_borrow<py::dict>(item);
+      tb::NodeShare share;
+      share.node_name = field(share_dict, "node", "a share").cast<std::string>();
+      share.weight = field(share_dict, "weight", "a share").cast<double>();
+      const auto rows = field(share_dict, "rows", "a share").cast<std::pair<uint64_t, uint64_t>>();
+      share.rows = {rows.first, rows.second - rows.first};
+      for (const py::handle block_item : field(share_dict, "blocks", "a share")) {
+        const auto b = block_item.cast<std::vector<uint64_t>>();
+        if (b.size() != 6) raise_status(invalid_argument("a plan block has 6 numbers (row_begin, rows, col_begin, cols, k_begin, depth)"));
+        share.blocks.push_back({b[0], b[1], b[2], b[3], b[4], b[5]});
+      }
+      plan.shares.push_back(std::move(share));
+    }
+  } catch (const py::cast_error& error) {
+    raise_status(invalid_argument(std::string("the plan has a field of the wrong type: ") + error.what()));
+  }
+  return plan;
+}
+
+py::dict prediction_dict(const tb::Prediction& prediction, const tb::Plan& plan) {
+  py::dict finish;
+  for (std::size_t i = 0; i < plan.shares.size() && i < prediction.finish_s.size(); ++i) {
+    finish[py::str(plan.shares[i].node_name)] = prediction.finish_s[i];
+  }
+  return py::dict(py::arg("makespan_s") = prediction.makespan_s, py::arg("finish_s") = finish);
+}
+
+namespace {
+
+json placement_json(const tb::PlacementSummary& placement) {
+  json parts = json::array();
+  for (std::size_t part = 0; part < placement.nodes.size(); ++part) {
+    parts.push_back({{"node", placement.nodes[part]},
+                     {"target_share", placement.target_share[part]},
+                     {"vertices", placement.vertices[part]},
+                     {"edges", placement.edges[part]},
+                     {"weight", placement.quality.parts[part].weight}});
+  }
+  return {{"edge_cut", placement.quality.edge_cut},
+          {"comm_volume", placement.quality.comm_volume},
+          {"imbalance", placement.quality.imbalance},
+          {"max_target_deviation", placement.quality.max_target_deviation},
+          {"total_weight", placement.quality.total_weight},
+          {"note", placement.note},
+          {"parts", std::move(parts)}};
+}
+
+// JSON has no infinity: as in the CLI's report, non-finite errors are written as null.
+json number_or_null(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
+
+}  // namespace
+
+std::string graph_outcome_json(const std::string& cluster, const tp::DirectedGraph& graph,
+                               const tb::GraphOutcome& outcome) {
+  namespace tg = tessera::graph;
+  json nodes = json::array();
+  for (const tb::GraphNodeFigures& node : outcome.nodes) {
+    nodes.push_back({{"name", node.name},
+                     {"vertices", node.vertices},
+                     {"edges", node.edges},
+                     {"updates", node.updates},
+                     {"edge_updates", node.edge_updates},
+                     {"batches_sent", node.batches_sent},
+                     {"batches_received", node.batches_received},
+                     {"deltas_sent", node.deltas_sent},
+                     {"deltas_received", node.deltas_received},
+                     {"coordinator_bytes_sent", node.coordinator_bytes_sent},
+                     {"coordinator_bytes_received", node.coordinator_bytes_received},
+                     {"peer_bytes_sent", node.peer_bytes_sent},
+                     {"peer_bytes_received", node.peer_bytes_received},
+                     {"busy_s", node.busy_s},
+                     {"idle_s", node.idle_s},
+                     {"memory_bytes", node.memory_bytes},
+                     {"bytes_per_edge", node.bytes_per_edge()},
+                     {"lost", node.lost}});
+  }
+  json trace = json::array();
+  for (const tb::TracePoint& point : outcome.trace) {
+    trace.push_back({{"time_s", point.time_s}, {"residual", point.residual}, {"edge_updates", point.edge_updates},
+                     {"batches_sent", point.batches_sent}, {"batches_received", point.batches_received}});
+  }
+  json lost = json::array();
+  for (std::size_t i = 0; i < outcome.lost_nodes.size(); ++i) {
+    lost.push_back({{"node", outcome.lost_nodes[i]}, {"reason", outcome.lost_reasons[i]}});
+  }
+  json document = {
+      {"cluster", cluster},
+      {"graph", {{"description", tp::describe(graph)}, {"vertices", outcome.vertices}, {"edges", outcome.edges}}},
+      {"algorithm", {{"name", tg::algorithm_name(outcome.algorithm.kind)}, {"description", tg::describe(outcome.algorithm)},
+                     {"damping", outcome.algorithm.damping}, {"beta", outcome.algorithm.beta},
+                     {"source", outcome.algorithm.source ? json(*outcome.algorithm.source) : json(nullptr)},
+                     {"max_label", outcome.algorithm.max_label}}},
+      {"mode", tb::graph_mode_name(outcome.mode)},
+      {"partition", tp::method_name(outcome.method)},
+      {"weights", outcome.weights},
+      {"tolerance", outcome.tolerance},
+      {"placement", placement_json(outcome.placement)},
+      {"final_placement", outcome.final_placement ? placement_json(*outcome.final_placement) : json(nullptr)},
+      {"nodes", std::move(nodes)},
+      {"totals", {{"wall_s", outcome.wall_s}, {"placement_s", outcome.placement_s}, {"edge_updates", outcome.edge_updates},
+                  {"edge_updates_per_s", outcome.edge_updates_per_s}, {"residual", outcome.residual},
+                  {"polls", outcome.polls}, {"poll_s", outcome.poll_s}, {"steps", outcome.steps},
+                  {"restarts", outcome.restarts}}},
+      {"lost_nodes", std::move(lost)},
+      {"trace", std::move(trace)},
+  };
+  if (outcome.verification) {
+    const tb::GraphVerification& verification = *outcome.verification;
+    document["verification"] = {{"passed", verification.passed},
+                                {"l1_error", number_or_null(verification.l1_error)},
+                                {"max_error", number_or_null(verification.max_error)},
+                                {"l1_bound", verification.l1_bound},
+                                {"mismatches", verification.mismatches},
+                                {"first_mismatch", verification.first_mismatch},
+                                {"detail", verification.detail}};
+  } else {
+    document["verification"] = nullptr;
+  }
+  return document.dump();
+}
+
+py::dict partition_dict(const tp::Partition& partition, const std::vector<std::string>& names) {
+  const tp::PartitionQuality& quality = partition.quality;
+  py::list parts;
+  for (std::size_t i = 0; i < quality.parts.size(); ++i) {
+    const tp::PartQuality& part = quality.parts[i];
+    parts.append(py::dict(py::arg("name") = names[i], py::arg("weight") = part.weight, py::arg("target") = part.target,
+                          py::arg("target_weight") = part.target * static_cast<double>(quality.total_weight),
+                          py::arg("vertices") = part.vertices));
+  }
+  return py::dict(py::arg("total_weight") = quality.total_weight, py::arg("imbalance") = quality.imbalance,
+                  py::arg("max_target_deviation") = quality.max_target_deviation,
+                  py::arg("edge_cut") = quality.edge_cut, py::arg("comm_volume") = quality.comm_volume,
+                  py::arg("note") = partition.note, py::arg("parts") = parts);
+}
+
+}  // namespace tessera::python
