@@ -1,5 +1,7 @@
 #include "cluster_handle.hpp"
 
+#include "tessera/balance/graph/graph_report.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -563,7 +565,10 @@ py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const GraphArgs& 
         [&] { box.deliver(progress, notice); });
     if (!outcome) raise_status(outcome.status());
     finish_call();
-    std::string report = graph_outcome_json(spec.name, graph, *outcome);
+    // The JSON of `tessera graph --report` (graph_report.hpp), with the settings given here.
+    const tb::GraphReportHeader header{spec.name, "",
+                                       {{"poll_ms", args.poll_ms}, {"seed", static_cast<double>(args.seed)}}};
+    std::string report = tb::graph_report_json(header, graph, *outcome, /*indent=*/-1);
     return py::make_tuple(to_numpy(std::move(outcome->values)), std::move(report));
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();

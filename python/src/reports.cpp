@@ -1,8 +1,6 @@
 #include "reports.hpp"
 
-#include <cmath>
 
-#include <nlohmann/json.hpp>
 #include <pybind11/stl.h>
 
 #include "errors.hpp"
@@ -12,7 +10,6 @@ namespace tessera::python {
 
 namespace tb = tessera::balance;
 namespace tp = tessera::partition;
-using nlohmann::json;
 
 py::list lifecycle_list(const std::vector<tb::NodeLifecycle>& nodes) {
   py::list list;
@@ -122,100 +119,6 @@ py::dict prediction_dict(const tb::Prediction& prediction, const tb::Plan& plan)
     finish[py::str(plan.shares[i].node_name)] = prediction.finish_s[i];
   }
   return py::dict(py::arg("makespan_s") = prediction.makespan_s, py::arg("finish_s") = finish);
-}
-
-namespace {
-
-json placement_json(const tb::PlacementSummary& placement) {
-  json parts = json::array();
-  for (std::size_t part = 0; part < placement.nodes.size(); ++part) {
-    parts.push_back({{"node", placement.nodes[part]},
-                     {"target_share", placement.target_share[part]},
-                     {"vertices", placement.vertices[part]},
-                     {"edges", placement.edges[part]},
-                     {"weight", placement.quality.parts[part].weight}});
-  }
-  return {{"edge_cut", placement.quality.edge_cut},
-          {"comm_volume", placement.quality.comm_volume},
-          {"imbalance", placement.quality.imbalance},
-          {"max_target_deviation", placement.quality.max_target_deviation},
-          {"total_weight", placement.quality.total_weight},
-          {"note", placement.note},
-          {"parts", std::move(parts)}};
-}
-
-// JSON has no infinity: as in the CLI's report, non-finite errors are written as null.
-json number_or_null(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
-
-}  // namespace
-
-std::string graph_outcome_json(const std::string& cluster, const tp::DirectedGraph& graph,
-                               const tb::GraphOutcome& outcome) {
-  namespace tg = tessera::graph;
-  json nodes = json::array();
-  for (const tb::GraphNodeFigures& node : outcome.nodes) {
-    nodes.push_back({{"name", node.name},
-                     {"vertices", node.vertices},
-                     {"edges", node.edges},
-                     {"updates", node.updates},
-                     {"edge_updates", node.edge_updates},
-                     {"batches_sent", node.batches_sent},
-                     {"batches_received", node.batches_received},
-                     {"deltas_sent", node.deltas_sent},
-                     {"deltas_received", node.deltas_received},
-                     {"coordinator_bytes_sent", node.coordinator_bytes_sent},
-                     {"coordinator_bytes_received", node.coordinator_bytes_received},
-                     {"peer_bytes_sent", node.peer_bytes_sent},
-                     {"peer_bytes_received", node.peer_bytes_received},
-                     {"busy_s", node.busy_s},
-                     {"idle_s", node.idle_s},
-                     {"memory_bytes", node.memory_bytes},
-                     {"bytes_per_edge", node.bytes_per_edge()},
-                     {"lost", node.lost}});
-  }
-  json trace = json::array();
-  for (const tb::TracePoint& point : outcome.trace) {
-    trace.push_back({{"time_s", point.time_s}, {"residual", point.residual}, {"edge_updates", point.edge_updates},
-                     {"batches_sent", point.batches_sent}, {"batches_received", point.batches_received}});
-  }
-  json lost = json::array();
-  for (std::size_t i = 0; i < outcome.lost_nodes.size(); ++i) {
-    lost.push_back({{"node", outcome.lost_nodes[i]}, {"reason", outcome.lost_reasons[i]}});
-  }
-  json document = {
-      {"cluster", cluster},
-      {"graph", {{"description", tp::describe(graph)}, {"vertices", outcome.vertices}, {"edges", outcome.edges}}},
-      {"algorithm", {{"name", tg::algorithm_name(outcome.algorithm.kind)}, {"description", tg::describe(outcome.algorithm)},
-                     {"damping", outcome.algorithm.damping}, {"beta", outcome.algorithm.beta},
-                     {"source", outcome.algorithm.source ? json(*outcome.algorithm.source) : json(nullptr)},
-                     {"max_label", outcome.algorithm.max_label}}},
-      {"mode", tb::graph_mode_name(outcome.mode)},
-      {"partition", tp::method_name(outcome.method)},
-      {"weights", outcome.weights},
-      {"tolerance", outcome.tolerance},
-      {"placement", placement_json(outcome.placement)},
-      {"final_placement", outcome.final_placement ? placement_json(*outcome.final_placement) : json(nullptr)},
-      {"nodes", std::move(nodes)},
-      {"totals", {{"wall_s", outcome.wall_s}, {"placement_s", outcome.placement_s}, {"edge_updates", outcome.edge_updates},
-                  {"edge_updates_per_s", outcome.edge_updates_per_s}, {"residual", outcome.residual},
-                  {"polls", outcome.polls}, {"poll_s", outcome.poll_s}, {"steps", outcome.steps},
-                  {"restarts", outcome.restarts}}},
-      {"lost_nodes", std::move(lost)},
-      {"trace", std::move(trace)},
-  };
-  if (outcome.verification) {
-    const tb::GraphVerification& verification = *outcome.verification;
-    document["verification"] = {{"passed", verification.passed},
-                                {"l1_error", number_or_null(verification.l1_error)},
-                                {"max_error", number_or_null(verification.max_error)},
-                                {"l1_bound", verification.l1_bound},
-                                {"mismatches", verification.mismatches},
-                                {"first_mismatch", verification.first_mismatch},
-                                {"detail", verification.detail}};
-  } else {
-    document["verification"] = nullptr;
-  }
-  return document.dump();
 }
 
 py::dict partition_dict(const tp::Partition& partition, const std::vector<std::string>& names) {

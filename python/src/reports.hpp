@@ -33,10 +33,6 @@ py::dict plan_dict(const balance::Plan& plan);
 balance::Plan plan_from_dict(const py::dict& plan);
 py::dict prediction_dict(const balance::Prediction& prediction, const balance::Plan& plan);
 
-// The JSON of `tessera graph --report` without the command-line fields (input, poll_ms, seed).
-std::string graph_outcome_json(const std::string& cluster, const partition::DirectedGraph& graph,
-                               const balance::GraphOutcome& outcome);
-
 py::dict partition_dict(const partition::Partition& partition, const std::vector<std::string>& names);
 
 }  // namespace tessera::python

@@ -1,14 +1,13 @@
 #include "tessera/balance/cli/graph_command.hpp"
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "tessera/balance/cli/commands.hpp"
+#include "tessera/balance/graph/graph_report.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/experiment.hpp"
@@ -22,7 +21,6 @@ namespace {
 
 namespace tp = tessera::partition;
 namespace tg = tessera::graph;
-using nlohmann::json;
 
 int fail(std::ostream& err, const Status& status) { return report_failure(err, status); }
 
@@ -174,100 +172,6 @@ void print_outcome(std::ostream& out, const GraphOutcome& outcome) {
   if (outcome.verification) out << outcome.verification->detail << "\n";
 }
 
-json placement_json(const PlacementSummary& placement) {
-  json parts = json::array();
-  for (std::size_t part = 0; part < placement.nodes.size(); ++part) {
-    parts.push_back({{"node", placement.nodes[part]},
-                     {"target_share", placement.target_share[part]},
-                     {"vertices", placement.vertices[part]},
-                     {"edges", placement.edges[part]},
-                     {"weight", placement.quality.parts[part].weight}});
-  }
-  return {{"edge_cut", placement.quality.edge_cut},
-          {"comm_volume", placement.quality.comm_volume},
-          {"imbalance", placement.quality.imbalance},
-          {"max_target_deviation", placement.quality.max_target_deviation},
-          {"total_weight", placement.quality.total_weight},
-          {"note", placement.note},
-          {"parts", std::move(parts)}};
-}
-
-// JSON has no infinity: unreachable distances and the like are written as null.
-json number_or_null(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
-
-json outcome_json(const GraphCommand& command, const std::string& cluster, const tp::DirectedGraph& graph,
-                  const GraphOutcome& outcome) {
-  json nodes = json::array();
-  for (const GraphNodeFigures& node : outcome.nodes) {
-    nodes.push_back({{"name", node.name},
-                     {"vertices", node.vertices},
-                     {"edges", node.edges},
-                     {"updates", node.updates},
-                     {"edge_updates", node.edge_updates},
-                     {"batches_sent", node.batches_sent},
-                     {"batches_received", node.batches_received},
-                     {"deltas_sent", node.deltas_sent},
-                     {"deltas_received", node.deltas_received},
-                     {"coordinator_bytes_sent", node.coordinator_bytes_sent},
-                     {"coordinator_bytes_received", node.coordinator_bytes_received},
-                     {"peer_bytes_sent", node.peer_bytes_sent},
-                     {"peer_bytes_received", node.peer_bytes_received},
-                     {"busy_s", node.busy_s},
-                     {"idle_s", node.idle_s},
-                     {"memory_bytes", node.memory_bytes},
-                     {"bytes_per_edge", node.bytes_per_edge()},
-                     {"lost", node.lost}});
-  }
-  json trace = json::array();
-  for (const TracePoint& point : outcome.trace) {
-    trace.push_back({{"time_s", point.time_s}, {"residual", point.residual}, {"edge_updates", point.edge_updates},
-                     {"batches_sent", point.batches_sent}, {"batches_received", point.batches_received}});
-  }
-  json lost = json::array();
-  for (std::size_t i = 0; i < outcome.lost_nodes.size(); ++i) {
-    lost.push_back({{"node", outcome.lost_nodes[i]}, {"reason", outcome.lost_reasons[i]}});
-  }
-  json document = {
-      {"cluster", cluster},
-      {"graph", {{"input", graph_source(command)}, {"description", tp::describe(graph)}, {"vertices", outcome.vertices},
-                 {"edges", outcome.edges}}},
-      {"algorithm", {{"name", tg::algorithm_name(outcome.algorithm.kind)}, {"description", tg::describe(outcome.algorithm)},
-                     {"damping", outcome.algorithm.damping}, {"beta", outcome.algorithm.beta},
-                     {"source", outcome.algorithm.source ? json(*outcome.algorithm.source) : json(nullptr)},
-                     {"max_label", outcome.algorithm.max_label}}},
-      {"mode", graph_mode_name(outcome.mode)},
-      {"partition", tp::method_name(outcome.method)},
-      {"weights", outcome.weights},
-      {"tolerance", outcome.tolerance},
-      {"poll_ms", command.poll_ms},
-      {"level_fraction", command.level_fraction},
-      {"batch_age_ms", command.batch_age_ms},
-      {"batch_entries", command.batch_entries},
-      {"seed", command.seed},
-      {"placement", placement_json(outcome.placement)},
-      {"final_placement", outcome.final_placement ? placement_json(*outcome.final_placement) : json(nullptr)},
-      {"nodes", std::move(nodes)},
-      {"totals", {{"wall_s", outcome.wall_s}, {"placement_s", outcome.placement_s}, {"edge_updates", outcome.edge_updates},
-                  {"edge_updates_per_s", outcome.edge_updates_per_s}, {"residual", outcome.residual},
-                  {"polls", outcome.polls}, {"poll_s", outcome.poll_s}, {"steps", outcome.steps}, {"restarts", outcome.restarts}}},
-      {"lost_nodes", std::move(lost)},
-      {"trace", std::move(trace)},
-  };
-  if (outcome.verification) {
-    const GraphVerification& verification = *outcome.verification;
-    document["verification"] = {{"passed", verification.passed},
-                                {"l1_error", number_or_null(verification.l1_error)},
-                                {"max_error", number_or_null(verification.max_error)},
-                                {"l1_bound", verification.l1_bound},
-                                {"mismatches", verification.mismatches},
-                                {"first_mismatch", verification.first_mismatch},
-                                {"detail", verification.detail}};
-  } else {
-    document["verification"] = nullptr;
-  }
-  return document;
-}
-
 Status write_text(const std::string& path, const std::string& text, std::string_view what) {
   std::ofstream file(path, std::ios::trunc);
   if (!file) return io_error(fmt::format("cannot write {} {}", what, path));
@@ -378,7 +282,13 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
     out << "values written to " << command.out_path << "\n";
   }
   if (!command.report_path.empty()) {
-    const std::string text = outcome_json(command, cluster_name, *graph, *outcome).dump(2) + "\n";
+    GraphReportHeader header{cluster_name, graph_source(command),
+                             {{"poll_ms", command.poll_ms},
+                              {"level_fraction", command.level_fraction},
+                              {"batch_age_ms", command.batch_age_ms},
+                              {"batch_entries", command.batch_entries},
+                              {"seed", static_cast<double>(command.seed)}}};
+    const std::string text = graph_report_json(header, *graph, *outcome) + "\n";
     if (Status written = write_text(command.report_path, text, "report"); !written) return fail(err, written);
     out << "report written to " << command.report_path << "\n";
   }
