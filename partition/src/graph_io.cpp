@@ -399,7 +399,7 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
   const Source source(source_name);
   int64_t rows = 0, cols = 0;
   bool symmetric = false;
-  std::vector<std::pair<int32_t, int32_t>> entries;  // 0-based (row, col), both triangles
+  std::vector<std::pair<int64_t, int64_t>> entries;  // 0-based (row, col), both triangles
   const Status scanned = detail::scan_matrix_market(
       text, source,
       [&](const detail::MatrixMarketHeader& header) {
@@ -411,26 +411,30 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
         return Status::ok();
       },
       [&](const detail::MatrixMarketEntry& entry) {
-        const auto i = static_cast<int32_t>(entry.row), j = static_cast<int32_t>(entry.col);
+        const int64_t i = entry.row, j = entry.col;
         entries.emplace_back(i, j);
         if (symmetric && i != j) entries.emplace_back(j, i);
         return Status::ok();
       });
   TESSERA_RETURN_IF_ERROR(scanned);
+  Result<Graph> graph = graph_of_pattern(rows, cols, std::move(entries), stats);
+  if (!graph) return graph.status().with_context(source_name + ": ");
+  return graph;
+}
+
+Result<Graph> graph_of_pattern(int64_t rows, int64_t cols, std::vector<std::pair<int64_t, int64_t>> entries,
+                               GraphBuildStats* stats) {
   // Repeated coordinates are one nonzero (some writers split a value into several entries).
   std::sort(entries.begin(), entries.end());
   entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
   std::vector<int64_t> row_nonzeros(static_cast<std::size_t>(rows), 0);
   for (const auto& [i, j] : entries) ++row_nonzeros[static_cast<std::size_t>(i)];
-
   if (rows != cols) {
     std::vector<Tile> tiles(static_cast<std::size_t>(rows));
     for (const auto& [i, j] : entries) tiles[static_cast<std::size_t>(i)].panels.push_back(j);
     for (std::size_t r = 0; r < tiles.size(); ++r) tiles[r].cost = row_nonzeros[r];
     if (stats != nullptr) *stats = {};
-    Result<Graph> graph = tile_graph(tiles);
-    if (!graph) return graph.status().with_context(source_name + ": ");
-    return graph;
+    return tile_graph(tiles);
   }
   GraphInput input;
   input.vertex_count = rows;
@@ -440,7 +444,7 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
     if (i < j) input.edges.push_back({i, j, 1});
     if (i > j && !std::binary_search(entries.begin(), entries.end(), std::pair{j, i})) input.edges.push_back({i, j, 1});
   }
-  return built(input, source_name, stats);
+  return build_graph(input, stats);
 }
 
 Result<Graph> parse_metis_graph(std::string_view text, const std::string& source_name, GraphBuildStats* stats) {

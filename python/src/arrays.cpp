@@ -9,7 +9,7 @@
 
 #include "errors.hpp"
 #include "run_control.hpp"
-#include "tessera/partition/tiling.hpp"
+#include "tessera/partition/graph_io.hpp"
 
 namespace tessera::python {
 
@@ -92,8 +92,7 @@ tp::Graph graph_from_coordinates(int64_t rows, int64_t cols, const IndexArray& r
   check_same_length(row_index, col_index);
   if (rows < 0 || cols < 0) raise_status(invalid_argument("a matrix shape cannot be negative"));
   const std::span<const int64_t> row = span_of(row_index), col = span_of(col_index);
-  // Mirrors parse_matrix_market (partition/src/graph_io.cpp) so that a matrix and its .mtx file
-  // give one graph: repeated coordinates are one nonzero, the diagonal only adds weight.
+  // graph_of_pattern is what parse_matrix_market uses, so a matrix and its .mtx file give one graph.
   std::vector<std::pair<int64_t, int64_t>> entries(row.size());
   for (std::size_t e = 0; e < entries.size(); ++e) {
     if (row[e] < 0 || row[e] >= rows || col[e] < 0 || col[e] >= cols) {
@@ -101,28 +100,7 @@ tp::Graph graph_from_coordinates(int64_t rows, int64_t cols, const IndexArray& r
     }
     entries[e] = {row[e], col[e]};
   }
-  return value_or_raise(without_gil([&]() -> Result<tp::Graph> {
-  std::sort(entries.begin(), entries.end());
-  entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
-  std::vector<int64_t> row_nonzeros(static_cast<std::size_t>(rows), 0);
-  for (const auto& [i, j] : entries) ++row_nonzeros[static_cast<std::size_t>(i)];
-  if (rows != cols) {
-    std::vector<tp::Tile> tiles(static_cast<std::size_t>(rows));
-    for (const auto& [i, j] : entries) tiles[static_cast<std::size_t>(i)].panels.push_back(j);
-    for (std::size_t r = 0; r < tiles.size(); ++r) tiles[r].cost = row_nonzeros[r];
-    if (stats != nullptr) *stats = {};
-    return tp::tile_graph(tiles);
-  }
-  tp::GraphInput input;
-  input.vertex_count = rows;
-  input.vertex_weights = std::move(row_nonzeros);
-  input.edges.reserve(entries.size());
-  for (const auto& [i, j] : entries) {
-    if (i < j) input.edges.push_back({i, j, 1});
-    if (i > j && !std::binary_search(entries.begin(), entries.end(), std::pair{j, i})) input.edges.push_back({i, j, 1});
-  }
-  return tp::build_graph(input, stats);
-  }));
+  return value_or_raise(without_gil([&] { return tp::graph_of_pattern(rows, cols, std::move(entries), stats); }));
 }
 
 tp::Graph graph_from_edges(int64_t vertex_count, const IndexArray& sources, const IndexArray& targets,

@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from . import _tessera
+from . import _tessera, errors
 from .errors import (
     BusyError,
     CancelledError,
@@ -71,17 +71,7 @@ __all__ = [
     "partition_graph_input",
     "partition",
     "TesseraWarning",
-    "TesseraError",
-    "InvalidInputError",
-    "ConfigError",
-    "TesseraFileError",
-    "ClusterError",
-    "BusyError",
-    "ResourceExhaustedError",
-    "NotFoundError",
-    "VerificationError",
-    "CancelledError",
-]
+] + errors.__all__
 
 DirectedGraph = _tessera.DirectedGraph
 PartitionGraph = _tessera.Graph

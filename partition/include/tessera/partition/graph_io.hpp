@@ -9,12 +9,22 @@
 #pragma once
 
 #include <string>
+#include <vector>
+#include <utility>
 #include <string_view>
 
 #include "tessera/core/status.hpp"
 #include "tessera/partition/graph.hpp"
 
 namespace tessera::partition {
+
+// The graph of a sparse matrix's pattern, as parse_matrix_market builds it from a .mtx file (so a
+// matrix in memory and its .mtx give one graph): a square matrix gives its symmetrised pattern
+// (rows are vertices weighted by their nonzeros; the diagonal only adds weight), a rectangular
+// one the graph of its row tiles that share columns (tile_graph). Repeated coordinates count once.
+// REQUIRES: every entry inside rows x cols.
+Result<Graph> graph_of_pattern(int64_t rows, int64_t cols, std::vector<std::pair<int64_t, int64_t>> entries,
+                               GraphBuildStats* stats = nullptr);
 
 // Matrix Market, coordinate format only: field real | integer | pattern (complex is refused),
 // symmetry general | symmetric | skew-symmetric (symmetric files must store only the lower
