@@ -214,6 +214,9 @@ int run(int argc, char** argv) {
   graph_cmd->add_option("--batch-entries", graph.batch_entries,
                         "a batch of deltas for another node leaves once it holds this many")
       ->capture_default_str();
+  graph_cmd->add_option("--priority-fraction", graph.priority_fraction,
+                        "async: share of a part's pending vertices (sampled, by |dv| / out-degree) updated per round")
+      ->capture_default_str();
   graph_cmd->add_option("--snapshot-ms", graph.snapshot_ms, "values fetched from every node this often (restart points)")
       ->capture_default_str();
   graph_cmd->add_option("--node-timeout", graph.node_timeout_s,

@@ -99,6 +99,10 @@ Result<GraphRunOptions> run_options(const GraphCommand& command, const tg::Algor
     return invalid_argument(fmt::format("--batch-entries {} must be between 1 and 16777216", command.batch_entries));
   }
   options.engine.batch_max_entries = command.batch_entries;
+  if (!(command.priority_fraction > 0.0 && command.priority_fraction <= 1.0)) {
+    return invalid_argument(fmt::format("--priority-fraction {} must be in (0, 1]", command.priority_fraction));
+  }
+  options.engine.priority_fraction = command.priority_fraction;
   options.snapshot_interval = std::chrono::milliseconds(command.snapshot_ms);
   if (!(command.node_timeout_s > 0.0) || command.node_timeout_s > 86400.0) {
     return invalid_argument(fmt::format("--node-timeout {} must be between 0 and 86400 seconds", command.node_timeout_s));
@@ -287,6 +291,7 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
                               {"level_fraction", command.level_fraction},
                               {"batch_age_ms", command.batch_age_ms},
                               {"batch_entries", command.batch_entries},
+                              {"priority_fraction", command.priority_fraction},
                               {"seed", static_cast<double>(command.seed)}}};
     const std::string text = graph_report_json(header, *graph, *outcome) + "\n";
     if (Status written = write_text(command.report_path, text, "report"); !written) return fail(err, written);

@@ -6,7 +6,7 @@
 //                 [--mode async|sync] [--tolerance T] [--source V] [--damping D] [--beta B]
 //                 [--label max|min] [--seed S] [--out values.txt|values.npy] [--report FILE.json]
 //                 [--trace-png FILE.png] [--verify] [--poll-ms N] [--level-fraction F] [--batch-age-ms MS]
-//                 [--batch-entries N]//                 [--run-dir DIR]
+//                 [--batch-entries N] [--priority-fraction P]//                 [--run-dir DIR]
 //                 [--profile FILE]
 //
 // FILE is read by extension (.mtx, .graph/.metis, .edges/.el/.txt/.snap; partition/digraph.hpp);
@@ -57,6 +57,7 @@ struct GraphCommand {
   double level_fraction = 0.5;  // GraphRunOptions::priority_level_fraction
   double batch_age_ms = 2.0;    // EngineOptions::batch_max_age
   uint32_t batch_entries = 4096;  // EngineOptions::batch_max_entries
+  double priority_fraction = 0.25;  // EngineOptions::priority_fraction
   uint32_t snapshot_ms = 1000;
   double node_timeout_s = 30.0;
   double max_seconds = 600.0;
