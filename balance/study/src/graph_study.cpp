@@ -293,13 +293,20 @@ void plot_traces(const std::string& out_dir, const std::vector<ClusterFacts>& cl
         fmt::format("trace-{}-{}-{}", clusters[cluster].spec.name, file_stem(graph), algorithm_name(algorithm));
     std::string data;
     std::string plot_lines;
+    std::vector<std::string> settled_before_polls;  // every poll read 0: nothing to draw on a log scale
     int block = 0;
     for (const GraphRunRecord* r : runs) {
-      data += fmt::format("# {} {} {}\n", graph_mode_name(r->mode), partition::method_name(r->method), r->weights);
+      std::string points;
       for (const TracePoint& point : r->outcome.trace) {
-        if (point.residual > 0) data += fmt::format("{:.6g} {:.6g}\n", point.time_s, point.residual);
+        if (point.residual > 0) points += fmt::format("{:.6g} {:.6g}\n", point.time_s, point.residual);
       }
-      data += "\n\n";
+      if (points.empty()) {
+        settled_before_polls.push_back(fmt::format("{} {} {}", graph_mode_name(r->mode), partition::method_name(r->method),
+                                                   r->weights));
+        continue;
+      }
+      data += fmt::format("# {} {} {}\n", graph_mode_name(r->mode), partition::method_name(r->method), r->weights);
+      data += points + "\n\n";
       plot_lines += fmt::format("{}'{}/{}.dat' index {} using 1:2 with linespoints title '{} {} {}'",
                                 block == 0 ? "" : ", ", out_dir, stem, block, graph_mode_name(r->mode),
                                 partition::method_name(r->method), r->weights);
@@ -309,10 +316,14 @@ void plot_traces(const std::string& out_dir, const std::vector<ClusterFacts>& cl
         "{}set output '{}/{}.png'\nset title 'Convergence: {} on {}, {}'\nset xlabel 'seconds since the parts were "
         "shipped'\nset ylabel 'residual (sum |pending delta|, or pending vertices)'\nset logscale y\nplot {}\n",
         kPlotHeader, out_dir, stem, algorithm_name(algorithm), file_stem(graph), clusters[cluster].spec.name, plot_lines);
-    draw(out_dir, stem, data, script,
-         fmt::format("Residual over time of {} on {} ({}), first repetition, one line per mode.",
-                     algorithm_name(algorithm), graph, clusters[cluster].spec.name),
-         plots);
+    if (block == 0) continue;
+    std::string caption = fmt::format("Residual over time of {} on {} ({}), first repetition, one line per mode.",
+                                      algorithm_name(algorithm), graph, clusters[cluster].spec.name);
+    if (!settled_before_polls.empty()) {
+      caption += fmt::format(" Not drawn: {} (every poll read a residual of 0: it had converged by the first poll).",
+                             join(settled_before_polls, ", "));
+    }
+    draw(out_dir, stem, data, script, caption, plots);
   }
 }
 

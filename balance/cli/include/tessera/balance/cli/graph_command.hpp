@@ -54,7 +54,7 @@ struct GraphCommand {
   std::string trace_png_path;
   bool verify = false;
   uint32_t poll_ms = 100;
-  double level_fraction = 0.5;  // GraphRunOptions::priority_level_fraction
+  double level_fraction = 0.0;  // GraphRunOptions::priority_level_fraction (0: off)
   double batch_age_ms = 2.0;    // EngineOptions::batch_max_age
   uint32_t batch_entries = 4096;  // EngineOptions::batch_max_entries
   double priority_fraction = 0.25;  // EngineOptions::priority_fraction

@@ -106,11 +106,12 @@ struct GraphRunOptions {
   // Batching and priority of the engines; `threads` and `idle_residual` are set by the driver.
   graph::EngineOptions engine;
   // Async pagerank/katz: with every poll the engines get a common priority level, this fraction
-  // of the summed residual per edge (level = f * R / E on |dv| / out-degree), so a node whose
-  // part is already far below the others' waits for their deltas instead of polishing its own
-  // (Engine::set_priority_level). 0 turns it off (each engine then works down to its share of
-  // the tolerance alone). At most 1: with f <= 1 some vertex is always at or above the level.
-  double priority_level_fraction = 0.5;
+  // of the summed residual per edge (priority_levels.hpp), so a node whose part is already far
+  // below the others' waits for their deltas instead of polishing its own. At most 1. Off (0) by
+  // default: on the emulated mixed lab 0.5 cut PageRank's edge updates by about a third on R-MAT
+  // and log-normal graphs but never shortened the wall time, and lengthened it on meshes
+  // (scripts/bench-graph-level.sh; README "Graph targets, measured").
+  double priority_level_fraction = 0.0;
   // How nodes reach each other (peers.hpp); empty: the NodeSpec hosts.
   PeerHosts peer_hosts;
   // The cluster's secret, to reconnect a node that ended its session with an ERROR; empty: such
