@@ -15,11 +15,8 @@ PANEL="${PANEL:-64}"
 POLICY="${POLICY:-proportional}"
 SETTINGS="${SETTINGS:-1/1 2/1 4/1 8/4 16/4 40/4 40/1}"
 OUT="build/bench-credits"
-T=build/bin/tessera
-[ -x "$T" ] || scripts/build.sh > /dev/null
-mkdir -p "$OUT"
-trap '"$T" down "$CONFIG" > /dev/null || true' EXIT
-"$T" up "$CONFIG" > /dev/null
+source scripts/bench-cluster.sh
+start_bench_cluster "$CONFIG" "$OUT"
 "$T" profile "$CONFIG" > /dev/null
 
 # Rounds interleave the settings, so a slow spell of the shared machine hits all of them alike.

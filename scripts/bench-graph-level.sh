@@ -14,11 +14,8 @@ RUNS="${RUNS:-5}"
 GRAPHS="${GRAPHS:-/usr/share/doc/libmetis-dev/examples/graphs/copter2.graph rmat:16 lognormal:100000 mesh2d:1000x1000}"
 SETTINGS="${SETTINGS:-async-f0 async-f0.5 sync alone-sync alone-async}"
 OUT="build/bench-graph-level"
-T=build/bin/tessera
-[ -x "$T" ] || scripts/build.sh > /dev/null
-mkdir -p "$OUT"
-trap '"$T" down "$CONFIG" > /dev/null || true' EXIT
-"$T" up "$CONFIG" > /dev/null
+source scripts/bench-cluster.sh
+start_bench_cluster "$CONFIG" "$OUT"
 "$T" profile "$CONFIG" > /dev/null
 nodes=$("$T" status "$CONFIG" 2>/dev/null | grep -c reachable)
 alone="1$(printf ',0%.0s' $(seq 2 "$nodes"))"

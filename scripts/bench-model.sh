@@ -12,11 +12,8 @@ N="${N:-2048}"
 RUNS="${RUNS:-5}"
 POLICIES="${POLICIES:-even proportional model}"
 OUT="build/bench-model"
-T=build/bin/tessera
-[ -x "$T" ] || scripts/build.sh > /dev/null
-mkdir -p "$OUT"
-trap '"$T" down "$CONFIG" > /dev/null || true' EXIT
-"$T" up "$CONFIG" > /dev/null
+source scripts/bench-cluster.sh
+start_bench_cluster "$CONFIG" "$OUT"
 
 seconds() { local start=$EPOCHREALTIME; "$@" > /dev/null 2>&1; python3 -c "print($EPOCHREALTIME - $start)"; }
 quick_s=$(seconds "$T" profile "$CONFIG" --refresh --quick --out "$OUT/quick.profile.yaml")
