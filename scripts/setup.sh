@@ -20,6 +20,8 @@ packages=(
   iproute2             # network namespaces and tc for the emulated cluster
   python3              # summaries in scripts/demo.sh and scripts/bench-model.sh
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and ASan/UBSan runtimes (-fsanitize=fuzzer)
+  dpkg-dev file        # scripts/package.sh: dpkg-shlibdeps computes the .deb dependencies; file checks architectures
+  crossbuild-essential-arm64 qemu-user-static  # scripts/cross-arm64.sh: the arm64 worker, run under qemu by a test
 )
 
 missing=()
