@@ -14,6 +14,7 @@
 
 #include "tessera/balance/cli/commands.hpp"
 #include "tessera/balance/cli/graph_command.hpp"
+#include "tessera/balance/cli/keygen_command.hpp"
 #include "tessera/balance/cli/partition_command.hpp"
 
 namespace tb = tessera::balance;
@@ -226,6 +227,13 @@ int run(int argc, char** argv) {
   graph_cmd->add_option("--run-dir", graph.run_dir, "run directory of `tessera up` (for emulated endpoints)");
   graph_cmd->add_option("--profile", graph.profile_path, "profile file (default: CONFIG with .profile.yaml)");
 
+  tb::KeygenCommand keygen;
+  CLI::App* keygen_cmd = app.add_subcommand(
+      "keygen", "write a new random cluster secret to PATH (mode 0600) for secret_file: and /etc/tessera/secret");
+  keygen_cmd->add_option("path", keygen.path,
+                         "where to write it (default $XDG_CONFIG_HOME/tessera/secret, else ~/.config/tessera/secret)");
+  keygen_cmd->add_flag("--force", keygen.force, "replace an existing regular file at PATH (never a link)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -258,6 +266,7 @@ int run(int argc, char** argv) {
     return tb::command_graph(graph, std::cout, std::cerr);
   }
   if (*partition_cmd) return tb::command_partition(partition, std::cout, std::cerr);
+  if (*keygen_cmd) return tb::command_keygen(keygen, std::cout, std::cerr);
   if (*experiment_cmd) {
     if (*repeat_opt) experiment.repeat = repeat;
     for (int i = 0; i < argc; ++i) experiment.command_line += (i == 0 ? "tessera" : std::string(" ") + argv[i]);

@@ -23,6 +23,7 @@ packages=(
   python3-numpy python3-scipy python3-pytest  # its arrays, sparse inputs and pytest suite (tests/python)
   python3-venv python3-pip python3-setuptools python3-wheel  # `pip install --no-build-isolation .` in a venv
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and ASan/UBSan runtimes (-fsanitize=fuzzer)
+  dpkg-dev file        # scripts/package.sh: dpkg-shlibdeps computes the .deb dependencies; file checks architectures
 )
 
 missing=()

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 namespace tessera {
@@ -34,7 +35,82 @@ class Descriptor {
   int fd_;
 };
 
+// write(2) until all of `content` is out; false with errno set when a write fails.
+bool write_all(int fd, std::string_view content) {
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t written = ::write(fd, content.data() + done, content.size() - done);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      if (written == 0) errno = EIO;
+      return false;
+    }
+    done += static_cast<std::size_t>(written);
+  }
+  return true;
+}
+
+// The folder a path's name lives in ("." for a bare name).
+std::string parent_dir(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+// A file's name only becomes durable once its folder is synced too. Best effort: some file
+// systems refuse fsync on a directory, and the data itself is already on disk.
+void sync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Creates `path` (O_EXCL|O_NOFOLLOW, 0600), writes and fsyncs `content`; removes it again on failure.
+Status create_and_write(const std::string& path, std::string_view content, std::string_view what) {
+  Descriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600));
+  if (fd.get() < 0) {
+    const int error = errno;
+    struct stat info {};
+    if (error == EEXIST && ::lstat(path.c_str(), &info) == 0) {
+      return invalid_argument(std::string(what) + " " + quoted(path) + " already exists (" +
+                              describe_file_type(info.st_mode) + "); refusing to overwrite it");
+    }
+    std::string message = "cannot create " + std::string(what) + " " + quoted(path) + ": " + std::strerror(error);
+    if (error == ENOENT) message += "; its folder " + quoted(parent_dir(path)) + " does not exist";
+    return io_error(std::move(message));
+  }
+  // The umask may have cleared bits of 0600 (never added any); a secret must be exactly 0600.
+  const bool written = ::fchmod(fd.get(), 0600) == 0 && write_all(fd.get(), content) && ::fsync(fd.get()) == 0;
+  if (!written) {
+    const int error = errno;
+    ::unlink(path.c_str());
+    return io_error("cannot write " + std::string(what) + " " + quoted(path) + ": " + std::strerror(error));
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+Status write_private_file(const std::string& path, std::string_view content, PrivateWrite mode,
+                          std::string_view what) {
+  if (mode == PrivateWrite::kCreateNew) {
+    TESSERA_RETURN_IF_ERROR(create_and_write(path, content, what));
+    sync_dir(parent_dir(path));
+    return Status::ok();
+  }
+  const std::filesystem::path target(path);
+  const std::string temporary =
+      (target.parent_path() / ("." + target.filename().string() + "." + std::to_string(::getpid()) + ".tmp")).string();
+  ::unlink(temporary.c_str());  // a leftover of a crashed writer of ours
+  TESSERA_RETURN_IF_ERROR(create_and_write(temporary, content, what));
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    return io_error("cannot put " + std::string(what) + " in place at " + quoted(path) + ": " + std::strerror(error));
+  }
+  sync_dir(parent_dir(path));
+  return Status::ok();
+}
 
 std::string describe_file_type(unsigned mode) {
   switch (mode & S_IFMT) {

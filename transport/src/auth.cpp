@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -45,6 +46,22 @@ Challenge random_challenge() {
   Challenge challenge{};
   if (RAND_bytes(challenge.data(), static_cast<int>(challenge.size())) != 1) crypto_failure("RAND_bytes");
   return challenge;
+}
+
+Result<std::string> generate_secret() {
+  std::array<unsigned char, kSecretBytes> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+    return io_error("cannot make a secret: OpenSSL RAND_bytes has no randomness to give");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string secret;
+  secret.reserve(2 * bytes.size());
+  for (const unsigned char byte : bytes) {
+    secret.push_back(kHex[byte >> 4]);
+    secret.push_back(kHex[byte & 0x0f]);
+  }
+  OPENSSL_cleanse(bytes.data(), bytes.size());
+  return secret;
 }
 
 Mac hmac_sha256(std::string_view key, std::string_view data) {

@@ -113,31 +113,7 @@ Status check_run_dirs(const std::string& base, const std::string& cluster_dir, b
 // on a name nobody else can create (the folder is private) means the bytes never go through a
 // link someone planted, and rename replaces a planted link instead of following it.
 Status write_secret_file(const std::string& dir, const std::string& secret) {
-  const std::string path = dir + "/secret";
-  const std::string temporary = fmt::format("{}/.secret.{}.tmp", dir, ::getpid());
-  ::unlink(temporary.c_str());  // a leftover of a crashed `up` of ours
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return io_error(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
-  std::size_t done = 0;
-  while (done < secret.size()) {
-    const ssize_t written = ::write(fd, secret.data() + done, secret.size() - done);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      const int error = errno;
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      return io_error(fmt::format("cannot write {}: {}", temporary, std::strerror(error)));
-    }
-    done += static_cast<std::size_t>(written);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temporary.c_str());
-    return io_error(fmt::format("cannot put the secret in place at {}: {}", path, std::strerror(error)));
-  }
-  return Status::ok();
+  return write_private_file(dir + "/secret", secret, PrivateWrite::kReplace, "secret file");
 }
 
 // `node` carries the endpoint the worker listens on (inside its namespace when it has one).

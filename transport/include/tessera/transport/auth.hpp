@@ -52,6 +52,12 @@ Mac hmac_sha256(std::string_view key, std::string_view data);
 // Constant-time comparison.
 bool mac_equal(const Mac& a, const Mac& b);
 
+// A new cluster secret: kSecretBytes random bytes (OpenSSL RAND_bytes) as lowercase hex digits,
+// the text `tessera keygen` writes (plus a newline) and read_secret_file reads back unchanged.
+// IoError when the random generator fails (no entropy), never a weak secret.
+inline constexpr std::size_t kSecretBytes = 32;
+Result<std::string> generate_secret();
+
 // Reads a secret file: content with trailing whitespace removed. Fails if missing, unreadable,
 // empty, or longer than 4096 bytes; the message names the file.
 Result<std::string> read_secret_file(const std::string& path);
