@@ -348,6 +348,10 @@ TEST_F(WorkerServerTest, ProbeEchoIsChargedToTheTileCap) {
     ASSERT_TRUE(read_expect<tp::ProbeResult>(*session, frame));
     EXPECT_EQ(frame.header.request_id, 5u);
     EXPECT_EQ(std::get<tp::ProbeResult>(frame.message).echo, echo.echo);
+    // An orderly end, answered, so the worker is free before the next session connects (a bare
+    // close is noticed a moment later, and a session opened in that moment is refused as busy).
+    ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
+    ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
   }
   auto session = open_session();
   ASSERT_NE(session, nullptr);
