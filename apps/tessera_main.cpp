@@ -72,7 +72,14 @@ int run(int argc, char** argv) {
   up->add_flag("--no-emulation", lifecycle.local.no_emulation,
                "ignore emulate: settings and run every node unthrottled (no root needed)");
   CLI::App* down = add_lifecycle("down", "stop the workers `tessera up` started for CONFIG");
-  CLI::App* status = add_lifecycle("status", "show whether each node of CONFIG answers");
+  CLI::App* status = add_lifecycle("status", "show whether each node of CONFIG answers, all checked at once");
+  tb::StatusCommand status_command;
+  status->add_flag("--json", status_command.json, "print the nodes' states as one JSON document");
+  status->add_option("--watch", status_command.watch_s, "redraw every SECONDS until Ctrl-C");
+  status->add_option("--deadline-ms", status_command.deadline_ms,
+                     "how long each node may take to connect and authenticate")
+      ->capture_default_str();
+  status->add_option("--profile", status_command.profile_path, "profile file (default: CONFIG with .profile.yaml)");
 
   tb::ProfileCommand profile;
   CLI::App* profile_cmd = app.add_subcommand(
@@ -248,7 +255,12 @@ int run(int argc, char** argv) {
 
   if (*up) return tb::command_up(lifecycle, std::cout, std::cerr);
   if (*down) return tb::command_down(lifecycle, std::cout, std::cerr);
-  if (*status) return tb::command_status(lifecycle, std::cout, std::cerr);
+  if (*status) {
+    status_command.lifecycle = lifecycle;
+    stop_cleanly_on_interrupt();
+    status_command.interrupted = &g_interrupted;
+    return tb::command_status(status_command, std::cout, std::cerr);
+  }
   if (*profile_cmd) return tb::command_profile(profile, std::cout, std::cerr);
   if (*multiply_cmd) {
     // Ctrl-C closes the workers' sessions at once, so a multiply started right after finds them free.

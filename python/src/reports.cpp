@@ -24,6 +24,7 @@ py::list reachability_list(const std::vector<tb::NodeReachability>& nodes) {
   py::list list;
   for (const tb::NodeReachability& node : nodes) {
     list.append(py::dict(py::arg("name") = node.name, py::arg("endpoint") = node.endpoint,
+                         py::arg("state") = std::string(tb::reach_name(node.reach)),
                          py::arg("reachable") = node.reachable, py::arg("busy") = node.busy,
                          py::arg("detail") = node.detail,
                          py::arg("local_pid") = node.local_pid == 0 ? py::object(py::none()) : py::int_(node.local_pid)));

@@ -592,8 +592,9 @@ class Cluster:
             self._handle.close()
 
     def status(self) -> list:
-        """Connect to every node with a short timeout, as ``tessera status``: one dict per node
-        (name, endpoint, reachable, busy, detail, local_pid)."""
+        """Connect to every node at once with a short timeout, as ``tessera status``: one dict per
+        node (name, endpoint, state: "reachable" | "BUSY" | "REFUSED" | "UNREACHABLE", reachable,
+        busy, detail, local_pid)."""
         with self._lock:
             return self._handle.status()
 

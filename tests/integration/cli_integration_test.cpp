@@ -79,6 +79,23 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   EXPECT_TRUE(std::filesystem::exists(dir_.file("cluster.profile.yaml")));
   EXPECT_NE(profile.output.find("pw"), std::string::npos) << profile.output;
 
+  // Status as JSON, against the profile just measured: every node reachable, its worker's facts,
+  // the profile's age, nothing changed since.
+  testing::CommandResult json_status = run("status", "--json");
+  ASSERT_EQ(json_status.exit_code, 0) << json_status.output;
+  const std::size_t brace = json_status.output.find('{');
+  ASSERT_NE(brace, std::string::npos) << json_status.output;
+  const nlohmann::json states = nlohmann::json::parse(json_status.output.substr(brace));
+  ASSERT_EQ(states["nodes"].size(), 2u) << json_status.output;
+  for (const auto& node : states["nodes"]) {
+    EXPECT_EQ(node["state"], "reachable") << node.dump();
+    EXPECT_TRUE(node["profile_age_s"].is_number()) << node.dump();
+    EXPECT_TRUE(node["changed_since_profile"].empty()) << node.dump();
+    EXPECT_EQ(node["worker"]["threads"], 1) << node.dump();
+  }
+  EXPECT_EQ(run("status", "--watch -1").exit_code, 2);
+  EXPECT_EQ(run("status", "--deadline-ms 5").exit_code, 2);
+
   const std::string report_path = dir_.file("r.json");
   testing::CommandResult multiply =
       run("multiply", "--n 200 --policy proportional --verify freivalds --report " + report_path);

@@ -5,7 +5,11 @@
 // are asserted, with wide margins: these run on a loaded two-core machine.
 #include "tessera/balance/session/session.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -231,6 +235,75 @@ TEST_F(Deadlines, StatusShowsABusyWorkerWithItsSessionPeerApartFromUnreachable) 
   EXPECT_FALSE(status[1].reachable);
   EXPECT_FALSE(status[1].busy) << status[1].detail;
   say_goodbye(*holder);
+}
+
+// A listening socket that never accepts: the kernel completes the TCP handshake, then nothing
+// ever arrives, so a client waits for the worker's HELLO until its deadline.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd_, 8) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+  }
+  ~SilentListener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+TEST_F(Deadlines, StatusWaitsForSilentNodesTogetherAndTellsARefusalFromADownNode) {
+  start_workers(1);
+  // Five hosts that take a connection and then say nothing: checked one after the other they
+  // would cost five deadlines; checked together, about one.
+  std::vector<std::unique_ptr<SilentListener>> silent;
+  ClusterSpec lab = cluster_;
+  for (int i = 0; i < 5; ++i) {
+    silent.push_back(std::make_unique<SilentListener>());
+    ASSERT_NE(silent.back()->port(), 0);
+    NodeSpec node = cluster_.nodes[0];
+    node.name = "silent" + std::to_string(i);
+    node.port = silent.back()->port();
+    lab.nodes.push_back(node);
+  }
+  LocalClusterOptions options;
+  options.run_dir = dir_.file("run");
+  const auto begun = Clock::now();
+  const std::vector<NodeReachability> status = cluster_status(lab, options, milliseconds(1000));
+  const double took = seconds_since(begun);
+  ASSERT_EQ(status.size(), 6u);
+  EXPECT_EQ(status[0].reach, Reach::kReachable) << status[0].detail;
+  ASSERT_TRUE(status[0].hello.has_value());
+  for (std::size_t i = 1; i < status.size(); ++i) {
+    EXPECT_EQ(status[i].reach, Reach::kUnreachable) << status[i].name << ": " << status[i].detail;
+    EXPECT_GE(status[i].seconds, 0.9) << status[i].name << " did not wait for its deadline";
+  }
+  EXPECT_LT(took, 3.5) << "five silent nodes of 1 s each took " << took << " s: checked one after another?";
+
+  // The same worker with the wrong secret answers, so it is REFUSED, not down.
+  ClusterSpec wrong = cluster_;
+  wrong.secret = "not-the-secret";
+  wrong.secret_file.clear();
+  const std::vector<NodeReachability> refused = cluster_status(wrong, options, milliseconds(2000));
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].reach, Reach::kRefused) << refused[0].detail;
+  EXPECT_EQ(reach_name(refused[0].reach), "REFUSED");
+  workers_[0]->stop();
+  const std::vector<NodeReachability> down = cluster_status(cluster_, options, milliseconds(2000));
+  EXPECT_EQ(down[0].reach, Reach::kUnreachable) << down[0].detail;
 }
 
 }  // namespace

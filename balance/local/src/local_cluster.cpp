@@ -479,37 +479,70 @@ std::vector<int> local_cluster_pids(const ClusterSpec& cluster, const LocalClust
   return pids;
 }
 
-std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const LocalClusterOptions& options) {
-  std::vector<NodeReachability> report;
-  Result<std::string> secret = cluster.resolve_secret();
+std::string_view reach_name(Reach reach) {
+  switch (reach) {
+    case Reach::kReachable: return "reachable";
+    case Reach::kBusy: return "BUSY";
+    case Reach::kRefused: return "REFUSED";
+    case Reach::kUnreachable: return "UNREACHABLE";
+  }
+  return "UNREACHABLE";
+}
+
+namespace {
+
+NodeReachability check_node(const NodeSpec& node, const Result<std::string>& secret, const std::string& dir,
+                            std::chrono::milliseconds deadline) {
+  const auto begun = std::chrono::steady_clock::now();
+  NodeReachability entry{node.name, node.endpoint(), false, false, "", 0};
+  const int pid = read_pid(pid_path(dir, node));
+  if (pid != 0 && is_live_worker(pid)) entry.local_pid = pid;
+  if (!secret) {
+    entry.detail = secret.status().message();
+  } else if (Result<NodeLink> link = connect_node(node, *secret, deadline); link) {
+    entry.reachable = true;
+    entry.reach = Reach::kReachable;
+    entry.hello = link->hello;
+    entry.detail = fmt::format("tessera-worker {}, {} threads, {} cores, {}, {:.1f} GiB", link->hello.worker_version,
+                               link->hello.threads, link->hello.cores, link->hello.arch,
+                               static_cast<double>(link->hello.memory_bytes) / 1073741824.0);
+    say_goodbye(*link);
+  } else if (link.status().code() == StatusCode::kBusy) {
+    // The worker's refusal names the session's peer ("worker busy with a session from H:P").
+    entry.busy = true;
+    entry.reach = Reach::kBusy;
+    const std::string why = link.status().message();
+    constexpr std::string_view kFrom = "session from ";
+    const std::size_t from = why.find(kFrom);
+    entry.detail = why;
+    if (from != std::string::npos) entry.detail = "serving another coordinator: " + why.substr(from + kFrom.size());
+  } else {
+    // A wrong secret or another protocol version means a worker answered: it is up but refuses
+    // us, which needs a different fix than a node that is down.
+    const StatusCode code = link.status().code();
+    entry.reach = code == StatusCode::kAuthFailed || code == StatusCode::kProtocolError ? Reach::kRefused
+                                                                                         : Reach::kUnreachable;
+    entry.detail = link.status().message();
+  }
+  entry.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count();
+  return entry;
+}
+
+}  // namespace
+
+std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const LocalClusterOptions& options,
+                                             std::chrono::milliseconds deadline) {
+  const Result<std::string> secret = cluster.resolve_secret();
   const std::string dir = cluster_dir(cluster, options);
-  for (const NodeSpec& node : cluster.nodes) {
-    NodeReachability entry{node.name, node.endpoint(), false, false, "", 0};
-    const int pid = read_pid(pid_path(dir, node));
-    if (pid != 0 && is_live_worker(pid)) entry.local_pid = pid;
-    if (!secret) {
-      entry.detail = secret.status().message();
-    } else {
-      Result<NodeLink> link = connect_node(node, *secret, std::chrono::milliseconds(2000));
-      if (link) {
-        entry.reachable = true;
-        entry.detail = fmt::format("tessera-worker {}, {} threads, {} cores, {}, {:.1f} GiB", link->hello.worker_version,
-                                   link->hello.threads, link->hello.cores, link->hello.arch,
-                                   static_cast<double>(link->hello.memory_bytes) / 1073741824.0);
-        say_goodbye(*link);
-      } else if (link.status().code() == StatusCode::kBusy) {
-        // The worker's refusal names the session's peer ("worker busy with a session from H:P").
-        entry.busy = true;
-        const std::string why = link.status().message();
-        constexpr std::string_view kFrom = "session from ";
-        const std::size_t from = why.find(kFrom);
-        entry.detail = why;
-        if (from != std::string::npos) entry.detail = "serving another coordinator: " + why.substr(from + kFrom.size());
-      } else {
-        entry.detail = link.status().message();
-      }
+  std::vector<NodeReachability> report(cluster.nodes.size());
+  {
+    // One thread per node: a lab's absent hosts are waited for together. Each check is bounded
+    // by `deadline` (connect_node), so the joins are too.
+    std::vector<std::jthread> checks;
+    checks.reserve(cluster.nodes.size());
+    for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
+      checks.emplace_back([&, i] { report[i] = check_node(cluster.nodes[i], secret, dir, deadline); });
     }
-    report.push_back(entry);
   }
   return report;
 }

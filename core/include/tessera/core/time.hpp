@@ -5,7 +5,9 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace tessera {
 
@@ -18,5 +20,7 @@ enum class UtcFormat {
 std::string format_utc(std::chrono::system_clock::time_point when, UtcFormat format);
 // The current time in UTC.
 std::string utc_now(UtcFormat format);
+// Reads what format_utc(..., kIso8601) writes; nullopt for anything else.
+std::optional<std::chrono::system_clock::time_point> parse_utc_iso8601(std::string_view text);
 
 }  // namespace tessera

@@ -16,11 +16,14 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/core/status.hpp"
+#include "tessera/transport/protocol.hpp"
 
 namespace tessera::balance {
 
@@ -83,18 +86,33 @@ Result<std::vector<NodeLifecycle>> local_cluster_down(const ClusterSpec& cluster
 // Pids recorded for the cluster's nodes that belong to live tessera-worker processes.
 std::vector<int> local_cluster_pids(const ClusterSpec& cluster, const LocalClusterOptions& options);
 
+// What `tessera status` found at a node.
+enum class Reach {
+  kReachable,    // authenticated; ready for a run
+  kBusy,         // up, but serving another coordinator's session (the worker answered BUSY)
+  kRefused,      // up, but the handshake failed: wrong secret, another protocol version, a bad reply
+  kUnreachable,  // no connection: down, wrong address, firewall, or silent past the deadline
+};
+std::string_view reach_name(Reach reach);  // "reachable", "BUSY", "REFUSED", "UNREACHABLE"
+
 struct NodeReachability {
   std::string name;
   std::string endpoint;
-  bool reachable = false;
+  bool reachable = false;  // reach == kReachable
   // Up, but serving another coordinator's session (the worker answered BUSY); not reachable
   // for a run now, and not to be confused with a node that is down.
   bool busy = false;
   std::string detail;  // worker version/threads/cores, whom it is busy with, or why it is unreachable
   int local_pid = 0;   // from the run directory, 0 if none
+  Reach reach = Reach::kUnreachable;
+  std::optional<transport::Hello> hello;  // what a reachable worker said about itself
+  double seconds = 0.0;                   // how long the check of this node took
 };
 
-// Connects to every node (local or not) with a short timeout and reports each.
-std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const LocalClusterOptions& options);
+// Connects to every node (local or not) at once, each with `deadline` for the connection and the
+// handshake, and reports each, in cluster order: absent hosts cost about one deadline together,
+// not one each.
+std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const LocalClusterOptions& options,
+                                             std::chrono::milliseconds deadline = std::chrono::milliseconds(2000));
 
 }  // namespace tessera::balance
