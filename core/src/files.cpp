@@ -182,4 +182,16 @@ Result<std::string> read_regular_file(const std::string& path, uint64_t max_byte
   return text;
 }
 
+Status create_private_folder(const std::string& dir, std::string_view what) {
+  std::error_code error;
+  const std::filesystem::path parent = std::filesystem::path(dir).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, error);
+  if (error) return io_error("cannot create " + parent.string() + ": " + error.message());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return io_error("cannot create " + (what.empty() ? std::string() : std::string(what) + " ") + dir + ": " +
+                    std::strerror(errno));
+  }
+  return Status::ok();
+}
+
 }  // namespace tessera

@@ -2,9 +2,7 @@
 
 #include <sys/stat.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <ostream>
 
@@ -18,19 +16,6 @@ namespace tessera::balance {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The default folder belongs to Tessera: create it (and only it) private when missing. Parents
-// such as ~/.config get the default mode; they are the user's.
-Status make_default_dir(const std::string& dir) {
-  std::error_code error;
-  const fs::path parent = fs::path(dir).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, error);
-  if (error) return io_error(fmt::format("cannot create {}: {}", parent.string(), error.message()));
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return io_error(fmt::format("cannot create {}: {}", dir, std::strerror(errno)));
-  }
-  return Status::ok();
-}
 
 // --force replaces a regular file only: a link or a folder at PATH is somebody's mistake or trap.
 Status check_replaceable(const std::string& path) {
@@ -64,7 +49,8 @@ int command_keygen(const KeygenCommand& command, std::ostream& out, std::ostream
   const bool default_path = command.path.empty();
   const std::string path = default_path ? default_secret_path() : command.path;
   if (default_path && path != "tessera.secret") {
-    if (Status made = make_default_dir(fs::path(path).parent_path().string()); !made) {
+    // The default folder belongs to Tessera: created private when missing; its parents are the user's.
+    if (Status made = create_private_folder(fs::path(path).parent_path().string(), ""); !made) {
       return report_failure(err, made);
     }
   }

@@ -83,16 +83,9 @@ std::string find_worker_binary(const LocalClusterOptions& options) {
   return "tessera-worker";
 }
 
-// Creates `dir` with mode 0700 if it is missing (its parents with the default mode: they are not
-// Tessera's), then insists it is private whoever created it.
+// Creates `dir` private if it is missing, then insists it is private whoever created it.
 Status make_private_dir(const std::string& dir) {
-  std::error_code error;
-  const fs::path parent = fs::path(dir).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, error);
-  if (error) return io_error(fmt::format("cannot create {}: {}", parent.string(), error.message()));
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return io_error(fmt::format("cannot create run directory {}: {}", dir, std::strerror(errno)));
-  }
+  TESSERA_RETURN_IF_ERROR(create_private_folder(dir, "run directory"));
   return check_private_dir(dir);
 }
 
@@ -494,7 +487,9 @@ namespace {
 NodeReachability check_node(const NodeSpec& node, const Result<std::string>& secret, const std::string& dir,
                             std::chrono::milliseconds deadline) {
   const auto begun = std::chrono::steady_clock::now();
-  NodeReachability entry{node.name, node.endpoint(), false, false, "", 0};
+  NodeReachability entry;
+  entry.name = node.name;
+  entry.endpoint = node.endpoint();
   const int pid = read_pid(pid_path(dir, node));
   if (pid != 0 && is_live_worker(pid)) entry.local_pid = pid;
   if (!secret) {

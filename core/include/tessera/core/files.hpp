@@ -45,4 +45,10 @@ enum class PrivateWrite {
 Status write_private_file(const std::string& path, std::string_view content, PrivateWrite mode,
                           std::string_view what);
 
+// Creates the folder `dir` with mode 0700 when it is missing; its missing parents get the default
+// mode (they are the user's, such as ~/.config, not the caller's). An existing `dir` is left as it
+// is: a caller that needs it private checks that itself. IoError naming the folder ("cannot create
+// <what> <dir>: ..."; `what` may be empty).
+Status create_private_folder(const std::string& dir, std::string_view what);
+
 }  // namespace tessera
