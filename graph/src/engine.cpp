@@ -765,7 +765,7 @@ struct Engine::Impl {
         // Everything here is below the level: go a bounded way further alone, then wait.
         if (slice.level_share * 0.5 >= 1.0 / kLevelLead) {
           slice.level_share *= 0.5;
-        } else if (!wait_for_work(scan_slice<kOp>(slice), Drained{}, generation)) {
+        } else if (!wait_for_work(scan, Drained{}, generation)) {  // a fruitless sweep changed nothing
           break;
         } else {
           continue;

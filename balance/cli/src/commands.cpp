@@ -353,7 +353,7 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
         out << fmt::format("{:<12} {:<22} {:<12} {}{}{}\n", node.name, node.endpoint, reach_name(node.reach), node.detail,
                            profiled, node.local_pid != 0 ? fmt::format(" [local pid {}]", node.local_pid) : "");
       }
-      if (!profile && !command.json) out << fmt::format("no profile at {} (tessera profile CONFIG)\n", profile_path);
+      if (!profile) out << fmt::format("no profile at {} (tessera profile CONFIG)\n", profile_path);
     }
     out.flush();
     if (command.watch_s <= 0.0) return all_reachable ? kExitOk : kExitRunFailed;

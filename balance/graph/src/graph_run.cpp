@@ -1,9 +1,7 @@
 #include "tessera/balance/graph/graph_run.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <condition_variable>
-#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
