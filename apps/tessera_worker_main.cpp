@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   uint64_t memory_cap_mb = 0;
   double idle_timeout_s = 60.0;
   double handshake_timeout_s = 5.0;
+  std::string wire = "any";
   app.add_option("--listen", listen, "HOST:PORT to listen on, e.g. 0.0.0.0:7070 (port 0 picks a free one)")
       ->required();
   app.add_option("--threads", threads, "compute threads; 0 = all online CPUs")
@@ -102,6 +103,11 @@ int main(int argc, char** argv) {
                  "seconds a new connection has to authenticate before it is closed")
       ->check(CLI::Range(0.1, 3600.0))
       ->default_val(5.0);
+
+  app.add_option("--wire", wire,
+                 "any: serve plain and encrypted (TLS 1.3) coordinators as each asks; encrypted: refuse plain ones")
+      ->check(CLI::IsMember({"any", "encrypted"}))
+      ->default_val("any");
 
 #ifdef TESSERA_FAULT_HOOKS
   // Test twin only (tessera-worker-faulty): deterministic faults, see fault_hooks.hpp.
@@ -138,6 +144,7 @@ int main(int argc, char** argv) {
   options.threads = threads;
   options.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_timeout_s * 1000.0));
   options.handshake_timeout = std::chrono::milliseconds(static_cast<int64_t>(handshake_timeout_s * 1000.0));
+  options.wire = wire == "encrypted" ? tessera::transport::WireMode::kEncrypted : tessera::transport::WireMode::kPlain;
   if (memory_cap_mb > (UINT64_MAX >> 20)) return usage_error("--memory-cap-mb is too large");
   options.tile_memory_cap = memory_cap_mb << 20;
   if (secret_file_option->count() > 0) {

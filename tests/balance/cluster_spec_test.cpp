@@ -54,7 +54,7 @@ INSTANTIATE_TEST_SUITE_P(
                    {"unknown key 'thread'", "node 'a'", "name, host, port, threads, kind, emulate",
                     "did you mean 'threads'?"}},
         BrokenFile{"unknown-top-key.yaml", 3,
-                   {"unknown key 'node'", "cluster, secret, secret_file, nodes", "did you mean 'nodes'?"}},
+                   {"unknown key 'node'", "cluster, secret, secret_file, wire, nodes", "did you mean 'nodes'?"}},
         BrokenFile{"duplicate-key.yaml", 7, {"'port' appears twice", "first on line 6"}},
         BrokenFile{"duplicate-name.yaml", 7, {"node name 'pi' is used twice (lines 4 and 7)", "unique name"}},
         BrokenFile{"duplicate-endpoint.yaml", 10,
@@ -71,7 +71,8 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenFile{"bad-emulate-cpu.yaml", 7, {"cpu: 65", "cpu must be a number in (0, 64]"}},
         BrokenFile{"missing-cluster.yaml", 1, {"no cluster name", "cluster: NAME"}},
         BrokenFile{"bad-name.yaml", 4, {"'pi 3'", "not a valid name"}},
-        BrokenFile{"empty.yaml", 1, {"empty"}}),
+        BrokenFile{"empty.yaml", 1, {"empty"}},
+        BrokenFile{"bad-wire.yaml", 3, {"wire is 'tls'", "wire: plain", "wire: encrypted"}}),
     [](const testing::TestParamInfo<BrokenFile>& param_info) {
       std::string name = param_info.param.file.substr(0, param_info.param.file.find('.'));
       for (char& ch : name) {
@@ -210,12 +211,16 @@ TEST(ClusterSpec, RejectsBadValuesFromText) {
       {"cluster: lab\nsecret: x\nnodes: pi1\n", 3, "nodes must be a list"},
       {"cluster: lab\nsecret: ''\nnodes:\n  - {name: a, host: h, port: 1}\n", 2, "secret must be non-empty text"},
       {"cluster: [lab]\nsecret: x\nnodes:\n  - {name: a, host: h, port: 1}\n", 1, "cluster must be non-empty text"},
-      {"- cluster: lab\n", 1, "write a mapping with keys cluster, secret, secret_file, nodes"},
+      {"- cluster: lab\n", 1, "write a mapping with keys cluster, secret, secret_file, wire, nodes"},
       {"cluster: lab\nsecret: x\n[a]: 1\nnodes:\n  - {name: a, host: h, port: 1}\n", 3, "keys must be plain names"},
       {"cluster: lab\nsecret: x\nnodes:\n  - {name: a, host: h, port: 1}\n  - {name: b, host: H, port: 1}\n", 5,
        "both use H:1"},
       {"cluster: lab\nsecret: x\nnodes: {\n", 4, "YAML syntax error"},
       {"cluster: lab\n\tsecret: x\n", 2, "YAML syntax error"},
+      {"cluster: lab\nsecret: x\nwire: [encrypted]\nnodes:\n  - {name: a, host: h, port: 1}\n", 3,
+       "wire must be non-empty text"},
+      {"cluster: lab\nsecret: x\nwire: Encrypted\nnodes:\n  - {name: a, host: h, port: 1}\n", 3,
+       "write wire: plain"},
   };
   for (const TextCase& c : cases) {
     auto spec = parse_cluster_spec(c.yaml, "inline.yaml");
@@ -224,6 +229,20 @@ TEST(ClusterSpec, RejectsBadValuesFromText) {
     expect_has(spec.status().message(), "inline.yaml:" + std::to_string(c.line) + ": ");
     expect_has(spec.status().message(), c.phrase);
   }
+}
+
+TEST(ClusterSpec, WireIsPlainUnlessTheFileSaysEncryptedAndEveryNodeCarriesIt) {
+  const std::string nodes = "nodes:\n  - {name: a, host: h, port: 1}\n  - {name: b, host: h, port: 2}\n";
+  auto plain = parse_cluster_spec("cluster: lab\nsecret: x\n" + nodes, "plain.yaml");
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->wire, transport::WireMode::kPlain);
+  auto sealed = parse_cluster_spec("cluster: lab\nsecret: x\nwire: encrypted\n" + nodes, "sealed.yaml");
+  ASSERT_TRUE(sealed.is_ok()) << sealed.status().to_string();
+  EXPECT_EQ(sealed->wire, transport::WireMode::kEncrypted);
+  for (const NodeSpec& node : sealed->nodes) EXPECT_EQ(node.wire, transport::WireMode::kEncrypted) << node.name;
+  auto explicit_plain = parse_cluster_spec("cluster: lab\nsecret: x\nwire: plain\n" + nodes, "p.yaml");
+  ASSERT_TRUE(explicit_plain.is_ok());
+  EXPECT_EQ(explicit_plain->wire, transport::WireMode::kPlain);
 }
 
 TEST(ClusterSpec, AcceptsBoundaryValues) {

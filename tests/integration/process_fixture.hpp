@@ -187,14 +187,16 @@ inline bool wait_until_listening(const balance::NodeSpec& node) {
 // Starts `count` real tessera-worker processes named a, b, c, ... on free loopback ports, one
 // compute thread each, with the secret read from `secret_file`; waits until each accepts
 // connections. With `last_fault_flags`, the last one is the test twin tessera-worker-faulty
-// started with those flags (worker/include/tessera/worker/fault_hooks.hpp). The returned
-// processes stop their workers when destroyed.
+// started with those flags (worker/include/tessera/worker/fault_hooks.hpp); every worker also
+// gets `worker_flags` (e.g. --wire encrypted). The returned processes stop their workers when
+// destroyed.
 struct LocalWorkers {
   std::vector<balance::NodeSpec> nodes;
   std::vector<std::unique_ptr<ChildProcess>> processes;
 };
 inline LocalWorkers start_local_workers(std::size_t count, const std::string& secret_file, const TempDir& dir,
-                                        const std::vector<std::string>& last_fault_flags = {}) {
+                                        const std::vector<std::string>& last_fault_flags = {},
+                                        const std::vector<std::string>& worker_flags = {}) {
   LocalWorkers workers;
   for (std::size_t i = 0; i < count; ++i) {
     balance::NodeSpec node;
@@ -207,6 +209,7 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
     std::vector<std::string> args{faulty ? TESSERA_FAULTY_WORKER_BINARY : TESSERA_WORKER_BINARY,
                                   "--listen", node.endpoint(), "--threads", "1", "--secret-file", secret_file};
     if (faulty) args.insert(args.end(), last_fault_flags.begin(), last_fault_flags.end());
+    args.insert(args.end(), worker_flags.begin(), worker_flags.end());
     workers.processes.push_back(
         std::make_unique<ChildProcess>(std::move(args), dir.file("worker" + std::to_string(i) + ".log")));
     workers.nodes.push_back(node);
@@ -220,20 +223,21 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
 // A cluster named `name` of `count` workers from start_local_workers (the last one faulty with
 // `last_fault_flags`, if given). The workers read `worker_secret` (default: the cluster's
 // `secret`) from dir/secret; the spec's source path is dir/cluster.yaml, so a profile it measures
-// is saved in `dir` too.
+// is saved in `dir` too. `worker_flags` go to every worker.
 struct LocalCluster {
   balance::ClusterSpec spec;
   std::vector<std::unique_ptr<ChildProcess>> processes;
 };
 inline LocalCluster start_local_cluster(const std::string& name, const std::string& secret, std::size_t count,
                                         const TempDir& dir, const std::string& worker_secret = "",
-                                        const std::vector<std::string>& last_fault_flags = {}) {
+                                        const std::vector<std::string>& last_fault_flags = {},
+                                        const std::vector<std::string>& worker_flags = {}) {
   write_file(dir.file("secret"), worker_secret.empty() ? secret : worker_secret);
   LocalCluster cluster;
   cluster.spec.name = name;
   cluster.spec.secret = secret;
   cluster.spec.source_path = dir.file("cluster.yaml");
-  LocalWorkers started = start_local_workers(count, dir.file("secret"), dir, last_fault_flags);
+  LocalWorkers started = start_local_workers(count, dir.file("secret"), dir, last_fault_flags, worker_flags);
   cluster.spec.nodes = std::move(started.nodes);
   cluster.processes = std::move(started.processes);
   return cluster;

@@ -44,7 +44,7 @@ TEST(CoordinatorCapabilities, NodeLackingGemmIsRefusedWithWhatItOffersAndLacks) 
   ASSERT_FALSE(link);
   EXPECT_EQ(link.status().code(), StatusCode::kInvalidConfig);
   const std::string expected = "node 'pi-test' (127.0.0.1:" + std::to_string(no_gemm.port()) +
-                               ") lacks what this run needs: missing gemm, it offers bit 20";
+                               ") lacks what this run needs: missing gemm, it offers tls, bit 20";
   EXPECT_NE(link.status().message().find(expected), std::string::npos) << link.status().message();
 
   // The refused session was ended in order: the worker takes the next coordinator at once.
@@ -56,7 +56,7 @@ TEST(CoordinatorCapabilities, NodeOfferingWhatIsRequiredIsAccepted) {
   ASSERT_TRUE(no_gemm.running());
   Result<NodeLink> link = connect_node(local_node("pi-test", no_gemm.port()), kInProcessSecret, 5000ms, kTestCapability);
   ASSERT_TRUE(link) << link.status().to_string();
-  EXPECT_EQ(link->hello.capabilities, kTestCapability);
+  EXPECT_EQ(link->hello.capabilities, kTestCapability | tp::kCapabilityTls);
   say_goodbye(*link);
 }
 
@@ -81,8 +81,8 @@ TEST(CoordinatorCapabilities, ClusterConnectNamesOnlyTheNodeThatLacksACapability
   Result<ClusterConnection> connected = ClusterConnection::connect(cluster, nothing_required);
   ASSERT_TRUE(connected) << connected.status().to_string();
   ASSERT_EQ(connected->links().size(), 2u);
-  EXPECT_EQ(connected->links()[0].hello.capabilities, tp::kCapabilityGemm);
-  EXPECT_EQ(connected->links()[1].hello.capabilities, kTestCapability);
+  EXPECT_EQ(connected->links()[0].hello.capabilities, tp::kCapabilityGemm | tp::kCapabilityTls);
+  EXPECT_EQ(connected->links()[1].hello.capabilities, kTestCapability | tp::kCapabilityTls);
 }
 
 }  // namespace

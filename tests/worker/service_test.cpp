@@ -167,7 +167,7 @@ TEST(ServiceDispatch, RegisteredServiceReceivesItsMessageTypes) {
   auto session = worker.open_session(&hello);
   ASSERT_NE(session, nullptr);
   Watchdog watchdog(*session, 30s);
-  EXPECT_EQ(hello.capabilities, kTestCapability) << "HELLO advertises the hosted services' bits";
+  EXPECT_EQ(hello.capabilities, kTestCapability | tp::kCapabilityTls) << "HELLO advertises the hosted services' bits";
 
   tp::IncomingFrame frame;
   for (uint64_t job_id : {10u, 20u}) {
@@ -231,7 +231,7 @@ TEST(ServiceDispatch, WorkerWithoutServicesStillAuthenticatesAndRefusesWork) {
   auto session = worker.open_session(&hello);
   ASSERT_NE(session, nullptr);
   Watchdog watchdog(*session, 30s);
-  EXPECT_EQ(hello.capabilities, 0u);
+  EXPECT_EQ(hello.capabilities, tp::kCapabilityTls) << "no service, only the wire's ability to encrypt";
   ASSERT_TRUE(testing::store_tile(*session, 1, testing::Dense(2, 2)).is_ok());
   std::string why;
   EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadFrame, &why));

@@ -90,7 +90,7 @@ TEST_F(WorkerServerTest, HandshakeReportsNodeFacts) {
   EXPECT_EQ(hello.hostname, facts.hostname);
   EXPECT_GT(hello.memory_bytes, 0u);
   EXPECT_NE(hello.challenge, (std::array<uint8_t, tp::kChallengeSize>{}));
-  EXPECT_EQ(hello.capabilities, tp::kCapabilityGemm | tp::kCapabilityGraph);
+  EXPECT_EQ(hello.capabilities, tp::kCapabilityGemm | tp::kCapabilityGraph | tp::kCapabilityTls);
   EXPECT_EQ(server_->services().describe(),
             "gemm (PROBE, STORE, JOB, RELEASE, STATS_REQUEST); graph (GRAPH_LOAD, GRAPH_START, GRAPH_STEP, "
             "GRAPH_PROGRESS_REQUEST, GRAPH_VALUES_REQUEST, GRAPH_STOP; from peers: GRAPH_PEER_HELLO, GRAPH_DELTAS)");

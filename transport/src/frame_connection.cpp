@@ -18,6 +18,7 @@
 #include "tessera/transport/auth.hpp"
 #include "tessera/transport/crc32c.hpp"
 #include "tessera/transport/request.hpp"
+#include "tls_channel.hpp"
 
 namespace tessera::transport {
 
@@ -183,7 +184,7 @@ Result<std::unique_ptr<FrameConnection>> FrameConnection::connect(const std::str
   }
 }
 
-Status FrameConnection::write_message(const Message& message, uint64_t request_id) {
+Status FrameConnection::write_message(const Message& message, uint64_t request_id, uint32_t flags) {
   if (std::holds_alternative<Store>(message) || std::holds_alternative<ResultTile>(message)) {
     return internal_error("write_message: " + message_type_name(static_cast<uint16_t>(message_type(message))) +
                           " carries matrix data; send it with write_frame (prefix + data)");
@@ -193,6 +194,7 @@ Status FrameConnection::write_message(const Message& message, uint64_t request_i
     FrameHeader header;
     header.type = static_cast<uint16_t>(message_type(message));
     header.request_id = request_id;
+    header.flags = flags;
     const asio::const_buffer part = asio::buffer(payload);
     return write_frame(header, std::span<const asio::const_buffer>(&part, 1));
   } catch (const std::exception& e) {
@@ -229,6 +231,7 @@ void FrameConnection::write_error(ErrorCode code, std::string_view message, uint
 }
 
 Status FrameConnection::write_gathered(std::span<const asio::const_buffer> parts) {
+  if (tls_) return write_gathered_tls(parts);
   try {
     std::lock_guard<std::mutex> lock(write_mutex_);
     asio::error_code ec;
@@ -241,6 +244,73 @@ Status FrameConnection::write_gathered(std::span<const asio::const_buffer> parts
   }
 }
 
+Status FrameConnection::write_gathered_tls(std::span<const asio::const_buffer> parts) {
+  // A record carries at most 16 KiB. Small parts (a header, a tile prefix) are gathered with what
+  // follows them into full records, since a record per 32-byte header would cost a seal and a
+  // tag each; large parts are encrypted straight from the caller's memory.
+  constexpr std::size_t kRecordBytes = 16384;
+  try {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    std::vector<std::byte>& gathered = tls_gathered_;
+    gathered.clear();
+    gathered.reserve(kRecordBytes);
+    auto flush = [&]() -> Status {
+      if (gathered.empty()) return Status::ok();
+      TESSERA_RETURN_IF_ERROR(tls_->write_all(gathered));
+      bytes_sent_.fetch_add(gathered.size());
+      gathered.clear();
+      return Status::ok();
+    };
+    for (const asio::const_buffer& part : parts) {
+      std::span<const std::byte> bytes(static_cast<const std::byte*>(part.data()), part.size());
+      while (!bytes.empty()) {
+        if (gathered.empty() && bytes.size() >= kRecordBytes) {
+          TESSERA_RETURN_IF_ERROR(tls_->write_all(bytes));
+          bytes_sent_.fetch_add(bytes.size());
+          break;
+        }
+        const std::size_t take = std::min(bytes.size(), kRecordBytes - gathered.size());
+        gathered.insert(gathered.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(take));
+        bytes = bytes.subspan(take);
+        if (gathered.size() == kRecordBytes) TESSERA_RETURN_IF_ERROR(flush());
+      }
+    }
+    return flush();
+  } catch (const std::exception& e) {
+    return network_error("write to " + peer_ + " failed: " + e.what());
+  }
+}
+
+Status FrameConnection::read_exact_tls(std::span<std::byte> out) {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    Result<std::size_t> received = tls_->read_some(out.subspan(done));
+    if (!received) return received.status();
+    bytes_received_.fetch_add(*received);
+    done += *received;
+    // Nothing decrypted yet: wait for the socket within the read bounds (none: until shutdown).
+    if (*received == 0) TESSERA_RETURN_IF_ERROR(wait_for_data());
+  }
+  return Status::ok();
+}
+
+Status FrameConnection::start_tls(TlsSide side, std::string_view secret) {
+  if (tls_) return internal_error("start_tls: the connection to " + peer_ + " is already encrypted");
+  const auto now = std::chrono::steady_clock::now();
+  const auto deadline = read_deadline_    ? *read_deadline_
+                        : read_timeout_.count() > 0 ? now + read_timeout_
+                                                    : now + kDefaultHandshakeTimeout;
+  Result<std::unique_ptr<TlsChannel>> channel =
+      TlsChannel::handshake(socket_.native_handle(), side == TlsSide::kClient ? TlsChannel::Side::kClient
+                                                                              : TlsChannel::Side::kServer,
+                            derive_tls_key(secret), peer_, deadline);
+  if (!channel) return channel.status();
+  tls_ = std::move(*channel);
+  return Status::ok();
+}
+
+std::string FrameConnection::wire_description() const { return tls_ ? tls_->description() : "plain"; }
+
 Result<FrameHeader> FrameConnection::read_header() {
   std::array<std::byte, kHeaderSize> bytes{};
   TESSERA_RETURN_IF_ERROR(read_exact(bytes));
@@ -251,6 +321,7 @@ Result<FrameHeader> FrameConnection::read_header() {
 
 Status FrameConnection::read_exact(std::span<std::byte> out) {
   if (out.empty()) return Status::ok();
+  if (tls_) return read_exact_tls(out);
   try {
     asio::error_code ec;
     if (read_timeout_.count() == 0 && !read_deadline_) {
@@ -344,6 +415,8 @@ void FrameConnection::clear_read_deadline() { read_deadline_.reset(); }
 
 bool FrameConnection::wait_readable(std::chrono::milliseconds timeout) {
   if (timeout == std::chrono::milliseconds::max()) timeout = std::chrono::hours(24 * 365);
+  // Records already inside OpenSSL are invisible to poll.
+  if (tls_ && tls_->has_buffered()) return true;
   return poll_socket(socket_.native_handle(), POLLIN, timeout) != 0;
 }
 
@@ -408,7 +481,7 @@ std::string FrameConnection::peer() const { return peer_; }
 std::string FrameConnection::peer_host() const { return peer_host_; }
 
 Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret, std::chrono::milliseconds timeout,
-                               SessionRole role) {
+                               SessionRole role, WireMode wire) {
   const std::string who = "worker " + connection.peer();
   if (secret.empty()) return invalid_argument("handshake with " + who + ": the shared secret is empty");
   // One bound for both reads: a worker that accepted but stopped (SIGSTOP: the kernel still
@@ -425,11 +498,17 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
   if (!first) return first.status();
   if (const auto* error = std::get_if<Error>(&first->message)) return remote_error(*error, who);
   const auto* hello = &std::get<Hello>(first->message);  // read_handshake_frame admitted HELLO or ERROR only
+  const bool encrypt = wire == WireMode::kEncrypted;
+  if (encrypt && (hello->capabilities & kCapabilityTls) == 0) {
+    return protocol_error("handshake with " + who + ": the link must be encrypted but the worker cannot encrypt (it "
+                          "offers " + capability_names(hello->capabilities) + "); " + worker_upgrade +
+                          ", or set wire: plain in the cluster file");
+  }
 
   Auth auth;
   auth.challenge = random_challenge();
   auth.mac = client_mac(role, secret, hello->challenge, auth.challenge);
-  Status sent = connection.write_message(auth);
+  Status sent = connection.write_message(auth, 0, encrypt ? kFrameFlagStartTls : 0);
   if (!sent.is_ok()) return sent.with_context("handshake with " + who + ": ");
 
   Result<IncomingFrame> answer = read_handshake_frame(connection, who, {MessageType::kAuthOk, MessageType::kError},
@@ -440,12 +519,21 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
       return auth_failed(who + ": worker rejected the secret (" + error->message +
                          "); check that both sides use the same secret file");
     }
+    // The secret was right; the worker wants encryption the cluster file did not ask for.
+    if (error->code == ErrorCode::kAuthRequired && !encrypt) return invalid_config(who + ": " + error->message);
     return remote_error(*error, who);
   }
   const auto* auth_ok = &std::get<AuthOk>(answer->message);  // read_handshake_frame admitted AUTH_OK or ERROR only
   if (!mac_equal(auth_ok->mac, worker_mac(secret, auth.challenge, hello->challenge))) {
     connection.write_error(ErrorCode::kAuthFailed, "worker's answer does not match the secret");
     return auth_failed(who + ": worker's answer does not match the secret; it does not know the shared secret");
+  }
+  if (encrypt) {
+    if ((answer->header.flags & kFrameFlagStartTls) == 0) {
+      return protocol_error("handshake with " + who + ": the worker did not agree to encrypt the link; " +
+                            worker_upgrade + ", or set wire: plain in the cluster file");
+    }
+    TESSERA_RETURN_IF_ERROR(connection.start_tls(FrameConnection::TlsSide::kClient, secret));
   }
   return *hello;
 }
@@ -455,7 +543,7 @@ namespace {
 // server_handshake and server_handshake_any_role: the worker's side, accepting a peer worker's
 // MAC label too when `accept_peers`.
 Result<SessionRole> answer_hello(FrameConnection& connection, const Hello& hello, std::string_view secret,
-                                 bool accept_peers) {
+                                 bool accept_peers, WireMode minimum) {
   const std::string who = (accept_peers ? "coordinator or peer worker " : "coordinator ") + connection.peer();
   if (secret.empty()) return invalid_argument("handshake with " + who + ": the shared secret is empty");
   if (std::all_of(hello.challenge.begin(), hello.challenge.end(), [](uint8_t b) { return b == 0; })) {
@@ -484,22 +572,31 @@ Result<SessionRole> answer_hello(FrameConnection& connection, const Hello& hello
     return auth_failed(who + ": " + whose + " does not match the secret; check that both sides use the same "
                              "secret file");
   }
+  const bool encrypt = (frame->header.flags & kFrameFlagStartTls) != 0;
+  if (!encrypt && minimum == WireMode::kEncrypted) {
+    const std::string why = "this worker takes encrypted links only (tessera-worker --wire encrypted); set wire: "
+                            "encrypted in the cluster file";
+    connection.write_error(ErrorCode::kAuthRequired, why);
+    return protocol_error("handshake with " + who + ": refused a plain link: " + why);
+  }
   AuthOk ok;
   ok.mac = worker_mac(secret, auth->challenge, hello.challenge);
-  sent = connection.write_message(ok);
+  sent = connection.write_message(ok, 0, encrypt ? kFrameFlagStartTls : 0);
   if (!sent.is_ok()) return sent.with_context("handshake with " + who + ": ");
+  if (encrypt) TESSERA_RETURN_IF_ERROR(connection.start_tls(FrameConnection::TlsSide::kServer, secret));
   return peer ? SessionRole::kPeer : SessionRole::kCoordinator;
 }
 
 }  // namespace
 
-Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret) {
-  return answer_hello(connection, hello, secret, /*accept_peers=*/false).status();
+Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret,
+                        WireMode minimum) {
+  return answer_hello(connection, hello, secret, /*accept_peers=*/false, minimum).status();
 }
 
 Result<SessionRole> server_handshake_any_role(FrameConnection& connection, const Hello& hello,
-                                              std::string_view secret) {
-  return answer_hello(connection, hello, secret, /*accept_peers=*/true);
+                                              std::string_view secret, WireMode minimum) {
+  return answer_hello(connection, hello, secret, /*accept_peers=*/true, minimum);
 }
 
 }  // namespace tessera::transport

@@ -563,6 +563,7 @@ std::string capability_names(uint64_t capabilities) {
       case kCapabilityGemm: names += "gemm"; break;
       case kCapabilityGraph: names += "graph"; break;
       case kCapabilityExpression: names += "expression"; break;
+      case kCapabilityTls: names += "tls"; break;
       default: names += "bit " + std::to_string(bit); break;
     }
   }

@@ -147,7 +147,9 @@ class PeerLinks final : public gr::Outbound {
                                           from_part, to, endpoint_text(peer));
       auto connection = tp::FrameConnection::connect(peer.host, peer.port, timeout, context.limits());
       if (!connection) return network_error(fmt::format("{}: {}", who, connection.status().message()));
-      Result<tp::Hello> hello = tp::client_handshake(**connection, context.secret(), timeout, tp::SessionRole::kPeer);
+      // Peer links are as private as the coordinator's link that set up the run.
+      Result<tp::Hello> hello = tp::client_handshake(**connection, context.secret(), timeout, tp::SessionRole::kPeer,
+                                                     context.wire());
       if (!hello) return Status(hello.status().code(), fmt::format("{}: {}", who, hello.status().message()));
       if ((hello->capabilities & tp::kCapabilityGraph) == 0) {
         return invalid_config(fmt::format("{}: that worker does not host the graph service (it offers {})", who,

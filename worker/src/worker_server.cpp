@@ -314,7 +314,7 @@ void Session::serve() {
   // The pool is idle here (the previous session's close() waited for it), so its totals grow
   // only with this session's work from now on.
   context_.start_counting();
-  log_line(fmt::format("session with {} started", context_.peer()));
+  log_line(fmt::format("session with {} started ({})", context_.peer(), connection_->wire_description()));
   while (!server_.stopping_ && serve_frame() == SessionStep::kContinue) {
   }
   if (server_.stopping_) context_.end("worker stopping");
@@ -339,7 +339,7 @@ bool Session::handshake() {
   hello.threads = server_.pool_.threads();
   hello.memory_bytes = server_.facts_.memory_bytes;
   hello.tile_memory_cap = server_.store_.cap_bytes();
-  hello.capabilities = server_.services_.capabilities();
+  hello.capabilities = server_.services_.capabilities() | tp::kCapabilityTls;
   hello.challenge = tp::random_challenge();
 
   // A deadline on the whole first frame, not an idle bound: a peer trickling a byte at a time
@@ -348,8 +348,9 @@ bool Session::handshake() {
   // Only a worker hosting a service with peer handlers accepts the peer label at all.
   Result<tp::SessionRole> role = tp::SessionRole::kCoordinator;
   if (server_.services_.takes_peers()) {
-    role = tp::server_handshake_any_role(*connection_, hello, server_.options_.secret);
-  } else if (Status status = tp::server_handshake(*connection_, hello, server_.options_.secret); !status.is_ok()) {
+    role = tp::server_handshake_any_role(*connection_, hello, server_.options_.secret, server_.options_.wire);
+  } else if (Status status = tp::server_handshake(*connection_, hello, server_.options_.secret, server_.options_.wire);
+             !status.is_ok()) {
     role = std::move(status);
   }
   connection_->clear_read_deadline();
@@ -476,7 +477,7 @@ void Session::serve_peer() {
   // A peer link is quiet for as long as its run has nothing to send (converged, or between sync
   // steps): it ends with its run (the service closes it), not by an idle bound.
   connection_->set_read_timeout(std::chrono::milliseconds(0));
-  log_line(fmt::format("peer link from {} opened", context_.peer()));
+  log_line(fmt::format("peer link from {} opened ({})", context_.peer(), connection_->wire_description()));
   while (!server_.stopping_ && serve_peer_frame() == SessionStep::kContinue) {
   }
   if (server_.stopping_) context_.end("worker stopping");

@@ -17,7 +17,8 @@ Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret, s
                                      "(for a local cluster: tessera up CONFIG)",
                                      who, connection.status().message()));
   }
-  Result<transport::Hello> hello = transport::client_handshake(**connection, secret, timeout);
+  Result<transport::Hello> hello =
+      transport::client_handshake(**connection, secret, timeout, transport::SessionRole::kCoordinator, node.wire);
   if (!hello) {
     const Status& failure = hello.status();
     if (failure.code() == StatusCode::kAuthFailed) {

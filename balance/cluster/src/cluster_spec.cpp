@@ -25,7 +25,7 @@ constexpr double kMaxEmulatedCpus = 64;
 constexpr std::size_t kMaxSecretBytes = 4096;
 constexpr std::size_t kMaxSecretFileBytes = 64 * 1024;
 
-const std::vector<std::string> kTopKeys = {"cluster", "secret", "secret_file", "nodes"};
+const std::vector<std::string> kTopKeys = {"cluster", "secret", "secret_file", "wire", "nodes"};
 const std::vector<std::string> kNodeKeys = {"name", "host", "port", "threads", "kind", "emulate"};
 const std::vector<std::string> kEmulateKeys = {"cpu", "link"};
 const std::vector<std::string> kLinkKeys = {"rate", "delay", "loss"};
@@ -239,6 +239,17 @@ ClusterSpec parse_document(const YAML::Node& root, const std::string& source_nam
     spec.secret_line = secret_file->line;
   }
 
+  if (const YamlMap::Entry* wire = keys.find("wire")) {
+    const std::string text = yaml_text(wire->value, wire->line, "wire", "the top level", "encrypted");
+    Result<transport::WireMode> mode = transport::parse_wire_mode(text);
+    if (!mode) {
+      fail_at(wire->line, "wire is " + single_quoted(text) +
+                              "; write wire: plain (the default: authenticated, not encrypted) or wire: encrypted "
+                              "(TLS 1.3 keyed by the secret)");
+    }
+    spec.wire = *mode;
+  }
+
   const YamlMap::Entry* nodes = keys.find("nodes");
   if (nodes == nullptr) {
     fail_at(root_line, "no nodes; add nodes: with one entry per machine, e.g. '- {name: pi1, host: 10.0.0.11, port: 7070}'");
@@ -261,6 +272,7 @@ ClusterSpec parse_document(const YAML::Node& root, const std::string& source_nam
   spec.nodes.reserve(node_list.size());
   for (std::size_t i = 0; i < node_list.size(); ++i) {
     spec.nodes.push_back(parse_node(node_list[i], nodes_line, i));
+    spec.nodes.back().wire = spec.wire;
     const NodeSpec& node = spec.nodes.back();
     if (auto [it, inserted] = name_lines.emplace(node.name, node.line); !inserted) {
       fail_at(node.line, "node name " + single_quoted(node.name) + " is used twice (lines " + std::to_string(it->second) +

@@ -112,8 +112,10 @@ Status write_secret_file(const std::string& dir, const std::string& secret) {
 // `node` carries the endpoint the worker listens on (inside its namespace when it has one).
 Result<int> spawn_worker(const std::string& binary, const NodeSpec& node, const std::string& secret_path,
                          const std::string& log, const NodeEmulation& emulation) {
-  const std::vector<std::string> args = {binary,      "--listen",    node.endpoint(), "--threads",
-                                         std::to_string(node.threads), "--secret-file", secret_path};
+  std::vector<std::string> args = {binary,      "--listen",    node.endpoint(), "--threads",
+                                   std::to_string(node.threads), "--secret-file", secret_path};
+  // A cluster meant to be encrypted gets workers that refuse plain links, not merely allow TLS.
+  if (node.wire == transport::WireMode::kEncrypted) args.insert(args.end(), {"--wire", "encrypted"});
   ProcessOptions options;
   // Its own session, so the worker outlives the `tessera up` that started it and a Ctrl-C in the
   // user's terminal does not reach it.

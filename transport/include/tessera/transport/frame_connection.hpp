@@ -15,6 +15,10 @@
 // that lost power behind a switch) fails the read with kNetworkError "no frame from PEER for N
 // s" instead of hanging; the bounds, wait_readable() and peer_closed() belong to the reading
 // thread. Writes are bounded by the caller: a watchdog calls shutdown().
+//
+// A connection may switch to TLS 1.3 once (start_tls, done by the handshakes below when the
+// cluster's wire is encrypted; see tls.hpp). Everything above stays the same: the calls, the
+// bounds, the counters (which then count the frames' bytes, not the records').
 #pragma once
 
 #include <asio.hpp>
@@ -32,8 +36,11 @@
 #include "tessera/core/status.hpp"
 #include "tessera/transport/auth.hpp"
 #include "tessera/transport/protocol.hpp"
+#include "tessera/transport/tls.hpp"
 
 namespace tessera::transport {
+
+class TlsChannel;
 
 // A frame read whole: header, its payload bytes, and the decoded message. For STORE/RESULT the
 // message's data span points into `payload`, so keep the IncomingFrame alive while using it.
@@ -59,8 +66,8 @@ class FrameConnection {
                                                           std::chrono::milliseconds timeout,
                                                           Limits limits = {});
 
-  // Encodes and writes a non-bulk message. REQUIRES: not Store / ResultTile.
-  Status write_message(const Message& message, uint64_t request_id = 0);
+  // Encodes and writes a non-bulk message with the header `flags`. REQUIRES: not Store / ResultTile.
+  Status write_message(const Message& message, uint64_t request_id = 0, uint32_t flags = 0);
   // Writes header + payload parts with one gathered write; the header's payload_length is set
   // to the parts' total. Matrix memory can be sent this way without copying.
   Status write_frame(FrameHeader header, std::span<const asio::const_buffer> payload_parts);
@@ -106,6 +113,19 @@ class FrameConnection {
   // do not read (a GEMM probe) to notice that nobody waits for their answer.
   bool peer_closed();
 
+  // --- Encryption ---
+  enum class TlsSide { kClient, kServer };
+  // Switches the connection to TLS 1.3 keyed by `secret` (tls.hpp), as client or server. The
+  // TLS handshake ends by the read deadline when one is set, else within the read timeout, else
+  // within kDefaultHandshakeTimeout. Call it at most once, from the reading thread, while no
+  // other thread writes. Failure: kAuthFailed when the peer's key differs, kNetworkError,
+  // kProtocolError; the connection is then unusable.
+  Status start_tls(TlsSide side, std::string_view secret);
+  bool encrypted() const { return tls_ != nullptr; }
+  WireMode wire() const { return encrypted() ? WireMode::kEncrypted : WireMode::kPlain; }
+  // "plain" or "TLSv1.3 TLS_AES_128_GCM_SHA256".
+  std::string wire_description() const;
+
   void shutdown();
   std::string peer() const;       // "127.0.0.1:7071"
   std::string peer_host() const;  // "127.0.0.1"
@@ -115,6 +135,8 @@ class FrameConnection {
 
  private:
   Status write_gathered(std::span<const asio::const_buffer> parts);
+  Status write_gathered_tls(std::span<const asio::const_buffer> parts);
+  Status read_exact_tls(std::span<std::byte> out);
   // Waits for readability within the read bounds; kNetworkError naming the bound that passed.
   Status wait_for_data();
 
@@ -129,6 +151,8 @@ class FrameConnection {
   std::chrono::milliseconds read_timeout_{0};                      // 0: none
   std::optional<std::chrono::steady_clock::time_point> read_deadline_;
   std::chrono::milliseconds read_deadline_span_{0};                // for the message
+  std::unique_ptr<TlsChannel> tls_;      // set by start_tls
+  std::vector<std::byte> tls_gathered_;  // small frame parts sharing one record; under write_mutex_
 };
 
 // How long a handshake may take when the caller gives no bound: a worker that accepted the
@@ -142,12 +166,15 @@ inline constexpr std::chrono::milliseconds kDefaultHandshakeTimeout{10000};
 // secret"), kProtocolError (a worker of another protocol version: "worker H:P speaks Tessera
 // protocol v1, this build speaks v2; upgrade tessera-worker on H"), kNetworkError. On success
 // returns the worker's HELLO; checking its capabilities is the caller's business.
+// `wire` kEncrypted: AUTH asks for TLS (kFrameFlagStartTls) and the connection is encrypted on
+// success; a worker whose HELLO lacks kCapabilityTls or whose AUTH_OK does not agree is refused
+// with kProtocolError naming it, so nothing is ever sent in the clear that was meant not to be.
 // `role` kPeer: the caller is a worker opening a peer link (graph service); AUTH then carries
 // peer_mac instead of coordinator_mac, and the worker it reaches serves it beside its
 // coordinator session instead of refusing it as busy.
 Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret,
                                std::chrono::milliseconds timeout = kDefaultHandshakeTimeout,
-                               SessionRole role = SessionRole::kCoordinator);
+                               SessionRole role = SessionRole::kCoordinator, WireMode wire = WireMode::kPlain);
 
 // Worker side: sends `hello` (its challenge must be fresh), reads AUTH, checks the MAC, answers
 // AUTH_OK. A wrong MAC gets ERROR(kAuthFailed) and kAuthFailed; any other frame before AUTH gets
@@ -155,10 +182,14 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
 // versions (in a header that version can read) and kProtocolError. The caller closes the
 // connection on failure. Bound the wait for AUTH with set_read_deadline() before calling: a
 // peer that says nothing otherwise holds the caller for as long as it likes.
-Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret);
+// A client whose AUTH asks for TLS gets AUTH_OK with kFrameFlagStartTls and the connection is
+// encrypted on success. `minimum` kEncrypted refuses a client that does not ask
+// (ERROR(kAuthRequired) naming the setting, kProtocolError); kPlain accepts both.
+Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret,
+                        WireMode minimum = WireMode::kPlain);
 // The same, accepting AUTH from a coordinator or from a peer worker (either MAC label), and
 // returning which one authenticated. A MAC that matches neither label fails as above.
 Result<SessionRole> server_handshake_any_role(FrameConnection& connection, const Hello& hello,
-                                              std::string_view secret);
+                                              std::string_view secret, WireMode minimum = WireMode::kPlain);
 
 }  // namespace tessera::transport

@@ -64,6 +64,8 @@ inline constexpr uint64_t kCapabilityGemm = 1ull << 0;  // tiled GEMM: STORE, JO
 inline constexpr uint64_t kCapabilityGraph = 1ull << 1;
 // Reserved for the matrix-expression task service; no worker offers it yet.
 inline constexpr uint64_t kCapabilityExpression = 1ull << 2;
+// Not a service: the worker can switch a connection to TLS after AUTH (tls.hpp).
+inline constexpr uint64_t kCapabilityTls = 1ull << 3;
 
 // "gemm, graph" for a set of bits; "none" for 0; bits without a name as "bit 9".
 std::string capability_names(uint64_t capabilities);

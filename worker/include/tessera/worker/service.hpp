@@ -63,6 +63,8 @@ class SessionContext {
   const std::string& peer() const { return peer_; }
   // The cluster's shared secret, for connections a service opens itself (peer links).
   const std::string& secret() const { return secret_; }
+  // Whether the session's link is encrypted; peer links a service opens match it.
+  transport::WireMode wire() const { return connection_.wire(); }
   // The worker is shutting down or the coordinator has gone (its socket is closed: nobody waits
   // for the answer); a long-running handler should finish early. The socket is looked at no more
   // than every 50 ms, so a tight loop pays no system call per turn. Any thread.

@@ -45,6 +45,9 @@ struct WorkerOptions {
   uint16_t port = 7070;            // 0 picks a free port (see WorkerServer::port())
   uint32_t threads = 0;            // compute threads; 0 = online CPUs
   std::string secret;              // shared secret; REQUIRED non-empty
+  // kPlain (default): serve plain and encrypted clients alike, as each asks; kEncrypted: refuse a
+  // client that does not switch to TLS (transport/tls.hpp).
+  transport::WireMode wire = transport::WireMode::kPlain;
   uint64_t tile_memory_cap = 0;    // bytes the tile store may hold; 0 = half of physical memory
   transport::Limits limits;        // frame limits (max_payload_bytes is also capped by the store)
   // An unauthenticated connection must have sent AUTH this long after it was accepted. A

@@ -4,6 +4,8 @@
 //   cluster: NAME                       required, [A-Za-z0-9_.-]{1,64}
 //   secret: TEXT | secret_file: PATH    exactly one; a relative secret_file is resolved against
 //                                       the YAML file's folder
+//   wire: plain | encrypted             default plain (HMAC-authenticated, in the clear);
+//                                       encrypted: every link TLS 1.3 keyed by the secret
 //   nodes:                              required, 1..256 entries
 //     - name: NAME                      required, unique, [A-Za-z0-9_.-]{1,64}
 //       host: HOST                      required (IPv4/IPv6 literal or host name)
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
+#include "tessera/transport/tls.hpp"
 
 namespace tessera::balance {
 
@@ -45,6 +48,8 @@ struct NodeSpec {
   std::string kind;
   int line = 0;  // 1-based line of the node's entry in the YAML, for messages
   std::optional<EmulationSpec> emulate;  // absent when the node has no emulate: key
+  // The cluster's wire:, copied into each node so that one node can be connected on its own.
+  transport::WireMode wire = transport::WireMode::kPlain;
   std::string endpoint() const { return host + ":" + std::to_string(port); }
   bool operator==(const NodeSpec&) const = default;
 };
@@ -56,6 +61,7 @@ struct ClusterSpec {
   std::vector<NodeSpec> nodes;
   std::string source_path;  // the YAML file it came from ("<string>" when parsed from text)
   int secret_line = 0;      // 1-based line of secret/secret_file, for resolve_secret's messages
+  transport::WireMode wire = transport::WireMode::kPlain;
   bool operator==(const ClusterSpec&) const = default;
 
   // The secret itself: inline, or read from secret_file with trailing whitespace trimmed. A
