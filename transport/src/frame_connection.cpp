@@ -247,7 +247,8 @@ Status FrameConnection::write_gathered(std::span<const asio::const_buffer> parts
 Status FrameConnection::write_gathered_tls(std::span<const asio::const_buffer> parts) {
   // A record carries at most 16 KiB. Small parts (a header, a tile prefix) are gathered with what
   // follows them into full records, since a record per 32-byte header would cost a seal and a
-  // tag each; large parts are encrypted straight from the caller's memory.
+  // tag each; large parts are encrypted straight from the caller's memory. `flush` below hands
+  // gathered parts to TLS; the records themselves go out at the end.
   constexpr std::size_t kRecordBytes = 16384;
   try {
     std::lock_guard<std::mutex> lock(write_mutex_);
@@ -256,7 +257,7 @@ Status FrameConnection::write_gathered_tls(std::span<const asio::const_buffer> p
     gathered.reserve(kRecordBytes);
     auto flush = [&]() -> Status {
       if (gathered.empty()) return Status::ok();
-      TESSERA_RETURN_IF_ERROR(tls_->write_all(gathered));
+      TESSERA_RETURN_IF_ERROR(tls_->write(gathered));
       bytes_sent_.fetch_add(gathered.size());
       gathered.clear();
       return Status::ok();
@@ -265,7 +266,7 @@ Status FrameConnection::write_gathered_tls(std::span<const asio::const_buffer> p
       std::span<const std::byte> bytes(static_cast<const std::byte*>(part.data()), part.size());
       while (!bytes.empty()) {
         if (gathered.empty() && bytes.size() >= kRecordBytes) {
-          TESSERA_RETURN_IF_ERROR(tls_->write_all(bytes));
+          TESSERA_RETURN_IF_ERROR(tls_->write(bytes));
           bytes_sent_.fetch_add(bytes.size());
           break;
         }
@@ -275,7 +276,8 @@ Status FrameConnection::write_gathered_tls(std::span<const asio::const_buffer> p
         if (gathered.size() == kRecordBytes) TESSERA_RETURN_IF_ERROR(flush());
       }
     }
-    return flush();
+    TESSERA_RETURN_IF_ERROR(flush());
+    return tls_->flush();  // the frame is on its way before the lock goes
   } catch (const std::exception& e) {
     return network_error("write to " + peer_ + " failed: " + e.what());
   }

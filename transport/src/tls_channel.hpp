@@ -45,9 +45,11 @@ class TlsChannel {
   // kNetworkError "PEER closed the connection" or naming the socket error; kProtocolError when a
   // record fails its integrity check (the bytes were changed on the way).
   Result<std::size_t> read_some(std::span<std::byte> out);
-  // Encrypts and writes all of `data`, waiting for the socket while its buffer is full. The wait
-  // has no bound of its own: the caller's watchdog shuts the socket down.
-  Status write_all(std::span<const std::byte> data);
+  // Encrypts all of `data` into records, which gather in a write buffer and go out whenever it
+  // fills; flush() sends the rest. Both wait for the socket while its buffer is full; the waits
+  // have no bound of their own: the caller's watchdog shuts the socket down.
+  Status write(std::span<const std::byte> data);
+  Status flush();
   // True when decrypted or undecrypted bytes wait inside OpenSSL that read_some can use without
   // the socket (poll would not see them). False right after read_some asked for the socket.
   bool has_buffered();
