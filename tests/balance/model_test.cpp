@@ -261,6 +261,65 @@ TEST(PredictTest, FinishGrowsWithRows) {
 
 // ---------------------------------------------------------------------------------------------
 
+Plan dynamic_plan(const ClusterModel& model, uint64_t m, uint64_t n, uint64_t k, uint64_t tile_rows) {
+  Plan plan;
+  plan.policy = Policy::kDynamic;
+  plan.m = m;
+  plan.n = n;
+  plan.k = k;
+  plan.tile_rows = tile_rows;
+  plan.panel_width = 64;
+  plan.panels_in_flight = 4;
+  for (const NodeModel& node : model.nodes) plan.shares.push_back({node.name, 0.0, {0, 0}, {}});
+  return plan;
+}
+
+TEST(PredictPullTest, OneComputeBoundNodeTakesEveryTileBackToBack) {
+  ClusterModel model;
+  model.nodes = {node_model("solo", flat_curve(2.0))};
+  const Prediction prediction = predict_pull(model, dynamic_plan(model, 1000, 100, 100, 64));
+  // Unlimited links: the time is the flops over the rate, whatever the tiling.
+  EXPECT_NEAR(prediction.makespan_s, 2.0 * 1000 * 100 * 100 / 2e9, 1e-12);
+  EXPECT_EQ(prediction.finish_s.front(), prediction.makespan_s);
+}
+
+TEST(PredictPullTest, EqualNodesShareTheTilesAndAFasterOneFinishesNoLater) {
+  ClusterModel model;
+  model.nodes = {node_model("a", flat_curve(2.0)), node_model("b", flat_curve(2.0))};
+  const Prediction equal = predict_pull(model, dynamic_plan(model, 1024, 256, 256, 64));
+  const double alone = 2.0 * 1024 * 256 * 256 / 2e9;
+  EXPECT_NEAR(equal.makespan_s, alone / 2.0, 1e-12) << "16 tiles, 8 each";
+  EXPECT_NEAR(equal.finish_s[0], equal.finish_s[1], 1e-12);
+  model.nodes[1].speed = flat_curve(6.0);
+  const Prediction skewed = predict_pull(model, dynamic_plan(model, 1024, 256, 256, 64));
+  EXPECT_LT(skewed.makespan_s, equal.makespan_s);
+  EXPECT_GE(skewed.makespan_s, alone / 4.0 - 1e-12) << "never better than the pooled rate";
+}
+
+TEST(PredictPullTest, ASlowLinkPaysForAllOfBWithItsFirstTile) {
+  ClusterModel model;
+  // b's link carries 1 MB/s: B (512 x 512 doubles, 2 MiB) alone takes it about 2 s.
+  model.nodes = {node_model("a", flat_curve(1.0)), node_model("b", flat_curve(1.0), 1e6, 1e6)};
+  const Plan plan = dynamic_plan(model, 512, 512, 512, 32);
+  const Prediction prediction = predict_pull(model, plan);
+  const double b_bytes = 8.0 * 512 * 512;
+  EXPECT_GT(prediction.finish_s[1], b_bytes / 1e6) << "b cannot finish before B has reached it";
+  // a alone would need 2 m n k / 1e9 = 0.27 s; b's late tiles hold the run back past that.
+  EXPECT_GT(prediction.makespan_s, 2.0 * 512 * 512 * 512 / 1e9);
+  EXPECT_EQ(prediction.makespan_s, std::max(prediction.finish_s[0], prediction.finish_s[1]));
+}
+
+TEST(PredictPullTest, NodesThatCannotComputeTakeNoTilesAndWithNoneLeftItNeverFinishes) {
+  ClusterModel model;
+  model.nodes = {node_model("ok", flat_curve(1.0)), node_model("no-link", flat_curve(1.0), 0.0)};
+  const Prediction prediction = predict_pull(model, dynamic_plan(model, 256, 64, 64, 16));
+  EXPECT_EQ(prediction.finish_s[1], 0.0);
+  EXPECT_GT(prediction.finish_s[0], 0.0);
+  model.nodes.erase(model.nodes.begin());
+  const Prediction none = predict_pull(model, dynamic_plan(model, 256, 64, 64, 16));
+  EXPECT_TRUE(std::isinf(none.makespan_s));
+}
+
 TEST(ModelPlanTest, RowsSumToMAcrossClusterSizesSpeedRatiosAndShapes) {
   for (std::size_t nodes : {1u, 2u, 3u, 5u, 7u}) {
     for (double ratio : {1.0, 2.0, 5.0, 16.0}) {

@@ -102,6 +102,52 @@ TEST(TileBoard, DynamicIdleNodesCopyTheOldestRunningTileAndTheFirstResultWins) {
   EXPECT_TRUE(board.all_done());
 }
 
+TEST(TileBoard, ACopyIsHandedOutOnlyWhereTheFilterSaysItPaysAndSettledTilesAreSeen) {
+  Work work;
+  work.speculate = true;
+  work.tiles = {tile(0, 4, -1), tile(4, 4, -1), tile(8, 4, -1)};
+  TileBoard board(work);
+  bool copy = false;
+  ASSERT_EQ(board.take(0, false, copy), 0u);
+  ASSERT_EQ(board.take(1, false, copy), 1u);
+  ASSERT_EQ(board.take(1, false, copy), 2u);
+  std::vector<std::pair<uint64_t, int>> asked;
+  const TileBoard::CopyFilter only_tile_2 = [&](uint64_t t, int owner, double running_s) {
+    asked.emplace_back(t, owner);
+    EXPECT_GE(running_s, 0.0);
+    return t == 2;
+  };
+  // Tile 0 is the oldest, but the filter refuses it (and tile 1): the copy is of tile 2.
+  EXPECT_EQ(board.take(3, false, copy, only_tile_2), 2u);
+  EXPECT_TRUE(copy);
+  EXPECT_EQ(asked.size(), 3u);
+  const TileBoard::CopyFilter never = [](uint64_t, int, double) { return false; };
+  EXPECT_EQ(board.take(4, false, copy, never), std::nullopt) << "no copy pays: nothing to do";
+  EXPECT_EQ(board.copies(), 1u);
+
+  EXPECT_FALSE(board.settled(2));
+  EXPECT_TRUE(board.finish(2, 1));  // the original won; the copy's sender sees it settled
+  EXPECT_TRUE(board.settled(2));
+  EXPECT_FALSE(board.settled(0));
+}
+
+TEST(TileBoard, AWaitingNodeWhoseCopiesDoNotPayWakesWhenTheRunEnds) {
+  Work work;
+  work.speculate = true;
+  work.tiles = {tile(0, 4, -1)};
+  TileBoard board(work);
+  bool copy = false;
+  ASSERT_EQ(board.take(0, false, copy), 0u);
+  std::optional<uint64_t> taken = 7;
+  std::thread waiter([&] {
+    bool is_copy = false;
+    taken = board.take(1, true, is_copy, [](uint64_t, int, double) { return false; });
+  });
+  EXPECT_TRUE(board.finish(0, 0));
+  waiter.join();
+  EXPECT_EQ(taken, std::nullopt);
+}
+
 TEST(TileBoard, ALostOwnerHandsARunningTileToItsCopyHolder) {
   Work work;
   work.speculate = true;

@@ -118,6 +118,24 @@ TEST_P(VerifyModes, NonFiniteBIsComparedEntryByEntry) {
   EXPECT_FALSE(verify_product(a, b, wrong, GetParam(), 1).passed);
 }
 
+TEST(VerifyTest, FreivaldsWithMoreRoundsThanOnePassServesAndRaggedSizesStillCatchesOneWrongEntry) {
+  // 37 x 29 x 13: no size divisible by the kernel's 4 partial sums; 5 rounds take two passes.
+  const linalg::Matrix a = linalg::random_matrix(37, 29, 11);
+  const linalg::Matrix b = linalg::random_matrix(29, 13, 12);
+  linalg::Matrix c = product(a, b);
+  for (int rounds : {1, 2, 4, 5, 9}) {
+    const Verification good = verify_product(a, b, c, VerifyMode::kFreivalds, 3, rounds);
+    EXPECT_TRUE(good.passed) << rounds << ": " << good.detail;
+    EXPECT_NE(good.detail.find(std::to_string(rounds) + " Freivalds rounds"), std::string::npos) << good.detail;
+  }
+  c.at(36, 12) += 1e-6;  // the last row and column: the tails of both loops
+  for (int rounds : {1, 5}) {
+    const Verification bad = verify_product(a, b, c, VerifyMode::kFreivalds, 3, rounds);
+    EXPECT_FALSE(bad.passed) << rounds;
+    EXPECT_NE(bad.detail.find("row 36"), std::string::npos) << bad.detail;
+  }
+}
+
 TEST(VerifyTest, FirstNonFiniteNamesItsPosition) {
   linalg::Matrix a = linalg::random_matrix(20, 10, 1);
   EXPECT_FALSE(first_nonfinite(a).has_value());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -375,6 +376,68 @@ Prediction predict(const ClusterModel& model, const Plan& plan) {
     return prediction;
   }
   prediction.finish_s = simulate(nodes, shape, model.coordinator_send_bytes_per_s);
+  for (double finish : prediction.finish_s) prediction.makespan_s = std::max(prediction.makespan_s, finish);
+  return prediction;
+}
+
+Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
+  assert(plan.shares.size() == model.nodes.size());
+  const std::size_t node_count = std::min(plan.shares.size(), model.nodes.size());
+  Prediction prediction;
+  prediction.finish_s.assign(node_count, 0.0);
+  if (plan.m == 0 || plan.n == 0 || plan.k == 0 || plan.tile_rows == 0) return prediction;
+
+  // The driver keeps at most this many tiles in flight per node (run/multiply.cpp): the next
+  // tile's A travels while the current one computes.
+  constexpr std::size_t kTilesInFlight = 2;
+  struct PullNode {
+    bool usable = false;
+    double to_node = 0.0, from_node = 0.0, latency = 0.0;
+    double link_free = 0.0, compute_free = 0.0, back_free = 0.0, last_ask = 0.0;
+    bool holds_b = false;
+    std::deque<double> in_flight;  // result arrival times, in order
+    double ask_time() const { return in_flight.size() < kTilesInFlight ? last_ask : in_flight.front(); }
+  };
+  std::vector<double> caps(node_count, 0.0);
+  std::vector<PullNode> nodes(node_count);
+  for (std::size_t i = 0; i < node_count; ++i) {
+    const NodeModel& node = model.nodes[i];
+    nodes[i].usable = excluded_reason(node).empty();
+    caps[i] = nodes[i].usable ? node.link.to_node_bytes_per_s : 0.0;
+  }
+  const std::vector<double> shares = max_min_fair(caps, model.coordinator_send_bytes_per_s);
+  for (std::size_t i = 0; i < node_count; ++i) {
+    nodes[i].to_node = shares[i];
+    nodes[i].from_node = model.nodes[i].link.from_node_bytes_per_s;
+    nodes[i].latency = model.nodes[i].link.latency_s;
+  }
+  const double n = static_cast<double>(plan.n);
+  const double k = static_cast<double>(plan.k);
+  for (uint64_t row = 0; row < plan.m; row += plan.tile_rows) {
+    const double rows = static_cast<double>(std::min(plan.tile_rows, plan.m - row));
+    // The tile goes to the node that asks first: the one with a free slot soonest.
+    std::optional<std::size_t> asker;
+    for (std::size_t i = 0; i < node_count; ++i) {
+      if (nodes[i].usable && (!asker || nodes[i].ask_time() < nodes[*asker].ask_time())) asker = i;
+    }
+    if (!asker) {
+      prediction.makespan_s = kInfinity;
+      return prediction;
+    }
+    PullNode& node = nodes[*asker];
+    const double asked = node.ask_time();
+    if (node.in_flight.size() >= kTilesInFlight) node.in_flight.pop_front();
+    node.last_ask = asked;
+    double bytes = 8.0 * rows * k;
+    if (!node.holds_b) bytes += 8.0 * k * n;
+    node.holds_b = true;
+    node.link_free = std::max(node.link_free, asked + node.latency) + bytes / node.to_node;
+    const double rate = model.nodes[*asker].speed.gflops_at(std::cbrt(rows * n * k)) * 1e9;
+    node.compute_free = std::max(node.compute_free, node.link_free) + 2.0 * rows * n * k / rate;
+    node.back_free = std::max(node.back_free, node.compute_free) + 8.0 * rows * n / node.from_node;
+    node.in_flight.push_back(node.back_free + node.latency);
+    prediction.finish_s[*asker] = node.back_free + node.latency;
+  }
   for (double finish : prediction.finish_s) prediction.makespan_s = std::max(prediction.makespan_s, finish);
   return prediction;
 }

@@ -37,8 +37,10 @@ std::string format_report_table(const MultiplyReport& report) {
         static_cast<double>(node.bytes_from_node) / 1e6, node.compute_s,
         node.comm_s, node.idle_s, node.finish_s, predicted, comm_cpu);
   }
-  out += fmt::format("\nmakespan {:.3f} s   {:.2f} GFLOP/s   imbalance {:.3f} (slowest finish / mean finish)\n",
-                     report.run.makespan_s, report.run.gflops, report.run.imbalance);
+  out += fmt::format(
+      "\nmakespan {:.3f} s (until every node was released; last result at {:.3f} s)   {:.2f} GFLOP/s   imbalance "
+      "{:.3f} (slowest finish / mean finish)\n",
+      report.run.makespan_s, report.run.last_result_s, report.run.gflops, report.run.imbalance);
   if (const std::optional<double> share = report.run.worker_comm_share()) {
     out += fmt::format("workers' CPU: {:.3f} s multiplying, {:.3f} s communicating ({:.1f}% of their CPU)\n",
                        report.run.worker_compute_cpu_s(), report.run.worker_io_cpu_s(), 100.0 * *share);
@@ -91,6 +93,7 @@ std::string report_json(const MultiplyReport& report) {
                   {"idle_s", node.idle_s},
                   {"finish_s", node.finish_s},
                   {"panels", node.panels},
+                  {"abandoned_tiles", node.abandoned},
                   {"worker_io_cpu_s", node.worker_io_cpu_s},
                   {"worker_compute_cpu_s", node.worker_compute_cpu_s},
                   {"worker_comm_cpu_share", node.worker_comm_share() ? json(*node.worker_comm_share()) : json(nullptr)}};
@@ -114,6 +117,7 @@ std::string report_json(const MultiplyReport& report) {
                    {"refill_threshold", plan.refill_threshold},
                    {"layout", std::string(partition::layout_name(plan.layout))},
                    {"makespan_s", report.run.makespan_s},
+                   {"last_result_s", report.run.last_result_s},
                    {"gflops", report.run.gflops},
                    {"imbalance", report.run.imbalance},
                    {"predicted_makespan_s", report.prediction ? json(report.prediction->makespan_s) : json(nullptr)},

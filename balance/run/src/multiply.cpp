@@ -247,6 +247,7 @@ class TileStreamer {
     stats.bytes_from_node = connection_.bytes_received() - received_before;
     stats.comm_s = comm_seconds_;
     stats.panels = pieces_sent_;
+    stats.abandoned = abandoned_;
     if (status.code() == StatusCode::kNetworkError) {
       // A worker that refuses a STORE (out of tile memory) answers ERROR and closes without
       // reading the data, so our write fails before we read its answer; the answer says why.
@@ -439,12 +440,21 @@ class TileStreamer {
             if (in_flight_.size() >= kTilesInFlight) break;
             bool is_copy = false;
             // With results of our own still to read we must not wait for work, only take what is there.
-            const std::optional<uint64_t> tile = board_.take(index_, !outstanding(), is_copy);
+            const std::optional<uint64_t> tile = board_.take(index_, !outstanding(), is_copy, copy_filter_);
             if (!tile) break;
             current = Current{*tile, 0};
             in_flight_.insert(*tile);
             started_.push_back(*tile);
             TESSERA_RETURN_IF_ERROR(send_a(*tile));
+          }
+          if (current->next_piece > 0 && board_.settled(current->tile)) {
+            // Its result came from elsewhere (a copy's original, or the other way round): the
+            // rest of its pieces would cost this link for nothing. The jobs already sent finish
+            // without a result; wind_down releases the tile's memory on the worker.
+            in_flight_.erase(current->tile);
+            current.reset();
+            ++abandoned_;
+            continue;
           }
           TESSERA_RETURN_IF_ERROR(send_job(*current));
           if (++current->next_piece == work_.tiles[current->tile].pieces.size()) current.reset();
@@ -474,6 +484,40 @@ class TileStreamer {
     return owed(0.0, [&] { return connection_.write_message(release); });
   }
 
+  // Seconds `node` needs for `tile` from now, by its expected link and GEMM rates: A, the B pieces
+  // it lacks (those not in `held`; none when `held` is null), the multiply and C's way back.
+  // Nullopt when a rate is unknown (no profile).
+  std::optional<double> tile_seconds(uint64_t tile_index, int node, const std::set<std::size_t>* held) const {
+    const std::vector<NodeExpectation>& expected = hooks_.deadlines.nodes;
+    if (node < 0 || static_cast<std::size_t>(node) >= expected.size()) return std::nullopt;
+    const NodeExpectation& rates = expected[static_cast<std::size_t>(node)];
+    if (rates.to_node_bytes_per_s <= 0.0 || rates.from_node_bytes_per_s <= 0.0 || rates.flops_per_s <= 0.0) {
+      return std::nullopt;
+    }
+    const WorkTile& tile = work_.tiles[tile_index];
+    const Block& box = tile.block;
+    double to_node = 8.0 * static_cast<double>(box.rows * box.depth);
+    for (std::size_t piece : tile.pieces) {
+      if (held != nullptr && !held->contains(piece)) to_node += static_cast<double>(work_.pieces[piece].bytes());
+    }
+    const double from_node = 8.0 * static_cast<double>(box.rows * box.cols);
+    return to_node / rates.to_node_bytes_per_s + from_node / rates.from_node_bytes_per_s +
+           2.0 * static_cast<double>(box.volume()) / rates.flops_per_s;
+  }
+
+  // A speculative copy is started only when this node would finish it before its owner is
+  // expected to: a Pi behind a slow link that must first receive all of B never is. The owner is
+  // assumed to hold its B pieces (it has been running the tile), which errs towards fewer copies.
+  // An owner already at twice its expected time may be stalled, so then any node that can do the
+  // tile within that expected time may try. Without rates (no profile) every copy is allowed.
+  bool copy_pays(uint64_t tile, int owner, double running_s) const {
+    const std::optional<double> mine = tile_seconds(tile, index_, &pieces_held_);
+    const std::optional<double> theirs = tile_seconds(tile, owner, nullptr);
+    if (!mine || !theirs) return true;
+    if (running_s > 2.0 * *theirs) return *mine < *theirs;
+    return *mine < *theirs - running_s;
+  }
+
   int index_;
   tp::FrameConnection& connection_;
   const Plan& plan_;
@@ -496,6 +540,10 @@ class TileStreamer {
   std::vector<uint64_t> started_;
   std::vector<double> scratch_;
   double comm_seconds_ = 0.0;
+  uint64_t abandoned_ = 0;  // tiles whose sending stopped because their result came from elsewhere
+  const TileBoard::CopyFilter copy_filter_ = [this](uint64_t tile, int owner, double running_s) {
+    return copy_pays(tile, owner, running_s);
+  };
 };
 
 Status check_inputs(const ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
@@ -549,9 +597,10 @@ Status check_memory(const ClusterConnection& cluster, const Plan& plan, const Wo
   return Status::ok();
 }
 
-// Makespan (slowest finish among nodes that delivered work), each node's idle time, GFLOP/s and
-// imbalance (slowest / mean finish over those nodes).
-void complete_run_statistics(const Plan& plan, MultiplyRun& run) {
+// The last result's time (slowest finish among nodes that delivered work), makespan (`released_s`,
+// when every node thread was done), each node's idle time, GFLOP/s and imbalance (slowest / mean
+// finish over the nodes that delivered work).
+void complete_run_statistics(const Plan& plan, double released_s, MultiplyRun& run) {
   const double row_work = static_cast<double>(plan.n) * static_cast<double>(plan.k);
   const double total_work = static_cast<double>(plan.m) * row_work;
   double finish_sum = 0.0;
@@ -560,13 +609,14 @@ void complete_run_statistics(const Plan& plan, MultiplyRun& run) {
     stats.weight = static_cast<double>(stats.volume) / total_work;
     stats.rows = static_cast<uint64_t>(static_cast<double>(stats.volume) / row_work + 0.5);
     if (stats.volume == 0) continue;
-    run.makespan_s = std::max(run.makespan_s, stats.finish_s);
+    run.last_result_s = std::max(run.last_result_s, stats.finish_s);
     finish_sum += stats.finish_s;
     ++busy;
   }
+  run.makespan_s = std::max(released_s, run.last_result_s);
   for (NodeRunStats& stats : run.nodes) stats.idle_s = std::max(0.0, run.makespan_s - stats.compute_s);
   run.gflops = run.makespan_s > 0.0 ? 2.0 * total_work / run.makespan_s / 1e9 : 0.0;
-  run.imbalance = busy > 0 && finish_sum > 0.0 ? run.makespan_s / (finish_sum / static_cast<double>(busy)) : 1.0;
+  run.imbalance = busy > 0 && finish_sum > 0.0 ? run.last_result_s / (finish_sum / static_cast<double>(busy)) : 1.0;
 }
 
 }  // namespace
@@ -654,6 +704,7 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, l
       });
     }
   }
+  const double released_s = seconds_between(start, Clock::now());
   if (alive == 0) {
     std::string message = "every node failed:";
     for (const Status& failure : failures) message += "\n  " + failure.message();
@@ -664,7 +715,7 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, l
   }
   run.speculative_copies = board.copies();
   run.speculative_wins = board.copy_wins();
-  complete_run_statistics(plan, run);
+  complete_run_statistics(plan, released_s, run);
   return run;
 }
 

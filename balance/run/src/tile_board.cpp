@@ -14,13 +14,19 @@ TileBoard::TileBoard(const Work& work) : speculate_(work.speculate), entries_(wo
   }
 }
 
-std::optional<uint64_t> TileBoard::take(int node, bool wait, bool& is_copy) {
+std::optional<uint64_t> TileBoard::take(int node, bool wait, bool& is_copy, const CopyFilter& worth_copying) {
   std::unique_lock lock(mutex_);
   for (;;) {
     if (remaining_ == 0 || aborted_) return std::nullopt;
-    if (std::optional<uint64_t> tile = pick_locked(node, is_copy)) return tile;
+    if (std::optional<uint64_t> tile = pick_locked(node, is_copy, worth_copying)) return tile;
     if (!wait) return std::nullopt;
-    changed_.wait(lock);
+    // A copy the filter refused may pay later (its owner falls behind), so look again now and
+    // then even when nothing on the board changes.
+    if (worth_copying) {
+      changed_.wait_for(lock, std::chrono::milliseconds(50));
+    } else {
+      changed_.wait(lock);
+    }
   }
 }
 
@@ -44,6 +50,11 @@ bool TileBoard::finish(uint64_t tile, int node) {
   --remaining_;
   changed_.notify_all();
   return true;
+}
+
+bool TileBoard::settled(uint64_t tile) const {
+  std::lock_guard lock(mutex_);
+  return entries_[tile].state == State::kDone || entries_[tile].state == State::kSplit;
 }
 
 bool TileBoard::all_done() const {
@@ -96,7 +107,7 @@ uint64_t TileBoard::copy_wins() const {
   return copy_wins_;
 }
 
-std::optional<uint64_t> TileBoard::pick_locked(int node, bool& is_copy) {
+std::optional<uint64_t> TileBoard::pick_locked(int node, bool& is_copy, const CopyFilter& worth_copying) {
   is_copy = false;
   for (int wanted : {node, -1}) {
     for (uint64_t t = 0; t < entries_.size(); ++t) {
@@ -109,13 +120,16 @@ std::optional<uint64_t> TileBoard::pick_locked(int node, bool& is_copy) {
     }
   }
   if (!speculate_) return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
   std::optional<uint64_t> oldest;
   for (uint64_t t = 0; t < entries_.size(); ++t) {
     const Entry& entry = entries_[t];
-    if (entry.state == State::kRunning && entry.copy_owner < 0 && entry.owner != node &&
-        (!oldest || entry.handed_out < entries_[*oldest].handed_out)) {
-      oldest = t;
+    if (entry.state != State::kRunning || entry.copy_owner >= 0 || entry.owner == node) continue;
+    if (oldest && entry.handed_out >= entries_[*oldest].handed_out) continue;
+    if (worth_copying && !worth_copying(t, entry.owner, std::chrono::duration<double>(now - entry.handed_out).count())) {
+      continue;
     }
+    oldest = t;
   }
   if (!oldest) return std::nullopt;
   entries_[*oldest].copy_owner = node;

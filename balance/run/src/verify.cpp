@@ -1,9 +1,11 @@
 #include "tessera/balance/run/verify.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -29,6 +31,52 @@ linalg::Matrix absolute(linalg::MatrixView m) {
   linalg::Matrix result = linalg::to_matrix(m);
   for (double& value : result.values) value = std::fabs(value);
   return result;
+}
+
+// The most Freivalds rounds one pass over a matrix serves; more rounds take more passes.
+constexpr std::size_t kFusedRounds = 4;
+
+// For every row i of `m` and each of the `rounds` vectors x_r (each m.cols long): y_r[i] =
+// sum_j m[i][j] x_r[j] and, when `magnitude` is wanted, y_abs_r[i] = sum_j |m[i][j]| |x_r[j]|,
+// in ONE pass over m's memory, which is what Freivalds' check costs at large n (it is
+// memory-bound: a gemv per vector and per |.| would read each matrix up to 2 x rounds times, and
+// |A|, |B| would first be copied). Also reports whether row i is all finite. Four partial sums
+// per output keep the additions from waiting on each other.
+void fused_products(linalg::MatrixView m, std::span<const std::vector<double>> x, std::span<const std::vector<double>> abs_x,
+                    bool magnitude, std::span<std::vector<double>> y, std::span<std::vector<double>> y_abs,
+                    std::vector<char>* row_finite) {
+  const std::size_t rounds = x.size();
+  for (std::size_t i = 0; i < m.rows; ++i) {
+    const double* row = m.row(i);
+    double sum[kFusedRounds][4] = {};
+    double sum_abs[kFusedRounds][4] = {};
+    double finite_check = 0.0;  // stays 0 while every entry is finite (x - x is NaN otherwise)
+    std::size_t j = 0;
+    for (; j + 4 <= m.cols; j += 4) {
+      for (std::size_t q = 0; q < 4; ++q) {
+        const double value = row[j + q];
+        finite_check += value - value;
+        const double magnitude_value = std::fabs(value);
+        for (std::size_t r = 0; r < rounds; ++r) {
+          sum[r][q] += value * x[r][j + q];
+          if (magnitude) sum_abs[r][q] += magnitude_value * abs_x[r][j + q];
+        }
+      }
+    }
+    for (; j < m.cols; ++j) {
+      const double value = row[j];
+      finite_check += value - value;
+      for (std::size_t r = 0; r < rounds; ++r) {
+        sum[r][0] += value * x[r][j];
+        if (magnitude) sum_abs[r][0] += std::fabs(value) * abs_x[r][j];
+      }
+    }
+    for (std::size_t r = 0; r < rounds; ++r) {
+      y[r][i] = (sum[r][0] + sum[r][1]) + (sum[r][2] + sum[r][3]);
+      if (magnitude) y_abs[r][i] = (sum_abs[r][0] + sum_abs[r][1]) + (sum_abs[r][2] + sum_abs[r][3]);
+    }
+    if (row_finite != nullptr) (*row_finite)[i] = finite_check == 0.0;
+  }
 }
 
 struct Comparison {
@@ -155,39 +203,40 @@ Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::
                                               m * n)
                                 : fmt::format("all {} entries compared with a local BLAS product", m * n);
   } else {
-    std::vector<std::size_t> nonfinite_rows;
-    std::vector<char> row_is_nonfinite(m, 0);
-    for (std::size_t i = 0; i < m; ++i) {
-      const double* row = a.row(i);
-      for (std::size_t l = 0; l < k; ++l) {
-        if (!std::isfinite(row[l])) {
-          row_is_nonfinite[i] = 1;
-          nonfinite_rows.push_back(i);
-          break;
+    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+    // The bound covers both the rounding in C (length k) and in Cx / A(Bx) (length n, k).
+    const double factor = kBoundSafety * static_cast<double>(k + n + 2) * kUnitRoundoff;
+    std::vector<char> row_finite(m, 1);
+    for (int done = 0; done < freivalds_rounds;) {
+      const auto rounds = static_cast<std::size_t>(std::min<int>(freivalds_rounds - done, kFusedRounds));
+      std::vector<std::vector<double>> x(rounds), abs_x(rounds);
+      for (std::size_t r = 0; r < rounds; ++r) {
+        x[r] = random_vector(n, rng);
+        abs_x[r].resize(n);
+        for (std::size_t j = 0; j < n; ++j) abs_x[r][j] = std::fabs(x[r][j]);
+      }
+      std::vector<std::vector<double>> bx(rounds, std::vector<double>(k)), abs_bx = bx;
+      std::vector<std::vector<double>> abx(rounds, std::vector<double>(m)), bound = abx, cx = abx, unused;
+      // B, A and C are each read once for all these rounds (and A's non-finite rows found on the
+      // way, since the NaN-scan rides along with the products).
+      fused_products(b, x, abs_x, /*magnitude=*/true, bx, abs_bx, nullptr);
+      fused_products(a, bx, abs_bx, /*magnitude=*/true, abx, bound, done == 0 ? &row_finite : nullptr);
+      fused_products(c, x, abs_x, /*magnitude=*/false, cx, unused, nullptr);
+      for (std::size_t r = 0; r < rounds; ++r) {
+        for (std::size_t i = 0; i < m; ++i) {
+          if (row_finite[i]) compare(cx[r][i], abx[r][i], factor * bound[r][i], i, 0, comparison);
         }
       }
+      done += static_cast<int>(rounds);
     }
-    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
-    const linalg::Matrix abs_a = absolute(a), abs_b = absolute(b);
-    for (int round = 0; round < freivalds_rounds; ++round) {
-      const std::vector<double> x = random_vector(n, rng);
-      std::vector<double> abs_x(n), bx(k), abx(m), cx(m), abs_bx(k), bound(m);
-      for (std::size_t j = 0; j < n; ++j) abs_x[j] = std::fabs(x[j]);
-      linalg::gemv(k, n, b.data, b.ld, x.data(), bx.data());
-      linalg::gemv(m, k, a.data, a.ld, bx.data(), abx.data());
-      linalg::gemv(m, n, c.data, c.ld, x.data(), cx.data());
-      linalg::gemv(k, n, abs_b.values.data(), n, abs_x.data(), abs_bx.data());
-      linalg::gemv(m, k, abs_a.values.data(), k, abs_bx.data(), bound.data());
-      // The bound covers both the rounding in C (length k) and in Cx / A(Bx) (length n, k).
-      const double factor = kBoundSafety * static_cast<double>(k + n + 2) * kUnitRoundoff;
-      for (std::size_t i = 0; i < m; ++i) {
-        if (!row_is_nonfinite[i]) compare(cx[i], abx[i], factor * bound[i], i, 0, comparison);
-      }
+    std::vector<std::size_t> nonfinite_rows;
+    for (std::size_t i = 0; i < m; ++i) {
+      if (!row_finite[i]) nonfinite_rows.push_back(i);
     }
     // Rows of A with NaN/inf make their whole row of C (Cx)_i non-finite either way, so Freivalds
     // would pass a wrong row there; those rows are compared entry by entry instead.
     Comparison exact_part;
-    compare_rows_exactly(a, b, c, nonfinite_rows, abs_b, length_factor, exact_part);
+    if (!nonfinite_rows.empty()) compare_rows_exactly(a, b, c, nonfinite_rows, absolute(b), length_factor, exact_part);
     const double freivalds_worst_abs = comparison.worst_abs;
     if (exact_part.worst_ratio > comparison.worst_ratio) {  // the worse of the two is reported
       comparison = exact_part;

@@ -173,17 +173,9 @@ std::optional<Prediction> Session::forecast(const Plan& plan) const {
   if (!state_->profile || plan.layout != partition::Layout::kRows) return std::nullopt;
   Result<ClusterModel> model = profile_model(*state_->profile, state_->cluster, state_->profile_path);
   if (!model) return std::nullopt;
-  if (plan.policy != Policy::kDynamic) return predict(*model, plan);
-  // A dynamic run fixes no rows in advance; the model's forecast for it is the balanced optimum it
-  // aims at: the model policy's plan for the same problem.
-  MultiplyOptions optimum;
-  optimum.policy = ModelPolicy{};
-  optimum.panel_width = plan.panel_width;
-  optimum.panels_in_flight = plan.panels_in_flight;
-  optimum.refill_threshold = plan.refill_threshold;
-  Result<ModelPlanResult> made = make_model_plan(plan_request(state_->cluster, plan.m, plan.n, plan.k, optimum), *model);
-  if (!made) return std::nullopt;
-  return predict(*model, made->plan);
+  // A dynamic run fixes no rows in advance: its forecast replays the pull protocol instead.
+  if (plan.policy == Policy::kDynamic) return predict_pull(*model, plan);
+  return predict(*model, plan);
 }
 
 Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixView b, linalg::MutableMatrixView c,

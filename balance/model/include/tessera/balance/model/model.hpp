@@ -75,6 +75,17 @@ struct Prediction {
 // serve (zero speed or zero bandwidth) finishes at +infinity.
 Prediction predict(const ClusterModel& model, const Plan& plan);
 
+// The `dynamic` policy's forecast: its pull protocol replayed tile by tile. Each tile of
+// plan.tile_rows rows goes to the node that asks first (a node asks while it holds fewer than two
+// unfinished tiles, as the driver does); it receives the tile's A, with its first tile all of B
+// (kept for later tiles), over its own link one transfer after another, multiplies once the data
+// and its previous tile are done, and sends C back. Links to the nodes share the coordinator's
+// send capacity max-min fairly as if all received at once. Not replayed: B's panels overlapping
+// the first multiply (so a node's first tile is forecast late) and speculative copies near the
+// end (which only shorten a run). Nodes that cannot compute or have no link take no tiles; with
+// none left the makespan is +infinity. REQUIRES: as predict(); plan.tile_rows > 0 for a forecast.
+Prediction predict_pull(const ClusterModel& model, const Plan& plan);
+
 // The `model` policy: rows chosen so that predicted finish times are as equal as the integer rows
 // allow. Bisection on the common finish time T: each node takes the most rows it can finish by T
 // (itself found by bisection, since a node's finish time grows with its rows); the smallest T at

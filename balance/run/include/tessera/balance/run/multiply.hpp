@@ -48,11 +48,12 @@ struct NodeRunStats {
   uint64_t bytes_from_node = 0;  // credits and the C block
   double compute_s = 0.0;        // time the node spent multiplying, as it measured it
   double comm_s = 0.0;           // time the coordinator spent writing to / reading from the node
-  double idle_s = 0.0;           // makespan - compute_s: waiting for data or for other nodes
+  double idle_s = 0.0;           // makespan - compute_s: waiting for data, for other nodes, or released late
   double finish_s = 0.0;         // from the start of the run to its C block being received
   uint64_t panels = 0;           // pieces of B sent to the node
   uint64_t volume = 0;            // multiply-adds of the tiles whose result came from this node
   uint64_t tiles = 0;             // tiles whose result came from this node
+  uint64_t abandoned = 0;         // dynamic: tiles whose sending stopped because another node finished them
   // The worker's own CPU accounting for this run (STATS before and after): time its threads spent
   // communicating (socket reads and writes, decoding, filing tiles) and multiplying.
   double worker_io_cpu_s = 0.0;
@@ -68,9 +69,13 @@ struct NodeRunStats {
 
 struct MultiplyRun {
   std::vector<NodeRunStats> nodes;  // plan order
-  double makespan_s = 0.0;          // slowest node's finish
+  // What the user waits for: from the start of sending until the product is complete and every
+  // node has been released (its last transfers, results and figures done), whether or not the
+  // node's work counted. A node still busy with a transfer that bought nothing is included.
+  double makespan_s = 0.0;
+  double last_result_s = 0.0;       // when the last result that went into C arrived
   double gflops = 0.0;              // 2 m n k / makespan
-  double imbalance = 0.0;           // slowest finish / mean finish, over nodes with rows
+  double imbalance = 0.0;           // last result / mean finish, over nodes with rows
   uint64_t tiles = 0;                       // tiles the work was cut into
   std::vector<std::string> lost_nodes;      // nodes that failed mid-run; the run went on without them
   // Why, one per lost node: the worker's own reason when it sent one ("... reported out of

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -26,11 +27,20 @@ class TileBoard {
  public:
   explicit TileBoard(const Work& work);
 
+  // Whether a speculative copy of `tile`, run by its `owner` for `running_s` seconds so far,
+  // would pay for its transfer on the asking node (called under the board's lock; keep it cheap).
+  using CopyFilter = std::function<bool(uint64_t tile, int owner, double running_s)>;
+
   // The node's own pending tile, else an unassigned one (dynamic tiles, or a lost node's), else
-  // (dynamic only) a copy of the running tile handed out longest ago: one copy per tile, never
-  // to its owner. Empty when every tile is done or the run is aborted. With wait, blocks while
-  // there is nothing to take but tiles still run.
-  std::optional<uint64_t> take(int node, bool wait, bool& is_copy);
+  // (dynamic only) a copy of a running tile, the one handed out longest ago among those
+  // `worth_copying` accepts (all, when it is empty): one copy per tile, never to its owner.
+  // Empty when every tile is done or the run is aborted. With wait, blocks while there is
+  // nothing to take but tiles still run.
+  std::optional<uint64_t> take(int node, bool wait, bool& is_copy, const CopyFilter& worth_copying = {});
+
+  // True once the tile's result is in C (or the tile was split among survivors): a node still
+  // sending it pieces may stop.
+  bool settled(uint64_t tile) const;
 
   // The node is about to read a result for `tile`. True when it may read it straight into C: the
   // tile still needs a result and no other node is reading one into C; the node then is the
@@ -69,7 +79,7 @@ class TileBoard {
     std::chrono::steady_clock::time_point handed_out;
   };
 
-  std::optional<uint64_t> pick_locked(int node, bool& is_copy);
+  std::optional<uint64_t> pick_locked(int node, bool& is_copy, const CopyFilter& worth_copying);
 
   const bool speculate_;
   mutable std::mutex mutex_;
