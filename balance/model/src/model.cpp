@@ -413,6 +413,8 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
   }
   const double n = static_cast<double>(plan.n);
   const double k = static_cast<double>(plan.k);
+  const double panel_depth =
+      static_cast<double>(plan.panel_width == 0 ? plan.k : std::min(plan.panel_width, plan.k));
   for (uint64_t row = 0; row < plan.m; row += plan.tile_rows) {
     const double rows = static_cast<double>(std::min(plan.tile_rows, plan.m - row));
     // The tile goes to the node that asks first: the one with a free slot soonest.
@@ -432,7 +434,8 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     if (!node.holds_b) bytes += 8.0 * k * n;
     node.holds_b = true;
     node.link_free = std::max(node.link_free, asked + node.latency) + bytes / node.to_node;
-    const double rate = model.nodes[*asker].speed.gflops_at(std::cbrt(rows * n * k)) * 1e9;
+    // The worker multiplies a tile one B panel at a time: its rate is that of a panel's job.
+    const double rate = model.nodes[*asker].speed.gflops_at(std::cbrt(rows * n * panel_depth)) * 1e9;
     node.compute_free = std::max(node.compute_free, node.link_free) + 2.0 * rows * n * k / rate;
     node.back_free = std::max(node.back_free, node.compute_free) + 8.0 * rows * n / node.from_node;
     node.in_flight.push_back(node.back_free + node.latency);

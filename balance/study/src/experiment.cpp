@@ -479,6 +479,8 @@ void plot_timeline(const std::string& out_dir, const Study& study, const std::ve
   }
   if (best) shown.push_back({best_policy, best});
   if (shown.empty()) return;
+  std::string compared;  // "even against model", or the one policy shown
+  for (const auto& [policy, stats] : shown) compared += (compared.empty() ? "" : " against ") + policy.name();
   std::string data = "# label compute waiting idle_after\n";
   for (const auto& [policy, stats] : shown) {
     const MultiplyRun& run = stats->median_run->report.run;
@@ -493,19 +495,20 @@ void plot_timeline(const std::string& out_dir, const Study& study, const std::ve
   (void)write_text_file(out_dir + "/timeline.dat", data);
   std::string script = kPlotHeader;
   script += fmt::format("set output '{}/timeline.png'\n", out_dir);
-  script += fmt::format("set title \"{}: where each node's time went (n={}, {}, median run)\"\n", study.name, n,
-                        variants[variant_index].label);
+  script += fmt::format("set title \"{}: where each node's time went, {} (n={}, {}, median run)\"\n", study.name,
+                        compared, n, variants[variant_index].label);
   script += "set ylabel 'seconds'\nset style data histograms\nset style histogram rowstacked\n"
             "set style fill solid 0.8 border -1\nset boxwidth 0.7\nset xtics rotate by -30\n";
   script += fmt::format("plot '{0}/timeline.dat' using 2:xtic(1) title 'computing', '' using 3 title "
-                        "'receiving or waiting for data', '' using 4 title 'idle until the slowest node finished'\n",
+                        "'receiving or waiting for data', '' using 4 title 'idle until every node was released'\n",
                         out_dir);
   const std::string script_path = out_dir + "/timeline.gp";
   (void)write_text_file(script_path, script);
   if (Status done = run_gnuplot(script_path); done) {
-    plots.files.push_back({"timeline.png", fmt::format("Per-node time of the median run at n={}: even split against "
-                                                       "the best balanced policy ({}).",
-                                                       n, best ? best_policy.name() : "none")});
+    const std::string what = best && shown.size() == 2
+                                 ? fmt::format("even split against the best other policy ({})", best_policy.name())
+                                 : compared;
+    plots.files.push_back({"timeline.png", fmt::format("Per-node time of the median run at n={}: {}.", n, what)});
   } else {
     plots.problems.push_back(done.message());
   }
@@ -542,7 +545,7 @@ void plot_scaling(const std::string& out_dir, const Study& study, const std::vec
   script += fmt::format("set output '{}/scaling.png'\n", out_dir);
   script += fmt::format("set title \"{}: speedup over {} node(s) alone (n={})\"\n", study.name,
                         variants.front().node_count, n);
-  script += "set xlabel 'nodes'\nset ylabel 'speedup'\nset xtics 1\nset key left top\n";
+  script += "set xlabel 'nodes'\nset ylabel 'speedup'\nset xtics 1\nset key inside left top\n";
   script += fmt::format("plot '{}/scaling.dat' using 1:2 with linespoints dt 2 lw 2 title 'ideal (sum of measured speeds)'",
                         out_dir);
   for (std::size_t i = 0; i < series.size(); ++i) {
@@ -590,7 +593,7 @@ void plot_sweep(const std::string& out_dir, const Study& study, const std::vecto
   script += fmt::format("set title \"{}: even / balanced makespan as the {} nodes slow down (n={})\"\n", study.name,
                         study.sweep->kind, n);
   script += fmt::format("set xlabel 'CPU quota of each {} node (cores)'\nset ylabel 'even makespan / balanced makespan'\n"
-                        "set logscale x 2\nset key left top\n",
+                        "set logscale x 2\nset key inside left top\n",
                         study.sweep->kind);
   script += fmt::format("plot '{}/sweep.dat' using 1:2 with linespoints dt 2 lw 2 title 'ideal (sum of speeds / (p x slowest))'",
                         out_dir);

@@ -16,7 +16,7 @@
 namespace tessera::balance {
 
 const char* const kPlotHeader =
-    "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key outside right top\n";
+    "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key below horizontal\n";
 
 // gnuplot, run as a child process on a script file; a missing gnuplot is reported, not fatal.
 // A plot of a study's few points takes well under a second; the deadline only stops a hang.

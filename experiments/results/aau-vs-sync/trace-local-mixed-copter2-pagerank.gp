@@ -1,6 +1,6 @@
 set terminal pngcairo size 960,540 font 'DejaVu Sans,11'
 set grid ytics
-set key outside right top
+set key below horizontal
 set output 'experiments/results/aau-vs-sync/trace-local-mixed-copter2-pagerank.png'
 set title 'Convergence: pagerank on copter2, local-mixed'
 set xlabel 'seconds since the parts were shipped'

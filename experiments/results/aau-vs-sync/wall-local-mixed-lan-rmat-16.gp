@@ -1,6 +1,6 @@
 set terminal pngcairo size 960,540 font 'DejaVu Sans,11'
 set grid ytics
-set key outside right top
+set key below horizontal
 set output 'experiments/results/aau-vs-sync/wall-local-mixed-lan-rmat-16.png'
 set title 'Wall time to the tolerance, rmat-16 on local-mixed-lan (median, min..max)'
 set ylabel 'seconds'

@@ -1,6 +1,6 @@
 set terminal pngcairo size 960,540 font 'DejaVu Sans,11'
 set grid ytics
-set key outside right top
+set key below horizontal
 set output 'experiments/results/credit-window/timeline.png'
 set title "credit-window: where each node's time went (n=2048, all nodes, median run)"
 set ylabel 'seconds'

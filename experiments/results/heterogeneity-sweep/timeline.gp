@@ -1,6 +1,6 @@
 set terminal pngcairo size 960,540 font 'DejaVu Sans,11'
 set grid ytics
-set key outside right top
+set key below horizontal
 set output 'experiments/results/heterogeneity-sweep/timeline.png'
 set title "heterogeneity-sweep: where each node's time went (n=3072, pi cpu=0.05, median run)"
 set ylabel 'seconds'

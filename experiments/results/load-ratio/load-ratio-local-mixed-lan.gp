@@ -1,6 +1,6 @@
 set terminal pngcairo size 960,540 font 'DejaVu Sans,11'
 set grid ytics
-set key outside right top
+set key below horizontal
 set output 'experiments/results/load-ratio/load-ratio-local-mixed-lan.png'
 set title 'Share of the graph on desktop (local-mixed-lan) against wall time'
 set xlabel 'share of the vertex weight on desktop'

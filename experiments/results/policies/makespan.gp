@@ -1,6 +1,6 @@
 set terminal pngcairo size 960,540 font 'DejaVu Sans,11'
 set grid ytics
-set key outside right top
+set key below horizontal
 set output 'experiments/results/policies/makespan.png'
 set title "policies: makespan per policy (median of runs, bars min..max)"
 set ylabel 'makespan (s)'

@@ -1,6 +1,6 @@
 set terminal pngcairo size 960,540 font 'DejaVu Sans,11'
 set grid ytics
-set key outside right top
+set key below horizontal
 set output 'experiments/results/speedup-vs-fastest/timeline.png'
 set title "speedup-vs-fastest: where each node's time went (n=4096, all nodes, median run)"
 set ylabel 'seconds'
