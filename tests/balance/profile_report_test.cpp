@@ -44,6 +44,7 @@ ClusterProfile sample_profile() {
   profile.measured_at = "2026-11-21T10:00:00Z";
   profile.coordinator_send_bytes_per_s = 3e9;
   profile.nodes = {sample_node("desktop", 40.0), sample_node("pi", 10.0)};
+  profile.nodes[0].concurrent_gflops = 30.0;  // slowed by the others; the pi's is not measured
   return profile;
 }
 
@@ -97,6 +98,22 @@ TEST(ProfileTest, ModelCarriesCurvesLinksAndCapacity) {
   Result<ClusterModel> refused = profile_model(old, cluster, "lab.profile.yaml");
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.status().message().find("--refresh"), std::string::npos);
+}
+
+TEST(ProfileTest, ModelScalesACurveByTheRateMeasuredWithEveryNodeRunningButNeverUp) {
+  ClusterSpec cluster;
+  cluster.source_path = "lab.yaml";
+  cluster.nodes.push_back(NodeSpec{"desktop", "127.0.0.1", 1, 1, "", 1, {}});
+  cluster.nodes.push_back(NodeSpec{"pi", "127.0.0.1", 2, 1, "", 2, {}});
+  ClusterProfile profile = sample_profile();
+  profile.nodes[1].concurrent_gflops = 12.0;  // "faster together": noise, not a real gain
+  Result<ClusterModel> model = profile_model(profile, cluster, "lab.profile.yaml");
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  EXPECT_DOUBLE_EQ(model->nodes[0].speed.gflops_at(1024), 30.0);
+  EXPECT_DOUBLE_EQ(model->nodes[0].speed.gflops_at(128), 15.0) << "the whole curve, by 30 / 40";
+  EXPECT_DOUBLE_EQ(model->nodes[1].speed.gflops_at(1024), 10.0);
+  profile.nodes[0].concurrent_gflops = 0.0;  // an older profile: no concurrent figure
+  EXPECT_DOUBLE_EQ(profile_model(profile, cluster, "lab.profile.yaml")->nodes[0].speed.gflops_at(1024), 40.0);
 }
 
 TEST(ProfileTest, WeightsFollowClusterOrderAndNameMissingNodes) {

@@ -397,6 +397,39 @@ Result<double> coordinator_send_capacity(ClusterConnection& cluster, const std::
   return total_rate;
 }
 
+// Every node runs the reference GEMM probe at the same moment, each on its own thread, twice
+// (the median of two windows would be one of them; the better of two is kept, since a window that
+// starts while another node is still warming up sees less contention than a run has, never more).
+// The result is a node's rate when all compete for what they share (cores, memory bandwidth).
+Status measure_concurrent_rates(ClusterConnection& cluster, const ProfileOptions& options,
+                                std::vector<NodeProfile>& nodes) {
+  const double window = options.quick ? options.quick_window_seconds : options.reference_window_seconds;
+  std::vector<Result<GemmWindow>> rates(nodes.size(), Result<GemmWindow>(GemmWindow{}));
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Result<GemmWindow>> measured(nodes.size(), Result<GemmWindow>(GemmWindow{}));
+    {
+      std::vector<std::jthread> probes;
+      for (std::size_t i = 0; i < nodes.size(); ++i) {
+        probes.emplace_back([&, i] {
+          NodeLink& link = cluster.links()[i];
+          // The probe asks for `window` seconds; four times that plus the warm-up and a round
+          // trip bounds it, and a node silent past silent_node_seconds fails sooner.
+          const auto budget = std::chrono::seconds(static_cast<int64_t>(std::ceil(4.0 * window)) + 5);
+          MeasurementWatchdog watchdog(link, budget, options.silent_node_seconds);
+          Result<GemmWindow> probe = gemm_window(link, nodes[i].probe_size, window);
+          measured[i] = probe ? std::move(probe) : Result<GemmWindow>(watchdog.explain(probe.status()));
+        });
+      }
+    }
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (!measured[i]) return explain_lost_link(cluster.links()[i], measured[i].status());
+      if (!rates[i] || measured[i]->gflops > rates[i]->gflops) rates[i] = measured[i];
+    }
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) nodes[i].concurrent_gflops = rates[i]->gflops;
+  return Status::ok();
+}
+
 void emit_speed(YAML::Emitter& out, const std::vector<SpeedPoint>& speed) {
   out << YAML::Key << "speed" << YAML::Value << YAML::BeginSeq;
   for (const SpeedPoint& point : speed) {
@@ -409,9 +442,10 @@ void emit_speed(YAML::Emitter& out, const std::vector<SpeedPoint>& speed) {
 const std::vector<std::string> kProfileKeys = {"cluster", "measured_at", "coordinator_send_bytes_per_s", "nodes"};
 // relative_power is written for people reading the file; it is derived, so never read back.
 const std::vector<std::string> kNodeProfileKeys = {
-    "name",        "endpoint",      "measured_at", "quick",   "gflops",        "relative_power",
-    "probe_size",  "repetitions",   "probe_seconds", "speed", "link",          "threads",
-    "cores",       "memory_bytes",  "arch",        "hostname", "worker_version", "fingerprint"};
+    "name",        "endpoint",     "measured_at",   "quick",    "gflops",         "concurrent_gflops",
+    "relative_power", "probe_size", "repetitions", "probe_seconds", "speed",    "link",
+    "threads",     "cores",        "memory_bytes",  "arch",     "hostname",       "worker_version",
+    "fingerprint"};
 const std::vector<std::string> kSpeedPointKeys = {"size", "gflops"};
 const std::vector<std::string> kLinkProfileKeys = {"latency_s", "to_node_bytes_per_s", "from_node_bytes_per_s"};
 
@@ -446,6 +480,7 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
   } else {
     fields.fail_missing("gflops", "GFLOPS");
   }
+  node.concurrent_gflops = fields.number("concurrent_gflops", kNonNegative, "9.5").value_or(0.0);
   node.probe_size = static_cast<uint32_t>(fields.integer("probe_size", 0, kMaxUint32, "1024").value_or(0));
   node.repetitions = static_cast<uint32_t>(fields.integer("repetitions", 0, kMaxUint32, "10").value_or(0));
   node.probe_seconds = fields.number("probe_seconds", kNonNegative, "0.3").value_or(0.0);
@@ -582,6 +617,20 @@ Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec
     profile.nodes.push_back(std::move(*node));
     any_measured = true;
   }
+  const bool concurrency_known = std::all_of(profile.nodes.begin(), profile.nodes.end(),
+                                             [](const NodeProfile& node) { return node.concurrent_gflops > 0.0; });
+  if (profile.nodes.size() > 1 && (any_measured || !concurrency_known)) {
+    if (progress) progress("all nodes", "GEMM rates with every node multiplying at once", false);
+    TESSERA_RETURN_IF_ERROR(measure_concurrent_rates(cluster, options, profile.nodes));
+    if (progress) {
+      std::string rates;
+      for (const NodeProfile& node : profile.nodes) {
+        rates += fmt::format("{}{} {:.2f} ({:.0f}%)", rates.empty() ? "" : ", ", node.name, node.concurrent_gflops,
+                             100.0 * node.concurrent_gflops / node.gflops);
+      }
+      progress("all nodes", fmt::format("GFLOP/s together: {}", rates), true);
+    }
+  }
   if (any_measured || !previous || previous->coordinator_send_bytes_per_s <= 0.0) {
     if (progress) progress("coordinator", "send capacity to all nodes at once", false);
     Result<double> capacity = coordinator_send_capacity(cluster, profile.nodes, options.quick, source);
@@ -619,6 +668,7 @@ Status save_profile(const std::string& path, const ClusterProfile& profile) {
     out << YAML::Key << "measured_at" << YAML::Value << node.measured_at;
     out << YAML::Key << "quick" << YAML::Value << node.quick;
     out << YAML::Key << "gflops" << YAML::Value << node.gflops;
+    if (node.concurrent_gflops > 0.0) out << YAML::Key << "concurrent_gflops" << YAML::Value << node.concurrent_gflops;
     out << YAML::Key << "relative_power" << YAML::Value << powers[i];
     out << YAML::Key << "probe_size" << YAML::Value << node.probe_size;
     out << YAML::Key << "repetitions" << YAML::Value << node.repetitions;
@@ -700,7 +750,14 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
     }
     NodeModel entry;
     entry.name = node.name;
-    entry.speed = SpeedCurve(measured->speed);
+    std::vector<SpeedPoint> speed = measured->speed;
+    // What the node delivers while the others run too: its curve scaled by the ratio measured at
+    // the reference size (never up: running alone is the best a node does).
+    if (measured->concurrent_gflops > 0.0 && measured->gflops > 0.0) {
+      const double together = std::min(1.0, measured->concurrent_gflops / measured->gflops);
+      for (SpeedPoint& point : speed) point.gflops *= together;
+    }
+    entry.speed = SpeedCurve(std::move(speed));
     entry.link = {measured->link.latency_s, measured->link.to_node_bytes_per_s, measured->link.from_node_bytes_per_s};
     model.nodes.push_back(std::move(entry));
   }

@@ -5,8 +5,11 @@
 // a per-repetition time budget), each size measured in three timed windows whose median is kept
 // (two more windows when they disagree by over 50%); link latency from echo round trips; link
 // bandwidth to and from the node through a STORE into and a RESULT out of its tile memory, the
-// path a multiply's data takes. Then the coordinator's own send capacity to all nodes at once. Nodes are measured one at a time so they never compete for
-// shared cores; the profiler never reads emulation settings.
+// path a multiply's data takes. Then the coordinator's own send capacity to all nodes at once.
+// Nodes are measured one at a time so they never compete for shared cores; then, since in a run
+// they do compete (emulated nodes on one host, a coordinator sharing a desktop), every node's
+// rate at the reference size is measured again with all nodes multiplying at once, and the model
+// scales a node's curve by the ratio. The profiler never reads emulation settings.
 // --quick measures one size (1024) in one window and the links with small transfers.
 //
 // A profile is saved as YAML next to the cluster file (configs/lab.yaml ->
@@ -40,6 +43,9 @@ struct NodeProfile {
   std::string name;
   std::string endpoint;
   double gflops = 0.0;            // rate at the reference size: the Tinetti weight
+  // Rate at the reference size while every node of the cluster multiplies at once; 0 when not
+  // measured (older profiles, one-node clusters).
+  double concurrent_gflops = 0.0;
   uint32_t probe_size = 0;        // the reference size
   uint32_t repetitions = 0;       // GEMMs in the reference window
   double probe_seconds = 0.0;     // length of the reference window
