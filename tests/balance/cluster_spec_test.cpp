@@ -196,6 +196,9 @@ TEST(ClusterSpec, RejectsBadValuesFromText) {
       {one_node("    emulate: {cpus: 2}\n"), 7, "did you mean 'cpu'?"},
       {one_node("    emulate: {cpu: 0}\n"), 7, "cpu must be a number in (0, 64]"},
       {one_node("    emulate: {cpu: nan}\n"), 7, "cpu must be a number in (0, 64]"},
+      {one_node("    emulate: {cpu: 0.25, cpu_period: 20}\n"), 7, "cpu_period must be a time from 1ms to 1s"},
+      {one_node("    emulate: {cpu: 0.25, cpu_period: 500us}\n"), 7, "e.g. cpu_period: 20ms"},
+      {one_node("    emulate: {cpu: 0.25, cpu_period: 2s}\n"), 7, "cpu_period must be a time from 1ms to 1s"},
       {one_node("    emulate: {link: 5mbit}\n"), 7, "link must be a mapping"},
       {one_node("    emulate:\n      link: {delay: 5mbit}\n"), 8, "delay must be a number >= 0 with a unit us, ms or s"},
       {one_node("    emulate:\n      link: {rate: 0mbit}\n"), 8, "rate must be a number > 0"},
@@ -204,6 +207,7 @@ TEST(ClusterSpec, RejectsBadValuesFromText) {
       {one_node("    emulate:\n      link: {loss: -1}\n"), 8, "loss must be a percentage 0..100"},
       {one_node("    emulate:\n      link: {jitter: 1ms}\n"), 8, "valid keys are rate, delay, loss"},
       {one_node("    color: red\n"), 7, "valid keys are name, host, port, threads, kind, emulate"},
+      {one_node("    emulate: {cpus: 2}\n"), 7, "valid keys are cpu, cpu_period, link"},
       {"cluster: lab\nsecret: x\nnodes:\n  - {host: 10.0.0.1, port: 1}\n", 4, "has no name"},
       {"cluster: lab\nsecret: x\nnodes:\n  - {name: a, host: 10.0.0.1}\n", 4, "node 'a' has no port"},
       {"cluster: lab\nsecret: x\nnodes:\n  - {name: a, host: 'bad host!', port: 1}\n", 4, "not an IP address or host name"},
@@ -243,6 +247,18 @@ TEST(ClusterSpec, WireIsPlainUnlessTheFileSaysEncryptedAndEveryNodeCarriesIt) {
   auto explicit_plain = parse_cluster_spec("cluster: lab\nsecret: x\nwire: plain\n" + nodes, "p.yaml");
   ASSERT_TRUE(explicit_plain.is_ok());
   EXPECT_EQ(explicit_plain->wire, transport::WireMode::kPlain);
+}
+
+TEST(ClusterSpec, CpuPeriodIsTheKernelsUnlessGivenInUsMsOrS) {
+  auto plain = parse_cluster_spec(one_node("    emulate: {cpu: 0.25}\n"), "p.yaml");
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->nodes[0].emulate->cpu_period_us, 100000u);
+  for (const auto& [text, micros] : std::vector<std::pair<std::string, uint32_t>>{
+           {"20ms", 20000}, {"5ms", 5000}, {"1ms", 1000}, {"0.01s", 10000}, {"2500us", 2500}, {"1s", 1000000}}) {
+    auto spec = parse_cluster_spec(one_node("    emulate: {cpu: 0.25, cpu_period: " + text + "}\n"), "p.yaml");
+    ASSERT_TRUE(spec.is_ok()) << text << ": " << spec.status().to_string();
+    EXPECT_EQ(spec->nodes[0].emulate->cpu_period_us, micros) << text;
+  }
 }
 
 TEST(ClusterSpec, AcceptsBoundaryValues) {

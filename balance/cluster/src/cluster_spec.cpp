@@ -27,7 +27,7 @@ constexpr std::size_t kMaxSecretFileBytes = 64 * 1024;
 
 const std::vector<std::string> kTopKeys = {"cluster", "secret", "secret_file", "wire", "nodes"};
 const std::vector<std::string> kNodeKeys = {"name", "host", "port", "threads", "kind", "emulate"};
-const std::vector<std::string> kEmulateKeys = {"cpu", "link"};
+const std::vector<std::string> kEmulateKeys = {"cpu", "cpu_period", "link"};
 const std::vector<std::string> kLinkKeys = {"rate", "delay", "loss"};
 
 // The walk below throws YamlError (fail_at) on the first problem; read_yaml turns it into a
@@ -88,6 +88,18 @@ bool number_with_unit(std::string_view text, const std::vector<std::string>& uni
   return false;
 }
 
+// "20ms" -> 0.02; units us, ms, s; nothing else is a time.
+std::optional<double> seconds_with_unit(std::string_view text) {
+  static const std::pair<std::string_view, double> kUnits[] = {{"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
+  for (const auto& [unit, scale] : kUnits) {
+    if (text.size() <= unit.size() || text.substr(text.size() - unit.size()) != unit) continue;
+    const std::string_view number = text.substr(0, text.size() - unit.size());
+    const std::optional<double> value = parse_number(number);
+    if (value && std::isdigit(static_cast<unsigned char>(number.front()))) return *value * scale;
+  }
+  return std::nullopt;
+}
+
 EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string& node_where) {
   const std::string where = "emulate of " + node_where;
   if (!value.IsMap() || value.size() == 0) {
@@ -100,6 +112,14 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
     const auto& [key_line, field] = entry;
     if (key == "cpu") {
       spec.cpu = yaml_number(field, key_line, "cpu", where, NumberRange{0, kMaxEmulatedCpus, false, true}, "1.5");
+    } else if (key == "cpu_period") {
+      const std::string text = field.IsScalar() ? field.Scalar() : describe_yaml(field);
+      const std::optional<double> seconds = field.IsScalar() ? seconds_with_unit(text) : std::nullopt;
+      if (!seconds || *seconds < 0.001 || *seconds > 1.0) {
+        fail_at(key_line, where + " has cpu_period: " + text +
+                              "; cpu_period must be a time from 1ms to 1s with a unit us, ms or s, e.g. cpu_period: 20ms");
+      }
+      spec.cpu_period_us = static_cast<uint32_t>(std::lround(*seconds * 1e6));
     } else if (key == "link") {
       const std::string link_where = "link of " + node_where;
       if (!field.IsMap() || field.size() == 0) {

@@ -25,10 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The kernel's default period. Measured here (GEMM 1024, 1 s probes, HZ=250): a quarter core
-// delivered 1/3.96-1/4.07 of a full core with 100 ms, but only 1/4.4-1/4.6 with 10-20 ms, where
-// frequent throttling costs the worker more than its quota says.
-constexpr int kCfsPeriodUs = 100000;
 constexpr uint32_t kBenchmarkNetwork = (198u << 24) | (18u << 16);  // 198.18.0.0/15
 
 uint32_t fnv1a(const std::string& text) {
@@ -141,12 +137,12 @@ Status create_cgroup(const NodeEmulation& plan) {
   std::error_code error;
   fs::create_directories(plan.cgroup_path, error);
   if (error) return io_error(fmt::format("cannot create cgroup {}: {}", plan.cgroup_path, error.message()));
-  const auto quota = static_cast<long>(std::lround(plan.cpu * kCfsPeriodUs));
+  const auto quota = static_cast<long>(std::lround(plan.cpu * plan.cpu_period_us));
   if (fs::exists(plan.cgroup_path + "/cpu.cfs_quota_us")) {
-    TESSERA_RETURN_IF_ERROR(write_text(plan.cgroup_path + "/cpu.cfs_period_us", std::to_string(kCfsPeriodUs)));
+    TESSERA_RETURN_IF_ERROR(write_text(plan.cgroup_path + "/cpu.cfs_period_us", std::to_string(plan.cpu_period_us)));
     return write_text(plan.cgroup_path + "/cpu.cfs_quota_us", std::to_string(quota));
   }
-  return write_text(plan.cgroup_path + "/cpu.max", fmt::format("{} {}", quota, kCfsPeriodUs));
+  return write_text(plan.cgroup_path + "/cpu.max", fmt::format("{} {}", quota, plan.cpu_period_us));
 }
 
 // cgroup v2 only distributes cpu to children whose parents enabled it.
@@ -225,6 +221,7 @@ NodeEmulation plan_node_emulation(const ClusterSpec& cluster, std::size_t node_i
   const EmulationSpec& spec = *node.emulate;
   if (spec.cpu > 0.0) {
     plan.cpu = spec.cpu;
+    plan.cpu_period_us = spec.cpu_period_us;
     plan.cgroup_path = fmt::format("{}/tessera/{}/{}", support.cgroup_root, cluster.name, node.name);
   }
   if (spec.has_link) {
@@ -343,6 +340,7 @@ Status save_emulation_state(const std::string& path, const std::vector<NodeEmula
   for (const NodeEmulation& node : nodes) {
     document["nodes"].push_back({{"node", node.node},
                                  {"cpu", node.cpu},
+                                 {"cpu_period_us", node.cpu_period_us},
                                  {"cgroup_path", node.cgroup_path},
                                  {"netns", node.netns},
                                  {"host_veth", node.host_veth},
@@ -372,6 +370,7 @@ Result<std::vector<NodeEmulation>> load_emulation_state(const std::string& path)
       NodeEmulation node;
       node.node = entry.at("node").get<std::string>();
       node.cpu = entry.value("cpu", 0.0);
+      node.cpu_period_us = entry.value("cpu_period_us", uint32_t{100000});
       node.cgroup_path = entry.value("cgroup_path", "");
       node.netns = entry.value("netns", "");
       node.host_veth = entry.value("host_veth", "");

@@ -572,6 +572,10 @@ std::string node_fingerprint(const NodeSpec& node, const transport::Hello& hello
   if (node.emulate) {
     emulation = fmt::format("cpu={};link={},{},{}", node.emulate->cpu, node.emulate->has_link ? node.emulate->link_rate : "",
                             node.emulate->link_delay, node.emulate->link_loss_percent);
+    // Only a changed period is named, so profiles measured before the key existed stay valid.
+    if (node.emulate->cpu_period_us != EmulationSpec{}.cpu_period_us) {
+      emulation += fmt::format(";period={}us", node.emulate->cpu_period_us);
+    }
   }
   return fmt::format("{}|threads={}|kind={}|emulate={}|worker={}|arch={}|cores={}|threads_reported={}|memory={}|host={}",
                      node.endpoint(), node.threads, node.kind, emulation, hello.worker_version, hello.arch, hello.cores,

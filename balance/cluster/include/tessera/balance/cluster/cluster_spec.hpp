@@ -14,6 +14,7 @@
 //       kind: LABEL                     optional free label (desktop, pi, ...)
 //       emulate:                        optional, reserved for cpu/link emulation
 //         cpu: (0, 64]                  CPUs the node may use
+//         cpu_period: 1ms..1s           CFS period of that quota (default 100ms, the kernel's)
 //         link: {rate: 100mbit, delay: 2ms, loss: 0.1}   tc-style; loss in percent 0..100
 // Unknown keys, wrong types, duplicates and out-of-range values fail with kInvalidConfig and a
 // message "FILE:LINE: what is wrong; what to write instead". Values; thread-compatible.
@@ -34,6 +35,9 @@ namespace tessera::balance {
 // tc-style strings the user wrote ("100mbit", "2ms") and only meaningful when has_link.
 struct EmulationSpec {
   double cpu = 0;
+  // The CFS period over which the cpu quota is enforced: shorter is more faithful (a quarter core
+  // cannot run a 20 ms burst at full speed) but throttling more often costs the worker time.
+  uint32_t cpu_period_us = 100000;
   std::string link_rate, link_delay;
   double link_loss_percent = 0;
   bool has_link = false;
