@@ -542,6 +542,24 @@ Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const Cluste
     ++assigned;
     next_row_finish[u] = rows[u] < rows_hi[u] ? solo[u](rows[u] + 1) : kInfinity;
   }
+  // A usable node left without rows is one whose first row would finish after everyone else is
+  // done (typically: its link must first carry all of B); say so rather than drop it silently.
+  double planned_finish = 0.0;
+  for (std::size_t u = 0; u < usable.size(); ++u) {
+    if (rows[u] > 0) planned_finish = std::max(planned_finish, solo[u](rows[u]));
+  }
+  for (std::size_t u = 0; u < usable.size(); ++u) {
+    if (rows[u] > 0) continue;
+    const NodeModel& node = model.nodes[usable[u]];
+    const double b_bytes = 8.0 * static_cast<double>(request.n) * static_cast<double>(request.k);
+    const bool b_alone_too_slow = b_bytes / node.link.to_node_bytes_per_s >= planned_finish;
+    result.warnings.push_back(fmt::format(
+        "node '{}' gets no rows: even one row would finish at {:.3f} s, no sooner than the plan ends at {:.3f} s{}",
+        node.name, solo[u](1), planned_finish,
+        b_alone_too_slow ? fmt::format(" (its link must first carry B, {:.1f} MB at {:.1f} MB/s)", b_bytes / 1e6,
+                                       node.link.to_node_bytes_per_s / 1e6)
+                         : ""));
+  }
 
   Plan& plan = result.plan;
   plan.policy = Policy::kModel;
