@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +74,12 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   testing::CommandResult status = run("status");
   EXPECT_EQ(status.exit_code, 0) << status.output;
   EXPECT_NE(status.output.find("reachable"), std::string::npos) << status.output;
+  // A header, then each node's load over its cores ("0.42/2") in the load column.
+  EXPECT_TRUE(std::regex_search(status.output, std::regex("node +endpoint +state +load +detail\n"))) << status.output;
+  for (const char* name : {"fast", "slow"}) {
+    EXPECT_TRUE(std::regex_search(status.output, std::regex(std::string(name) + " .* reachable +[0-9]+\\.[0-9]{2}/[0-9]+ ")))
+        << name << ": " << status.output;
+  }
 
   testing::CommandResult profile = run("profile", "--quick");
   ASSERT_EQ(profile.exit_code, 0) << profile.output;
@@ -92,6 +99,7 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
     EXPECT_TRUE(node["profile_age_s"].is_number()) << node.dump();
     EXPECT_TRUE(node["changed_since_profile"].empty()) << node.dump();
     EXPECT_EQ(node["worker"]["threads"], 1) << node.dump();
+    EXPECT_TRUE(node["load"].is_number() && node["load"].get<double>() >= 0.0) << node.dump();
   }
   EXPECT_EQ(run("status", "--watch -1").exit_code, 2);
   EXPECT_EQ(run("status", "--deadline-ms 5").exit_code, 2);
@@ -144,6 +152,14 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   testing::CommandResult status_down = run("status");
   EXPECT_NE(status_down.exit_code, 0);
   EXPECT_NE(status_down.output.find("UNREACHABLE"), std::string::npos) << status_down.output;
+  EXPECT_TRUE(std::regex_search(status_down.output, std::regex("UNREACHABLE +- ")))
+      << "no load for a node that did not answer: " << status_down.output;
+  testing::CommandResult json_down = run("status", "--json");
+  const std::size_t down_brace = json_down.output.find('{');
+  ASSERT_NE(down_brace, std::string::npos) << json_down.output;
+  for (const auto& node : nlohmann::json::parse(json_down.output.substr(down_brace))["nodes"]) {
+    EXPECT_TRUE(node["load"].is_null()) << node.dump();
+  }
 }
 
 TEST_F(CliCluster, StalePidFileIsRemovedWithoutSignallingThatProcess) {

@@ -284,6 +284,15 @@ std::vector<StatusLine> status_lines(const ClusterSpec& cluster, const StatusCom
   return lines;
 }
 
+// "0.42/2": the 1-minute load average over the cores it is measured against, so "3.9/4" on a Pi
+// and "3.9/16" on a desktop read differently at a glance, and the first number is still the one
+// `uptime` prints on the node. "-" when the node did not report one.
+std::string load_text(const NodeReachability& node) {
+  const std::optional<double> load = node.load();
+  if (!load) return "-";
+  return node.hello->cores > 0 ? fmt::format("{:.2f}/{}", *load, node.hello->cores) : fmt::format("{:.2f}", *load);
+}
+
 std::string status_json(const std::string& cluster_name, const std::string& profile_path,
                         const std::vector<StatusLine>& lines) {
   nlohmann::json nodes = nlohmann::json::array();
@@ -294,6 +303,7 @@ std::string status_json(const std::string& cluster_name, const std::string& prof
                             {"state", reach_name(node.reach)},
                             {"detail", node.detail},
                             {"check_s", node.seconds},
+                            {"load", node.load() ? nlohmann::json(*node.load()) : nlohmann::json(nullptr)},
                             {"local_pid", node.local_pid == 0 ? nlohmann::json(nullptr) : nlohmann::json(node.local_pid)},
                             {"profile_age_s", line.profile_age_s ? nlohmann::json(*line.profile_age_s) : nlohmann::json(nullptr)},
                             {"changed_since_profile", line.changed}};
@@ -341,6 +351,7 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
       out << status_json(cluster->name, profile ? profile_path : "", lines) << "\n";
     } else {
       if (redraw) out << "\x1b[H\x1b[2J" << fmt::format("{}  (every {:g} s; Ctrl-C stops)\n", utc_now(UtcFormat::kReadable), command.watch_s);
+      out << fmt::format("{:<12} {:<22} {:<12} {:<8} {}\n", "node", "endpoint", "state", "load", "detail");
       for (const StatusLine& line : lines) {
         const NodeReachability& node = line.node;
         std::string profiled;
@@ -350,8 +361,9 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
             profiled += fmt::format(", changed since ({}): tessera profile --node {}", join(line.changed, ", "), node.name);
           }
         }
-        out << fmt::format("{:<12} {:<22} {:<12} {}{}{}\n", node.name, node.endpoint, reach_name(node.reach), node.detail,
-                           profiled, node.local_pid != 0 ? fmt::format(" [local pid {}]", node.local_pid) : "");
+        out << fmt::format("{:<12} {:<22} {:<12} {:<8} {}{}{}\n", node.name, node.endpoint, reach_name(node.reach),
+                           load_text(node), node.detail, profiled,
+                           node.local_pid != 0 ? fmt::format(" [local pid {}]", node.local_pid) : "");
       }
       if (!profile) out << fmt::format("no profile at {} (tessera profile CONFIG)\n", profile_path);
     }
