@@ -402,5 +402,61 @@ TEST_F(CliCluster, InlineSecretInAReadableConfigIsWarnedAbout) {
   EXPECT_EQ(again.output.find("holds the secret inline"), std::string::npos) << again.output;
 }
 
+// Progress lines: node b is the test twin that holds every CREDIT back 200 ms, so the run lasts
+// at least its 16 jobs x 200 ms however fast this machine is. stdout and stderr go to files.
+class CliProgress : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = testing::start_local_cluster("progress", "progress-secret", 2, dir_, "",
+                                            {"--fault-delay-credits-ms", "200"});
+    config_ = testing::write_cluster_file(dir_, cluster_.spec);
+    ::chmod(config_.c_str(), 0600);  // else every run warns about the inline secret
+  }
+
+  struct Streams {
+    int exit_code = -1;
+    std::string out, err;
+  };
+  Streams multiply(const std::string& progress_flag) {
+    const std::string out = dir_.file("out.txt"), err = dir_.file("err.txt");
+    // n 256 with 16-row panels: 16 jobs per node under the even plan.
+    const testing::CommandResult run = run_command("(" + std::string(TESSERA_CLI_BINARY) + " multiply " + config_ +
+                                                   " --n 256 --policy even --panel-width 16 --fill integers "
+                                                   "--verify exact " + progress_flag + " > " + out + " 2> " + err + ")");
+    return {run.exit_code, testing::read_file(out), testing::read_file(err)};
+  }
+
+  testing::TempDir dir_;
+  testing::LocalCluster cluster_;
+  std::string config_;
+};
+
+TEST_F(CliProgress, AlwaysDrawsEachNodesShareInPlaceAndClearsItBeforeTheReport) {
+  const Streams run = multiply("--progress always");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("verified: true"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find('\r'), std::string::npos) << "the report on stdout is untouched";
+  // At least one line, redrawn in place, naming both nodes with their share and the ETA.
+  const std::regex line("\rmultiply +[0-9]+%  [0-9.smh ]+  ETA [^|]+  \\|  a [0-9]+%  b [0-9]+%\x1b\\[K");
+  const auto lines = std::distance(std::sregex_iterator(run.err.begin(), run.err.end(), line), std::sregex_iterator());
+  EXPECT_GE(lines, 1) << run.err;
+  // The last thing on stderr clears the line, so the report (or a shell prompt) starts clean.
+  EXPECT_TRUE(run.err.ends_with("\r\x1b[K")) << run.err;
+  EXPECT_EQ(run.err.find('\n'), std::string::npos) << "no line of its own: " << run.err;
+}
+
+TEST_F(CliProgress, AutoOnAFileAndNeverPrintNothing) {
+  for (const char* flag : {"", "--progress auto", "--progress never"}) {
+    SCOPED_TRACE(flag);
+    const Streams run = multiply(flag);
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+    EXPECT_NE(run.out.find("verified: true"), std::string::npos) << run.out;
+    EXPECT_EQ(run.err, "") << "stderr is a file: the output is what it was without progress lines";
+  }
+  const Streams bad = multiply("--progress sometimes");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown --progress 'sometimes'; use auto"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace tessera::balance

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <thread>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/balance/cli/progress_line.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
@@ -510,6 +512,8 @@ Result<MultiplyOptions> multiply_options(const MultiplyCommand& command, std::si
 }  // namespace
 
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
+  if (!progress_mode) return fail(err, progress_mode.status());
   Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return fail(err, cluster.status());
   Result<MultiplyOptions> options = multiply_options(command, cluster->nodes.size(), cluster->source_path);
@@ -531,11 +535,36 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
 
   const Inputs& in = *inputs;
   linalg::Matrix c(in.a.rows, in.b.cols);
+  ProgressPrinter progress(err, progress_wanted(*progress_mode, STDERR_FILENO), stderr_progress_options());
+  // Credits arrive on the nodes' threads; atomics keep them off the printer's lock, which a
+  // terminal that stopped reading could hold.
+  std::vector<std::atomic<uint64_t>> jobs_done(session->cluster().nodes.size());
   RunControl control;
   control.cancel = command.interrupted;
-  control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };
+  control.on_notice = [&progress](const std::string& notice) { progress.notice(notice); };
   control.on_profile_progress = progress_printer(err);
+  control.on_run_start = [&progress, &jobs_done](const RunStart& start) {
+    MultiplyProgress shape;
+    for (std::size_t i = 0; i < start.plan.shares.size(); ++i) {
+      NodeJobs node{start.plan.shares[i].node_name, 0, i < start.jobs.per_node.size() ? start.jobs.per_node[i] : 0,
+                    std::nullopt, std::nullopt};
+      if (start.forecast && i < start.forecast->finish_s.size()) node.predicted_s = start.forecast->finish_s[i];
+      shape.nodes.push_back(std::move(node));
+    }
+    shape.total_jobs = start.jobs.total;
+    if (start.forecast) shape.predicted_s = start.forecast->makespan_s;
+    progress.start([&jobs_done, shape](double elapsed_s) mutable {
+      std::vector<uint64_t> done;
+      for (const std::atomic<uint64_t>& jobs : jobs_done) done.push_back(jobs.load());
+      record_jobs(shape, done, elapsed_s);
+      return multiply_progress_text(shape, elapsed_s);
+    });
+  };
+  control.on_credit = [&jobs_done](std::size_t node, uint64_t done) {
+    if (node < jobs_done.size()) jobs_done[node].store(done);
+  };
   Result<MultiplyOutcome> outcome = session->multiply(in.a, in.b, c, *options, control);
+  progress.stop();  // the line is gone before anything else is written
   if (interrupted()) {
     // The session shut its connections down when it saw the flag (the workers then end the
     // session and drop queued work); close() says BYE on any link still open. Idempotent.

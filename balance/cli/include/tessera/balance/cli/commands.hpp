@@ -104,6 +104,10 @@ struct MultiplyCommand {
   // --node-timeout: seconds a node owing frames may stay silent before it is dropped as
   // unresponsive; 0 = derived from the profile (at least 10 s).
   double node_timeout_s = 0.0;
+  // --progress auto|always|never: a progress line on stderr (jobs done per node, ETA) redrawn in
+  // place while the run lasts over a second; auto: only when stderr is a terminal, so pipes, files
+  // and logs get exactly the output they got before (progress_line.hpp).
+  std::string progress = "auto";
 };
 // Also exit 130 (kExitInterrupted) when `interrupted` was set.
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err);
