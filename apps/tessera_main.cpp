@@ -148,6 +148,10 @@ int run(int argc, char** argv) {
                            "seconds a node that owes frames may stay silent before it is dropped as unresponsive "
                            "and its tiles reissued; 0 = from the profile's link and GEMM speeds, at least 10 s")
       ->capture_default_str();
+  multiply_cmd->add_option("--progress", multiply.progress,
+                           "auto: a progress line (jobs done per node, ETA) on stderr when it is a terminal and the "
+                           "run lasts over a second | always | never")
+      ->capture_default_str();
 
   tb::ExperimentCommand experiment;
   uint32_t repeat = 0;
@@ -233,6 +237,10 @@ int run(int argc, char** argv) {
   graph_cmd->add_option("--max-seconds", graph.max_seconds, "give up when the run takes longer")->capture_default_str();
   graph_cmd->add_option("--run-dir", graph.run_dir, "run directory of `tessera up` (for emulated endpoints)");
   graph_cmd->add_option("--profile", graph.profile_path, "profile file (default: CONFIG with .profile.yaml)");
+  graph_cmd->add_option("--progress", graph.progress,
+                        "auto: a progress line (residual, ETA) on stderr when it is a terminal and the run lasts "
+                        "over a second | always | never")
+      ->capture_default_str();
 
   tb::KeygenCommand keygen;
   CLI::App* keygen_cmd = app.add_subcommand(

@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
                  "close the connection after this many STOREs have been received");
   app.add_option("--fault-delay-deltas-ms", fault_hooks.delay_deltas_ms,
                  "write each graph delta batch to its peer this many ms after the engine sent it");
+  app.add_option("--fault-delay-credits-ms", fault_hooks.delay_credits_ms,
+                 "write each GEMM job's CREDIT this many ms after the job finished (a slow worker)");
   app.add_option("--fault-services", fault_hooks.services,
                  "host only these services, comma-separated (gemm, graph); e.g. gemm: no graph service")
       ->delimiter(',')

@@ -27,6 +27,8 @@ py::list reachability_list(const std::vector<tb::NodeReachability>& nodes) {
                          py::arg("state") = std::string(tb::reach_name(node.reach)),
                          py::arg("reachable") = node.reachable, py::arg("busy") = node.busy,
                          py::arg("detail") = node.detail,
+                         py::arg("load") = node.load() ? py::object(py::float_(*node.load())) : py::object(py::none()),
+                         py::arg("cores") = node.hello ? py::object(py::int_(node.hello->cores)) : py::object(py::none()),
                          py::arg("local_pid") = node.local_pid == 0 ? py::object(py::none()) : py::int_(node.local_pid)));
   }
   return list;

@@ -594,7 +594,8 @@ class Cluster:
     def status(self) -> list:
         """Connect to every node at once with a short timeout, as ``tessera status``: one dict per
         node (name, endpoint, state: "reachable" | "BUSY" | "REFUSED" | "UNREACHABLE", reachable,
-        busy, detail, local_pid)."""
+        busy, detail, load: the host's 1-minute load average or None when the node did not report
+        one, cores: None when the node did not answer, local_pid)."""
         with self._lock:
             return self._handle.status()
 

@@ -173,6 +173,36 @@ TEST(WorkDynamic, DynamicWorkIsPulledAndSpeculative) {
   EXPECT_EQ(work->pieces.size(), 4u);
 }
 
+TEST_P(WorkTest, JobCountsAreEachNodesTilesTimesTheirPieces) {
+  const Plan plan = plan_of(Policy::kProportional, GetParam(), 64, 48, 40, {0.55, 0.2, 0.15, 0.1});
+  const linalg::Matrix a(64, 40), b(40, 48);
+  Result<Work> work = build_work(plan, a, b);
+  ASSERT_TRUE(work.is_ok()) << work.status().to_string();
+  const JobCounts counts = count_jobs(*work, plan.shares.size());
+  ASSERT_EQ(counts.per_node.size(), 4u);
+  uint64_t summed = 0;
+  for (std::size_t node = 0; node < counts.per_node.size(); ++node) {
+    uint64_t expected = 0;
+    for (const WorkTile& tile : work->tiles) {
+      if (!tile.parent && tile.assigned == static_cast<int>(node)) expected += tile.pieces.size();
+    }
+    EXPECT_EQ(counts.per_node[node], expected) << "node " << node;
+    EXPECT_GT(counts.per_node[node], 0u) << "every node has a share";
+    summed += counts.per_node[node];
+  }
+  EXPECT_EQ(counts.total, summed) << "spares are not counted: they run only for a lost node";
+}
+
+TEST(WorkDynamic, DynamicJobsAreKnownOnlyInTotal) {
+  const Plan plan = plan_of(Policy::kDynamic, Layout::kRows, 200, 30, 50, {1, 1, 1}, 32);
+  const linalg::Matrix a(200, 50), b(50, 30);
+  Result<Work> work = build_work(plan, a, b);
+  ASSERT_TRUE(work.is_ok()) << work.status().to_string();
+  const JobCounts counts = count_jobs(*work, 3);
+  EXPECT_EQ(counts.per_node, (std::vector<uint64_t>{0, 0, 0}));
+  EXPECT_EQ(counts.total, 4u * work->tiles.size());  // ceil(50 / 16) pieces per tile
+}
+
 TEST(WorkIds, TileIdsNeverCollideWithPieces) {
   for (uint64_t t : {0u, 1u, 1000u}) {
     EXPECT_GT(a_tile_id(t), kFirstPieceId);

@@ -34,9 +34,11 @@ def s(text):
     return struct.pack('<H', len(data)) + data
 
 
-def hello():
+def hello(load_milli=None):
+    # load_milli: the optional trailing u32 (the host's load average x 1000); absent in older workers.
+    load = b'' if load_milli is None else struct.pack('<I', load_milli)
     return (struct.pack('<H', VERSION) + s('0.1.0') + s('aarch64') + s('pi3') +
-            struct.pack('<IIQQQ', 4, 4, 1 << 30, 1 << 29, 1) + bytes(range(1, 33)))
+            struct.pack('<IIQQQ', 4, 4, 1 << 30, 1 << 29, 1) + bytes(range(1, 33)) + load)
 
 
 def tile(tile_id, rows, cols):
@@ -46,6 +48,7 @@ def tile(tile_id, rows, cols):
 
 CODEC = {
     'hello.bin': frame(1, hello()),
+    'hello_load.bin': frame(1, hello(load_milli=2750)),
     'auth.bin': frame(2, bytes(range(64))),
     'auth_ok.bin': frame(3, bytes(range(32))),
     'probe_echo.bin': frame(4, struct.pack('<B3xIdI', 0, 0, 0.0, 5) + b'hello'),
@@ -106,6 +109,7 @@ HANDSHAKE = {
     'worker_auth_then_job.bin': bytes([WORKER_REAL | SIGNED]) + AUTH + CODEC['job.bin'],
     'coordinator_signed.bin': bytes([COORDINATOR_REAL | SIGNED]) + CODEC['hello.bin'] + AUTH_OK,
     'coordinator_wrong_mac.bin': bytes([COORDINATOR_REAL]) + CODEC['hello.bin'] + AUTH_OK,
+    'coordinator_signed_load.bin': bytes([COORDINATOR_REAL | SIGNED]) + CODEC['hello_load.bin'] + AUTH_OK,
     'coordinator_busy.bin': bytes([COORDINATOR_REAL]) + frame(10, struct.pack('<I', 4) + s('busy')),
     'coordinator_hello_then_error.bin': bytes([COORDINATOR_REAL | SIGNED]) + CODEC['hello.bin'] +
                                         frame(10, struct.pack('<I', 3) + s('wrong secret')),

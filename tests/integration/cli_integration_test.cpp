@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +74,12 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   testing::CommandResult status = run("status");
   EXPECT_EQ(status.exit_code, 0) << status.output;
   EXPECT_NE(status.output.find("reachable"), std::string::npos) << status.output;
+  // A header, then each node's load over its cores ("0.42/2") in the load column.
+  EXPECT_TRUE(std::regex_search(status.output, std::regex("node +endpoint +state +load +detail\n"))) << status.output;
+  for (const char* name : {"fast", "slow"}) {
+    EXPECT_TRUE(std::regex_search(status.output, std::regex(std::string(name) + " .* reachable +[0-9]+\\.[0-9]{2}/[0-9]+ ")))
+        << name << ": " << status.output;
+  }
 
   testing::CommandResult profile = run("profile", "--quick");
   ASSERT_EQ(profile.exit_code, 0) << profile.output;
@@ -92,6 +99,7 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
     EXPECT_TRUE(node["profile_age_s"].is_number()) << node.dump();
     EXPECT_TRUE(node["changed_since_profile"].empty()) << node.dump();
     EXPECT_EQ(node["worker"]["threads"], 1) << node.dump();
+    EXPECT_TRUE(node["load"].is_number() && node["load"].get<double>() >= 0.0) << node.dump();
   }
   EXPECT_EQ(run("status", "--watch -1").exit_code, 2);
   EXPECT_EQ(run("status", "--deadline-ms 5").exit_code, 2);
@@ -144,6 +152,14 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   testing::CommandResult status_down = run("status");
   EXPECT_NE(status_down.exit_code, 0);
   EXPECT_NE(status_down.output.find("UNREACHABLE"), std::string::npos) << status_down.output;
+  EXPECT_TRUE(std::regex_search(status_down.output, std::regex("UNREACHABLE +- ")))
+      << "no load for a node that did not answer: " << status_down.output;
+  testing::CommandResult json_down = run("status", "--json");
+  const std::size_t down_brace = json_down.output.find('{');
+  ASSERT_NE(down_brace, std::string::npos) << json_down.output;
+  for (const auto& node : nlohmann::json::parse(json_down.output.substr(down_brace))["nodes"]) {
+    EXPECT_TRUE(node["load"].is_null()) << node.dump();
+  }
 }
 
 TEST_F(CliCluster, StalePidFileIsRemovedWithoutSignallingThatProcess) {
@@ -384,6 +400,62 @@ TEST_F(CliCluster, InlineSecretInAReadableConfigIsWarnedAbout) {
   ASSERT_EQ(::chmod(config_.c_str(), 0600), 0);
   testing::CommandResult again = run("up");
   EXPECT_EQ(again.output.find("holds the secret inline"), std::string::npos) << again.output;
+}
+
+// Progress lines: node b is the test twin that holds every CREDIT back 200 ms, so the run lasts
+// at least its 16 jobs x 200 ms however fast this machine is. stdout and stderr go to files.
+class CliProgress : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = testing::start_local_cluster("progress", "progress-secret", 2, dir_, "",
+                                            {"--fault-delay-credits-ms", "200"});
+    config_ = testing::write_cluster_file(dir_, cluster_.spec);
+    ::chmod(config_.c_str(), 0600);  // else every run warns about the inline secret
+  }
+
+  struct Streams {
+    int exit_code = -1;
+    std::string out, err;
+  };
+  Streams multiply(const std::string& progress_flag) {
+    const std::string out = dir_.file("out.txt"), err = dir_.file("err.txt");
+    // n 256 with 16-row panels: 16 jobs per node under the even plan.
+    const testing::CommandResult run = run_command("(" + std::string(TESSERA_CLI_BINARY) + " multiply " + config_ +
+                                                   " --n 256 --policy even --panel-width 16 --fill integers "
+                                                   "--verify exact " + progress_flag + " > " + out + " 2> " + err + ")");
+    return {run.exit_code, testing::read_file(out), testing::read_file(err)};
+  }
+
+  testing::TempDir dir_;
+  testing::LocalCluster cluster_;
+  std::string config_;
+};
+
+TEST_F(CliProgress, AlwaysDrawsEachNodesShareInPlaceAndClearsItBeforeTheReport) {
+  const Streams run = multiply("--progress always");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("verified: true"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find('\r'), std::string::npos) << "the report on stdout is untouched";
+  // At least one line, redrawn in place, naming both nodes with their share and the ETA.
+  const std::regex line("\rmultiply +[0-9]+%  [0-9.smh ]+  ETA [^|]+  \\|  a [0-9]+%  b [0-9]+%\x1b\\[K");
+  const auto lines = std::distance(std::sregex_iterator(run.err.begin(), run.err.end(), line), std::sregex_iterator());
+  EXPECT_GE(lines, 1) << run.err;
+  // The last thing on stderr clears the line, so the report (or a shell prompt) starts clean.
+  EXPECT_TRUE(run.err.ends_with("\r\x1b[K")) << run.err;
+  EXPECT_EQ(run.err.find('\n'), std::string::npos) << "no line of its own: " << run.err;
+}
+
+TEST_F(CliProgress, AutoOnAFileAndNeverPrintNothing) {
+  for (const char* flag : {"", "--progress auto", "--progress never"}) {
+    SCOPED_TRACE(flag);
+    const Streams run = multiply(flag);
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+    EXPECT_NE(run.out.find("verified: true"), std::string::npos) << run.out;
+    EXPECT_EQ(run.err, "") << "stderr is a file: the output is what it was without progress lines";
+  }
+  const Streams bad = multiply("--progress sometimes");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown --progress 'sometimes'; use auto"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // covers every value of each dimension, not the full cross product), on graphs with dangling
 // vertices, self-loops, parallel edges, isolated vertices and several components; a worker killed
 // with SIGKILL mid-run; a worker without the graph service; and `tessera graph` through the CLI.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <asio.hpp>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -452,6 +455,34 @@ TEST(GraphCli, EndToEndWithValuesReportAndVerification) {
   const nlohmann::json& last = report["trace"].back();
   EXPECT_EQ(last["batches_sent"], last["batches_received"]);
   EXPECT_EQ(report["placement"]["parts"].size(), 2u);
+}
+
+TEST(GraphCli, ProgressShowsTheResidualOnlyWhenAsked) {
+  // Node b holds every delta batch 40 ms, so each synchronous step waits that long: ~80 PageRank
+  // steps to 1e-6 last seconds, however fast this machine is.
+  testing::TempDir dir;
+  testing::LocalCluster cluster =
+      testing::start_local_cluster("graph-progress", "progress-secret", 2, dir, "", {"--fault-delay-deltas-ms", "40"});
+  const std::string config = testing::write_cluster_file(dir, cluster.spec);
+  ::chmod(config.c_str(), 0600);  // else every run warns about the inline secret
+  const auto run = [&](const std::string& progress) {
+    const std::string out = dir.file("out.txt"), err = dir.file("err.txt");
+    const testing::CommandResult result = testing::run_command(
+        "(" + cli(config, dir, "--algorithm pagerank --generate rmat:8 --partition hash --mode sync --weights equal " +
+                                   progress + " > " + out + " 2> " + err + ")"));
+    EXPECT_EQ(result.exit_code, 0) << testing::read_file(out) << testing::read_file(err);
+    return std::pair{testing::read_file(out), testing::read_file(err)};
+  };
+  const auto [out, err] = run("--progress always");
+  EXPECT_NE(out.find("total: wall"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+  const std::regex line("\rgraph  residual [0-9.e+-]+ -> 1e-06  [0-9.smh ]+  ETA [^\r]+\x1b\\[K");
+  EXPECT_TRUE(std::regex_search(err, line)) << err;
+  EXPECT_TRUE(err.ends_with("\r\x1b[K")) << err;
+
+  const auto [quiet_out, quiet_err] = run("--progress auto");
+  EXPECT_NE(quiet_out.find("total: wall"), std::string::npos) << quiet_out;
+  EXPECT_EQ(quiet_err, "") << "stderr is a file";
 }
 
 }  // namespace

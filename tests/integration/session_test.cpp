@@ -112,6 +112,45 @@ TEST_F(SessionTest, APolicyThatNeedsAProfileMeasuresAQuickOneSavesItAndForecasts
   EXPECT_EQ(planned->plan.policy, Policy::kModel);
 }
 
+TEST_F(SessionTest, RunStartCountsTheJobsEveryNodeThenCreditsForStaticAndDynamicPlans) {
+  start_workers(2);
+  Session session = open();
+  const linalg::Matrix a = linalg::random_matrix(150, 70, 5), b = linalg::random_matrix(70, 40, 6);
+  for (const PolicyChoice& policy : {PolicyChoice{ProportionalPolicy{{0.7, 0.3}}}, PolicyChoice{DynamicPolicy{20}}}) {
+    const bool dynamic = std::holds_alternative<DynamicPolicy>(policy);
+    SCOPED_TRACE(dynamic ? "dynamic" : "proportional");
+    std::vector<RunStart> starts;
+    std::vector<std::atomic<uint64_t>> credits(2);
+    RunControl control;
+    control.on_run_start = [&](const RunStart& start) { starts.push_back(start); };
+    control.on_credit = [&](std::size_t node, uint64_t jobs_done) {
+      ASSERT_LT(node, credits.size());
+      credits[node] = jobs_done;  // cumulative per node, each node's thread its own slot
+    };
+    MultiplyOptions options;
+    options.policy = policy;
+    options.panel_width = 16;
+    linalg::Matrix c(150, 40);
+    Result<MultiplyOutcome> outcome = session.multiply(a, b, c, options, control);
+    ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
+    ASSERT_EQ(starts.size(), 1u);
+    const RunStart& start = starts.front();
+    EXPECT_EQ(start.plan, outcome->report.plan);
+    EXPECT_EQ(start.forecast.has_value(), outcome->report.prediction.has_value());
+    ASSERT_EQ(start.jobs.per_node.size(), 2u);
+    if (dynamic) {
+      EXPECT_EQ(start.jobs.per_node, (std::vector<uint64_t>{0, 0})) << "tiles go to whoever asks";
+      // Near the end an idle node may also run a copy of a tile running elsewhere.
+      EXPECT_GE(credits[0] + credits[1], start.jobs.total);
+    } else {
+      EXPECT_EQ(start.jobs.total, credits[0] + credits[1]) << "one credit per job, no node lost";
+      EXPECT_EQ(start.jobs.per_node[0], credits[0].load());
+      EXPECT_EQ(start.jobs.per_node[1], credits[1].load());
+      EXPECT_EQ(start.jobs.per_node[0] + start.jobs.per_node[1], start.jobs.total);
+    }
+  }
+}
+
 TEST_F(SessionTest, CancellingMidRunStopsPromptlyAndTheWorkersServeTheNextSession) {
   start_workers(2);
   Session session = open();

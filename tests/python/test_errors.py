@@ -57,7 +57,9 @@ def test_unreachable_worker_is_a_cluster_error(tmp_path):
     with pytest.raises(tessera.ClusterError) as caught:
         cluster.multiply(np.ones((4, 4)), np.ones((4, 4)), policy="even")
     assert "node1" in str(caught.value)
-    assert not cluster.status()[0]["reachable"]
+    down = cluster.status()[0]
+    assert not down["reachable"]
+    assert down["load"] is None and down["cores"] is None  # unknown, not 0
 
 
 def test_busy_worker_is_a_busy_error(local):

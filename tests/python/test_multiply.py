@@ -187,7 +187,11 @@ def test_keyboard_interrupt_cancels_the_run_and_the_next_call_works(cluster):
     c, report = cluster.multiply(small_a, small_b, verify="exact")
     assert time.monotonic() - start < 5.0
     assert np.array_equal(c, small_a @ small_b) and report.verified
-    assert all(node["reachable"] for node in cluster.status())
+    status = cluster.status()
+    assert all(node["reachable"] for node in status)
+    # Every worker reports its host's load average, as `tessera status` shows it beside the cores.
+    assert all(isinstance(node["load"], float) and node["load"] >= 0.0 for node in status)
+    assert all(isinstance(node["cores"], int) and node["cores"] >= 1 for node in status)
 
 
 def test_keep_connected_reopens_after_an_interrupt(local):

@@ -34,6 +34,9 @@ inline std::vector<Message> sample_messages() {
   hello.capabilities = kCapabilityGemm | (1ull << 40);  // a bit this build has no name for
   hello.challenge = counting_bytes(1);
 
+  Hello loaded_hello = hello;
+  loaded_hello.load_milli = 2750;  // 2.75
+
   Auth auth{counting_bytes(40), counting_bytes(80)};
   AuthOk auth_ok{counting_bytes(120)};
 
@@ -75,7 +78,7 @@ inline std::vector<Message> sample_messages() {
 
   return {hello,      auth,  auth_ok,     gemm_probe, echo_probe, gemm_result,    echo_result, job,
           plain_job, credit, error, empty_error, Bye{}, release, empty_release, StatsRequest{},
-          stats,     empty_stats};
+          stats,     empty_stats, loaded_hello};
 }
 
 // Message has no operator== because Store and ResultTile hold spans; compare their data by value.

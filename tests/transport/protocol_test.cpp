@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -119,8 +120,8 @@ TEST(ProtocolHeader, RejectsPayloadLengthsTheTypeCannotHave) {
   check(MessageType::kJob, 1 << 20, false);
   check(MessageType::kBye, 0, true);
   check(MessageType::kBye, 1, false);
-  check(MessageType::kHello, 72 + 3 * 4096, true);
-  check(MessageType::kHello, 72 + 3 * 4096 + 1, false);
+  check(MessageType::kHello, 72 + 3 * 4096 + 4, true);  // the strings at their limit and a load
+  check(MessageType::kHello, 72 + 3 * 4096 + 5, false);
   check(MessageType::kHello, 71, false);
   check(MessageType::kError, 1 << 20, false);
   check(MessageType::kStore, 24, true);
@@ -286,9 +287,19 @@ TEST(ProtocolPayload, EncoderCutsOverlongStringsAtACharacterBoundary) {
 TEST(ProtocolPayload, EveryTruncationIsRejected) {
   for (const testing::SamplePayload& sample : sample_payloads()) {
     SCOPED_TRACE(message_type_name(sample.type));
+    // A HELLO cut exactly before its optional load is a HELLO without one, as older workers send.
+    std::optional<std::size_t> valid_shorter;
+    if (sample.type == static_cast<uint16_t>(MessageType::kHello) &&
+        std::get<Hello>(*decode_payload(sample.type, sample.payload, Limits{})).load_milli) {
+      valid_shorter = sample.payload.size() - kHelloLoadBytes;
+    }
     for (std::size_t length = 0; length < sample.payload.size(); ++length) {
       std::vector<std::byte> truncated(sample.payload.begin(), sample.payload.begin() + static_cast<std::ptrdiff_t>(length));
       const Status status = decode_payload(sample.type, truncated, Limits{}).status();
+      if (valid_shorter == length) {
+        EXPECT_TRUE(status.is_ok()) << status.to_string();
+        continue;
+      }
       EXPECT_EQ(status.code(), StatusCode::kProtocolError) << "length " << length << ": " << status.to_string();
     }
   }
@@ -621,6 +632,44 @@ TEST(ProtocolVersion2, HelloRoundTripsItsCapabilities) {
   }
 }
 
+TEST(ProtocolVersion2, HelloRoundTripsItsLoadAndDecodesWithoutIt) {
+  for (uint32_t load_milli : {0u, 420u, 3999u, UINT32_MAX}) {
+    Hello hello = std::get<Hello>(sample_messages()[0]);
+    hello.load_milli = load_milli;
+    const std::vector<std::byte> payload = encode_payload(hello);
+    EXPECT_EQ(payload.size(), encode_payload(std::get<Hello>(sample_messages()[0])).size() + kHelloLoadBytes);
+    Result<Message> decoded = decode_payload(static_cast<uint16_t>(MessageType::kHello), payload, Limits{});
+    ASSERT_TRUE(decoded) << decoded.status().to_string();
+    EXPECT_EQ(std::get<Hello>(*decoded).load_milli, std::optional<uint32_t>(load_milli));
+    EXPECT_EQ(std::get<Hello>(*decoded), hello);
+  }
+  // A worker built before the field (or one that cannot read its load) sends none: still a HELLO,
+  // with no load rather than a load of 0.
+  const Hello old_form = std::get<Hello>(sample_messages()[0]);
+  ASSERT_FALSE(old_form.load_milli.has_value());
+  Result<Message> decoded =
+      decode_payload(static_cast<uint16_t>(MessageType::kHello), encode_payload(old_form), Limits{});
+  ASSERT_TRUE(decoded) << decoded.status().to_string();
+  EXPECT_EQ(std::get<Hello>(*decoded).load_milli, std::nullopt);
+  EXPECT_EQ(std::get<Hello>(*decoded), old_form);
+}
+
+TEST(ProtocolVersion2, HelloWithAPartialLoadFieldIsRefused) {
+  Hello hello = std::get<Hello>(sample_messages()[0]);
+  hello.load_milli = 1500;
+  const std::vector<std::byte> whole = encode_payload(hello);
+  for (std::size_t cut = 1; cut < kHelloLoadBytes; ++cut) {
+    SCOPED_TRACE(cut);
+    const std::vector<std::byte> partial(whole.begin(), whole.end() - static_cast<std::ptrdiff_t>(cut));
+    EXPECT_TRUE(fails_with(decode_status(MessageType::kHello, partial), StatusCode::kProtocolError,
+                           "HELLO: truncated at load_milli"));
+  }
+  std::vector<std::byte> longer = whole;
+  longer.push_back(std::byte{0});
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kHello, longer), StatusCode::kProtocolError,
+                         "HELLO: 1 trailing bytes after the last field"));
+}
+
 TEST(ProtocolVersion2, CapabilityNames) {
   EXPECT_EQ(capability_names(0), "none");
   EXPECT_EQ(capability_names(kCapabilityGemm), "gemm");
@@ -711,6 +760,7 @@ TEST(ProtocolInstances, BrokenFramesAreRejectedWithTheirReason) {
       {"store_lying_dims.bin", "does not match tile 1000000 x 1000000"},
       {"hello_string_beyond_payload.bin", "HELLO: truncated at hostname"},
       {"hello_truncated.bin", "HELLO: truncated at challenge"},
+      {"hello_partial_load.bin", "HELLO: truncated at load_milli"},
       {"job_unknown_flags.bin", "JOB: flags 0x00000100 has unknown bits"},
       {"probe_nan_seconds.bin", "PROBE: min_seconds nan"},
       {"release_count_mismatch.bin", "RELEASE: count 3 needs a payload of 16 bytes, got 12"},
@@ -724,10 +774,32 @@ TEST(ProtocolInstances, BrokenFramesAreRejectedWithTheirReason) {
     SCOPED_TRACE(file);
     EXPECT_TRUE(fails_with(decode_frame(read_instance(file)), StatusCode::kNetworkError, expected));
   }
-  for (const char* file : {"valid_job.bin", "valid_hello.bin", "valid_store.bin", "valid_result.bin"}) {
+  for (const char* file :
+       {"valid_job.bin", "valid_hello.bin", "valid_hello_load.bin", "valid_store.bin", "valid_result.bin"}) {
     const Status valid = decode_frame(read_instance(file));
     EXPECT_TRUE(valid.is_ok()) << file << ": " << valid.to_string();
   }
+}
+
+TEST(ProtocolInstances, TheFuzzCorpusSeedsOfEveryTransportTypeDecode) {
+  // tests/fuzz/make_corpus.py encodes one valid frame per transport type with its own encoder
+  // (HELLO with and without its load); they must still decode, so the fuzzer starts from valid
+  // frames. frame_* seeds are the instance frames above, graph_* ones the graph codec's.
+  const std::filesystem::path corpus =
+      std::filesystem::path(TESSERA_TEST_INSTANCES) / ".." / "fuzz" / "corpus" / "fuzz_codec";
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("frame_", 0) == 0 || name.rfind("graph_", 0) == 0) continue;
+    SCOPED_TRACE(name);
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::byte> frame(chars.size());
+    std::memcpy(frame.data(), chars.data(), chars.size());
+    EXPECT_TRUE(decode_frame(frame).is_ok()) << decode_frame(frame).to_string();
+    ++seeds;
+  }
+  EXPECT_GE(seeds, static_cast<int>(kLastTransportMessageType) + 1) << "a seed per type, and HELLO with a load";
 }
 
 TEST(ProtocolInstances, ValidHelloCarriesItsCapabilitiesAndV1IsRecognised) {
@@ -740,6 +812,14 @@ TEST(ProtocolInstances, ValidHelloCarriesItsCapabilitiesAndV1IsRecognised) {
   ASSERT_TRUE(hello) << hello.status().to_string();
   EXPECT_EQ(std::get<Hello>(*hello).capabilities, kCapabilityGemm);
   EXPECT_EQ(std::get<Hello>(*hello).hostname, "pi3");
+  EXPECT_EQ(std::get<Hello>(*hello).load_milli, std::nullopt) << "written before HELLO carried a load";
+
+  const std::vector<std::byte> loaded_frame = read_instance("valid_hello_load.bin");
+  ASSERT_GE(loaded_frame.size(), kHeaderSize);
+  const std::vector<std::byte> loaded_payload(loaded_frame.begin() + kHeaderSize, loaded_frame.end());
+  Result<Message> loaded = decode_payload(static_cast<uint16_t>(MessageType::kHello), loaded_payload, Limits{});
+  ASSERT_TRUE(loaded) << loaded.status().to_string();
+  EXPECT_EQ(std::get<Hello>(*loaded).load_milli, std::optional<uint32_t>(1234));
 
   const std::vector<std::byte> old_frame = read_instance("version_1.bin");
   ASSERT_GE(old_frame.size(), kHeaderSize);

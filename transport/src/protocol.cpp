@@ -74,7 +74,7 @@ void store_le(std::array<std::byte, N>& out, std::size_t offset, uint64_t value,
 }
 
 std::vector<std::byte> encode(const Hello& m) {
-  PayloadWriter w(kHelloFixedBytes + m.worker_version.size() + m.arch.size() + m.hostname.size());
+  PayloadWriter w(kHelloFixedBytes + m.worker_version.size() + m.arch.size() + m.hostname.size() + kHelloLoadBytes);
   w.u16(m.protocol_version);
   w.string(m.worker_version);
   w.string(m.arch);
@@ -85,6 +85,7 @@ std::vector<std::byte> encode(const Hello& m) {
   w.u64(m.tile_memory_cap);
   w.u64(m.capabilities);
   w.array(m.challenge);
+  if (m.load_milli) w.u32(*m.load_milli);
   return w.take();
 }
 
@@ -227,9 +228,16 @@ Result<Message> decode_hello(std::span<const std::byte> payload, const Limits& l
         r.string("hostname", limits.max_string_bytes, m.hostname) && r.u32("cores", m.cores) &&
         r.u32("threads", m.threads) && r.u64("memory_bytes", m.memory_bytes) &&
         r.u64("tile_memory_cap", m.tile_memory_cap) && r.u64("capabilities", m.capabilities) &&
-        r.array("challenge", m.challenge) && r.finish())) {
+        r.array("challenge", m.challenge))) {
     return r.status();
   }
+  // Optional: absent from a worker built before it. Once begun, the field must be whole.
+  if (r.remaining() > 0) {
+    uint32_t load_milli = 0;
+    if (!r.u32("load_milli", load_milli)) return r.status();
+    m.load_milli = load_milli;
+  }
+  if (!r.finish()) return r.status();
   return Message(std::move(m));
 }
 
@@ -491,7 +499,7 @@ PayloadBounds payload_bounds(MessageType type, const Limits& limits) {
   const uint64_t max_string = std::min<uint64_t>(limits.max_string_bytes, std::numeric_limits<uint16_t>::max());
   const uint64_t max_dim = limits.max_tile_dim;
   switch (type) {
-    case MessageType::kHello: return {kHelloFixedBytes, kHelloFixedBytes + 3 * max_string};
+    case MessageType::kHello: return {kHelloFixedBytes, kHelloFixedBytes + 3 * max_string + kHelloLoadBytes};
     case MessageType::kAuth: return {kAuthPayloadBytes, kAuthPayloadBytes};
     case MessageType::kAuthOk: return {kAuthOkPayloadBytes, kAuthOkPayloadBytes};
     case MessageType::kProbe: return {kProbeFixedBytes, kProbeFixedBytes + uint64_t{limits.max_echo_bytes}};

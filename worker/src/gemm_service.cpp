@@ -27,6 +27,8 @@
 #include <signal.h>
 
 #include <atomic>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "tessera/worker/fault_hooks.hpp"
@@ -115,6 +117,11 @@ class GemmJob final : public GemmRowStrips {
     // Writing is communication even though it runs on a pool thread: its CPU time moves to io.
     const double write_cpu_start = thread_cpu_seconds();
     tp::FrameConnection& connection = context_.connection();
+#ifdef TESSERA_FAULT_HOOKS
+    if (const std::optional<uint32_t> delay = fault_hooks().delay_credits_ms) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(*delay));
+    }
+#endif
     // A failed write means the peer is gone; the session's reader notices and ends the session.
     (void)connection.write_message(tp::Credit{job_.job_id, 1, seconds}, request_id_);
     if ((job_.flags & tp::kJobSendResult) != 0) write_result(connection, job_, *tiles_.c, request_id_);

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <condition_variable>
 #include <iterator>
 #include <map>
@@ -111,6 +114,12 @@ NodeFacts read_node_facts() {
     facts.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
   }
   return facts;
+}
+
+std::optional<uint32_t> read_load_milli() {
+  double averages[1] = {0.0};
+  if (::getloadavg(averages, 1) != 1 || !(averages[0] >= 0.0)) return std::nullopt;
+  return static_cast<uint32_t>(std::min(std::lround(averages[0] * 1000.0), long{UINT32_MAX}));
 }
 
 std::string worker_version() { return TESSERA_VERSION; }
@@ -340,6 +349,7 @@ bool Session::handshake() {
   hello.memory_bytes = server_.facts_.memory_bytes;
   hello.tile_memory_cap = server_.store_.cap_bytes();
   hello.capabilities = server_.services_.capabilities() | tp::kCapabilityTls;
+  hello.load_milli = read_load_milli();
   hello.challenge = tp::random_challenge();
 
   // A deadline on the whole first frame, not an idle bound: a peer trickling a byte at a time

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <thread>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/balance/cli/progress_line.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
@@ -284,6 +286,15 @@ std::vector<StatusLine> status_lines(const ClusterSpec& cluster, const StatusCom
   return lines;
 }
 
+// "0.42/2": the 1-minute load average over the cores it is measured against, so "3.9/4" on a Pi
+// and "3.9/16" on a desktop read differently at a glance, and the first number is still the one
+// `uptime` prints on the node. "-" when the node did not report one.
+std::string load_text(const NodeReachability& node) {
+  const std::optional<double> load = node.load();
+  if (!load) return "-";
+  return node.hello->cores > 0 ? fmt::format("{:.2f}/{}", *load, node.hello->cores) : fmt::format("{:.2f}", *load);
+}
+
 std::string status_json(const std::string& cluster_name, const std::string& profile_path,
                         const std::vector<StatusLine>& lines) {
   nlohmann::json nodes = nlohmann::json::array();
@@ -294,6 +305,7 @@ std::string status_json(const std::string& cluster_name, const std::string& prof
                             {"state", reach_name(node.reach)},
                             {"detail", node.detail},
                             {"check_s", node.seconds},
+                            {"load", node.load() ? nlohmann::json(*node.load()) : nlohmann::json(nullptr)},
                             {"local_pid", node.local_pid == 0 ? nlohmann::json(nullptr) : nlohmann::json(node.local_pid)},
                             {"profile_age_s", line.profile_age_s ? nlohmann::json(*line.profile_age_s) : nlohmann::json(nullptr)},
                             {"changed_since_profile", line.changed}};
@@ -341,6 +353,7 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
       out << status_json(cluster->name, profile ? profile_path : "", lines) << "\n";
     } else {
       if (redraw) out << "\x1b[H\x1b[2J" << fmt::format("{}  (every {:g} s; Ctrl-C stops)\n", utc_now(UtcFormat::kReadable), command.watch_s);
+      out << fmt::format("{:<12} {:<22} {:<12} {:<8} {}\n", "node", "endpoint", "state", "load", "detail");
       for (const StatusLine& line : lines) {
         const NodeReachability& node = line.node;
         std::string profiled;
@@ -350,8 +363,9 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
             profiled += fmt::format(", changed since ({}): tessera profile --node {}", join(line.changed, ", "), node.name);
           }
         }
-        out << fmt::format("{:<12} {:<22} {:<12} {}{}{}\n", node.name, node.endpoint, reach_name(node.reach), node.detail,
-                           profiled, node.local_pid != 0 ? fmt::format(" [local pid {}]", node.local_pid) : "");
+        out << fmt::format("{:<12} {:<22} {:<12} {:<8} {}{}{}\n", node.name, node.endpoint, reach_name(node.reach),
+                           load_text(node), node.detail, profiled,
+                           node.local_pid != 0 ? fmt::format(" [local pid {}]", node.local_pid) : "");
       }
       if (!profile) out << fmt::format("no profile at {} (tessera profile CONFIG)\n", profile_path);
     }
@@ -498,6 +512,8 @@ Result<MultiplyOptions> multiply_options(const MultiplyCommand& command, std::si
 }  // namespace
 
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
+  if (!progress_mode) return fail(err, progress_mode.status());
   Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return fail(err, cluster.status());
   Result<MultiplyOptions> options = multiply_options(command, cluster->nodes.size(), cluster->source_path);
@@ -519,11 +535,36 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
 
   const Inputs& in = *inputs;
   linalg::Matrix c(in.a.rows, in.b.cols);
+  ProgressPrinter progress(err, progress_wanted(*progress_mode, STDERR_FILENO), stderr_progress_options());
+  // Credits arrive on the nodes' threads; atomics keep them off the printer's lock, which a
+  // terminal that stopped reading could hold.
+  std::vector<std::atomic<uint64_t>> jobs_done(session->cluster().nodes.size());
   RunControl control;
   control.cancel = command.interrupted;
-  control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };
+  control.on_notice = [&progress](const std::string& notice) { progress.notice(notice); };
   control.on_profile_progress = progress_printer(err);
+  control.on_run_start = [&progress, &jobs_done](const RunStart& start) {
+    MultiplyProgress shape;
+    for (std::size_t i = 0; i < start.plan.shares.size(); ++i) {
+      NodeJobs node{start.plan.shares[i].node_name, 0, i < start.jobs.per_node.size() ? start.jobs.per_node[i] : 0,
+                    std::nullopt, std::nullopt};
+      if (start.forecast && i < start.forecast->finish_s.size()) node.predicted_s = start.forecast->finish_s[i];
+      shape.nodes.push_back(std::move(node));
+    }
+    shape.total_jobs = start.jobs.total;
+    if (start.forecast) shape.predicted_s = start.forecast->makespan_s;
+    progress.start([&jobs_done, shape](double elapsed_s) mutable {
+      std::vector<uint64_t> done;
+      for (const std::atomic<uint64_t>& jobs : jobs_done) done.push_back(jobs.load());
+      record_jobs(shape, done, elapsed_s);
+      return multiply_progress_text(shape, elapsed_s);
+    });
+  };
+  control.on_credit = [&jobs_done](std::size_t node, uint64_t done) {
+    if (node < jobs_done.size()) jobs_done[node].store(done);
+  };
   Result<MultiplyOutcome> outcome = session->multiply(in.a, in.b, c, *options, control);
+  progress.stop();  // the line is gone before anything else is written
   if (interrupted()) {
     // The session shut its connections down when it saw the flag (the workers then end the
     // session and drop queued work); close() says BYE on any link still open. Idempotent.

@@ -1,5 +1,7 @@
 #include "tessera/balance/cli/graph_command.hpp"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -7,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/cli/commands.hpp"
+#include "tessera/balance/cli/progress_line.hpp"
 #include "tessera/balance/graph/graph_report.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
@@ -233,6 +236,8 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
     err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
     return kExitInterrupted;
   };
+  Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
+  if (!progress_mode) return fail(err, progress_mode.status());
   Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return fail(err, cluster.status());
   Result<std::vector<std::vector<std::string>>> peer_hosts = load_peer_hosts(*cluster, command.run_dir);
@@ -249,9 +254,8 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   options->peer_hosts = std::move(*peer_hosts);
   // Everything that needs only the graph fails here, before a connection is made.
   if (Status checked = check_graph_run(*graph, *spec); !checked) return fail(err, checked);
-  if (Result<double> tolerance = run_tolerance(*spec, command.tolerance); !tolerance) {
-    return fail(err, tolerance.status());
-  }
+  Result<double> tolerance = run_tolerance(*spec, command.tolerance);
+  if (!tolerance) return fail(err, tolerance.status());
   const std::string profile_path =
       command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
   Result<TargetWeights> weights = target_weights(command, profile_path, err);
@@ -269,10 +273,22 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   Result<Session> session = Session::open(std::move(*cluster), session_options);
   if (!session) return interrupted() ? report_interrupted() : fail(err, session.status());
 
+  ProgressPrinter progress(err, progress_wanted(*progress_mode, STDERR_FILENO), stderr_progress_options());
+  ResidualTrend trend;
+  // cc and sssp stop at no pending vertex (tolerance 0), which a logarithm never reaches; a count
+  // below one vertex is that zero.
+  const double eta_target = *tolerance > 0.0 ? *tolerance : 0.5;
   RunControl control;
   control.cancel = command.interrupted;
-  control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };
+  control.on_notice = [&progress](const std::string& notice) { progress.notice(notice); };
+  control.on_graph_progress = [&progress, &trend](const TracePoint& point) {
+    progress.update([&] { trend.add(point.time_s, point.residual); });
+  };
+  progress.start([&trend, &tolerance, eta_target](double elapsed_s) {
+    return graph_progress_text(trend.latest(), *tolerance, elapsed_s, trend.eta_s(eta_target));
+  });
   Result<GraphOutcome> outcome = session->graph(*graph, std::move(*options), control);
+  progress.stop();  // the line is gone before anything else is written
   if (interrupted()) {
     session->close();
     return report_interrupted();

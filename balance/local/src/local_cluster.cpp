@@ -484,6 +484,11 @@ std::string_view reach_name(Reach reach) {
   return "UNREACHABLE";
 }
 
+std::optional<double> NodeReachability::load() const {
+  if (!hello || !hello->load_milli) return std::nullopt;
+  return static_cast<double>(*hello->load_milli) / 1000.0;
+}
+
 namespace {
 
 NodeReachability check_node(const NodeSpec& node, const Result<std::string>& secret, const std::string& dir,

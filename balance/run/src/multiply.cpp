@@ -662,6 +662,7 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, l
   Result<Work> work = build_work(plan, a, b);
   if (!work) return work.status();
   TESSERA_RETURN_IF_ERROR(check_memory(cluster, plan, *work));
+  if (hooks.on_start) hooks.on_start(count_jobs(*work, cluster.links().size()));
   const bool has_deltas = std::any_of(work->tiles.begin(), work->tiles.end(), [](const WorkTile& t) { return t.delta; });
   if (has_deltas) c.fill(0.0);  // partial sums are added into C
 

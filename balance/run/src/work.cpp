@@ -28,6 +28,18 @@ std::vector<Block> cut_row_tiles(const Plan& plan, std::size_t nodes) {
   return tiles;
 }
 
+JobCounts count_jobs(const Work& work, std::size_t nodes) {
+  JobCounts counts{std::vector<uint64_t>(nodes, 0), 0};
+  for (const WorkTile& tile : work.tiles) {
+    if (tile.parent) continue;
+    counts.total += tile.pieces.size();
+    if (tile.assigned >= 0 && static_cast<std::size_t>(tile.assigned) < nodes) {
+      counts.per_node[static_cast<std::size_t>(tile.assigned)] += tile.pieces.size();
+    }
+  }
+  return counts;
+}
+
 Result<Work> build_work(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b) {
   Work work;
   const std::size_t nodes = plan.shares.size();

@@ -212,9 +212,14 @@ Result<MultiplyReport> Session::run_plan_within(const Plan& plan, linalg::Matrix
                                                 linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
                                                 const RunControl& control, double node_timeout_s) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
+  // Forecast first, so a progress display can count down from it while the run goes on.
+  std::optional<Prediction> prediction = forecast(plan);
   Result<MultiplyRun> run = [&] {
     CancelWatcher watcher(control.cancel, state_->connection);
     MultiplyHooks hooks;
+    if (control.on_run_start) {
+      hooks.on_start = [&](const JobCounts& jobs) { control.on_run_start(RunStart{plan, jobs, prediction}); };
+    }
     hooks.on_credit = control.on_credit;
     hooks.deadlines = progress_deadlines(state_->cluster, state_->profile, node_timeout_s);
     return run_multiply(state_->connection, plan, a, b, c, hooks);
@@ -229,7 +234,7 @@ Result<MultiplyReport> Session::run_plan_within(const Plan& plan, linalg::Matrix
   report.plan = plan;
   report.run = std::move(*run);
   report.nodes = state_->cluster.nodes;
-  report.prediction = forecast(plan);
+  report.prediction = std::move(prediction);
   report.verification = verify_product(a, b, c, verify, verify_seed);
   return report;
 }

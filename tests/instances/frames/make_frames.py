@@ -48,12 +48,14 @@ def job(flags):
     return struct.pack('<QII', 1, 1, flags) + struct.pack('<14I', 1, 2, 3, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0)
 
 
-def hello(version):
-    # v2 added u64 capabilities between tile_memory_cap and the challenge.
+def hello(version, load_milli=None):
+    # v2 added u64 capabilities between tile_memory_cap and the challenge, and later an optional
+    # u32 load_milli after the challenge.
     tail = struct.pack('<IIQQ', 4, 4, 1 << 30, 1 << 29)
     if version >= 2:
         tail += struct.pack('<Q', CAPABILITY_GEMM)
-    return struct.pack('<H', version) + s('0.1.0') + s('x86_64') + s('pi3') + tail + bytes(range(1, 33))
+    load = b'' if load_milli is None else struct.pack('<I', load_milli)
+    return struct.pack('<H', version) + s('0.1.0') + s('x86_64') + s('pi3') + tail + bytes(range(1, 33)) + load
 
 
 files = {
@@ -66,6 +68,7 @@ files = {
     'hello_string_beyond_payload.bin':
         frame(1, struct.pack('<H', VERSION) + s('0.1.0') + s('x86_64') + struct.pack('<H', 3000) + bytes(64)),
     'hello_truncated.bin': frame(1, hello(VERSION)[:-10]),
+    'hello_partial_load.bin': frame(1, hello(VERSION, load_milli=1234)[:-2]),
     'job_unknown_flags.bin': frame(7, job(0x100)),
     'probe_nan_seconds.bin': frame(4, struct.pack('<B3xIdI', 1, 256, float('nan'), 0)),
     'release_count_mismatch.bin': frame(12, struct.pack('<III', 3, 7, 8)),
@@ -75,6 +78,7 @@ files = {
     'valid_store.bin': frame(6, store(5, 2, 3, [1, 2, 3, 4, 5, 6])),
     'valid_result.bin': frame(9, result(9, 0.25, 8, 2, 2, [1.5, -2, 3, 4])),
     'valid_hello.bin': frame(1, hello(VERSION)),
+    'valid_hello_load.bin': frame(1, hello(VERSION, load_milli=1234)),
 }
 if __name__ == '__main__':
     if os.path.exists('version_2.bin'):

@@ -44,6 +44,7 @@ inline constexpr std::size_t kTilePrefixSize = 16;  // tile_id, rows, cols, data
 // Payload sizes of the layouts below. Code outside the codec that sizes a buffer, bounds a read
 // or predicts traffic uses these instead of restating numbers.
 inline constexpr std::size_t kHelloFixedBytes = 2 + 3 * 2 + 4 + 4 + 8 + 8 + 8 + kChallengeSize;  // + string bytes
+inline constexpr std::size_t kHelloLoadBytes = 4;  // HELLO's optional trailing load_milli
 inline constexpr std::size_t kAuthPayloadBytes = kMacSize + kChallengeSize;
 inline constexpr std::size_t kAuthOkPayloadBytes = kMacSize;
 inline constexpr std::size_t kProbeFixedBytes = 1 + 3 + 4 + 8 + 4;                   // + echo bytes
@@ -145,8 +146,12 @@ struct FrameHeader {
 
 // HELLO: u16 protocol_version | str worker_version | str arch | str hostname | u32 cores
 //        | u32 threads | u64 memory_bytes | u64 tile_memory_cap | u64 capabilities | challenge[32]
-// (kHelloFixedBytes plus the strings). protocol_version comes first so that it is checked before
-// the rest of the layout is trusted. capabilities is new in v2.
+//        [| u32 load_milli]
+// (kHelloFixedBytes plus the strings, plus kHelloLoadBytes when the load is known). protocol_version
+// comes first so that it is checked before the rest of the layout is trusted. capabilities is new
+// in v2. load_milli came later in v2 without a version change: it is optional and last, so a
+// worker built before it (or one that cannot read its load) sends none, and its HELLO decodes
+// with no load; a payload ending inside the field, or anything after it, is refused.
 struct Hello {
   uint16_t protocol_version = kProtocolVersion;
   std::string worker_version;
@@ -158,6 +163,9 @@ struct Hello {
   uint64_t tile_memory_cap = 0;  // bytes the tile store may hold
   uint64_t capabilities = 0;     // kCapability* bits of the services the worker hosts
   std::array<uint8_t, kChallengeSize> challenge{};
+  // The host's 1-minute load average x 1000 (rounded); none when the worker did not say. Not 0 for
+  // unknown: an idle Pi really does report 0.00.
+  std::optional<uint32_t> load_milli;
   bool operator==(const Hello&) const = default;
 };
 

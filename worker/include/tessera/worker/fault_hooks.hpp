@@ -4,7 +4,7 @@
 // middle of a RESULT, send a damaged RESULT or drop the connection after some STOREs, at exactly
 // the point a test names, instead of racing a kill against the run; hold its graph deltas back
 // on their way to the peers (the "in flight" case of async termination); or host fewer services
-// (a real worker without the graph service).
+// (a real worker without the graph service); or slow every GEMM job down by a fixed delay.
 //
 // The hooks are process-wide: set them once, before WorkerServer::start(); after that they are
 // only read (thread-safe). Counters ("first RESULT", "STOREs received") count over the process's
@@ -32,6 +32,10 @@ struct FaultHooks {
   // handed it over (and counted it sent), by a writer thread, so the engine goes on and the
   // batch sits in flight meanwhile. Unset: written at once.
   std::optional<uint32_t> delay_deltas_ms;
+  // GEMM service: every CREDIT is written this many ms after its job finished, the pool thread
+  // waiting meanwhile, so a run lasts at least its jobs x this however fast the machine is (a
+  // long run for progress lines without a large multiply). Unset: at once.
+  std::optional<uint32_t> delay_credits_ms;
   // Host only the services of these names (Service::name: "gemm", "graph"); empty: all of them.
   std::vector<std::string> services;
 };

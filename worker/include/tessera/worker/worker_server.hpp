@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,9 @@ struct NodeFacts {
   uint64_t memory_bytes = 0;
 };
 NodeFacts read_node_facts();
+// The host's 1-minute load average x 1000 (getloadavg(3)), read afresh for every HELLO so that
+// `tessera status` shows the load now; none when the system does not report it.
+std::optional<uint32_t> read_load_milli();
 
 class WorkerServer {
  public:

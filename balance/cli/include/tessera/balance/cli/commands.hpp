@@ -35,12 +35,13 @@ struct LifecycleCommand {
 int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
 int command_down(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
 // `tessera status CONFIG [--json] [--watch SECONDS] [--deadline-ms MS] [--profile FILE]`: every
-// node checked at once (cluster_status), one line each: state (reachable, BUSY with whose session,
-// REFUSED with why, UNREACHABLE with why), the worker's version, architecture, threads, cores and
+// node checked at once (cluster_status), a header and one line each: state (reachable, BUSY with
+// whose session, REFUSED with why, UNREACHABLE with why), the host's load ("0.42/2": 1-minute load
+// average / cores; "-" when unknown), the worker's version, architecture, threads, cores and
 // memory, and against the saved profile its age and what changed since (threads, cores, memory,
 // architecture, version: a changed node wants `tessera profile --node NAME`). --json prints the
-// same as one JSON document; --watch redraws it every SECONDS (in place on a terminal) until
-// interrupted. Exit 0 when every node is reachable, 1 otherwise.
+// same as one JSON document (load a number, null when unknown); --watch redraws it every SECONDS
+// (in place on a terminal) until interrupted. Exit 0 when every node is reachable, 1 otherwise.
 struct StatusCommand {
   LifecycleCommand lifecycle;
   std::string profile_path;  // empty: next to the config
@@ -103,6 +104,10 @@ struct MultiplyCommand {
   // --node-timeout: seconds a node owing frames may stay silent before it is dropped as
   // unresponsive; 0 = derived from the profile (at least 10 s).
   double node_timeout_s = 0.0;
+  // --progress auto|always|never: a progress line on stderr (jobs done per node, ETA) redrawn in
+  // place while the run lasts over a second; auto: only when stderr is a terminal, so pipes, files
+  // and logs get exactly the output they got before (progress_line.hpp).
+  std::string progress = "auto";
 };
 // Also exit 130 (kExitInterrupted) when `interrupted` was set.
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err);

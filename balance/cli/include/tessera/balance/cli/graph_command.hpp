@@ -6,8 +6,8 @@
 //                 [--mode async|sync] [--tolerance T] [--source V] [--damping D] [--beta B]
 //                 [--label max|min] [--seed S] [--out values.txt|values.npy] [--report FILE.json]
 //                 [--trace-png FILE.png] [--verify] [--poll-ms N] [--level-fraction F] [--batch-age-ms MS]
-//                 [--batch-entries N] [--priority-fraction P]//                 [--run-dir DIR]
-//                 [--profile FILE]
+//                 [--batch-entries N] [--priority-fraction P] [--run-dir DIR]
+//                 [--profile FILE] [--progress auto|always|never]
 //
 // FILE is read by extension (.mtx, .graph/.metis, .edges/.el/.txt/.snap; partition/digraph.hpp);
 // SPEC is a generator (rmat:SCALE[:EF], lognormal:N, mesh2d:NXxNY, mesh3d:NXxNYxNZ) seeded by
@@ -20,6 +20,9 @@
 // to `err`. --out writes one value per line (.txt, %.17g, "inf" where unreachable) or a float64
 // .npy of shape (N, 1); --report the same figures as JSON with the convergence trace;
 // --trace-png the residual over time (log y) with gnuplot (a missing gnuplot is a warning).
+// --progress (default auto: only when stderr is a terminal) shows the residual against the
+// tolerance and an ETA from its decay on one line of stderr, redrawn in place after the first
+// second and cleared before the report (progress_line.hpp).
 // Exit codes as commands.hpp: 2 bad flags or input (a malformed graph names FILE:LINE, an
 // unknown value lists the valid ones), 1 the run failed (an unreachable node or one without the
 // graph service is named), 3 verification failed, 130 interrupted. Not thread-safe.
@@ -61,6 +64,7 @@ struct GraphCommand {
   uint32_t snapshot_ms = 1000;
   double node_timeout_s = 30.0;
   double max_seconds = 600.0;
+  std::string progress = "auto";  // auto | always | never
   // Set by the caller's signal handler: the run stops, sessions are closed, exit 130.
   const std::atomic<bool>* interrupted = nullptr;
 };

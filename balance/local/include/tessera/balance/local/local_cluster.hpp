@@ -107,6 +107,9 @@ struct NodeReachability {
   Reach reach = Reach::kUnreachable;
   std::optional<transport::Hello> hello;  // what a reachable worker said about itself
   double seconds = 0.0;                   // how long the check of this node took
+  // The host's 1-minute load average as its worker reported it; none when the node did not
+  // answer or its worker predates the field.
+  std::optional<double> load() const;
 };
 
 // Connects to every node (local or not) at once, each with `deadline` for the connection and the

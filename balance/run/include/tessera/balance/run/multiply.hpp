@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/run/work.hpp"
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/core/status.hpp"
@@ -118,6 +119,9 @@ struct ProgressDeadlines {
 };
 
 struct MultiplyHooks {
+  // Called once on the calling thread when the work is cut and checked, before anything is sent:
+  // the jobs (credits) the run expects per node and in total (count_jobs).
+  std::function<void(const JobCounts& jobs)> on_start;
   // Called from the node's streaming thread each time a node returns a credit.
   std::function<void(std::size_t node_index, uint64_t jobs_done)> on_credit;
   // When a silent node counts as lost (see ProgressDeadlines).

@@ -63,6 +63,17 @@ struct Work {
 // last (a short tail), tiles of plan.tile_rows between. They cover rows [0, m) in order.
 std::vector<partition::Block> cut_row_tiles(const Plan& plan, std::size_t nodes);
 
+// The jobs a Work takes when no node is lost: one per tile and B piece it reads (each returns one
+// credit). per_node[i] counts the tiles a static plan gives node i; a dynamic plan's tiles go to
+// whoever asks, so its per_node are all 0 and only total is known. Spare pieces are not counted:
+// they run only in place of a lost node's tile, which then needs more jobs than planned.
+struct JobCounts {
+  std::vector<uint64_t> per_node;
+  uint64_t total = 0;
+  bool operator==(const JobCounts&) const = default;
+};
+JobCounts count_jobs(const Work& work, std::size_t nodes);
+
 // The tiles of a plan and the B pieces they read. k is cut at the plan's panel boundaries, so
 // boxes that split k anywhere still share whole pieces with their neighbours where they can.
 // REQUIRES: a is m x k and b is k x n, both contiguous. Fails when the plan does not cover C

@@ -47,11 +47,20 @@ struct MultiplyOptions {
   double node_timeout_s = 0.0;
 };
 
+// What a multiply is about to do, told once when its work is cut, before the first frame is sent.
+struct RunStart {
+  Plan plan;
+  JobCounts jobs;                       // credits expected per node (0s under dynamic) and in total
+  std::optional<Prediction> forecast;  // the model's, as the report will carry it; none without one
+};
+
 // How a caller watches and stops a run.
 struct RunControl {
   // Set (from any thread, also a signal handler) to stop: the sessions are shut down within about
   // 50 ms and the call fails with kCancelled. The Session is closed afterwards.
   const std::atomic<bool>* cancel = nullptr;
+  // A multiply's work is cut and about to be sent (called on the calling thread, once per run).
+  std::function<void(const RunStart&)> on_run_start;
   // A node returned a credit (called on that node's streaming thread).
   std::function<void(std::size_t node_index, uint64_t jobs_done)> on_credit;
   // A sentence for the person waiting ("no profile at ...; measuring a quick one now").
