@@ -100,13 +100,13 @@ class MixedArchitecture : public ::testing::Test {
     return false;
   }
 
-  std::string write_cluster() {
-    std::string yaml = "cluster: mixed-arch\nsecret_file: " + secret_file_ + "\nnodes:\n";
+  std::string write_cluster(const std::string& wire = "plain") {
+    std::string yaml = "cluster: mixed-arch\nwire: " + wire + "\nsecret_file: " + secret_file_ + "\nnodes:\n";
     for (const NodeSpec& node : nodes_) {
       yaml += "  - name: " + node.name + "\n    host: 127.0.0.1\n    port: " + std::to_string(node.port) +
               "\n    threads: 1\n";
     }
-    const std::string path = dir_.file("cluster.yaml");
+    const std::string path = dir_.file("cluster-" + wire + ".yaml");
     testing::write_file(path, yaml);
     return path;
   }
@@ -162,6 +162,19 @@ TEST_F(MixedArchitecture, Arm64UnderQemuAndNativeWorkerMultiplyBitExact) {
                                                       " --algorithm cc --generate mesh2d:24x24 --partition contiguous"
                                                       " --weights equal --verify --max-seconds 120");
   EXPECT_EQ(graph.exit_code, 0) << graph.output << "\narm64 log:\n" << log_of("arm64");
+
+  // The same over TLS 1.3: records sealed on one architecture and opened on the other, both ways,
+  // coordinator to worker and worker to worker.
+  const std::string sealed = write_cluster("encrypted");
+  testing::CommandResult sealed_multiply =
+      testing::run_command(cli + " multiply " + sealed + " --m 203 --n 97 --k 151 --fill integers --verify exact --policy even");
+  EXPECT_EQ(sealed_multiply.exit_code, 0) << sealed_multiply.output << "\narm64 log:\n" << log_of("arm64");
+  EXPECT_NE(sealed_multiply.output.find("verified: true"), std::string::npos) << sealed_multiply.output;
+  testing::CommandResult sealed_graph = testing::run_command(
+      cli + " graph " + sealed + " --algorithm cc --generate mesh2d:24x24 --partition contiguous --weights equal --verify"
+                                 " --max-seconds 120");
+  EXPECT_EQ(sealed_graph.exit_code, 0) << sealed_graph.output << "\narm64 log:\n" << log_of("arm64");
+  EXPECT_NE(log_of("arm64").find("(TLSv1.3 TLS_"), std::string::npos) << log_of("arm64");
 
   for (auto& process : processes_) EXPECT_TRUE(testing::process_alive(process->pid()));
 }

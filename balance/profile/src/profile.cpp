@@ -412,9 +412,13 @@ Status measure_concurrent_rates(ClusterConnection& cluster, const ProfileOptions
       for (std::size_t i = 0; i < nodes.size(); ++i) {
         probes.emplace_back([&, i] {
           NodeLink& link = cluster.links()[i];
-          // The probe asks for `window` seconds; four times that plus the warm-up and a round
-          // trip bounds it, and a node silent past silent_node_seconds fails sooner.
-          const auto budget = std::chrono::seconds(static_cast<int64_t>(std::ceil(4.0 * window)) + 5);
+          // The probe asks for `window` seconds but runs at least one GEMM (plus a warm-up), which
+          // on a slow node can take far longer: four times the longer of the two, plus a margin
+          // for the round trip, bounds it; a node silent past silent_node_seconds fails sooner.
+          const double size = nodes[i].probe_size;
+          const double one_gemm_s = nodes[i].gflops > 0.0 ? 2.0 * size * size * size / (nodes[i].gflops * 1e9) : 0.0;
+          const auto budget =
+              std::chrono::seconds(static_cast<int64_t>(std::ceil(4.0 * std::max(window, 2.0 * one_gemm_s))) + 5);
           MeasurementWatchdog watchdog(link, budget, options.silent_node_seconds);
           Result<GemmWindow> probe = gemm_window(link, nodes[i].probe_size, window);
           measured[i] = probe ? std::move(probe) : Result<GemmWindow>(watchdog.explain(probe.status()));
