@@ -8,8 +8,10 @@
 // path a multiply's data takes. Then the coordinator's own send capacity to all nodes at once.
 // Nodes are measured one at a time so they never compete for shared cores; then, since in a run
 // they do compete (emulated nodes on one host, a coordinator sharing a desktop), every node's
-// rate at the reference size is measured again with all nodes multiplying at once, and the model
-// scales a node's curve by the ratio. The profiler never reads emulation settings.
+// rate at the reference size is measured again with all nodes multiplying at once
+// (concurrent_gflops: the pessimistic bound of a run in which every node computes all the time;
+// the model keeps the curves measured alone, see profile_model). The profiler never reads
+// emulation settings.
 // --quick measures one size (1024) in one window and the links with small transfers.
 //
 // A profile is saved as YAML next to the cluster file (configs/lab.yaml ->
