@@ -141,6 +141,12 @@ TEST_F(EncryptedCluster, TheCliMultipliesVerifiedFromAClusterFileThatSaysWireEnc
                                                           " --n 320 --policy even --verify exact");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("verified: true"), std::string::npos) << run.output;
+  // status checks each node over the same kind of link, and says so.
+  const testing::CommandResult status = testing::run_command(std::string(TESSERA_CLI_BINARY) + " status " + config);
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_NE(status.output.find("encrypted (TLSv1.3 TLS_"), std::string::npos) << status.output;
+  const testing::CommandResult json = testing::run_command(std::string(TESSERA_CLI_BINARY) + " status " + config + " --json");
+  EXPECT_NE(json.output.find("\"wire\": \"TLSv1.3 TLS_"), std::string::npos) << json.output;
 }
 
 }  // namespace

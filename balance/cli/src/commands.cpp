@@ -305,6 +305,7 @@ std::string status_json(const std::string& cluster_name, const std::string& prof
                             {"state", reach_name(node.reach)},
                             {"detail", node.detail},
                             {"check_s", node.seconds},
+                            {"wire", node.wire.empty() ? nlohmann::json(nullptr) : nlohmann::json(node.wire)},
                             {"load", node.load() ? nlohmann::json(*node.load()) : nlohmann::json(nullptr)},
                             {"local_pid", node.local_pid == 0 ? nlohmann::json(nullptr) : nlohmann::json(node.local_pid)},
                             {"profile_age_s", line.profile_age_s ? nlohmann::json(*line.profile_age_s) : nlohmann::json(nullptr)},

@@ -505,9 +505,11 @@ NodeReachability check_node(const NodeSpec& node, const Result<std::string>& sec
     entry.reachable = true;
     entry.reach = Reach::kReachable;
     entry.hello = link->hello;
-    entry.detail = fmt::format("tessera-worker {}, {} threads, {} cores, {}, {:.1f} GiB", link->hello.worker_version,
+    entry.wire = link->connection->wire_description();
+    entry.detail = fmt::format("tessera-worker {}, {} threads, {} cores, {}, {:.1f} GiB{}", link->hello.worker_version,
                                link->hello.threads, link->hello.cores, link->hello.arch,
-                               static_cast<double>(link->hello.memory_bytes) / 1073741824.0);
+                               static_cast<double>(link->hello.memory_bytes) / 1073741824.0,
+                               link->connection->encrypted() ? ", encrypted (" + entry.wire + ")" : "");
     say_goodbye(*link);
   } else if (link.status().code() == StatusCode::kBusy) {
     // The worker's refusal names the session's peer ("worker busy with a session from H:P").

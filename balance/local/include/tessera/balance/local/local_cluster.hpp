@@ -107,6 +107,8 @@ struct NodeReachability {
   Reach reach = Reach::kUnreachable;
   std::optional<transport::Hello> hello;  // what a reachable worker said about itself
   double seconds = 0.0;                   // how long the check of this node took
+  // How the check's link ran: "plain" or "TLSv1.3 TLS_AES_128_GCM_SHA256"; empty when unreached.
+  std::string wire;
   // The host's 1-minute load average as its worker reported it; none when the node did not
   // answer or its worker predates the field.
   std::optional<double> load() const;
