@@ -34,13 +34,13 @@ WORK=build/peers
 T=build/bin/tessera
 DRIVER=$WORK/pdgemm_driver
 PYTHON=/usr/bin/python3  # Debian's python3, where python3-distributed lives
-# Ports of this study (7600-7699): nodes 7601.., Dask scheduler 7620, Dask workers 7621..,
-# MPI's TCP transport 7640-7659. PMIx and mpirun's own sockets take kernel-chosen ports.
+# Ports of this study (7600-7699): nodes 7601.., Dask scheduler 7620, Dask workers 7621... MPI's TCP
+# transport, PMIx and mpirun take ports the kernel picks from its ephemeral range, which no fixed
+# service uses: a fixed range ran dry (a rank's listening port stays in TIME_WAIT for a minute
+# after its run, and Open MPI binds without SO_REUSEADDR).
 FIRST_NODE_PORT=7601
 DASK_SCHEDULER_PORT=7620
 DASK_FIRST_WORKER_PORT=7621
-MPI_FIRST_PORT=7640
-MPI_PORT_RANGE=20
 PEER_THREADS=(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1)  # one thread per node, as Tessera's workers
 
 scripts/setup-peers.sh
@@ -187,7 +187,6 @@ run_scalapack() {  # run_scalapack N ROUND
         env PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="$SUBNET" \
         timeout 900 mpirun --allow-run-as-root --oversubscribe --bind-to none \
         --mca btl tcp,self --mca btl_tcp_if_include "$SUBNET" \
-        --mca btl_tcp_port_min_v4 "$MPI_FIRST_PORT" --mca btl_tcp_port_range_v4 "$MPI_PORT_RANGE" \
         -x OPENBLAS_NUM_THREADS=1 "${app[@]}"
       result=$(grep '^RESULT' "$WORK/logs/$CLUSTER-scalapack-$grid-$nb-$n-$round.txt" || true)
       local e2e pd verified
