@@ -147,7 +147,27 @@ def plot(out_dir, summary, configs, sizes):
         os.remove(data_path)
 
 
-def report(out_dir, setup_md, summary, configs, sizes):
+def idle_workers_line(rows):
+    """What the cluster's tessera-workers used while the peers ran, from the idle_tessera_workers_cpu_s column
+    (per ScaLAPACK run; per Dask round, repeated on each of its chunk rows)."""
+    seen = {}
+    for r in rows:
+        value = r.get("idle_tessera_workers_cpu_s", "")
+        if r["system"] == "tessera" or value == "":
+            continue
+        key = (r["config"], r["n"], r["round"], r["system"], r["variant"] if r["system"] == "scalapack" else "")
+        seen[key] = float(value)
+    if not seen:
+        return "Their CPU time was not recorded in this run."
+    scalapack = [v for k, v in seen.items() if k[3] == "scalapack"]
+    dask = [v for k, v in seen.items() if k[3] == "dask"]
+    return (f"Measured around every peer run (utime + stime of the four workers, 10 ms ticks): at most "
+            f"{max(scalapack, default=0):.2f} CPU s during a ScaLAPACK run ({len(scalapack)} runs, {sum(scalapack):.2f} s "
+            f"in all) and at most {max(dask, default=0):.2f} CPU s during a whole Dask round ({len(dask)} rounds, "
+            f"{sum(dask):.2f} s in all).")
+
+
+def report(out_dir, setup_md, summary, configs, sizes, rows):
     lines = ["# Peers: Tessera, ScaLAPACK and Dask under the same emulation", "",
              "Written by `scripts/peers.sh` (issue 15 part 5); every figure below comes from `runs.csv` of this run.", "",
              "## Setup", ""]
@@ -172,7 +192,7 @@ def report(out_dir, setup_md, summary, configs, sizes):
               "verified runs enter the medians. Rounds are interleaved: each round runs every variant of every "
               "system once, the order of the systems rotating from round to round.",
               "- The cluster's own idle tessera-workers stay in the same cgroups during the peers' runs; idle, they "
-              "sit blocked in accept/read and take no CPU.", ""]
+              "sit blocked in accept/read. " + idle_workers_line(rows), ""]
 
     lines += ["## Headline", "",
               "Ratios are a peer's best median over Tessera's best median (end to end); the targets are "
@@ -239,7 +259,7 @@ def main():
     summary = summarize(rows)
     write_summary_csv(os.path.join(out_dir, "summary.csv"), summary)
     plot(out_dir, summary, configs, sizes)
-    report(out_dir, setup_md, summary, configs, sizes)
+    report(out_dir, setup_md, summary, configs, sizes, rows)
     print(open(os.path.join(out_dir, "report.md"), encoding="utf-8").read())
 
 

@@ -12,8 +12,9 @@
 # Every MPI rank and Dask worker runs inside the cgroup of the node it stands for, and inside its
 # network namespace when the node has a shaped link (peers/place.sh, from the cluster's
 # emulation.json); rank 0 and the first Dask worker stand for the first node of the file. The
-# cluster's own tessera-workers stay up in the same cgroups, idle (blocked in accept/read, no CPU)
-# while a peer runs. Every product is checked (Freivalds); a failed check is recorded as such.
+# cluster's own tessera-workers stay up in the same cgroups, idle (blocked in accept/read) while a
+# peer runs; their CPU time is read around every peer run and recorded. Every product is checked
+# (Freivalds); a failed check is recorded as such.
 # Writes OUT/{runs.csv,summary.csv,report.md,peers.png}; logs in build/peers/logs.
 # Needs root (cgroups, namespaces). Usage:
 #   scripts/peers.sh [CONFIG...]   (default configs/local-mixed-lan.yaml configs/local-mixed.yaml)
@@ -95,10 +96,24 @@ run_child() {
   CHILD=""
   WALL=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.6f", b - a }')
 }
+# CPU seconds (user + system) the cluster's own tessera-workers have used so far; read around every
+# peer run to show that they stay idle while MPI ranks and Dask workers share their cgroups.
+CLOCK_TICKS=$(getconf CLK_TCK)
+workers_cpu_s() {
+  local pid_file ticks=0 stat
+  for pid_file in "$TESSERA_RUN_DIR/$CLUSTER"/*.pid; do
+    stat=$(cat "/proc/$(cat "$pid_file")/stat" 2> /dev/null) || continue
+    stat=${stat##*) }  # fields after the command name; utime and stime are fields 14 and 15 of the line
+    read -r -a stat <<< "$stat"
+    ticks=$((ticks + stat[11] + stat[12]))
+  done
+  awk -v t="$ticks" -v hz="$CLOCK_TICKS" 'BEGIN { printf "%.2f", t / hz }'
+}
+seconds_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 field() { sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p" <<< "$2"; }  # field NAME "RESULT a=1 b=2"
 record() { echo "$1" >> "$OUT/runs.csv"; }
 
-echo "config,n,round,system,variant,end_to_end_s,compute_s,command_wall_s,verified" > "$OUT/runs.csv"
+echo "config,n,round,system,variant,end_to_end_s,compute_s,command_wall_s,verified,idle_tessera_workers_cpu_s" > "$OUT/runs.csv"
 SETUP="$WORK/setup.md"
 {
   echo "- machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), Linux $(uname -r)," \
@@ -163,13 +178,13 @@ print(r["makespan_s"], "yes" if r["verified"] else "no")' "$report")
     else
       makespan="" verified="failed(exit $RC)"
     fi
-    record "$LABEL,$n,$round,tessera,$policy,$makespan,,$WALL,$verified"
+    record "$LABEL,$n,$round,tessera,$policy,$makespan,,$WALL,$verified,"
     echo "  tessera $policy: makespan ${makespan:-?} s, command $WALL s, verified $verified"
   done
 }
 
 run_scalapack() {  # run_scalapack N ROUND
-  local n="$1" round="$2" grid nb p q i app result
+  local n="$1" round="$2" grid nb p q i app result workers_before idle_cpu
   for grid in $GRIDS; do
     p=${grid%x*} q=${grid#*x}
     if [ $((p * q)) -ne ${#NODE_NAME[@]} ]; then
@@ -183,17 +198,20 @@ run_scalapack() {  # run_scalapack N ROUND
         app+=(-np 1 peers/place.sh "${NODE_CG[$i]}" "${NODE_NS[$i]}" "$DRIVER" "$n" "$p" "$q" "$nb")
       done
       # PMIx (how ranks reach mpirun) must listen beyond loopback for ranks in other namespaces.
+      workers_before=$(workers_cpu_s)
       run_child "$WORK/logs/$CLUSTER-scalapack-$grid-$nb-$n-$round.txt" \
         env PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="$SUBNET" \
         timeout 900 mpirun --allow-run-as-root --oversubscribe --bind-to none \
         --mca btl tcp,self --mca btl_tcp_if_include "$SUBNET" \
         -x OPENBLAS_NUM_THREADS=1 "${app[@]}"
+      idle_cpu=$(seconds_between "$workers_before" "$(workers_cpu_s)")
       result=$(grep '^RESULT' "$WORK/logs/$CLUSTER-scalapack-$grid-$nb-$n-$round.txt" || true)
       local e2e pd verified
       e2e=$(field end_to_end_s "$result") pd=$(field pdgemm_s "$result") verified=$(field verified "$result")
       if [ "$RC" -ne 0 ]; then verified="failed(exit $RC)"; e2e="" pd=""; fi
-      record "$LABEL,$n,$round,scalapack,${grid}-nb${nb},$e2e,$pd,$WALL,$verified"
-      echo "  scalapack $grid NB $nb: end to end ${e2e:-?} s, pdgemm ${pd:-?} s, mpirun $WALL s, verified $verified"
+      record "$LABEL,$n,$round,scalapack,${grid}-nb${nb},$e2e,$pd,$WALL,$verified,$idle_cpu"
+      echo "  scalapack $grid NB $nb: end to end ${e2e:-?} s, pdgemm ${pd:-?} s, mpirun $WALL s, verified $verified;" \
+        "tessera-workers used $idle_cpu CPU s meanwhile"
     done
   done
 }
@@ -221,25 +239,28 @@ start_dask() {
 }
 
 run_dask() {  # run_dask N ROUND: fresh scheduler and workers for the round, every chunk size
-  local n="$1" round="$2" chunks line log
+  local n="$1" round="$2" chunks line log workers_before idle_cpu
   # Rotate the chunk order from round to round, so that no chunk size is always first.
   read -r -a chunks <<< "$CHUNKS"
   local shift_by=$(((round - 1) % ${#chunks[@]}))
   chunks=("${chunks[@]:$shift_by}" "${chunks[@]:0:$shift_by}")
   log="$WORK/logs/$CLUSTER-dask-$n-$round.txt"
+  workers_before=$(workers_cpu_s)
   start_dask
   run_child "$log" timeout 1800 $PYTHON peers/dask/dask_gemm.py "tcp://127.0.0.1:$DASK_SCHEDULER_PORT" --n "$n" \
     --chunks "${chunks[@]}" --workers "${#NODE_NAME[@]}"
   stop_dask
+  idle_cpu=$(seconds_between "$workers_before" "$(workers_cpu_s)")
+  echo "  dask: tessera-workers used $idle_cpu CPU s during the whole Dask round (start, every chunk, stop)"
   local chunk e2e verified seen=0
   while read -r line; do
     chunk=$(field chunk "$line") e2e=$(field end_to_end_s "$line") verified=$(field verified "$line")
-    record "$LABEL,$n,$round,dask,chunk$chunk,$e2e,,,$verified"
+    record "$LABEL,$n,$round,dask,chunk$chunk,$e2e,,,$verified,$idle_cpu"
     echo "  dask chunk $chunk: end to end $e2e s, verified $verified"
     seen=$((seen + 1))
   done < <(grep '^RESULT' "$log" || true)
   if [ "$RC" -ne 0 ] && [ "$seen" -lt "${#chunks[@]}" ]; then
-    record "$LABEL,$n,$round,dask,incomplete,,,,failed(exit $RC)"
+    record "$LABEL,$n,$round,dask,incomplete,,,,failed(exit $RC),$idle_cpu"
     echo "  dask: exit $RC after $seen of ${#chunks[@]} chunk sizes (see $log)" >&2
   fi
 }
