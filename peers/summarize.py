@@ -65,6 +65,7 @@ def summarize(rows):
             "end_to_end": spread([number(r, "end_to_end_s") for r in ok if r["end_to_end_s"]]),
             "compute": spread([number(r, "compute_s") for r in ok if r["compute_s"]]),
             "wall": spread([number(r, "command_wall_s") for r in ok if r["command_wall_s"]]),
+            "load": spread([float(r["load_1min"]) for r in runs if r.get("load_1min")]),
             "failures": sorted({r["verified"] for r in runs if r["verified"] != "yes"}),
         }
     return summary
@@ -229,9 +230,11 @@ def report(out_dir, setup_md, summary, configs, sizes, rows):
     lines += ["", "![end to end time per system](peers.png)", ""]
 
     lines += ["## Every variant", "",
+              "`host load` is the machine's 1-minute load average when the run ended (2 cores: above 2, "
+              "other jobs on the machine were competing with the emulated cluster).", "",
               "| config | n | system | variant | verified | end to end median (min..max) s | "
-              "pdgemm alone median (min..max) s | command median (min..max) s |",
-              "|---|---|---|---|---|---|---|---|"]
+              "pdgemm alone median (min..max) s | command median (min..max) s | host load median (min..max) |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for config in configs:
         for n in sizes:
             for system in SYSTEMS:
@@ -241,7 +244,8 @@ def report(out_dir, setup_md, summary, configs, sizes, rows):
                     s = summary[(config, n, system, variant)]
                     verified = f"{s['verified']}/{s['runs']}" + (f" ({', '.join(s['failures'])})" if s["failures"] else "")
                     lines.append(f"| {config} | {n} | {SYSTEM_TITLES[system]} | {variant} | {verified} | "
-                                 f"{fmt_spread(s['end_to_end'])} | {fmt_spread(s['compute'])} | {fmt_spread(s['wall'])} |")
+                                 f"{fmt_spread(s['end_to_end'])} | {fmt_spread(s['compute'])} | {fmt_spread(s['wall'])} | "
+                                 f"{fmt_spread(s['load'], 2)} |")
     lines.append("")
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines))

@@ -111,14 +111,16 @@ workers_cpu_s() {
 }
 seconds_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 field() { sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p" <<< "$2"; }  # field NAME "RESULT a=1 b=2"
-record() { echo "$1" >> "$OUT/runs.csv"; }
+# record ROW: appends ROW and the host's 1-minute load average (other users' work shows there).
+record() { echo "$1,$(cut -d' ' -f1 /proc/loadavg)" >> "$OUT/runs.csv"; }
 
-echo "config,n,round,system,variant,end_to_end_s,compute_s,command_wall_s,verified,idle_tessera_workers_cpu_s" > "$OUT/runs.csv"
+echo "config,n,round,system,variant,end_to_end_s,compute_s,command_wall_s,verified,idle_tessera_workers_cpu_s,load_1min" > "$OUT/runs.csv"
 SETUP="$WORK/setup.md"
 {
   echo "- machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), Linux $(uname -r)," \
        "$(free -g | awk '/^Mem:/ { print $2 }') GiB; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "- tessera $(git rev-parse --short HEAD) ($(git status --porcelain | grep -q . && echo 'with local changes' || echo clean));" \
+  echo "- tessera $(git rev-parse --short HEAD) ($(git status --porcelain --untracked-files=no | grep -q . &&
+    echo 'with changes to tracked files' || echo 'no changes to tracked files'));" \
        "$(mpirun --version | head -1); ScaLAPACK $(dpkg-query -W -f='${Version}' libscalapack-openmpi-dev);" \
        "Dask $($PYTHON -c 'import dask, distributed; print(dask.__version__ + ", distributed " + distributed.__version__)');" \
        "NumPy $($PYTHON -c 'import numpy; print(numpy.__version__)'); OpenBLAS $(dpkg-query -W -f='${Version}' libopenblas0-pthread:amd64 2> /dev/null || echo '?')"
