@@ -112,7 +112,7 @@ def plot(out_dir, summary, configs, sizes):
                                    f'0x{colours[system][1:]}\n')
                         x += 1
                     x += 0.6  # a gap between systems
-            panels.append((config, n, data_path))
+            panels.append((config, n, data_path if x > 0.6 * len(SYSTEMS) else None))
     rows, cols = len(configs), len(sizes)
     width, height = 560 * cols, 330 * rows + 60
     # Margins in pixels turned into the fractions multiplot wants: room for the y label on the left,
@@ -134,6 +134,11 @@ def plot(out_dir, summary, configs, sizes):
     ]
     for index, (config, n, data_path) in enumerate(panels):
         script.append(f"set title '{config}, n = {n}: median, min..max'")
+        if data_path is None:  # nothing verified (or not run yet): an empty, labelled panel
+            script += ["unset key", "set xrange [0:1]", "set yrange [0:1]",
+                       "set label 1 'no verified runs' at graph 0.5,0.5 center", "plot NaN notitle",
+                       "unset label 1", "set autoscale x", "set yrange [0:*]"]
+            continue
         plots = [f"'{data_path}' using 1:3:6:xtic(2) with boxes lc rgb variable notitle",
                  f"'{data_path}' using 1:4:(0):($5-$4) with vectors heads size screen 0.006,90 lc rgb '#000000' notitle"]
         if index == 0:  # the legend once, below all panels
@@ -144,8 +149,9 @@ def plot(out_dir, summary, configs, sizes):
         script.append("plot " + ", ".join(plots))
     script.append("unset multiplot")
     subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True, check=True)
-    for _, _, data_path in panels:
-        os.remove(data_path)
+    for config in configs:
+        for n in sizes:
+            os.remove(os.path.join(out_dir, f".peers-{config}-{n}.dat"))
 
 
 def idle_workers_line(rows):
@@ -230,8 +236,10 @@ def report(out_dir, setup_md, summary, configs, sizes, rows):
     lines += ["", "![end to end time per system](peers.png)", ""]
 
     lines += ["## Every variant", "",
-              "`host load` is the machine's 1-minute load average when the run ended (2 cores: above 2, "
-              "other jobs on the machine were competing with the emulated cluster).", "",
+              "`host load` is the machine's 1-minute load average when the run ended, a rough gauge of "
+              "competition: it counts the study's own processes too (the four node processes, also while their "
+              "quota holds them back, and the coordinator, mpirun or the Dask client and scheduler), and other "
+              "users' jobs on the same 2 cores.", "",
               "| config | n | system | variant | verified | end to end median (min..max) s | "
               "pdgemm alone median (min..max) s | command median (min..max) s | host load median (min..max) |",
               "|---|---|---|---|---|---|---|---|---|"]
