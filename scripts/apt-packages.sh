@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/setup.sh and scripts/setup-peers.sh. install_missing_packages PREFIX PACKAGE...
 # installs, with apt, those of the Debian packages that are not installed yet. Idempotent: packages
 # already present are not reinstalled and `apt-get update` runs only when something is missing.

@@ -15,5 +15,6 @@ packages=(
   iproute2                  # `ip netns exec` to place processes in a node's namespace
 )
 
+# shellcheck source=scripts/apt-packages.sh
 source "$(dirname "$0")/apt-packages.sh"
 install_missing_packages setup-peers "${packages[@]}"

@@ -26,5 +26,6 @@ packages=(
   dpkg-dev file        # scripts/package.sh: dpkg-shlibdeps computes the .deb dependencies; file checks architectures
 )
 
+# shellcheck source=scripts/apt-packages.sh
 source "$(dirname "$0")/apt-packages.sh"
 install_missing_packages setup "${packages[@]}"
