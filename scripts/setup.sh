@@ -26,22 +26,6 @@ packages=(
   dpkg-dev file        # scripts/package.sh: dpkg-shlibdeps computes the .deb dependencies; file checks architectures
 )
 
-missing=()
-for pkg in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$pkg")
-  fi
-done
-
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages present"
-  exit 0
-fi
-
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "setup: done"
+# shellcheck source=scripts/apt-packages.sh
+source "$(dirname "$0")/apt-packages.sh"
+install_missing_packages setup "${packages[@]}"
