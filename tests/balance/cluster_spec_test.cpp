@@ -249,10 +249,10 @@ TEST(ClusterSpec, WireIsPlainUnlessTheFileSaysEncryptedAndEveryNodeCarriesIt) {
   EXPECT_EQ(explicit_plain->wire, transport::WireMode::kPlain);
 }
 
-TEST(ClusterSpec, CpuPeriodIsTheKernelsUnlessGivenInUsMsOrS) {
+TEST(ClusterSpec, CpuPeriodIs20MsUnlessGivenInUsMsOrS) {
   auto plain = parse_cluster_spec(one_node("    emulate: {cpu: 0.25}\n"), "p.yaml");
   ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
-  EXPECT_EQ(plain->nodes[0].emulate->cpu_period_us, 100000u);
+  EXPECT_EQ(plain->nodes[0].emulate->cpu_period_us, 20000u);
   for (const auto& [text, micros] : std::vector<std::pair<std::string, uint32_t>>{
            {"20ms", 20000}, {"5ms", 5000}, {"1ms", 1000}, {"0.01s", 10000}, {"2500us", 2500}, {"1s", 1000000}}) {
     auto spec = parse_cluster_spec(one_node("    emulate: {cpu: 0.25, cpu_period: " + text + "}\n"), "p.yaml");

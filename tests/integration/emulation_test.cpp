@@ -145,7 +145,7 @@ TEST_F(EmulatedCluster, QuarterCoreWorkerNeverGetsMoreThanAQuarterOfACore) {
               *after - *before, wall, cores, profile->nodes[0].gflops);
   EXPECT_GT(*after, *before) << "the worker should have computed";
   // CFS may run a task to the end of its slice past the quota at a period boundary; 20% covers
-  // that over twenty 100 ms periods.
+  // that over a hundred 20 ms periods.
   EXPECT_LE(cores, 0.25 * 1.2);
 }
 
@@ -369,7 +369,7 @@ TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 1 && !slowed.exchange(true)) {
       const bool v1 = quota_file.ends_with("cfs_quota_us");
-      testing::write_file(quota_file, v1 ? "10000" : "10000 100000");  // 0.1 core of 100 ms periods
+      testing::write_file(quota_file, v1 ? "2000" : "2000 20000");  // 0.1 core of the 20 ms periods up set
     }
   };
   linalg::Matrix c;

@@ -370,6 +370,7 @@ Result<std::vector<NodeEmulation>> load_emulation_state(const std::string& path)
       NodeEmulation node;
       node.node = entry.at("node").get<std::string>();
       node.cpu = entry.value("cpu", 0.0);
+      // A state file from before the key existed was written with the kernel's period.
       node.cpu_period_us = entry.value("cpu_period_us", uint32_t{100000});
       node.cgroup_path = entry.value("cgroup_path", "");
       node.netns = entry.value("netns", "");

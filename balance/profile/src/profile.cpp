@@ -576,8 +576,9 @@ std::string node_fingerprint(const NodeSpec& node, const transport::Hello& hello
   if (node.emulate) {
     emulation = fmt::format("cpu={};link={},{},{}", node.emulate->cpu, node.emulate->has_link ? node.emulate->link_rate : "",
                             node.emulate->link_delay, node.emulate->link_loss_percent);
-    // Only a changed period is named, so profiles measured before the key existed stay valid.
-    if (node.emulate->cpu_period_us != EmulationSpec{}.cpu_period_us) {
+    // Profiles measured before the key existed were measured with the kernel's 100 ms; only a
+    // period other than that is named, so those stay valid exactly when they still apply.
+    if (node.emulate->cpu_period_us != 100000) {
       emulation += fmt::format(";period={}us", node.emulate->cpu_period_us);
     }
   }
