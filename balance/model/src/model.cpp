@@ -415,6 +415,13 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
   const double k = static_cast<double>(plan.k);
   const double panel_depth =
       static_cast<double>(plan.panel_width == 0 ? plan.k : std::min(plan.panel_width, plan.k));
+  struct PulledTile {
+    std::size_t node;
+    double rows;
+    double arrival;  // of its result at the coordinator, from whichever node delivers it first
+    bool copied = false;
+  };
+  std::vector<PulledTile> tiles;
   for (uint64_t row = 0; row < plan.m; row += plan.tile_rows) {
     const double rows = static_cast<double>(std::min(plan.tile_rows, plan.m - row));
     // The tile goes to the node that asks first: the one with a free slot soonest.
@@ -439,7 +446,48 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     node.compute_free = std::max(node.compute_free, node.link_free) + 2.0 * rows * n * k / rate;
     node.back_free = std::max(node.back_free, node.compute_free) + 8.0 * rows * n / node.from_node;
     node.in_flight.push_back(node.back_free + node.latency);
-    prediction.finish_s[*asker] = node.back_free + node.latency;
+    tiles.push_back({*asker, rows, node.back_free + node.latency});
+  }
+  // Near the end the driver copies a running tile to a node with nothing left when the copy would
+  // arrive first (run/multiply.cpp, copy_pays), and stops sending the loser's pieces. Replayed
+  // greedily: the tile arriving last is copied to the node that would deliver it soonest, while
+  // that beats it; each tile once.
+  for (;;) {
+    std::optional<std::size_t> latest;
+    for (std::size_t t = 0; t < tiles.size(); ++t) {
+      if (!tiles[t].copied && (!latest || tiles[t].arrival > tiles[*latest].arrival)) latest = t;
+    }
+    if (!latest) break;
+    PulledTile& tile = tiles[*latest];
+    tile.copied = true;  // looked at once, copied or not
+    std::optional<std::size_t> best;
+    double best_arrival = tile.arrival;
+    PullNode best_state;
+    for (std::size_t i = 0; i < node_count; ++i) {
+      if (!nodes[i].usable || i == tile.node) continue;
+      PullNode trial = nodes[i];
+      const double start = trial.compute_free;  // it asks once its own work is done
+      double bytes = 8.0 * tile.rows * k;
+      if (!trial.holds_b) bytes += 8.0 * k * n;
+      trial.holds_b = true;
+      trial.link_free = std::max(trial.link_free, start + trial.latency) + bytes / trial.to_node;
+      const double rate = model.nodes[i].speed.gflops_at(std::cbrt(tile.rows * n * panel_depth)) * 1e9;
+      trial.compute_free = std::max(trial.compute_free, trial.link_free) + 2.0 * tile.rows * n * k / rate;
+      trial.back_free = std::max(trial.back_free, trial.compute_free) + 8.0 * tile.rows * n / trial.from_node;
+      const double arrival = trial.back_free + trial.latency;
+      if (arrival < best_arrival) {
+        best = i;
+        best_arrival = arrival;
+        best_state = trial;
+      }
+    }
+    if (!best) break;  // the latest tile cannot be beaten: nothing later can change the makespan
+    nodes[*best] = best_state;
+    tile.arrival = best_arrival;
+    tile.node = *best;
+  }
+  for (const PulledTile& tile : tiles) {
+    prediction.finish_s[tile.node] = std::max(prediction.finish_s[tile.node], tile.arrival);
   }
   for (double finish : prediction.finish_s) prediction.makespan_s = std::max(prediction.makespan_s, finish);
   return prediction;

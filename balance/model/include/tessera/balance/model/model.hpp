@@ -80,9 +80,10 @@ Prediction predict(const ClusterModel& model, const Plan& plan);
 // unfinished tiles, as the driver does); it receives the tile's A, with its first tile all of B
 // (kept for later tiles), over its own link one transfer after another, multiplies once the data
 // and its previous tile are done, and sends C back. Links to the nodes share the coordinator's
-// send capacity max-min fairly as if all received at once. Not replayed: B's panels overlapping
-// the first multiply (so a node's first tile is forecast late) and speculative copies near the
-// end (which only shorten a run). Nodes that cannot compute or have no link take no tiles; with
+// send capacity max-min fairly as if all received at once. Then the speculative copies: the tile
+// arriving last goes, once, to the node that would deliver it soonest after its own work, while
+// that beats the original (a node's finish is its last tile that counted). Not replayed: B's
+// panels overlapping the first multiply (so a node's first tile is forecast late). Nodes that cannot compute or have no link take no tiles; with
 // none left the makespan is +infinity. REQUIRES: as predict(); plan.tile_rows > 0 for a forecast.
 Prediction predict_pull(const ClusterModel& model, const Plan& plan);
 
