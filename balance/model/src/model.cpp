@@ -422,6 +422,19 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     bool copied = false;
   };
   std::vector<PulledTile> tiles;
+  // Node `i` (in state `node`) takes a tile of `rows` when it asks at `asked`: A (and B with its
+  // first tile) over its link, the multiply, C back. Returns when C arrives.
+  const auto deliver = [&](PullNode& node, std::size_t i, double rows, double asked) {
+    double bytes = 8.0 * rows * k;
+    if (!node.holds_b) bytes += 8.0 * k * n;
+    node.holds_b = true;
+    node.link_free = std::max(node.link_free, asked + node.latency) + bytes / node.to_node;
+    // The worker multiplies a tile one B panel at a time: its rate is that of a panel's job.
+    const double rate = model.nodes[i].speed.gflops_at(std::cbrt(rows * n * panel_depth)) * 1e9;
+    node.compute_free = std::max(node.compute_free, node.link_free) + 2.0 * rows * n * k / rate;
+    node.back_free = std::max(node.back_free, node.compute_free) + 8.0 * rows * n / node.from_node;
+    return node.back_free + node.latency;
+  };
   for (uint64_t row = 0; row < plan.m; row += plan.tile_rows) {
     const double rows = static_cast<double>(std::min(plan.tile_rows, plan.m - row));
     // The tile goes to the node that asks first: the one with a free slot soonest.
@@ -437,16 +450,9 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     const double asked = node.ask_time();
     if (node.in_flight.size() >= kTilesInFlight) node.in_flight.pop_front();
     node.last_ask = asked;
-    double bytes = 8.0 * rows * k;
-    if (!node.holds_b) bytes += 8.0 * k * n;
-    node.holds_b = true;
-    node.link_free = std::max(node.link_free, asked + node.latency) + bytes / node.to_node;
-    // The worker multiplies a tile one B panel at a time: its rate is that of a panel's job.
-    const double rate = model.nodes[*asker].speed.gflops_at(std::cbrt(rows * n * panel_depth)) * 1e9;
-    node.compute_free = std::max(node.compute_free, node.link_free) + 2.0 * rows * n * k / rate;
-    node.back_free = std::max(node.back_free, node.compute_free) + 8.0 * rows * n / node.from_node;
-    node.in_flight.push_back(node.back_free + node.latency);
-    tiles.push_back({*asker, rows, node.back_free + node.latency});
+    const double arrival = deliver(node, *asker, rows, asked);
+    node.in_flight.push_back(arrival);
+    tiles.push_back({*asker, rows, arrival});
   }
   // Near the end the driver copies a running tile to a node with nothing left when the copy would
   // arrive first (run/multiply.cpp, copy_pays), and stops sending the loser's pieces. Replayed
@@ -466,15 +472,8 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     for (std::size_t i = 0; i < node_count; ++i) {
       if (!nodes[i].usable || i == tile.node) continue;
       PullNode trial = nodes[i];
-      const double start = trial.compute_free;  // it asks once its own work is done
-      double bytes = 8.0 * tile.rows * k;
-      if (!trial.holds_b) bytes += 8.0 * k * n;
-      trial.holds_b = true;
-      trial.link_free = std::max(trial.link_free, start + trial.latency) + bytes / trial.to_node;
-      const double rate = model.nodes[i].speed.gflops_at(std::cbrt(tile.rows * n * panel_depth)) * 1e9;
-      trial.compute_free = std::max(trial.compute_free, trial.link_free) + 2.0 * tile.rows * n * k / rate;
-      trial.back_free = std::max(trial.back_free, trial.compute_free) + 8.0 * tile.rows * n / trial.from_node;
-      const double arrival = trial.back_free + trial.latency;
+      // It asks once its own work is done.
+      const double arrival = deliver(trial, i, tile.rows, trial.compute_free);
       if (arrival < best_arrival) {
         best = i;
         best_arrival = arrival;
