@@ -139,7 +139,7 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
           }
           spec.link_rate = text;
         } else if (link_key == "delay") {
-          if (!link_value.IsScalar() || !number_with_unit(text, {"us", "ms", "s"}, false)) {
+          if (!link_value.IsScalar() || !seconds_with_unit(text)) {
             fail_at(link_line, link_where + " has delay: " + text +
                                 "; delay must be a number >= 0 with a unit us, ms or s, e.g. delay: 2ms");
           }
