@@ -24,7 +24,7 @@ SpeedCurve rising_curve(double peak_gflops) {
 
 NodeModel node_model(std::string name, SpeedCurve speed, double to_node_bytes_per_s = kUnlimited,
                      double from_node_bytes_per_s = kUnlimited, double latency_s = 0.0) {
-  return {std::move(name), std::move(speed), {latency_s, to_node_bytes_per_s, from_node_bytes_per_s}};
+  return {std::move(name), std::move(speed), {latency_s, to_node_bytes_per_s, from_node_bytes_per_s}, {}};
 }
 
 // A plan with exactly these rows per node, contiguous in node order.
@@ -164,6 +164,37 @@ TEST(PredictTest, ComputeBoundNodeTakesFlopsOverSpeedPlusLatency) {
   EXPECT_EQ(prediction.makespan_s, prediction.finish_s[0]);
 }
 
+TEST(PredictTest, ReceivedBytesCostComputeTimeAndContentionSlowsItAll) {
+  ClusterModel model;
+  model.nodes.push_back(node_model("solo", flat_curve(10.0)));
+  const Plan plan = plan_with_rows(model, {300}, 200, 1000, 64, 4);
+  const double alone = predict(model, plan).makespan_s;
+  ASSERT_NEAR(alone, 2.0 * 300 * 200 * 1000 / 10e9, 1e-12);  // unlimited links: the GEMM only
+
+  model.nodes[0].cpu.availability = 0.5;  // half the speed it had alone
+  EXPECT_NEAR(predict(model, plan).makespan_s, 2.0 * alone, 1e-12);
+
+  // Every byte of A and B received costs the node 1 ns of compute; frame overheads add a little.
+  model.nodes[0].cpu = {1e-9, 1.0};
+  const double data_bytes = 8.0 * (300.0 * 1000 + 1000.0 * 200);
+  const double charged = predict(model, plan).makespan_s - alone;
+  EXPECT_GE(charged, data_bytes * 1e-9);
+  EXPECT_LT(charged, (data_bytes + 64 * 1024) * 1e-9);
+  model.nodes[0].cpu = {1e-9, 0.5};
+  EXPECT_NEAR(predict(model, plan).makespan_s, 2.0 * (alone + charged), 1e-12);
+}
+
+TEST(ModelPlanTest, ANodeThatPaysMoreToReceiveGetsFewerRows) {
+  ClusterModel model;
+  model.nodes = {node_model("cheap", flat_curve(10.0), 1e9, 1e9), node_model("dear", flat_curve(10.0), 1e9, 1e9)};
+  model.nodes[1].cpu.receive_s_per_byte = 4e-9;  // a quarter core reading 1 GB/s of socket: ~1 ns/B of CPU
+  Result<ModelPlanResult> result = make_model_plan(request_for(model, 1024, 1024, 1024), model);
+  ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+  EXPECT_LT(result->plan.shares[1].rows.count, result->plan.shares[0].rows.count) << result->plan.to_string();
+  const Prediction prediction = predict(model, result->plan);
+  EXPECT_LT(used_finish_ratio(prediction, result->plan), 1.05) << result->plan.to_string();
+}
+
 TEST(PredictTest, CreditStallsPayTheLatencyBothWays) {
   constexpr double kLatency = 1e-3;
   ClusterModel model;
@@ -283,6 +314,17 @@ TEST(PredictPullTest, OneComputeBoundNodeTakesEveryTileBackToBack) {
   EXPECT_EQ(prediction.finish_s.front(), prediction.makespan_s);
 }
 
+TEST(PredictPullTest, ReceivedBytesAndContentionCostThePullReplayToo) {
+  ClusterModel model;
+  model.nodes = {node_model("solo", flat_curve(2.0))};
+  const Plan plan = dynamic_plan(model, 1000, 100, 100, 64);
+  const double alone = predict_pull(model, plan).makespan_s;
+  model.nodes[0].cpu = {1e-9, 0.25};
+  // A once per tile (1000 rows of it), B once: 8 (1000 x 100 + 100 x 100) bytes at 1 ns, then all slowed 4x.
+  const double expected = 4.0 * (alone + 8.0 * (1000.0 * 100 + 100.0 * 100) * 1e-9);
+  EXPECT_NEAR(predict_pull(model, plan).makespan_s, expected, 1e-9 * expected);
+}
+
 TEST(PredictPullTest, EqualNodesShareTheTilesAndAFasterOneFinishesNoLater) {
   ClusterModel model;
   model.nodes = {node_model("a", flat_curve(2.0)), node_model("b", flat_curve(2.0))};
@@ -305,7 +347,9 @@ TEST(PredictPullTest, ASlowLinkPaysForAllOfBWithItsFirstTileAndCopiesTakeItsTile
   const double b_bytes = 8.0 * 512 * 512;
   // b pulls its first tiles at once but cannot deliver one before B has reached it (2.1 s); a,
   // done with the rest by about 0.27 s, copies b's tiles and wins them all.
-  if (prediction.finish_s[1] > 0.0) EXPECT_GT(prediction.finish_s[1], b_bytes / 1e6);
+  if (prediction.finish_s[1] > 0.0) {
+    EXPECT_GT(prediction.finish_s[1], b_bytes / 1e6);
+  }
   EXPECT_LT(prediction.makespan_s, b_bytes / 1e6) << "the copies beat waiting for b";
   EXPECT_GE(prediction.makespan_s, 2.0 * 512 * 512 * 512 / 1e9 - 1e-12) << "never better than a doing everything";
   EXPECT_EQ(prediction.makespan_s, std::max(prediction.finish_s[0], prediction.finish_s[1]));

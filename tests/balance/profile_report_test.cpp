@@ -45,6 +45,8 @@ ClusterProfile sample_profile() {
   profile.coordinator_send_bytes_per_s = 3e9;
   profile.nodes = {sample_node("desktop", 40.0), sample_node("pi", 10.0)};
   profile.nodes[0].concurrent_gflops = 30.0;  // slowed by the others; the pi's is not measured
+  profile.nodes[1].compute_cores = 0.25;      // and the CPU figures of the pi only
+  profile.nodes[1].receive_cpu_s_per_byte = 7.5e-10;
   return profile;
 }
 

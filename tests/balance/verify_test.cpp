@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 
@@ -134,6 +136,49 @@ TEST(VerifyTest, FreivaldsWithMoreRoundsThanOnePassServesAndRaggedSizesStillCatc
     EXPECT_FALSE(bad.passed) << rounds;
     EXPECT_NE(bad.detail.find("row 36"), std::string::npos) << bad.detail;
   }
+}
+
+TEST(VerifyTest, ACheckPreparedFromAAndBBeforeCExistsJudgesTheCThatArrivesLater) {
+  // The multiply prepares the check while C is still being computed; C is filled in afterwards.
+  const linalg::Matrix a = linalg::random_matrix(1031, 64, 21);  // rows split over threads unevenly
+  const linalg::Matrix b = linalg::random_matrix(64, 40, 22);
+  linalg::Matrix c(1031, 40);
+  const ProductCheck check = ProductCheck::prepare(a, b, VerifyMode::kFreivalds, 5, 5);
+  c = product(a, b);
+  for (int threads : {1, 2, 3, 4}) {
+    const Verification good = check.finish(c, threads);
+    EXPECT_TRUE(good.passed) << threads << ": " << good.detail;
+    EXPECT_GE(good.overlapped_seconds, 0.0);
+  }
+  // A wrong entry in the first, a middle and the last row of C is caught whichever thread reads it.
+  for (std::size_t row : {std::size_t{0}, std::size_t{515}, std::size_t{1030}}) {
+    linalg::Matrix wrong = c;
+    wrong.at(row, 39) += 1e-3;
+    for (int threads : {1, 4}) {
+      const Verification bad = check.finish(wrong, threads);
+      EXPECT_FALSE(bad.passed) << row << " " << threads;
+      EXPECT_NE(bad.detail.find(fmt::format("row {}:", row)), std::string::npos) << bad.detail;
+    }
+  }
+  // The prepared check gives verify_product's verdict and figures for the same seed.
+  const Verification together = verify_product(a, b, c, VerifyMode::kFreivalds, 5, 5);
+  const Verification split = check.finish(c, 2);
+  EXPECT_EQ(together.max_error_ratio, split.max_error_ratio);
+  EXPECT_EQ(together.detail, split.detail);
+  EXPECT_EQ(together.overlapped_seconds, 0.0);  // verify_product waited for both halves
+}
+
+TEST(VerifyTest, APreparedCheckStillComparesNonFiniteRowsOfAEntryByEntry) {
+  linalg::Matrix a = linalg::random_matrix(600, 12, 31);
+  a.at(444, 3) = std::numeric_limits<double>::quiet_NaN();
+  const linalg::Matrix b = linalg::random_matrix(12, 9, 32);
+  const ProductCheck check = ProductCheck::prepare(a, b, VerifyMode::kFreivalds, 2);
+  linalg::Matrix c = product(a, b);
+  EXPECT_TRUE(check.finish(c, 3).passed);
+  c.at(444, 8) = 1.0;  // a NaN row's entry replaced by a number: Freivalds alone could not see it
+  const Verification bad = check.finish(c, 3);
+  EXPECT_FALSE(bad.passed);
+  EXPECT_NE(bad.detail.find("C[444][8]"), std::string::npos) << bad.detail;
 }
 
 TEST(VerifyTest, FirstNonFiniteNamesItsPosition) {

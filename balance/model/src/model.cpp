@@ -65,6 +65,7 @@ std::vector<double> max_min_fair(std::span<const double> caps, double capacity) 
 struct SimNode {
   uint64_t rows = 0;
   const SpeedCurve* speed = nullptr;
+  CpuModel cpu;
   double latency_s = 0.0;
   double to_node_bytes_per_s = 0.0;
   double from_node_bytes_per_s = 0.0;
@@ -87,6 +88,15 @@ double time_to_finish(double left, double rate) {
   return rate > 0.0 ? left / rate : kInfinity;
 }
 
+// Seconds a node works on a GEMM of `flops` at `flops_per_s` whose data (`received_bytes`) it
+// had to read off its socket first: the receive CPU comes out of the same cores, and contention
+// for those cores slows both. +inf when the node cannot compute.
+double job_seconds(const CpuModel& cpu, double flops, double flops_per_s, double received_bytes) {
+  const double gemm = flops > 0.0 ? (flops_per_s > 0.0 ? flops / flops_per_s : kInfinity) : 0.0;
+  const double availability = cpu.availability > 0.0 ? std::min(cpu.availability, 1.0) : 1.0;
+  return (gemm + received_bytes * std::max(cpu.receive_s_per_byte, 0.0)) / availability;
+}
+
 // One node's replay of NodeStreamer::stream() and the worker's job loop.
 class NodeReplay {
  public:
@@ -102,10 +112,12 @@ class NodeReplay {
     for (int last = 0; last < 2; ++last) {
       const double width = static_cast<double>(last ? last_width : shape.panel_width);
       panel_bytes_[last] = 8.0 * width * n + kStoreOverheadBytes + kJobFrameBytes;
-      job_flops_[last] = 2.0 * rows * width * n;
-      // A job is an m_i x w by w x n GEMM, looked up at its square-equivalent size.
-      job_flops_per_s_[last] = usable_rate(node.speed->gflops_at(std::cbrt(rows * width * n)) * 1e9);
+      // A job is an m_i x w by w x n GEMM, looked up at its square-equivalent size, plus the CPU
+      // its panel costs the node to receive.
+      const double rate = usable_rate(node.speed->gflops_at(std::cbrt(rows * width * n)) * 1e9);
+      job_seconds_[last] = job_seconds(node.cpu, 2.0 * rows * width * n, rate, panel_bytes_[last]);
     }
+    a_receive_seconds_ = job_seconds(node.cpu, 0.0, 1.0, a_bytes_);
     if (node.rows == 0) finish_ = 0.0;
   }
 
@@ -130,7 +142,8 @@ class NodeReplay {
     }
     if (!job_running_ && jobs_done_ < panels_ && a_arrival_ <= now && arrival_[jobs_done_] <= now) {
       job_running_ = true;
-      job_left_ = job_flops_[is_last(jobs_done_)];
+      // The first job also pays for receiving A.
+      job_left_ = job_seconds_[is_last(jobs_done_)] + (jobs_done_ == 0 ? a_receive_seconds_ : 0.0);
     }
     if (jobs_done_ == panels_ && !result_started_) {
       result_started_ = true;
@@ -198,7 +211,9 @@ class NodeReplay {
 
  private:
   int is_last(std::size_t panel) const { return panel + 1 == panels_ ? 1 : 0; }
-  double job_rate() const { return job_flops_per_s_[is_last(jobs_done_)]; }
+  // Jobs are measured in seconds of work (job_seconds), so they progress at 1; +inf work (a node
+  // that cannot compute) never finishes.
+  static double job_rate() { return 1.0; }
   bool result_running() const { return result_started_ && result_left_ > 0.0; }
 
   void start_send(double bytes, std::optional<std::size_t> panel) {
@@ -212,8 +227,8 @@ class NodeReplay {
   std::size_t panels_ = 0;
   double a_bytes_ = 0.0, c_bytes_ = 0.0;
   double panel_bytes_[2] = {0.0, 0.0};  // [0] a full panel, [1] the last one
-  double job_flops_[2] = {0.0, 0.0};
-  double job_flops_per_s_[2] = {0.0, 0.0};
+  double job_seconds_[2] = {0.0, 0.0};  // a full panel's job, the last one's
+  double a_receive_seconds_ = 0.0;
 
   bool a_started_ = false;
   bool sending_ = false;
@@ -286,6 +301,7 @@ class SoloFinish {
  public:
   SoloFinish(const NodeModel& node, double to_node_cap, const SimShape& shape) : shape_(shape) {
     sim_.speed = &node.speed;
+    sim_.cpu = node.cpu;
     sim_.latency_s = node.link.latency_s;
     sim_.to_node_bytes_per_s = to_node_cap;
     sim_.from_node_bytes_per_s = node.link.from_node_bytes_per_s;
@@ -366,7 +382,7 @@ Prediction predict(const ClusterModel& model, const Plan& plan) {
   std::vector<SimNode> nodes(node_count);
   for (std::size_t i = 0; i < node_count; ++i) {
     const NodeModel& node = model.nodes[i];
-    nodes[i] = {plan.shares[i].rows.count, &node.speed, node.link.latency_s, node.link.to_node_bytes_per_s,
+    nodes[i] = {plan.shares[i].rows.count, &node.speed, node.cpu, node.link.latency_s, node.link.to_node_bytes_per_s,
                 node.link.from_node_bytes_per_s};
   }
 
@@ -431,7 +447,8 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     node.link_free = std::max(node.link_free, asked + node.latency) + bytes / node.to_node;
     // The worker multiplies a tile one B panel at a time: its rate is that of a panel's job.
     const double rate = model.nodes[i].speed.gflops_at(std::cbrt(rows * n * panel_depth)) * 1e9;
-    node.compute_free = std::max(node.compute_free, node.link_free) + 2.0 * rows * n * k / rate;
+    node.compute_free =
+        std::max(node.compute_free, node.link_free) + job_seconds(model.nodes[i].cpu, 2.0 * rows * n * k, rate, bytes);
     node.back_free = std::max(node.back_free, node.compute_free) + 8.0 * rows * n / node.from_node;
     return node.back_free + node.latency;
   };

@@ -125,6 +125,14 @@ Result<GemmWindow> gemm_window(NodeLink& link, uint32_t size, double window_seco
   return GemmWindow{result->gflops, result->repetitions, result->seconds};
 }
 
+// The worker's session counters (CPU split into compute and communication, bytes), read before
+// and after a probe to learn what the probe cost the node's CPU.
+Result<tp::Stats> worker_stats(NodeLink& link) {
+  Result<tp::Stats> stats = tp::request_reply<tp::Stats>(*link.connection, tp::StatsRequest{});
+  if (!stats) return stats.status().with_context(who_of(link) + ": asking for its CPU counters: ");
+  return stats;
+}
+
 // Median of several windows; when they disagree a lot (an outlier: another process, a quota
 // slice caught at a window's edge), two more windows are measured before taking the median.
 Result<GemmWindow> gemm_rate(NodeLink& link, uint32_t size, double window_seconds, int windows) {
@@ -337,8 +345,17 @@ Result<NodeProfile> measure_node(NodeLink& link, const ProfileOptions& options, 
     // Skip sizes whose single GEMM would outlast two windows at the rate seen so far.
     if (!is_reference && last_rate > 0.0 && flops / (last_rate * 1e9) > 2.0 * window) continue;
     say(fmt::format("GEMM {}x{}", size, size));
+    Result<tp::Stats> before = is_reference ? worker_stats(link) : Result<tp::Stats>(tp::Stats{});
+    if (!before) return before.status();
+    const auto window_start = Clock::now();
     Result<GemmWindow> rate = gemm_rate(link, size, window, windows);
     if (!rate) return rate.status();
+    if (is_reference) {
+      Result<tp::Stats> after = worker_stats(link);
+      if (!after) return after.status();
+      const double wall = std::chrono::duration<double>(Clock::now() - window_start).count();
+      node.compute_cores = (after->compute_cpu_seconds - before->compute_cpu_seconds) / std::max(wall, 1e-9);
+    }
     node.speed.push_back({static_cast<double>(size), rate->gflops});
     last_rate = rate->gflops;
     if (is_reference) {
@@ -357,8 +374,17 @@ Result<NodeProfile> measure_node(NodeLink& link, const ProfileOptions& options, 
   const double target = options.quick ? kQuickBandwidthProbeSeconds : kBandwidthProbeSeconds;
   const int repeats = options.quick ? 1 : 2;
   say("bandwidth to node");
+  Result<tp::Stats> before_receive = worker_stats(link);
+  if (!before_receive) return before_receive.status();
   Result<double> to_node = bandwidth(link, true, *round_trip, target, repeats, source, job_id);
   if (!to_node) return to_node.status();
+  Result<tp::Stats> after_receive = worker_stats(link);
+  if (!after_receive) return after_receive.status();
+  const double received = static_cast<double>(after_receive->bytes_received - before_receive->bytes_received);
+  if (received > 0.0) {
+    node.receive_cpu_s_per_byte =
+        std::max(after_receive->io_cpu_seconds - before_receive->io_cpu_seconds, 0.0) / received;
+  }
   say("bandwidth from node");
   Result<double> from_node = bandwidth(link, false, *round_trip, target, repeats, source, job_id);
   if (!from_node) return from_node.status();
@@ -446,7 +472,7 @@ void emit_speed(YAML::Emitter& out, const std::vector<SpeedPoint>& speed) {
 const std::vector<std::string> kProfileKeys = {"cluster", "measured_at", "coordinator_send_bytes_per_s", "nodes"};
 // relative_power is written for people reading the file; it is derived, so never read back.
 const std::vector<std::string> kNodeProfileKeys = {
-    "name",        "endpoint",     "measured_at",   "quick",    "gflops",         "concurrent_gflops",
+    "name",        "endpoint",     "measured_at",   "quick",    "gflops",         "concurrent_gflops", "compute_cores", "receive_cpu_s_per_byte",
     "relative_power", "probe_size", "repetitions", "probe_seconds", "speed",    "link",
     "threads",     "cores",        "memory_bytes",  "arch",     "hostname",       "worker_version",
     "fingerprint"};
@@ -485,6 +511,8 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
     fields.fail_missing("gflops", "GFLOPS");
   }
   node.concurrent_gflops = fields.number("concurrent_gflops", kNonNegative, "9.5").value_or(0.0);
+  node.compute_cores = fields.number("compute_cores", kNonNegative, "0.25").value_or(0.0);
+  node.receive_cpu_s_per_byte = fields.number("receive_cpu_s_per_byte", kNonNegative, "1e-10").value_or(0.0);
   node.probe_size = static_cast<uint32_t>(fields.integer("probe_size", 0, kMaxUint32, "1024").value_or(0));
   node.repetitions = static_cast<uint32_t>(fields.integer("repetitions", 0, kMaxUint32, "10").value_or(0));
   node.probe_seconds = fields.number("probe_seconds", kNonNegative, "0.3").value_or(0.0);
@@ -678,6 +706,10 @@ Status save_profile(const std::string& path, const ClusterProfile& profile) {
     out << YAML::Key << "quick" << YAML::Value << node.quick;
     out << YAML::Key << "gflops" << YAML::Value << node.gflops;
     if (node.concurrent_gflops > 0.0) out << YAML::Key << "concurrent_gflops" << YAML::Value << node.concurrent_gflops;
+    if (node.compute_cores > 0.0) out << YAML::Key << "compute_cores" << YAML::Value << node.compute_cores;
+    if (node.receive_cpu_s_per_byte > 0.0) {
+      out << YAML::Key << "receive_cpu_s_per_byte" << YAML::Value << node.receive_cpu_s_per_byte;
+    }
     out << YAML::Key << "relative_power" << YAML::Value << powers[i];
     out << YAML::Key << "probe_size" << YAML::Value << node.probe_size;
     out << YAML::Key << "repetitions" << YAML::Value << node.repetitions;
@@ -759,12 +791,16 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
     }
     NodeModel entry;
     entry.name = node.name;
-    // The curve measured alone. Scaling it by concurrent_gflops / gflops was tried and
-    // overcorrected: on local-mixed-lan the desktop's all-at-once probe read 20 GFLOP/s against
-    // 57 alone, yet in runs it multiplied at 32-37 (the Pis wait for data part of the time), so
-    // the model plan gave the Pis too much and ran 27% slower than the proportional split
-    // (README, "The performance model"). concurrent_gflops is kept for the together bound.
+    // The curve measured alone, slowed by the share of it the node kept with every node running
+    // at once, and charged for the CPU its received bytes take (CpuModel). Both are measured;
+    // either is left out (1, 0) when the profile predates it.
     entry.speed = SpeedCurve(measured->speed);
+    if (measured->concurrent_gflops > 0.0 && measured->gflops > 0.0) {
+      entry.cpu.availability = std::clamp(measured->concurrent_gflops / measured->gflops, 0.05, 1.0);
+    }
+    if (measured->compute_cores > 0.0) {
+      entry.cpu.receive_s_per_byte = measured->receive_cpu_s_per_byte / measured->compute_cores;
+    }
     entry.link = {measured->link.latency_s, measured->link.to_node_bytes_per_s, measured->link.from_node_bytes_per_s};
     model.nodes.push_back(std::move(entry));
   }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -170,24 +171,91 @@ Result<VerifyMode> parse_verify_mode(std::string_view name) {
   return invalid_argument(fmt::format("unknown verification '{}'; use one of: freivalds, exact, none", name));
 }
 
-Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::MatrixView c, VerifyMode mode, uint64_t seed,
-                            int freivalds_rounds) {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// C x for every round, rows split among `threads` threads (C is read once; after the run the
+// coordinator's cores are free, and this pass is what the user waits for).
+void c_products(linalg::MatrixView c, std::span<const std::vector<double>> x, std::span<std::vector<double>> cx,
+                int threads) {
+  const std::size_t parts = std::clamp<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), 1,
+                                                    std::max<std::size_t>(c.rows / 256, 1));
+  auto run_part = [&](std::size_t part) {
+    const std::size_t begin = c.rows * part / parts, end = c.rows * (part + 1) / parts;
+    std::vector<std::vector<double>> y(x.size(), std::vector<double>(end - begin)), unused;
+    const linalg::MatrixView rows{c.data + begin * c.ld, end - begin, c.cols, c.ld};
+    fused_products(rows, x, {}, /*magnitude=*/false, y, unused, nullptr);
+    for (std::size_t r = 0; r < x.size(); ++r) std::copy(y[r].begin(), y[r].end(), cx[r].begin() + begin);
+  };
+  std::vector<std::thread> helpers;
+  for (std::size_t part = 1; part < parts; ++part) helpers.emplace_back(run_part, part);
+  run_part(0);
+  for (std::thread& helper : helpers) helper.join();
+}
+
+}  // namespace
+
+ProductCheck ProductCheck::prepare(linalg::MatrixView a, linalg::MatrixView b, VerifyMode mode, uint64_t seed,
+                                   int freivalds_rounds) {
   const auto start = std::chrono::steady_clock::now();
+  ProductCheck check;
+  check.a_ = a;
+  check.b_ = b;
+  check.mode_ = mode;
+  check.rounds_ = freivalds_rounds;
+  if (mode != VerifyMode::kFreivalds) return check;
+  // Non-finite values in B reach every row of C (0 x inf is NaN), so Freivalds has nothing
+  // finite left to compare; non-finite values in A only reach their own rows.
+  check.b_nonfinite_ = first_nonfinite(b).has_value();
+  if (check.b_nonfinite_) return check;
+  const std::size_t m = a.rows, k = a.cols, n = b.cols;
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  check.row_finite_.assign(m, 1);
+  for (int done = 0; done < freivalds_rounds;) {
+    const auto rounds = static_cast<std::size_t>(std::min<int>(freivalds_rounds - done, kFusedRounds));
+    std::vector<std::vector<double>> x(rounds), abs_x(rounds);
+    for (std::size_t r = 0; r < rounds; ++r) {
+      x[r] = random_vector(n, rng);
+      abs_x[r].resize(n);
+      for (std::size_t j = 0; j < n; ++j) abs_x[r][j] = std::fabs(x[r][j]);
+    }
+    std::vector<std::vector<double>> bx(rounds, std::vector<double>(k)), abs_bx = bx;
+    std::vector<std::vector<double>> abx(rounds, std::vector<double>(m)), bound = abx;
+    // B and A are each read once for all these rounds (and A's non-finite rows found on the
+    // way, since the NaN-scan rides along with the products).
+    fused_products(b, x, abs_x, /*magnitude=*/true, bx, abs_bx, nullptr);
+    fused_products(a, bx, abs_bx, /*magnitude=*/true, abx, bound, done == 0 ? &check.row_finite_ : nullptr);
+    for (std::size_t r = 0; r < rounds; ++r) {
+      check.x_.push_back(std::move(x[r]));
+      check.abs_x_.push_back(std::move(abs_x[r]));
+      check.abx_.push_back(std::move(abx[r]));
+      check.bound_.push_back(std::move(bound[r]));
+    }
+    done += static_cast<int>(rounds);
+  }
+  check.prepare_seconds_ = seconds_since(start);
+  return check;
+}
+
+Verification ProductCheck::finish(linalg::MatrixView c, int threads) const {
+  const auto start = std::chrono::steady_clock::now();
+  const linalg::MatrixView a = a_, b = b_;
   Verification result;
-  result.mode = mode;
+  result.mode = mode_;
+  result.overlapped_seconds = prepare_seconds_;
   const std::size_t m = a.rows, k = a.cols, n = b.cols;
   const double length_factor = kBoundSafety * static_cast<double>(k + 1) * kUnitRoundoff;
   Comparison comparison;
   bool exact_rows_failed = false;  // the worst entry comes from an exact comparison inside Freivalds
 
-  if (mode == VerifyMode::kNone) {
+  if (mode_ == VerifyMode::kNone) {
     result.detail = "not verified";
     return result;
   }
-  // Non-finite values in B reach every row of C (0 x inf is NaN), so Freivalds has nothing
-  // finite left to compare; non-finite values in A only reach their own rows.
-  const bool b_nonfinite = mode == VerifyMode::kFreivalds && first_nonfinite(b).has_value();
-  if (mode == VerifyMode::kExact || b_nonfinite) {
+  if (mode_ == VerifyMode::kExact || b_nonfinite_) {
     linalg::Matrix reference(m, n);
     linalg::gemm(m, n, k, 1.0, a.data, a.ld, b.data, b.ld, 0.0, reference.values.data(), n);
     const linalg::Matrix abs_a = absolute(a), abs_b = absolute(b);
@@ -198,40 +266,26 @@ Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::
         compare(c.at(i, j), reference.at(i, j), length_factor * magnitude.at(i, j), i, j, comparison);
       }
     }
-    result.detail = b_nonfinite ? fmt::format("B holds NaN or infinite values, which Freivalds' check cannot see "
-                                              "through; all {} entries compared with a local BLAS product instead",
-                                              m * n)
-                                : fmt::format("all {} entries compared with a local BLAS product", m * n);
+    result.detail = b_nonfinite_ ? fmt::format("B holds NaN or infinite values, which Freivalds' check cannot see "
+                                               "through; all {} entries compared with a local BLAS product instead",
+                                               m * n)
+                                 : fmt::format("all {} entries compared with a local BLAS product", m * n);
   } else {
-    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
     // The bound covers both the rounding in C (length k) and in Cx / A(Bx) (length n, k).
     const double factor = kBoundSafety * static_cast<double>(k + n + 2) * kUnitRoundoff;
-    std::vector<char> row_finite(m, 1);
-    for (int done = 0; done < freivalds_rounds;) {
-      const auto rounds = static_cast<std::size_t>(std::min<int>(freivalds_rounds - done, kFusedRounds));
-      std::vector<std::vector<double>> x(rounds), abs_x(rounds);
-      for (std::size_t r = 0; r < rounds; ++r) {
-        x[r] = random_vector(n, rng);
-        abs_x[r].resize(n);
-        for (std::size_t j = 0; j < n; ++j) abs_x[r][j] = std::fabs(x[r][j]);
+    std::vector<std::vector<double>> cx(x_.size(), std::vector<double>(m));
+    for (std::size_t first = 0; first < x_.size(); first += kFusedRounds) {  // C read once per kFusedRounds
+      const std::size_t count = std::min(kFusedRounds, x_.size() - first);
+      c_products(c, std::span(x_).subspan(first, count), std::span(cx).subspan(first, count), threads);
+    }
+    for (std::size_t r = 0; r < x_.size(); ++r) {
+      for (std::size_t i = 0; i < m; ++i) {
+        if (row_finite_[i]) compare(cx[r][i], abx_[r][i], factor * bound_[r][i], i, 0, comparison);
       }
-      std::vector<std::vector<double>> bx(rounds, std::vector<double>(k)), abs_bx = bx;
-      std::vector<std::vector<double>> abx(rounds, std::vector<double>(m)), bound = abx, cx = abx, unused;
-      // B, A and C are each read once for all these rounds (and A's non-finite rows found on the
-      // way, since the NaN-scan rides along with the products).
-      fused_products(b, x, abs_x, /*magnitude=*/true, bx, abs_bx, nullptr);
-      fused_products(a, bx, abs_bx, /*magnitude=*/true, abx, bound, done == 0 ? &row_finite : nullptr);
-      fused_products(c, x, abs_x, /*magnitude=*/false, cx, unused, nullptr);
-      for (std::size_t r = 0; r < rounds; ++r) {
-        for (std::size_t i = 0; i < m; ++i) {
-          if (row_finite[i]) compare(cx[r][i], abx[r][i], factor * bound[r][i], i, 0, comparison);
-        }
-      }
-      done += static_cast<int>(rounds);
     }
     std::vector<std::size_t> nonfinite_rows;
     for (std::size_t i = 0; i < m; ++i) {
-      if (!row_finite[i]) nonfinite_rows.push_back(i);
+      if (!row_finite_[i]) nonfinite_rows.push_back(i);
     }
     // Rows of A with NaN/inf make their whole row of C (Cx)_i non-finite either way, so Freivalds
     // would pass a wrong row there; those rows are compared entry by entry instead.
@@ -244,23 +298,33 @@ Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::
     }
     comparison.worst_abs = std::max(freivalds_worst_abs, exact_part.worst_abs);
     result.detail = nonfinite_rows.empty()
-                        ? fmt::format("{} Freivalds rounds with random vectors", freivalds_rounds)
+                        ? fmt::format("{} Freivalds rounds with random vectors", rounds_)
                         : fmt::format("{} Freivalds rounds with random vectors on the finite rows of A; its {} row{} "
                                       "holding NaN or infinite values compared exactly",
-                                      freivalds_rounds, nonfinite_rows.size(), nonfinite_rows.size() == 1 ? "" : "s");
+                                      rounds_, nonfinite_rows.size(), nonfinite_rows.size() == 1 ? "" : "s");
   }
 
   result.max_error_ratio = comparison.worst_ratio;
   result.max_abs_error = comparison.worst_abs;
   result.passed = comparison.worst_ratio <= 1.0;
   if (!result.passed) {
-    result.detail = mode == VerifyMode::kExact || b_nonfinite || exact_rows_failed
+    result.detail = mode_ == VerifyMode::kExact || b_nonfinite_ || exact_rows_failed
                         ? fmt::format("C[{}][{}] = {} but the local product gives {}", comparison.worst_row,
                                       comparison.worst_col, comparison.worst_value, comparison.worst_reference)
                         : fmt::format("row {}: (C x)_i = {} but A (B x)_i = {}", comparison.worst_row,
                                       comparison.worst_value, comparison.worst_reference);
   }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = seconds_since(start);
+  return result;
+}
+
+Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::MatrixView c, VerifyMode mode, uint64_t seed,
+                            int freivalds_rounds) {
+  const ProductCheck check = ProductCheck::prepare(a, b, mode, seed, freivalds_rounds);
+  Verification result = check.finish(c);
+  // Nothing overlapped here: the caller waited for both halves.
+  result.seconds += result.overlapped_seconds;
+  result.overlapped_seconds = 0.0;
   return result;
 }
 

@@ -12,7 +12,8 @@
 // rows then one panel of B after another, at most `panels_in_flight` panels unacknowledged (a
 // panel can be sent once the job `panels_in_flight` earlier has finished), each job starting when
 // its panel has arrived and the previous job is done, the C block travelling back after the last
-// job. Pure functions and values; thread-compatible.
+// job; a job's compute includes the CPU its received bytes cost the node and the node's share of
+// contended cores (CpuModel). Pure functions and values; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -53,10 +54,24 @@ struct LinkModel {
   bool operator==(const LinkModel&) const = default;
 };
 
+// What else takes the node's CPU in a run, so that its compute can be forecast on a shared host.
+// A job's compute time is (its GEMM at the speed curve's rate + the bytes the node received for
+// it x receive_s_per_byte) / availability.
+struct CpuModel {
+  // Compute seconds lost per byte received: the worker's receive CPU per byte spread over the
+  // cores its compute gets (a quarter-core node pays four times its CPU time). 0 = not charged.
+  double receive_s_per_byte = 0.0;
+  // The share of its measured-alone speed a node keeps while every node of the cluster computes
+  // (other nodes and the coordinator on the same cores), in (0, 1]. 1 = no contention modelled.
+  double availability = 1.0;
+  bool operator==(const CpuModel&) const = default;
+};
+
 struct NodeModel {
   std::string name;
   SpeedCurve speed;
   LinkModel link;
+  CpuModel cpu;
   bool operator==(const NodeModel&) const = default;
 };
 

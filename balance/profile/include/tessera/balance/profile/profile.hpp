@@ -48,6 +48,13 @@ struct NodeProfile {
   // Rate at the reference size while every node of the cluster multiplies at once; 0 when not
   // measured (older profiles, one-node clusters).
   double concurrent_gflops = 0.0;
+  // The CPU cores the node's compute got during the reference GEMM windows (the worker's compute
+  // CPU seconds over their wall time): 0.25 for a quarter-core quota, the thread count on idle
+  // cores. 0 when not measured (older profiles).
+  double compute_cores = 0.0;
+  // The worker's communication CPU seconds per byte it received during the to-node link probe
+  // (reading the socket into tile memory). 0 when not measured.
+  double receive_cpu_s_per_byte = 0.0;
   uint32_t probe_size = 0;        // the reference size
   uint32_t repetitions = 0;       // GEMMs in the reference window
   double probe_seconds = 0.0;     // length of the reference window

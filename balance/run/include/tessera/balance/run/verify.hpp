@@ -15,13 +15,17 @@
 // infinite). Freivalds cannot see through them (one NaN in B makes every A(Bx) NaN), so it checks
 // the rows of A that are finite as usual and compares the other rows exactly; a non-finite entry
 // in B reaches every row of C, so then every entry is compared exactly (the cost of kExact).
-// Pure functions; thread-compatible.
+// The check comes in two halves so a multiply can overlap most of it with the run: ProductCheck
+// reads A and B (everything Freivalds needs except C) while the cluster computes, and finish()
+// then reads C alone once it is complete. verify_product does both in a row.
+// Pure functions and values; thread-compatible (one ProductCheck per thread).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/core/status.hpp"
@@ -37,7 +41,8 @@ struct Verification {
   bool passed = false;           // always false for kNone (nothing was checked)
   double max_error_ratio = 0.0;  // worst |difference| / allowed bound (<= 1 passes)
   double max_abs_error = 0.0;    // worst |difference| seen
-  double seconds = 0.0;
+  double seconds = 0.0;             // spent after C was complete: what the caller waited for
+  double overlapped_seconds = 0.0;  // spent on A and B while the run went on (ProductCheck), not waited for
   std::string detail;            // where it failed, or how many rounds passed
 };
 
@@ -50,8 +55,32 @@ std::optional<NonFiniteEntry> first_nonfinite(linalg::MatrixView m);
 // "A[12][7] is NaN", "B[0][3] is -inf" for a matrix called `name`.
 std::string describe_nonfinite(std::string_view name, const NonFiniteEntry& entry);
 
-// REQUIRES: a is m x k, b is k x n, c is m x n (views of any leading dimension; not copied
-// except for the |A| and |B| the rounding bound needs).
+// The half of a check that needs only A and B. For Freivalds: the random vectors x, A(Bx) and the
+// rounding bound |A|(|B||x|), and which rows of A are finite (three O(mk + kn) passes, done once).
+// The exact check and a B holding NaN or infinities (which also needs a full local product) have
+// nothing that pays to do early, so prepare() only records the inputs for them.
+// Holds views of A and B: they must outlive the check and stay unchanged until finish().
+class ProductCheck {
+ public:
+  // REQUIRES: a is m x k, b is k x n.
+  static ProductCheck prepare(linalg::MatrixView a, linalg::MatrixView b, VerifyMode mode, uint64_t seed,
+                              int freivalds_rounds = 2);
+  // REQUIRES: c is m x n and complete. The Freivalds pass over C uses up to `threads` threads.
+  Verification finish(linalg::MatrixView c, int threads = 1) const;
+
+ private:
+  ProductCheck() = default;
+  linalg::MatrixView a_, b_;
+  VerifyMode mode_ = VerifyMode::kNone;
+  int rounds_ = 0;
+  bool b_nonfinite_ = false;
+  std::vector<std::vector<double>> x_, abs_x_, abx_, bound_;  // one of each per Freivalds round
+  std::vector<char> row_finite_;
+  double prepare_seconds_ = 0.0;
+};
+
+// prepare() and finish() in a row. REQUIRES: a is m x k, b is k x n, c is m x n (views of any
+// leading dimension; not copied except for the |A| and |B| the rounding bound needs).
 Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::MatrixView c, VerifyMode mode,
                             uint64_t seed, int freivalds_rounds = 2);
 
