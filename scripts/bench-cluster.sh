@@ -10,3 +10,23 @@ start_bench_cluster() {
   trap "\"$T\" down \"$config\" > /dev/null || true" EXIT
   "$T" up "$config" > /dev/null
 }
+
+# Waits (at most QUIET_WAIT_S seconds, default 120) until the machine is quiet before a measured
+# run: at most QUIET_BUSY percent (default 25) of all CPU time busy over half a second, with the
+# bench cluster itself idle between runs. On a shared machine a build or another benchmark
+# otherwise lands inside some runs and not others. Says so on stderr when it gives up waiting.
+# Total and idle (idle + iowait) jiffies of all CPUs.
+cpu_jiffies() { awk 'NR == 1 {total = 0; for (i = 2; i <= NF; i++) total += $i; print total, $5 + $6}' /proc/stat; }
+wait_for_quiet_machine() {
+  local deadline=$((SECONDS + ${QUIET_WAIT_S:-120})) before after busy
+  while :; do
+    before=$(cpu_jiffies); sleep 0.5; after=$(cpu_jiffies)
+    busy=$(echo "$before $after" | awk '{dt = $3 - $1; di = $4 - $2; print (dt > 0 ? int(100 * (dt - di) / dt) : 0)}')
+    [ "$busy" -le "${QUIET_BUSY:-25}" ] && return 0
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "bench: the machine stayed busy (${busy}% of CPU) for ${QUIET_WAIT_S:-120} s; measuring anyway" >&2
+      return 0
+    fi
+    sleep 1
+  done
+}

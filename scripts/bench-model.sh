@@ -10,8 +10,10 @@
 #     measured alone and once with those measured with every node running at once, and the
 #     Freivalds check's time after the product was complete as a share of the makespan (what the
 #     user waits for; the half that reads A and B runs during the transfers and is shown apart).
+# Each measurement starts once the machine is quiet (wait_for_quiet_machine in bench-cluster.sh).
 # All figures come from this run on this machine; nothing is hard-coded. Usage:
-#   scripts/bench-model.sh [CONFIG] ; env: N (2048), RUNS (5), POLICIES ("even proportional model dynamic")
+#   scripts/bench-model.sh [CONFIG] ; env: N (2048), RUNS (5), POLICIES ("even proportional model dynamic";
+#   dynamic@256 is the dynamic policy with --tile-rows 256)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG="${1:-configs/local-mixed.yaml}"
@@ -23,12 +25,19 @@ source scripts/bench-cluster.sh
 start_bench_cluster "$CONFIG" "$OUT"
 
 seconds() { local start=$EPOCHREALTIME; "$@" > /dev/null 2>&1; python3 -c "print($EPOCHREALTIME - $start)"; }
+wait_for_quiet_machine
 quick_s=$(seconds "$T" profile "$CONFIG" --refresh --quick --out "$OUT/quick.profile.yaml")
+wait_for_quiet_machine
 full_s=$(seconds "$T" profile "$CONFIG" --refresh)
 
 for run in $(seq 1 "$RUNS"); do
   for policy in $POLICIES; do
-    "$T" multiply "$CONFIG" --n "$N" --policy "$policy" --verify freivalds --report "$OUT/$policy-$N-$run.json" > /dev/null
+    # dynamic@256: the dynamic policy with 256-row tiles.
+    flags=(--policy "${policy%@*}")
+    [[ "$policy" == *@* ]] && flags+=(--tile-rows "${policy#*@}")
+    wait_for_quiet_machine
+    "$T" multiply "$CONFIG" --n "$N" "${flags[@]}" --verify freivalds --report "$OUT/$policy-$N-$run.json" \
+        > /dev/null 2> >(grep -v "holds the secret inline" >&2)
   done
 done
 

@@ -452,8 +452,8 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     node.back_free = std::max(node.back_free, node.compute_free) + 8.0 * rows * n / node.from_node;
     return node.back_free + node.latency;
   };
-  for (uint64_t row = 0; row < plan.m; row += plan.tile_rows) {
-    const double rows = static_cast<double>(std::min(plan.tile_rows, plan.m - row));
+  for (const partition::Block& cut : cut_row_tiles(plan, node_count)) {
+    const double rows = static_cast<double>(cut.rows);
     // The tile goes to the node that asks first: the one with a free slot soonest.
     std::optional<std::size_t> asker;
     for (std::size_t i = 0; i < node_count; ++i) {

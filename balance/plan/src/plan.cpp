@@ -31,6 +31,23 @@ std::vector<partition::Block> Plan::blocks_of(std::size_t node) const {
   return {partition::Block{rows.begin, rows.count, 0, n, 0, k}};
 }
 
+std::vector<partition::Block> cut_row_tiles(const Plan& plan, std::size_t nodes) {
+  const uint64_t m = plan.m;
+  const uint64_t small = std::max<uint64_t>(1, plan.tile_rows / 4);
+  std::vector<partition::Block> tiles;
+  uint64_t row = 0;
+  auto add = [&](uint64_t size) {
+    size = std::min(size, m - row);
+    if (size > 0) tiles.push_back(partition::Block{row, size, 0, plan.n, 0, plan.k});
+    row += size;
+  };
+  for (std::size_t i = 0; i < nodes; ++i) add(small);
+  const uint64_t tail = std::min<uint64_t>(nodes * small, m - row);
+  while (m - row > tail) add(std::min(plan.tile_rows, m - row - tail));
+  while (row < m) add(small);
+  return tiles;
+}
+
 std::string Plan::to_string() const {
   std::string out = fmt::format(
       "plan {} ({} layout): C {}x{} = A {}x{} * B {}x{}, {} panels of {} (queue depth {}, refill at {})\n",

@@ -11,23 +11,6 @@ namespace tessera::balance {
 namespace tp = tessera::transport;
 using partition::Block;
 
-std::vector<Block> cut_row_tiles(const Plan& plan, std::size_t nodes) {
-  const uint64_t m = plan.m;
-  const uint64_t small = std::max<uint64_t>(1, plan.tile_rows / 4);
-  std::vector<Block> tiles;
-  uint64_t row = 0;
-  auto add = [&](uint64_t size) {
-    size = std::min(size, m - row);
-    if (size > 0) tiles.push_back(Block{row, size, 0, plan.n, 0, plan.k});
-    row += size;
-  };
-  for (std::size_t i = 0; i < nodes; ++i) add(small);
-  const uint64_t tail = std::min<uint64_t>(nodes * small, m - row);
-  while (m - row > tail) add(std::min(plan.tile_rows, m - row - tail));
-  while (row < m) add(small);
-  return tiles;
-}
-
 JobCounts count_jobs(const Work& work, std::size_t nodes) {
   JobCounts counts{std::vector<uint64_t>(nodes, 0), 0};
   for (const WorkTile& tile : work.tiles) {

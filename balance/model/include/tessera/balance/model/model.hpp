@@ -90,8 +90,8 @@ struct Prediction {
 // serve (zero speed or zero bandwidth) finishes at +infinity.
 Prediction predict(const ClusterModel& model, const Plan& plan);
 
-// The `dynamic` policy's forecast: its pull protocol replayed tile by tile. Each tile of
-// plan.tile_rows rows goes to the node that asks first (a node asks while it holds fewer than two
+// The `dynamic` policy's forecast: its pull protocol replayed tile by tile. Each tile the driver
+// cuts (cut_row_tiles: quarter-size ones first and last, plan.tile_rows between) goes to the node that asks first (a node asks while it holds fewer than two
 // unfinished tiles, as the driver does); it receives the tile's A, with its first tile all of B
 // (kept for later tiles), over its own link one transfer after another, multiplies once the data
 // and its previous tile are done, and sends C back. Links to the nodes share the coordinator's

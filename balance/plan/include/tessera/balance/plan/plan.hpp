@@ -80,6 +80,11 @@ struct Plan {
   std::string to_string() const;
 };
 
+// Row tiles of a dynamic plan: a quarter-size tile per node first (every node starts at once) and
+// last (a short tail), tiles of plan.tile_rows between. They cover rows [0, m) in order. The
+// driver hands these out and predict_pull replays the same ones.
+std::vector<partition::Block> cut_row_tiles(const Plan& plan, std::size_t nodes);
+
 struct PlanRequest {
   Policy policy = Policy::kEven;
   uint64_t m = 0, n = 0, k = 0;

@@ -59,10 +59,6 @@ struct Work {
   bool speculate = false;    // dynamic: idle nodes copy running tiles near the end
 };
 
-// Row tiles of a dynamic plan: a quarter-size tile per node first (every node starts at once) and
-// last (a short tail), tiles of plan.tile_rows between. They cover rows [0, m) in order.
-std::vector<partition::Block> cut_row_tiles(const Plan& plan, std::size_t nodes);
-
 // The jobs a Work takes when no node is lost: one per tile and B piece it reads (each returns one
 // credit). per_node[i] counts the tiles a static plan gives node i; a dynamic plan's tiles go to
 // whoever asks, so its per_node are all 0 and only total is known. Spare pieces are not counted:
