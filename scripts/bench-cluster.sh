@@ -11,12 +11,14 @@ start_bench_cluster() {
   "$T" up "$config" > /dev/null
 }
 
+# Total and not-competing (idle + iowait + nice) jiffies of all CPUs. Niced work (a build at
+# nice 19) counts as quiet: it yields to the emulated nodes, whose cgroups weigh ~70x more.
+cpu_jiffies() { awk 'NR == 1 {total = 0; for (i = 2; i <= NF; i++) total += $i; print total, $3 + $5 + $6}' /proc/stat; }
 # Waits (at most QUIET_WAIT_S seconds, default 120) until the machine is quiet before a measured
-# run: at most QUIET_BUSY percent (default 25) of all CPU time busy over half a second, with the
-# bench cluster itself idle between runs. On a shared machine a build or another benchmark
-# otherwise lands inside some runs and not others. Says so on stderr when it gives up waiting.
-# Total and idle (idle + iowait) jiffies of all CPUs.
-cpu_jiffies() { awk 'NR == 1 {total = 0; for (i = 2; i <= NF; i++) total += $i; print total, $5 + $6}' /proc/stat; }
+# run: at most QUIET_BUSY percent (default 25) of all CPU time busy, niced work not counted, over
+# half a second (the bench cluster itself is idle between runs). On a shared machine a build or
+# another benchmark otherwise lands inside some runs and not others. Says so on stderr when it
+# gives up waiting.
 wait_for_quiet_machine() {
   local deadline=$((SECONDS + ${QUIET_WAIT_S:-120})) before after busy
   while :; do

@@ -184,6 +184,20 @@ TEST(PredictTest, ReceivedBytesCostComputeTimeAndContentionSlowsItAll) {
   EXPECT_NEAR(predict(model, plan).makespan_s, 2.0 * (alone + charged), 1e-12);
 }
 
+TEST(ModelPlanTest, AvailabilityMovesTheForecastButNotTheSplit) {
+  ClusterModel model = graded_cluster(3, 4.0, 1e9, 0.0);
+  const PlanRequest request = request_for(model, 1024, 1024, 1024);
+  Result<ModelPlanResult> before = make_model_plan(request, model);
+  ASSERT_TRUE(before.is_ok()) << before.status().to_string();
+  model.nodes[2].cpu.availability = 0.25;  // one noisy all-at-once reading of the fastest node
+  Result<ModelPlanResult> after = make_model_plan(request, model);
+  ASSERT_TRUE(after.is_ok()) << after.status().to_string();
+  EXPECT_EQ(after->plan, before->plan);
+  ClusterModel alone = model;
+  alone.nodes[2].cpu.availability = 1.0;
+  EXPECT_GT(predict(model, after->plan).finish_s[2], 2.0 * predict(alone, after->plan).finish_s[2]);
+}
+
 TEST(ModelPlanTest, ANodeThatPaysMoreToReceiveGetsFewerRows) {
   ClusterModel model;
   model.nodes = {node_model("cheap", flat_curve(10.0), 1e9, 1e9), node_model("dear", flat_curve(10.0), 1e9, 1e9)};

@@ -301,7 +301,8 @@ class SoloFinish {
  public:
   SoloFinish(const NodeModel& node, double to_node_cap, const SimShape& shape) : shape_(shape) {
     sim_.speed = &node.speed;
-    sim_.cpu = node.cpu;
+    // Plans with the receive charge but not the contention share: see make_model_plan.
+    sim_.cpu = {node.cpu.receive_s_per_byte, 1.0};
     sim_.latency_s = node.link.latency_s;
     sim_.to_node_bytes_per_s = to_node_cap;
     sim_.from_node_bytes_per_s = node.link.from_node_bytes_per_s;

@@ -423,15 +423,15 @@ Result<double> coordinator_send_capacity(ClusterConnection& cluster, const std::
   return total_rate;
 }
 
-// Every node runs the reference GEMM probe at the same moment, each on its own thread, twice
-// (the median of two windows would be one of them; the better of two is kept, since a window that
-// starts while another node is still warming up sees less contention than a run has, never more).
+// Every node runs the reference GEMM probe at the same moment, each on its own thread, three
+// times, and the best window is kept: outside load (a build on the same machine) only ever makes a
+// window slower, and one reading taken beside a build gave a desktop a quarter of its speed.
 // The result is a node's rate when all compete for what they share (cores, memory bandwidth).
 Status measure_concurrent_rates(ClusterConnection& cluster, const ProfileOptions& options,
                                 std::vector<NodeProfile>& nodes) {
   const double window = options.quick ? options.quick_window_seconds : options.reference_window_seconds;
   std::vector<Result<GemmWindow>> rates(nodes.size(), Result<GemmWindow>(GemmWindow{}));
-  for (int round = 0; round < 2; ++round) {
+  for (int round = 0; round < 3; ++round) {
     std::vector<Result<GemmWindow>> measured(nodes.size(), Result<GemmWindow>(GemmWindow{}));
     {
       std::vector<std::jthread> probes;

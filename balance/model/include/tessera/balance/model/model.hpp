@@ -107,7 +107,11 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan);
 // (itself found by bisection, since a node's finish time grows with its rows); the smallest T at
 // which the nodes together take all m rows wins. A node that is not worth its fixed cost (e.g. a
 // slow link that must carry all of B before its first row pays off) gets 0 rows. Nodes with zero
-// speed or zero bandwidth are excluded and named in `warnings`.
+// speed or zero bandwidth are excluded and named in `warnings`. The rows are sized with each
+// node's receive charge but without its availability (CpuModel): that share comes from a probe in
+// which every node computes flat out, the profile's most noise-prone figure (a build running
+// beside it read a desktop at a quarter of its speed), so it moves the forecast, not the split.
+// Planning with it made plans up to 1.7x slower after one such reading.
 struct ModelPlanResult {
   Plan plan;
   std::vector<std::string> warnings;

@@ -5,13 +5,15 @@
 // a per-repetition time budget), each size measured in three timed windows whose median is kept
 // (two more windows when they disagree by over 50%); link latency from echo round trips; link
 // bandwidth to and from the node through a STORE into and a RESULT out of its tile memory, the
-// path a multiply's data takes. Then the coordinator's own send capacity to all nodes at once.
+// path a multiply's data takes. The worker's CPU counters (STATS) read around the reference
+// windows and the to-node transfers give the cores its compute gets and the CPU it spends per
+// byte received, which the model charges to the node. Then the coordinator's own send capacity
+// to all nodes at once.
 // Nodes are measured one at a time so they never compete for shared cores; then, since in a run
 // they do compete (emulated nodes on one host, a coordinator sharing a desktop), every node's
 // rate at the reference size is measured again with all nodes multiplying at once
-// (concurrent_gflops: the pessimistic bound of a run in which every node computes all the time;
-// the model keeps the curves measured alone, see profile_model). The profiler never reads
-// emulation settings.
+// (concurrent_gflops: the model slows each node by its concurrent / alone ratio, see
+// profile_model). The profiler never reads emulation settings.
 // --quick measures one size (1024) in one window and the links with small transfers.
 //
 // A profile is saved as YAML next to the cluster file (configs/lab.yaml ->
