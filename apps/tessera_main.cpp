@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tessera/balance/cli/commands.hpp"
+#include "tessera/balance/cli/eval_command.hpp"
 #include "tessera/balance/cli/graph_command.hpp"
 #include "tessera/balance/cli/keygen_command.hpp"
 #include "tessera/balance/cli/partition_command.hpp"
@@ -153,6 +154,26 @@ int run(int argc, char** argv) {
                            "run lasts over a second | always | never")
       ->capture_default_str();
 
+  tb::EvalCommand eval;
+  bool no_rewrite = false;
+  CLI::App* eval_cmd = app.add_subcommand(
+      "eval", "evaluate a matrix expression (u * P^8, A*B*C*D, I + A + A^2) with each product on the cluster, verified");
+  eval_cmd->add_option("config", eval.config_path, "cluster description (YAML)")->required();
+  eval_cmd->add_option("expression", eval.expression,
+                       "products * or @, sums + -, scalars (2 * A), transposes A' or A.T, powers A^k, I; e.g. \"u * P^8\"")
+      ->required();
+  eval_cmd->add_option("--input", eval.inputs, "NAME=FILE.npy, NAME=random:ROWSxCOLS or NAME=integers:ROWSxCOLS (repeat)")
+      ->required();
+  eval_cmd->add_option("--out", eval.out_path, "write the result as .npy");
+  eval_cmd->add_option("--report", eval.report_path, "write the expression, its costs and every product's figures as JSON");
+  eval_cmd->add_flag("--explain", eval.explain, "print the expression before and after rewriting, with their costs");
+  eval_cmd->add_flag("--no-rewrite", no_rewrite, "evaluate as written (no reordering, powers by squaring)");
+  eval_cmd->add_option("--policy", eval.policy, "policy of every product: even | proportional | model | dynamic")
+      ->capture_default_str();
+  eval_cmd->add_option("--verify", eval.verify, "freivalds | exact | none, per product")->capture_default_str();
+  eval_cmd->add_option("--run-dir", eval.run_dir, "run directory of `tessera up` (for emulated endpoints)");
+  eval_cmd->add_option("--profile", eval.profile_path, "profile file (default: CONFIG with .profile.yaml)");
+
   tb::ExperimentCommand experiment;
   uint32_t repeat = 0;
   CLI::App* experiment_cmd =
@@ -277,6 +298,12 @@ int run(int argc, char** argv) {
     return tb::command_multiply(multiply, std::cout, std::cerr);
   }
   if (*model_cmd) return tb::command_model(model, std::cout, std::cerr);
+  if (*eval_cmd) {
+    eval.rewrite = !no_rewrite;
+    stop_cleanly_on_interrupt();
+    eval.interrupted = &g_interrupted;
+    return tb::command_eval(eval, std::cout, std::cerr);
+  }
   if (*graph_cmd) {
     if (*tolerance_opt) graph.tolerance = tolerance;
     if (*source_opt) graph.source = graph_source;

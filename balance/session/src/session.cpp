@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "tessera/balance/expr/evaluate.hpp"
+
 namespace tessera::balance {
 
 namespace {
@@ -206,6 +208,41 @@ Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixVi
       run_plan_within(planned->plan, a, b, c, options.verify, options.verify_seed, control, options.node_timeout_s);
   if (!report) return report.status();
   return MultiplyOutcome{std::move(*report), std::move(planned->warnings)};
+}
+
+Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
+                                     const EvalOptions& options, const RunControl& control) {
+  const auto start = std::chrono::steady_clock::now();
+  EvalOutcome outcome;
+  outcome.written = e;
+  if (state_->profile) {
+    double gflops = 0.0;
+    for (const NodeProfile& node : state_->profile->nodes) gflops += node.gflops;
+    if (gflops > 0.0) outcome.weights.seconds_per_flop = 1.0 / (gflops * 1e9);
+    if (state_->profile->coordinator_send_bytes_per_s > 0.0) {
+      outcome.weights.seconds_per_moved_byte = 1.0 / state_->profile->coordinator_send_bytes_per_s;
+    }
+  }
+  outcome.evaluated = options.rewrite ? expr::rewrite(e, outcome.weights) : e;
+  // Each product on the cluster; a wrong one stops everything, since what uses it would be wrong too.
+  const expr::MultiplyFn on_cluster = [&](const linalg::Matrix& a, const linalg::Matrix& b) -> Result<linalg::Matrix> {
+    linalg::Matrix c(a.rows, b.cols);
+    Result<MultiplyOutcome> product = multiply(a, b, c, options.multiply, control);
+    if (!product) return product.status();
+    const std::string label = fmt::format("product {} ({}x{} by {}x{})", outcome.products.size() + 1, a.rows, a.cols,
+                                          b.rows, b.cols);
+    const Verification& check = product->report.verification;
+    if (options.multiply.verify != VerifyMode::kNone && !check.passed) {
+      return verification_failed(fmt::format("{} failed verification: {}", label, check.detail));
+    }
+    outcome.products.push_back({label, std::move(*product)});
+    return c;
+  };
+  Result<linalg::Matrix> value = expr::evaluate(outcome.evaluated, inputs, on_cluster);
+  if (!value) return value.status();
+  outcome.value = std::move(*value);
+  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return outcome;
 }
 
 Result<MultiplyReport> Session::run_plan(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,

@@ -1,7 +1,7 @@
 // Session: the coordinator facade every front end calls (the `tessera` CLI, the study runner, the
 // Python module). It opens a cluster, loads or measures its profile, plans a multiply by a policy,
-// runs it, verifies the product and forecasts it, runs graph algorithms on the cluster's graph
-// services, and returns all of that as values. It prints
+// runs it, verifies the product and forecasts it, evaluates matrix expressions product by product,
+// runs graph algorithms on the cluster's graph services, and returns all of that as values. It prints
 // nothing: progress and notices go to callbacks the caller supplies, and failures come back as
 // Status with a message written for the user.
 //
@@ -15,12 +15,15 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
+#include "tessera/balance/expr/expression.hpp"
+#include "tessera/balance/expr/rewrite.hpp"
 #include "tessera/balance/graph/graph_run.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/plan/plan.hpp"
@@ -91,6 +94,26 @@ struct MultiplyOutcome {
   std::vector<std::string> warnings;  // from planning
 };
 
+struct EvalOptions {
+  MultiplyOptions multiply;  // how each product runs on the cluster (policy, verification, ...)
+  bool rewrite = true;       // rewrite by cost first (expr/rewrite.hpp); false: as written
+};
+
+// One product of an evaluated expression, run on the cluster.
+struct EvalProduct {
+  std::string expression;  // which product and its shapes: "product 2 (1x4096 by 4096x4096)"
+  MultiplyOutcome outcome;
+};
+
+struct EvalOutcome {
+  expr::Expr written;    // as parsed
+  expr::Expr evaluated;  // what ran: rewritten (or as written)
+  expr::CostWeights weights;
+  linalg::Matrix value;
+  std::vector<EvalProduct> products;  // in the order they ran
+  double seconds = 0.0;               // wall time of the whole evaluation
+};
+
 class Session {
  public:
   // Connects to every node of `cluster` (in parallel, authenticated) and loads the saved profile
@@ -123,6 +146,16 @@ class Session {
   // (report.verification.passed), so the caller decides what that means.
   Result<MultiplyOutcome> multiply(linalg::MatrixView a, linalg::MatrixView b, linalg::MutableMatrixView c,
                                    const MultiplyOptions& options, const RunControl& control = {});
+
+  // Evaluates a matrix expression: rewritten by cost (weights from the profile: the nodes' summed
+  // GEMM speed and the coordinator's send capacity; flops only without a profile), then each
+  // product runs on the cluster as multiply() runs it, verified, and sums, scales and
+  // transposes are computed here. Every intermediate comes back to the coordinator (the task
+  // DAG that keeps them on the nodes is not built yet). A product that fails verification stops
+  // the evaluation with kVerificationFailed naming it; inputs missing or misshapen are refused by
+  // name. REQUIRES: `inputs` hold every input of `e`.
+  Result<EvalOutcome> evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
+                               const EvalOptions& options, const RunControl& control = {});
 
   // Runs an existing plan (its shares must name this cluster's nodes in order), then verifies and
   // forecasts as multiply() does. Silent nodes are dropped after the derived deadline

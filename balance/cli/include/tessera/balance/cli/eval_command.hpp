@@ -1,0 +1,41 @@
+// `tessera eval`: evaluate a matrix expression on the cluster.
+//
+//   tessera eval CONFIG "u * P^8" --input P=P.npy --input u=u.npy [--out r.npy] [--explain]
+//                [--no-rewrite] [--policy even|proportional|model|dynamic] [--verify freivalds|exact|none]
+//                [--report FILE.json] [--run-dir DIR] [--profile FILE]
+//
+// An input is a float64 .npy file (NAME=FILE.npy) or generated (NAME=random:ROWSxCOLS or
+// NAME=integers:ROWSxCOLS, seeded by the name, so a run can be repeated without files; integer
+// entries keep products exact). The expression (expr/parse.hpp) is parsed against the inputs'
+// shapes, rewritten by cost unless --no-rewrite, and evaluated with each product on the cluster
+// (Session::evaluate), verified. Prints the expression, what it became and its cost, one line per
+// product (shape, policy, makespan, verified), and the totals; --explain adds the before/after
+// trees with their costs. Exit codes as commands.hpp: 2 bad flags, input or expression (the
+// column is named), 1 the run failed, 3 a product failed verification, 130 interrupted.
+// Not thread-safe.
+#pragma once
+
+#include <atomic>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace tessera::balance {
+
+struct EvalCommand {
+  std::string config_path;
+  std::string expression;
+  std::vector<std::string> inputs;  // NAME=FILE.npy | NAME=random:RxC | NAME=integers:RxC
+  std::string out_path;
+  std::string report_path;
+  std::string run_dir;
+  std::string profile_path;
+  std::string policy = "proportional";
+  std::string verify = "freivalds";
+  bool explain = false;
+  bool rewrite = true;
+  const std::atomic<bool>* interrupted = nullptr;
+};
+int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& err);
+
+}  // namespace tessera::balance

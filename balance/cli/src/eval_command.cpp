@@ -1,0 +1,192 @@
+#include "tessera/balance/cli/eval_command.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tessera/balance/cli/commands.hpp"
+#include "tessera/balance/expr/parse.hpp"
+#include "tessera/balance/expr/rewrite.hpp"
+#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/balance/session/session.hpp"
+#include "tessera/linalg/matrix.hpp"
+
+namespace tessera::balance {
+
+namespace {
+
+constexpr uint64_t kMaxGeneratedDimension = 1u << 16;
+
+// "4096x4096" -> (4096, 4096).
+Result<std::pair<uint64_t, uint64_t>> generated_shape(std::string_view text, const std::string& flag) {
+  const std::size_t x = text.find('x');
+  uint64_t rows = 0, cols = 0;
+  const auto read = [](std::string_view part, uint64_t& value) {
+    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), value);
+    return error == std::errc() && end == part.data() + part.size();
+  };
+  if (x == std::string_view::npos || !read(text.substr(0, x), rows) || !read(text.substr(x + 1), cols) || rows == 0 ||
+      cols == 0 || rows > kMaxGeneratedDimension || cols > kMaxGeneratedDimension) {
+    return invalid_argument(fmt::format("--input {}: the shape must be ROWSxCOLS with each 1..{}, e.g. random:4096x4096",
+                                        flag, kMaxGeneratedDimension));
+  }
+  return std::make_pair(rows, cols);
+}
+
+// NAME=FILE.npy, NAME=random:RxC, NAME=integers:RxC; generated ones are seeded by the name.
+Result<std::map<std::string, linalg::Matrix>> load_inputs(const std::vector<std::string>& flags) {
+  std::map<std::string, linalg::Matrix> inputs;
+  for (const std::string& flag : flags) {
+    const std::size_t equals = flag.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == flag.size()) {
+      return invalid_argument(fmt::format("--input {}: write NAME=FILE.npy or NAME=random:ROWSxCOLS", flag));
+    }
+    const std::string name = flag.substr(0, equals);
+    const std::string source = flag.substr(equals + 1);
+    if (inputs.count(name) != 0) return invalid_argument(fmt::format("--input {} is given twice", name));
+    Result<linalg::Matrix> matrix = [&]() -> Result<linalg::Matrix> {
+      for (const auto& [prefix, fill] : {std::pair{"random:", linalg::FillKind::kUniform},
+                                         std::pair{"integers:", linalg::FillKind::kIntegers}}) {
+        if (source.rfind(prefix, 0) == 0) {
+          Result<std::pair<uint64_t, uint64_t>> shape = generated_shape(source.substr(std::string_view(prefix).size()), flag);
+          if (!shape) return shape.status();
+          return linalg::random_matrix(shape->first, shape->second, std::hash<std::string>{}(name), fill);
+        }
+      }
+      Result<linalg::Matrix> read = linalg::read_npy(source);
+      // An input that cannot be read is bad input (exit 2), whatever the reason.
+      if (!read) return invalid_argument(fmt::format("--input {}: {}", name, read.status().message()));
+      for (double v : read->values) {
+        if (!std::isfinite(v)) {
+          return invalid_argument(fmt::format("--input {}: {} holds NaN or infinite values", name, source));
+        }
+      }
+      return read;
+    }();
+    if (!matrix) return matrix.status();
+    inputs.emplace(name, std::move(*matrix));
+  }
+  return inputs;
+}
+
+nlohmann::json cost_json(const expr::Cost& cost) {
+  return {{"flops", cost.flops},
+          {"products", cost.products},
+          {"intermediate_bytes", cost.intermediate_bytes},
+          {"moved_bytes", cost.moved_bytes}};
+}
+
+}  // namespace
+
+int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& err) {
+  Result<Policy> policy = parse_policy(command.policy);
+  if (!policy) return report_failure(err, policy.status());
+  Result<VerifyMode> verify = parse_verify_mode(command.verify);
+  if (!verify) return report_failure(err, verify.status());
+  Result<std::map<std::string, linalg::Matrix>> inputs = load_inputs(command.inputs);
+  if (!inputs) return report_failure(err, inputs.status());
+  std::map<std::string, expr::Shape> shapes;
+  std::map<std::string, linalg::MatrixView> views;
+  for (const auto& [name, matrix] : *inputs) {
+    shapes.emplace(name, expr::Shape{matrix.rows, matrix.cols});
+    views.emplace(name, linalg::MatrixView(matrix));
+  }
+  Result<expr::Expr> parsed = expr::parse(command.expression, shapes);
+  if (!parsed) return report_failure(err, parsed.status());
+  for (const auto& [name, shape] : shapes) {
+    const std::vector<std::string> used = expr::input_names(*parsed);
+    if (std::find(used.begin(), used.end(), name) == used.end()) {
+      err << "warning: --input " << name << " is not used by the expression\n";
+    }
+  }
+
+  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
+  if (!cluster) return report_failure(err, cluster.status());
+  for (const std::string& warning : secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  SessionOptions session_options;
+  session_options.profile_path = command.profile_path;
+  Result<Session> session = Session::open(std::move(*cluster), session_options);
+  if (!session) return report_failure(err, session.status());
+
+  EvalOptions options;
+  options.multiply.policy = default_choice(*policy);
+  options.multiply.verify = *verify;
+  options.rewrite = command.rewrite;
+  RunControl control;
+  control.cancel = command.interrupted;
+  control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };
+  Result<EvalOutcome> outcome = session->evaluate(*parsed, views, options, control);
+  const bool interrupted = command.interrupted != nullptr && command.interrupted->load();
+  session->close();
+  if (interrupted) {
+    err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
+    return kExitInterrupted;
+  }
+  if (!outcome) return report_failure(err, outcome.status());
+
+  const expr::Cost written = expr::cost(outcome->written);
+  const expr::Cost evaluated = expr::cost(outcome->evaluated);
+  out << fmt::format("expression: {}  ({}x{})\n", expr::to_string(outcome->written), outcome->value.rows,
+                     outcome->value.cols);
+  if (command.rewrite) {
+    out << fmt::format("rewritten by cost: {} products, {:.4g} flops, {:.4g} MB moved (as written: {} products, "
+                       "{:.4g} flops, {:.4g} MB)\n",
+                       evaluated.products, evaluated.flops, evaluated.moved_bytes / 1e6, written.products,
+                       written.flops, written.moved_bytes / 1e6);
+  }
+  if (command.explain) out << expr::explain(outcome->written, outcome->evaluated);
+  out << fmt::format("{:<8} {:<26} {:<13} {:>11} {:>9}\n", "product", "shape", "policy", "makespan s", "verified");
+  double makespans = 0.0;
+  nlohmann::json products = nlohmann::json::array();
+  for (std::size_t i = 0; i < outcome->products.size(); ++i) {
+    const MultiplyReport& report = outcome->products[i].outcome.report;
+    const Plan& plan = report.plan;
+    const bool checked = report.verification.mode != VerifyMode::kNone;
+    out << fmt::format("{:<8} {:<26} {:<13} {:>11.3f} {:>9}\n", i + 1,
+                       fmt::format("{}x{} by {}x{}", plan.m, plan.k, plan.k, plan.n), policy_name(plan.policy),
+                       report.run.makespan_s, checked ? (report.verification.passed ? "true" : "false") : "-");
+    makespans += report.run.makespan_s;
+    products.push_back({{"m", plan.m},
+                        {"n", plan.n},
+                        {"k", plan.k},
+                        {"policy", std::string(policy_name(plan.policy))},
+                        {"makespan_s", report.run.makespan_s},
+                        {"predicted_makespan_s", report.prediction ? nlohmann::json(report.prediction->makespan_s)
+                                                                   : nlohmann::json(nullptr)},
+                        {"verified", checked ? nlohmann::json(report.verification.passed) : nlohmann::json(nullptr)}});
+  }
+  out << fmt::format("total: {} product{} on the cluster, {:.3f} s of makespan, {:.3f} s wall\n",
+                     outcome->products.size(), outcome->products.size() == 1 ? "" : "s", makespans, outcome->seconds);
+  if (!command.report_path.empty()) {
+    const nlohmann::json document = {{"expression", expr::to_string(outcome->written)},
+                                     {"rewritten", command.rewrite},
+                                     {"rows", outcome->value.rows},
+                                     {"cols", outcome->value.cols},
+                                     {"cost_as_written", cost_json(written)},
+                                     {"cost_evaluated", cost_json(evaluated)},
+                                     {"products", products},
+                                     {"makespan_sum_s", makespans},
+                                     {"wall_s", outcome->seconds}};
+    std::ofstream file(command.report_path, std::ios::trunc);
+    if (!(file << document.dump(2) << "\n") || !file.flush()) {
+      return report_failure(err, io_error(fmt::format("cannot write report {}", command.report_path)));
+    }
+    out << "report written to " << command.report_path << "\n";
+  }
+  if (!command.out_path.empty()) {
+    if (Status written_file = linalg::write_npy(command.out_path, outcome->value); !written_file) {
+      return report_failure(err, written_file);
+    }
+    out << "result written to " << command.out_path << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace tessera::balance

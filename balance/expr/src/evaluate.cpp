@@ -1,0 +1,120 @@
+#include "tessera/balance/expr/evaluate.hpp"
+
+#include <optional>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "tessera/linalg/gemm.hpp"
+
+namespace tessera::balance::expr {
+
+namespace {
+
+linalg::Matrix local_product(const linalg::Matrix& a, const linalg::Matrix& b) {
+  linalg::Matrix c(a.rows, b.cols);
+  linalg::gemm(a.rows, b.cols, a.cols, 1.0, a.values.data(), a.cols, b.values.data(), b.cols, 0.0, c.values.data(),
+               b.cols);
+  return c;
+}
+
+class Evaluator {
+ public:
+  Evaluator(const std::map<std::string, linalg::MatrixView>& inputs, const MultiplyFn& multiply)
+      : inputs_(inputs), multiply_(multiply) {}
+
+  Result<const linalg::Matrix*> value(const Expr& e) {
+    if (const auto done = values_.find(e.get()); done != values_.end()) return &done->second;
+    Result<linalg::Matrix> computed = compute(e);
+    if (!computed) return computed.status();
+    return &values_.emplace(e.get(), std::move(*computed)).first->second;
+  }
+
+ private:
+  Result<linalg::Matrix> compute(const Expr& e) {
+    std::vector<const linalg::Matrix*> operands;
+    for (const Expr& operand : e->operands) {
+      Result<const linalg::Matrix*> value_of = value(operand);
+      if (!value_of) return value_of.status();
+      operands.push_back(*value_of);
+    }
+    switch (e->op) {
+      case Op::kInput: {
+        const auto found = inputs_.find(e->name);
+        if (found == inputs_.end()) return not_found(fmt::format("no matrix was given for input {}", e->name));
+        const linalg::MatrixView view = found->second;
+        if (view.rows != e->rows || view.cols != e->cols) {
+          return invalid_argument(fmt::format("input {} is {}x{} but the expression was built for {}x{}", e->name,
+                                              view.rows, view.cols, e->rows, e->cols));
+        }
+        return linalg::to_matrix(view);
+      }
+      case Op::kIdentity: {
+        linalg::Matrix eye(e->rows, e->cols);
+        for (std::size_t i = 0; i < e->rows; ++i) eye.at(i, i) = 1.0;
+        return eye;
+      }
+      case Op::kProduct:
+        if (multiply_) return multiply_(*operands[0], *operands[1]);
+        return local_product(*operands[0], *operands[1]);
+      case Op::kSum:
+      case Op::kDifference: {
+        linalg::Matrix out = *operands[0];
+        const double sign = e->op == Op::kSum ? 1.0 : -1.0;
+        for (std::size_t i = 0; i < out.values.size(); ++i) out.values[i] += sign * operands[1]->values[i];
+        return out;
+      }
+      case Op::kScale: {
+        linalg::Matrix out = *operands[0];
+        for (double& v : out.values) v *= e->scalar;
+        return out;
+      }
+      case Op::kTranspose: {
+        const linalg::Matrix& in = *operands[0];
+        linalg::Matrix out(in.cols, in.rows);
+        for (std::size_t i = 0; i < in.rows; ++i)
+          for (std::size_t j = 0; j < in.cols; ++j) out.at(j, i) = in.at(i, j);
+        return out;
+      }
+      case Op::kPower: {
+        // By squaring, as rewrite() would lower it.
+        linalg::Matrix square = *operands[0];
+        std::optional<linalg::Matrix> result;
+        for (uint32_t bits = e->exponent; bits != 0; bits >>= 1) {
+          if (bits & 1u) {
+            if (result) {
+              Result<linalg::Matrix> next = multiply_ ? multiply_(*result, square) : local_product(*result, square);
+              if (!next) return next;
+              result = std::move(*next);
+            } else {
+              result = square;
+            }
+          }
+          if (bits > 1) {
+            Result<linalg::Matrix> next = multiply_ ? multiply_(square, square) : local_product(square, square);
+            if (!next) return next;
+            square = std::move(*next);
+          }
+        }
+        return std::move(*result);
+      }
+    }
+    return internal_error("unknown expression node");
+  }
+
+  const std::map<std::string, linalg::MatrixView>& inputs_;
+  const MultiplyFn& multiply_;
+  std::unordered_map<const Node*, linalg::Matrix> values_;
+};
+
+}  // namespace
+
+Result<linalg::Matrix> evaluate(const Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
+                                const MultiplyFn& multiply) {
+  Evaluator evaluator(inputs, multiply);
+  Result<const linalg::Matrix*> value = evaluator.value(e);
+  if (!value) return value.status();
+  return **value;
+}
+
+}  // namespace tessera::balance::expr
