@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "errors.hpp"
 #include "reports.hpp"
 #include "run_control.hpp"
+#include "tessera/balance/expr/parse.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/report/report.hpp"
@@ -517,6 +519,46 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
                     py::arg("driver_s") = driver_s, py::arg("session_close_s") = close_s);
     return py::make_tuple(tb::report_json(outcome->report), plan_dict(outcome->report.plan),
                           py::cast(outcome->warnings), tb::format_report_table(outcome->report), timing);
+  } catch (...) {
+    if (session_) abandoned_at_ = std::chrono::steady_clock::now();
+    drop_session();
+    throw;
+  }
+}
+
+py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict& inputs, const MultiplyArgs& args,
+                                  bool rewrite, bool explain, const py::object& progress, const py::object& notice) {
+  std::map<std::string, linalg::MatrixView> views;
+  std::map<std::string, tb::expr::Shape> shapes;
+  for (const auto& [key, value] : inputs) {
+    const std::string name = key.cast<std::string>();
+    const linalg::MatrixView view = input_view(value.cast<py::array>(), name);
+    ok_or_raise(without_gil([&] { return check_finite(view, name); }));
+    views.emplace(name, view);
+    shapes.emplace(name, tb::expr::Shape{view.rows, view.cols});
+  }
+  const tb::expr::Expr parsed = value_or_raise(tb::expr::parse(expression, shapes));
+  tb::EvalOptions options;
+  options.multiply = value_or_raise(multiply_options(args, node_names().size(), config_path_));
+  options.rewrite = rewrite;
+  tb::SessionOptions session_options;
+  session_options.profile_path = profile_path_;
+  ProgressBox box(node_names());
+  std::atomic<bool> cancel{false};
+  tb::RunControl control;
+  control.cancel = &cancel;
+  control.on_notice = [&box](const std::string& text) { box.notice(text); };
+  try {
+    tb::Session& session = open_session(SessionKind::kMultiply, session_options);
+    Result<tb::EvalOutcome> outcome = run_interruptible(
+        cancel, [&] { return session.evaluate(parsed, views, options, control); },
+        [&] { box.deliver(progress, notice); });
+    if (!outcome) raise_status(outcome.status());
+    finish_call();
+    const std::size_t rows = outcome->value.rows, cols = outcome->value.cols;
+    std::string report = tb::eval_report_json(*outcome);
+    std::string table = tb::format_eval_table(*outcome, explain);
+    return py::make_tuple(to_numpy(std::move(outcome->value.values)), rows, cols, std::move(report), std::move(table));
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();
     drop_session();

@@ -223,5 +223,16 @@ PYBIND11_MODULE(_tessera, module) {
           py::arg("tolerance"), py::arg("source"), py::arg("damping"), py::arg("beta"), py::arg("label"),
           py::arg("seed"), py::arg("verify"), py::arg("poll_ms"), py::arg("snapshot_ms"), py::arg("node_timeout_s"),
           py::arg("max_seconds"), py::arg("progress"), py::arg("notice"))
+      .def(
+          "evaluate",
+          [](ClusterHandle& self, const std::string& expression, const py::dict& inputs, const std::string& policy,
+             const std::string& verify, bool rewrite, bool explain, const py::object& progress,
+             const py::object& notice) {
+            return self.evaluate(expression, inputs,
+                                 multiply_args(policy, "rows", verify, {}, 1, 256, 4, 1, true, 0, 0.0), rewrite,
+                                 explain, progress, notice);
+          },
+          py::arg("expression"), py::arg("inputs"), py::arg("policy"), py::arg("verify"), py::arg("rewrite"),
+          py::arg("explain"), py::arg("progress"), py::arg("notice"))
       .def("close", &ClusterHandle::close);
 }

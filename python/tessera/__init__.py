@@ -64,6 +64,8 @@ __all__ = [
     "Prediction",
     "Report",
     "GraphReport",
+    "EvalReport",
+    "Expression",
     "PartitionResult",
     "DirectedGraph",
     "PartitionGraph",
@@ -303,6 +305,134 @@ class GraphReport(_Record):
         )
 
 
+class EvalReport(_Record):
+    """What evaluating an expression did: the fields of ``tessera eval --report`` as attributes:
+    ``expression``, ``rewritten``, ``rows``, ``cols``, ``cost_as_written`` and ``cost_evaluated``
+    (flops, products, intermediate_bytes, moved_bytes), ``products`` (one dict per product run on
+    the cluster: m, n, k, policy, makespan_s, predicted_makespan_s, verified), ``makespan_sum_s``,
+    ``wall_s``. ``str(report)`` is the table ``tessera eval`` prints; also ``notices``."""
+
+    def __init__(self, fields: dict, table: str, notices: Sequence[str]):
+        super().__init__(fields)
+        self.__dict__["table"] = table
+        self.__dict__["notices"] = list(notices)
+
+    def __str__(self) -> str:
+        return self.table
+
+    def __repr__(self) -> str:
+        return (f"<tessera.EvalReport {self.expression}: {len(self.products)} products on the cluster, "
+                f"{self.wall_s:.3f} s>")
+
+
+class Expression:
+    """A matrix expression on a cluster, built lazily and computed by :meth:`compute`.
+
+    Made by :meth:`Cluster.array` and :meth:`Cluster.identity`; combine with ``@`` (product),
+    ``+``, ``-``, ``*`` by a number, ``.T`` and ``**`` (a whole power of a square matrix).
+    Shapes are checked as the expression is built (InvalidInputError naming both shapes); nothing
+    is sent until ``compute()``, which rewrites the whole expression by cost (``u @ P**8``
+    becomes eight vector-matrix products, chains are reordered, repeated parts computed once) and
+    runs each product on the cluster, verified. An identity takes its size from the sum it is in.
+    """
+
+    def __init__(self, cluster: "Cluster", text: str, inputs: dict, shape: "tuple | None"):
+        self._cluster = cluster
+        self._text = text
+        self._inputs = inputs
+        self.shape = shape  # (rows, cols); None for an identity not yet sized by a sum
+
+    def __repr__(self) -> str:
+        shape = "x".join(map(str, self.shape)) if self.shape else "sized by its sum"
+        return f"<tessera.Expression {self._text} ({shape})>"
+
+    @property
+    def text(self) -> str:
+        """The expression in ``tessera eval``'s grammar, arrays named x0, x1, ..."""
+        return self._text
+
+    def _other(self, other: Any) -> "Expression":
+        if not isinstance(other, Expression):
+            raise InvalidInputError(
+                f"cannot combine an Expression with {type(other).__name__}; wrap arrays with cluster.array()")
+        if other._cluster is not self._cluster:
+            raise InvalidInputError("the two expressions belong to different clusters")
+        return other
+
+    def _joined(self, other: "Expression") -> dict:
+        inputs = dict(self._inputs)
+        inputs.update(other._inputs)
+        return inputs
+
+    def __matmul__(self, other: Any) -> "Expression":
+        other = self._other(other)
+        if self.shape is None or other.shape is None:
+            raise InvalidInputError("an identity in a product has no size to take; leave it out (I @ A is A)")
+        if self.shape[1] != other.shape[0]:
+            raise InvalidInputError(
+                f"cannot multiply {self.shape[0]}x{self.shape[1]} by {other.shape[0]}x{other.shape[1]}: the "
+                f"left's columns must equal the right's rows")
+        return Expression(self._cluster, f"({self._text}) @ ({other._text})", self._joined(other),
+                          (self.shape[0], other.shape[1]))
+
+    def _additive(self, other: Any, op: str) -> "Expression":
+        other = self._other(other)
+        if self.shape is None and other.shape is None:
+            raise InvalidInputError("an identity plus an identity has no size; add a matrix to it")
+        shape = self.shape or other.shape
+        if self.shape is None or other.shape is None:
+            if shape[0] != shape[1]:
+                raise InvalidInputError(f"an identity needs a square partner, not {shape[0]}x{shape[1]}")
+        elif self.shape != other.shape:
+            raise InvalidInputError(
+                f"cannot {'add' if op == '+' else 'subtract'} {self.shape[0]}x{self.shape[1]} and "
+                f"{other.shape[0]}x{other.shape[1]}: the shapes must be equal")
+        return Expression(self._cluster, f"({self._text}) {op} ({other._text})", self._joined(other), shape)
+
+    def __add__(self, other: Any) -> "Expression":
+        return self._additive(other, "+")
+
+    def __sub__(self, other: Any) -> "Expression":
+        return self._additive(other, "-")
+
+    def __mul__(self, scalar: Any) -> "Expression":
+        if isinstance(scalar, Expression):
+            raise InvalidInputError("* multiplies by a number; use @ for the matrix product")
+        value = float(scalar)
+        if not np.isfinite(value):
+            raise InvalidInputError(f"the scalar {scalar} is not finite")
+        return Expression(self._cluster, f"{value!r} * ({self._text})", dict(self._inputs), self.shape)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> "Expression":
+        return self * -1.0
+
+    @property
+    def T(self) -> "Expression":
+        shape = None if self.shape is None else (self.shape[1], self.shape[0])
+        return Expression(self._cluster, f"({self._text})'", dict(self._inputs), shape)
+
+    def __pow__(self, exponent: Any) -> "Expression":
+        if not isinstance(exponent, (int, np.integer)) or isinstance(exponent, bool) or exponent < 0:
+            raise InvalidInputError(f"the exponent must be a whole number >= 0, not {exponent!r}")
+        if self.shape is None or self.shape[0] != self.shape[1]:
+            raise InvalidInputError("only a square matrix has powers")
+        return Expression(self._cluster, f"({self._text})^{int(exponent)}", dict(self._inputs), self.shape)
+
+    def compute(self, *, policy: str = "proportional", verify: str = "freivalds", rewrite: bool = True,
+                explain: bool = False, progress: "Callable[[dict], None] | None" = None):
+        """Evaluates on the cluster; returns ``(numpy array, EvalReport)``.
+
+        policy: of every product ("even" | "proportional" | "model" | "dynamic"); verify:
+        "freivalds" | "exact" | "none" per product (a failure raises VerificationError);
+        rewrite=False evaluates as written; explain=True adds the before/after trees to the
+        report's table. Ctrl-C cancels and raises KeyboardInterrupt."""
+        if self.shape is None:
+            raise InvalidInputError("an identity alone has no size")
+        return self._cluster._evaluate(self._text, self._inputs, policy, verify, rewrite, explain, progress)
+
+
 class PartitionResult(_Record):
     """A partition: ``parts`` (int32 array, the part of each vertex) and the quality figures of
     ``tessera partition --report``: ``imbalance``, ``max_target_deviation``, ``edge_cut``,
@@ -539,6 +669,7 @@ class Cluster:
             bool(keep_connected),
         )
         self._lock = threading.RLock()
+        self._next_array = 0  # names x0, x1, ... of the arrays in expressions
 
     # -- identity ---------------------------------------------------------------------------------
     @property
@@ -751,6 +882,33 @@ class Cluster:
                 f"verification FAILED: {report.verification['detail']}", report=report, result=c
             )
         return c, report
+
+    # -- matrix expressions -----------------------------------------------------------------------
+    def array(self, value: Any, *, allow_copy: bool = True) -> Expression:
+        """A lazy expression of this 2-D array (see :class:`Expression`); converted to C-contiguous
+        float64 by the module's rule. Nothing is sent until ``compute()``."""
+        matrix = _as_matrix(value, "array", allow_copy)
+        with self._lock:
+            name = f"x{self._next_array}"
+            self._next_array += 1
+        return Expression(self, name, {name: matrix}, (matrix.shape[0], matrix.shape[1]))
+
+    def identity(self) -> Expression:
+        """The identity, sized by the sum it stands in: ``cluster.identity() + A + A @ A``."""
+        return Expression(self, "I", {}, None)
+
+    def _evaluate(self, text: str, inputs: dict, policy: str, verify: str, rewrite: bool, explain: bool,
+                  progress: "Callable[[dict], None] | None"):
+        notices: list = []
+
+        def notice(message: str) -> None:
+            notices.append(message)
+            _log.info("%s", message)
+
+        with self._lock:
+            values, rows, cols, report_text, table = self._handle.evaluate(
+                text, inputs, policy, verify, bool(rewrite), bool(explain), progress, notice)
+        return values.reshape(rows, cols), EvalReport(json.loads(report_text), table, notices)
 
     # -- graph algorithms -------------------------------------------------------------------------
     def _graph(

@@ -72,7 +72,7 @@ TEST_F(EvalTest, EveryBenchmarkShapeMatchesTheLocalValueExactly) {
       EXPECT_EQ(outcome->value.values, local->values) << "rewrite " << rewrite;
       EXPECT_EQ(outcome->products.size(), expr::cost(outcome->evaluated).products);
       for (const EvalProduct& product : outcome->products) {
-        EXPECT_TRUE(product.outcome.report.verification.passed) << product.expression;
+        EXPECT_TRUE(product.report.verification.passed) << product.expression;
       }
     }
   }

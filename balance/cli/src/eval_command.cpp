@@ -9,11 +9,10 @@
 #include <ostream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "tessera/balance/cli/commands.hpp"
 #include "tessera/balance/expr/parse.hpp"
-#include "tessera/balance/expr/rewrite.hpp"
+#include "tessera/balance/report/eval_report.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/linalg/matrix.hpp"
@@ -76,13 +75,6 @@ Result<std::map<std::string, linalg::Matrix>> load_inputs(const std::vector<std:
   return inputs;
 }
 
-nlohmann::json cost_json(const expr::Cost& cost) {
-  return {{"flops", cost.flops},
-          {"products", cost.products},
-          {"intermediate_bytes", cost.intermediate_bytes},
-          {"moved_bytes", cost.moved_bytes}};
-}
-
 }  // namespace
 
 int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& err) {
@@ -131,51 +123,13 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   }
   if (!outcome) return report_failure(err, outcome.status());
 
-  const expr::Cost written = expr::cost(outcome->written);
-  const expr::Cost evaluated = expr::cost(outcome->evaluated);
-  out << fmt::format("expression: {}  ({}x{})\n", expr::to_string(outcome->written), outcome->value.rows,
-                     outcome->value.cols);
-  if (command.rewrite) {
-    out << fmt::format("rewritten by cost: {} products, {:.4g} flops, {:.4g} MB moved (as written: {} products, "
-                       "{:.4g} flops, {:.4g} MB)\n",
-                       evaluated.products, evaluated.flops, evaluated.moved_bytes / 1e6, written.products,
-                       written.flops, written.moved_bytes / 1e6);
+  for (const EvalProduct& product : outcome->products) {
+    for (const std::string& warning : product.warnings) err << "warning: " << warning << "\n";
   }
-  if (command.explain) out << expr::explain(outcome->written, outcome->evaluated);
-  out << fmt::format("{:<8} {:<26} {:<13} {:>11} {:>9}\n", "product", "shape", "policy", "makespan s", "verified");
-  double makespans = 0.0;
-  nlohmann::json products = nlohmann::json::array();
-  for (std::size_t i = 0; i < outcome->products.size(); ++i) {
-    const MultiplyReport& report = outcome->products[i].outcome.report;
-    const Plan& plan = report.plan;
-    const bool checked = report.verification.mode != VerifyMode::kNone;
-    out << fmt::format("{:<8} {:<26} {:<13} {:>11.3f} {:>9}\n", i + 1,
-                       fmt::format("{}x{} by {}x{}", plan.m, plan.k, plan.k, plan.n), policy_name(plan.policy),
-                       report.run.makespan_s, checked ? (report.verification.passed ? "true" : "false") : "-");
-    makespans += report.run.makespan_s;
-    products.push_back({{"m", plan.m},
-                        {"n", plan.n},
-                        {"k", plan.k},
-                        {"policy", std::string(policy_name(plan.policy))},
-                        {"makespan_s", report.run.makespan_s},
-                        {"predicted_makespan_s", report.prediction ? nlohmann::json(report.prediction->makespan_s)
-                                                                   : nlohmann::json(nullptr)},
-                        {"verified", checked ? nlohmann::json(report.verification.passed) : nlohmann::json(nullptr)}});
-  }
-  out << fmt::format("total: {} product{} on the cluster, {:.3f} s of makespan, {:.3f} s wall\n",
-                     outcome->products.size(), outcome->products.size() == 1 ? "" : "s", makespans, outcome->seconds);
+  out << format_eval_table(*outcome, command.explain);
   if (!command.report_path.empty()) {
-    const nlohmann::json document = {{"expression", expr::to_string(outcome->written)},
-                                     {"rewritten", command.rewrite},
-                                     {"rows", outcome->value.rows},
-                                     {"cols", outcome->value.cols},
-                                     {"cost_as_written", cost_json(written)},
-                                     {"cost_evaluated", cost_json(evaluated)},
-                                     {"products", products},
-                                     {"makespan_sum_s", makespans},
-                                     {"wall_s", outcome->seconds}};
     std::ofstream file(command.report_path, std::ios::trunc);
-    if (!(file << document.dump(2) << "\n") || !file.flush()) {
+    if (!(file << eval_report_json(*outcome) << "\n") || !file.flush()) {
       return report_failure(err, io_error(fmt::format("cannot write report {}", command.report_path)));
     }
     out << "report written to " << command.report_path << "\n";

@@ -215,6 +215,7 @@ Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::s
   const auto start = std::chrono::steady_clock::now();
   EvalOutcome outcome;
   outcome.written = e;
+  outcome.rewritten = options.rewrite;
   if (state_->profile) {
     double gflops = 0.0;
     for (const NodeProfile& node : state_->profile->nodes) gflops += node.gflops;
@@ -235,7 +236,7 @@ Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::s
     if (options.multiply.verify != VerifyMode::kNone && !check.passed) {
       return verification_failed(fmt::format("{} failed verification: {}", label, check.detail));
     }
-    outcome.products.push_back({label, std::move(*product)});
+    outcome.products.push_back({label, std::move(product->report), std::move(product->warnings)});
     return c;
   };
   Result<linalg::Matrix> value = expr::evaluate(outcome.evaluated, inputs, on_cluster);

@@ -22,12 +22,11 @@
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
-#include "tessera/balance/expr/expression.hpp"
-#include "tessera/balance/expr/rewrite.hpp"
 #include "tessera/balance/graph/graph_run.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
+#include "tessera/balance/report/eval_report.hpp"
 #include "tessera/balance/report/report.hpp"
 #include "tessera/balance/run/multiply.hpp"
 #include "tessera/balance/run/verify.hpp"
@@ -99,20 +98,7 @@ struct EvalOptions {
   bool rewrite = true;       // rewrite by cost first (expr/rewrite.hpp); false: as written
 };
 
-// One product of an evaluated expression, run on the cluster.
-struct EvalProduct {
-  std::string expression;  // which product and its shapes: "product 2 (1x4096 by 4096x4096)"
-  MultiplyOutcome outcome;
-};
-
-struct EvalOutcome {
-  expr::Expr written;    // as parsed
-  expr::Expr evaluated;  // what ran: rewritten (or as written)
-  expr::CostWeights weights;
-  linalg::Matrix value;
-  std::vector<EvalProduct> products;  // in the order they ran
-  double seconds = 0.0;               // wall time of the whole evaluation
-};
+// EvalProduct and EvalOutcome are in report/eval_report.hpp, with their table and JSON.
 
 class Session {
  public:

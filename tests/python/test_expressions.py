@@ -1,0 +1,69 @@
+"""Matrix expressions from Python (cluster.array, @ + - * .T **, compute) against numpy on real
+workers: integer inputs keep every product exact, so the results must equal numpy's exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tessera
+
+
+def small_integers(rows: int, cols: int, seed: int) -> np.ndarray:
+    # -2..2: powers and chains of a few products stay exact in float64.
+    return np.random.default_rng(seed).integers(-2, 3, size=(rows, cols)).astype(np.float64)
+
+
+def test_the_five_benchmark_shapes_equal_numpy_exactly(cluster):
+    u, P = small_integers(1, 40, 1), small_integers(40, 40, 2)
+    H, L = small_integers(25, 40, 3), small_integers(40, 40, 4)
+    A, B, C, D = (small_integers(30, 60, 5), small_integers(60, 7, 6), small_integers(7, 45, 7),
+                  small_integers(45, 3, 8))
+    eu, eP, eH, eL = cluster.array(u), cluster.array(P), cluster.array(H), cluster.array(L)
+    eA, eB, eC, eD = (cluster.array(m) for m in (A, B, C, D))
+    I = np.eye(40)
+    cases = [
+        (eu @ eP ** 6, u @ np.linalg.matrix_power(P, 6)),                      # Markov chain
+        (eP ** 5, np.linalg.matrix_power(P, 5)),                                # matrix power
+        (eH.T @ eH @ (eH.T @ eH) @ eu.T, H.T @ H @ (H.T @ H) @ u.T),          # HITS steps
+        (cluster.identity() + eL + eL ** 2 + eL ** 3, I + L + L @ L + L @ L @ L),  # Leontief series
+        (eA @ eB @ eC @ eD, A @ B @ C @ D),                                     # mixed-shape chain
+        (2 * (eA @ eB @ eC).T - 0.5 * (eA @ eB @ eC).T, 1.5 * (A @ B @ C).T),   # scales, transposes
+    ]
+    for expression, expected in cases:
+        value, report = expression.compute(verify="exact")
+        assert value.shape == expected.shape, expression
+        assert np.array_equal(value, expected), expression
+        assert all(product["verified"] for product in report.products), report
+        assert report.cost_evaluated["products"] == len(report.products)
+
+
+def test_rewriting_is_reported_and_can_be_turned_off(cluster):
+    u, P = small_integers(1, 32, 9), small_integers(32, 32, 10)
+    expression = cluster.array(u) @ cluster.array(P) ** 8
+    value, report = expression.compute(explain=True)
+    assert np.allclose(value, u @ np.linalg.matrix_power(P, 8))
+    assert len(report.products) == 8  # eight vector-matrix products, not three squarings
+    assert report.cost_evaluated["flops"] < report.cost_as_written["flops"]
+    assert "before:" in str(report) and "total: 8 products" in str(report)
+    plain, written = expression.compute(rewrite=False)
+    assert np.allclose(plain, value)
+    assert written.rewritten is False and len(written.products) == 4  # P^2, P^4, P^8, then u @ P^8
+
+
+def test_shapes_are_checked_as_the_expression_is_built(cluster):
+    a, b = cluster.array(np.ones((3, 4))), cluster.array(np.ones((5, 6)))
+    with pytest.raises(tessera.InvalidInputError, match="cannot multiply 3x4 by 5x6"):
+        a @ b
+    with pytest.raises(tessera.InvalidInputError, match="shapes must be equal"):
+        a + b
+    with pytest.raises(tessera.InvalidInputError, match="only a square matrix"):
+        a ** 2
+    with pytest.raises(tessera.InvalidInputError, match="@ for the matrix product"):
+        a * b
+    with pytest.raises(tessera.InvalidInputError, match="wrap arrays"):
+        a @ np.ones((4, 4))
+    with pytest.raises(tessera.InvalidInputError, match="has no size"):
+        cluster.identity().compute()
+    assert (a.T @ a).shape == (4, 4)
+    assert (cluster.identity() + a.T @ a).shape == (4, 4)
