@@ -1,0 +1,99 @@
+// From an expression to a schedule: the rewritten tree lowered to a DAG of tile tasks, placed on
+// heterogeneous nodes by HEFT extended with a node-level tile cache, and simulated.
+//
+// Lowering (tile size t): every matrix is cut into t x t tiles (smaller at the edges). A product's
+// output tile (i, j) is one task that reads A's row of tiles i and B's column of tiles j; a sum,
+// difference or scale reads the tiles at the same place, a transpose the mirrored one. Inputs'
+// tiles start at the coordinator; identity tiles cost nothing anywhere.
+//
+// HEFT (Topcuoglu et al.): tasks in decreasing upward rank (mean compute time plus the most
+// expensive path to the end, transfers at their mean cost), each placed on the node where it
+// would finish first. The extension, as in the Julia Cloud Matrix Machine: each node keeps the
+// tiles it received or computed in a cache of `cache_bytes`, evicting the least recently used
+// tile when full; a tile in a node's cache costs nothing to use there, and one that is not is
+// fetched from whoever holds it (the coordinator for inputs, else the node that computed it),
+// queued on the receiving node's link. Intermediates therefore stay where they were made. At the
+// end the result's tiles travel to the coordinator.
+//
+// Node costs come from the performance model (model.hpp): GEMM speed at the tile's
+// square-equivalent size, the node's availability and receive charge, link latency and
+// bandwidths. Pure functions on values; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/balance/expr/expression.hpp"
+#include "tessera/balance/model/model.hpp"
+
+namespace tessera::balance::expr {
+
+struct TileRef {
+  std::size_t matrix = 0;  // index into TaskDag::matrices
+  uint32_t row = 0, col = 0;
+  bool operator==(const TileRef&) const = default;
+};
+
+struct TiledMatrix {
+  Expr node;
+  uint64_t rows = 0, cols = 0;
+  uint32_t tile_rows = 0, tile_cols = 0;  // tiles down and across
+  bool input = false;                     // tiles start at the coordinator
+  bool identity = false;                  // tiles are free everywhere
+};
+
+struct TileTask {
+  Op op = Op::kProduct;
+  TileRef output;
+  std::vector<TileRef> reads;
+  double flops = 0.0;
+  double output_bytes = 0.0;
+};
+
+struct TaskDag {
+  uint64_t tile = 0;
+  std::vector<TiledMatrix> matrices;
+  std::vector<TileTask> tasks;                     // in an order where every task follows what it reads
+  std::vector<std::vector<std::size_t>> successors;  // per task
+  std::size_t result = 0;                          // the matrix holding the expression's value
+  double tile_bytes(const TileRef& tile) const;    // 8 x the tile's rows x cols
+};
+
+// REQUIRES: tile >= 1; `e` without kPower nodes (rewrite() lowers them).
+TaskDag lower_to_tasks(const Expr& e, uint64_t tile);
+
+struct TaskPlacement {
+  std::size_t node = 0;
+  double start_s = 0.0, finish_s = 0.0;
+  std::vector<bool> cached;     // per read: already in the node's cache (true) or fetched (false)
+  std::vector<TileRef> evicted;  // dropped from the node's cache to make room for this task
+};
+
+struct Schedule {
+  std::vector<TaskPlacement> tasks;  // per task of the DAG
+  std::vector<std::size_t> order;    // the tasks in the order they were placed
+  double makespan_s = 0.0;           // until the result's last tile reached the coordinator
+  double bytes_moved = 0.0;          // every tile transfer, the result's return included
+  std::vector<double> busy_s;        // per node: seconds computing
+};
+
+struct ScheduleOptions {
+  double cache_bytes = 1e9;         // per node
+  bool zero_communication = false;  // every transfer free: the theoretical schedule
+};
+
+// REQUIRES: model has at least one node that can compute.
+Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options = {});
+
+// What the same tasks move when every intermediate returns to the coordinator and nothing is
+// cached (the naive sequence of multiplies): every task's reads out and its output back.
+double naive_bytes(const TaskDag& dag);
+
+// Replays `schedule` in its placing order, with its recorded evictions, and returns an empty
+// string when it is consistent, else what is wrong: a read marked cached of a tile the node did
+// not hold then (never had it, or it was evicted), an eviction of a tile the task reads, a task
+// that starts before what it reads was computed. Tests use it.
+std::string check_schedule(const TaskDag& dag, const Schedule& schedule);
+
+}  // namespace tessera::balance::expr

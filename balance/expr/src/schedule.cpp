@@ -1,0 +1,425 @@
+#include "tessera/balance/expr/schedule.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <list>
+#include <map>
+#include <numeric>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+namespace tessera::balance::expr {
+
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+
+uint32_t tiles_along(uint64_t length, uint64_t tile) { return static_cast<uint32_t>((length + tile - 1) / tile); }
+uint64_t extent(uint64_t length, uint64_t tile, uint32_t index) { return std::min(tile, length - index * tile); }
+
+// A tile as one number, for maps and sets: 20 bits each for its row and column (lower_to_tasks
+// keeps every matrix under 2^20 tiles across), the rest for the matrix.
+uint64_t key_of(const TileRef& tile) {
+  return (static_cast<uint64_t>(tile.matrix) << 40) | (static_cast<uint64_t>(tile.row) << 20) | tile.col;
+}
+TileRef tile_of(uint64_t key) {
+  return {static_cast<std::size_t>(key >> 40), static_cast<uint32_t>((key >> 20) & 0xFFFFF),
+          static_cast<uint32_t>(key & 0xFFFFF)};
+}
+
+void topological(const Expr& e, std::unordered_set<const Node*>& seen, std::vector<Expr>& out) {
+  if (!seen.insert(e.get()).second) return;
+  for (const Expr& operand : e->operands) topological(operand, seen, out);
+  out.push_back(e);
+}
+
+double usable(double value) { return value > 0.0 && std::isfinite(value) ? value : 0.0; }
+
+// A rate for moving data: NaN or <= 0 cannot move anything (0); +inf is an unlimited link.
+double link_rate(double bytes_per_s) { return bytes_per_s > 0.0 ? bytes_per_s : 0.0; }
+
+// Seconds to move `bytes` to node `to` from node `from` (kNone: the coordinator): both links'
+// latencies, at the slower of the two rates.
+double transfer_seconds(const ClusterModel& model, std::size_t from, std::size_t to, double bytes) {
+  const LinkModel& in = model.nodes[to].link;
+  double rate = link_rate(in.to_node_bytes_per_s);
+  double latency = in.latency_s;
+  if (from != kNone) {
+    const LinkModel& out = model.nodes[from].link;
+    rate = std::min(rate, link_rate(out.from_node_bytes_per_s));
+    latency += out.latency_s;
+  }
+  return rate > 0.0 ? latency + bytes / rate : kInfinity;  // bytes / inf is 0
+}
+
+// One node's tile cache: least recently used first out, but never a tile the task being placed
+// reads, nor the last copy of an intermediate some task still needs (those are pinned).
+class TileCache {
+ public:
+  bool holds(uint64_t key) const { return where_.count(key) != 0; }
+  double ready(uint64_t key) const { return where_.at(key)->ready; }
+  void touch(uint64_t key) {
+    auto entry = where_.at(key);
+    order_.splice(order_.end(), order_, entry);
+  }
+  void insert(uint64_t key, double bytes, double ready) {
+    order_.push_back({key, bytes, ready});
+    where_[key] = std::prev(order_.end());
+    used_ += bytes;
+  }
+  // Evicts until `room` bytes fit in `capacity`; returns the keys evicted.
+  template <typename Pinned>
+  std::vector<uint64_t> make_room(double room, double capacity, const Pinned& pinned) {
+    std::vector<uint64_t> evicted;
+    for (auto entry = order_.begin(); used_ + room > capacity && entry != order_.end();) {
+      if (pinned(entry->key)) {
+        ++entry;
+        continue;
+      }
+      used_ -= entry->bytes;
+      evicted.push_back(entry->key);
+      where_.erase(entry->key);
+      entry = order_.erase(entry);
+    }
+    return evicted;
+  }
+
+ private:
+  struct Entry {
+    uint64_t key;
+    double bytes;
+    double ready;
+  };
+  std::list<Entry> order_;
+  std::unordered_map<uint64_t, std::list<Entry>::iterator> where_;
+  double used_ = 0.0;
+};
+
+}  // namespace
+
+double TaskDag::tile_bytes(const TileRef& ref) const {
+  const TiledMatrix& m = matrices[ref.matrix];
+  return 8.0 * static_cast<double>(extent(m.rows, tile, ref.row)) * static_cast<double>(extent(m.cols, tile, ref.col));
+}
+
+TaskDag lower_to_tasks(const Expr& e, uint64_t tile) {
+  TaskDag dag;
+  std::unordered_set<const Node*> seen;
+  std::vector<Expr> nodes;
+  topological(e, seen, nodes);
+  // Large enough that no matrix has 2^20 tiles along a side (key_of).
+  uint64_t longest = 1;
+  for (const Expr& node : nodes) longest = std::max({longest, node->rows, node->cols});
+  constexpr uint64_t kMaxTilesAlong = (uint64_t{1} << 20) - 1;
+  dag.tile = std::max<uint64_t>({tile, 1, (longest + kMaxTilesAlong - 1) / kMaxTilesAlong});
+  const uint64_t t = dag.tile;
+  std::unordered_map<const Node*, std::size_t> index_of;
+  std::vector<std::vector<std::size_t>> producer;  // per matrix, per tile: the task computing it
+  for (const Expr& node : nodes) {
+    TiledMatrix m;
+    m.node = node;
+    m.rows = node->rows;
+    m.cols = node->cols;
+    m.tile_rows = tiles_along(m.rows, t);
+    m.tile_cols = tiles_along(m.cols, t);
+    m.input = node->op == Op::kInput;
+    m.identity = node->op == Op::kIdentity;
+    const std::size_t id = dag.matrices.size();
+    index_of[node.get()] = id;
+    dag.matrices.push_back(m);
+    producer.emplace_back(std::size_t{m.tile_rows} * m.tile_cols, kNone);
+    if (m.input || m.identity) continue;
+    const std::size_t a = index_of.at(node->operands[0].get());
+    const std::size_t b = node->operands.size() > 1 ? index_of.at(node->operands[1].get()) : kNone;
+    for (uint32_t i = 0; i < m.tile_rows; ++i) {
+      for (uint32_t j = 0; j < m.tile_cols; ++j) {
+        TileTask task;
+        task.op = node->op;
+        task.output = {id, i, j};
+        const double rows = static_cast<double>(extent(m.rows, t, i));
+        const double cols = static_cast<double>(extent(m.cols, t, j));
+        task.output_bytes = 8.0 * rows * cols;
+        switch (node->op) {
+          case Op::kProduct: {
+            const uint32_t depth = dag.matrices[a].tile_cols;
+            for (uint32_t k = 0; k < depth; ++k) task.reads.push_back({a, i, k});
+            for (uint32_t k = 0; k < depth; ++k) task.reads.push_back({b, k, j});
+            task.flops = 2.0 * rows * cols * static_cast<double>(dag.matrices[a].cols);
+            break;
+          }
+          case Op::kSum:
+          case Op::kDifference:
+            task.reads = {{a, i, j}, {b, i, j}};
+            task.flops = rows * cols;
+            break;
+          case Op::kScale:
+            task.reads = {{a, i, j}};
+            task.flops = rows * cols;
+            break;
+          case Op::kTranspose: task.reads = {{a, j, i}}; break;
+          default: break;  // kPower never reaches here (REQUIRES)
+        }
+        producer[id][std::size_t{i} * m.tile_cols + j] = dag.tasks.size();
+        dag.tasks.push_back(std::move(task));
+      }
+    }
+  }
+  dag.result = index_of.at(e.get());
+  dag.successors.assign(dag.tasks.size(), {});
+  for (std::size_t task = 0; task < dag.tasks.size(); ++task) {
+    for (const TileRef& read : dag.tasks[task].reads) {
+      const std::size_t from = producer[read.matrix][std::size_t{read.row} * dag.matrices[read.matrix].tile_cols + read.col];
+      if (from != kNone) dag.successors[from].push_back(task);
+    }
+  }
+  for (auto& next : dag.successors) {
+    std::sort(next.begin(), next.end());
+    next.erase(std::unique(next.begin(), next.end()), next.end());
+  }
+  return dag;
+}
+
+namespace {
+
+// Seconds node `p` computes `task`, not counting the receive charge of what it fetches.
+double compute_seconds(const TileTask& task, const NodeModel& node) {
+  if (task.flops <= 0.0) return 0.0;
+  double size = std::cbrt(task.flops / 2.0);
+  if (task.op != Op::kProduct) size = std::sqrt(task.flops);
+  const double rate = usable(node.speed.gflops_at(size)) * 1e9;
+  if (rate <= 0.0) return kInfinity;
+  const double availability = node.cpu.availability > 0.0 ? std::min(node.cpu.availability, 1.0) : 1.0;
+  return task.flops / rate / availability;
+}
+
+}  // namespace
+
+Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options) {
+  const std::size_t nodes = model.nodes.size();
+  const std::size_t tasks = dag.tasks.size();
+  Schedule schedule;
+  schedule.tasks.assign(tasks, {});
+  schedule.busy_s.assign(nodes, 0.0);
+  const auto move_time = [&](std::size_t from, std::size_t to, double bytes) {
+    return options.zero_communication ? 0.0 : transfer_seconds(model, from, to, bytes);
+  };
+
+  // Upward ranks: mean compute time plus the costliest path to the end, transfers at their mean.
+  std::vector<double> mean_compute(tasks, 0.0), rank(tasks, 0.0);
+  for (std::size_t task = 0; task < tasks; ++task) {
+    double sum = 0.0;
+    std::size_t usable_nodes = 0;
+    for (const NodeModel& node : model.nodes) {
+      const double seconds = compute_seconds(dag.tasks[task], node);
+      if (std::isfinite(seconds)) {
+        sum += seconds;
+        ++usable_nodes;
+      }
+    }
+    mean_compute[task] = usable_nodes > 0 ? sum / static_cast<double>(usable_nodes) : kInfinity;
+  }
+  for (std::size_t task = tasks; task-- > 0;) {
+    double longest = 0.0;
+    for (std::size_t next : dag.successors[task]) {
+      double mean_move = 0.0;
+      for (std::size_t p = 0; p < nodes; ++p) mean_move += move_time(kNone, p, dag.tasks[task].output_bytes);
+      longest = std::max(longest, mean_move / static_cast<double>(nodes) + rank[next]);
+    }
+    rank[task] = mean_compute[task] + longest;
+  }
+  std::vector<std::size_t> order(tasks);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  // Decreasing rank is a topological order when every compute time is > 0; ties keep DAG order.
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank[a] > rank[b]; });
+
+  std::vector<double> node_free(nodes, 0.0), link_free(nodes, 0.0);
+  std::vector<TileCache> caches(nodes);
+  std::unordered_map<uint64_t, std::vector<std::size_t>> holders;  // computed tile -> nodes holding it
+  std::unordered_map<uint64_t, std::size_t> pending_reads;          // computed tile -> reads not yet placed
+  for (const TileTask& task : dag.tasks) {
+    for (const TileRef& read : task.reads) {
+      if (!dag.matrices[read.matrix].input && !dag.matrices[read.matrix].identity) ++pending_reads[key_of(read)];
+    }
+  }
+
+  for (std::size_t task_index : order) {
+    const TileTask& task = dag.tasks[task_index];
+    struct Trial {
+      double finish = kInfinity, start = 0.0, link = 0.0, receive = 0.0;
+      std::vector<bool> cached;
+      std::vector<std::pair<uint64_t, double>> fetched;  // key, ready time on the node
+    };
+    Trial best;
+    std::size_t best_node = 0;
+    for (std::size_t p = 0; p < nodes; ++p) {
+      const double compute = compute_seconds(task, model.nodes[p]);
+      if (!std::isfinite(compute)) continue;
+      Trial trial;
+      trial.link = link_free[p];
+      double ready = 0.0;
+      std::unordered_set<uint64_t> fetched_here;
+      for (const TileRef& read : task.reads) {
+        const TiledMatrix& m = dag.matrices[read.matrix];
+        const uint64_t key = key_of(read);
+        if (m.identity) {
+          trial.cached.push_back(true);
+          continue;
+        }
+        if (caches[p].holds(key)) {
+          trial.cached.push_back(true);
+          ready = std::max(ready, caches[p].ready(key));
+          continue;
+        }
+        if (fetched_here.count(key) != 0) {  // read twice by this task (A's tile in A * A): fetched once
+          trial.cached.push_back(false);
+          continue;
+        }
+        const double bytes = dag.tile_bytes(read);
+        double arrival = kInfinity;
+        if (m.input) {
+          arrival = trial.link + move_time(kNone, p, bytes);
+        } else {
+          for (std::size_t q : holders[key]) {
+            const double from_q = std::max(trial.link, caches[q].ready(key)) + move_time(q, p, bytes);
+            arrival = std::min(arrival, from_q);
+          }
+        }
+        trial.link = arrival;
+        ready = std::max(ready, arrival);
+        trial.receive += options.zero_communication ? 0.0 : bytes * std::max(model.nodes[p].cpu.receive_s_per_byte, 0.0);
+        trial.cached.push_back(false);
+        trial.fetched.emplace_back(key, arrival);
+        fetched_here.insert(key);
+      }
+      trial.start = std::max(node_free[p], ready);
+      trial.finish = trial.start + compute + trial.receive;
+      if (trial.finish < best.finish) {
+        best = std::move(trial);
+        best_node = p;
+      }
+    }
+    const std::size_t p = best_node;
+    schedule.order.push_back(task_index);
+    TaskPlacement& placement = schedule.tasks[task_index];
+    placement.node = p;
+    placement.start_s = best.start;
+    placement.finish_s = best.finish;
+    placement.cached = best.cached;
+    node_free[p] = best.finish;
+    link_free[p] = best.link;
+    schedule.busy_s[p] += best.finish - best.start;
+    // The cache: what this task reads stays, the fetched tiles and the output come in.
+    std::unordered_set<uint64_t> reading;
+    for (const TileRef& read : task.reads) reading.insert(key_of(read));
+    for (const TileRef& read : task.reads) {
+      const uint64_t key = key_of(read);
+      if (caches[p].holds(key)) caches[p].touch(key);
+      if (const auto pending = pending_reads.find(key); pending != pending_reads.end() && pending->second > 0) {
+        --pending->second;
+      }
+    }
+    const auto pinned = [&](uint64_t key) {
+      if (reading.count(key) != 0) return true;
+      const auto pending = pending_reads.find(key);
+      // The last copy of an intermediate that some task still reads is never dropped.
+      return pending != pending_reads.end() && pending->second > 0 && holders[key].size() <= 1;
+    };
+    double incoming = task.output_bytes;
+    for (const auto& [key, arrival] : best.fetched) incoming += dag.tile_bytes(tile_of(key));
+    for (uint64_t evicted : caches[p].make_room(incoming, options.cache_bytes, pinned)) {
+      auto& who = holders[evicted];
+      who.erase(std::remove(who.begin(), who.end(), p), who.end());
+      placement.evicted.push_back(tile_of(evicted));
+    }
+    for (const auto& [key, arrival] : best.fetched) {
+      const double bytes = dag.tile_bytes(tile_of(key));
+      schedule.bytes_moved += bytes;
+      caches[p].insert(key, bytes, arrival);
+      if (!dag.matrices[tile_of(key).matrix].input) holders[key].push_back(p);
+    }
+    const uint64_t output = key_of(task.output);
+    caches[p].insert(output, task.output_bytes, best.finish);
+    holders[output].push_back(p);
+  }
+
+  // The result's tiles go back to the coordinator, one after another on each holder's link.
+  const TiledMatrix& result = dag.matrices[dag.result];
+  std::vector<double> out_free(nodes, 0.0);
+  for (uint32_t i = 0; i < result.tile_rows; ++i) {
+    for (uint32_t j = 0; j < result.tile_cols; ++j) {
+      const TileRef tile{dag.result, i, j};
+      const double bytes = dag.tile_bytes(tile);
+      if (result.input || result.identity) continue;
+      const auto& who = holders[key_of(tile)];
+      if (who.empty()) continue;
+      const std::size_t q = who.front();
+      const LinkModel& link = model.nodes[q].link;
+      const double rate = link_rate(link.from_node_bytes_per_s);
+      const double seconds = options.zero_communication ? 0.0 : rate > 0.0 ? link.latency_s + bytes / rate : kInfinity;
+      out_free[q] = std::max(out_free[q], caches[q].ready(key_of(tile))) + seconds;
+      schedule.makespan_s = std::max(schedule.makespan_s, out_free[q]);
+      schedule.bytes_moved += bytes;
+    }
+  }
+  for (const TaskPlacement& placement : schedule.tasks) schedule.makespan_s = std::max(schedule.makespan_s, placement.finish_s);
+  return schedule;
+}
+
+double naive_bytes(const TaskDag& dag) {
+  double bytes = 0.0;
+  for (const TileTask& task : dag.tasks) {
+    for (const TileRef& read : task.reads) {
+      if (!dag.matrices[read.matrix].identity) bytes += dag.tile_bytes(read);
+    }
+    bytes += task.output_bytes;
+  }
+  return bytes;
+}
+
+std::string check_schedule(const TaskDag& dag, const Schedule& schedule) {
+  if (schedule.tasks.size() != dag.tasks.size() || schedule.order.size() != dag.tasks.size()) {
+    return "the schedule does not place every task of the DAG exactly once";
+  }
+  std::unordered_map<uint64_t, std::size_t> producer;
+  for (std::size_t task = 0; task < dag.tasks.size(); ++task) producer[key_of(dag.tasks[task].output)] = task;
+  std::map<std::size_t, std::unordered_set<uint64_t>> held;  // per node: what its cache holds now
+  for (std::size_t task : schedule.order) {
+    const TaskPlacement& placement = schedule.tasks[task];
+    const TileTask& work = dag.tasks[task];
+    std::unordered_set<uint64_t>& cache = held[placement.node];
+    if (placement.cached.size() != work.reads.size()) {
+      return fmt::format("task {} marks {} reads but has {}", task, placement.cached.size(), work.reads.size());
+    }
+    std::unordered_set<uint64_t> reading;
+    for (std::size_t r = 0; r < work.reads.size(); ++r) {
+      const TileRef& read = work.reads[r];
+      const uint64_t key = key_of(read);
+      reading.insert(key);
+      if (const auto from = producer.find(key);
+          from != producer.end() && schedule.tasks[from->second].finish_s > placement.start_s + 1e-12) {
+        return fmt::format("task {} starts at {} before task {} computed what it reads (at {})", task,
+                           placement.start_s, from->second, schedule.tasks[from->second].finish_s);
+      }
+      if (placement.cached[r] && !dag.matrices[read.matrix].identity && cache.count(key) == 0) {
+        return fmt::format("task {} on node {} uses tile ({}, {}, {}) from its cache, which did not hold it then",
+                           task, placement.node, read.matrix, read.row, read.col);
+      }
+    }
+    for (const TileRef& evicted : placement.evicted) {
+      const uint64_t key = key_of(evicted);
+      if (reading.count(key) != 0) return fmt::format("task {} evicts a tile it reads", task);
+      if (cache.erase(key) == 0) return fmt::format("task {} evicts a tile node {} did not hold", task, placement.node);
+    }
+    for (const TileRef& read : work.reads) {
+      if (!dag.matrices[read.matrix].identity) cache.insert(key_of(read));
+    }
+    cache.insert(key_of(work.output));
+  }
+  return {};
+}
+
+}  // namespace tessera::balance::expr

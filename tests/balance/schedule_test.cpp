@@ -1,0 +1,135 @@
+#include "tessera/balance/expr/schedule.hpp"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <map>
+#include <string>
+
+#include "tessera/balance/expr/parse.hpp"
+#include "tessera/balance/expr/rewrite.hpp"
+
+namespace tessera::balance::expr {
+namespace {
+
+constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+
+NodeModel node(const std::string& name, double gflops, double link_bytes_per_s = kUnlimited) {
+  NodeModel n;
+  n.name = name;
+  n.speed = SpeedCurve({{1.0, gflops}});
+  n.link = {0.0, link_bytes_per_s, link_bytes_per_s};
+  return n;
+}
+
+Expr parsed(const std::string& text, const std::map<std::string, Shape>& shapes) {
+  Result<Expr> e = parse(text, shapes);
+  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+  return rewrite(*e);
+}
+
+TEST(LowerToTasks, AProductHasATaskPerOutputTileReadingARowAndAColumnOfTiles) {
+  const TaskDag dag = lower_to_tasks(parsed("A * B", {{"A", {100, 70}}, {"B", {70, 100}}}), 32);
+  ASSERT_EQ(dag.tasks.size(), 16u);  // 4 x 4 output tiles (the last ones 4 wide)
+  double flops = 0.0;
+  for (const TileTask& task : dag.tasks) {
+    EXPECT_EQ(task.reads.size(), 6u);  // 3 tiles of A's row, 3 of B's column (k = 70)
+    flops += task.flops;
+  }
+  EXPECT_DOUBLE_EQ(flops, 2.0 * 100 * 100 * 70);
+  EXPECT_DOUBLE_EQ(dag.tile_bytes({dag.result, 3, 3}), 8.0 * 4 * 4);
+  const TaskDag sum = lower_to_tasks(parsed("A * B + A * B", {{"A", {64, 64}}, {"B", {64, 64}}}), 64);
+  EXPECT_EQ(sum.tasks.size(), 2u) << "A * B is shared, then one sum";
+  EXPECT_EQ(sum.successors[0], std::vector<std::size_t>{1});
+}
+
+TEST(Heft, TwoIndependentProductsGoToTwoEqualNodesThenTheSum) {
+  ClusterModel model;
+  model.nodes = {node("a", 1.0), node("b", 1.0)};
+  const TaskDag dag = lower_to_tasks(parsed("A * B + C * D", {{"A", {100, 100}}, {"B", {100, 100}},
+                                                               {"C", {100, 100}}, {"D", {100, 100}}}), 100);
+  const Schedule schedule = heft(dag, model);
+  ASSERT_EQ(dag.tasks.size(), 3u);
+  EXPECT_NE(schedule.tasks[0].node, schedule.tasks[1].node);
+  const double product = 2.0 * 100 * 100 * 100 / 1e9, sum = 100.0 * 100 / 1e9;
+  EXPECT_NEAR(schedule.makespan_s, product + sum, 1e-12);  // the optimum: both products at once
+  EXPECT_EQ(check_schedule(dag, schedule), "");
+}
+
+TEST(Heft, AFasterNodeTakesTwiceTheTasksOfOneHalfItsSpeed) {
+  ClusterModel model;
+  model.nodes = {node("fast", 2.0), node("slow", 1.0)};
+  // Three equal independent output tiles: the optimum puts two on the fast node.
+  const TaskDag dag = lower_to_tasks(parsed("A * B", {{"A", {300, 100}}, {"B", {100, 100}}}), 100);
+  ASSERT_EQ(dag.tasks.size(), 3u);
+  const Schedule schedule = heft(dag, model);
+  const double one_fast = 2.0 * 100 * 100 * 100 / 2e9;
+  EXPECT_NEAR(schedule.makespan_s, 2 * one_fast, 1e-12);
+  EXPECT_EQ(check_schedule(dag, schedule), "");
+}
+
+TEST(Heft, ANodeBehindASlowLinkGetsNothingWhenMovingTheDataCostsMoreThanItSaves) {
+  ClusterModel model;
+  model.nodes = {node("desktop", 10.0), node("pi", 10.0, 1e3)};  // 1 kB/s: a tile takes minutes
+  const TaskDag dag = lower_to_tasks(parsed("A * B * C", {{"A", {128, 128}}, {"B", {128, 128}}, {"C", {128, 128}}}), 64);
+  const Schedule schedule = heft(dag, model);
+  for (const TaskPlacement& placement : schedule.tasks) EXPECT_EQ(placement.node, 0u);
+  EXPECT_LT(schedule.makespan_s, 1.0);
+  EXPECT_EQ(check_schedule(dag, schedule), "");
+}
+
+TEST(Heft, TheCacheKeepsTheMarkovMatrixOnTheNodesAndNeverUsesAnEvictedTile) {
+  ClusterModel model;
+  model.nodes = {node("a", 10.0, 1e8), node("b", 5.0, 1e8), node("c", 5.0, 1e8)};
+  const Expr markov = parsed("u * P^8", {{"u", {1, 256}}, {"P", {256, 256}}});
+  const TaskDag dag = lower_to_tasks(markov, 64);
+  const Schedule roomy = heft(dag, model, {1e9, false});
+  EXPECT_EQ(check_schedule(dag, roomy), "");
+  // Each P tile crosses to a node once, not once per product.
+  EXPECT_LE(roomy.bytes_moved, 0.5 * naive_bytes(dag)) << roomy.bytes_moved << " vs " << naive_bytes(dag);
+  // A cache of three tiles forces evictions; the schedule must still only use what it holds.
+  const Schedule tight = heft(dag, model, {3 * 8.0 * 64 * 64, false});
+  EXPECT_EQ(check_schedule(dag, tight), "");
+  std::size_t evictions = 0;
+  for (const TaskPlacement& placement : tight.tasks) evictions += placement.evicted.size();
+  EXPECT_GT(evictions, 0u);
+  EXPECT_GE(tight.bytes_moved, roomy.bytes_moved);
+}
+
+TEST(Heft, ZeroCommunicationIsTheTheoreticalBound) {
+  ClusterModel model;
+  model.nodes = {node("a", 10.0, 1e7), node("b", 2.5, 1e7)};
+  const TaskDag dag = lower_to_tasks(parsed("H' * H * (H' * H)", {{"H", {300, 200}}}), 50);
+  const Schedule real = heft(dag, model);
+  const Schedule ideal = heft(dag, model, {1e9, true});
+  EXPECT_LE(ideal.makespan_s, real.makespan_s);
+  EXPECT_GT(ideal.makespan_s, 0.0);
+  EXPECT_EQ(check_schedule(dag, real), "");
+  EXPECT_EQ(check_schedule(dag, ideal), "");
+}
+
+TEST(CheckSchedule, CatchesAUseOfAnEvictedTileAnEvictionOfAReadAndAnEarlyStart) {
+  ClusterModel model;
+  model.nodes = {node("a", 1.0)};
+  const TaskDag dag = lower_to_tasks(
+      parsed("A * B + C * D", {{"A", {64, 64}}, {"B", {64, 64}}, {"C", {64, 64}}, {"D", {64, 64}}}), 64);
+  const Schedule schedule = heft(dag, model);
+  ASSERT_EQ(dag.tasks.size(), 3u);  // A*B, C*D, then their sum, all on the one node
+  ASSERT_EQ(check_schedule(dag, schedule), "");
+  const std::size_t sum = schedule.order[2];
+  ASSERT_EQ(dag.tasks[sum].op, Op::kSum);
+  ASSERT_TRUE(schedule.tasks[sum].cached[0] && schedule.tasks[sum].cached[1]);
+  // The second product drops the first product's tile; the sum then claims it from the cache.
+  Schedule evicted = schedule;
+  evicted.tasks[schedule.order[1]].evicted.push_back(dag.tasks[schedule.order[0]].output);
+  EXPECT_NE(check_schedule(dag, evicted).find("which did not hold it then"), std::string::npos);
+  Schedule own_read = schedule;
+  own_read.tasks[sum].evicted.push_back(dag.tasks[sum].reads[0]);
+  EXPECT_NE(check_schedule(dag, own_read).find("evicts a tile it reads"), std::string::npos);
+  Schedule early = schedule;
+  early.tasks[sum].start_s = 0.0;
+  EXPECT_NE(check_schedule(dag, early).find("before task"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::balance::expr
