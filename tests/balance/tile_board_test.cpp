@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 namespace tessera::balance {
@@ -146,6 +147,38 @@ TEST(TileBoard, AWaitingNodeWhoseCopiesDoNotPayWakesWhenTheRunEnds) {
   EXPECT_TRUE(board.finish(0, 0));
   waiter.join();
   EXPECT_EQ(taken, std::nullopt);
+}
+
+TEST(TileBoard, ANodeWhoseStartDoesNotPayTakesNoFreshTileUntilTheOthersAreLost) {
+  Work work;
+  work.tiles = {tile(0, 4, -1), tile(4, 4, -1), tile(8, 4, -1)};
+  work.speculate = true;
+  TileBoard board(work);
+  std::size_t seen_remaining = 0;
+  // Node 2 pays for its first tile only once both others are gone.
+  const TileBoard::StartFilter slow_start = [&](uint64_t, std::size_t remaining, const std::vector<bool>& lost) {
+    seen_remaining = remaining;
+    return lost.size() > 1 && lost[0] && lost[1];
+  };
+  // Its copies would not pay either (the driver's copy filter counts all of B too).
+  const TileBoard::CopyFilter no_copies = [](uint64_t, int, double) { return false; };
+  bool copy = false;
+  EXPECT_EQ(board.take(2, false, copy, no_copies, slow_start), std::nullopt);
+  EXPECT_EQ(seen_remaining, 3u);
+  EXPECT_EQ(take(board, 0), 0u);
+  EXPECT_EQ(take(board, 1), 1u);
+  EXPECT_EQ(board.take(2, false, copy, no_copies, slow_start), std::nullopt);
+  std::vector<uint64_t> reissued;
+  board.node_lost(0, reissued);
+  EXPECT_EQ(board.take(2, false, copy, no_copies, slow_start), std::nullopt) << "node 1 still runs";
+  // A node waiting in take() sees the filter change its mind when the last other node is lost.
+  std::optional<uint64_t> waited;
+  std::thread waiter([&] { waited = board.take(2, true, copy, no_copies, slow_start); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  board.node_lost(1, reissued);
+  waiter.join();
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_FALSE(copy);
 }
 
 TEST(TileBoard, ALostOwnerHandsARunningTileToItsCopyHolder) {

@@ -68,6 +68,29 @@ TEST_F(DynamicWorkers, ManySmallTilesAndUnevenSizesAreExact) {
   }
 }
 
+TEST_F(DynamicWorkers, ANodeWhoseLinkCannotPayForBSitsTheRunOutAndReceivesNothing) {
+  start_workers(3);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+  const uint64_t n = 600;
+  const linalg::Matrix a = linalg::random_matrix(n, n, 5, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(n, n, 6, linalg::FillKind::kIntegers);
+  linalg::Matrix c;
+  // What a profile would say: a and b fast, c behind a 10 kB/s link (B alone, 2.9 MB, would take
+  // about 5 minutes). The links here are all loopback: only the expectation keeps c out.
+  MultiplyHooks hooks;
+  hooks.deadlines.nodes = {{1e9, 1e9, 1e9}, {1e9, 1e9, 1e9}, {1e4, 1e4, 1e9}};
+  Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(n, n, n, 32), a, b, c, hooks);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(c, reference_product(a, b));
+  EXPECT_EQ(total_rows(*run), n);
+  EXPECT_EQ(run->nodes[2].rows, 0u) << "c must not start a tile it cannot pay for";
+  EXPECT_EQ(run->nodes[2].tiles, 0u);
+  EXPECT_LT(run->nodes[2].bytes_to_node, 1024u * 1024u) << "c received no tile data (only control frames)";
+  EXPECT_GT(run->nodes[0].rows, 0u);
+  EXPECT_GT(run->nodes[1].rows, 0u);
+}
+
 TEST_F(DynamicWorkers, SessionsServeTheNextMultiplyAfterADynamicOne) {
   start_workers(2);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);

@@ -440,7 +440,8 @@ class TileStreamer {
             if (in_flight_.size() >= kTilesInFlight) break;
             bool is_copy = false;
             // With results of our own still to read we must not wait for work, only take what is there.
-            const std::optional<uint64_t> tile = board_.take(index_, !outstanding(), is_copy, copy_filter_);
+            const std::optional<uint64_t> tile =
+                board_.take(index_, !outstanding(), is_copy, copy_filter_, start_filter_);
             if (!tile) break;
             current = Current{*tile, 0};
             in_flight_.insert(*tile);
@@ -518,6 +519,26 @@ class TileStreamer {
     return *mine < *theirs - running_s;
   }
 
+  // A node's first tile brings all of B over its link. It is started only when this node would
+  // deliver it before the others, at their expected speeds, could finish every tile still
+  // needed without it: a Pi behind a slow link then sits the run out instead of receiving B for
+  // nothing (it joins in once nodes are lost and the others' share grows). Later tiles need only
+  // A, and always pay. Without rates (no profile) every tile is started.
+  bool start_pays(uint64_t tile, std::size_t remaining, const std::vector<bool>& lost) const {
+    if (!pieces_held_.empty()) return true;
+    const std::optional<double> mine = tile_seconds(tile, index_, &pieces_held_);
+    if (!mine) return true;
+    double others = 0.0;
+    const std::vector<NodeExpectation>& expected = hooks_.deadlines.nodes;
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      const bool gone = i < lost.size() && lost[i];
+      if (static_cast<int>(i) != index_ && !gone) others += expected[i].flops_per_s;
+    }
+    if (others <= 0.0) return true;
+    const double remaining_flops = 2.0 * static_cast<double>(work_.tiles[tile].block.volume()) * static_cast<double>(remaining);
+    return *mine < remaining_flops / others;
+  }
+
   int index_;
   tp::FrameConnection& connection_;
   const Plan& plan_;
@@ -543,6 +564,10 @@ class TileStreamer {
   uint64_t abandoned_ = 0;  // tiles whose sending stopped because their result came from elsewhere
   const TileBoard::CopyFilter copy_filter_ = [this](uint64_t tile, int owner, double running_s) {
     return copy_pays(tile, owner, running_s);
+  };
+  const TileBoard::StartFilter start_filter_ = [this](uint64_t tile, std::size_t remaining,
+                                                      const std::vector<bool>& lost) {
+    return start_pays(tile, remaining, lost);
   };
 };
 

@@ -14,15 +14,16 @@ TileBoard::TileBoard(const Work& work) : speculate_(work.speculate), entries_(wo
   }
 }
 
-std::optional<uint64_t> TileBoard::take(int node, bool wait, bool& is_copy, const CopyFilter& worth_copying) {
+std::optional<uint64_t> TileBoard::take(int node, bool wait, bool& is_copy, const CopyFilter& worth_copying,
+                                        const StartFilter& worth_starting) {
   std::unique_lock lock(mutex_);
   for (;;) {
     if (remaining_ == 0 || aborted_) return std::nullopt;
-    if (std::optional<uint64_t> tile = pick_locked(node, is_copy, worth_copying)) return tile;
+    if (std::optional<uint64_t> tile = pick_locked(node, is_copy, worth_copying, worth_starting)) return tile;
     if (!wait) return std::nullopt;
-    // A copy the filter refused may pay later (its owner falls behind), so look again now and
-    // then even when nothing on the board changes.
-    if (worth_copying) {
+    // A tile or copy a filter refused may pay later (its owner falls behind, a node is lost), so
+    // look again now and then even when nothing on the board changes.
+    if (worth_copying || worth_starting) {
       changed_.wait_for(lock, std::chrono::milliseconds(50));
     } else {
       changed_.wait(lock);
@@ -64,6 +65,10 @@ bool TileBoard::all_done() const {
 
 void TileBoard::node_lost(int node, std::vector<uint64_t>& reissued) {
   std::lock_guard lock(mutex_);
+  if (node >= 0) {
+    if (static_cast<std::size_t>(node) >= lost_.size()) lost_.resize(static_cast<std::size_t>(node) + 1, false);
+    lost_[static_cast<std::size_t>(node)] = true;
+  }
   for (uint64_t t = 0; t < entries_.size(); ++t) {
     Entry& entry = entries_[t];
     // Its half-read result in C is overwritten by whoever finishes the tile now.
@@ -107,12 +112,15 @@ uint64_t TileBoard::copy_wins() const {
   return copy_wins_;
 }
 
-std::optional<uint64_t> TileBoard::pick_locked(int node, bool& is_copy, const CopyFilter& worth_copying) {
+std::optional<uint64_t> TileBoard::pick_locked(int node, bool& is_copy, const CopyFilter& worth_copying,
+                                               const StartFilter& worth_starting) {
   is_copy = false;
   for (int wanted : {node, -1}) {
     for (uint64_t t = 0; t < entries_.size(); ++t) {
       Entry& entry = entries_[t];
       if (entry.state != State::kPending || entry.assigned != wanted) continue;
+      // Unassigned tiles are alike for the filter but for their size: one refused, all are.
+      if (wanted == -1 && worth_starting && !worth_starting(t, remaining_, lost_)) break;
       entry.state = State::kRunning;
       entry.owner = node;
       entry.handed_out = std::chrono::steady_clock::now();

@@ -30,13 +30,18 @@ class TileBoard {
   // Whether a speculative copy of `tile`, run by its `owner` for `running_s` seconds so far,
   // would pay for its transfer on the asking node (called under the board's lock; keep it cheap).
   using CopyFilter = std::function<bool(uint64_t tile, int owner, double running_s)>;
+  // Whether starting the unassigned `tile` on the asking node pays, with `remaining` tiles still
+  // needing a result and `lost` marking the nodes lost so far (called under the board's lock).
+  using StartFilter = std::function<bool(uint64_t tile, std::size_t remaining, const std::vector<bool>& lost)>;
 
-  // The node's own pending tile, else an unassigned one (dynamic tiles, or a lost node's), else
-  // (dynamic only) a copy of a running tile, the one handed out longest ago among those
-  // `worth_copying` accepts (all, when it is empty): one copy per tile, never to its owner.
-  // Empty when every tile is done or the run is aborted. With wait, blocks while there is
-  // nothing to take but tiles still run.
-  std::optional<uint64_t> take(int node, bool wait, bool& is_copy, const CopyFilter& worth_copying = {});
+  // The node's own pending tile, else an unassigned one (dynamic tiles, or a lost node's) that
+  // `worth_starting` accepts (all, when it is empty), else (dynamic only) a copy of a running
+  // tile, the one handed out longest ago among those `worth_copying` accepts (all, when it is
+  // empty): one copy per tile, never to its owner. Empty when every tile is done or the run is
+  // aborted. With wait, blocks while there is nothing to take but tiles still run (looking again
+  // every 50 ms when a filter refused something, since it may accept later).
+  std::optional<uint64_t> take(int node, bool wait, bool& is_copy, const CopyFilter& worth_copying = {},
+                               const StartFilter& worth_starting = {});
 
   // True once the tile's result is in C (or the tile was split among survivors): a node still
   // sending it pieces may stop.
@@ -79,13 +84,15 @@ class TileBoard {
     std::chrono::steady_clock::time_point handed_out;
   };
 
-  std::optional<uint64_t> pick_locked(int node, bool& is_copy, const CopyFilter& worth_copying);
+  std::optional<uint64_t> pick_locked(int node, bool& is_copy, const CopyFilter& worth_copying,
+                                      const StartFilter& worth_starting);
 
   const bool speculate_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Entry> entries_;
   std::size_t remaining_ = 0;  // tiles whose result is still needed
+  std::vector<bool> lost_;     // per node index, true once node_lost()
   bool aborted_ = false;
   uint64_t copies_ = 0;
   uint64_t copy_wins_ = 0;
