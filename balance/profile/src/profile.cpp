@@ -791,13 +791,12 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
     }
     NodeModel entry;
     entry.name = node.name;
-    // The curve measured alone, slowed by the share of it the node kept with every node running
-    // at once, and charged for the CPU its received bytes take (CpuModel). Both are measured;
-    // either is left out (1, 0) when the profile predates it.
+    // The curve measured alone, charged for the CPU its received bytes take (CpuModel; left out
+    // when the profile predates the measurement). The all-at-once rate (concurrent_gflops) is not
+    // used as the node's availability: on a quiet machine it read 97-100% of the alone rate and
+    // changed nothing, and one reading taken beside a build (a desktop at 12 of 59 GFLOP/s) made
+    // the forecast 3.8x too slow on local-mixed (README, "The performance model").
     entry.speed = SpeedCurve(measured->speed);
-    if (measured->concurrent_gflops > 0.0 && measured->gflops > 0.0) {
-      entry.cpu.availability = std::clamp(measured->concurrent_gflops / measured->gflops, 0.05, 1.0);
-    }
     if (measured->compute_cores > 0.0) {
       entry.cpu.receive_s_per_byte = measured->receive_cpu_s_per_byte / measured->compute_cores;
     }

@@ -61,8 +61,9 @@ struct CpuModel {
   // Compute seconds lost per byte received: the worker's receive CPU per byte spread over the
   // cores its compute gets (a quarter-core node pays four times its CPU time). 0 = not charged.
   double receive_s_per_byte = 0.0;
-  // The share of its measured-alone speed a node keeps while every node of the cluster computes
-  // (other nodes and the coordinator on the same cores), in (0, 1]. 1 = no contention modelled.
+  // The share of its measured-alone speed a node keeps while others use the same cores, in
+  // (0, 1]; 1 = no contention modelled. profile_model leaves it at 1 (the all-at-once probe is
+  // too noise-prone to drive forecasts); a caller that knows better may set it.
   double availability = 1.0;
   bool operator==(const CpuModel&) const = default;
 };
@@ -108,10 +109,8 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan);
 // which the nodes together take all m rows wins. A node that is not worth its fixed cost (e.g. a
 // slow link that must carry all of B before its first row pays off) gets 0 rows. Nodes with zero
 // speed or zero bandwidth are excluded and named in `warnings`. The rows are sized with each
-// node's receive charge but without its availability (CpuModel): that share comes from a probe in
-// which every node computes flat out, the profile's most noise-prone figure (a build running
-// beside it read a desktop at a quarter of its speed), so it moves the forecast, not the split.
-// Planning with it made plans up to 1.7x slower after one such reading.
+// node's receive charge but without its availability (CpuModel), which moves only the forecast:
+// a noisy all-at-once reading once made plans 1.7x slower when it sized them.
 struct ModelPlanResult {
   Plan plan;
   std::vector<std::string> warnings;
