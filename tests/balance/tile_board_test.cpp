@@ -155,10 +155,12 @@ TEST(TileBoard, ANodeWhoseStartDoesNotPayTakesNoFreshTileUntilTheOthersAreLost) 
   work.speculate = true;
   TileBoard board(work);
   std::size_t seen_remaining = 0;
+  bool saw_others_started = false;
   // Node 2 pays for its first tile only once both others are gone.
-  const TileBoard::StartFilter slow_start = [&](uint64_t, std::size_t remaining, const std::vector<bool>& lost) {
-    seen_remaining = remaining;
-    return lost.size() > 1 && lost[0] && lost[1];
+  const TileBoard::StartFilter slow_start = [&](uint64_t, const TileBoard::BoardView& view) {
+    seen_remaining = view.remaining;
+    saw_others_started = view.started.size() > 1 && view.started[0] && view.started[1];
+    return view.lost.size() > 1 && view.lost[0] && view.lost[1];
   };
   // Its copies would not pay either (the driver's copy filter counts all of B too).
   const TileBoard::CopyFilter no_copies = [](uint64_t, int, double) { return false; };
@@ -168,6 +170,7 @@ TEST(TileBoard, ANodeWhoseStartDoesNotPayTakesNoFreshTileUntilTheOthersAreLost) 
   EXPECT_EQ(take(board, 0), 0u);
   EXPECT_EQ(take(board, 1), 1u);
   EXPECT_EQ(board.take(2, false, copy, no_copies, slow_start), std::nullopt);
+  EXPECT_TRUE(saw_others_started) << "nodes 0 and 1 took tiles, so they count as started";
   std::vector<uint64_t> reissued;
   board.node_lost(0, reissued);
   EXPECT_EQ(board.take(2, false, copy, no_copies, slow_start), std::nullopt) << "node 1 still runs";

@@ -91,6 +91,25 @@ TEST_F(DynamicWorkers, ANodeWhoseLinkCannotPayForBSitsTheRunOutAndReceivesNothin
   EXPECT_GT(run->nodes[1].rows, 0u);
 }
 
+TEST_F(DynamicWorkers, WhenBDominatesEveryNodesFirstTileTheBestStarterStillStarts) {
+  // Every node expects B (2.9 MB at 1 MB/s) to take longer than the whole product's compute: by
+  // the start rule alone none would pay, so the nodes that would start soonest (here all, equal)
+  // must start anyway, or the run would never end.
+  start_workers(3);
+  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+  const uint64_t n = 600;
+  const linalg::Matrix a = linalg::random_matrix(n, n, 7, linalg::FillKind::kIntegers);
+  const linalg::Matrix b = linalg::random_matrix(n, n, 8, linalg::FillKind::kIntegers);
+  linalg::Matrix c;
+  MultiplyHooks hooks;
+  hooks.deadlines.nodes = {{1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}};
+  Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(n, n, n, 32), a, b, c, hooks);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(c, reference_product(a, b));
+  EXPECT_EQ(total_rows(*run), n);
+}
+
 TEST_F(DynamicWorkers, SessionsServeTheNextMultiplyAfterADynamicOne) {
   start_workers(2);
   Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -519,24 +520,34 @@ class TileStreamer {
     return *mine < *theirs - running_s;
   }
 
-  // A node's first tile brings all of B over its link. It is started only when this node would
-  // deliver it before the others, at their expected speeds, could finish every tile still
-  // needed without it: a Pi behind a slow link then sits the run out instead of receiving B for
-  // nothing (it joins in once nodes are lost and the others' share grows). Later tiles need only
-  // A, and always pay. Without rates (no profile) every tile is started.
-  bool start_pays(uint64_t tile, std::size_t remaining, const std::vector<bool>& lost) const {
+  // A node's first tile brings all of B over its link, so it is started only where it pays.
+  // While no live node has started, the node that would deliver a first tile soonest starts (all
+  // of them on a tie), so someone always does. Once some have, a node starts only when it would
+  // deliver its first tile before those, at their expected speeds, could finish every tile still
+  // needed: a Pi behind a slow link sits the run out instead of receiving B for nothing, and joins
+  // in when the started nodes are lost. Later tiles need only A and always pay. Without rates (no
+  // profile) every tile is started.
+  bool start_pays(uint64_t tile, const TileBoard::BoardView& board) const {
     if (!pieces_held_.empty()) return true;
-    const std::optional<double> mine = tile_seconds(tile, index_, &pieces_held_);
+    const std::set<std::size_t> none;
+    const std::optional<double> mine = tile_seconds(tile, index_, &none);
     if (!mine) return true;
-    double others = 0.0;
+    const auto flag = [](const std::vector<bool>& flags, std::size_t i) { return i < flags.size() && flags[i]; };
     const std::vector<NodeExpectation>& expected = hooks_.deadlines.nodes;
+    double started_rate = 0.0;
+    double best_other_start = std::numeric_limits<double>::infinity();
     for (std::size_t i = 0; i < expected.size(); ++i) {
-      const bool gone = i < lost.size() && lost[i];
-      if (static_cast<int>(i) != index_ && !gone) others += expected[i].flops_per_s;
+      if (static_cast<int>(i) == index_ || flag(board.lost, i)) continue;
+      if (flag(board.started, i)) {
+        started_rate += expected[i].flops_per_s;
+      } else if (const std::optional<double> theirs = tile_seconds(tile, static_cast<int>(i), &none)) {
+        best_other_start = std::min(best_other_start, *theirs);
+      }
     }
-    if (others <= 0.0) return true;
-    const double remaining_flops = 2.0 * static_cast<double>(work_.tiles[tile].block.volume()) * static_cast<double>(remaining);
-    return *mine < remaining_flops / others;
+    if (started_rate <= 0.0) return *mine <= best_other_start;
+    const double remaining_flops =
+        2.0 * static_cast<double>(work_.tiles[tile].block.volume()) * static_cast<double>(board.remaining);
+    return *mine < remaining_flops / started_rate;
   }
 
   int index_;
@@ -565,9 +576,8 @@ class TileStreamer {
   const TileBoard::CopyFilter copy_filter_ = [this](uint64_t tile, int owner, double running_s) {
     return copy_pays(tile, owner, running_s);
   };
-  const TileBoard::StartFilter start_filter_ = [this](uint64_t tile, std::size_t remaining,
-                                                      const std::vector<bool>& lost) {
-    return start_pays(tile, remaining, lost);
+  const TileBoard::StartFilter start_filter_ = [this](uint64_t tile, const TileBoard::BoardView& board) {
+    return start_pays(tile, board);
   };
 };
 

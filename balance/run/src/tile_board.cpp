@@ -63,6 +63,14 @@ bool TileBoard::all_done() const {
   return remaining_ == 0 || aborted_;
 }
 
+void TileBoard::mark_started(int node) {
+  if (node < 0) return;
+  if (static_cast<std::size_t>(node) >= started_.size()) started_.resize(static_cast<std::size_t>(node) + 1, false);
+  if (started_[static_cast<std::size_t>(node)]) return;
+  started_[static_cast<std::size_t>(node)] = true;
+  changed_.notify_all();  // a node waiting for someone to start may now compare itself with it
+}
+
 void TileBoard::node_lost(int node, std::vector<uint64_t>& reissued) {
   std::lock_guard lock(mutex_);
   if (node >= 0) {
@@ -120,7 +128,8 @@ std::optional<uint64_t> TileBoard::pick_locked(int node, bool& is_copy, const Co
       Entry& entry = entries_[t];
       if (entry.state != State::kPending || entry.assigned != wanted) continue;
       // Unassigned tiles are alike for the filter but for their size: one refused, all are.
-      if (wanted == -1 && worth_starting && !worth_starting(t, remaining_, lost_)) break;
+      if (wanted == -1 && worth_starting && !worth_starting(t, BoardView{remaining_, lost_, started_})) break;
+      mark_started(node);
       entry.state = State::kRunning;
       entry.owner = node;
       entry.handed_out = std::chrono::steady_clock::now();
@@ -141,6 +150,7 @@ std::optional<uint64_t> TileBoard::pick_locked(int node, bool& is_copy, const Co
   }
   if (!oldest) return std::nullopt;
   entries_[*oldest].copy_owner = node;
+  mark_started(node);
   ++copies_;
   is_copy = true;
   return oldest;

@@ -30,9 +30,16 @@ class TileBoard {
   // Whether a speculative copy of `tile`, run by its `owner` for `running_s` seconds so far,
   // would pay for its transfer on the asking node (called under the board's lock; keep it cheap).
   using CopyFilter = std::function<bool(uint64_t tile, int owner, double running_s)>;
-  // Whether starting the unassigned `tile` on the asking node pays, with `remaining` tiles still
-  // needing a result and `lost` marking the nodes lost so far (called under the board's lock).
-  using StartFilter = std::function<bool(uint64_t tile, std::size_t remaining, const std::vector<bool>& lost)>;
+  // What a start filter sees of the board (under its lock): tiles still needing a result, and per
+  // node index whether it was lost and whether it has taken any tile yet (so it holds B, or is
+  // receiving it). Vectors may be shorter than the node count: missing entries are false.
+  struct BoardView {
+    std::size_t remaining = 0;
+    const std::vector<bool>& lost;
+    const std::vector<bool>& started;
+  };
+  // Whether starting the unassigned `tile` on the asking node pays (called under the board's lock).
+  using StartFilter = std::function<bool(uint64_t tile, const BoardView& board)>;
 
   // The node's own pending tile, else an unassigned one (dynamic tiles, or a lost node's) that
   // `worth_starting` accepts (all, when it is empty), else (dynamic only) a copy of a running
@@ -86,6 +93,7 @@ class TileBoard {
 
   std::optional<uint64_t> pick_locked(int node, bool& is_copy, const CopyFilter& worth_copying,
                                       const StartFilter& worth_starting);
+  void mark_started(int node);  // under the lock
 
   const bool speculate_;
   mutable std::mutex mutex_;
@@ -93,6 +101,7 @@ class TileBoard {
   std::vector<Entry> entries_;
   std::size_t remaining_ = 0;  // tiles whose result is still needed
   std::vector<bool> lost_;     // per node index, true once node_lost()
+  std::vector<bool> started_;  // per node index, true once it took a tile (own, fresh or a copy)
   bool aborted_ = false;
   uint64_t copies_ = 0;
   uint64_t copy_wins_ = 0;
