@@ -39,6 +39,27 @@ class DynamicWorkers : public ::testing::Test {
     return *plan;
   }
 
+  // A 600 x 600 dynamic multiply on three new workers whose profile-like expectations are
+  // `expected` (the links are all loopback: only the expectations differ); checks that the
+  // product is exact and every row came back once.
+  Result<MultiplyRun> run_expecting(const std::vector<NodeExpectation>& expected) {
+    start_workers(3);
+    Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+    if (!connection) return connection.status();
+    const uint64_t n = 600;
+    const linalg::Matrix a = linalg::random_matrix(n, n, 5, linalg::FillKind::kIntegers);
+    const linalg::Matrix b = linalg::random_matrix(n, n, 6, linalg::FillKind::kIntegers);
+    linalg::Matrix c;
+    MultiplyHooks hooks;
+    hooks.deadlines.nodes = expected;
+    Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(n, n, n, 32), a, b, c, hooks);
+    if (run) {
+      EXPECT_EQ(c, reference_product(a, b));
+      EXPECT_EQ(total_rows(*run), n);
+    }
+    return run;
+  }
+
   static uint64_t total_rows(const MultiplyRun& run) {
     uint64_t rows = 0;
     for (const NodeRunStats& node : run.nodes) rows += node.rows;
@@ -69,21 +90,9 @@ TEST_F(DynamicWorkers, ManySmallTilesAndUnevenSizesAreExact) {
 }
 
 TEST_F(DynamicWorkers, ANodeWhoseLinkCannotPayForBSitsTheRunOutAndReceivesNothing) {
-  start_workers(3);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
-  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
-  const uint64_t n = 600;
-  const linalg::Matrix a = linalg::random_matrix(n, n, 5, linalg::FillKind::kIntegers);
-  const linalg::Matrix b = linalg::random_matrix(n, n, 6, linalg::FillKind::kIntegers);
-  linalg::Matrix c;
-  // What a profile would say: a and b fast, c behind a 10 kB/s link (B alone, 2.9 MB, would take
-  // about 5 minutes). The links here are all loopback: only the expectation keeps c out.
-  MultiplyHooks hooks;
-  hooks.deadlines.nodes = {{1e9, 1e9, 1e9}, {1e9, 1e9, 1e9}, {1e4, 1e4, 1e9}};
-  Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(n, n, n, 32), a, b, c, hooks);
+  // a and b fast, c behind a 10 kB/s link: B alone (2.9 MB) would take it about 5 minutes.
+  Result<MultiplyRun> run = run_expecting({{1e9, 1e9, 1e9}, {1e9, 1e9, 1e9}, {1e4, 1e4, 1e9}});
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(c, reference_product(a, b));
-  EXPECT_EQ(total_rows(*run), n);
   EXPECT_EQ(run->nodes[2].rows, 0u) << "c must not start a tile it cannot pay for";
   EXPECT_EQ(run->nodes[2].tiles, 0u);
   EXPECT_LT(run->nodes[2].bytes_to_node, 1024u * 1024u) << "c received no tile data (only control frames)";
@@ -95,19 +104,8 @@ TEST_F(DynamicWorkers, WhenBDominatesEveryNodesFirstTileTheBestStarterStillStart
   // Every node expects B (2.9 MB at 1 MB/s) to take longer than the whole product's compute: by
   // the start rule alone none would pay, so the nodes that would start soonest (here all, equal)
   // must start anyway, or the run would never end.
-  start_workers(3);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
-  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
-  const uint64_t n = 600;
-  const linalg::Matrix a = linalg::random_matrix(n, n, 7, linalg::FillKind::kIntegers);
-  const linalg::Matrix b = linalg::random_matrix(n, n, 8, linalg::FillKind::kIntegers);
-  linalg::Matrix c;
-  MultiplyHooks hooks;
-  hooks.deadlines.nodes = {{1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}};
-  Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(n, n, n, 32), a, b, c, hooks);
+  Result<MultiplyRun> run = run_expecting({{1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}});
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  EXPECT_EQ(c, reference_product(a, b));
-  EXPECT_EQ(total_rows(*run), n);
 }
 
 TEST_F(DynamicWorkers, SessionsServeTheNextMultiplyAfterADynamicOne) {
