@@ -90,6 +90,18 @@ def _warn_all(messages: Iterable[str]) -> None:
         warnings.warn(message, TesseraWarning, stacklevel=3)
 
 
+def _notice_collector():
+    """A list and the callback that appends to it: the library's notices for the person waiting,
+    kept for the report and logged at INFO on the "tessera" logger."""
+    notices: list = []
+
+    def notice(text: str) -> None:
+        notices.append(text)
+        _log.info("%s", text)
+
+    return notices, notice
+
+
 # --- Arrays ------------------------------------------------------------------------------------
 
 
@@ -861,11 +873,7 @@ class Cluster:
         if out is not None and (np.may_share_memory(c, a) or np.may_share_memory(c, b)):
             # C is written while A and B are still being read: the product would be garbage.
             raise InvalidInputError("out overlaps A or B; pass an array of its own")
-        notices: list = []
-
-        def notice(text: str) -> None:
-            notices.append(text)
-            _log.info("%s", text)
+        notices, notice = _notice_collector()
 
         with self._lock:
             text, plan_fields, plan_warnings, table, timing = self._handle.multiply(
@@ -899,11 +907,7 @@ class Cluster:
 
     def _evaluate(self, text: str, inputs: dict, policy: str, verify: str, rewrite: bool, explain: bool,
                   progress: "Callable[[dict], None] | None"):
-        notices: list = []
-
-        def notice(message: str) -> None:
-            notices.append(message)
-            _log.info("%s", message)
+        notices, notice = _notice_collector()
 
         with self._lock:
             values, rows, cols, report_text, table = self._handle.evaluate(
@@ -940,11 +944,7 @@ class Cluster:
             weights_text = weights
         else:
             weights_text = ",".join(repr(float(w)) for w in weights)
-        notices: list = []
-
-        def notice(text: str) -> None:
-            notices.append(text)
-            _log.info("%s", text)
+        notices, notice = _notice_collector()
 
         with self._lock:
             values, text = self._handle.graph(

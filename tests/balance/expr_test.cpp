@@ -185,6 +185,10 @@ TEST(ExprRewrite, EveryOperatorMatchesItsDefinitionOnIntegers) {
   const Expr e = parsed("2 * (A * B)' - S + I", shapes);
   EXPECT_EQ(evaluated(e, values).values, expected.values);
   EXPECT_EQ(evaluated(rewrite(e), values).values, expected.values);
+  // A power of a power, evaluated as written (the inner power's products made while the outer's are).
+  Matrix s6 = s;
+  for (int i = 1; i < 6; ++i) s6 = naive_product(s6, s);
+  EXPECT_EQ(evaluated(parsed("(S^2)^3", shapes), values).values, s6.values);
 }
 
 TEST(ExprEvaluate, AMissingOrMisshapedInputIsRefusedByName) {

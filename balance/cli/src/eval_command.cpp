@@ -2,18 +2,19 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <functional>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <ostream>
 
 #include <fmt/format.h>
 
 #include "tessera/balance/cli/commands.hpp"
 #include "tessera/balance/expr/parse.hpp"
-#include "tessera/balance/report/eval_report.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/balance/report/eval_report.hpp"
+#include "tessera/balance/run/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/linalg/matrix.hpp"
 
@@ -62,10 +63,9 @@ Result<std::map<std::string, linalg::Matrix>> load_inputs(const std::vector<std:
       Result<linalg::Matrix> read = linalg::read_npy(source);
       // An input that cannot be read is bad input (exit 2), whatever the reason.
       if (!read) return invalid_argument(fmt::format("--input {}: {}", name, read.status().message()));
-      for (double v : read->values) {
-        if (!std::isfinite(v)) {
-          return invalid_argument(fmt::format("--input {}: {} holds NaN or infinite values", name, source));
-        }
+      if (const std::optional<NonFiniteEntry> entry = first_nonfinite(*read)) {
+        return invalid_argument(fmt::format("--input {}: {} holds NaN or infinite values: {} (0-based [row][column])",
+                                            name, source, describe_nonfinite(name, *entry)));
       }
       return read;
     }();
@@ -92,8 +92,8 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   }
   Result<expr::Expr> parsed = expr::parse(command.expression, shapes);
   if (!parsed) return report_failure(err, parsed.status());
+  const std::vector<std::string> used = expr::input_names(*parsed);
   for (const auto& [name, shape] : shapes) {
-    const std::vector<std::string> used = expr::input_names(*parsed);
     if (std::find(used.begin(), used.end(), name) == used.end()) {
       err << "warning: --input " << name << " is not used by the expression\n";
     }

@@ -1,10 +1,11 @@
 #include "tessera/balance/expr/evaluate.hpp"
 
-#include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "tessera/balance/expr/rewrite.hpp"
 #include "tessera/linalg/gemm.hpp"
 
 namespace tessera::balance::expr {
@@ -77,26 +78,14 @@ class Evaluator {
         return out;
       }
       case Op::kPower: {
-        // By squaring, as rewrite() would lower it.
-        linalg::Matrix square = *operands[0];
-        std::optional<linalg::Matrix> result;
-        for (uint32_t bits = e->exponent; bits != 0; bits >>= 1) {
-          if (bits & 1u) {
-            if (result) {
-              Result<linalg::Matrix> next = multiply_ ? multiply_(*result, square) : local_product(*result, square);
-              if (!next) return next;
-              result = std::move(*next);
-            } else {
-              result = square;
-            }
-          }
-          if (bits > 1) {
-            Result<linalg::Matrix> next = multiply_ ? multiply_(square, square) : local_product(square, square);
-            if (!next) return next;
-            square = std::move(*next);
-          }
-        }
-        return std::move(*result);
+        // The products rewrite() would lower it to. They stay alive with the evaluator, since
+        // values_ is keyed by their addresses.
+        // (A copy, not a reference into lowered_: a nested power grows the vector.)
+        const Expr lowered = power_by_squaring(e->operands[0], e->exponent);
+        lowered_.push_back(lowered);
+        Result<const linalg::Matrix*> raised = value(lowered);
+        if (!raised) return raised.status();
+        return **raised;
       }
     }
     return internal_error("unknown expression node");
@@ -105,6 +94,7 @@ class Evaluator {
   const std::map<std::string, linalg::MatrixView>& inputs_;
   const MultiplyFn& multiply_;
   std::unordered_map<const Node*, linalg::Matrix> values_;
+  std::vector<Expr> lowered_;  // powers as products, for as long as values_ may name their nodes
 };
 
 }  // namespace

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <functional>
 #include <set>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -204,14 +204,30 @@ bool same(const Expr& a, const Expr& b) {
   return true;
 }
 
+namespace {
+
+void collect(const Expr& e, std::unordered_set<const Node*>& seen, std::vector<Expr>& out) {
+  if (!seen.insert(e.get()).second) return;
+  for (const Expr& operand : e->operands) collect(operand, seen, out);
+  out.push_back(e);
+}
+
+}  // namespace
+
+std::vector<Expr> nodes_in_order(const Expr& e) {
+  std::unordered_set<const Node*> seen;
+  std::vector<Expr> out;
+  collect(e, seen, out);
+  return out;
+}
+
 std::vector<std::string> input_names(const Expr& e) {
   std::vector<std::string> names;
   std::set<std::string> seen;
-  std::function<void(const Expr&)> walk = [&](const Expr& node) {
+  // Leaves come out of the depth-first walk as they are first reached: first-use order.
+  for (const Expr& node : nodes_in_order(e)) {
     if (node->op == Op::kInput && seen.insert(node->name).second) names.push_back(node->name);
-    for (const Expr& operand : node->operands) walk(operand);
-  };
-  walk(e);
+  }
   return names;
 }
 

@@ -5,7 +5,6 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -91,18 +90,6 @@ Expr best_chain(const std::vector<Expr>& factors) {
   return build(build, 0, n - 1);
 }
 
-// base^k by repeated squaring: floor(log2 k) squarings and popcount(k) - 1 more products, each
-// square shared by the products that use it.
-Expr by_squaring(const Expr& base, uint32_t k) {
-  std::optional<Expr> result;
-  Expr square = base;
-  for (uint32_t bits = k; bits != 0; bits >>= 1) {
-    if (bits & 1u) result = result ? must(product(*result, square)) : square;
-    if (bits > 1) square = must(product(square, square));
-  }
-  return *result;
-}
-
 Expr lower(const Expr& e, const CostWeights& weights);
 
 // A product chain with its powers lowered: each power tries being k factors of the chain
@@ -131,7 +118,7 @@ Expr lower_chain(const Expr& chain, const CostWeights& weights) {
       } else if (part.expanded) {
         factors.insert(factors.end(), part.exponent, part.base);
       } else {
-        factors.push_back(by_squaring(part.base, part.exponent));
+        factors.push_back(power_by_squaring(part.base, part.exponent));
       }
     }
     return eliminate_common(best_chain(factors));
@@ -158,7 +145,7 @@ Expr lower(const Expr& e, const CostWeights& weights) {
     case Op::kInput:
     case Op::kIdentity: return e;
     case Op::kProduct: return lower_chain(e, weights);
-    case Op::kPower: return by_squaring(lower(e->operands[0], weights), e->exponent);
+    case Op::kPower: return power_by_squaring(lower(e->operands[0], weights), e->exponent);
     default: break;
   }
   std::vector<Expr> operands;
@@ -178,25 +165,21 @@ Expr order(const Expr& e) {
   return with_operands(e, std::move(operands));
 }
 
-// Every distinct node once, operands before the nodes that use them.
-void topological(const Expr& e, std::unordered_set<const Node*>& seen, std::vector<Expr>& out) {
-  if (!seen.insert(e.get()).second) return;
-  for (const Expr& operand : e->operands) topological(operand, seen, out);
-  out.push_back(e);
-}
-
-std::vector<Expr> topological(const Expr& e) {
-  std::unordered_set<const Node*> seen;
-  std::vector<Expr> out;
-  topological(e, seen, out);
-  return out;
-}
-
 }  // namespace
+
+Expr power_by_squaring(const Expr& base, uint32_t exponent) {
+  std::optional<Expr> result;
+  Expr square = base;
+  for (uint32_t bits = exponent; bits != 0; bits >>= 1) {
+    if (bits & 1u) result = result ? must(product(*result, square)) : square;
+    if (bits > 1) square = must(product(square, square));
+  }
+  return *result;
+}
 
 Cost cost(const Expr& e) {
   Cost total;
-  for (const Expr& node : topological(e)) {
+  for (const Expr& node : nodes_in_order(e)) {
     const double size = dim(node->rows) * dim(node->cols);
     switch (node->op) {
       case Op::kInput:
@@ -232,7 +215,7 @@ Expr eliminate_common(const Expr& e) {
   std::map<std::string, Expr> by_key;
   std::unordered_map<const Node*, std::pair<Expr, std::size_t>> canonical;  // node -> (shared node, its id)
   std::unordered_map<const Node*, std::size_t> ids;                         // shared node -> id
-  for (const Expr& node : topological(e)) {
+  for (const Expr& node : nodes_in_order(e)) {
     std::string key = fmt::format("{}|{}x{}|{}|{:a}|{}", static_cast<int>(node->op), node->rows, node->cols, node->name,
                                   node->scalar, node->exponent);
     std::vector<Expr> operands;
@@ -263,7 +246,7 @@ std::string explain(const Expr& before, const Expr& after) {
   };
   // The rewritten DAG as steps: every computed node used more than once gets a name.
   std::unordered_map<const Node*, int> uses;
-  const std::vector<Expr> order = topological(after);
+  const std::vector<Expr> order = nodes_in_order(after);
   for (const Expr& node : order) {
     for (const Expr& operand : node->operands) ++uses[operand.get()];
   }

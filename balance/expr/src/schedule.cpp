@@ -31,12 +31,6 @@ TileRef tile_of(uint64_t key) {
           static_cast<uint32_t>(key & 0xFFFFF)};
 }
 
-void topological(const Expr& e, std::unordered_set<const Node*>& seen, std::vector<Expr>& out) {
-  if (!seen.insert(e.get()).second) return;
-  for (const Expr& operand : e->operands) topological(operand, seen, out);
-  out.push_back(e);
-}
-
 double usable(double value) { return value > 0.0 && std::isfinite(value) ? value : 0.0; }
 
 // A rate for moving data: NaN or <= 0 cannot move anything (0); +inf is an unlimited link.
@@ -108,9 +102,7 @@ double TaskDag::tile_bytes(const TileRef& ref) const {
 
 TaskDag lower_to_tasks(const Expr& e, uint64_t tile) {
   TaskDag dag;
-  std::unordered_set<const Node*> seen;
-  std::vector<Expr> nodes;
-  topological(e, seen, nodes);
+  const std::vector<Expr> nodes = nodes_in_order(e);
   // Large enough that no matrix has 2^20 tiles along a side (key_of).
   uint64_t longest = 1;
   for (const Expr& node : nodes) longest = std::max({longest, node->rows, node->cols});
@@ -224,10 +216,11 @@ Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptio
   }
   for (std::size_t task = tasks; task-- > 0;) {
     double longest = 0.0;
-    for (std::size_t next : dag.successors[task]) {
+    if (!dag.successors[task].empty()) {
       double mean_move = 0.0;
       for (std::size_t p = 0; p < nodes; ++p) mean_move += move_time(kNone, p, dag.tasks[task].output_bytes);
-      longest = std::max(longest, mean_move / static_cast<double>(nodes) + rank[next]);
+      mean_move /= static_cast<double>(nodes);
+      for (std::size_t next : dag.successors[task]) longest = std::max(longest, mean_move + rank[next]);
     }
     rank[task] = mean_compute[task] + longest;
   }

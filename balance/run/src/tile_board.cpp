@@ -63,20 +63,28 @@ bool TileBoard::all_done() const {
   return remaining_ == 0 || aborted_;
 }
 
+namespace {
+
+// Sets `flags[node]`, growing `flags` as needed; false when it was set already (or node < 0).
+bool set_flag(std::vector<bool>& flags, int node) {
+  if (node < 0) return false;
+  const auto index = static_cast<std::size_t>(node);
+  if (index >= flags.size()) flags.resize(index + 1, false);
+  if (flags[index]) return false;
+  flags[index] = true;
+  return true;
+}
+
+}  // namespace
+
 void TileBoard::mark_started(int node) {
-  if (node < 0) return;
-  if (static_cast<std::size_t>(node) >= started_.size()) started_.resize(static_cast<std::size_t>(node) + 1, false);
-  if (started_[static_cast<std::size_t>(node)]) return;
-  started_[static_cast<std::size_t>(node)] = true;
-  changed_.notify_all();  // a node waiting for someone to start may now compare itself with it
+  // A node waiting for someone to start may now compare itself with this one.
+  if (set_flag(started_, node)) changed_.notify_all();
 }
 
 void TileBoard::node_lost(int node, std::vector<uint64_t>& reissued) {
   std::lock_guard lock(mutex_);
-  if (node >= 0) {
-    if (static_cast<std::size_t>(node) >= lost_.size()) lost_.resize(static_cast<std::size_t>(node) + 1, false);
-    lost_[static_cast<std::size_t>(node)] = true;
-  }
+  set_flag(lost_, node);
   for (uint64_t t = 0; t < entries_.size(); ++t) {
     Entry& entry = entries_[t];
     // Its half-read result in C is overwritten by whoever finishes the tile now.

@@ -64,6 +64,9 @@ std::string to_string(const Expr& e);
 // Structural equality: same operations, names, shapes, scalars and exponents.
 bool same(const Expr& a, const Expr& b);
 
+// Every distinct node of `e` once (shared subtrees once), operands before the nodes that use them.
+std::vector<Expr> nodes_in_order(const Expr& e);
+
 // The names of the inputs, each once, in first-use order.
 std::vector<std::string> input_names(const Expr& e);
 

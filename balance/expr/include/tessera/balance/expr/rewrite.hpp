@@ -36,6 +36,11 @@ struct CostWeights {
   double seconds(const Cost& c) const { return c.flops * seconds_per_flop + c.moved_bytes * seconds_per_moved_byte; }
 };
 
+// base^exponent as products by repeated squaring: floor(log2 k) squarings and popcount(k) - 1
+// more products, each square one node shared by the products that use it.
+// REQUIRES: base square, exponent >= 1.
+Expr power_by_squaring(const Expr& base, uint32_t exponent);
+
 // Equal subtrees become one shared node.
 Expr eliminate_common(const Expr& e);
 
