@@ -210,6 +210,16 @@ Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixVi
   return MultiplyOutcome{std::move(*report), std::move(planned->warnings)};
 }
 
+std::string_view eval_mode_name(EvalMode mode) {
+  return mode == EvalMode::kScheduled ? "scheduled" : "sequence";
+}
+
+Result<EvalMode> parse_eval_mode(std::string_view name) {
+  if (name == "scheduled") return EvalMode::kScheduled;
+  if (name == "sequence") return EvalMode::kSequence;
+  return invalid_argument(fmt::format("unknown evaluation mode '{}'; use scheduled or sequence", name));
+}
+
 Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                                      const EvalOptions& options, const RunControl& control) {
   const auto start = std::chrono::steady_clock::now();
@@ -225,6 +235,9 @@ Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::s
     }
   }
   outcome.evaluated = options.rewrite ? expr::rewrite(e, outcome.weights) : e;
+  if (options.mode == EvalMode::kScheduled) {
+    return invalid_argument("the scheduled evaluation is not built yet; use the sequence mode");
+  }
   // Each product on the cluster; a wrong one stops everything, since what uses it would be wrong too.
   const expr::MultiplyFn on_cluster = [&](const linalg::Matrix& a, const linalg::Matrix& b) -> Result<linalg::Matrix> {
     linalg::Matrix c(a.rows, b.cols);

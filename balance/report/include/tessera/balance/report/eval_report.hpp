@@ -7,12 +7,16 @@
 // makespan_sum_s, wall_s. Pure functions on values; thread-compatible.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/balance/expr/expression.hpp"
 #include "tessera/balance/expr/rewrite.hpp"
 #include "tessera/balance/report/report.hpp"
+#include "tessera/balance/run/verify.hpp"
 #include "tessera/linalg/matrix.hpp"
 
 namespace tessera::balance {
@@ -24,13 +28,55 @@ struct EvalProduct {
   std::vector<std::string> warnings;  // from planning it
 };
 
+// What a scheduled evaluation (the tiled task DAG placed by HEFT with tile caches, run on the
+// workers with intermediates kept where they were made) predicted and measured.
+struct ScheduledTaskKind {
+  std::string kind;          // "product", "sum", "difference", "scale"
+  uint64_t tasks = 0;
+  double predicted_s = 0.0;  // compute seconds the schedule gives these tasks, summed
+  double measured_s = 0.0;   // compute seconds the workers reported for them, summed
+};
+struct ScheduledNode {
+  std::string name;
+  uint64_t tasks = 0;
+  double predicted_busy_s = 0.0;   // the schedule's compute time on the node
+  double measured_busy_s = 0.0;    // the worker's own compute time for its jobs
+  double predicted_finish_s = 0.0; // when its last task ends in the simulation
+  double measured_finish_s = 0.0;  // when its last task's credit came back
+  uint64_t bytes_to_node = 0;      // tiles, jobs and headers sent to it
+  uint64_t bytes_from_node = 0;    // credits and tiles it returned
+};
+struct ScheduledEval {
+  uint64_t tile = 0;  // the tile size that ran
+  // Every candidate tile size with the makespan its schedule was predicted to take.
+  std::vector<std::pair<uint64_t, double>> candidates;
+  double predicted_makespan_s = 0.0;    // the chosen schedule, simulated
+  double measured_makespan_s = 0.0;     // first byte sent to the result's last byte received
+  double theoretical_makespan_s = 0.0;  // the same DAG with every transfer free (HEFT, zero communication)
+  double fastest_alone_s = 0.0;         // the same DAG on the fastest node alone, transfers free
+  double predicted_bytes = 0.0;         // tile bytes the schedule moves
+  double measured_bytes = 0.0;          // tile bytes that really travelled (to and from nodes)
+  double naive_bytes = 0.0;             // tile bytes when every intermediate returns to the coordinator
+  uint64_t tasks = 0;
+  std::vector<ScheduledNode> nodes;      // the nodes that took part, cluster order
+  std::vector<ScheduledTaskKind> kinds;  // per task kind
+  std::vector<std::string> lost_nodes;   // lost mid-run; the DAG was rescheduled on the others
+  uint32_t attempts = 1;                 // schedules run (1 + reschedules after losses)
+  Verification verification;             // the whole expression's value, checked on the coordinator
+  // Zero-communication speedup over the fastest node alone: fastest_alone_s / theoretical_makespan_s.
+  double theoretical_speedup() const {
+    return theoretical_makespan_s > 0.0 ? fastest_alone_s / theoretical_makespan_s : 0.0;
+  }
+};
+
 struct EvalOutcome {
   expr::Expr written;    // as parsed
   expr::Expr evaluated;  // what ran: rewritten (or as written)
   bool rewritten = true;
   expr::CostWeights weights;
   linalg::Matrix value;
-  std::vector<EvalProduct> products;  // in the order they ran
+  std::vector<EvalProduct> products;  // sequence mode: the products in the order they ran
+  std::optional<ScheduledEval> scheduled;  // scheduled mode
   double seconds = 0.0;               // wall time of the whole evaluation
 };
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
@@ -93,9 +94,24 @@ struct MultiplyOutcome {
   std::vector<std::string> warnings;  // from planning
 };
 
+// How an expression runs. scheduled: lowered to a DAG of tile tasks, placed by HEFT with a tile
+// cache per node, simulated for each candidate tile size, and the best schedule run on the
+// workers, intermediates staying on the node that computed them. sequence: one verified
+// multiply per product, every intermediate back on the coordinator (the naive way, kept as the
+// baseline the scheduled mode is measured against).
+enum class EvalMode { kScheduled, kSequence };
+std::string_view eval_mode_name(EvalMode mode);
+Result<EvalMode> parse_eval_mode(std::string_view name);  // scheduled | sequence
+
 struct EvalOptions {
-  MultiplyOptions multiply;  // how each product runs on the cluster (policy, verification, ...)
+  MultiplyOptions multiply;  // sequence: how each product runs; both: verify mode and seed
   bool rewrite = true;       // rewrite by cost first (expr/rewrite.hpp); false: as written
+  EvalMode mode = EvalMode::kSequence;
+  uint64_t tile = 0;         // scheduled: the tile size; 0 chooses among candidates by simulation
+  // scheduled: each node's tile cache in bytes; 0: half the tile memory its worker offers.
+  double cache_bytes = 0.0;
+  // scheduled: only these nodes take part (e.g. the fastest alone); empty: every node.
+  std::vector<std::string> only_nodes;
 };
 
 // EvalProduct and EvalOutcome are in report/eval_report.hpp, with their table and JSON.
