@@ -168,9 +168,17 @@ int run(int argc, char** argv) {
   eval_cmd->add_option("--report", eval.report_path, "write the expression, its costs and every product's figures as JSON");
   eval_cmd->add_flag("--explain", eval.explain, "print the expression before and after rewriting, with their costs");
   eval_cmd->add_flag("--no-rewrite", no_rewrite, "evaluate as written (no reordering, powers by squaring)");
-  eval_cmd->add_option("--policy", eval.policy, "policy of every product: even | proportional | model | dynamic")
+  eval_cmd->add_option("--mode", eval.mode,
+                       "scheduled: tile tasks placed by HEFT, intermediates kept on the nodes | sequence: one "
+                       "multiply per product, every intermediate back here")
       ->capture_default_str();
-  eval_cmd->add_option("--verify", eval.verify, "freivalds | exact | none, per product")->capture_default_str();
+  eval_cmd->add_option("--tile", eval.tile, "scheduled: tile size (default: the fastest predicted of 256..4096)");
+  eval_cmd->add_option("--nodes", eval.nodes, "scheduled: only these nodes (comma-separated names)")->delimiter(',');
+  eval_cmd->add_option("--cache-mb", eval.cache_mb, "scheduled: each node's tile cache (default: half its tile memory)");
+  eval_cmd->add_option("--policy", eval.policy, "sequence: policy of every product: even | proportional | model | dynamic")
+      ->capture_default_str();
+  eval_cmd->add_option("--verify", eval.verify, "freivalds | exact | none: the value (scheduled) or each product (sequence)")
+      ->capture_default_str();
   eval_cmd->add_option("--run-dir", eval.run_dir, "run directory of `tessera up` (for emulated endpoints)");
   eval_cmd->add_option("--profile", eval.profile_path, "profile file (default: CONFIG with .profile.yaml)");
 

@@ -527,7 +527,9 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
 }
 
 py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict& inputs, const MultiplyArgs& args,
-                                  bool rewrite, bool explain, const py::object& progress, const py::object& notice) {
+                                  bool rewrite, bool explain, const std::string& mode, uint64_t tile,
+                                  const std::vector<std::string>& nodes, const py::object& progress,
+                                  const py::object& notice) {
   std::map<std::string, linalg::MatrixView> views;
   std::map<std::string, tb::expr::Shape> shapes;
   for (const auto& [key, value] : inputs) {
@@ -541,6 +543,9 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
   tb::EvalOptions options;
   options.multiply = value_or_raise(multiply_options(args, node_names().size(), config_path_));
   options.rewrite = rewrite;
+  options.mode = value_or_raise(tb::parse_eval_mode(mode));
+  options.tile = tile;
+  options.only_nodes = nodes;
   tb::SessionOptions session_options;
   session_options.profile_path = profile_path_;
   ProgressBox box(node_names());

@@ -321,8 +321,11 @@ class EvalReport(_Record):
     """What evaluating an expression did: the fields of ``tessera eval --report`` as attributes:
     ``expression``, ``rewritten``, ``rows``, ``cols``, ``cost_as_written`` and ``cost_evaluated``
     (flops, products, intermediate_bytes, moved_bytes), ``products`` (one dict per product run on
-    the cluster: m, n, k, policy, makespan_s, predicted_makespan_s, verified), ``makespan_sum_s``,
-    ``wall_s``. ``str(report)`` is the table ``tessera eval`` prints; also ``notices``."""
+    the cluster in sequence mode: m, n, k, policy, makespan_s, predicted_makespan_s, verified),
+    ``makespan_sum_s``, ``wall_s``, ``mode`` and ``scheduled`` (scheduled mode: tile, candidates,
+    tasks, predicted/measured/theoretical makespans, fastest_alone_s, theoretical_speedup,
+    predicted/measured/naive bytes, per node and per task kind figures, lost_nodes, verified).
+    ``str(report)`` is the table ``tessera eval`` prints; also ``notices``."""
 
     def __init__(self, fields: dict, table: str, notices: Sequence[str]):
         super().__init__(fields)
@@ -333,6 +336,9 @@ class EvalReport(_Record):
         return self.table
 
     def __repr__(self) -> str:
+        if self.scheduled is not None:
+            return (f"<tessera.EvalReport {self.expression}: {self.scheduled['tasks']} tile tasks scheduled, "
+                    f"{self.scheduled['measured_makespan_s']:.3f} s>")
         return (f"<tessera.EvalReport {self.expression}: {len(self.products)} products on the cluster, "
                 f"{self.wall_s:.3f} s>")
 
@@ -345,7 +351,7 @@ class Expression:
     Shapes are checked as the expression is built (InvalidInputError naming both shapes); nothing
     is sent until ``compute()``, which rewrites the whole expression by cost (``u @ P**8``
     becomes eight vector-matrix products, chains are reordered, repeated parts computed once) and
-    runs each product on the cluster, verified. An identity takes its size from the sum it is in.
+    runs it on the cluster as tile tasks with intermediates kept on the nodes, verified. An identity takes its size from the sum it is in.
     """
 
     def __init__(self, cluster: "Cluster", text: str, inputs: dict, shape: "tuple | None"):
@@ -432,17 +438,24 @@ class Expression:
             raise InvalidInputError("only a square matrix has powers")
         return Expression(self._cluster, f"({self._text})^{int(exponent)}", dict(self._inputs), self.shape)
 
-    def compute(self, *, policy: str = "proportional", verify: str = "freivalds", rewrite: bool = True,
+    def compute(self, *, mode: str = "scheduled", tile: int | None = None, nodes: "Sequence[str] | None" = None,
+                policy: str = "proportional", verify: str = "freivalds", rewrite: bool = True,
                 explain: bool = False, progress: "Callable[[dict], None] | None" = None):
         """Evaluates on the cluster; returns ``(numpy array, EvalReport)``.
 
-        policy: of every product ("even" | "proportional" | "model" | "dynamic"); verify:
-        "freivalds" | "exact" | "none" per product (a failure raises VerificationError);
-        rewrite=False evaluates as written; explain=True adds the before/after trees to the
-        report's table. Ctrl-C cancels and raises KeyboardInterrupt."""
+        mode: "scheduled" (tile tasks placed by HEFT with each node's tile cache, intermediates
+        kept on the nodes; ``tile`` fixes the tile size, else the simulation picks it; ``nodes``
+        names the only nodes to use) or "sequence" (one multiply per product, with ``policy``:
+        "even" | "proportional" | "model" | "dynamic"); verify: "freivalds" | "exact" | "none",
+        of the value (scheduled) or of every product (sequence), a failure raising
+        VerificationError; rewrite=False evaluates as written; explain=True adds the before/after
+        trees to the report's table. Ctrl-C cancels and raises KeyboardInterrupt."""
         if self.shape is None:
             raise InvalidInputError("an identity alone has no size")
-        return self._cluster._evaluate(self._text, self._inputs, policy, verify, rewrite, explain, progress)
+        if tile is not None and (not isinstance(tile, int) or tile < 1):
+            raise InvalidInputError(f"tile must be a positive whole number, not {tile!r}")
+        return self._cluster._evaluate(self._text, self._inputs, policy, verify, rewrite, explain, mode,
+                                       tile or 0, list(nodes or []), progress)
 
 
 class PartitionResult(_Record):
@@ -905,13 +918,13 @@ class Cluster:
         """The identity, sized by the sum it stands in: ``cluster.identity() + A + A @ A``."""
         return Expression(self, "I", {}, None)
 
-    def _evaluate(self, text: str, inputs: dict, policy: str, verify: str, rewrite: bool, explain: bool,
-                  progress: "Callable[[dict], None] | None"):
+    def _evaluate(self, text: str, inputs: dict, policy: str, verify: str, rewrite: bool, explain: bool, mode: str,
+                  tile: int, nodes: list, progress: "Callable[[dict], None] | None"):
         notices, notice = _notice_collector()
 
         with self._lock:
             values, rows, cols, report_text, table = self._handle.evaluate(
-                text, inputs, policy, verify, bool(rewrite), bool(explain), progress, notice)
+                text, inputs, policy, verify, bool(rewrite), bool(explain), mode, int(tile), nodes, progress, notice)
         return values.reshape(rows, cols), EvalReport(json.loads(report_text), table, notices)
 
     # -- graph algorithms -------------------------------------------------------------------------

@@ -218,3 +218,45 @@ TEST(ExprEvaluate, ProductsGoThroughTheGivenMultiplyOnceEach) {
 
 }  // namespace
 }  // namespace tessera::balance::expr
+
+namespace tessera::balance::expr {
+namespace {
+
+bool has_transpose_above_non_input(const Expr& e) {
+  for (const Expr& node : nodes_in_order(e)) {
+    if (node->op == Op::kTranspose && node->operands[0]->op != Op::kInput && node->operands[0]->op != Op::kIdentity) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST(ExprRewrite, TransposesMoveDownToTheInputsAndKeepTheValue) {
+  const std::map<std::string, Shape> shapes = {{"A", {5, 7}}, {"B", {7, 4}}, {"S", {4, 4}}};
+  const std::map<std::string, Matrix> values = integer_inputs(shapes);
+  for (const std::string text : {"(A * B)'", "(A * B * S)' * (A * B)'' ", "(2 * (A * B) - (A * B))'", "((A * B)' * A * B + S)'",
+                                  "(S^3)'", "(I + S)' * S'"}) {
+    SCOPED_TRACE(text);
+    const Expr written = parsed(text, shapes);
+    ASSERT_NE(written, nullptr);
+    const Expr moved = transposes_to_inputs(powers_by_squaring(written));
+    EXPECT_FALSE(has_transpose_above_non_input(moved)) << to_string(moved);
+    for (const Expr& node : nodes_in_order(moved)) EXPECT_NE(node->op, Op::kPower) << to_string(moved);
+    EXPECT_EQ(evaluated(moved, values), evaluated(written, values)) << to_string(moved);
+  }
+}
+
+TEST(ExprRewrite, PowersBySquaringChangesNothingElse) {
+  const std::map<std::string, Shape> shapes = {{"P", {6, 6}}, {"u", {1, 6}}};
+  const std::map<std::string, Matrix> values = integer_inputs(shapes);
+  const Expr written = parsed("u * P^5 + u * P", shapes);
+  const Expr lowered = powers_by_squaring(written);
+  // u * P^5: P^2, P^4 and P^4 * P by squaring; the other product and the sum as written.
+  EXPECT_EQ(cost(lowered).products, 3u + 2u);
+  EXPECT_EQ(evaluated(lowered, values), evaluated(written, values));
+  const Expr plain = parsed("u * P + u", shapes);
+  EXPECT_EQ(powers_by_squaring(plain), plain);  // nothing to lower: the same node comes back
+}
+
+}  // namespace
+}  // namespace tessera::balance::expr

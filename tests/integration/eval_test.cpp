@@ -4,10 +4,13 @@
 // absent nodes are refused by name.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <map>
+#include <thread>
 #include <memory>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "process_fixture.hpp"
@@ -63,26 +66,93 @@ TEST_F(EvalTest, EveryBenchmarkShapeMatchesTheLocalValueExactly) {
     Result<linalg::Matrix> local = expr::evaluate(*e, views);
     ASSERT_TRUE(local.is_ok()) << local.status().to_string();
     for (bool rewrite : {true, false}) {
-      EvalOptions options;
-      options.rewrite = rewrite;
-      options.multiply.policy = EvenPolicy{};
-      options.multiply.verify = VerifyMode::kExact;
-      Result<EvalOutcome> outcome = session->evaluate(*e, views, options);
-      ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
-      EXPECT_EQ(outcome->value.values, local->values) << "rewrite " << rewrite;
-      EXPECT_EQ(outcome->products.size(), expr::cost(outcome->evaluated).products);
-      for (const EvalProduct& product : outcome->products) {
-        EXPECT_TRUE(product.report.verification.passed) << product.expression;
+      // Sequence; scheduled in 16 x 16 tiles (many tasks per product, sums of tiles, tiles fetched
+      // between nodes); scheduled with the tile size the simulation picks.
+      for (const auto& [mode, tile] : {std::pair{EvalMode::kSequence, uint64_t{0}}, std::pair{EvalMode::kScheduled, uint64_t{16}},
+                                       std::pair{EvalMode::kScheduled, uint64_t{0}}}) {
+        SCOPED_TRACE(fmt::format("rewrite {}, {} tile {}", rewrite, eval_mode_name(mode), tile));
+        EvalOptions options;
+        options.rewrite = rewrite;
+        options.mode = mode;
+        options.tile = tile;
+        options.multiply.policy = EvenPolicy{};
+        options.multiply.verify = VerifyMode::kExact;
+        Result<EvalOutcome> outcome = session->evaluate(*e, views, options);
+        ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
+        EXPECT_EQ(outcome->value.values, local->values);
+        if (mode == EvalMode::kSequence) {
+          EXPECT_EQ(outcome->products.size(), expr::cost(outcome->evaluated).products);
+          for (const EvalProduct& product : outcome->products) {
+            EXPECT_TRUE(product.report.verification.passed) << product.expression;
+          }
+        } else {
+          ASSERT_TRUE(outcome->scheduled.has_value());
+          EXPECT_TRUE(outcome->scheduled->verification.passed) << outcome->scheduled->verification.detail;
+          EXPECT_TRUE(outcome->products.empty());
+          if (tile != 0) {
+            EXPECT_EQ(outcome->scheduled->tile, tile);
+          }
+        }
       }
     }
   }
+}
+
+// The scheduled report's figures add up: every task ran once on a node that took part, the kinds
+// count every task, tiles moved stay below returning every intermediate, and free transfers are
+// never slower than real ones.
+TEST_F(EvalTest, TheScheduledReportAddsUp) {
+  Result<Session> session = Session::open(cluster_);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  const std::map<std::string, linalg::Matrix> values = {{"u", small_integers(1, 64, 1)}, {"P", small_integers(64, 64, 2)}};
+  std::map<std::string, linalg::MatrixView> views;
+  for (const auto& [name, m] : values) views.emplace(name, linalg::MatrixView(m));
+  for (const std::string text : {"u * P^6", "P^4", "P^2 + 2 * P - P'"}) {
+    SCOPED_TRACE(text);
+    Result<expr::Expr> e = expr::parse(text, {{"u", {1, 64}}, {"P", {64, 64}}});
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    EvalOptions options;
+    options.tile = 16;
+    Result<EvalOutcome> outcome = session->evaluate(*e, views, options);
+    ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
+    const ScheduledEval& run = *outcome->scheduled;
+    uint64_t node_tasks = 0, kind_tasks = 0;
+    for (const ScheduledNode& node : run.nodes) node_tasks += node.tasks;
+    for (const ScheduledTaskKind& kind : run.kinds) kind_tasks += kind.tasks;
+    EXPECT_EQ(node_tasks, run.tasks);
+    EXPECT_EQ(kind_tasks, run.tasks);
+    EXPECT_EQ(run.nodes.size(), 3u);
+    EXPECT_GT(run.measured_bytes, 0.0);
+    EXPECT_LT(run.measured_bytes, run.naive_bytes);
+    EXPECT_LE(run.theoretical_makespan_s, run.predicted_makespan_s + 1e-12);
+    EXPECT_GE(run.fastest_alone_s + 1e-12, run.theoretical_makespan_s);
+    EXPECT_GT(run.measured_makespan_s, 0.0);
+    EXPECT_EQ(run.attempts, 1u);
+    EXPECT_TRUE(run.lost_nodes.empty());
+    EXPECT_TRUE(run.verification.passed) << run.verification.detail;
+  }
+  // On one named node alone: it does every task; a name that is not in the cluster is refused.
+  Result<expr::Expr> e = expr::parse("P^4", {{"P", {64, 64}}});
+  ASSERT_TRUE(e.is_ok());
+  EvalOptions alone;
+  alone.tile = 16;
+  alone.only_nodes = {"b"};
+  Result<EvalOutcome> outcome = session->evaluate(*e, views, alone);
+  ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
+  ASSERT_EQ(outcome->scheduled->nodes.size(), 1u);
+  EXPECT_EQ(outcome->scheduled->nodes[0].name, "b");
+  EXPECT_EQ(outcome->scheduled->nodes[0].tasks, outcome->scheduled->tasks);
+  alone.only_nodes = {"zz"};
+  Result<EvalOutcome> unknown = session->evaluate(*e, views, alone);
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.status().message().find("'zz'"), std::string::npos) << unknown.status().to_string();
 }
 
 TEST_F(EvalTest, TheCliWritesTheResultAndAReportAndRefusesBadExpressionsByColumn) {
   const std::string config = testing::write_cluster_file(dir_, cluster_);
   const std::string cli = std::string(TESSERA_CLI_BINARY) + " eval " + config + " ";
   const testing::CommandResult run =
-      testing::run_command(cli + "'u * P^4' --input u=integers:1x64 --input P=integers:64x64 --explain --out " +
+      testing::run_command(cli + "'u * P^4' --mode sequence --input u=integers:1x64 --input P=integers:64x64 --explain --out " +
                            dir_.file("r.npy") + " --report " + dir_.file("r.json") + " 2>&1");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("expression: u * P^4  (1x64)"), std::string::npos) << run.output;
@@ -96,6 +166,23 @@ TEST_F(EvalTest, TheCliWritesTheResultAndAReportAndRefusesBadExpressionsByColumn
   EXPECT_EQ(report["products"].size(), 4u);
   for (const auto& product : report["products"]) EXPECT_EQ(product["verified"], true);
 
+  // Scheduled (the default): the schedule's figures, the value verified, the JSON's scheduled part.
+  const testing::CommandResult scheduled = testing::run_command(
+      cli + "'P^3 + P' --tile 32 --input P=integers:64x64 --report " + dir_.file("s.json") + " 2>&1");
+  ASSERT_EQ(scheduled.exit_code, 0) << scheduled.output;
+  EXPECT_NE(scheduled.output.find("schedule: "), std::string::npos) << scheduled.output;
+  EXPECT_NE(scheduled.output.find("tile tasks of 32 x 32"), std::string::npos) << scheduled.output;
+  EXPECT_NE(scheduled.output.find("verified: yes"), std::string::npos) << scheduled.output;
+  const nlohmann::json scheduled_report = nlohmann::json::parse(testing::read_file(dir_.file("s.json")));
+  EXPECT_EQ(scheduled_report["mode"], "scheduled");
+  EXPECT_EQ(scheduled_report["scheduled"]["tile"], 32);
+  EXPECT_EQ(scheduled_report["scheduled"]["verified"], true);
+  EXPECT_EQ(scheduled_report["scheduled"]["nodes"].size(), 3u);
+  for (const std::string flags : {"--mode bogus", "--nodes a,zz", "--cache-mb -1"}) {
+    const testing::CommandResult refused = testing::run_command(cli + "'P * P' --input P=random:8x8 " + flags + " 2>&1");
+    EXPECT_EQ(refused.exit_code, 2) << flags << ": " << refused.output;
+  }
+
   const testing::CommandResult misshapen =
       testing::run_command(cli + "'P * u' --input u=random:1x8 --input P=random:8x8 2>&1");
   EXPECT_EQ(misshapen.exit_code, 2) << misshapen.output;
@@ -108,6 +195,61 @@ TEST_F(EvalTest, TheCliWritesTheResultAndAReportAndRefusesBadExpressionsByColumn
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
   EXPECT_NE(unknown.output.find("no input named Q"), std::string::npos) << unknown.output;
 }
+
+// A node lost in the middle of a scheduled DAG, killed or stopped: the tiles it held and the tasks
+// it had are computed again on the others, and the value is still exact. Worker c answers every
+// job 30 ms late (the faulty twin), so the run lasts long enough to lose it in the middle.
+class ScheduledLossTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::LocalCluster started =
+        testing::start_local_cluster("eval-loss", "eval-secret", 3, dir_, "", {"--fault-delay-credits-ms", "30"});
+    cluster_ = std::move(started.spec);
+    workers_ = std::move(started.processes);
+  }
+
+  // Evaluates P^4 (64 x 64, 16 x 16 tiles: 32 tasks, 128 jobs) while `fault` is done to worker c
+  // 400 ms in, and checks the value against the local one.
+  void expect_exact_despite(int signal, double node_timeout_s) {
+    Result<Session> session = Session::open(cluster_);
+    ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+    ProfileOptions quick;
+    quick.quick = true;
+    ASSERT_TRUE(session->measure_profile(quick).is_ok());
+    const linalg::Matrix p = small_integers(64, 64, 2);
+    const std::map<std::string, linalg::MatrixView> views = {{"P", linalg::MatrixView(p)}};
+    Result<expr::Expr> e = expr::parse("P^4", {{"P", {64, 64}}});
+    ASSERT_TRUE(e.is_ok());
+    Result<linalg::Matrix> local = expr::evaluate(*e, views);
+    ASSERT_TRUE(local.is_ok());
+    EvalOptions options;
+    options.tile = 16;
+    options.multiply.verify = VerifyMode::kExact;
+    options.multiply.node_timeout_s = node_timeout_s;
+    const int victim = workers_[2]->pid();
+    std::jthread fault([victim, signal] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      ::kill(victim, signal);
+    });
+    Result<EvalOutcome> outcome = session->evaluate(*e, views, options);
+    fault.join();
+    if (signal == SIGSTOP) ::kill(victim, SIGCONT);
+    ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
+    EXPECT_EQ(outcome->value.values, local->values);
+    const ScheduledEval& run = *outcome->scheduled;
+    EXPECT_EQ(run.lost_nodes, std::vector<std::string>{"c"});
+    EXPECT_EQ(run.attempts, 2u);
+    EXPECT_TRUE(run.verification.passed) << run.verification.detail;
+  }
+
+  TempDir dir_;
+  ClusterSpec cluster_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+};
+
+TEST_F(ScheduledLossTest, AKilledNodesTasksAreComputedAgainOnTheOthers) { expect_exact_despite(SIGKILL, 0.0); }
+
+TEST_F(ScheduledLossTest, AStoppedNodeIsDroppedAfterItsDeadline) { expect_exact_despite(SIGSTOP, 1.0); }
 
 TEST_F(EvalTest, AnAbsentNodeIsNamed) {
   workers_.back().reset();  // stops worker c by its pid

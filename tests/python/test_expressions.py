@@ -31,22 +31,39 @@ def test_the_five_benchmark_shapes_equal_numpy_exactly(cluster):
         (2 * (eA @ eB @ eC).T - 0.5 * (eA @ eB @ eC).T, 1.5 * (A @ B @ C).T),   # scales, transposes
     ]
     for expression, expected in cases:
-        value, report = expression.compute(verify="exact")
+        value, report = expression.compute(mode="sequence", verify="exact")
         assert value.shape == expected.shape, expression
         assert np.array_equal(value, expected), expression
         assert all(product["verified"] for product in report.products), report
         assert report.cost_evaluated["products"] == len(report.products)
+        # Scheduled: tile tasks in 16 x 16 tiles, intermediates kept on the workers.
+        value, report = expression.compute(tile=16, verify="exact")
+        assert np.array_equal(value, expected), expression
+        assert report.mode == "scheduled" and report.scheduled["tile"] == 16
+        assert report.scheduled["verified"] is True
+        assert report.products == []
+
+
+def test_a_scheduled_run_reports_its_schedule_and_can_use_one_node(cluster):
+    P = small_integers(48, 48, 11)
+    value, report = (cluster.array(P) ** 4).compute(tile=16, nodes=[cluster.nodes[0]])
+    assert np.array_equal(value, np.linalg.matrix_power(P, 4))
+    assert [node["name"] for node in report.scheduled["nodes"]] == [cluster.nodes[0]]
+    assert report.scheduled["measured_bytes"] < report.scheduled["naive_bytes"]
+    assert "schedule:" in str(report) and "verified: yes" in str(report)
+    with pytest.raises(tessera.InvalidInputError, match="tile must be a positive"):
+        (cluster.array(P) ** 2).compute(tile=0.5)
 
 
 def test_rewriting_is_reported_and_can_be_turned_off(cluster):
     u, P = small_integers(1, 32, 9), small_integers(32, 32, 10)
     expression = cluster.array(u) @ cluster.array(P) ** 8
-    value, report = expression.compute(explain=True)
+    value, report = expression.compute(mode="sequence", explain=True)
     assert np.allclose(value, u @ np.linalg.matrix_power(P, 8))
     assert len(report.products) == 8  # eight vector-matrix products, not three squarings
     assert report.cost_evaluated["flops"] < report.cost_as_written["flops"]
     assert "before:" in str(report) and "total: 8 products" in str(report)
-    plain, written = expression.compute(rewrite=False)
+    plain, written = expression.compute(mode="sequence", rewrite=False)
     assert np.allclose(plain, value)
     assert written.rewritten is False and len(written.products) == 4  # P^2, P^4, P^8, then u @ P^8
 

@@ -1,6 +1,7 @@
 #include "tessera/balance/cli/eval_command.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <charconv>
 #include <functional>
 #include <fstream>
@@ -82,6 +83,11 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   if (!policy) return report_failure(err, policy.status());
   Result<VerifyMode> verify = parse_verify_mode(command.verify);
   if (!verify) return report_failure(err, verify.status());
+  Result<EvalMode> mode = parse_eval_mode(command.mode);
+  if (!mode) return report_failure(err, invalid_argument(fmt::format("--mode: {}", mode.status().message())));
+  if (command.cache_mb < 0.0 || !std::isfinite(command.cache_mb)) {
+    return report_failure(err, invalid_argument("--cache-mb must be a positive number of megabytes"));
+  }
   Result<std::map<std::string, linalg::Matrix>> inputs = load_inputs(command.inputs);
   if (!inputs) return report_failure(err, inputs.status());
   std::map<std::string, expr::Shape> shapes;
@@ -111,6 +117,10 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   options.multiply.policy = default_choice(*policy);
   options.multiply.verify = *verify;
   options.rewrite = command.rewrite;
+  options.mode = *mode;
+  options.tile = command.tile;
+  options.only_nodes = command.nodes;
+  options.cache_bytes = command.cache_mb * 1e6;
   RunControl control;
   control.cancel = command.interrupted;
   control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };

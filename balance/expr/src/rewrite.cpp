@@ -238,6 +238,56 @@ Expr order_chains(const Expr& e) { return eliminate_common(order(e)); }
 
 Expr rewrite(const Expr& e, const CostWeights& weights) { return eliminate_common(lower(e, weights)); }
 
+Expr powers_by_squaring(const Expr& e) {
+  std::unordered_map<const Node*, Expr> done;
+  auto walk = [&](auto&& self, const Expr& node) -> Expr {
+    if (const auto found = done.find(node.get()); found != done.end()) return found->second;
+    std::vector<Expr> operands;
+    for (const Expr& operand : node->operands) operands.push_back(self(self, operand));
+    Expr lowered = node->op == Op::kPower ? power_by_squaring(operands[0], node->exponent)
+                                          : with_operands(node, std::move(operands));
+    done.emplace(node.get(), lowered);
+    return lowered;
+  };
+  return walk(walk, e);
+}
+
+Expr transposes_to_inputs(const Expr& e) {
+  // (node, transposed?) -> the rewritten node; shared subtrees are rewritten once per sense.
+  std::map<std::pair<const Node*, bool>, Expr> done;
+  auto walk = [&](auto&& self, const Expr& node, bool flip) -> Expr {
+    const auto key = std::make_pair(node.get(), flip);
+    if (const auto found = done.find(key); found != done.end()) return found->second;
+    Expr out;
+    switch (node->op) {
+      case Op::kInput: out = flip ? must(transpose(node)) : node; break;
+      case Op::kIdentity: out = node; break;
+      case Op::kTranspose: out = self(self, node->operands[0], !flip); break;
+      case Op::kProduct:
+        out = flip ? must(product(self(self, node->operands[1], true), self(self, node->operands[0], true)))
+                   : with_operands(node, {self(self, node->operands[0], false), self(self, node->operands[1], false)});
+        break;
+      default: {  // sums, differences and scales commute with the transpose
+        std::vector<Expr> operands;
+        for (const Expr& operand : node->operands) operands.push_back(self(self, operand, flip));
+        if (!flip) {
+          out = with_operands(node, std::move(operands));
+        } else {
+          Node flipped = *node;
+          flipped.rows = node->cols;
+          flipped.cols = node->rows;
+          flipped.operands = std::move(operands);
+          out = std::make_shared<const Node>(std::move(flipped));
+        }
+        break;
+      }
+    }
+    done.emplace(key, out);
+    return out;
+  };
+  return walk(walk, e, false);
+}
+
 std::string explain(const Expr& before, const Expr& after) {
   auto describe = [](const Expr& e) {
     const Cost c = cost(e);

@@ -177,10 +177,13 @@ TaskDag lower_to_tasks(const Expr& e, uint64_t tile) {
 
 namespace {
 
-// Seconds node `p` computes `task`, not counting the receive charge of what it fetches.
+// Seconds node `p` computes `task`, not counting the receive charge of what it fetches. A product
+// tile runs as one GEMM per tile of its inner dimension, so its speed is the speed curve's at
+// that GEMM's square-equivalent size, not the whole task's.
 double compute_seconds(const TileTask& task, const NodeModel& node) {
   if (task.flops <= 0.0) return 0.0;
-  double size = std::cbrt(task.flops / 2.0);
+  const double jobs = std::max<double>(1.0, static_cast<double>(task.reads.size() / 2));
+  double size = std::cbrt(task.flops / 2.0 / jobs);
   if (task.op != Op::kProduct) size = std::sqrt(task.flops);
   const double rate = usable(node.speed.gflops_at(size)) * 1e9;
   if (rate <= 0.0) return kInfinity;

@@ -1,6 +1,7 @@
 #include "tessera/balance/report/eval_report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 namespace tessera::balance {
@@ -22,6 +23,88 @@ double makespan_sum(const EvalOutcome& outcome) {
   return sum;
 }
 
+double percent_off(double predicted, double measured) {
+  return measured > 0.0 ? 100.0 * (predicted - measured) / measured : 0.0;
+}
+
+std::string format_scheduled(const ScheduledEval& run, double wall_s) {
+  std::string out;
+  std::string candidates;
+  for (const auto& [tile, seconds] : run.candidates) {
+    candidates += fmt::format("{}{} {:.3f} s", candidates.empty() ? "" : ", ", tile, seconds);
+  }
+  out += fmt::format("schedule: {} tile tasks of {} x {}, placed by HEFT with tile caches (predicted: {})\n", run.tasks,
+                     run.tile, run.tile, candidates);
+  out += fmt::format("{:<12} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "node", "tasks", "busy pred",
+                     "busy meas", "end pred", "end meas", "MB to", "MB from");
+  for (const ScheduledNode& node : run.nodes) {
+    out += fmt::format("{:<12} {:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.1f} {:>10.1f}\n", node.name,
+                       node.tasks, node.predicted_busy_s, node.measured_busy_s, node.predicted_finish_s,
+                       node.measured_finish_s, static_cast<double>(node.bytes_to_node) / 1e6,
+                       static_cast<double>(node.bytes_from_node) / 1e6);
+  }
+  out += fmt::format("{:<12} {:>6} {:>10} {:>10}\n", "task kind", "tasks", "pred s", "meas s");
+  for (const ScheduledTaskKind& kind : run.kinds) {
+    out += fmt::format("{:<12} {:>6} {:>10.3f} {:>10.3f}\n", kind.kind, kind.tasks, kind.predicted_s, kind.measured_s);
+  }
+  out += fmt::format("makespan: {:.3f} s measured, {:.3f} s predicted ({:+.1f}%); {:.3f} s with free transfers, "
+                     "{:.3f} s on the fastest node alone (theoretical speedup {:.2f})\n",
+                     run.measured_makespan_s, run.predicted_makespan_s,
+                     percent_off(run.predicted_makespan_s, run.measured_makespan_s), run.theoretical_makespan_s,
+                     run.fastest_alone_s, run.theoretical_speedup());
+  out += fmt::format("tiles moved: {:.1f} MB measured, {:.1f} MB predicted; {:.1f} MB if every intermediate came back "
+                     "({:.2f} of that)\n",
+                     run.measured_bytes / 1e6, run.predicted_bytes / 1e6, run.naive_bytes / 1e6,
+                     run.naive_bytes > 0.0 ? run.measured_bytes / run.naive_bytes : 0.0);
+  if (!run.lost_nodes.empty()) {
+    out += fmt::format("lost: {}; rescheduled on the others ({} schedules run)\n", fmt::join(run.lost_nodes, ", "),
+                       run.attempts);
+  }
+  const Verification& check = run.verification;
+  out += fmt::format("verified: {}{}\n",
+                     check.mode == VerifyMode::kNone ? "not checked" : (check.passed ? "yes" : "NO"),
+                     check.mode == VerifyMode::kNone ? "" : fmt::format(" ({}, {}, {:.3f} s)", verify_mode_name(check.mode), check.detail, check.seconds));
+  out += fmt::format("total: {:.3f} s wall\n", wall_s);
+  return out;
+}
+
+nlohmann::json scheduled_json(const ScheduledEval& run) {
+  using nlohmann::json;
+  json candidates = json::array(), nodes = json::array(), kinds = json::array();
+  for (const auto& [tile, seconds] : run.candidates) candidates.push_back({{"tile", tile}, {"predicted_makespan_s", seconds}});
+  for (const ScheduledNode& node : run.nodes) {
+    nodes.push_back({{"name", node.name},
+                     {"tasks", node.tasks},
+                     {"predicted_busy_s", node.predicted_busy_s},
+                     {"measured_busy_s", node.measured_busy_s},
+                     {"predicted_finish_s", node.predicted_finish_s},
+                     {"measured_finish_s", node.measured_finish_s},
+                     {"bytes_to_node", node.bytes_to_node},
+                     {"bytes_from_node", node.bytes_from_node}});
+  }
+  for (const ScheduledTaskKind& kind : run.kinds) {
+    kinds.push_back({{"kind", kind.kind}, {"tasks", kind.tasks}, {"predicted_s", kind.predicted_s}, {"measured_s", kind.measured_s}});
+  }
+  const Verification& check = run.verification;
+  return {{"tile", run.tile},
+          {"candidates", candidates},
+          {"tasks", run.tasks},
+          {"predicted_makespan_s", run.predicted_makespan_s},
+          {"measured_makespan_s", run.measured_makespan_s},
+          {"theoretical_makespan_s", run.theoretical_makespan_s},
+          {"fastest_alone_s", run.fastest_alone_s},
+          {"theoretical_speedup", run.theoretical_speedup()},
+          {"predicted_bytes", run.predicted_bytes},
+          {"measured_bytes", run.measured_bytes},
+          {"naive_bytes", run.naive_bytes},
+          {"nodes", nodes},
+          {"kinds", kinds},
+          {"lost_nodes", run.lost_nodes},
+          {"attempts", run.attempts},
+          {"verified", check.mode == VerifyMode::kNone ? json(nullptr) : json(check.passed)},
+          {"verification_seconds", check.seconds}};
+}
+
 }  // namespace
 
 std::string format_eval_table(const EvalOutcome& outcome, bool explain) {
@@ -36,6 +119,7 @@ std::string format_eval_table(const EvalOutcome& outcome, bool explain) {
                        written.flops, written.moved_bytes / 1e6);
   }
   if (explain) out += expr::explain(outcome.written, outcome.evaluated);
+  if (outcome.scheduled) return out + format_scheduled(*outcome.scheduled, outcome.seconds);
   out += fmt::format("{:<8} {:<26} {:<13} {:>11} {:>9}\n", "product", "shape", "policy", "makespan s", "verified");
   for (std::size_t i = 0; i < outcome.products.size(); ++i) {
     const MultiplyReport& report = outcome.products[i].report;
@@ -71,6 +155,8 @@ std::string eval_report_json(const EvalOutcome& outcome) {
                          {"cost_evaluated", cost_json(expr::cost(outcome.evaluated))},
                          {"products", products},
                          {"makespan_sum_s", makespan_sum(outcome)},
+                         {"mode", outcome.scheduled ? "scheduled" : "sequence"},
+                         {"scheduled", outcome.scheduled ? scheduled_json(*outcome.scheduled) : nlohmann::json(nullptr)},
                          {"wall_s", outcome.seconds}};
   return document.dump(2);
 }

@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/expr/evaluate.hpp"
+#include "tessera/balance/expr/rewrite.hpp"
+#include "scheduled_eval.hpp"
 
 namespace tessera::balance {
 
@@ -236,7 +238,44 @@ Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::s
   }
   outcome.evaluated = options.rewrite ? expr::rewrite(e, outcome.weights) : e;
   if (options.mode == EvalMode::kScheduled) {
-    return invalid_argument("the scheduled evaluation is not built yet; use the sequence mode");
+    // Tiles of products and sums only: powers squared when not rewritten, transposes on the inputs.
+    outcome.evaluated = expr::eliminate_common(
+        expr::transposes_to_inputs(options.rewrite ? outcome.evaluated : expr::powers_by_squaring(e)));
+    for (const std::string& name : expr::input_names(outcome.evaluated)) {
+      if (!inputs.contains(name)) return not_found(fmt::format("no matrix given for input {}", name));
+    }
+    for (const expr::Expr& node : expr::nodes_in_order(outcome.evaluated)) {
+      if (node->op != expr::Op::kInput) continue;
+      const linalg::MatrixView& view = inputs.at(node->name);
+      if (view.rows != node->rows || view.cols != node->cols) {
+        return invalid_argument(fmt::format("input {} is {}x{} but the expression needs {}x{}", node->name, view.rows,
+                                            view.cols, node->rows, node->cols));
+      }
+    }
+    if (!state_->profile && state_->options.measure_missing_profile) {
+      if (control.on_notice) {
+        control.on_notice(fmt::format("no profile at {}; measuring a quick one now (tessera profile --quick)",
+                                      state_->profile_path));
+      }
+      ProfileOptions quick;
+      quick.quick = true;
+      Result<ClusterProfile> measured = measure_profile(quick, control.on_profile_progress);
+      if (!measured) return measured.status();
+    }
+    if (!state_->profile) {
+      return not_found(fmt::format("the scheduled evaluation needs a profile; run `tessera profile {}`",
+                                   state_->cluster.source_path));
+    }
+    Result<ClusterModel> model = profile_model(*state_->profile, state_->cluster, state_->profile_path);
+    if (!model) return model.status();
+    CancelWatcher watcher(control.cancel, state_->connection);
+    TESSERA_RETURN_IF_ERROR(run_scheduled(state_->connection, *model, outcome.evaluated, inputs, options, control, outcome));
+    if (options.multiply.verify != VerifyMode::kNone && !outcome.scheduled->verification.passed) {
+      return verification_failed(fmt::format("the value of {} failed verification: {}", expr::to_string(e),
+                                             outcome.scheduled->verification.detail));
+    }
+    outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return outcome;
   }
   // Each product on the cluster; a wrong one stops everything, since what uses it would be wrong too.
   const expr::MultiplyFn on_cluster = [&](const linalg::Matrix& a, const linalg::Matrix& b) -> Result<linalg::Matrix> {

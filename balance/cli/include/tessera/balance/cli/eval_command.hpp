@@ -1,16 +1,18 @@
 // `tessera eval`: evaluate a matrix expression on the cluster.
 //
 //   tessera eval CONFIG "u * P^8" --input P=P.npy --input u=u.npy [--out r.npy] [--explain]
-//                [--no-rewrite] [--policy even|proportional|model|dynamic] [--verify freivalds|exact|none]
+//                [--no-rewrite] [--mode scheduled|sequence] [--tile N] [--nodes A,B] [--cache-mb MB]
+//                [--policy even|proportional|model|dynamic] [--verify freivalds|exact|none]
 //                [--report FILE.json] [--run-dir DIR] [--profile FILE]
 //
 // An input is a float64 .npy file (NAME=FILE.npy) or generated (NAME=random:ROWSxCOLS or
 // NAME=integers:ROWSxCOLS, seeded by the name, so a run can be repeated without files; integer
 // entries keep products exact). The expression (expr/parse.hpp) is parsed against the inputs'
-// shapes, rewritten by cost unless --no-rewrite, and evaluated with each product on the cluster
-// (Session::evaluate), verified. Prints the expression, what it became and its cost, one line per
-// product (shape, policy, makespan, verified), and the totals; --explain adds the before/after
-// trees with their costs. Exit codes as commands.hpp: 2 bad flags, input or expression (the
+// shapes, rewritten by cost unless --no-rewrite, and evaluated on the cluster (Session::evaluate):
+// scheduled (the default) as tile tasks placed by HEFT with tile caches, the value verified;
+// sequence as one verified multiply per product. Prints the expression, what it became and its
+// cost, then the schedule's predicted and measured figures per node and task kind (scheduled)
+// or one line per product (sequence), and the totals; --explain adds the before/after trees. Exit codes as commands.hpp: 2 bad flags, input or expression (the
 // column is named), 1 the run failed, 3 a product failed verification, 130 interrupted.
 // Not thread-safe.
 #pragma once
@@ -30,6 +32,10 @@ struct EvalCommand {
   std::string report_path;
   std::string run_dir;
   std::string profile_path;
+  std::string mode = "scheduled";
+  uint64_t tile = 0;                // 0: chosen by simulation
+  std::vector<std::string> nodes;   // scheduled: only these
+  double cache_mb = 0.0;            // 0: half each worker's tile memory
   std::string policy = "proportional";
   std::string verify = "freivalds";
   bool explain = false;

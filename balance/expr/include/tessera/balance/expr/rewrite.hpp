@@ -51,6 +51,16 @@ Expr order_chains(const Expr& e);
 // and common subexpressions shared. The result has no kPower node.
 Expr rewrite(const Expr& e, const CostWeights& weights = {});
 
+// Every power computed by repeated squaring, nothing else changed (what runs with --no-rewrite:
+// the scheduled evaluation needs a tree of products, sums and transposes).
+Expr powers_by_squaring(const Expr& e);
+
+// Transposes moved down to the inputs ((A B)' = B' A', (A + B)' = A' + B', (s A)' = s A',
+// A'' = A, I' = I), so that every transpose left reads an input: the coordinator transposes
+// input tiles as it sends them and no worker ever transposes an intermediate. Shared subtrees
+// stay shared. REQUIRES: no kPower node.
+Expr transposes_to_inputs(const Expr& e);
+
 // "before: u * P^8  (...flops...)\nafter: ..." for `tessera eval --explain`: both trees and
 // their costs.
 std::string explain(const Expr& before, const Expr& after);

@@ -4,7 +4,12 @@
 // JSON keys (stable): expression, rewritten (bool), rows, cols, cost_as_written and
 // cost_evaluated {flops, products, intermediate_bytes, moved_bytes}, products[] {m, n, k, policy,
 // makespan_s, predicted_makespan_s (null without a model), verified (null when not checked)},
-// makespan_sum_s, wall_s. Pure functions on values; thread-compatible.
+// makespan_sum_s, wall_s, mode ("scheduled" | "sequence"), scheduled (null in sequence mode) {tile,
+// candidates[] {tile, predicted_makespan_s}, tasks, predicted_/measured_/theoretical_makespan_s,
+// fastest_alone_s, theoretical_speedup, predicted_/measured_/naive_bytes, nodes[] {name, tasks,
+// predicted_/measured_busy_s, predicted_/measured_finish_s, bytes_to_node, bytes_from_node},
+// kinds[] {kind, tasks, predicted_s, measured_s}, lost_nodes, attempts, verified,
+// verification_seconds}. Pure functions on values; thread-compatible.
 #pragma once
 
 #include <cstdint>

@@ -106,7 +106,7 @@ Result<EvalMode> parse_eval_mode(std::string_view name);  // scheduled | sequenc
 struct EvalOptions {
   MultiplyOptions multiply;  // sequence: how each product runs; both: verify mode and seed
   bool rewrite = true;       // rewrite by cost first (expr/rewrite.hpp); false: as written
-  EvalMode mode = EvalMode::kSequence;
+  EvalMode mode = EvalMode::kScheduled;
   uint64_t tile = 0;         // scheduled: the tile size; 0 chooses among candidates by simulation
   // scheduled: each node's tile cache in bytes; 0: half the tile memory its worker offers.
   double cache_bytes = 0.0;

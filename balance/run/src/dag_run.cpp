@@ -1,0 +1,619 @@
+#include "tessera/balance/run/dag_run.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "tessera/transport/request.hpp"
+
+namespace tessera::balance {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace tp = tessera::transport;
+using expr::Op;
+using expr::TileRef;
+// JOB op ADD_SCALED (C += s A), new with transport::kCapabilityExpression.
+constexpr tp::JobOp kAddScaledOp = static_cast<tp::JobOp>(2);
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+uint64_t extent(uint64_t length, uint64_t tile, uint32_t index) { return std::min(tile, length - index * tile); }
+
+uint64_t key_of(const TileRef& tile) {
+  return (static_cast<uint64_t>(tile.matrix) << 40) | (static_cast<uint64_t>(tile.row) << 20) | tile.col;
+}
+
+// Tiles the nodes computed and the coordinator keeps for the nodes that fetch them later.
+// Thread-safe; a tile's memory stays put once filed (the map holds it by pointer).
+class CoordinatorTiles {
+ public:
+  void put(uint64_t key, std::vector<double> values) {
+    {
+      std::lock_guard lock(mutex_);
+      tiles_[key] = std::make_unique<std::vector<double>>(std::move(values));
+    }
+    arrived_.notify_all();
+  }
+  // The tile under `key` once it is here; nullptr when `stop` is set first.
+  const std::vector<double>* wait(uint64_t key, const std::atomic<bool>& stop) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      if (const auto found = tiles_.find(key); found != tiles_.end()) return found->second.get();
+      if (stop.load()) return nullptr;
+      arrived_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+  }
+  void wake_all() { arrived_.notify_all(); }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::unordered_map<uint64_t, std::unique_ptr<std::vector<double>>> tiles_;
+};
+
+// One node's side of the run: what its sender has sent, what its reader has had back.
+struct NodeState {
+  std::size_t index = 0;
+  tp::FrameConnection* connection = nullptr;
+  std::string name;
+  std::mutex mutex;
+  std::condition_variable changed;
+  uint64_t jobs_sent = 0, credits = 0, results_expected = 0, results_received = 0;
+  bool sender_done = false;
+  bool reader_done = false;
+  bool failed = false;
+  int writing = 0;                    // writes in progress (a stopped node blocks them)
+  Clock::time_point since = Clock::now();  // last frame, or when the node began to owe one
+  std::unordered_map<uint64_t, std::size_t> job_task;  // job id -> task
+  uint64_t next_job_id = 1;
+  std::unordered_set<uint32_t> stored;  // ids on the worker (sender thread only)
+  uint64_t bytes_sent_at_start = 0, bytes_received_at_start = 0;
+  DagNodeStats stats;
+
+  // REQUIRES: mutex held.
+  uint64_t owed() const { return (jobs_sent - credits) + (results_expected - results_received); }
+};
+
+class DagRunner {
+ public:
+  DagRunner(ClusterConnection& cluster, const std::vector<std::size_t>& links, const expr::TaskDag& dag,
+            const expr::Schedule& schedule, const std::vector<linalg::MatrixView>& inputs,
+            linalg::MutableMatrixView result, const DagRunOptions& options)
+      : dag_(dag), schedule_(schedule), inputs_(inputs), result_(result), options_(options) {
+    for (std::size_t p = 0; p < links.size(); ++p) {
+      auto node = std::make_unique<NodeState>();
+      node->index = p;
+      NodeLink& link = cluster.links()[links[p]];
+      node->connection = link.connection.get();
+      node->name = link.spec.name;
+      nodes_.push_back(std::move(node));
+    }
+    node_tasks_.assign(links.size(), {});
+    for (std::size_t task : schedule.order) node_tasks_[schedule.tasks[task].node].push_back(task);
+    // A task's output goes back to the coordinator when it is part of the result or some task
+    // fetches it (the schedule moves it, or the node that made it evicted it and needs it again).
+    returns_.assign(dag.tasks.size(), 0);
+    std::unordered_map<uint64_t, std::size_t> producer;
+    for (std::size_t task = 0; task < dag.tasks.size(); ++task) {
+      producer[key_of(dag.tasks[task].output)] = task;
+      if (dag.tasks[task].output.matrix == dag.result) returns_[task] = 1;
+    }
+    for (std::size_t task = 0; task < dag.tasks.size(); ++task) {
+      const auto& reads = dag.tasks[task].reads;
+      for (std::size_t r = 0; r < reads.size(); ++r) {
+        if (schedule.tasks[task].cached[r]) continue;
+        if (const auto from = producer.find(key_of(reads[r])); from != producer.end()) returns_[from->second] = 1;
+      }
+    }
+    // Ids on the workers: one per tile of the DAG, then the scalars and identity blocks.
+    uint32_t next = options.first_tile_id;
+    for (std::size_t m = 0; m < dag.matrices.size(); ++m) {
+      const expr::TiledMatrix& matrix = dag.matrices[m];
+      first_id_.push_back(next);
+      next += matrix.tile_rows * matrix.tile_cols;
+    }
+    next_special_id_ = next;
+    result_tiles_left_ = dag.matrices[dag.result].tile_rows * dag.matrices[dag.result].tile_cols;
+    task_compute_.assign(dag.tasks.size(), 0.0);
+  }
+
+  DagRun run() {
+    start_ = Clock::now();
+    for (auto& node : nodes_) {
+      node->bytes_sent_at_start = node->connection->bytes_sent();
+      node->bytes_received_at_start = node->connection->bytes_received();
+    }
+    {
+      std::vector<std::jthread> threads;
+      for (auto& node : nodes_) {
+        threads.emplace_back([this, &node] { send_all(*node); });
+        threads.emplace_back([this, &node] { read_all(*node); });
+      }
+      watch();
+    }
+    DagRun run;
+    run.makespan_s = seconds_between(start_, last_result_.value_or(Clock::now()));
+    run.complete = lost_.empty() && result_tiles_left_.load() == 0;
+    for (auto& node : nodes_) {
+      // The tiles stay usable for nothing else: every node gives them back, lost or not (a lost
+      // node's connection is closed and ignores the write).
+      if (!node->failed) release_everything(*node);
+      node->stats.bytes_to_node = node->connection->bytes_sent() - node->bytes_sent_at_start;
+      node->stats.bytes_from_node = node->connection->bytes_received() - node->bytes_received_at_start;
+      run.nodes.push_back(node->stats);
+    }
+    run.task_compute_s = task_compute_;
+    run.lost = lost_;
+    return run;
+  }
+
+ private:
+  uint32_t id_of(const TileRef& tile) const {
+    return first_id_[tile.matrix] + tile.row * dag_.matrices[tile.matrix].tile_cols + tile.col;
+  }
+
+  // A node failed: it is dropped, everyone else stops sending.
+  void lose(NodeState& node, const std::string& reason) {
+    {
+      std::lock_guard lock(node.mutex);
+      if (node.failed) return;
+      node.failed = true;
+    }
+    {
+      std::lock_guard lock(lost_mutex_);
+      lost_.push_back({node.index, reason});
+    }
+    stop_ = true;
+    node.connection->shutdown();
+    tiles_.wake_all();
+    for (auto& other : nodes_) other->changed.notify_all();
+  }
+
+  // Writes with the node's watchdog aware of them: a write into a stopped node's full socket owes.
+  template <typename Write>
+  Status writing(NodeState& node, Write&& write) {
+    {
+      std::lock_guard lock(node.mutex);
+      if (node.owed() == 0 && node.writing == 0) node.since = Clock::now();
+      ++node.writing;
+    }
+    Status status = write();
+    {
+      std::lock_guard lock(node.mutex);
+      --node.writing;
+    }
+    return status;
+  }
+
+  Status store(NodeState& node, uint32_t id, uint64_t rows, uint64_t cols, const double* data) {
+    const std::span<const double> values(data, rows * cols);
+    Status status = writing(node, [&] {
+      const tp::TilePrefix prefix_tile{id, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
+                                       tp::tile_crc32c(values)};
+      const auto prefix = tp::encode_store_prefix(prefix_tile);
+      tp::FrameHeader header;
+      header.type = static_cast<uint16_t>(tp::MessageType::kStore);
+      const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix), asio::buffer(values.data(), values.size_bytes())};
+      return node.connection->write_frame(header, parts);
+    });
+    if (status) {
+      node.stored.insert(id);
+      node.stats.tile_bytes_to_node += values.size_bytes();
+    }
+    return status;
+  }
+
+  Status release(NodeState& node, std::vector<uint32_t> ids) {
+    for (uint32_t id : ids) node.stored.erase(id);
+    const std::size_t chunk = node.connection->limits().max_release_tiles;
+    for (std::size_t from = 0; from < ids.size(); from += chunk) {
+      tp::Release message;
+      message.tile_ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(from),
+                              ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), from + chunk)));
+      TESSERA_RETURN_IF_ERROR(writing(node, [&] { return node.connection->write_message(message); }));
+    }
+    return Status::ok();
+  }
+
+  void release_everything(NodeState& node) {
+    std::vector<uint32_t> ids(node.stored.begin(), node.stored.end());
+    (void)release(node, std::move(ids));
+  }
+
+  // A scalar as a 1x1 tile on the node, stored the first time it is needed there.
+  Result<uint32_t> scalar_tile(NodeState& node, double value) {
+    uint32_t id = 0;
+    {
+      std::lock_guard lock(special_mutex_);
+      auto [entry, added] = scalar_ids_.try_emplace(value, next_special_id_);
+      if (added) ++next_special_id_;
+      id = entry->second;
+    }
+    if (!node.stored.contains(id)) TESSERA_RETURN_IF_ERROR(store(node, id, 1, 1, &value));
+    return id;
+  }
+
+  // An identity block of `size`, stored on the node the first time it is needed there.
+  Result<uint32_t> identity_tile(NodeState& node, uint64_t size) {
+    uint32_t id = 0;
+    {
+      std::lock_guard lock(special_mutex_);
+      auto [entry, added] = identity_ids_.try_emplace(size, next_special_id_);
+      if (added) ++next_special_id_;
+      id = entry->second;
+    }
+    if (!node.stored.contains(id)) {
+      std::vector<double> values(size * size, 0.0);
+      for (uint64_t i = 0; i < size; ++i) values[i * size + i] = 1.0;
+      TESSERA_RETURN_IF_ERROR(store(node, id, size, size, values.data()));
+    }
+    return id;
+  }
+
+  uint64_t rows_of(const TileRef& tile) const {
+    return extent(dag_.matrices[tile.matrix].rows, dag_.tile, tile.row);
+  }
+  uint64_t cols_of(const TileRef& tile) const {
+    return extent(dag_.matrices[tile.matrix].cols, dag_.tile, tile.col);
+  }
+
+  // Where a read comes from on the node: its id there, or none for a zero (off-diagonal identity) tile.
+  Result<std::optional<uint32_t>> operand(NodeState& node, const TileRef& read) {
+    const expr::TiledMatrix& matrix = dag_.matrices[read.matrix];
+    if (!matrix.identity) return std::optional<uint32_t>(id_of(read));
+    if (read.row != read.col) return std::optional<uint32_t>();
+    Result<uint32_t> id = identity_tile(node, rows_of(read));
+    if (!id) return id.status();
+    return std::optional<uint32_t>(*id);
+  }
+
+  // Sends what the schedule fetches for `task`: input tiles from the caller's matrices, computed
+  // ones from the coordinator's copies (waiting for them to arrive).
+  Status fetch(NodeState& node, std::size_t task_index) {
+    const expr::TileTask& task = dag_.tasks[task_index];
+    const expr::TaskPlacement& placement = schedule_.tasks[task_index];
+    std::vector<uint32_t> evicted;
+    for (const TileRef& tile : placement.evicted) {
+      if (node.stored.contains(id_of(tile))) evicted.push_back(id_of(tile));
+    }
+    if (!evicted.empty()) TESSERA_RETURN_IF_ERROR(release(node, std::move(evicted)));
+    std::vector<double> packed;
+    for (std::size_t r = 0; r < task.reads.size(); ++r) {
+      const TileRef& read = task.reads[r];
+      const expr::TiledMatrix& matrix = dag_.matrices[read.matrix];
+      if (matrix.identity || placement.cached[r] || node.stored.contains(id_of(read))) continue;
+      const uint64_t rows = rows_of(read), cols = cols_of(read);
+      const double* data = nullptr;
+      if (matrix.input) {
+        const linalg::MatrixView& source = inputs_[read.matrix];
+        packed.resize(rows * cols);
+        for (uint64_t i = 0; i < rows; ++i) {
+          const double* from = source.row(read.row * dag_.tile + i) + read.col * dag_.tile;
+          std::copy_n(from, cols, packed.data() + i * cols);
+        }
+        data = packed.data();
+      } else {
+        const std::vector<double>* copy = tiles_.wait(key_of(read), stop_);
+        if (copy == nullptr) return cancelled("stopped while waiting for a tile");
+        data = copy->data();
+      }
+      TESSERA_RETURN_IF_ERROR(store(node, id_of(read), rows, cols, data));
+    }
+    return Status::ok();
+  }
+
+  // Waits for room in the node's job window; false when the run stops first.
+  bool wait_for_room(NodeState& node) {
+    std::unique_lock lock(node.mutex);
+    node.changed.wait(lock, [&] { return stop_.load() || node.jobs_sent - node.credits < options_.jobs_in_flight; });
+    return !stop_.load();
+  }
+
+  Status send_job(NodeState& node, std::size_t task_index, tp::Job job) {
+    if (!wait_for_room(node)) return cancelled("stopped");
+    {
+      std::lock_guard lock(node.mutex);
+      job.job_id = node.next_job_id++;
+      node.job_task[job.job_id] = task_index;
+      if (node.owed() == 0) node.since = Clock::now();
+      ++node.jobs_sent;
+      if ((job.flags & tp::kJobSendResult) != 0) ++node.results_expected;
+    }
+    ++node.stats.jobs;
+    node.changed.notify_all();
+    return writing(node, [&] { return node.connection->write_message(job, job.job_id); });
+  }
+
+  // The task's output as zeros, stored from here (every operand was a zero tile).
+  Status store_zero_output(NodeState& node, std::size_t task_index) {
+    const TileRef& output = dag_.tasks[task_index].output;
+    std::vector<double> zeros(rows_of(output) * cols_of(output), 0.0);
+    TESSERA_RETURN_IF_ERROR(store(node, id_of(output), rows_of(output), cols_of(output), zeros.data()));
+    if (returns_[task_index] != 0) deliver(output, std::move(zeros));
+    return Status::ok();
+  }
+
+  Status compute(NodeState& node, std::size_t task_index) {
+    const expr::TileTask& task = dag_.tasks[task_index];
+    const uint64_t rows = rows_of(task.output), cols = cols_of(task.output);
+    const uint32_t returns = returns_[task_index] != 0 ? tp::kJobSendResult : 0u;
+    std::vector<tp::Job> jobs;
+    switch (task.op) {
+      case Op::kProduct: {
+        const std::size_t depth = task.reads.size() / 2;
+        for (std::size_t k = 0; k < depth; ++k) {
+          Result<std::optional<uint32_t>> a = operand(node, task.reads[k]);
+          if (!a) return a.status();
+          Result<std::optional<uint32_t>> b = operand(node, task.reads[depth + k]);
+          if (!b) return b.status();
+          if (!*a || !*b) continue;
+          tp::Job job;
+          job.op = tp::JobOp::kGemmAccumulate;
+          job.a_tile = **a;
+          job.b_tile = **b;
+          job.m = static_cast<uint32_t>(rows);
+          job.n = static_cast<uint32_t>(cols);
+          job.k = static_cast<uint32_t>(cols_of(task.reads[k]));
+          jobs.push_back(job);
+        }
+        break;
+      }
+      case Op::kSum:
+      case Op::kDifference:
+      case Op::kScale: {
+        const expr::Node& node_expr = *dag_.matrices[task.output.matrix].node;
+        for (std::size_t r = 0; r < task.reads.size(); ++r) {
+          Result<std::optional<uint32_t>> a = operand(node, task.reads[r]);
+          if (!a) return a.status();
+          if (!*a) continue;
+          const double scalar = task.op == Op::kScale ? node_expr.scalar : (task.op == Op::kDifference && r == 1 ? -1.0 : 1.0);
+          Result<uint32_t> s = scalar_tile(node, scalar);
+          if (!s) return s.status();
+          tp::Job job;
+          job.op = kAddScaledOp;
+          job.a_tile = **a;
+          job.b_tile = *s;
+          job.m = static_cast<uint32_t>(rows);
+          job.n = static_cast<uint32_t>(cols);
+          job.k = 0;
+          jobs.push_back(job);
+        }
+        break;
+      }
+      default:
+        return internal_error(fmt::format("task {} is a {} of an intermediate, which no worker runs", task_index,
+                                          task.op == Op::kTranspose ? "transpose" : "power"));
+    }
+    if (jobs.empty()) return store_zero_output(node, task_index);
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      tp::Job& job = jobs[j];
+      job.c_tile = id_of(task.output);
+      if (j == 0) {
+        job.flags |= tp::kJobCreateOutput;
+        job.c_rows = static_cast<uint32_t>(rows);
+        job.c_cols = static_cast<uint32_t>(cols);
+      }
+      if (j + 1 == jobs.size()) job.flags |= returns;
+      TESSERA_RETURN_IF_ERROR(send_job(node, task_index, job));
+    }
+    node.stored.insert(id_of(task.output));
+    return Status::ok();
+  }
+
+  void send_all(NodeState& node) {
+    for (std::size_t task : node_tasks_[node.index]) {
+      if (stop_.load()) break;
+      Status status = fetch(node, task);
+      if (status) status = compute(node, task);
+      if (!status) {
+        if (!stop_.load() || status.code() != StatusCode::kCancelled) lose(node, status.message());
+        break;
+      }
+      ++node.stats.tasks;
+    }
+    {
+      std::lock_guard lock(node.mutex);
+      node.sender_done = true;
+    }
+    node.changed.notify_all();
+  }
+
+  // A tile the coordinator now holds: into the result when it is part of it, and kept for fetches.
+  void deliver(const TileRef& tile, std::vector<double> values) {
+    if (tile.matrix == dag_.result) {
+      const uint64_t cols = cols_of(tile);
+      for (uint64_t i = 0; i < rows_of(tile); ++i) {
+        std::copy_n(values.data() + i * cols, cols, result_.row(tile.row * dag_.tile + i) + tile.col * dag_.tile);
+      }
+      std::lock_guard lock(lost_mutex_);
+      last_result_ = Clock::now();
+      --result_tiles_left_;
+    }
+    tiles_.put(key_of(tile), std::move(values));
+  }
+
+  Status receive(NodeState& node) {
+    Result<tp::FrameHeader> header =
+        tp::read_reply_header(*node.connection, {tp::MessageType::kCredit, tp::MessageType::kResult});
+    if (!header) return header.status();
+    {
+      std::lock_guard lock(node.mutex);
+      node.since = Clock::now();
+    }
+    if (header->type == static_cast<uint16_t>(tp::MessageType::kCredit)) {
+      Result<tp::IncomingFrame> frame = node.connection->read_payload(*header);
+      if (!frame) return frame.status();
+      const tp::Credit& credit = std::get<tp::Credit>(frame->message);
+      std::size_t task = 0;
+      {
+        std::lock_guard lock(node.mutex);
+        const auto found = node.job_task.find(credit.job_id);
+        if (found == node.job_task.end() || credit.credits != 1) {
+          return protocol_error(fmt::format("{} sent a CREDIT for job {} it was not given", node.name, credit.job_id));
+        }
+        task = found->second;
+        node.credits += 1;
+      }
+      task_compute_[task] += credit.compute_seconds;
+      node.stats.compute_s += credit.compute_seconds;
+      node.stats.finish_s = seconds_between(start_, Clock::now());
+      node.changed.notify_all();
+      return Status::ok();
+    }
+    std::array<std::byte, tp::kResultPrefixSize> prefix_bytes;
+    TESSERA_RETURN_IF_ERROR(node.connection->read_exact(prefix_bytes));
+    Result<tp::ResultPrefix> prefix =
+        tp::decode_result_prefix(prefix_bytes, header->payload_length, node.connection->limits());
+    if (!prefix) return prefix.status();
+    std::size_t task = 0;
+    {
+      std::lock_guard lock(node.mutex);
+      const auto found = node.job_task.find(prefix->job_id);
+      if (found == node.job_task.end() || node.results_received >= node.results_expected) {
+        return protocol_error(fmt::format("{} sent a RESULT for job {} that asked for none", node.name, prefix->job_id));
+      }
+      task = found->second;
+    }
+    const TileRef& output = dag_.tasks[task].output;
+    if (prefix->tile.tile_id != id_of(output) || prefix->tile.rows != rows_of(output) || prefix->tile.cols != cols_of(output)) {
+      return protocol_error(fmt::format("{} sent tile {} ({}x{}) where tile {} ({}x{}) was due", node.name,
+                                        prefix->tile.tile_id, prefix->tile.rows, prefix->tile.cols, id_of(output),
+                                        rows_of(output), cols_of(output)));
+    }
+    std::vector<double> values(rows_of(output) * cols_of(output));
+    TESSERA_RETURN_IF_ERROR(node.connection->read_tile_data(
+        "RESULT", prefix->tile, std::span<std::byte>(reinterpret_cast<std::byte*>(values.data()), values.size() * sizeof(double))));
+    node.stats.tile_bytes_from_node += values.size() * sizeof(double);
+    deliver(output, std::move(values));
+    {
+      std::lock_guard lock(node.mutex);
+      ++node.results_received;
+    }
+    node.stats.finish_s = seconds_between(start_, Clock::now());
+    node.changed.notify_all();
+    return Status::ok();
+  }
+
+  void read_all(NodeState& node) {
+    for (;;) {
+      {
+        std::unique_lock lock(node.mutex);
+        node.changed.wait(lock, [&] { return node.failed || node.owed() > 0 || node.sender_done; });
+        if (node.failed || (node.owed() == 0 && node.sender_done)) break;
+      }
+      if (Status status = receive(node); !status) {
+        lose(node, status.message());
+        break;
+      }
+    }
+    {
+      std::lock_guard lock(node.mutex);
+      node.reader_done = true;
+    }
+    done_.notify_all();
+  }
+
+  double deadline_s() const {
+    if (options_.node_timeout_s > 0.0) return options_.node_timeout_s;
+    return std::max(options_.floor_s, 4.0 * schedule_.makespan_s);
+  }
+
+  // Until every reader is done: drops a node that owes frames and has been silent past the deadline.
+  void watch() {
+    const double deadline = deadline_s();
+    std::mutex mutex;
+    std::unique_lock lock(mutex);
+    for (;;) {
+      done_.wait_for(lock, std::chrono::milliseconds(50));
+      bool all_done = true;
+      for (auto& node : nodes_) {
+        std::optional<std::string> silent;
+        {
+          std::lock_guard node_lock(node->mutex);
+          all_done = all_done && node->reader_done && node->sender_done;
+          const double quiet = seconds_between(node->since, Clock::now());
+          if (!node->failed && (node->owed() > 0 || node->writing > 0) && quiet > deadline) {
+            silent = fmt::format("{} is unresponsive: no frame for {:.1f} s while {} jobs were in flight", node->name,
+                                 quiet, node->jobs_sent - node->credits);
+          }
+        }
+        if (silent) lose(*node, *silent);
+      }
+      if (all_done) return;
+    }
+  }
+
+  const expr::TaskDag& dag_;
+  const expr::Schedule& schedule_;
+  const std::vector<linalg::MatrixView>& inputs_;
+  linalg::MutableMatrixView result_;
+  const DagRunOptions& options_;
+  std::vector<std::unique_ptr<NodeState>> nodes_;
+  std::vector<std::vector<std::size_t>> node_tasks_;
+  std::vector<char> returns_;
+  std::vector<uint32_t> first_id_;
+  std::mutex special_mutex_;
+  uint32_t next_special_id_ = 0;
+  std::map<double, uint32_t> scalar_ids_;
+  std::map<uint64_t, uint32_t> identity_ids_;
+  CoordinatorTiles tiles_;
+  std::atomic<bool> stop_{false};
+  std::mutex lost_mutex_;
+  std::vector<LostNode> lost_;
+  std::optional<Clock::time_point> last_result_;
+  std::atomic<uint64_t> result_tiles_left_{0};
+  std::vector<double> task_compute_;
+  std::condition_variable done_;
+  Clock::time_point start_;
+};
+
+}  // namespace
+
+uint64_t DagRun::tile_bytes() const {
+  uint64_t bytes = 0;
+  for (const DagNodeStats& node : nodes) bytes += node.tile_bytes_to_node + node.tile_bytes_from_node;
+  return bytes;
+}
+
+Result<DagRun> run_dag(ClusterConnection& cluster, const std::vector<std::size_t>& links, const expr::TaskDag& dag,
+                       const expr::Schedule& schedule, const std::vector<linalg::MatrixView>& inputs,
+                       linalg::MutableMatrixView result, const DagRunOptions& options) {
+  if (schedule.tasks.size() != dag.tasks.size() || schedule.order.size() != dag.tasks.size()) {
+    return invalid_argument("the schedule does not place every task of the DAG");
+  }
+  for (const expr::TaskPlacement& placement : schedule.tasks) {
+    if (placement.node >= links.size()) return invalid_argument("the schedule names a node the run was not given");
+  }
+  for (std::size_t link : links) {
+    if (link >= cluster.links().size()) return invalid_argument("a node index outside the cluster");
+  }
+  if (inputs.size() != dag.matrices.size()) return invalid_argument("one input view per DAG matrix is required");
+  for (std::size_t m = 0; m < dag.matrices.size(); ++m) {
+    const expr::TiledMatrix& matrix = dag.matrices[m];
+    if (matrix.input && (inputs[m].rows != matrix.rows || inputs[m].cols != matrix.cols)) {
+      return invalid_argument(fmt::format("input {} is {}x{}, the DAG needs {}x{}", matrix.node->name, inputs[m].rows,
+                                          inputs[m].cols, matrix.rows, matrix.cols));
+    }
+  }
+  const expr::TiledMatrix& out = dag.matrices[dag.result];
+  if (result.rows != out.rows || result.cols != out.cols) return invalid_argument("the result view has the wrong shape");
+  if (out.input || out.identity) return invalid_argument("the expression computes nothing");
+  DagRunner runner(cluster, links, dag, schedule, inputs, result, options);
+  return runner.run();
+}
+
+}  // namespace tessera::balance

@@ -1,0 +1,276 @@
+#include "scheduled_eval.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "tessera/balance/expr/schedule.hpp"
+#include "tessera/balance/run/dag_run.hpp"
+#include "tessera/balance/run/verify_expression.hpp"
+
+namespace tessera::balance {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using expr::Op;
+
+// Tile sizes tried, largest first so ties keep fewer, larger tiles (fewer jobs and headers).
+constexpr uint64_t kCandidateTiles[] = {4096, 2048, 1024, 512, 256};
+// Beyond this many tasks a candidate is not simulated: its jobs' overheads would swamp the work.
+constexpr std::size_t kMostTasks = 20000;
+
+std::string_view kind_name(Op op) {
+  switch (op) {
+    case Op::kProduct: return "product";
+    case Op::kSum: return "sum";
+    case Op::kDifference: return "difference";
+    case Op::kScale: return "scale";
+    default: return "other";
+  }
+}
+
+// Every transpose of an input becomes an input of its own ("A'"), transposed here once, so the
+// workers only ever receive tiles to multiply and add.
+class TransposedInputs {
+ public:
+  TransposedInputs(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs) : views_(inputs) {
+    expression_ = rebuild(e);
+  }
+  const expr::Expr& expression() const { return expression_; }
+  const std::map<std::string, linalg::MatrixView>& views() const { return views_; }
+
+ private:
+  expr::Expr rebuild(const expr::Expr& e) {
+    if (const auto found = done_.find(e.get()); found != done_.end()) return found->second;
+    expr::Expr out;
+    if (e->op == Op::kTranspose && e->operands[0]->op == Op::kInput) {
+      const expr::Expr& input = e->operands[0];
+      expr::Node node;
+      node.op = Op::kInput;
+      node.rows = e->rows;
+      node.cols = e->cols;
+      node.name = input->name + "'";
+      if (!views_.contains(node.name)) {
+        const linalg::MatrixView source = views_.at(input->name);
+        linalg::Matrix& copy = owned_.emplace_back(source.cols, source.rows);
+        for (std::size_t i = 0; i < source.rows; ++i) {
+          for (std::size_t j = 0; j < source.cols; ++j) copy.at(j, i) = source.at(i, j);
+        }
+        views_[node.name] = copy;
+      }
+      out = std::make_shared<const expr::Node>(std::move(node));
+    } else {
+      expr::Node node = *e;
+      for (expr::Expr& operand : node.operands) operand = rebuild(operand);
+      out = std::make_shared<const expr::Node>(std::move(node));
+    }
+    done_.emplace(e.get(), out);
+    return out;
+  }
+
+  std::map<std::string, linalg::MatrixView> views_;
+  std::deque<linalg::Matrix> owned_;
+  std::unordered_map<const expr::Node*, expr::Expr> done_;
+  expr::Expr expression_;
+};
+
+ClusterModel restricted(const ClusterModel& model, const std::vector<std::size_t>& nodes) {
+  ClusterModel out;
+  out.coordinator_send_bytes_per_s = model.coordinator_send_bytes_per_s;
+  for (std::size_t node : nodes) out.nodes.push_back(model.nodes[node]);
+  return out;
+}
+
+struct Candidate {
+  expr::TaskDag dag;
+  expr::Schedule schedule;
+};
+
+Candidate schedule_for(const expr::Expr& e, uint64_t tile, const ClusterModel& model, double cache_bytes) {
+  Candidate candidate;
+  candidate.dag = expr::lower_to_tasks(e, tile);
+  expr::ScheduleOptions options;
+  options.cache_bytes = cache_bytes;
+  candidate.schedule = expr::heft(candidate.dag, model, options);
+  return candidate;
+}
+
+bool has_additions(const expr::Expr& e) {
+  for (const expr::Expr& node : expr::nodes_in_order(e)) {
+    if (node->op == Op::kSum || node->op == Op::kDifference || node->op == Op::kScale) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, const expr::Expr& prepared,
+                     const std::map<std::string, linalg::MatrixView>& inputs, const EvalOptions& options,
+                     const RunControl& control, EvalOutcome& outcome) {
+  std::vector<NodeLink>& links = connection.links();
+  // The taking part: model index == link index (both in cluster order), checked by name.
+  std::vector<std::size_t> taking_part;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    if (i >= model.nodes.size() || model.nodes[i].name != links[i].spec.name) {
+      return internal_error("the performance model does not list the cluster's nodes in order");
+    }
+    const bool wanted = options.only_nodes.empty() ||
+                        std::find(options.only_nodes.begin(), options.only_nodes.end(), links[i].spec.name) !=
+                            options.only_nodes.end();
+    if (wanted) taking_part.push_back(i);
+  }
+  for (const std::string& name : options.only_nodes) {
+    if (std::none_of(links.begin(), links.end(), [&](const NodeLink& link) { return link.spec.name == name; })) {
+      return invalid_argument(fmt::format("there is no node named '{}' in the cluster", name));
+    }
+  }
+  if (taking_part.empty()) return invalid_argument("no node to evaluate on");
+
+  const TransposedInputs transposed(prepared, inputs);
+  const expr::Expr& e = transposed.expression();
+  if (has_additions(e)) {
+    for (std::size_t i : taking_part) {
+      if ((links[i].hello.capabilities & transport::kCapabilityExpression) == 0) {
+        return invalid_config(fmt::format(
+            "node {} runs a worker without tile sums (it does not offer the 'expression' capability: {}); "
+            "upgrade it, or run with --mode sequence",
+            links[i].spec.name, transport::capability_names(links[i].hello.capabilities)));
+      }
+    }
+  }
+  double cache_bytes = options.cache_bytes;
+  if (cache_bytes <= 0.0) {
+    cache_bytes = std::numeric_limits<double>::infinity();
+    for (std::size_t i : taking_part) {
+      cache_bytes = std::min(cache_bytes, 0.5 * static_cast<double>(links[i].hello.tile_memory_cap));
+    }
+  }
+
+  // The tile size: the fastest predicted schedule among the candidates.
+  ScheduledEval report;
+  const ClusterModel part_model = restricted(model, taking_part);
+  uint64_t longest = 1;
+  for (const expr::Expr& node : expr::nodes_in_order(e)) longest = std::max({longest, node->rows, node->cols});
+  std::vector<uint64_t> tiles;
+  if (options.tile > 0) {
+    tiles.push_back(options.tile);
+  } else {
+    for (uint64_t tile : kCandidateTiles) {
+      if (tile < longest || tiles.empty()) tiles.push_back(std::min(tile, longest));
+    }
+    tiles.erase(std::unique(tiles.begin(), tiles.end()), tiles.end());
+  }
+  std::optional<Candidate> best;
+  for (uint64_t tile : tiles) {
+    if (options.tile == 0 && best && expr::lower_to_tasks(e, tile).tasks.size() > kMostTasks) continue;
+    Candidate candidate = schedule_for(e, tile, part_model, cache_bytes);
+    report.candidates.emplace_back(candidate.dag.tile, candidate.schedule.makespan_s);
+    if (!best || candidate.schedule.makespan_s < best->schedule.makespan_s) best = std::move(candidate);
+  }
+  report.tile = best->dag.tile;
+  report.predicted_makespan_s = best->schedule.makespan_s;
+  report.predicted_bytes = best->schedule.bytes_moved;
+  report.naive_bytes = expr::naive_bytes(best->dag);
+  report.tasks = best->dag.tasks.size();
+  {
+    expr::ScheduleOptions free;
+    free.zero_communication = true;
+    free.cache_bytes = cache_bytes;
+    report.theoretical_makespan_s = expr::heft(best->dag, part_model, free).makespan_s;
+    // The fastest node: the one HEFT alone would finish soonest on, transfers free.
+    report.fastest_alone_s = std::numeric_limits<double>::infinity();
+    for (std::size_t p = 0; p < part_model.nodes.size(); ++p) {
+      ClusterModel alone;
+      alone.nodes.push_back(part_model.nodes[p]);
+      report.fastest_alone_s = std::min(report.fastest_alone_s, expr::heft(best->dag, alone, free).makespan_s);
+    }
+  }
+  // The predicted side of the per-node and per-kind figures, from the schedule that runs first.
+  std::map<std::string, ScheduledTaskKind> kinds;
+  for (std::size_t t = 0; t < best->dag.tasks.size(); ++t) {
+    const expr::TaskPlacement& placed = best->schedule.tasks[t];
+    ScheduledTaskKind& kind = kinds[std::string(kind_name(best->dag.tasks[t].op))];
+    kind.kind = kind_name(best->dag.tasks[t].op);
+    ++kind.tasks;
+    kind.predicted_s += placed.finish_s - placed.start_s;
+  }
+  std::vector<ScheduledNode> node_figures(links.size());
+  for (std::size_t p = 0; p < taking_part.size(); ++p) {
+    ScheduledNode& node = node_figures[taking_part[p]];
+    node.name = links[taking_part[p]].spec.name;
+    node.predicted_busy_s = best->schedule.busy_s[p];
+  }
+  for (const expr::TaskPlacement& placed : best->schedule.tasks) {
+    ScheduledNode& node = node_figures[taking_part[placed.node]];
+    node.predicted_finish_s = std::max(node.predicted_finish_s, placed.finish_s);
+  }
+
+  // Run; a lost node's share is rescheduled on the others, from the inputs again.
+  const expr::TiledMatrix& result_matrix = best->dag.matrices[best->dag.result];
+  outcome.value = linalg::Matrix(result_matrix.rows, result_matrix.cols);
+  const auto start = Clock::now();
+  Candidate current = std::move(*best);
+  report.attempts = 0;
+  for (;;) {
+    if (control.cancel != nullptr && control.cancel->load()) return cancelled("the evaluation was cancelled");
+    ++report.attempts;
+    std::vector<linalg::MatrixView> input_views(current.dag.matrices.size());
+    for (std::size_t m = 0; m < current.dag.matrices.size(); ++m) {
+      if (current.dag.matrices[m].input) input_views[m] = transposed.views().at(current.dag.matrices[m].node->name);
+    }
+    const double offset = std::chrono::duration<double>(Clock::now() - start).count();
+    DagRunOptions run_options;
+    run_options.node_timeout_s = options.multiply.node_timeout_s;
+    Result<DagRun> run = run_dag(connection, taking_part, current.dag, current.schedule, input_views, outcome.value,
+                                 run_options);
+    if (!run) return run.status();
+    for (std::size_t p = 0; p < taking_part.size(); ++p) {
+      ScheduledNode& node = node_figures[taking_part[p]];
+      const DagNodeStats& stats = run->nodes[p];
+      node.tasks += stats.tasks;
+      node.measured_busy_s += stats.compute_s;
+      if (stats.tasks > 0) node.measured_finish_s = std::max(node.measured_finish_s, offset + stats.finish_s);
+      node.bytes_to_node += stats.bytes_to_node;
+      node.bytes_from_node += stats.bytes_from_node;
+    }
+    report.measured_bytes += static_cast<double>(run->tile_bytes());
+    for (std::size_t t = 0; t < current.dag.tasks.size(); ++t) {
+      kinds[std::string(kind_name(current.dag.tasks[t].op))].measured_s += run->task_compute_s[t];
+    }
+    if (run->complete) {
+      report.measured_makespan_s = offset + run->makespan_s;
+      break;
+    }
+    if (control.cancel != nullptr && control.cancel->load()) return cancelled("the evaluation was cancelled");
+    std::vector<std::size_t> lost_links;
+    for (const LostNode& lost : run->lost) {
+      lost_links.push_back(taking_part[lost.node]);
+      report.lost_nodes.push_back(links[taking_part[lost.node]].spec.name);
+      if (control.on_notice) control.on_notice(fmt::format("lost {}: {}; rescheduling on the others", report.lost_nodes.back(), lost.reason));
+    }
+    std::erase_if(taking_part, [&](std::size_t i) { return std::find(lost_links.begin(), lost_links.end(), i) != lost_links.end(); });
+    if (taking_part.empty()) {
+      std::string reasons;
+      for (const LostNode& lost : run->lost) reasons += fmt::format("; {}", lost.reason);
+      return network_error(fmt::format("every node was lost ({}){}", fmt::join(report.lost_nodes, ", "), reasons));
+    }
+    current = schedule_for(e, report.tile, restricted(model, taking_part), cache_bytes);
+  }
+  for (std::size_t i = 0; i < node_figures.size(); ++i) {
+    if (!node_figures[i].name.empty()) report.nodes.push_back(node_figures[i]);
+  }
+  for (auto& [name, kind] : kinds) report.kinds.push_back(kind);
+  report.verification = verify_expression(prepared, inputs, outcome.value, options.multiply.verify,
+                                          options.multiply.verify_seed);
+  outcome.scheduled = std::move(report);
+  return Status::ok();
+}
+
+}  // namespace tessera::balance
