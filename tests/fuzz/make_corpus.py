@@ -56,6 +56,9 @@ CODEC = {
     'probe_result.bin': frame(5, struct.pack('<B3xIIIddI', 1, 256, 10, 0, 0.5, 12.5, 0)),
     'store.bin': frame(6, tile(7, 2, 3)),
     'job.bin': frame(7, struct.pack('<QII', 9, 1, 0xF) + struct.pack('<14I', 1, 2, 3, 0, 0, 0, 0, 0, 0, 2, 3, 2, 2, 3)),
+    # op 2 (ADD_SCALED): C[0:2, 0:3] += B[0][0] * A[0:2, 1:4], k = 0.
+    'job_add_scaled.bin': frame(7, struct.pack('<QII', 10, 2, 0xF) +
+                                struct.pack('<14I', 1, 2, 3, 0, 1, 0, 0, 0, 0, 2, 3, 0, 2, 3)),
     'credit.bin': frame(8, struct.pack('<QIId', 9, 1, 0, 0.25)),
     'result.bin': frame(9, struct.pack('<Qd', 9, 0.25) + tile(3, 2, 2)),
     'error.bin': frame(10, struct.pack('<I', 7) + s('tile store full')),

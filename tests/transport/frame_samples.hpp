@@ -67,6 +67,20 @@ inline std::vector<Message> sample_messages() {
   Job plain_job;
   plain_job.job_id = 9;
   plain_job.m = plain_job.n = plain_job.k = 64;
+  Job add_scaled_job;  // C[2:5, 0:7] += B[1][2] * A[3:6, 4:11]
+  add_scaled_job.job_id = 10;
+  add_scaled_job.op = JobOp::kAddScaled;
+  add_scaled_job.flags = kJobReleaseB | kJobSendResult;
+  add_scaled_job.a_tile = 21;
+  add_scaled_job.b_tile = 22;
+  add_scaled_job.c_tile = 23;
+  add_scaled_job.a_row = 3;
+  add_scaled_job.a_col = 4;
+  add_scaled_job.b_row = 1;
+  add_scaled_job.b_col = 2;
+  add_scaled_job.c_row = 2;
+  add_scaled_job.m = 3;
+  add_scaled_job.n = 7;
 
   Credit credit{0xFFFFFFFFFFFFFFFFull, 2, 1.5};
   Error error{ErrorCode::kNoSuchTile, "tile 77 is not in the store"};
@@ -77,8 +91,8 @@ inline std::vector<Message> sample_messages() {
   Stats empty_stats{};
 
   return {hello,      auth,  auth_ok,     gemm_probe, echo_probe, gemm_result,    echo_result, job,
-          plain_job, credit, error, empty_error, Bye{}, release, empty_release, StatsRequest{},
-          stats,     empty_stats, loaded_hello};
+          plain_job, add_scaled_job, credit, error, empty_error, Bye{}, release, empty_release,
+          StatsRequest{}, stats, empty_stats, loaded_hello};
 }
 
 // Message has no operator== because Store and ResultTile hold spans; compare their data by value.

@@ -436,8 +436,11 @@ TEST(ProtocolValidation, JobFields) {
   ASSERT_TRUE(decode_payload(static_cast<uint16_t>(MessageType::kJob), encode_payload(valid), {}));
 
   std::vector<std::byte> op = encode_payload(valid);
-  put_le(op, 8, 2, 4);
-  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, op), StatusCode::kProtocolError, "JOB: op 2 unknown"));
+  put_le(op, 8, 3, 4);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, op), StatusCode::kProtocolError,
+                         "JOB: op 3 unknown (1 = gemm_accumulate, 2 = add_scaled)"));
+  put_le(op, 8, 0, 4);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, op), StatusCode::kProtocolError, "JOB: op 0 unknown"));
 
   Job flags = valid;
   flags.flags = 0x10 | kJobReleaseA;
@@ -464,6 +467,73 @@ TEST(ProtocolValidation, JobFields) {
   create.c_row = 1;
   EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(create)), StatusCode::kProtocolError,
                          "does not fit the new c_tile of 8 x 8"));
+}
+
+// ADD_SCALED: C[m x n] += B[b_row][b_col] * A[m x n]. A's block has C's shape, B holds one entry,
+// and k must be 0.
+TEST(ProtocolValidation, AddScaledJobFields) {
+  Job valid;
+  valid.job_id = 77;
+  valid.op = JobOp::kAddScaled;
+  valid.flags = kJobCreateOutput | kJobReleaseA | kJobSendResult;
+  valid.a_tile = 1;
+  valid.b_tile = 2;
+  valid.c_tile = 3;
+  valid.a_row = 1;
+  valid.a_col = 2;
+  valid.b_row = 0;
+  valid.b_col = 5;  // a scalar inside a wider tile is fine
+  valid.c_row = 4;
+  valid.m = 3;
+  valid.n = 6;
+  valid.c_rows = 7;
+  valid.c_cols = 6;
+  const std::vector<std::byte> payload = encode_payload(valid);
+  ASSERT_EQ(payload.size(), kJobPayloadBytes);
+  EXPECT_EQ(std::to_integer<int>(payload[8]), 2) << "op travels as u32 2";
+  Result<Message> decoded = decode_payload(static_cast<uint16_t>(MessageType::kJob), payload, {});
+  ASSERT_TRUE(decoded) << decoded.status().to_string();
+  EXPECT_EQ(std::get<Job>(*decoded), valid);
+  EXPECT_EQ(std::get<Job>(*decoded).op, JobOp::kAddScaled);
+  EXPECT_EQ(encode_payload(*decoded), payload);
+
+  for (uint32_t k : {1u, 6u, 0xFFFFFFFFu}) {
+    SCOPED_TRACE(k);
+    Job with_k = valid;
+    with_k.k = k;
+    EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(with_k)), StatusCode::kProtocolError,
+                           "JOB: k " + std::to_string(k) + " must be 0 for op 2 (add_scaled)"));
+  }
+  // The same fields with op 1 need k >= 1: k = 0 is refused there, as before.
+  Job gemm = valid;
+  gemm.op = JobOp::kGemmAccumulate;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(gemm)), StatusCode::kProtocolError,
+                         "JOB: k 0 out of range 1..1048576"));
+
+  Job empty = valid;
+  empty.n = 0;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(empty)), StatusCode::kProtocolError,
+                         "JOB: n 0 out of range 1..1048576"));
+  Job a_beyond = valid;
+  a_beyond.a_col = (1u << 20) - 2;  // a_col + n, not a_col + k, is A's extent
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(a_beyond)), StatusCode::kProtocolError,
+                         "JOB: a_col 1048574 + n 6 exceeds"));
+  Job scalar_beyond = valid;
+  scalar_beyond.b_row = 1u << 20;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(scalar_beyond)), StatusCode::kProtocolError,
+                         "JOB: b_row 1048576 out of range 0..1048575"));
+  scalar_beyond = valid;
+  scalar_beyond.b_col = 0xFFFFFFFFu;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(scalar_beyond)), StatusCode::kProtocolError,
+                         "JOB: b_col 4294967295 out of range"));
+  Job flags = valid;
+  flags.flags = 0x20;
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(flags)), StatusCode::kProtocolError,
+                         "JOB: flags 0x00000020 has unknown bits"));
+  Job outside = valid;
+  outside.c_rows = 6;  // c_row 4 + m 3 > 6
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(outside)), StatusCode::kProtocolError,
+                         "does not fit the new c_tile of 6 x 6"));
 }
 
 TEST(ProtocolValidation, CreditFields) {

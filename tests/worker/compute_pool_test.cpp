@@ -318,5 +318,69 @@ TEST(ComputePool, GemmAndOtherTasksKeepSubmissionOrder) {
   for (int i = 0; i < 40; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
 }
 
+// An AddScaledRowStrips with nothing after the sum; exposes how it splits.
+class PlainSum final : public AddScaledRowStrips {
+ public:
+  explicit PlainSum(const AddScaledTask& sum) : AddScaledRowStrips(sum) {}
+  std::size_t parts_for(std::size_t threads) const { return part_count(threads); }
+};
+
+AddScaledTask sum_for(const double* scale, Matrix& a, Matrix& c) {
+  return AddScaledTask{c.rows, c.cols, scale, a.data(), a.ld, c.data(), c.ld};
+}
+
+TEST(AddScaledRowStrips, SplitsByRowsOnlyIntoStripsWorthAThread) {
+  constexpr std::size_t kMin = AddScaledRowStrips::kMinStripEntries;
+  auto parts = [](std::size_t m, std::size_t n, std::size_t threads) {
+    return PlainSum(AddScaledTask{m, n}).parts_for(threads);
+  };
+  EXPECT_EQ(parts(3, 4, 8), 1u) << "a small block stays on one thread";
+  EXPECT_EQ(parts(2, kMin - 1, 4), 1u);
+  EXPECT_EQ(parts(1, 8 * kMin, 8), 1u) << "one row is one strip, however long";
+  EXPECT_EQ(parts(5, kMin, 8), 5u) << "never more strips than rows";
+  EXPECT_EQ(parts(1000, 1000, 4), 4u);
+  EXPECT_EQ(parts(1000, 1000, 64), 1000u * 1000u / kMin);
+}
+
+TEST_P(ComputePoolThreads, AddScaledEqualsTheElementwiseSum) {
+  ComputePool pool(GetParam());
+  // 1 x 1, a block below one strip, and one large enough to split over every thread (rows not
+  // divisible by the thread counts); padded leading dimensions on both sides.
+  for (std::size_t m : {1u, 6u, 301u}) {
+    const std::size_t n = m == 301 ? 401 : m + 2;
+    Matrix a(m, n, 3), c(m, n, 2);
+    fill_integers(a, 1);
+    fill_integers(c, 2);
+    Matrix expected = c;
+    const double scale = -3.0;
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) expected.values[i * c.ld + j] += scale * a.values[i * a.ld + j];
+    pool.submit(std::make_unique<PlainSum>(sum_for(&scale, a, c)));
+    pool.wait_idle();
+    ASSERT_EQ(c.values, expected.values) << "m=" << m << " threads=" << GetParam();
+  }
+}
+
+TEST_P(ComputePoolThreads, AddScaledOverwriteNeverReadsTheOldCAndReadsTheScaleWhenItRuns) {
+  ComputePool pool(GetParam());
+  Matrix a(301, 401), c(301, 401, 1), scale(1, 1), four(1, 1);
+  fill_integers(a, 4);
+  for (double& value : c.values) value = std::numeric_limits<double>::quiet_NaN();  // recycled garbage
+  // The task queued before the sum writes its scale (0.5 * 4), as an earlier job writes a tile a
+  // later one reads.
+  const double half = 0.5;
+  four.values[0] = 4.0;
+  AddScaledTask make_scale = sum_for(&half, four, scale);
+  make_scale.overwrite = true;
+  pool.submit(std::make_unique<PlainSum>(make_scale));
+  AddScaledTask sum = sum_for(scale.data(), a, c);
+  sum.overwrite = true;
+  pool.submit(std::make_unique<PlainSum>(sum));
+  pool.wait_idle();
+  for (std::size_t i = 0; i < 301; ++i) {
+    for (std::size_t j = 0; j < 401; ++j) ASSERT_EQ(c.values[i * c.ld + j], 2.0 * a.values[i * a.ld + j]);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::worker

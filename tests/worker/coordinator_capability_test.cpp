@@ -81,7 +81,8 @@ TEST(CoordinatorCapabilities, ClusterConnectNamesOnlyTheNodeThatLacksACapability
   Result<ClusterConnection> connected = ClusterConnection::connect(cluster, nothing_required);
   ASSERT_TRUE(connected) << connected.status().to_string();
   ASSERT_EQ(connected->links().size(), 2u);
-  EXPECT_EQ(connected->links()[0].hello.capabilities, tp::kCapabilityGemm | tp::kCapabilityTls);
+  EXPECT_EQ(connected->links()[0].hello.capabilities,
+            tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTls);
   EXPECT_EQ(connected->links()[1].hello.capabilities, kTestCapability | tp::kCapabilityTls);
 }
 

@@ -19,6 +19,7 @@ namespace {
 
 namespace tp = tessera::transport;
 using namespace std::chrono_literals;
+using testing::add_scaled_job;
 using testing::Dense;
 using testing::gemm_job;
 using testing::read_closed;
@@ -90,7 +91,8 @@ TEST_F(WorkerServerTest, HandshakeReportsNodeFacts) {
   EXPECT_EQ(hello.hostname, facts.hostname);
   EXPECT_GT(hello.memory_bytes, 0u);
   EXPECT_NE(hello.challenge, (std::array<uint8_t, tp::kChallengeSize>{}));
-  EXPECT_EQ(hello.capabilities, tp::kCapabilityGemm | tp::kCapabilityGraph | tp::kCapabilityTls);
+  EXPECT_EQ(hello.capabilities,
+            tp::kCapabilityGemm | tp::kCapabilityGraph | tp::kCapabilityExpression | tp::kCapabilityTls);
   // Linux always reports its load; the value itself moves with whatever else runs here.
   EXPECT_TRUE(hello.load_milli.has_value());
   EXPECT_TRUE(read_load_milli().has_value());
@@ -268,6 +270,183 @@ TEST_F(WorkerServerTest, InvalidJobsAreRejected) {
     ASSERT_TRUE(store_tile(*session, 2, Dense::integers(5, 4, 0)).is_ok());
     ASSERT_TRUE(session->write_message(c.job).is_ok());
     EXPECT_TRUE(read_error(*session, c.code));
+    EXPECT_TRUE(read_closed(*session));
+  }
+}
+
+// A 1x1 tile holding `value`: how the coordinator stores an expression's scalars.
+Dense scalar(double value) {
+  Dense s(1, 1);
+  s.at(0, 0) = value;
+  return s;
+}
+
+// (3 A - A2) B computed as an expression is: C = 3 A (created), C += -1 A2, D = C B. The sum
+// never leaves the worker, and the product must see both additions (jobs run in order).
+TEST_F(WorkerServerTest, AddScaledSumsStayOnTheWorkerAndFeedAProduct) {
+  tp::Hello hello;
+  auto session = open_session(&hello);
+  ASSERT_NE(session, nullptr);
+  EXPECT_NE(hello.capabilities & tp::kCapabilityExpression, 0u) << tp::capability_names(hello.capabilities);
+  Watchdog watchdog(*session, 30s);
+  const Dense a = Dense::integers(3, 4, 1);
+  const Dense a2 = Dense::integers(3, 4, 5);
+  const Dense b = Dense::integers(4, 2, 2);
+  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, a2).is_ok());
+  ASSERT_TRUE(store_tile(*session, 3, b).is_ok());
+  ASSERT_TRUE(store_tile(*session, 5, scalar(3.0)).is_ok());
+  ASSERT_TRUE(store_tile(*session, 6, scalar(-1.0)).is_ok());
+
+  auto first = add_scaled_job(200, 1, 5, 10, 3, 4, tp::kJobCreateOutput);
+  first.c_rows = 3;
+  first.c_cols = 4;
+  ASSERT_TRUE(session->write_message(first, 1).is_ok());
+  // The difference's result is sent too, so the sum itself is checked, not only the product.
+  ASSERT_TRUE(session->write_message(add_scaled_job(201, 2, 6, 10, 3, 4, tp::kJobSendResult), 2).is_ok());
+  auto product = gemm_job(202, 10, 3, 11, 3, 2, 4, tp::kJobCreateOutput | tp::kJobReleaseA | tp::kJobSendResult);
+  product.c_rows = 3;
+  product.c_cols = 2;
+  ASSERT_TRUE(session->write_message(product, 3).is_ok());
+
+  Dense difference(3, 4);
+  for (uint32_t i = 0; i < 3; ++i)
+    for (uint32_t j = 0; j < 4; ++j) difference.at(i, j) = 3.0 * a.at(i, j) - a2.at(i, j);
+  const Dense expected = testing::multiply(difference, b);
+
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  EXPECT_EQ(std::get<tp::Credit>(frame.message).job_id, 200u);
+  EXPECT_EQ(std::get<tp::Credit>(frame.message).credits, 1u);
+  EXPECT_EQ(frame.header.request_id, 1u);
+  const double first_seconds = std::get<tp::Credit>(frame.message).compute_seconds;
+  EXPECT_GE(first_seconds, 0.0);
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  EXPECT_EQ(std::get<tp::Credit>(frame.message).job_id, 201u);
+  const double second_seconds = std::get<tp::Credit>(frame.message).compute_seconds;
+  ASSERT_TRUE(read_expect<tp::ResultTile>(*session, frame));
+  {
+    const auto& result = std::get<tp::ResultTile>(frame.message);
+    EXPECT_EQ(result.job_id, 201u);
+    EXPECT_EQ(frame.header.request_id, 2u);
+    EXPECT_EQ(result.tile, (tp::TilePrefix{10, 3, 4, tp::tile_crc32c(difference.values)}));
+    EXPECT_DOUBLE_EQ(result.compute_seconds, first_seconds + second_seconds);
+    ASSERT_EQ(result.data.size(), difference.values.size());
+    for (std::size_t i = 0; i < difference.values.size(); ++i) EXPECT_EQ(result.data[i], difference.values[i]) << i;
+  }
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  EXPECT_EQ(std::get<tp::Credit>(frame.message).job_id, 202u);
+  ASSERT_TRUE(read_expect<tp::ResultTile>(*session, frame));
+  {
+    const auto& result = std::get<tp::ResultTile>(frame.message);
+    EXPECT_EQ(result.job_id, 202u);
+    EXPECT_EQ(frame.header.request_id, 3u);
+    EXPECT_EQ(result.tile, (tp::TilePrefix{11, 3, 2, tp::tile_crc32c(expected.values)}));
+    ASSERT_EQ(result.data.size(), expected.values.size());
+    for (std::size_t i = 0; i < expected.values.size(); ++i) EXPECT_EQ(result.data[i], expected.values[i]) << i;
+  }
+
+  ASSERT_TRUE(session->write_message(tp::StatsRequest{}, 4).is_ok());
+  ASSERT_TRUE(read_expect<tp::Stats>(*session, frame));
+  EXPECT_EQ(std::get<tp::Stats>(frame.message).jobs, 3u) << "ADD_SCALED jobs count like GEMM jobs";
+
+  // kJobReleaseA on the product dropped the sum's tile 10; the operands are still there.
+  ASSERT_TRUE(session->write_message(add_scaled_job(203, 10, 5, 12, 3, 4)).is_ok());
+  std::string message;
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kNoSuchTile, &message));
+  EXPECT_NE(message.find("job 203: a_tile 10 is not stored"), std::string::npos) << message;
+  EXPECT_TRUE(read_closed(*session));
+}
+
+// A scaled block inside larger tiles: C[1:3, 2:6] += B[1][2] * A[2:4, 1:5] in a new 4 x 7 C (the
+// rest stays zero), the scalar taken from inside a 2 x 3 tile; then the scalar's tile released
+// by kJobReleaseB, so the next job naming it is refused.
+TEST_F(WorkerServerTest, AddScaledOnSubRectanglesReadsTheScalarAtItsPosition) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  const Dense a = Dense::integers(5, 6, 3);
+  Dense b(2, 3);
+  for (uint32_t i = 0; i < 2; ++i)
+    for (uint32_t j = 0; j < 3; ++j) b.at(i, j) = 10.0 * i + j + 1;  // every entry differs
+  b.at(1, 2) = -2.0;
+  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
+  auto job = add_scaled_job(1, 1, 2, 3, 2, 4, tp::kJobCreateOutput | tp::kJobReleaseB | tp::kJobSendResult);
+  job.a_row = 2;
+  job.a_col = 1;
+  job.b_row = 1;
+  job.b_col = 2;
+  job.c_row = 1;
+  job.c_col = 2;
+  job.c_rows = 4;
+  job.c_cols = 7;
+  ASSERT_TRUE(session->write_message(job).is_ok());
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  ASSERT_TRUE(read_expect<tp::ResultTile>(*session, frame));
+  const auto& result = std::get<tp::ResultTile>(frame.message);
+  ASSERT_EQ(result.data.size(), 28u);
+  for (uint32_t i = 0; i < 4; ++i)
+    for (uint32_t j = 0; j < 7; ++j) {
+      const bool inside = i >= 1 && i < 3 && j >= 2 && j < 6;
+      const double expected = inside ? -2.0 * a.at(i - 1 + 2, j - 2 + 1) : 0.0;
+      EXPECT_EQ(result.data[i * 7 + j], expected) << i << "," << j;
+    }
+  job.flags = 0;
+  job.job_id = 2;
+  ASSERT_TRUE(session->write_message(job).is_ok());
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kNoSuchTile));
+  EXPECT_TRUE(read_closed(*session));
+}
+
+TEST_F(WorkerServerTest, InvalidAddScaledJobsAreRejected) {
+  struct Case {
+    const char* name;
+    tp::Job job;
+    tp::ErrorCode code;
+    const char* reason;
+  };
+  auto with = [](tp::Job job, auto edit) {
+    edit(job);
+    return job;
+  };
+  // Stored: A 3 x 4 (tile 1), the scalar 1 x 1 (tile 2), C 3 x 4 (tile 3).
+  const tp::Job ok = add_scaled_job(1, 1, 2, 3, 3, 4);
+  const Case cases[] = {
+      {"scalar row outside B", with(ok, [](tp::Job& j) { j.b_row = 1; }), tp::ErrorCode::kBadJob,
+       "scalar at row 1, col 0 lies outside b_tile 2 (1 x 1)"},
+      {"scalar col outside B", with(ok, [](tp::Job& j) { j.b_col = 1; }), tp::ErrorCode::kBadJob,
+       "lies outside b_tile 2"},
+      {"A rect outside A", with(ok, [](tp::Job& j) { j.a_col = 1; }), tp::ErrorCode::kBadJob,
+       "A rows 0+3, cols 1+4 lie outside a_tile 1 (3 x 4)"},
+      {"A rows outside A", with(ok, [](tp::Job& j) { j.m = 4; j.flags = tp::kJobCreateOutput; j.c_rows = 4; j.c_cols = 4; }),
+       tp::ErrorCode::kBadJob, "lie outside a_tile 1"},
+      {"C rect outside C", with(ok, [](tp::Job& j) { j.c_row = 1; j.m = 3; j.a_row = 0; }), tp::ErrorCode::kBadJob,
+       "C rows 1+3, cols 0+4 lie outside c_tile 3 (3 x 4)"},
+      {"k not zero", with(ok, [](tp::Job& j) { j.k = 1; }), tp::ErrorCode::kBadJob, "k 1 must be 0 for op 2"},
+      {"unknown op", with(ok, [](tp::Job& j) { j.op = static_cast<tp::JobOp>(3); }), tp::ErrorCode::kBadJob,
+       "op 3 unknown"},
+      {"C aliases A", with(ok, [](tp::Job& j) { j.c_tile = 1; }), tp::ErrorCode::kBadJob, "must differ"},
+      {"C aliases the scalar", with(ok, [](tp::Job& j) { j.c_tile = 2; j.flags = tp::kJobCreateOutput; j.c_rows = 3; j.c_cols = 4; }),
+       tp::ErrorCode::kBadJob, "must differ"},
+      {"no such A", with(ok, [](tp::Job& j) { j.a_tile = 77; }), tp::ErrorCode::kNoSuchTile, "a_tile 77 is not stored"},
+      {"no such scalar", with(ok, [](tp::Job& j) { j.b_tile = 78; }), tp::ErrorCode::kNoSuchTile,
+       "b_tile 78 is not stored"},
+      {"no such C", with(ok, [](tp::Job& j) { j.c_tile = 79; }), tp::ErrorCode::kNoSuchTile, "c_tile 79 is not stored"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto session = open_session();
+    ASSERT_NE(session, nullptr);
+    Watchdog watchdog(*session, 30s);
+    ASSERT_TRUE(store_tile(*session, 1, Dense::integers(3, 4, 0)).is_ok());
+    ASSERT_TRUE(store_tile(*session, 2, scalar(2.0)).is_ok());
+    ASSERT_TRUE(store_tile(*session, 3, Dense::integers(3, 4, 1)).is_ok());
+    ASSERT_TRUE(session->write_message(c.job).is_ok());
+    std::string message;
+    EXPECT_TRUE(read_error(*session, c.code, &message));
+    EXPECT_NE(message.find(c.reason), std::string::npos) << message;
     EXPECT_TRUE(read_closed(*session));
   }
 }

@@ -101,6 +101,14 @@ inline tp::Job gemm_job(uint64_t job_id, uint32_t a, uint32_t b, uint32_t c, uin
   return job;
 }
 
+// C[0:m, 0:n] += s * A[0:m, 0:n] with s the single entry of the 1x1 tile `scalar`.
+inline tp::Job add_scaled_job(uint64_t job_id, uint32_t a, uint32_t scalar, uint32_t c, uint32_t m, uint32_t n,
+                              uint32_t flags = 0) {
+  tp::Job job = gemm_job(job_id, a, scalar, c, m, n, 0, flags);
+  job.op = tp::JobOp::kAddScaled;
+  return job;
+}
+
 // Reads the next frame and expects message type T; fails the test otherwise.
 template <typename T>
 ::testing::AssertionResult read_expect(tp::FrameConnection& connection, tp::IncomingFrame& frame) {

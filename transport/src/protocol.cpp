@@ -313,18 +313,26 @@ Result<Message> decode_job(std::span<const std::byte> payload, const Limits& lim
         r.u32("k", m.k) && r.u32("c_rows", m.c_rows) && r.u32("c_cols", m.c_cols) && r.finish())) {
     return r.status();
   }
-  if (op != static_cast<uint32_t>(JobOp::kGemmAccumulate)) {
-    return field_error("JOB", "op " + std::to_string(op) + " unknown (1 = gemm_accumulate)");
+  if (op != static_cast<uint32_t>(JobOp::kGemmAccumulate) && op != static_cast<uint32_t>(JobOp::kAddScaled)) {
+    return field_error("JOB", "op " + std::to_string(op) + " unknown (1 = gemm_accumulate, 2 = add_scaled)");
   }
-  m.op = JobOp::kGemmAccumulate;
+  m.op = static_cast<JobOp>(op);
   if ((m.flags & ~kJobKnownFlags) != 0) {
     return field_error("JOB", "flags " + hex32(m.flags) + " has unknown bits " + hex32(m.flags & ~kJobKnownFlags));
   }
   const uint32_t max_dim = limits.max_tile_dim;
   TESSERA_RETURN_IF_ERROR(check_extent("a_row", m.a_row, "m", m.m, max_dim));
-  TESSERA_RETURN_IF_ERROR(check_extent("a_col", m.a_col, "k", m.k, max_dim));
-  TESSERA_RETURN_IF_ERROR(check_extent("b_row", m.b_row, "k", m.k, max_dim));
-  TESSERA_RETURN_IF_ERROR(check_extent("b_col", m.b_col, "n", m.n, max_dim));
+  if (m.op == JobOp::kAddScaled) {
+    // A's block has C's shape; B holds only the scalar, one entry at (b_row, b_col).
+    if (m.k != 0) return field_error("JOB", "k " + std::to_string(m.k) + " must be 0 for op 2 (add_scaled)");
+    TESSERA_RETURN_IF_ERROR(check_extent("a_col", m.a_col, "n", m.n, max_dim));
+    if (m.b_row >= max_dim) return out_of_range("JOB", "b_row", m.b_row, 0, max_dim - 1);
+    if (m.b_col >= max_dim) return out_of_range("JOB", "b_col", m.b_col, 0, max_dim - 1);
+  } else {
+    TESSERA_RETURN_IF_ERROR(check_extent("a_col", m.a_col, "k", m.k, max_dim));
+    TESSERA_RETURN_IF_ERROR(check_extent("b_row", m.b_row, "k", m.k, max_dim));
+    TESSERA_RETURN_IF_ERROR(check_extent("b_col", m.b_col, "n", m.n, max_dim));
+  }
   TESSERA_RETURN_IF_ERROR(check_extent("c_row", m.c_row, "m", m.m, max_dim));
   TESSERA_RETURN_IF_ERROR(check_extent("c_col", m.c_col, "n", m.n, max_dim));
   if ((m.flags & kJobCreateOutput) != 0) {

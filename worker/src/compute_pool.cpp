@@ -50,6 +50,26 @@ void GemmRowStrips::run_part(std::size_t part, std::size_t parts) {
                gemm_.overwrite ? 0.0 : 1.0, gemm_.c + first * gemm_.ldc, gemm_.ldc);
 }
 
+std::size_t AddScaledRowStrips::part_count(std::size_t threads) const {
+  const std::size_t by_size = std::max<std::size_t>(sum_.m * sum_.n / kMinStripEntries, 1);
+  return std::min({threads, std::max<std::size_t>(sum_.m, 1), by_size});
+}
+
+void AddScaledRowStrips::run_part(std::size_t part, std::size_t parts) {
+  const std::size_t first = part * sum_.m / parts;
+  const std::size_t last = (part + 1) * sum_.m / parts;
+  const double s = *sum_.scale;
+  for (std::size_t i = first; i < last; ++i) {
+    const double* a = sum_.a + i * sum_.lda;
+    double* c = sum_.c + i * sum_.ldc;
+    if (sum_.overwrite) {
+      for (std::size_t j = 0; j < sum_.n; ++j) c[j] = s * a[j];
+    } else {
+      for (std::size_t j = 0; j < sum_.n; ++j) c[j] += s * a[j];
+    }
+  }
+}
+
 ComputePool::ComputePool(uint32_t threads) {
   // Each strip is one BLAS call; BLAS threads of its own would oversubscribe the cores and, under
   // a cgroup quota, burn the budget spinning.

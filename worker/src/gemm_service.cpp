@@ -1,9 +1,10 @@
-// CPU accounting of GEMM work (reported in STATS; see SessionContext::stats()):
+// CPU accounting of the service's work, GEMM and ADD_SCALED jobs alike (reported in STATS; see
+// SessionContext::stats()):
 //  - io: the connection thread's CPU time (socket reads, frame decoding, job validation, tile
 //    bookkeeping), except a GEMM probe's operand setup and loop, which is compute; plus the CPU
 //    time job completions spend encoding and writing CREDIT/RESULT on a pool thread, measured
 //    around those writes and declared with ComputePool::count_as_io.
-//  - compute: the pool threads' CPU time in GEMM strips and in the rest of each completion
+//  - compute: the pool threads' CPU time in GEMM and sum strips and in the rest of each completion
 //    (releasing tiles), plus the probe setup above.
 // Both come from per-thread CPU clocks (CLOCK_THREAD_CPUTIME_ID), so time spent blocked on the
 // network or waiting for work counts as neither.
@@ -96,37 +97,56 @@ struct JobTiles {
   std::shared_ptr<Tile> c;
 };
 
-// One accepted JOB on the compute pool: the product in row strips, then the bookkeeping and the
-// CREDIT (and RESULT). The session outlives it: it waits for the pool to go idle before it ends.
+// The bookkeeping after an accepted JOB's computation, on the pool thread that finished it:
+// charges the time to C, releases what the flags say, counts the job, then sends the CREDIT (and
+// RESULT). The session outlives it: it waits for the pool to go idle before it ends.
+void complete_job(SessionContext& context, const tp::Job& job, uint64_t request_id, JobTiles& tiles,
+                  double seconds) {
+  tiles.c->add_compute_seconds(seconds);
+  TileStore& store = context.store();
+  if ((job.flags & tp::kJobReleaseA) != 0) store.release_if_same(job.a_tile, tiles.a.get());
+  if ((job.flags & tp::kJobReleaseB) != 0) store.release_if_same(job.b_tile, tiles.b.get());
+  // Drop our references before the CREDIT: the coordinator may answer it with a STORE that
+  // needs the released memory under the cap.
+  tiles.a.reset();
+  tiles.b.reset();
+  context.count_finished_job();
+  // Writing is communication even though it runs on a pool thread: its CPU time moves to io.
+  const double write_cpu_start = thread_cpu_seconds();
+  tp::FrameConnection& connection = context.connection();
+#ifdef TESSERA_FAULT_HOOKS
+  if (const std::optional<uint32_t> delay = fault_hooks().delay_credits_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(*delay));
+  }
+#endif
+  // A failed write means the peer is gone; the session's reader notices and ends the session.
+  (void)connection.write_message(tp::Credit{job.job_id, 1, seconds}, request_id);
+  if ((job.flags & tp::kJobSendResult) != 0) write_result(connection, job, *tiles.c, request_id);
+  ComputePool::count_as_io(thread_cpu_seconds() - write_cpu_start);
+}
+
+// One accepted GEMM_ACCUMULATE JOB on the compute pool: the product in row strips, then
+// complete_job. complete() runs before the next job starts, so C is stable while RESULT sends it.
 class GemmJob final : public GemmRowStrips {
  public:
   GemmJob(const GemmTask& gemm, SessionContext& context, const tp::Job& job, uint64_t request_id, JobTiles tiles)
       : GemmRowStrips(gemm), context_(context), job_(job), request_id_(request_id), tiles_(std::move(tiles)) {}
+  void complete(double seconds) override { complete_job(context_, job_, request_id_, tiles_, seconds); }
 
-  // Runs on a pool thread, before the next job starts (so C is stable while RESULT sends it).
-  void complete(double seconds) override {
-    tiles_.c->add_compute_seconds(seconds);
-    TileStore& store = context_.store();
-    if ((job_.flags & tp::kJobReleaseA) != 0) store.release_if_same(job_.a_tile, tiles_.a.get());
-    if ((job_.flags & tp::kJobReleaseB) != 0) store.release_if_same(job_.b_tile, tiles_.b.get());
-    // Drop our references before the CREDIT: the coordinator may answer it with a STORE that
-    // needs the released memory under the cap.
-    tiles_.a.reset();
-    tiles_.b.reset();
-    context_.count_finished_job();
-    // Writing is communication even though it runs on a pool thread: its CPU time moves to io.
-    const double write_cpu_start = thread_cpu_seconds();
-    tp::FrameConnection& connection = context_.connection();
-#ifdef TESSERA_FAULT_HOOKS
-    if (const std::optional<uint32_t> delay = fault_hooks().delay_credits_ms) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(*delay));
-    }
-#endif
-    // A failed write means the peer is gone; the session's reader notices and ends the session.
-    (void)connection.write_message(tp::Credit{job_.job_id, 1, seconds}, request_id_);
-    if ((job_.flags & tp::kJobSendResult) != 0) write_result(connection, job_, *tiles_.c, request_id_);
-    ComputePool::count_as_io(thread_cpu_seconds() - write_cpu_start);
-  }
+ private:
+  SessionContext& context_;
+  tp::Job job_;
+  uint64_t request_id_;
+  JobTiles tiles_;
+};
+
+// One accepted ADD_SCALED JOB: C += s * A in row strips, then complete_job, as GemmJob.
+class AddScaledJob final : public AddScaledRowStrips {
+ public:
+  AddScaledJob(const AddScaledTask& sum, SessionContext& context, const tp::Job& job, uint64_t request_id,
+               JobTiles tiles)
+      : AddScaledRowStrips(sum), context_(context), job_(job), request_id_(request_id), tiles_(std::move(tiles)) {}
+  void complete(double seconds) override { complete_job(context_, job_, request_id_, tiles_, seconds); }
 
  private:
   SessionContext& context_;
@@ -185,13 +205,19 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
   auto bad = [&](tp::ErrorCode code, const std::string& why) {
     return context.fail(code, fmt::format("job {}: {}", job.job_id, why), request_id);
   };
-  if (job.op != tp::JobOp::kGemmAccumulate) {
+  const bool add_scaled = job.op == tp::JobOp::kAddScaled;
+  if (job.op != tp::JobOp::kGemmAccumulate && !add_scaled) {
     return bad(tp::ErrorCode::kBadJob, fmt::format("unknown op {}", static_cast<uint32_t>(job.op)));
   }
   if ((job.flags & ~tp::kJobKnownFlags) != 0) {
     return bad(tp::ErrorCode::kBadJob, fmt::format("unknown flag bits {:#x}", job.flags & ~tp::kJobKnownFlags));
   }
-  if (job.m == 0 || job.n == 0 || job.k == 0) {
+  if (add_scaled) {
+    if (job.m == 0 || job.n == 0 || job.k != 0) {
+      return bad(tp::ErrorCode::kBadJob,
+                 fmt::format("ADD_SCALED needs m, n >= 1 and k = 0 (got {} x {}, k {})", job.m, job.n, job.k));
+    }
+  } else if (job.m == 0 || job.n == 0 || job.k == 0) {
     return bad(tp::ErrorCode::kBadJob,
                fmt::format("m, n and k must be >= 1 (got {} x {} x {})", job.m, job.n, job.k));
   }
@@ -204,12 +230,20 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
   JobTiles tiles{store.find(job.a_tile), store.find(job.b_tile), nullptr};
   if (!tiles.a) return bad(tp::ErrorCode::kNoSuchTile, fmt::format("a_tile {} is not stored", job.a_tile));
   if (!tiles.b) return bad(tp::ErrorCode::kNoSuchTile, fmt::format("b_tile {} is not stored", job.b_tile));
-  if (!inside(job.a_row, job.m, tiles.a->rows()) || !inside(job.a_col, job.k, tiles.a->cols())) {
+  // A's block is m x k for a product, m x n (C's shape) for a scaled sum.
+  const uint32_t a_cols = add_scaled ? job.n : job.k;
+  if (!inside(job.a_row, job.m, tiles.a->rows()) || !inside(job.a_col, a_cols, tiles.a->cols())) {
     return bad(tp::ErrorCode::kBadJob,
                fmt::format("A rows {}+{}, cols {}+{} lie outside a_tile {} ({} x {})", job.a_row, job.m,
-                           job.a_col, job.k, job.a_tile, tiles.a->rows(), tiles.a->cols()));
+                           job.a_col, a_cols, job.a_tile, tiles.a->rows(), tiles.a->cols()));
   }
-  if (!inside(job.b_row, job.k, tiles.b->rows()) || !inside(job.b_col, job.n, tiles.b->cols())) {
+  if (add_scaled) {
+    if (!inside(job.b_row, 1, tiles.b->rows()) || !inside(job.b_col, 1, tiles.b->cols())) {
+      return bad(tp::ErrorCode::kBadJob, fmt::format("scalar at row {}, col {} lies outside b_tile {} ({} x {})",
+                                                     job.b_row, job.b_col, job.b_tile, tiles.b->rows(),
+                                                     tiles.b->cols()));
+    }
+  } else if (!inside(job.b_row, job.k, tiles.b->rows()) || !inside(job.b_col, job.n, tiles.b->cols())) {
     return bad(tp::ErrorCode::kBadJob,
                fmt::format("B rows {}+{}, cols {}+{} lie outside b_tile {} ({} x {})", job.b_row, job.k,
                            job.b_col, job.n, job.b_tile, tiles.b->rows(), tiles.b->cols()));
@@ -234,8 +268,9 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
                fmt::format("C rows {}+{}, cols {}+{} lie outside c_tile {} ({} x {})", job.c_row, job.m,
                            job.c_col, job.n, job.c_tile, c_extent_rows, c_extent_cols));
   }
-  // A job that creates its output and covers all of it writes C = A * B: no zero-fill first
-  // (a zero-fill here would run on the connection thread and touch every page twice).
+  // A job that creates its output and covers all of it writes C = A * B (or C = s * A): no
+  // zero-fill first (a zero-fill here would run on the connection thread and touch every page
+  // twice).
   const bool overwrite = create && job.c_row == 0 && job.c_col == 0 && job.m == c_rows && job.n == c_cols;
   if (create) {
     auto created = store.reserve(job.c_tile, c_rows, c_cols, /*zero_fill=*/!overwrite);
@@ -243,17 +278,34 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
     tiles.c = std::move(created).value();
   }
 
+  const std::size_t lda = tiles.a->cols();
+  const double* a = tiles.a->data() + static_cast<std::size_t>(job.a_row) * lda + job.a_col;
+  const std::size_t ldc = tiles.c->cols();
+  double* c = tiles.c->data() + static_cast<std::size_t>(job.c_row) * ldc + job.c_col;
+  if (add_scaled) {
+    AddScaledTask task;
+    task.overwrite = overwrite;
+    task.m = job.m;
+    task.n = job.n;
+    task.scale = tiles.b->data() + static_cast<std::size_t>(job.b_row) * tiles.b->cols() + job.b_col;
+    task.a = a;
+    task.lda = lda;
+    task.c = c;
+    task.ldc = ldc;
+    context.pool().submit(std::make_unique<AddScaledJob>(task, context, job, request_id, std::move(tiles)));
+    return SessionStep::kContinue;
+  }
   GemmTask task;
   task.overwrite = overwrite;
   task.m = job.m;
   task.n = job.n;
   task.k = job.k;
-  task.lda = tiles.a->cols();
-  task.a = tiles.a->data() + static_cast<std::size_t>(job.a_row) * task.lda + job.a_col;
+  task.lda = lda;
+  task.a = a;
   task.ldb = tiles.b->cols();
   task.b = tiles.b->data() + static_cast<std::size_t>(job.b_row) * task.ldb + job.b_col;
-  task.ldc = tiles.c->cols();
-  task.c = tiles.c->data() + static_cast<std::size_t>(job.c_row) * task.ldc + job.c_col;
+  task.ldc = ldc;
+  task.c = c;
   context.pool().submit(std::make_unique<GemmJob>(task, context, job, request_id, std::move(tiles)));
   return SessionStep::kContinue;
 }
@@ -368,7 +420,8 @@ SessionStep handle_stats_request(SessionContext& context, tp::IncomingFrame& fra
 Service gemm_service() {
   Service service;
   service.name = "gemm";
-  service.capability = tp::kCapabilityGemm;
+  // JOB's ADD_SCALED op is what kCapabilityExpression promises; it shares STORE and the job queue.
+  service.capability = tp::kCapabilityGemm | tp::kCapabilityExpression;
 
   MessageHandler store;
   store.type = tp::MessageType::kStore;

@@ -63,7 +63,9 @@ inline constexpr uint64_t kCapabilityGemm = 1ull << 0;  // tiled GEMM: STORE, JO
 // The graph service (asynchronous accumulative updates): GRAPH_LOAD .. GRAPH_STOP from the
 // coordinator, GRAPH_PEER_HELLO and GRAPH_DELTAS from other workers (graph/wire_codec.hpp).
 inline constexpr uint64_t kCapabilityGraph = 1ull << 1;
-// Reserved for the matrix-expression task service; no worker offers it yet.
+// The worker runs JOB op ADD_SCALED (C += s * A on stored tiles), so a matrix expression's sums,
+// differences and scalar multiples stay in the tile store instead of coming back to be added.
+// It extends the GEMM service's JOB: a worker offering it offers kCapabilityGemm too.
 inline constexpr uint64_t kCapabilityExpression = 1ull << 2;
 // Not a service: the worker can switch a connection to TLS after AUTH (tls.hpp).
 inline constexpr uint64_t kCapabilityTls = 1ull << 3;
@@ -82,7 +84,7 @@ enum class MessageType : uint16_t {
   kProbe = 4,        // coordinator -> worker: measure GEMM speed, or echo bytes back
   kProbeResult = 5,  // worker -> coordinator
   kStore = 6,        // coordinator -> worker: a tile of doubles to keep under tile_id
-  kJob = 7,          // coordinator -> worker: C[c] += A[a] * B[b] on sub-rectangles
+  kJob = 7,          // coordinator -> worker: C[c] += A[a] * B[b] (or += s * A[a]) on sub-rectangles
   kCredit = 8,       // worker -> coordinator: a job finished; its queue slot is free again
   kResult = 9,       // worker -> coordinator: a finished output tile
   kError = 10,       // either way: reason; the sender closes the connection after it
@@ -243,7 +245,8 @@ struct Store {
   std::span<const double> data;
 };
 
-enum class JobOp : uint32_t { kGemmAccumulate = 1 };
+// What a JOB computes (see the layout below). kAddScaled needs kCapabilityExpression.
+enum class JobOp : uint32_t { kGemmAccumulate = 1, kAddScaled = 2 };
 
 // JOB flag bits.
 inline constexpr uint32_t kJobCreateOutput = 1u << 0;  // create c_tile zero-filled, c_rows x c_cols
@@ -255,8 +258,16 @@ inline constexpr uint32_t kJobKnownFlags = 0xF;
 // JOB: u64 job_id | u32 op | u32 flags | u32 a_tile | u32 b_tile | u32 c_tile
 //      | u32 a_row | u32 a_col | u32 b_row | u32 b_col | u32 c_row | u32 c_col
 //      | u32 m | u32 n | u32 k | u32 c_rows | u32 c_cols            (kJobPayloadBytes, 72)
-// C[c_row:c_row+m, c_col:c_col+n] += A[a_row:a_row+m, a_col:a_col+k] * B[b_row:b_row+k, b_col:b_col+n]
-// Jobs run in arrival order with respect to each other; the accumulation is in place.
+// op kGemmAccumulate (1), k >= 1:
+//   C[c_row:c_row+m, c_col:c_col+n] += A[a_row:a_row+m, a_col:a_col+k] * B[b_row:b_row+k, b_col:b_col+n]
+// op kAddScaled (2), k == 0 (anything else is refused):
+//   C[c_row:c_row+m, c_col:c_col+n] += s * A[a_row:a_row+m, a_col:a_col+n], s = B[b_row][b_col]
+//   The coordinator keeps scalars as 1x1 tiles, so s = -1 makes a difference and s = 1 a sum;
+//   s is read when the job runs, like the operands of a product.
+// Jobs of both ops run in arrival order with respect to each other, so a job reading a C sees
+// every earlier job's accumulation; the accumulation is in place, so c_tile must differ from
+// a_tile and b_tile. The flags mean the same for both ops (with kJobCreateOutput, C starts at
+// zero, so ADD_SCALED then writes C = s * A).
 struct Job {
   uint64_t job_id = 0;
   JobOp op = JobOp::kGemmAccumulate;
@@ -294,7 +305,7 @@ enum class ErrorCode : uint32_t {
   kAuthFailed = 3,    // wrong MAC
   kBusy = 4,          // another coordinator session is active
   kNoSuchTile = 5,
-  kBadJob = 6,        // dimensions out of the referenced tiles, unknown op
+  kBadJob = 6,        // dimensions out of the referenced tiles, unknown op, k != 0 for ADD_SCALED
   kOutOfMemory = 7,   // the tile store cap would be exceeded
   kInternal = 8,
   kCorrupt = 9,       // a STORE's data does not match its CRC32C: damaged in transit
@@ -332,8 +343,8 @@ struct StatsRequest {
 // authenticated session (the handshake itself is not included). Every double is finite and >= 0.
 // io_cpu_seconds is thread CPU time spent on communication: the session's connection thread
 // (reading, decoding and checking frames, filing tiles) plus the CREDIT/RESULT writes that run on
-// compute threads. compute_cpu_seconds is the compute threads' CPU time on GEMM work (JOBs and
-// GEMM probes, with the bookkeeping after each job); compute_wall_seconds sums that work's wall
+// compute threads. compute_cpu_seconds is the compute threads' CPU time on JOBs (of every op) and
+// GEMM probes, with the bookkeeping after each job; compute_wall_seconds sums that work's wall
 // time. Time spent blocked counts as neither. jobs counts JOBs finished (CREDIT sent); the byte counts are the
 // session's socket traffic in both directions, frame headers included.
 struct Stats {

@@ -5,7 +5,9 @@
 // time across the whole pool, so tasks writing the same memory need no locks; a completion runs on
 // a pool thread after the task's last part and before the next task starts, so it may read the
 // task's output (e.g. send it) safely. GEMM (C += A*B) is one kind of task: GemmRowStrips splits
-// it into one row strip of C per thread, each strip a single-threaded BLAS call. Idle threads
+// it into one row strip of C per thread, each strip a single-threaded BLAS call. A scaled sum
+// (C += s*A) is another: AddScaledRowStrips splits it by rows too, but only into strips large
+// enough to be worth waking a thread for, since it is memory-bound. Idle threads
 // sleep on a condition variable (workers often run under a cgroup CPU quota, where spinning would
 // steal the budget from compute).
 // Accounting: totals() reports the tasks finished, their wall time, and the pool threads' CPU time
@@ -72,6 +74,34 @@ class GemmRowStrips : public PoolTask {
 
  protected:
   GemmTask gemm_;
+};
+
+// C[m x n] += s * A[m x n], row-major with leading dimensions, where s = *scale is read when the
+// task runs (a stored 1x1 tile, written by earlier tasks in the queue); with `overwrite`,
+// C = s * A and C's old contents are never read. REQUIRES: C's block overlaps neither A's block
+// nor *scale.
+struct AddScaledTask {
+  std::size_t m = 0, n = 0;
+  const double* scale = nullptr;
+  const double* a = nullptr;
+  std::size_t lda = 0;
+  double* c = nullptr;
+  std::size_t ldc = 0;
+  bool overwrite = false;
+};
+
+// A scaled sum split into row strips of C (sizes differ by at most one row), one per pool thread
+// but never one of fewer than kMinStripEntries entries: each entry is two loads and a store, and
+// for a small block waking the other threads costs more than the work.
+class AddScaledRowStrips : public PoolTask {
+ public:
+  static constexpr std::size_t kMinStripEntries = std::size_t{1} << 15;  // 256 KiB of C
+  explicit AddScaledRowStrips(const AddScaledTask& sum) : sum_(sum) {}
+  std::size_t part_count(std::size_t threads) const final;
+  void run_part(std::size_t part, std::size_t parts) final;
+
+ protected:
+  AddScaledTask sum_;
 };
 
 class ComputePool {

@@ -1,7 +1,7 @@
 // Worker services: what a tessera-worker does with an authenticated session's frames.
 //
 // A Service is a named set of message handlers plus the capability bit the worker advertises in
-// HELLO while it hosts the service (GEMM and graph today; an expression service to come). The
+// HELLO while it hosts the service (GEMM, whose JOB also offers the expression bit, and graph). The
 // WorkerServer builds a ServiceTable from its services once, at start: a session accepts,
 // authenticates, then looks each frame's type up in the table and calls the handler. Types no
 // service handles, apart from the session's own BYE and ERROR, end the session with ERROR.
