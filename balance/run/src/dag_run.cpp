@@ -24,8 +24,6 @@ using Clock = std::chrono::steady_clock;
 namespace tp = tessera::transport;
 using expr::Op;
 using expr::TileRef;
-// JOB op ADD_SCALED (C += s A), new with transport::kCapabilityExpression.
-constexpr tp::JobOp kAddScaledOp = static_cast<tp::JobOp>(2);
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -384,7 +382,7 @@ class DagRunner {
           Result<uint32_t> s = scalar_tile(node, scalar);
           if (!s) return s.status();
           tp::Job job;
-          job.op = kAddScaledOp;
+          job.op = tp::JobOp::kAddScaled;
           job.a_tile = **a;
           job.b_tile = *s;
           job.m = static_cast<uint32_t>(rows);

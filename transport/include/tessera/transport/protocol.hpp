@@ -8,7 +8,7 @@
 //
 // Versions: both sides speak exactly one version and refuse any other by name ("peer speaks
 // Tessera protocol v1, this build speaks v2"). v2 differs from v1 in HELLO, which carries the
-// worker's capability set: one bit per service it hosts (GEMM today), and in the tile prefix of
+// worker's capability set: one bit per service it hosts (GEMM, graph, expression sums), and in the tile prefix of
 // STORE and RESULT, whose last u32 (reserved, 0, in v1) is the CRC32C of the tile's data. What a
 // worker can do is negotiated through those bits; the version changes only when a layout does.
 // Message types are additive within a version: the GRAPH_* types came later in v2, and a
