@@ -1,6 +1,7 @@
 // Studies and saved profiles are read by the strict YAML reader: repeated and unknown keys and
 // wrong types are refused with the file and line, as in cluster files.
 #include "tessera/balance/study/experiment.hpp"
+#include "tessera/balance/study/expression_study.hpp"
 #include "tessera/balance/study/graph_study.hpp"
 
 #include <unistd.h>
@@ -122,12 +123,18 @@ TEST(StudyFile, EveryShippedStudyStillLoads) {
   const std::filesystem::path experiments = std::filesystem::path(TESSERA_TEST_INSTANCES) / "../../experiments";
   int loaded = 0;
   int graph_studies = 0;
+  int expression_studies = 0;
   for (const auto& entry : std::filesystem::directory_iterator(experiments)) {
     if (entry.path().extension() != ".yaml") continue;
-    if (study_workload(entry.path().string()) == "graph") {
+    const std::string workload = study_workload(entry.path().string());
+    if (workload == "graph") {
       Result<GraphStudy> study = load_graph_study(entry.path().string());
       EXPECT_TRUE(study.is_ok()) << study.status().to_string();
       ++graph_studies;
+    } else if (workload == "expressions") {
+      Result<ExpressionStudy> study = load_expression_study(entry.path().string());
+      EXPECT_TRUE(study.is_ok()) << study.status().to_string();
+      ++expression_studies;
     } else {
       Result<Study> study = load_study(entry.path().string());
       EXPECT_TRUE(study.is_ok()) << study.status().to_string();
@@ -136,6 +143,7 @@ TEST(StudyFile, EveryShippedStudyStillLoads) {
   }
   EXPECT_GE(loaded, 9);
   EXPECT_GE(graph_studies, 3);
+  EXPECT_GE(expression_studies, 1);
 }
 
 class BrokenProfile : public testing::TestWithParam<BrokenFile> {};

@@ -20,6 +20,7 @@
 #include "tessera/balance/run/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/experiment.hpp"
+#include "tessera/balance/study/expression_study.hpp"
 #include "tessera/balance/study/graph_study.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
@@ -602,10 +603,15 @@ int command_experiment(const ExperimentCommand& command, std::ostream& out, std:
   options.command_line = command.command_line;
   options.interrupted = command.interrupted;
   Status status = Status::ok();
-  if (study_workload(command.study_path) == "graph") {
+  const std::string workload = study_workload(command.study_path);
+  if (workload == "graph") {
     Result<GraphStudy> study = load_graph_study(command.study_path);
     if (!study) return fail(err, study.status());
     status = run_graph_study(*study, options, out);
+  } else if (workload == "expressions") {
+    Result<ExpressionStudy> study = load_expression_study(command.study_path);
+    if (!study) return fail(err, study.status());
+    status = run_expression_study(*study, options, out);
   } else {
     Result<Study> study = load_study(command.study_path);
     if (!study) return fail(err, study.status());

@@ -45,7 +45,6 @@ using Clock = std::chrono::steady_clock;
 const std::vector<std::string> kStudyKeys = {"study", "description", "cluster", "policies", "sizes", "repeat",
                                              "overlap", "panels_in_flight", "node_counts", "sweep", "verify", "workload"};
 
-constexpr char kStudyNameCharacters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
 const std::vector<std::string> kSweepKeys = {"kind", "cpu"};
 
 // Throws YamlError (fail_at) on the first problem; load_study returns it with file and line.
@@ -68,7 +67,8 @@ Study parse_study(const YAML::Node& root, const std::string& path) {
   study.name = *name;
   study.description = keys.text_or_empty("description").value_or("");
   if (std::optional<std::string> workload = keys.text("workload", "multiply"); workload && *workload != "multiply") {
-    fail_at(keys.find("workload")->line, fmt::format("workload {} is not a multiply study; graph studies say workload: graph and are read by load_graph_study", single_quoted(*workload)));
+    fail_at(keys.find("workload")->line,
+            fmt::format("workload {} unknown; use multiply (the default), graph or expressions", single_quoted(*workload)));
   }
   const std::optional<std::string> cluster = keys.text("cluster", "../configs/local-mixed.yaml");
   if (!cluster) keys.fail_missing("cluster", "PATH (a cluster file, relative to the study file)");
@@ -665,12 +665,6 @@ Status write_report(const std::string& out_dir, const Study& study, const Experi
         "(median, min, max per combination), the plots' data (`*.dat`) and gnuplot scripts (`*.gp`).\n";
   return write_text_file(out_dir + "/report.md", md);
 }
-
-
-// ---------------------------------------------------------------------------------------------
-// Running
-
-bool interrupted(const ExperimentOptions& options) { return options.interrupted && options.interrupted->load(); }
 
 
 }  // namespace

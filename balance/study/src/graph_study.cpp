@@ -30,10 +30,16 @@ namespace fs = std::filesystem;
 namespace {
 
 using study_support::csv_number;
+using study_support::draw_plot;
 using study_support::format_duration;
+using study_support::interrupted;
 using study_support::kPlotHeader;
+using study_support::maximum;
+using study_support::minimum;
+using study_support::parsed_list;
 using study_support::Plots;
 using study_support::run_gnuplot;
+using study_support::text_list;
 using study_support::write_text_file;
 using Clock = std::chrono::steady_clock;
 
@@ -43,28 +49,6 @@ using Clock = std::chrono::steady_clock;
 const std::vector<std::string> kGraphStudyKeys = {"study",   "workload",   "description", "clusters", "graphs",
                                                   "algorithms", "modes",   "partitions",  "weights",  "fast_shares",
                                                   "tolerance", "beta",     "source",      "repeat"};
-
-std::vector<std::string> text_list(const YamlMap& keys, std::string_view key, std::string_view example) {
-  std::vector<std::string> out;
-  if (std::optional<std::vector<YamlMap::Entry>> items = keys.list(key, example)) {
-    for (const YamlMap::Entry& item : *items) out.push_back(yaml_text(item.value, item.line, key, "the study", example));
-  }
-  return out;
-}
-
-// Calls parse(text) for every item of list `key`, failing at the item's line with its message.
-template <typename T, typename Parse>
-std::vector<T> parsed_list(const YamlMap& keys, std::string_view key, std::string_view example, Parse parse) {
-  std::vector<T> out;
-  if (std::optional<std::vector<YamlMap::Entry>> items = keys.list(key, example)) {
-    for (const YamlMap::Entry& item : *items) {
-      Result<T> value = parse(yaml_text(item.value, item.line, key, "the study", example));
-      if (!value) fail_at(item.line, value.status().message());
-      out.push_back(*value);
-    }
-  }
-  return out;
-}
 
 GraphStudy parse_graph_study(const YAML::Node& root, const std::string& path) {
   const int root_line = yaml_line(root, 1);
@@ -172,9 +156,6 @@ std::string file_stem(const std::string& graph) {
   return stem;
 }
 
-double minimum(const std::vector<double>& values) { return *std::min_element(values.begin(), values.end()); }
-double maximum(const std::vector<double>& values) { return *std::max_element(values.begin(), values.end()); }
-
 // ---------------------------------------------------------------------------------------------
 // Output files
 
@@ -231,23 +212,6 @@ Status write_summary(const std::string& out_dir, const std::vector<ClusterFacts>
   return write_text_file(out_dir + "/summary.csv", csv);
 }
 
-void draw(const std::string& out_dir, const std::string& stem, const std::string& data, const std::string& script,
-          const std::string& caption, Plots& plots) {
-  if (Status written = write_text_file(out_dir + "/" + stem + ".dat", data); !written) {
-    plots.problems.push_back(written.message());
-    return;
-  }
-  if (Status written = write_text_file(out_dir + "/" + stem + ".gp", script); !written) {
-    plots.problems.push_back(written.message());
-    return;
-  }
-  if (Status drawn = run_gnuplot(out_dir + "/" + stem + ".gp"); !drawn) {
-    plots.problems.push_back(drawn.message());
-    return;
-  }
-  plots.files.emplace_back(stem + ".png", caption);
-}
-
 // One bar chart per cluster and graph: median wall time per combination, min..max as error bars.
 void plot_walls(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
                 const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
@@ -269,7 +233,7 @@ void plot_walls(const std::string& out_dir, const std::vector<ClusterFacts>& clu
         "set ylabel 'seconds'\nset yrange [0:*]\nset style fill solid 0.6\nset boxwidth 0.6\nset xtics rotate by -30\n"
         "unset key\nplot '{}/{}.dat' using 1:3:4:5:xtic(2) with boxerrorbars lc rgb '#4472c4'\n",
         kPlotHeader, out_dir, stem, file_stem(graph), clusters[cluster].spec.name, out_dir, stem);
-    draw(out_dir, stem, data, script,
+    draw_plot(out_dir, stem, data, script,
          fmt::format("Wall time per combination on {} with {} (median of the repetitions; bars span min..max).",
                      clusters[cluster].spec.name, graph),
          plots);
@@ -323,7 +287,7 @@ void plot_traces(const std::string& out_dir, const std::vector<ClusterFacts>& cl
       caption += fmt::format(" Not drawn: {} (every poll read a residual of 0: it had converged by the first poll).",
                              join(settled_before_polls, ", "));
     }
-    draw(out_dir, stem, data, script, caption, plots);
+    draw_plot(out_dir, stem, data, script, caption, plots);
   }
 }
 
@@ -360,7 +324,7 @@ void plot_load_ratio(const std::string& out_dir, const std::vector<ClusterFacts>
         "set label 'profile' at {:.4f}, graph 0.95 offset 0.5,0 tc rgb '#c00000'\nplot {}\n",
         kPlotHeader, out_dir, stem, facts.spec.nodes.front().name, facts.spec.name, facts.spec.nodes.front().name,
         profile_share, profile_share, profile_share, plot_lines);
-    draw(out_dir, stem, data, script,
+    draw_plot(out_dir, stem, data, script,
          fmt::format("Wall time against the share of the vertex weight given to {} on {}; the dashed line is the "
                      "share its profiled speed earns ({:.2f}).",
                      facts.spec.nodes.front().name, facts.spec.name, profile_share),
@@ -541,8 +505,6 @@ TargetWeights share_weights(double share, std::size_t nodes) {
   for (std::size_t i = 1; i < nodes; ++i) weights.weights[i] = (1.0 - share) / static_cast<double>(nodes - 1);
   return weights;
 }
-
-bool interrupted(const ExperimentOptions& options) { return options.interrupted && options.interrupted->load(); }
 
 }  // namespace
 

@@ -53,8 +53,22 @@ Status write_text_file(const std::string& path, const std::string& text) {
   return Status::ok();
 }
 
-
-
+void draw_plot(const std::string& out_dir, const std::string& stem, const std::string& data, const std::string& script,
+               const std::string& caption, Plots& plots) {
+  if (Status written = write_text_file(out_dir + "/" + stem + ".dat", data); !written) {
+    plots.problems.push_back(written.message());
+    return;
+  }
+  if (Status written = write_text_file(out_dir + "/" + stem + ".gp", script); !written) {
+    plots.problems.push_back(written.message());
+    return;
+  }
+  if (Status drawn = run_gnuplot(out_dir + "/" + stem + ".gp"); !drawn) {
+    plots.problems.push_back(drawn.message());
+    return;
+  }
+  plots.files.emplace_back(stem + ".png", caption);
+}
 
 std::string machine_facts() {
   utsname name{};

@@ -1,10 +1,12 @@
 // What every study runner shares (multiply studies in experiment.cpp, graph studies in
-// graph_study.cpp): bringing a local cluster up for a study, writing files, gnuplot, and the
-// facts every report states. Internal to the study library. Not thread-safe (writes files, runs
+// graph_study.cpp, expression studies in expression_study.cpp): reading study files, bringing a
+// local cluster up for a study, writing files, gnuplot, and the facts every report states. Internal to the study library. Not thread-safe (writes files, runs
 // children).
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <cstdint>
 #include <string>
@@ -25,6 +27,40 @@ namespace tessera::balance::study_support {
 using balance::kPlotHeader;
 using balance::run_gnuplot;
 
+// A study's name names its output folder.
+inline constexpr char kStudyNameCharacters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+
+// The texts of list `key` ("the study"'s), each checked at its own line; empty when absent.
+inline std::vector<std::string> text_list(const YamlMap& keys, std::string_view key, std::string_view example) {
+  std::vector<std::string> out;
+  if (std::optional<std::vector<YamlMap::Entry>> items = keys.list(key, example)) {
+    for (const YamlMap::Entry& item : *items) out.push_back(yaml_text(item.value, item.line, key, "the study", example));
+  }
+  return out;
+}
+// Calls parse(text) for every item of list `key`, failing at the item's line with its message.
+template <typename T, typename Parse>
+std::vector<T> parsed_list(const YamlMap& keys, std::string_view key, std::string_view example, Parse parse) {
+  std::vector<T> out;
+  if (std::optional<std::vector<YamlMap::Entry>> items = keys.list(key, example)) {
+    for (const YamlMap::Entry& item : *items) {
+      Result<T> value = parse(yaml_text(item.value, item.line, key, "the study", example));
+      if (!value) fail_at(item.line, value.status().message());
+      out.push_back(*value);
+    }
+  }
+  return out;
+}
+
+// Whether the signal handler asked the study to stop.
+inline bool interrupted(const ExperimentOptions& options) {
+  return options.interrupted != nullptr && options.interrupted->load();
+}
+
+// REQUIRES: `values` is not empty.
+inline double minimum(const std::vector<double>& values) { return *std::min_element(values.begin(), values.end()); }
+inline double maximum(const std::vector<double>& values) { return *std::max_element(values.begin(), values.end()); }
+
 // A CSV cell: the number with 6 significant digits, empty when not finite.
 std::string csv_number(double value);
 Status write_text_file(const std::string& path, const std::string& text);
@@ -33,6 +69,10 @@ struct Plots {
   std::vector<std::pair<std::string, std::string>> files;  // (file, caption)
   std::vector<std::string> problems;
 };
+// Writes OUT_DIR/STEM.dat and STEM.gp and runs gnuplot on the script; adds STEM.png with
+// `caption` to plots.files, or what went wrong to plots.problems.
+void draw_plot(const std::string& out_dir, const std::string& stem, const std::string& data, const std::string& script,
+               const std::string& caption, Plots& plots);
 // "Linux 6.1 (x86_64), 2 online CPUs (model), 23.4 GiB memory"
 std::string machine_facts();
 // "desktop (desktop, 1 thread): cpu 1 core; pi1 (pi, 1 thread): cpu 0.25 core, link 100mbit"

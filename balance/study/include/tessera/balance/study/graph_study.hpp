@@ -55,8 +55,8 @@ struct GraphStudy {
   bool operator==(const GraphStudy&) const = default;
 };
 
-// "graph" when the file's top level says `workload: graph`, else "multiply" (also when the file
-// cannot be read or parsed: load_study then reports that properly).
+// What the file's top level says in `workload:` ("graph", "expressions"), else "multiply" (also
+// when the file cannot be read or parsed: load_study then reports that properly).
 std::string study_workload(const std::string& path);
 Result<GraphStudy> load_graph_study(const std::string& path);
 // Runs the study; progress lines go to `progress`. Partial results are written when a run fails
