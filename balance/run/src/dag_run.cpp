@@ -35,22 +35,42 @@ uint64_t key_of(const TileRef& tile) {
   return (static_cast<uint64_t>(tile.matrix) << 40) | (static_cast<uint64_t>(tile.row) << 20) | tile.col;
 }
 
-// Tiles the nodes computed and the coordinator keeps for the nodes that fetch them later.
+// A tile as the coordinator sends it: its values, row-major, and their CRC32C, both computed once
+// however many nodes receive it.
+struct HeldTile {
+  std::vector<double> values;
+  uint32_t crc = 0;
+};
+
+// Tiles the coordinator sends: input tiles, packed from the caller's matrices the first time a node
+// needs them, and tiles the nodes computed, kept for the nodes that fetch them later.
 // Thread-safe; a tile's memory stays put once filed (the map holds it by pointer).
 class CoordinatorTiles {
  public:
-  void put(uint64_t key, std::vector<double> values) {
+  void put(uint64_t key, std::vector<double> values, uint32_t crc) {
     {
       std::lock_guard lock(mutex_);
-      tiles_[key] = std::make_unique<std::vector<double>>(std::move(values));
+      tiles_[key] = std::make_unique<HeldTile>(HeldTile{std::move(values), crc});
     }
     arrived_.notify_all();
   }
+  // The tile under `key`, made by `pack` if it is not held yet.
+  template <typename Pack>
+  const HeldTile* get_or_pack(uint64_t key, Pack&& pack) {
+    std::lock_guard lock(mutex_);
+    auto& slot = tiles_[key];
+    if (!slot) {
+      slot = std::make_unique<HeldTile>();
+      slot->values = pack();
+      slot->crc = tp::tile_crc32c(slot->values);
+    }
+    return slot.get();
+  }
   // The tile under `key` once it is here; nullptr when `stop` is set first.
-  const std::vector<double>* wait(uint64_t key, const std::atomic<bool>& stop) {
+  const HeldTile* wait(uint64_t key, const std::atomic<bool>& stop) {
     std::unique_lock lock(mutex_);
     for (;;) {
-      if (const auto found = tiles_.find(key); found != tiles_.end()) return found->second.get();
+      if (const auto found = tiles_.find(key); found != tiles_.end() && found->second) return found->second.get();
       if (stop.load()) return nullptr;
       arrived_.wait_for(lock, std::chrono::milliseconds(100));
     }
@@ -60,7 +80,7 @@ class CoordinatorTiles {
  private:
   std::mutex mutex_;
   std::condition_variable arrived_;
-  std::unordered_map<uint64_t, std::unique_ptr<std::vector<double>>> tiles_;
+  std::unordered_map<uint64_t, std::unique_ptr<HeldTile>> tiles_;
 };
 
 // One node's side of the run: what its sender has sent, what its reader has had back.
@@ -105,6 +125,7 @@ class DagRunner {
     // A task's output goes back to the coordinator when it is part of the result or some task
     // fetches it (the schedule moves it, or the node that made it evicted it and needs it again).
     returns_.assign(dag.tasks.size(), 0);
+    fetched_.assign(dag.tasks.size(), 0);
     std::unordered_map<uint64_t, std::size_t> producer;
     for (std::size_t task = 0; task < dag.tasks.size(); ++task) {
       producer[key_of(dag.tasks[task].output)] = task;
@@ -114,7 +135,10 @@ class DagRunner {
       const auto& reads = dag.tasks[task].reads;
       for (std::size_t r = 0; r < reads.size(); ++r) {
         if (schedule.tasks[task].cached[r]) continue;
-        if (const auto from = producer.find(key_of(reads[r])); from != producer.end()) returns_[from->second] = 1;
+        if (const auto from = producer.find(key_of(reads[r])); from != producer.end()) {
+          returns_[from->second] = 1;
+          fetched_[from->second] = 1;
+        }
       }
     }
     // Ids on the workers: one per tile of the DAG, then the scalars and identity blocks.
@@ -197,11 +221,13 @@ class DagRunner {
     return status;
   }
 
-  Status store(NodeState& node, uint32_t id, uint64_t rows, uint64_t cols, const double* data) {
+  // `crc`: the data's CRC32C when already known (a held tile's), else computed here.
+  Status store(NodeState& node, uint32_t id, uint64_t rows, uint64_t cols, const double* data,
+               std::optional<uint32_t> crc = std::nullopt) {
     const std::span<const double> values(data, rows * cols);
     Status status = writing(node, [&] {
       const tp::TilePrefix prefix_tile{id, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
-                                       tp::tile_crc32c(values)};
+                                       crc ? *crc : tp::tile_crc32c(values)};
       const auto prefix = tp::encode_store_prefix(prefix_tile);
       tp::FrameHeader header;
       header.type = static_cast<uint16_t>(tp::MessageType::kStore);
@@ -289,27 +315,27 @@ class DagRunner {
       if (node.stored.contains(id_of(tile))) evicted.push_back(id_of(tile));
     }
     if (!evicted.empty()) TESSERA_RETURN_IF_ERROR(release(node, std::move(evicted)));
-    std::vector<double> packed;
     for (std::size_t r = 0; r < task.reads.size(); ++r) {
       const TileRef& read = task.reads[r];
       const expr::TiledMatrix& matrix = dag_.matrices[read.matrix];
       if (matrix.identity || placement.cached[r] || node.stored.contains(id_of(read))) continue;
       const uint64_t rows = rows_of(read), cols = cols_of(read);
-      const double* data = nullptr;
+      const HeldTile* held = nullptr;
       if (matrix.input) {
-        const linalg::MatrixView& source = inputs_[read.matrix];
-        packed.resize(rows * cols);
-        for (uint64_t i = 0; i < rows; ++i) {
-          const double* from = source.row(read.row * dag_.tile + i) + read.col * dag_.tile;
-          std::copy_n(from, cols, packed.data() + i * cols);
-        }
-        data = packed.data();
+        held = tiles_.get_or_pack(key_of(read), [&] {
+          const linalg::MatrixView& source = inputs_[read.matrix];
+          std::vector<double> packed(rows * cols);
+          for (uint64_t i = 0; i < rows; ++i) {
+            const double* from = source.row(read.row * dag_.tile + i) + read.col * dag_.tile;
+            std::copy_n(from, cols, packed.data() + i * cols);
+          }
+          return packed;
+        });
       } else {
-        const std::vector<double>* copy = tiles_.wait(key_of(read), stop_);
-        if (copy == nullptr) return cancelled("stopped while waiting for a tile");
-        data = copy->data();
+        held = tiles_.wait(key_of(read), stop_);
+        if (held == nullptr) return cancelled("stopped while waiting for a tile");
       }
-      TESSERA_RETURN_IF_ERROR(store(node, id_of(read), rows, cols, data));
+      TESSERA_RETURN_IF_ERROR(store(node, id_of(read), rows, cols, held->values.data(), held->crc));
     }
     return Status::ok();
   }
@@ -341,7 +367,7 @@ class DagRunner {
     const TileRef& output = dag_.tasks[task_index].output;
     std::vector<double> zeros(rows_of(output) * cols_of(output), 0.0);
     TESSERA_RETURN_IF_ERROR(store(node, id_of(output), rows_of(output), cols_of(output), zeros.data()));
-    if (returns_[task_index] != 0) deliver(output, std::move(zeros));
+    if (returns_[task_index] != 0) deliver(task_index, std::move(zeros));
     return Status::ok();
   }
 
@@ -430,8 +456,10 @@ class DagRunner {
     node.changed.notify_all();
   }
 
-  // A tile the coordinator now holds: into the result when it is part of it, and kept for fetches.
-  void deliver(const TileRef& tile, std::vector<double> values) {
+  // A task's output the coordinator now holds: into the result when it is part of it, and kept
+  // when some node fetches it.
+  void deliver(std::size_t task, std::vector<double> values, std::optional<uint32_t> crc = std::nullopt) {
+    const TileRef& tile = dag_.tasks[task].output;
     if (tile.matrix == dag_.result) {
       const uint64_t cols = cols_of(tile);
       for (uint64_t i = 0; i < rows_of(tile); ++i) {
@@ -441,7 +469,9 @@ class DagRunner {
       last_result_ = Clock::now();
       --result_tiles_left_;
     }
-    tiles_.put(key_of(tile), std::move(values));
+    if (fetched_[task] == 0) return;
+    const uint32_t checksum = crc ? *crc : tp::tile_crc32c(values);
+    tiles_.put(key_of(tile), std::move(values), checksum);
   }
 
   Status receive(NodeState& node) {
@@ -496,7 +526,8 @@ class DagRunner {
     TESSERA_RETURN_IF_ERROR(node.connection->read_tile_data(
         "RESULT", prefix->tile, std::span<std::byte>(reinterpret_cast<std::byte*>(values.data()), values.size() * sizeof(double))));
     node.stats.tile_bytes_from_node += values.size() * sizeof(double);
-    deliver(output, std::move(values));
+    // read_tile_data checked the data against the prefix's CRC, so it is the data's.
+    deliver(task, std::move(values), prefix->tile.data_crc32c);
     {
       std::lock_guard lock(node.mutex);
       ++node.results_received;
@@ -562,7 +593,8 @@ class DagRunner {
   const DagRunOptions& options_;
   std::vector<std::unique_ptr<NodeState>> nodes_;
   std::vector<std::vector<std::size_t>> node_tasks_;
-  std::vector<char> returns_;
+  std::vector<char> returns_;  // per task: its output comes back to the coordinator
+  std::vector<char> fetched_;  // per task: some node fetches its output (the coordinator keeps a copy)
   std::vector<uint32_t> first_id_;
   std::mutex special_mutex_;
   uint32_t next_special_id_ = 0;
