@@ -17,6 +17,12 @@ int blas_int(std::size_t value) { return static_cast<int>(value); }
 
 void gemm(std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a, std::size_t lda,
           const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc) {
+  gemm_ex(false, false, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_ex(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, double alpha,
+             const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta, double* c,
+             std::size_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     // BLAS rejects lda < 1 and some builds mishandle k == 0; the product is empty, so only beta acts.
@@ -24,8 +30,9 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, double alpha, const doubl
       for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0 ? 0.0 : beta * c[i * ldc + j];
     return;
   }
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(m), blas_int(n), blas_int(k), alpha, a,
-              blas_int(lda), b, blas_int(ldb), beta, c, blas_int(ldc));
+  cblas_dgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
+              blas_int(m), blas_int(n), blas_int(k), alpha, a, blas_int(lda), b, blas_int(ldb), beta, c,
+              blas_int(ldc));
 }
 
 void gemv(std::size_t m, std::size_t n, const double* a, std::size_t lda, const double* x, double* y) {

@@ -74,6 +74,61 @@ TEST(Gemm, EmptyInnerDimensionOnlyScalesC) {
   EXPECT_EQ(c, (std::vector<double>{0, 0, 0, 0}));
 }
 
+// The transpose of a strided matrix, with its own padding: what a transposed operand looks like
+// when it is stored.
+Strided transposed(Strided& m, std::size_t pad) {
+  Strided t(m.cols, m.rows, pad);
+  for (std::size_t i = 0; i < m.rows; ++i)
+    for (std::size_t j = 0; j < m.cols; ++j) t.at(j, i) = m.at(i, j);
+  return t;
+}
+
+TEST(GemmEx, EachTransposeMatchesTheProductOfTheUntransposedOperands) {
+  const std::size_t m = 37, n = 53, k = 71;  // op(A) m x k, op(B) k x n
+  Strided a(m, k, 5), b(k, n, 3), c(m, n, 9), expected(m, n, 9);
+  fill_integers(a, 1);
+  fill_integers(b, 4);
+  fill_integers(c, 2);
+  expected.values = c.values;
+  naive_gemm(m, n, k, 2.0, a, b, -1.0, expected);
+  Strided a_t = transposed(a, 4);  // k x m, stored as the job would find A
+  Strided b_t = transposed(b, 6);  // n x k
+  for (const bool transpose_a : {false, true}) {
+    for (const bool transpose_b : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "transpose_a=" << transpose_a << " transpose_b=" << transpose_b);
+      const Strided& stored_a = transpose_a ? a_t : a;
+      const Strided& stored_b = transpose_b ? b_t : b;
+      Strided out = c;
+      gemm_ex(transpose_a, transpose_b, m, n, k, 2.0, stored_a.values.data(), stored_a.ld, stored_b.values.data(),
+              stored_b.ld, -1.0, out.values.data(), out.ld);
+      ASSERT_EQ(out.values, expected.values) << "padding included: it must stay untouched";
+    }
+  }
+}
+
+TEST(GemmEx, ReadsTransposedSubBlocksInPlace) {
+  // op(A) = A[2:2+k, 3:3+m]^T and op(B) = B[1:1+n, 4:4+k]^T, read through offset pointers with
+  // the whole tiles' leading dimensions, as a worker reads blocks of stored tiles.
+  const std::size_t m = 6, n = 5, k = 9;
+  Strided a(k + 4, m + 7, 0), b(n + 3, k + 6, 0), c(m, n, 1);
+  fill_integers(a, 2);
+  fill_integers(b, 3);
+  for (auto& v : c.values) v = 0.0;
+  gemm_ex(true, true, m, n, k, 1.0, &a.at(2, 3), a.ld, &b.at(1, 4), b.ld, 0.0, c.values.data(), c.ld);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (std::size_t p = 0; p < k; ++p) sum += a.at(2 + p, 3 + i) * b.at(1 + j, 4 + p);
+      ASSERT_EQ(c.at(i, j), sum) << i << "," << j;
+    }
+}
+
+TEST(GemmEx, EmptyInnerDimensionOnlyScalesCTransposedToo) {
+  std::vector<double> c{1, 2, 3, 4};
+  gemm_ex(true, true, 2, 2, 0, 1.0, nullptr, 2, nullptr, 1, 3.0, c.data(), 2);
+  EXPECT_EQ(c, (std::vector<double>{3, 6, 9, 12}));
+}
+
 TEST(Gemv, MatchesNaiveProduct) {
   const std::size_t m = 9, n = 17;
   Strided a(m, n, 4);

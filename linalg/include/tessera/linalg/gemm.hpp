@@ -14,6 +14,13 @@ namespace tessera::linalg {
 void gemm(std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a, std::size_t lda,
           const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc);
 
+// C[m x n] = alpha * op(A) * op(B) + beta * C, where op(A) is m x k and op(B) is k x n. With
+// transpose_a, op(A) = A^T and A is stored k x m (lda >= m); with transpose_b, op(B) = B^T and B
+// is stored n x k (ldb >= k). Lets a job multiply by a stored tile's transpose without copying it.
+void gemm_ex(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, double alpha,
+             const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta, double* c,
+             std::size_t ldc);
+
 // C += A * B, the in-place accumulation every job performs.
 inline void gemm_accumulate(std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
                             const double* b, std::size_t ldb, double* c, std::size_t ldc) {
