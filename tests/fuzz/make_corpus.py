@@ -59,6 +59,19 @@ CODEC = {
     # op 2 (ADD_SCALED): C[0:2, 0:3] += B[0][0] * A[0:2, 1:4], k = 0.
     'job_add_scaled.bin': frame(7, struct.pack('<QII', 10, 2, 0xF) +
                                 struct.pack('<14I', 1, 2, 3, 0, 1, 0, 0, 0, 0, 2, 3, 0, 2, 3)),
+    # The transpose flags (bits 4 and 5): the blocks of A^T and B^T are given as stored.
+    # C[0:2, 0:3] += A[0:2, 1:3]^T * B[0:2, 0:3]   (A's block k x m)
+    'job_transpose_a.bin': frame(7, struct.pack('<QII', 11, 1, 0x1F) +
+                                 struct.pack('<14I', 1, 2, 3, 0, 1, 0, 0, 0, 0, 2, 3, 2, 2, 3)),
+    # C[0:2, 0:3] += A[0:2, 0:2] * B[1:4, 0:2]^T   (B's block n x k)
+    'job_transpose_b.bin': frame(7, struct.pack('<QII', 12, 1, 0x2F) +
+                                 struct.pack('<14I', 1, 2, 3, 0, 0, 1, 0, 0, 0, 2, 3, 2, 2, 3)),
+    # C[0:2, 0:3] += A[1:3, 0:2]^T * B[0:3, 1:3]^T
+    'job_transpose_ab.bin': frame(7, struct.pack('<QII', 13, 1, 0x3F) +
+                                  struct.pack('<14I', 1, 2, 3, 1, 0, 0, 1, 0, 0, 2, 3, 2, 2, 3)),
+    # op 2 with A^T: C[0:2, 0:3] += B[0][0] * A[1:4, 0:2]^T   (A's block n x m; B^T is refused)
+    'job_add_scaled_transpose_a.bin': frame(7, struct.pack('<QII', 14, 2, 0x1F) +
+                                            struct.pack('<14I', 1, 2, 3, 1, 0, 0, 0, 0, 0, 2, 3, 0, 2, 3)),
     'credit.bin': frame(8, struct.pack('<QIId', 9, 1, 0, 0.25)),
     'result.bin': frame(9, struct.pack('<Qd', 9, 0.25) + tile(3, 2, 2)),
     'error.bin': frame(10, struct.pack('<I', 7) + s('tile store full')),

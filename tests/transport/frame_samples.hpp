@@ -81,6 +81,12 @@ inline std::vector<Message> sample_messages() {
   add_scaled_job.c_row = 2;
   add_scaled_job.m = 3;
   add_scaled_job.n = 7;
+  Job transposed_job = job;  // C[5:105, 6:206] += A[1:301, 2:102]^T * B[3:203, 4:304]^T
+  transposed_job.job_id = 11;
+  transposed_job.flags = kJobTransposeA | kJobTransposeB | kJobCreateOutput;
+  Job transposed_add_scaled_job = add_scaled_job;  // C[2:5, 0:7] += B[1][2] * A[3:10, 4:7]^T
+  transposed_add_scaled_job.job_id = 12;
+  transposed_add_scaled_job.flags = kJobTransposeA | kJobReleaseA;
 
   Credit credit{0xFFFFFFFFFFFFFFFFull, 2, 1.5};
   Error error{ErrorCode::kNoSuchTile, "tile 77 is not in the store"};
@@ -91,8 +97,8 @@ inline std::vector<Message> sample_messages() {
   Stats empty_stats{};
 
   return {hello,      auth,  auth_ok,     gemm_probe, echo_probe, gemm_result,    echo_result, job,
-          plain_job, add_scaled_job, credit, error, empty_error, Bye{}, release, empty_release,
-          StatsRequest{}, stats, empty_stats, loaded_hello};
+          plain_job, add_scaled_job, transposed_job, transposed_add_scaled_job, credit, error, empty_error,
+          Bye{}, release, empty_release, StatsRequest{}, stats, empty_stats, loaded_hello};
 }
 
 // Message has no operator== because Store and ResultTile hold spans; compare their data by value.

@@ -443,9 +443,9 @@ TEST(ProtocolValidation, JobFields) {
   EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, op), StatusCode::kProtocolError, "JOB: op 0 unknown"));
 
   Job flags = valid;
-  flags.flags = 0x10 | kJobReleaseA;
+  flags.flags = 0x40 | kJobReleaseA;
   EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(flags)), StatusCode::kProtocolError,
-                         "JOB: flags 0x00000012 has unknown bits 0x00000010"));
+                         "JOB: flags 0x00000042 has unknown bits 0x00000040"));
 
   Job empty = valid;
   empty.k = 0;
@@ -527,13 +527,130 @@ TEST(ProtocolValidation, AddScaledJobFields) {
   EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(scalar_beyond)), StatusCode::kProtocolError,
                          "JOB: b_col 4294967295 out of range"));
   Job flags = valid;
-  flags.flags = 0x20;
+  flags.flags = 0x80;
   EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(flags)), StatusCode::kProtocolError,
-                         "JOB: flags 0x00000020 has unknown bits"));
+                         "JOB: flags 0x00000080 has unknown bits"));
   Job outside = valid;
   outside.c_rows = 6;  // c_row 4 + m 3 > 6
   EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(outside)), StatusCode::kProtocolError,
                          "does not fit the new c_tile of 6 x 6"));
+}
+
+// The transpose flags: op(A) = A^T and op(B) = B^T, read from blocks given as stored, so the
+// decoder checks A's block as k x m (n x m for ADD_SCALED) and B's as n x k.
+TEST(ProtocolValidation, TransposedJobFields) {
+  EXPECT_EQ(kJobTransposeA, 0x10u);
+  EXPECT_EQ(kJobTransposeB, 0x20u);
+  EXPECT_EQ(kJobKnownFlags, 0x3Fu) << "every flag bit, and no other";
+
+  Job gemm;
+  gemm.job_id = 31;
+  gemm.a_tile = 1;
+  gemm.b_tile = 2;
+  gemm.c_tile = 3;
+  gemm.a_row = 1;
+  gemm.a_col = 2;
+  gemm.b_row = 3;
+  gemm.b_col = 4;
+  gemm.m = 5;
+  gemm.n = 6;
+  gemm.k = 7;
+  Job add_scaled = gemm;
+  add_scaled.op = JobOp::kAddScaled;
+  add_scaled.k = 0;
+  for (const auto& [job, flags] : {std::pair{gemm, kJobTransposeA}, std::pair{gemm, kJobTransposeB},
+                                   std::pair{gemm, kJobTransposeA | kJobTransposeB | kJobSendResult},
+                                   std::pair{add_scaled, kJobTransposeA | kJobCreateOutput}}) {
+    Job transposed = job;
+    transposed.flags = flags;
+    transposed.c_rows = 8;
+    transposed.c_cols = 9;
+    SCOPED_TRACE(flags);
+    const std::vector<std::byte> payload = encode_payload(transposed);
+    ASSERT_EQ(payload.size(), kJobPayloadBytes);
+    EXPECT_EQ(std::to_integer<uint32_t>(payload[12]), flags) << "flags travel as u32 at offset 12";
+    Result<Message> decoded = decode_payload(static_cast<uint16_t>(MessageType::kJob), payload, {});
+    ASSERT_TRUE(decoded) << decoded.status().to_string();
+    EXPECT_EQ(std::get<Job>(*decoded), transposed);
+    EXPECT_EQ(encode_payload(*decoded), payload);
+  }
+
+  // Offsets near the limit: an extent is checked against the size it spans when transposed, not
+  // the one it would span otherwise. Each case passes or fails only because of its flag.
+  constexpr uint32_t kNear = (1u << 20) - 4;
+  struct Case {
+    const char* name;
+    Job job;
+    const char* refusal;  // nullptr: accepted
+  };
+  auto with = [](Job job, uint32_t flags, auto edit) {
+    job.flags = flags;
+    edit(job);
+    return job;
+  };
+  const Case cases[] = {
+      {"A^T rows span k", with(gemm, kJobTransposeA, [](Job& j) { j.a_row = kNear; j.m = 2; j.k = 8; }),
+       "JOB: a_row 1048572 + k 8 exceeds max tile dim 1048576"},
+      {"A^T rows do not span m", with(gemm, kJobTransposeA, [](Job& j) { j.a_row = kNear; j.m = 8; j.k = 2; }),
+       nullptr},
+      {"A^T cols span m", with(gemm, kJobTransposeA, [](Job& j) { j.a_col = kNear; j.m = 8; j.k = 2; }),
+       "JOB: a_col 1048572 + m 8 exceeds"},
+      {"A^T cols do not span k", with(gemm, kJobTransposeA, [](Job& j) { j.a_col = kNear; j.m = 2; j.k = 8; }),
+       nullptr},
+      {"B^T rows span n", with(gemm, kJobTransposeB, [](Job& j) { j.b_row = kNear; j.n = 8; j.k = 2; }),
+       "JOB: b_row 1048572 + n 8 exceeds"},
+      {"B^T rows do not span k", with(gemm, kJobTransposeB, [](Job& j) { j.b_row = kNear; j.n = 2; j.k = 8; }),
+       nullptr},
+      {"B^T cols span k", with(gemm, kJobTransposeB, [](Job& j) { j.b_col = kNear; j.n = 2; j.k = 8; }),
+       "JOB: b_col 1048572 + k 8 exceeds"},
+      {"B^T cols do not span n", with(gemm, kJobTransposeB, [](Job& j) { j.b_col = kNear; j.n = 8; j.k = 2; }),
+       nullptr},
+      {"B plain is unaffected by A^T", with(gemm, kJobTransposeA, [](Job& j) { j.b_row = kNear; j.k = 8; }),
+       "JOB: b_row 1048572 + k 8 exceeds"},
+      {"ADD_SCALED A^T rows span n",
+       with(add_scaled, kJobTransposeA, [](Job& j) { j.a_row = kNear; j.m = 2; j.n = 8; }),
+       "JOB: a_row 1048572 + n 8 exceeds"},
+      {"ADD_SCALED A^T rows do not span m",
+       with(add_scaled, kJobTransposeA, [](Job& j) { j.a_row = kNear; j.m = 8; j.n = 2; }), nullptr},
+      {"ADD_SCALED A^T cols span m",
+       with(add_scaled, kJobTransposeA, [](Job& j) { j.a_col = kNear; j.m = 8; j.n = 2; }),
+       "JOB: a_col 1048572 + m 8 exceeds"},
+      {"ADD_SCALED A^T cols do not span n",
+       with(add_scaled, kJobTransposeA, [](Job& j) { j.a_col = kNear; j.m = 2; j.n = 8; }), nullptr},
+      {"k 0 is refused transposed too", with(gemm, kJobTransposeA | kJobTransposeB, [](Job& j) { j.k = 0; }),
+       "JOB: k 0 out of range 1..1048576"},
+      {"C is never transposed",
+       with(gemm, kJobTransposeA | kJobTransposeB, [](Job& j) { j.c_row = kNear; j.m = 8; j.n = 2; j.k = 2; }),
+       "JOB: c_row 1048572 + m 8 exceeds"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Status status = decode_status(MessageType::kJob, encode_payload(c.job));
+    if (c.refusal == nullptr) {
+      EXPECT_TRUE(status.is_ok()) << status.to_string();
+      // The same offsets without the flag put the block beyond the limit.
+      Job plain = c.job;
+      plain.flags = 0;
+      EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(plain)), StatusCode::kProtocolError,
+                             "exceeds max tile dim"));
+    } else {
+      EXPECT_TRUE(fails_with(status, StatusCode::kProtocolError, c.refusal));
+    }
+  }
+
+  // ADD_SCALED's B is one scalar: there is no B^T to read.
+  for (uint32_t flags : {kJobTransposeB, kJobTransposeA | kJobTransposeB}) {
+    Job refused = add_scaled;
+    refused.flags = flags;
+    EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(refused)), StatusCode::kProtocolError,
+                           "JOB: flags " + std::string(flags == kJobTransposeB ? "0x00000020" : "0x00000030") +
+                               " set transpose_b 0x00000020, which op 2 (add_scaled) refuses"));
+  }
+  // Bit 6 is the first unknown one: a worker that predates a flag refuses it the same way.
+  Job unknown = gemm;
+  unknown.flags = kJobTransposeA | (1u << 6);
+  EXPECT_TRUE(fails_with(decode_status(MessageType::kJob, encode_payload(unknown)), StatusCode::kProtocolError,
+                         "JOB: flags 0x00000050 has unknown bits 0x00000040"));
 }
 
 TEST(ProtocolValidation, CreditFields) {
@@ -688,6 +805,7 @@ TEST(ProtocolAllocation, LyingPayloadsAreRejectedWithoutAllocation) {
 
 TEST(ProtocolVersion2, HelloRoundTripsItsCapabilities) {
   for (uint64_t capabilities : {uint64_t{0}, kCapabilityGemm, kCapabilityGemm | kCapabilityGraph | kCapabilityExpression,
+                                kCapabilityGemm | kCapabilityExpression | kCapabilityTransposedJobs | kCapabilityTls,
                                 (uint64_t{1} << 63) | kCapabilityGemm}) {
     Hello hello = std::get<Hello>(sample_messages()[0]);
     hello.capabilities = capabilities;
@@ -744,6 +862,11 @@ TEST(ProtocolVersion2, CapabilityNames) {
   EXPECT_EQ(capability_names(0), "none");
   EXPECT_EQ(capability_names(kCapabilityGemm), "gemm");
   EXPECT_EQ(capability_names(kCapabilityGemm | kCapabilityGraph | kCapabilityExpression), "gemm, graph, expression");
+  EXPECT_EQ(capability_names(kCapabilityGemm | kCapabilityExpression | kCapabilityTls | kCapabilityTransposedJobs),
+            "gemm, expression, tls, transpose");
+  // Bits are named in order; the transpose bit follows TLS's, the last one used before it.
+  EXPECT_EQ(kCapabilityTransposedJobs, kCapabilityTls << 1);
+  EXPECT_EQ(capability_names(kCapabilityTransposedJobs << 1), "bit 5");
   EXPECT_EQ(capability_names(kCapabilityGraph | (uint64_t{1} << 9)), "graph, bit 9");
 }
 

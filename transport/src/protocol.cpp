@@ -321,15 +321,35 @@ Result<Message> decode_job(std::span<const std::byte> payload, const Limits& lim
     return field_error("JOB", "flags " + hex32(m.flags) + " has unknown bits " + hex32(m.flags & ~kJobKnownFlags));
   }
   const uint32_t max_dim = limits.max_tile_dim;
-  TESSERA_RETURN_IF_ERROR(check_extent("a_row", m.a_row, "m", m.m, max_dim));
-  if (m.op == JobOp::kAddScaled) {
-    // A's block has C's shape; B holds only the scalar, one entry at (b_row, b_col).
+  const bool add_scaled = m.op == JobOp::kAddScaled;
+  const bool transpose_a = (m.flags & kJobTransposeA) != 0;
+  const bool transpose_b = (m.flags & kJobTransposeB) != 0;
+  if (add_scaled) {
+    // B holds only the scalar, one entry at (b_row, b_col): no inner size, nothing to transpose.
     if (m.k != 0) return field_error("JOB", "k " + std::to_string(m.k) + " must be 0 for op 2 (add_scaled)");
-    TESSERA_RETURN_IF_ERROR(check_extent("a_col", m.a_col, "n", m.n, max_dim));
+    if (transpose_b) {
+      return field_error("JOB", "flags " + hex32(m.flags) + " set transpose_b " + hex32(kJobTransposeB) +
+                                    ", which op 2 (add_scaled) refuses: B holds its scalar");
+    }
+  }
+  // op(A) is m x k, or m x n (C's shape) for ADD_SCALED; A's block as stored is op(A)'s transpose
+  // when the job reads A^T, and B's is n x k when it reads B^T.
+  const char* const a_inner_field = add_scaled ? "n" : "k";
+  const uint32_t a_inner = add_scaled ? m.n : m.k;
+  if (transpose_a) {
+    TESSERA_RETURN_IF_ERROR(check_extent("a_row", m.a_row, a_inner_field, a_inner, max_dim));
+    TESSERA_RETURN_IF_ERROR(check_extent("a_col", m.a_col, "m", m.m, max_dim));
+  } else {
+    TESSERA_RETURN_IF_ERROR(check_extent("a_row", m.a_row, "m", m.m, max_dim));
+    TESSERA_RETURN_IF_ERROR(check_extent("a_col", m.a_col, a_inner_field, a_inner, max_dim));
+  }
+  if (add_scaled) {
     if (m.b_row >= max_dim) return out_of_range("JOB", "b_row", m.b_row, 0, max_dim - 1);
     if (m.b_col >= max_dim) return out_of_range("JOB", "b_col", m.b_col, 0, max_dim - 1);
+  } else if (transpose_b) {
+    TESSERA_RETURN_IF_ERROR(check_extent("b_row", m.b_row, "n", m.n, max_dim));
+    TESSERA_RETURN_IF_ERROR(check_extent("b_col", m.b_col, "k", m.k, max_dim));
   } else {
-    TESSERA_RETURN_IF_ERROR(check_extent("a_col", m.a_col, "k", m.k, max_dim));
     TESSERA_RETURN_IF_ERROR(check_extent("b_row", m.b_row, "k", m.k, max_dim));
     TESSERA_RETURN_IF_ERROR(check_extent("b_col", m.b_col, "n", m.n, max_dim));
   }
@@ -580,6 +600,7 @@ std::string capability_names(uint64_t capabilities) {
       case kCapabilityGraph: names += "graph"; break;
       case kCapabilityExpression: names += "expression"; break;
       case kCapabilityTls: names += "tls"; break;
+      case kCapabilityTransposedJobs: names += "transpose"; break;
       default: names += "bit " + std::to_string(bit); break;
     }
   }

@@ -69,6 +69,10 @@ inline constexpr uint64_t kCapabilityGraph = 1ull << 1;
 inline constexpr uint64_t kCapabilityExpression = 1ull << 2;
 // Not a service: the worker can switch a connection to TLS after AUTH (tls.hpp).
 inline constexpr uint64_t kCapabilityTls = 1ull << 3;
+// The worker runs JOBs with kJobTransposeA / kJobTransposeB, reading A^T or B^T straight from the
+// stored tile, so an expression that reads both A and A' sends A once. It extends the GEMM
+// service's JOB like kCapabilityExpression; a worker without it refuses the flags as unknown.
+inline constexpr uint64_t kCapabilityTransposedJobs = 1ull << 4;
 
 // "gemm, graph" for a set of bits; "none" for 0; bits without a name as "bit 9".
 std::string capability_names(uint64_t capabilities);
@@ -84,7 +88,7 @@ enum class MessageType : uint16_t {
   kProbe = 4,        // coordinator -> worker: measure GEMM speed, or echo bytes back
   kProbeResult = 5,  // worker -> coordinator
   kStore = 6,        // coordinator -> worker: a tile of doubles to keep under tile_id
-  kJob = 7,          // coordinator -> worker: C[c] += A[a] * B[b] (or += s * A[a]) on sub-rectangles
+  kJob = 7,          // coordinator -> worker: C[c] += op(A[a]) * op(B[b]) (or += s * op(A[a])) on sub-rectangles
   kCredit = 8,       // worker -> coordinator: a job finished; its queue slot is free again
   kResult = 9,       // worker -> coordinator: a finished output tile
   kError = 10,       // either way: reason; the sender closes the connection after it
@@ -253,7 +257,9 @@ inline constexpr uint32_t kJobCreateOutput = 1u << 0;  // create c_tile zero-fil
 inline constexpr uint32_t kJobReleaseA = 1u << 1;      // drop a_tile from the store after the job
 inline constexpr uint32_t kJobReleaseB = 1u << 2;      // drop b_tile from the store after the job
 inline constexpr uint32_t kJobSendResult = 1u << 3;    // send c_tile as RESULT after the job
-inline constexpr uint32_t kJobKnownFlags = 0xF;
+inline constexpr uint32_t kJobTransposeA = 1u << 4;    // the job reads op(A) = A^T (kCapabilityTransposedJobs)
+inline constexpr uint32_t kJobTransposeB = 1u << 5;    // op(B) = B^T; GEMM_ACCUMULATE only
+inline constexpr uint32_t kJobKnownFlags = 0x3F;
 
 // JOB: u64 job_id | u32 op | u32 flags | u32 a_tile | u32 b_tile | u32 c_tile
 //      | u32 a_row | u32 a_col | u32 b_row | u32 b_col | u32 c_row | u32 c_col
@@ -268,6 +274,12 @@ inline constexpr uint32_t kJobKnownFlags = 0xF;
 // every earlier job's accumulation; the accumulation is in place, so c_tile must differ from
 // a_tile and b_tile. The flags mean the same for both ops (with kJobCreateOutput, C starts at
 // zero, so ADD_SCALED then writes C = s * A).
+// Transposed operands: with kJobTransposeA a job reads op(A) = A^T, and (a_row, a_col) place the
+// block of A as stored, so its extents swap:
+//   op 1: C[c_row:+m, c_col:+n] += A[a_row:a_row+k, a_col:a_col+m]^T * op(B)   (A's block k x m)
+//   op 2: C[c_row:+m, c_col:+n] += s * A[a_row:a_row+n, a_col:a_col+m]^T       (A's block n x m)
+// kJobTransposeB, op 1 only (op 2 refuses it: B holds its scalar), reads op(B) = B^T, the n x k
+// block B[b_row:b_row+n, b_col:b_col+k]. The decoder checks each block's extents as stored.
 struct Job {
   uint64_t job_id = 0;
   JobOp op = JobOp::kGemmAccumulate;
@@ -305,7 +317,7 @@ enum class ErrorCode : uint32_t {
   kAuthFailed = 3,    // wrong MAC
   kBusy = 4,          // another coordinator session is active
   kNoSuchTile = 5,
-  kBadJob = 6,        // dimensions out of the referenced tiles, unknown op, k != 0 for ADD_SCALED
+  kBadJob = 6,        // dimensions out of the referenced tiles, unknown op, ADD_SCALED with k != 0 or B^T
   kOutOfMemory = 7,   // the tile store cap would be exceeded
   kInternal = 8,
   kCorrupt = 9,       // a STORE's data does not match its CRC32C: damaged in transit
