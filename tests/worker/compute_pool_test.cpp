@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "tessera/linalg/gemm.hpp"
@@ -16,6 +17,7 @@ namespace {
 
 using linalg::gemm;
 using linalg::gemm_accumulate;
+using linalg::gemm_ex;
 
 struct Matrix {
   std::size_t rows, cols, ld;
@@ -33,6 +35,14 @@ void fill_integers(Matrix& m, int seed) {
 
 GemmTask task_for(Matrix& a, Matrix& b, Matrix& c) {
   return GemmTask{c.rows, c.cols, a.cols, a.data(), a.ld, b.data(), b.ld, c.data(), c.ld};
+}
+
+// The transpose of `m` with `pad` extra columns: how a transposed operand is stored.
+Matrix transposed(const Matrix& m, std::size_t pad) {
+  Matrix t(m.cols, m.rows, pad);
+  for (std::size_t i = 0; i < m.rows; ++i)
+    for (std::size_t j = 0; j < m.cols; ++j) t.values[j * t.ld + i] = m.values[i * m.ld + j];
+  return t;
 }
 
 class ComputePoolThreads : public ::testing::TestWithParam<uint32_t> {};
@@ -68,6 +78,52 @@ TEST_P(ComputePoolThreads, ManyJobsAccumulateIntoTheSameC) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, ComputePoolThreads, ::testing::Values(1u, 2u, 3u, 7u));
+
+// With A^T a strip of C's rows reads the same columns of the stored k x m A, with B^T every strip
+// reads all of the stored n x k B; either way the split product must equal the untransposed one.
+TEST_P(ComputePoolThreads, RowSplitWithTransposedOperandsEqualsOneGemm) {
+  ComputePool pool(GetParam());
+  constexpr std::size_t n = 31, k = 23;
+  for (std::size_t m : {1u, 2u, 6u, 50u, 101u}) {
+    Matrix a(m, k, 3), b(k, n, 1), c(m, n, 2), expected(m, n, 2);
+    fill_integers(a, 1);
+    fill_integers(b, 2);
+    fill_integers(c, 3);
+    expected.values = c.values;
+    gemm_accumulate(m, n, k, a.data(), a.ld, b.data(), b.ld, expected.data(), expected.ld);
+    Matrix a_t = transposed(a, 4), b_t = transposed(b, 1);
+    for (const bool transpose_a : {false, true}) {
+      for (const bool transpose_b : {false, true}) {
+        if (!transpose_a && !transpose_b) continue;
+        Matrix& stored_a = transpose_a ? a_t : a;
+        Matrix& stored_b = transpose_b ? b_t : b;
+        Matrix out = c;
+        GemmTask task{m, n, k, stored_a.data(), stored_a.ld, stored_b.data(), stored_b.ld, out.data(), out.ld};
+        task.transpose_a = transpose_a;
+        task.transpose_b = transpose_b;
+        pool.run(task);
+        ASSERT_EQ(out.values, expected.values) << "m=" << m << " threads=" << GetParam()
+                                               << " transpose_a=" << transpose_a << " transpose_b=" << transpose_b;
+      }
+    }
+  }
+}
+
+TEST_P(ComputePoolThreads, OverwriteWithATransposedNeverReadsTheOldC) {
+  ComputePool pool(GetParam());
+  Matrix a_t(19, 37, 2), b(19, 29), c(37, 29, 3), expected(37, 29, 3);  // A^T: A stored 19 x 37
+  fill_integers(a_t, 4);
+  fill_integers(b, 5);
+  for (double& value : c.values) value = std::numeric_limits<double>::quiet_NaN();  // recycled garbage
+  GemmTask task{37, 29, 19, a_t.data(), a_t.ld, b.data(), b.ld, c.data(), c.ld};
+  task.overwrite = true;
+  task.transpose_a = true;
+  pool.run(task);
+  gemm_ex(true, false, 37, 29, 19, 1.0, a_t.data(), a_t.ld, b.data(), b.ld, 0.0, expected.data(), expected.ld);
+  for (std::size_t i = 0; i < 37; ++i) {
+    for (std::size_t j = 0; j < 29; ++j) ASSERT_EQ(c.values[i * c.ld + j], expected.values[i * c.ld + j]);
+  }
+}
 
 TEST_P(ComputePoolThreads, OverwriteNeverReadsTheOldC) {
   ComputePool pool(GetParam());
@@ -358,6 +414,43 @@ TEST_P(ComputePoolThreads, AddScaledEqualsTheElementwiseSum) {
     pool.submit(std::make_unique<PlainSum>(sum_for(&scale, a, c)));
     pool.wait_idle();
     ASSERT_EQ(c.values, expected.values) << "m=" << m << " threads=" << GetParam();
+  }
+}
+
+// C += s * A^T from the stored n x m A: shapes below, across and beyond the transpose blocks, and
+// one large enough to split over every thread (rows not divisible by the thread counts).
+TEST_P(ComputePoolThreads, AddScaledWithATransposedEqualsTheElementwiseSum) {
+  ComputePool pool(GetParam());
+  constexpr std::size_t kBlock = AddScaledRowStrips::kTransposeBlock;
+  const std::pair<std::size_t, std::size_t> shapes[] = {
+      {1, 1}, {1, 2 * kBlock + 3}, {kBlock + 1, 1}, {kBlock - 1, 2 * kBlock + 1}, {301, 401}};
+  for (const auto& [m, n] : shapes) {
+    SCOPED_TRACE(::testing::Message() << m << " x " << n << ", threads " << GetParam());
+    Matrix a_t(n, m, 3), c(m, n, 2);
+    fill_integers(a_t, 1);
+    fill_integers(c, 2);
+    const double scale = -3.0;
+    Matrix expected = c;
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) expected.values[i * c.ld + j] += scale * a_t.values[j * a_t.ld + i];
+    AddScaledTask sum = sum_for(&scale, a_t, c);
+    sum.transpose_a = true;
+    EXPECT_EQ(PlainSum(sum).parts_for(GetParam()), PlainSum(AddScaledTask{m, n}).parts_for(GetParam()))
+        << "a transposed sum splits like any other";
+    pool.submit(std::make_unique<PlainSum>(sum));
+    pool.wait_idle();
+    ASSERT_EQ(c.values, expected.values);
+
+    // Overwriting: C = s * A^T, the old C (garbage) never read, the padding never written.
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) c.values[i * c.ld + j] = std::numeric_limits<double>::quiet_NaN();
+    sum.overwrite = true;
+    pool.submit(std::make_unique<PlainSum>(sum));
+    pool.wait_idle();
+    for (std::size_t i = 0; i < m; ++i) {
+      for (std::size_t j = 0; j < n; ++j) ASSERT_EQ(c.values[i * c.ld + j], scale * a_t.values[j * a_t.ld + i]);
+      for (std::size_t j = n; j < c.ld; ++j) ASSERT_EQ(c.values[i * c.ld + j], expected.values[i * c.ld + j]);
+    }
   }
 }
 

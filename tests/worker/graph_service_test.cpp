@@ -221,7 +221,8 @@ gr::GraphLoad path_load(uint32_t n, uint32_t part_count = 1, uint64_t run_id = 5
 TEST(GraphService, DefaultWorkerHostsGemmAndGraph) {
   Result<ServiceTable> table = ServiceTable::build(default_services());
   ASSERT_TRUE(table) << table.status().to_string();
-  EXPECT_EQ(table->capabilities(), tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityGraph);
+  EXPECT_EQ(table->capabilities(),
+            tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs | tp::kCapabilityGraph);
   EXPECT_TRUE(table->takes_peers());
   EXPECT_NE(table->find_peer(static_cast<uint16_t>(tp::MessageType::kGraphDeltas)), nullptr);
   EXPECT_EQ(table->find_peer(static_cast<uint16_t>(tp::MessageType::kJob)), nullptr);

@@ -96,7 +96,8 @@ TEST(ServiceTable, BuildsTheDispatchTableFromTheServices) {
   Result<ServiceTable> table =
       ServiceTable::build({gemm_service(), Service{"echo", kTestCapability, {decoded(tp::MessageType::kCredit)}}});
   ASSERT_TRUE(table) << table.status().to_string();
-  EXPECT_EQ(table->capabilities(), tp::kCapabilityGemm | tp::kCapabilityExpression | kTestCapability);
+  EXPECT_EQ(table->capabilities(),
+            tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs | kTestCapability);
   for (tp::MessageType type : {tp::MessageType::kStore, tp::MessageType::kJob, tp::MessageType::kRelease,
                                tp::MessageType::kCredit, tp::MessageType::kProbe, tp::MessageType::kStatsRequest}) {
     SCOPED_TRACE(tp::message_type_name(static_cast<uint16_t>(type)));

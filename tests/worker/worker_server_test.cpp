@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tessera/transport/frame_connection.hpp"
+#include "tessera/worker/compute_pool.hpp"
 #include "worker_test_client.hpp"
 
 namespace tessera::worker {
@@ -36,12 +37,13 @@ class WorkerServerTest : public ::testing::Test {
   static constexpr uint32_t kThreads = 2;
 
   virtual uint64_t cap_bytes() const { return kCapBytes; }
+  virtual uint32_t threads() const { return kThreads; }
 
   void SetUp() override {
     WorkerOptions options;
     options.listen_host = "127.0.0.1";
     options.port = 0;
-    options.threads = kThreads;
+    options.threads = threads();
     options.secret = kSecret;
     options.tile_memory_cap = cap_bytes();
     auto started = WorkerServer::start(options);
@@ -91,8 +93,8 @@ TEST_F(WorkerServerTest, HandshakeReportsNodeFacts) {
   EXPECT_EQ(hello.hostname, facts.hostname);
   EXPECT_GT(hello.memory_bytes, 0u);
   EXPECT_NE(hello.challenge, (std::array<uint8_t, tp::kChallengeSize>{}));
-  EXPECT_EQ(hello.capabilities,
-            tp::kCapabilityGemm | tp::kCapabilityGraph | tp::kCapabilityExpression | tp::kCapabilityTls);
+  EXPECT_EQ(hello.capabilities, tp::kCapabilityGemm | tp::kCapabilityGraph | tp::kCapabilityExpression |
+                                    tp::kCapabilityTransposedJobs | tp::kCapabilityTls);
   // Linux always reports its load; the value itself moves with whatever else runs here.
   EXPECT_TRUE(hello.load_milli.has_value());
   EXPECT_TRUE(read_load_milli().has_value());
@@ -449,6 +451,283 @@ TEST_F(WorkerServerTest, InvalidAddScaledJobsAreRejected) {
     EXPECT_NE(message.find(c.reason), std::string::npos) << message;
     EXPECT_TRUE(read_closed(*session));
   }
+}
+
+// Reads the CREDIT and RESULT of job `job_id` and expects the result to be `expected` exactly.
+::testing::AssertionResult read_exact_result(tp::FrameConnection& connection, uint64_t job_id, const Dense& expected) {
+  tp::IncomingFrame frame;
+  if (auto credit = read_expect<tp::Credit>(connection, frame); !credit) return credit;
+  if (std::get<tp::Credit>(frame.message).job_id != job_id) {
+    return ::testing::AssertionFailure() << "CREDIT for job " << std::get<tp::Credit>(frame.message).job_id;
+  }
+  if (auto read = read_expect<tp::ResultTile>(connection, frame); !read) return read;
+  const auto& result = std::get<tp::ResultTile>(frame.message);
+  if (result.job_id != job_id || result.tile.rows != expected.rows || result.tile.cols != expected.cols) {
+    return ::testing::AssertionFailure() << "RESULT of job " << result.job_id << ", " << result.tile.rows << " x "
+                                         << result.tile.cols;
+  }
+  for (std::size_t i = 0; i < expected.values.size(); ++i) {
+    if (result.data[i] != expected.values[i]) {
+      return ::testing::AssertionFailure() << "job " << job_id << ": entry " << i / expected.cols << ","
+                                           << i % expected.cols << " is " << result.data[i] << ", not "
+                                           << expected.values[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// op(X)[i][p] of the block at (row, col) of a stored tile, read as stored or transposed.
+double op_at(const Dense& x, bool transposed, uint32_t row, uint32_t col, uint32_t i, uint32_t p) {
+  return transposed ? x.at(row + p, col + i) : x.at(row + i, col + p);
+}
+
+// C[1:4, 2:7] += op(A) * op(B) in a new 5 x 8 C, the blocks at offsets inside larger tiles:
+// op(A) = A[2:6, 1:4]^T (A's block k x m = 4 x 3) or A[2:5, 1:5]; op(B) = B[3:8, 4:8]^T (n x k
+// = 5 x 4) or B[3:7, 4:9]. The same two stored tiles serve every combination.
+TEST_F(WorkerServerTest, TransposedOperandsOnSubRectanglesGiveTheExactProduct) {
+  tp::Hello hello;
+  auto session = open_session(&hello);
+  ASSERT_NE(session, nullptr);
+  EXPECT_NE(hello.capabilities & tp::kCapabilityTransposedJobs, 0u) << tp::capability_names(hello.capabilities);
+  Watchdog watchdog(*session, 30s);
+  const Dense a = Dense::integers(7, 6, 3);
+  const Dense b = Dense::integers(8, 9, 4);
+  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
+  constexpr uint32_t m = 3, n = 5, k = 4;
+  const uint32_t flag_sets[] = {tp::kJobTransposeA, tp::kJobTransposeB, tp::kJobTransposeA | tp::kJobTransposeB};
+  uint64_t job_id = 1;
+  for (uint32_t flags : flag_sets) {
+    SCOPED_TRACE(flags);
+    const bool transpose_a = (flags & tp::kJobTransposeA) != 0;
+    const bool transpose_b = (flags & tp::kJobTransposeB) != 0;
+    auto job = gemm_job(job_id, 1, 2, 10 + static_cast<uint32_t>(job_id), m, n, k,
+                        flags | tp::kJobCreateOutput | tp::kJobSendResult);
+    job.a_row = 2;
+    job.a_col = 1;
+    job.b_row = 3;
+    job.b_col = 4;
+    job.c_row = 1;
+    job.c_col = 2;
+    job.c_rows = 5;
+    job.c_cols = 8;
+    ASSERT_TRUE(session->write_message(job).is_ok());
+    Dense expected(5, 8);
+    for (uint32_t i = 0; i < m; ++i)
+      for (uint32_t j = 0; j < n; ++j)
+        for (uint32_t p = 0; p < k; ++p)
+          expected.at(1 + i, 2 + j) += op_at(a, transpose_a, 2, 1, i, p) * op_at(b, transpose_b, 3, 4, p, j);
+    EXPECT_TRUE(read_exact_result(*session, job_id, expected));
+    ++job_id;
+  }
+  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+}
+
+// The HITS pattern, (A' A) h, with A sent once: A' A is one job naming A's tile as both operands,
+// the first read transposed; its product then feeds a plain GEMM by h, which releases A.
+TEST_F(WorkerServerTest, ATransposeATimesHReadsOneStoredA) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  const Dense a = Dense::integers(6, 4, 2);
+  const Dense h = Dense::integers(4, 1, 5);
+  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, h).is_ok());
+  auto gram = gemm_job(1, 1, 1, 10, 4, 4, 6, tp::kJobTransposeA | tp::kJobCreateOutput | tp::kJobSendResult);
+  gram.c_rows = 4;
+  gram.c_cols = 4;
+  ASSERT_TRUE(session->write_message(gram).is_ok());
+  auto times_h = gemm_job(2, 10, 2, 11, 4, 1, 4, tp::kJobCreateOutput | tp::kJobSendResult);
+  times_h.c_rows = 4;
+  times_h.c_cols = 1;
+  ASSERT_TRUE(session->write_message(times_h).is_ok());
+  const Dense expected_gram = testing::multiply(testing::transpose(a), a);
+  EXPECT_TRUE(read_exact_result(*session, 1, expected_gram));
+  EXPECT_TRUE(read_exact_result(*session, 2, testing::multiply(expected_gram, h)));
+  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+}
+
+// ADD_SCALED with A^T: C[1:3, 2:6] += B[1][2] * A[1:5, 2:4]^T (A's block n x m = 4 x 2) in a new
+// 4 x 7 C; then S - S' of a square tile from a sum and a transposed difference, which must come
+// out antisymmetric.
+TEST_F(WorkerServerTest, AddScaledWithATransposedOnSubRectangles) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  const Dense a = Dense::integers(6, 5, 3);
+  Dense b(2, 3);
+  b.at(1, 2) = -2.0;
+  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
+  auto job = add_scaled_job(1, 1, 2, 3, 2, 4, tp::kJobTransposeA | tp::kJobCreateOutput | tp::kJobSendResult);
+  job.a_row = 1;
+  job.a_col = 2;
+  job.b_row = 1;
+  job.b_col = 2;
+  job.c_row = 1;
+  job.c_col = 2;
+  job.c_rows = 4;
+  job.c_cols = 7;
+  ASSERT_TRUE(session->write_message(job).is_ok());
+  Dense expected(4, 7);
+  for (uint32_t i = 0; i < 2; ++i)
+    for (uint32_t j = 0; j < 4; ++j) expected.at(1 + i, 2 + j) = -2.0 * a.at(1 + j, 2 + i);
+  EXPECT_TRUE(read_exact_result(*session, 1, expected));
+
+  const Dense s = Dense::integers(5, 5, 1);
+  ASSERT_TRUE(store_tile(*session, 4, s).is_ok());
+  ASSERT_TRUE(store_tile(*session, 5, scalar(1.0)).is_ok());
+  ASSERT_TRUE(store_tile(*session, 6, scalar(-1.0)).is_ok());
+  auto sum = add_scaled_job(2, 4, 5, 7, 5, 5, tp::kJobCreateOutput);
+  sum.c_rows = 5;
+  sum.c_cols = 5;
+  ASSERT_TRUE(session->write_message(sum).is_ok());
+  ASSERT_TRUE(session->write_message(add_scaled_job(3, 4, 6, 7, 5, 5, tp::kJobTransposeA | tp::kJobSendResult))
+                  .is_ok());
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  Dense antisymmetric(5, 5);
+  for (uint32_t i = 0; i < 5; ++i)
+    for (uint32_t j = 0; j < 5; ++j) antisymmetric.at(i, j) = s.at(i, j) - s.at(j, i);
+  EXPECT_TRUE(read_exact_result(*session, 3, antisymmetric));
+  EXPECT_NE(antisymmetric.values, Dense(5, 5).values) << "S must not be symmetric, or the test proves nothing";
+  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
+  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+}
+
+TEST_F(WorkerServerTest, InvalidTransposedJobsAreRejected) {
+  struct Case {
+    const char* name;
+    tp::Job job;
+    const char* reason;
+  };
+  auto with = [](tp::Job job, auto edit) {
+    edit(job);
+    return job;
+  };
+  // Stored: A 5 x 3 (tile 1), B 4 x 5 (tile 2), C 3 x 4 (tile 3), a scalar (tile 4), C 3 x 5
+  // (tile 5). C[3 x 4] += A^T B^T with k = 5 fits them exactly, as does C[3 x 5] += s A^T.
+  const tp::Job ok = gemm_job(1, 1, 2, 3, 3, 4, 5, tp::kJobTransposeA | tp::kJobTransposeB);
+  const tp::Job ok_sum = add_scaled_job(2, 1, 4, 5, 3, 5, tp::kJobTransposeA);
+  const Case cases[] = {
+      {"A^T rows run over k", with(ok, [](tp::Job& j) { j.a_row = 1; }),
+       "A rows 1+5, cols 0+3 (read transposed) lie outside a_tile 1 (5 x 3)"},
+      {"A^T cols run over m", with(ok, [](tp::Job& j) { j.a_col = 1; }),
+       "A rows 0+5, cols 1+3 (read transposed) lie outside a_tile 1 (5 x 3)"},
+      {"A read as stored does not fit", with(ok, [](tp::Job& j) { j.flags = tp::kJobTransposeB; }),
+       "A rows 0+3, cols 0+5 lie outside a_tile 1 (5 x 3)"},
+      {"B^T rows run over n", with(ok, [](tp::Job& j) { j.b_row = 1; }),
+       "B rows 1+4, cols 0+5 (read transposed) lie outside b_tile 2 (4 x 5)"},
+      {"B^T cols run over k", with(ok, [](tp::Job& j) { j.b_col = 1; }),
+       "B rows 0+4, cols 1+5 (read transposed) lie outside b_tile 2 (4 x 5)"},
+      {"B read as stored does not fit", with(ok, [](tp::Job& j) { j.flags = tp::kJobTransposeA; }),
+       "B rows 0+5, cols 0+4 lie outside b_tile 2 (4 x 5)"},
+      {"ADD_SCALED A^T rows run over n", with(ok_sum, [](tp::Job& j) { j.a_row = 1; }),
+       "A rows 1+5, cols 0+3 (read transposed) lie outside a_tile 1 (5 x 3)"},
+      {"ADD_SCALED A^T cols run over m", with(ok_sum, [](tp::Job& j) { j.a_col = 1; }),
+       "A rows 0+5, cols 1+3 (read transposed) lie outside a_tile 1 (5 x 3)"},
+      {"ADD_SCALED refuses B^T", with(ok_sum, [](tp::Job& j) { j.flags |= tp::kJobTransposeB; }),
+       "set transpose_b 0x00000020, which op 2 (add_scaled) refuses"},
+      {"unknown flag bit 6", with(ok, [](tp::Job& j) { j.flags |= 1u << 6; }), "has unknown bits 0x00000040"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto session = open_session();
+    ASSERT_NE(session, nullptr);
+    Watchdog watchdog(*session, 30s);
+    ASSERT_TRUE(store_tile(*session, 1, Dense::integers(5, 3, 0)).is_ok());
+    ASSERT_TRUE(store_tile(*session, 2, Dense::integers(4, 5, 1)).is_ok());
+    ASSERT_TRUE(store_tile(*session, 3, Dense::integers(3, 4, 2)).is_ok());
+    ASSERT_TRUE(store_tile(*session, 4, scalar(2.0)).is_ok());
+    ASSERT_TRUE(store_tile(*session, 5, Dense::integers(3, 5, 3)).is_ok());
+    ASSERT_TRUE(session->write_message(c.job).is_ok());
+    std::string message;
+    EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadJob, &message));
+    EXPECT_NE(message.find(c.reason), std::string::npos) << message;
+    EXPECT_TRUE(read_closed(*session));
+  }
+  // The jobs the cases bend are valid as they stand.
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  ASSERT_TRUE(store_tile(*session, 1, Dense::integers(5, 3, 0)).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, Dense::integers(4, 5, 1)).is_ok());
+  ASSERT_TRUE(store_tile(*session, 3, Dense::integers(3, 4, 2)).is_ok());
+  ASSERT_TRUE(store_tile(*session, 4, scalar(2.0)).is_ok());
+  ASSERT_TRUE(store_tile(*session, 5, Dense::integers(3, 5, 3)).is_ok());
+  ASSERT_TRUE(session->write_message(ok).is_ok());
+  ASSERT_TRUE(session->write_message(ok_sum).is_ok());
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  EXPECT_EQ(std::get<tp::Credit>(frame.message).job_id, 1u);
+  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
+  EXPECT_EQ(std::get<tp::Credit>(frame.message).job_id, 2u);
+}
+
+// Three compute threads and room for real sizes: a transposed job's rows of C split over every
+// thread (GEMM strips take columns of the stored A, sum strips walk A's columns in blocks).
+class WorkerServerSplitTest : public WorkerServerTest {
+ protected:
+  uint64_t cap_bytes() const override { return 16ull << 20; }
+  uint32_t threads() const override { return 3; }
+};
+
+TEST_F(WorkerServerSplitTest, TransposedJobsSplitOverEveryComputeThread) {
+  tp::Hello hello;
+  auto session = open_session(&hello);
+  ASSERT_NE(session, nullptr);
+  ASSERT_EQ(hello.threads, 3u);
+  Watchdog watchdog(*session, 120s);
+  // GEMM: m = 101 rows of C (not divisible by 3) from the stored 53 x 101 A, read as A^T, times B
+  // as stored and then times B^T.
+  const Dense a = Dense::integers(53, 101, 1);
+  const Dense b = Dense::integers(53, 37, 2);
+  const Dense b_t = testing::transpose(b);
+  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
+  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
+  ASSERT_TRUE(store_tile(*session, 3, b_t).is_ok());
+  auto plain_b = gemm_job(1, 1, 2, 10, 101, 37, 53, tp::kJobTransposeA | tp::kJobCreateOutput | tp::kJobSendResult);
+  plain_b.c_rows = 101;
+  plain_b.c_cols = 37;
+  auto both = plain_b;
+  both.job_id = 2;
+  both.b_tile = 3;
+  both.c_tile = 11;
+  both.flags |= tp::kJobTransposeB;
+  ASSERT_TRUE(session->write_message(plain_b).is_ok());
+  ASSERT_TRUE(session->write_message(both).is_ok());
+  const Dense product = testing::multiply(testing::transpose(a), b);
+  EXPECT_TRUE(read_exact_result(*session, 1, product));
+  EXPECT_TRUE(read_exact_result(*session, 2, product));
+
+  // ADD_SCALED: C (301 x 401) = -3 A^T from the stored 401 x 301 A, enough entries for a strip
+  // per thread; then C += 2 A^T onto it, so the sum reads the C the first job wrote.
+  const Dense big = Dense::integers(401, 301, 3);
+  ASSERT_TRUE(store_tile(*session, 4, big).is_ok());
+  ASSERT_TRUE(store_tile(*session, 5, scalar(-3.0)).is_ok());
+  ASSERT_TRUE(store_tile(*session, 6, scalar(2.0)).is_ok());
+  ASSERT_GE(301u * 401u / AddScaledRowStrips::kMinStripEntries, 3u);
+  auto scaled = add_scaled_job(3, 4, 5, 12, 301, 401, tp::kJobTransposeA | tp::kJobCreateOutput | tp::kJobSendResult);
+  scaled.c_rows = 301;
+  scaled.c_cols = 401;
+  ASSERT_TRUE(session->write_message(scaled).is_ok());
+  ASSERT_TRUE(session->write_message(add_scaled_job(4, 4, 6, 12, 301, 401, tp::kJobTransposeA | tp::kJobSendResult))
+                  .is_ok());
+  const Dense big_t = testing::transpose(big);
+  Dense times_minus_three(301, 401), times_minus_one(301, 401);
+  for (std::size_t i = 0; i < big_t.values.size(); ++i) {
+    times_minus_three.values[i] = -3.0 * big_t.values[i];
+    times_minus_one.values[i] = -1.0 * big_t.values[i];
+  }
+  EXPECT_TRUE(read_exact_result(*session, 3, times_minus_three));
+  EXPECT_TRUE(read_exact_result(*session, 4, times_minus_one));
+  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
 }
 
 TEST_F(WorkerServerTest, SecondConcurrentConnectionIsBusy) {

@@ -78,6 +78,13 @@ inline Dense multiply(const Dense& a, const Dense& b) {
   return c;
 }
 
+inline Dense transpose(const Dense& a) {
+  Dense t(a.cols, a.rows);
+  for (uint32_t i = 0; i < a.rows; ++i)
+    for (uint32_t j = 0; j < a.cols; ++j) t.at(j, i) = a.at(i, j);
+  return t;
+}
+
 inline Status store_tile(tp::FrameConnection& connection, uint32_t id, const Dense& tile) {
   const auto prefix = tp::encode_store_prefix(tp::TilePrefix{id, tile.rows, tile.cols, tp::tile_crc32c(tile.values)});
   const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix),

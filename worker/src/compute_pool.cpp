@@ -46,8 +46,10 @@ void GemmRowStrips::run_part(std::size_t part, std::size_t parts) {
   // Rows [part*m/parts, (part+1)*m/parts): sizes differ by at most one row.
   const std::size_t first = part * gemm_.m / parts;
   const std::size_t last = (part + 1) * gemm_.m / parts;
-  linalg::gemm(last - first, gemm_.n, gemm_.k, 1.0, gemm_.a + first * gemm_.lda, gemm_.lda, gemm_.b, gemm_.ldb,
-               gemm_.overwrite ? 0.0 : 1.0, gemm_.c + first * gemm_.ldc, gemm_.ldc);
+  // Row i of A^T is column i of the stored k x m block.
+  const double* a = gemm_.a + (gemm_.transpose_a ? first : first * gemm_.lda);
+  linalg::gemm_ex(gemm_.transpose_a, gemm_.transpose_b, last - first, gemm_.n, gemm_.k, 1.0, a, gemm_.lda,
+                  gemm_.b, gemm_.ldb, gemm_.overwrite ? 0.0 : 1.0, gemm_.c + first * gemm_.ldc, gemm_.ldc);
 }
 
 std::size_t AddScaledRowStrips::part_count(std::size_t threads) const {
@@ -59,6 +61,24 @@ void AddScaledRowStrips::run_part(std::size_t part, std::size_t parts) {
   const std::size_t first = part * sum_.m / parts;
   const std::size_t last = (part + 1) * sum_.m / parts;
   const double s = *sum_.scale;
+  if (sum_.transpose_a) {
+    // C[i][j] reads A[j][i]: a row of C walks down a column of A, so go block by block.
+    for (std::size_t i0 = first; i0 < last; i0 += kTransposeBlock) {
+      const std::size_t i1 = std::min(i0 + kTransposeBlock, last);
+      for (std::size_t j0 = 0; j0 < sum_.n; j0 += kTransposeBlock) {
+        const std::size_t j1 = std::min(j0 + kTransposeBlock, sum_.n);
+        for (std::size_t i = i0; i < i1; ++i) {
+          double* c = sum_.c + i * sum_.ldc;
+          if (sum_.overwrite) {
+            for (std::size_t j = j0; j < j1; ++j) c[j] = s * sum_.a[j * sum_.lda + i];
+          } else {
+            for (std::size_t j = j0; j < j1; ++j) c[j] += s * sum_.a[j * sum_.lda + i];
+          }
+        }
+      }
+    }
+    return;
+  }
   for (std::size_t i = first; i < last; ++i) {
     const double* a = sum_.a + i * sum_.lda;
     double* c = sum_.c + i * sum_.ldc;

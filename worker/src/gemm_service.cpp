@@ -206,6 +206,8 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
     return context.fail(code, fmt::format("job {}: {}", job.job_id, why), request_id);
   };
   const bool add_scaled = job.op == tp::JobOp::kAddScaled;
+  const bool transpose_a = (job.flags & tp::kJobTransposeA) != 0;
+  const bool transpose_b = (job.flags & tp::kJobTransposeB) != 0;
   if (job.op != tp::JobOp::kGemmAccumulate && !add_scaled) {
     return bad(tp::ErrorCode::kBadJob, fmt::format("unknown op {}", static_cast<uint32_t>(job.op)));
   }
@@ -217,6 +219,7 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
       return bad(tp::ErrorCode::kBadJob,
                  fmt::format("ADD_SCALED needs m, n >= 1 and k = 0 (got {} x {}, k {})", job.m, job.n, job.k));
     }
+    if (transpose_b) return bad(tp::ErrorCode::kBadJob, "ADD_SCALED takes no transpose_b flag (B holds its scalar)");
   } else if (job.m == 0 || job.n == 0 || job.k == 0) {
     return bad(tp::ErrorCode::kBadJob,
                fmt::format("m, n and k must be >= 1 (got {} x {} x {})", job.m, job.n, job.k));
@@ -230,12 +233,16 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
   JobTiles tiles{store.find(job.a_tile), store.find(job.b_tile), nullptr};
   if (!tiles.a) return bad(tp::ErrorCode::kNoSuchTile, fmt::format("a_tile {} is not stored", job.a_tile));
   if (!tiles.b) return bad(tp::ErrorCode::kNoSuchTile, fmt::format("b_tile {} is not stored", job.b_tile));
-  // A's block is m x k for a product, m x n (C's shape) for a scaled sum.
-  const uint32_t a_cols = add_scaled ? job.n : job.k;
-  if (!inside(job.a_row, job.m, tiles.a->rows()) || !inside(job.a_col, a_cols, tiles.a->cols())) {
+  // op(A) is m x k for a product, m x n (C's shape) for a scaled sum; A's block as stored is its
+  // transpose when the job reads A^T. Likewise B's block is k x n, or n x k for B^T.
+  const uint32_t a_inner = add_scaled ? job.n : job.k;
+  const uint32_t a_rows = transpose_a ? a_inner : job.m;
+  const uint32_t a_cols = transpose_a ? job.m : a_inner;
+  if (!inside(job.a_row, a_rows, tiles.a->rows()) || !inside(job.a_col, a_cols, tiles.a->cols())) {
     return bad(tp::ErrorCode::kBadJob,
-               fmt::format("A rows {}+{}, cols {}+{} lie outside a_tile {} ({} x {})", job.a_row, job.m,
-                           job.a_col, a_cols, job.a_tile, tiles.a->rows(), tiles.a->cols()));
+               fmt::format("A rows {}+{}, cols {}+{}{} lie outside a_tile {} ({} x {})", job.a_row, a_rows,
+                           job.a_col, a_cols, transpose_a ? " (read transposed)" : "", job.a_tile,
+                           tiles.a->rows(), tiles.a->cols()));
   }
   if (add_scaled) {
     if (!inside(job.b_row, 1, tiles.b->rows()) || !inside(job.b_col, 1, tiles.b->cols())) {
@@ -243,10 +250,15 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
                                                      job.b_row, job.b_col, job.b_tile, tiles.b->rows(),
                                                      tiles.b->cols()));
     }
-  } else if (!inside(job.b_row, job.k, tiles.b->rows()) || !inside(job.b_col, job.n, tiles.b->cols())) {
-    return bad(tp::ErrorCode::kBadJob,
-               fmt::format("B rows {}+{}, cols {}+{} lie outside b_tile {} ({} x {})", job.b_row, job.k,
-                           job.b_col, job.n, job.b_tile, tiles.b->rows(), tiles.b->cols()));
+  } else {
+    const uint32_t b_rows = transpose_b ? job.n : job.k;
+    const uint32_t b_cols = transpose_b ? job.k : job.n;
+    if (!inside(job.b_row, b_rows, tiles.b->rows()) || !inside(job.b_col, b_cols, tiles.b->cols())) {
+      return bad(tp::ErrorCode::kBadJob,
+                 fmt::format("B rows {}+{}, cols {}+{}{} lie outside b_tile {} ({} x {})", job.b_row, b_rows,
+                             job.b_col, b_cols, transpose_b ? " (read transposed)" : "", job.b_tile,
+                             tiles.b->rows(), tiles.b->cols()));
+    }
   }
   const bool create = (job.flags & tp::kJobCreateOutput) != 0;
   const uint32_t c_rows = create ? job.c_rows : 0;
@@ -285,6 +297,7 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
   if (add_scaled) {
     AddScaledTask task;
     task.overwrite = overwrite;
+    task.transpose_a = transpose_a;
     task.m = job.m;
     task.n = job.n;
     task.scale = tiles.b->data() + static_cast<std::size_t>(job.b_row) * tiles.b->cols() + job.b_col;
@@ -297,6 +310,8 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
   }
   GemmTask task;
   task.overwrite = overwrite;
+  task.transpose_a = transpose_a;
+  task.transpose_b = transpose_b;
   task.m = job.m;
   task.n = job.n;
   task.k = job.k;
@@ -421,7 +436,8 @@ Service gemm_service() {
   Service service;
   service.name = "gemm";
   // JOB's ADD_SCALED op is what kCapabilityExpression promises; it shares STORE and the job queue.
-  service.capability = tp::kCapabilityGemm | tp::kCapabilityExpression;
+  // kCapabilityTransposedJobs promises JOB's transpose flags, on both ops.
+  service.capability = tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs;
 
   MessageHandler store;
   store.type = tp::MessageType::kStore;

@@ -5,11 +5,11 @@
 // time across the whole pool, so tasks writing the same memory need no locks; a completion runs on
 // a pool thread after the task's last part and before the next task starts, so it may read the
 // task's output (e.g. send it) safely. GEMM (C += A*B) is one kind of task: GemmRowStrips splits
-// it into one row strip of C per thread, each strip a single-threaded BLAS call. A scaled sum
-// (C += s*A) is another: AddScaledRowStrips splits it by rows too, but only into strips large
-// enough to be worth waking a thread for, since it is memory-bound. Idle threads
-// sleep on a condition variable (workers often run under a cgroup CPU quota, where spinning would
-// steal the budget from compute).
+// it into one row strip of C per thread, each strip a single-threaded BLAS call (A or B may be
+// read transposed, straight from their stored layout). A scaled sum (C += s*A) is another:
+// AddScaledRowStrips splits it by rows too, but only into strips large enough to be worth waking
+// a thread for, since it is memory-bound. Idle threads sleep on a condition variable (workers
+// often run under a cgroup CPU quota, where spinning would steal the budget from compute).
 // Accounting: totals() reports the tasks finished, their wall time, and the pool threads' CPU time
 // split into compute and communication. A part's thread CPU time is compute; a completion's is
 // compute too except what the completion declares with count_as_io() (the worker's completions
@@ -50,8 +50,10 @@ class PoolTask {
   virtual void complete(double wall_seconds) { (void)wall_seconds; }
 };
 
-// C[m x n] += A[m x k] * B[k x n], row-major with leading dimensions; with `overwrite`,
-// C = A * B and C's old contents are never read (a fresh output tile needs no zero-fill).
+// C[m x n] += op(A)[m x k] * op(B)[k x n], row-major with leading dimensions; with `overwrite`,
+// C = op(A) * op(B) and C's old contents are never read (a fresh output tile needs no zero-fill).
+// op(A) is A, or A^T with `transpose_a` (then `a` points at a k x m block); op(B) is B, or B^T
+// with `transpose_b` (an n x k block).
 struct GemmTask {
   std::size_t m = 0, n = 0, k = 0;
   const double* a = nullptr;
@@ -61,11 +63,15 @@ struct GemmTask {
   double* c = nullptr;
   std::size_t ldc = 0;
   bool overwrite = false;
+  bool transpose_a = false;
+  bool transpose_b = false;
 };
 
 // A GEMM split into row strips of C, one per pool thread (never an empty strip: a GEMM with fewer
-// rows than threads uses one thread per row). Strip sizes differ by at most one row. Subclasses
-// add what happens after the product (complete()) and what the product's memory is kept alive by.
+// rows than threads uses one thread per row). Strip sizes differ by at most one row. A strip of
+// C's rows reads the same rows of op(A): rows of A, or columns of A when it is transposed; every
+// strip reads all of op(B). Subclasses add what happens after the product (complete()) and what
+// the product's memory is kept alive by.
 class GemmRowStrips : public PoolTask {
  public:
   explicit GemmRowStrips(const GemmTask& gemm) : gemm_(gemm) {}
@@ -76,10 +82,10 @@ class GemmRowStrips : public PoolTask {
   GemmTask gemm_;
 };
 
-// C[m x n] += s * A[m x n], row-major with leading dimensions, where s = *scale is read when the
-// task runs (a stored 1x1 tile, written by earlier tasks in the queue); with `overwrite`,
-// C = s * A and C's old contents are never read. REQUIRES: C's block overlaps neither A's block
-// nor *scale.
+// C[m x n] += s * op(A)[m x n], row-major with leading dimensions, where s = *scale is read when
+// the task runs (a stored 1x1 tile, written by earlier tasks in the queue); with `overwrite`,
+// C = s * op(A) and C's old contents are never read. op(A) is A, or A^T with `transpose_a` (then
+// `a` points at an n x m block). REQUIRES: C's block overlaps neither A's block nor *scale.
 struct AddScaledTask {
   std::size_t m = 0, n = 0;
   const double* scale = nullptr;
@@ -88,14 +94,18 @@ struct AddScaledTask {
   double* c = nullptr;
   std::size_t ldc = 0;
   bool overwrite = false;
+  bool transpose_a = false;
 };
 
 // A scaled sum split into row strips of C (sizes differ by at most one row), one per pool thread
 // but never one of fewer than kMinStripEntries entries: each entry is two loads and a store, and
-// for a small block waking the other threads costs more than the work.
+// for a small block waking the other threads costs more than the work. With a transposed A, a
+// strip of C's rows reads that many columns of A, walked in kTransposeBlock-square blocks so each
+// block of A and of C stays in cache while it is read across.
 class AddScaledRowStrips : public PoolTask {
  public:
   static constexpr std::size_t kMinStripEntries = std::size_t{1} << 15;  // 256 KiB of C
+  static constexpr std::size_t kTransposeBlock = 32;                     // 8 KiB of A, 8 KiB of C
   explicit AddScaledRowStrips(const AddScaledTask& sum) : sum_(sum) {}
   std::size_t part_count(std::size_t threads) const final;
   void run_part(std::size_t part, std::size_t parts) final;

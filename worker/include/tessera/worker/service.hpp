@@ -1,12 +1,12 @@
 // Worker services: what a tessera-worker does with an authenticated session's frames.
 //
 // A Service is a named set of message handlers plus the capability bit the worker advertises in
-// HELLO while it hosts the service (GEMM, whose JOB also offers the expression bit, and graph). The
-// WorkerServer builds a ServiceTable from its services once, at start: a session accepts,
-// authenticates, then looks each frame's type up in the table and calls the handler. Types no
-// service handles, apart from the session's own BYE and ERROR, end the session with ERROR.
-// Handlers get the session's SessionContext: the connection, the worker's tile store and compute
-// pool, the session's counters (STATS) and the ways to end the session.
+// HELLO while it hosts the service (GEMM, whose JOB also offers the expression and transpose
+// bits, and graph). The WorkerServer builds a ServiceTable from its services once, at start: a
+// session accepts, authenticates, then looks each frame's type up in the table and calls the
+// handler. Types no service handles, apart from the session's own BYE and ERROR, end the session
+// with ERROR. Handlers get the session's SessionContext: the connection, the worker's tile store
+// and compute pool, the session's counters (STATS) and the ways to end the session.
 // Peer sessions: a service may also take frames from other workers (the graph service's deltas),
 // on connections authenticated with the peer MAC label (transport::SessionRole::kPeer). A peer
 // session runs beside the coordinator's session without claiming it, is admitted only while a
