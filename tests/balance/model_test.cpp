@@ -24,7 +24,7 @@ SpeedCurve rising_curve(double peak_gflops) {
 
 NodeModel node_model(std::string name, SpeedCurve speed, double to_node_bytes_per_s = kUnlimited,
                      double from_node_bytes_per_s = kUnlimited, double latency_s = 0.0) {
-  return {std::move(name), std::move(speed), {latency_s, to_node_bytes_per_s, from_node_bytes_per_s}, {}};
+  return {std::move(name), std::move(speed), {latency_s, to_node_bytes_per_s, from_node_bytes_per_s}, {}, {}};
 }
 
 // A plan with exactly these rows per node, contiguous in node order.
@@ -630,6 +630,48 @@ TEST(ModelPlanTest, LargePlanIsMadeWellUnderASecond) {
   std::printf("model plan for m=n=k=8192, 4 nodes, panel 256: %.1f ms\n%s", seconds * 1e3,
               result->plan.to_string().c_str());
   EXPECT_LT(seconds, 0.5);
+}
+
+}  // namespace
+}  // namespace tessera::balance
+
+namespace tessera::balance {
+namespace {
+
+// The mixed lab on one 2-core machine: a desktop at a full core and three quarter-core Pis beside
+// the coordinator.
+ClusterModel shared_host_lab() {
+  ClusterModel model;
+  for (const auto& [name, cores] : {std::pair{"desktop", 1.0}, std::pair{"pi1", 0.25}, std::pair{"pi2", 0.25},
+                                    std::pair{"pi3", 0.25}}) {
+    NodeModel node = node_model(name, rising_curve(cores * 56.0));
+    node.host = {true, 2.0, cores};
+    model.nodes.push_back(node);
+  }
+  return model;
+}
+
+TEST(HostAvailability, TheCoreTheCoordinatorNeedsComesFromTheNodesThatWantMoreThanAFairShare) {
+  const ClusterModel model = shared_host_lab();
+  const std::vector<double> busy(4, 1.0);
+  // 1.75 cores of nodes and 0.25 of coordinator fit two cores exactly: nobody loses.
+  EXPECT_EQ(host_availability(model, busy, 0.25, 1.0), std::vector<double>(4, 1.0));
+  // 0.6 core of coordinator: the fair share is 0.4; the Pis (0.25) and the coordinator (0.6 of
+  // the 0.625 left each) get what they want, the desktop the remaining 0.65 core.
+  const std::vector<double> shares = host_availability(model, busy, 0.6, 1.0);
+  EXPECT_NEAR(shares[0], 0.65, 1e-12);
+  for (std::size_t pi = 1; pi < 4; ++pi) EXPECT_DOUBLE_EQ(shares[pi], 1.0);
+  // Idle half the time, the Pis want half as much, and the desktop keeps more.
+  EXPECT_GT(host_availability(model, {1.0, 0.5, 0.5, 0.5}, 0.6, 1.0)[0], shares[0]);
+}
+
+TEST(HostAvailability, NodesElsewhereOrOfUnknownCoresKeepTheirSpeed) {
+  ClusterModel model = shared_host_lab();
+  for (NodeModel& node : model.nodes) node.host.with_coordinator = false;
+  EXPECT_EQ(host_availability(model, std::vector<double>(4, 1.0), 5.0, 1.0), std::vector<double>(4, 1.0));
+  model = shared_host_lab();
+  for (NodeModel& node : model.nodes) node.host.cores = 0.0;
+  EXPECT_EQ(host_availability(model, std::vector<double>(4, 1.0), 5.0, 1.0), std::vector<double>(4, 1.0));
 }
 
 }  // namespace

@@ -43,6 +43,36 @@ TEST(LowerToTasks, AProductHasATaskPerOutputTileReadingARowAndAColumnOfTiles) {
   EXPECT_EQ(sum.successors[0], std::vector<std::size_t>{1});
 }
 
+TEST(LowerToTasks, ATransposeIsReadThroughItsOperandsTilesAndOnlyAResultTransposeIsComputed) {
+  // H' * H: H' has no tiles of its own; the product reads H's tile (k, i) transposed for H'(i, k).
+  const TaskDag dag = lower_to_tasks(parsed("H' * H", {{"H", {90, 60}}}), 30);
+  ASSERT_EQ(dag.tasks.size(), 4u);  // 60 x 60 result in 2 x 2 tiles, nothing for H'
+  std::size_t h = dag.matrices.size();
+  for (std::size_t m = 0; m < dag.matrices.size(); ++m) {
+    if (dag.matrices[m].input) h = m;
+  }
+  ASSERT_LT(h, dag.matrices.size());
+  for (const TileTask& task : dag.tasks) {
+    ASSERT_EQ(task.reads.size(), 6u);  // k = 90: 3 tiles of H' (i, k), 3 of H (k, j)
+    for (std::size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(task.reads[k], (TileRef{h, static_cast<uint32_t>(k), task.output.row, true}));
+      EXPECT_EQ(task.reads[3 + k], (TileRef{h, static_cast<uint32_t>(k), task.output.col, false}));
+    }
+  }
+  // A transpose of a transpose reads the tile as it is; a transposed result is a copy per tile.
+  const TaskDag result = lower_to_tasks(parsed("(A * B)'", {{"A", {40, 20}}, {"B", {20, 60}}}), 20);
+  std::size_t copies = 0;
+  for (const TileTask& task : result.tasks) {
+    if (task.op != Op::kTranspose) continue;
+    ++copies;
+    ASSERT_EQ(task.reads.size(), 1u);
+    EXPECT_TRUE(task.reads[0].transposed);
+    EXPECT_EQ(task.reads[0].row, task.output.col);
+    EXPECT_EQ(task.reads[0].col, task.output.row);
+  }
+  EXPECT_EQ(copies, 6u);  // (A * B)' is 60 x 40: 3 x 2 tiles
+}
+
 TEST(Heft, TwoIndependentProductsGoToTwoEqualNodesThenTheSum) {
   ClusterModel model;
   model.nodes = {node("a", 1.0), node("b", 1.0)};
@@ -106,6 +136,28 @@ TEST(Heft, ZeroCommunicationIsTheTheoreticalBound) {
   EXPECT_GT(ideal.makespan_s, 0.0);
   EXPECT_EQ(check_schedule(dag, real), "");
   EXPECT_EQ(check_schedule(dag, ideal), "");
+}
+
+TEST(Heft, NodesBesideTheCoordinatorLoseTheCpuItSpendsMovingTheScheduledBytes) {
+  // A 1-core node and a quarter-core one on a 1.25-core host with the coordinator: every byte the
+  // coordinator moves takes CPU one of them then does not get.
+  ClusterModel model;
+  model.nodes = {node("a", 40.0, 1e9), node("b", 10.0, 1e9)};
+  model.nodes[0].host = {true, 1.25, 1.0};
+  model.nodes[1].host = {true, 1.25, 0.25};
+  const TaskDag dag = lower_to_tasks(parsed("A * B", {{"A", {512, 512}}, {"B", {512, 512}}}), 128);
+  const Schedule alone = heft(dag, model);
+  EXPECT_TRUE(alone.host_availability.empty()) << "no coordinator cost, nothing modelled";
+  model.coordinator_cpu_s_per_byte = 2e-9;
+  const Schedule shared = heft(dag, model);
+  ASSERT_EQ(shared.host_availability.size(), 2u);
+  EXPECT_LT(shared.host_availability[0], 1.0);
+  EXPECT_GT(shared.makespan_s, alone.makespan_s);
+  EXPECT_GT(shared.coordinator_bytes, 0.0);
+  EXPECT_EQ(check_schedule(dag, shared), "");
+  // The same nodes on machines of their own keep their speed.
+  for (NodeModel& n : model.nodes) n.host.with_coordinator = false;
+  EXPECT_DOUBLE_EQ(heft(dag, model).makespan_s, alone.makespan_s);
 }
 
 TEST(CheckSchedule, CatchesAUseOfAnEvictedTileAnEvictionOfAReadAndAnEarlyStart) {

@@ -120,13 +120,24 @@ TaskDag lower_to_tasks(const Expr& e, uint64_t tile) {
     m.tile_cols = tiles_along(m.cols, t);
     m.input = node->op == Op::kInput;
     m.identity = node->op == Op::kIdentity;
+    // A transpose that something reads is only a way of reading its operand's tiles; the result's
+    // own transpose is computed (a transposed copy per tile).
+    if (node->op == Op::kTranspose && node != e) m.transpose_of = index_of.at(node->operands[0].get());
     const std::size_t id = dag.matrices.size();
     index_of[node.get()] = id;
     dag.matrices.push_back(m);
     producer.emplace_back(std::size_t{m.tile_rows} * m.tile_cols, kNone);
-    if (m.input || m.identity) continue;
+    if (m.input || m.identity || m.transpose_of) continue;
     const std::size_t a = index_of.at(node->operands[0].get());
     const std::size_t b = node->operands.size() > 1 ? index_of.at(node->operands[1].get()) : kNone;
+    // Tile (r, c) of matrix `x` as stored: through transposes, the mirrored tile of what they read.
+    const auto ref = [&](std::size_t x, uint32_t r, uint32_t c) {
+      TileRef stored{x, r, c};
+      while (dag.matrices[stored.matrix].transpose_of) {
+        stored = {*dag.matrices[stored.matrix].transpose_of, stored.col, stored.row, !stored.transposed};
+      }
+      return stored;
+    };
     for (uint32_t i = 0; i < m.tile_rows; ++i) {
       for (uint32_t j = 0; j < m.tile_cols; ++j) {
         TileTask task;
@@ -138,21 +149,25 @@ TaskDag lower_to_tasks(const Expr& e, uint64_t tile) {
         switch (node->op) {
           case Op::kProduct: {
             const uint32_t depth = dag.matrices[a].tile_cols;
-            for (uint32_t k = 0; k < depth; ++k) task.reads.push_back({a, i, k});
-            for (uint32_t k = 0; k < depth; ++k) task.reads.push_back({b, k, j});
+            for (uint32_t k = 0; k < depth; ++k) task.reads.push_back(ref(a, i, k));
+            for (uint32_t k = 0; k < depth; ++k) task.reads.push_back(ref(b, k, j));
             task.flops = 2.0 * rows * cols * static_cast<double>(dag.matrices[a].cols);
             break;
           }
           case Op::kSum:
           case Op::kDifference:
-            task.reads = {{a, i, j}, {b, i, j}};
+            task.reads = {ref(a, i, j), ref(b, i, j)};
             task.flops = rows * cols;
             break;
           case Op::kScale:
-            task.reads = {{a, i, j}};
+            task.reads = {ref(a, i, j)};
             task.flops = rows * cols;
             break;
-          case Op::kTranspose: task.reads = {{a, j, i}}; break;
+          case Op::kTranspose:
+            task.reads = {ref(a, j, i)};
+            task.reads[0].transposed = !task.reads[0].transposed;
+            task.flops = rows * cols;
+            break;
           default: break;  // kPower never reaches here (REQUIRES)
         }
         producer[id][std::size_t{i} * m.tile_cols + j] = dag.tasks.size();
@@ -193,7 +208,9 @@ double compute_seconds(const TileTask& task, const NodeModel& node) {
 
 }  // namespace
 
-Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options) {
+namespace {
+
+Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options) {
   const std::size_t nodes = model.nodes.size();
   const std::size_t tasks = dag.tasks.size();
   Schedule schedule;
@@ -292,7 +309,15 @@ Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptio
         fetched_here.insert(key);
       }
       trial.start = std::max(node_free[p], ready);
-      trial.finish = trial.start + compute + trial.receive;
+      // A tile of the result goes back to the coordinator from the job that finishes it, written by
+      // the worker's compute thread before its next job starts: the node pays the send.
+      double send_back = 0.0;
+      if (task.output.matrix == dag.result && !options.zero_communication) {
+        const LinkModel& link = model.nodes[p].link;
+        const double rate = link_rate(link.from_node_bytes_per_s);
+        send_back = rate > 0.0 ? link.latency_s + task.output_bytes / rate : kInfinity;
+      }
+      trial.finish = trial.start + compute + trial.receive + send_back;
       if (trial.finish < best.finish) {
         best = std::move(trial);
         best_node = p;
@@ -334,6 +359,8 @@ Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptio
     for (const auto& [key, arrival] : best.fetched) {
       const double bytes = dag.tile_bytes(tile_of(key));
       schedule.bytes_moved += bytes;
+      // A tile from another node goes through the coordinator: in, then out.
+      schedule.coordinator_bytes += dag.matrices[tile_of(key).matrix].input ? bytes : 2.0 * bytes;
       caches[p].insert(key, bytes, arrival);
       if (!dag.matrices[tile_of(key).matrix].input) holders[key].push_back(p);
     }
@@ -359,9 +386,37 @@ Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptio
       out_free[q] = std::max(out_free[q], caches[q].ready(key_of(tile))) + seconds;
       schedule.makespan_s = std::max(schedule.makespan_s, out_free[q]);
       schedule.bytes_moved += bytes;
+      schedule.coordinator_bytes += bytes;
     }
   }
   for (const TaskPlacement& placement : schedule.tasks) schedule.makespan_s = std::max(schedule.makespan_s, placement.finish_s);
+  return schedule;
+}
+
+}  // namespace
+
+Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options) {
+  Schedule schedule = heft_once(dag, model, options);
+  if (options.zero_communication || !(model.coordinator_cpu_s_per_byte > 0.0)) return schedule;
+  // Nodes on the coordinator's host share its cores with the coordinator moving the schedule's
+  // bytes: each pass gives them the share of their speed the last schedule leaves them
+  // (host_availability), and is scheduled again; two passes settle it in practice.
+  for (int pass = 0; pass < 2; ++pass) {
+    if (!(schedule.makespan_s > 0.0) || !std::isfinite(schedule.makespan_s)) break;
+    std::vector<double> busy(model.nodes.size(), 0.0);
+    for (std::size_t p = 0; p < model.nodes.size(); ++p) busy[p] = schedule.busy_s[p] / schedule.makespan_s;
+    const std::vector<double> availability = host_availability(
+        model, busy, schedule.coordinator_bytes * model.coordinator_cpu_s_per_byte, schedule.makespan_s);
+    if (std::all_of(availability.begin(), availability.end(), [](double a) { return a >= 1.0; })) break;
+    ClusterModel shared = model;
+    for (std::size_t p = 0; p < shared.nodes.size(); ++p) {
+      const double own = shared.nodes[p].cpu.availability > 0.0 ? std::min(shared.nodes[p].cpu.availability, 1.0) : 1.0;
+      shared.nodes[p].cpu.availability = own * availability[p];
+    }
+    Schedule next = heft_once(dag, shared, options);
+    next.host_availability = availability;
+    schedule = std::move(next);
+  }
   return schedule;
 }
 

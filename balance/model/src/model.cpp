@@ -60,6 +60,32 @@ std::vector<double> max_min_fair(std::span<const double> caps, double capacity) 
   return rates;
 }
 
+}  // namespace
+
+std::vector<double> host_availability(const ClusterModel& model, const std::vector<double>& busy_fraction,
+                                      double coordinator_cpu_s, double span_s) {
+  std::vector<double> availability(model.nodes.size(), 1.0);
+  std::vector<std::size_t> sharing;
+  std::vector<double> wants;
+  double cores = 0.0;
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    const HostModel& host = model.nodes[i].host;
+    if (!host.with_coordinator || !(host.cores > 0.0) || !(host.node_cores > 0.0)) continue;
+    cores = std::max(cores, host.cores);
+    sharing.push_back(i);
+    wants.push_back(host.node_cores * std::clamp(busy_fraction[i], 0.0, 1.0));
+  }
+  if (sharing.empty() || !(span_s > 0.0)) return availability;
+  wants.push_back(std::max(coordinator_cpu_s, 0.0) / span_s);
+  const std::vector<double> shares = max_min_fair(wants, cores);
+  for (std::size_t s = 0; s < sharing.size(); ++s) {
+    if (wants[s] > 0.0) availability[sharing[s]] = std::clamp(shares[s] / wants[s], 1e-3, 1.0);
+  }
+  return availability;
+}
+
+namespace {
+
 // What the simulation needs of one node; the link cap may be tighter than the node's own link
 // (make_model_plan caps it at the node's fair share of the coordinator).
 struct SimNode {

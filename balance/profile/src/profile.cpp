@@ -1,5 +1,8 @@
 #include "tessera/balance/profile/profile.hpp"
 
+#include <sys/resource.h>
+#include <sys/utsname.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -399,8 +402,21 @@ Result<NodeProfile> measure_node(NodeLink& link, const ProfileOptions& options, 
 // coordinator is not the bottleneck it equals the sum of the links, and the model's sharing then
 // changes nothing; when it is, the sum is what the coordinator can push. (Dividing all bytes by
 // the slowest node's time instead measured the slowest link, not the coordinator.)
-Result<double> coordinator_send_capacity(ClusterConnection& cluster, const std::vector<NodeProfile>& nodes,
-                                         bool quick, const std::vector<double>& source) {
+struct CoordinatorCapacity {
+  double bytes_per_s = 0.0;
+  double cpu_s_per_byte = 0.0;
+};
+
+// This process's CPU seconds so far, user and system (the kernel's loopback work lands there).
+double process_cpu_seconds() {
+  struct rusage usage {};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0.0;
+  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+Result<CoordinatorCapacity> coordinator_send_capacity(ClusterConnection& cluster, const std::vector<NodeProfile>& nodes,
+                                                      bool quick, const std::vector<double>& source) {
   const double target = quick ? kQuickBandwidthProbeSeconds : kBandwidthProbeSeconds;
   std::vector<uint32_t> rows(cluster.links().size());
   std::vector<Result<double>> seconds(cluster.links().size(), Result<double>(0.0));
@@ -409,18 +425,24 @@ Result<double> coordinator_send_capacity(ClusterConnection& cluster, const std::
                                     static_cast<double>(kMaxProbeBytes));
     rows[i] = probe_rows(static_cast<std::size_t>(bytes));
   }
+  const double cpu_before = process_cpu_seconds();
   {
     std::vector<std::jthread> senders;
     for (std::size_t i = 0; i < rows.size(); ++i) {
       senders.emplace_back([&, i] { seconds[i] = time_to_node(cluster.links()[i], rows[i], source); });
     }
   }
-  double total_rate = 0.0;
+  const double cpu_spent = process_cpu_seconds() - cpu_before;
+  CoordinatorCapacity capacity;
+  double total_bytes = 0.0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (!seconds[i]) return explain_lost_link(cluster.links()[i], seconds[i].status());
-    total_rate += 8.0 * rows[i] * kProbeColumns / std::max(*seconds[i], 1e-9);
+    const double bytes = 8.0 * rows[i] * kProbeColumns;
+    capacity.bytes_per_s += bytes / std::max(*seconds[i], 1e-9);
+    total_bytes += bytes;
   }
-  return total_rate;
+  capacity.cpu_s_per_byte = total_bytes > 0.0 ? std::max(cpu_spent, 0.0) / total_bytes : 0.0;
+  return capacity;
 }
 
 // Every node runs the reference GEMM probe at the same moment, each on its own thread, three
@@ -469,7 +491,8 @@ void emit_speed(YAML::Emitter& out, const std::vector<SpeedPoint>& speed) {
   out << YAML::EndSeq;
 }
 
-const std::vector<std::string> kProfileKeys = {"cluster", "measured_at", "coordinator_send_bytes_per_s", "nodes"};
+const std::vector<std::string> kProfileKeys = {"cluster", "measured_at", "coordinator_send_bytes_per_s",
+                                               "coordinator_cpu_s_per_byte", "nodes"};
 // relative_power is written for people reading the file; it is derived, so never read back.
 const std::vector<std::string> kNodeProfileKeys = {
     "name",        "endpoint",     "measured_at",   "quick",    "gflops",         "concurrent_gflops", "compute_cores", "receive_cpu_s_per_byte",
@@ -572,6 +595,7 @@ ClusterProfile parse_profile(const YAML::Node& root) {
   }
   profile.measured_at = top.text_or_empty("measured_at").value_or("");
   profile.coordinator_send_bytes_per_s = top.number("coordinator_send_bytes_per_s", kNonNegative, "1.2e9").value_or(0.0);
+  profile.coordinator_cpu_s_per_byte = top.number("coordinator_cpu_s_per_byte", kNonNegative, "8e-10").value_or(0.0);
   if (const YamlMap::Entry* nodes = top.find("nodes"); nodes != nullptr && !nodes->value.IsNull()) {
     if (!nodes->value.IsSequence()) {
       fail_at(nodes->line, fmt::format("nodes is {}; nodes must be a list", describe_yaml(nodes->value)));
@@ -670,12 +694,19 @@ Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec
   }
   if (any_measured || !previous || previous->coordinator_send_bytes_per_s <= 0.0) {
     if (progress) progress("coordinator", "send capacity to all nodes at once", false);
-    Result<double> capacity = coordinator_send_capacity(cluster, profile.nodes, options.quick, source);
+    Result<CoordinatorCapacity> capacity = coordinator_send_capacity(cluster, profile.nodes, options.quick, source);
     if (!capacity) return capacity.status();
-    profile.coordinator_send_bytes_per_s = *capacity;
-    if (progress) progress("coordinator", fmt::format("sends {:.1f} MB/s to all nodes at once", *capacity / 1e6), true);
+    profile.coordinator_send_bytes_per_s = capacity->bytes_per_s;
+    profile.coordinator_cpu_s_per_byte = capacity->cpu_s_per_byte;
+    if (progress) {
+      progress("coordinator",
+               fmt::format("sends {:.1f} MB/s to all nodes at once, {:.2f} CPU ns per byte", capacity->bytes_per_s / 1e6,
+                           capacity->cpu_s_per_byte * 1e9),
+               true);
+    }
   } else {
     profile.coordinator_send_bytes_per_s = previous->coordinator_send_bytes_per_s;
+    profile.coordinator_cpu_s_per_byte = previous->coordinator_cpu_s_per_byte;
   }
   profile.measured_at = profile.nodes.empty() ? utc_now(UtcFormat::kIso8601) : profile.nodes.front().measured_at;
   for (const NodeProfile& node : profile.nodes) profile.measured_at = std::max(profile.measured_at, node.measured_at);
@@ -695,6 +726,9 @@ Status save_profile(const std::string& path, const ClusterProfile& profile) {
   out << YAML::Key << "cluster" << YAML::Value << profile.cluster;
   out << YAML::Key << "measured_at" << YAML::Value << profile.measured_at;
   out << YAML::Key << "coordinator_send_bytes_per_s" << YAML::Value << profile.coordinator_send_bytes_per_s;
+  if (profile.coordinator_cpu_s_per_byte > 0.0) {
+    out << YAML::Key << "coordinator_cpu_s_per_byte" << YAML::Value << profile.coordinator_cpu_s_per_byte;
+  }
   out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   const std::vector<double> powers = profile.relative_powers();
   for (std::size_t i = 0; i < profile.nodes.size(); ++i) {
@@ -778,6 +812,9 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
                                    const std::string& profile_path) {
   ClusterModel model;
   model.coordinator_send_bytes_per_s = profile.coordinator_send_bytes_per_s;
+  model.coordinator_cpu_s_per_byte = profile.coordinator_cpu_s_per_byte;
+  struct utsname names {};
+  const std::string coordinator_host = ::uname(&names) == 0 ? std::string(names.nodename) : std::string();
   for (const NodeSpec& node : cluster.nodes) {
     const NodeProfile* measured = profile.find(node.name);
     if (measured == nullptr) {
@@ -801,6 +838,10 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
       entry.cpu.receive_s_per_byte = measured->receive_cpu_s_per_byte / measured->compute_cores;
     }
     entry.link = {measured->link.latency_s, measured->link.to_node_bytes_per_s, measured->link.from_node_bytes_per_s};
+    // A worker reporting the coordinator's host name runs beside it and shares its cores.
+    entry.host.with_coordinator = !coordinator_host.empty() && measured->hostname == coordinator_host;
+    entry.host.cores = measured->cores;
+    entry.host.node_cores = measured->compute_cores;
     model.nodes.push_back(std::move(entry));
   }
   return model;

@@ -35,14 +35,15 @@ std::string format_scheduled(const ScheduledEval& run, double wall_s) {
   }
   out += fmt::format("schedule: {} tile tasks of {} x {}, placed by HEFT with tile caches (predicted: {})\n", run.tasks,
                      run.tile, run.tile, candidates);
-  out += fmt::format("{:<12} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "node", "tasks", "busy pred",
-                     "busy meas", "end pred", "end meas", "MB to", "MB from");
+  out += fmt::format("{:<12} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "node", "tasks", "share",
+                     "busy pred", "busy meas", "end pred", "end meas", "MB to", "MB from");
   for (const ScheduledNode& node : run.nodes) {
-    out += fmt::format("{:<12} {:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.1f} {:>10.1f}\n", node.name,
-                       node.tasks, node.predicted_busy_s, node.measured_busy_s, node.predicted_finish_s,
-                       node.measured_finish_s, static_cast<double>(node.bytes_to_node) / 1e6,
+    out += fmt::format("{:<12} {:>6} {:>5.0f}% {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.1f} {:>10.1f}\n",
+                       node.name, node.tasks, 100.0 * node.host_share, node.predicted_busy_s, node.measured_busy_s,
+                       node.predicted_finish_s, node.measured_finish_s, static_cast<double>(node.bytes_to_node) / 1e6,
                        static_cast<double>(node.bytes_from_node) / 1e6);
   }
+  out += "(share: of its profiled speed, what the schedule expects the node to keep beside the coordinator's work)\n";
   out += fmt::format("{:<12} {:>6} {:>10} {:>10}\n", "task kind", "tasks", "pred s", "meas s");
   for (const ScheduledTaskKind& kind : run.kinds) {
     out += fmt::format("{:<12} {:>6} {:>10.3f} {:>10.3f}\n", kind.kind, kind.tasks, kind.predicted_s, kind.measured_s);
@@ -75,6 +76,7 @@ nlohmann::json scheduled_json(const ScheduledEval& run) {
   for (const ScheduledNode& node : run.nodes) {
     nodes.push_back({{"name", node.name},
                      {"tasks", node.tasks},
+                     {"host_share", node.host_share},
                      {"predicted_busy_s", node.predicted_busy_s},
                      {"measured_busy_s", node.measured_busy_s},
                      {"predicted_finish_s", node.predicted_finish_s},

@@ -295,6 +295,9 @@ class DagRunner {
     return extent(dag_.matrices[tile.matrix].cols, dag_.tile, tile.col);
   }
 
+  // Whether the job must transpose what it reads (an identity block is its own transpose).
+  bool reads_transposed(const TileRef& read) const { return read.transposed && !dag_.matrices[read.matrix].identity; }
+
   // Where a read comes from on the node: its id there, or none for a zero (off-diagonal identity) tile.
   Result<std::optional<uint32_t>> operand(NodeState& node, const TileRef& read) {
     const expr::TiledMatrix& matrix = dag_.matrices[read.matrix];
@@ -380,9 +383,11 @@ class DagRunner {
       case Op::kProduct: {
         const std::size_t depth = task.reads.size() / 2;
         for (std::size_t k = 0; k < depth; ++k) {
-          Result<std::optional<uint32_t>> a = operand(node, task.reads[k]);
+          const TileRef& left = task.reads[k];
+          const TileRef& right = task.reads[depth + k];
+          Result<std::optional<uint32_t>> a = operand(node, left);
           if (!a) return a.status();
-          Result<std::optional<uint32_t>> b = operand(node, task.reads[depth + k]);
+          Result<std::optional<uint32_t>> b = operand(node, right);
           if (!b) return b.status();
           if (!*a || !*b) continue;
           tp::Job job;
@@ -391,14 +396,18 @@ class DagRunner {
           job.b_tile = **b;
           job.m = static_cast<uint32_t>(rows);
           job.n = static_cast<uint32_t>(cols);
-          job.k = static_cast<uint32_t>(cols_of(task.reads[k]));
+          // A transposed operand is read from the tile as stored, its rows and columns swapped.
+          job.k = static_cast<uint32_t>(reads_transposed(left) ? rows_of(left) : cols_of(left));
+          if (reads_transposed(left)) job.flags |= tp::kJobTransposeA;
+          if (reads_transposed(right)) job.flags |= tp::kJobTransposeB;
           jobs.push_back(job);
         }
         break;
       }
       case Op::kSum:
       case Op::kDifference:
-      case Op::kScale: {
+      case Op::kScale:
+      case Op::kTranspose: {  // a transpose that is the result: a transposed copy of each tile
         const expr::Node& node_expr = *dag_.matrices[task.output.matrix].node;
         for (std::size_t r = 0; r < task.reads.size(); ++r) {
           Result<std::optional<uint32_t>> a = operand(node, task.reads[r]);
@@ -414,13 +423,13 @@ class DagRunner {
           job.m = static_cast<uint32_t>(rows);
           job.n = static_cast<uint32_t>(cols);
           job.k = 0;
+          if (reads_transposed(task.reads[r])) job.flags |= tp::kJobTransposeA;
           jobs.push_back(job);
         }
         break;
       }
       default:
-        return internal_error(fmt::format("task {} is a {} of an intermediate, which no worker runs", task_index,
-                                          task.op == Op::kTranspose ? "transpose" : "power"));
+        return internal_error(fmt::format("task {} is a power, which the DAG never holds", task_index));
     }
     if (jobs.empty()) return store_zero_output(node, task_index);
     for (std::size_t j = 0; j < jobs.size(); ++j) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <unordered_map>
 
@@ -36,50 +35,11 @@ std::string_view kind_name(Op op) {
   }
 }
 
-// Every transpose of an input becomes an input of its own ("A'"), transposed here once, so the
-// workers only ever receive tiles to multiply and add.
-class TransposedInputs {
- public:
-  TransposedInputs(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs) : views_(inputs) {
-    expression_ = rebuild(e);
-  }
-  const expr::Expr& expression() const { return expression_; }
-  const std::map<std::string, linalg::MatrixView>& views() const { return views_; }
-
- private:
-  expr::Expr rebuild(const expr::Expr& e) {
-    if (const auto found = done_.find(e.get()); found != done_.end()) return found->second;
-    expr::Expr out;
-    if (e->op == Op::kTranspose && e->operands[0]->op == Op::kInput) {
-      const expr::Expr& input = e->operands[0];
-      expr::Node node;
-      node.op = Op::kInput;
-      node.rows = e->rows;
-      node.cols = e->cols;
-      node.name = input->name + "'";
-      if (!views_.contains(node.name)) {
-        const linalg::MatrixView source = views_.at(input->name);
-        linalg::Matrix& copy = owned_.emplace_back(source.cols, source.rows);
-        for (std::size_t i = 0; i < source.rows; ++i) {
-          for (std::size_t j = 0; j < source.cols; ++j) copy.at(j, i) = source.at(i, j);
-        }
-        views_[node.name] = copy;
-      }
-      out = std::make_shared<const expr::Node>(std::move(node));
-    } else {
-      expr::Node node = *e;
-      for (expr::Expr& operand : node.operands) operand = rebuild(operand);
-      out = std::make_shared<const expr::Node>(std::move(node));
-    }
-    done_.emplace(e.get(), out);
-    return out;
-  }
-
-  std::map<std::string, linalg::MatrixView> views_;
-  std::deque<linalg::Matrix> owned_;
-  std::unordered_map<const expr::Node*, expr::Expr> done_;
-  expr::Expr expression_;
-};
+uint64_t expr_longest(const expr::Expr& e) {
+  uint64_t longest = 1;
+  for (const expr::Expr& node : expr::nodes_in_order(e)) longest = std::max({longest, node->rows, node->cols});
+  return longest;
+}
 
 ClusterModel restricted(const ClusterModel& model, const std::vector<std::size_t>& nodes) {
   ClusterModel out;
@@ -102,11 +62,17 @@ Candidate schedule_for(const expr::Expr& e, uint64_t tile, const ClusterModel& m
   return candidate;
 }
 
-bool has_additions(const expr::Expr& e) {
-  for (const expr::Expr& node : expr::nodes_in_order(e)) {
-    if (node->op == Op::kSum || node->op == Op::kDifference || node->op == Op::kScale) return true;
+// The worker capabilities a DAG's jobs need beyond GEMM: ADD_SCALED for sums, differences,
+// scales and a transposed result; the transpose flags for any tile read transposed.
+uint64_t capabilities_needed(const expr::TaskDag& dag) {
+  uint64_t needed = 0;
+  for (const expr::TileTask& task : dag.tasks) {
+    if (task.op != Op::kProduct) needed |= transport::kCapabilityExpression;
+    for (const expr::TileRef& read : task.reads) {
+      if (read.transposed && !dag.matrices[read.matrix].identity) needed |= transport::kCapabilityTransposedJobs;
+    }
   }
-  return false;
+  return needed;
 }
 
 }  // namespace
@@ -133,15 +99,18 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
   }
   if (taking_part.empty()) return invalid_argument("no node to evaluate on");
 
-  const TransposedInputs transposed(prepared, inputs);
-  const expr::Expr& e = transposed.expression();
-  if (has_additions(e)) {
+  const expr::Expr& e = prepared;
+  {
+    // Any tile size lowers to the same kinds of jobs.
+    const uint64_t needed = capabilities_needed(expr::lower_to_tasks(e, std::max<uint64_t>(1, expr_longest(e))));
     for (std::size_t i : taking_part) {
-      if ((links[i].hello.capabilities & transport::kCapabilityExpression) == 0) {
+      const uint64_t missing = needed & ~links[i].hello.capabilities;
+      if (missing != 0) {
         return invalid_config(fmt::format(
-            "node {} runs a worker without tile sums (it does not offer the 'expression' capability: {}); "
+            "node {} runs a worker without the '{}' capability this expression's jobs need (it offers: {}); "
             "upgrade it, or run with --mode sequence",
-            links[i].spec.name, transport::capability_names(links[i].hello.capabilities)));
+            links[i].spec.name, transport::capability_names(missing),
+            transport::capability_names(links[i].hello.capabilities)));
       }
     }
   }
@@ -156,8 +125,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
   // The tile size: the fastest predicted schedule among the candidates.
   ScheduledEval report;
   const ClusterModel part_model = restricted(model, taking_part);
-  uint64_t longest = 1;
-  for (const expr::Expr& node : expr::nodes_in_order(e)) longest = std::max({longest, node->rows, node->cols});
+  const uint64_t longest = expr_longest(e);
   std::vector<uint64_t> tiles;
   if (options.tile > 0) {
     tiles.push_back(options.tile);
@@ -206,6 +174,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     ScheduledNode& node = node_figures[taking_part[p]];
     node.name = links[taking_part[p]].spec.name;
     node.predicted_busy_s = best->schedule.busy_s[p];
+    if (!best->schedule.host_availability.empty()) node.host_share = best->schedule.host_availability[p];
   }
   for (const expr::TaskPlacement& placed : best->schedule.tasks) {
     ScheduledNode& node = node_figures[taking_part[placed.node]];
@@ -223,7 +192,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     ++report.attempts;
     std::vector<linalg::MatrixView> input_views(current.dag.matrices.size());
     for (std::size_t m = 0; m < current.dag.matrices.size(); ++m) {
-      if (current.dag.matrices[m].input) input_views[m] = transposed.views().at(current.dag.matrices[m].node->name);
+      if (current.dag.matrices[m].input) input_views[m] = inputs.at(current.dag.matrices[m].node->name);
     }
     const double offset = std::chrono::duration<double>(Clock::now() - start).count();
     DagRunOptions run_options;

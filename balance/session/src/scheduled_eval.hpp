@@ -1,5 +1,5 @@
-// The scheduled evaluation behind Session::evaluate (EvalMode::kScheduled): the expression, with
-// its transposes on the inputs, lowered to tile tasks for each candidate tile size, placed by
+// The scheduled evaluation behind Session::evaluate (EvalMode::kScheduled): the expression
+// lowered to tile tasks for each candidate tile size (transposes read through, see schedule.hpp), placed by
 // HEFT with the nodes' tile caches, the fastest predicted schedule run on the workers
 // (run/dag_run.hpp), rescheduled on the survivors when a node is lost, and checked.
 // Internal to the session library; prints nothing. Not thread-safe (drives the connections).

@@ -3,8 +3,10 @@
 //
 // Lowering (tile size t): every matrix is cut into t x t tiles (smaller at the edges). A product's
 // output tile (i, j) is one task that reads A's row of tiles i and B's column of tiles j; a sum,
-// difference or scale reads the tiles at the same place, a transpose the mirrored one. Inputs'
-// tiles start at the coordinator; identity tiles cost nothing anywhere.
+// difference or scale reads the tiles at the same place. A transpose is read through: its tile
+// (i, j) is its operand's tile (j, i), transposed (TileRef::transposed), so it costs no task and
+// no bytes of its own; only a transpose that is the whole result is computed, a transposed copy
+// per tile. Inputs' tiles start at the coordinator; identity tiles cost nothing anywhere.
 //
 // HEFT (Topcuoglu et al.): tasks in decreasing upward rank (mean compute time plus the most
 // expensive path to the end, transfers at their mean cost), each placed on the node where it
@@ -17,10 +19,14 @@
 //
 // Node costs come from the performance model (model.hpp): GEMM speed at the tile's
 // square-equivalent size, the node's availability and receive charge, link latency and
-// bandwidths. Pure functions on values; thread-safe.
+// bandwidths. Nodes on the coordinator's host also lose the CPU the coordinator spends moving the
+// schedule's bytes (ClusterModel::coordinator_cpu_s_per_byte, shared max-min fairly by
+// host_availability): the schedule is made again with those shares until they settle (two passes).
+// Pure functions on values; thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +35,13 @@
 
 namespace tessera::balance::expr {
 
+// A tile as stored (row, col of its matrix), read as it is or transposed. A transpose that other
+// nodes read has no tiles of its own: its tile (i, j) is read as its operand's tile (j, i),
+// transposed, so a node holding A serves both A and A' (the cache knows one tile).
 struct TileRef {
   std::size_t matrix = 0;  // index into TaskDag::matrices
   uint32_t row = 0, col = 0;
+  bool transposed = false;
   bool operator==(const TileRef&) const = default;
 };
 
@@ -41,6 +51,7 @@ struct TiledMatrix {
   uint32_t tile_rows = 0, tile_cols = 0;  // tiles down and across
   bool input = false;                     // tiles start at the coordinator
   bool identity = false;                  // tiles are free everywhere
+  std::optional<std::size_t> transpose_of;  // a transpose read through its operand's tiles (no tasks)
 };
 
 struct TileTask {
@@ -60,7 +71,7 @@ struct TaskDag {
   double tile_bytes(const TileRef& tile) const;    // 8 x the tile's rows x cols
 };
 
-// REQUIRES: tile >= 1; `e` without kPower nodes (rewrite() lowers them).
+// REQUIRES: `e` without kPower nodes (rewrite() lowers them). A tile of 0 counts as 1.
 TaskDag lower_to_tasks(const Expr& e, uint64_t tile);
 
 struct TaskPlacement {
@@ -75,7 +86,11 @@ struct Schedule {
   std::vector<std::size_t> order;    // the tasks in the order they were placed
   double makespan_s = 0.0;           // until the result's last tile reached the coordinator
   double bytes_moved = 0.0;          // every tile transfer, the result's return included
+  double coordinator_bytes = 0.0;    // bytes the coordinator sends or receives (a move between nodes twice)
   std::vector<double> busy_s;        // per node: seconds computing
+  // Per node: the share of its speed the schedule assumed it keeps on the coordinator's host
+  // (host_availability); empty when no node shares it or nothing is short.
+  std::vector<double> host_availability;
 };
 
 struct ScheduleOptions {

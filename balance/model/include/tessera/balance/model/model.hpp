@@ -68,19 +68,40 @@ struct CpuModel {
   bool operator==(const CpuModel&) const = default;
 };
 
+// Where a node runs, for the CPU it shares: a node on the coordinator's own machine (an emulated
+// node, or a worker beside the coordinator) competes with the coordinator's work of moving bytes
+// and with the other nodes there for the machine's cores.
+struct HostModel {
+  bool with_coordinator = false;  // the node's host is the coordinator's
+  double cores = 0.0;             // the host's online cores; 0 = unknown (no contention modelled)
+  double node_cores = 0.0;        // the cores the node's compute uses when busy (its quota); 0 = unknown
+  bool operator==(const HostModel&) const = default;
+};
+
 struct NodeModel {
   std::string name;
   SpeedCurve speed;
   LinkModel link;
   CpuModel cpu;
+  HostModel host;
   bool operator==(const NodeModel&) const = default;
 };
 
 struct ClusterModel {
   std::vector<NodeModel> nodes;              // cluster order
   double coordinator_send_bytes_per_s = 0.0; // all nodes at once; 0 = unlimited
+  // The coordinator's CPU seconds (user and system) per byte it sends or receives; 0 = not charged.
+  double coordinator_cpu_s_per_byte = 0.0;
   bool operator==(const ClusterModel&) const = default;
 };
+
+// The share of its compute each node keeps on the coordinator's host during a run, in (0, 1]:
+// the host's cores divided max-min fairly (as the kernel's fair scheduler divides them between
+// cgroups and processes) among the nodes there, each wanting node_cores x busy_fraction[i], and
+// the coordinator, wanting coordinator_cpu_s / span_s. 1 for every node elsewhere, for a host
+// with room for all, and when the cores are unknown. REQUIRES: busy_fraction has a value per node.
+std::vector<double> host_availability(const ClusterModel& model, const std::vector<double>& busy_fraction,
+                                      double coordinator_cpu_s, double span_s);
 
 struct Prediction {
   std::vector<double> finish_s;  // per node, plan order; 0 for nodes without rows

@@ -81,6 +81,9 @@ struct ClusterProfile {
   std::string measured_at;  // UTC, ISO 8601, of the newest measurement
   std::vector<NodeProfile> nodes;
   double coordinator_send_bytes_per_s = 0.0;  // 0 when not measured
+  // The coordinator's CPU (user + system) per byte while it sends to all nodes at once; 0 when not
+  // measured. On a host it shares with nodes this is CPU the nodes do not get (HostModel).
+  double coordinator_cpu_s_per_byte = 0.0;
   bool operator==(const ClusterProfile&) const = default;
 
   // gflops normalised to sum 1, order of `nodes`.

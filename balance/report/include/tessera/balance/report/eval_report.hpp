@@ -7,7 +7,7 @@
 // makespan_sum_s, wall_s, mode ("scheduled" | "sequence"), scheduled (null in sequence mode) {tile,
 // candidates[] {tile, predicted_makespan_s}, tasks, predicted_/measured_/theoretical_makespan_s,
 // fastest_alone_s, theoretical_speedup, predicted_/measured_/naive_bytes, nodes[] {name, tasks,
-// predicted_/measured_busy_s, predicted_/measured_finish_s, bytes_to_node, bytes_from_node},
+// host_share, predicted_/measured_busy_s, predicted_/measured_finish_s, bytes_to_node, bytes_from_node},
 // kinds[] {kind, tasks, predicted_s, measured_s}, lost_nodes, attempts, verified,
 // verification_seconds}. Pure functions on values; thread-compatible.
 #pragma once
@@ -45,6 +45,7 @@ struct ScheduledNode {
   std::string name;
   uint64_t tasks = 0;
   double predicted_busy_s = 0.0;   // the schedule's compute time on the node
+  double host_share = 1.0;         // the share of its speed the schedule let it keep beside the coordinator
   double measured_busy_s = 0.0;    // the worker's own compute time for its jobs
   double predicted_finish_s = 0.0; // when its last task ends in the simulation
   double measured_finish_s = 0.0;  // when its last task's credit came back

@@ -5,8 +5,9 @@
 // Per node, one thread sends and one reads. For each task the sender releases the tiles the
 // schedule evicts, stores the tiles the schedule fetches, then sends the task's jobs: a product
 // tile is one GEMM JOB per k (the first creates the output), a sum, difference or scale one
-// ADD_SCALED JOB per operand with its scalar as a 1x1 tile, and a transpose of an input is the
-// input's tile transposed by the coordinator and stored as the output. A tile the schedule moves
+// ADD_SCALED JOB per operand with its scalar as a 1x1 tile, and a transposed read (A' read
+// through A's tiles) sets the JOB's transpose flag for that operand, so a node holding A serves
+// A' too; a transpose that is the whole result is an ADD_SCALED copy with A transposed. A tile the schedule moves
 // from one node to another travels through the coordinator: its producer's last job returns it
 // as RESULT and the coordinator keeps it for whoever fetches it next (kept until the run ends).
 // Identity tiles cost nothing: off-diagonal ones are zero and skipped, a diagonal one is stored
@@ -73,7 +74,8 @@ struct DagRun {
 // links[p]: the index in cluster.links() of schedule node p. inputs[m]: the data of DAG matrix m
 // when dag.matrices[m].input (others ignored). result: dag.matrices[dag.result]'s shape.
 // REQUIRES: the schedule was made for `dag` on as many nodes as `links` names; every node whose
-// tasks include a sum, difference or scale offers transport::kCapabilityExpression (the caller
+// tasks include a sum, difference, scale or transposed copy offers transport::kCapabilityExpression,
+// and one that reads a tile transposed offers transport::kCapabilityTransposedJobs (the caller
 // refuses otherwise). Fails (not incomplete) only on bad arguments; a node's failure is in
 // DagRun::lost.
 Result<DagRun> run_dag(ClusterConnection& cluster, const std::vector<std::size_t>& links, const expr::TaskDag& dag,
