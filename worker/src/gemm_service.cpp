@@ -11,6 +11,7 @@
 #include "tessera/worker/gemm_service.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <chrono>
 #include <limits>
@@ -52,12 +53,12 @@ const FaultHooks& fault_hooks() { return g_fault_hooks; }
 
 namespace {
 
-// Sends a RESULT of `c` from tile memory: the CRC pass reads the memory the gathered write sends
-// right after, so the check value is of the bytes as sent and nothing is copied.
-void write_result(tp::FrameConnection& connection, const tp::Job& job, const Tile& c, uint64_t request_id) {
-  const std::span<const double> data(c.data(), c.size());
-  const tp::TilePrefix prefix{c.id(), c.rows(), c.cols(), tp::tile_crc32c(data)};
-  const auto result_prefix = tp::encode_result_prefix(job.job_id, c.compute_seconds(), prefix);
+// Sends a RESULT of tile `tile_id` whose values are `data` (rows x cols): the CRC pass reads the
+// memory the gathered write sends right after, so the check value is of the bytes as sent.
+void write_result(tp::FrameConnection& connection, const tp::Job& job, uint32_t tile_id, uint32_t rows, uint32_t cols,
+                  double compute_seconds, std::span<const double> data, uint64_t request_id) {
+  const tp::TilePrefix prefix{tile_id, rows, cols, tp::tile_crc32c(data)};
+  const auto result_prefix = tp::encode_result_prefix(job.job_id, compute_seconds, prefix);
   tp::FrameHeader header;
   header.type = static_cast<uint16_t>(tp::MessageType::kResult);
   header.request_id = request_id;
@@ -66,10 +67,10 @@ void write_result(tp::FrameConnection& connection, const tp::Job& job, const Til
   if ((hooks.die_after_result_bytes || hooks.corrupt_first_result) && !g_result_fault_used.exchange(true)) {
     std::vector<double> sent(data.begin(), data.end());
     if (hooks.corrupt_first_result) {
-      std::byte& victim = reinterpret_cast<std::byte*>(sent.data())[c.bytes() / 2];
+      std::byte& victim = reinterpret_cast<std::byte*>(sent.data())[data.size_bytes() / 2];
       victim ^= std::byte{0x10};
     }
-    std::size_t data_bytes = c.bytes();
+    std::size_t data_bytes = data.size_bytes();
     if (hooks.die_after_result_bytes) data_bytes = static_cast<std::size_t>(std::min<uint64_t>(*hooks.die_after_result_bytes, data_bytes));
     header.payload_length = tp::result_payload_bytes(prefix);
     const auto header_bytes = tp::encode_header(header);
@@ -80,7 +81,7 @@ void write_result(tp::FrameConnection& connection, const tp::Job& job, const Til
     return;
   }
 #endif
-  const std::array<asio::const_buffer, 2> parts{asio::buffer(result_prefix), asio::buffer(data.data(), c.bytes())};
+  const std::array<asio::const_buffer, 2> parts{asio::buffer(result_prefix), asio::buffer(data.data(), data.size_bytes())};
   (void)connection.write_frame(header, parts);
 }
 
@@ -111,7 +112,8 @@ void complete_job(SessionContext& context, const tp::Job& job, uint64_t request_
   tiles.a.reset();
   tiles.b.reset();
   context.count_finished_job();
-  // Writing is communication even though it runs on a pool thread: its CPU time moves to io.
+  // Copying C and writing are communication even though they run on a pool thread: their CPU
+  // time moves to io.
   const double write_cpu_start = thread_cpu_seconds();
   tp::FrameConnection& connection = context.connection();
 #ifdef TESSERA_FAULT_HOOKS
@@ -119,14 +121,36 @@ void complete_job(SessionContext& context, const tp::Job& job, uint64_t request_
     std::this_thread::sleep_for(std::chrono::milliseconds(*delay));
   }
 #endif
-  // A failed write means the peer is gone; the session's reader notices and ends the session.
-  (void)connection.write_message(tp::Credit{job.job_id, 1, seconds}, request_id);
-  if ((job.flags & tp::kJobSendResult) != 0) write_result(connection, job, *tiles.c, request_id);
+  const Tile& c = *tiles.c;
+  const bool send_result = (job.flags & tp::kJobSendResult) != 0;
+  // The CREDIT and RESULT go out on the session's writer thread, the RESULT from a copy of C
+  // (charged to the store's cap) so that a later job may write C while it travels. A failed write
+  // means the peer is gone; the session's reader notices and ends the session.
+  std::shared_ptr<Tile> copy;
+  if (send_result) {
+    Result<std::shared_ptr<Tile>> scratch = context.store().allocate_scratch(c.rows(), c.cols(), /*zero_fill=*/false);
+    if (scratch) {
+      copy = std::move(*scratch);
+      std::memcpy(copy->data(), c.data(), c.bytes());
+    }
+  }
+  if (!send_result || copy) {
+    context.write_later([&connection, job, request_id, seconds, copy, id = c.id(), rows = c.rows(), cols = c.cols(),
+                         compute_seconds = c.compute_seconds()] {
+      (void)connection.write_message(tp::Credit{job.job_id, 1, seconds}, request_id);
+      if (copy) write_result(connection, job, id, rows, cols, compute_seconds, {copy->data(), copy->size()}, request_id);
+    });
+  } else {
+    // No memory for a copy: what is queued goes first, then this job's replies from C itself.
+    context.flush_writes();
+    (void)connection.write_message(tp::Credit{job.job_id, 1, seconds}, request_id);
+    write_result(connection, job, c.id(), c.rows(), c.cols(), c.compute_seconds(), {c.data(), c.size()}, request_id);
+  }
   ComputePool::count_as_io(thread_cpu_seconds() - write_cpu_start);
 }
 
 // One accepted GEMM_ACCUMULATE JOB on the compute pool: the product in row strips, then
-// complete_job. complete() runs before the next job starts, so C is stable while RESULT sends it.
+// complete_job. complete() runs before the next job starts and copies C for its RESULT.
 class GemmJob final : public GemmRowStrips {
  public:
   GemmJob(const GemmTask& gemm, SessionContext& context, const tp::Job& job, uint64_t request_id, JobTiles tiles)

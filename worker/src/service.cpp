@@ -22,6 +22,48 @@ SessionContext::SessionContext(tp::FrameConnection& connection, TileStore& store
       secret_(secret),
       peer_(connection.peer()) {}
 
+SessionContext::~SessionContext() {
+  flush_writes();
+  {
+    std::lock_guard lock(writes_mutex_);
+    writer_stop_ = true;
+  }
+  writes_changed_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+void SessionContext::write_later(std::function<void()> write) {
+  {
+    std::lock_guard lock(writes_mutex_);
+    writes_.push_back(std::move(write));
+    if (!writer_.joinable()) {
+      writer_ = std::thread([this] {
+        std::unique_lock queue(writes_mutex_);
+        for (;;) {
+          writes_changed_.wait(queue, [this] { return writer_stop_ || !writes_.empty(); });
+          if (writes_.empty()) return;  // stopping, nothing left
+          std::function<void()> next = std::move(writes_.front());
+          writes_.pop_front();
+          write_running_ = true;
+          queue.unlock();
+          const double cpu_start = thread_cpu_seconds();
+          next();
+          writer_cpu_ns_.fetch_add(static_cast<int64_t>((thread_cpu_seconds() - cpu_start) * 1e9));
+          queue.lock();
+          write_running_ = false;
+          writes_changed_.notify_all();
+        }
+      });
+    }
+  }
+  writes_changed_.notify_all();
+}
+
+void SessionContext::flush_writes() {
+  std::unique_lock lock(writes_mutex_);
+  writes_changed_.wait(lock, [this] { return writes_.empty() && !write_running_; });
+}
+
 bool SessionContext::stopping() const {
   if (stopping_.load() || peer_gone_.load()) return true;
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -41,6 +83,7 @@ void SessionContext::start_counting() {
   bytes_sent_start_ = connection_.bytes_sent();
   connection_compute_cpu_ = 0.0;
   jobs_finished_ = 0;
+  writer_cpu_ns_ = 0;
 }
 
 void SessionContext::add_connection_compute_cpu(double seconds) {
@@ -53,7 +96,8 @@ tp::Stats SessionContext::stats() const {
   out.session_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const double connection_cpu = thread_cpu_seconds() - connection_cpu_start_;
   out.io_cpu_seconds = std::max(connection_cpu - connection_compute_cpu_, 0.0) +
-                       (pool.io_cpu_seconds - pool_start_.io_cpu_seconds);
+                       (pool.io_cpu_seconds - pool_start_.io_cpu_seconds) +
+                       1e-9 * static_cast<double>(writer_cpu_ns_.load());
   out.compute_cpu_seconds =
       connection_compute_cpu_ + (pool.compute_cpu_seconds - pool_start_.compute_cpu_seconds);
   out.compute_wall_seconds = pool.wall_seconds - pool_start_.wall_seconds;

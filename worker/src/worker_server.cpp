@@ -467,6 +467,7 @@ SessionStep Session::handle_bye(uint64_t request_id) {
   server_.slot_.mark_closing();
   // Queued tasks still send their replies (CREDITs, RESULTs): BYE is an orderly end, not an abort.
   server_.pool_.wait_idle();
+  context_.flush_writes();
   (void)connection_->write_message(tp::Bye{}, request_id);
   return context_.end("BYE");
 }
@@ -474,9 +475,11 @@ SessionStep Session::handle_bye(uint64_t request_id) {
 void Session::close() {
   server_.slot_.mark_closing();
   server_.pool_.cancel_pending();
-  // Shut down first: a completion blocked writing to a peer that stopped reading then returns.
+  // Shut down first: a completion or the writer blocked writing to a peer that stopped reading
+  // then returns.
   connection_->shutdown();
   server_.pool_.wait_idle();
+  context_.flush_writes();
   // Services free what they held for the coordinator (a graph run, its peer links) before the
   // next coordinator can claim the slot.
   server_.services_.end_session();

@@ -24,10 +24,14 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "tessera/core/status.hpp"
@@ -52,6 +56,8 @@ class SessionContext {
   // `secret` is the worker's shared secret; it must outlive the context.
   SessionContext(transport::FrameConnection& connection, TileStore& store, ComputePool& pool,
                  const std::atomic<bool>& stopping, const std::string& secret);
+  // Runs every write queued with write_later first (or drops them once the connection is gone).
+  ~SessionContext();
   SessionContext(const SessionContext&) = delete;
   SessionContext& operator=(const SessionContext&) = delete;
 
@@ -92,6 +98,15 @@ class SessionContext {
   SessionStep end(std::string reason);
   const std::string& end_reason() const { return end_reason_; }
 
+  // --- Replies written off the compute threads ---
+  // Runs `write` on the session's writer thread after every write queued before it, so a compute
+  // thread that finished a job starts the next one while the job's CREDIT and RESULT travel (a
+  // RESULT written on the compute thread held it for as long as the coordinator took to read the
+  // tile). The writer's CPU time counts as io in STATS. Any thread.
+  void write_later(std::function<void()> write);
+  // Returns once every write queued before the call has run. Any thread but the writer.
+  void flush_writes();
+
   // "tessera-worker: session with PEER: line" on stderr. Any thread.
   void log(std::string_view line) const;
 
@@ -119,6 +134,14 @@ class SessionContext {
   mutable std::atomic<bool> peer_gone_{false};
   mutable std::atomic<int64_t> next_peer_check_ns_{0};
   std::any service_state_;
+  // The writer thread (started by the first write_later) and what it still has to write.
+  std::mutex writes_mutex_;
+  std::condition_variable writes_changed_;
+  std::deque<std::function<void()>> writes_;
+  bool write_running_ = false;
+  bool writer_stop_ = false;
+  std::thread writer_;
+  std::atomic<int64_t> writer_cpu_ns_{0};  // since start_counting()
 };
 
 // How one message type is answered. Exactly one of on_message and on_stream is set.
