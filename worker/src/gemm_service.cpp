@@ -85,6 +85,13 @@ void write_result(tp::FrameConnection& connection, const tp::Job& job, uint32_t 
   (void)connection.write_frame(header, parts);
 }
 
+// The largest RESULT sent from a copy on the writer thread. Copying a larger tile (fresh pages,
+// then the memcpy) costs its compute thread about what writing it does: with every block copied,
+// two uncapped workers multiplying n = 2048 (16 MB blocks of C) reached 0.68 of local OpenBLAS
+// against 0.72 without copies (scripts/bench-two-workers.sh, 3 rounds each). The expression DAG's
+// tiles (256..1024 square: 0.5..8 MB) travel while the next job runs.
+constexpr std::size_t kLargestCopiedResult = std::size_t{8} << 20;
+
 // [first, first + count) lies inside [0, extent).
 bool inside(uint32_t first, uint32_t count, uint32_t extent) {
   return static_cast<uint64_t>(first) + count <= extent;
@@ -127,7 +134,7 @@ void complete_job(SessionContext& context, const tp::Job& job, uint64_t request_
   // (charged to the store's cap) so that a later job may write C while it travels. A failed write
   // means the peer is gone; the session's reader notices and ends the session.
   std::shared_ptr<Tile> copy;
-  if (send_result) {
+  if (send_result && c.bytes() <= kLargestCopiedResult) {
     Result<std::shared_ptr<Tile>> scratch = context.store().allocate_scratch(c.rows(), c.cols(), /*zero_fill=*/false);
     if (scratch) {
       copy = std::move(*scratch);
@@ -141,7 +148,8 @@ void complete_job(SessionContext& context, const tp::Job& job, uint64_t request_
       if (copy) write_result(connection, job, id, rows, cols, compute_seconds, {copy->data(), copy->size()}, request_id);
     });
   } else {
-    // No memory for a copy: what is queued goes first, then this job's replies from C itself.
+    // A large tile, or no memory for a copy: what is queued goes first, then this job's replies
+    // from C itself.
     context.flush_writes();
     (void)connection.write_message(tp::Credit{job.job_id, 1, seconds}, request_id);
     write_result(connection, job, c.id(), c.rows(), c.cols(), c.compute_seconds(), {c.data(), c.size()}, request_id);

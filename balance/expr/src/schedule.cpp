@@ -203,7 +203,10 @@ double compute_seconds(const TileTask& task, const NodeModel& node) {
   const double rate = usable(node.speed.gflops_at(size)) * 1e9;
   if (rate <= 0.0) return kInfinity;
   const double availability = node.cpu.availability > 0.0 ? std::min(node.cpu.availability, 1.0) : 1.0;
-  return task.flops / rate / availability;
+  // One job per tile of the inner dimension for a product, one per operand for a sum.
+  const double overhead = std::max(node.cpu.job_overhead_s, 0.0) *
+                          (task.op == Op::kProduct ? jobs : static_cast<double>(task.reads.size()));
+  return (task.flops / rate + overhead) / availability;
 }
 
 }  // namespace

@@ -277,6 +277,36 @@ Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>
   return seconds;
 }
 
+// Seconds a node takes per job besides the job's arithmetic: `count` 1x1x1 jobs sent back to
+// back, from the first written to the last CREDIT read, divided by `count` (decoding, queueing,
+// waking the compute thread, the CREDIT). The best of `repeats`: interference only adds.
+Result<double> job_overhead(NodeLink& link, int count, int repeats, uint64_t& job_id) {
+  const double one = 1.0;
+  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
+  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeB, 1, 1, &one));
+  tp::Job job;
+  job.a_tile = kProbeA;
+  job.b_tile = kProbeB;
+  job.c_tile = kProbeC;
+  job.m = job.n = job.k = 1;
+  job.c_rows = job.c_cols = 1;
+  double best = std::numeric_limits<double>::infinity();
+  for (int repeat = 0; repeat < repeats; ++repeat) {
+    const auto start = Clock::now();
+    for (int i = 0; i < count; ++i) {
+      job.job_id = job_id++;
+      job.flags = (repeat == 0 && i == 0) ? tp::kJobCreateOutput : 0u;
+      TESSERA_RETURN_IF_ERROR(link.connection->write_message(job));
+    }
+    for (int i = 0; i < count; ++i) {
+      if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
+    }
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count() / count);
+  }
+  TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeA, kProbeB, kProbeC}}));
+  return best;
+}
+
 // A small transfer estimates the rate, then transfers sized to last about `target_seconds`
 // measure it; the best is kept, since interference only ever makes a transfer slower. Rates are
 // net of one round trip.
@@ -394,6 +424,11 @@ Result<NodeProfile> measure_node(NodeLink& link, const ProfileOptions& options, 
   node.link.to_node_bytes_per_s = *to_node;
   node.link.from_node_bytes_per_s = *from_node;
   node.has_link = true;
+  say("per-job cost");
+  // 64 jobs: well past the pipeline's start, a few milliseconds even on a quarter-core node.
+  Result<double> per_job = job_overhead(link, 64, options.quick ? 2 : 3, job_id);
+  if (!per_job) return per_job.status();
+  node.job_overhead_s = *per_job;
   return node;
 }
 
@@ -495,7 +530,7 @@ const std::vector<std::string> kProfileKeys = {"cluster", "measured_at", "coordi
                                                "coordinator_cpu_s_per_byte", "nodes"};
 // relative_power is written for people reading the file; it is derived, so never read back.
 const std::vector<std::string> kNodeProfileKeys = {
-    "name",        "endpoint",     "measured_at",   "quick",    "gflops",         "concurrent_gflops", "compute_cores", "receive_cpu_s_per_byte",
+    "name",        "endpoint",     "measured_at",   "quick",    "gflops",         "concurrent_gflops", "compute_cores", "receive_cpu_s_per_byte", "job_overhead_s",
     "relative_power", "probe_size", "repetitions", "probe_seconds", "speed",    "link",
     "threads",     "cores",        "memory_bytes",  "arch",     "hostname",       "worker_version",
     "fingerprint"};
@@ -536,6 +571,7 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
   node.concurrent_gflops = fields.number("concurrent_gflops", kNonNegative, "9.5").value_or(0.0);
   node.compute_cores = fields.number("compute_cores", kNonNegative, "0.25").value_or(0.0);
   node.receive_cpu_s_per_byte = fields.number("receive_cpu_s_per_byte", kNonNegative, "1e-10").value_or(0.0);
+  node.job_overhead_s = fields.number("job_overhead_s", kNonNegative, "5e-5").value_or(0.0);
   node.probe_size = static_cast<uint32_t>(fields.integer("probe_size", 0, kMaxUint32, "1024").value_or(0));
   node.repetitions = static_cast<uint32_t>(fields.integer("repetitions", 0, kMaxUint32, "10").value_or(0));
   node.probe_seconds = fields.number("probe_seconds", kNonNegative, "0.3").value_or(0.0);
@@ -741,6 +777,7 @@ Status save_profile(const std::string& path, const ClusterProfile& profile) {
     out << YAML::Key << "gflops" << YAML::Value << node.gflops;
     if (node.concurrent_gflops > 0.0) out << YAML::Key << "concurrent_gflops" << YAML::Value << node.concurrent_gflops;
     if (node.compute_cores > 0.0) out << YAML::Key << "compute_cores" << YAML::Value << node.compute_cores;
+    if (node.job_overhead_s > 0.0) out << YAML::Key << "job_overhead_s" << YAML::Value << node.job_overhead_s;
     if (node.receive_cpu_s_per_byte > 0.0) {
       out << YAML::Key << "receive_cpu_s_per_byte" << YAML::Value << node.receive_cpu_s_per_byte;
     }
@@ -837,6 +874,7 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
     if (measured->compute_cores > 0.0) {
       entry.cpu.receive_s_per_byte = measured->receive_cpu_s_per_byte / measured->compute_cores;
     }
+    entry.cpu.job_overhead_s = measured->job_overhead_s;
     entry.link = {measured->link.latency_s, measured->link.to_node_bytes_per_s, measured->link.from_node_bytes_per_s};
     // A worker reporting the coordinator's host name runs beside it and shares its cores.
     entry.host.with_coordinator = !coordinator_host.empty() && measured->hostname == coordinator_host;

@@ -65,6 +65,9 @@ struct CpuModel {
   // (0, 1]; 1 = no contention modelled. profile_model leaves it at 1 (the all-at-once probe is
   // too noise-prone to drive forecasts); a caller that knows better may set it.
   double availability = 1.0;
+  // Seconds each job costs the node besides its arithmetic (profiled); the expression scheduler
+  // charges it per job, where tiles are small enough for it to matter. 0 = not charged.
+  double job_overhead_s = 0.0;
   bool operator==(const CpuModel&) const = default;
 };
 

@@ -58,6 +58,9 @@ struct NodeProfile {
   // The worker's communication CPU seconds per byte it received during the to-node link probe
   // (reading the socket into tile memory). 0 when not measured.
   double receive_cpu_s_per_byte = 0.0;
+  // Seconds the node spends per job besides its arithmetic (decoding, queueing, the CREDIT), from
+  // 64 tiny jobs sent back to back; 0 when not measured.
+  double job_overhead_s = 0.0;
   uint32_t probe_size = 0;        // the reference size
   uint32_t repetitions = 0;       // GEMMs in the reference window
   double probe_seconds = 0.0;     // length of the reference window
