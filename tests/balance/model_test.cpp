@@ -676,3 +676,18 @@ TEST(HostAvailability, NodesElsewhereOrOfUnknownCoresKeepTheirSpeed) {
 
 }  // namespace
 }  // namespace tessera::balance
+
+namespace tessera::balance {
+namespace {
+
+TEST(SquareEquivalentSize, IsTheSizeForCubesAndAboutThreeForVectorMatrixProducts) {
+  EXPECT_DOUBLE_EQ(square_equivalent_size(512, 512, 512), 512.0);
+  EXPECT_NEAR(square_equivalent_size(1, 2048, 2048), kVectorEquivalentSize, 0.01);
+  EXPECT_NEAR(square_equivalent_size(2048, 1, 2048), kVectorEquivalentSize, 0.01);
+  EXPECT_DOUBLE_EQ(square_equivalent_size(0, 5, 5), 0.0);
+  // A skinny job reads the curve far below its cube root: 1 x 512 x 512 sits at ~3, not 64.
+  EXPECT_LT(square_equivalent_size(1, 512, 512), 3.0);
+}
+
+}  // namespace
+}  // namespace tessera::balance

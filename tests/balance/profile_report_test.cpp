@@ -47,6 +47,9 @@ ClusterProfile sample_profile() {
   profile.nodes[0].concurrent_gflops = 30.0;  // slowed by the others; the pi's is not measured
   profile.nodes[1].compute_cores = 0.25;      // and the CPU figures of the pi only
   profile.nodes[1].receive_cpu_s_per_byte = 7.5e-10;
+  profile.nodes[1].job_overhead_s = 2.5e-5;
+  profile.nodes[1].vector_gflops = 0.8;
+  profile.coordinator_cpu_s_per_byte = 3e-10;
   return profile;
 }
 

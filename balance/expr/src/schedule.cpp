@@ -146,6 +146,8 @@ TaskDag lower_to_tasks(const Expr& e, uint64_t tile) {
         const double rows = static_cast<double>(extent(m.rows, t, i));
         const double cols = static_cast<double>(extent(m.cols, t, j));
         task.output_bytes = 8.0 * rows * cols;
+        task.output_rows = rows;
+        task.output_cols = cols;
         switch (node->op) {
           case Op::kProduct: {
             const uint32_t depth = dag.matrices[a].tile_cols;
@@ -198,8 +200,12 @@ namespace {
 double compute_seconds(const TileTask& task, const NodeModel& node) {
   if (task.flops <= 0.0) return 0.0;
   const double jobs = std::max<double>(1.0, static_cast<double>(task.reads.size() / 2));
-  double size = std::cbrt(task.flops / 2.0 / jobs);
-  if (task.op != Op::kProduct) size = std::sqrt(task.flops);
+  double size = std::sqrt(task.flops);
+  if (task.op == Op::kProduct) {
+    // The job's own shape: rows x cols of the output, inner depth = flops / (2 rows cols jobs).
+    const double rows = task.output_rows, cols = task.output_cols;
+    size = square_equivalent_size(rows, cols, task.flops / (2.0 * rows * cols * jobs));
+  }
   const double rate = usable(node.speed.gflops_at(size)) * 1e9;
   if (rate <= 0.0) return kInfinity;
   const double availability = node.cpu.availability > 0.0 ? std::min(node.cpu.availability, 1.0) : 1.0;

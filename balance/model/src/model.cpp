@@ -62,6 +62,11 @@ std::vector<double> max_min_fair(std::span<const double> caps, double capacity) 
 
 }  // namespace
 
+double square_equivalent_size(double m, double n, double k) {
+  const double bytes = m * k + k * n + m * n;
+  return bytes > 0.0 ? 3.0 * m * n * k / bytes : 0.0;
+}
+
 std::vector<double> host_availability(const ClusterModel& model, const std::vector<double>& busy_fraction,
                                       double coordinator_cpu_s, double span_s) {
   std::vector<double> availability(model.nodes.size(), 1.0);

@@ -4,6 +4,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <tuple>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -307,6 +308,50 @@ Result<double> job_overhead(NodeLink& link, int count, int repeats, uint64_t& jo
   return best;
 }
 
+// The node's rate on vector-matrix products (1 x n by n x n, n = kVectorProbeSize): memory-bound
+// where a square GEMM is compute-bound, the kind of job a Markov chain or a HITS step runs. The
+// tiles are made on the worker by jobs that create their outputs (nothing of size travels), then
+// `count` products are timed from the first written to the last CREDIT; the best of `repeats`.
+constexpr uint32_t kVectorProbeSize = 2048;  // a 32 MB matrix: past the caches, as a chain's is
+Result<double> vector_gflops(NodeLink& link, int count, int repeats, uint64_t& job_id) {
+  const uint32_t n = kVectorProbeSize;
+  const double one = 1.0;
+  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
+  tp::Job make;
+  make.a_tile = make.b_tile = kProbeA;
+  make.m = make.n = make.k = 1;
+  make.flags = tp::kJobCreateOutput;
+  for (const auto& [tile, rows, cols] : {std::tuple{kProbeB, n, n}, std::tuple{kProbeC, 1u, n}, std::tuple{kProbeTile, 1u, n}}) {
+    make.job_id = job_id++;
+    make.c_tile = tile;
+    make.c_rows = rows;
+    make.c_cols = cols;
+    TESSERA_RETURN_IF_ERROR(link.connection->write_message(make));
+    if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
+  }
+  tp::Job job;
+  job.a_tile = kProbeC;  // 1 x n (zeros: the same arithmetic and memory traffic as any values)
+  job.b_tile = kProbeB;
+  job.c_tile = kProbeTile;
+  job.m = 1;
+  job.n = job.k = n;
+  double best = 0.0;
+  for (int repeat = 0; repeat < repeats; ++repeat) {
+    const auto start = Clock::now();
+    for (int i = 0; i < count; ++i) {
+      job.job_id = job_id++;
+      TESSERA_RETURN_IF_ERROR(link.connection->write_message(job));
+    }
+    for (int i = 0; i < count; ++i) {
+      if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    best = std::max(best, 2.0 * n * n * count / std::max(seconds, 1e-9) / 1e9);
+  }
+  TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeA, kProbeB, kProbeC, kProbeTile}}));
+  return best;
+}
+
 // A small transfer estimates the rate, then transfers sized to last about `target_seconds`
 // measure it; the best is kept, since interference only ever makes a transfer slower. Rates are
 // net of one round trip.
@@ -429,6 +474,14 @@ Result<NodeProfile> measure_node(NodeLink& link, const ProfileOptions& options, 
   Result<double> per_job = job_overhead(link, 64, options.quick ? 2 : 3, job_id);
   if (!per_job) return per_job.status();
   node.job_overhead_s = *per_job;
+  // Its tiles take 32 MB; a worker with less tile memory than twice that goes without (its
+  // refusal would end the session).
+  if (link.hello.tile_memory_cap >= 2 * 8ull * kVectorProbeSize * (kVectorProbeSize + 2)) {
+    say("vector-matrix rate");
+    Result<double> vector = vector_gflops(link, 8, options.quick ? 1 : 2, job_id);
+    if (!vector) return vector.status();
+    node.vector_gflops = *vector;
+  }
   return node;
 }
 
@@ -530,7 +583,7 @@ const std::vector<std::string> kProfileKeys = {"cluster", "measured_at", "coordi
                                                "coordinator_cpu_s_per_byte", "nodes"};
 // relative_power is written for people reading the file; it is derived, so never read back.
 const std::vector<std::string> kNodeProfileKeys = {
-    "name",        "endpoint",     "measured_at",   "quick",    "gflops",         "concurrent_gflops", "compute_cores", "receive_cpu_s_per_byte", "job_overhead_s",
+    "name",        "endpoint",     "measured_at",   "quick",    "gflops",         "concurrent_gflops", "compute_cores", "receive_cpu_s_per_byte", "job_overhead_s", "vector_gflops",
     "relative_power", "probe_size", "repetitions", "probe_seconds", "speed",    "link",
     "threads",     "cores",        "memory_bytes",  "arch",     "hostname",       "worker_version",
     "fingerprint"};
@@ -572,6 +625,7 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
   node.compute_cores = fields.number("compute_cores", kNonNegative, "0.25").value_or(0.0);
   node.receive_cpu_s_per_byte = fields.number("receive_cpu_s_per_byte", kNonNegative, "1e-10").value_or(0.0);
   node.job_overhead_s = fields.number("job_overhead_s", kNonNegative, "5e-5").value_or(0.0);
+  node.vector_gflops = fields.number("vector_gflops", kNonNegative, "3.5").value_or(0.0);
   node.probe_size = static_cast<uint32_t>(fields.integer("probe_size", 0, kMaxUint32, "1024").value_or(0));
   node.repetitions = static_cast<uint32_t>(fields.integer("repetitions", 0, kMaxUint32, "10").value_or(0));
   node.probe_seconds = fields.number("probe_seconds", kNonNegative, "0.3").value_or(0.0);
@@ -778,6 +832,7 @@ Status save_profile(const std::string& path, const ClusterProfile& profile) {
     if (node.concurrent_gflops > 0.0) out << YAML::Key << "concurrent_gflops" << YAML::Value << node.concurrent_gflops;
     if (node.compute_cores > 0.0) out << YAML::Key << "compute_cores" << YAML::Value << node.compute_cores;
     if (node.job_overhead_s > 0.0) out << YAML::Key << "job_overhead_s" << YAML::Value << node.job_overhead_s;
+    if (node.vector_gflops > 0.0) out << YAML::Key << "vector_gflops" << YAML::Value << node.vector_gflops;
     if (node.receive_cpu_s_per_byte > 0.0) {
       out << YAML::Key << "receive_cpu_s_per_byte" << YAML::Value << node.receive_cpu_s_per_byte;
     }
@@ -870,7 +925,11 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
     // used as the node's availability: on a quiet machine it read 97-100% of the alone rate and
     // changed nothing, and one reading taken beside a build (a desktop at 12 of 59 GFLOP/s) made
     // the forecast 3.8x too slow on local-mixed (README, "The performance model").
-    entry.speed = SpeedCurve(measured->speed);
+    // The vector-matrix rate joins the curve at its square-equivalent size (a square GEMM of the
+    // same flops per byte, 3 mnk / (mk + kn + mn): about 3), below every square probe.
+    std::vector<SpeedPoint> points = measured->speed;
+    if (measured->vector_gflops > 0.0) points.push_back({kVectorEquivalentSize, measured->vector_gflops});
+    entry.speed = SpeedCurve(std::move(points));
     if (measured->compute_cores > 0.0) {
       entry.cpu.receive_s_per_byte = measured->receive_cpu_s_per_byte / measured->compute_cores;
     }

@@ -17,8 +17,8 @@
 // queued on the receiving node's link. Intermediates therefore stay where they were made. At the
 // end the result's tiles travel to the coordinator.
 //
-// Node costs come from the performance model (model.hpp): GEMM speed at the tile's
-// square-equivalent size, the node's availability and receive charge, link latency and
+// Node costs come from the performance model (model.hpp): GEMM speed at each job's
+// square-equivalent size (so a vector-matrix tile runs at the memory-bound rate), the node's availability and receive charge, link latency and
 // bandwidths. Nodes on the coordinator's host also lose the CPU the coordinator spends moving the
 // schedule's bytes (ClusterModel::coordinator_cpu_s_per_byte, shared max-min fairly by
 // host_availability): the schedule is made again with those shares until they settle (two passes).
@@ -60,6 +60,7 @@ struct TileTask {
   std::vector<TileRef> reads;
   double flops = 0.0;
   double output_bytes = 0.0;
+  double output_rows = 0.0, output_cols = 0.0;  // the output tile's shape
 };
 
 struct TaskDag {

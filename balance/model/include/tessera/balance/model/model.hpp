@@ -26,8 +26,14 @@
 
 namespace tessera::balance {
 
+// A GEMM of m x k by k x n does 2 mnk flops on 8 (mk + kn + mn) bytes; its square-equivalent size
+// is the square GEMM with the same flops per byte, 3 mnk / (mk + kn + mn) (n for n x n x n). A
+// vector-matrix product (1 x n by n x n) is about 3.
+double square_equivalent_size(double m, double n, double k);
+inline constexpr double kVectorEquivalentSize = 3.0;
+
 struct SpeedPoint {
-  double size = 0.0;   // square GEMM dimension
+  double size = 0.0;   // square GEMM dimension, or square-equivalent size
   double gflops = 0.0;
   bool operator==(const SpeedPoint&) const = default;
 };

@@ -61,6 +61,10 @@ struct NodeProfile {
   // Seconds the node spends per job besides its arithmetic (decoding, queueing, the CREDIT), from
   // 64 tiny jobs sent back to back; 0 when not measured.
   double job_overhead_s = 0.0;
+  // GFLOP/s on 1 x 2048 by 2048 x 2048 products (memory-bound), from jobs on tiles the worker
+  // made itself; 0 when not measured. The model places it on the speed curve at
+  // kVectorEquivalentSize.
+  double vector_gflops = 0.0;
   uint32_t probe_size = 0;        // the reference size
   uint32_t repetitions = 0;       // GEMMs in the reference window
   double probe_seconds = 0.0;     // length of the reference window
