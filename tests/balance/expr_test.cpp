@@ -123,6 +123,17 @@ TEST(ExprRewrite, AVectorTimesAPowerBecomesVectorMatrixProducts) {
   EXPECT_EQ(evaluated(after, values).values, evaluated(before, values).values);
 }
 
+TEST(ExprRewrite, APowerOfAProductInAChainWithAVectorBecomesVectorProducts) {
+  // HITS: (A' A)^4 h is eight vector products (2 n^2 flops each), not A' A (2 n^3) then four.
+  const std::map<std::string, Shape> shapes = {{"A", {40, 30}}, {"h", {30, 1}}};
+  const Expr written = parsed("(A' * A)^4 * h", shapes);
+  const Expr rewritten = rewrite(written);
+  EXPECT_EQ(cost(rewritten).products, 8u) << to_string(rewritten);
+  EXPECT_DOUBLE_EQ(cost(rewritten).flops, 8.0 * 2.0 * 40 * 30);
+  const std::map<std::string, Matrix> values = integer_inputs(shapes);
+  EXPECT_EQ(evaluated(rewritten, values), evaluated(written, values));
+}
+
 TEST(ExprRewrite, APowerAloneIsSquaredWithEachSquareComputedOnce) {
   const std::map<std::string, Shape> shapes = {{"P", {16, 16}}};
   const Expr after = rewrite(parsed("P^8", shapes));

@@ -116,7 +116,11 @@ Expr lower_chain(const Expr& chain, const CostWeights& weights) {
       if (part.exponent == 1) {
         factors.push_back(part.base);
       } else if (part.expanded) {
-        factors.insert(factors.end(), part.exponent, part.base);
+        // A base that is itself a product joins the chain factor by factor, so (A' A)^4 h can be
+        // eight vector products instead of A' A's n^3 and four more.
+        std::vector<Expr> base_factors;
+        flatten(part.base, base_factors);
+        for (uint32_t k = 0; k < part.exponent; ++k) factors.insert(factors.end(), base_factors.begin(), base_factors.end());
       } else {
         factors.push_back(power_by_squaring(part.base, part.exponent));
       }
