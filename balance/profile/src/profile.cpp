@@ -226,7 +226,8 @@ Result<double> time_to_node(NodeLink& link, uint32_t rows, const std::vector<dou
 
 // Seconds to move `rows` x 1024 doubles from the node: a 1x1x1 job whose output tile is that
 // large, created beforehand so that only the RESULT is timed.
-Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>& landing, uint64_t& job_id) {
+// Stores 1x1 tiles of 1.0 as kProbeA and kProbeB and returns a 1x1x1 job reading them into kProbeC.
+Result<tp::Job> unit_job(NodeLink& link) {
   const double one = 1.0;
   TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
   TESSERA_RETURN_IF_ERROR(write_store(link, kProbeB, 1, 1, &one));
@@ -235,6 +236,13 @@ Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>
   job.b_tile = kProbeB;
   job.c_tile = kProbeC;
   job.m = job.n = job.k = 1;
+  return job;
+}
+
+Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>& landing, uint64_t& job_id) {
+  Result<tp::Job> unit = unit_job(link);
+  if (!unit) return unit.status();
+  tp::Job job = *unit;
   job.c_rows = rows;
   job.c_cols = kProbeColumns;
   job.job_id = job_id++;
@@ -282,14 +290,9 @@ Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>
 // back, from the first written to the last CREDIT read, divided by `count` (decoding, queueing,
 // waking the compute thread, the CREDIT). The best of `repeats`: interference only adds.
 Result<double> job_overhead(NodeLink& link, int count, int repeats, uint64_t& job_id) {
-  const double one = 1.0;
-  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
-  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeB, 1, 1, &one));
-  tp::Job job;
-  job.a_tile = kProbeA;
-  job.b_tile = kProbeB;
-  job.c_tile = kProbeC;
-  job.m = job.n = job.k = 1;
+  Result<tp::Job> unit = unit_job(link);
+  if (!unit) return unit.status();
+  tp::Job job = *unit;
   job.c_rows = job.c_cols = 1;
   double best = std::numeric_limits<double>::infinity();
   for (int repeat = 0; repeat < repeats; ++repeat) {

@@ -258,28 +258,25 @@ class DagRunner {
     (void)release(node, std::move(ids));
   }
 
+  // The id of the special tile `key` names in `ids` (a scalar, an identity block), the same on every node.
+  template <typename Key>
+  uint32_t special_id(std::map<Key, uint32_t>& ids, Key key) {
+    std::lock_guard lock(special_mutex_);
+    auto [entry, added] = ids.try_emplace(key, next_special_id_);
+    if (added) ++next_special_id_;
+    return entry->second;
+  }
+
   // A scalar as a 1x1 tile on the node, stored the first time it is needed there.
   Result<uint32_t> scalar_tile(NodeState& node, double value) {
-    uint32_t id = 0;
-    {
-      std::lock_guard lock(special_mutex_);
-      auto [entry, added] = scalar_ids_.try_emplace(value, next_special_id_);
-      if (added) ++next_special_id_;
-      id = entry->second;
-    }
+    const uint32_t id = special_id(scalar_ids_, value);
     if (!node.stored.contains(id)) TESSERA_RETURN_IF_ERROR(store(node, id, 1, 1, &value));
     return id;
   }
 
   // An identity block of `size`, stored on the node the first time it is needed there.
   Result<uint32_t> identity_tile(NodeState& node, uint64_t size) {
-    uint32_t id = 0;
-    {
-      std::lock_guard lock(special_mutex_);
-      auto [entry, added] = identity_ids_.try_emplace(size, next_special_id_);
-      if (added) ++next_special_id_;
-      id = entry->second;
-    }
+    const uint32_t id = special_id(identity_ids_, size);
     if (!node.stored.contains(id)) {
       std::vector<double> values(size * size, 0.0);
       for (uint64_t i = 0; i < size; ++i) values[i * size + i] = 1.0;

@@ -174,6 +174,18 @@ Result<ClusterProfile> Session::measure_profile(const ProfileOptions& options, c
   return profile;
 }
 
+Status Session::measure_missing_profile(const RunControl& control) {
+  if (state_->profile || !state_->options.measure_missing_profile) return Status::ok();
+  if (control.on_notice) {
+    control.on_notice(fmt::format("no profile at {}; measuring a quick one now (tessera profile --quick)",
+                                  state_->profile_path));
+  }
+  ProfileOptions quick;
+  quick.quick = true;
+  Result<ClusterProfile> measured = measure_profile(quick, control.on_profile_progress);
+  return measured ? Status::ok() : measured.status();
+}
+
 Result<PlannedMultiply> Session::plan(uint64_t m, uint64_t n, uint64_t k, const MultiplyOptions& options) const {
   return plan_policy(state_->cluster, state_->profile, state_->profile_path, m, n, k, options);
 }
@@ -194,16 +206,7 @@ Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixVi
     return invalid_argument(fmt::format("A is {}x{} and B is {}x{}: A's columns must equal B's rows", a.rows, a.cols,
                                         b.rows, b.cols));
   }
-  if (!state_->profile && needs_profile(options.policy) && state_->options.measure_missing_profile) {
-    if (control.on_notice) {
-      control.on_notice(fmt::format("no profile at {}; measuring a quick one now (tessera profile --quick)",
-                                    state_->profile_path));
-    }
-    ProfileOptions quick;
-    quick.quick = true;
-    Result<ClusterProfile> measured = measure_profile(quick, control.on_profile_progress);
-    if (!measured) return measured.status();
-  }
+  if (needs_profile(options.policy)) TESSERA_RETURN_IF_ERROR(measure_missing_profile(control));
   Result<PlannedMultiply> planned = plan(a.rows, b.cols, a.cols, options);
   if (!planned) return planned.status();
   Result<MultiplyReport> report =
@@ -252,16 +255,7 @@ Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::s
                                             view.cols, node->rows, node->cols));
       }
     }
-    if (!state_->profile && state_->options.measure_missing_profile) {
-      if (control.on_notice) {
-        control.on_notice(fmt::format("no profile at {}; measuring a quick one now (tessera profile --quick)",
-                                      state_->profile_path));
-      }
-      ProfileOptions quick;
-      quick.quick = true;
-      Result<ClusterProfile> measured = measure_profile(quick, control.on_profile_progress);
-      if (!measured) return measured.status();
-    }
+    TESSERA_RETURN_IF_ERROR(measure_missing_profile(control));
     if (!state_->profile) {
       return not_found(fmt::format("the scheduled evaluation needs a profile; run `tessera profile {}`",
                                    state_->cluster.source_path));

@@ -184,6 +184,8 @@ class Session {
   void close();
 
  private:
+  // Measures a quick profile when there is none and the options allow it (saying so first).
+  Status measure_missing_profile(const RunControl& control);
   Result<MultiplyReport> run_plan_within(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                          linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
                                          const RunControl& control, double node_timeout_s);
