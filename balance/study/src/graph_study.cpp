@@ -555,47 +555,20 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
 
   for (const std::string& cluster_path : study.cluster_paths) {
     if (!outcome.is_ok() || interrupted(options)) break;
-    Result<ClusterSpec> spec = load_cluster_spec(cluster_path);
-    if (!spec) {
-      outcome = spec.status();
+    Result<std::unique_ptr<study_support::StudyCluster>> opened = study_support::StudyCluster::open(
+        cluster_path, local, transport::kCapabilityGemm | transport::kCapabilityGraph, progress);
+    if (!opened) {
+      outcome = opened.status();
       break;
     }
-    Result<bool> started = study_support::ensure_up(*spec, spec->name, local, progress);
-    if (!started) {
-      outcome = started.status();
-      break;
-    }
-    auto stop_if_started = [&] {
-      if (*started) {
-        (void)local_cluster_down(*spec, local);
-        progress << fmt::format("stopped cluster '{}'\n", spec->name);
-      }
-    };
-    Result<ClusterSpec> reachable = load_reachable_cluster(cluster_path, options.run_dir);
-    SessionOptions session_options;
-    session_options.damaged_profile_is_error = false;
-    session_options.connect.required_capabilities = transport::kCapabilityGemm | transport::kCapabilityGraph;
-    Result<Session> session = reachable ? Session::open(*reachable, session_options) : Result<Session>(reachable.status());
-    if (!session) {
-      outcome = session.status();
-      stop_if_started();
-      break;
-    }
-    progress << fmt::format("profiling '{}'\n", spec->name);
-    Result<ClusterProfile> profile = session->measure_profile(ProfileOptions{});
-    if (!profile) {
-      outcome = profile.status();
-      stop_if_started();
-      break;
-    }
-    ClusterFacts facts{cluster_path, *spec, {}};
-    for (const NodeSpec& node : reachable->nodes) facts.speeds.push_back(profile->find(node.name)->gflops);
-    clusters.push_back(facts);
+    study_support::StudyCluster& cluster = **opened;
+    const ClusterSpec* spec = &cluster.spec();
+    Session* session = &cluster.session();
+    clusters.push_back(ClusterFacts{cluster_path, *spec, cluster.speeds()});
     const std::size_t cluster_index = clusters.size() - 1;
     Result<PeerHosts> peer_hosts = load_peer_hosts(*spec, options.run_dir);
     if (!peer_hosts) {
       outcome = peer_hosts.status();
-      stop_if_started();
       break;
     }
 
@@ -639,8 +612,6 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
         }
       }
     }
-    session->close();
-    stop_if_started();
   }
   if (interrupted(options) && outcome.is_ok()) outcome = Status(StatusCode::kCancelled, "interrupted");
 

@@ -154,5 +154,47 @@ Result<bool> ensure_up(const ClusterSpec& spec, const std::string& label, const 
   return true;
 }
 
+Result<std::unique_ptr<StudyCluster>> StudyCluster::open(const std::string& path, const LocalClusterOptions& local,
+                                                         uint64_t required_capabilities, std::ostream& progress) {
+  Result<ClusterSpec> spec = load_cluster_spec(path);
+  if (!spec) return spec.status();
+  std::unique_ptr<StudyCluster> cluster(new StudyCluster(*spec, local, progress));
+  Result<bool> started = ensure_up(cluster->spec_, cluster->spec_.name, local, progress);
+  if (!started) return started.status();
+  cluster->started_ = *started;
+  // From here the destructor stops what was started, whatever fails next.
+  Result<ClusterSpec> reachable = load_reachable_cluster(path, local.run_dir);
+  if (!reachable) return reachable.status();
+  cluster->reachable_ = *reachable;
+  SessionOptions session_options;
+  session_options.damaged_profile_is_error = false;
+  session_options.connect.required_capabilities = required_capabilities;
+  Result<Session> session = Session::open(*reachable, session_options);
+  if (!session) return session.status();
+  cluster->session_.emplace(std::move(*session));
+  progress << fmt::format("profiling '{}'\n", cluster->spec_.name);
+  Result<ClusterProfile> profile = cluster->session_->measure_profile(ProfileOptions{});
+  if (!profile) return profile.status();
+  cluster->profile_ = std::move(*profile);
+  return cluster;
+}
+
+StudyCluster::~StudyCluster() {
+  if (session_) session_->close();
+  if (started_) {
+    (void)local_cluster_down(spec_, local_);
+    progress_ << fmt::format("stopped cluster '{}'\n", spec_.name);
+  }
+}
+
+std::vector<double> StudyCluster::speeds() const {
+  std::vector<double> speeds;
+  for (const NodeSpec& node : reachable_.nodes) {
+    const NodeProfile* measured = profile_.find(node.name);
+    speeds.push_back(measured != nullptr ? measured->gflops : 0.0);
+  }
+  return speeds;
+}
+
 }  // namespace study_support
 }  // namespace tessera::balance

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/balance/cluster/strict_yaml.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/experiment.hpp"  // run_gnuplot, kPlotHeader: defined in study_support.cpp
 #include "tessera/core/status.hpp"
 
@@ -104,5 +106,36 @@ Result<std::string> make_output_folder(const std::string& out_dir, const std::st
 // the study may stop it). `label` names it in progress lines.
 Result<bool> ensure_up(const ClusterSpec& spec, const std::string& label, const LocalClusterOptions& local,
                        std::ostream& progress);
+
+// One cluster of a study: loaded from its file, brought up unless it runs, connected (every node
+// offering `required_capabilities`) and profiled afresh ("profiling 'NAME'" on `progress`). When
+// destroyed it closes the session and stops the cluster if this object started it ("stopped
+// cluster 'NAME'"), whether the study got through it or not. Not thread-safe.
+class StudyCluster {
+ public:
+  static Result<std::unique_ptr<StudyCluster>> open(const std::string& path, const LocalClusterOptions& local,
+                                                    uint64_t required_capabilities, std::ostream& progress);
+  ~StudyCluster();
+  StudyCluster(const StudyCluster&) = delete;
+  StudyCluster& operator=(const StudyCluster&) = delete;
+
+  const ClusterSpec& spec() const { return spec_; }            // as the file says
+  const ClusterSpec& reachable() const { return reachable_; }  // endpoints as the coordinator reaches them
+  Session& session() { return *session_; }
+  const ClusterProfile& profile() const { return profile_; }
+  // Profiled GFLOP/s per node, cluster order.
+  std::vector<double> speeds() const;
+
+ private:
+  StudyCluster(ClusterSpec spec, LocalClusterOptions local, std::ostream& progress)
+      : spec_(std::move(spec)), local_(std::move(local)), progress_(progress) {}
+  ClusterSpec spec_;
+  ClusterSpec reachable_;
+  LocalClusterOptions local_;
+  std::ostream& progress_;
+  bool started_ = false;
+  std::optional<Session> session_;
+  ClusterProfile profile_;
+};
 
 }  // namespace tessera::balance::study_support
