@@ -157,12 +157,14 @@ void complete_job(SessionContext& context, const tp::Job& job, uint64_t request_
   ComputePool::count_as_io(thread_cpu_seconds() - write_cpu_start);
 }
 
-// One accepted GEMM_ACCUMULATE JOB on the compute pool: the product in row strips, then
-// complete_job. complete() runs before the next job starts and copies C for its RESULT.
-class GemmJob final : public GemmRowStrips {
+// One accepted JOB on the compute pool: its arithmetic in row strips (Strips: GemmRowStrips for
+// GEMM_ACCUMULATE, AddScaledRowStrips for ADD_SCALED), then complete_job. complete() runs before
+// the next job starts and copies C for its RESULT.
+template <typename Strips, typename Task>
+class TileJob final : public Strips {
  public:
-  GemmJob(const GemmTask& gemm, SessionContext& context, const tp::Job& job, uint64_t request_id, JobTiles tiles)
-      : GemmRowStrips(gemm), context_(context), job_(job), request_id_(request_id), tiles_(std::move(tiles)) {}
+  TileJob(const Task& task, SessionContext& context, const tp::Job& job, uint64_t request_id, JobTiles tiles)
+      : Strips(task), context_(context), job_(job), request_id_(request_id), tiles_(std::move(tiles)) {}
   void complete(double seconds) override { complete_job(context_, job_, request_id_, tiles_, seconds); }
 
  private:
@@ -171,21 +173,8 @@ class GemmJob final : public GemmRowStrips {
   uint64_t request_id_;
   JobTiles tiles_;
 };
-
-// One accepted ADD_SCALED JOB: C += s * A in row strips, then complete_job, as GemmJob.
-class AddScaledJob final : public AddScaledRowStrips {
- public:
-  AddScaledJob(const AddScaledTask& sum, SessionContext& context, const tp::Job& job, uint64_t request_id,
-               JobTiles tiles)
-      : AddScaledRowStrips(sum), context_(context), job_(job), request_id_(request_id), tiles_(std::move(tiles)) {}
-  void complete(double seconds) override { complete_job(context_, job_, request_id_, tiles_, seconds); }
-
- private:
-  SessionContext& context_;
-  tp::Job job_;
-  uint64_t request_id_;
-  JobTiles tiles_;
-};
+using GemmJob = TileJob<GemmRowStrips, GemmTask>;
+using AddScaledJob = TileJob<AddScaledRowStrips, AddScaledTask>;
 
 SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header) {
   // The prefix is read on its own so the matrix data can go straight into tile memory.
