@@ -202,6 +202,14 @@ Status FrameConnection::write_message(const Message& message, uint64_t request_i
   }
 }
 
+Status FrameConnection::write_store(const TilePrefix& tile, std::span<const double> data) {
+  const auto prefix = encode_store_prefix(tile);
+  FrameHeader header;
+  header.type = static_cast<uint16_t>(MessageType::kStore);
+  const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix), asio::buffer(data.data(), data.size_bytes())};
+  return write_frame(header, parts);
+}
+
 Status FrameConnection::write_frame(FrameHeader header, std::span<const asio::const_buffer> payload_parts) {
   try {
     uint64_t total = 0;

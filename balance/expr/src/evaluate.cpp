@@ -41,14 +41,9 @@ class Evaluator {
     }
     switch (e->op) {
       case Op::kInput: {
-        const auto found = inputs_.find(e->name);
-        if (found == inputs_.end()) return not_found(fmt::format("no matrix was given for input {}", e->name));
-        const linalg::MatrixView view = found->second;
-        if (view.rows != e->rows || view.cols != e->cols) {
-          return invalid_argument(fmt::format("input {} is {}x{} but the expression was built for {}x{}", e->name,
-                                              view.rows, view.cols, e->rows, e->cols));
-        }
-        return linalg::to_matrix(view);
+        Result<linalg::MatrixView> view = input_view(e, inputs_);
+        if (!view) return view.status();
+        return linalg::to_matrix(*view);
       }
       case Op::kIdentity: {
         linalg::Matrix eye(e->rows, e->cols);
@@ -98,6 +93,17 @@ class Evaluator {
 };
 
 }  // namespace
+
+Result<linalg::MatrixView> input_view(const Expr& input, const std::map<std::string, linalg::MatrixView>& inputs) {
+  const auto found = inputs.find(input->name);
+  if (found == inputs.end()) return not_found(fmt::format("no matrix was given for input {}", input->name));
+  const linalg::MatrixView view = found->second;
+  if (view.rows != input->rows || view.cols != input->cols) {
+    return invalid_argument(fmt::format("input {} is {}x{} but the expression was built for {}x{}", input->name,
+                                        view.rows, view.cols, input->rows, input->cols));
+  }
+  return view;
+}
 
 Result<linalg::Matrix> evaluate(const Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                                 const MultiplyFn& multiply) {

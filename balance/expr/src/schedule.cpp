@@ -21,11 +21,6 @@ constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
 uint32_t tiles_along(uint64_t length, uint64_t tile) { return static_cast<uint32_t>((length + tile - 1) / tile); }
 uint64_t extent(uint64_t length, uint64_t tile, uint32_t index) { return std::min(tile, length - index * tile); }
 
-// A tile as one number, for maps and sets: 20 bits each for its row and column (lower_to_tasks
-// keeps every matrix under 2^20 tiles across), the rest for the matrix.
-uint64_t key_of(const TileRef& tile) {
-  return (static_cast<uint64_t>(tile.matrix) << 40) | (static_cast<uint64_t>(tile.row) << 20) | tile.col;
-}
 TileRef tile_of(uint64_t key) {
   return {static_cast<std::size_t>(key >> 40), static_cast<uint32_t>((key >> 20) & 0xFFFFF),
           static_cast<uint32_t>(key & 0xFFFFF)};
@@ -95,9 +90,15 @@ class TileCache {
 
 }  // namespace
 
+uint64_t tile_key(const TileRef& tile) {
+  return (static_cast<uint64_t>(tile.matrix) << 40) | (static_cast<uint64_t>(tile.row) << 20) | tile.col;
+}
+
+uint64_t TaskDag::rows_of(const TileRef& ref) const { return extent(matrices[ref.matrix].rows, tile, ref.row); }
+uint64_t TaskDag::cols_of(const TileRef& ref) const { return extent(matrices[ref.matrix].cols, tile, ref.col); }
+
 double TaskDag::tile_bytes(const TileRef& ref) const {
-  const TiledMatrix& m = matrices[ref.matrix];
-  return 8.0 * static_cast<double>(extent(m.rows, tile, ref.row)) * static_cast<double>(extent(m.cols, tile, ref.col));
+  return 8.0 * static_cast<double>(rows_of(ref)) * static_cast<double>(cols_of(ref));
 }
 
 TaskDag lower_to_tasks(const Expr& e, uint64_t tile) {
@@ -146,8 +147,6 @@ TaskDag lower_to_tasks(const Expr& e, uint64_t tile) {
         const double rows = static_cast<double>(extent(m.rows, t, i));
         const double cols = static_cast<double>(extent(m.cols, t, j));
         task.output_bytes = 8.0 * rows * cols;
-        task.output_rows = rows;
-        task.output_cols = cols;
         switch (node->op) {
           case Op::kProduct: {
             const uint32_t depth = dag.matrices[a].tile_cols;
@@ -197,13 +196,14 @@ namespace {
 // Seconds node `p` computes `task`, not counting the receive charge of what it fetches. A product
 // tile runs as one GEMM per tile of its inner dimension, so its speed is the speed curve's at
 // that GEMM's square-equivalent size, not the whole task's.
-double compute_seconds(const TileTask& task, const NodeModel& node) {
+double compute_seconds(const TaskDag& dag, const TileTask& task, const NodeModel& node) {
   if (task.flops <= 0.0) return 0.0;
   const double jobs = std::max<double>(1.0, static_cast<double>(task.reads.size() / 2));
   double size = std::sqrt(task.flops);
   if (task.op == Op::kProduct) {
     // The job's own shape: rows x cols of the output, inner depth = flops / (2 rows cols jobs).
-    const double rows = task.output_rows, cols = task.output_cols;
+    const double rows = static_cast<double>(dag.rows_of(task.output));
+    const double cols = static_cast<double>(dag.cols_of(task.output));
     size = square_equivalent_size(rows, cols, task.flops / (2.0 * rows * cols * jobs));
   }
   const double rate = usable(node.speed.gflops_at(size)) * 1e9;
@@ -235,7 +235,7 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
     double sum = 0.0;
     std::size_t usable_nodes = 0;
     for (const NodeModel& node : model.nodes) {
-      const double seconds = compute_seconds(dag.tasks[task], node);
+      const double seconds = compute_seconds(dag, dag.tasks[task], node);
       if (std::isfinite(seconds)) {
         sum += seconds;
         ++usable_nodes;
@@ -264,7 +264,7 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
   std::unordered_map<uint64_t, std::size_t> pending_reads;          // computed tile -> reads not yet placed
   for (const TileTask& task : dag.tasks) {
     for (const TileRef& read : task.reads) {
-      if (!dag.matrices[read.matrix].input && !dag.matrices[read.matrix].identity) ++pending_reads[key_of(read)];
+      if (!dag.matrices[read.matrix].input && !dag.matrices[read.matrix].identity) ++pending_reads[tile_key(read)];
     }
   }
 
@@ -278,7 +278,7 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
     Trial best;
     std::size_t best_node = 0;
     for (std::size_t p = 0; p < nodes; ++p) {
-      const double compute = compute_seconds(task, model.nodes[p]);
+      const double compute = compute_seconds(dag, task, model.nodes[p]);
       if (!std::isfinite(compute)) continue;
       Trial trial;
       trial.link = link_free[p];
@@ -286,7 +286,7 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
       std::unordered_set<uint64_t> fetched_here;
       for (const TileRef& read : task.reads) {
         const TiledMatrix& m = dag.matrices[read.matrix];
-        const uint64_t key = key_of(read);
+        const uint64_t key = tile_key(read);
         if (m.identity) {
           trial.cached.push_back(true);
           continue;
@@ -344,9 +344,9 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
     schedule.busy_s[p] += best.finish - best.start;
     // The cache: what this task reads stays, the fetched tiles and the output come in.
     std::unordered_set<uint64_t> reading;
-    for (const TileRef& read : task.reads) reading.insert(key_of(read));
+    for (const TileRef& read : task.reads) reading.insert(tile_key(read));
     for (const TileRef& read : task.reads) {
-      const uint64_t key = key_of(read);
+      const uint64_t key = tile_key(read);
       if (caches[p].holds(key)) caches[p].touch(key);
       if (const auto pending = pending_reads.find(key); pending != pending_reads.end() && pending->second > 0) {
         --pending->second;
@@ -373,7 +373,7 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
       caches[p].insert(key, bytes, arrival);
       if (!dag.matrices[tile_of(key).matrix].input) holders[key].push_back(p);
     }
-    const uint64_t output = key_of(task.output);
+    const uint64_t output = tile_key(task.output);
     caches[p].insert(output, task.output_bytes, best.finish);
     holders[output].push_back(p);
   }
@@ -386,13 +386,13 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
       const TileRef tile{dag.result, i, j};
       const double bytes = dag.tile_bytes(tile);
       if (result.input || result.identity) continue;
-      const auto& who = holders[key_of(tile)];
+      const auto& who = holders[tile_key(tile)];
       if (who.empty()) continue;
       const std::size_t q = who.front();
       const LinkModel& link = model.nodes[q].link;
       const double rate = link_rate(link.from_node_bytes_per_s);
       const double seconds = options.zero_communication ? 0.0 : rate > 0.0 ? link.latency_s + bytes / rate : kInfinity;
-      out_free[q] = std::max(out_free[q], caches[q].ready(key_of(tile))) + seconds;
+      out_free[q] = std::max(out_free[q], caches[q].ready(tile_key(tile))) + seconds;
       schedule.makespan_s = std::max(schedule.makespan_s, out_free[q]);
       schedule.bytes_moved += bytes;
       schedule.coordinator_bytes += bytes;
@@ -445,7 +445,7 @@ std::string check_schedule(const TaskDag& dag, const Schedule& schedule) {
     return "the schedule does not place every task of the DAG exactly once";
   }
   std::unordered_map<uint64_t, std::size_t> producer;
-  for (std::size_t task = 0; task < dag.tasks.size(); ++task) producer[key_of(dag.tasks[task].output)] = task;
+  for (std::size_t task = 0; task < dag.tasks.size(); ++task) producer[tile_key(dag.tasks[task].output)] = task;
   std::map<std::size_t, std::unordered_set<uint64_t>> held;  // per node: what its cache holds now
   for (std::size_t task : schedule.order) {
     const TaskPlacement& placement = schedule.tasks[task];
@@ -457,7 +457,7 @@ std::string check_schedule(const TaskDag& dag, const Schedule& schedule) {
     std::unordered_set<uint64_t> reading;
     for (std::size_t r = 0; r < work.reads.size(); ++r) {
       const TileRef& read = work.reads[r];
-      const uint64_t key = key_of(read);
+      const uint64_t key = tile_key(read);
       reading.insert(key);
       if (const auto from = producer.find(key);
           from != producer.end() && schedule.tasks[from->second].finish_s > placement.start_s + 1e-12) {
@@ -470,14 +470,14 @@ std::string check_schedule(const TaskDag& dag, const Schedule& schedule) {
       }
     }
     for (const TileRef& evicted : placement.evicted) {
-      const uint64_t key = key_of(evicted);
+      const uint64_t key = tile_key(evicted);
       if (reading.count(key) != 0) return fmt::format("task {} evicts a tile it reads", task);
       if (cache.erase(key) == 0) return fmt::format("task {} evicts a tile node {} did not hold", task, placement.node);
     }
     for (const TileRef& read : work.reads) {
-      if (!dag.matrices[read.matrix].identity) cache.insert(key_of(read));
+      if (!dag.matrices[read.matrix].identity) cache.insert(tile_key(read));
     }
-    cache.insert(key_of(work.output));
+    cache.insert(tile_key(work.output));
   }
   return {};
 }

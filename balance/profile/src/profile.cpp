@@ -193,13 +193,7 @@ uint32_t probe_rows(std::size_t bytes) {
 
 Status write_store(NodeLink& link, uint32_t tile_id, uint32_t rows, uint32_t cols, const double* data) {
   const std::span<const double> values(data, std::size_t{rows} * cols);
-  const tp::TilePrefix tile{tile_id, rows, cols, tp::tile_crc32c(values)};
-  const auto prefix = tp::encode_store_prefix(tile);
-  tp::FrameHeader header;
-  header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-  const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix),
-                                                asio::buffer(data, std::size_t{rows} * cols * sizeof(double))};
-  return link.connection->write_frame(header, parts);
+  return link.connection->write_store({tile_id, rows, cols, tp::tile_crc32c(values)}, values);
 }
 
 template <typename Reply>

@@ -29,12 +29,6 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-uint64_t extent(uint64_t length, uint64_t tile, uint32_t index) { return std::min(tile, length - index * tile); }
-
-uint64_t key_of(const TileRef& tile) {
-  return (static_cast<uint64_t>(tile.matrix) << 40) | (static_cast<uint64_t>(tile.row) << 20) | tile.col;
-}
-
 // A tile as the coordinator sends it: its values, row-major, and their CRC32C, both computed once
 // however many nodes receive it.
 struct HeldTile {
@@ -122,23 +116,16 @@ class DagRunner {
     }
     node_tasks_.assign(links.size(), {});
     for (std::size_t task : schedule.order) node_tasks_[schedule.tasks[task].node].push_back(task);
-    // A task's output goes back to the coordinator when it is part of the result or some task
-    // fetches it (the schedule moves it, or the node that made it evicted it and needs it again).
-    returns_.assign(dag.tasks.size(), 0);
+    // Some task fetches an output when the schedule moves it, or when the node that made it
+    // evicted it and needs it again.
     fetched_.assign(dag.tasks.size(), 0);
     std::unordered_map<uint64_t, std::size_t> producer;
-    for (std::size_t task = 0; task < dag.tasks.size(); ++task) {
-      producer[key_of(dag.tasks[task].output)] = task;
-      if (dag.tasks[task].output.matrix == dag.result) returns_[task] = 1;
-    }
+    for (std::size_t task = 0; task < dag.tasks.size(); ++task) producer[expr::tile_key(dag.tasks[task].output)] = task;
     for (std::size_t task = 0; task < dag.tasks.size(); ++task) {
       const auto& reads = dag.tasks[task].reads;
       for (std::size_t r = 0; r < reads.size(); ++r) {
         if (schedule.tasks[task].cached[r]) continue;
-        if (const auto from = producer.find(key_of(reads[r])); from != producer.end()) {
-          returns_[from->second] = 1;
-          fetched_[from->second] = 1;
-        }
+        if (const auto from = producer.find(expr::tile_key(reads[r])); from != producer.end()) fetched_[from->second] = 1;
       }
     }
     // Ids on the workers: one per tile of the DAG, then the scalars and identity blocks.
@@ -184,6 +171,9 @@ class DagRunner {
   }
 
  private:
+  // A task's output comes back to the coordinator when it is part of the result or some node fetches it.
+  bool returns(std::size_t task) const { return dag_.tasks[task].output.matrix == dag_.result || fetched_[task] != 0; }
+
   uint32_t id_of(const TileRef& tile) const {
     return first_id_[tile.matrix] + tile.row * dag_.matrices[tile.matrix].tile_cols + tile.col;
   }
@@ -226,13 +216,8 @@ class DagRunner {
                std::optional<uint32_t> crc = std::nullopt) {
     const std::span<const double> values(data, rows * cols);
     Status status = writing(node, [&] {
-      const tp::TilePrefix prefix_tile{id, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
-                                       crc ? *crc : tp::tile_crc32c(values)};
-      const auto prefix = tp::encode_store_prefix(prefix_tile);
-      tp::FrameHeader header;
-      header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-      const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix), asio::buffer(values.data(), values.size_bytes())};
-      return node.connection->write_frame(header, parts);
+      return node.connection->write_store(
+          {id, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), crc ? *crc : tp::tile_crc32c(values)}, values);
     });
     if (status) {
       node.stored.insert(id);
@@ -285,13 +270,6 @@ class DagRunner {
     return id;
   }
 
-  uint64_t rows_of(const TileRef& tile) const {
-    return extent(dag_.matrices[tile.matrix].rows, dag_.tile, tile.row);
-  }
-  uint64_t cols_of(const TileRef& tile) const {
-    return extent(dag_.matrices[tile.matrix].cols, dag_.tile, tile.col);
-  }
-
   // Whether the job must transpose what it reads (an identity block is its own transpose).
   bool reads_transposed(const TileRef& read) const { return read.transposed && !dag_.matrices[read.matrix].identity; }
 
@@ -300,7 +278,7 @@ class DagRunner {
     const expr::TiledMatrix& matrix = dag_.matrices[read.matrix];
     if (!matrix.identity) return std::optional<uint32_t>(id_of(read));
     if (read.row != read.col) return std::optional<uint32_t>();
-    Result<uint32_t> id = identity_tile(node, rows_of(read));
+    Result<uint32_t> id = identity_tile(node, dag_.rows_of(read));
     if (!id) return id.status();
     return std::optional<uint32_t>(*id);
   }
@@ -319,10 +297,10 @@ class DagRunner {
       const TileRef& read = task.reads[r];
       const expr::TiledMatrix& matrix = dag_.matrices[read.matrix];
       if (matrix.identity || placement.cached[r] || node.stored.contains(id_of(read))) continue;
-      const uint64_t rows = rows_of(read), cols = cols_of(read);
+      const uint64_t rows = dag_.rows_of(read), cols = dag_.cols_of(read);
       const HeldTile* held = nullptr;
       if (matrix.input) {
-        held = tiles_.get_or_pack(key_of(read), [&] {
+        held = tiles_.get_or_pack(expr::tile_key(read), [&] {
           const linalg::MatrixView& source = inputs_[read.matrix];
           std::vector<double> packed(rows * cols);
           for (uint64_t i = 0; i < rows; ++i) {
@@ -332,7 +310,7 @@ class DagRunner {
           return packed;
         });
       } else {
-        held = tiles_.wait(key_of(read), stop_);
+        held = tiles_.wait(expr::tile_key(read), stop_);
         if (held == nullptr) return cancelled("stopped while waiting for a tile");
       }
       TESSERA_RETURN_IF_ERROR(store(node, id_of(read), rows, cols, held->values.data(), held->crc));
@@ -365,16 +343,16 @@ class DagRunner {
   // The task's output as zeros, stored from here (every operand was a zero tile).
   Status store_zero_output(NodeState& node, std::size_t task_index) {
     const TileRef& output = dag_.tasks[task_index].output;
-    std::vector<double> zeros(rows_of(output) * cols_of(output), 0.0);
-    TESSERA_RETURN_IF_ERROR(store(node, id_of(output), rows_of(output), cols_of(output), zeros.data()));
-    if (returns_[task_index] != 0) deliver(task_index, std::move(zeros));
+    std::vector<double> zeros(dag_.rows_of(output) * dag_.cols_of(output), 0.0);
+    TESSERA_RETURN_IF_ERROR(store(node, id_of(output), dag_.rows_of(output), dag_.cols_of(output), zeros.data()));
+    if (returns(task_index)) deliver(task_index, std::move(zeros));
     return Status::ok();
   }
 
   Status compute(NodeState& node, std::size_t task_index) {
     const expr::TileTask& task = dag_.tasks[task_index];
-    const uint64_t rows = rows_of(task.output), cols = cols_of(task.output);
-    const uint32_t returns = returns_[task_index] != 0 ? tp::kJobSendResult : 0u;
+    const uint64_t rows = dag_.rows_of(task.output), cols = dag_.cols_of(task.output);
+    const uint32_t send_result = returns(task_index) ? tp::kJobSendResult : 0u;
     std::vector<tp::Job> jobs;
     switch (task.op) {
       case Op::kProduct: {
@@ -394,7 +372,7 @@ class DagRunner {
           job.m = static_cast<uint32_t>(rows);
           job.n = static_cast<uint32_t>(cols);
           // A transposed operand is read from the tile as stored, its rows and columns swapped.
-          job.k = static_cast<uint32_t>(reads_transposed(left) ? rows_of(left) : cols_of(left));
+          job.k = static_cast<uint32_t>(reads_transposed(left) ? dag_.rows_of(left) : dag_.cols_of(left));
           if (reads_transposed(left)) job.flags |= tp::kJobTransposeA;
           if (reads_transposed(right)) job.flags |= tp::kJobTransposeB;
           jobs.push_back(job);
@@ -437,7 +415,7 @@ class DagRunner {
         job.c_rows = static_cast<uint32_t>(rows);
         job.c_cols = static_cast<uint32_t>(cols);
       }
-      if (j + 1 == jobs.size()) job.flags |= returns;
+      if (j + 1 == jobs.size()) job.flags |= send_result;
       TESSERA_RETURN_IF_ERROR(send_job(node, task_index, job));
     }
     node.stored.insert(id_of(task.output));
@@ -467,8 +445,8 @@ class DagRunner {
   void deliver(std::size_t task, std::vector<double> values, std::optional<uint32_t> crc = std::nullopt) {
     const TileRef& tile = dag_.tasks[task].output;
     if (tile.matrix == dag_.result) {
-      const uint64_t cols = cols_of(tile);
-      for (uint64_t i = 0; i < rows_of(tile); ++i) {
+      const uint64_t cols = dag_.cols_of(tile);
+      for (uint64_t i = 0; i < dag_.rows_of(tile); ++i) {
         std::copy_n(values.data() + i * cols, cols, result_.row(tile.row * dag_.tile + i) + tile.col * dag_.tile);
       }
       std::lock_guard lock(lost_mutex_);
@@ -477,7 +455,7 @@ class DagRunner {
     }
     if (fetched_[task] == 0) return;
     const uint32_t checksum = crc ? *crc : tp::tile_crc32c(values);
-    tiles_.put(key_of(tile), std::move(values), checksum);
+    tiles_.put(expr::tile_key(tile), std::move(values), checksum);
   }
 
   Status receive(NodeState& node) {
@@ -523,12 +501,12 @@ class DagRunner {
       task = found->second;
     }
     const TileRef& output = dag_.tasks[task].output;
-    if (prefix->tile.tile_id != id_of(output) || prefix->tile.rows != rows_of(output) || prefix->tile.cols != cols_of(output)) {
+    if (prefix->tile.tile_id != id_of(output) || prefix->tile.rows != dag_.rows_of(output) || prefix->tile.cols != dag_.cols_of(output)) {
       return protocol_error(fmt::format("{} sent tile {} ({}x{}) where tile {} ({}x{}) was due", node.name,
                                         prefix->tile.tile_id, prefix->tile.rows, prefix->tile.cols, id_of(output),
-                                        rows_of(output), cols_of(output)));
+                                        dag_.rows_of(output), dag_.cols_of(output)));
     }
-    std::vector<double> values(rows_of(output) * cols_of(output));
+    std::vector<double> values(dag_.rows_of(output) * dag_.cols_of(output));
     TESSERA_RETURN_IF_ERROR(node.connection->read_tile_data(
         "RESULT", prefix->tile, std::span<std::byte>(reinterpret_cast<std::byte*>(values.data()), values.size() * sizeof(double))));
     node.stats.tile_bytes_from_node += values.size() * sizeof(double);
@@ -599,7 +577,6 @@ class DagRunner {
   const DagRunOptions& options_;
   std::vector<std::unique_ptr<NodeState>> nodes_;
   std::vector<std::vector<std::size_t>> node_tasks_;
-  std::vector<char> returns_;  // per task: its output comes back to the coordinator
   std::vector<char> fetched_;  // per task: some node fetches its output (the coordinator keeps a copy)
   std::vector<uint32_t> first_id_;
   std::mutex special_mutex_;

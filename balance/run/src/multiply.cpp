@@ -295,13 +295,9 @@ class TileStreamer {
     return timed(static_cast<double>(values.size_bytes()), [&] {
       // The CRC pass reads the memory the write sends right after (no copy), and counts as
       // communication time.
-      const tp::TilePrefix prefix_tile{a_tile_id(tile_index), static_cast<uint32_t>(box.rows),
-                                       static_cast<uint32_t>(box.depth), tp::tile_crc32c(values)};
-      const auto prefix = tp::encode_store_prefix(prefix_tile);
-      tp::FrameHeader header;
-      header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-      const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix), asio::buffer(values.data(), values.size_bytes())};
-      return connection_.write_frame(header, parts);
+      return connection_.write_store({a_tile_id(tile_index), static_cast<uint32_t>(box.rows),
+                                      static_cast<uint32_t>(box.depth), tp::tile_crc32c(values)},
+                                     values);
     });
   }
 

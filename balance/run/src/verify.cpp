@@ -17,16 +17,6 @@ namespace tessera::balance {
 
 namespace {
 
-// Rounding in BLAS kernels (blocked sums, FMA) stays within k * u * |A||B| per entry; the factor
-// leaves room for the second product in Freivalds' A(Bx) and for the coordinate mix of x.
-constexpr double kBoundSafety = 4.0;
-constexpr double kUnitRoundoff = std::numeric_limits<double>::epsilon() / 2;
-
-std::vector<double> random_vector(std::size_t size, std::mt19937_64& rng) {
-  std::vector<double> x(size);
-  for (double& value : x) value = static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2.0 - 1.0;
-  return x;
-}
 
 linalg::Matrix absolute(linalg::MatrixView m) {
   linalg::Matrix result = linalg::to_matrix(m);
@@ -150,6 +140,12 @@ std::optional<NonFiniteEntry> first_nonfinite(linalg::MatrixView m) {
   return std::nullopt;
 }
 
+std::vector<double> freivalds_vector(std::size_t size, std::mt19937_64& rng) {
+  std::vector<double> x(size);
+  for (double& value : x) value = static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+  return x;
+}
+
 std::string describe_nonfinite(std::string_view name, const NonFiniteEntry& entry) {
   const char* what = std::isnan(entry.value) ? "NaN" : entry.value > 0 ? "+inf" : "-inf";
   return fmt::format("{}[{}][{}] is {}", name, entry.row, entry.col, what);
@@ -218,7 +214,7 @@ ProductCheck ProductCheck::prepare(linalg::MatrixView a, linalg::MatrixView b, V
     const auto rounds = static_cast<std::size_t>(std::min<int>(freivalds_rounds - done, kFusedRounds));
     std::vector<std::vector<double>> x(rounds), abs_x(rounds);
     for (std::size_t r = 0; r < rounds; ++r) {
-      x[r] = random_vector(n, rng);
+      x[r] = freivalds_vector(n, rng);
       abs_x[r].resize(n);
       for (std::size_t j = 0; j < n; ++j) abs_x[r][j] = std::fabs(x[r][j]);
     }

@@ -16,10 +16,6 @@ namespace {
 
 using expr::Op;
 
-// As in verify.cpp: room for the second side's rounding and the coordinate mix of x.
-constexpr double kBoundSafety = 4.0;
-constexpr double kUnitRoundoff = std::numeric_limits<double>::epsilon() / 2;
-
 // Vectors pushed up the tree, as columns: the values and their magnitudes (|.| of everything
 // they were made from), rows x rounds each.
 struct Pushed {
@@ -139,15 +135,6 @@ expr::Expr magnitude_tree(const expr::Expr& e) {
   return std::make_shared<const expr::Node>(std::move(node));
 }
 
-std::optional<std::pair<std::size_t, std::size_t>> first_nonfinite_entry(linalg::MatrixView m) {
-  for (std::size_t i = 0; i < m.rows; ++i) {
-    for (std::size_t j = 0; j < m.cols; ++j) {
-      if (!std::isfinite(m.at(i, j))) return std::make_pair(i, j);
-    }
-  }
-  return std::nullopt;
-}
-
 Verification exact_check(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                          linalg::MatrixView value, double depth) {
   Verification check;
@@ -202,9 +189,9 @@ Verification verify_expression(const expr::Expr& e, const std::map<std::string, 
     done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return done;
   };
-  if (const auto bad = first_nonfinite_entry(value)) {
-    check.detail = fmt::format("entry [{}][{}] of the value is {}: the expression overflows doubles or a worker "
-                               "returned garbage", bad->first, bad->second, value.at(bad->first, bad->second));
+  if (const std::optional<NonFiniteEntry> bad = first_nonfinite(value)) {
+    check.detail = fmt::format("{}: the expression overflows doubles or a worker returned garbage",
+                               describe_nonfinite("the value", *bad));
     return finish(check);
   }
   if (mode == VerifyMode::kExact) return finish(exact_check(e, inputs, value, depth));
@@ -212,10 +199,8 @@ Verification verify_expression(const expr::Expr& e, const std::map<std::string, 
   const std::size_t count = static_cast<std::size_t>(std::max(rounds, 1));
   std::mt19937_64 rng(seed);
   Pushed x{linalg::Matrix(value.cols, count), linalg::Matrix(value.cols, count)};
-  for (std::size_t i = 0; i < x.value.values.size(); ++i) {
-    x.value.values[i] = static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2.0 - 1.0;
-    x.magnitude.values[i] = std::fabs(x.value.values[i]);
-  }
+  x.value.values = freivalds_vector(value.cols * count, rng);
+  for (std::size_t i = 0; i < x.value.values.size(); ++i) x.magnitude.values[i] = std::fabs(x.value.values[i]);
   Pusher pusher(inputs);
   std::optional<Pushed> expected = pusher.push(e, x);
   if (!expected) return finish(exact_check(e, inputs, value, depth));

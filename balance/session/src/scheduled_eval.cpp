@@ -53,9 +53,9 @@ struct Candidate {
   expr::Schedule schedule;
 };
 
-Candidate schedule_for(const expr::Expr& e, uint64_t tile, const ClusterModel& model, double cache_bytes) {
+Candidate schedule_dag(expr::TaskDag dag, const ClusterModel& model, double cache_bytes) {
   Candidate candidate;
-  candidate.dag = expr::lower_to_tasks(e, tile);
+  candidate.dag = std::move(dag);
   expr::ScheduleOptions options;
   options.cache_bytes = cache_bytes;
   candidate.schedule = expr::heft(candidate.dag, model, options);
@@ -137,8 +137,9 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
   }
   std::optional<Candidate> best;
   for (uint64_t tile : tiles) {
-    if (options.tile == 0 && best && expr::lower_to_tasks(e, tile).tasks.size() > kMostTasks) continue;
-    Candidate candidate = schedule_for(e, tile, part_model, cache_bytes);
+    expr::TaskDag dag = expr::lower_to_tasks(e, tile);
+    if (options.tile == 0 && best && dag.tasks.size() > kMostTasks) continue;
+    Candidate candidate = schedule_dag(std::move(dag), part_model, cache_bytes);
     report.candidates.emplace_back(candidate.dag.tile, candidate.schedule.makespan_s);
     if (!best || candidate.schedule.makespan_s < best->schedule.makespan_s) best = std::move(candidate);
   }
@@ -230,7 +231,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
       for (const LostNode& lost : run->lost) reasons += fmt::format("; {}", lost.reason);
       return network_error(fmt::format("every node was lost ({}){}", fmt::join(report.lost_nodes, ", "), reasons));
     }
-    current = schedule_for(e, report.tile, restricted(model, taking_part), cache_bytes);
+    current = schedule_dag(std::move(current.dag), restricted(model, taking_part), cache_bytes);
   }
   for (std::size_t i = 0; i < node_figures.size(); ++i) {
     if (!node_figures[i].name.empty()) report.nodes.push_back(node_figures[i]);

@@ -244,16 +244,8 @@ Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::s
     // Tiles of products and sums only: powers squared when not rewritten, transposes on the inputs.
     outcome.evaluated = expr::eliminate_common(
         expr::transposes_to_inputs(options.rewrite ? outcome.evaluated : expr::powers_by_squaring(e)));
-    for (const std::string& name : expr::input_names(outcome.evaluated)) {
-      if (!inputs.contains(name)) return not_found(fmt::format("no matrix given for input {}", name));
-    }
     for (const expr::Expr& node : expr::nodes_in_order(outcome.evaluated)) {
-      if (node->op != expr::Op::kInput) continue;
-      const linalg::MatrixView& view = inputs.at(node->name);
-      if (view.rows != node->rows || view.cols != node->cols) {
-        return invalid_argument(fmt::format("input {} is {}x{} but the expression needs {}x{}", node->name, view.rows,
-                                            view.cols, node->rows, node->cols));
-      }
+      if (node->op == expr::Op::kInput) TESSERA_RETURN_IF_ERROR(expr::input_view(node, inputs).status());
     }
     TESSERA_RETURN_IF_ERROR(measure_missing_profile(control));
     if (!state_->profile) {

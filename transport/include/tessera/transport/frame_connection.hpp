@@ -71,6 +71,9 @@ class FrameConnection {
   // Writes header + payload parts with one gathered write; the header's payload_length is set
   // to the parts' total. Matrix memory can be sent this way without copying.
   Status write_frame(FrameHeader header, std::span<const asio::const_buffer> payload_parts);
+  // A STORE of `data` (tile.rows x tile.cols doubles, row-major) under `tile`, written straight
+  // from `data`'s memory. REQUIRES: tile.data_crc32c is tile_crc32c(data).
+  Status write_store(const TilePrefix& tile, std::span<const double> data);
   // Writes the same pre-encoded frame bytes as another connection did (marshal-once broadcast).
   Status write_buffers(std::span<const asio::const_buffer> frame_parts);
   // ERROR frame; errors writing it are ignored (the peer may already be gone).

@@ -18,8 +18,12 @@ namespace tessera::balance::expr {
 // multiplies on the cluster (and verifies). Returns the product or why there is none.
 using MultiplyFn = std::function<Result<linalg::Matrix>(const linalg::Matrix& a, const linalg::Matrix& b)>;
 
+// The matrix `inputs` holds for input node `input`: kNotFound when there is none, kInvalidArgument
+// when its shape differs from the one the expression was built for, both naming the input.
+Result<linalg::MatrixView> input_view(const Expr& input, const std::map<std::string, linalg::MatrixView>& inputs);
+
 // REQUIRES nothing of `inputs`: a missing input or one whose shape differs from the expression's
-// is refused by name.
+// is refused by name (input_view).
 Result<linalg::Matrix> evaluate(const Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                                 const MultiplyFn& multiply = {});
 

@@ -45,6 +45,11 @@ struct TileRef {
   bool operator==(const TileRef&) const = default;
 };
 
+// A stored tile as one number, for maps and sets (a transposed read has its tile's key): 20 bits
+// each for its row and column (lower_to_tasks keeps every matrix under 2^20 tiles across), the
+// rest for the matrix.
+uint64_t tile_key(const TileRef& tile);
+
 struct TiledMatrix {
   Expr node;
   uint64_t rows = 0, cols = 0;
@@ -60,7 +65,6 @@ struct TileTask {
   std::vector<TileRef> reads;
   double flops = 0.0;
   double output_bytes = 0.0;
-  double output_rows = 0.0, output_cols = 0.0;  // the output tile's shape
 };
 
 struct TaskDag {
@@ -69,6 +73,8 @@ struct TaskDag {
   std::vector<TileTask> tasks;                     // in an order where every task follows what it reads
   std::vector<std::vector<std::size_t>> successors;  // per task
   std::size_t result = 0;                          // the matrix holding the expression's value
+  uint64_t rows_of(const TileRef& tile) const;     // the tile's rows as stored (edge tiles are smaller)
+  uint64_t cols_of(const TileRef& tile) const;     // the tile's columns as stored
   double tile_bytes(const TileRef& tile) const;    // 8 x the tile's rows x cols
 };
 

@@ -22,6 +22,8 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <random>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +47,15 @@ struct Verification {
   double overlapped_seconds = 0.0;  // spent on A and B while the run went on (ProductCheck), not waited for
   std::string detail;            // where it failed, or how many rounds passed
 };
+
+// The rounding bounds' safety factor and unit roundoff, shared by every check here: rounding in
+// BLAS kernels (blocked sums, FMA) stays within k u |A||B| per entry; the factor leaves room for
+// the second product in Freivalds' A(Bx) and for the coordinate mix of x.
+inline constexpr double kBoundSafety = 4.0;
+inline constexpr double kUnitRoundoff = std::numeric_limits<double>::epsilon() / 2;
+
+// A Freivalds vector: `size` entries uniform in [-1, 1).
+std::vector<double> freivalds_vector(std::size_t size, std::mt19937_64& rng);
 
 // The first NaN or infinity of `m` in row-major order, if any.
 struct NonFiniteEntry {
