@@ -16,4 +16,13 @@ double median(std::vector<double> values) {
   return 0.5 * (lower + upper);
 }
 
+double mean_without_slowest(std::vector<double> values) {
+  if (values.empty()) return std::nan("");
+  if (values.size() == 1) return values.front();
+  values.erase(std::min_element(values.begin(), values.end()));
+  double sum = 0.0;
+  for (double value : values) sum += value;
+  return sum / static_cast<double>(values.size());
+}
+
 }  // namespace tessera

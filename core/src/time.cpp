@@ -1,5 +1,7 @@
 #include "tessera/core/time.hpp"
 
+#include <sys/resource.h>
+
 #include <ctime>
 
 namespace tessera {
@@ -40,6 +42,13 @@ std::optional<std::chrono::system_clock::time_point> parse_utc_iso8601(std::stri
   utc.tm_year = year - 1900;
   utc.tm_mon = month - 1;
   return std::chrono::system_clock::from_time_t(timegm(&utc));
+}
+
+double process_cpu_seconds() {
+  struct rusage usage {};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0.0;
+  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 }  // namespace tessera

@@ -162,12 +162,15 @@ TEST(ReportTest, JsonHasTheDocumentedKeys) {
   EXPECT_TRUE(json["prediction_error"].is_null());
   EXPECT_TRUE(json["nodes"][0]["predicted_finish_s"].is_null());
 
-  report.prediction = Prediction{{0.45, 0.55}, 0.55};
+  report.prediction = Prediction{{0.45, 0.55}, 0.55, {1.0, 0.8}};
   const nlohmann::json predicted = nlohmann::json::parse(report_json(report));
+  EXPECT_DOUBLE_EQ(predicted["nodes"][1]["predicted_host_share"].get<double>(), 0.8);
   EXPECT_DOUBLE_EQ(predicted["predicted_makespan_s"].get<double>(), 0.55);
   EXPECT_NEAR(predicted["prediction_error"].get<double>(), 0.1, 1e-12);  // |0.55 - 0.5| / 0.5
   EXPECT_DOUBLE_EQ(predicted["nodes"][1]["predicted_finish_s"].get<double>(), 0.55);
   EXPECT_NE(format_report_table(report).find("prediction error 10.0%"), std::string::npos);
+  EXPECT_NE(format_report_table(report).find("host's cores shared with the coordinator: b 80%"), std::string::npos)
+      << format_report_table(report);
 
   report.verification.mode = VerifyMode::kNone;
   EXPECT_TRUE(nlohmann::json::parse(report_json(report))["verified"].is_null());

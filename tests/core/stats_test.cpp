@@ -39,5 +39,13 @@ TEST(Median, AgreesWithSortingOnRandomData) {
   }
 }
 
+TEST(MeanWithoutSlowest, LeavesOutOneSmallestValue) {
+  EXPECT_TRUE(std::isnan(mean_without_slowest({})));
+  EXPECT_EQ(mean_without_slowest({5.0}), 5.0);
+  EXPECT_EQ(mean_without_slowest({1.0, 3.0}), 3.0);
+  EXPECT_EQ(mean_without_slowest({4.0, 0.5, 2.0, 6.0}), 4.0);
+  EXPECT_EQ(mean_without_slowest({2.0, 2.0, 5.0}), 3.5);  // one of the equal smallest goes
+}
+
 }  // namespace
 }  // namespace tessera

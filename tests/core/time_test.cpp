@@ -3,6 +3,7 @@
 #include <chrono>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -35,6 +36,18 @@ TEST(UtcNow, IsTheCurrentTimeInTheRequestedFormat) {
   EXPECT_GE(now, format_utc(before, UtcFormat::kIso8601));
   EXPECT_LE(now, format_utc(after, UtcFormat::kIso8601));
   EXPECT_TRUE(std::regex_match(utc_now(UtcFormat::kReadable), std::regex(R"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")));
+}
+
+TEST(ProcessCpuSeconds, GrowsWithWorkDoneAndNotWithSleep) {
+  const double start = process_cpu_seconds();
+  EXPECT_GE(start, 0.0);
+  volatile double sink = 0.0;
+  const double busy_until = start + 0.05;
+  while (process_cpu_seconds() < busy_until) sink = sink + 1.0;
+  const double after_work = process_cpu_seconds();
+  EXPECT_GE(after_work - start, 0.05);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_LT(process_cpu_seconds() - after_work, 0.1) << "sleeping took CPU";
 }
 
 }  // namespace

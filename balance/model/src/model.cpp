@@ -35,6 +35,9 @@ constexpr double kResultOverheadBytes = tp::kHeaderSize + tp::kResultPrefixSize;
 // the rows the two ends give differ by about m * 1e-6 per node, i.e. by none for realistic m.
 constexpr double kFinishTimeTolerance = 1e-6;
 constexpr int kMaxBisectionSteps = 60;
+// Sizing the model plan again with the host's cores shared as the last plan left them settles
+// within two passes on the clusters measured (README, "The performance model").
+constexpr int kHostSharingPasses = 2;
 
 // Max-min fair (water-filling) rates for flows with the given caps sharing `capacity`; a capacity
 // <= 0 or infinite means the shared resource is no bottleneck. Caps may be infinite.
@@ -60,6 +63,11 @@ std::vector<double> max_min_fair(std::span<const double> caps, double capacity) 
   return rates;
 }
 
+// A HostModel's crowded_share, read as 1 when it is not a share.
+double crowded_share(const HostModel& host) {
+  return host.crowded_share > 0.0 && host.crowded_share < 1.0 ? host.crowded_share : 1.0;
+}
+
 }  // namespace
 
 double square_equivalent_size(double m, double n, double k) {
@@ -81,10 +89,14 @@ std::vector<double> host_availability(const ClusterModel& model, const std::vect
     wants.push_back(host.node_cores * std::clamp(busy_fraction[i], 0.0, 1.0));
   }
   if (sharing.empty() || !(span_s > 0.0)) return availability;
+  const bool crowded = std::count_if(wants.begin(), wants.end(), [](double want) { return want > 0.0; }) >= 2;
   wants.push_back(std::max(coordinator_cpu_s, 0.0) / span_s);
   const std::vector<double> shares = max_min_fair(wants, cores);
   for (std::size_t s = 0; s < sharing.size(); ++s) {
-    if (wants[s] > 0.0) availability[sharing[s]] = std::clamp(shares[s] / wants[s], 1e-3, 1.0);
+    if (!(wants[s] > 0.0)) continue;
+    double share = std::min(shares[s] / wants[s], 1.0);
+    if (crowded) share = std::min(share, crowded_share(model.nodes[sharing[s]].host));
+    availability[sharing[s]] = std::clamp(share, 1e-3, 1.0);
   }
   return availability;
 }
@@ -100,6 +112,24 @@ struct SimNode {
   double latency_s = 0.0;
   double to_node_bytes_per_s = 0.0;
   double from_node_bytes_per_s = 0.0;
+  // The cores the node's compute takes on the coordinator's host while it multiplies; 0 when it
+  // runs elsewhere (or its host is unknown) and competes with nothing modelled.
+  double host_cores_wanted = 0.0;
+  double crowded_share = 1.0;  // HostModel::crowded_share
+};
+
+// The coordinator's host, for nodes that share its cores: the cores, and the coordinator's CPU
+// per byte it moves. No contention is modelled when cores is 0.
+struct SimHost {
+  double cores = 0.0;
+  double coordinator_cpu_s_per_byte = 0.0;
+};
+
+// How fast each of a node's activities progresses during one step of the simulation.
+struct StepRates {
+  double send = 0.0;    // bytes per second from the coordinator
+  double job = 1.0;     // seconds of job work per second: below 1 when the node's cores are short
+  double result = 0.0;  // bytes per second back to the coordinator
 };
 
 struct SimShape {
@@ -154,8 +184,17 @@ class NodeReplay {
 
   bool idle() const { return node_.rows == 0; }
   bool sending() const { return sending_; }
+  bool computing() const { return job_running_; }
+  bool returning() const { return result_running(); }
   double link_cap() const { return usable_rate(node_.to_node_bytes_per_s); }
+  double return_cap() const { return usable_rate(node_.from_node_bytes_per_s); }
+  double host_cores_wanted() const { return node_.host_cores_wanted; }
+  double crowded_share() const { return node_.crowded_share; }
   double finish() const { return finish_; }
+  // Seconds of job work done, and seconds of wall time spent doing it: their ratio is the share
+  // of its cores the node kept while it computed.
+  double job_work_s() const { return job_work_s_; }
+  double job_wall_s() const { return job_wall_s_; }
 
   // Starts whatever the protocol allows at `now`; a start never enables another at the same
   // instant because every transfer and job takes > 0 units of work.
@@ -184,13 +223,12 @@ class NodeReplay {
 
   // Earliest moment something of this node completes or a pending arrival/credit lands, given the
   // transfer rate the coordinator grants it. Remembers the completion times for advance().
-  double next_event(double now, double send_rate) {
-    send_rate_ = send_rate;
+  double next_event(double now, const StepRates& rates) {
+    rates_ = rates;
     double next = kInfinity;
-    send_done_ = sending_ ? now + time_to_finish(send_left_, send_rate_) : kInfinity;
-    job_done_ = job_running_ ? now + time_to_finish(job_left_, job_rate()) : kInfinity;
-    result_done_ = result_running() ? now + time_to_finish(result_left_, usable_rate(node_.from_node_bytes_per_s))
-                                    : kInfinity;
+    send_done_ = sending_ ? now + time_to_finish(send_left_, rates_.send) : kInfinity;
+    job_done_ = job_running_ ? now + time_to_finish(job_left_, rates_.job) : kInfinity;
+    result_done_ = result_running() ? now + time_to_finish(result_left_, rates_.result) : kInfinity;
     next = std::min({send_done_, job_done_, result_done_});
     if (!job_running_ && jobs_done_ < panels_) {
       const double ready = std::max(a_arrival_, arrival_[jobs_done_]);
@@ -218,16 +256,19 @@ class NodeReplay {
           a_arrival_ = arrival;
         }
       } else {
-        send_left_ = std::max(0.0, send_left_ - send_rate_ * dt);
+        send_left_ = std::max(0.0, send_left_ - rates_.send * dt);
       }
     }
     if (job_running_) {
+      job_wall_s_ += std::max(0.0, std::min(to, job_done_) - now);
       if (job_done_ <= to) {
+        job_work_s_ += job_left_;
         job_running_ = false;
         credit_[jobs_done_] = job_done_ + node_.latency_s;
         ++jobs_done_;
       } else {
-        job_left_ = std::max(0.0, job_left_ - job_rate() * dt);
+        job_work_s_ += std::min(job_left_, rates_.job * dt);
+        job_left_ = std::max(0.0, job_left_ - rates_.job * dt);
       }
     }
     if (result_running()) {
@@ -235,16 +276,15 @@ class NodeReplay {
         result_left_ = 0.0;
         finish_ = result_done_ + node_.latency_s;
       } else {
-        result_left_ = std::max(0.0, result_left_ - usable_rate(node_.from_node_bytes_per_s) * dt);
+        result_left_ = std::max(0.0, result_left_ - rates_.result * dt);
       }
     }
   }
 
  private:
+  // Jobs are measured in seconds of work (job_seconds), so they progress at 1 on uncontended
+  // cores; +inf work (a node that cannot compute) never finishes.
   int is_last(std::size_t panel) const { return panel + 1 == panels_ ? 1 : 0; }
-  // Jobs are measured in seconds of work (job_seconds), so they progress at 1; +inf work (a node
-  // that cannot compute) never finishes.
-  static double job_rate() { return 1.0; }
   bool result_running() const { return result_started_ && result_left_ > 0.0; }
 
   void start_send(double bytes, std::optional<std::size_t> panel) {
@@ -264,7 +304,8 @@ class NodeReplay {
   bool a_started_ = false;
   bool sending_ = false;
   std::optional<std::size_t> sending_panel_;  // empty while A is on the wire
-  double send_left_ = 0.0, send_rate_ = 0.0, send_done_ = kInfinity;
+  StepRates rates_;
+  double send_left_ = 0.0, send_done_ = kInfinity;
   std::size_t panels_sent_ = 0;
   double a_arrival_ = kInfinity;
   std::vector<double> arrival_;  // when panel p (and its JOB) is at the node
@@ -273,41 +314,86 @@ class NodeReplay {
   bool job_running_ = false;
   std::size_t jobs_done_ = 0;
   double job_left_ = 0.0, job_done_ = kInfinity;
+  double job_work_s_ = 0.0, job_wall_s_ = 0.0;
 
   bool result_started_ = false;
   double result_left_ = 0.0, result_done_ = kInfinity;
   double finish_ = kInfinity;
 };
 
+// Each step's rates: the coordinator's send capacity shared max-min fairly by the links that are
+// receiving; then, on the coordinator's host, its cores shared max-min fairly (as the kernel's fair
+// scheduler shares them between cgroups and processes) by the nodes there that are multiplying,
+// each wanting its quota, and the coordinator, wanting its CPU per byte x the bytes per second it
+// sends and receives. A node short of cores computes at its share / its quota; a coordinator short
+// of them moves bytes more slowly in proportion.
+void step_rates(std::span<const NodeReplay> replays, double coordinator_bytes_per_s, const SimHost& host,
+                std::vector<StepRates>& rates) {
+  std::vector<double> caps;
+  std::vector<std::size_t> senders;
+  for (std::size_t i = 0; i < replays.size(); ++i) {
+    rates[i] = StepRates{};
+    if (replays[i].sending()) {
+      senders.push_back(i);
+      caps.push_back(replays[i].link_cap());
+    }
+    if (replays[i].returning()) rates[i].result = replays[i].return_cap();
+  }
+  const std::vector<double> shared = max_min_fair(caps, coordinator_bytes_per_s);
+  for (std::size_t s = 0; s < senders.size(); ++s) rates[senders[s]].send = shared[s];
+  if (!(host.cores > 0.0)) return;
+
+  std::vector<std::size_t> on_host;
+  std::vector<double> wants;
+  double bytes_per_s = 0.0;
+  for (std::size_t i = 0; i < replays.size(); ++i) {
+    bytes_per_s += rates[i].send + rates[i].result;
+    if (replays[i].computing() && replays[i].host_cores_wanted() > 0.0) {
+      on_host.push_back(i);
+      wants.push_back(replays[i].host_cores_wanted());
+    }
+  }
+  if (on_host.empty()) return;  // the coordinator alone never runs short of a host's cores
+  const double coordinator_wants = bytes_per_s * std::max(host.coordinator_cpu_s_per_byte, 0.0);
+  wants.push_back(std::isfinite(coordinator_wants) ? coordinator_wants : host.cores);
+  const std::vector<double> cores = max_min_fair(wants, host.cores);
+  for (std::size_t s = 0; s < on_host.size(); ++s) {
+    const double share = std::min(cores[s] / wants[s], 1.0);
+    rates[on_host[s]].job = on_host.size() >= 2 ? std::min(share, replays[on_host[s]].crowded_share()) : share;
+  }
+  if (wants.back() > 0.0 && cores.back() < wants.back()) {
+    const double slowed = cores.back() / wants.back();
+    for (StepRates& rate : rates) {
+      rate.send *= slowed;
+      rate.result *= slowed;
+    }
+  }
+}
+
+// What a simulation yields per node: when it finished (+inf if never), and the share of its
+// cores it kept while it multiplied (1 when it never computed or nothing competed).
+struct SimOutcome {
+  std::vector<double> finish;
+  std::vector<double> availability;
+};
+
 // Fluid simulation of all nodes at once: piecewise-constant rates between events, so each step
 // jumps straight to the next completion or timer. Ends when every node is done or nothing can
 // progress any more (a zero rate somewhere); unfinished nodes keep finish = +inf.
-std::vector<double> simulate(std::span<const SimNode> nodes, const SimShape& shape, double coordinator_bytes_per_s) {
+SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, double coordinator_bytes_per_s,
+                    const SimHost& host = {}) {
   std::vector<NodeReplay> replays;
   replays.reserve(nodes.size());
   for (const SimNode& node : nodes) replays.emplace_back(node, shape);
 
-  std::vector<double> caps;
-  std::vector<std::size_t> senders;
-  std::vector<double> send_rate(replays.size());
+  std::vector<StepRates> rates(replays.size());
   double now = 0.0;
   for (;;) {
-    caps.clear();
-    senders.clear();
-    for (std::size_t i = 0; i < replays.size(); ++i) {
-      replays[i].start_ready(now);
-      if (replays[i].sending()) {
-        senders.push_back(i);
-        caps.push_back(replays[i].link_cap());
-      }
-    }
-    const std::vector<double> rates = max_min_fair(caps, coordinator_bytes_per_s);
-    std::fill(send_rate.begin(), send_rate.end(), 0.0);
-    for (std::size_t s = 0; s < senders.size(); ++s) send_rate[senders[s]] = rates[s];
-
+    for (NodeReplay& replay : replays) replay.start_ready(now);
+    step_rates(replays, coordinator_bytes_per_s, host, rates);
     double next = kInfinity;
     for (std::size_t i = 0; i < replays.size(); ++i) {
-      if (!replays[i].idle()) next = std::min(next, replays[i].next_event(now, send_rate[i]));
+      if (!replays[i].idle()) next = std::min(next, replays[i].next_event(now, rates[i]));
     }
     if (std::isinf(next)) break;
     for (NodeReplay& replay : replays) {
@@ -316,9 +402,30 @@ std::vector<double> simulate(std::span<const SimNode> nodes, const SimShape& sha
     now = next;
   }
 
-  std::vector<double> finish(replays.size());
-  for (std::size_t i = 0; i < replays.size(); ++i) finish[i] = replays[i].finish();
-  return finish;
+  SimOutcome outcome;
+  for (const NodeReplay& replay : replays) {
+    outcome.finish.push_back(replay.finish());
+    // Work over wall time is 1 up to rounding where nothing competed; say exactly 1 there.
+    const double wall = replay.job_wall_s();
+    const double kept = wall > 0.0 && std::isfinite(replay.job_work_s()) ? replay.job_work_s() / wall : 1.0;
+    outcome.availability.push_back(kept > 1.0 - 1e-9 ? 1.0 : std::max(kept, 1e-3));
+  }
+  return outcome;
+}
+
+bool shares_coordinator_host(const HostModel& host) {
+  return host.with_coordinator && host.cores > 0.0 && host.node_cores > 0.0;
+}
+
+// The coordinator's host as the simulation sees it: no contention is modelled when no node
+// shares it.
+SimHost coordinator_host(const ClusterModel& model) {
+  SimHost host;
+  for (const NodeModel& node : model.nodes) {
+    if (shares_coordinator_host(node.host)) host.cores = std::max(host.cores, node.host.cores);
+  }
+  host.coordinator_cpu_s_per_byte = model.coordinator_cpu_s_per_byte;
+  return host;
 }
 
 bool can_compute(const SpeedCurve& speed) {
@@ -332,8 +439,7 @@ class SoloFinish {
  public:
   SoloFinish(const NodeModel& node, double to_node_cap, const SimShape& shape) : shape_(shape) {
     sim_.speed = &node.speed;
-    // Plans with the receive charge but not the contention share: see make_model_plan.
-    sim_.cpu = {node.cpu.receive_s_per_byte, 1.0};
+    sim_.cpu = node.cpu;
     sim_.latency_s = node.link.latency_s;
     sim_.to_node_bytes_per_s = to_node_cap;
     sim_.from_node_bytes_per_s = node.link.from_node_bytes_per_s;
@@ -343,7 +449,7 @@ class SoloFinish {
     if (rows == 0) return 0.0;
     SimNode node = sim_;
     node.rows = rows;
-    return simulate(std::span<const SimNode>(&node, 1), shape_, 0.0).front();
+    return simulate(std::span<const SimNode>(&node, 1), shape_, 0.0).finish.front();
   }
 
   // The largest r in [known_ok, known_too_many) with finish(r) <= deadline, given
@@ -415,25 +521,41 @@ Prediction predict(const ClusterModel& model, const Plan& plan) {
   for (std::size_t i = 0; i < node_count; ++i) {
     const NodeModel& node = model.nodes[i];
     nodes[i] = {plan.shares[i].rows.count, &node.speed, node.cpu, node.link.latency_s, node.link.to_node_bytes_per_s,
-                node.link.from_node_bytes_per_s};
+                node.link.from_node_bytes_per_s, shares_coordinator_host(node.host) ? node.host.node_cores : 0.0,
+                crowded_share(node.host)};
   }
 
   Prediction prediction;
   if (plan.k == 0 || plan.n == 0) {
     prediction.finish_s.assign(node_count, 0.0);
+    prediction.host_share.assign(node_count, 1.0);
     return prediction;
   }
-  prediction.finish_s = simulate(nodes, shape, model.coordinator_send_bytes_per_s);
+  SimOutcome outcome = simulate(nodes, shape, model.coordinator_send_bytes_per_s, coordinator_host(model));
+  prediction.finish_s = std::move(outcome.finish);
+  prediction.host_share = std::move(outcome.availability);
   for (double finish : prediction.finish_s) prediction.makespan_s = std::max(prediction.makespan_s, finish);
   return prediction;
 }
 
-Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
-  assert(plan.shares.size() == model.nodes.size());
-  const std::size_t node_count = std::min(plan.shares.size(), model.nodes.size());
+namespace {
+
+// predict_pull's replay at the nodes' given availability; also the seconds each node multiplied
+// and the bytes the coordinator moved, for the host's sharing.
+struct PullReplay {
   Prediction prediction;
+  std::vector<double> busy_s;
+  double coordinator_bytes = 0.0;
+};
+
+PullReplay replay_pull(const ClusterModel& model, const Plan& plan) {
+  const std::size_t node_count = std::min(plan.shares.size(), model.nodes.size());
+  PullReplay replay;
+  Prediction& prediction = replay.prediction;
   prediction.finish_s.assign(node_count, 0.0);
-  if (plan.m == 0 || plan.n == 0 || plan.k == 0 || plan.tile_rows == 0) return prediction;
+  prediction.host_share.assign(node_count, 1.0);
+  replay.busy_s.assign(node_count, 0.0);
+  if (plan.m == 0 || plan.n == 0 || plan.k == 0 || plan.tile_rows == 0) return replay;
 
   // The driver keeps at most this many tiles in flight per node (run/multiply.cpp): the next
   // tile's A travels while the current one computes.
@@ -442,6 +564,7 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     bool usable = false;
     double to_node = 0.0, from_node = 0.0, latency = 0.0;
     double link_free = 0.0, compute_free = 0.0, back_free = 0.0, last_ask = 0.0;
+    double busy_s = 0.0, bytes_moved = 0.0;
     bool holds_b = false;
     std::deque<double> in_flight;  // result arrival times, in order
     double ask_time() const { return in_flight.size() < kTilesInFlight ? last_ask : in_flight.front(); }
@@ -479,9 +602,11 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     node.link_free = std::max(node.link_free, asked + node.latency) + bytes / node.to_node;
     // The worker multiplies a tile one B panel at a time: its rate is that of a panel's job.
     const double rate = model.nodes[i].speed.gflops_at(std::cbrt(rows * n * panel_depth)) * 1e9;
-    node.compute_free =
-        std::max(node.compute_free, node.link_free) + job_seconds(model.nodes[i].cpu, 2.0 * rows * n * k, rate, bytes);
+    const double compute_s = job_seconds(model.nodes[i].cpu, 2.0 * rows * n * k, rate, bytes);
+    node.compute_free = std::max(node.compute_free, node.link_free) + compute_s;
     node.back_free = std::max(node.back_free, node.compute_free) + 8.0 * rows * n / node.from_node;
+    node.busy_s += compute_s;
+    node.bytes_moved += bytes + 8.0 * rows * n;
     return node.back_free + node.latency;
   };
   for (const partition::Block& cut : cut_row_tiles(plan, node_count)) {
@@ -493,7 +618,7 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     }
     if (!asker) {
       prediction.makespan_s = kInfinity;
-      return prediction;
+      return replay;
     }
     PullNode& node = nodes[*asker];
     const double asked = node.ask_time();
@@ -538,16 +663,49 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     prediction.finish_s[tile.node] = std::max(prediction.finish_s[tile.node], tile.arrival);
   }
   for (double finish : prediction.finish_s) prediction.makespan_s = std::max(prediction.makespan_s, finish);
-  return prediction;
+  for (std::size_t i = 0; i < node_count; ++i) {
+    replay.busy_s[i] = nodes[i].busy_s;
+    replay.coordinator_bytes += nodes[i].bytes_moved;
+  }
+  return replay;
 }
 
+}  // namespace
+
+Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
+  assert(plan.shares.size() == model.nodes.size());
+  PullReplay replay = replay_pull(model, plan);
+  if (!(coordinator_host(model).cores > 0.0)) return replay.prediction;
+  // The pull replay is a list schedule, not a fluid one, so the host's sharing is averaged over
+  // the run (host_availability), as the expression scheduler does: each pass replays with every
+  // node's compute at the share of its cores the last replay's busy time and bytes leave it.
+  std::vector<double> shares(model.nodes.size(), 1.0);
+  for (int pass = 0; pass < kHostSharingPasses; ++pass) {
+    const double span = replay.prediction.makespan_s;
+    if (!(span > 0.0) || !std::isfinite(span)) break;
+    std::vector<double> busy(model.nodes.size(), 0.0);
+    for (std::size_t i = 0; i < busy.size() && i < replay.busy_s.size(); ++i) busy[i] = replay.busy_s[i] / span;
+    shares = host_availability(model, busy, replay.coordinator_bytes * model.coordinator_cpu_s_per_byte, span);
+    ClusterModel shared = model;
+    for (std::size_t i = 0; i < shared.nodes.size(); ++i) {
+      const double own = shared.nodes[i].cpu.availability > 0.0 ? std::min(shared.nodes[i].cpu.availability, 1.0) : 1.0;
+      shared.nodes[i].cpu.availability = own * shares[i];
+    }
+    replay = replay_pull(shared, plan);
+  }
+  replay.prediction.host_share = shares;
+  return replay.prediction;
+}
+
+namespace {
+
 // Each node's finish time is modelled alone, with its link capped at its max-min fair share of
-// the coordinator as if every usable node were receiving at once. That is pessimistic when
-// nodes stop receiving at different times (the survivors then get more) and when a node ends up
-// with 0 rows, but it makes every node's finish a function of its own rows only, which is what
-// lets the common finish time be found by bisection. predict() of the resulting plan simulates
-// the true sharing.
-Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const ClusterModel& model) {
+// the coordinator as if every usable node were receiving at once, and its compute at its CpuModel
+// availability. That is pessimistic when nodes stop receiving at different times (the survivors
+// then get more) and when a node ends up with 0 rows, but it makes every node's finish a function
+// of its own rows only, which is what lets the common finish time be found by bisection.
+// predict() of the resulting plan simulates the true sharing.
+Result<ModelPlanResult> size_rows_by_finish_time(const PlanRequest& request, const ClusterModel& model) {
   TESSERA_RETURN_IF_ERROR(check_plan_request(request));
   TESSERA_RETURN_IF_ERROR(check_layout(Policy::kModel, request.layout));
   if (request.node_names.size() != model.nodes.size()) {
@@ -674,6 +832,36 @@ Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const Cluste
     begin += node_rows[i];
   }
   return result;
+}
+
+}  // namespace
+
+Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const ClusterModel& model) {
+  Result<ModelPlanResult> sized = size_rows_by_finish_time(request, model);
+  if (!sized || !(coordinator_host(model).cores > 0.0)) return sized;
+  // Nodes on the coordinator's host lose cores to each other and to the coordinator while it
+  // moves bytes, by amounts that depend on the whole plan. Each pass sizes the rows again with
+  // every node's compute at the share of its cores the last plan left it (predict's host_share),
+  // and the plan whose forecast, sharing simulated, ends soonest is kept: never one the model
+  // thinks worse than the plan sized without sharing.
+  ModelPlanResult best = std::move(*sized);
+  Prediction last = predict(model, best.plan);
+  double best_makespan = last.makespan_s;
+  for (int pass = 0; pass < kHostSharingPasses; ++pass) {
+    ClusterModel shared = model;
+    for (std::size_t i = 0; i < shared.nodes.size(); ++i) {
+      const double own = shared.nodes[i].cpu.availability > 0.0 ? std::min(shared.nodes[i].cpu.availability, 1.0) : 1.0;
+      shared.nodes[i].cpu.availability = own * last.host_share[i];
+    }
+    Result<ModelPlanResult> candidate = size_rows_by_finish_time(request, shared);
+    if (!candidate) break;
+    last = predict(model, candidate->plan);
+    if (last.makespan_s < best_makespan) {
+      best_makespan = last.makespan_s;
+      best = std::move(*candidate);
+    }
+  }
+  return best;
 }
 
 }  // namespace tessera::balance

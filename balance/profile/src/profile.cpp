@@ -1,6 +1,5 @@
 #include "tessera/balance/profile/profile.hpp"
 
-#include <sys/resource.h>
 #include <sys/utsname.h>
 
 #include <algorithm>
@@ -492,14 +491,6 @@ struct CoordinatorCapacity {
   double cpu_s_per_byte = 0.0;
 };
 
-// This process's CPU seconds so far, user and system (the kernel's loopback work lands there).
-double process_cpu_seconds() {
-  struct rusage usage {};
-  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0.0;
-  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
 Result<CoordinatorCapacity> coordinator_send_capacity(ClusterConnection& cluster, const std::vector<NodeProfile>& nodes,
                                                       bool quick, const std::vector<double>& source) {
   const double target = quick ? kQuickBandwidthProbeSeconds : kBandwidthProbeSeconds;
@@ -530,15 +521,20 @@ Result<CoordinatorCapacity> coordinator_send_capacity(ClusterConnection& cluster
   return capacity;
 }
 
-// Every node runs the reference GEMM probe at the same moment, each on its own thread, three
-// times, and the best window is kept: outside load (a build on the same machine) only ever makes a
-// window slower, and one reading taken beside a build gave a desktop a quarter of its speed.
-// The result is a node's rate when all compete for what they share (cores, memory bandwidth).
+// Every node runs the reference GEMM probe at the same moment, each on its own thread, in
+// kConcurrentRounds rounds; a node's rate is the mean of its rounds but the slowest. The result is
+// a node's rate when all compete for what they share (cores, memory bandwidth). It varies from
+// round to round with where the kernel puts the threads (on local-mixed-lan a full-core node kept
+// 78-99% of its speed alone from one profile to the next, and 67-98% from one tenth of a second
+// of a run to the next), so a run sees the mean; the slowest round is left out so that a burst
+// of outside load (a build once gave a desktop a quarter of its speed) counts for less.
+constexpr int kConcurrentRounds = 5;
+
 Status measure_concurrent_rates(ClusterConnection& cluster, const ProfileOptions& options,
                                 std::vector<NodeProfile>& nodes) {
   const double window = options.quick ? options.quick_window_seconds : options.reference_window_seconds;
-  std::vector<Result<GemmWindow>> rates(nodes.size(), Result<GemmWindow>(GemmWindow{}));
-  for (int round = 0; round < 3; ++round) {
+  std::vector<std::vector<double>> rates(nodes.size());
+  for (int round = 0; round < kConcurrentRounds; ++round) {
     std::vector<Result<GemmWindow>> measured(nodes.size(), Result<GemmWindow>(GemmWindow{}));
     {
       std::vector<std::jthread> probes;
@@ -560,10 +556,10 @@ Status measure_concurrent_rates(ClusterConnection& cluster, const ProfileOptions
     }
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       if (!measured[i]) return explain_lost_link(cluster.links()[i], measured[i].status());
-      if (!rates[i] || measured[i]->gflops > rates[i]->gflops) rates[i] = measured[i];
+      rates[i].push_back(measured[i]->gflops);
     }
   }
-  for (std::size_t i = 0; i < nodes.size(); ++i) nodes[i].concurrent_gflops = rates[i]->gflops;
+  for (std::size_t i = 0; i < nodes.size(); ++i) nodes[i].concurrent_gflops = mean_without_slowest(rates[i]);
   return Status::ok();
 }
 
@@ -918,10 +914,7 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
     NodeModel entry;
     entry.name = node.name;
     // The curve measured alone, charged for the CPU its received bytes take (CpuModel; left out
-    // when the profile predates the measurement). The all-at-once rate (concurrent_gflops) is not
-    // used as the node's availability: on a quiet machine it read 97-100% of the alone rate and
-    // changed nothing, and one reading taken beside a build (a desktop at 12 of 59 GFLOP/s) made
-    // the forecast 3.8x too slow on local-mixed (README, "The performance model").
+    // when the profile predates the measurement).
     // The vector-matrix rate joins the curve at its square-equivalent size (a square GEMM of the
     // same flops per byte, 3 mnk / (mk + kn + mn): about 3), below every square probe.
     std::vector<SpeedPoint> points = measured->speed;
@@ -936,6 +929,11 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
     entry.host.with_coordinator = !coordinator_host.empty() && measured->hostname == coordinator_host;
     entry.host.cores = measured->cores;
     entry.host.node_cores = measured->compute_cores;
+    // What it kept with every node multiplying at once (best of three rounds, so a burst of
+    // outside load does not count; README, "The performance model").
+    if (measured->gflops > 0.0 && measured->concurrent_gflops > 0.0) {
+      entry.host.crowded_share = std::min(measured->concurrent_gflops / measured->gflops, 1.0);
+    }
     model.nodes.push_back(std::move(entry));
   }
   return model;

@@ -42,12 +42,25 @@ std::string format_report_table(const MultiplyReport& report) {
       "{:.3f} (slowest finish / mean finish)\n",
       report.run.makespan_s, report.run.last_result_s, report.run.gflops, report.run.imbalance);
   if (const std::optional<double> share = report.run.worker_comm_share()) {
-    out += fmt::format("workers' CPU: {:.3f} s multiplying, {:.3f} s communicating ({:.1f}% of their CPU)\n",
-                       report.run.worker_compute_cpu_s(), report.run.worker_io_cpu_s(), 100.0 * *share);
+    out += fmt::format("workers' CPU: {:.3f} s multiplying, {:.3f} s communicating ({:.1f}% of their CPU); "
+                       "coordinator's CPU {:.3f} s\n",
+                       report.run.worker_compute_cpu_s(), report.run.worker_io_cpu_s(), 100.0 * *share,
+                       report.run.coordinator_cpu_s);
   }
   if (const std::optional<double> error = report.prediction_error()) {
     out += fmt::format("predicted makespan {:.3f} s   prediction error {:.1f}%\n", report.prediction->makespan_s,
                        *error * 100.0);
+    // Said only where the model took cores away: nodes sharing the coordinator's host.
+    std::vector<std::string> short_nodes;
+    for (std::size_t i = 0; i < report.prediction->host_share.size() && i < report.run.nodes.size(); ++i) {
+      const double share = report.prediction->host_share[i];
+      if (share < 0.995) short_nodes.push_back(fmt::format("{} {:.0f}%", report.run.nodes[i].name, 100.0 * share));
+    }
+    if (!short_nodes.empty()) {
+      out += fmt::format("  forecast with the host's cores shared with the coordinator: {} of their cores while "
+                         "multiplying\n",
+                         fmt::join(short_nodes, ", "));
+    }
   } else if (report.plan.layout != partition::Layout::kRows) {
     out += fmt::format("predicted makespan: none for the {} layout (the model replays row strips)\n",
                        partition::layout_name(report.plan.layout));
@@ -107,6 +120,9 @@ std::string report_json(const MultiplyReport& report) {
     entry["predicted_finish_s"] = report.prediction && i < report.prediction->finish_s.size()
                                       ? json(report.prediction->finish_s[i])
                                       : json(nullptr);
+    entry["predicted_host_share"] = report.prediction && i < report.prediction->host_share.size()
+                                        ? json(report.prediction->host_share[i])
+                                        : json(nullptr);
     nodes.push_back(std::move(entry));
   }
   const Verification& check = report.verification;
@@ -123,6 +139,7 @@ std::string report_json(const MultiplyReport& report) {
                    {"last_result_s", report.run.last_result_s},
                    {"gflops", report.run.gflops},
                    {"imbalance", report.run.imbalance},
+                   {"coordinator_cpu_s", report.run.coordinator_cpu_s},
                    {"predicted_makespan_s", report.prediction ? json(report.prediction->makespan_s) : json(nullptr)},
                    {"prediction_error",
                     report.prediction_error() ? json(*report.prediction_error()) : json(nullptr)},

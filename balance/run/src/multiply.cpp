@@ -17,6 +17,7 @@
 
 #include "tessera/balance/run/tile_board.hpp"
 #include "tessera/balance/run/work.hpp"
+#include "tessera/core/time.hpp"
 #include "tessera/transport/request.hpp"
 
 namespace tessera::balance {
@@ -709,6 +710,7 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, l
   std::vector<std::unique_ptr<NodeProgress>> progress;
   for (std::size_t i = 0; i < cluster.links().size(); ++i) progress.push_back(std::make_unique<NodeProgress>());
   const auto start = Clock::now();
+  const double cpu_at_start = process_cpu_seconds();
   {
     // Declared before the streamers, so it stops only after every one of them has been joined.
     ProgressWatchdog watchdog(cluster, hooks.deadlines, progress);
@@ -737,6 +739,7 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, l
     }
   }
   const double released_s = seconds_between(start, Clock::now());
+  run.coordinator_cpu_s = process_cpu_seconds() - cpu_at_start;
   if (alive == 0) {
     std::string message = "every node failed:";
     for (const Status& failure : failures) message += "\n  " + failure.message();

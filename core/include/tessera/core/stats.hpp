@@ -11,4 +11,8 @@ namespace tessera {
 // (a summary of nothing is "no figure", not 0). NaNs among the values give an unspecified result.
 double median(std::vector<double> values);
 
+// The mean of the values but the smallest (for rates, where outside load only ever slows a
+// measurement); the single value for one, NaN for none.
+double mean_without_slowest(std::vector<double> values);
+
 }  // namespace tessera

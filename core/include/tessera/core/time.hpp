@@ -1,7 +1,7 @@
-// Wall-clock timestamps in UTC, in the two formats Tessera writes. Every timestamp a file or a
-// report carries comes from here, so the formats are named once.
+// Wall-clock timestamps in UTC, in the two formats Tessera writes (every timestamp a file or a
+// report carries comes from here, so the formats are named once), and this process's CPU clock.
 //
-// Pure functions returning values; thread-safe (gmtime_r).
+// Functions returning values; thread-safe (gmtime_r, getrusage).
 #pragma once
 
 #include <chrono>
@@ -22,5 +22,9 @@ std::string format_utc(std::chrono::system_clock::time_point when, UtcFormat for
 std::string utc_now(UtcFormat format);
 // Reads what format_utc(..., kIso8601) writes; nullopt for anything else.
 std::optional<std::chrono::system_clock::time_point> parse_utc_iso8601(std::string_view text);
+
+// CPU seconds this process has used so far, user and system, over all its threads (the kernel's
+// loopback work for its sockets lands here too); 0 if the kernel will not say.
+double process_cpu_seconds();
 
 }  // namespace tessera

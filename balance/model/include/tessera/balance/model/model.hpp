@@ -13,7 +13,9 @@
 // panel can be sent once the job `panels_in_flight` earlier has finished), each job starting when
 // its panel has arrived and the previous job is done, the C block travelling back after the last
 // job; a job's compute includes the CPU its received bytes cost the node and the node's share of
-// contended cores (CpuModel). Pure functions and values; thread-compatible.
+// contended cores (CpuModel). Nodes on the coordinator's host (HostModel) share its cores, moment
+// by moment, with each other while they multiply and with the coordinator while it moves bytes.
+// Pure functions and values; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +86,11 @@ struct HostModel {
   bool with_coordinator = false;  // the node's host is the coordinator's
   double cores = 0.0;             // the host's online cores; 0 = unknown (no contention modelled)
   double node_cores = 0.0;        // the cores the node's compute uses when busy (its quota); 0 = unknown
+  // The share of its speed alone the node keeps while other nodes on the host multiply too, in
+  // (0, 1]: what the profile measured with every node multiplying at once. A fair division of the
+  // cores promises more than the kernel delivers (it balances runnable threads, not quotas, so a
+  // full-core node can share a core with a quarter-core one while the other core idles).
+  double crowded_share = 1.0;
   bool operator==(const HostModel&) const = default;
 };
 
@@ -107,16 +114,26 @@ struct ClusterModel {
 // The share of its compute each node keeps on the coordinator's host during a run, in (0, 1]:
 // the host's cores divided max-min fairly (as the kernel's fair scheduler divides them between
 // cgroups and processes) among the nodes there, each wanting node_cores x busy_fraction[i], and
-// the coordinator, wanting coordinator_cpu_s / span_s. 1 for every node elsewhere, for a host
-// with room for all, and when the cores are unknown. REQUIRES: busy_fraction has a value per node.
+// the coordinator, wanting coordinator_cpu_s / span_s; no more than its crowded_share for a busy
+// node while another node there is busy too. 1 for every node elsewhere, for a host with room for
+// all, and when the cores are unknown. REQUIRES: busy_fraction has a value per node.
 std::vector<double> host_availability(const ClusterModel& model, const std::vector<double>& busy_fraction,
                                       double coordinator_cpu_s, double span_s);
 
 struct Prediction {
   std::vector<double> finish_s;  // per node, plan order; 0 for nodes without rows
   double makespan_s = 0.0;
+  // Per node, the share of its cores it kept while it multiplied (on the coordinator's host, the
+  // rest went to other nodes there and to the coordinator); 1 where nothing competed.
+  std::vector<double> host_share;
 };
 
+// On the coordinator's host, each moment of the replay divides the host's cores max-min fairly
+// (as the kernel's fair scheduler divides them between cgroups and processes) among the nodes
+// there that are multiplying, each wanting its quota (HostModel::node_cores), and the
+// coordinator, wanting coordinator_cpu_s_per_byte x the bytes per second it is moving; a node
+// short of cores computes proportionally slower, a coordinator short of them moves bytes so. A
+// node multiplying while another there multiplies too runs at no more than its crowded_share.
 // REQUIRES: plan.shares has one entry per model node, same order. A node given rows it cannot
 // serve (zero speed or zero bandwidth) finishes at +infinity.
 Prediction predict(const ClusterModel& model, const Plan& plan);
@@ -129,8 +146,11 @@ Prediction predict(const ClusterModel& model, const Plan& plan);
 // send capacity max-min fairly as if all received at once. Then the speculative copies: the tile
 // arriving last goes, once, to the node that would deliver it soonest after its own work, while
 // that beats the original (a node's finish is its last tile that counted). Not replayed: B's
-// panels overlapping the first multiply (so a node's first tile is forecast late). Nodes that cannot compute or have no link take no tiles; with
-// none left the makespan is +infinity. REQUIRES: as predict(); plan.tile_rows > 0 for a forecast.
+// panels overlapping the first multiply (so a node's first tile is forecast late). Nodes that
+// cannot compute or have no link take no tiles; with none left the makespan is +infinity. Nodes
+// on the coordinator's host get the share of its cores host_availability() gives them over the
+// whole replay (their busy time and the coordinator's bytes), replayed again twice.
+// REQUIRES: as predict(); plan.tile_rows > 0 for a forecast.
 Prediction predict_pull(const ClusterModel& model, const Plan& plan);
 
 // The `model` policy: rows chosen so that predicted finish times are as equal as the integer rows
@@ -139,8 +159,9 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan);
 // which the nodes together take all m rows wins. A node that is not worth its fixed cost (e.g. a
 // slow link that must carry all of B before its first row pays off) gets 0 rows. Nodes with zero
 // speed or zero bandwidth are excluded and named in `warnings`. The rows are sized with each
-// node's receive charge but without its availability (CpuModel), which moves only the forecast:
-// a noisy all-at-once reading once made plans 1.7x slower when it sized them.
+// node's receive charge and availability (CpuModel). When nodes share the coordinator's host, the
+// rows are sized again (twice) with each node's compute at the share of its cores predict() says
+// the previous plan left it, and the plan predict() forecasts soonest is kept.
 struct ModelPlanResult {
   Plan plan;
   std::vector<std::string> warnings;

@@ -12,9 +12,9 @@
 // Nodes are measured one at a time so they never compete for shared cores; then, since in a run
 // they do compete (emulated nodes on one host, a coordinator sharing a desktop), every node's
 // rate at the reference size is measured again with all nodes multiplying at once
-// (concurrent_gflops: the bound of a run in which every node computes all the time, shown and
-// used for the capacity figures, not by the model; see profile_model). The profiler never reads
-// emulation settings.
+// (concurrent_gflops: the bound of a run in which every node computes all the time, and what the
+// model lets a node on the coordinator's host keep while others there multiply; see
+// profile_model). The profiler never reads emulation settings.
 // --quick measures one size (1024) in one window and the links with small transfers.
 //
 // A profile is saved as YAML next to the cluster file (configs/lab.yaml ->

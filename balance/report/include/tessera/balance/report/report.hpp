@@ -2,12 +2,12 @@
 //
 // JSON keys (stable, used by experiments and tests): policy, n, m, k, panel_width,
 // panels_in_flight, makespan_s (until every node was released), last_result_s, gflops,
-// imbalance, verified (true/false, null when not
+// imbalance, coordinator_cpu_s, verified (true/false, null when not
 // verified), verification {mode, max_error_ratio, max_abs_error, seconds (after the run), overlapped_seconds
 // (on A and B during it), detail}, cluster,
 // predicted_makespan_s and prediction_error (|predicted - measured| / measured; both null without
 // a model), nodes[] {name, kind, endpoint, rows, weight, bytes_to_node, bytes_from_node,
-// compute_s, comm_s, idle_s, finish_s, predicted_finish_s, panels}. Pure functions;
+// compute_s, comm_s, idle_s, finish_s, predicted_finish_s, predicted_host_share, panels}. Pure functions;
 // thread-compatible.
 #pragma once
 

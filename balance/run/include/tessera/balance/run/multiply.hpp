@@ -86,6 +86,10 @@ struct MultiplyRun {
   // Dynamic runs only:
   uint64_t speculative_copies = 0;          // tiles also given to an idle node near the end
   uint64_t speculative_wins = 0;            // copies whose result arrived first
+  // CPU seconds this process used from the start of sending until every node was released: the
+  // coordinator's packing, sending, checksums, receiving and the check run during the transfers
+  // (the share of a host's cores it took from nodes running beside it).
+  double coordinator_cpu_s = 0.0;
 
   // The workers' CPU seconds summed over nodes, and the communication share of them (none when
   // no worker reported figures).
