@@ -681,6 +681,20 @@ ClusterModel shared_host_lab_with_links(double coordinator_cpu_s_per_byte) {
   return model;
 }
 
+TEST(ModelOfNodes, KeepsTheChosenNodesInOrderAndEveryClusterWideFigure) {
+  ClusterModel model = shared_host_lab_with_links(1e-9);
+  model.coordinator_send_bytes_per_s = 2e9;
+  const ClusterModel part = model_of_nodes(model, {3, 0});
+  ASSERT_EQ(part.nodes.size(), 2u);
+  EXPECT_EQ(part.nodes[0], model.nodes[3]);
+  EXPECT_EQ(part.nodes[1], model.nodes[0]);
+  // Every field but the nodes survives: a subset that dropped the coordinator's CPU per byte
+  // once switched the expression scheduler's host sharing off without a word.
+  ClusterModel same_nodes = model;
+  same_nodes.nodes = part.nodes;
+  EXPECT_EQ(part, same_nodes);
+}
+
 TEST(PredictHostSharing, NodesOnTheCoordinatorsHostLoseCoresToItsSendingAndNoMoreThanThat) {
   const ClusterModel free_coordinator = shared_host_lab_with_links(0.0);
   const ClusterModel busy_coordinator = shared_host_lab_with_links(1e-9);

@@ -70,6 +70,13 @@ double crowded_share(const HostModel& host) {
 
 }  // namespace
 
+ClusterModel model_of_nodes(const ClusterModel& model, const std::vector<std::size_t>& nodes) {
+  ClusterModel out = model;
+  out.nodes.clear();
+  for (std::size_t node : nodes) out.nodes.push_back(model.nodes[node]);
+  return out;
+}
+
 double square_equivalent_size(double m, double n, double k) {
   const double bytes = m * k + k * n + m * n;
   return bytes > 0.0 ? 3.0 * m * n * k / bytes : 0.0;

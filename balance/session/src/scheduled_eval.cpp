@@ -41,13 +41,6 @@ uint64_t expr_longest(const expr::Expr& e) {
   return longest;
 }
 
-ClusterModel restricted(const ClusterModel& model, const std::vector<std::size_t>& nodes) {
-  ClusterModel out;
-  out.coordinator_send_bytes_per_s = model.coordinator_send_bytes_per_s;
-  for (std::size_t node : nodes) out.nodes.push_back(model.nodes[node]);
-  return out;
-}
-
 struct Candidate {
   expr::TaskDag dag;
   expr::Schedule schedule;
@@ -124,7 +117,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
 
   // The tile size: the fastest predicted schedule among the candidates.
   ScheduledEval report;
-  const ClusterModel part_model = restricted(model, taking_part);
+  const ClusterModel part_model = model_of_nodes(model, taking_part);
   const uint64_t longest = expr_longest(e);
   std::vector<uint64_t> tiles;
   if (options.tile > 0) {
@@ -156,9 +149,8 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     // The fastest node: the one HEFT alone would finish soonest on, transfers free.
     report.fastest_alone_s = std::numeric_limits<double>::infinity();
     for (std::size_t p = 0; p < part_model.nodes.size(); ++p) {
-      ClusterModel alone;
-      alone.nodes.push_back(part_model.nodes[p]);
-      report.fastest_alone_s = std::min(report.fastest_alone_s, expr::heft(best->dag, alone, free).makespan_s);
+      report.fastest_alone_s =
+          std::min(report.fastest_alone_s, expr::heft(best->dag, model_of_nodes(part_model, {p}), free).makespan_s);
     }
   }
   // The predicted side of the per-node and per-kind figures, from the schedule that runs first.
@@ -231,7 +223,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
       for (const LostNode& lost : run->lost) reasons += fmt::format("; {}", lost.reason);
       return network_error(fmt::format("every node was lost ({}){}", fmt::join(report.lost_nodes, ", "), reasons));
     }
-    current = schedule_dag(std::move(current.dag), restricted(model, taking_part), cache_bytes);
+    current = schedule_dag(std::move(current.dag), model_of_nodes(model, taking_part), cache_bytes);
   }
   for (std::size_t i = 0; i < node_figures.size(); ++i) {
     if (!node_figures[i].name.empty()) report.nodes.push_back(node_figures[i]);

@@ -111,6 +111,10 @@ struct ClusterModel {
   bool operator==(const ClusterModel&) const = default;
 };
 
+// The same cluster with only `nodes` (indices into model.nodes, in the order given): every
+// cluster-wide figure (the coordinator's capacity and CPU per byte) kept.
+ClusterModel model_of_nodes(const ClusterModel& model, const std::vector<std::size_t>& nodes);
+
 // The share of its compute each node keeps on the coordinator's host during a run, in (0, 1]:
 // the host's cores divided max-min fairly (as the kernel's fair scheduler divides them between
 // cgroups and processes) among the nodes there, each wanting node_cores x busy_fraction[i], and
