@@ -761,6 +761,26 @@ TEST(PredictHostSharing, ANodeKeepsItsCrowdedShareOnlyWhileAnotherNodeThereMulti
   EXPECT_DOUBLE_EQ(host_availability(model, {1.0, 0.0, 0.0, 0.0}, 0.0, 1.0)[0], 1.0);
 }
 
+TEST(PredictPullHostSharing, ANodeIsCrowdedOnlyByTilesThatCountedElsewhere) {
+  // A desktop and one Pi on the coordinator's host, the desktop crowded to 75% by any other node
+  // multiplying there.
+  ClusterModel model;
+  for (const auto& [name, cores] : {std::pair{"desktop", 1.0}, std::pair{"pi", 0.25}}) {
+    NodeModel node = node_model(name, flat_curve(cores * 40.0));
+    node.host = {true, 2.0, cores, name == std::string("desktop") ? 0.75 : 1.0};
+    model.nodes.push_back(node);
+  }
+  const Plan plan = dynamic_plan(model, 2048, 2048, 2048, 128);
+  // Both take tiles: the desktop is forecast at its crowded share.
+  EXPECT_DOUBLE_EQ(predict_pull(model, plan).host_share[0], 0.75);
+  // Behind a link that cannot pay for B, the Pi's tiles all go to copies on the desktop: the
+  // desktop multiplied alone and keeps its whole core.
+  model.nodes[1].link = {0.0, 1e6, 1e6};
+  const Prediction alone = predict_pull(model, plan);
+  EXPECT_EQ(alone.finish_s[1], 0.0) << "no tile of the Pi's counted";
+  EXPECT_DOUBLE_EQ(alone.host_share[0], 1.0);
+}
+
 TEST(ModelPlanHostSharing, RowsMoveOffTheNodeThatLosesCoresAndTheForecastIsNoWorse) {
   ClusterModel unshared = shared_host_lab_with_links(2e-9);
   for (NodeModel& node : unshared.nodes) node.host.with_coordinator = false;

@@ -571,7 +571,8 @@ PullReplay replay_pull(const ClusterModel& model, const Plan& plan) {
     bool usable = false;
     double to_node = 0.0, from_node = 0.0, latency = 0.0;
     double link_free = 0.0, compute_free = 0.0, back_free = 0.0, last_ask = 0.0;
-    double busy_s = 0.0, bytes_moved = 0.0;
+    double bytes_moved = 0.0;
+    double last_compute_s = 0.0;  // of the tile deliver() handed it last
     bool holds_b = false;
     std::deque<double> in_flight;  // result arrival times, in order
     double ask_time() const { return in_flight.size() < kTilesInFlight ? last_ask : in_flight.front(); }
@@ -597,6 +598,7 @@ PullReplay replay_pull(const ClusterModel& model, const Plan& plan) {
     std::size_t node;
     double rows;
     double arrival;  // of its result at the coordinator, from whichever node delivers it first
+    double compute_s;  // on that node
     bool copied = false;
   };
   std::vector<PulledTile> tiles;
@@ -612,7 +614,7 @@ PullReplay replay_pull(const ClusterModel& model, const Plan& plan) {
     const double compute_s = job_seconds(model.nodes[i].cpu, 2.0 * rows * n * k, rate, bytes);
     node.compute_free = std::max(node.compute_free, node.link_free) + compute_s;
     node.back_free = std::max(node.back_free, node.compute_free) + 8.0 * rows * n / node.from_node;
-    node.busy_s += compute_s;
+    node.last_compute_s = compute_s;
     node.bytes_moved += bytes + 8.0 * rows * n;
     return node.back_free + node.latency;
   };
@@ -633,7 +635,7 @@ PullReplay replay_pull(const ClusterModel& model, const Plan& plan) {
     node.last_ask = asked;
     const double arrival = deliver(node, *asker, rows, asked);
     node.in_flight.push_back(arrival);
-    tiles.push_back({*asker, rows, arrival});
+    tiles.push_back({*asker, rows, arrival, node.last_compute_s});
   }
   // Near the end the driver copies a running tile to a node with nothing left when the copy would
   // arrive first (run/multiply.cpp, copy_pays), and stops sending the loser's pieces. Replayed
@@ -665,15 +667,16 @@ PullReplay replay_pull(const ClusterModel& model, const Plan& plan) {
     nodes[*best] = best_state;
     tile.arrival = best_arrival;
     tile.node = *best;
+    tile.compute_s = best_state.last_compute_s;
   }
   for (const PulledTile& tile : tiles) {
     prediction.finish_s[tile.node] = std::max(prediction.finish_s[tile.node], tile.arrival);
   }
   for (double finish : prediction.finish_s) prediction.makespan_s = std::max(prediction.makespan_s, finish);
-  for (std::size_t i = 0; i < node_count; ++i) {
-    replay.busy_s[i] = nodes[i].busy_s;
-    replay.coordinator_bytes += nodes[i].bytes_moved;
-  }
+  // A node is busy with the tiles that counted: one whose tile went to a copy elsewhere (a slow
+  // link's, typically) would in the driver not have started it or stopped when it was settled.
+  for (const PulledTile& tile : tiles) replay.busy_s[tile.node] += tile.compute_s;
+  for (std::size_t i = 0; i < node_count; ++i) replay.coordinator_bytes += nodes[i].bytes_moved;
   return replay;
 }
 
