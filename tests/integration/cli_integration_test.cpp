@@ -86,6 +86,14 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   EXPECT_TRUE(std::filesystem::exists(dir_.file("cluster.profile.yaml")));
   EXPECT_NE(profile.output.find("pw"), std::string::npos) << profile.output;
 
+  // The model's forecast of every static policy from that profile, without running anything.
+  testing::CommandResult model = run_command(std::string(TESSERA_CLI_BINARY) + " model " + config_ + " --n 512");
+  ASSERT_EQ(model.exit_code, 0) << model.output;
+  for (const char* policy : {"plan even", "plan proportional", "plan model"}) {
+    EXPECT_NE(model.output.find(policy), std::string::npos) << policy << ": " << model.output;
+  }
+  EXPECT_TRUE(std::regex_search(model.output, std::regex("fast +predicted finish [0-9]+\\.[0-9]{3} s"))) << model.output;
+
   // Status as JSON, against the profile just measured: every node reachable, its worker's facts,
   // the profile's age, nothing changed since.
   testing::CommandResult json_status = run("status", "--json");
@@ -110,9 +118,11 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   ASSERT_EQ(multiply.exit_code, 0) << multiply.output;
   EXPECT_NE(multiply.output.find("verified: true"), std::string::npos) << multiply.output;
   const nlohmann::json report = nlohmann::json::parse(testing::read_file(report_path));
-  for (const char* key : {"makespan_s", "gflops", "verified", "imbalance", "policy", "n", "nodes"}) {
+  for (const char* key : {"makespan_s", "gflops", "verified", "imbalance", "policy", "n", "nodes", "coordinator_cpu_s"}) {
     EXPECT_TRUE(report.contains(key)) << key;
   }
+  // The coordinator did work (generating, sending, checking) and said how much.
+  EXPECT_GT(report["coordinator_cpu_s"].get<double>(), 0.0);
   EXPECT_EQ(report["verified"], true);
   EXPECT_EQ(report["policy"], "proportional");
   EXPECT_EQ(report["n"], 200);
@@ -122,6 +132,10 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
     for (const char* key : {"name", "rows", "weight", "compute_s", "comm_s", "idle_s", "finish_s"}) {
       EXPECT_TRUE(node.contains(key)) << key;
     }
+    // Forecast from the profile: the share of its cores the node keeps beside the coordinator.
+    ASSERT_TRUE(node["predicted_host_share"].is_number()) << node.dump();
+    EXPECT_GT(node["predicted_host_share"].get<double>(), 0.0);
+    EXPECT_LE(node["predicted_host_share"].get<double>(), 1.0);
     rows += node["rows"].get<uint64_t>();
   }
   EXPECT_EQ(rows, 200u);
