@@ -463,7 +463,7 @@ int command_model(const ModelCommand& command, std::ostream& out, std::ostream& 
       // The share of its cores a node keeps is said only where the model took some away.
       const double share = i < prediction.host_share.size() ? prediction.host_share[i] : 1.0;
       out << fmt::format("  {:<16} predicted finish {:.3f} s{}\n", plan.shares[i].node_name, prediction.finish_s[i],
-                         share < 0.995 ? fmt::format(" (keeping {:.0f}% of its cores on a shared host)", 100.0 * share)
+                         host_share_reduced(share) ? fmt::format(" (keeping {:.0f}% of its cores on a shared host)", 100.0 * share)
                                        : "");
     }
     out << fmt::format("  predicted makespan {:.3f} s\n", prediction.makespan_s);

@@ -208,7 +208,7 @@ double compute_seconds(const TaskDag& dag, const TileTask& task, const NodeModel
   }
   const double rate = usable(node.speed.gflops_at(size)) * 1e9;
   if (rate <= 0.0) return kInfinity;
-  const double availability = node.cpu.availability > 0.0 ? std::min(node.cpu.availability, 1.0) : 1.0;
+  const double availability = node.cpu.effective_availability();
   // One job per tile of the inner dimension for a product, one per operand for a sum.
   const double overhead = std::max(node.cpu.job_overhead_s, 0.0) *
                           (task.op == Op::kProduct ? jobs : static_cast<double>(task.reads.size()));
@@ -417,12 +417,7 @@ Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptio
     const std::vector<double> availability = host_availability(
         model, busy, schedule.coordinator_bytes * model.coordinator_cpu_s_per_byte, schedule.makespan_s);
     if (std::all_of(availability.begin(), availability.end(), [](double a) { return a >= 1.0; })) break;
-    ClusterModel shared = model;
-    for (std::size_t p = 0; p < shared.nodes.size(); ++p) {
-      const double own = shared.nodes[p].cpu.availability > 0.0 ? std::min(shared.nodes[p].cpu.availability, 1.0) : 1.0;
-      shared.nodes[p].cpu.availability = own * availability[p];
-    }
-    Schedule next = heft_once(dag, shared, options);
+    Schedule next = heft_once(dag, with_host_shares(model, availability), options);
     next.host_availability = availability;
     schedule = std::move(next);
   }

@@ -68,6 +68,36 @@ double crowded_share(const HostModel& host) {
   return host.crowded_share > 0.0 && host.crowded_share < 1.0 ? host.crowded_share : 1.0;
 }
 
+bool shares_coordinator_host(const HostModel& host) {
+  return host.with_coordinator && host.cores > 0.0 && host.node_cores > 0.0;
+}
+
+// The coordinator's host's cores divided max-min fairly (as the kernel's fair scheduler divides
+// them between cgroups and processes) among the nodes there, each wanting wants[i] cores, and the
+// coordinator, wanting coordinator_wants. Each node's share is what it gets over what it wants (1
+// for one wanting nothing), capped at crowded[i] while another node there wants cores too; the
+// coordinator's likewise, uncapped.
+struct CoreDivision {
+  std::vector<double> node_share;
+  double coordinator_share = 1.0;
+};
+
+CoreDivision divide_host_cores(std::vector<double> wants, const std::vector<double>& crowded, double coordinator_wants,
+                               double cores) {
+  CoreDivision division;
+  division.node_share.assign(wants.size(), 1.0);
+  const bool is_crowded = std::count_if(wants.begin(), wants.end(), [](double want) { return want > 0.0; }) >= 2;
+  wants.push_back(coordinator_wants);
+  const std::vector<double> got = max_min_fair(wants, cores);
+  for (std::size_t i = 0; i + 1 < wants.size(); ++i) {
+    if (!(wants[i] > 0.0)) continue;
+    const double share = std::min(got[i] / wants[i], 1.0);
+    division.node_share[i] = is_crowded ? std::min(share, crowded[i]) : share;
+  }
+  if (coordinator_wants > 0.0) division.coordinator_share = std::min(got.back() / coordinator_wants, 1.0);
+  return division;
+}
+
 }  // namespace
 
 ClusterModel model_of_nodes(const ClusterModel& model, const std::vector<std::size_t>& nodes) {
@@ -75,6 +105,14 @@ ClusterModel model_of_nodes(const ClusterModel& model, const std::vector<std::si
   out.nodes.clear();
   for (std::size_t node : nodes) out.nodes.push_back(model.nodes[node]);
   return out;
+}
+
+ClusterModel with_host_shares(const ClusterModel& model, const std::vector<double>& shares) {
+  ClusterModel shared = model;
+  for (std::size_t i = 0; i < shared.nodes.size(); ++i) {
+    shared.nodes[i].cpu.availability = shared.nodes[i].cpu.effective_availability() * shares[i];
+  }
+  return shared;
 }
 
 double square_equivalent_size(double m, double n, double k) {
@@ -87,23 +125,20 @@ std::vector<double> host_availability(const ClusterModel& model, const std::vect
   std::vector<double> availability(model.nodes.size(), 1.0);
   std::vector<std::size_t> sharing;
   std::vector<double> wants;
+  std::vector<double> crowded;
   double cores = 0.0;
   for (std::size_t i = 0; i < model.nodes.size(); ++i) {
     const HostModel& host = model.nodes[i].host;
-    if (!host.with_coordinator || !(host.cores > 0.0) || !(host.node_cores > 0.0)) continue;
+    if (!shares_coordinator_host(host)) continue;
     cores = std::max(cores, host.cores);
     sharing.push_back(i);
     wants.push_back(host.node_cores * std::clamp(busy_fraction[i], 0.0, 1.0));
+    crowded.push_back(crowded_share(host));
   }
   if (sharing.empty() || !(span_s > 0.0)) return availability;
-  const bool crowded = std::count_if(wants.begin(), wants.end(), [](double want) { return want > 0.0; }) >= 2;
-  wants.push_back(std::max(coordinator_cpu_s, 0.0) / span_s);
-  const std::vector<double> shares = max_min_fair(wants, cores);
+  const CoreDivision division = divide_host_cores(wants, crowded, std::max(coordinator_cpu_s, 0.0) / span_s, cores);
   for (std::size_t s = 0; s < sharing.size(); ++s) {
-    if (!(wants[s] > 0.0)) continue;
-    double share = std::min(shares[s] / wants[s], 1.0);
-    if (crowded) share = std::min(share, crowded_share(model.nodes[sharing[s]].host));
-    availability[sharing[s]] = std::clamp(share, 1e-3, 1.0);
+    if (wants[s] > 0.0) availability[sharing[s]] = std::clamp(division.node_share[s], 1e-3, 1.0);
   }
   return availability;
 }
@@ -161,8 +196,7 @@ double time_to_finish(double left, double rate) {
 // for those cores slows both. +inf when the node cannot compute.
 double job_seconds(const CpuModel& cpu, double flops, double flops_per_s, double received_bytes) {
   const double gemm = flops > 0.0 ? (flops_per_s > 0.0 ? flops / flops_per_s : kInfinity) : 0.0;
-  const double availability = cpu.availability > 0.0 ? std::min(cpu.availability, 1.0) : 1.0;
-  return (gemm + received_bytes * std::max(cpu.receive_s_per_byte, 0.0)) / availability;
+  return (gemm + received_bytes * std::max(cpu.receive_s_per_byte, 0.0)) / cpu.effective_availability();
 }
 
 // One node's replay of NodeStreamer::stream() and the worker's job loop.
@@ -352,27 +386,25 @@ void step_rates(std::span<const NodeReplay> replays, double coordinator_bytes_pe
 
   std::vector<std::size_t> on_host;
   std::vector<double> wants;
+  std::vector<double> crowded;
   double bytes_per_s = 0.0;
   for (std::size_t i = 0; i < replays.size(); ++i) {
     bytes_per_s += rates[i].send + rates[i].result;
     if (replays[i].computing() && replays[i].host_cores_wanted() > 0.0) {
       on_host.push_back(i);
       wants.push_back(replays[i].host_cores_wanted());
+      crowded.push_back(replays[i].crowded_share());
     }
   }
   if (on_host.empty()) return;  // the coordinator alone never runs short of a host's cores
   const double coordinator_wants = bytes_per_s * std::max(host.coordinator_cpu_s_per_byte, 0.0);
-  wants.push_back(std::isfinite(coordinator_wants) ? coordinator_wants : host.cores);
-  const std::vector<double> cores = max_min_fair(wants, host.cores);
-  for (std::size_t s = 0; s < on_host.size(); ++s) {
-    const double share = std::min(cores[s] / wants[s], 1.0);
-    rates[on_host[s]].job = on_host.size() >= 2 ? std::min(share, replays[on_host[s]].crowded_share()) : share;
-  }
-  if (wants.back() > 0.0 && cores.back() < wants.back()) {
-    const double slowed = cores.back() / wants.back();
+  const CoreDivision division =
+      divide_host_cores(wants, crowded, std::isfinite(coordinator_wants) ? coordinator_wants : host.cores, host.cores);
+  for (std::size_t s = 0; s < on_host.size(); ++s) rates[on_host[s]].job = division.node_share[s];
+  if (division.coordinator_share < 1.0) {
     for (StepRates& rate : rates) {
-      rate.send *= slowed;
-      rate.result *= slowed;
+      rate.send *= division.coordinator_share;
+      rate.result *= division.coordinator_share;
     }
   }
 }
@@ -418,10 +450,6 @@ SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, doubl
     outcome.availability.push_back(kept > 1.0 - 1e-9 ? 1.0 : std::max(kept, 1e-3));
   }
   return outcome;
-}
-
-bool shares_coordinator_host(const HostModel& host) {
-  return host.with_coordinator && host.cores > 0.0 && host.node_cores > 0.0;
 }
 
 // The coordinator's host as the simulation sees it: no contention is modelled when no node
@@ -696,12 +724,7 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
     std::vector<double> busy(model.nodes.size(), 0.0);
     for (std::size_t i = 0; i < busy.size() && i < replay.busy_s.size(); ++i) busy[i] = replay.busy_s[i] / span;
     shares = host_availability(model, busy, replay.coordinator_bytes * model.coordinator_cpu_s_per_byte, span);
-    ClusterModel shared = model;
-    for (std::size_t i = 0; i < shared.nodes.size(); ++i) {
-      const double own = shared.nodes[i].cpu.availability > 0.0 ? std::min(shared.nodes[i].cpu.availability, 1.0) : 1.0;
-      shared.nodes[i].cpu.availability = own * shares[i];
-    }
-    replay = replay_pull(shared, plan);
+    replay = replay_pull(with_host_shares(model, shares), plan);
   }
   replay.prediction.host_share = shares;
   return replay.prediction;
@@ -858,12 +881,7 @@ Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const Cluste
   Prediction last = predict(model, best.plan);
   double best_makespan = last.makespan_s;
   for (int pass = 0; pass < kHostSharingPasses; ++pass) {
-    ClusterModel shared = model;
-    for (std::size_t i = 0; i < shared.nodes.size(); ++i) {
-      const double own = shared.nodes[i].cpu.availability > 0.0 ? std::min(shared.nodes[i].cpu.availability, 1.0) : 1.0;
-      shared.nodes[i].cpu.availability = own * last.host_share[i];
-    }
-    Result<ModelPlanResult> candidate = size_rows_by_finish_time(request, shared);
+    Result<ModelPlanResult> candidate = size_rows_by_finish_time(request, with_host_shares(model, last.host_share));
     if (!candidate) break;
     last = predict(model, candidate->plan);
     if (last.makespan_s < best_makespan) {

@@ -929,8 +929,8 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
     entry.host.with_coordinator = !coordinator_host.empty() && measured->hostname == coordinator_host;
     entry.host.cores = measured->cores;
     entry.host.node_cores = measured->compute_cores;
-    // What it kept with every node multiplying at once (best of three rounds, so a burst of
-    // outside load does not count; README, "The performance model").
+    // What it kept with every node multiplying at once (measure_concurrent_rates: the mean of its
+    // rounds but the slowest; README, "The performance model").
     if (measured->gflops > 0.0 && measured->concurrent_gflops > 0.0) {
       entry.host.crowded_share = std::min(measured->concurrent_gflops / measured->gflops, 1.0);
     }

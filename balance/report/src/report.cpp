@@ -54,7 +54,7 @@ std::string format_report_table(const MultiplyReport& report) {
     std::vector<std::string> short_nodes;
     for (std::size_t i = 0; i < report.prediction->host_share.size() && i < report.run.nodes.size(); ++i) {
       const double share = report.prediction->host_share[i];
-      if (share < 0.995) short_nodes.push_back(fmt::format("{} {:.0f}%", report.run.nodes[i].name, 100.0 * share));
+      if (host_share_reduced(share)) short_nodes.push_back(fmt::format("{} {:.0f}%", report.run.nodes[i].name, 100.0 * share));
     }
     if (!short_nodes.empty()) {
       out += fmt::format("  forecast with the host's cores shared with the coordinator: {} of their cores while "

@@ -18,6 +18,7 @@
 // Pure functions and values; thread-compatible.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -76,6 +77,9 @@ struct CpuModel {
   // Seconds each job costs the node besides its arithmetic (profiled); the expression scheduler
   // charges it per job, where tiles are small enough for it to matter. 0 = not charged.
   double job_overhead_s = 0.0;
+  // availability as every cost divides by it: a value outside (0, 1] reads as 1 (none given) or
+  // is capped at 1.
+  double effective_availability() const { return availability > 0.0 ? std::min(availability, 1.0) : 1.0; }
   bool operator==(const CpuModel&) const = default;
 };
 
@@ -114,6 +118,13 @@ struct ClusterModel {
 // The same cluster with only `nodes` (indices into model.nodes, in the order given): every
 // cluster-wide figure (the coordinator's capacity and CPU per byte) kept.
 ClusterModel model_of_nodes(const ClusterModel& model, const std::vector<std::size_t>& nodes);
+
+// The same cluster with each node's availability multiplied by its share of its host's cores
+// (host_availability, Prediction::host_share). REQUIRES: a share per node.
+ClusterModel with_host_shares(const ClusterModel& model, const std::vector<double>& shares);
+
+// Whether a forecast share of a node's cores is worth saying: below what rounds to 100%.
+inline bool host_share_reduced(double share) { return share < 0.995; }
 
 // The share of its compute each node keeps on the coordinator's host during a run, in (0, 1]:
 // the host's cores divided max-min fairly (as the kernel's fair scheduler divides them between
