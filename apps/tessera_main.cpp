@@ -256,7 +256,8 @@ int run(int argc, char** argv) {
                         "a batch of deltas for another node leaves once it holds this many")
       ->capture_default_str();
   graph_cmd->add_option("--priority-fraction", graph.priority_fraction,
-                        "async: share of a part's pending vertices (sampled, by |dv| / out-degree) updated per round")
+                        "async pagerank/katz: share of a part's pending vertices (sampled, by |dv| / out-degree) updated per "
+                        "sweep; 1 = every pending vertex")
       ->capture_default_str();
   graph_cmd->add_option("--snapshot-ms", graph.snapshot_ms, "values fetched from every node this often (restart points)")
       ->capture_default_str();

@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   uint32_t threads = 1;
   std::string algorithm = "pagerank";
   double tolerance = 1e-6;
-  double priority = 0.25;
+  double priority = tg::EngineOptions{}.priority_fraction;
   double beta = 0.0;
   int64_t source = 0;
   uint64_t seed = 1;

@@ -29,10 +29,13 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
 #include <string>
+
+#include "tessera/graph/engine.hpp"
 
 namespace tessera::balance {
 
@@ -58,9 +61,10 @@ struct GraphCommand {
   bool verify = false;
   uint32_t poll_ms = 100;
   double level_fraction = 0.0;  // GraphRunOptions::priority_level_fraction (0: off)
-  double batch_age_ms = 2.0;    // EngineOptions::batch_max_age
-  uint32_t batch_entries = 4096;  // EngineOptions::batch_max_entries
-  double priority_fraction = 0.25;  // EngineOptions::priority_fraction
+  // EngineOptions' fields, with its defaults.
+  double batch_age_ms = std::chrono::duration<double, std::milli>(graph::EngineOptions{}.batch_max_age).count();
+  uint32_t batch_entries = graph::EngineOptions{}.batch_max_entries;
+  double priority_fraction = graph::EngineOptions{}.priority_fraction;
   uint32_t snapshot_ms = 1000;
   double node_timeout_s = 30.0;
   double max_seconds = 600.0;
