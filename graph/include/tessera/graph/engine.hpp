@@ -49,7 +49,10 @@ struct EngineOptions {
   // vertex) needed within 5% of the edge updates of Maiter's sampled top quarter on every graph
   // measured, at up to twice the speed per edge (README "Graph algorithms").
   double priority_fraction = 1.0;
-  uint32_t batch_max_entries = 4096;    // a ghost batch is sent when it holds this many deltas
+  // A ghost batch is sent when it holds this many deltas (at most this many go in one frame).
+  // 65536 (768 KiB frames): a smaller count flushed mid-sweep sends the same outside vertex again
+  // and again within one sweep (4096 doubled a Pi's peer bytes on R-MAT, README).
+  uint32_t batch_max_entries = 65536;
   // ... or when its oldest delta is this old (and at the end of every sweep). 10 ms: a sweep
   // usually ends first; the age bounds how long a long sweep, or a queue of cc/sssp work, holds
   // back what other nodes wait for.
