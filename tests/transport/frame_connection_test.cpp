@@ -116,6 +116,36 @@ TEST(FrameConnection, ScatterGatherStoreStraightFromAVector) {
   EXPECT_EQ(pair->server->bytes_received(), kHeaderSize + store_payload_bytes(tile));
 }
 
+// A reader that stops reading leaves what it was sent unacknowledged once its own buffers are
+// full; the writer can see that (the graph engine holds deltas back for such a link), and sees it
+// drain to 0 once everything is read.
+TEST(FrameConnection, UnacknowledgedBytesGrowWhileThePeerDoesNotRead) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  EXPECT_EQ(pair->client->unacknowledged_bytes(), 0u);
+  const TilePrefix tile{7, 2048, 2048};  // 32 MiB: more than both sockets' buffers hold
+  const std::vector<double> data = testing::sample_tile_data(tile);
+  Status writer_status;
+  PeerThread writer(*pair->client, [&] { writer_status = write_store(*pair->client, tile, data, 1); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  uint64_t seen = 0;
+  while (seen == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    seen = pair->client->unacknowledged_bytes();
+  }
+  EXPECT_GT(seen, 0u) << "the writer never saw unacknowledged bytes while nobody read";
+  Result<IncomingFrame> frame = pair->server->read_frame();
+  ASSERT_TRUE(frame) << frame.status().to_string();
+  writer.join();
+  ASSERT_TRUE(writer_status.is_ok()) << writer_status.to_string();
+  uint64_t left = pair->client->unacknowledged_bytes();
+  while (left != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    left = pair->client->unacknowledged_bytes();
+  }
+  EXPECT_EQ(left, 0u);
+}
+
 TEST(FrameConnection, ConcurrentWritersKeepFramesWhole) {
   auto pair = make_loopback();
   ASSERT_TRUE(pair);

@@ -2,7 +2,9 @@
 // never an exception, and allocation failures for claimed payload sizes are caught at the edge.
 #include "tessera/transport/frame_connection.hpp"
 
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -485,6 +487,12 @@ void FrameConnection::shutdown() {
   // closing would race with that read over the descriptor.
   asio::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+}
+
+uint64_t FrameConnection::unacknowledged_bytes() {
+  int queued = 0;
+  if (::ioctl(socket_.native_handle(), SIOCOUTQ, &queued) != 0 || queued < 0) return 0;
+  return static_cast<uint64_t>(queued);
 }
 
 std::string FrameConnection::peer() const { return peer_; }

@@ -90,6 +90,10 @@ class Outbound {
   // Sends `batch` to batch.to_part. A failure stops the engine's threads (the run is then lost
   // and the coordinator restarts it); the engine records the first failure (see failure()).
   virtual Status send(DeltaBatch&& batch) = 0;
+  // Whether a batch for `to_part` would leave now rather than queue behind earlier ones. While a
+  // link is busy an async engine keeps accumulating its deltas for that part (only an idle
+  // engine sends regardless). Called from update threads; the default: always ready.
+  virtual bool ready(uint32_t /*to_part*/) { return true; }
 };
 
 // Cumulative figures since the engine was made. Residual: sum of |dv| over owned vertices, ghost

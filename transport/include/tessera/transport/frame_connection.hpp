@@ -135,6 +135,10 @@ class FrameConnection {
   const Limits& limits() const { return limits_; }
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
   uint64_t bytes_received() const { return bytes_received_.load(); }
+  // Bytes written but not yet acknowledged by the peer (the kernel's send queue: a link slower
+  // than the writer, or a reader that stopped reading, makes it grow); 0 if the kernel cannot
+  // tell. Any thread.
+  uint64_t unacknowledged_bytes();
 
  private:
   Status write_gathered(std::span<const asio::const_buffer> parts);
