@@ -219,10 +219,13 @@ struct Engine::Impl {
     std::vector<uint32_t> dangling;            // own vertices without out-edges
     std::vector<double> step_deltas;           // sync: the deltas as they were at the step's start
     std::vector<uint32_t> step_vertices;       // sync min/max: the vertices pending at its start
-    // sync min/max: the queue holds each vertex once (queued[u]), as a frontier does; async keeps
-    // a vertex's entries for every bucket it reached, since it must be found in the best one.
+    // Sync min/max use a frontier instead of the queue: each pending vertex listed once
+    // (queued[u]); after a dense step only the flags are kept and the list is rebuilt from them
+    // if a sparse step follows (frontier_stale).
     bool frontier = false;
     std::vector<uint8_t> queued;
+    std::vector<uint32_t> frontier_list;
+    bool frontier_stale = false;
     // min/max only: the queue of pending vertices and the figures a scan would give, kept exact
     // as deltas arrive and vertices are updated.
     BucketQueue queue;
@@ -513,19 +516,23 @@ struct Engine::Impl {
     a = c;
     if (!Op<kOp>::pending(c, values[t])) return;
     if (!was_pending) ++slice.pending_count;
-    if (slice.frontier) {
-      if (slice.queued[t] != 0) return;
+    if (!slice.frontier) {
+      slice.queue.push(t, Op<kOp>::priority(c));
+    } else if (slice.queued[t] == 0) {
       slice.queued[t] = 1;
+      slice.frontier_list.push_back(t);
     }
-    slice.queue.push(t, Op<kOp>::priority(c));
   }
 
   // min/max: the pending and reached counts from a scan, and the queue rebuilt with every pending
   // vertex once, the best pushed last (popped first).
   template <Accumulate kOp>
   void count_and_queue(Slice& slice) {
+    if (slice.frontier) {
+      recount_frontier<kOp>(slice);
+      return;
+    }
     const double* values = part.value.data() + slice.lo;
-    slice.pending_count = 0;
     slice.reached_count = 0;
     std::vector<std::pair<double, uint32_t>> pending;
     for (uint32_t u = 0; u < slice.own_count(); ++u) {
@@ -536,36 +543,34 @@ struct Engine::Impl {
     std::sort(pending.begin(), pending.end());
     slice.queue.clear();
     for (const auto& [priority, u] : pending) slice.queue.push(u, priority);
-    if (slice.frontier) {
-      slice.queued.assign(slice.own_count(), 0);
-      for (const auto& entry : pending) slice.queued[entry.second] = 1;
-    }
   }
 
-  // Sync min/max after a dense step: the counts, queued flags and queue (in slot order) from one
-  // scan of the slice.
+  // Sync min/max: the counts and the queued flags from one scan of the slice; the frontier list
+  // is left stale (a dense step scans instead; a sparse one rebuilds it from the flags).
   template <Accumulate kOp>
   void recount_frontier(Slice& slice) {
     const double* values = part.value.data() + slice.lo;
     slice.pending_count = 0;
     slice.reached_count = 0;
-    slice.queue.clear();
+    slice.queued.resize(slice.own_count());
     for (uint32_t u = 0; u < slice.own_count(); ++u) {
       if (std::isfinite(values[u])) ++slice.reached_count;
       const bool pending = Op<kOp>::pending(slice.acc[u], values[u]);
       slice.queued[u] = pending ? 1 : 0;
-      if (pending) {
-        ++slice.pending_count;
-        slice.queue.push(u, 0.0);
-      }
+      slice.pending_count += pending ? 1 : 0;
     }
+    slice.frontier_list.clear();
+    slice.frontier_stale = true;
   }
 
   // min/max: switches a slice's queue between the async buckets and the sync frontier.
   void use_frontier(Slice& slice, bool frontier) {
     if (op == Accumulate::kSum || slice.frontier == frontier) return;
     slice.frontier = frontier;
-    if (!frontier) slice.queued = {};
+    if (!frontier) {
+      slice.queued = {};
+      slice.frontier_list = {};
+    }
     dispatch_op([&]<Accumulate kOp>() {
       if constexpr (kOp != Accumulate::kSum) count_and_queue<kOp>(slice);
     });
@@ -795,7 +800,7 @@ struct Engine::Impl {
         return relax<kOp, kMode>(slice, u, dv);
       };
       chunked_pass(slice, n, visit, [] { return true; });
-    } else if (slice.queue.entries * 8 >= slice.own_count()) {
+    } else if (slice.pending_count * 8 >= slice.own_count()) {
       // A dense step (an eighth of the slice or more pending): the sum algorithms' step with a
       // plain relax, then one scan for the counts and the next step's queue.
       const uint32_t n = slice.own_count();
@@ -815,11 +820,18 @@ struct Engine::Impl {
       // walk them in slot order, which walks the CSR in order.
       std::vector<uint32_t>& pending = slice.step_vertices;
       pending.clear();
-      for (uint32_t u = slice.queue.pop(); u != BucketQueue::kEmpty; u = slice.queue.pop()) {
-        slice.queued[u] = 0;
-        if (is_pending<kOp>(slice, u)) pending.push_back(u);
+      if (slice.frontier_stale) {
+        for (uint32_t u = 0; u < slice.own_count(); ++u) {
+          if (slice.queued[u] != 0) pending.push_back(u);
+        }
+        slice.frontier_stale = false;
+      } else {
+        pending.swap(slice.frontier_list);
+        std::sort(pending.begin(), pending.end());
       }
-      std::sort(pending.begin(), pending.end());
+      slice.frontier_list.clear();
+      for (uint32_t u : pending) slice.queued[u] = 0;
+      std::erase_if(pending, [&](uint32_t u) { return !is_pending<kOp>(slice, u); });
       slice.step_deltas.clear();
       for (uint32_t u : pending) slice.step_deltas.push_back(std::exchange(slice.acc[u], Op<kOp>::kIdentity));
       slice.pending_count -= pending.size();
@@ -1350,7 +1362,7 @@ struct Engine::Impl {
       bytes += sizeof(Slice) + slice->acc.capacity() * sizeof(double) +
                (slice->outside_destination.capacity() + slice->outside_slot.capacity()) * sizeof(uint32_t) +
                slice->step_deltas.capacity() * sizeof(double) + slice->step_vertices.capacity() * sizeof(uint32_t) +
-               slice->queued.capacity() +
+               slice->queued.capacity() + slice->frontier_list.capacity() * sizeof(uint32_t) +
                slice->queue.memory_bytes();
       bytes += slice->dangling.capacity() * sizeof(uint32_t);
       for (const std::vector<uint32_t>& list : slice->dirty) bytes += list.capacity() * sizeof(uint32_t);
