@@ -720,7 +720,9 @@ struct Engine::Impl {
   }
 
   // Between two chunks of an async round: the stop flag, the coarse clock, the moving counters
-  // and the flushes that are due. False: stopping.
+  // and, for cc/sssp, the flushes that are due. A sweep flushes once, at its end: a flush in the
+  // middle sends every outside vertex the rest of the sweep touches again (two uncapped workers
+  // on rmat:20 sent 1.9 GB each, flushing every 10 ms of 100 ms sweeps). False: stopping.
   bool between_chunks(Slice& slice) {
     if (stop_requested.load(std::memory_order_relaxed)) return false;
     slice.now = Clock::now();
@@ -732,7 +734,7 @@ struct Engine::Impl {
       published[slice.index].updates = slice.updates;
       published[slice.index].edge_updates = slice.edge_updates;
     }
-    return flush_due(slice, Flush::kDue);
+    return op == Accumulate::kSum || flush_due(slice, Flush::kDue);
   }
 
   // Sum algorithms: one Gauss-Seidel sweep over the slice updating every pending vertex at or

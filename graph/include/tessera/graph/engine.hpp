@@ -4,9 +4,8 @@
 // Async: start() launches `threads` update threads. Each owns a contiguous slice of the part's
 // vertices and repeats rounds: fold in the deltas that arrived, update, and send deltas for
 // vertices outside the slice (v (+)= dv; g(dv, e) into each target's dv: own slice directly,
-// other slices and ghosts through accumulators flushed in batches by count (batch_max_entries),
-// by age (batch_max_age) and at the end of every sweep). How a round updates depends on the
-// algorithm:
+// other slices and ghosts through accumulators flushed in batches at the end of every sweep, or
+// by count and age for cc/sssp; see EngineOptions). How a round updates depends on the algorithm:
 //   - pagerank, katz (+): a Gauss-Seidel sweep in slot order over every pending vertex (or, with
 //     priority_fraction < 1, those whose |dv| / out-degree is in the top share of a sample), never
 //     below the coordinator's priority level (set_priority_level);
@@ -49,13 +48,12 @@ struct EngineOptions {
   // vertex) needed within 5% of the edge updates of Maiter's sampled top quarter on every graph
   // measured, at up to twice the speed per edge (README "Graph algorithms").
   double priority_fraction = 1.0;
-  // A ghost batch is sent when it holds this many deltas (at most this many go in one frame).
-  // 65536 (768 KiB frames): a smaller count flushed mid-sweep sends the same outside vertex again
-  // and again within one sweep (4096 doubled a Pi's peer bytes on R-MAT, README).
+  // Outside deltas leave at the end of every sweep (pagerank, katz), or for cc/sssp, which have no
+  // sweeps, when a destination holds batch_max_entries or its oldest is batch_max_age old; at
+  // most batch_max_entries go in one batch. 65536 (768 KiB frames) and 10 ms: smaller and
+  // sooner sent the same outside vertices again and again (4096 entries doubled a Pi's peer bytes
+  // on R-MAT, README).
   uint32_t batch_max_entries = 65536;
-  // ... or when its oldest delta is this old (and at the end of every sweep). 10 ms: a sweep
-  // usually ends first; the age bounds how long a long sweep, or a queue of cc/sssp work, holds
-  // back what other nodes wait for.
   std::chrono::microseconds batch_max_age{10000};
   bool operator==(const EngineOptions&) const = default;
 };
