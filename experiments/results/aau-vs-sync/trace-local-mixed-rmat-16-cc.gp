@@ -6,4 +6,4 @@ set title 'Convergence: cc on rmat-16, local-mixed'
 set xlabel 'seconds since the parts were shipped'
 set ylabel 'residual (sum |pending delta|, or pending vertices)'
 set logscale y
-plot 'experiments/results/aau-vs-sync/trace-local-mixed-rmat-16-cc.dat' index 0 using 1:2 with linespoints title 'sync metis profile'
+plot 'experiments/results/aau-vs-sync/trace-local-mixed-rmat-16-cc.dat' index 0 using 1:2 with linespoints title 'async metis profile', 'experiments/results/aau-vs-sync/trace-local-mixed-rmat-16-cc.dat' index 1 using 1:2 with linespoints title 'sync metis profile'
