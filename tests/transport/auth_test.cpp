@@ -140,7 +140,9 @@ TEST_F(SecretFileTest, TrailingWhitespaceIsTrimmed) {
 }
 
 TEST_F(SecretFileTest, LengthLimit) {
-  Result<std::string> longest = read_secret_file(write("4096.secret", std::string(4096, 'k') + "\n"));
+  std::string longest_text(4096, 'k');
+  longest_text.push_back('\n');
+  Result<std::string> longest = read_secret_file(write("4096.secret", longest_text));
   ASSERT_TRUE(longest) << longest.status().to_string();
   EXPECT_EQ(longest->size(), 4096u);
 

@@ -276,7 +276,9 @@ TEST(ProtocolPayload, MisalignedBulkPayloadIsRefusedNotMisread) {
 }
 
 TEST(ProtocolPayload, EncoderCutsOverlongStringsAtACharacterBoundary) {
-  Error error{ErrorCode::kInternal, std::string(4095, 'x') + "\xcf\x80" + "tail"};
+  std::string message(4095, 'x');
+  message.append("\xcf\x80tail");  // a two-byte character across the 4096-byte limit
+  Error error{ErrorCode::kInternal, std::move(message)};
   Result<Message> decoded = decode_payload(static_cast<uint16_t>(MessageType::kError), encode_payload(error), {});
   ASSERT_TRUE(decoded) << decoded.status().to_string();
   EXPECT_EQ(std::get<Error>(*decoded).message, std::string(4095, 'x'));
