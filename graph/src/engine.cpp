@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/time.hpp"
+
 #include "tessera/graph/state.hpp"
 
 // How the engine is laid out (why it is fast and race-free):
@@ -193,10 +195,6 @@ uint64_t next_random(uint64_t& state) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
-}
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
 }
 
 }  // namespace

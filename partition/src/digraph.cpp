@@ -20,7 +20,7 @@ using detail::Source;
 // Vertex ids travel as uint32 targets, but the engine and METIS' placement graph index vertices
 // with signed 32-bit integers, so the count stops where both agree.
 constexpr int64_t kMaxVertices = std::numeric_limits<int32_t>::max();
-constexpr std::string_view kIndexLimit = "the 32-bit vertex id limit";
+constexpr std::string_view kVertexIdLimit = "the 32-bit vertex id limit";
 
 // What building a generated graph holds per edge at its peak: the DirectedEdge list and the CSR
 // target it becomes (generated graphs are unweighted); per vertex: offsets, the fill cursors and
@@ -105,7 +105,7 @@ Status check_generated_fits(int64_t vertices, int64_t edges, std::string_view sp
 
 Result<DirectedGraph> directed_mesh(const std::array<int64_t, 3>& dims, std::string_view spec) {
   const auto [nx, ny, nz] = dims;
-  TESSERA_RETURN_IF_ERROR(detail::check_mesh(nx, ny, nz, spec, kIndexLimit));
+  TESSERA_RETURN_IF_ERROR(detail::check_mesh(nx, ny, nz, spec, kVertexIdLimit));
   const int64_t pairs = detail::mesh_edge_count(nx, ny, nz);
   TESSERA_RETURN_IF_ERROR(check_generated_fits(nx * ny * nz, 2 * pairs, spec));
   std::vector<DirectedEdge> edges;
@@ -122,7 +122,7 @@ Result<DirectedGraph> directed_rmat(const RmatOptions& options, std::string_view
   TESSERA_RETURN_IF_ERROR(detail::check_rmat(options, spec));
   const int64_t n = int64_t{1} << options.scale;
   if (n > kMaxVertices) {
-    return resource_exhausted(fmt::format("{}: 2^{} vertices exceed {} of {}", spec, options.scale, kIndexLimit,
+    return resource_exhausted(fmt::format("{}: 2^{} vertices exceed {} of {}", spec, options.scale, kVertexIdLimit,
                                           kMaxVertices));
   }
   TESSERA_RETURN_IF_ERROR(check_generated_fits(n, n * options.edge_factor, spec));
@@ -132,7 +132,7 @@ Result<DirectedGraph> directed_rmat(const RmatOptions& options, std::string_view
 }
 
 Result<DirectedGraph> directed_lognormal(const LognormalOptions& options, std::string_view spec) {
-  TESSERA_RETURN_IF_ERROR(detail::check_lognormal(options, spec, kIndexLimit));
+  TESSERA_RETURN_IF_ERROR(detail::check_lognormal(options, spec, kVertexIdLimit));
   TESSERA_RETURN_IF_ERROR(check_generated_fits(options.vertices, 0, spec));
   // The edge total is known only once the in-degrees are drawn: stop drawing where memory ends.
   const uint64_t available = available_memory_bytes();
@@ -151,7 +151,7 @@ Result<DirectedGraph> build_directed_graph(int64_t vertex_count, std::vector<Dir
   if (vertex_count < 0) return invalid_argument(fmt::format("vertex count {} is negative", vertex_count));
   if (vertex_count > kMaxVertices) {
     return resource_exhausted(fmt::format("{} vertices exceed {} of {}; use a smaller graph", vertex_count,
-                                          kIndexLimit, kMaxVertices));
+                                          kVertexIdLimit, kMaxVertices));
   }
   for (std::size_t i = 0; i < edges.size(); ++i) {
     const DirectedEdge& edge = edges[i];
@@ -245,7 +245,7 @@ std::string describe(const DirectedGraph& graph) {
 // --- Reading -----------------------------------------------------------------------------------
 
 Result<DirectedGraph> parse_directed_edge_list(std::string_view text, const std::string& source_name) {
-  const Source source(source_name, kIndexLimit);
+  const Source source(source_name, kVertexIdLimit);
   std::vector<DirectedEdge> edges;
   bool weighted = false;
   Result<int64_t> vertex_count = detail::scan_edge_list(text, source, [&](const detail::EdgeListEntry& edge) {
@@ -263,7 +263,7 @@ Result<DirectedGraph> parse_directed_edge_list(std::string_view text, const std:
 }
 
 Result<DirectedGraph> parse_directed_matrix_market(std::string_view text, const std::string& source_name) {
-  const Source source(source_name, kIndexLimit);
+  const Source source(source_name, kVertexIdLimit);
   detail::MatrixMarketHeader header;
   std::vector<DirectedEdge> edges;
   const Status scanned = detail::scan_matrix_market(
@@ -297,7 +297,7 @@ Result<DirectedGraph> parse_directed_matrix_market(std::string_view text, const 
 }
 
 Result<DirectedGraph> parse_directed_metis_graph(std::string_view text, const std::string& source_name) {
-  const Source source(source_name, kIndexLimit);
+  const Source source(source_name, kVertexIdLimit);
   detail::MetisHeader header;
   std::vector<DirectedEdge> edges;
   Result<int64_t> adjacency_entries = detail::scan_metis_graph(

@@ -149,7 +149,7 @@ namespace {
 
 // METIS stores each undirected edge twice in 32-bit indices.
 constexpr int64_t kMaxUndirectedEdges = kMaxGraphIndex / 2;
-constexpr std::string_view kIndexLimit = "METIS' 32-bit limit";
+constexpr std::string_view kMetisIndexLimit = "METIS' 32-bit limit";
 
 Status check_adjacency(int64_t edges, std::string_view what) {
   if (edges > kMaxUndirectedEdges) {
@@ -161,7 +161,7 @@ Status check_adjacency(int64_t edges, std::string_view what) {
 }
 
 Result<Graph> mesh(int64_t nx, int64_t ny, int64_t nz, std::string_view what) {
-  TESSERA_RETURN_IF_ERROR(detail::check_mesh(nx, ny, nz, what, kIndexLimit));
+  TESSERA_RETURN_IF_ERROR(detail::check_mesh(nx, ny, nz, what, kMetisIndexLimit));
   const int64_t edges = detail::mesh_edge_count(nx, ny, nz);
   TESSERA_RETURN_IF_ERROR(check_adjacency(edges, what));
   GraphInput input;
@@ -191,7 +191,7 @@ Result<Graph> rmat(const RmatOptions& options) {
 
 Result<Graph> lognormal_graph(const LognormalOptions& options) {
   const std::string what = fmt::format("lognormal:{}", options.vertices);
-  TESSERA_RETURN_IF_ERROR(detail::check_lognormal(options, what, kIndexLimit));
+  TESSERA_RETURN_IF_ERROR(detail::check_lognormal(options, what, kMetisIndexLimit));
   detail::LognormalDraw draw = detail::draw_lognormal_in_degrees(options, kMaxUndirectedEdges);
   TESSERA_RETURN_IF_ERROR(check_adjacency(draw.edges, what));
   GraphInput input;

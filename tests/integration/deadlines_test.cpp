@@ -34,7 +34,7 @@ using testing::TempDir;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr const char* kSecret = "deadlines-secret";
+using testing::kSecret;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 

@@ -17,7 +17,7 @@
 namespace tessera::balance {
 namespace {
 
-constexpr const char* kSecret = "encrypted-cluster-secret";
+using testing::kSecret;
 
 class EncryptedCluster : public ::testing::Test {
  protected:
@@ -65,15 +65,15 @@ TEST_F(EncryptedCluster, EveryPolicyAndLayoutMultipliesExactlyOverTls) {
   const linalg::Matrix a = linalg::random_matrix(m, k, 21, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(k, n, 22, linalg::FillKind::kIntegers);
   const linalg::Matrix expected = reference_product(a, b);
-  struct Case {
+  struct PolicyCase {
     PolicyChoice policy;
     partition::Layout layout;
   };
-  const std::vector<Case> cases = {{EvenPolicy{}, partition::Layout::kRows},
+  const std::vector<PolicyCase> cases = {{EvenPolicy{}, partition::Layout::kRows},
                                    {ProportionalPolicy{{0.5, 0.3, 0.2}}, partition::Layout::kRecursive3d},
                                    {ModelPolicy{}, partition::Layout::kRows},  // measures a quick profile first
                                    {DynamicPolicy{}, partition::Layout::kRows}};
-  for (const Case& c : cases) {
+  for (const PolicyCase& c : cases) {
     MultiplyOptions options;
     options.policy = c.policy;
     options.layout = c.layout;

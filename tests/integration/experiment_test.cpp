@@ -52,10 +52,7 @@ Csv read_csv(const std::string& path) {
   return csv;
 }
 
-bool is_png(const std::string& path) {
-  const std::string bytes = testing::read_file(path);
-  return bytes.size() > 100 && bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0;
-}
+using testing::is_png;
 
 class TinyStudy : public ::testing::Test {
  protected:

@@ -33,16 +33,16 @@ namespace tessera::balance {
 namespace {
 
 namespace tg = tessera::graph;
-namespace tp = tessera::partition;
+namespace tpart = tessera::partition;
 
 const std::string kDirected = std::string(TESSERA_TEST_INSTANCES) + "/graphs/directed/";
 
-tp::DirectedGraph load(const std::string& input) {
-  Result<tp::DirectedGraph> graph = input.find(':') != std::string::npos
-                                        ? tp::generate_directed_graph(input, 7)
-                                        : tp::read_directed_graph_file(kDirected + input);
+tpart::DirectedGraph load(const std::string& input) {
+  Result<tpart::DirectedGraph> graph = input.find(':') != std::string::npos
+                                        ? tpart::generate_directed_graph(input, 7)
+                                        : tpart::read_directed_graph_file(kDirected + input);
   EXPECT_TRUE(graph) << input << ": " << graph.status().message();
-  return graph ? std::move(*graph) : tp::DirectedGraph{};
+  return graph ? std::move(*graph) : tpart::DirectedGraph{};
 }
 
 // Short intervals: the graphs converge in milliseconds, and polls are what the runs wait for.
@@ -93,7 +93,7 @@ struct Case {
   const char* name;
   tg::AlgorithmKind kind;
   const char* graph;
-  tp::PartitionMethod method;
+  tpart::PartitionMethod method;
   GraphMode mode;
   std::size_t workers;
   std::optional<int64_t> source = std::nullopt;
@@ -103,7 +103,7 @@ struct Case {
 std::ostream& operator<<(std::ostream& out, const Case& c) { return out << c.name; }
 
 using tg::AlgorithmKind;
-using tp::PartitionMethod;
+using tpart::PartitionMethod;
 // Every algorithm in both modes; every placement, and 1, 2, 3 and 7 workers, for every algorithm
 // at least once across the cases.
 const Case kCases[] = {
@@ -140,7 +140,7 @@ class GraphMatrix : public GraphRuns, public ::testing::WithParamInterface<Case>
 
 TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
   const Case& c = GetParam();
-  const tp::DirectedGraph graph = load(c.graph);
+  const tpart::DirectedGraph graph = load(c.graph);
   ASSERT_GT(graph.vertex_count, 0);
   tg::AlgorithmSpec spec;
   spec.kind = c.kind;
@@ -200,7 +200,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, GraphMatrix, ::testing::ValuesIn(kCases),
 TEST_F(GraphRuns, ASpecTheGraphCannotTakeIsRefusedBeforeAnythingIsShipped) {
   Result<ClusterConnection> connection = connect_for_graphs(first(2));
   ASSERT_TRUE(connection) << connection.status().message();
-  const tp::DirectedGraph graph = load("components.edges");
+  const tpart::DirectedGraph graph = load("components.edges");
   tg::AlgorithmSpec sssp;
   sssp.kind = AlgorithmKind::kShortestPaths;
   sssp.source = 30;
@@ -208,7 +208,7 @@ TEST_F(GraphRuns, ASpecTheGraphCannotTakeIsRefusedBeforeAnythingIsShipped) {
   ASSERT_FALSE(outcome);
   EXPECT_EQ(outcome.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(outcome.status().message().find("--source 30"), std::string::npos) << outcome.status().message();
-  const tp::DirectedGraph negative = load("weighted.edges");
+  const tpart::DirectedGraph negative = load("weighted.edges");
   sssp.source = 0;
   outcome = run_graph(*connection, negative, fast_options(sssp));
   ASSERT_FALSE(outcome);
@@ -226,7 +226,7 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
     Result<ClusterConnection> connection = connect_for_graphs(cluster.spec);
     ASSERT_TRUE(connection) << connection.status().message();
     // Big enough to take a while on one core per worker, with a tight tolerance.
-    const tp::DirectedGraph graph = load("lognormal:40000");
+    const tpart::DirectedGraph graph = load("lognormal:40000");
     tg::AlgorithmSpec pagerank;
     GraphRunOptions options = fast_options(pagerank);
     options.tolerance = 1e-10;
@@ -277,7 +277,7 @@ TEST(GraphFailures, WithNoSurvivorTheRunFailsNamingTheNodes) {
   testing::LocalCluster cluster = testing::start_local_cluster("graph-none", "none-secret", 1, dir);
   Result<ClusterConnection> connection = connect_for_graphs(cluster.spec);
   ASSERT_TRUE(connection) << connection.status().message();
-  const tp::DirectedGraph graph = load("lognormal:40000");
+  const tpart::DirectedGraph graph = load("lognormal:40000");
   GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
   options.tolerance = 1e-12;
   GraphHooks hooks;
@@ -351,7 +351,7 @@ TEST(GraphSession, ProfileWeightsNeedAProfileAndCancellingFreesTheWorkers) {
   session_options.connect.required_capabilities = transport::kCapabilityGraph;
   Result<Session> session = Session::open(cluster.spec, session_options);
   ASSERT_TRUE(session) << session.status().message();
-  const tp::DirectedGraph graph = load("lognormal:40000");
+  const tpart::DirectedGraph graph = load("lognormal:40000");
   GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
   options.weights.source = TargetWeights::Source::kProfile;
   Result<GraphOutcome> refused = session->graph(graph, options);

@@ -18,7 +18,7 @@ namespace {
 using testing::ChildProcess;
 using testing::TempDir;
 
-constexpr const char* kSecret = "integration-secret";
+using testing::kSecret;
 
 class LocalWorkers : public ::testing::Test {
  protected:

@@ -48,9 +48,18 @@ class TempDir {
 };
 
 inline void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+// The cluster secret integration tests write for their workers (each test its own directory).
+inline constexpr const char* kSecret = "integration-test-secret";
+
 inline std::string read_file(const std::string& path) {
   std::ifstream file(path);
   return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+// Whether `path` holds a PNG image (gnuplot's output), by its signature and a plausible size.
+inline bool is_png(const std::string& path) {
+  const std::string bytes = read_file(path);
+  return bytes.size() > 100 && bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0;
 }
 
 // Alive means running: a zombie (exited, not yet reaped by whoever adopted it) is not.

@@ -18,7 +18,7 @@ namespace {
 using testing::ChildProcess;
 using testing::TempDir;
 
-constexpr const char* kSecret = "session-secret";
+using testing::kSecret;
 
 class SessionTest : public ::testing::Test {
  protected:

@@ -23,7 +23,7 @@ namespace {
 namespace tp = tessera::transport;
 using testing::ChildProcess;
 
-constexpr const char* kSecret = "worker-errors-secret";
+using testing::kSecret;
 const std::vector<std::string> kOneMiBCap = {"--memory-cap-mb", "1"};
 
 ::testing::AssertionResult contains(const std::string& text, const std::string& needle) {

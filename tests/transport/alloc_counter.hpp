@@ -7,6 +7,10 @@
 
 namespace tessera::transport::testing {
 
+// What a decoder may allocate for a frame it refuses or reads in place: far below any claim a
+// test makes, far above the bookkeeping a decode needs.
+inline constexpr uint64_t kSmallAllocation = 64 * 1024;
+
 class AllocationCounter {
  public:
   AllocationCounter();

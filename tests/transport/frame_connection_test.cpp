@@ -18,10 +18,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::AllocationCounter;
+using testing::kSmallAllocation;
 using testing::make_loopback;
 using testing::PeerThread;
-
-constexpr uint64_t kSmallAllocation = 64 * 1024;
 
 Status write_store(FrameConnection& connection, const TilePrefix& tile, const std::vector<double>& data,
                    uint64_t request_id = 0) {

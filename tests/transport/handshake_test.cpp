@@ -16,7 +16,7 @@ namespace {
 using testing::make_loopback;
 using testing::PeerThread;
 
-Hello worker_hello() {
+Hello pi_hello() {
   Hello hello;
   hello.worker_version = "0.1.0";
   hello.arch = "aarch64";
@@ -43,7 +43,7 @@ std::vector<std::byte> v1_frame(MessageType type, std::vector<std::byte> payload
 
 // A HELLO as a v1 worker sends it: no capabilities field.
 std::vector<std::byte> v1_hello_frame() {
-  Hello hello = worker_hello();
+  Hello hello = pi_hello();
   hello.protocol_version = 1;
   std::vector<std::byte> payload = encode_payload(hello);
   const auto challenge_at = payload.end() - static_cast<std::ptrdiff_t>(kChallengeSize);
@@ -84,7 +84,7 @@ Status write_raw(FrameConnection& connection, const std::vector<std::byte>& byte
 TEST(Handshake, SameSecretSucceedsOnBothSides) {
   auto pair = make_loopback();
   ASSERT_TRUE(pair);
-  const Hello hello = worker_hello();
+  const Hello hello = pi_hello();
   Status worker_status = internal_error("worker did not run");
   PeerThread worker(*pair->server, [&] { worker_status = server_handshake(*pair->server, hello, "correct horse"); });
 
@@ -108,7 +108,7 @@ TEST(Handshake, AnyRoleServerTellsAPeerWorkerFromTheCoordinator) {
     ASSERT_TRUE(pair);
     std::optional<Result<SessionRole>> accepted;
     PeerThread worker(*pair->server,
-                      [&] { accepted = server_handshake_any_role(*pair->server, worker_hello(), "correct horse"); });
+                      [&] { accepted = server_handshake_any_role(*pair->server, pi_hello(), "correct horse"); });
     Result<Hello> seen = client_handshake(*pair->client, "correct horse", kDefaultHandshakeTimeout, role);
     worker.join();
     ASSERT_TRUE(seen) << seen.status().to_string();
@@ -121,7 +121,7 @@ TEST(Handshake, CoordinatorOnlyServerRefusesAPeerMac) {
   auto pair = make_loopback();
   ASSERT_TRUE(pair);
   Status worker_status = internal_error("worker did not run");
-  PeerThread worker(*pair->server, [&] { worker_status = server_handshake(*pair->server, worker_hello(), "correct horse"); });
+  PeerThread worker(*pair->server, [&] { worker_status = server_handshake(*pair->server, pi_hello(), "correct horse"); });
   Result<Hello> seen = client_handshake(*pair->client, "correct horse", kDefaultHandshakeTimeout, SessionRole::kPeer);
   worker.join();
   EXPECT_EQ(seen.status().code(), StatusCode::kAuthFailed) << seen.status().to_string();
@@ -135,7 +135,7 @@ TEST(Handshake, PeerWithAWrongSecretIsRefusedByAnAnyRoleServer) {
   ASSERT_TRUE(pair);
   std::optional<Result<SessionRole>> accepted;
   PeerThread worker(*pair->server,
-                    [&] { accepted = server_handshake_any_role(*pair->server, worker_hello(), "correct horse"); });
+                    [&] { accepted = server_handshake_any_role(*pair->server, pi_hello(), "correct horse"); });
   Result<Hello> seen = client_handshake(*pair->client, "battery staple", kDefaultHandshakeTimeout, SessionRole::kPeer);
   worker.join();
   EXPECT_EQ(seen.status().code(), StatusCode::kAuthFailed) << seen.status().to_string();
@@ -176,7 +176,7 @@ TEST(Handshake, WorkerRefusesAV1CoordinatorNamingBothVersions) {
   ASSERT_TRUE(pair);
   Status worker_status;
   PeerThread worker(*pair->server, [&] {
-    worker_status = server_handshake(*pair->server, worker_hello(), "correct horse");
+    worker_status = server_handshake(*pair->server, pi_hello(), "correct horse");
   });
 
   // A v1 coordinator cannot read the v2 HELLO and answers with ERROR in its own framing.
@@ -201,7 +201,7 @@ TEST(Handshake, WrongSecretFailsOnBothSides) {
   ASSERT_TRUE(pair);
   Status worker_status;
   PeerThread worker(*pair->server, [&] {
-    worker_status = server_handshake(*pair->server, worker_hello(), "correct horse");
+    worker_status = server_handshake(*pair->server, pi_hello(), "correct horse");
   });
 
   Result<Hello> seen = client_handshake(*pair->client, "battery staple");
@@ -218,7 +218,7 @@ TEST(Handshake, AnyFrameBeforeAuthGetsAuthRequired) {
   ASSERT_TRUE(pair);
   Status worker_status;
   PeerThread worker(*pair->server, [&] {
-    worker_status = server_handshake(*pair->server, worker_hello(), "correct horse");
+    worker_status = server_handshake(*pair->server, pi_hello(), "correct horse");
   });
 
   Result<IncomingFrame> hello = pair->client->read_frame();
@@ -244,7 +244,7 @@ TEST(Handshake, MalformedFrameBeforeAuthGetsBadFrame) {
   ASSERT_TRUE(pair);
   Status worker_status;
   PeerThread worker(*pair->server, [&] {
-    worker_status = server_handshake(*pair->server, worker_hello(), "correct horse");
+    worker_status = server_handshake(*pair->server, pi_hello(), "correct horse");
   });
 
   ASSERT_TRUE(pair->client->read_frame());
@@ -269,7 +269,7 @@ TEST(Handshake, WorkerThatDoesNotKnowTheSecretIsCaught) {
   bool fake_saw_auth = false;
   ErrorCode fake_got = ErrorCode::kInternal;
   PeerThread fake(*pair->server, [&] {
-    if (!pair->server->write_message(worker_hello()).is_ok()) return;
+    if (!pair->server->write_message(pi_hello()).is_ok()) return;
     Result<IncomingFrame> auth = pair->server->read_frame();
     fake_saw_auth = auth && std::holds_alternative<Auth>(auth->message);
     if (!pair->server->write_message(AuthOk{}).is_ok()) return;
@@ -301,8 +301,8 @@ TEST(Handshake, EmptySecretOrStaleChallengeIsRefusedLocally) {
   auto pair = make_loopback();
   ASSERT_TRUE(pair);
   EXPECT_EQ(client_handshake(*pair->client, "").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(server_handshake(*pair->server, worker_hello(), "").code(), StatusCode::kInvalidArgument);
-  Hello unset = worker_hello();
+  EXPECT_EQ(server_handshake(*pair->server, pi_hello(), "").code(), StatusCode::kInvalidArgument);
+  Hello unset = pi_hello();
   unset.challenge = {};
   EXPECT_EQ(server_handshake(*pair->server, unset, "s").code(), StatusCode::kInternal);
   EXPECT_EQ(pair->server->bytes_sent(), 0u);

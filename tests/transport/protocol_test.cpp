@@ -18,11 +18,10 @@ namespace tessera::transport {
 namespace {
 
 using testing::AllocationCounter;
+using testing::kSmallAllocation;
 using testing::put_le;
 using testing::sample_messages;
 using testing::sample_payloads;
-
-constexpr uint64_t kSmallAllocation = 64 * 1024;
 
 std::span<const std::byte, kHeaderSize> header_span(const std::vector<std::byte>& bytes) {
   return std::span<const std::byte, kHeaderSize>(bytes.data(), kHeaderSize);

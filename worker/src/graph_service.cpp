@@ -45,7 +45,7 @@ std::string endpoint_text(const gr::PeerEndpoint& peer) {
                                                   : fmt::format("{}:{}", peer.host, peer.port);
 }
 
-std::string seconds_text(std::chrono::milliseconds span) {
+std::string wait_text(std::chrono::milliseconds span) {
   return fmt::format("{:g} s", static_cast<double>(span.count()) / 1000.0);
 }
 
@@ -254,7 +254,7 @@ struct Run {
         return network_error(fmt::format("run {}, step {}: part {} received {} of the {} batches of step {} within "
                                          "{} (from {}); a peer worker stalled or its link failed",
                                          setup.run_id, step, part_index, received(), expected, tag,
-                                         seconds_text(wait), from));
+                                         wait_text(wait), from));
       }
       step_arrived.wait_for(lock, kStepWaitSlice);
     }

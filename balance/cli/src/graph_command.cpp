@@ -25,7 +25,6 @@ namespace {
 namespace tp = tessera::partition;
 namespace tg = tessera::graph;
 
-int fail(std::ostream& err, const Status& status) { return report_failure(err, status); }
 
 Result<tp::DirectedGraph> load_graph(const GraphCommand& command) {
   if (command.graph_path.empty() == command.generate.empty()) {
@@ -237,29 +236,29 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
     return kExitInterrupted;
   };
   Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
-  if (!progress_mode) return fail(err, progress_mode.status());
+  if (!progress_mode) return report_failure(err, progress_mode.status());
   Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
-  if (!cluster) return fail(err, cluster.status());
+  if (!cluster) return report_failure(err, cluster.status());
   Result<std::vector<std::vector<std::string>>> peer_hosts = load_peer_hosts(*cluster, command.run_dir);
-  if (!peer_hosts) return fail(err, peer_hosts.status());
+  if (!peer_hosts) return report_failure(err, peer_hosts.status());
   for (const std::string& warning : secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
 
   Result<tp::DirectedGraph> graph = load_graph(command);
-  if (!graph) return fail(err, graph.status());
+  if (!graph) return report_failure(err, graph.status());
   out << fmt::format("{}: {}\n", graph_source(command), tp::describe(*graph));
   Result<tg::AlgorithmSpec> spec = algorithm_spec(command, *graph);
-  if (!spec) return fail(err, spec.status());
+  if (!spec) return report_failure(err, spec.status());
   Result<GraphRunOptions> options = run_options(command, *spec);
-  if (!options) return fail(err, options.status());
+  if (!options) return report_failure(err, options.status());
   options->peer_hosts = std::move(*peer_hosts);
   // Everything that needs only the graph fails here, before a connection is made.
-  if (Status checked = check_graph_run(*graph, *spec); !checked) return fail(err, checked);
+  if (Status checked = check_graph_run(*graph, *spec); !checked) return report_failure(err, checked);
   Result<double> tolerance = run_tolerance(*spec, command.tolerance);
-  if (!tolerance) return fail(err, tolerance.status());
+  if (!tolerance) return report_failure(err, tolerance.status());
   const std::string profile_path =
       command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
   Result<TargetWeights> weights = target_weights(command, profile_path, err);
-  if (!weights) return fail(err, weights.status());
+  if (!weights) return report_failure(err, weights.status());
   options->weights = std::move(*weights);
   if (interrupted()) return report_interrupted();
 
@@ -271,7 +270,7 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   session_options.measure_missing_profile = false;
   const std::string cluster_name = cluster->name;
   Result<Session> session = Session::open(std::move(*cluster), session_options);
-  if (!session) return interrupted() ? report_interrupted() : fail(err, session.status());
+  if (!session) return interrupted() ? report_interrupted() : report_failure(err, session.status());
 
   ProgressPrinter progress(err, progress_wanted(*progress_mode, STDERR_FILENO), stderr_progress_options());
   ResidualTrend trend;
@@ -294,11 +293,11 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
     return report_interrupted();
   }
   session->close();
-  if (!outcome) return fail(err, outcome.status());
+  if (!outcome) return report_failure(err, outcome.status());
   print_outcome(out, *outcome);
 
   if (!command.out_path.empty()) {
-    if (Status written = write_values(command.out_path, outcome->values); !written) return fail(err, written);
+    if (Status written = write_values(command.out_path, outcome->values); !written) return report_failure(err, written);
     out << "values written to " << command.out_path << "\n";
   }
   if (!command.report_path.empty()) {
@@ -310,7 +309,7 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
                               {"priority_fraction", command.priority_fraction},
                               {"seed", static_cast<double>(command.seed)}}};
     const std::string text = graph_report_json(header, *graph, *outcome) + "\n";
-    if (Status written = write_text(command.report_path, text, "report"); !written) return fail(err, written);
+    if (Status written = write_text(command.report_path, text, "report"); !written) return report_failure(err, written);
     out << "report written to " << command.report_path << "\n";
   }
   if (!command.trace_png_path.empty()) {

@@ -19,7 +19,6 @@ namespace {
 
 namespace tp = tessera::partition;
 
-int fail(std::ostream& err, const Status& status) { return report_failure(err, status); }
 
 struct Parts {
   std::vector<std::string> names;
@@ -140,23 +139,23 @@ void print_table(std::ostream& out, const Parts& parts, const tp::Partition& par
 int command_partition(const PartitionCommand& command, std::ostream& out, std::ostream& err) {
   tp::PartitionOptions options;
   Result<tp::PartitionMethod> method = tp::parse_partition_method(command.method);
-  if (!method) return fail(err, method.status().with_context("--method: "));
+  if (!method) return report_failure(err, method.status().with_context("--method: "));
   options.method = *method;
   Result<tp::Objective> objective = tp::parse_objective(command.objective);
-  if (!objective) return fail(err, objective.status().with_context("--objective: "));
+  if (!objective) return report_failure(err, objective.status().with_context("--objective: "));
   options.objective = *objective;
   options.imbalance = command.imbalance;
   options.seed = command.seed;
   Result<Parts> parts = part_weights(command);
-  if (!parts) return fail(err, parts.status());
+  if (!parts) return report_failure(err, parts.status());
   options.target_weights = parts->weights;
 
   Result<tp::Graph> graph = load_input(command, err);
-  if (!graph) return fail(err, graph.status());
+  if (!graph) return report_failure(err, graph.status());
   const auto start = std::chrono::steady_clock::now();
   Result<tp::Partition> partition = tp::partition_graph(*graph, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!partition) return fail(err, partition.status());
+  if (!partition) return report_failure(err, partition.status());
 
   out << fmt::format("{}: {}\n", command.input, tp::describe(*graph));
   out << fmt::format("method {}, objective {}, imbalance tolerance {}, seed {}: {} parts in {:.3f} s\n", command.method,
@@ -164,12 +163,12 @@ int command_partition(const PartitionCommand& command, std::ostream& out, std::o
   if (!partition->note.empty()) err << "note: " << partition->note << "\n";
   print_table(out, *parts, *partition);
   if (!command.out_path.empty()) {
-    if (Status written = write_parts(command.out_path, partition->part); !written) return fail(err, written);
+    if (Status written = write_parts(command.out_path, partition->part); !written) return report_failure(err, written);
     out << "parts written to " << command.out_path << "\n";
   }
   if (!command.report_path.empty()) {
     if (Status written = write_report(command.report_path, command, *graph, *parts, *partition, seconds); !written) {
-      return fail(err, written);
+      return report_failure(err, written);
     }
     out << "report written to " << command.report_path << "\n";
   }

@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/time.hpp"
+
 #include "tessera/transport/request.hpp"
 
 namespace tessera::balance {
@@ -24,10 +26,6 @@ using Clock = std::chrono::steady_clock;
 namespace tp = tessera::transport;
 using expr::Op;
 using expr::TileRef;
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
 
 // A tile as the coordinator sends it: its values, row-major, and their CRC32C, both computed once
 // however many nodes receive it.

@@ -30,10 +30,6 @@ using partition::Block;
 
 constexpr std::size_t kTilesInFlight = 2;  // the next tile's A travels while the current one computes
 
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
 // Where finished tiles go. Whole-k tiles own their cells of C and are written without a lock;
 // partial sums of boxes that split k are added under one lock (the adds are memory-bound and
 // short next to the network time that produced them).

@@ -336,8 +336,6 @@ double ideal_speedup_over_first(const std::vector<double>& gflops) {
 // Output files
 
 // "-" where a ratio has no data (a study without the even split).
-std::string ratio_text(double value) { return std::isfinite(value) ? fmt::format("{:.2f}", value) : "-"; }
-
 std::string csv_optional(const std::optional<double>& value) { return value ? csv_number(*value) : ""; }
 
 

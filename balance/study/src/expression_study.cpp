@@ -39,6 +39,7 @@ using study_support::kStudyNameCharacters;
 using study_support::maximum;
 using study_support::minimum;
 using study_support::parsed_list;
+using study_support::ratio_text;
 using study_support::Plots;
 using study_support::text_list;
 using study_support::write_text_file;
@@ -264,7 +265,7 @@ ExpressionRunRecord figures_of(const EvalOutcome& outcome) {
   return record;
 }
 
-struct ClusterFacts {
+struct ExpressionClusterFacts {
   std::string path;
   ClusterSpec spec;
   std::vector<double> speeds;  // profiled GFLOP/s, cluster order
@@ -272,13 +273,13 @@ struct ClusterFacts {
 };
 
 // Runs compared with each other: everything but the repetition.
-using GroupKey = std::tuple<std::size_t, std::size_t, ExpressionMode>;
-GroupKey key_of(const ExpressionRunRecord& r) { return {r.cluster, r.benchmark, r.mode}; }
+using ExpressionGroupKey = std::tuple<std::size_t, std::size_t, ExpressionMode>;
+ExpressionGroupKey key_of(const ExpressionRunRecord& r) { return {r.cluster, r.benchmark, r.mode}; }
 
 // A figure of a run: a field (&ExpressionRunRecord::wall_s) or a derived one.
 using Figure = std::function<double(const ExpressionRunRecord&)>;
 
-struct GroupStats {
+struct ExpressionGroupStats {
   std::vector<const ExpressionRunRecord*> runs;
   // The finite values of `figure` over the runs (a mode without the figure gives none).
   std::vector<double> values(const Figure& figure) const {
@@ -300,13 +301,13 @@ struct GroupStats {
   }
 };
 
-std::map<GroupKey, GroupStats> summarise(const std::vector<ExpressionRunRecord>& records) {
-  std::map<GroupKey, GroupStats> groups;
+std::map<ExpressionGroupKey, ExpressionGroupStats> summarise(const std::vector<ExpressionRunRecord>& records) {
+  std::map<ExpressionGroupKey, ExpressionGroupStats> groups;
   for (const ExpressionRunRecord& record : records) groups[key_of(record)].runs.push_back(&record);
   return groups;
 }
 
-const GroupStats* find_group(const std::map<GroupKey, GroupStats>& groups, GroupKey key) {
+const ExpressionGroupStats* find_expression_group(const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups, ExpressionGroupKey key) {
   auto found = groups.find(key);
   return found == groups.end() ? nullptr : &found->second;
 }
@@ -322,11 +323,11 @@ struct Comparison {
   double speedup_share() const { return speedup / theoretical_speedup; }
 };
 
-Comparison compare(const std::map<GroupKey, GroupStats>& groups, std::size_t cluster, std::size_t benchmark) {
+Comparison compare(const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups, std::size_t cluster, std::size_t benchmark) {
   Comparison c;
-  const GroupStats* scheduled = find_group(groups, {cluster, benchmark, ExpressionMode::kScheduled});
-  const GroupStats* sequence = find_group(groups, {cluster, benchmark, ExpressionMode::kSequence});
-  const GroupStats* alone = find_group(groups, {cluster, benchmark, ExpressionMode::kFastestAlone});
+  const ExpressionGroupStats* scheduled = find_expression_group(groups, {cluster, benchmark, ExpressionMode::kScheduled});
+  const ExpressionGroupStats* sequence = find_expression_group(groups, {cluster, benchmark, ExpressionMode::kSequence});
+  const ExpressionGroupStats* alone = find_expression_group(groups, {cluster, benchmark, ExpressionMode::kFastestAlone});
   if (sequence) c.sequence_s = sequence->median_of(&ExpressionRunRecord::makespan_s);
   if (alone) c.alone_s = alone->median_of(&ExpressionRunRecord::makespan_s);
   if (scheduled) {
@@ -342,7 +343,6 @@ Comparison compare(const std::map<GroupKey, GroupStats>& groups, std::size_t clu
 }
 
 // "1.23" or "-" for a figure that is missing.
-std::string ratio_text(double value) { return std::isfinite(value) ? fmt::format("{:.2f}", value) : "-"; }
 std::string percent_text(double value) { return std::isfinite(value) ? fmt::format("{:.1f}%", 100.0 * value) : "-"; }
 std::string seconds_text(double value) { return std::isfinite(value) ? fmt::format("{:.3f}", value) : "-"; }
 std::string megabytes_text(double bytes) { return std::isfinite(bytes) ? fmt::format("{:.1f}", bytes / 1e6) : "-"; }
@@ -360,8 +360,8 @@ std::string_view mode_colour(ExpressionMode mode) {
 // ---------------------------------------------------------------------------------------------
 // Output files
 
-Status write_csvs(const std::string& out_dir, const ExpressionStudy& study, const std::vector<ClusterFacts>& clusters,
-                  const std::vector<ExpressionRunRecord>& records, const std::map<GroupKey, GroupStats>& groups) {
+Status write_csvs(const std::string& out_dir, const ExpressionStudy& study, const std::vector<ExpressionClusterFacts>& clusters,
+                  const std::vector<ExpressionRunRecord>& records, const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups) {
   std::string results = "cluster,benchmark,mode,repeat,wall_s,makespan_s,predicted_s,theoretical_s,fastest_alone_s,"
                         "bytes_moved,naive_bytes,tile,verified\n";
   for (const ExpressionRunRecord& r : records) {
@@ -400,8 +400,8 @@ Status write_csvs(const std::string& out_dir, const ExpressionStudy& study, cons
 
 // One grouped bar chart per cluster: each benchmark's median makespan in every mode, min..max as
 // error bars.
-void plot_modes(const std::string& out_dir, const ExpressionStudy& study, const std::vector<ClusterFacts>& clusters,
-                const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
+void plot_modes(const std::string& out_dir, const ExpressionStudy& study, const std::vector<ExpressionClusterFacts>& clusters,
+                const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups, Plots& plots) {
   for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
     const std::string stem = "modes-" + clusters[cluster].spec.name;
     std::string data = fmt::format("# benchmark{}\n", join(study.modes, "", [](ExpressionMode mode) {
@@ -411,7 +411,7 @@ void plot_modes(const std::string& out_dir, const ExpressionStudy& study, const 
     for (std::size_t benchmark = 0; benchmark < study.benchmarks.size(); ++benchmark) {
       data += "\"" + study.benchmarks[benchmark].name + "\"";
       for (ExpressionMode mode : study.modes) {
-        const GroupStats* stats = find_group(groups, {cluster, benchmark, mode});
+        const ExpressionGroupStats* stats = find_expression_group(groups, {cluster, benchmark, mode});
         const std::vector<double> all = stats ? stats->values(&ExpressionRunRecord::makespan_s) : std::vector<double>{};
         // gnuplot leaves a gap for "?" (set datafile missing).
         data += all.empty() ? " ? ? ?" : fmt::format(" {:.6g} {:.6g} {:.6g}", median(all), minimum(all), maximum(all));
@@ -443,7 +443,7 @@ void plot_modes(const std::string& out_dir, const ExpressionStudy& study, const 
 
 // Predicted against measured makespan of every scheduled run (all clusters): one point per run,
 // coloured by mode, shaped by cluster, with the diagonal and the target's +-10% band.
-void plot_prediction(const std::string& out_dir, const ExpressionStudy& study, const std::vector<ClusterFacts>& clusters,
+void plot_prediction(const std::string& out_dir, const ExpressionStudy& study, const std::vector<ExpressionClusterFacts>& clusters,
                      const std::vector<ExpressionRunRecord>& records, Plots& plots) {
   std::map<std::pair<std::size_t, ExpressionMode>, std::string> series;
   double largest = 0.0;
@@ -487,8 +487,8 @@ std::string inputs_text(const ExpressionBenchmark& benchmark) {
   return join(benchmark.inputs, ", ", [](const auto& input) { return fmt::format("{} = {}", input.first, input.second); });
 }
 
-std::string report_tables(const ExpressionStudy& study, const std::vector<ClusterFacts>& clusters,
-                          const std::map<GroupKey, GroupStats>& groups) {
+std::string report_tables(const ExpressionStudy& study, const std::vector<ExpressionClusterFacts>& clusters,
+                          const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups) {
   std::string md;
   std::string targets;
   for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
@@ -514,14 +514,14 @@ std::string report_tables(const ExpressionStudy& study, const std::vector<Cluste
   md += targets;
 
   for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
-    const ClusterFacts& facts = clusters[cluster];
+    const ExpressionClusterFacts& facts = clusters[cluster];
     md += fmt::format("\n## Cluster {}\n", facts.spec.name);
     for (std::size_t benchmark = 0; benchmark < study.benchmarks.size(); ++benchmark) {
       const ExpressionBenchmark& b = study.benchmarks[benchmark];
       std::string rows;
       std::string evaluated;
       for (ExpressionMode mode : study.modes) {
-        const GroupStats* stats = find_group(groups, {cluster, benchmark, mode});
+        const ExpressionGroupStats* stats = find_expression_group(groups, {cluster, benchmark, mode});
         if (stats == nullptr) continue;
         if (evaluated.empty()) evaluated = stats->runs.front()->evaluated;
         const std::vector<double> tiles =
@@ -561,7 +561,7 @@ std::string report_tables(const ExpressionStudy& study, const std::vector<Cluste
 }
 
 Status write_report(const std::string& out_dir, const ExpressionStudy& study, const ExperimentOptions& options,
-                    const std::vector<ClusterFacts>& clusters, const std::map<GroupKey, GroupStats>& groups,
+                    const std::vector<ExpressionClusterFacts>& clusters, const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups,
                     const Plots& plots, const std::string& started_at, double seconds, bool complete) {
   std::string md = study_support::report_header(study.name, study.description, study.source_path, options.command_line,
                                                 started_at, seconds, options.repeat.value_or(study.repeat),
@@ -570,7 +570,7 @@ Status write_report(const std::string& out_dir, const ExpressionStudy& study, co
                     "multiply per product, every intermediate back on the coordinator; fastest-alone: scheduled on "
                     "the node with the highest profiled GFLOP/s alone. Every run verified (Freivalds).\n",
                     join(study.modes, ", ", expression_mode_name));
-  for (const ClusterFacts& facts : clusters) {
+  for (const ExpressionClusterFacts& facts : clusters) {
     std::vector<std::string> speeds;
     for (std::size_t i = 0; i < facts.speeds.size(); ++i) {
       speeds.push_back(fmt::format("{} {:.1f}", facts.spec.nodes[i].name, facts.speeds[i]));
@@ -666,7 +666,7 @@ Status run_expression_study(const ExpressionStudy& study, const ExperimentOption
   local.run_dir = options.run_dir;
   const std::string started_at = utc_now(UtcFormat::kReadable);
   const auto start = Clock::now();
-  std::vector<ClusterFacts> clusters;
+  std::vector<ExpressionClusterFacts> clusters;
   std::vector<ExpressionRunRecord> records;
   Status outcome = Status::ok();
   std::size_t done = 0;
@@ -682,7 +682,7 @@ Status run_expression_study(const ExpressionStudy& study, const ExperimentOption
     study_support::StudyCluster& cluster = **opened;
     const ClusterSpec* spec = &cluster.spec();
     Session* session = &cluster.session();
-    ClusterFacts facts{cluster_path, *spec, cluster.speeds(), ""};
+    ExpressionClusterFacts facts{cluster_path, *spec, cluster.speeds(), ""};
     const auto fastest = std::max_element(facts.speeds.begin(), facts.speeds.end());
     facts.fastest = cluster.reachable().nodes[static_cast<std::size_t>(fastest - facts.speeds.begin())].name;
     clusters.push_back(facts);
@@ -728,7 +728,7 @@ Status run_expression_study(const ExpressionStudy& study, const ExperimentOption
   if (interrupted(options) && outcome.is_ok()) outcome = Status(StatusCode::kCancelled, "interrupted");
 
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const std::map<GroupKey, GroupStats> groups = summarise(records);
+  const std::map<ExpressionGroupKey, ExpressionGroupStats> groups = summarise(records);
   TESSERA_RETURN_IF_ERROR(write_csvs(out_dir, study, clusters, records, groups));
   Plots plots;
   if (!records.empty()) {

@@ -110,17 +110,17 @@ struct GraphRunRecord {
   GraphOutcome outcome;
 };
 
-struct ClusterFacts {
+struct GraphClusterFacts {
   std::string path;
   ClusterSpec spec;
   std::vector<double> speeds;  // profiled GFLOP/s, cluster order
 };
 
 // Runs compared with each other: everything but the repetition.
-using GroupKey = std::tuple<std::size_t, std::string, graph::AlgorithmKind, GraphMode, partition::PartitionMethod, std::string>;
-GroupKey key_of(const GraphRunRecord& r) { return {r.cluster, r.graph, r.algorithm, r.mode, r.method, r.weights}; }
+using GraphGroupKey = std::tuple<std::size_t, std::string, graph::AlgorithmKind, GraphMode, partition::PartitionMethod, std::string>;
+GraphGroupKey key_of(const GraphRunRecord& r) { return {r.cluster, r.graph, r.algorithm, r.mode, r.method, r.weights}; }
 
-struct GroupStats {
+struct GraphGroupStats {
   std::vector<double> wall, edge_updates;
   double fast_share = NAN;
   int64_t edge_cut = 0;
@@ -129,10 +129,10 @@ struct GroupStats {
   double updates_median() const { return median(edge_updates); }
 };
 
-std::map<GroupKey, GroupStats> summarise(const std::vector<GraphRunRecord>& records) {
-  std::map<GroupKey, GroupStats> groups;
+std::map<GraphGroupKey, GraphGroupStats> summarise(const std::vector<GraphRunRecord>& records) {
+  std::map<GraphGroupKey, GraphGroupStats> groups;
   for (const GraphRunRecord& record : records) {
-    GroupStats& stats = groups[key_of(record)];
+    GraphGroupStats& stats = groups[key_of(record)];
     stats.wall.push_back(record.outcome.wall_s);
     stats.edge_updates.push_back(static_cast<double>(record.outcome.edge_updates));
     stats.fast_share = record.fast_share;
@@ -142,7 +142,7 @@ std::map<GroupKey, GroupStats> summarise(const std::vector<GraphRunRecord>& reco
   return groups;
 }
 
-std::string group_label(const GroupKey& key) {
+std::string group_label(const GraphGroupKey& key) {
   return fmt::format("{} {} {} {}", algorithm_name(std::get<2>(key)), graph_mode_name(std::get<3>(key)),
                      partition::method_name(std::get<4>(key)), std::get<5>(key));
 }
@@ -159,7 +159,7 @@ std::string file_stem(const std::string& graph) {
 // ---------------------------------------------------------------------------------------------
 // Output files
 
-Status write_csvs(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
+Status write_csvs(const std::string& out_dir, const std::vector<GraphClusterFacts>& clusters,
                   const std::vector<GraphRunRecord>& records) {
   std::string results =
       "cluster,graph,algorithm,mode,partition,weights,fast_share,repetition,vertices,edges,wall_s,edge_updates,"
@@ -198,8 +198,8 @@ Status write_csvs(const std::string& out_dir, const std::vector<ClusterFacts>& c
   return write_text_file(out_dir + "/traces.csv", traces);
 }
 
-Status write_summary(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
-                     const std::map<GroupKey, GroupStats>& groups) {
+Status write_summary(const std::string& out_dir, const std::vector<GraphClusterFacts>& clusters,
+                     const std::map<GraphGroupKey, GraphGroupStats>& groups) {
   std::string csv = "cluster,graph,algorithm,mode,partition,weights,runs,wall_median_s,wall_min_s,wall_max_s,"
                     "edge_updates_median,edge_cut,all_verified\n";
   for (const auto& [key, stats] : groups) {
@@ -213,8 +213,8 @@ Status write_summary(const std::string& out_dir, const std::vector<ClusterFacts>
 }
 
 // One bar chart per cluster and graph: median wall time per combination, min..max as error bars.
-void plot_walls(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
-                const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
+void plot_walls(const std::string& out_dir, const std::vector<GraphClusterFacts>& clusters,
+                const std::map<GraphGroupKey, GraphGroupStats>& groups, Plots& plots) {
   std::set<std::pair<std::size_t, std::string>> panels;
   for (const auto& [key, stats] : groups) {
     if (std::isnan(stats.fast_share)) panels.insert({std::get<0>(key), std::get<1>(key)});
@@ -242,7 +242,7 @@ void plot_walls(const std::string& out_dir, const std::vector<ClusterFacts>& clu
 
 // Residual against time, one line per mode, for the first repetition of each cluster, graph and
 // algorithm that ran in more than one mode.
-void plot_traces(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
+void plot_traces(const std::string& out_dir, const std::vector<GraphClusterFacts>& clusters,
                  const std::vector<GraphRunRecord>& records, Plots& plots) {
   std::map<std::tuple<std::size_t, std::string, graph::AlgorithmKind>, std::vector<const GraphRunRecord*>> panels;
   for (const GraphRunRecord& r : records) {
@@ -292,8 +292,8 @@ void plot_traces(const std::string& out_dir, const std::vector<ClusterFacts>& cl
 }
 
 // The first node's share of the vertex weight against wall time; the profile's share marked.
-void plot_load_ratio(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
-                     const std::map<GroupKey, GroupStats>& groups, Plots& plots) {
+void plot_load_ratio(const std::string& out_dir, const std::vector<GraphClusterFacts>& clusters,
+                     const std::map<GraphGroupKey, GraphGroupStats>& groups, Plots& plots) {
   for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
     std::map<std::string, std::string> series;  // label -> rows
     for (const auto& [key, stats] : groups) {
@@ -304,7 +304,7 @@ void plot_load_ratio(const std::string& out_dir, const std::vector<ClusterFacts>
                                    minimum(stats.wall), maximum(stats.wall));
     }
     if (series.empty()) continue;
-    const ClusterFacts& facts = clusters[cluster];
+    const GraphClusterFacts& facts = clusters[cluster];
     const double total = std::accumulate(facts.speeds.begin(), facts.speeds.end(), 0.0);
     const double profile_share = total > 0 ? facts.speeds.front() / total : NAN;
     const std::string stem = "load-ratio-" + facts.spec.name;
@@ -335,19 +335,19 @@ void plot_load_ratio(const std::string& out_dir, const std::vector<ClusterFacts>
 // ---------------------------------------------------------------------------------------------
 // Report
 
-const GroupStats* find_group(const std::map<GroupKey, GroupStats>& groups, GroupKey key) {
+const GraphGroupStats* find_graph_group(const std::map<GraphGroupKey, GraphGroupStats>& groups, GraphGroupKey key) {
   auto found = groups.find(key);
   return found == groups.end() ? nullptr : &found->second;
 }
 
-std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::map<GroupKey, GroupStats>& groups) {
+std::string comparisons(const std::vector<GraphClusterFacts>& clusters, const std::map<GraphGroupKey, GraphGroupStats>& groups) {
   std::string md;
   std::string modes, placements, weights;
   for (const auto& [key, stats] : groups) {
     const auto& [cluster, graph, algorithm, mode, method, weight] = key;
     const std::string name = clusters[cluster].spec.name;
     if (mode == GraphMode::kAsync) {
-      if (const GroupStats* sync = find_group(groups, {cluster, graph, algorithm, GraphMode::kSync, method, weight})) {
+      if (const GraphGroupStats* sync = find_graph_group(groups, {cluster, graph, algorithm, GraphMode::kSync, method, weight})) {
         modes += fmt::format("| {} | {} | {} | {} {} | {:.3g} | {:.3g} | {:.2f} | {:.3f} | {:.3f} | {:.2f}x |\n", name, graph,
                              algorithm_name(algorithm), partition::method_name(method), weight, stats.updates_median(),
                              sync->updates_median(), stats.updates_median() / sync->updates_median(),
@@ -356,7 +356,7 @@ std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::ma
     }
     if (method == partition::PartitionMethod::kMetis) {
       for (partition::PartitionMethod other : {partition::PartitionMethod::kHash, partition::PartitionMethod::kContiguous}) {
-        if (const GroupStats* base = find_group(groups, {cluster, graph, algorithm, mode, other, weight})) {
+        if (const GraphGroupStats* base = find_graph_group(groups, {cluster, graph, algorithm, mode, other, weight})) {
           placements += fmt::format("| {} | {} | {} {} {} | metis vs {} | {} vs {} | {:.3f} vs {:.3f} | {:+.1f}% |\n",
                                     name, graph, algorithm_name(algorithm), graph_mode_name(mode), weight,
                                     partition::method_name(other), stats.edge_cut, base->edge_cut, stats.wall_median(),
@@ -365,7 +365,7 @@ std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::ma
       }
     }
     if (weight == "profile") {
-      if (const GroupStats* equal = find_group(groups, {cluster, graph, algorithm, mode, method, "equal"})) {
+      if (const GraphGroupStats* equal = find_graph_group(groups, {cluster, graph, algorithm, mode, method, "equal"})) {
         const std::vector<double>& speeds = clusters[cluster].speeds;
         const double total = std::accumulate(speeds.begin(), speeds.end(), 0.0);
         const double slowest = *std::min_element(speeds.begin(), speeds.end());
@@ -396,7 +396,7 @@ std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::ma
   // Load ratio: best share against the profile's, and the cluster against its fastest node alone.
   std::string shares;
   for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
-    std::map<std::tuple<std::string, graph::AlgorithmKind, GraphMode, partition::PartitionMethod>, std::vector<std::pair<double, const GroupStats*>>> sweeps;
+    std::map<std::tuple<std::string, graph::AlgorithmKind, GraphMode, partition::PartitionMethod>, std::vector<std::pair<double, const GraphGroupStats*>>> sweeps;
     for (const auto& [key, stats] : groups) {
       if (std::get<0>(key) == cluster && !std::isnan(stats.fast_share)) {
         sweeps[{std::get<1>(key), std::get<2>(key), std::get<3>(key), std::get<4>(key)}].push_back({stats.fast_share, &stats});
@@ -427,7 +427,7 @@ std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::ma
 }
 
 Status write_report(const std::string& out_dir, const GraphStudy& study, const ExperimentOptions& options,
-                    const std::vector<ClusterFacts>& clusters, const std::map<GroupKey, GroupStats>& groups,
+                    const std::vector<GraphClusterFacts>& clusters, const std::map<GraphGroupKey, GraphGroupStats>& groups,
                     const Plots& plots, const std::string& started_at, double seconds, bool complete) {
   std::string md = study_support::report_header(study.name, study.description, study.source_path, options.command_line,
                                                 started_at, seconds, options.repeat.value_or(study.repeat),
@@ -435,7 +435,7 @@ Status write_report(const std::string& out_dir, const GraphStudy& study, const E
   md += fmt::format("- Tolerance {:g} (pagerank, katz); cc and sssp run until nothing is pending. Every run verified "
                     "against the reference computed on the coordinator.\n",
                     study.tolerance);
-  for (const ClusterFacts& facts : clusters) {
+  for (const GraphClusterFacts& facts : clusters) {
     std::vector<std::string> speeds;
     for (std::size_t i = 0; i < facts.speeds.size(); ++i) {
       speeds.push_back(fmt::format("{} {:.1f}", facts.spec.nodes[i].name, facts.speeds[i]));
@@ -548,7 +548,7 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
   local.run_dir = options.run_dir;
   const std::string started_at = utc_now(UtcFormat::kReadable);
   const auto start = Clock::now();
-  std::vector<ClusterFacts> clusters;
+  std::vector<GraphClusterFacts> clusters;
   std::vector<GraphRunRecord> records;
   Status outcome = Status::ok();
   std::size_t done = 0;
@@ -564,7 +564,7 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
     study_support::StudyCluster& cluster = **opened;
     const ClusterSpec* spec = &cluster.spec();
     Session* session = &cluster.session();
-    clusters.push_back(ClusterFacts{cluster_path, *spec, cluster.speeds()});
+    clusters.push_back(GraphClusterFacts{cluster_path, *spec, cluster.speeds()});
     const std::size_t cluster_index = clusters.size() - 1;
     Result<PeerHosts> peer_hosts = load_peer_hosts(*spec, options.run_dir);
     if (!peer_hosts) {
@@ -616,7 +616,7 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
   if (interrupted(options) && outcome.is_ok()) outcome = Status(StatusCode::kCancelled, "interrupted");
 
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const std::map<GroupKey, GroupStats> groups = summarise(records);
+  const std::map<GraphGroupKey, GraphGroupStats> groups = summarise(records);
   TESSERA_RETURN_IF_ERROR(write_csvs(out_dir, clusters, records));
   TESSERA_RETURN_IF_ERROR(write_summary(out_dir, clusters, groups));
   Plots plots;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -53,6 +54,9 @@ std::vector<T> parsed_list(const YamlMap& keys, std::string_view key, std::strin
   }
   return out;
 }
+
+// A ratio for a report's table, "-" when it is not a number (a missing or failed group).
+inline std::string ratio_text(double value) { return std::isfinite(value) ? fmt::format("{:.2f}", value) : "-"; }
 
 // Whether the signal handler asked the study to stop.
 inline bool interrupted(const ExperimentOptions& options) {
