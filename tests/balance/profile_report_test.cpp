@@ -49,6 +49,7 @@ ClusterProfile sample_profile() {
   profile.nodes[1].receive_cpu_s_per_byte = 7.5e-10;
   profile.nodes[1].job_overhead_s = 2.5e-5;
   profile.nodes[1].vector_gflops = 0.8;
+  profile.nodes[1].link.busy_latency_s = 0.004;  // a quarter core answers late while it computes
   profile.coordinator_cpu_s_per_byte = 3e-10;
   return profile;
 }
@@ -96,6 +97,9 @@ TEST(ProfileTest, ModelCarriesCurvesLinksAndCapacity) {
   EXPECT_EQ(model->nodes[0].name, "pi");
   EXPECT_DOUBLE_EQ(model->nodes[0].speed.gflops_at(1024), 10.0);
   EXPECT_DOUBLE_EQ(model->nodes[0].link.from_node_bytes_per_s, 2e8);
+  EXPECT_DOUBLE_EQ(model->nodes[0].link.latency_s, 1e-4);
+  EXPECT_DOUBLE_EQ(model->nodes[0].link.busy_latency_s, 0.004);
+  EXPECT_DOUBLE_EQ(model->nodes[0].link.loaded_latency(), 0.004);
   EXPECT_DOUBLE_EQ(model->coordinator_send_bytes_per_s, 3e9);
 
   ClusterProfile old = sample_profile();

@@ -186,6 +186,7 @@ TEST(ProfileFile, GoodProfileReadsEveryField) {
   EXPECT_EQ(desktop.speed[0].gflops, 20.0);
   EXPECT_TRUE(desktop.has_link);
   EXPECT_EQ(desktop.link.from_node_bytes_per_s, 2e8);
+  EXPECT_EQ(desktop.link.busy_latency_s, 0.003);
   EXPECT_EQ(desktop.memory_bytes, 1073741824u);
   EXPECT_EQ(desktop.worker_version, "0.1.0");
   // An older, shorter entry: absent fields keep their defaults.

@@ -15,6 +15,7 @@
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/balance/profile/profile.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/linalg/matrix.hpp"
 
@@ -85,6 +86,17 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   ASSERT_EQ(profile.exit_code, 0) << profile.output;
   EXPECT_TRUE(std::filesystem::exists(dir_.file("cluster.profile.yaml")));
   EXPECT_NE(profile.output.find("pw"), std::string::npos) << profile.output;
+  // Latency with every node computing: measured for both, written to the profile.
+  EXPECT_TRUE(std::regex_search(profile.output, std::regex("latency while computing \\(one way\\): fast [0-9.]+ ms, slow [0-9.]+ ms")))
+      << profile.output;
+  {
+    Result<ClusterProfile> measured = load_profile(dir_.file("cluster.profile.yaml"));
+    ASSERT_TRUE(measured.is_ok()) << measured.status().to_string();
+    for (const NodeProfile& node : measured->nodes) {
+      EXPECT_GT(node.link.busy_latency_s, 0.0) << node.name;
+      EXPECT_LT(node.link.busy_latency_s, 1.0) << node.name;
+    }
+  }
 
   // The model's forecast of every static policy from that profile, without running anything.
   testing::CommandResult model = run_command(std::string(TESSERA_CLI_BINARY) + " model " + config_ + " --n 512");

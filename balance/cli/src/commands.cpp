@@ -34,16 +34,18 @@ int fail(std::ostream& err, const Status& status) { return report_failure(err, s
 
 void print_profile(std::ostream& out, const ClusterProfile& profile, const std::string& path) {
   const std::vector<double> powers = profile.relative_powers();
-  out << fmt::format("{:<12} {:>9} {:>7} {:>8} {:>22} {:>10} {:>10} {:>10}\n", "node", "GFLOP/s", "pw", "threads",
-                     "speed curve (size:GF)", "latency", "MB/s to", "MB/s from");
+  out << fmt::format("{:<12} {:>9} {:>7} {:>8} {:>22} {:>10} {:>10} {:>10} {:>10}\n", "node", "GFLOP/s", "pw", "threads",
+                     "speed curve (size:GF)", "latency", "when busy", "MB/s to", "MB/s from");
   for (std::size_t i = 0; i < profile.nodes.size(); ++i) {
     const NodeProfile& node = profile.nodes[i];
     std::string curve;
     for (const SpeedPoint& point : node.speed) curve += fmt::format("{}{:g}:{:.0f}", curve.empty() ? "" : " ", point.size, point.gflops);
     if (curve.size() > 22) curve = fmt::format("{} points {:g}..{:g}", node.speed.size(), node.speed.front().size, node.speed.back().size);
-    out << fmt::format("{:<12} {:>9.2f} {:>7.4f} {:>8} {:>22} {:>8.3f}ms {:>10.1f} {:>10.1f}\n", node.name, node.gflops,
-                       powers[i], node.threads, curve, node.link.latency_s * 1e3, node.link.to_node_bytes_per_s / 1e6,
-                       node.link.from_node_bytes_per_s / 1e6);
+    const std::string busy =
+        node.link.busy_latency_s > 0.0 ? fmt::format("{:.3f}ms", node.link.busy_latency_s * 1e3) : std::string("-");
+    out << fmt::format("{:<12} {:>9.2f} {:>7.4f} {:>8} {:>22} {:>8.3f}ms {:>10} {:>10.1f} {:>10.1f}\n", node.name,
+                       node.gflops, powers[i], node.threads, curve, node.link.latency_s * 1e3, busy,
+                       node.link.to_node_bytes_per_s / 1e6, node.link.from_node_bytes_per_s / 1e6);
   }
   out << fmt::format("coordinator sends {:.1f} MB/s to all nodes at once\n", profile.coordinator_send_bytes_per_s / 1e6);
   out << "saved " << path << "\n";

@@ -31,18 +31,28 @@ double usable(double value) { return value > 0.0 && std::isfinite(value) ? value
 // A rate for moving data: NaN or <= 0 cannot move anything (0); +inf is an unlimited link.
 double link_rate(double bytes_per_s) { return bytes_per_s > 0.0 ? bytes_per_s : 0.0; }
 
-// Seconds to move `bytes` to node `to` from node `from` (kNone: the coordinator): both links'
-// latencies, at the slower of the two rates.
-double transfer_seconds(const ClusterModel& model, std::size_t from, std::size_t to, double bytes) {
+// Moving `bytes` to node `to` from node `from` (kNone: the coordinator), at the slower of the two
+// links' rates: `busy_s` occupies the receiving link; the tile arrives `latency_s` later (both
+// links' latencies under load: a tile from another node is read by the coordinator and written
+// again, waking a busy process at each end). Transfers queued on one link pay the latency once
+// each but overlap it, as frames written back to back do.
+struct Transfer {
+  double busy_s = 0.0;
+  double latency_s = 0.0;
+  double total() const { return busy_s + latency_s; }
+};
+
+Transfer transfer(const ClusterModel& model, std::size_t from, std::size_t to, double bytes) {
   const LinkModel& in = model.nodes[to].link;
   double rate = link_rate(in.to_node_bytes_per_s);
-  double latency = in.latency_s;
+  double latency = in.loaded_latency();
   if (from != kNone) {
     const LinkModel& out = model.nodes[from].link;
     rate = std::min(rate, link_rate(out.from_node_bytes_per_s));
-    latency += out.latency_s;
+    latency += out.loaded_latency();
   }
-  return rate > 0.0 ? latency + bytes / rate : kInfinity;  // bytes / inf is 0
+  if (!(rate > 0.0)) return {kInfinity, kInfinity};
+  return {bytes / rate, latency};  // bytes / inf is 0
 }
 
 // One node's tile cache: least recently used first out, but never a tile the task being placed
@@ -225,8 +235,8 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
   Schedule schedule;
   schedule.tasks.assign(tasks, {});
   schedule.busy_s.assign(nodes, 0.0);
-  const auto move_time = [&](std::size_t from, std::size_t to, double bytes) {
-    return options.zero_communication ? 0.0 : transfer_seconds(model, from, to, bytes);
+  const auto move = [&](std::size_t from, std::size_t to, double bytes) {
+    return options.zero_communication ? Transfer{} : transfer(model, from, to, bytes);
   };
 
   // Upward ranks: mean compute time plus the costliest path to the end, transfers at their mean.
@@ -247,7 +257,7 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
     double longest = 0.0;
     if (!dag.successors[task].empty()) {
       double mean_move = 0.0;
-      for (std::size_t p = 0; p < nodes; ++p) mean_move += move_time(kNone, p, dag.tasks[task].output_bytes);
+      for (std::size_t p = 0; p < nodes; ++p) mean_move += move(kNone, p, dag.tasks[task].output_bytes).total();
       mean_move /= static_cast<double>(nodes);
       for (std::size_t next : dag.successors[task]) longest = std::max(longest, mean_move + rank[next]);
     }
@@ -301,16 +311,21 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
           continue;
         }
         const double bytes = dag.tile_bytes(read);
-        double arrival = kInfinity;
-        if (m.input) {
-          arrival = trial.link + move_time(kNone, p, bytes);
-        } else {
-          for (std::size_t q : holders[key]) {
-            const double from_q = std::max(trial.link, caches[q].ready(key)) + move_time(q, p, bytes);
-            arrival = std::min(arrival, from_q);
+        // The link is busy while the bytes flow; the tile arrives a latency after they are sent.
+        double arrival = kInfinity, link_done = kInfinity;
+        const auto consider = [&](double available, const Transfer& t) {
+          const double sent = std::max(trial.link, available) + t.busy_s;
+          if (sent + t.latency_s < arrival) {
+            arrival = sent + t.latency_s;
+            link_done = sent;
           }
+        };
+        if (m.input) {
+          consider(0.0, move(kNone, p, bytes));
+        } else {
+          for (std::size_t q : holders[key]) consider(caches[q].ready(key), move(q, p, bytes));
         }
-        trial.link = arrival;
+        trial.link = link_done;
         ready = std::max(ready, arrival);
         trial.receive += options.zero_communication ? 0.0 : bytes * std::max(model.nodes[p].cpu.receive_s_per_byte, 0.0);
         trial.cached.push_back(false);

@@ -563,6 +563,106 @@ Status measure_concurrent_rates(ClusterConnection& cluster, const ProfileOptions
   return Status::ok();
 }
 
+// One node's echo round trips while it computes: kBusyLoadSize-cubed GEMM jobs on tiles the worker
+// makes itself (nothing of size travels), kBusyJobsInFlight of them queued at all times, and an
+// echo written after every second CREDIT, so the echoes land at every phase of the node's CPU
+// quota. The worker answers an echo on its receiving thread while its compute thread works, as
+// it reads a run's STOREs; the round trip also waits for the coordinator's own reading thread.
+// Returns the median round trip.
+constexpr uint32_t kBusyLoadSize = 256;  // 34 MFLOP: about 1 ms on a desktop core, 10 ms on a quarter core
+constexpr int kBusyJobsInFlight = 4;
+constexpr uint32_t kBusyX = 0xFFFFFF04u, kBusyY = 0xFFFFFF05u, kBusyZ = 0xFFFFFF06u;
+
+Result<double> busy_round_trip(NodeLink& link, int pings, uint64_t job_id) {
+  const double one = 1.0;
+  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
+  tp::Job make;
+  make.a_tile = make.b_tile = kProbeA;
+  make.m = make.n = make.k = 1;
+  make.flags = tp::kJobCreateOutput;
+  for (uint32_t tile : {kBusyX, kBusyY, kBusyZ}) {
+    make.job_id = job_id++;
+    make.c_tile = tile;
+    make.c_rows = make.c_cols = kBusyLoadSize;
+    TESSERA_RETURN_IF_ERROR(link.connection->write_message(make));
+    if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
+  }
+  tp::Job load;
+  load.a_tile = kBusyX;
+  load.b_tile = kBusyY;
+  load.c_tile = kBusyZ;
+  load.m = load.n = load.k = kBusyLoadSize;
+  int in_flight = 0;
+  const auto send_load = [&]() -> Status {
+    load.job_id = job_id++;
+    ++in_flight;
+    return link.connection->write_message(load);
+  };
+  for (int i = 0; i < kBusyJobsInFlight; ++i) TESSERA_RETURN_IF_ERROR(send_load());
+  std::vector<double> trips;
+  tp::Probe echo;
+  echo.kind = tp::ProbeKind::kEcho;
+  echo.echo.assign(64, 0x33);
+  std::optional<Clock::time_point> echo_sent;
+  int credits_since_echo = 2;
+  while (static_cast<int>(trips.size()) < pings || in_flight > 0) {
+    if (!echo_sent && credits_since_echo >= 2 && static_cast<int>(trips.size()) < pings) {
+      TESSERA_RETURN_IF_ERROR(link.connection->write_message(echo));
+      echo_sent = Clock::now();
+    }
+    Result<tp::FrameHeader> header =
+        tp::read_reply_header(*link.connection, {tp::MessageType::kCredit, tp::MessageType::kProbeResult});
+    if (!header) return header.status().with_context(who_of(link) + ": busy latency probe failed: ");
+    const bool is_echo = header->type == static_cast<uint16_t>(tp::MessageType::kProbeResult);
+    Result<tp::IncomingFrame> frame = link.connection->read_payload(*header);
+    if (!frame) return frame.status().with_context(who_of(link) + ": busy latency probe failed: ");
+    if (is_echo) {
+      if (!echo_sent) return protocol_error(fmt::format("{} answered an echo it was not sent", who_of(link)));
+      trips.push_back(std::chrono::duration<double>(Clock::now() - *echo_sent).count());
+      echo_sent.reset();
+      credits_since_echo = 0;
+      continue;
+    }
+    --in_flight;
+    ++credits_since_echo;
+    // Keep the node busy until the last echo is back, then let the queue drain.
+    if (static_cast<int>(trips.size()) < pings) TESSERA_RETURN_IF_ERROR(send_load());
+  }
+  TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeA, kBusyX, kBusyY, kBusyZ}}));
+  return median(trips);
+}
+
+// Every node's busy_round_trip at the same moment, each on its own thread: the link latencies a
+// run sees when every node is computing and every process wants the host's cores.
+Status measure_busy_latencies(ClusterConnection& cluster, const ProfileOptions& options, std::vector<NodeProfile>& nodes,
+                              uint64_t& job_id) {
+  const int pings = options.quick ? 8 : 24;
+  std::vector<Result<double>> trips(nodes.size(), Result<double>(0.0));
+  {
+    std::vector<std::jthread> probes;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      probes.emplace_back([&, i] {
+        NodeLink& link = cluster.links()[i];
+        // Each echo waits at most for a few of the node's jobs; a slow node's jobs bound it.
+        const double job_s = nodes[i].gflops > 0.0
+                                 ? 2.0 * std::pow(double{kBusyLoadSize}, 3.0) / (nodes[i].gflops * 1e9)
+                                 : 1.0;
+        const auto budget = std::chrono::seconds(
+            static_cast<int64_t>(std::ceil(4.0 * (pings * 2 + kBusyJobsInFlight + 3) * job_s)) + 10);
+        MeasurementWatchdog watchdog(link, budget, options.silent_node_seconds);
+        Result<double> measured = busy_round_trip(link, pings, job_id + (uint64_t{i} << 24));
+        trips[i] = measured ? std::move(measured) : Result<double>(watchdog.explain(measured.status()));
+      });
+    }
+  }
+  job_id += uint64_t{nodes.size()} << 24;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!trips[i]) return explain_lost_link(cluster.links()[i], trips[i].status());
+    nodes[i].link.busy_latency_s = *trips[i] / 2.0;
+  }
+  return Status::ok();
+}
+
 void emit_speed(YAML::Emitter& out, const std::vector<SpeedPoint>& speed) {
   out << YAML::Key << "speed" << YAML::Value << YAML::BeginSeq;
   for (const SpeedPoint& point : speed) {
@@ -581,7 +681,8 @@ const std::vector<std::string> kNodeProfileKeys = {
     "threads",     "cores",        "memory_bytes",  "arch",     "hostname",       "worker_version",
     "fingerprint"};
 const std::vector<std::string> kSpeedPointKeys = {"size", "gflops"};
-const std::vector<std::string> kLinkProfileKeys = {"latency_s", "to_node_bytes_per_s", "from_node_bytes_per_s"};
+const std::vector<std::string> kLinkProfileKeys = {"latency_s", "busy_latency_s", "to_node_bytes_per_s",
+                                                   "from_node_bytes_per_s"};
 
 constexpr NumberRange kNonNegative{0.0, 1e300};
 constexpr uint64_t kMaxUint32 = 0xFFFFFFFFu;
@@ -647,6 +748,7 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
     if (!to_node) link_fields.fail_missing("to_node_bytes_per_s", "RATE");
     if (!from_node) link_fields.fail_missing("from_node_bytes_per_s", "RATE");
     node.link.latency_s = *latency;
+    node.link.busy_latency_s = link_fields.number("busy_latency_s", kNonNegative, "0.004").value_or(0.0);
     node.link.to_node_bytes_per_s = *to_node;
     node.link.from_node_bytes_per_s = *from_node;
   }
@@ -775,6 +877,20 @@ Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec
       progress("all nodes", fmt::format("GFLOP/s together: {}", rates), true);
     }
   }
+  const bool busy_latency_known = std::all_of(profile.nodes.begin(), profile.nodes.end(),
+                                              [](const NodeProfile& node) { return node.link.busy_latency_s > 0.0; });
+  if (!profile.nodes.empty() && (any_measured || !busy_latency_known)) {
+    if (progress) progress("all nodes", "message latency with every node computing", false);
+    TESSERA_RETURN_IF_ERROR(measure_busy_latencies(cluster, options, profile.nodes, job_id));
+    if (progress) {
+      std::string latencies;
+      for (const NodeProfile& node : profile.nodes) {
+        latencies += fmt::format("{}{} {:.3f} ms", latencies.empty() ? "" : ", ", node.name,
+                                 node.link.busy_latency_s * 1e3);
+      }
+      progress("all nodes", fmt::format("latency while computing (one way): {}", latencies), true);
+    }
+  }
   if (any_measured || !previous || previous->coordinator_send_bytes_per_s <= 0.0) {
     if (progress) progress("coordinator", "send capacity to all nodes at once", false);
     Result<CoordinatorCapacity> capacity = coordinator_send_capacity(cluster, profile.nodes, options.quick, source);
@@ -837,6 +953,9 @@ Status save_profile(const std::string& path, const ClusterProfile& profile) {
     if (node.has_link) {
       out << YAML::Key << "link" << YAML::Value << YAML::BeginMap;
       out << YAML::Key << "latency_s" << YAML::Value << node.link.latency_s;
+      if (node.link.busy_latency_s > 0.0) {
+        out << YAML::Key << "busy_latency_s" << YAML::Value << node.link.busy_latency_s;
+      }
       out << YAML::Key << "to_node_bytes_per_s" << YAML::Value << node.link.to_node_bytes_per_s;
       out << YAML::Key << "from_node_bytes_per_s" << YAML::Value << node.link.from_node_bytes_per_s;
       out << YAML::EndMap;
@@ -924,7 +1043,8 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
       entry.cpu.receive_s_per_byte = measured->receive_cpu_s_per_byte / measured->compute_cores;
     }
     entry.cpu.job_overhead_s = measured->job_overhead_s;
-    entry.link = {measured->link.latency_s, measured->link.to_node_bytes_per_s, measured->link.from_node_bytes_per_s};
+    entry.link = {measured->link.latency_s, measured->link.to_node_bytes_per_s, measured->link.from_node_bytes_per_s,
+                  measured->link.busy_latency_s};
     // A worker reporting the coordinator's host name runs beside it and shares its cores.
     entry.host.with_coordinator = !coordinator_host.empty() && measured->hostname == coordinator_host;
     entry.host.cores = measured->cores;

@@ -14,7 +14,9 @@
 // rate at the reference size is measured again with all nodes multiplying at once
 // (concurrent_gflops: the bound of a run in which every node computes all the time, and what the
 // model lets a node on the coordinator's host keep while others there multiply; see
-// profile_model). The profiler never reads emulation settings.
+// profile_model). With every node computing again (a stream of small GEMM jobs each), echo round
+// trips give each link's latency under load (LinkProfile::busy_latency_s), which a run of many
+// small dependent transfers waits for. The profiler never reads emulation settings.
 // --quick measures one size (1024) in one window and the links with small transfers.
 //
 // A profile is saved as YAML next to the cluster file (configs/lab.yaml ->
@@ -41,6 +43,10 @@ struct LinkProfile {
   double latency_s = 0.0;              // one way: half the median echo round trip
   double to_node_bytes_per_s = 0.0;
   double from_node_bytes_per_s = 0.0;
+  // One way while every node of the cluster computes: what a message waits for a busy node's
+  // receiving thread and the coordinator's, on shared or quota-limited cores. 0 when not
+  // measured (older profiles).
+  double busy_latency_s = 0.0;
   bool operator==(const LinkProfile&) const = default;
 };
 
