@@ -76,6 +76,8 @@ fi
 
 start=$(date +%s)
 # Configured every time (cheap, and a changed CMakeLists is picked up); compiled only what changed.
+# shellcheck source=scripts/cmake-generator.sh
+source scripts/cmake-generator.sh
 nice -n "$nice_level" cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
   -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake -DTESSERA_WORKER_ONLY=ON \
   > "$build_dir.configure.log" 2>&1 || { cat "$build_dir.configure.log"; exit 1; }

@@ -43,6 +43,8 @@ fi
 
 build_start=$(date +%s)
 # -O1 -g without NDEBUG: asserts stay on and stacks stay readable, at a fuzzing speed close to -O2.
+# shellcheck source=scripts/cmake-generator.sh
+source scripts/cmake-generator.sh
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DTESSERA_BUILD_FUZZERS=ON -DTESSERA_BUILD_TESTS=OFF \
   -DTESSERA_BUILD_BENCHMARKS=OFF > build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }

@@ -19,6 +19,8 @@ start=$(date +%s)
 rm -rf "$build_dir" "$package_dir/_CPack_Packages"
 rm -f "$package_dir"/tessera_*_"$arch".deb "$package_dir"/tessera-worker_*_"$arch".deb
 mkdir -p "$package_dir"
+# shellcheck source=scripts/cmake-generator.sh
+source scripts/cmake-generator.sh
 nice -n "$nice_level" cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
   -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCHMARKS=OFF > "$build_dir.configure.log" 2>&1 \
   || { cat "$build_dir.configure.log"; exit 1; }

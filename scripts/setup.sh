@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
+  ninja-build          # builds compile more files at once than make (scripts/cmake-generator.sh)
   libasio-dev          # standalone Asio: TCP sessions of coordinator and worker
   libopenblas-dev      # GEMM kernels on the workers and for exact verification
   libmetis-dev         # graph partitioning (partition/)

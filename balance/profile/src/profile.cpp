@@ -3,13 +3,13 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
-#include <tuple>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -304,6 +304,30 @@ Result<double> job_overhead(NodeLink& link, int count, int repeats, uint64_t& jo
   return best;
 }
 
+// Makes tiles on the worker without sending them: stores a 1 x 1 tile as kProbeA, then for each
+// (tile, rows, cols) a 1x1x1 job reading it that creates its output tile at that size (zeros but
+// one corner). Waits for each job's CREDIT.
+struct MadeTile {
+  uint32_t tile = 0, rows = 0, cols = 0;
+};
+Status make_tiles_on_worker(NodeLink& link, std::initializer_list<MadeTile> tiles, uint64_t& job_id) {
+  const double one = 1.0;
+  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
+  tp::Job make;
+  make.a_tile = make.b_tile = kProbeA;
+  make.m = make.n = make.k = 1;
+  make.flags = tp::kJobCreateOutput;
+  for (const MadeTile& made : tiles) {
+    make.job_id = job_id++;
+    make.c_tile = made.tile;
+    make.c_rows = made.rows;
+    make.c_cols = made.cols;
+    TESSERA_RETURN_IF_ERROR(link.connection->write_message(make));
+    if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
+  }
+  return Status::ok();
+}
+
 // The node's rate on vector-matrix products (1 x n by n x n, n = kVectorProbeSize): memory-bound
 // where a square GEMM is compute-bound, the kind of job a Markov chain or a HITS step runs. The
 // tiles are made on the worker by jobs that create their outputs (nothing of size travels), then
@@ -311,20 +335,7 @@ Result<double> job_overhead(NodeLink& link, int count, int repeats, uint64_t& jo
 constexpr uint32_t kVectorProbeSize = 2048;  // a 32 MB matrix: past the caches, as a chain's is
 Result<double> vector_gflops(NodeLink& link, int count, int repeats, uint64_t& job_id) {
   const uint32_t n = kVectorProbeSize;
-  const double one = 1.0;
-  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
-  tp::Job make;
-  make.a_tile = make.b_tile = kProbeA;
-  make.m = make.n = make.k = 1;
-  make.flags = tp::kJobCreateOutput;
-  for (const auto& [tile, rows, cols] : {std::tuple{kProbeB, n, n}, std::tuple{kProbeC, 1u, n}, std::tuple{kProbeTile, 1u, n}}) {
-    make.job_id = job_id++;
-    make.c_tile = tile;
-    make.c_rows = rows;
-    make.c_cols = cols;
-    TESSERA_RETURN_IF_ERROR(link.connection->write_message(make));
-    if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
-  }
+  TESSERA_RETURN_IF_ERROR(make_tiles_on_worker(link, {{kProbeB, n, n}, {kProbeC, 1, n}, {kProbeTile, 1, n}}, job_id));
   tp::Job job;
   job.a_tile = kProbeC;  // 1 x n (zeros: the same arithmetic and memory traffic as any values)
   job.b_tile = kProbeB;
@@ -574,19 +585,8 @@ constexpr int kBusyJobsInFlight = 4;
 constexpr uint32_t kBusyX = 0xFFFFFF04u, kBusyY = 0xFFFFFF05u, kBusyZ = 0xFFFFFF06u;
 
 Result<double> busy_round_trip(NodeLink& link, int pings, uint64_t job_id) {
-  const double one = 1.0;
-  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
-  tp::Job make;
-  make.a_tile = make.b_tile = kProbeA;
-  make.m = make.n = make.k = 1;
-  make.flags = tp::kJobCreateOutput;
-  for (uint32_t tile : {kBusyX, kBusyY, kBusyZ}) {
-    make.job_id = job_id++;
-    make.c_tile = tile;
-    make.c_rows = make.c_cols = kBusyLoadSize;
-    TESSERA_RETURN_IF_ERROR(link.connection->write_message(make));
-    if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
-  }
+  constexpr uint32_t n = kBusyLoadSize;
+  TESSERA_RETURN_IF_ERROR(make_tiles_on_worker(link, {{kBusyX, n, n}, {kBusyY, n, n}, {kBusyZ, n, n}}, job_id));
   tp::Job load;
   load.a_tile = kBusyX;
   load.b_tile = kBusyY;
