@@ -33,9 +33,9 @@ double link_rate(double bytes_per_s) { return bytes_per_s > 0.0 ? bytes_per_s : 
 
 // Moving `bytes` to node `to` from node `from` (kNone: the coordinator), at the slower of the two
 // links' rates: `busy_s` occupies the receiving link; the tile arrives `latency_s` later (both
-// links' latencies under load: a tile from another node is read by the coordinator and written
-// again, waking a busy process at each end). Transfers queued on one link pay the latency once
-// each but overlap it, as frames written back to back do.
+// links' latencies for a tile from another node, which the coordinator reads and writes again).
+// Transfers queued on one link each pay the latency but overlap it, as frames written back to
+// back do.
 struct Transfer {
   double busy_s = 0.0;
   double latency_s = 0.0;
@@ -45,11 +45,11 @@ struct Transfer {
 Transfer transfer(const ClusterModel& model, std::size_t from, std::size_t to, double bytes) {
   const LinkModel& in = model.nodes[to].link;
   double rate = link_rate(in.to_node_bytes_per_s);
-  double latency = in.loaded_latency();
+  double latency = in.latency_s;
   if (from != kNone) {
     const LinkModel& out = model.nodes[from].link;
     rate = std::min(rate, link_rate(out.from_node_bytes_per_s));
-    latency += out.loaded_latency();
+    latency += out.latency_s;
   }
   if (!(rate > 0.0)) return {kInfinity, kInfinity};
   return {bytes / rate, latency};  // bytes / inf is 0
@@ -393,22 +393,14 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
     holders[output].push_back(p);
   }
 
-  // The result's tiles go back to the coordinator, one after another on each holder's link.
+  // The result's tiles go back to the coordinator: each task that finishes one already paid its
+  // send (send_back above), so here they are only counted.
   const TiledMatrix& result = dag.matrices[dag.result];
-  std::vector<double> out_free(nodes, 0.0);
   for (uint32_t i = 0; i < result.tile_rows; ++i) {
     for (uint32_t j = 0; j < result.tile_cols; ++j) {
       const TileRef tile{dag.result, i, j};
+      if (result.input || result.identity || holders[tile_key(tile)].empty()) continue;
       const double bytes = dag.tile_bytes(tile);
-      if (result.input || result.identity) continue;
-      const auto& who = holders[tile_key(tile)];
-      if (who.empty()) continue;
-      const std::size_t q = who.front();
-      const LinkModel& link = model.nodes[q].link;
-      const double rate = link_rate(link.from_node_bytes_per_s);
-      const double seconds = options.zero_communication ? 0.0 : rate > 0.0 ? link.latency_s + bytes / rate : kInfinity;
-      out_free[q] = std::max(out_free[q], caches[q].ready(tile_key(tile))) + seconds;
-      schedule.makespan_s = std::max(schedule.makespan_s, out_free[q]);
       schedule.bytes_moved += bytes;
       schedule.coordinator_bytes += bytes;
     }
