@@ -97,7 +97,9 @@ TEST(ProfileTest, ModelCarriesCurvesLinksAndCapacity) {
   EXPECT_EQ(model->nodes[0].name, "pi");
   EXPECT_DOUBLE_EQ(model->nodes[0].speed.gflops_at(1024), 10.0);
   EXPECT_DOUBLE_EQ(model->nodes[0].link.from_node_bytes_per_s, 2e8);
-  EXPECT_DOUBLE_EQ(model->nodes[0].link.latency_s, 1e-4) << "the idle latency, not the one when busy (0.004)";
+  EXPECT_DOUBLE_EQ(model->nodes[0].link.latency_s, 1e-4);
+  EXPECT_DOUBLE_EQ(model->nodes[0].link.busy_latency_s, 0.004);
+  EXPECT_DOUBLE_EQ(model->nodes[0].link.loaded_latency(), 0.004);
   EXPECT_DOUBLE_EQ(model->coordinator_send_bytes_per_s, 3e9);
 
   ClusterProfile old = sample_profile();

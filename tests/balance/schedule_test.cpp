@@ -166,10 +166,26 @@ TEST(Heft, ANodeThatAnswersLateGetsNoneOfAChainOfSmallSteps) {
   for (const TaskPlacement& placement : idle.tasks) idle_nodes.insert(placement.node);
   EXPECT_EQ(idle_nodes.size(), 2u);
   model.nodes[1].link.latency_s = 0.05;
+  const Schedule late = heft(dag, model);
+  for (const TaskPlacement& placement : late.tasks) EXPECT_EQ(placement.node, 0u);
+  EXPECT_LT(late.makespan_s, 0.01);
+  EXPECT_EQ(check_schedule(dag, late), "");
+  // The same when b is quick idle but answers 50 ms late while busy: the larger latency counts.
+  model.nodes[1].link = {0.0, kUnlimited, kUnlimited, 0.05};
   const Schedule busy = heft(dag, model);
   for (const TaskPlacement& placement : busy.tasks) EXPECT_EQ(placement.node, 0u);
-  EXPECT_LT(busy.makespan_s, 0.01);
   EXPECT_EQ(check_schedule(dag, busy), "");
+}
+
+TEST(PickTileCandidate, TheLargestTileWithinTheMarginOfTheFastestForecast) {
+  // HITS on local-mixed-lan with the busy latency charged: 4096 .. 256 tiles.
+  const std::vector<double> hits = {0.337, 0.296, 0.278, 0.265, 0.263};
+  EXPECT_EQ(pick_tile_candidate(hits, 0.05), 3u) << "512: within 5% of 256's forecast";
+  EXPECT_EQ(pick_tile_candidate(hits, 0.0), 4u) << "no margin: the fastest";
+  EXPECT_EQ(pick_tile_candidate({0.5, 0.4, 0.45}, 0.05), 1u);
+  EXPECT_EQ(pick_tile_candidate({0.3}, 0.05), 0u);
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(pick_tile_candidate({inf, inf}, 0.05), 0u) << "nothing can run: the largest, not out of range";
 }
 
 TEST(Heft, NodesBesideTheCoordinatorLoseTheCpuItSpendsMovingTheScheduledBytes) {

@@ -45,11 +45,11 @@ struct Transfer {
 Transfer transfer(const ClusterModel& model, std::size_t from, std::size_t to, double bytes) {
   const LinkModel& in = model.nodes[to].link;
   double rate = link_rate(in.to_node_bytes_per_s);
-  double latency = in.latency_s;
+  double latency = in.loaded_latency();
   if (from != kNone) {
     const LinkModel& out = model.nodes[from].link;
     rate = std::min(rate, link_rate(out.from_node_bytes_per_s));
-    latency += out.latency_s;
+    latency += out.loaded_latency();
   }
   if (!(rate > 0.0)) return {kInfinity, kInfinity};
   return {bytes / rate, latency};  // bytes / inf is 0
@@ -429,6 +429,15 @@ Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptio
     schedule = std::move(next);
   }
   return schedule;
+}
+
+std::size_t pick_tile_candidate(const std::vector<double>& makespans_largest_first, double margin) {
+  double fastest = kInfinity;
+  for (double makespan : makespans_largest_first) fastest = std::min(fastest, makespan);
+  for (std::size_t i = 0; i < makespans_largest_first.size(); ++i) {
+    if (makespans_largest_first[i] <= fastest * (1.0 + std::max(margin, 0.0))) return i;
+  }
+  return 0;  // every forecast infinite or NaN: the largest tile
 }
 
 double naive_bytes(const TaskDag& dag) {

@@ -1050,10 +1050,8 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
       entry.cpu.receive_s_per_byte = measured->receive_cpu_s_per_byte / measured->compute_cores;
     }
     entry.cpu.job_overhead_s = measured->job_overhead_s;
-    // The latency when busy is not charged: the expression scheduler with it predicted the Markov
-    // chain closer (34% against 44% off) but chose a HITS tiling that ran 23% slower (README,
-    // "Matrix expressions"), so the model keeps the idle latency.
-    entry.link = {measured->link.latency_s, measured->link.to_node_bytes_per_s, measured->link.from_node_bytes_per_s};
+    entry.link = {measured->link.latency_s, measured->link.to_node_bytes_per_s, measured->link.from_node_bytes_per_s,
+                  measured->link.busy_latency_s};
     // A worker reporting the coordinator's host name runs beside it and shares its cores.
     entry.host.with_coordinator = !coordinator_host.empty() && measured->hostname == coordinator_host;
     entry.host.cores = measured->cores;

@@ -108,6 +108,12 @@ struct ScheduleOptions {
 // REQUIRES: model has at least one node that can compute.
 Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options = {});
 
+// Which of several candidate schedules of one expression to run, given their forecast makespans
+// listed largest tile first: the largest tile whose forecast is within `margin` (a fraction) of
+// the fastest. More, smaller tiles mean more messages, whose waits on busy nodes the model knows
+// least, so a smaller tile must be forecast clearly faster to be chosen. REQUIRES: not empty.
+std::size_t pick_tile_candidate(const std::vector<double>& makespans_largest_first, double margin);
+
 // What the same tasks move when every intermediate returns to the coordinator and nothing is
 // cached (the naive sequence of multiplies): every task's reads out and its output back.
 double naive_bytes(const TaskDag& dag);

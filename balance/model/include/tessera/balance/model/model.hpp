@@ -60,6 +60,11 @@ struct LinkModel {
   double latency_s = 0.0;
   double to_node_bytes_per_s = 0.0;    // coordinator -> node; 0 = unusable
   double from_node_bytes_per_s = 0.0;  // node -> coordinator; 0 = unusable
+  // One-way latency while every node computes (profiled); 0 = not known. The expression
+  // scheduler, whose runs wait on many small dependent transfers, charges the larger of the two;
+  // predict() keeps latency_s (its transfers are few and large).
+  double busy_latency_s = 0.0;
+  double loaded_latency() const { return std::max(latency_s, busy_latency_s); }
   bool operator==(const LinkModel&) const = default;
 };
 

@@ -15,8 +15,8 @@
 // (concurrent_gflops: the bound of a run in which every node computes all the time, and what the
 // model lets a node on the coordinator's host keep while others there multiply; see
 // profile_model). With every node computing again (a stream of small GEMM jobs each), echo round
-// trips give each link's latency under load (LinkProfile::busy_latency_s), which `tessera profile`
-// reports; the model keeps the idle latency (profile_model says why). The profiler never reads
+// trips give each link's latency under load (LinkProfile::busy_latency_s), which the expression
+// scheduler charges on the many small dependent transfers of its runs. The profiler never reads
 // emulation settings.
 // --quick measures one size (1024) in one window and the links with small transfers.
 //
