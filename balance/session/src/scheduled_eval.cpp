@@ -140,32 +140,32 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     report.candidates.emplace_back(candidate.dag.tile, candidate.schedule.makespan_s);
     candidates.push_back(std::move(candidate));
   }
-  std::vector<double> makespans;
-  for (const Candidate& candidate : candidates) makespans.push_back(candidate.schedule.makespan_s);
-  std::optional<Candidate> best = std::move(candidates[expr::pick_tile_candidate(makespans, kTileTieMargin)]);
-  report.tile = best->dag.tile;
-  report.predicted_makespan_s = best->schedule.makespan_s;
-  report.predicted_bytes = best->schedule.bytes_moved;
-  report.naive_bytes = expr::naive_bytes(best->dag);
-  report.tasks = best->dag.tasks.size();
+  std::vector<double> makespans;  // the forecasts just reported, in the same order
+  for (const auto& [tile, makespan] : report.candidates) makespans.push_back(makespan);
+  Candidate best = std::move(candidates[expr::pick_tile_candidate(makespans, kTileTieMargin)]);
+  report.tile = best.dag.tile;
+  report.predicted_makespan_s = best.schedule.makespan_s;
+  report.predicted_bytes = best.schedule.bytes_moved;
+  report.naive_bytes = expr::naive_bytes(best.dag);
+  report.tasks = best.dag.tasks.size();
   {
     expr::ScheduleOptions free;
     free.zero_communication = true;
     free.cache_bytes = cache_bytes;
-    report.theoretical_makespan_s = expr::heft(best->dag, part_model, free).makespan_s;
+    report.theoretical_makespan_s = expr::heft(best.dag, part_model, free).makespan_s;
     // The fastest node: the one HEFT alone would finish soonest on, transfers free.
     report.fastest_alone_s = std::numeric_limits<double>::infinity();
     for (std::size_t p = 0; p < part_model.nodes.size(); ++p) {
       report.fastest_alone_s =
-          std::min(report.fastest_alone_s, expr::heft(best->dag, model_of_nodes(part_model, {p}), free).makespan_s);
+          std::min(report.fastest_alone_s, expr::heft(best.dag, model_of_nodes(part_model, {p}), free).makespan_s);
     }
   }
   // The predicted side of the per-node and per-kind figures, from the schedule that runs first.
   std::map<std::string, ScheduledTaskKind> kinds;
-  for (std::size_t t = 0; t < best->dag.tasks.size(); ++t) {
-    const expr::TaskPlacement& placed = best->schedule.tasks[t];
-    ScheduledTaskKind& kind = kinds[std::string(kind_name(best->dag.tasks[t].op))];
-    kind.kind = kind_name(best->dag.tasks[t].op);
+  for (std::size_t t = 0; t < best.dag.tasks.size(); ++t) {
+    const expr::TaskPlacement& placed = best.schedule.tasks[t];
+    ScheduledTaskKind& kind = kinds[std::string(kind_name(best.dag.tasks[t].op))];
+    kind.kind = kind_name(best.dag.tasks[t].op);
     ++kind.tasks;
     kind.predicted_s += placed.finish_s - placed.start_s;
   }
@@ -173,19 +173,19 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
   for (std::size_t p = 0; p < taking_part.size(); ++p) {
     ScheduledNode& node = node_figures[taking_part[p]];
     node.name = links[taking_part[p]].spec.name;
-    node.predicted_busy_s = best->schedule.busy_s[p];
-    if (!best->schedule.host_availability.empty()) node.host_share = best->schedule.host_availability[p];
+    node.predicted_busy_s = best.schedule.busy_s[p];
+    if (!best.schedule.host_availability.empty()) node.host_share = best.schedule.host_availability[p];
   }
-  for (const expr::TaskPlacement& placed : best->schedule.tasks) {
+  for (const expr::TaskPlacement& placed : best.schedule.tasks) {
     ScheduledNode& node = node_figures[taking_part[placed.node]];
     node.predicted_finish_s = std::max(node.predicted_finish_s, placed.finish_s);
   }
 
   // Run; a lost node's share is rescheduled on the others, from the inputs again.
-  const expr::TiledMatrix& result_matrix = best->dag.matrices[best->dag.result];
+  const expr::TiledMatrix& result_matrix = best.dag.matrices[best.dag.result];
   outcome.value = linalg::Matrix(result_matrix.rows, result_matrix.cols);
   const auto start = Clock::now();
-  Candidate current = std::move(*best);
+  Candidate current = std::move(best);
   report.attempts = 0;
   for (;;) {
     if (control.cancel != nullptr && control.cancel->load()) return cancelled("the evaluation was cancelled");
