@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
   worker::FaultHooks fault_hooks;
   app.add_option("--fault-die-after-result-bytes", fault_hooks.die_after_result_bytes,
                  "SIGKILL this process after this many data bytes of its first RESULT");
+  app.add_option("--fault-stop-after-result-bytes", fault_hooks.stop_after_result_bytes,
+                 "SIGSTOP this process after this many data bytes of its first RESULT (its CREDIT is sent)");
   app.add_flag("--fault-corrupt-result", fault_hooks.corrupt_first_result,
                "flip one data byte of the first RESULT (its CRC stays that of the true data)");
   app.add_option("--fault-close-after-stores", fault_hooks.close_after_stores,

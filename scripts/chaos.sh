@@ -8,7 +8,11 @@
 #   scripts/chaos.sh [ROUNDS]        ROUNDS per policy x fault cell (default 2)
 #   env: N (2048) size of each multiply; CHAOS_TIMEOUT (45) seconds a run may take;
 #        CHAOS_PORT (7391) first of three consecutive loopback ports; CHAOS_SEED random seed;
-#        TESSERA_BIN_DIR (build/bin) where tessera and tessera-worker are
+#        TESSERA_BIN_DIR (build/bin) where tessera and tessera-worker are;
+#        CHAOS_FAULTS (all three) e.g. "stop-worker" to try only that fault;
+#        CHAOS_CELLS (all six) e.g. "model/rows proportional/3d" to try only those policy/layouts
+# A hung coordinator's threads are backtraced with gdb (when installed) into chaos-hang-*.txt
+# in the current directory before it is killed.
 #
 # Outcomes per run:
 #   survived  worker faults: exit 0 and the exact check passed;
@@ -25,7 +29,8 @@ case "$rounds" in ''|*[!0-9]*) echo "chaos.sh: ROUNDS must be a number, got '$ro
 N="${N:-2048}"
 timeout_s="${CHAOS_TIMEOUT:-45}"
 port="${CHAOS_PORT:-7391}"
-RANDOM="${CHAOS_SEED:-$$}"
+seed="${CHAOS_SEED:-$$}"
+RANDOM="$seed"
 bin="${TESSERA_BIN_DIR:-build/bin}"
 T="$bin/tessera"
 if [ ! -x "$T" ] || [ ! -x "$bin/tessera-worker" ]; then
@@ -89,7 +94,7 @@ serves() {
     grep -q '^verified: true' "$work/serves.log"
 }
 
-echo "chaos.sh: starting 3 workers on 127.0.0.1:$port-$(( port + 2 )) (run dir $run_dir)"
+echo "chaos.sh: seed $seed (CHAOS_SEED=$seed repeats these moments); starting 3 workers on 127.0.0.1:$port-$(( port + 2 )) (run dir $run_dir)"
 cluster_up
 "$T" profile "$config" > "$work/profile.log" 2>&1 || { cat "$work/profile.log" >&2; exit 1; }
 
@@ -106,6 +111,13 @@ echo "chaos.sh: baseline n=$N took $wall_ms ms, of which the multiply about $win
 
 cells=("even rows" "proportional rows" "proportional 2d" "proportional 3d" "model rows" "dynamic rows")
 faults=(kill-worker stop-worker kill-coordinator)
+if [ -n "${CHAOS_CELLS:-}" ]; then
+  cells=()
+  for cell in $CHAOS_CELLS; do
+    case "$cell" in */*) cells+=("${cell%%/*} ${cell#*/}") ;; *) cells+=("$cell rows") ;; esac
+  done
+fi
+if [ -n "${CHAOS_FAULTS:-}" ]; then read -r -a faults <<< "$CHAOS_FAULTS"; fi
 declare -A tried survived refused bad missed
 details=()
 
@@ -137,7 +149,14 @@ run_once() {
     if ! kill -0 "$coordinator_pid" 2>/dev/null; then hung=0; break; fi
     sleep 0.1
   done
-  if [ "$hung" -eq 1 ]; then kill -9 "$coordinator_pid" 2>/dev/null || true; fi
+  local trace=""
+  if [ "$hung" -eq 1 ]; then
+    if command -v gdb > /dev/null; then
+      trace="chaos-hang-$$-${#details[@]}.txt"
+      timeout 60 gdb -p "$coordinator_pid" -batch -ex "thread apply all bt" > "$trace" 2>&1 || true
+    fi
+    kill -9 "$coordinator_pid" 2>/dev/null || true
+  fi
   wait "$coordinator_pid" 2>/dev/null || rc=$?
   coordinator_pid=""
 
@@ -150,7 +169,7 @@ run_once() {
   if [ "$landed" -eq 0 ]; then
     outcome=missed
   elif [ "$hung" -eq 1 ]; then
-    outcome=bad; why="no end within ${timeout_s} s (killed)"
+    outcome=bad; why="no end within ${timeout_s} s (killed${trace:+; backtrace in $trace})"
   elif [ "$fault" = kill-coordinator ]; then
     outcome=survived
   elif [ "$rc" -eq 0 ]; then

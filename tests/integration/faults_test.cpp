@@ -1,8 +1,10 @@
 // Exact or refused under faults: real workers, one of them the test twin tessera-worker-faulty
-// that dies in the middle of its first RESULT, damages one byte of it, or drops the connection
-// after some STOREs, at exactly that point. For every policy and layout the run must either hold
+// that dies or freezes (SIGSTOP) in the middle of its first RESULT, damages one byte of it, or
+// drops the connection after some STOREs, at exactly that point. For every policy and layout the run must either hold
 // the exact product (integer fills: bit for bit equal to the local one) and name the lost node,
 // or fail naming it when no node is left.
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,13 +43,23 @@ constexpr uint64_t kM = 200, kN = 180, kK = 160;
 
 class FaultyWorkers : public ::testing::Test {
  protected:
+  ~FaultyWorkers() override { stop_workers(); }
+
+  // A worker frozen by its fault is continued first (by pid), so that it ends on SIGTERM at once.
+  void stop_workers() {
+    for (const auto& worker : workers_) {
+      if (worker->pid() > 0) ::kill(worker->pid(), SIGCONT);
+    }
+    workers_.clear();
+  }
+
   // Healthy workers named a, b, ... and, last, one faulty worker started with `fault_flags`.
   void start_workers(std::size_t healthy, const std::vector<std::string>& fault_flags) {
     testing::write_file(dir_.file("secret"), "fault-secret");
     cluster_ = ClusterSpec{};
     cluster_.name = "faults";
     cluster_.secret = "fault-secret";
-    workers_.clear();
+    stop_workers();
     for (std::size_t i = 0; i <= healthy; ++i) {
       const bool faulty = i == healthy;
       NodeSpec node;
@@ -92,8 +104,10 @@ class FaultyWorkers : public ::testing::Test {
 
   // Runs every variant against fresh workers (the faulty one is lost each time) and checks the
   // product is exact and the faulty node is named, its lost reason containing one of `reasons`.
+  // `lost_reasons`, when given, collects the faulty node's lost reason of every variant.
   void expect_exact_without_the_faulty_node(const std::vector<std::string>& fault_flags,
-                                            const std::vector<std::string>& reasons) {
+                                            const std::vector<std::string>& reasons, const MultiplyHooks& hooks = {},
+                                            std::vector<std::string>* lost_reasons = nullptr) {
     const linalg::Matrix a = linalg::random_matrix(kM, kK, 31, linalg::FillKind::kIntegers);
     const linalg::Matrix b = linalg::random_matrix(kK, kN, 32, linalg::FillKind::kIntegers);
     const linalg::Matrix expected = reference_product(a, b);
@@ -105,13 +119,14 @@ class FaultyWorkers : public ::testing::Test {
       const Plan plan = plan_for(variant);
       linalg::Matrix c(kM, kN);
       for (double& value : c.values) value = -7.0;  // nothing of an earlier C may survive
-      Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
+      Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c, hooks);
       ASSERT_TRUE(run.is_ok()) << run.status().to_string();
       EXPECT_EQ(c, expected);
-      ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"c"});
+      ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"c"}) << ::testing::PrintToString(run->lost_reasons);
       ASSERT_EQ(run->lost_reasons.size(), 1u);
       EXPECT_NE(run->lost_reasons[0].find("node 'c'"), std::string::npos) << run->lost_reasons[0];
       const std::string& why = run->lost_reasons[0];
+      if (lost_reasons != nullptr) lost_reasons->push_back(why);
       EXPECT_TRUE(std::any_of(reasons.begin(), reasons.end(),
                               [&](const std::string& reason) { return why.find(reason) != std::string::npos; }))
           << why;
@@ -136,6 +151,23 @@ TEST_F(FaultyWorkers, ANodeDyingMidResultIsReissuedAndTheProductIsExact) {
   // coordinator may notice while reading (the RESULT) or while writing (its next STORE or JOB).
   expect_exact_without_the_faulty_node({"--fault-die-after-result-bytes", "1000"},
                                        {"closed the connection", "Connection reset by peer", "Broken pipe"});
+}
+
+TEST_F(FaultyWorkers, ANodeFrozenMidResultIsDroppedAsUnresponsiveAndTheProductIsExact) {
+  // Its job's CREDIT is in before the RESULT stops short: the coordinator then owes no job to the
+  // node but still a result, and must count the silence against its deadline (this hung before).
+  // The frozen worker is killed by pid when the fixture stops it (SIGKILL ends a stopped process).
+  MultiplyHooks hooks;
+  hooks.deadlines.node_timeout_s = 2.0;
+  std::vector<std::string> reasons;
+  ASSERT_NO_FATAL_FAILURE(expect_exact_without_the_faulty_node({"--fault-stop-after-result-bytes", "1000"},
+                                                               {"unresponsive: no frame for 2 s while"}, hooks,
+                                                               &reasons));
+  // Where the frozen RESULT finished the node's share, nothing but that result was owed: the case
+  // that hung. Layouts that had more jobs queued behind it owe those too.
+  EXPECT_TRUE(std::any_of(reasons.begin(), reasons.end(), [](const std::string& reason) {
+    return reason.find("while 1 result was in flight") != std::string::npos;
+  })) << ::testing::PrintToString(reasons);
 }
 
 TEST_F(FaultyWorkers, ACorruptedResultIsRefusedNamedAndReissued) {

@@ -64,20 +64,27 @@ void write_result(tp::FrameConnection& connection, const tp::Job& job, uint32_t 
   header.request_id = request_id;
 #ifdef TESSERA_FAULT_HOOKS
   const FaultHooks& hooks = fault_hooks();
-  if ((hooks.die_after_result_bytes || hooks.corrupt_first_result) && !g_result_fault_used.exchange(true)) {
+  const std::optional<uint64_t> cut_after = hooks.die_after_result_bytes ? hooks.die_after_result_bytes
+                                                                         : hooks.stop_after_result_bytes;
+  if ((cut_after || hooks.corrupt_first_result) && !g_result_fault_used.exchange(true)) {
     std::vector<double> sent(data.begin(), data.end());
     if (hooks.corrupt_first_result) {
       std::byte& victim = reinterpret_cast<std::byte*>(sent.data())[data.size_bytes() / 2];
       victim ^= std::byte{0x10};
     }
     std::size_t data_bytes = data.size_bytes();
-    if (hooks.die_after_result_bytes) data_bytes = static_cast<std::size_t>(std::min<uint64_t>(*hooks.die_after_result_bytes, data_bytes));
+    if (cut_after) data_bytes = static_cast<std::size_t>(std::min<uint64_t>(*cut_after, data_bytes));
     header.payload_length = tp::result_payload_bytes(prefix);
     const auto header_bytes = tp::encode_header(header);
     const std::array<asio::const_buffer, 3> parts{asio::buffer(header_bytes), asio::buffer(result_prefix),
                                                   asio::buffer(sent.data(), data_bytes)};
     (void)connection.write_buffers(parts);
     if (hooks.die_after_result_bytes) ::raise(SIGKILL);
+    if (hooks.stop_after_result_bytes) {
+      ::raise(SIGSTOP);
+      // Continued: the RESULT is cut short for good, so the connection cannot carry more frames.
+      connection.shutdown();
+    }
     return;
   }
 #endif

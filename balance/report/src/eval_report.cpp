@@ -35,13 +35,14 @@ std::string format_scheduled(const ScheduledEval& run, double wall_s) {
   }
   out += fmt::format("schedule: {} tile tasks of {} x {}, placed by HEFT with tile caches (predicted: {})\n", run.tasks,
                      run.tile, run.tile, candidates);
-  out += fmt::format("{:<12} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "node", "tasks", "share",
-                     "busy pred", "busy meas", "end pred", "end meas", "MB to", "MB from");
+  out += fmt::format("{:<12} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}\n", "node", "tasks",
+                     "share", "start pred", "start meas", "busy pred", "busy meas", "end pred", "end meas", "MB to",
+                     "MB from");
   for (const ScheduledNode& node : run.nodes) {
-    out += fmt::format("{:<12} {:>6} {:>5.0f}% {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.1f} {:>10.1f}\n",
-                       node.name, node.tasks, 100.0 * node.host_share, node.predicted_busy_s, node.measured_busy_s,
-                       node.predicted_finish_s, node.measured_finish_s, static_cast<double>(node.bytes_to_node) / 1e6,
-                       static_cast<double>(node.bytes_from_node) / 1e6);
+    out += fmt::format("{:<12} {:>6} {:>5.0f}% {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>8.1f} {:>8.1f}\n",
+                       node.name, node.tasks, 100.0 * node.host_share, node.predicted_start_s, node.measured_start_s,
+                       node.predicted_busy_s, node.measured_busy_s, node.predicted_finish_s, node.measured_finish_s,
+                       static_cast<double>(node.bytes_to_node) / 1e6, static_cast<double>(node.bytes_from_node) / 1e6);
   }
   out += "(share: of its profiled speed, what the schedule expects the node to keep beside the coordinator's work)\n";
   out += fmt::format("{:<12} {:>6} {:>10} {:>10}\n", "task kind", "tasks", "pred s", "meas s");
@@ -57,6 +58,8 @@ std::string format_scheduled(const ScheduledEval& run, double wall_s) {
                      "({:.2f} of that)\n",
                      run.measured_bytes / 1e6, run.predicted_bytes / 1e6, run.naive_bytes / 1e6,
                      run.naive_bytes > 0.0 ? run.measured_bytes / run.naive_bytes : 0.0);
+  out += fmt::format("coordinator CPU: {:.3f} s measured, {:.3f} s predicted\n", run.measured_coordinator_cpu_s,
+                     run.predicted_coordinator_cpu_s);
   if (!run.lost_nodes.empty()) {
     out += fmt::format("lost: {}; rescheduled on the others ({} schedules run)\n", fmt::join(run.lost_nodes, ", "),
                        run.attempts);
@@ -77,6 +80,8 @@ nlohmann::json scheduled_json(const ScheduledEval& run) {
     nodes.push_back({{"name", node.name},
                      {"tasks", node.tasks},
                      {"host_share", node.host_share},
+                     {"predicted_start_s", node.predicted_start_s},
+                     {"measured_start_s", node.measured_start_s},
                      {"predicted_busy_s", node.predicted_busy_s},
                      {"measured_busy_s", node.measured_busy_s},
                      {"predicted_finish_s", node.predicted_finish_s},
@@ -97,6 +102,8 @@ nlohmann::json scheduled_json(const ScheduledEval& run) {
           {"fastest_alone_s", run.fastest_alone_s},
           {"theoretical_speedup", run.theoretical_speedup()},
           {"predicted_bytes", run.predicted_bytes},
+          {"predicted_coordinator_cpu_s", run.predicted_coordinator_cpu_s},
+          {"measured_coordinator_cpu_s", run.measured_coordinator_cpu_s},
           {"measured_bytes", run.measured_bytes},
           {"naive_bytes", run.naive_bytes},
           {"nodes", nodes},

@@ -140,6 +140,7 @@ class DagRunner {
 
   DagRun run() {
     start_ = Clock::now();
+    const double cpu_at_start = process_cpu_seconds();
     for (auto& node : nodes_) {
       node->bytes_sent_at_start = node->connection->bytes_sent();
       node->bytes_received_at_start = node->connection->bytes_received();
@@ -153,6 +154,7 @@ class DagRunner {
       watch();
     }
     DagRun run;
+    run.coordinator_cpu_s = process_cpu_seconds() - cpu_at_start;
     run.makespan_s = seconds_between(start_, last_result_.value_or(Clock::now()));
     run.complete = lost_.empty() && result_tiles_left_.load() == 0;
     for (auto& node : nodes_) {
@@ -481,6 +483,7 @@ class DagRunner {
       task_compute_[task] += credit.compute_seconds;
       node.stats.compute_s += credit.compute_seconds;
       node.stats.finish_s = seconds_between(start_, Clock::now());
+      if (node.stats.start_s < 0.0) node.stats.start_s = std::max(0.0, node.stats.finish_s - credit.compute_seconds);
       node.changed.notify_all();
       return Status::ok();
     }

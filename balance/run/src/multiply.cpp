@@ -68,6 +68,7 @@ class NodeProgress {
     bool owes = false;
     Clock::time_point since;  // last frame, or when the node began to owe
     uint64_t jobs = 0;
+    uint64_t results = 0;  // RESULTs owed, some of them perhaps for jobs already credited
     double to_node_bytes = 0.0;
     double from_node_bytes = 0.0;
     double flops = 0.0;
@@ -79,16 +80,28 @@ class NodeProgress {
     since_ = Clock::now();
   }
   // A job went out; it carried `to_node_bytes` (with the A and B data written for it) and will
-  // cost `flops` and bring `from_node_bytes` back.
-  void job_sent(double to_node_bytes, double from_node_bytes, double flops) {
+  // cost `flops` and, when it finishes a tile, bring a RESULT of `result_bytes` back.
+  void job_sent(double to_node_bytes, double result_bytes, double flops) {
     std::lock_guard lock(mutex_);
     start_owing();
-    jobs_.push_back({to_node_bytes, from_node_bytes, flops});
+    jobs_.push_back({to_node_bytes, flops});
+    if (result_bytes > 0.0) {
+      ++results_owed_;
+      result_bytes_owed_ += result_bytes;
+    }
   }
-  // `count` jobs were answered (jobs finish in the order they were queued on a worker).
+  // `count` jobs were answered (jobs finish in the order they were queued on a worker). A job's
+  // RESULT follows its CREDIT and stays owed until result_received: a node stopped between the two
+  // still owes it.
   void jobs_answered(uint64_t count) {
     std::lock_guard lock(mutex_);
     for (; count > 0 && !jobs_.empty(); --count) jobs_.pop_front();
+  }
+  // A RESULT of `bytes` is in whole.
+  void result_received(double bytes) {
+    std::lock_guard lock(mutex_);
+    if (results_owed_ > 0) --results_owed_;
+    result_bytes_owed_ = results_owed_ == 0 ? 0.0 : std::max(0.0, result_bytes_owed_ - bytes);
   }
   // A write of `bytes` to the node, or a wait for its reply (0 bytes), began / ended. A large
   // write to a live node takes its time; the bytes count toward the deadline meanwhile.
@@ -102,6 +115,17 @@ class NodeProgress {
     std::lock_guard lock(mutex_);
     --waits_;
     writing_bytes_ -= bytes;
+  }
+  // The node's thread waits on another node (for its half-read result of the same tile), not on
+  // this one, which owes nothing meanwhile; its clock starts again when the wait ends.
+  void begin_local_wait() {
+    std::lock_guard lock(mutex_);
+    ++local_waits_;
+  }
+  void end_local_wait() {
+    std::lock_guard lock(mutex_);
+    --local_waits_;
+    since_ = Clock::now();
   }
   // The node's thread is done; the watchdog leaves it alone.
   void finish() {
@@ -122,13 +146,14 @@ class NodeProgress {
   Snapshot snapshot() const {
     std::lock_guard lock(mutex_);
     Snapshot shot;
-    shot.owes = !finished_ && !unresponsive_ && (waits_ > 0 || !jobs_.empty());
+    shot.owes = !finished_ && !unresponsive_ && local_waits_ == 0 && owes_something();
     shot.since = since_;
     shot.jobs = jobs_.size();
+    shot.results = results_owed_;
     shot.to_node_bytes = writing_bytes_;
+    shot.from_node_bytes = result_bytes_owed_;
     for (const JobCost& job : jobs_) {
       shot.to_node_bytes += job.to_node_bytes;
-      shot.from_node_bytes += job.from_node_bytes;
       shot.flops += job.flops;
     }
     return shot;
@@ -137,18 +162,22 @@ class NodeProgress {
  private:
   struct JobCost {
     double to_node_bytes;
-    double from_node_bytes;
     double flops;
   };
+  // REQUIRES: mutex_ held.
+  bool owes_something() const { return waits_ > 0 || !jobs_.empty() || results_owed_ > 0; }
   // REQUIRES: mutex_ held. A node that owed nothing was not expected to talk: its clock starts now.
   void start_owing() {
-    if (waits_ == 0 && jobs_.empty()) since_ = Clock::now();
+    if (!owes_something()) since_ = Clock::now();
   }
 
   mutable std::mutex mutex_;
   Clock::time_point since_ = Clock::now();
   std::deque<JobCost> jobs_;
+  uint64_t results_owed_ = 0;
+  double result_bytes_owed_ = 0.0;
   int waits_ = 0;
+  int local_waits_ = 0;
   double writing_bytes_ = 0.0;
   bool finished_ = false;
   std::optional<std::string> unresponsive_;
@@ -200,8 +229,12 @@ class ProgressWatchdog {
         if (!shot.owes) continue;
         const double limit_s = deadline_s(i, shot);
         if (seconds_between(shot.since, now) < limit_s) continue;
-        const std::string reason = fmt::format("unresponsive: no frame for {:.3g} s while {} job{} in flight", limit_s,
-                                               shot.jobs, shot.jobs == 1 ? " was" : "s were");
+        const bool jobs = shot.jobs > 0;
+        const uint64_t count = jobs ? shot.jobs : shot.results;
+        const std::string what = count == 0 ? "a write to it was blocked"
+                                            : fmt::format("{} {}{} in flight", count, jobs ? "job" : "result",
+                                                          count == 1 ? " was" : "s were");
+        const std::string reason = fmt::format("unresponsive: no frame for {:.3g} s while {}", limit_s, what);
         if (progress_[i]->mark_unresponsive(reason)) cluster_.links()[i].connection->shutdown();
       }
     }
@@ -388,9 +421,13 @@ class TileStreamer {
           "RESULT", prefix->tile,
           std::span<std::byte>(reinterpret_cast<std::byte*>(scratch_.data()), values * sizeof(double))));
     }
+    progress_.result_received(static_cast<double>(values * sizeof(double)));
     // As the tile's receiver, an in-place reader is always first; a copy whose original already
     // won is only read off the wire.
+    // finish() may wait for another node still reading its copy of this tile into C.
+    progress_.begin_local_wait();
     const bool first = board_.finish(tile_index, index_);
+    progress_.end_local_wait();
     if (first && !in_place) {
       if (tile.delta) {
         output_.add_delta(box, scratch_);

@@ -146,6 +146,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
   report.tile = best.dag.tile;
   report.predicted_makespan_s = best.schedule.makespan_s;
   report.predicted_bytes = best.schedule.bytes_moved;
+  report.predicted_coordinator_cpu_s = best.schedule.coordinator_bytes * part_model.coordinator_cpu_s_per_byte;
   report.naive_bytes = expr::naive_bytes(best.dag);
   report.tasks = best.dag.tasks.size();
   {
@@ -176,8 +177,11 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     node.predicted_busy_s = best.schedule.busy_s[p];
     if (!best.schedule.host_availability.empty()) node.host_share = best.schedule.host_availability[p];
   }
+  std::vector<bool> seen(links.size(), false);
   for (const expr::TaskPlacement& placed : best.schedule.tasks) {
     ScheduledNode& node = node_figures[taking_part[placed.node]];
+    node.predicted_start_s = seen[taking_part[placed.node]] ? std::min(node.predicted_start_s, placed.start_s) : placed.start_s;
+    seen[taking_part[placed.node]] = true;
     node.predicted_finish_s = std::max(node.predicted_finish_s, placed.finish_s);
   }
 
@@ -206,10 +210,12 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
       node.tasks += stats.tasks;
       node.measured_busy_s += stats.compute_s;
       if (stats.tasks > 0) node.measured_finish_s = std::max(node.measured_finish_s, offset + stats.finish_s);
+      if (report.attempts == 1 && stats.start_s >= 0.0) node.measured_start_s = stats.start_s;
       node.bytes_to_node += stats.bytes_to_node;
       node.bytes_from_node += stats.bytes_from_node;
     }
     report.measured_bytes += static_cast<double>(run->tile_bytes());
+    report.measured_coordinator_cpu_s += run->coordinator_cpu_s;
     for (std::size_t t = 0; t < current.dag.tasks.size(); ++t) {
       kinds[std::string(kind_name(current.dag.tasks[t].op))].measured_s += run->task_compute_s[t];
     }

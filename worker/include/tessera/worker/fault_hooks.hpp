@@ -24,6 +24,9 @@ struct FaultHooks {
   // Raise SIGKILL on this process once this many data bytes of its first RESULT are written
   // (0: right after the RESULT's header and prefix). Unset: never.
   std::optional<uint64_t> die_after_result_bytes;
+  // Raise SIGSTOP on this process at the same point (its job's CREDIT is already sent): a node
+  // frozen mid-RESULT, whose socket stays open. Whoever started it continues or kills it.
+  std::optional<uint64_t> stop_after_result_bytes;
   // Flip one data byte of the first RESULT as it is sent; its CRC stays that of the true data.
   bool corrupt_first_result = false;
   // Close the connection (ending the session) once this many STOREs have been read whole.

@@ -47,6 +47,8 @@ struct ScheduledNode {
   double predicted_busy_s = 0.0;   // the schedule's compute time on the node
   double host_share = 1.0;         // the share of its speed the schedule let it keep beside the coordinator
   double measured_busy_s = 0.0;    // the worker's own compute time for its jobs
+  double predicted_start_s = 0.0;  // when its first task begins in the simulation
+  double measured_start_s = 0.0;   // when its first job began (its first CREDIT less that job's compute)
   double predicted_finish_s = 0.0; // when its last task ends in the simulation
   double measured_finish_s = 0.0;  // when its last task's credit came back
   uint64_t bytes_to_node = 0;      // tiles, jobs and headers sent to it
@@ -63,6 +65,11 @@ struct ScheduledEval {
   double predicted_bytes = 0.0;         // tile bytes the schedule moves
   double measured_bytes = 0.0;          // tile bytes that really travelled (to and from nodes)
   double naive_bytes = 0.0;             // tile bytes when every intermediate returns to the coordinator
+  // The coordinator's CPU seconds while the schedule ran: the model's (its bytes at the profiled
+  // CPU per byte) and this process's own (every thread, from the first byte sent to the last
+  // result in).
+  double predicted_coordinator_cpu_s = 0.0;
+  double measured_coordinator_cpu_s = 0.0;
   uint64_t tasks = 0;
   std::vector<ScheduledNode> nodes;      // the nodes that took part, cluster order
   std::vector<ScheduledTaskKind> kinds;  // per task kind

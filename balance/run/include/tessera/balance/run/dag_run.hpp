@@ -53,6 +53,7 @@ struct DagNodeStats {
   uint64_t tasks = 0;
   uint64_t jobs = 0;
   double compute_s = 0.0;  // the worker's compute seconds for its jobs (from CREDITs)
+  double start_s = -1.0;   // when its first job began computing (its CREDIT's arrival less its compute); -1: none
   double finish_s = 0.0;   // from the start to its last frame of the run
   uint64_t bytes_to_node = 0;    // everything written to it, headers included
   uint64_t bytes_from_node = 0;  // everything read from it
@@ -68,6 +69,7 @@ struct LostNode {
 struct DagRun {
   bool complete = false;  // every result tile arrived; false when a node was lost
   double makespan_s = 0.0;  // first byte sent to the result's last byte received (or to the stop)
+  double coordinator_cpu_s = 0.0;  // this process's CPU seconds (every thread) over the run
   std::vector<DagNodeStats> nodes;    // per schedule node
   std::vector<double> task_compute_s;  // per task: the workers' compute seconds for its jobs
   std::vector<LostNode> lost;
