@@ -30,6 +30,32 @@ void gemm_ex(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, s
       for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0 ? 0.0 : beta * c[i * ldc + j];
     return;
   }
+  if (n == 1 && m > 1) {
+    // C's column = alpha op(A) b + beta C's column. op(A) is A (stored m x k) or A^T (stored k x m);
+    // b is B's column (stored k x 1, stride ldb) or, transposed, B's row (stored 1 x k).
+    if (transpose_a) {
+      cblas_dgemv(CblasRowMajor, CblasTrans, blas_int(k), blas_int(m), alpha, a, blas_int(lda), b,
+                  transpose_b ? 1 : blas_int(ldb), beta, c, blas_int(ldc));
+    } else {
+      cblas_dgemv(CblasRowMajor, CblasNoTrans, blas_int(m), blas_int(k), alpha, a, blas_int(lda), b,
+                  transpose_b ? 1 : blas_int(ldb), beta, c, blas_int(ldc));
+    }
+    return;
+  }
+  if (m == 1) {
+    // C's row = alpha a op(B) + beta C's row, that is C^T = alpha op(B)^T a^T + beta C^T. op(B) is
+    // B (stored k x n) or B^T (stored n x k); a is A's row (stored 1 x k) or, transposed, A's
+    // column (stored k x 1, stride lda).
+    const int a_stride = transpose_a ? blas_int(lda) : 1;
+    if (transpose_b) {
+      cblas_dgemv(CblasRowMajor, CblasNoTrans, blas_int(n), blas_int(k), alpha, b, blas_int(ldb), a, a_stride,
+                  beta, c, 1);
+    } else {
+      cblas_dgemv(CblasRowMajor, CblasTrans, blas_int(k), blas_int(n), alpha, b, blas_int(ldb), a, a_stride,
+                  beta, c, 1);
+    }
+    return;
+  }
   cblas_dgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
               blas_int(m), blas_int(n), blas_int(k), alpha, a, blas_int(lda), b, blas_int(ldb), beta, c,
               blas_int(ldc));

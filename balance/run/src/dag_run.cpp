@@ -1,6 +1,7 @@
 #include "tessera/balance/run/dag_run.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -32,6 +33,7 @@ using expr::TileRef;
 struct HeldTile {
   std::vector<double> values;
   uint32_t crc = 0;
+  std::once_flag packed;  // input tiles: filled once, by whichever sender needs the tile first
 };
 
 // Tiles the coordinator sends: input tiles, packed from the caller's matrices the first time a node
@@ -42,21 +44,30 @@ class CoordinatorTiles {
   void put(uint64_t key, std::vector<double> values, uint32_t crc) {
     {
       std::lock_guard lock(mutex_);
-      tiles_[key] = std::make_unique<HeldTile>(HeldTile{std::move(values), crc});
+      auto tile = std::make_unique<HeldTile>();
+      tile->values = std::move(values);
+      tile->crc = crc;
+      tiles_[key] = std::move(tile);
     }
     arrived_.notify_all();
   }
-  // The tile under `key`, made by `pack` if it is not held yet.
+  // The input tile under `key`, made by `pack` if it is not held yet. The packing (a copy and a
+  // CRC pass) runs outside the map's lock, so the nodes' senders pack different tiles at once;
+  // one that needs the tile another is packing waits for it.
   template <typename Pack>
   const HeldTile* get_or_pack(uint64_t key, Pack&& pack) {
-    std::lock_guard lock(mutex_);
-    auto& slot = tiles_[key];
-    if (!slot) {
-      slot = std::make_unique<HeldTile>();
-      slot->values = pack();
-      slot->crc = tp::tile_crc32c(slot->values);
+    HeldTile* tile = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      auto& slot = tiles_[key];
+      if (!slot) slot = std::make_unique<HeldTile>();
+      tile = slot.get();
     }
-    return slot.get();
+    std::call_once(tile->packed, [&] {
+      tile->values = pack();
+      tile->crc = tp::tile_crc32c(tile->values);
+    });
+    return tile;
   }
   // The tile under `key` once it is here; nullptr when `stop` is set first.
   const HeldTile* wait(uint64_t key, const std::atomic<bool>& stop) {
@@ -283,38 +294,41 @@ class DagRunner {
     return std::optional<uint32_t>(*id);
   }
 
-  // Sends what the schedule fetches for `task`: input tiles from the caller's matrices, computed
-  // ones from the coordinator's copies (waiting for them to arrive).
-  Status fetch(NodeState& node, std::size_t task_index) {
-    const expr::TileTask& task = dag_.tasks[task_index];
-    const expr::TaskPlacement& placement = schedule_.tasks[task_index];
+  // Drops what the schedule evicts from the node's cache to make room for `task`.
+  Status evict_for(NodeState& node, std::size_t task_index) {
     std::vector<uint32_t> evicted;
-    for (const TileRef& tile : placement.evicted) {
+    for (const TileRef& tile : schedule_.tasks[task_index].evicted) {
       if (node.stored.contains(id_of(tile))) evicted.push_back(id_of(tile));
     }
-    if (!evicted.empty()) TESSERA_RETURN_IF_ERROR(release(node, std::move(evicted)));
-    for (std::size_t r = 0; r < task.reads.size(); ++r) {
-      const TileRef& read = task.reads[r];
-      const expr::TiledMatrix& matrix = dag_.matrices[read.matrix];
-      if (matrix.identity || placement.cached[r] || node.stored.contains(id_of(read))) continue;
-      const uint64_t rows = dag_.rows_of(read), cols = dag_.cols_of(read);
-      const HeldTile* held = nullptr;
-      if (matrix.input) {
-        held = tiles_.get_or_pack(expr::tile_key(read), [&] {
-          const linalg::MatrixView& source = inputs_[read.matrix];
-          std::vector<double> packed(rows * cols);
-          for (uint64_t i = 0; i < rows; ++i) {
-            const double* from = source.row(read.row * dag_.tile + i) + read.col * dag_.tile;
-            std::copy_n(from, cols, packed.data() + i * cols);
-          }
-          return packed;
-        });
-      } else {
-        held = tiles_.wait(expr::tile_key(read), stop_);
-        if (held == nullptr) return cancelled("stopped while waiting for a tile");
-      }
-      TESSERA_RETURN_IF_ERROR(store(node, id_of(read), rows, cols, held->values.data(), held->crc));
+    if (evicted.empty()) return Status::ok();
+    return release(node, std::move(evicted));
+  }
+
+  // Sends the task's read `r` when the schedule fetches it: an input tile from the caller's
+  // matrices, a computed one from the coordinator's copy (waiting for it to arrive).
+  Status fetch(NodeState& node, std::size_t task_index, std::size_t r) {
+    const expr::TileTask& task = dag_.tasks[task_index];
+    const expr::TaskPlacement& placement = schedule_.tasks[task_index];
+    const TileRef& read = task.reads[r];
+    const expr::TiledMatrix& matrix = dag_.matrices[read.matrix];
+    if (matrix.identity || placement.cached[r] || node.stored.contains(id_of(read))) return Status::ok();
+    const uint64_t rows = dag_.rows_of(read), cols = dag_.cols_of(read);
+    const HeldTile* held = nullptr;
+    if (matrix.input) {
+      held = tiles_.get_or_pack(expr::tile_key(read), [&] {
+        const linalg::MatrixView& source = inputs_[read.matrix];
+        std::vector<double> packed(rows * cols);
+        for (uint64_t i = 0; i < rows; ++i) {
+          const double* from = source.row(read.row * dag_.tile + i) + read.col * dag_.tile;
+          std::copy_n(from, cols, packed.data() + i * cols);
+        }
+        return packed;
+      });
+    } else {
+      held = tiles_.wait(expr::tile_key(read), stop_);
+      if (held == nullptr) return cancelled("stopped while waiting for a tile");
     }
+    TESSERA_RETURN_IF_ERROR(store(node, id_of(read), rows, cols, held->values.data(), held->crc));
     return Status::ok();
   }
 
@@ -354,6 +368,8 @@ class DagRunner {
     const uint64_t rows = dag_.rows_of(task.output), cols = dag_.cols_of(task.output);
     const uint32_t send_result = returns(task_index) ? tp::kJobSendResult : 0u;
     std::vector<tp::Job> jobs;
+    // Per job, the reads it needs: k and depth + k for a product's step k, r (twice) for a sum's operand r.
+    std::vector<std::array<std::size_t, 2>> job_reads;
     switch (task.op) {
       case Op::kProduct: {
         const std::size_t depth = task.reads.size() / 2;
@@ -376,6 +392,7 @@ class DagRunner {
           if (reads_transposed(left)) job.flags |= tp::kJobTransposeA;
           if (reads_transposed(right)) job.flags |= tp::kJobTransposeB;
           jobs.push_back(job);
+          job_reads.push_back({k, depth + k});
         }
         break;
       }
@@ -400,14 +417,25 @@ class DagRunner {
           job.k = 0;
           if (reads_transposed(task.reads[r])) job.flags |= tp::kJobTransposeA;
           jobs.push_back(job);
+          job_reads.push_back({r, r});
         }
         break;
       }
       default:
         return internal_error(fmt::format("task {} is a power, which the DAG never holds", task_index));
     }
-    if (jobs.empty()) return store_zero_output(node, task_index);
+    // Each job goes out right after its own tiles, so the node starts on the first step while the
+    // rest of the task's tiles travel; the reads no job used (beside an identity's zero tile) go
+    // last, so the node ends up holding what the schedule's cache holds.
+    std::vector<bool> fetched(task.reads.size(), false);
+    const auto fetch_read = [&](std::size_t r) -> Status {
+      if (fetched[r]) return Status::ok();
+      fetched[r] = true;
+      return fetch(node, task_index, r);
+    };
     for (std::size_t j = 0; j < jobs.size(); ++j) {
+      TESSERA_RETURN_IF_ERROR(fetch_read(job_reads[j][0]));
+      TESSERA_RETURN_IF_ERROR(fetch_read(job_reads[j][1]));
       tp::Job& job = jobs[j];
       job.c_tile = id_of(task.output);
       if (j == 0) {
@@ -418,6 +446,8 @@ class DagRunner {
       if (j + 1 == jobs.size()) job.flags |= send_result;
       TESSERA_RETURN_IF_ERROR(send_job(node, task_index, job));
     }
+    for (std::size_t r = 0; r < task.reads.size(); ++r) TESSERA_RETURN_IF_ERROR(fetch_read(r));
+    if (jobs.empty()) return store_zero_output(node, task_index);
     node.stored.insert(id_of(task.output));
     return Status::ok();
   }
@@ -425,7 +455,7 @@ class DagRunner {
   void send_all(NodeState& node) {
     for (std::size_t task : node_tasks_[node.index]) {
       if (stop_.load()) break;
-      Status status = fetch(node, task);
+      Status status = evict_for(node, task);
       if (status) status = compute(node, task);
       if (!status) {
         if (!stop_.load() || status.code() != StatusCode::kCancelled) lose(node, status.message());
