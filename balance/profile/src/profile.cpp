@@ -827,6 +827,11 @@ const NodeProfile* ClusterProfile::find(const std::string& node_name) const {
   return found == nodes.end() ? nullptr : &*found;
 }
 
+// Raised when a probe changes what it measures (2: the vector rate reads four matrices in turn, and
+// vector products run as dgemv on the worker), so that profiles the older probes measured are
+// measured again instead of reused.
+constexpr int kProbeRevision = 2;
+
 std::string node_fingerprint(const NodeSpec& node, const transport::Hello& hello) {
   std::string emulation = "none";
   if (node.emulate) {
@@ -838,9 +843,10 @@ std::string node_fingerprint(const NodeSpec& node, const transport::Hello& hello
       emulation += fmt::format(";period={}us", node.emulate->cpu_period_us);
     }
   }
-  return fmt::format("{}|threads={}|kind={}|emulate={}|worker={}|arch={}|cores={}|threads_reported={}|memory={}|host={}",
-                     node.endpoint(), node.threads, node.kind, emulation, hello.worker_version, hello.arch, hello.cores,
-                     hello.threads, hello.memory_bytes, hello.hostname);
+  return fmt::format(
+      "{}|threads={}|kind={}|emulate={}|worker={}|arch={}|cores={}|threads_reported={}|memory={}|host={}|probes={}",
+      node.endpoint(), node.threads, node.kind, emulation, hello.worker_version, hello.arch, hello.cores, hello.threads,
+      hello.memory_bytes, hello.hostname, kProbeRevision);
 }
 
 Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec& spec,
