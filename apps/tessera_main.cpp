@@ -174,6 +174,8 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   eval_cmd->add_option("--tile", eval.tile, "scheduled: tile size (default: the fastest predicted of 256..4096)");
   eval_cmd->add_option("--nodes", eval.nodes, "scheduled: only these nodes (comma-separated names)")->delimiter(',');
+  eval_cmd->add_flag("--every-node", eval.every_node,
+                     "scheduled: give every node tasks, even when fewer nodes (the fastest first) are forecast faster");
   eval_cmd->add_option("--cache-mb", eval.cache_mb, "scheduled: each node's tile cache (default: half its tile memory)");
   eval_cmd->add_option("--policy", eval.policy, "sequence: policy of every product: even | proportional | model | dynamic")
       ->capture_default_str();

@@ -528,8 +528,8 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
 
 py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict& inputs, const MultiplyArgs& args,
                                   bool rewrite, bool explain, const std::string& mode, uint64_t tile,
-                                  const std::vector<std::string>& nodes, const py::object& progress,
-                                  const py::object& notice) {
+                                  const std::vector<std::string>& nodes, bool every_node,
+                                  const py::object& progress, const py::object& notice) {
   std::map<std::string, linalg::MatrixView> views;
   std::map<std::string, tb::expr::Shape> shapes;
   for (const auto& [key, value] : inputs) {
@@ -546,6 +546,7 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
   options.mode = value_or_raise(tb::parse_eval_mode(mode));
   options.tile = tile;
   options.only_nodes = nodes;
+  options.every_node = every_node;
   tb::SessionOptions session_options;
   session_options.profile_path = profile_path_;
   ProgressBox box(node_names());

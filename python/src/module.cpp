@@ -227,13 +227,14 @@ PYBIND11_MODULE(_tessera, module) {
           "evaluate",
           [](ClusterHandle& self, const std::string& expression, const py::dict& inputs, const std::string& policy,
              const std::string& verify, bool rewrite, bool explain, const std::string& mode, uint64_t tile,
-             const std::vector<std::string>& nodes, const py::object& progress, const py::object& notice) {
+             const std::vector<std::string>& nodes, bool every_node, const py::object& progress,
+             const py::object& notice) {
             return self.evaluate(expression, inputs,
                                  multiply_args(policy, "rows", verify, {}, 1, 256, 4, 1, true, 0, 0.0), rewrite,
-                                 explain, mode, tile, nodes, progress, notice);
+                                 explain, mode, tile, nodes, every_node, progress, notice);
           },
           py::arg("expression"), py::arg("inputs"), py::arg("policy"), py::arg("verify"), py::arg("rewrite"),
-          py::arg("explain"), py::arg("mode"), py::arg("tile"), py::arg("nodes"), py::arg("progress"),
-          py::arg("notice"))
+          py::arg("explain"), py::arg("mode"), py::arg("tile"), py::arg("nodes"), py::arg("every_node"),
+          py::arg("progress"), py::arg("notice"))
       .def("close", &ClusterHandle::close);
 }

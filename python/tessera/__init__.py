@@ -439,13 +439,14 @@ class Expression:
         return Expression(self._cluster, f"({self._text})^{int(exponent)}", dict(self._inputs), self.shape)
 
     def compute(self, *, mode: str = "scheduled", tile: int | None = None, nodes: "Sequence[str] | None" = None,
-                policy: str = "proportional", verify: str = "freivalds", rewrite: bool = True,
-                explain: bool = False, progress: "Callable[[dict], None] | None" = None):
+                every_node: bool = False, policy: str = "proportional", verify: str = "freivalds",
+                rewrite: bool = True, explain: bool = False, progress: "Callable[[dict], None] | None" = None):
         """Evaluates on the cluster; returns ``(numpy array, EvalReport)``.
 
         mode: "scheduled" (tile tasks placed by HEFT with each node's tile cache, intermediates
         kept on the nodes; ``tile`` fixes the tile size, else the simulation picks it; ``nodes``
-        names the only nodes to use) or "sequence" (one multiply per product, with ``policy``:
+        names the only nodes to use; the fastest few of them run alone when that is forecast clearly
+        faster, unless ``every_node=True``) or "sequence" (one multiply per product, with ``policy``:
         "even" | "proportional" | "model" | "dynamic"); verify: "freivalds" | "exact" | "none",
         of the value (scheduled) or of every product (sequence), a failure raising
         VerificationError; rewrite=False evaluates as written; explain=True adds the before/after
@@ -455,7 +456,7 @@ class Expression:
         if tile is not None and (not isinstance(tile, int) or tile < 1):
             raise InvalidInputError(f"tile must be a positive whole number, not {tile!r}")
         return self._cluster._evaluate(self._text, self._inputs, policy, verify, rewrite, explain, mode,
-                                       tile or 0, list(nodes or []), progress)
+                                       tile or 0, list(nodes or []), bool(every_node), progress)
 
 
 class PartitionResult(_Record):
@@ -919,12 +920,13 @@ class Cluster:
         return Expression(self, "I", {}, None)
 
     def _evaluate(self, text: str, inputs: dict, policy: str, verify: str, rewrite: bool, explain: bool, mode: str,
-                  tile: int, nodes: list, progress: "Callable[[dict], None] | None"):
+                  tile: int, nodes: list, every_node: bool, progress: "Callable[[dict], None] | None"):
         notices, notice = _notice_collector()
 
         with self._lock:
             values, rows, cols, report_text, table = self._handle.evaluate(
-                text, inputs, policy, verify, bool(rewrite), bool(explain), mode, int(tile), nodes, progress, notice)
+                text, inputs, policy, verify, bool(rewrite), bool(explain), mode, int(tile), nodes, every_node,
+                progress, notice)
         return values.reshape(rows, cols), EvalReport(json.loads(report_text), table, notices)
 
     # -- graph algorithms -------------------------------------------------------------------------

@@ -177,6 +177,56 @@ TEST(Heft, ANodeThatAnswersLateGetsNoneOfAChainOfSmallSteps) {
   EXPECT_EQ(check_schedule(dag, busy), "");
 }
 
+TEST(HeftOnBestNodes, FewerNodesRunWhenGreedyPlacementWouldStrandAnOutputBehindASlowReturnLink) {
+  // X = A * B has two output tiles, Y = X + C two more, each reading one tile of X. HEFT puts X's
+  // second tile on the nearly-as-fast node (it finishes first there), and then that tile, or Y's
+  // tile made from it, must come back over the node's slow return link (64 MB/s: ten of its
+  // products' compute times for a 32 KB tile). The desktop alone does all four tasks sooner.
+  ClusterModel model;
+  NodeModel slow_return = node("pi", 9.0);
+  slow_return.link.from_node_bytes_per_s = 6.4e7;
+  model.nodes = {node("desktop", 10.0), slow_return};
+  const TaskDag dag =
+      lower_to_tasks(parsed("A * B + C", {{"A", {128, 64}}, {"B", {64, 64}}, {"C", {128, 64}}}), 64);
+  ASSERT_EQ(dag.tasks.size(), 4u);
+  const Schedule every_node = heft(dag, model);
+  std::set<std::size_t> used;
+  for (const TaskPlacement& placement : every_node.tasks) used.insert(placement.node);
+  ASSERT_EQ(used.size(), 2u) << "the greedy placement uses both nodes";
+
+  const NodeSetSchedule best = heft_on_best_nodes(dag, model, {}, 0.05, 64.0);
+  EXPECT_EQ(best.nodes, std::vector<std::size_t>{0});
+  EXPECT_LT(best.schedule.makespan_s, 0.95 * every_node.makespan_s);
+  EXPECT_NEAR(best.schedule.makespan_s, (2 * 2.0 * 64 * 64 * 64 + 2 * 64.0 * 64) / 10e9, 1e-12)
+      << "two products and two sums back to back";
+  EXPECT_EQ(check_schedule(dag, best.schedule), "");
+
+  // Not clearly faster (a margin wider than the gain): every node stays.
+  const double gain = 1.0 - best.schedule.makespan_s / every_node.makespan_s;
+  const NodeSetSchedule kept = heft_on_best_nodes(dag, model, {}, gain + 0.01, 64.0);
+  EXPECT_EQ(kept.nodes, (std::vector<std::size_t>{0, 1}));
+  EXPECT_DOUBLE_EQ(kept.schedule.makespan_s, every_node.makespan_s);
+}
+
+TEST(HeftOnBestNodes, EqualNodesKeepEveryNodeAndTheFastestAreRankedFirst) {
+  ClusterModel model;
+  model.nodes = {node("slow", 1.0), node("fast", 10.0), node("fast2", 10.0)};
+  const TaskDag dag = lower_to_tasks(parsed("A * B", {{"A", {256, 64}}, {"B", {64, 256}}}), 64);
+  const NodeSetSchedule best = heft_on_best_nodes(dag, model, {}, 0.05, 64.0);
+  // 16 independent tasks: more nodes only help, so the set is every node.
+  EXPECT_EQ(best.nodes, (std::vector<std::size_t>{0, 1, 2}));
+  // Node 0 now computes fastest but sits behind a 1 kB/s link. It is ranked first, so every
+  // fewer-node set holds it and loses; the schedule on every node leaves it idle anyway.
+  model.nodes[0].link = {0.0, 1e3, 1e3};
+  model.nodes[0].speed = SpeedCurve({{1.0, 100.0}});
+  const NodeSetSchedule reachable = heft_on_best_nodes(dag, model, {}, 0.05, 64.0);
+  EXPECT_EQ(reachable.nodes, (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(check_schedule(dag, reachable.schedule), "");
+  for (const TaskPlacement& placement : reachable.schedule.tasks) {
+    EXPECT_NE(reachable.nodes[placement.node], 0u) << "no task behind the 1 kB/s link";
+  }
+}
+
 TEST(PickTileCandidate, TheLargestTileWithinTheMarginOfTheFastestForecast) {
   // HITS on local-mixed-lan with the busy latency charged: 4096 .. 256 tiles.
   const std::vector<double> hits = {0.337, 0.296, 0.278, 0.265, 0.263};

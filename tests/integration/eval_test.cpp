@@ -242,6 +242,7 @@ class ScheduledLossTest : public ::testing::Test {
     ASSERT_TRUE(local.is_ok());
     EvalOptions options;
     options.tile = 16;
+    options.every_node = true;  // c must have tasks to lose, however the forecasts compare
     options.multiply.verify = VerifyMode::kExact;
     options.multiply.node_timeout_s = node_timeout_s;
     const int victim = workers_[2]->pid();

@@ -51,6 +51,11 @@ def test_a_scheduled_run_reports_its_schedule_and_can_use_one_node(cluster):
     assert [node["name"] for node in report.scheduled["nodes"]] == [cluster.nodes[0]]
     assert report.scheduled["measured_bytes"] < report.scheduled["naive_bytes"]
     assert "schedule:" in str(report) and "verified: yes" in str(report)
+    # Every node asked to take part: the value is the same, and every node is in the report.
+    value, report = (cluster.array(P) ** 4).compute(tile=16, every_node=True, verify="exact")
+    assert np.array_equal(value, np.linalg.matrix_power(P, 4))
+    assert [node["name"] for node in report.scheduled["nodes"]] == list(cluster.nodes)
+    assert sum(node["tasks"] for node in report.scheduled["nodes"]) == report.scheduled["tasks"]
     with pytest.raises(tessera.InvalidInputError, match="tile must be a positive"):
         (cluster.array(P) ** 2).compute(tile=0.5)
 

@@ -120,6 +120,7 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   options.mode = *mode;
   options.tile = command.tile;
   options.only_nodes = command.nodes;
+  options.every_node = command.every_node;
   options.cache_bytes = command.cache_mb * 1e6;
   RunControl control;
   control.cancel = command.interrupted;

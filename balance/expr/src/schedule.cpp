@@ -431,6 +431,27 @@ Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptio
   return schedule;
 }
 
+NodeSetSchedule heft_on_best_nodes(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options,
+                                   double margin, double ranking_size) {
+  std::vector<std::size_t> every(model.nodes.size());
+  std::iota(every.begin(), every.end(), std::size_t{0});
+  NodeSetSchedule best{heft(dag, model, options), every};
+  const double every_node_forecast = best.schedule.makespan_s;
+  std::vector<std::size_t> fastest_first = every;
+  std::stable_sort(fastest_first.begin(), fastest_first.end(), [&](std::size_t a, std::size_t b) {
+    return model.nodes[a].speed.gflops_at(ranking_size) > model.nodes[b].speed.gflops_at(ranking_size);
+  });
+  for (std::size_t count = 1; count < fastest_first.size(); ++count) {
+    std::vector<std::size_t> nodes(fastest_first.begin(), fastest_first.begin() + static_cast<std::ptrdiff_t>(count));
+    std::sort(nodes.begin(), nodes.end());
+    Schedule fewer = heft(dag, model_of_nodes(model, nodes), options);
+    if (fewer.makespan_s < std::min(best.schedule.makespan_s, every_node_forecast * (1.0 - std::max(margin, 0.0)))) {
+      best = {std::move(fewer), std::move(nodes)};
+    }
+  }
+  return best;
+}
+
 std::size_t pick_tile_candidate(const std::vector<double>& makespans_largest_first, double margin) {
   double fastest = kInfinity;
   for (double makespan : makespans_largest_first) fastest = std::min(fastest, makespan);

@@ -28,6 +28,11 @@ constexpr uint64_t kCandidateTiles[] = {4096, 2048, 1024, 512, 256};
 constexpr double kTileTieMargin = 0.05;
 // Beyond this many tasks a candidate is not simulated: its jobs' overheads would swamp the work.
 constexpr std::size_t kMostTasks = 20000;
+// How much faster (a fraction) a schedule on fewer nodes must be forecast to run instead of the
+// one on every node: the forecasts' own spread on this kind of host is wider than a few percent.
+constexpr double kFewerNodesMargin = 0.05;
+// The size at which nodes are ranked fastest first for the fewer-node schedules.
+constexpr double kRankingSize = 1024.0;
 
 std::string_view kind_name(Op op) {
   switch (op) {
@@ -48,15 +53,32 @@ uint64_t expr_longest(const expr::Expr& e) {
 struct Candidate {
   expr::TaskDag dag;
   expr::Schedule schedule;
+  std::vector<std::size_t> nodes;  // the schedule's nodes, as indices into the model it was made on
 };
 
-Candidate schedule_dag(expr::TaskDag dag, const ClusterModel& model, double cache_bytes) {
+// `dag` scheduled on the nodes `nodes` of `model` (indices, cluster order).
+Candidate schedule_dag(expr::TaskDag dag, const ClusterModel& model, const std::vector<std::size_t>& nodes,
+                       double cache_bytes) {
   Candidate candidate;
   candidate.dag = std::move(dag);
+  candidate.nodes = nodes;
   expr::ScheduleOptions options;
   options.cache_bytes = cache_bytes;
-  candidate.schedule = expr::heft(candidate.dag, model, options);
+  candidate.schedule = expr::heft(candidate.dag, model_of_nodes(model, nodes), options);
   return candidate;
+}
+
+// `dag` on every node, or (unless `every_node`) on the fastest few when that is forecast
+// kFewerNodesMargin faster (expr::heft_on_best_nodes). The nodes are indices into `model`.
+Candidate schedule_on_best_nodes(const expr::TaskDag& dag, const ClusterModel& model, bool every_node,
+                                 double cache_bytes) {
+  std::vector<std::size_t> every(model.nodes.size());
+  for (std::size_t i = 0; i < every.size(); ++i) every[i] = i;
+  if (every_node) return schedule_dag(dag, model, every, cache_bytes);
+  expr::ScheduleOptions options;
+  options.cache_bytes = cache_bytes;
+  expr::NodeSetSchedule best = expr::heft_on_best_nodes(dag, model, options, kFewerNodesMargin, kRankingSize);
+  return Candidate{dag, std::move(best.schedule), std::move(best.nodes)};
 }
 
 // The worker capabilities a DAG's jobs need beyond GEMM: ADD_SCALED for sums, differences,
@@ -136,7 +158,8 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
   for (uint64_t tile : tiles) {
     expr::TaskDag dag = expr::lower_to_tasks(e, tile);
     if (options.tile == 0 && !candidates.empty() && dag.tasks.size() > kMostTasks) continue;
-    Candidate candidate = schedule_dag(std::move(dag), part_model, cache_bytes);
+    Candidate candidate = schedule_on_best_nodes(dag, part_model, options.every_node, cache_bytes);
+    for (std::size_t& node : candidate.nodes) node = taking_part[node];  // from now on: link indices
     report.candidates.emplace_back(candidate.dag.tile, candidate.schedule.makespan_s);
     candidates.push_back(std::move(candidate));
   }
@@ -170,18 +193,20 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     ++kind.tasks;
     kind.predicted_s += placed.finish_s - placed.start_s;
   }
+  // Per node of the cluster (link index); the nodes taking part that the schedule left out show 0 tasks.
   std::vector<ScheduledNode> node_figures(links.size());
-  for (std::size_t p = 0; p < taking_part.size(); ++p) {
-    ScheduledNode& node = node_figures[taking_part[p]];
-    node.name = links[taking_part[p]].spec.name;
+  for (std::size_t i : taking_part) node_figures[i].name = links[i].spec.name;
+  for (std::size_t p = 0; p < best.nodes.size(); ++p) {
+    ScheduledNode& node = node_figures[best.nodes[p]];
     node.predicted_busy_s = best.schedule.busy_s[p];
     if (!best.schedule.host_availability.empty()) node.host_share = best.schedule.host_availability[p];
   }
   std::vector<bool> seen(links.size(), false);
   for (const expr::TaskPlacement& placed : best.schedule.tasks) {
-    ScheduledNode& node = node_figures[taking_part[placed.node]];
-    node.predicted_start_s = seen[taking_part[placed.node]] ? std::min(node.predicted_start_s, placed.start_s) : placed.start_s;
-    seen[taking_part[placed.node]] = true;
+    const std::size_t link = best.nodes[placed.node];
+    ScheduledNode& node = node_figures[link];
+    node.predicted_start_s = seen[link] ? std::min(node.predicted_start_s, placed.start_s) : placed.start_s;
+    seen[link] = true;
     node.predicted_finish_s = std::max(node.predicted_finish_s, placed.finish_s);
   }
 
@@ -201,11 +226,11 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     const double offset = std::chrono::duration<double>(Clock::now() - start).count();
     DagRunOptions run_options;
     run_options.node_timeout_s = options.multiply.node_timeout_s;
-    Result<DagRun> run = run_dag(connection, taking_part, current.dag, current.schedule, input_views, outcome.value,
+    Result<DagRun> run = run_dag(connection, current.nodes, current.dag, current.schedule, input_views, outcome.value,
                                  run_options);
     if (!run) return run.status();
-    for (std::size_t p = 0; p < taking_part.size(); ++p) {
-      ScheduledNode& node = node_figures[taking_part[p]];
+    for (std::size_t p = 0; p < current.nodes.size(); ++p) {
+      ScheduledNode& node = node_figures[current.nodes[p]];
       const DagNodeStats& stats = run->nodes[p];
       node.tasks += stats.tasks;
       node.measured_busy_s += stats.compute_s;
@@ -226,8 +251,8 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     if (control.cancel != nullptr && control.cancel->load()) return cancelled("the evaluation was cancelled");
     std::vector<std::size_t> lost_links;
     for (const LostNode& lost : run->lost) {
-      lost_links.push_back(taking_part[lost.node]);
-      report.lost_nodes.push_back(links[taking_part[lost.node]].spec.name);
+      lost_links.push_back(current.nodes[lost.node]);
+      report.lost_nodes.push_back(links[current.nodes[lost.node]].spec.name);
       if (control.on_notice) control.on_notice(fmt::format("lost {}: {}; rescheduling on the others", report.lost_nodes.back(), lost.reason));
     }
     std::erase_if(taking_part, [&](std::size_t i) { return std::find(lost_links.begin(), lost_links.end(), i) != lost_links.end(); });
@@ -236,7 +261,8 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
       for (const LostNode& lost : run->lost) reasons += fmt::format("; {}", lost.reason);
       return network_error(fmt::format("every node was lost ({}){}", fmt::join(report.lost_nodes, ", "), reasons));
     }
-    current = schedule_dag(std::move(current.dag), model_of_nodes(model, taking_part), cache_bytes);
+    // Every node left takes part again: the set chosen before had the lost one in it.
+    current = schedule_dag(std::move(current.dag), model, taking_part, cache_bytes);
   }
   for (std::size_t i = 0; i < node_figures.size(); ++i) {
     if (!node_figures[i].name.empty()) report.nodes.push_back(node_figures[i]);

@@ -35,6 +35,7 @@ struct EvalCommand {
   std::string mode = "scheduled";
   uint64_t tile = 0;                // 0: chosen by simulation
   std::vector<std::string> nodes;   // scheduled: only these
+  bool every_node = false;          // scheduled: give every node tasks, even when fewer are forecast faster
   double cache_mb = 0.0;            // 0: half each worker's tile memory
   std::string policy = "proportional";
   std::string verify = "freivalds";

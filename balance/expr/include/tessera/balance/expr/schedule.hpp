@@ -108,6 +108,21 @@ struct ScheduleOptions {
 // REQUIRES: model has at least one node that can compute.
 Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options = {});
 
+// A schedule made on some of a model's nodes: `nodes` lists them (indices into the model, in
+// order); the schedule's node p is nodes[p].
+struct NodeSetSchedule {
+  Schedule schedule;
+  std::vector<std::size_t> nodes;
+};
+
+// HEFT places each task greedily where it finishes first, which can hand a task to a slow or
+// badly connected node whose output then costs more to fetch than the node saved. So the DAG is
+// also scheduled on the fastest node alone, the fastest two, ... (ranked by the speed curve at
+// `ranking_size`), and the schedule on every node is kept unless one on fewer is forecast at
+// least `margin` (a fraction) faster. REQUIRES: as heft().
+NodeSetSchedule heft_on_best_nodes(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options,
+                                   double margin, double ranking_size);
+
 // Which of several candidate schedules of one expression to run, given their forecast makespans
 // listed largest tile first: the largest tile whose forecast is within `margin` (a fraction) of
 // the fastest. More, smaller tiles mean more messages, whose waits on busy nodes the model knows

@@ -112,6 +112,10 @@ struct EvalOptions {
   double cache_bytes = 0.0;
   // scheduled: only these nodes take part (e.g. the fastest alone); empty: every node.
   std::vector<std::string> only_nodes;
+  // scheduled: every node taking part gets tasks. false: the fastest node alone, the fastest two,
+  // ... are scheduled too, and fewer nodes run when they are forecast clearly faster (where
+  // moving tiles to slow nodes costs more than their help).
+  bool every_node = false;
 };
 
 // EvalProduct and EvalOutcome are in report/eval_report.hpp, with their table and JSON.
