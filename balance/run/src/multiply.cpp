@@ -231,7 +231,7 @@ class ProgressWatchdog {
         if (seconds_between(shot.since, now) < limit_s) continue;
         const bool jobs = shot.jobs > 0;
         const uint64_t count = jobs ? shot.jobs : shot.results;
-        const std::string what = count == 0 ? "a write to it was blocked"
+        const std::string what = count == 0 ? "a write to it or its reply was pending"
                                             : fmt::format("{} {}{} in flight", count, jobs ? "job" : "result",
                                                           count == 1 ? " was" : "s were");
         const std::string reason = fmt::format("unresponsive: no frame for {:.3g} s while {}", limit_s, what);
@@ -422,10 +422,11 @@ class TileStreamer {
           std::span<std::byte>(reinterpret_cast<std::byte*>(scratch_.data()), values * sizeof(double))));
     }
     progress_.result_received(static_cast<double>(values * sizeof(double)));
+    // finish() may wait for another node still reading its copy of this tile into C: a wait on
+    // that node, not on this one.
+    progress_.begin_local_wait();
     // As the tile's receiver, an in-place reader is always first; a copy whose original already
     // won is only read off the wire.
-    // finish() may wait for another node still reading its copy of this tile into C.
-    progress_.begin_local_wait();
     const bool first = board_.finish(tile_index, index_);
     progress_.end_local_wait();
     if (first && !in_place) {
