@@ -130,6 +130,15 @@ TEST_F(EvalTest, TheScheduledReportAddsUp) {
     EXPECT_EQ(run.attempts, 1u);
     EXPECT_TRUE(run.lost_nodes.empty());
     EXPECT_TRUE(run.verification.passed) << run.verification.detail;
+    // The timeline: every task, each sent before it was done, done by the end, forecast in order.
+    ASSERT_EQ(run.timeline.size(), run.tasks);
+    for (const ScheduledTaskTiming& task : run.timeline) {
+      EXPECT_GE(task.sent_s, 0.0) << task.node << " " << task.kind;
+      EXPECT_GE(task.done_s, task.sent_s) << task.node << " " << task.kind;
+      EXPECT_LE(task.done_s, run.measured_makespan_s + 1e-9);
+      EXPECT_LE(task.predicted_start_s, task.predicted_finish_s);
+    }
+    EXPECT_NE(eval_report_json(*outcome).find("\"timeline\""), std::string::npos);
   }
   // On one named node alone: it does every task; a name that is not in the cluster is refused.
   Result<expr::Expr> e = expr::parse("P^4", {{"P", {64, 64}}});

@@ -74,8 +74,16 @@ std::string format_scheduled(const ScheduledEval& run, double wall_s) {
 
 nlohmann::json scheduled_json(const ScheduledEval& run) {
   using nlohmann::json;
-  json candidates = json::array(), nodes = json::array(), kinds = json::array();
+  json candidates = json::array(), nodes = json::array(), kinds = json::array(), timeline = json::array();
   for (const auto& [tile, seconds] : run.candidates) candidates.push_back({{"tile", tile}, {"predicted_makespan_s", seconds}});
+  for (const ScheduledTaskTiming& task : run.timeline) {
+    timeline.push_back({{"node", task.node},
+                        {"kind", task.kind},
+                        {"predicted_start_s", task.predicted_start_s},
+                        {"predicted_finish_s", task.predicted_finish_s},
+                        {"sent_s", task.sent_s},
+                        {"done_s", task.done_s}});
+  }
   for (const ScheduledNode& node : run.nodes) {
     nodes.push_back({{"name", node.name},
                      {"tasks", node.tasks},
@@ -108,6 +116,7 @@ nlohmann::json scheduled_json(const ScheduledEval& run) {
           {"naive_bytes", run.naive_bytes},
           {"nodes", nodes},
           {"kinds", kinds},
+          {"timeline", timeline},
           {"lost_nodes", run.lost_nodes},
           {"attempts", run.attempts},
           {"verified", check.mode == VerifyMode::kNone ? json(nullptr) : json(check.passed)},

@@ -147,6 +147,8 @@ class DagRunner {
     next_special_id_ = next;
     result_tiles_left_ = dag.matrices[dag.result].tile_rows * dag.matrices[dag.result].tile_cols;
     task_compute_.assign(dag.tasks.size(), 0.0);
+    task_sent_.assign(dag.tasks.size(), -1.0);
+    task_done_.assign(dag.tasks.size(), -1.0);
   }
 
   DagRun run() {
@@ -177,6 +179,8 @@ class DagRunner {
       run.nodes.push_back(node->stats);
     }
     run.task_compute_s = task_compute_;
+    run.task_sent_s = task_sent_;
+    run.task_done_s = task_done_;
     run.lost = lost_;
     return run;
   }
@@ -444,6 +448,7 @@ class DagRunner {
         job.c_cols = static_cast<uint32_t>(cols);
       }
       if (j + 1 == jobs.size()) job.flags |= send_result;
+      if (j == 0) task_sent_[task_index] = seconds_between(start_, Clock::now());
       TESSERA_RETURN_IF_ERROR(send_job(node, task_index, job));
     }
     for (std::size_t r = 0; r < task.reads.size(); ++r) TESSERA_RETURN_IF_ERROR(fetch_read(r));
@@ -511,6 +516,7 @@ class DagRunner {
         node.credits += 1;
       }
       task_compute_[task] += credit.compute_seconds;
+      task_done_[task] = seconds_between(start_, Clock::now());  // the task's jobs are credited in order
       node.stats.compute_s += credit.compute_seconds;
       node.stats.finish_s = seconds_between(start_, Clock::now());
       if (node.stats.start_s < 0.0) node.stats.start_s = std::max(0.0, node.stats.finish_s - credit.compute_seconds);
@@ -621,6 +627,8 @@ class DagRunner {
   std::optional<Clock::time_point> last_result_;
   std::atomic<uint64_t> result_tiles_left_{0};
   std::vector<double> task_compute_;
+  std::vector<double> task_sent_;  // per task: first JOB written (its node's sender thread)
+  std::vector<double> task_done_;  // per task: last CREDIT in (its node's reader thread)
   std::condition_variable done_;
   Clock::time_point start_;
 };

@@ -243,6 +243,12 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     report.measured_coordinator_cpu_s += run->coordinator_cpu_s;
     for (std::size_t t = 0; t < current.dag.tasks.size(); ++t) {
       kinds[std::string(kind_name(current.dag.tasks[t].op))].measured_s += run->task_compute_s[t];
+      if (report.attempts == 1) {
+        const expr::TaskPlacement& placed = current.schedule.tasks[t];
+        report.timeline.push_back({links[current.nodes[placed.node]].spec.name,
+                                   std::string(kind_name(current.dag.tasks[t].op)), placed.start_s, placed.finish_s,
+                                   run->task_sent_s[t], run->task_done_s[t]});
+      }
     }
     if (run->complete) {
       report.measured_makespan_s = offset + run->makespan_s;

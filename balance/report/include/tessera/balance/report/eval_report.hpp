@@ -54,6 +54,15 @@ struct ScheduledNode {
   uint64_t bytes_to_node = 0;      // tiles, jobs and headers sent to it
   uint64_t bytes_from_node = 0;    // credits and tiles it returned
 };
+// One task of the first schedule run, forecast against what happened (seconds from the start).
+struct ScheduledTaskTiming {
+  std::string node;
+  std::string kind;
+  double predicted_start_s = 0.0;
+  double predicted_finish_s = 0.0;
+  double sent_s = -1.0;  // its first JOB written; -1: none (a tile of zeros) or never (the run stopped)
+  double done_s = -1.0;  // its last CREDIT in; -1: never
+};
 struct ScheduledEval {
   uint64_t tile = 0;  // the tile size that ran
   // Every candidate tile size with the makespan its schedule was predicted to take.
@@ -73,6 +82,7 @@ struct ScheduledEval {
   uint64_t tasks = 0;
   std::vector<ScheduledNode> nodes;      // the nodes that took part, cluster order
   std::vector<ScheduledTaskKind> kinds;  // per task kind
+  std::vector<ScheduledTaskTiming> timeline;  // per task of the first schedule, DAG order (JSON only)
   std::vector<std::string> lost_nodes;   // lost mid-run; the DAG was rescheduled on the others
   uint32_t attempts = 1;                 // schedules run (1 + reschedules after losses)
   Verification verification;             // the whole expression's value, checked on the coordinator

@@ -72,6 +72,10 @@ struct DagRun {
   double coordinator_cpu_s = 0.0;  // this process's CPU seconds (every thread) over the run
   std::vector<DagNodeStats> nodes;    // per schedule node
   std::vector<double> task_compute_s;  // per task: the workers' compute seconds for its jobs
+  // Per task, seconds from the start: its first JOB written, and its last CREDIT in (-1: not
+  // reached). With the schedule's start and finish they show where a run fell behind its forecast.
+  std::vector<double> task_sent_s;
+  std::vector<double> task_done_s;
   std::vector<LostNode> lost;
   uint64_t tile_bytes() const;  // tile data moved either way, summed over nodes
 };
