@@ -98,6 +98,36 @@ TEST_F(EvalTest, EveryBenchmarkShapeMatchesTheLocalValueExactly) {
   }
 }
 
+// Input tiles at least 256 wide go out a row per buffer from the caller's matrix (whole rows as one
+// piece), narrower ones packed: P (600 wide) in 256 tiles has both and edge tiles of 88; A' reads
+// A's tiles transposed; a strided view (the first 512 columns of a 700-wide matrix) must send only its
+// own columns. Every value exact.
+TEST_F(EvalTest, InputTilesSentFromTheCallersRowsAreExact) {
+  Result<Session> session = Session::open(cluster_);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  const linalg::Matrix p = small_integers(600, 600, 21);
+  const linalg::Matrix a = small_integers(300, 256, 22);    // one tile wide: whole rows
+  const linalg::Matrix wide = small_integers(300, 700, 23);  // its first 512 columns, strided
+  const linalg::MatrixView part{wide.values.data(), 300, 512, 700};
+  const std::map<std::string, linalg::MatrixView> views = {
+      {"P", linalg::MatrixView(p)}, {"A", linalg::MatrixView(a)}, {"W", part}};
+  const std::map<std::string, expr::Shape> shapes = {{"P", {600, 600}}, {"A", {300, 256}}, {"W", {300, 512}}};
+  for (const std::string text : {"P^2", "A' * A", "W' * W + W' * W"}) {
+    SCOPED_TRACE(text);
+    Result<expr::Expr> e = expr::parse(text, shapes);
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    Result<linalg::Matrix> local = expr::evaluate(*e, views);
+    ASSERT_TRUE(local.is_ok()) << local.status().to_string();
+    EvalOptions options;
+    options.tile = 256;
+    options.multiply.verify = VerifyMode::kExact;
+    Result<EvalOutcome> outcome = session->evaluate(*e, views, options);
+    ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
+    EXPECT_EQ(outcome->value.values, local->values);
+    EXPECT_TRUE(outcome->scheduled->verification.passed) << outcome->scheduled->verification.detail;
+  }
+}
+
 // The scheduled report's figures add up: every task ran once on a node that took part, the kinds
 // count every task, tiles moved stay below returning every intermediate, and free transfers are
 // never slower than real ones.
