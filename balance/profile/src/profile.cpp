@@ -9,10 +9,10 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -310,7 +310,7 @@ Result<double> job_overhead(NodeLink& link, int count, int repeats, uint64_t& jo
 struct MadeTile {
   uint32_t tile = 0, rows = 0, cols = 0;
 };
-Status make_tiles_on_worker(NodeLink& link, std::initializer_list<MadeTile> tiles, uint64_t& job_id) {
+Status make_tiles_on_worker(NodeLink& link, const std::vector<MadeTile>& tiles, uint64_t& job_id) {
   const double one = 1.0;
   TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
   tp::Job make;
@@ -342,12 +342,13 @@ constexpr uint32_t kVectorProbeMatrices = 4;
 constexpr uint32_t kVectorProbeFirstMatrix = 0xFFFFFF10u;
 Result<double> vector_gflops(NodeLink& link, int count, int repeats, uint64_t& job_id) {
   const uint32_t n = kVectorProbeSize;
-  TESSERA_RETURN_IF_ERROR(make_tiles_on_worker(link, {{kProbeC, 1, n}, {kProbeTile, 1, n}}, job_id));
+  std::vector<MadeTile> made{{kProbeC, 1, n}, {kProbeTile, 1, n}};
   tp::Release release{{kProbeA, kProbeC, kProbeTile}};
   for (uint32_t i = 0; i < kVectorProbeMatrices; ++i) {
-    TESSERA_RETURN_IF_ERROR(make_tiles_on_worker(link, {{kVectorProbeFirstMatrix + i, n, n}}, job_id));
+    made.push_back({kVectorProbeFirstMatrix + i, n, n});
     release.tile_ids.push_back(kVectorProbeFirstMatrix + i);
   }
+  TESSERA_RETURN_IF_ERROR(make_tiles_on_worker(link, made, job_id));
   tp::Job job;
   job.a_tile = kProbeC;  // 1 x n (zeros: the same arithmetic and memory traffic as any values)
   job.c_tile = kProbeTile;

@@ -355,12 +355,16 @@ class DagRunner {
     const expr::TiledMatrix& matrix = dag_.matrices[read.matrix];
     if (matrix.identity || placement.cached[r] || node.stored.contains(id_of(read))) return Status::ok();
     const uint64_t rows = dag_.rows_of(read), cols = dag_.cols_of(read);
-    const HeldTile* held = nullptr;
-    if (matrix.input && cols >= kLeastGatheredColumns) {
+    if (!matrix.input) {
+      const HeldTile* held = tiles_.wait(expr::tile_key(read), stop_);
+      if (held == nullptr) return cancelled("stopped while waiting for a tile");
+      return store(node, id_of(read), rows, cols, held->values.data(), held->crc);
+    }
+    const linalg::MatrixView& source = inputs_[read.matrix];
+    const uint64_t row0 = uint64_t{read.row} * dag_.tile, col0 = uint64_t{read.col} * dag_.tile;
+    if (cols >= kLeastGatheredColumns) {
       // Rows of 2 KB and up go out from where they lie: cutting a 256-square tile out of a 4096-wide
       // matrix cost 28 ms per 128 MB on this machine, on the sender thread, before every send.
-      const linalg::MatrixView& source = inputs_[read.matrix];
-      const uint64_t row0 = uint64_t{read.row} * dag_.tile, col0 = uint64_t{read.col} * dag_.tile;
       const uint32_t crc = tiles_.crc_of(expr::tile_key(read), [&] {
         tp::Crc32c checksum;
         for (uint64_t i = 0; i < rows; ++i) checksum.update(source.row(row0 + i) + col0, cols * sizeof(double));
@@ -368,22 +372,12 @@ class DagRunner {
       });
       return store_rows(node, id_of(read), source, row0, col0, rows, cols, crc);
     }
-    if (matrix.input) {
-      held = tiles_.get_or_pack(expr::tile_key(read), [&] {
-        const linalg::MatrixView& source = inputs_[read.matrix];
-        std::vector<double> packed(rows * cols);
-        for (uint64_t i = 0; i < rows; ++i) {
-          const double* from = source.row(read.row * dag_.tile + i) + read.col * dag_.tile;
-          std::copy_n(from, cols, packed.data() + i * cols);
-        }
-        return packed;
-      });
-    } else {
-      held = tiles_.wait(expr::tile_key(read), stop_);
-      if (held == nullptr) return cancelled("stopped while waiting for a tile");
-    }
-    TESSERA_RETURN_IF_ERROR(store(node, id_of(read), rows, cols, held->values.data(), held->crc));
-    return Status::ok();
+    const HeldTile* held = tiles_.get_or_pack(expr::tile_key(read), [&] {
+      std::vector<double> packed(rows * cols);
+      for (uint64_t i = 0; i < rows; ++i) std::copy_n(source.row(row0 + i) + col0, cols, packed.data() + i * cols);
+      return packed;
+    });
+    return store(node, id_of(read), rows, cols, held->values.data(), held->crc);
   }
 
   // Waits for room in the node's job window; false when the run stops first.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -70,15 +71,16 @@ Candidate schedule_dag(expr::TaskDag dag, const ClusterModel& model, const std::
 
 // `dag` on every node, or (unless `every_node`) on the fastest few when that is forecast
 // kFewerNodesMargin faster (expr::heft_on_best_nodes). The nodes are indices into `model`.
-Candidate schedule_on_best_nodes(const expr::TaskDag& dag, const ClusterModel& model, bool every_node,
-                                 double cache_bytes) {
-  std::vector<std::size_t> every(model.nodes.size());
-  for (std::size_t i = 0; i < every.size(); ++i) every[i] = i;
-  if (every_node) return schedule_dag(dag, model, every, cache_bytes);
+Candidate schedule_on_best_nodes(expr::TaskDag dag, const ClusterModel& model, bool every_node, double cache_bytes) {
+  if (every_node) {
+    std::vector<std::size_t> every(model.nodes.size());
+    std::iota(every.begin(), every.end(), std::size_t{0});
+    return schedule_dag(std::move(dag), model, every, cache_bytes);
+  }
   expr::ScheduleOptions options;
   options.cache_bytes = cache_bytes;
   expr::NodeSetSchedule best = expr::heft_on_best_nodes(dag, model, options, kFewerNodesMargin, kRankingSize);
-  return Candidate{dag, std::move(best.schedule), std::move(best.nodes)};
+  return Candidate{std::move(dag), std::move(best.schedule), std::move(best.nodes)};
 }
 
 // The worker capabilities a DAG's jobs need beyond GEMM: ADD_SCALED for sums, differences,
@@ -158,7 +160,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
   for (uint64_t tile : tiles) {
     expr::TaskDag dag = expr::lower_to_tasks(e, tile);
     if (options.tile == 0 && !candidates.empty() && dag.tasks.size() > kMostTasks) continue;
-    Candidate candidate = schedule_on_best_nodes(dag, part_model, options.every_node, cache_bytes);
+    Candidate candidate = schedule_on_best_nodes(std::move(dag), part_model, options.every_node, cache_bytes);
     for (std::size_t& node : candidate.nodes) node = taking_part[node];  // from now on: link indices
     report.candidates.emplace_back(candidate.dag.tile, candidate.schedule.makespan_s);
     candidates.push_back(std::move(candidate));
