@@ -1,6 +1,6 @@
 #include "cluster_handle.hpp"
 
-#include "tessera/balance/graph/graph_report.hpp"
+#include "tessera/balance/graph_driver/graph_report.hpp"
 
 #include <atomic>
 #include <chrono>

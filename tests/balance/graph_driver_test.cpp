@@ -1,7 +1,7 @@
 // The graph driver's pure logic, without workers: the termination detector (also against a
 // simulated message system read by staggered polls), the sync batch bookkeeping, target weights,
 // modes, tolerances and peer endpoints.
-#include "tessera/balance/graph/termination.hpp"
+#include "tessera/balance/graph_driver/termination.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <limits>
 #include <random>
 
-#include "tessera/balance/graph/graph_run.hpp"
-#include "tessera/balance/graph/peers.hpp"
-#include "tessera/balance/graph/priority_levels.hpp"
+#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graph_driver/peers.hpp"
+#include "tessera/balance/graph_driver/priority_levels.hpp"
 
 namespace tessera::balance {
 namespace {

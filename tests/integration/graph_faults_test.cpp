@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "process_fixture.hpp"
-#include "tessera/balance/graph/graph_run.hpp"
+#include "tessera/balance/graph_driver/graph_run.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/partition/digraph.hpp"
 

@@ -23,7 +23,7 @@
 
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/graph/graph_run.hpp"
+#include "tessera/balance/graph_driver/graph_run.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/graph/reference.hpp"
 #include "tessera/partition/digraph.hpp"

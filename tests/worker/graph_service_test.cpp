@@ -13,7 +13,7 @@
 
 #include "../graph/graph_fixtures.hpp"
 #include "in_process_worker.hpp"
-#include "tessera/balance/graph/termination.hpp"
+#include "tessera/balance/graph_driver/termination.hpp"
 #include "tessera/graph/part.hpp"
 #include "tessera/graph/state.hpp"
 #include "tessera/graph/wire.hpp"
@@ -124,7 +124,7 @@ class GraphCluster {
     return settle(tolerance);
   }
 
-  // Polls until the coordinator's own termination rule (balance/graph/termination.hpp) holds:
+  // Polls until the coordinator's own termination rule (balance/graph_driver/termination.hpp) holds:
   // on two consecutive polls nothing updated, sent or received, every batch sent was received,
   // and the residual is within the tolerance.
   Status settle(double tolerance) {

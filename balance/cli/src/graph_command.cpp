@@ -10,7 +10,7 @@
 
 #include "tessera/balance/cli/commands.hpp"
 #include "tessera/balance/cli/progress_line.hpp"
-#include "tessera/balance/graph/graph_report.hpp"
+#include "tessera/balance/graph_driver/graph_report.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/experiment.hpp"

@@ -23,7 +23,7 @@
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
-#include "tessera/balance/graph/graph_run.hpp"
+#include "tessera/balance/graph_driver/graph_run.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
@@ -170,7 +170,7 @@ class Session {
                                   linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
                                   const RunControl& control = {});
 
-  // Runs a graph algorithm over every node (balance/graph/graph_run.hpp) and returns the values
+  // Runs a graph algorithm over every node (balance/graph_driver/graph_run.hpp) and returns the values
   // with the run's figures. options.weights `profile` becomes the nodes' measured speeds (fails
   // with kNotFound naming `tessera profile` when there is no profile); options.secret defaults
   // to the cluster's, so a node that ends its session with an ERROR is reconnected. Open the

@@ -1,4 +1,4 @@
-// Graph studies: a study file with `workload: graph` replays graph runs (balance/graph) over one
+// Graph studies: a study file with `workload: graph` replays graph runs (balance/graph_driver) over one
 // or more local clusters and compares modes (async vs sync), placements (metis | contiguous |
 // hash), target weights (profile vs equal) or the share given to the fastest node, with every
 // run verified against the reference. It writes results.csv, nodes.csv, traces.csv,
@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/balance/graph/graph_run.hpp"
+#include "tessera/balance/graph_driver/graph_run.hpp"
 #include "tessera/balance/study/experiment.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"

@@ -1,4 +1,4 @@
-#include "tessera/balance/graph/termination.hpp"
+#include "tessera/balance/graph_driver/termination.hpp"
 
 #include <fmt/format.h>
 

@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/graph/peers.hpp"
+#include "tessera/balance/graph_driver/peers.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/graph/engine.hpp"

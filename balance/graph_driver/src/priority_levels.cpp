@@ -1,4 +1,4 @@
-#include "tessera/balance/graph/priority_levels.hpp"
+#include "tessera/balance/graph_driver/priority_levels.hpp"
 
 #include <algorithm>
 #include <cmath>

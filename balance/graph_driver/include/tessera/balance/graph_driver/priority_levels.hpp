@@ -22,7 +22,7 @@
 #include <span>
 #include <vector>
 
-#include "tessera/balance/graph/termination.hpp"
+#include "tessera/balance/graph_driver/termination.hpp"
 #include "tessera/graph/engine.hpp"
 
 namespace tessera::balance {

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "tessera/balance/graph/graph_run.hpp"
-#include "tessera/balance/graph/peers.hpp"
+#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graph_driver/peers.hpp"
 #include "tessera/core/strings.hpp"
 
 namespace tessera::balance {

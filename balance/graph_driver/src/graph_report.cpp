@@ -1,4 +1,4 @@
-#include "tessera/balance/graph/graph_report.hpp"
+#include "tessera/balance/graph_driver/graph_report.hpp"
 
 #include <cmath>
 

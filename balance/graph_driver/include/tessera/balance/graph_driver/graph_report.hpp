@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/balance/graph/graph_run.hpp"
+#include "tessera/balance/graph_driver/graph_run.hpp"
 #include "tessera/partition/digraph.hpp"
 
 namespace tessera::balance {

@@ -1,4 +1,4 @@
-#include "tessera/balance/graph/graph_run.hpp"
+#include "tessera/balance/graph_driver/graph_run.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "tessera/balance/graph/priority_levels.hpp"
-#include "tessera/balance/graph/termination.hpp"
+#include "tessera/balance/graph_driver/priority_levels.hpp"
+#include "tessera/balance/graph_driver/termination.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/part.hpp"
 #include "tessera/graph/state.hpp"

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/balance/graph/graph_run.hpp"
+#include "tessera/balance/graph_driver/graph_run.hpp"
 #include "tessera/graph/reference.hpp"
 
 namespace tessera::balance {
