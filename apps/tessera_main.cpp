@@ -27,7 +27,7 @@ static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler
 // The first Ctrl-C asks the command to stop cleanly (sessions closed, clusters stopped); a second
 // one means "now": only async-signal-safe calls here.
 extern "C" void on_interrupt(int) {
-  if (g_interrupted.exchange(true)) ::_exit(tessera::balance::kExitInterrupted);
+  if (g_interrupted.exchange(true)) ::_exit(tessera::balance::cli::kExitInterrupted);
 }
 
 void stop_cleanly_on_interrupt() {
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   } catch (...) {
     std::cerr << "tessera: internal error (unknown exception); please report it with the command you ran\n";
   }
-  return tb::kExitRunFailed;
+  return tb::cli::kExitRunFailed;
 }
 
 namespace {
@@ -61,7 +61,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
 
-  tb::LifecycleCommand lifecycle;
+  tb::cli::LifecycleCommand lifecycle;
   auto add_lifecycle = [&](const char* name, const char* help) {
     CLI::App* sub = app.add_subcommand(name, help);
     sub->add_option("config", lifecycle.config_path, "cluster description (YAML)")->required();
@@ -74,7 +74,7 @@ int run(int argc, char** argv) {
                "ignore emulate: settings and run every node unthrottled (no root needed)");
   CLI::App* down = add_lifecycle("down", "stop the workers `tessera up` started for CONFIG");
   CLI::App* status = add_lifecycle("status", "show whether each node of CONFIG answers, all checked at once");
-  tb::StatusCommand status_command;
+  tb::cli::StatusCommand status_command;
   status->add_flag("--json", status_command.json, "print the nodes' states as one JSON document");
   status->add_option("--watch", status_command.watch_s, "redraw every SECONDS until Ctrl-C");
   status->add_option("--deadline-ms", status_command.deadline_ms,
@@ -82,7 +82,7 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   status->add_option("--profile", status_command.profile_path, "profile file (default: CONFIG with .profile.yaml)");
 
-  tb::ProfileCommand profile;
+  tb::cli::ProfileCommand profile;
   CLI::App* profile_cmd = app.add_subcommand(
       "profile", "measure every node: GEMM speed curve, link latency and bandwidth; saved and reused");
   profile_cmd->add_option("config", profile.config_path, "cluster description (YAML)")->required();
@@ -96,7 +96,7 @@ int run(int argc, char** argv) {
   profile_cmd->add_option("--window-seconds", profile.window_seconds, "timed window per GEMM measurement")
       ->capture_default_str()->check(CLI::Range(0.05, 30.0));
 
-  tb::ModelCommand model;
+  tb::cli::ModelCommand model;
   uint64_t model_m = 0, model_n = 0, model_k = 0;
   CLI::App* model_cmd = app.add_subcommand("model", "print each policy's plan and predicted finish times (runs nothing)");
   model_cmd->add_option("config", model.config_path, "cluster description (YAML)")->required();
@@ -108,7 +108,7 @@ int run(int argc, char** argv) {
   model_cmd->add_option("--panels-in-flight", model.panels_in_flight, "panels a node may hold unacknowledged")
       ->capture_default_str();
 
-  tb::MultiplyCommand multiply;
+  tb::cli::MultiplyCommand multiply;
   uint64_t m = 0, n = 0, k = 0;
   CLI::App* multiply_cmd = app.add_subcommand("multiply", "C = A x B spread over the cluster, verified");
   multiply_cmd->add_option("config", multiply.config_path, "cluster description (YAML)")->required();
@@ -154,7 +154,7 @@ int run(int argc, char** argv) {
                            "run lasts over a second | always | never")
       ->capture_default_str();
 
-  tb::EvalCommand eval;
+  tb::cli::EvalCommand eval;
   bool no_rewrite = false;
   CLI::App* eval_cmd = app.add_subcommand(
       "eval", "evaluate a matrix expression (u * P^8, A*B*C*D, I + A + A^2) with each product on the cluster, verified");
@@ -184,7 +184,7 @@ int run(int argc, char** argv) {
   eval_cmd->add_option("--run-dir", eval.run_dir, "run directory of `tessera up` (for emulated endpoints)");
   eval_cmd->add_option("--profile", eval.profile_path, "profile file (default: CONFIG with .profile.yaml)");
 
-  tb::ExperimentCommand experiment;
+  tb::cli::ExperimentCommand experiment;
   uint32_t repeat = 0;
   CLI::App* experiment_cmd =
       app.add_subcommand("experiment", "replay a study: every combination, CSV, plots and report.md");
@@ -196,7 +196,7 @@ int run(int argc, char** argv) {
           ->check(CLI::Range(1u, 1000u));
   experiment_cmd->add_option("--run-dir", experiment.run_dir, "run directory for the clusters it starts");
 
-  tb::PartitionCommand partition;
+  tb::cli::PartitionCommand partition;
   CLI::App* partition_cmd = app.add_subcommand(
       "partition", "partition a graph, sparse matrix or generated instance by node weights (METIS); print its quality");
   partition_cmd->add_option("input", partition.input,
@@ -217,7 +217,7 @@ int run(int argc, char** argv) {
   partition_cmd->add_option("--out", partition.out_path, "write one part number per vertex, one per line");
   partition_cmd->add_option("--report", partition.report_path, "write the quality as JSON");
 
-  tb::GraphCommand graph;
+  tb::cli::GraphCommand graph;
   CLI::App* graph_cmd = app.add_subcommand(
       "graph", "PageRank, Katz, connected components or shortest paths on the cluster's graph services, verified");
   graph_cmd->add_option("config", graph.config_path, "cluster description (YAML)")->required();
@@ -274,7 +274,7 @@ int run(int argc, char** argv) {
                         "over a second | always | never")
       ->capture_default_str();
 
-  tb::KeygenCommand keygen;
+  tb::cli::KeygenCommand keygen;
   CLI::App* keygen_cmd = app.add_subcommand(
       "keygen", "write a new random cluster secret to PATH (mode 0600) for secret_file: and /etc/tessera/secret");
   keygen_cmd->add_option("path", keygen.path,
@@ -284,7 +284,7 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error) == 0 ? 0 : tb::kExitBadInput;
+    return app.exit(error) == 0 ? 0 : tb::cli::kExitBadInput;
   }
   if (*n_opt) multiply.n = n;
   if (*m_opt) multiply.m = m;
@@ -293,27 +293,27 @@ int run(int argc, char** argv) {
   if (*model_m_opt) model.m = model_m;
   if (*model_k_opt) model.k = model_k;
 
-  if (*up) return tb::command_up(lifecycle, std::cout, std::cerr);
-  if (*down) return tb::command_down(lifecycle, std::cout, std::cerr);
+  if (*up) return tb::cli::command_up(lifecycle, std::cout, std::cerr);
+  if (*down) return tb::cli::command_down(lifecycle, std::cout, std::cerr);
   if (*status) {
     status_command.lifecycle = lifecycle;
     stop_cleanly_on_interrupt();
     status_command.interrupted = &g_interrupted;
-    return tb::command_status(status_command, std::cout, std::cerr);
+    return tb::cli::command_status(status_command, std::cout, std::cerr);
   }
-  if (*profile_cmd) return tb::command_profile(profile, std::cout, std::cerr);
+  if (*profile_cmd) return tb::cli::command_profile(profile, std::cout, std::cerr);
   if (*multiply_cmd) {
     // Ctrl-C closes the workers' sessions at once, so a multiply started right after finds them free.
     stop_cleanly_on_interrupt();
     multiply.interrupted = &g_interrupted;
-    return tb::command_multiply(multiply, std::cout, std::cerr);
+    return tb::cli::command_multiply(multiply, std::cout, std::cerr);
   }
-  if (*model_cmd) return tb::command_model(model, std::cout, std::cerr);
+  if (*model_cmd) return tb::cli::command_model(model, std::cout, std::cerr);
   if (*eval_cmd) {
     eval.rewrite = !no_rewrite;
     stop_cleanly_on_interrupt();
     eval.interrupted = &g_interrupted;
-    return tb::command_eval(eval, std::cout, std::cerr);
+    return tb::cli::command_eval(eval, std::cout, std::cerr);
   }
   if (*graph_cmd) {
     if (*tolerance_opt) graph.tolerance = tolerance;
@@ -321,18 +321,18 @@ int run(int argc, char** argv) {
     if (*beta_opt) graph.beta = beta;
     stop_cleanly_on_interrupt();
     graph.interrupted = &g_interrupted;
-    return tb::command_graph(graph, std::cout, std::cerr);
+    return tb::cli::command_graph(graph, std::cout, std::cerr);
   }
-  if (*partition_cmd) return tb::command_partition(partition, std::cout, std::cerr);
-  if (*keygen_cmd) return tb::command_keygen(keygen, std::cout, std::cerr);
+  if (*partition_cmd) return tb::cli::command_partition(partition, std::cout, std::cerr);
+  if (*keygen_cmd) return tb::cli::command_keygen(keygen, std::cout, std::cerr);
   if (*experiment_cmd) {
     if (*repeat_opt) experiment.repeat = repeat;
     for (int i = 0; i < argc; ++i) experiment.command_line += (i == 0 ? "tessera" : std::string(" ") + argv[i]);
     // Ctrl-C or a TERM stops the study cleanly: it shuts the sessions down and stops its clusters.
     stop_cleanly_on_interrupt();
     experiment.interrupted = &g_interrupted;
-    return tb::command_experiment(experiment, std::cout, std::cerr);
+    return tb::cli::command_experiment(experiment, std::cout, std::cerr);
   }
-  return tb::kExitBadInput;
+  return tb::cli::kExitBadInput;
 }
 }  // namespace

@@ -51,7 +51,7 @@ class ProgressBox {
     std::lock_guard<std::mutex> lock(mutex_);
     notices_.push_back(std::move(text));
   }
-  void trace(const tb::TracePoint& point) {
+  void trace(const tb::graph_driver::TracePoint& point) {
     std::lock_guard<std::mutex> lock(mutex_);
     trace_ = point;
   }
@@ -60,7 +60,7 @@ class ProgressBox {
   void deliver(const py::object& progress, const py::object& notice) {
     std::vector<std::string> notices;
     std::vector<uint64_t> jobs;
-    std::optional<tb::TracePoint> trace;
+    std::optional<tb::graph_driver::TracePoint> trace;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       notices.swap(notices_);
@@ -91,18 +91,18 @@ class ProgressBox {
   std::vector<uint64_t> jobs_done_;
   bool credits_changed_ = false;
   std::vector<std::string> notices_;
-  std::optional<tb::TracePoint> trace_;
+  std::optional<tb::graph_driver::TracePoint> trace_;
 };
 
 // The multiply options the CLI's multiply_options() builds from its flags, with the same checks
 // and messages, the flags named as the Python keywords.
-Result<tb::MultiplyOptions> multiply_options(const MultiplyArgs& args, std::size_t node_count,
+Result<tb::session::MultiplyOptions> multiply_options(const MultiplyArgs& args, std::size_t node_count,
                                              const std::string& config_path) {
-  Result<tb::Policy> policy = tb::parse_policy(args.policy);
+  Result<tb::plan::Policy> policy = tb::plan::parse_policy(args.policy);
   if (!policy) return policy.status();
-  Result<tb::VerifyMode> verify_mode = tb::parse_verify_mode(args.verify);
+  Result<tb::run::VerifyMode> verify_mode = tb::run::parse_verify_mode(args.verify);
   if (!verify_mode) return verify_mode.status();
-  if (*policy != tb::Policy::kProportional && !args.weights.empty()) {
+  if (*policy != tb::plan::Policy::kProportional && !args.weights.empty()) {
     return invalid_argument("weights= applies to policy=\"proportional\" only");
   }
   if (!args.weights.empty() && args.weights.size() != node_count) {
@@ -111,7 +111,7 @@ Result<tb::MultiplyOptions> multiply_options(const MultiplyArgs& args, std::size
   }
   Result<tp::Layout> layout = tp::parse_layout(args.layout);
   if (!layout) return layout.status();
-  TESSERA_RETURN_IF_ERROR(tb::check_layout(*policy, *layout));
+  TESSERA_RETURN_IF_ERROR(tb::plan::check_layout(*policy, *layout));
   if (args.refill_threshold == 0 || args.refill_threshold > args.panels_in_flight) {
     return invalid_argument(fmt::format("refill_threshold={} must be between 1 and panels_in_flight={}",
                                         args.refill_threshold, args.panels_in_flight));
@@ -121,10 +121,10 @@ Result<tb::MultiplyOptions> multiply_options(const MultiplyArgs& args, std::size
                                         "seconds",
                                         args.node_timeout_s));
   }
-  tb::MultiplyOptions options;
-  options.policy = tb::default_choice(*policy);
-  if (auto* proportional = std::get_if<tb::ProportionalPolicy>(&options.policy)) proportional->weights = args.weights;
-  if (auto* dynamic = std::get_if<tb::DynamicPolicy>(&options.policy)) dynamic->tile_rows = args.tile_rows;
+  tb::session::MultiplyOptions options;
+  options.policy = tb::plan::default_choice(*policy);
+  if (auto* proportional = std::get_if<tb::plan::ProportionalPolicy>(&options.policy)) proportional->weights = args.weights;
+  if (auto* dynamic = std::get_if<tb::plan::DynamicPolicy>(&options.policy)) dynamic->tile_rows = args.tile_rows;
   options.layout = *layout;
   options.panel_width = args.panel_width;
   options.panels_in_flight = args.overlap ? args.panels_in_flight : 1;
@@ -137,19 +137,19 @@ Result<tb::MultiplyOptions> multiply_options(const MultiplyArgs& args, std::size
 
 // As the CLI's check_finite: NaN and infinities are usually a bug upstream.
 Status check_finite(linalg::MatrixView matrix, std::string_view name) {
-  const std::optional<tb::NonFiniteEntry> entry = tb::first_nonfinite(matrix);
+  const std::optional<tb::run::NonFiniteEntry> entry = tb::run::first_nonfinite(matrix);
   if (!entry) return Status::ok();
   return invalid_argument(fmt::format("{} (0-based [row][column]); fix the input, or pass allow_nonfinite=True to "
                                       "multiply it anyway (verification then counts matching NaN/inf entries as "
                                       "equal)",
-                                      tb::describe_nonfinite(name, *entry)));
+                                      tb::run::describe_nonfinite(name, *entry)));
 }
 
 // The CLI's check_multiply_fits with A and B already in memory: refuses, before anything more is
 // allocated, a multiply whose working memory cannot fit: C (unless it is the caller's `out`), the
 // copy of B's pieces the driver encodes, and verification's copies (|A| and |B| for the rounding
 // bound; exact also a reference C and its magnitude).
-Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::VerifyMode verify, bool allocates_c) {
+Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::run::VerifyMode verify, bool allocates_c) {
   uint64_t doubles = 0;
   const auto add = [&doubles](uint64_t rows, uint64_t cols) {
     const uint64_t term = saturating_bytes(rows, cols, 1);
@@ -157,21 +157,21 @@ Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::VerifyMode v
   };
   if (allocates_c) add(m, n);
   add(k, n);
-  if (verify != tb::VerifyMode::kNone) {
+  if (verify != tb::run::VerifyMode::kNone) {
     add(m, k);
     add(k, n);
   }
-  if (verify == tb::VerifyMode::kExact) {
+  if (verify == tb::run::VerifyMode::kExact) {
     add(m, n);
     add(m, n);
   }
   const std::string held = std::string(allocates_c ? "C, " : "") + "a copy of B" +
-                           (verify == tb::VerifyMode::kNone ? "" : " and the verification's copies") +
+                           (verify == tb::run::VerifyMode::kNone ? "" : " and the verification's copies") +
                            ", besides A and B already in memory";
   return check_fits_in_memory(saturating_bytes(doubles, 1, sizeof(double)),
                               fmt::format("multiplying A {}x{} by B {}x{} ({})", m, k, k, n, held),
                               std::string("; multiply smaller matrices") +
-                                  (verify == tb::VerifyMode::kNone ? "" : " or pass verify=\"none\""));
+                                  (verify == tb::run::VerifyMode::kNone ? "" : " or pass verify=\"none\""));
 }
 
 // The CLI's algorithm_spec: the algorithm keywords as a spec; the graph suggests a Katz beta.
@@ -198,10 +198,10 @@ Result<tg::AlgorithmSpec> algorithm_spec(const GraphArgs& args, const tp::Direct
   return spec;
 }
 
-Result<tb::GraphRunOptions> graph_options(const GraphArgs& args, const tg::AlgorithmSpec& spec) {
-  tb::GraphRunOptions options;
+Result<tb::graph_driver::GraphRunOptions> graph_options(const GraphArgs& args, const tg::AlgorithmSpec& spec) {
+  tb::graph_driver::GraphRunOptions options;
   options.algorithm = spec;
-  Result<tb::GraphMode> mode = tb::parse_graph_mode(args.mode);
+  Result<tb::graph_driver::GraphMode> mode = tb::graph_driver::parse_graph_mode(args.mode);
   if (!mode) return mode.status().with_context("mode: ");
   options.mode = *mode;
   Result<tp::PartitionMethod> method = tp::parse_partition_method(args.partition);
@@ -232,7 +232,7 @@ ClusterHandle::ClusterHandle(std::string config_path, std::string run_dir, std::
       worker_binary_(std::move(worker_binary)),
       keep_connected_(keep_connected) {
   // Read now so that a bad path or YAML fails at Cluster(...), not at the first call.
-  value_or_raise(tb::load_cluster_spec(config_path_));
+  value_or_raise(tb::cluster::load_cluster_spec(config_path_));
 }
 
 ClusterHandle::~ClusterHandle() {
@@ -240,58 +240,58 @@ ClusterHandle::~ClusterHandle() {
 }
 
 std::string ClusterHandle::profile_path() const {
-  return profile_path_.empty() ? tb::default_profile_path(config_path_) : profile_path_;
+  return profile_path_.empty() ? tb::profile::default_profile_path(config_path_) : profile_path_;
 }
 
 std::vector<std::string> ClusterHandle::node_names() const {
-  const tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
+  const tb::cluster::ClusterSpec spec = value_or_raise(tb::cluster::load_cluster_spec(config_path_));
   std::vector<std::string> names;
-  for (const tb::NodeSpec& node : spec.nodes) names.push_back(node.name);
+  for (const tb::cluster::NodeSpec& node : spec.nodes) names.push_back(node.name);
   return names;
 }
 
-tb::LocalClusterOptions ClusterHandle::local_options() const {
-  tb::LocalClusterOptions options;
+tb::local::LocalClusterOptions ClusterHandle::local_options() const {
+  tb::local::LocalClusterOptions options;
   options.run_dir = run_dir_;
   options.worker_binary = worker_binary_;
   return options;
 }
 
 py::dict ClusterHandle::up(bool no_emulation, double start_timeout_s) {
-  const tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
-  tb::LocalClusterOptions options = local_options();
+  const tb::cluster::ClusterSpec spec = value_or_raise(tb::cluster::load_cluster_spec(config_path_));
+  tb::local::LocalClusterOptions options = local_options();
   options.no_emulation = no_emulation;
   options.start_timeout = std::chrono::milliseconds(static_cast<int64_t>(start_timeout_s * 1000.0));
   py::list warnings;
   bool any_emulated = false;
-  for (const tb::NodeSpec& node : spec.nodes) any_emulated |= node.emulate.has_value();
+  for (const tb::cluster::NodeSpec& node : spec.nodes) any_emulated |= node.emulate.has_value();
   if (no_emulation && any_emulated) {
     warnings.append(fmt::format("no_emulation: the emulate: settings of {} are IGNORED; every node runs UNTHROTTLED "
                                 "at this machine's full speed.",
                                 config_path_));
   }
-  for (const std::string& warning : tb::secret_exposure_warnings(spec)) warnings.append(warning);
-  const std::vector<tb::NodeLifecycle> nodes =
-      value_or_raise(without_gil([&] { return tb::local_cluster_up(spec, options); }));
-  for (const tb::NodeLifecycle& node : nodes) {
-    if (node.state == tb::NodeState::kStarted) started_.push_back(node.name);
+  for (const std::string& warning : tb::local::secret_exposure_warnings(spec)) warnings.append(warning);
+  const std::vector<tb::local::NodeLifecycle> nodes =
+      value_or_raise(without_gil([&] { return tb::local::local_cluster_up(spec, options); }));
+  for (const tb::local::NodeLifecycle& node : nodes) {
+    if (node.state == tb::local::NodeState::kStarted) started_.push_back(node.name);
   }
   return py::dict(py::arg("nodes") = lifecycle_list(nodes), py::arg("warnings") = warnings,
-                  py::arg("run_dir") = tb::cluster_run_dir(spec, options));
+                  py::arg("run_dir") = tb::local::cluster_run_dir(spec, options));
 }
 
 py::list ClusterHandle::down(bool only_started) {
   drop_session();
-  tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
+  tb::cluster::ClusterSpec spec = value_or_raise(tb::cluster::load_cluster_spec(config_path_));
   if (only_started) {
-    std::erase_if(spec.nodes, [this](const tb::NodeSpec& node) {
+    std::erase_if(spec.nodes, [this](const tb::cluster::NodeSpec& node) {
       return std::find(started_.begin(), started_.end(), node.name) == started_.end();
     });
     if (spec.nodes.empty()) return py::list();
   }
-  const tb::LocalClusterOptions options = local_options();
-  const std::vector<tb::NodeLifecycle> nodes =
-      value_or_raise(without_gil([&] { return tb::local_cluster_down(spec, options); }));
+  const tb::local::LocalClusterOptions options = local_options();
+  const std::vector<tb::local::NodeLifecycle> nodes =
+      value_or_raise(without_gil([&] { return tb::local::local_cluster_down(spec, options); }));
   started_.clear();
   return lifecycle_list(nodes);
 }
@@ -299,41 +299,41 @@ py::list ClusterHandle::down(bool only_started) {
 py::list ClusterHandle::started() const { return py::cast(started_); }
 
 py::list ClusterHandle::status() {
-  const tb::ClusterSpec spec = value_or_raise(tb::load_reachable_cluster(config_path_, run_dir_));
-  const tb::LocalClusterOptions options = local_options();
-  return reachability_list(without_gil([&] { return tb::cluster_status(spec, options); }));
+  const tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
+  const tb::local::LocalClusterOptions options = local_options();
+  return reachability_list(without_gil([&] { return tb::local::cluster_status(spec, options); }));
 }
 
 py::object ClusterHandle::saved_profile() const {
   const std::string path = profile_path();
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return py::none();
-  return profile_dict(value_or_raise(tb::load_profile(path)), path);
+  return profile_dict(value_or_raise(tb::profile::load_profile(path)), path);
 }
 
 py::dict ClusterHandle::profile(bool refresh, bool quick, const std::vector<std::string>& nodes, uint32_t probe_size,
                                 double window_seconds, const py::object& progress) {
-  tb::ClusterSpec spec = value_or_raise(tb::load_reachable_cluster(config_path_, run_dir_));
+  tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
   if (probe_size < 16 || probe_size > 8192) raise_status(invalid_argument("probe_size must be within 16..8192"));
   for (const std::string& name : nodes) {
     if (spec.find_node(name) < 0) {
       raise_status(invalid_argument(fmt::format("nodes: {}: no such node in {}; nodes are {}", name, config_path_,
-                                                join(spec.nodes, ", ", &tb::NodeSpec::name))));
+                                                join(spec.nodes, ", ", &tb::cluster::NodeSpec::name))));
     }
   }
   // As `tessera profile`: a damaged saved profile is set aside (and replaced), not an error.
   drop_session();
-  tb::SessionOptions session_options;
+  tb::session::SessionOptions session_options;
   session_options.profile_path = profile_path_;
   session_options.damaged_profile_is_error = false;
   std::vector<std::string> names;
-  for (const tb::NodeSpec& node : spec.nodes) names.push_back(node.name);
-  tb::Session session = value_or_raise(without_gil([&] { return tb::Session::open(std::move(spec), session_options); }));
+  for (const tb::cluster::NodeSpec& node : spec.nodes) names.push_back(node.name);
+  tb::session::Session session = value_or_raise(without_gil([&] { return tb::session::Session::open(std::move(spec), session_options); }));
   ProgressBox box(names);
   if (std::optional<Status> problem = session.ignored_profile_problem()) {
     box.notice("ignoring the saved profile: " + problem->message());
   }
-  tb::ProfileOptions options;
+  tb::profile::ProfileOptions options;
   options.quick = quick;
   options.refresh = refresh;
   options.only_nodes = nodes;
@@ -341,12 +341,12 @@ py::dict ClusterHandle::profile(bool refresh, bool quick, const std::vector<std:
   options.window_seconds = window_seconds;
   std::vector<std::string> measured;
   std::atomic<bool> cancel{false};
-  const tb::ProfileProgress on_progress = [&box](const std::string& node, const std::string& what, bool done) {
+  const tb::profile::ProfileProgress on_progress = [&box](const std::string& node, const std::string& what, bool done) {
     if (done) box.notice(fmt::format("{}: {}", node, what));
   };
   // measure_profile takes no cancel flag: a Ctrl-C is raised once the measurement has ended (the
   // thread is joined first), and the new profile is then not returned.
-  std::optional<Result<tb::ClusterProfile>> result;
+  std::optional<Result<tb::profile::ClusterProfile>> result;
   try {
     result = run_interruptible(
         cancel,
@@ -359,51 +359,51 @@ py::dict ClusterHandle::profile(bool refresh, bool quick, const std::vector<std:
     throw;
   }
   without_gil([&] { session.close(); });
-  const tb::ClusterProfile measured_profile = value_or_raise(std::move(*result));
+  const tb::profile::ClusterProfile measured_profile = value_or_raise(std::move(*result));
   py::dict document = profile_dict(measured_profile, session.profile_path());
   document["measured"] = py::cast(measured);
   return document;
 }
 
 py::tuple ClusterHandle::profile_weights() const {
-  const tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
+  const tb::cluster::ClusterSpec spec = value_or_raise(tb::cluster::load_cluster_spec(config_path_));
   const std::string path = profile_path();
-  const tb::ClusterProfile profile = value_or_raise(tb::load_profile(path));
-  std::vector<double> weights = value_or_raise(tb::profile_weights(profile, spec, path));
+  const tb::profile::ClusterProfile profile = value_or_raise(tb::profile::load_profile(path));
+  std::vector<double> weights = value_or_raise(tb::profile::profile_weights(profile, spec, path));
   std::vector<std::string> names;
-  for (const tb::NodeSpec& node : spec.nodes) names.push_back(node.name);
+  for (const tb::cluster::NodeSpec& node : spec.nodes) names.push_back(node.name);
   return py::make_tuple(names, weights);
 }
 
 py::dict ClusterHandle::plan(uint64_t m, uint64_t n, uint64_t k, const MultiplyArgs& args) const {
-  const tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
-  const tb::MultiplyOptions options = value_or_raise(multiply_options(args, spec.nodes.size(), config_path_));
+  const tb::cluster::ClusterSpec spec = value_or_raise(tb::cluster::load_cluster_spec(config_path_));
+  const tb::session::MultiplyOptions options = value_or_raise(multiply_options(args, spec.nodes.size(), config_path_));
   const std::string path = profile_path();
-  std::optional<tb::ClusterProfile> profile;
+  std::optional<tb::profile::ClusterProfile> profile;
   std::error_code error;
-  if (std::filesystem::exists(path, error)) profile = value_or_raise(tb::load_profile(path));
-  const tb::PlannedMultiply planned = value_or_raise(tb::plan_policy(spec, profile, path, m, n, k, options));
+  if (std::filesystem::exists(path, error)) profile = value_or_raise(tb::profile::load_profile(path));
+  const tb::session::PlannedMultiply planned = value_or_raise(tb::session::plan_policy(spec, profile, path, m, n, k, options));
   return py::dict(py::arg("plan") = plan_dict(planned.plan), py::arg("warnings") = py::cast(planned.warnings));
 }
 
 py::dict ClusterHandle::predict(const py::dict& plan_fields) const {
-  const tb::Plan plan = plan_from_dict(plan_fields);
-  const tb::ClusterSpec spec = value_or_raise(tb::load_cluster_spec(config_path_));
+  const tb::plan::Plan plan = plan_from_dict(plan_fields);
+  const tb::cluster::ClusterSpec spec = value_or_raise(tb::cluster::load_cluster_spec(config_path_));
   const std::string path = profile_path();
-  const tb::ClusterProfile profile = value_or_raise(tb::load_profile(path));
-  const tb::ClusterModel model = value_or_raise(tb::profile_model(profile, spec, path));
+  const tb::profile::ClusterProfile profile = value_or_raise(tb::profile::load_profile(path));
+  const tb::model::ClusterModel model = value_or_raise(tb::profile::profile_model(profile, spec, path));
   if (plan.shares.size() != spec.nodes.size()) {
     raise_status(invalid_argument(fmt::format("the plan has {} shares for the {} nodes of {}", plan.shares.size(),
                                               spec.nodes.size(), config_path_)));
   }
-  return prediction_dict(tb::predict(model, plan), plan);
+  return prediction_dict(tb::model::predict(model, plan), plan);
 }
 
-tb::Session& ClusterHandle::open_session(SessionKind kind, const tb::SessionOptions& options) {
+tb::session::Session& ClusterHandle::open_session(SessionKind kind, const tb::session::SessionOptions& options) {
   if (session_ && session_kind_ != kind) drop_session();
   if (!session_) {
-    const tb::ClusterSpec spec = value_or_raise(tb::load_reachable_cluster(config_path_, run_dir_));
-    Result<tb::Session> opened = without_gil([&] { return tb::Session::open(spec, options); });
+    const tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
+    Result<tb::session::Session> opened = without_gil([&] { return tb::session::Session::open(spec, options); });
     // A worker whose session we abandoned (Ctrl-C) answers BUSY until it notices the closed
     // connection, which takes it up to the job it is computing; that session was ours, so wait
     // for it rather than fail the next call.
@@ -411,7 +411,7 @@ tb::Session& ClusterHandle::open_session(SessionKind kind, const tb::SessionOpti
            std::chrono::steady_clock::now() - *abandoned_at_ < kAbandonedSessionGrace) {
       opened = without_gil([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        return tb::Session::open(spec, options);
+        return tb::session::Session::open(spec, options);
       });
     }
     abandoned_at_.reset();
@@ -444,8 +444,8 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
   }
   const linalg::MutableMatrixView c_view = output_view(c, a_view.rows, b_view.cols);
   const std::vector<std::string> names = node_names();
-  std::optional<tb::Plan> given_plan;
-  std::optional<tb::MultiplyOptions> options;
+  std::optional<tb::plan::Plan> given_plan;
+  std::optional<tb::session::MultiplyOptions> options;
   if (!plan_fields.is_none()) {
     given_plan = plan_from_dict(plan_fields.cast<py::dict>());
     if (given_plan->m != a_view.rows || given_plan->k != a_view.cols || given_plan->n != b_view.cols) {
@@ -477,11 +477,11 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
   if (fill_output) without_gil([&] { c_view.fill(0.0); });
   const double fill_s = seconds_since(fill_start);
 
-  tb::SessionOptions session_options;
+  tb::session::SessionOptions session_options;
   session_options.profile_path = profile_path_;
   ProgressBox box(names);
   std::atomic<bool> cancel{false};
-  tb::RunControl control;
+  tb::session::RunControl control;
   control.cancel = &cancel;
   control.on_credit = [&box](std::size_t node, uint64_t jobs_done) { box.credit(node, jobs_done); };
   control.on_notice = [&box](const std::string& text) { box.notice(text); };
@@ -490,12 +490,12 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
   };
   try {
     const Clock::time_point open_start = Clock::now();
-    tb::Session& session = open_session(SessionKind::kMultiply, session_options);
+    tb::session::Session& session = open_session(SessionKind::kMultiply, session_options);
     const double open_s = seconds_since(open_start);
     double driver_s = 0.0;
-    Result<tb::MultiplyOutcome> outcome = run_interruptible(
+    Result<tb::session::MultiplyOutcome> outcome = run_interruptible(
         cancel,
-        [&]() -> Result<tb::MultiplyOutcome> {
+        [&]() -> Result<tb::session::MultiplyOutcome> {
           const Clock::time_point driver_start = Clock::now();
           struct Stopwatch {
             double& seconds;
@@ -503,10 +503,10 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
             ~Stopwatch() { seconds = std::chrono::duration<double>(Clock::now() - start).count(); }
           } stopwatch{driver_s, driver_start};
           if (!given_plan) return session.multiply(a_view, b_view, c_view, *options, control);
-          Result<tb::MultiplyReport> report =
+          Result<tb::report::MultiplyReport> report =
               session.run_plan(*given_plan, a_view, b_view, c_view, options->verify, options->verify_seed, control);
           if (!report) return report.status();
-          return tb::MultiplyOutcome{std::move(*report), {}};
+          return tb::session::MultiplyOutcome{std::move(*report), {}};
         },
         [&] { box.deliver(progress, notice); });
     if (!outcome) raise_status(outcome.status());
@@ -517,8 +517,8 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
     py::dict timing(py::arg("input_check_s") = check_s, py::arg("output_fill_s") = fill_s,
                     py::arg("session_open_s") = open_s,
                     py::arg("driver_s") = driver_s, py::arg("session_close_s") = close_s);
-    return py::make_tuple(tb::report_json(outcome->report), plan_dict(outcome->report.plan),
-                          py::cast(outcome->warnings), tb::format_report_table(outcome->report), timing);
+    return py::make_tuple(tb::report::report_json(outcome->report), plan_dict(outcome->report.plan),
+                          py::cast(outcome->warnings), tb::report::format_report_table(outcome->report), timing);
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();
     drop_session();
@@ -540,30 +540,30 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
     shapes.emplace(name, tb::expr::Shape{view.rows, view.cols});
   }
   const tb::expr::Expr parsed = value_or_raise(tb::expr::parse(expression, shapes));
-  tb::EvalOptions options;
+  tb::session::EvalOptions options;
   options.multiply = value_or_raise(multiply_options(args, node_names().size(), config_path_));
   options.rewrite = rewrite;
-  options.mode = value_or_raise(tb::parse_eval_mode(mode));
+  options.mode = value_or_raise(tb::session::parse_eval_mode(mode));
   options.tile = tile;
   options.only_nodes = nodes;
   options.every_node = every_node;
-  tb::SessionOptions session_options;
+  tb::session::SessionOptions session_options;
   session_options.profile_path = profile_path_;
   ProgressBox box(node_names());
   std::atomic<bool> cancel{false};
-  tb::RunControl control;
+  tb::session::RunControl control;
   control.cancel = &cancel;
   control.on_notice = [&box](const std::string& text) { box.notice(text); };
   try {
-    tb::Session& session = open_session(SessionKind::kMultiply, session_options);
-    Result<tb::EvalOutcome> outcome = run_interruptible(
+    tb::session::Session& session = open_session(SessionKind::kMultiply, session_options);
+    Result<tb::report::EvalOutcome> outcome = run_interruptible(
         cancel, [&] { return session.evaluate(parsed, views, options, control); },
         [&] { box.deliver(progress, notice); });
     if (!outcome) raise_status(outcome.status());
     finish_call();
     const std::size_t rows = outcome->value.rows, cols = outcome->value.cols;
-    std::string report = tb::eval_report_json(*outcome);
-    std::string table = tb::format_eval_table(*outcome, explain);
+    std::string report = tb::report::eval_report_json(*outcome);
+    std::string table = tb::report::format_eval_table(*outcome, explain);
     return py::make_tuple(to_numpy(std::move(outcome->value.values)), rows, cols, std::move(report), std::move(table));
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();
@@ -574,49 +574,49 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
 
 py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const GraphArgs& args, const py::object& progress,
                                const py::object& notice) {
-  tb::ClusterSpec spec = value_or_raise(tb::load_reachable_cluster(config_path_, run_dir_));
-  const std::vector<std::vector<std::string>> peer_hosts = value_or_raise(tb::load_peer_hosts(spec, run_dir_));
+  tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
+  const std::vector<std::vector<std::string>> peer_hosts = value_or_raise(tb::local::load_peer_hosts(spec, run_dir_));
   const tg::AlgorithmSpec algorithm = value_or_raise(algorithm_spec(args, graph));
-  tb::GraphRunOptions options = value_or_raise(graph_options(args, algorithm));
+  tb::graph_driver::GraphRunOptions options = value_or_raise(graph_options(args, algorithm));
   options.peer_hosts = peer_hosts;
   // Everything that needs only the graph fails here, before a connection is made.
-  ok_or_raise(without_gil([&] { return tb::check_graph_run(graph, algorithm); }));
-  value_or_raise(tb::run_tolerance(algorithm, args.tolerance));
+  ok_or_raise(without_gil([&] { return tb::graph_driver::check_graph_run(graph, algorithm); }));
+  value_or_raise(tb::graph_driver::run_tolerance(algorithm, args.tolerance));
   std::vector<std::string> names;
-  for (const tb::NodeSpec& node : spec.nodes) names.push_back(node.name);
+  for (const tb::cluster::NodeSpec& node : spec.nodes) names.push_back(node.name);
   ProgressBox box(names);
   const std::string path = profile_path();
   if (!args.weights.empty()) {
-    options.weights = value_or_raise(tb::parse_target_weights(args.weights));
+    options.weights = value_or_raise(tb::graph_driver::parse_target_weights(args.weights));
   } else if (std::error_code error; std::filesystem::exists(path, error)) {
-    options.weights = value_or_raise(tb::parse_target_weights("profile"));
+    options.weights = value_or_raise(tb::graph_driver::parse_target_weights("profile"));
   } else {
     box.notice(fmt::format("note: no profile at {}; sharing the graph equally (run cluster.profile() or `tessera "
                            "profile {}` to weight the nodes by speed)",
                            path, config_path_));
   }
 
-  tb::SessionOptions session_options;
+  tb::session::SessionOptions session_options;
   session_options.profile_path = profile_path_;
   session_options.connect.required_capabilities = transport::kCapabilityGraph;
-  session_options.damaged_profile_is_error = options.weights.source == tb::TargetWeights::Source::kProfile;
+  session_options.damaged_profile_is_error = options.weights.source == tb::graph_driver::TargetWeights::Source::kProfile;
   session_options.measure_missing_profile = false;
   std::atomic<bool> cancel{false};
-  tb::RunControl control;
+  tb::session::RunControl control;
   control.cancel = &cancel;
   control.on_notice = [&box](const std::string& text) { box.notice(text); };
-  control.on_graph_progress = [&box](const tb::TracePoint& point) { box.trace(point); };
+  control.on_graph_progress = [&box](const tb::graph_driver::TracePoint& point) { box.trace(point); };
   try {
-    tb::Session& session = open_session(SessionKind::kGraph, session_options);
-    Result<tb::GraphOutcome> outcome = run_interruptible(
+    tb::session::Session& session = open_session(SessionKind::kGraph, session_options);
+    Result<tb::graph_driver::GraphOutcome> outcome = run_interruptible(
         cancel, [&] { return session.graph(graph, std::move(options), control); },
         [&] { box.deliver(progress, notice); });
     if (!outcome) raise_status(outcome.status());
     finish_call();
     // The JSON of `tessera graph --report` (graph_report.hpp), with the settings given here.
-    const tb::GraphReportHeader header{spec.name, "",
+    const tb::graph_driver::GraphReportHeader header{spec.name, "",
                                        {{"poll_ms", args.poll_ms}, {"seed", static_cast<double>(args.seed)}}};
-    std::string report = tb::graph_report_json(header, graph, *outcome, /*indent=*/-1);
+    std::string report = tb::graph_driver::graph_report_json(header, graph, *outcome, /*indent=*/-1);
     return py::make_tuple(to_numpy(std::move(outcome->values)), std::move(report));
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();

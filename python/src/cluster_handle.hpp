@@ -123,10 +123,10 @@ class ClusterHandle {
 
  private:
   enum class SessionKind { kMultiply, kGraph };
-  balance::Session& open_session(SessionKind kind, const balance::SessionOptions& options);
+  balance::session::Session& open_session(SessionKind kind, const balance::session::SessionOptions& options);
   void finish_call();    // closes the session unless keep_connected
   void drop_session();   // closes it whatever keep_connected says
-  balance::LocalClusterOptions local_options() const;
+  balance::local::LocalClusterOptions local_options() const;
 
   std::string config_path_;
   std::string run_dir_;
@@ -134,7 +134,7 @@ class ClusterHandle {
   std::string worker_binary_;
   bool keep_connected_ = false;
   std::vector<std::string> started_;
-  std::optional<balance::Session> session_;
+  std::optional<balance::session::Session> session_;
   // When a call that failed or was interrupted closed a live session (see open_session).
   std::optional<std::chrono::steady_clock::time_point> abandoned_at_;
   static constexpr std::chrono::seconds kAbandonedSessionGrace{5};

@@ -11,20 +11,20 @@ namespace tessera::python {
 namespace tb = tessera::balance;
 namespace tp = tessera::partition;
 
-py::list lifecycle_list(const std::vector<tb::NodeLifecycle>& nodes) {
+py::list lifecycle_list(const std::vector<tb::local::NodeLifecycle>& nodes) {
   py::list list;
-  for (const tb::NodeLifecycle& node : nodes) {
-    list.append(py::dict(py::arg("name") = node.name, py::arg("state") = std::string(tb::node_state_name(node.state)),
+  for (const tb::local::NodeLifecycle& node : nodes) {
+    list.append(py::dict(py::arg("name") = node.name, py::arg("state") = std::string(tb::local::node_state_name(node.state)),
                          py::arg("pid") = node.pid, py::arg("detail") = node.detail));
   }
   return list;
 }
 
-py::list reachability_list(const std::vector<tb::NodeReachability>& nodes) {
+py::list reachability_list(const std::vector<tb::local::NodeReachability>& nodes) {
   py::list list;
-  for (const tb::NodeReachability& node : nodes) {
+  for (const tb::local::NodeReachability& node : nodes) {
     list.append(py::dict(py::arg("name") = node.name, py::arg("endpoint") = node.endpoint,
-                         py::arg("state") = std::string(tb::reach_name(node.reach)),
+                         py::arg("state") = std::string(tb::local::reach_name(node.reach)),
                          py::arg("reachable") = node.reachable, py::arg("busy") = node.busy,
                          py::arg("detail") = node.detail,
                          py::arg("load") = node.load() ? py::object(py::float_(*node.load())) : py::object(py::none()),
@@ -34,13 +34,13 @@ py::list reachability_list(const std::vector<tb::NodeReachability>& nodes) {
   return list;
 }
 
-py::dict profile_dict(const tb::ClusterProfile& profile, const std::string& path) {
+py::dict profile_dict(const tb::profile::ClusterProfile& profile, const std::string& path) {
   const std::vector<double> powers = profile.relative_powers();
   py::list nodes;
   for (std::size_t i = 0; i < profile.nodes.size(); ++i) {
-    const tb::NodeProfile& node = profile.nodes[i];
+    const tb::profile::NodeProfile& node = profile.nodes[i];
     py::list speed;
-    for (const tb::SpeedPoint& point : node.speed) speed.append(py::make_tuple(point.size, point.gflops));
+    for (const tb::model::SpeedPoint& point : node.speed) speed.append(py::make_tuple(point.size, point.gflops));
     nodes.append(py::dict(
         py::arg("name") = node.name, py::arg("endpoint") = node.endpoint, py::arg("gflops") = node.gflops,
         py::arg("relative_power") = powers[i], py::arg("speed") = speed, py::arg("probe_size") = node.probe_size,
@@ -56,9 +56,9 @@ py::dict profile_dict(const tb::ClusterProfile& profile, const std::string& path
                   py::arg("nodes") = nodes);
 }
 
-py::dict plan_dict(const tb::Plan& plan) {
+py::dict plan_dict(const tb::plan::Plan& plan) {
   py::list shares;
-  for (const tb::NodeShare& share : plan.shares) {
+  for (const tb::plan::NodeShare& share : plan.shares) {
     py::list blocks;
     for (const tp::Block& block : share.blocks) {
       blocks.append(py::make_tuple(block.row_begin, block.rows, block.col_begin, block.cols, block.k_begin, block.depth));
@@ -67,7 +67,7 @@ py::dict plan_dict(const tb::Plan& plan) {
                            py::arg("rows") = py::make_tuple(share.rows.begin, share.rows.end()),
                            py::arg("blocks") = blocks));
   }
-  return py::dict(py::arg("policy") = std::string(tb::policy_name(plan.policy)), py::arg("m") = plan.m,
+  return py::dict(py::arg("policy") = std::string(tb::plan::policy_name(plan.policy)), py::arg("m") = plan.m,
                   py::arg("n") = plan.n, py::arg("k") = plan.k, py::arg("panel_width") = plan.panel_width,
                   py::arg("panels_in_flight") = plan.panels_in_flight,
                   py::arg("refill_threshold") = plan.refill_threshold,
@@ -84,10 +84,10 @@ py::object field(const py::dict& dict, const char* key, const char* what) {
 
 }  // namespace
 
-tb::Plan plan_from_dict(const py::dict& dict) {
-  tb::Plan plan;
+tb::plan::Plan plan_from_dict(const py::dict& dict) {
+  tb::plan::Plan plan;
   try {
-    plan.policy = value_or_raise(tb::parse_policy(field(dict, "policy", "the plan").cast<std::string>()));
+    plan.policy = value_or_raise(tb::plan::parse_policy(field(dict, "policy", "the plan").cast<std::string>()));
     plan.m = field(dict, "m", "the plan").cast<uint64_t>();
     plan.n = field(dict, "n", "the plan").cast<uint64_t>();
     plan.k = field(dict, "k", "the plan").cast<uint64_t>();
@@ -98,7 +98,7 @@ tb::Plan plan_from_dict(const py::dict& dict) {
     plan.tile_rows = field(dict, "tile_rows", "the plan").cast<uint64_t>();
     for (const py::handle item : field(dict, "shares", "the plan")) {
       const auto share_dict = py::reinterpret_borrow<py::dict>(item);
-      tb::NodeShare share;
+      tb::plan::NodeShare share;
       share.node_name = field(share_dict, "node", "a share").cast<std::string>();
       share.weight = field(share_dict, "weight", "a share").cast<double>();
       const auto rows = field(share_dict, "rows", "a share").cast<std::pair<uint64_t, uint64_t>>();
@@ -116,7 +116,7 @@ tb::Plan plan_from_dict(const py::dict& dict) {
   return plan;
 }
 
-py::dict prediction_dict(const tb::Prediction& prediction, const tb::Plan& plan) {
+py::dict prediction_dict(const tb::model::Prediction& prediction, const tb::plan::Plan& plan) {
   py::dict finish;
   for (std::size_t i = 0; i < plan.shares.size() && i < prediction.finish_s.size(); ++i) {
     finish[py::str(plan.shares[i].node_name)] = prediction.finish_s[i];

@@ -21,17 +21,17 @@ namespace tessera::python {
 
 namespace py = pybind11;
 
-py::list lifecycle_list(const std::vector<balance::NodeLifecycle>& nodes);
-py::list reachability_list(const std::vector<balance::NodeReachability>& nodes);
-py::dict profile_dict(const balance::ClusterProfile& profile, const std::string& path);
+py::list lifecycle_list(const std::vector<balance::local::NodeLifecycle>& nodes);
+py::list reachability_list(const std::vector<balance::local::NodeReachability>& nodes);
+py::dict profile_dict(const balance::profile::ClusterProfile& profile, const std::string& path);
 
 // Plan <-> dict: policy, m, n, k, panel_width, panels_in_flight, refill_threshold, layout,
 // tile_rows, shares [{node, weight, rows: (begin, end), blocks: [(row_begin, rows, col_begin,
 // cols, k_begin, depth)...]}], text (Plan::to_string, what `tessera model` prints).
-py::dict plan_dict(const balance::Plan& plan);
+py::dict plan_dict(const balance::plan::Plan& plan);
 // Raises InvalidInputError naming a missing or wrong field.
-balance::Plan plan_from_dict(const py::dict& plan);
-py::dict prediction_dict(const balance::Prediction& prediction, const balance::Plan& plan);
+balance::plan::Plan plan_from_dict(const py::dict& plan);
+py::dict prediction_dict(const balance::model::Prediction& prediction, const balance::plan::Plan& plan);
 
 py::dict partition_dict(const partition::Partition& partition, const std::vector<std::string>& names);
 

@@ -35,7 +35,7 @@ class BrokenConfig : public testing::TestWithParam<BrokenFile> {};
 TEST_P(BrokenConfig, FailsWithFileLineAndFix) {
   const BrokenFile& c = GetParam();
   const std::string path = kConfigDir + c.file;
-  auto spec = load_cluster_spec(path);
+  auto spec = cluster::load_cluster_spec(path);
   ASSERT_FALSE(spec.is_ok()) << c.file << " parsed";
   EXPECT_EQ(spec.status().code(), StatusCode::kInvalidConfig) << spec.status().to_string();
   const std::string message = spec.status().message();
@@ -83,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ClusterSpec, GoodInlineSecret) {
   const std::string path = kConfigDir + "good-inline-secret.yaml";
-  auto spec = load_cluster_spec(path);
+  auto spec = cluster::load_cluster_spec(path);
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
   EXPECT_EQ(spec->name, "lab");
   EXPECT_EQ(spec->secret, "s3cret-with spaces");
@@ -91,9 +91,9 @@ TEST(ClusterSpec, GoodInlineSecret) {
   EXPECT_EQ(spec->source_path, path);
   EXPECT_EQ(spec->secret_line, 3);
   ASSERT_EQ(spec->nodes.size(), 3u);
-  NodeSpec desktop{"desktop", "192.168.1.10", 7070, 8, "desktop", 5, std::nullopt};
-  NodeSpec pi1{"pi1", "pi1.local", 7070, 1, "pi", 10, std::nullopt};
-  NodeSpec pi2{"pi2", "fe80::1", 7071, 4, "", 14, std::nullopt};
+  cluster::NodeSpec desktop{"desktop", "192.168.1.10", 7070, 8, "desktop", 5, std::nullopt};
+  cluster::NodeSpec pi1{"pi1", "pi1.local", 7070, 1, "pi", 10, std::nullopt};
+  cluster::NodeSpec pi2{"pi2", "fe80::1", 7071, 4, "", 14, std::nullopt};
   EXPECT_EQ(spec->nodes[0], desktop);
   EXPECT_EQ(spec->nodes[1], pi1);
   EXPECT_EQ(spec->nodes[2], pi2);
@@ -108,7 +108,7 @@ TEST(ClusterSpec, GoodInlineSecret) {
 
 TEST(ClusterSpec, GoodSecretFileAndEmulation) {
   const std::string path = kConfigDir + "good-secret-file.yaml";
-  auto spec = load_cluster_spec(path);
+  auto spec = cluster::load_cluster_spec(path);
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
   EXPECT_EQ(spec->name, "emulated");
   EXPECT_EQ(spec->secret, "");
@@ -121,7 +121,7 @@ TEST(ClusterSpec, GoodSecretFileAndEmulation) {
   EXPECT_FALSE(spec->nodes[0].emulate.has_value());
   EXPECT_EQ(spec->nodes[0].threads, 2u);
   ASSERT_TRUE(spec->nodes[1].emulate.has_value());
-  EmulationSpec slow;
+  cluster::EmulationSpec slow;
   slow.cpu = 0.5;
   slow.has_link = true;
   slow.link_rate = "100mbit";
@@ -134,15 +134,15 @@ TEST(ClusterSpec, GoodSecretFileAndEmulation) {
 }
 
 TEST(ClusterSpec, ParsingTwiceGivesEqualSpecs) {
-  auto first = load_cluster_spec(kConfigDir + "good-secret-file.yaml");
-  auto second = load_cluster_spec(kConfigDir + "good-secret-file.yaml");
+  auto first = cluster::load_cluster_spec(kConfigDir + "good-secret-file.yaml");
+  auto second = cluster::load_cluster_spec(kConfigDir + "good-secret-file.yaml");
   ASSERT_TRUE(first.is_ok() && second.is_ok());
   EXPECT_EQ(*first, *second);
 }
 
 TEST(ClusterSpec, MissingFileIsIoErrorNamingPath) {
   const std::string path = kConfigDir + "no-such-file.yaml";
-  auto spec = load_cluster_spec(path);
+  auto spec = cluster::load_cluster_spec(path);
   ASSERT_FALSE(spec.is_ok());
   EXPECT_EQ(spec.status().code(), StatusCode::kIoError);
   expect_has(spec.status().message(), path);
@@ -150,7 +150,7 @@ TEST(ClusterSpec, MissingFileIsIoErrorNamingPath) {
 
 TEST(ClusterSpec, SecretFileMissingOrEmpty) {
   const std::string missing_path = kConfigDir + "missing-secret-file.yaml";
-  auto missing = load_cluster_spec(missing_path);
+  auto missing = cluster::load_cluster_spec(missing_path);
   ASSERT_TRUE(missing.is_ok()) << missing.status().to_string();
   auto secret = missing->resolve_secret();
   ASSERT_FALSE(secret.is_ok());
@@ -159,7 +159,7 @@ TEST(ClusterSpec, SecretFileMissingOrEmpty) {
   expect_has(secret.status().message(), kConfigDir + "does-not-exist.secret");
 
   const std::string empty_path = kConfigDir + "empty-secret-file.yaml";
-  auto empty = load_cluster_spec(empty_path);
+  auto empty = cluster::load_cluster_spec(empty_path);
   ASSERT_TRUE(empty.is_ok()) << empty.status().to_string();
   secret = empty->resolve_secret();
   ASSERT_FALSE(secret.is_ok());
@@ -227,7 +227,7 @@ TEST(ClusterSpec, RejectsBadValuesFromText) {
        "write wire: plain"},
   };
   for (const TextCase& c : cases) {
-    auto spec = parse_cluster_spec(c.yaml, "inline.yaml");
+    auto spec = cluster::parse_cluster_spec(c.yaml, "inline.yaml");
     ASSERT_FALSE(spec.is_ok()) << c.yaml;
     EXPECT_EQ(spec.status().code(), StatusCode::kInvalidConfig);
     expect_has(spec.status().message(), "inline.yaml:" + std::to_string(c.line) + ": ");
@@ -237,32 +237,32 @@ TEST(ClusterSpec, RejectsBadValuesFromText) {
 
 TEST(ClusterSpec, WireIsPlainUnlessTheFileSaysEncryptedAndEveryNodeCarriesIt) {
   const std::string nodes = "nodes:\n  - {name: a, host: h, port: 1}\n  - {name: b, host: h, port: 2}\n";
-  auto plain = parse_cluster_spec("cluster: lab\nsecret: x\n" + nodes, "plain.yaml");
+  auto plain = cluster::parse_cluster_spec("cluster: lab\nsecret: x\n" + nodes, "plain.yaml");
   ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
   EXPECT_EQ(plain->wire, transport::WireMode::kPlain);
-  auto sealed = parse_cluster_spec("cluster: lab\nsecret: x\nwire: encrypted\n" + nodes, "sealed.yaml");
+  auto sealed = cluster::parse_cluster_spec("cluster: lab\nsecret: x\nwire: encrypted\n" + nodes, "sealed.yaml");
   ASSERT_TRUE(sealed.is_ok()) << sealed.status().to_string();
   EXPECT_EQ(sealed->wire, transport::WireMode::kEncrypted);
-  for (const NodeSpec& node : sealed->nodes) EXPECT_EQ(node.wire, transport::WireMode::kEncrypted) << node.name;
-  auto explicit_plain = parse_cluster_spec("cluster: lab\nsecret: x\nwire: plain\n" + nodes, "p.yaml");
+  for (const cluster::NodeSpec& node : sealed->nodes) EXPECT_EQ(node.wire, transport::WireMode::kEncrypted) << node.name;
+  auto explicit_plain = cluster::parse_cluster_spec("cluster: lab\nsecret: x\nwire: plain\n" + nodes, "p.yaml");
   ASSERT_TRUE(explicit_plain.is_ok());
   EXPECT_EQ(explicit_plain->wire, transport::WireMode::kPlain);
 }
 
 TEST(ClusterSpec, CpuPeriodIs20MsUnlessGivenInUsMsOrS) {
-  auto plain = parse_cluster_spec(one_node("    emulate: {cpu: 0.25}\n"), "p.yaml");
+  auto plain = cluster::parse_cluster_spec(one_node("    emulate: {cpu: 0.25}\n"), "p.yaml");
   ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
   EXPECT_EQ(plain->nodes[0].emulate->cpu_period_us, 20000u);
   for (const auto& [text, micros] : std::vector<std::pair<std::string, uint32_t>>{
            {"20ms", 20000}, {"5ms", 5000}, {"1ms", 1000}, {"0.01s", 10000}, {"2500us", 2500}, {"1s", 1000000}}) {
-    auto spec = parse_cluster_spec(one_node("    emulate: {cpu: 0.25, cpu_period: " + text + "}\n"), "p.yaml");
+    auto spec = cluster::parse_cluster_spec(one_node("    emulate: {cpu: 0.25, cpu_period: " + text + "}\n"), "p.yaml");
     ASSERT_TRUE(spec.is_ok()) << text << ": " << spec.status().to_string();
     EXPECT_EQ(spec->nodes[0].emulate->cpu_period_us, micros) << text;
   }
 }
 
 TEST(ClusterSpec, AcceptsBoundaryValues) {
-  auto spec = parse_cluster_spec(one_node("    threads: 1024\n    emulate:\n      link: {rate: 1.5gbit, delay: 0.5s, loss: 100}\n",
+  auto spec = cluster::parse_cluster_spec(one_node("    threads: 1024\n    emulate:\n      link: {rate: 1.5gbit, delay: 0.5s, loss: 100}\n",
                                           "65535"),
                                  "inline.yaml");
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
@@ -284,20 +284,20 @@ TEST(ClusterSpec, NodeCountLimit) {
     }
     return yaml;
   };
-  auto ok = parse_cluster_spec(with_nodes(256), "big.yaml");
+  auto ok = cluster::parse_cluster_spec(with_nodes(256), "big.yaml");
   ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
   EXPECT_EQ(ok->nodes.size(), 256u);
-  auto too_many = parse_cluster_spec(with_nodes(257), "big.yaml");
+  auto too_many = cluster::parse_cluster_spec(with_nodes(257), "big.yaml");
   ASSERT_FALSE(too_many.is_ok());
   expect_has(too_many.status().message(), "big.yaml:3: nodes lists 257 entries; at most 256");
 }
 
 TEST(ClusterSpec, RelativeSecretFileResolvesAgainstYamlFolder) {
-  auto spec = parse_cluster_spec("cluster: c\nsecret_file: keys/../lab.secret\nnodes:\n  - {name: a, host: h, port: 1}\n",
+  auto spec = cluster::parse_cluster_spec("cluster: c\nsecret_file: keys/../lab.secret\nnodes:\n  - {name: a, host: h, port: 1}\n",
                                  "/etc/tessera/lab.yaml");
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
   EXPECT_EQ(spec->secret_file, "/etc/tessera/lab.secret");
-  auto absolute = parse_cluster_spec("cluster: c\nsecret_file: /run/s\nnodes:\n  - {name: a, host: h, port: 1}\n",
+  auto absolute = cluster::parse_cluster_spec("cluster: c\nsecret_file: /run/s\nnodes:\n  - {name: a, host: h, port: 1}\n",
                                      "/etc/tessera/lab.yaml");
   ASSERT_TRUE(absolute.is_ok());
   EXPECT_EQ(absolute->secret_file, "/run/s");
@@ -308,8 +308,8 @@ TEST(ClusterSpec, NeverThrowsOnMangledInput) {
   const std::string good = read_text(kConfigDir + "good-secret-file.yaml");
   ASSERT_FALSE(good.empty());
   for (std::size_t cut = 0; cut <= good.size(); ++cut) {
-    Result<ClusterSpec> spec = invalid_config("unset");
-    EXPECT_NO_THROW(spec = parse_cluster_spec(good.substr(0, cut), "cut.yaml")) << "cut at " << cut;
+    Result<cluster::ClusterSpec> spec = invalid_config("unset");
+    EXPECT_NO_THROW(spec = cluster::parse_cluster_spec(good.substr(0, cut), "cut.yaml")) << "cut at " << cut;
     if (!spec.is_ok()) {
       EXPECT_EQ(spec.status().code(), StatusCode::kInvalidConfig);
     }
@@ -319,8 +319,8 @@ TEST(ClusterSpec, NeverThrowsOnMangledInput) {
   for (int trial = 0; trial < 2000; ++trial) {
     std::string text = good;
     for (int edit = 0; edit < 4; ++edit) text[rng() % text.size()] = alphabet[rng() % alphabet.size()];
-    Result<ClusterSpec> spec = invalid_config("unset");
-    EXPECT_NO_THROW(spec = parse_cluster_spec(text, "fuzz.yaml")) << text;
+    Result<cluster::ClusterSpec> spec = invalid_config("unset");
+    EXPECT_NO_THROW(spec = cluster::parse_cluster_spec(text, "fuzz.yaml")) << text;
     if (!spec.is_ok()) {
       EXPECT_EQ(spec.status().code(), StatusCode::kInvalidConfig);
       expect_has(spec.status().message(), "fuzz.yaml:");

@@ -15,16 +15,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ClusterSpec cluster_with(const std::string& name, std::size_t nodes, bool link, double cpu) {
-  ClusterSpec cluster;
+cluster::ClusterSpec cluster_with(const std::string& name, std::size_t nodes, bool link, double cpu) {
+  cluster::ClusterSpec cluster;
   cluster.name = name;
   for (std::size_t i = 0; i < nodes; ++i) {
-    NodeSpec node;
+    cluster::NodeSpec node;
     node.name = "node" + std::to_string(i);
     node.host = "127.0.0.1";
     node.port = static_cast<uint16_t>(7000 + i);
     if (link || cpu > 0.0) {
-      EmulationSpec emulate;
+      cluster::EmulationSpec emulate;
       emulate.cpu = cpu;
       emulate.has_link = link;
       if (link) emulate.link_rate = "100mbit";
@@ -41,22 +41,22 @@ uint32_t address_of(const std::string& text) {
   return ntohl(address.s_addr);
 }
 
-EmulationSupport v1_support() {
-  EmulationSupport support;
-  support.cgroup = CgroupVersion::kV1;
+local::EmulationSupport v1_support() {
+  local::EmulationSupport support;
+  support.cgroup = local::CgroupVersion::kV1;
   support.cgroup_root = "/sys/fs/cgroup/cpu";
   return support;
 }
 
 TEST(EmulationPlan, APlainNodeGetsNothing) {
-  const NodeEmulation plan = plan_node_emulation(cluster_with("plain", 1, false, 0.0), 0, v1_support());
-  NodeEmulation nothing;
+  const local::NodeEmulation plan = local::plan_node_emulation(cluster_with("plain", 1, false, 0.0), 0, v1_support());
+  local::NodeEmulation nothing;
   nothing.node = "node0";
   EXPECT_EQ(plan, nothing);
 }
 
 TEST(EmulationPlan, ACpuQuotaGetsItsOwnCgroupAndNoNamespace) {
-  const NodeEmulation plan = plan_node_emulation(cluster_with("lab", 2, false, 0.25), 1, v1_support());
+  const local::NodeEmulation plan = local::plan_node_emulation(cluster_with("lab", 2, false, 0.25), 1, v1_support());
   EXPECT_EQ(plan.cpu, 0.25);
   EXPECT_EQ(plan.cgroup_path, "/sys/fs/cgroup/cpu/tessera/lab/node1");
   EXPECT_TRUE(plan.netns.empty());
@@ -64,11 +64,11 @@ TEST(EmulationPlan, ACpuQuotaGetsItsOwnCgroupAndNoNamespace) {
 }
 
 TEST(EmulationPlan, LinksGetDistinctSlash30sInTheBenchmarkRangeAndShortInterfaceNames) {
-  const ClusterSpec cluster = cluster_with("a-cluster-with-a-long-name", 16, true, 0.25);
+  const cluster::ClusterSpec cluster = cluster_with("a-cluster-with-a-long-name", 16, true, 0.25);
   std::set<uint32_t> subnets;
   std::set<std::string> names;
   for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
-    const NodeEmulation plan = plan_node_emulation(cluster, i, v1_support());
+    const local::NodeEmulation plan = local::plan_node_emulation(cluster, i, v1_support());
     const uint32_t host = address_of(plan.host_address), node = address_of(plan.node_address);
     EXPECT_EQ(host & ~3u, node & ~3u) << "both ends in one /30";
     EXPECT_EQ(host & 3u, 1u);
@@ -81,23 +81,23 @@ TEST(EmulationPlan, LinksGetDistinctSlash30sInTheBenchmarkRangeAndShortInterface
     }
     EXPECT_EQ(plan.rate, "100mbit");
     EXPECT_TRUE(plan.host_forwarding) << "peers behind the host need the host end to forward";
-    EXPECT_EQ(plan, plan_node_emulation(cluster, i, v1_support())) << "planning is deterministic";
+    EXPECT_EQ(plan, local::plan_node_emulation(cluster, i, v1_support())) << "planning is deterministic";
   }
 }
 
 TEST(EmulationPlan, StateFileRoundTripsAndAMissingOneMeansNothingWasCreated) {
   const fs::path dir = fs::temp_directory_path() / ("tessera-emulation-plan-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string path = emulation_state_path(dir.string());
-  Result<std::vector<NodeEmulation>> none = load_emulation_state(path);
+  const std::string path = local::emulation_state_path(dir.string());
+  Result<std::vector<local::NodeEmulation>> none = local::load_emulation_state(path);
   ASSERT_TRUE(none.is_ok()) << none.status().to_string();
   EXPECT_TRUE(none->empty());
 
-  const ClusterSpec cluster = cluster_with("roundtrip", 3, true, 0.5);
-  std::vector<NodeEmulation> plans;
-  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) plans.push_back(plan_node_emulation(cluster, i, v1_support()));
-  ASSERT_TRUE(save_emulation_state(path, plans).is_ok());
-  Result<std::vector<NodeEmulation>> loaded = load_emulation_state(path);
+  const cluster::ClusterSpec cluster = cluster_with("roundtrip", 3, true, 0.5);
+  std::vector<local::NodeEmulation> plans;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) plans.push_back(local::plan_node_emulation(cluster, i, v1_support()));
+  ASSERT_TRUE(local::save_emulation_state(path, plans).is_ok());
+  Result<std::vector<local::NodeEmulation>> loaded = local::load_emulation_state(path);
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
   EXPECT_EQ(*loaded, plans);
   fs::remove_all(dir);
@@ -105,13 +105,13 @@ TEST(EmulationPlan, StateFileRoundTripsAndAMissingOneMeansNothingWasCreated) {
 
 // A mixed cluster: node0 in the root namespace, node1 and node2 behind shaped veths.
 TEST(EmulationPeers, EachWorkerReachesEachPeerByItsOwnRoad) {
-  ClusterSpec cluster = cluster_with("peers", 3, true, 0.0);
+  cluster::ClusterSpec cluster = cluster_with("peers", 3, true, 0.0);
   cluster.nodes[0].emulate.reset();
-  std::vector<NodeEmulation> state;
-  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) state.push_back(plan_node_emulation(cluster, i, v1_support()));
+  std::vector<local::NodeEmulation> state;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) state.push_back(local::plan_node_emulation(cluster, i, v1_support()));
   ASSERT_TRUE(state[0].netns.empty());
-  ASSERT_TRUE(has_namespaced_nodes(state));
-  const std::vector<std::vector<std::string>> hosts = peer_hosts(cluster, state);
+  ASSERT_TRUE(local::has_namespaced_nodes(state));
+  const std::vector<std::vector<std::string>> hosts = local::peer_hosts(cluster, state);
   ASSERT_EQ(hosts.size(), 3u);
   // The root-namespace worker reaches namespaced peers at their node addresses, itself at its host.
   EXPECT_EQ(hosts[0], (std::vector<std::string>{"127.0.0.1", state[1].node_address, state[2].node_address}));
@@ -125,14 +125,14 @@ TEST(EmulationPeers, EachWorkerReachesEachPeerByItsOwnRoad) {
 }
 
 TEST(EmulationPeers, WithoutNamespacesEveryoneUsesTheSpecHosts) {
-  ClusterSpec cluster = cluster_with("plain-peers", 2, false, 0.5);
+  cluster::ClusterSpec cluster = cluster_with("plain-peers", 2, false, 0.5);
   cluster.nodes[1].host = "localhost";
-  std::vector<NodeEmulation> state;
-  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) state.push_back(plan_node_emulation(cluster, i, v1_support()));
-  EXPECT_FALSE(has_namespaced_nodes(state));
+  std::vector<local::NodeEmulation> state;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) state.push_back(local::plan_node_emulation(cluster, i, v1_support()));
+  EXPECT_FALSE(local::has_namespaced_nodes(state));
   const std::vector<std::vector<std::string>> expected = {{"127.0.0.1", "localhost"}, {"127.0.0.1", "localhost"}};
-  EXPECT_EQ(peer_hosts(cluster, state), expected);
-  EXPECT_EQ(peer_hosts(cluster, {}), expected) << "no state file: nothing was emulated";
+  EXPECT_EQ(local::peer_hosts(cluster, state), expected);
+  EXPECT_EQ(local::peer_hosts(cluster, {}), expected) << "no state file: nothing was emulated";
 }
 
 }  // namespace

@@ -50,8 +50,8 @@ TEST_F(ExpressionStudyParse, EveryFieldIsParsedAndPathsAreResolvedAgainstTheStud
                                  "  - {name: leontief, expression: \"I + A + A^2\", inputs: {A: \"random:8x8\"}}\n"
                                  "modes: [sequence, fastest-alone]\n"
                                  "repeat: 2\n");
-  EXPECT_EQ(study_workload(path), "expressions");
-  Result<ExpressionStudy> study = load_expression_study(path);
+  EXPECT_EQ(study::study_workload(path), "expressions");
+  Result<study::ExpressionStudy> study = study::load_expression_study(path);
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
   EXPECT_EQ(study->name, "expr-all");
   EXPECT_EQ(study->description, "every key");
@@ -60,33 +60,33 @@ TEST_F(ExpressionStudyParse, EveryFieldIsParsedAndPathsAreResolvedAgainstTheStud
                                                              (dir_.parent_path() / "b.yaml").string()}));
   ASSERT_EQ(study->benchmarks.size(), 3u);
   EXPECT_EQ(study->benchmarks[0],
-            (ExpressionBenchmark{"markov", "u * P^16", {{"u", "random:1x64"}, {"P", "random:64x64"}}}))
+            (study::ExpressionBenchmark{"markov", "u * P^16", {{"u", "random:1x64"}, {"P", "random:64x64"}}}))
       << "inputs keep the file's order";
   EXPECT_EQ(study->benchmarks[1].expression, "(A' * A)^4 * h");
   EXPECT_EQ(study->benchmarks[1].inputs.front(), (std::pair<std::string, std::string>{"A", "integers:40x64"}));
   EXPECT_EQ(study->benchmarks[2].name, "leontief");
-  EXPECT_EQ(study->modes, (std::vector<ExpressionMode>{ExpressionMode::kSequence, ExpressionMode::kFastestAlone}));
+  EXPECT_EQ(study->modes, (std::vector<study::ExpressionMode>{study::ExpressionMode::kSequence, study::ExpressionMode::kFastestAlone}));
   EXPECT_EQ(study->repeat, 2u);
 }
 
 TEST_F(ExpressionStudyParse, DefaultsAreAllThreeModesAndThreeRepetitions) {
-  Result<ExpressionStudy> study = load_expression_study(
+  Result<study::ExpressionStudy> study = study::load_expression_study(
       write("d.yaml", "study: d\nworkload: expressions\nclusters: [c.yaml]\n"
                       "benchmarks: [{name: chain, expression: \"A * B\", inputs: {A: \"random:4x3\", B: \"random:3x5\"}}]\n"));
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
-  EXPECT_EQ(study->modes, (std::vector<ExpressionMode>{ExpressionMode::kScheduled, ExpressionMode::kSequence,
-                                                       ExpressionMode::kFastestAlone}));
+  EXPECT_EQ(study->modes, (std::vector<study::ExpressionMode>{study::ExpressionMode::kScheduled, study::ExpressionMode::kSequence,
+                                                       study::ExpressionMode::kFastestAlone}));
   EXPECT_EQ(study->repeat, 3u);
   EXPECT_TRUE(study->description.empty());
 }
 
 TEST(ExpressionModeNames, RoundTripAndUnknownNamesListTheValidOnes) {
-  for (ExpressionMode mode : {ExpressionMode::kScheduled, ExpressionMode::kSequence, ExpressionMode::kFastestAlone}) {
-    Result<ExpressionMode> parsed = parse_expression_mode(expression_mode_name(mode));
-    ASSERT_TRUE(parsed.is_ok()) << expression_mode_name(mode);
+  for (study::ExpressionMode mode : {study::ExpressionMode::kScheduled, study::ExpressionMode::kSequence, study::ExpressionMode::kFastestAlone}) {
+    Result<study::ExpressionMode> parsed = study::parse_expression_mode(study::expression_mode_name(mode));
+    ASSERT_TRUE(parsed.is_ok()) << study::expression_mode_name(mode);
     EXPECT_EQ(*parsed, mode);
   }
-  Result<ExpressionMode> unknown = parse_expression_mode("fastest");
+  Result<study::ExpressionMode> unknown = study::parse_expression_mode("fastest");
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("scheduled, sequence or fastest-alone"), std::string::npos)
       << unknown.status().message();
@@ -137,7 +137,7 @@ TEST_F(ExpressionStudyParse, BrokenStudiesAreRefusedWithFileLineAndFix) {
   for (const BrokenStudy& c : cases) {
     SCOPED_TRACE(c.yaml);
     const std::string path = write("broken.yaml", c.yaml);
-    Result<ExpressionStudy> study = load_expression_study(path);
+    Result<study::ExpressionStudy> study = study::load_expression_study(path);
     ASSERT_FALSE(study.is_ok());
     EXPECT_EQ(study.status().code(), StatusCode::kInvalidConfig);
     const std::string message = study.status().message();

@@ -16,8 +16,8 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("tessera-unit-" + std::to_string(::getpid()) + "-" + name)).string();
 }
 
-NodeProfile sample_node(const std::string& name, double gflops) {
-  NodeProfile node;
+profile::NodeProfile sample_node(const std::string& name, double gflops) {
+  profile::NodeProfile node;
   node.name = name;
   node.endpoint = "127.0.0.1:1";
   node.gflops = gflops;
@@ -38,8 +38,8 @@ NodeProfile sample_node(const std::string& name, double gflops) {
   return node;
 }
 
-ClusterProfile sample_profile() {
-  ClusterProfile profile;
+profile::ClusterProfile sample_profile() {
+  profile::ClusterProfile profile;
   profile.cluster = "lab";
   profile.measured_at = "2026-11-21T10:00:00Z";
   profile.coordinator_send_bytes_per_s = 3e9;
@@ -63,35 +63,35 @@ TEST(ProfileTest, RelativePowersSumToOne) {
 
 TEST(ProfileTest, SavedProfileReadsBackEqual) {
   const std::string path = temp_path("profile.yaml");
-  ASSERT_TRUE(save_profile(path, sample_profile()).is_ok());
-  Result<ClusterProfile> loaded = load_profile(path);
+  ASSERT_TRUE(profile::save_profile(path, sample_profile()).is_ok());
+  Result<profile::ClusterProfile> loaded = profile::load_profile(path);
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
   EXPECT_EQ(*loaded, sample_profile());
   std::filesystem::remove(path);
 }
 
 TEST(ProfileTest, DefaultPathSitsNextToTheConfig) {
-  EXPECT_EQ(default_profile_path("configs/lab.yaml"), "configs/lab.profile.yaml");
+  EXPECT_EQ(profile::default_profile_path("configs/lab.yaml"), "configs/lab.profile.yaml");
 }
 
 TEST(ProfileTest, MissingOrBrokenProfilesSayWhatToRun) {
-  Result<ClusterProfile> missing = load_profile(temp_path("absent.yaml"));
+  Result<profile::ClusterProfile> missing = profile::load_profile(temp_path("absent.yaml"));
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("tessera profile"), std::string::npos);
 
   const std::string path = temp_path("broken.yaml");
   std::ofstream(path) << "cluster: lab\nnodes:\n  - name: a\n    gflops: [\n";
-  Result<ClusterProfile> broken = load_profile(path);
+  Result<profile::ClusterProfile> broken = profile::load_profile(path);
   EXPECT_EQ(broken.status().code(), StatusCode::kInvalidConfig);
   EXPECT_NE(broken.status().message().find(path), std::string::npos);
   std::filesystem::remove(path);
 }
 
 TEST(ProfileTest, ModelCarriesCurvesLinksAndCapacity) {
-  ClusterSpec cluster;
+  cluster::ClusterSpec cluster;
   cluster.source_path = "lab.yaml";
-  cluster.nodes.push_back(NodeSpec{"pi", "127.0.0.1", 2, 1, "", 1, {}});
-  Result<ClusterModel> model = profile_model(sample_profile(), cluster, "lab.profile.yaml");
+  cluster.nodes.push_back(cluster::NodeSpec{"pi", "127.0.0.1", 2, 1, "", 1, {}});
+  Result<model::ClusterModel> model = profile::profile_model(sample_profile(), cluster, "lab.profile.yaml");
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   ASSERT_EQ(model->nodes.size(), 1u);
   EXPECT_EQ(model->nodes[0].name, "pi");
@@ -102,21 +102,21 @@ TEST(ProfileTest, ModelCarriesCurvesLinksAndCapacity) {
   EXPECT_DOUBLE_EQ(model->nodes[0].link.loaded_latency(), 0.004);
   EXPECT_DOUBLE_EQ(model->coordinator_send_bytes_per_s, 3e9);
 
-  ClusterProfile old = sample_profile();
+  profile::ClusterProfile old = sample_profile();
   old.nodes[1].has_link = false;  // a profile written before link probes existed
-  Result<ClusterModel> refused = profile_model(old, cluster, "lab.profile.yaml");
+  Result<model::ClusterModel> refused = profile::profile_model(old, cluster, "lab.profile.yaml");
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.status().message().find("--refresh"), std::string::npos);
 }
 
 TEST(ProfileTest, ModelKeepsTheCurvesMeasuredAloneWhateverTheConcurrentRates) {
-  ClusterSpec cluster;
+  cluster::ClusterSpec cluster;
   cluster.source_path = "lab.yaml";
-  cluster.nodes.push_back(NodeSpec{"desktop", "127.0.0.1", 1, 1, "", 1, {}});
-  cluster.nodes.push_back(NodeSpec{"pi", "127.0.0.1", 2, 1, "", 2, {}});
-  ClusterProfile profile = sample_profile();
+  cluster.nodes.push_back(cluster::NodeSpec{"desktop", "127.0.0.1", 1, 1, "", 1, {}});
+  cluster.nodes.push_back(cluster::NodeSpec{"pi", "127.0.0.1", 2, 1, "", 2, {}});
+  profile::ClusterProfile profile = sample_profile();
   profile.nodes[1].concurrent_gflops = 12.0;  // "faster together": noise, not a real gain
-  Result<ClusterModel> model = profile_model(profile, cluster, "lab.profile.yaml");
+  Result<model::ClusterModel> model = profile::profile_model(profile, cluster, "lab.profile.yaml");
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   // Scaling by the all-at-once ratio overcorrected in measurement (see profile_model).
   EXPECT_DOUBLE_EQ(model->nodes[0].speed.gflops_at(1024), 40.0);
@@ -125,32 +125,32 @@ TEST(ProfileTest, ModelKeepsTheCurvesMeasuredAloneWhateverTheConcurrentRates) {
 }
 
 TEST(ProfileTest, WeightsFollowClusterOrderAndNameMissingNodes) {
-  ClusterSpec cluster;
+  cluster::ClusterSpec cluster;
   cluster.source_path = "lab.yaml";
-  cluster.nodes.push_back(NodeSpec{"pi", "127.0.0.1", 2, 1, "", 1, {}});
-  cluster.nodes.push_back(NodeSpec{"desktop", "127.0.0.1", 1, 1, "", 2, {}});
+  cluster.nodes.push_back(cluster::NodeSpec{"pi", "127.0.0.1", 2, 1, "", 1, {}});
+  cluster.nodes.push_back(cluster::NodeSpec{"desktop", "127.0.0.1", 1, 1, "", 2, {}});
   Result<std::vector<double>> weights = profile_weights(sample_profile(), cluster, "lab.profile.yaml");
   ASSERT_TRUE(weights.is_ok());
   EXPECT_EQ(*weights, (std::vector<double>{10.0, 40.0}));
-  cluster.nodes.push_back(NodeSpec{"new-node", "127.0.0.1", 3, 1, "", 3, {}});
+  cluster.nodes.push_back(cluster::NodeSpec{"new-node", "127.0.0.1", 3, 1, "", 3, {}});
   Result<std::vector<double>> missing = profile_weights(sample_profile(), cluster, "lab.profile.yaml");
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.status().message().find("'new-node'"), std::string::npos);
 }
 
 TEST(ReportTest, JsonHasTheDocumentedKeys) {
-  MultiplyReport report;
+  report::MultiplyReport report;
   report.cluster = "lab";
-  report.plan.policy = Policy::kProportional;
+  report.plan.policy = plan::Policy::kProportional;
   report.plan.m = report.plan.n = report.plan.k = 100;
   report.run.makespan_s = 0.5;
   report.run.gflops = 4.0;
   report.run.imbalance = 1.1;
   report.run.nodes.push_back({"a", 60, 0.6, 1000, 500, 0.4, 0.05, 0.1, 0.5, 4});
   report.run.nodes.push_back({"b", 40, 0.4, 800, 400, 0.3, 0.04, 0.2, 0.45, 4});
-  report.verification.mode = VerifyMode::kFreivalds;
+  report.verification.mode = run::VerifyMode::kFreivalds;
   report.verification.passed = true;
-  const nlohmann::json json = nlohmann::json::parse(report_json(report));
+  const nlohmann::json json = nlohmann::json::parse(report::report_json(report));
   EXPECT_EQ(json["policy"], "proportional");
   EXPECT_EQ(json["n"], 100);
   EXPECT_EQ(json["verified"], true);
@@ -166,20 +166,20 @@ TEST(ReportTest, JsonHasTheDocumentedKeys) {
   EXPECT_TRUE(json["prediction_error"].is_null());
   EXPECT_TRUE(json["nodes"][0]["predicted_finish_s"].is_null());
 
-  report.prediction = Prediction{{0.45, 0.55}, 0.55, {1.0, 0.8}};
-  const nlohmann::json predicted = nlohmann::json::parse(report_json(report));
+  report.prediction = model::Prediction{{0.45, 0.55}, 0.55, {1.0, 0.8}};
+  const nlohmann::json predicted = nlohmann::json::parse(report::report_json(report));
   EXPECT_DOUBLE_EQ(predicted["nodes"][1]["predicted_host_share"].get<double>(), 0.8);
   EXPECT_DOUBLE_EQ(predicted["predicted_makespan_s"].get<double>(), 0.55);
   EXPECT_NEAR(predicted["prediction_error"].get<double>(), 0.1, 1e-12);  // |0.55 - 0.5| / 0.5
   EXPECT_DOUBLE_EQ(predicted["nodes"][1]["predicted_finish_s"].get<double>(), 0.55);
-  EXPECT_NE(format_report_table(report).find("prediction error 10.0%"), std::string::npos);
-  EXPECT_NE(format_report_table(report).find("host's cores shared with the coordinator: b 80%"), std::string::npos)
-      << format_report_table(report);
+  EXPECT_NE(report::format_report_table(report).find("prediction error 10.0%"), std::string::npos);
+  EXPECT_NE(report::format_report_table(report).find("host's cores shared with the coordinator: b 80%"), std::string::npos)
+      << report::format_report_table(report);
 
-  report.verification.mode = VerifyMode::kNone;
-  EXPECT_TRUE(nlohmann::json::parse(report_json(report))["verified"].is_null());
+  report.verification.mode = run::VerifyMode::kNone;
+  EXPECT_TRUE(nlohmann::json::parse(report::report_json(report))["verified"].is_null());
 
-  const std::string table = format_report_table(report);
+  const std::string table = report::format_report_table(report);
   EXPECT_NE(table.find("makespan 0.500 s"), std::string::npos) << table;
   EXPECT_NE(table.find("not checked"), std::string::npos) << table;
 }

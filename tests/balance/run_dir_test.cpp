@@ -33,8 +33,8 @@ class PrivateDirs : public ::testing::Test {
 
 TEST_F(PrivateDirs, A0700DirectoryOfOursIsPrivate) {
   ASSERT_EQ(::mkdir(path("run").c_str(), 0700), 0);
-  EXPECT_TRUE(check_private_dir(path("run")).is_ok());
-  EXPECT_EQ(check_private_dir(path("absent")).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(local::check_private_dir(path("run")).is_ok());
+  EXPECT_EQ(local::check_private_dir(path("absent")).code(), StatusCode::kNotFound);
 }
 
 TEST_F(PrivateDirs, GroupOrOtherBitsAreRefusedWithTheFix) {
@@ -42,7 +42,7 @@ TEST_F(PrivateDirs, GroupOrOtherBitsAreRefusedWithTheFix) {
     const std::string run = path("run-" + std::to_string(mode));
     ASSERT_EQ(::mkdir(run.c_str(), 0700), 0);
     ASSERT_EQ(::chmod(run.c_str(), mode), 0);
-    const Status checked = check_private_dir(run);
+    const Status checked = local::check_private_dir(run);
     ASSERT_FALSE(checked.is_ok()) << mode;
     EXPECT_EQ(checked.code(), StatusCode::kInvalidConfig);
     EXPECT_NE(checked.message().find("chmod 700 " + run), std::string::npos) << checked.message();
@@ -52,18 +52,18 @@ TEST_F(PrivateDirs, GroupOrOtherBitsAreRefusedWithTheFix) {
 TEST_F(PrivateDirs, ASymlinkIsRefusedEvenToAPrivateDirectory) {
   ASSERT_EQ(::mkdir(path("real").c_str(), 0700), 0);
   fs::create_symlink(path("real"), path("link"));
-  const Status checked = check_private_dir(path("link"));
+  const Status checked = local::check_private_dir(path("link"));
   ASSERT_FALSE(checked.is_ok());
   EXPECT_NE(checked.message().find("is a symbolic link"), std::string::npos) << checked.message();
   std::ofstream(path("file")) << "x";
-  EXPECT_NE(check_private_dir(path("file")).message().find("is a regular file, not a directory"), std::string::npos);
+  EXPECT_NE(local::check_private_dir(path("file")).message().find("is a regular file, not a directory"), std::string::npos);
 }
 
 TEST_F(PrivateDirs, ADirectoryOfAnotherUserIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
   ASSERT_EQ(::mkdir(path("theirs").c_str(), 0700), 0);
   ASSERT_EQ(::chown(path("theirs").c_str(), 65534, 65534), 0);
-  const Status checked = check_private_dir(path("theirs"));
+  const Status checked = local::check_private_dir(path("theirs"));
   ASSERT_FALSE(checked.is_ok());
   EXPECT_NE(checked.message().find("belongs to uid 65534, not to you"), std::string::npos) << checked.message();
 }
@@ -75,22 +75,22 @@ TEST_F(PrivateDirs, DefaultRunDirFollowsXdgRuntimeDir) {
   const std::string runtime_copy = saved_runtime ? saved_runtime : "";
   ::unsetenv("TESSERA_RUN_DIR");
   ::setenv("XDG_RUNTIME_DIR", "/run/user/4242", 1);
-  EXPECT_EQ(default_run_dir(), "/run/user/4242/tessera");
+  EXPECT_EQ(local::default_run_dir(), "/run/user/4242/tessera");
   ::unsetenv("XDG_RUNTIME_DIR");
-  EXPECT_EQ(default_run_dir(), "/tmp/tessera-" + std::to_string(::getuid()));
+  EXPECT_EQ(local::default_run_dir(), "/tmp/tessera-" + std::to_string(::getuid()));
   ::setenv("TESSERA_RUN_DIR", "/somewhere", 1);
-  EXPECT_EQ(default_run_dir(), "/somewhere");
+  EXPECT_EQ(local::default_run_dir(), "/somewhere");
   if (saved_run_dir) ::setenv("TESSERA_RUN_DIR", run_dir_copy.c_str(), 1); else ::unsetenv("TESSERA_RUN_DIR");
   if (saved_runtime) ::setenv("XDG_RUNTIME_DIR", runtime_copy.c_str(), 1); else ::unsetenv("XDG_RUNTIME_DIR");
 }
 
 // A cluster file whose secret_file is `target`.
-ClusterSpec cluster_with_secret_file(const std::string& target) {
-  Result<ClusterSpec> spec = parse_cluster_spec(
+cluster::ClusterSpec cluster_with_secret_file(const std::string& target) {
+  Result<cluster::ClusterSpec> spec = cluster::parse_cluster_spec(
       "cluster: lab\nsecret_file: " + target + "\nnodes:\n  - name: a\n    host: 127.0.0.1\n    port: 7070\n",
       "/etc/lab.yaml");
   EXPECT_TRUE(spec.is_ok()) << spec.status().to_string();
-  return spec.is_ok() ? *spec : ClusterSpec{};
+  return spec.is_ok() ? *spec : cluster::ClusterSpec{};
 }
 
 TEST_F(PrivateDirs, SecretFilesMustBeSmallRegularFiles) {
@@ -116,21 +116,21 @@ TEST_F(PrivateDirs, SecretFilesMustBeSmallRegularFiles) {
   EXPECT_NE(too_long.status().message().find("at most 4096"), std::string::npos) << too_long.status().message();
   std::ofstream(path("good.secret")) << "s3cret\n";
   ::chmod(path("good.secret").c_str(), 0644);
-  const ClusterSpec good = cluster_with_secret_file(path("good.secret"));
+  const cluster::ClusterSpec good = cluster_with_secret_file(path("good.secret"));
   EXPECT_EQ(*good.resolve_secret(), "s3cret");
   // Readable by everyone: a warning with the chmod; private: none.
-  ASSERT_EQ(secret_exposure_warnings(good).size(), 1u);
-  EXPECT_NE(secret_exposure_warnings(good)[0].find("chmod 600 " + path("good.secret")), std::string::npos);
+  ASSERT_EQ(local::secret_exposure_warnings(good).size(), 1u);
+  EXPECT_NE(local::secret_exposure_warnings(good)[0].find("chmod 600 " + path("good.secret")), std::string::npos);
   ::chmod(path("good.secret").c_str(), 0600);
-  EXPECT_TRUE(secret_exposure_warnings(good).empty());
+  EXPECT_TRUE(local::secret_exposure_warnings(good).empty());
 }
 
 TEST(NonFiniteInstance, TheNpyInstanceNamesItsNaN) {
   Result<linalg::Matrix> a = linalg::read_npy(std::string(TESSERA_TEST_INSTANCES) + "/npy/nan-at-12-7.npy");
   ASSERT_TRUE(a.is_ok()) << a.status().to_string();
-  const std::optional<NonFiniteEntry> entry = first_nonfinite(*a);
+  const std::optional<run::NonFiniteEntry> entry = run::first_nonfinite(*a);
   ASSERT_TRUE(entry.has_value());
-  EXPECT_EQ(describe_nonfinite("A", *entry), "A[12][7] is NaN");
+  EXPECT_EQ(run::describe_nonfinite("A", *entry), "A[12][7] is NaN");
 }
 
 }  // namespace

@@ -15,10 +15,10 @@ namespace {
 
 constexpr double kUnlimited = std::numeric_limits<double>::infinity();
 
-NodeModel node(const std::string& name, double gflops, double link_bytes_per_s = kUnlimited) {
-  NodeModel n;
+model::NodeModel node(const std::string& name, double gflops, double link_bytes_per_s = kUnlimited) {
+  model::NodeModel n;
   n.name = name;
-  n.speed = SpeedCurve({{1.0, gflops}});
+  n.speed = model::SpeedCurve({{1.0, gflops}});
   n.link = {0.0, link_bytes_per_s, link_bytes_per_s};
   return n;
 }
@@ -75,7 +75,7 @@ TEST(LowerToTasks, ATransposeIsReadThroughItsOperandsTilesAndOnlyAResultTranspos
 }
 
 TEST(Heft, TwoIndependentProductsGoToTwoEqualNodesThenTheSum) {
-  ClusterModel model;
+  model::ClusterModel model;
   model.nodes = {node("a", 1.0), node("b", 1.0)};
   const TaskDag dag = lower_to_tasks(parsed("A * B + C * D", {{"A", {100, 100}}, {"B", {100, 100}},
                                                                {"C", {100, 100}}, {"D", {100, 100}}}), 100);
@@ -88,7 +88,7 @@ TEST(Heft, TwoIndependentProductsGoToTwoEqualNodesThenTheSum) {
 }
 
 TEST(Heft, AFasterNodeTakesTwiceTheTasksOfOneHalfItsSpeed) {
-  ClusterModel model;
+  model::ClusterModel model;
   model.nodes = {node("fast", 2.0), node("slow", 1.0)};
   // Three equal independent output tiles: the optimum puts two on the fast node.
   const TaskDag dag = lower_to_tasks(parsed("A * B", {{"A", {300, 100}}, {"B", {100, 100}}}), 100);
@@ -100,7 +100,7 @@ TEST(Heft, AFasterNodeTakesTwiceTheTasksOfOneHalfItsSpeed) {
 }
 
 TEST(Heft, ANodeBehindASlowLinkGetsNothingWhenMovingTheDataCostsMoreThanItSaves) {
-  ClusterModel model;
+  model::ClusterModel model;
   model.nodes = {node("desktop", 10.0), node("pi", 10.0, 1e3)};  // 1 kB/s: a tile takes minutes
   const TaskDag dag = lower_to_tasks(parsed("A * B * C", {{"A", {128, 128}}, {"B", {128, 128}}, {"C", {128, 128}}}), 64);
   const Schedule schedule = heft(dag, model);
@@ -110,7 +110,7 @@ TEST(Heft, ANodeBehindASlowLinkGetsNothingWhenMovingTheDataCostsMoreThanItSaves)
 }
 
 TEST(Heft, TheCacheKeepsTheMarkovMatrixOnTheNodesAndNeverUsesAnEvictedTile) {
-  ClusterModel model;
+  model::ClusterModel model;
   model.nodes = {node("a", 10.0, 1e8), node("b", 5.0, 1e8), node("c", 5.0, 1e8)};
   const Expr markov = parsed("u * P^8", {{"u", {1, 256}}, {"P", {256, 256}}});
   const TaskDag dag = lower_to_tasks(markov, 64);
@@ -128,7 +128,7 @@ TEST(Heft, TheCacheKeepsTheMarkovMatrixOnTheNodesAndNeverUsesAnEvictedTile) {
 }
 
 TEST(Heft, ZeroCommunicationIsTheTheoreticalBound) {
-  ClusterModel model;
+  model::ClusterModel model;
   model.nodes = {node("a", 10.0, 1e7), node("b", 2.5, 1e7)};
   const TaskDag dag = lower_to_tasks(parsed("H' * H * (H' * H)", {{"H", {300, 200}}}), 50);
   const Schedule real = heft(dag, model);
@@ -143,7 +143,7 @@ TEST(Heft, TilesQueuedOnOneLinkOverlapTheirLatency) {
   // One output tile reading three tiles of A and three of B over a link that moves bytes for free
   // but answers 10 ms late: the six arrive together, a latency after they were asked for, not six
   // latencies later; the result's return pays one more.
-  ClusterModel model;
+  model::ClusterModel model;
   model.nodes = {node("a", 1.0)};
   model.nodes[0].link.latency_s = 0.01;
   const TaskDag dag = lower_to_tasks(parsed("A * B", {{"A", {100, 300}}, {"B", {300, 100}}}), 100);
@@ -158,7 +158,7 @@ TEST(Heft, ANodeThatAnswersLateGetsNoneOfAChainOfSmallSteps) {
   // u * P^4: each step's four vector tiles read every tile of the previous step. With instant
   // links the steps spread over both nodes; when b answers 50 ms late, any tile it fetches costs
   // far more than the microseconds a vector tile computes, so a does the whole chain.
-  ClusterModel model;
+  model::ClusterModel model;
   model.nodes = {node("a", 10.0), node("b", 10.0)};
   const TaskDag dag = lower_to_tasks(parsed("u * P^4", {{"u", {1, 256}}, {"P", {256, 256}}}), 64);
   const Schedule idle = heft(dag, model);
@@ -182,8 +182,8 @@ TEST(HeftOnBestNodes, FewerNodesRunWhenGreedyPlacementWouldStrandAnOutputBehindA
   // second tile on the nearly-as-fast node (it finishes first there), and then that tile, or Y's
   // tile made from it, must come back over the node's slow return link (64 MB/s: ten of its
   // products' compute times for a 32 KB tile). The desktop alone does all four tasks sooner.
-  ClusterModel model;
-  NodeModel slow_return = node("pi", 9.0);
+  model::ClusterModel model;
+  model::NodeModel slow_return = node("pi", 9.0);
   slow_return.link.from_node_bytes_per_s = 6.4e7;
   model.nodes = {node("desktop", 10.0), slow_return};
   const TaskDag dag =
@@ -209,7 +209,7 @@ TEST(HeftOnBestNodes, FewerNodesRunWhenGreedyPlacementWouldStrandAnOutputBehindA
 }
 
 TEST(HeftOnBestNodes, EqualNodesKeepEveryNodeAndTheFastestAreRankedFirst) {
-  ClusterModel model;
+  model::ClusterModel model;
   model.nodes = {node("slow", 1.0), node("fast", 10.0), node("fast2", 10.0)};
   const TaskDag dag = lower_to_tasks(parsed("A * B", {{"A", {256, 64}}, {"B", {64, 256}}}), 64);
   const NodeSetSchedule best = heft_on_best_nodes(dag, model, {}, 0.05, 64.0);
@@ -218,7 +218,7 @@ TEST(HeftOnBestNodes, EqualNodesKeepEveryNodeAndTheFastestAreRankedFirst) {
   // Node 0 now computes fastest but sits behind a 1 kB/s link. It is ranked first, so every
   // fewer-node set holds it and loses; the schedule on every node leaves it idle anyway.
   model.nodes[0].link = {0.0, 1e3, 1e3};
-  model.nodes[0].speed = SpeedCurve({{1.0, 100.0}});
+  model.nodes[0].speed = model::SpeedCurve({{1.0, 100.0}});
   const NodeSetSchedule reachable = heft_on_best_nodes(dag, model, {}, 0.05, 64.0);
   EXPECT_EQ(reachable.nodes, (std::vector<std::size_t>{0, 1, 2}));
   EXPECT_EQ(check_schedule(dag, reachable.schedule), "");
@@ -241,7 +241,7 @@ TEST(PickTileCandidate, TheLargestTileWithinTheMarginOfTheFastestForecast) {
 TEST(Heft, NodesBesideTheCoordinatorLoseTheCpuItSpendsMovingTheScheduledBytes) {
   // A 1-core node and a quarter-core one on a 1.25-core host with the coordinator: every byte the
   // coordinator moves takes CPU one of them then does not get.
-  ClusterModel model;
+  model::ClusterModel model;
   model.nodes = {node("a", 40.0, 1e9), node("b", 10.0, 1e9)};
   model.nodes[0].host = {true, 1.25, 1.0};
   model.nodes[1].host = {true, 1.25, 0.25};
@@ -256,12 +256,12 @@ TEST(Heft, NodesBesideTheCoordinatorLoseTheCpuItSpendsMovingTheScheduledBytes) {
   EXPECT_GT(shared.coordinator_bytes, 0.0);
   EXPECT_EQ(check_schedule(dag, shared), "");
   // The same nodes on machines of their own keep their speed.
-  for (NodeModel& n : model.nodes) n.host.with_coordinator = false;
+  for (model::NodeModel& n : model.nodes) n.host.with_coordinator = false;
   EXPECT_DOUBLE_EQ(heft(dag, model).makespan_s, alone.makespan_s);
 }
 
 TEST(CheckSchedule, CatchesAUseOfAnEvictedTileAnEvictionOfAReadAndAnEarlyStart) {
-  ClusterModel model;
+  model::ClusterModel model;
   model.nodes = {node("a", 1.0)};
   const TaskDag dag = lower_to_tasks(
       parsed("A * B + C * D", {{"A", {64, 64}}, {"B", {64, 64}}, {"C", {64, 64}}, {"D", {64, 64}}}), 64);

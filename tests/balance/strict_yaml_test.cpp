@@ -19,8 +19,8 @@ template <typename Map>
 concept HasEntriesOnTemporary = requires { std::declval<Map&&>().entries(); };
 template <typename Map>
 concept HasEntriesOnNamed = requires(const Map& map) { map.entries(); };
-static_assert(!HasEntriesOnTemporary<YamlMap>);
-static_assert(HasEntriesOnNamed<YamlMap>);
+static_assert(!HasEntriesOnTemporary<cluster::YamlMap>);
+static_assert(HasEntriesOnNamed<cluster::YamlMap>);
 
 void expect_has(const std::string& message, const std::string& phrase) {
   EXPECT_NE(message.find(phrase), std::string::npos) << "missing \"" << phrase << "\" in: " << message;
@@ -32,7 +32,7 @@ std::string temp_path(const std::string& name) {
 
 // Runs `read` over `text` as the document "doc.yaml" and returns the Status.
 Status read_text(const std::string& text, const std::function<void(const YAML::Node&)>& read = [](const YAML::Node&) {}) {
-  return read_yaml(text, "doc.yaml", read);
+  return cluster::read_yaml(text, "doc.yaml", read);
 }
 
 // The message of reading `text` with `read`, which must fail.
@@ -46,9 +46,9 @@ std::string failure(const std::string& text, const std::function<void(const YAML
 const std::vector<std::string> kKeys = {"cluster", "nodes", "threads"};
 
 // Reads the top-level mapping with kKeys and applies `get` to it.
-std::function<void(const YAML::Node&)> with_map(std::function<void(const YamlMap&)> get) {
+std::function<void(const YAML::Node&)> with_map(std::function<void(const cluster::YamlMap&)> get) {
   return [get = std::move(get)](const YAML::Node& root) {
-    const YamlMap map(root, yaml_line(root, 1), kKeys, "the top level");
+    const cluster::YamlMap map(root, cluster::yaml_line(root, 1), kKeys, "the top level");
     get(map);
   };
 }
@@ -83,11 +83,11 @@ TEST(StrictYaml, TheSameKeyInDifferentMappingsIsFine) {
 }
 
 TEST(StrictYaml, RefusesNestingPastTheLimit) {
-  const std::string deep = std::string(kMaxYamlDepth + 2, '[') + std::string(kMaxYamlDepth + 2, ']') + "\n";
+  const std::string deep = std::string(cluster::kMaxYamlDepth + 2, '[') + std::string(cluster::kMaxYamlDepth + 2, ']') + "\n";
   Status status = read_text(deep);
   ASSERT_FALSE(status.is_ok());
   expect_has(status.message(), "nests deeper than 64 levels");
-  const std::string shallow = std::string(kMaxYamlDepth, '[') + std::string(kMaxYamlDepth, ']') + "\n";
+  const std::string shallow = std::string(cluster::kMaxYamlDepth, '[') + std::string(cluster::kMaxYamlDepth, ']') + "\n";
   EXPECT_TRUE(read_text(shallow).is_ok());
 }
 
@@ -106,18 +106,18 @@ TEST(StrictYaml, RefusesAliasBombs) {
 }
 
 TEST(StrictYaml, UnknownKeyListsTheValidOnesAndSuggestsTheClosest) {
-  const std::string typo = failure("cluster: a\nnodez: []\n", with_map([](const YamlMap&) {}));
+  const std::string typo = failure("cluster: a\nnodez: []\n", with_map([](const cluster::YamlMap&) {}));
   EXPECT_EQ(typo,
             "doc.yaml:2: unknown key 'nodez' in the top level; valid keys are cluster, nodes, threads; did you mean "
             "'nodes'?");
-  const std::string unrelated = failure("colour: red\n", with_map([](const YamlMap&) {}));
+  const std::string unrelated = failure("colour: red\n", with_map([](const cluster::YamlMap&) {}));
   EXPECT_EQ(unrelated, "doc.yaml:1: unknown key 'colour' in the top level; valid keys are cluster, nodes, threads");
-  const std::string not_a_name = failure("cluster: a\n[x]: 1\n", with_map([](const YamlMap&) {}));
+  const std::string not_a_name = failure("cluster: a\n[x]: 1\n", with_map([](const cluster::YamlMap&) {}));
   expect_has(not_a_name, "doc.yaml:2: a key in the top level is a list; keys must be plain names");
 }
 
 TEST(StrictYaml, KeepsEachKeyWithItsLine) {
-  Status status = read_text("# comment\ncluster: lab\n\nthreads: 4\n", with_map([](const YamlMap& map) {
+  Status status = read_text("# comment\ncluster: lab\n\nthreads: 4\n", with_map([](const cluster::YamlMap& map) {
                               ASSERT_TRUE(map.has("cluster"));
                               EXPECT_EQ(map.find("cluster")->line, 2);
                               EXPECT_EQ(map.find("threads")->line, 4);
@@ -132,45 +132,45 @@ TEST(StrictYaml, KeepsEachKeyWithItsLine) {
 
 TEST(StrictYaml, TypedGettersFailWithLineValueAndFix) {
   const std::vector<std::string> keys = {"name", "count", "ratio", "flag", "sizes", "cpus"};
-  auto fails = [&](const std::string& text, std::function<void(const YamlMap&)> get) {
+  auto fails = [&](const std::string& text, std::function<void(const cluster::YamlMap&)> get) {
     return failure(text, [&](const YAML::Node& root) {
-      const YamlMap map(root, yaml_line(root, 1), keys, "node 'pi1'");
+      const cluster::YamlMap map(root, cluster::yaml_line(root, 1), keys, "node 'pi1'");
       get(map);
     });
   };
-  EXPECT_EQ(fails("name: [a]\n", [](const YamlMap& m) { (void)m.text("name", "pi1"); }),
+  EXPECT_EQ(fails("name: [a]\n", [](const cluster::YamlMap& m) { (void)m.text("name", "pi1"); }),
             "doc.yaml:1: node 'pi1' has name a list; name must be non-empty text, e.g. name: pi1");
-  EXPECT_EQ(fails("name: ''\n", [](const YamlMap& m) { (void)m.text("name", "pi1"); }),
+  EXPECT_EQ(fails("name: ''\n", [](const cluster::YamlMap& m) { (void)m.text("name", "pi1"); }),
             "doc.yaml:1: node 'pi1' has name ''; name must be non-empty text, e.g. name: pi1");
-  expect_has(fails("x: 1\ncount: four\n", [](const YamlMap&) {}), "doc.yaml:1: unknown key 'x' in node 'pi1'");
-  EXPECT_EQ(fails("name: a\ncount: four\n", [](const YamlMap& m) { (void)m.integer("count", 1, 8, "4"); }),
+  expect_has(fails("x: 1\ncount: four\n", [](const cluster::YamlMap&) {}), "doc.yaml:1: unknown key 'x' in node 'pi1'");
+  EXPECT_EQ(fails("name: a\ncount: four\n", [](const cluster::YamlMap& m) { (void)m.integer("count", 1, 8, "4"); }),
             "doc.yaml:2: node 'pi1' has count: four; count must be an integer 1..8, e.g. count: 4");
-  EXPECT_EQ(fails("count: 9\n", [](const YamlMap& m) { (void)m.integer("count", 1, 8, "4"); }),
+  EXPECT_EQ(fails("count: 9\n", [](const cluster::YamlMap& m) { (void)m.integer("count", 1, 8, "4"); }),
             "doc.yaml:1: node 'pi1' has count: 9, out of range; count must be an integer 1..8, e.g. count: 4");
   for (const char* not_integer : {"-1", "0x10", "2.0", "1e3", "''"}) {
     expect_has(fails(std::string("count: ") + not_integer + "\n",
-                     [](const YamlMap& m) { (void)m.integer("count", 0, 100000, "4"); }),
+                     [](const cluster::YamlMap& m) { (void)m.integer("count", 0, 100000, "4"); }),
                "count must be an integer 0..100000");
   }
-  EXPECT_EQ(fails("ratio: 0\n", [](const YamlMap& m) { (void)m.number("ratio", NumberRange{0, 1, false, true}, "0.5"); }),
+  EXPECT_EQ(fails("ratio: 0\n", [](const cluster::YamlMap& m) { (void)m.number("ratio", cluster::NumberRange{0, 1, false, true}, "0.5"); }),
             "doc.yaml:1: node 'pi1' has ratio: 0; ratio must be a number in (0, 1], e.g. ratio: 0.5");
   for (const char* not_number : {"nan", "inf", "1.5x", "{a: 1}"}) {
     expect_has(fails(std::string("ratio: ") + not_number + "\n",
-                     [](const YamlMap& m) { (void)m.number("ratio", NumberRange{0, 10}, "0.5"); }),
+                     [](const cluster::YamlMap& m) { (void)m.number("ratio", cluster::NumberRange{0, 10}, "0.5"); }),
                "ratio must be a number in [0, 10]");
   }
-  EXPECT_EQ(fails("flag: yes\n", [](const YamlMap& m) { (void)m.boolean("flag"); }),
+  EXPECT_EQ(fails("flag: yes\n", [](const cluster::YamlMap& m) { (void)m.boolean("flag"); }),
             "doc.yaml:1: node 'pi1' has flag: yes; flag must be true or false");
-  EXPECT_EQ(fails("sizes: []\n", [](const YamlMap& m) { (void)m.list("sizes", "[1, 2]"); }),
+  EXPECT_EQ(fails("sizes: []\n", [](const cluster::YamlMap& m) { (void)m.list("sizes", "[1, 2]"); }),
             "doc.yaml:1: node 'pi1' has sizes empty; sizes must be a non-empty list, e.g. sizes: [1, 2]");
-  EXPECT_EQ(fails("sizes: 5\n", [](const YamlMap& m) { (void)m.integer_list("sizes", 1, 9, "[1, 2]"); }),
+  EXPECT_EQ(fails("sizes: 5\n", [](const cluster::YamlMap& m) { (void)m.integer_list("sizes", 1, 9, "[1, 2]"); }),
             "doc.yaml:1: node 'pi1' has sizes '5'; sizes must be a non-empty list, e.g. sizes: [1, 2]");
-  EXPECT_EQ(fails("sizes:\n  - 1\n  - 10\n", [](const YamlMap& m) { (void)m.integer_list("sizes", 1, 9, "[1, 2]"); }),
+  EXPECT_EQ(fails("sizes:\n  - 1\n  - 10\n", [](const cluster::YamlMap& m) { (void)m.integer_list("sizes", 1, 9, "[1, 2]"); }),
             "doc.yaml:3: node 'pi1' has '10' in sizes; sizes must be integers 1..9, e.g. sizes: [1, 2]");
   EXPECT_EQ(fails("cpus: [0.5, 0]\n",
-                  [](const YamlMap& m) { (void)m.number_list("cpus", NumberRange{0, 64, false, true}, "[1, 0.5]"); }),
+                  [](const cluster::YamlMap& m) { (void)m.number_list("cpus", cluster::NumberRange{0, 64, false, true}, "[1, 0.5]"); }),
             "doc.yaml:1: node 'pi1' has '0' in cpus; cpus must be numbers in (0, 64], e.g. cpus: [1, 0.5]");
-  EXPECT_EQ(fails("name: a\n", [](const YamlMap& m) { m.fail_missing("count", "4"); }),
+  EXPECT_EQ(fails("name: a\n", [](const cluster::YamlMap& m) { m.fail_missing("count", "4"); }),
             "doc.yaml:1: node 'pi1' has no count; add count: 4");
 }
 
@@ -178,14 +178,14 @@ TEST(StrictYaml, TypedGettersReadGoodValues) {
   const std::vector<std::string> keys = {"name", "empty", "count", "ratio", "flag", "sizes", "cpus"};
   Status status = read_text("name: pi1\nempty: ''\ncount: +7\nratio: 1.5e-3\nflag: false\nsizes: [1, 2]\ncpus: [0.25, 64]\n",
                             [&](const YAML::Node& root) {
-                              const YamlMap map(root, 1, keys, "here");
+                              const cluster::YamlMap map(root, 1, keys, "here");
                               EXPECT_EQ(map.text("name", "x"), "pi1");
                               EXPECT_EQ(map.text_or_empty("empty"), "");
                               EXPECT_EQ(map.integer("count", 0, 10, "1"), 7u);
-                              EXPECT_EQ(map.number("ratio", NumberRange{0, 1}, "0.1"), 1.5e-3);
+                              EXPECT_EQ(map.number("ratio", cluster::NumberRange{0, 1}, "0.1"), 1.5e-3);
                               EXPECT_EQ(map.boolean("flag"), false);
                               EXPECT_EQ(map.integer_list("sizes", 1, 2, "[1]"), (std::vector<uint64_t>{1, 2}));
-                              EXPECT_EQ(map.number_list("cpus", NumberRange{0, 64, false, true}, "[1]"),
+                              EXPECT_EQ(map.number_list("cpus", cluster::NumberRange{0, 64, false, true}, "[1]"),
                                         (std::vector<double>{0.25, 64}));
                               EXPECT_EQ(map.boolean("absent"), std::nullopt);
                             });
@@ -193,17 +193,17 @@ TEST(StrictYaml, TypedGettersReadGoodValues) {
 }
 
 TEST(StrictYaml, SyntaxErrorsAndRemediesNameTheLine) {
-  Status syntax = read_yaml("a: 1\nb: [1, 2\n", "doc.yaml", [](const YAML::Node&) {});
+  Status syntax = cluster::read_yaml("a: 1\nb: [1, 2\n", "doc.yaml", [](const YAML::Node&) {});
   ASSERT_FALSE(syntax.is_ok());
   expect_has(syntax.message(), "doc.yaml:");
   expect_has(syntax.message(), "YAML syntax error");
 
-  Status remedied = read_yaml("a: 1\n", "doc.yaml", [](const YAML::Node&) { fail_at(1, "a is wrong; write b"); },
+  Status remedied = cluster::read_yaml("a: 1\n", "doc.yaml", [](const YAML::Node&) { cluster::fail_at(1, "a is wrong; write b"); },
                               "the file is generated; delete it");
   EXPECT_EQ(remedied.message(), "doc.yaml:1: a is wrong; write b (the file is generated; delete it)");
 
   bool saw_null = false;
-  EXPECT_TRUE(read_yaml("# only a comment\n", "doc.yaml", [&](const YAML::Node& root) { saw_null = root.IsNull(); }).is_ok());
+  EXPECT_TRUE(cluster::read_yaml("# only a comment\n", "doc.yaml", [&](const YAML::Node& root) { saw_null = root.IsNull(); }).is_ok());
   EXPECT_TRUE(saw_null);
 }
 
@@ -212,40 +212,40 @@ TEST(StrictYaml, FilesAreCappedAndNamedInErrors) {
   {
     std::ofstream file(at_cap, std::ios::binary);
     const std::string line = "# " + std::string(1021, 'x') + "\n";  // 1 KiB per line
-    for (std::size_t i = 0; i < kMaxYamlFileBytes / 1024; ++i) file << line;
+    for (std::size_t i = 0; i < cluster::kMaxYamlFileBytes / 1024; ++i) file << line;
   }
-  ASSERT_EQ(std::filesystem::file_size(at_cap), kMaxYamlFileBytes);
-  Result<std::string> read = read_yaml_file(at_cap, "study file");
+  ASSERT_EQ(std::filesystem::file_size(at_cap), cluster::kMaxYamlFileBytes);
+  Result<std::string> read = cluster::read_yaml_file(at_cap, "study file");
   ASSERT_TRUE(read.is_ok()) << read.status().to_string();
-  EXPECT_EQ(read->size(), kMaxYamlFileBytes);
+  EXPECT_EQ(read->size(), cluster::kMaxYamlFileBytes);
 
   std::ofstream(at_cap, std::ios::binary | std::ios::app) << "\n";
-  Result<std::string> over = read_yaml_file(at_cap, "study file");
+  Result<std::string> over = cluster::read_yaml_file(at_cap, "study file");
   ASSERT_FALSE(over.is_ok());
   EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
   expect_has(over.status().message(), "study file '" + at_cap + "' is larger than 1024 KiB");
   std::filesystem::remove(at_cap);
 
-  Result<std::string> missing = read_yaml_file(temp_path("absent.yaml"), "cluster file");
+  Result<std::string> missing = cluster::read_yaml_file(temp_path("absent.yaml"), "cluster file");
   ASSERT_FALSE(missing.is_ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kIoError);
   expect_has(missing.status().message(), "cannot open cluster file '" + temp_path("absent.yaml") + "'");
 }
 
 TEST(StrictYaml, NumberParsingIsStrict) {
-  EXPECT_EQ(parse_unsigned("8080"), 8080u);
-  EXPECT_EQ(parse_unsigned("+1"), 1u);
-  EXPECT_EQ(parse_unsigned("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(cluster::parse_unsigned("8080"), 8080u);
+  EXPECT_EQ(cluster::parse_unsigned("+1"), 1u);
+  EXPECT_EQ(cluster::parse_unsigned("18446744073709551615"), UINT64_MAX);
   for (const char* bad : {"", "-1", "0x10", "1.0", " 1", "1 ", "18446744073709551616", "+"}) {
-    EXPECT_EQ(parse_unsigned(bad), std::nullopt) << bad;
+    EXPECT_EQ(cluster::parse_unsigned(bad), std::nullopt) << bad;
   }
-  EXPECT_EQ(parse_number("1.5"), 1.5);
-  EXPECT_EQ(parse_number("+2e3"), 2000.0);
-  EXPECT_EQ(parse_number("-0.25"), -0.25);
-  for (const char* bad : {"", "nan", "inf", "1.5x", "0x1p3", "+"}) EXPECT_EQ(parse_number(bad), std::nullopt) << bad;
-  EXPECT_EQ((NumberRange{0, 64, false, true}).to_string(), "(0, 64]");
-  EXPECT_TRUE((NumberRange{0, 64, false, true}).contains(64));
-  EXPECT_FALSE((NumberRange{0, 64, false, true}).contains(0));
+  EXPECT_EQ(cluster::parse_number("1.5"), 1.5);
+  EXPECT_EQ(cluster::parse_number("+2e3"), 2000.0);
+  EXPECT_EQ(cluster::parse_number("-0.25"), -0.25);
+  for (const char* bad : {"", "nan", "inf", "1.5x", "0x1p3", "+"}) EXPECT_EQ(cluster::parse_number(bad), std::nullopt) << bad;
+  EXPECT_EQ((cluster::NumberRange{0, 64, false, true}).to_string(), "(0, 64]");
+  EXPECT_TRUE((cluster::NumberRange{0, 64, false, true}).contains(64));
+  EXPECT_FALSE((cluster::NumberRange{0, 64, false, true}).contains(0));
 }
 
 }  // namespace

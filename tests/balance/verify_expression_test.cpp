@@ -49,9 +49,9 @@ TEST(VerifyExpression, TheTrueValuePassesEitherWay) {
     for (const char* text : kExpressions) {
       SCOPED_TRACE(text);
       const Case c = make_case(text, kShapes, fill);
-      for (VerifyMode mode : {VerifyMode::kFreivalds, VerifyMode::kExact}) {
-        const Verification check = verify_expression(c.e, c.views, c.value, mode, 7);
-        EXPECT_TRUE(check.passed) << verify_mode_name(mode) << ": " << check.detail;
+      for (run::VerifyMode mode : {run::VerifyMode::kFreivalds, run::VerifyMode::kExact}) {
+        const run::Verification check = run::verify_expression(c.e, c.views, c.value, mode, 7);
+        EXPECT_TRUE(check.passed) << run::verify_mode_name(mode) << ": " << check.detail;
         EXPECT_LE(check.max_error_ratio, 1.0);
       }
     }
@@ -65,10 +65,10 @@ TEST(VerifyExpression, OneWrongEntryFailsAndIsNamed) {
     const std::size_t row = c.value.rows / 2, col = c.value.cols - 1;
     // Far beyond rounding: |E| |x| of a power of a random matrix dwarfs its (cancelling) entries.
     c.value.at(row, col) += 1e-3 * (std::fabs(c.value.at(row, col)) + 1.0);
-    const Verification freivalds = verify_expression(c.e, c.views, c.value, VerifyMode::kFreivalds, 7);
+    const run::Verification freivalds = run::verify_expression(c.e, c.views, c.value, run::VerifyMode::kFreivalds, 7);
     EXPECT_FALSE(freivalds.passed);
     EXPECT_NE(freivalds.detail.find("row " + std::to_string(row)), std::string::npos) << freivalds.detail;
-    const Verification exact = verify_expression(c.e, c.views, c.value, VerifyMode::kExact, 7);
+    const run::Verification exact = run::verify_expression(c.e, c.views, c.value, run::VerifyMode::kExact, 7);
     EXPECT_FALSE(exact.passed);
     EXPECT_NE(exact.detail.find(fmt::format("[{}][{}]", row, col)), std::string::npos) << exact.detail;
   }
@@ -77,7 +77,7 @@ TEST(VerifyExpression, OneWrongEntryFailsAndIsNamed) {
 TEST(VerifyExpression, NonFiniteValuesFail) {
   Case c = make_case("u * P^6", kShapes, linalg::FillKind::kUniform);
   c.value.at(0, 3) = std::numeric_limits<double>::infinity();
-  const Verification check = verify_expression(c.e, c.views, c.value, VerifyMode::kFreivalds, 7);
+  const run::Verification check = run::verify_expression(c.e, c.views, c.value, run::VerifyMode::kFreivalds, 7);
   EXPECT_FALSE(check.passed);
   EXPECT_NE(check.detail.find("[0][3]"), std::string::npos) << check.detail;
   EXPECT_NE(check.detail.find("inf"), std::string::npos) << check.detail;
@@ -85,9 +85,9 @@ TEST(VerifyExpression, NonFiniteValuesFail) {
 
 TEST(VerifyExpression, NoneChecksNothing) {
   const Case c = make_case("u * P^6", kShapes, linalg::FillKind::kUniform);
-  const Verification check = verify_expression(c.e, c.views, c.value, VerifyMode::kNone, 7);
+  const run::Verification check = run::verify_expression(c.e, c.views, c.value, run::VerifyMode::kNone, 7);
   EXPECT_FALSE(check.passed);
-  EXPECT_EQ(check.mode, VerifyMode::kNone);
+  EXPECT_EQ(check.mode, run::VerifyMode::kNone);
 }
 
 }  // namespace

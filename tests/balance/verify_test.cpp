@@ -28,14 +28,14 @@ linalg::Matrix naive_product(const linalg::Matrix& a, const linalg::Matrix& b) {
   return c;
 }
 
-class VerifyModes : public ::testing::TestWithParam<VerifyMode> {};
+class VerifyModes : public ::testing::TestWithParam<run::VerifyMode> {};
 
 TEST_P(VerifyModes, AcceptsCorrectProductsSummedInAnyOrder) {
   const linalg::Matrix a = linalg::random_matrix(123, 457, 1);
   const linalg::Matrix b = linalg::random_matrix(457, 89, 2);
-  const Verification blas = verify_product(a, b, product(a, b), GetParam(), 7);
+  const run::Verification blas = run::verify_product(a, b, product(a, b), GetParam(), 7);
   EXPECT_TRUE(blas.passed) << blas.detail;
-  const Verification naive = verify_product(a, b, naive_product(a, b), GetParam(), 7);
+  const run::Verification naive = run::verify_product(a, b, naive_product(a, b), GetParam(), 7);
   EXPECT_TRUE(naive.passed) << naive.detail << " ratio " << naive.max_error_ratio;
 }
 
@@ -44,7 +44,7 @@ TEST_P(VerifyModes, RejectsOneWrongEntry) {
   const linalg::Matrix b = linalg::random_matrix(200, 50, 4);
   linalg::Matrix c = product(a, b);
   c.at(17, 23) += 1e-6;  // far above rounding (~1e-13 here), far below the entries (~10)
-  const Verification check = verify_product(a, b, c, GetParam(), 9);
+  const run::Verification check = run::verify_product(a, b, c, GetParam(), 9);
   EXPECT_FALSE(check.passed);
   EXPECT_NE(check.detail.find("17"), std::string::npos) << check.detail;
 }
@@ -55,8 +55,8 @@ TEST_P(VerifyModes, RejectsAMissingPanelContribution) {
   const linalg::Matrix full = product(a, b);
   for (std::size_t p = 32; p < 64; ++p)
     for (std::size_t j = 0; j < b.cols; ++j) b.at(p, j) = 0.0;
-  EXPECT_FALSE(verify_product(a, linalg::random_matrix(96, 30, 6), product(a, b), GetParam(), 1).passed);
-  EXPECT_TRUE(verify_product(a, linalg::random_matrix(96, 30, 6), full, GetParam(), 1).passed);
+  EXPECT_FALSE(run::verify_product(a, linalg::random_matrix(96, 30, 6), product(a, b), GetParam(), 1).passed);
+  EXPECT_TRUE(run::verify_product(a, linalg::random_matrix(96, 30, 6), full, GetParam(), 1).passed);
 }
 
 TEST_P(VerifyModes, RejectsNaN) {
@@ -64,17 +64,17 @@ TEST_P(VerifyModes, RejectsNaN) {
   const linalg::Matrix b = linalg::random_matrix(8, 8, 2);
   linalg::Matrix c = product(a, b);
   c.at(3, 3) = std::numeric_limits<double>::quiet_NaN();
-  EXPECT_FALSE(verify_product(a, b, c, GetParam(), 1).passed);
+  EXPECT_FALSE(run::verify_product(a, b, c, GetParam(), 1).passed);
 }
 
 TEST_P(VerifyModes, IntegerInputsAreExact) {
   const linalg::Matrix a = linalg::random_matrix(30, 70, 1, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(70, 20, 2, linalg::FillKind::kIntegers);
-  const Verification check = verify_product(a, b, naive_product(a, b), GetParam(), 3);
+  const run::Verification check = run::verify_product(a, b, naive_product(a, b), GetParam(), 3);
   EXPECT_TRUE(check.passed);
   // The exact check compares C itself, which is exact here; Freivalds multiplies by real-valued
   // vectors, so its two sides differ by rounding.
-  if (GetParam() == VerifyMode::kExact) {
+  if (GetParam() == run::VerifyMode::kExact) {
     EXPECT_EQ(check.max_abs_error, 0.0);
   }
 }
@@ -88,19 +88,19 @@ TEST_P(VerifyModes, NonFiniteInputsVerifyWhenCMatchesTheReference) {
   a.at(6, 0) = std::numeric_limits<double>::infinity();
   const linalg::Matrix c = product(a, b);
   ASSERT_TRUE(std::isnan(c.at(4, 0)));
-  const Verification check = verify_product(a, b, c, GetParam(), 1);
+  const run::Verification check = run::verify_product(a, b, c, GetParam(), 1);
   EXPECT_TRUE(check.passed) << check.detail;
 
   linalg::Matrix wrong = c;
   wrong.at(4, 5) = 1.0;  // a NaN row that came back finite
-  EXPECT_FALSE(verify_product(a, b, wrong, GetParam(), 1).passed);
+  EXPECT_FALSE(run::verify_product(a, b, wrong, GetParam(), 1).passed);
   wrong = c;
   wrong.at(9, 3) += 1.0;  // a finite row that is wrong
-  EXPECT_FALSE(verify_product(a, b, wrong, GetParam(), 1).passed);
+  EXPECT_FALSE(run::verify_product(a, b, wrong, GetParam(), 1).passed);
   wrong = c;
   wrong.at(6, 1) = -wrong.at(6, 1);  // the wrong infinity
   ASSERT_TRUE(std::isinf(wrong.at(6, 1)));
-  const Verification flipped = verify_product(a, b, wrong, GetParam(), 1);
+  const run::Verification flipped = run::verify_product(a, b, wrong, GetParam(), 1);
   EXPECT_FALSE(flipped.passed);
   EXPECT_NE(flipped.detail.find("C[6][1]"), std::string::npos) << flipped.detail;
 }
@@ -110,14 +110,14 @@ TEST_P(VerifyModes, NonFiniteBIsComparedEntryByEntry) {
   linalg::Matrix b = linalg::random_matrix(8, 6, 4);
   b.at(5, 2) = -std::numeric_limits<double>::infinity();
   const linalg::Matrix c = product(a, b);
-  const Verification check = verify_product(a, b, c, GetParam(), 1);
+  const run::Verification check = run::verify_product(a, b, c, GetParam(), 1);
   EXPECT_TRUE(check.passed) << check.detail;
-  if (GetParam() == VerifyMode::kFreivalds) {
+  if (GetParam() == run::VerifyMode::kFreivalds) {
     EXPECT_NE(check.detail.find("compared with a local BLAS product instead"), std::string::npos) << check.detail;
   }
   linalg::Matrix wrong = c;
   wrong.at(7, 4) *= 2.0;
-  EXPECT_FALSE(verify_product(a, b, wrong, GetParam(), 1).passed);
+  EXPECT_FALSE(run::verify_product(a, b, wrong, GetParam(), 1).passed);
 }
 
 TEST(VerifyTest, FreivaldsWithMoreRoundsThanOnePassServesAndRaggedSizesStillCatchesOneWrongEntry) {
@@ -126,13 +126,13 @@ TEST(VerifyTest, FreivaldsWithMoreRoundsThanOnePassServesAndRaggedSizesStillCatc
   const linalg::Matrix b = linalg::random_matrix(29, 13, 12);
   linalg::Matrix c = product(a, b);
   for (int rounds : {1, 2, 4, 5, 9}) {
-    const Verification good = verify_product(a, b, c, VerifyMode::kFreivalds, 3, rounds);
+    const run::Verification good = run::verify_product(a, b, c, run::VerifyMode::kFreivalds, 3, rounds);
     EXPECT_TRUE(good.passed) << rounds << ": " << good.detail;
     EXPECT_NE(good.detail.find(std::to_string(rounds) + " Freivalds rounds"), std::string::npos) << good.detail;
   }
   c.at(36, 12) += 1e-6;  // the last row and column: the tails of both loops
   for (int rounds : {1, 5}) {
-    const Verification bad = verify_product(a, b, c, VerifyMode::kFreivalds, 3, rounds);
+    const run::Verification bad = run::verify_product(a, b, c, run::VerifyMode::kFreivalds, 3, rounds);
     EXPECT_FALSE(bad.passed) << rounds;
     EXPECT_NE(bad.detail.find("row 36"), std::string::npos) << bad.detail;
   }
@@ -143,10 +143,10 @@ TEST(VerifyTest, ACheckPreparedFromAAndBBeforeCExistsJudgesTheCThatArrivesLater)
   const linalg::Matrix a = linalg::random_matrix(1031, 64, 21);  // rows split over threads unevenly
   const linalg::Matrix b = linalg::random_matrix(64, 40, 22);
   linalg::Matrix c(1031, 40);
-  const ProductCheck check = ProductCheck::prepare(a, b, VerifyMode::kFreivalds, 5, 5);
+  const run::ProductCheck check = run::ProductCheck::prepare(a, b, run::VerifyMode::kFreivalds, 5, 5);
   c = product(a, b);
   for (int threads : {1, 2, 3, 4}) {
-    const Verification good = check.finish(c, threads);
+    const run::Verification good = check.finish(c, threads);
     EXPECT_TRUE(good.passed) << threads << ": " << good.detail;
     EXPECT_GE(good.overlapped_seconds, 0.0);
   }
@@ -155,14 +155,14 @@ TEST(VerifyTest, ACheckPreparedFromAAndBBeforeCExistsJudgesTheCThatArrivesLater)
     linalg::Matrix wrong = c;
     wrong.at(row, 39) += 1e-3;
     for (int threads : {1, 4}) {
-      const Verification bad = check.finish(wrong, threads);
+      const run::Verification bad = check.finish(wrong, threads);
       EXPECT_FALSE(bad.passed) << row << " " << threads;
       EXPECT_NE(bad.detail.find(fmt::format("row {}:", row)), std::string::npos) << bad.detail;
     }
   }
   // The prepared check gives verify_product's verdict and figures for the same seed.
-  const Verification together = verify_product(a, b, c, VerifyMode::kFreivalds, 5, 5);
-  const Verification split = check.finish(c, 2);
+  const run::Verification together = run::verify_product(a, b, c, run::VerifyMode::kFreivalds, 5, 5);
+  const run::Verification split = check.finish(c, 2);
   EXPECT_EQ(together.max_error_ratio, split.max_error_ratio);
   EXPECT_EQ(together.detail, split.detail);
   EXPECT_EQ(together.overlapped_seconds, 0.0);  // verify_product waited for both halves
@@ -172,41 +172,41 @@ TEST(VerifyTest, APreparedCheckStillComparesNonFiniteRowsOfAEntryByEntry) {
   linalg::Matrix a = linalg::random_matrix(600, 12, 31);
   a.at(444, 3) = std::numeric_limits<double>::quiet_NaN();
   const linalg::Matrix b = linalg::random_matrix(12, 9, 32);
-  const ProductCheck check = ProductCheck::prepare(a, b, VerifyMode::kFreivalds, 2);
+  const run::ProductCheck check = run::ProductCheck::prepare(a, b, run::VerifyMode::kFreivalds, 2);
   linalg::Matrix c = product(a, b);
   EXPECT_TRUE(check.finish(c, 3).passed);
   c.at(444, 8) = 1.0;  // a NaN row's entry replaced by a number: Freivalds alone could not see it
-  const Verification bad = check.finish(c, 3);
+  const run::Verification bad = check.finish(c, 3);
   EXPECT_FALSE(bad.passed);
   EXPECT_NE(bad.detail.find("C[444][8]"), std::string::npos) << bad.detail;
 }
 
 TEST(VerifyTest, FirstNonFiniteNamesItsPosition) {
   linalg::Matrix a = linalg::random_matrix(20, 10, 1);
-  EXPECT_FALSE(first_nonfinite(a).has_value());
+  EXPECT_FALSE(run::first_nonfinite(a).has_value());
   a.at(15, 1) = std::numeric_limits<double>::infinity();
   a.at(12, 7) = std::numeric_limits<double>::quiet_NaN();
-  const std::optional<NonFiniteEntry> first = first_nonfinite(a);
+  const std::optional<run::NonFiniteEntry> first = run::first_nonfinite(a);
   ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(describe_nonfinite("A", *first), "A[12][7] is NaN");
+  EXPECT_EQ(run::describe_nonfinite("A", *first), "A[12][7] is NaN");
   a.at(12, 7) = 0.0;
-  EXPECT_EQ(describe_nonfinite("B", *first_nonfinite(a)), "B[15][1] is +inf");
+  EXPECT_EQ(run::describe_nonfinite("B", *run::first_nonfinite(a)), "B[15][1] is +inf");
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, VerifyModes, ::testing::Values(VerifyMode::kFreivalds, VerifyMode::kExact));
+INSTANTIATE_TEST_SUITE_P(Modes, VerifyModes, ::testing::Values(run::VerifyMode::kFreivalds, run::VerifyMode::kExact));
 
 TEST(VerifyTest, NoneChecksNothingAndSaysSo) {
   const linalg::Matrix a(2, 2), b(2, 2);
-  const Verification check = verify_product(a, b, linalg::Matrix(2, 2), VerifyMode::kNone, 1);
+  const run::Verification check = run::verify_product(a, b, linalg::Matrix(2, 2), run::VerifyMode::kNone, 1);
   EXPECT_FALSE(check.passed);
   EXPECT_EQ(check.detail, "not verified");
 }
 
 TEST(VerifyTest, ModeNames) {
-  EXPECT_EQ(*parse_verify_mode("freivalds"), VerifyMode::kFreivalds);
-  EXPECT_EQ(*parse_verify_mode("exact"), VerifyMode::kExact);
-  EXPECT_EQ(*parse_verify_mode("none"), VerifyMode::kNone);
-  EXPECT_NE(parse_verify_mode("maybe").status().message().find("freivalds, exact, none"), std::string::npos);
+  EXPECT_EQ(*run::parse_verify_mode("freivalds"), run::VerifyMode::kFreivalds);
+  EXPECT_EQ(*run::parse_verify_mode("exact"), run::VerifyMode::kExact);
+  EXPECT_EQ(*run::parse_verify_mode("none"), run::VerifyMode::kNone);
+  EXPECT_NE(run::parse_verify_mode("maybe").status().message().find("freivalds, exact, none"), std::string::npos);
 }
 
 }  // namespace

@@ -18,9 +18,9 @@ namespace {
 using partition::Block;
 using partition::Layout;
 
-Plan plan_of(Policy policy, Layout layout, uint64_t m, uint64_t n, uint64_t k, std::vector<double> weights,
+plan::Plan plan_of(plan::Policy policy, Layout layout, uint64_t m, uint64_t n, uint64_t k, std::vector<double> weights,
              uint64_t tile_rows = 0) {
-  PlanRequest request;
+  plan::PlanRequest request;
   request.policy = policy;
   request.layout = layout;
   request.m = m;
@@ -30,15 +30,15 @@ Plan plan_of(Policy policy, Layout layout, uint64_t m, uint64_t n, uint64_t k, s
   request.tile_rows = tile_rows;
   request.weights = weights;
   for (std::size_t i = 0; i < weights.size(); ++i) request.node_names.push_back("n" + std::to_string(i));
-  Result<Plan> plan = make_plan(request);
+  Result<plan::Plan> plan = plan::make_plan(request);
   EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
-  return plan.is_ok() ? *plan : Plan{};
+  return plan.is_ok() ? *plan : plan::Plan{};
 }
 
 // How often each (row, col, k) cell is covered by the tiles that are live at the start (no spares).
-std::vector<int> coverage(const Work& work, const Plan& plan) {
+std::vector<int> coverage(const run::Work& work, const plan::Plan& plan) {
   std::vector<int> count(plan.m * plan.n * plan.k, 0);
-  for (const WorkTile& tile : work.tiles) {
+  for (const run::WorkTile& tile : work.tiles) {
     if (tile.parent) continue;
     const Block& b = tile.block;
     for (uint64_t r = b.row_begin; r < b.row_begin + b.rows; ++r)
@@ -53,8 +53,8 @@ class WorkTest : public ::testing::TestWithParam<Layout> {};
 TEST_P(WorkTest, StaticTilesCoverEveryCellOnceAndReadWholePieces) {
   const uint64_t m = 37, n = 29, k = 41;  // divisible by nothing useful
   const linalg::Matrix a = linalg::random_matrix(m, k, 3), b = linalg::random_matrix(k, n, 4);
-  const Plan plan = plan_of(Policy::kProportional, GetParam(), m, n, k, {0.6, 0.25, 0.15});  // square-corner needs a node over half
-  Result<Work> work = build_work(plan, a, b);
+  const plan::Plan plan = plan_of(plan::Policy::kProportional, GetParam(), m, n, k, {0.6, 0.25, 0.15});  // square-corner needs a node over half
+  Result<run::Work> work = run::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
   for (int covered : coverage(*work, plan)) ASSERT_EQ(covered, 1);
   EXPECT_FALSE(work->keep_pieces);
@@ -62,7 +62,7 @@ TEST_P(WorkTest, StaticTilesCoverEveryCellOnceAndReadWholePieces) {
 
   // Every piece is used, distinct, within one panel, and its data is B's (straight or packed).
   std::set<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> keys;
-  for (const BPiece& piece : work->pieces) {
+  for (const run::BPiece& piece : work->pieces) {
     EXPECT_TRUE(keys.emplace(piece.k_begin, piece.depth, piece.col_begin, piece.cols).second);
     EXPECT_EQ(piece.k_begin / plan.panel_width, (piece.k_begin + piece.depth - 1) / plan.panel_width);
     ASSERT_NE(piece.data, nullptr);
@@ -74,10 +74,10 @@ TEST_P(WorkTest, StaticTilesCoverEveryCellOnceAndReadWholePieces) {
     }
   }
   // A tile's pieces walk its k range in order, without gaps.
-  for (const WorkTile& tile : work->tiles) {
+  for (const run::WorkTile& tile : work->tiles) {
     uint64_t k_next = tile.block.k_begin;
     for (std::size_t p : tile.pieces) {
-      const BPiece& piece = work->pieces[p];
+      const run::BPiece& piece = work->pieces[p];
       EXPECT_EQ(piece.k_begin, k_next);
       EXPECT_EQ(piece.col_begin, tile.block.col_begin);
       EXPECT_EQ(piece.cols, tile.block.cols);
@@ -89,19 +89,19 @@ TEST_P(WorkTest, StaticTilesCoverEveryCellOnceAndReadWholePieces) {
 }
 
 TEST_P(WorkTest, EachStaticTileHasOneSparePieceForEveryOtherNode) {
-  const Plan plan = plan_of(Policy::kProportional, GetParam(), 64, 48, 40, {0.55, 0.2, 0.15, 0.1});
+  const plan::Plan plan = plan_of(plan::Policy::kProportional, GetParam(), 64, 48, 40, {0.55, 0.2, 0.15, 0.1});
   const linalg::Matrix a(64, 40), b(40, 48);
-  Result<Work> work = build_work(plan, a, b);
+  Result<run::Work> work = run::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
   std::map<std::size_t, std::vector<Block>> spares;
-  for (const WorkTile& tile : work->tiles) {
+  for (const run::WorkTile& tile : work->tiles) {
     if (tile.parent) {
       EXPECT_EQ(tile.assigned, -1) << "spares go to whoever asks";
       spares[*tile.parent].push_back(tile.block);
     }
   }
   for (std::size_t t = 0; t < work->tiles.size(); ++t) {
-    const WorkTile& tile = work->tiles[t];
+    const run::WorkTile& tile = work->tiles[t];
     if (tile.parent) continue;
     EXPECT_GE(tile.assigned, 0);
     const std::vector<Block>& pieces = spares[t];
@@ -137,8 +137,8 @@ TEST(WorkDynamic, RowTilesStartAndEndSmallAndCoverEveryRowOnce) {
   for (uint64_t m : {1u, 15u, 100u, 1001u}) {
     for (std::size_t nodes : {1u, 2u, 3u, 7u}) {
       std::vector<double> weights(nodes, 1.0);
-      const Plan plan = plan_of(Policy::kDynamic, Layout::kRows, m, 8, 8, weights, 64);
-      const std::vector<Block> tiles = cut_row_tiles(plan, nodes);
+      const plan::Plan plan = plan_of(plan::Policy::kDynamic, Layout::kRows, m, 8, 8, weights, 64);
+      const std::vector<Block> tiles = plan::cut_row_tiles(plan, nodes);
       ASSERT_FALSE(tiles.empty());
       uint64_t row = 0;
       for (const Block& tile : tiles) {
@@ -159,13 +159,13 @@ TEST(WorkDynamic, RowTilesStartAndEndSmallAndCoverEveryRowOnce) {
 }
 
 TEST(WorkDynamic, DynamicWorkIsPulledAndSpeculative) {
-  const Plan plan = plan_of(Policy::kDynamic, Layout::kRows, 200, 30, 50, {1, 1}, 32);
+  const plan::Plan plan = plan_of(plan::Policy::kDynamic, Layout::kRows, 200, 30, 50, {1, 1}, 32);
   const linalg::Matrix a(200, 50), b(50, 30);
-  Result<Work> work = build_work(plan, a, b);
+  Result<run::Work> work = run::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
   EXPECT_TRUE(work->keep_pieces);
   EXPECT_TRUE(work->speculate);
-  for (const WorkTile& tile : work->tiles) {
+  for (const run::WorkTile& tile : work->tiles) {
     EXPECT_EQ(tile.assigned, -1);
     EXPECT_FALSE(tile.parent.has_value());
     EXPECT_EQ(tile.pieces.size(), 4u);  // ceil(50 / 16) panels, shared by every tile
@@ -174,16 +174,16 @@ TEST(WorkDynamic, DynamicWorkIsPulledAndSpeculative) {
 }
 
 TEST_P(WorkTest, JobCountsAreEachNodesTilesTimesTheirPieces) {
-  const Plan plan = plan_of(Policy::kProportional, GetParam(), 64, 48, 40, {0.55, 0.2, 0.15, 0.1});
+  const plan::Plan plan = plan_of(plan::Policy::kProportional, GetParam(), 64, 48, 40, {0.55, 0.2, 0.15, 0.1});
   const linalg::Matrix a(64, 40), b(40, 48);
-  Result<Work> work = build_work(plan, a, b);
+  Result<run::Work> work = run::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
-  const JobCounts counts = count_jobs(*work, plan.shares.size());
+  const run::JobCounts counts = run::count_jobs(*work, plan.shares.size());
   ASSERT_EQ(counts.per_node.size(), 4u);
   uint64_t summed = 0;
   for (std::size_t node = 0; node < counts.per_node.size(); ++node) {
     uint64_t expected = 0;
-    for (const WorkTile& tile : work->tiles) {
+    for (const run::WorkTile& tile : work->tiles) {
       if (!tile.parent && tile.assigned == static_cast<int>(node)) expected += tile.pieces.size();
     }
     EXPECT_EQ(counts.per_node[node], expected) << "node " << node;
@@ -194,20 +194,20 @@ TEST_P(WorkTest, JobCountsAreEachNodesTilesTimesTheirPieces) {
 }
 
 TEST(WorkDynamic, DynamicJobsAreKnownOnlyInTotal) {
-  const Plan plan = plan_of(Policy::kDynamic, Layout::kRows, 200, 30, 50, {1, 1, 1}, 32);
+  const plan::Plan plan = plan_of(plan::Policy::kDynamic, Layout::kRows, 200, 30, 50, {1, 1, 1}, 32);
   const linalg::Matrix a(200, 50), b(50, 30);
-  Result<Work> work = build_work(plan, a, b);
+  Result<run::Work> work = run::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
-  const JobCounts counts = count_jobs(*work, 3);
+  const run::JobCounts counts = run::count_jobs(*work, 3);
   EXPECT_EQ(counts.per_node, (std::vector<uint64_t>{0, 0, 0}));
   EXPECT_EQ(counts.total, 4u * work->tiles.size());  // ceil(50 / 16) pieces per tile
 }
 
 TEST(WorkIds, TileIdsNeverCollideWithPieces) {
   for (uint64_t t : {0u, 1u, 1000u}) {
-    EXPECT_GT(a_tile_id(t), kFirstPieceId);
-    EXPECT_NE(a_tile_id(t), c_tile_id(t));
-    EXPECT_EQ(c_tile_id(t), a_tile_id(t) + 1);
+    EXPECT_GT(run::a_tile_id(t), run::kFirstPieceId);
+    EXPECT_NE(run::a_tile_id(t), run::c_tile_id(t));
+    EXPECT_EQ(run::c_tile_id(t), run::a_tile_id(t) + 1);
   }
 }
 

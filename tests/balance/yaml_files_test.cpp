@@ -48,7 +48,7 @@ class BrokenStudy : public testing::TestWithParam<BrokenFile> {};
 TEST_P(BrokenStudy, FailsWithFileLineAndFix) {
   const BrokenFile& c = GetParam();
   const std::string path = kInstances + "study/" + c.file;
-  Result<Study> study = load_study(path);
+  Result<study::Study> study = study::load_study(path);
   ASSERT_FALSE(study.is_ok()) << c.file << " parsed";
   EXPECT_EQ(study.status().code(), StatusCode::kInvalidConfig) << study.status().to_string();
   EXPECT_EQ(study.status().message().rfind(path + ":" + std::to_string(c.line) + ": ", 0), 0u) << study.status().message();
@@ -67,7 +67,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(StudyFile, GoodStudyReadsEveryField) {
   const std::string path = kInstances + "study/good.yaml";
-  Result<Study> study = load_study(path);
+  Result<study::Study> study = study::load_study(path);
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
   EXPECT_EQ(study->name, "lab-check");
   EXPECT_EQ(study->description, "every field once");
@@ -110,7 +110,7 @@ TEST(StudyFile, RefusesBadValuesFromText) {
   for (const Case& c : cases) {
     const std::string path = temp_path("study.yaml");
     std::ofstream(path) << c.yaml;
-    Result<Study> study = load_study(path);
+    Result<study::Study> study = study::load_study(path);
     ASSERT_FALSE(study.is_ok()) << c.yaml;
     EXPECT_EQ(study.status().code(), StatusCode::kInvalidConfig);
     expect_has(study.status().message(), path + ":" + std::to_string(c.line) + ": ");
@@ -126,17 +126,17 @@ TEST(StudyFile, EveryShippedStudyStillLoads) {
   int expression_studies = 0;
   for (const auto& entry : std::filesystem::directory_iterator(experiments)) {
     if (entry.path().extension() != ".yaml") continue;
-    const std::string workload = study_workload(entry.path().string());
+    const std::string workload = study::study_workload(entry.path().string());
     if (workload == "graph") {
-      Result<GraphStudy> study = load_graph_study(entry.path().string());
+      Result<study::GraphStudy> study = study::load_graph_study(entry.path().string());
       EXPECT_TRUE(study.is_ok()) << study.status().to_string();
       ++graph_studies;
     } else if (workload == "expressions") {
-      Result<ExpressionStudy> study = load_expression_study(entry.path().string());
+      Result<study::ExpressionStudy> study = study::load_expression_study(entry.path().string());
       EXPECT_TRUE(study.is_ok()) << study.status().to_string();
       ++expression_studies;
     } else {
-      Result<Study> study = load_study(entry.path().string());
+      Result<study::Study> study = study::load_study(entry.path().string());
       EXPECT_TRUE(study.is_ok()) << study.status().to_string();
     }
     ++loaded;
@@ -151,7 +151,7 @@ class BrokenProfile : public testing::TestWithParam<BrokenFile> {};
 TEST_P(BrokenProfile, FailsWithFileLineAndFix) {
   const BrokenFile& c = GetParam();
   const std::string path = kInstances + "profile/" + c.file;
-  Result<ClusterProfile> profile = load_profile(path);
+  Result<profile::ClusterProfile> profile = profile::load_profile(path);
   ASSERT_FALSE(profile.is_ok()) << c.file << " parsed";
   EXPECT_EQ(profile.status().code(), StatusCode::kInvalidConfig) << profile.status().to_string();
   EXPECT_EQ(profile.status().message().rfind(path + ":" + std::to_string(c.line) + ": ", 0), 0u)
@@ -170,13 +170,13 @@ INSTANTIATE_TEST_SUITE_P(
     instance_name);
 
 TEST(ProfileFile, GoodProfileReadsEveryField) {
-  Result<ClusterProfile> profile = load_profile(kInstances + "profile/good.profile.yaml");
+  Result<profile::ClusterProfile> profile = profile::load_profile(kInstances + "profile/good.profile.yaml");
   ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
   EXPECT_EQ(profile->cluster, "lab");
   EXPECT_EQ(profile->measured_at, "2026-11-21T10:00:00Z");
   EXPECT_EQ(profile->coordinator_send_bytes_per_s, 3e9);
   ASSERT_EQ(profile->nodes.size(), 2u);
-  const NodeProfile& desktop = profile->nodes[0];
+  const profile::NodeProfile& desktop = profile->nodes[0];
   EXPECT_EQ(desktop.endpoint, "127.0.0.1:7070");
   EXPECT_FALSE(desktop.quick);
   EXPECT_EQ(desktop.gflops, 40.0);
@@ -190,7 +190,7 @@ TEST(ProfileFile, GoodProfileReadsEveryField) {
   EXPECT_EQ(desktop.memory_bytes, 1073741824u);
   EXPECT_EQ(desktop.worker_version, "0.1.0");
   // An older, shorter entry: absent fields keep their defaults.
-  const NodeProfile& pi = profile->nodes[1];
+  const profile::NodeProfile& pi = profile->nodes[1];
   EXPECT_EQ(pi.gflops, 10.0);
   EXPECT_EQ(pi.measured_at, "2026-11-21T10:00:00Z");
   EXPECT_FALSE(pi.has_link);
@@ -200,7 +200,7 @@ TEST(ProfileFile, GoodProfileReadsEveryField) {
 TEST(ProfileFile, ZeroGflopsSaysToMeasureAgain) {
   const std::string path = temp_path("zero.profile.yaml");
   std::ofstream(path) << "cluster: lab\nnodes:\n  - name: a\n    gflops: 0\n";
-  Result<ClusterProfile> profile = load_profile(path);
+  Result<profile::ClusterProfile> profile = profile::load_profile(path);
   ASSERT_FALSE(profile.is_ok());
   expect_has(profile.status().message(), path + ":4: node 'a' has gflops 0; re-run `tessera profile --refresh`");
   std::filesystem::remove(path);
@@ -217,8 +217,8 @@ TEST(GraphStudyFile, ReadsEveryFieldAndRefusesBadOnesWithFileLine) {
   std::ofstream(path) << "study: g\nworkload: graph\nclusters: [../configs/local.yaml]\ngraphs: [rmat:10, web.edges]\n"
                          "algorithms: [pagerank, sssp]\nmodes: [async, sync]\npartitions: [metis, hash]\n"
                          "weights: [profile, equal]\ntolerance: 1e-7\nsource: 3\nrepeat: 2\n";
-  EXPECT_EQ(study_workload(path), "graph");
-  Result<GraphStudy> study = load_graph_study(path);
+  EXPECT_EQ(study::study_workload(path), "graph");
+  Result<study::GraphStudy> study = study::load_graph_study(path);
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
   EXPECT_EQ(study->graphs.front(), "rmat:10");
   EXPECT_EQ(study->graphs.back(), "/tmp/web.edges");  // files are relative to the study file
@@ -239,7 +239,7 @@ TEST(GraphStudyFile, ReadsEveryFieldAndRefusesBadOnesWithFileLine) {
   };
   for (const auto& [text, phrase] : broken) {
     std::ofstream(path, std::ios::trunc) << text;
-    Result<GraphStudy> bad = load_graph_study(path);
+    Result<study::GraphStudy> bad = study::load_graph_study(path);
     ASSERT_FALSE(bad.is_ok()) << text;
     EXPECT_EQ(bad.status().code(), StatusCode::kInvalidConfig);
     EXPECT_NE(bad.status().message().find(phrase), std::string::npos) << bad.status().message();

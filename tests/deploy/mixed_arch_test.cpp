@@ -83,7 +83,7 @@ class MixedArchitecture : public ::testing::Test {
 
   // Starts `program` (a worker, maybe behind qemu) on a free loopback port; true once it listens.
   bool start(const std::string& name, std::vector<std::string> launcher, const std::string& binary) {
-    NodeSpec node;
+    cluster::NodeSpec node;
     node.name = name;
     node.host = "127.0.0.1";
     node.port = testing::free_loopback_port();
@@ -102,7 +102,7 @@ class MixedArchitecture : public ::testing::Test {
 
   std::string write_cluster(const std::string& wire = "plain") {
     std::string yaml = "cluster: mixed-arch\nwire: " + wire + "\nsecret_file: " + secret_file_ + "\nnodes:\n";
-    for (const NodeSpec& node : nodes_) {
+    for (const cluster::NodeSpec& node : nodes_) {
       yaml += "  - name: " + node.name + "\n    host: 127.0.0.1\n    port: " + std::to_string(node.port) +
               "\n    threads: 1\n";
     }
@@ -115,7 +115,7 @@ class MixedArchitecture : public ::testing::Test {
 
   testing::TempDir dir_;
   std::string worker_, qemu_, secret_file_;
-  std::vector<NodeSpec> nodes_;
+  std::vector<cluster::NodeSpec> nodes_;
   // Stopped by pid (SIGTERM, then SIGKILL) when the test ends, also when an assertion fails.
   std::vector<std::unique_ptr<testing::ChildProcess>> processes_;
 };

@@ -40,9 +40,9 @@ class CliCluster : public ::testing::Test {
   // Whatever a test did, no worker it started survives it.
   void TearDown() override {
     run("down");
-    Result<ClusterSpec> cluster = load_cluster_spec(config_);
+    Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
     if (!cluster) return;
-    for (int pid : local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
+    for (int pid : local::local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
   }
 
   testing::CommandResult run(const std::string& subcommand, const std::string& extra = "") {
@@ -51,8 +51,8 @@ class CliCluster : public ::testing::Test {
   }
 
   std::vector<int> live_pids() {
-    Result<ClusterSpec> cluster = load_cluster_spec(config_);
-    return cluster ? local_cluster_pids(*cluster, {run_dir_, "", {}}) : std::vector<int>{};
+    Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
+    return cluster ? local::local_cluster_pids(*cluster, {run_dir_, "", {}}) : std::vector<int>{};
   }
 
   testing::TempDir dir_;
@@ -90,9 +90,9 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   EXPECT_TRUE(std::regex_search(profile.output, std::regex("latency while computing \\(one way\\): fast [0-9.]+ ms, slow [0-9.]+ ms")))
       << profile.output;
   {
-    Result<ClusterProfile> measured = load_profile(dir_.file("cluster.profile.yaml"));
+    Result<profile::ClusterProfile> measured = profile::load_profile(dir_.file("cluster.profile.yaml"));
     ASSERT_TRUE(measured.is_ok()) << measured.status().to_string();
-    for (const NodeProfile& node : measured->nodes) {
+    for (const profile::NodeProfile& node : measured->nodes) {
       EXPECT_GT(node.link.busy_latency_s, 0.0) << node.name;
       EXPECT_LT(node.link.busy_latency_s, 1.0) << node.name;
     }

@@ -71,7 +71,7 @@ class Deadlines : public ::testing::Test {
   }
 
   TempDir dir_;
-  ClusterSpec cluster_;
+  cluster::ClusterSpec cluster_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
 };
 
@@ -80,10 +80,10 @@ TEST_F(Deadlines, HandshakeWithAStoppedWorkerFailsInBoundedTimeNamingTheNode) {
   ContinueOnExit resume(workers_[0]->pid());
   ASSERT_EQ(::kill(workers_[0]->pid(), SIGSTOP), 0);
   // The stopped worker's kernel still completes the TCP handshake; only HELLO never comes.
-  ConnectOptions options;
+  cluster::ConnectOptions options;
   options.timeout = milliseconds(1000);
   const auto start = Clock::now();
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_, options);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_, options);
   ASSERT_FALSE(connection.is_ok());
   EXPECT_LT(seconds_since(start), 20.0);
   EXPECT_EQ(connection.status().code(), StatusCode::kNetworkError);
@@ -94,16 +94,16 @@ TEST_F(Deadlines, HandshakeWithAStoppedWorkerFailsInBoundedTimeNamingTheNode) {
 
 TEST_F(Deadlines, AWorkerStoppedWhileBeingProfiledFailsTheProfileNamingIt) {
   start_workers(2);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
   const int stopped_pid = workers_[1]->pid();
   ContinueOnExit resume(stopped_pid);
   ASSERT_EQ(::kill(stopped_pid, SIGSTOP), 0);
-  ProfileOptions options;
+  profile::ProfileOptions options;
   options.quick = true;
   options.silent_node_seconds = 1.0;
   const auto start = Clock::now();
-  Result<ClusterProfile> profile = run_profile(*connection, cluster_, std::nullopt, options);
+  Result<profile::ClusterProfile> profile = profile::run_profile(*connection, cluster_, std::nullopt, options);
   ASSERT_FALSE(profile.is_ok());
   EXPECT_LT(seconds_since(start), 70.0) << "bounded by the silence limit, or the per-node budget at worst";
   EXPECT_NE(profile.status().message().find("node 'b'"), std::string::npos) << profile.status().message();
@@ -111,7 +111,7 @@ TEST_F(Deadlines, AWorkerStoppedWhileBeingProfiledFailsTheProfileNamingIt) {
 
 TEST_F(Deadlines, WorkerStoppedMidRunIsDroppedAsUnresponsiveAndTheProductStaysExact) {
   start_workers(3);
-  Result<Session> session = Session::open(cluster_);
+  Result<session::Session> session = session::Session::open(cluster_);
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
   const int stopped_pid = workers_[1]->pid();
   ContinueOnExit resume(stopped_pid);
@@ -119,26 +119,26 @@ TEST_F(Deadlines, WorkerStoppedMidRunIsDroppedAsUnresponsiveAndTheProductStaysEx
   const linalg::Matrix a = linalg::random_matrix(240, 400, 21, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(400, 150, 22, linalg::FillKind::kIntegers);
   linalg::Matrix c(240, 150);
-  MultiplyOptions options;
-  options.policy = ProportionalPolicy{{1.0, 1.0, 1.0}};
+  session::MultiplyOptions options;
+  options.policy = plan::ProportionalPolicy{{1.0, 1.0, 1.0}};
   options.panel_width = 32;  // 13 jobs per node: node b has more to do after its first credit
   options.panels_in_flight = 2;
-  options.verify = VerifyMode::kExact;
+  options.verify = run::VerifyMode::kExact;
   options.node_timeout_s = 2.0;
-  RunControl control;
+  session::RunControl control;
   std::atomic<bool> stopped{false};
   control.on_credit = [&](std::size_t node, uint64_t jobs_done) {
     if (node == 1 && jobs_done >= 1 && !stopped.exchange(true)) ::kill(stopped_pid, SIGSTOP);
   };
   const auto start = Clock::now();
-  Result<MultiplyOutcome> outcome = session->multiply(a, b, c, options, control);
+  Result<session::MultiplyOutcome> outcome = session->multiply(a, b, c, options, control);
   ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
   EXPECT_LT(seconds_since(start), 60.0);
   EXPECT_TRUE(stopped.load());
   EXPECT_EQ(c, reference_product(a, b));
   EXPECT_TRUE(outcome->report.verification.passed);
 
-  const MultiplyRun& run = outcome->report.run;
+  const run::MultiplyRun& run = outcome->report.run;
   ASSERT_EQ(run.lost_nodes, std::vector<std::string>{"b"});
   ASSERT_EQ(run.lost_reasons.size(), 1u);
   EXPECT_NE(run.lost_reasons[0].find("node 'b' (" + cluster_.nodes[1].endpoint() + ") unresponsive: no frame for 2 s"),
@@ -149,7 +149,7 @@ TEST_F(Deadlines, WorkerStoppedMidRunIsDroppedAsUnresponsiveAndTheProductStaysEx
   // reissue or through spare copies they had already taken, whichever came first.
   EXPECT_EQ(run.nodes[1].volume, 0u);
   EXPECT_EQ(run.nodes[0].volume + run.nodes[2].volume, uint64_t{240} * 150 * 400);
-  EXPECT_NE(format_report_table(outcome->report).find("unresponsive"), std::string::npos);
+  EXPECT_NE(report::format_report_table(outcome->report).find("unresponsive"), std::string::npos);
   session->close();
 }
 
@@ -157,7 +157,7 @@ TEST_F(Deadlines, WorkerOutOfDescriptorsServesAgainOnceConnectionsClose) {
   testing::write_file(dir_.file("secret"), kSecret);
   cluster_.name = "deadlines";
   cluster_.secret = kSecret;
-  NodeSpec node;
+  cluster::NodeSpec node;
   node.name = "a";
   node.host = "127.0.0.1";
   node.port = testing::free_loopback_port();
@@ -196,19 +196,19 @@ TEST_F(Deadlines, WorkerOutOfDescriptorsServesAgainOnceConnectionsClose) {
     ASSERT_NE(testing::read_file(dir_.file("worker.log")).find("Too many open files"), std::string::npos)
         << testing::read_file(dir_.file("worker.log"));
     // A real coordinator cannot get in now (it waits in the backlog; its handshake times out).
-    Result<NodeLink> refused = connect_node(node, kSecret, milliseconds(500));
+    Result<cluster::NodeLink> refused = cluster::connect_node(node, kSecret, milliseconds(500));
     EXPECT_FALSE(refused.is_ok());
   }  // every test connection closes
 
   // The worker frees the sockets of connections that ended and accepts again.
   const auto start = Clock::now();
-  Result<NodeLink> link = connect_node(node, kSecret, milliseconds(2000));
+  Result<cluster::NodeLink> link = cluster::connect_node(node, kSecret, milliseconds(2000));
   while (!link.is_ok() && seconds_since(start) < 30.0) {
     std::this_thread::sleep_for(milliseconds(200));
-    link = connect_node(node, kSecret, milliseconds(2000));
+    link = cluster::connect_node(node, kSecret, milliseconds(2000));
   }
   ASSERT_TRUE(link.is_ok()) << link.status().to_string() << "\n" << testing::read_file(dir_.file("worker.log"));
-  say_goodbye(*link);  // closes our end
+  cluster::say_goodbye(*link);  // closes our end
 
   // No CLOSE-WAIT leak: back to the worker's own descriptors (one spare for a connection still
   // being reaped as we look).
@@ -222,19 +222,19 @@ TEST_F(Deadlines, WorkerOutOfDescriptorsServesAgainOnceConnectionsClose) {
 TEST_F(Deadlines, StatusShowsABusyWorkerWithItsSessionPeerApartFromUnreachable) {
   start_workers(2);
   // Node a serves another coordinator; node b is down.
-  Result<NodeLink> holder = connect_node(cluster_.nodes[0], kSecret, milliseconds(5000));
+  Result<cluster::NodeLink> holder = cluster::connect_node(cluster_.nodes[0], kSecret, milliseconds(5000));
   ASSERT_TRUE(holder.is_ok()) << holder.status().to_string();
   workers_[1]->stop();
-  LocalClusterOptions options;
+  local::LocalClusterOptions options;
   options.run_dir = dir_.file("run");
-  const std::vector<NodeReachability> status = cluster_status(cluster_, options);
+  const std::vector<local::NodeReachability> status = local::cluster_status(cluster_, options);
   ASSERT_EQ(status.size(), 2u);
   EXPECT_FALSE(status[0].reachable);
   EXPECT_TRUE(status[0].busy);
   EXPECT_NE(status[0].detail.find("serving another coordinator: 127.0.0.1:"), std::string::npos) << status[0].detail;
   EXPECT_FALSE(status[1].reachable);
   EXPECT_FALSE(status[1].busy) << status[1].detail;
-  say_goodbye(*holder);
+  cluster::say_goodbye(*holder);
 }
 
 // A listening socket that never accepts: the kernel completes the TCP handshake, then nothing
@@ -270,40 +270,40 @@ TEST_F(Deadlines, StatusWaitsForSilentNodesTogetherAndTellsARefusalFromADownNode
   // Five hosts that take a connection and then say nothing: checked one after the other they
   // would cost five deadlines; checked together, about one.
   std::vector<std::unique_ptr<SilentListener>> silent;
-  ClusterSpec lab = cluster_;
+  cluster::ClusterSpec lab = cluster_;
   for (int i = 0; i < 5; ++i) {
     silent.push_back(std::make_unique<SilentListener>());
     ASSERT_NE(silent.back()->port(), 0);
-    NodeSpec node = cluster_.nodes[0];
+    cluster::NodeSpec node = cluster_.nodes[0];
     node.name = "silent" + std::to_string(i);
     node.port = silent.back()->port();
     lab.nodes.push_back(node);
   }
-  LocalClusterOptions options;
+  local::LocalClusterOptions options;
   options.run_dir = dir_.file("run");
   const auto begun = Clock::now();
-  const std::vector<NodeReachability> status = cluster_status(lab, options, milliseconds(1000));
+  const std::vector<local::NodeReachability> status = local::cluster_status(lab, options, milliseconds(1000));
   const double took = seconds_since(begun);
   ASSERT_EQ(status.size(), 6u);
-  EXPECT_EQ(status[0].reach, Reach::kReachable) << status[0].detail;
+  EXPECT_EQ(status[0].reach, local::Reach::kReachable) << status[0].detail;
   ASSERT_TRUE(status[0].hello.has_value());
   for (std::size_t i = 1; i < status.size(); ++i) {
-    EXPECT_EQ(status[i].reach, Reach::kUnreachable) << status[i].name << ": " << status[i].detail;
+    EXPECT_EQ(status[i].reach, local::Reach::kUnreachable) << status[i].name << ": " << status[i].detail;
     EXPECT_GE(status[i].seconds, 0.9) << status[i].name << " did not wait for its deadline";
   }
   EXPECT_LT(took, 3.5) << "five silent nodes of 1 s each took " << took << " s: checked one after another?";
 
   // The same worker with the wrong secret answers, so it is REFUSED, not down.
-  ClusterSpec wrong = cluster_;
+  cluster::ClusterSpec wrong = cluster_;
   wrong.secret = "not-the-secret";
   wrong.secret_file.clear();
-  const std::vector<NodeReachability> refused = cluster_status(wrong, options, milliseconds(2000));
+  const std::vector<local::NodeReachability> refused = local::cluster_status(wrong, options, milliseconds(2000));
   ASSERT_EQ(refused.size(), 1u);
-  EXPECT_EQ(refused[0].reach, Reach::kRefused) << refused[0].detail;
-  EXPECT_EQ(reach_name(refused[0].reach), "REFUSED");
+  EXPECT_EQ(refused[0].reach, local::Reach::kRefused) << refused[0].detail;
+  EXPECT_EQ(local::reach_name(refused[0].reach), "REFUSED");
   workers_[0]->stop();
-  const std::vector<NodeReachability> down = cluster_status(cluster_, options, milliseconds(2000));
-  EXPECT_EQ(down[0].reach, Reach::kUnreachable) << down[0].detail;
+  const std::vector<local::NodeReachability> down = local::cluster_status(cluster_, options, milliseconds(2000));
+  EXPECT_EQ(down[0].reach, local::Reach::kUnreachable) << down[0].detail;
 }
 
 }  // namespace

@@ -24,17 +24,17 @@ class DynamicWorkers : public ::testing::Test {
     workers_ = std::move(started.processes);
   }
 
-  Plan dynamic_plan(uint64_t m, uint64_t n, uint64_t k, uint64_t tile_rows, uint64_t panel_width = 64) {
-    PlanRequest request;
-    request.policy = Policy::kDynamic;
+  plan::Plan dynamic_plan(uint64_t m, uint64_t n, uint64_t k, uint64_t tile_rows, uint64_t panel_width = 64) {
+    plan::PlanRequest request;
+    request.policy = plan::Policy::kDynamic;
     request.m = m;
     request.n = n;
     request.k = k;
     request.panel_width = panel_width;
     request.panels_in_flight = 3;
     request.tile_rows = tile_rows;
-    for (const NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
-    Result<Plan> plan = make_plan(request);
+    for (const cluster::NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
+    Result<plan::Plan> plan = plan::make_plan(request);
     EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
     return *plan;
   }
@@ -42,17 +42,17 @@ class DynamicWorkers : public ::testing::Test {
   // A 600 x 600 dynamic multiply on three new workers whose profile-like expectations are
   // `expected` (the links are all loopback: only the expectations differ); checks that the
   // product is exact and every row came back once.
-  Result<MultiplyRun> run_expecting(const std::vector<NodeExpectation>& expected) {
+  Result<run::MultiplyRun> run_expecting(const std::vector<run::NodeExpectation>& expected) {
     start_workers(3);
-    Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+    Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
     if (!connection) return connection.status();
     const uint64_t n = 600;
     const linalg::Matrix a = linalg::random_matrix(n, n, 5, linalg::FillKind::kIntegers);
     const linalg::Matrix b = linalg::random_matrix(n, n, 6, linalg::FillKind::kIntegers);
     linalg::Matrix c;
-    MultiplyHooks hooks;
+    run::MultiplyHooks hooks;
     hooks.deadlines.nodes = expected;
-    Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(n, n, n, 32), a, b, c, hooks);
+    Result<run::MultiplyRun> run = run::run_multiply(*connection, dynamic_plan(n, n, n, 32), a, b, c, hooks);
     if (run) {
       EXPECT_EQ(c, reference_product(a, b));
       EXPECT_EQ(total_rows(*run), n);
@@ -60,27 +60,27 @@ class DynamicWorkers : public ::testing::Test {
     return run;
   }
 
-  static uint64_t total_rows(const MultiplyRun& run) {
+  static uint64_t total_rows(const run::MultiplyRun& run) {
     uint64_t rows = 0;
-    for (const NodeRunStats& node : run.nodes) rows += node.rows;
+    for (const run::NodeRunStats& node : run.nodes) rows += node.rows;
     return rows;
   }
 
   testing::TempDir dir_;
-  ClusterSpec cluster_;
+  cluster::ClusterSpec cluster_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
 };
 
 TEST_F(DynamicWorkers, ManySmallTilesAndUnevenSizesAreExact) {
   start_workers(3);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
   for (uint64_t n : {1000u, 1001u}) {
     // Integer-valued inputs: the distributed product must equal the local one bit for bit.
     const linalg::Matrix a = linalg::random_matrix(n, n, n, linalg::FillKind::kIntegers);
     const linalg::Matrix b = linalg::random_matrix(n, n, n + 1, linalg::FillKind::kIntegers);
     linalg::Matrix c;
-    Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(n, n, n, 64), a, b, c);
+    Result<run::MultiplyRun> run = run::run_multiply(*connection, dynamic_plan(n, n, n, 64), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, reference_product(a, b)) << "n=" << n;
     EXPECT_EQ(total_rows(*run), n) << "every row delivered exactly once";
@@ -91,7 +91,7 @@ TEST_F(DynamicWorkers, ManySmallTilesAndUnevenSizesAreExact) {
 
 TEST_F(DynamicWorkers, ANodeWhoseLinkCannotPayForBSitsTheRunOutAndReceivesNothing) {
   // a and b fast, c behind a 10 kB/s link: B alone (2.9 MB) would take it about 5 minutes.
-  Result<MultiplyRun> run = run_expecting({{1e9, 1e9, 1e9}, {1e9, 1e9, 1e9}, {1e4, 1e4, 1e9}});
+  Result<run::MultiplyRun> run = run_expecting({{1e9, 1e9, 1e9}, {1e9, 1e9, 1e9}, {1e4, 1e4, 1e9}});
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(run->nodes[2].rows, 0u) << "c must not start a tile it cannot pay for";
   EXPECT_EQ(run->nodes[2].tiles, 0u);
@@ -104,19 +104,19 @@ TEST_F(DynamicWorkers, WhenBDominatesEveryNodesFirstTileTheBestStarterStillStart
   // Every node expects B (2.9 MB at 1 MB/s) to take longer than the whole product's compute: by
   // the start rule alone none would pay, so the nodes that would start soonest (here all, equal)
   // must start anyway, or the run would never end.
-  Result<MultiplyRun> run = run_expecting({{1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}});
+  Result<run::MultiplyRun> run = run_expecting({{1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}});
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
 }
 
 TEST_F(DynamicWorkers, SessionsServeTheNextMultiplyAfterADynamicOne) {
   start_workers(2);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
   const linalg::Matrix a = linalg::random_matrix(300, 200, 1, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(200, 150, 2, linalg::FillKind::kIntegers);
   for (int round = 0; round < 3; ++round) {
     linalg::Matrix c;
-    Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(300, 150, 200, 32, 48), a, b, c);
+    Result<run::MultiplyRun> run = run::run_multiply(*connection, dynamic_plan(300, 150, 200, 32, 48), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, reference_product(a, b)) << "round " << round;
   }
@@ -124,18 +124,18 @@ TEST_F(DynamicWorkers, SessionsServeTheNextMultiplyAfterADynamicOne) {
 
 TEST_F(DynamicWorkers, AWorkerKilledMidRunLosesItsTilesToTheOthersAndTheProductIsExact) {
   start_workers(4);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
   const linalg::Matrix a = linalg::random_matrix(1200, 1200, 7, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(1200, 1200, 8, linalg::FillKind::kIntegers);
   std::atomic<bool> killed{false};
-  MultiplyHooks hooks;
+  run::MultiplyHooks hooks;
   // kill -9 node 'c' at its first credit: it then holds a tile it will never finish.
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 2 && !killed.exchange(true)) workers_[2]->kill_now();
   };
   linalg::Matrix c;
-  Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(1200, 1200, 1200, 64), a, b, c, hooks);
+  Result<run::MultiplyRun> run = run::run_multiply(*connection, dynamic_plan(1200, 1200, 1200, 64), a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
@@ -147,11 +147,11 @@ TEST_F(DynamicWorkers, AWorkerKilledMidRunLosesItsTilesToTheOthersAndTheProductI
 
 TEST_F(DynamicWorkers, WhenEveryWorkerDiesTheRunFailsNamingThem) {
   start_workers(2);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
   const linalg::Matrix a = linalg::random_matrix(400, 400, 1);
   const linalg::Matrix b = linalg::random_matrix(400, 400, 2);
-  MultiplyHooks hooks;
+  run::MultiplyHooks hooks;
   std::atomic<bool> killed{false};
   hooks.on_credit = [&](std::size_t, uint64_t) {
     if (!killed.exchange(true)) {
@@ -159,7 +159,7 @@ TEST_F(DynamicWorkers, WhenEveryWorkerDiesTheRunFailsNamingThem) {
     }
   };
   linalg::Matrix c;
-  Result<MultiplyRun> run = run_multiply(*connection, dynamic_plan(400, 400, 400, 32, 32), a, b, c, hooks);
+  Result<run::MultiplyRun> run = run::run_multiply(*connection, dynamic_plan(400, 400, 400, 32, 32), a, b, c, hooks);
   ASSERT_FALSE(run.is_ok());
   EXPECT_NE(run.status().message().find("every node failed"), std::string::npos) << run.status().message();
   EXPECT_NE(run.status().message().find("node 'a'"), std::string::npos) << run.status().message();

@@ -28,7 +28,7 @@ using testing::run_command;
 class EmulatedCluster : public ::testing::Test {
  protected:
   void SetUp() override {
-    const EmulationSupport support = detect_emulation_support();
+    const local::EmulationSupport support = local::detect_emulation_support();
     if (!support.missing.empty()) GTEST_SKIP() << "CPU emulation unavailable: " << support.missing;
     if (!support.link_missing.empty()) GTEST_SKIP() << "link emulation unavailable: " << support.link_missing;
     run_dir_ = dir_.file("run");
@@ -38,12 +38,12 @@ class EmulatedCluster : public ::testing::Test {
   void TearDown() override {
     if (config_.empty()) return;
     run("down");
-    Result<ClusterSpec> cluster = load_cluster_spec(config_);
+    Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
     if (!cluster) return;
-    for (int pid : local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
-    Result<std::vector<NodeEmulation>> state = load_emulation_state(emulation_state_path(run_dir_ + "/" + cluster->name));
+    for (int pid : local::local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
+    Result<std::vector<local::NodeEmulation>> state = local::load_emulation_state(local::emulation_state_path(run_dir_ + "/" + cluster->name));
     if (state) {
-      for (const NodeEmulation& node : *state) (void)remove_node_emulation(node);
+      for (const local::NodeEmulation& node : *state) (void)local::remove_node_emulation(node);
     }
   }
 
@@ -63,16 +63,16 @@ class EmulatedCluster : public ::testing::Test {
                        " " + extra);
   }
 
-  ClusterSpec reachable_cluster() {
-    Result<ClusterSpec> cluster = load_reachable_cluster(config_, run_dir_);
+  cluster::ClusterSpec reachable_cluster() {
+    Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(config_, run_dir_);
     EXPECT_TRUE(cluster.is_ok()) << cluster.status().to_string();
-    return cluster.is_ok() ? *cluster : ClusterSpec{};
+    return cluster.is_ok() ? *cluster : cluster::ClusterSpec{};
   }
 
-  std::vector<NodeEmulation> recorded_emulation() {
-    Result<std::vector<NodeEmulation>> state = load_emulation_state(emulation_state_path(run_dir_ + "/" + cluster_name_));
+  std::vector<local::NodeEmulation> recorded_emulation() {
+    Result<std::vector<local::NodeEmulation>> state = local::load_emulation_state(local::emulation_state_path(run_dir_ + "/" + cluster_name_));
     EXPECT_TRUE(state.is_ok());
-    return state.is_ok() ? *state : std::vector<NodeEmulation>{};
+    return state.is_ok() ? *state : std::vector<local::NodeEmulation>{};
   }
 
   testing::TempDir dir_;
@@ -113,29 +113,29 @@ TEST_F(EmulatedCluster, QuarterCoreWorkerNeverGetsMoreThanAQuarterOfACore) {
   testing::CommandResult up = run("up");
   ASSERT_EQ(up.exit_code, 0) << up.output;
   std::string cgroup;
-  for (const NodeEmulation& node : recorded_emulation()) {
+  for (const local::NodeEmulation& node : recorded_emulation()) {
     if (node.node == "quarter") cgroup = node.cgroup_path;
   }
   ASSERT_FALSE(cgroup.empty()) << "up should have put the quarter node in a cgroup";
-  Result<ClusterSpec> spec = load_reachable_cluster(config_, run_dir_);
+  Result<cluster::ClusterSpec> spec = local::load_reachable_cluster(config_, run_dir_);
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
-  const std::vector<int> pids = local_cluster_pids(*spec, {run_dir_, "", {}});
+  const std::vector<int> pids = local::local_cluster_pids(*spec, {run_dir_, "", {}});
   ASSERT_EQ(pids.size(), 2u);
   const int quarter_pid = pids[1];  // cluster order: uncapped, quarter
   const std::optional<double> before = process_cpu_seconds(quarter_pid);
   ASSERT_TRUE(before.has_value()) << "no /proc/" << quarter_pid << "/stat";
 
   // Only the capped node, kept busy with GEMM for a window of 2 s.
-  ClusterSpec quarter_only = reachable_cluster();
+  cluster::ClusterSpec quarter_only = reachable_cluster();
   ASSERT_EQ(quarter_only.nodes.size(), 2u);
   quarter_only.nodes.erase(quarter_only.nodes.begin());
-  Result<ClusterConnection> connection = ClusterConnection::connect(quarter_only);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(quarter_only);
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
-  ProfileOptions options;
+  profile::ProfileOptions options;
   options.quick = true;
   options.quick_window_seconds = 2.0;
   const auto start = std::chrono::steady_clock::now();
-  Result<ClusterProfile> profile = run_profile(*connection, quarter_only, std::nullopt, options);
+  Result<profile::ClusterProfile> profile = profile::run_profile(*connection, quarter_only, std::nullopt, options);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
   const std::optional<double> after = process_cpu_seconds(quarter_pid);
@@ -153,11 +153,11 @@ TEST_F(EmulatedCluster, ShapedLinkCarriesAbout100Mbit) {
   write_config("emu-link", node_yaml("pi", "{link: {rate: 100mbit}}"));
   testing::CommandResult up = run("up");
   ASSERT_EQ(up.exit_code, 0) << up.output;
-  const ClusterSpec cluster = reachable_cluster();
+  const cluster::ClusterSpec cluster = reachable_cluster();
   ASSERT_EQ(cluster.nodes.size(), 1u);
   EXPECT_NE(cluster.nodes[0].host, "127.0.0.1") << "the node should be reached at its namespace address";
 
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster);
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
   transport::FrameConnection& link = *connection->links()[0].connection;
   // The echo crosses the link once each way; each direction is shaped to 100 Mbit/s on its own.
@@ -180,17 +180,17 @@ TEST_F(EmulatedCluster, ShapedLinkCarriesAbout100Mbit) {
 TEST_F(EmulatedCluster, DownRemovesProcessesCgroupsNamespacesAndVeths) {
   write_config("emu-down", node_yaml("desk", "{cpu: 0.5}") + node_yaml("pi", "{cpu: 0.25, link: {rate: 100mbit}}"));
   ASSERT_EQ(run("up").exit_code, 0);
-  const std::vector<NodeEmulation> state = recorded_emulation();
+  const std::vector<local::NodeEmulation> state = recorded_emulation();
   ASSERT_EQ(state.size(), 2u);
-  EXPECT_EQ(leftover_emulation(state).size(), 4u);  // 2 cgroups, 1 namespace, 1 veth
-  Result<ClusterSpec> cluster = load_cluster_spec(config_);
+  EXPECT_EQ(local::leftover_emulation(state).size(), 4u);  // 2 cgroups, 1 namespace, 1 veth
+  Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
   ASSERT_TRUE(cluster.is_ok());
-  const std::vector<int> pids = local_cluster_pids(*cluster, {run_dir_, "", {}});
+  const std::vector<int> pids = local::local_cluster_pids(*cluster, {run_dir_, "", {}});
   ASSERT_EQ(pids.size(), 2u);
 
   testing::CommandResult down = run("down");
   ASSERT_EQ(down.exit_code, 0) << down.output;
-  EXPECT_TRUE(leftover_emulation(state).empty());
+  EXPECT_TRUE(local::leftover_emulation(state).empty());
   for (int pid : pids) EXPECT_FALSE(testing::process_alive(pid)) << pid;
   EXPECT_TRUE(recorded_emulation().empty());
 }
@@ -198,10 +198,10 @@ TEST_F(EmulatedCluster, DownRemovesProcessesCgroupsNamespacesAndVeths) {
 TEST_F(EmulatedCluster, DownCleansUpAfterTheCoordinatorIsKilledMidRun) {
   write_config("emu-kill", node_yaml("desk", "{cpu: 0.5}") + node_yaml("pi", "{cpu: 0.25, link: {rate: 100mbit}}"));
   ASSERT_EQ(run("up").exit_code, 0);
-  const std::vector<NodeEmulation> state = recorded_emulation();
-  Result<ClusterSpec> cluster = load_cluster_spec(config_);
+  const std::vector<local::NodeEmulation> state = recorded_emulation();
+  Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
   ASSERT_TRUE(cluster.is_ok());
-  const std::vector<int> pids = local_cluster_pids(*cluster, {run_dir_, "", {}});
+  const std::vector<int> pids = local::local_cluster_pids(*cluster, {run_dir_, "", {}});
   {
     testing::ChildProcess coordinator({TESSERA_CLI_BINARY, "multiply", config_, "--run-dir", run_dir_, "--n", "2048",
                                        "--policy", "even"},
@@ -212,20 +212,20 @@ TEST_F(EmulatedCluster, DownCleansUpAfterTheCoordinatorIsKilledMidRun) {
   }
   testing::CommandResult down = run("down");
   ASSERT_EQ(down.exit_code, 0) << down.output;
-  EXPECT_TRUE(leftover_emulation(state).empty());
+  EXPECT_TRUE(local::leftover_emulation(state).empty());
   for (int pid : pids) EXPECT_FALSE(testing::process_alive(pid)) << pid;
 }
 
 TEST_F(EmulatedCluster, UpCleansWhatACrashedRunLeftBehind) {
   write_config("emu-crash", node_yaml("pi", "{cpu: 0.25, link: {rate: 100mbit}}"));
   ASSERT_EQ(run("up").exit_code, 0);
-  const std::vector<NodeEmulation> state = recorded_emulation();
-  Result<ClusterSpec> cluster = load_cluster_spec(config_);
+  const std::vector<local::NodeEmulation> state = recorded_emulation();
+  Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
   ASSERT_TRUE(cluster.is_ok());
   // A crash: the worker dies, its namespace and cgroup stay.
-  for (int pid : local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
+  for (int pid : local::local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(leftover_emulation(state).empty());
+  EXPECT_FALSE(local::leftover_emulation(state).empty());
 
   testing::CommandResult up = run("up");
   ASSERT_EQ(up.exit_code, 0) << up.output;
@@ -233,7 +233,7 @@ TEST_F(EmulatedCluster, UpCleansWhatACrashedRunLeftBehind) {
   testing::CommandResult status = run("status");
   EXPECT_EQ(status.exit_code, 0) << status.output;
   ASSERT_EQ(run("down").exit_code, 0);
-  EXPECT_TRUE(leftover_emulation(state).empty());
+  EXPECT_TRUE(local::leftover_emulation(state).empty());
 }
 
 TEST_F(EmulatedCluster, WithoutPrivilegesUpRefusesUnlessToldToRunUnthrottled) {
@@ -274,10 +274,10 @@ TEST_F(EmulatedCluster, ProfileIsMeasuredSavedReusedAndDrivesTheModelPolicy) {
   testing::CommandResult first = run("profile");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_NE(first.output.find("measured 3 of 3 nodes"), std::string::npos) << first.output;
-  Result<ClusterProfile> profile = load_profile(profile_path);
+  Result<profile::ClusterProfile> profile = profile::load_profile(profile_path);
   ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
   ASSERT_EQ(profile->nodes.size(), 3u);
-  for (const NodeProfile& node : profile->nodes) {
+  for (const profile::NodeProfile& node : profile->nodes) {
     EXPECT_GE(node.speed.size(), 3u) << node.name;
     EXPECT_TRUE(node.has_link) << node.name;
     EXPECT_GT(node.link.latency_s, 0.0) << node.name;
@@ -293,7 +293,7 @@ TEST_F(EmulatedCluster, ProfileIsMeasuredSavedReusedAndDrivesTheModelPolicy) {
   testing::CommandResult second = run("profile");
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("measured 0 of 3 nodes"), std::string::npos) << second.output;
-  EXPECT_EQ(*load_profile(profile_path), *profile) << "a reused profile must be unchanged";
+  EXPECT_EQ(*profile::load_profile(profile_path), *profile) << "a reused profile must be unchanged";
 
   testing::CommandResult one = run("profile", "--node pi2 --quick");
   ASSERT_EQ(one.exit_code, 0) << one.output;
@@ -344,28 +344,28 @@ TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
   write_config("emu-slow", node_yaml("steady", "{cpu: 0.5}") + node_yaml("slowed", "{cpu: 0.5}"));
   ASSERT_EQ(run("up").exit_code, 0);
   std::string quota_file;
-  for (const NodeEmulation& node : recorded_emulation()) {
+  for (const local::NodeEmulation& node : recorded_emulation()) {
     if (node.node == "slowed") {
       quota_file = std::filesystem::exists(node.cgroup_path + "/cpu.cfs_quota_us") ? node.cgroup_path + "/cpu.cfs_quota_us"
                                                                                    : node.cgroup_path + "/cpu.max";
     }
   }
   ASSERT_FALSE(quota_file.empty());
-  const ClusterSpec cluster = reachable_cluster();
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster);
+  const cluster::ClusterSpec cluster = reachable_cluster();
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster);
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
 
-  PlanRequest request;
-  request.policy = Policy::kDynamic;
+  plan::PlanRequest request;
+  request.policy = plan::Policy::kDynamic;
   request.m = request.n = request.k = 1536;
   request.tile_rows = 64;
   request.node_names = {"steady", "slowed"};
-  Result<Plan> plan = make_plan(request);
+  Result<plan::Plan> plan = plan::make_plan(request);
   ASSERT_TRUE(plan.is_ok());
   const linalg::Matrix a = linalg::random_matrix(1536, 1536, 3, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(1536, 1536, 4, linalg::FillKind::kIntegers);
   std::atomic<bool> slowed{false};
-  MultiplyHooks hooks;
+  run::MultiplyHooks hooks;
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 1 && !slowed.exchange(true)) {
       const bool v1 = quota_file.ends_with("cfs_quota_us");
@@ -373,7 +373,7 @@ TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
     }
   };
   linalg::Matrix c;
-  Result<MultiplyRun> result = run_multiply(*connection, *plan, a, b, c, hooks);
+  Result<run::MultiplyRun> result = run::run_multiply(*connection, *plan, a, b, c, hooks);
   ASSERT_TRUE(slowed.load());
   ASSERT_TRUE(result.is_ok()) << result.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));

@@ -26,7 +26,7 @@ class EncryptedCluster : public ::testing::Test {
     cluster_ = new testing::LocalCluster(
         testing::start_local_cluster("sealed", kSecret, 3, *dir_, "", {}, {"--wire", "encrypted"}));
     cluster_->spec.wire = transport::WireMode::kEncrypted;
-    for (NodeSpec& node : cluster_->spec.nodes) node.wire = transport::WireMode::kEncrypted;
+    for (cluster::NodeSpec& node : cluster_->spec.nodes) node.wire = transport::WireMode::kEncrypted;
   }
   static void TearDownTestSuite() {
     delete cluster_;  // stops the workers by pid
@@ -35,10 +35,10 @@ class EncryptedCluster : public ::testing::Test {
     dir_ = nullptr;
   }
 
-  static Session open(const ClusterSpec& spec, uint64_t capabilities = transport::kCapabilityGemm) {
-    SessionOptions options;
+  static session::Session open(const cluster::ClusterSpec& spec, uint64_t capabilities = transport::kCapabilityGemm) {
+    session::SessionOptions options;
     options.connect.required_capabilities = capabilities;
-    Result<Session> session = Session::open(spec, options);
+    Result<session::Session> session = session::Session::open(spec, options);
     EXPECT_TRUE(session.is_ok()) << session.status().to_string();
     if (!session.is_ok()) throw std::runtime_error(session.status().to_string());
     return std::move(*session);
@@ -59,29 +59,29 @@ testing::TempDir* EncryptedCluster::dir_ = nullptr;
 testing::LocalCluster* EncryptedCluster::cluster_ = nullptr;
 
 TEST_F(EncryptedCluster, EveryPolicyAndLayoutMultipliesExactlyOverTls) {
-  Session session = open(cluster_->spec);
+  session::Session session = open(cluster_->spec);
   // Sizes divisible by nothing, so shares, panels and tiles all have ragged edges.
   const std::size_t m = 301, k = 187, n = 263;
   const linalg::Matrix a = linalg::random_matrix(m, k, 21, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(k, n, 22, linalg::FillKind::kIntegers);
   const linalg::Matrix expected = reference_product(a, b);
   struct PolicyCase {
-    PolicyChoice policy;
+    plan::PolicyChoice policy;
     partition::Layout layout;
   };
-  const std::vector<PolicyCase> cases = {{EvenPolicy{}, partition::Layout::kRows},
-                                   {ProportionalPolicy{{0.5, 0.3, 0.2}}, partition::Layout::kRecursive3d},
-                                   {ModelPolicy{}, partition::Layout::kRows},  // measures a quick profile first
-                                   {DynamicPolicy{}, partition::Layout::kRows}};
+  const std::vector<PolicyCase> cases = {{plan::EvenPolicy{}, partition::Layout::kRows},
+                                   {plan::ProportionalPolicy{{0.5, 0.3, 0.2}}, partition::Layout::kRecursive3d},
+                                   {plan::ModelPolicy{}, partition::Layout::kRows},  // measures a quick profile first
+                                   {plan::DynamicPolicy{}, partition::Layout::kRows}};
   for (const PolicyCase& c : cases) {
-    MultiplyOptions options;
+    session::MultiplyOptions options;
     options.policy = c.policy;
     options.layout = c.layout;
     options.panel_width = 48;
-    options.verify = VerifyMode::kExact;
+    options.verify = run::VerifyMode::kExact;
     linalg::Matrix product(m, n);
-    Result<MultiplyOutcome> outcome = session.multiply(a, b, product, options);
-    const std::string name(policy_name(policy_kind(c.policy)));
+    Result<session::MultiplyOutcome> outcome = session.multiply(a, b, product, options);
+    const std::string name(plan::policy_name(plan::policy_kind(c.policy)));
     ASSERT_TRUE(outcome.is_ok()) << name << ": " << outcome.status().to_string();
     EXPECT_TRUE(outcome->report.verification.passed) << name << ": " << outcome->report.verification.detail;
     EXPECT_EQ(product, expected) << name;
@@ -95,22 +95,22 @@ TEST_F(EncryptedCluster, EveryPolicyAndLayoutMultipliesExactlyOverTls) {
 }
 
 TEST_F(EncryptedCluster, GraphRunsBetweenWorkersThatRefusePlainPeerLinks) {
-  Session session = open(cluster_->spec, transport::kCapabilityGraph);
+  session::Session session = open(cluster_->spec, transport::kCapabilityGraph);
   const partition::DirectedGraph graph =
       partition::read_directed_graph_file(std::string(TESSERA_TEST_INSTANCES) + "/graphs/directed/components.edges").value();
-  for (GraphMode mode : {GraphMode::kAsync, GraphMode::kSync}) {
-    GraphRunOptions options;
+  for (graph_driver::GraphMode mode : {graph_driver::GraphMode::kAsync, graph_driver::GraphMode::kSync}) {
+    graph_driver::GraphRunOptions options;
     options.algorithm.kind = graph::AlgorithmKind::kPageRank;
     options.mode = mode;
     options.method = partition::PartitionMethod::kHash;  // the most cut edges: the most peer traffic
-    options.weights.source = TargetWeights::Source::kEqual;
+    options.weights.source = graph_driver::TargetWeights::Source::kEqual;
     options.verify = true;
-    Result<GraphOutcome> outcome = session.graph(graph, options);
+    Result<graph_driver::GraphOutcome> outcome = session.graph(graph, options);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
     ASSERT_TRUE(outcome->verification.has_value());
     EXPECT_TRUE(outcome->verification->passed) << outcome->verification->detail;
     uint64_t batches = 0;
-    for (const GraphNodeFigures& node : outcome->nodes) batches += node.batches_received;
+    for (const graph_driver::GraphNodeFigures& node : outcome->nodes) batches += node.batches_received;
     EXPECT_GT(batches, 0u) << "the run must have used its peer links";
   }
   session.close();
@@ -120,10 +120,10 @@ TEST_F(EncryptedCluster, GraphRunsBetweenWorkersThatRefusePlainPeerLinks) {
 }
 
 TEST_F(EncryptedCluster, APlainClusterFileIsRefusedNamingTheNodeAndTheSetting) {
-  ClusterSpec plain = cluster_->spec;
+  cluster::ClusterSpec plain = cluster_->spec;
   plain.wire = transport::WireMode::kPlain;
-  for (NodeSpec& node : plain.nodes) node.wire = transport::WireMode::kPlain;
-  Result<Session> session = Session::open(plain);
+  for (cluster::NodeSpec& node : plain.nodes) node.wire = transport::WireMode::kPlain;
+  Result<session::Session> session = session::Session::open(plain);
   ASSERT_FALSE(session.is_ok());
   EXPECT_EQ(session.status().code(), StatusCode::kInvalidConfig) << session.status().to_string();
   EXPECT_NE(session.status().message().find("node 'a'"), std::string::npos) << session.status().to_string();
@@ -132,7 +132,7 @@ TEST_F(EncryptedCluster, APlainClusterFileIsRefusedNamingTheNodeAndTheSetting) {
 
 TEST_F(EncryptedCluster, TheCliMultipliesVerifiedFromAClusterFileThatSaysWireEncrypted) {
   std::string yaml = "cluster: sealed-cli\nwire: encrypted\nsecret: " + std::string(kSecret) + "\nnodes:\n";
-  for (const NodeSpec& node : cluster_->spec.nodes) {
+  for (const cluster::NodeSpec& node : cluster_->spec.nodes) {
     yaml += "  - {name: " + node.name + ", host: " + node.host + ", port: " + std::to_string(node.port) + "}\n";
   }
   const std::string config = dir_->file("sealed-cli.yaml");

@@ -34,7 +34,7 @@ class EvalTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  ClusterSpec cluster_;
+  cluster::ClusterSpec cluster_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
 };
 
@@ -46,7 +46,7 @@ linalg::Matrix small_integers(std::size_t rows, std::size_t cols, uint64_t seed)
 }
 
 TEST_F(EvalTest, EveryBenchmarkShapeMatchesTheLocalValueExactly) {
-  Result<Session> session = Session::open(cluster_);
+  Result<session::Session> session = session::Session::open(cluster_);
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
   const std::map<std::string, linalg::Matrix> values = {
       {"u", small_integers(1, 48, 1)},  {"P", small_integers(48, 48, 2)}, {"A", small_integers(40, 70, 3)},
@@ -68,21 +68,21 @@ TEST_F(EvalTest, EveryBenchmarkShapeMatchesTheLocalValueExactly) {
     for (bool rewrite : {true, false}) {
       // Sequence; scheduled in 16 x 16 tiles (many tasks per product, sums of tiles, tiles fetched
       // between nodes); scheduled with the tile size the simulation picks.
-      for (const auto& [mode, tile] : {std::pair{EvalMode::kSequence, uint64_t{0}}, std::pair{EvalMode::kScheduled, uint64_t{16}},
-                                       std::pair{EvalMode::kScheduled, uint64_t{0}}}) {
-        SCOPED_TRACE(fmt::format("rewrite {}, {} tile {}", rewrite, eval_mode_name(mode), tile));
-        EvalOptions options;
+      for (const auto& [mode, tile] : {std::pair{session::EvalMode::kSequence, uint64_t{0}}, std::pair{session::EvalMode::kScheduled, uint64_t{16}},
+                                       std::pair{session::EvalMode::kScheduled, uint64_t{0}}}) {
+        SCOPED_TRACE(fmt::format("rewrite {}, {} tile {}", rewrite, session::eval_mode_name(mode), tile));
+        session::EvalOptions options;
         options.rewrite = rewrite;
         options.mode = mode;
         options.tile = tile;
-        options.multiply.policy = EvenPolicy{};
-        options.multiply.verify = VerifyMode::kExact;
-        Result<EvalOutcome> outcome = session->evaluate(*e, views, options);
+        options.multiply.policy = plan::EvenPolicy{};
+        options.multiply.verify = run::VerifyMode::kExact;
+        Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
         ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
         EXPECT_EQ(outcome->value.values, local->values);
-        if (mode == EvalMode::kSequence) {
+        if (mode == session::EvalMode::kSequence) {
           EXPECT_EQ(outcome->products.size(), expr::cost(outcome->evaluated).products);
-          for (const EvalProduct& product : outcome->products) {
+          for (const report::EvalProduct& product : outcome->products) {
             EXPECT_TRUE(product.report.verification.passed) << product.expression;
           }
         } else {
@@ -103,7 +103,7 @@ TEST_F(EvalTest, EveryBenchmarkShapeMatchesTheLocalValueExactly) {
 // A's tiles transposed; a strided view (the first 512 columns of a 700-wide matrix) must send only its
 // own columns. Every value exact.
 TEST_F(EvalTest, InputTilesSentFromTheCallersRowsAreExact) {
-  Result<Session> session = Session::open(cluster_);
+  Result<session::Session> session = session::Session::open(cluster_);
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
   const linalg::Matrix p = small_integers(600, 600, 21);
   const linalg::Matrix a = small_integers(300, 256, 22);    // one tile wide: whole rows
@@ -118,10 +118,10 @@ TEST_F(EvalTest, InputTilesSentFromTheCallersRowsAreExact) {
     ASSERT_TRUE(e.is_ok()) << e.status().to_string();
     Result<linalg::Matrix> local = expr::evaluate(*e, views);
     ASSERT_TRUE(local.is_ok()) << local.status().to_string();
-    EvalOptions options;
+    session::EvalOptions options;
     options.tile = 256;
-    options.multiply.verify = VerifyMode::kExact;
-    Result<EvalOutcome> outcome = session->evaluate(*e, views, options);
+    options.multiply.verify = run::VerifyMode::kExact;
+    Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
     EXPECT_EQ(outcome->value.values, local->values);
     EXPECT_TRUE(outcome->scheduled->verification.passed) << outcome->scheduled->verification.detail;
@@ -132,7 +132,7 @@ TEST_F(EvalTest, InputTilesSentFromTheCallersRowsAreExact) {
 // count every task, tiles moved stay below returning every intermediate, and free transfers are
 // never slower than real ones.
 TEST_F(EvalTest, TheScheduledReportAddsUp) {
-  Result<Session> session = Session::open(cluster_);
+  Result<session::Session> session = session::Session::open(cluster_);
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
   const std::map<std::string, linalg::Matrix> values = {{"u", small_integers(1, 64, 1)}, {"P", small_integers(64, 64, 2)}};
   std::map<std::string, linalg::MatrixView> views;
@@ -141,14 +141,14 @@ TEST_F(EvalTest, TheScheduledReportAddsUp) {
     SCOPED_TRACE(text);
     Result<expr::Expr> e = expr::parse(text, {{"u", {1, 64}}, {"P", {64, 64}}});
     ASSERT_TRUE(e.is_ok()) << e.status().to_string();
-    EvalOptions options;
+    session::EvalOptions options;
     options.tile = 16;
-    Result<EvalOutcome> outcome = session->evaluate(*e, views, options);
+    Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
-    const ScheduledEval& run = *outcome->scheduled;
+    const report::ScheduledEval& run = *outcome->scheduled;
     uint64_t node_tasks = 0, kind_tasks = 0;
-    for (const ScheduledNode& node : run.nodes) node_tasks += node.tasks;
-    for (const ScheduledTaskKind& kind : run.kinds) kind_tasks += kind.tasks;
+    for (const report::ScheduledNode& node : run.nodes) node_tasks += node.tasks;
+    for (const report::ScheduledTaskKind& kind : run.kinds) kind_tasks += kind.tasks;
     EXPECT_EQ(node_tasks, run.tasks);
     EXPECT_EQ(kind_tasks, run.tasks);
     EXPECT_EQ(run.nodes.size(), 3u);
@@ -162,27 +162,27 @@ TEST_F(EvalTest, TheScheduledReportAddsUp) {
     EXPECT_TRUE(run.verification.passed) << run.verification.detail;
     // The timeline: every task, each sent before it was done, done by the end, forecast in order.
     ASSERT_EQ(run.timeline.size(), run.tasks);
-    for (const ScheduledTaskTiming& task : run.timeline) {
+    for (const report::ScheduledTaskTiming& task : run.timeline) {
       EXPECT_GE(task.sent_s, 0.0) << task.node << " " << task.kind;
       EXPECT_GE(task.done_s, task.sent_s) << task.node << " " << task.kind;
       EXPECT_LE(task.done_s, run.measured_makespan_s + 1e-9);
       EXPECT_LE(task.predicted_start_s, task.predicted_finish_s);
     }
-    EXPECT_NE(eval_report_json(*outcome).find("\"timeline\""), std::string::npos);
+    EXPECT_NE(report::eval_report_json(*outcome).find("\"timeline\""), std::string::npos);
   }
   // On one named node alone: it does every task; a name that is not in the cluster is refused.
   Result<expr::Expr> e = expr::parse("P^4", {{"P", {64, 64}}});
   ASSERT_TRUE(e.is_ok());
-  EvalOptions alone;
+  session::EvalOptions alone;
   alone.tile = 16;
   alone.only_nodes = {"b"};
-  Result<EvalOutcome> outcome = session->evaluate(*e, views, alone);
+  Result<report::EvalOutcome> outcome = session->evaluate(*e, views, alone);
   ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
   ASSERT_EQ(outcome->scheduled->nodes.size(), 1u);
   EXPECT_EQ(outcome->scheduled->nodes[0].name, "b");
   EXPECT_EQ(outcome->scheduled->nodes[0].tasks, outcome->scheduled->tasks);
   alone.only_nodes = {"zz"};
-  Result<EvalOutcome> unknown = session->evaluate(*e, views, alone);
+  Result<report::EvalOutcome> unknown = session->evaluate(*e, views, alone);
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("'zz'"), std::string::npos) << unknown.status().to_string();
 }
@@ -254,24 +254,24 @@ class ScheduledLossTest : public ::testing::Test {
       // Measured, then every node given a's figures: HEFT then spreads the tasks evenly, so c has
       // work when the fault comes however the profile read a loaded machine (c's own delayed
       // credits make its link look slow).
-      Result<Session> measuring = Session::open(cluster_);
+      Result<session::Session> measuring = session::Session::open(cluster_);
       ASSERT_TRUE(measuring.is_ok()) << measuring.status().to_string();
-      ProfileOptions quick;
+      profile::ProfileOptions quick;
       quick.quick = true;
-      Result<ClusterProfile> profile = measuring->measure_profile(quick);
+      Result<profile::ClusterProfile> profile = measuring->measure_profile(quick);
       ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
       // Every measured figure, c's slow CREDITs included (its per-job cost would keep HEFT away).
-      const NodeProfile a = profile->nodes[0];
-      for (NodeProfile& node : profile->nodes) {
-        NodeProfile same = a;
+      const profile::NodeProfile a = profile->nodes[0];
+      for (profile::NodeProfile& node : profile->nodes) {
+        profile::NodeProfile same = a;
         same.name = node.name;
         same.endpoint = node.endpoint;
         same.fingerprint = node.fingerprint;
         node = same;
       }
-      ASSERT_TRUE(save_profile(measuring->profile_path(), *profile).is_ok());
+      ASSERT_TRUE(profile::save_profile(measuring->profile_path(), *profile).is_ok());
     }
-    Result<Session> session = Session::open(cluster_);
+    Result<session::Session> session = session::Session::open(cluster_);
     ASSERT_TRUE(session.is_ok()) << session.status().to_string();
     const linalg::Matrix p = small_integers(64, 64, 2);
     const std::map<std::string, linalg::MatrixView> views = {{"P", linalg::MatrixView(p)}};
@@ -279,29 +279,29 @@ class ScheduledLossTest : public ::testing::Test {
     ASSERT_TRUE(e.is_ok());
     Result<linalg::Matrix> local = expr::evaluate(*e, views);
     ASSERT_TRUE(local.is_ok());
-    EvalOptions options;
+    session::EvalOptions options;
     options.tile = 16;
     options.every_node = true;  // c must have tasks to lose, however the forecasts compare
-    options.multiply.verify = VerifyMode::kExact;
+    options.multiply.verify = run::VerifyMode::kExact;
     options.multiply.node_timeout_s = node_timeout_s;
     const int victim = workers_[2]->pid();
     std::jthread fault([victim, signal] {
       std::this_thread::sleep_for(std::chrono::milliseconds(400));
       ::kill(victim, signal);
     });
-    Result<EvalOutcome> outcome = session->evaluate(*e, views, options);
+    Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
     fault.join();
     if (signal == SIGSTOP) ::kill(victim, SIGCONT);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
     EXPECT_EQ(outcome->value.values, local->values);
-    const ScheduledEval& run = *outcome->scheduled;
+    const report::ScheduledEval& run = *outcome->scheduled;
     EXPECT_EQ(run.lost_nodes, std::vector<std::string>{"c"});
     EXPECT_EQ(run.attempts, 2u);
     EXPECT_TRUE(run.verification.passed) << run.verification.detail;
   }
 
   TempDir dir_;
-  ClusterSpec cluster_;
+  cluster::ClusterSpec cluster_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
 };
 

@@ -68,20 +68,20 @@ class TinyStudy : public ::testing::Test {
   // Whatever happened, no worker of the study survives the test.
   void TearDown() override {
     for (const char* name : {"tiny-study", "tiny-study-n1"}) {
-      ClusterSpec spec;
-      if (Result<ClusterSpec> loaded = load_cluster_spec(dir_.file("cluster.yaml"))) spec = *loaded;
+      cluster::ClusterSpec spec;
+      if (Result<cluster::ClusterSpec> loaded = cluster::load_cluster_spec(dir_.file("cluster.yaml"))) spec = *loaded;
       spec.name = name;
-      for (int pid : local_cluster_pids(spec, {dir_.file("run"), "", {}})) ::kill(pid, SIGKILL);
+      for (int pid : local::local_cluster_pids(spec, {dir_.file("run"), "", {}})) ::kill(pid, SIGKILL);
     }
   }
 
   std::vector<int> live_workers() {
     std::vector<int> pids;
     for (const char* name : {"tiny-study", "tiny-study-n1"}) {
-      Result<ClusterSpec> spec = load_cluster_spec(dir_.file("cluster.yaml"));
+      Result<cluster::ClusterSpec> spec = cluster::load_cluster_spec(dir_.file("cluster.yaml"));
       if (!spec) continue;
       spec->name = name;
-      for (int pid : local_cluster_pids(*spec, {dir_.file("run"), "", {}})) pids.push_back(pid);
+      for (int pid : local::local_cluster_pids(*spec, {dir_.file("run"), "", {}})) pids.push_back(pid);
     }
     return pids;
   }

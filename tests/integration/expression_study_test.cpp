@@ -62,9 +62,9 @@ class TinyExpressionStudy : public ::testing::Test {
   }
 
   std::vector<int> live_workers() {
-    Result<ClusterSpec> spec = load_cluster_spec(dir_.file("cluster.yaml"));
+    Result<cluster::ClusterSpec> spec = cluster::load_cluster_spec(dir_.file("cluster.yaml"));
     if (!spec) return {};
-    return local_cluster_pids(*spec, {dir_.file("run"), "", {}});
+    return local::local_cluster_pids(*spec, {dir_.file("run"), "", {}});
   }
 
   testing::TempDir dir_;

@@ -25,18 +25,18 @@ using partition::Layout;
 
 struct Variant {
   const char* name;
-  Policy policy;
+  plan::Policy policy;
   Layout layout;
 };
 
 // Every policy the driver runs without a profile, and every layout.
 const Variant kVariants[] = {
-    {"even rows", Policy::kEven, Layout::kRows},
-    {"proportional rows", Policy::kProportional, Layout::kRows},
-    {"2d column-based", Policy::kEven, Layout::kColumnBased},
-    {"2d square-corner", Policy::kProportional, Layout::kSquareCorner},
-    {"3d", Policy::kEven, Layout::kRecursive3d},
-    {"dynamic", Policy::kDynamic, Layout::kRows},
+    {"even rows", plan::Policy::kEven, Layout::kRows},
+    {"proportional rows", plan::Policy::kProportional, Layout::kRows},
+    {"2d column-based", plan::Policy::kEven, Layout::kColumnBased},
+    {"2d square-corner", plan::Policy::kProportional, Layout::kSquareCorner},
+    {"3d", plan::Policy::kEven, Layout::kRecursive3d},
+    {"dynamic", plan::Policy::kDynamic, Layout::kRows},
 };
 
 constexpr uint64_t kM = 200, kN = 180, kK = 160;
@@ -56,13 +56,13 @@ class FaultyWorkers : public ::testing::Test {
   // Healthy workers named a, b, ... and, last, one faulty worker started with `fault_flags`.
   void start_workers(std::size_t healthy, const std::vector<std::string>& fault_flags) {
     testing::write_file(dir_.file("secret"), "fault-secret");
-    cluster_ = ClusterSpec{};
+    cluster_ = cluster::ClusterSpec{};
     cluster_.name = "faults";
     cluster_.secret = "fault-secret";
     stop_workers();
     for (std::size_t i = 0; i <= healthy; ++i) {
       const bool faulty = i == healthy;
-      NodeSpec node;
+      cluster::NodeSpec node;
       node.name = std::string(1, static_cast<char>('a' + i));
       node.host = "127.0.0.1";
       node.port = testing::free_loopback_port();
@@ -76,13 +76,13 @@ class FaultyWorkers : public ::testing::Test {
           args, dir_.file("worker-" + node.name + "-" + std::to_string(++started_) + ".log")));
       cluster_.nodes.push_back(node);
     }
-    for (const NodeSpec& node : cluster_.nodes) {
+    for (const cluster::NodeSpec& node : cluster_.nodes) {
       ASSERT_TRUE(testing::wait_until_listening(node)) << node.name << " never listened";
     }
   }
 
-  Plan plan_for(const Variant& variant) const {
-    PlanRequest request;
+  plan::Plan plan_for(const Variant& variant) const {
+    plan::PlanRequest request;
     request.policy = variant.policy;
     request.layout = variant.layout;
     request.m = kM;
@@ -90,23 +90,23 @@ class FaultyWorkers : public ::testing::Test {
     request.k = kK;
     request.panel_width = 48;
     request.panels_in_flight = 3;
-    if (variant.policy == Policy::kDynamic) request.tile_rows = 25;
-    for (const NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
+    if (variant.policy == plan::Policy::kDynamic) request.tile_rows = 25;
+    for (const cluster::NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
     // The faulty node (last) gets the largest share, so it surely has results to send.
-    if (variant.policy == Policy::kProportional) {
+    if (variant.policy == plan::Policy::kProportional) {
       request.weights.assign(cluster_.nodes.size(), 1.0);
       request.weights.back() = 3.0;  // more than half: square-corner needs one such node
     }
-    Result<Plan> plan = make_plan(request);
+    Result<plan::Plan> plan = plan::make_plan(request);
     EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
-    return plan.is_ok() ? *plan : Plan{};
+    return plan.is_ok() ? *plan : plan::Plan{};
   }
 
   // Runs every variant against fresh workers (the faulty one is lost each time) and checks the
   // product is exact and the faulty node is named, its lost reason containing one of `reasons`.
   // `lost_reasons`, when given, collects the faulty node's lost reason of every variant.
   void expect_exact_without_the_faulty_node(const std::vector<std::string>& fault_flags,
-                                            const std::vector<std::string>& reasons, const MultiplyHooks& hooks = {},
+                                            const std::vector<std::string>& reasons, const run::MultiplyHooks& hooks = {},
                                             std::vector<std::string>* lost_reasons = nullptr) {
     const linalg::Matrix a = linalg::random_matrix(kM, kK, 31, linalg::FillKind::kIntegers);
     const linalg::Matrix b = linalg::random_matrix(kK, kN, 32, linalg::FillKind::kIntegers);
@@ -114,12 +114,12 @@ class FaultyWorkers : public ::testing::Test {
     for (const Variant& variant : kVariants) {
       SCOPED_TRACE(variant.name);
       ASSERT_NO_FATAL_FAILURE(start_workers(2, fault_flags));
-      Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+      Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
       ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
-      const Plan plan = plan_for(variant);
+      const plan::Plan plan = plan_for(variant);
       linalg::Matrix c(kM, kN);
       for (double& value : c.values) value = -7.0;  // nothing of an earlier C may survive
-      Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c, hooks);
+      Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c, hooks);
       ASSERT_TRUE(run.is_ok()) << run.status().to_string();
       EXPECT_EQ(c, expected);
       ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"c"}) << ::testing::PrintToString(run->lost_reasons);
@@ -133,13 +133,13 @@ class FaultyWorkers : public ::testing::Test {
       // Its tiles went to the others: reissued, or (dynamic) finished by a speculative copy.
       EXPECT_TRUE(!run->reissued_tiles.empty() || run->speculative_copies > 0);
       uint64_t volume = 0;
-      for (const NodeRunStats& node : run->nodes) volume += node.volume;
+      for (const run::NodeRunStats& node : run->nodes) volume += node.volume;
       EXPECT_EQ(volume, kM * kN * kK) << "every cell counted once: no tile done twice or half";
     }
   }
 
   testing::TempDir dir_;
-  ClusterSpec cluster_;
+  cluster::ClusterSpec cluster_;
   std::vector<std::unique_ptr<testing::ChildProcess>> workers_;
   int started_ = 0;
 };
@@ -157,7 +157,7 @@ TEST_F(FaultyWorkers, ANodeFrozenMidResultIsDroppedAsUnresponsiveAndTheProductIs
   // Its job's CREDIT is in before the RESULT stops short: the coordinator then owes no job to the
   // node but still a result, and must count the silence against its deadline (this hung before).
   // The frozen worker is killed by pid when the fixture stops it (SIGKILL ends a stopped process).
-  MultiplyHooks hooks;
+  run::MultiplyHooks hooks;
   hooks.deadlines.node_timeout_s = 2.0;
   std::vector<std::string> reasons;
   ASSERT_NO_FATAL_FAILURE(expect_exact_without_the_faulty_node({"--fault-stop-after-result-bytes", "1000"},
@@ -189,10 +189,10 @@ TEST_F(FaultyWorkers, TheOnlyNodeDyingMidResultFailsTheRunNamingIt) {
       std::vector<std::string> flags{fault};
       if (std::string(fault) == "--fault-die-after-result-bytes") flags.push_back("1000");
       ASSERT_NO_FATAL_FAILURE(start_workers(0, flags));
-      Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+      Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
       ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
       linalg::Matrix c;
-      Result<MultiplyRun> run = run_multiply(*connection, plan_for(variant), a, b, c);
+      Result<run::MultiplyRun> run = run::run_multiply(*connection, plan_for(variant), a, b, c);
       ASSERT_FALSE(run.is_ok()) << "a run whose only node failed must not claim a product";
       EXPECT_NE(run.status().message().find("node 'a'"), std::string::npos) << run.status().to_string();
     }

@@ -26,8 +26,8 @@ namespace tg = tessera::graph;
 // Long next to the 10 ms poll interval, so a held batch spans many polls.
 constexpr uint32_t kHoldMs = 150;
 
-SessionOptions graph_session() {
-  SessionOptions options;
+session::SessionOptions graph_session() {
+  session::SessionOptions options;
   options.connect.required_capabilities = transport::kCapabilityGraph;
   return options;
 }
@@ -51,16 +51,16 @@ class HeldDeltas : public ::testing::Test {
   static void expect_termination_waits_for_held_batches(const tg::AlgorithmSpec& spec) {
     Result<partition::DirectedGraph> graph = partition::generate_directed_graph("rmat:12", 7);
     ASSERT_TRUE(graph) << graph.status().message();
-    Result<Session> session = Session::open(cluster_->spec, graph_session());
+    Result<session::Session> session = session::Session::open(cluster_->spec, graph_session());
     ASSERT_TRUE(session) << session.status().message();
-    GraphRunOptions options;
+    graph_driver::GraphRunOptions options;
     options.algorithm = spec;
-    options.mode = GraphMode::kAsync;
+    options.mode = graph_driver::GraphMode::kAsync;
     options.poll_interval = std::chrono::milliseconds(10);
     options.node_timeout_s = 20.0;
     options.max_wall_s = 60.0;
     options.verify = true;
-    Result<GraphOutcome> outcome = session->graph(*graph, options);
+    Result<graph_driver::GraphOutcome> outcome = session->graph(*graph, options);
     ASSERT_TRUE(outcome) << outcome.status().message();
 
     ASSERT_TRUE(outcome->verification.has_value());
@@ -77,7 +77,7 @@ class HeldDeltas : public ::testing::Test {
     ASSERT_EQ(outcome->nodes.size(), 3u);
     uint64_t sent = 0;
     uint64_t received = 0;
-    for (const GraphNodeFigures& node : outcome->nodes) {
+    for (const graph_driver::GraphNodeFigures& node : outcome->nodes) {
       sent += node.batches_sent;
       received += node.batches_received;
     }
@@ -88,14 +88,14 @@ class HeldDeltas : public ::testing::Test {
     // the run (what a rule that ignored the batch counters would have done, losing the batches).
     uint64_t in_flight = 0;
     uint64_t settled_but_in_flight = 0;
-    for (const TracePoint& point : outcome->trace) {
+    for (const graph_driver::TracePoint& point : outcome->trace) {
       if (point.batches_sent == point.batches_received) continue;
       ++in_flight;
       if (point.residual <= outcome->tolerance) ++settled_but_in_flight;
     }
     EXPECT_GT(in_flight, 0u);
     EXPECT_GT(settled_but_in_flight, 0u) << "no poll saw the residual within the tolerance while batches were held";
-    const TracePoint& last = outcome->trace.back();
+    const graph_driver::TracePoint& last = outcome->trace.back();
     EXPECT_EQ(last.batches_sent, last.batches_received);
     RecordProperty("polls", static_cast<int>(outcome->polls));
     RecordProperty("polls_in_flight", static_cast<int>(in_flight));
@@ -125,7 +125,7 @@ TEST(GraphServiceMissing, ARealWorkerWithoutTheGraphServiceIsRefusedByName) {
   testing::LocalCluster cluster =
       testing::start_local_cluster("graph-gemm-only", "gemm-only-secret", 2, dir, "", {"--fault-services", "gemm"});
 
-  Result<Session> refused = Session::open(cluster.spec, graph_session());
+  Result<session::Session> refused = session::Session::open(cluster.spec, graph_session());
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidConfig);
   const std::string message = refused.status().message();
@@ -133,7 +133,7 @@ TEST(GraphServiceMissing, ARealWorkerWithoutTheGraphServiceIsRefusedByName) {
   EXPECT_NE(message.find("missing graph"), std::string::npos) << message;
   EXPECT_EQ(message.find("node 'a'"), std::string::npos) << message;
 
-  Result<Session> gemm = Session::open(cluster.spec);
+  Result<session::Session> gemm = session::Session::open(cluster.spec);
   ASSERT_TRUE(gemm) << gemm.status().message();
   const std::vector<transport::Hello> facts = gemm->node_facts();
   ASSERT_EQ(facts.size(), 2u);

@@ -46,8 +46,8 @@ tpart::DirectedGraph load(const std::string& input) {
 }
 
 // Short intervals: the graphs converge in milliseconds, and polls are what the runs wait for.
-GraphRunOptions fast_options(const tg::AlgorithmSpec& spec) {
-  GraphRunOptions options;
+graph_driver::GraphRunOptions fast_options(const tg::AlgorithmSpec& spec) {
+  graph_driver::GraphRunOptions options;
   options.algorithm = spec;
   options.poll_interval = std::chrono::milliseconds(10);
   options.snapshot_interval = std::chrono::milliseconds(200);
@@ -57,10 +57,10 @@ GraphRunOptions fast_options(const tg::AlgorithmSpec& spec) {
   return options;
 }
 
-Result<ClusterConnection> connect_for_graphs(const ClusterSpec& spec) {
-  ConnectOptions options;
+Result<cluster::ClusterConnection> connect_for_graphs(const cluster::ClusterSpec& spec) {
+  cluster::ConnectOptions options;
   options.required_capabilities = transport::kCapabilityGraph;
-  return ClusterConnection::connect(spec, options);
+  return cluster::ClusterConnection::connect(spec, options);
 }
 
 // Seven workers shared by the matrix; a case with k workers uses the first k.
@@ -77,8 +77,8 @@ class GraphRuns : public ::testing::Test {
     dir_ = nullptr;
   }
 
-  static ClusterSpec first(std::size_t count) {
-    ClusterSpec spec = cluster_->spec;
+  static cluster::ClusterSpec first(std::size_t count) {
+    cluster::ClusterSpec spec = cluster_->spec;
     spec.nodes.resize(count);
     return spec;
   }
@@ -94,7 +94,7 @@ struct Case {
   tg::AlgorithmKind kind;
   const char* graph;
   tpart::PartitionMethod method;
-  GraphMode mode;
+  graph_driver::GraphMode mode;
   std::size_t workers;
   std::optional<int64_t> source = std::nullopt;
   bool max_label = true;
@@ -108,32 +108,32 @@ using tpart::PartitionMethod;
 // at least once across the cases.
 const Case kCases[] = {
     {"pagerank_components_metis_async_3", AlgorithmKind::kPageRank, "components.edges", PartitionMethod::kMetis,
-     GraphMode::kAsync, 3},
+     graph_driver::GraphMode::kAsync, 3},
     {"pagerank_lognormal_hash_sync_2", AlgorithmKind::kPageRank, "lognormal:3000", PartitionMethod::kHash,
-     GraphMode::kSync, 2},
+     graph_driver::GraphMode::kSync, 2},
     {"pagerank_rmat_contiguous_async_7", AlgorithmKind::kPageRank, "rmat:11", PartitionMethod::kContiguous,
-     GraphMode::kAsync, 7},
-    {"pagerank_tiny_metis_sync_1", AlgorithmKind::kPageRank, "tiny.snap", PartitionMethod::kMetis, GraphMode::kSync, 1},
+     graph_driver::GraphMode::kAsync, 7},
+    {"pagerank_tiny_metis_sync_1", AlgorithmKind::kPageRank, "tiny.snap", PartitionMethod::kMetis, graph_driver::GraphMode::kSync, 1},
     {"katz_components_metis_sync_3", AlgorithmKind::kKatz, "components.edges", PartitionMethod::kMetis,
-     GraphMode::kSync, 3},
-    {"katz_from_source_rmat_hash_async_7", AlgorithmKind::kKatz, "rmat:10", PartitionMethod::kHash, GraphMode::kAsync, 7,
+     graph_driver::GraphMode::kSync, 3},
+    {"katz_from_source_rmat_hash_async_7", AlgorithmKind::kKatz, "rmat:10", PartitionMethod::kHash, graph_driver::GraphMode::kAsync, 7,
      int64_t{1}},
-    {"katz_tiny_contiguous_async_2", AlgorithmKind::kKatz, "tiny.snap", PartitionMethod::kContiguous, GraphMode::kAsync,
+    {"katz_tiny_contiguous_async_2", AlgorithmKind::kKatz, "tiny.snap", PartitionMethod::kContiguous, graph_driver::GraphMode::kAsync,
      2},
     {"cc_components_contiguous_sync_7", AlgorithmKind::kConnectedComponents, "components.edges",
-     PartitionMethod::kContiguous, GraphMode::kSync, 7},
+     PartitionMethod::kContiguous, graph_driver::GraphMode::kSync, 7},
     {"cc_min_rmat_metis_async_2", AlgorithmKind::kConnectedComponents, "rmat:10", PartitionMethod::kMetis,
-     GraphMode::kAsync, 2, std::nullopt, false},
-    {"cc_tiny_hash_async_1", AlgorithmKind::kConnectedComponents, "tiny.snap", PartitionMethod::kHash, GraphMode::kAsync,
+     graph_driver::GraphMode::kAsync, 2, std::nullopt, false},
+    {"cc_tiny_hash_async_1", AlgorithmKind::kConnectedComponents, "tiny.snap", PartitionMethod::kHash, graph_driver::GraphMode::kAsync,
      1},
     {"sssp_components_hash_async_3", AlgorithmKind::kShortestPaths, "components.edges", PartitionMethod::kHash,
-     GraphMode::kAsync, 3, int64_t{0}},
-    {"sssp_mesh_metis_sync_2", AlgorithmKind::kShortestPaths, "mesh2d:24x17", PartitionMethod::kMetis, GraphMode::kSync,
+     graph_driver::GraphMode::kAsync, 3, int64_t{0}},
+    {"sssp_mesh_metis_sync_2", AlgorithmKind::kShortestPaths, "mesh2d:24x17", PartitionMethod::kMetis, graph_driver::GraphMode::kSync,
      2, int64_t{5}},
     {"sssp_lognormal_contiguous_async_7", AlgorithmKind::kShortestPaths, "lognormal:2000", PartitionMethod::kContiguous,
-     GraphMode::kAsync, 7, int64_t{3}},
+     graph_driver::GraphMode::kAsync, 7, int64_t{3}},
     {"sssp_weighted_hash_sync_1", AlgorithmKind::kShortestPaths, "components.edges", PartitionMethod::kHash,
-     GraphMode::kSync, 1, int64_t{10}},
+     graph_driver::GraphMode::kSync, 1, int64_t{10}},
 };
 
 class GraphMatrix : public GraphRuns, public ::testing::WithParamInterface<Case> {};
@@ -147,16 +147,16 @@ TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
   spec.source = c.source;
   spec.max_label = c.max_label;
   if (c.kind == AlgorithmKind::kKatz) spec.beta = 0.5 / tg::spectral_radius_bounds(graph).upper;
-  GraphRunOptions options = fast_options(spec);
+  graph_driver::GraphRunOptions options = fast_options(spec);
   options.method = c.method;
   options.mode = c.mode;
   // Unequal targets, so that the placement's weighting is exercised too.
-  options.weights.source = TargetWeights::Source::kExplicit;
+  options.weights.source = graph_driver::TargetWeights::Source::kExplicit;
   for (std::size_t i = 0; i < c.workers; ++i) options.weights.weights.push_back(1.0 + static_cast<double>(i % 3));
 
-  Result<ClusterConnection> connection = connect_for_graphs(first(c.workers));
+  Result<cluster::ClusterConnection> connection = connect_for_graphs(first(c.workers));
   ASSERT_TRUE(connection) << connection.status().message();
-  Result<GraphOutcome> outcome = run_graph(*connection, graph, options);
+  Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection, graph, options);
   ASSERT_TRUE(outcome) << outcome.status().message();
 
   ASSERT_TRUE(outcome->verification.has_value());
@@ -176,7 +176,7 @@ TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
             outcome->edges);
   // Nothing is in flight at the end: every batch sent was received.
   uint64_t sent = 0, received = 0, updates = 0;
-  for (const GraphNodeFigures& node : outcome->nodes) {
+  for (const graph_driver::GraphNodeFigures& node : outcome->nodes) {
     sent += node.batches_sent;
     received += node.batches_received;
     updates += node.updates;
@@ -189,7 +189,7 @@ TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
   EXPECT_GT(updates, 0u);
   EXPECT_LE(outcome->residual, outcome->tolerance);
   EXPECT_FALSE(outcome->trace.empty());
-  if (c.mode == GraphMode::kSync) {
+  if (c.mode == graph_driver::GraphMode::kSync) {
     EXPECT_GT(outcome->steps, 0u);
   }
 }
@@ -198,19 +198,19 @@ INSTANTIATE_TEST_SUITE_P(Cases, GraphMatrix, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case>& param) { return std::string(param.param.name); });
 
 TEST_F(GraphRuns, ASpecTheGraphCannotTakeIsRefusedBeforeAnythingIsShipped) {
-  Result<ClusterConnection> connection = connect_for_graphs(first(2));
+  Result<cluster::ClusterConnection> connection = connect_for_graphs(first(2));
   ASSERT_TRUE(connection) << connection.status().message();
   const tpart::DirectedGraph graph = load("components.edges");
   tg::AlgorithmSpec sssp;
   sssp.kind = AlgorithmKind::kShortestPaths;
   sssp.source = 30;
-  Result<GraphOutcome> outcome = run_graph(*connection, graph, fast_options(sssp));
+  Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection, graph, fast_options(sssp));
   ASSERT_FALSE(outcome);
   EXPECT_EQ(outcome.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(outcome.status().message().find("--source 30"), std::string::npos) << outcome.status().message();
   const tpart::DirectedGraph negative = load("weighted.edges");
   sssp.source = 0;
-  outcome = run_graph(*connection, negative, fast_options(sssp));
+  outcome = graph_driver::run_graph(*connection, negative, fast_options(sssp));
   ASSERT_FALSE(outcome);
   EXPECT_NE(outcome.status().message().find("edge 2 -> 0 has weight -1"), std::string::npos)
       << outcome.status().message();
@@ -219,16 +219,16 @@ TEST_F(GraphRuns, ASpecTheGraphCannotTakeIsRefusedBeforeAnythingIsShipped) {
 // SIGKILL of one worker in the middle of a run: its part restarts on the survivors from its last
 // snapshot, the answer is still verified, and the outcome names the node.
 TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
-  for (GraphMode mode : {GraphMode::kAsync, GraphMode::kSync}) {
-    SCOPED_TRACE(std::string(graph_mode_name(mode)));
+  for (graph_driver::GraphMode mode : {graph_driver::GraphMode::kAsync, graph_driver::GraphMode::kSync}) {
+    SCOPED_TRACE(std::string(graph_driver::graph_mode_name(mode)));
     testing::TempDir dir;
     testing::LocalCluster cluster = testing::start_local_cluster("graph-kill", "kill-secret", 3, dir);
-    Result<ClusterConnection> connection = connect_for_graphs(cluster.spec);
+    Result<cluster::ClusterConnection> connection = connect_for_graphs(cluster.spec);
     ASSERT_TRUE(connection) << connection.status().message();
     // Big enough to take a while on one core per worker, with a tight tolerance.
     const tpart::DirectedGraph graph = load("lognormal:40000");
     tg::AlgorithmSpec pagerank;
-    GraphRunOptions options = fast_options(pagerank);
+    graph_driver::GraphRunOptions options = fast_options(pagerank);
     options.tolerance = 1e-10;
     options.method = PartitionMethod::kContiguous;
     options.mode = mode;
@@ -240,11 +240,11 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
     std::atomic<bool> killed{false};
     double killed_at = 0.0;
     std::jthread killer;
-    GraphHooks hooks;
+    graph_driver::GraphHooks hooks;
     // After a snapshot or two (a quiet machine ran sync to 1e-6 within 0.15 s once), while the
     // residual is still far from the tolerance; from another
     // thread a few milliseconds later, so that the kill may land inside a step or a poll.
-    hooks.on_progress = [&](const TracePoint& point) {
+    hooks.on_progress = [&](const graph_driver::TracePoint& point) {
       if (!killer.joinable() && point.time_s > 0.08 && point.residual > 1e-6) {
         killed_at = point.time_s;
         killer = std::jthread([&] {
@@ -256,7 +256,7 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
     };
     std::string notices;
     hooks.on_notice = [&](const std::string& notice) { notices += notice + "\n"; };
-    Result<GraphOutcome> outcome = run_graph(*connection, graph, options, hooks);
+    Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection, graph, options, hooks);
     if (killer.joinable()) killer.join();
     ASSERT_TRUE(killed) << "the run converged before the worker could be killed; use a bigger graph";
     ASSERT_TRUE(outcome) << outcome.status().message() << "\n" << notices;
@@ -275,14 +275,14 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
 TEST(GraphFailures, WithNoSurvivorTheRunFailsNamingTheNodes) {
   testing::TempDir dir;
   testing::LocalCluster cluster = testing::start_local_cluster("graph-none", "none-secret", 1, dir);
-  Result<ClusterConnection> connection = connect_for_graphs(cluster.spec);
+  Result<cluster::ClusterConnection> connection = connect_for_graphs(cluster.spec);
   ASSERT_TRUE(connection) << connection.status().message();
   const tpart::DirectedGraph graph = load("lognormal:40000");
-  GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
+  graph_driver::GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
   options.tolerance = 1e-12;
-  GraphHooks hooks;
-  hooks.on_progress = [&](const TracePoint&) { cluster.processes[0]->kill_now(); };
-  Result<GraphOutcome> outcome = run_graph(*connection, graph, options, hooks);
+  graph_driver::GraphHooks hooks;
+  hooks.on_progress = [&](const graph_driver::TracePoint&) { cluster.processes[0]->kill_now(); };
+  Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection, graph, options, hooks);
   ASSERT_FALSE(outcome);
   EXPECT_EQ(outcome.status().code(), StatusCode::kNetworkError);
   EXPECT_NE(outcome.status().message().find("every node was lost"), std::string::npos) << outcome.status().message();
@@ -331,12 +331,12 @@ TEST(GraphFailures, AWorkerWithoutTheGraphServiceIsRefusedByName) {
   testing::TempDir dir;
   testing::LocalCluster cluster = testing::start_local_cluster("graph-gemm", "gemm-secret", 1, dir);
   GemmOnlyPeer peer("gemm-secret");
-  NodeSpec gemm_only;
+  cluster::NodeSpec gemm_only;
   gemm_only.name = "oldie";
   gemm_only.host = "127.0.0.1";
   gemm_only.port = peer.port();
   cluster.spec.nodes.push_back(gemm_only);
-  Result<ClusterConnection> connection = connect_for_graphs(cluster.spec);
+  Result<cluster::ClusterConnection> connection = connect_for_graphs(cluster.spec);
   ASSERT_FALSE(connection);
   EXPECT_EQ(connection.status().code(), StatusCode::kInvalidConfig);
   EXPECT_NE(connection.status().message().find("node 'oldie'"), std::string::npos) << connection.status().message();
@@ -347,37 +347,37 @@ TEST(GraphFailures, AWorkerWithoutTheGraphServiceIsRefusedByName) {
 TEST(GraphSession, ProfileWeightsNeedAProfileAndCancellingFreesTheWorkers) {
   testing::TempDir dir;
   testing::LocalCluster cluster = testing::start_local_cluster("graph-session", "session-secret", 2, dir);
-  SessionOptions session_options;
+  session::SessionOptions session_options;
   session_options.connect.required_capabilities = transport::kCapabilityGraph;
-  Result<Session> session = Session::open(cluster.spec, session_options);
+  Result<session::Session> session = session::Session::open(cluster.spec, session_options);
   ASSERT_TRUE(session) << session.status().message();
   const tpart::DirectedGraph graph = load("lognormal:40000");
-  GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
-  options.weights.source = TargetWeights::Source::kProfile;
-  Result<GraphOutcome> refused = session->graph(graph, options);
+  graph_driver::GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
+  options.weights.source = graph_driver::TargetWeights::Source::kProfile;
+  Result<graph_driver::GraphOutcome> refused = session->graph(graph, options);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.status().code(), StatusCode::kNotFound);
   EXPECT_NE(refused.status().message().find("tessera profile"), std::string::npos) << refused.status().message();
 
-  options.weights = TargetWeights{};
+  options.weights = graph_driver::TargetWeights{};
   options.tolerance = 1e-13;
   std::atomic<bool> cancel{false};
-  RunControl control;
+  session::RunControl control;
   control.cancel = &cancel;
-  control.on_graph_progress = [&](const TracePoint&) { cancel = true; };
-  Result<GraphOutcome> cancelled_run = session->graph(graph, options, control);
+  control.on_graph_progress = [&](const graph_driver::TracePoint&) { cancel = true; };
+  Result<graph_driver::GraphOutcome> cancelled_run = session->graph(graph, options, control);
   ASSERT_FALSE(cancelled_run);
   EXPECT_EQ(cancelled_run.status().code(), StatusCode::kCancelled) << cancelled_run.status().message();
 
   // The workers let the cancelled sessions go: a new session runs to the end.
-  Result<Session> again = Session::open(cluster.spec, session_options);
+  Result<session::Session> again = session::Session::open(cluster.spec, session_options);
   for (int attempt = 0; attempt < 50 && !again && again.status().code() == StatusCode::kBusy; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    again = Session::open(cluster.spec, session_options);
+    again = session::Session::open(cluster.spec, session_options);
   }
   ASSERT_TRUE(again) << again.status().message();
   options.tolerance = 1e-6;
-  Result<GraphOutcome> outcome = again->graph(graph, options);
+  Result<graph_driver::GraphOutcome> outcome = again->graph(graph, options);
   ASSERT_TRUE(outcome) << outcome.status().message();
   ASSERT_TRUE(outcome->verification.has_value());
   EXPECT_TRUE(outcome->verification->passed) << outcome->verification->detail;
@@ -391,10 +391,10 @@ std::string cli(const std::string& config, const testing::TempDir& dir, const st
 
 TEST(GraphCli, BadInputExitsTwoNamingTheFileLineOrTheValidValues) {
   testing::TempDir dir;
-  ClusterSpec spec;
+  cluster::ClusterSpec spec;
   spec.name = "graph-cli-bad";
   spec.secret = "s";
-  NodeSpec node;
+  cluster::NodeSpec node;
   node.name = "a";
   node.host = "127.0.0.1";
   node.port = testing::free_loopback_port();

@@ -31,9 +31,9 @@ class LocalWorkers : public ::testing::Test {
 
   std::string log_path(std::size_t i) const { return dir_.file("worker" + std::to_string(i) + ".log"); }
 
-  Plan plan_for(Policy policy, uint64_t m, uint64_t n, uint64_t k, std::vector<double> weights,
+  plan::Plan plan_for(plan::Policy policy, uint64_t m, uint64_t n, uint64_t k, std::vector<double> weights,
                 uint64_t panel_width = 64) {
-    PlanRequest request;
+    plan::PlanRequest request;
     request.policy = policy;
     request.m = m;
     request.n = n;
@@ -41,38 +41,38 @@ class LocalWorkers : public ::testing::Test {
     request.panel_width = panel_width;
     request.panels_in_flight = 3;
     request.weights = std::move(weights);
-    for (const NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
-    Result<Plan> plan = make_plan(request);
+    for (const cluster::NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
+    Result<plan::Plan> plan = plan::make_plan(request);
     EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
-    return plan.is_ok() ? *plan : Plan{};
+    return plan.is_ok() ? *plan : plan::Plan{};
   }
 
   TempDir dir_;
-  ClusterSpec cluster_;
+  cluster::ClusterSpec cluster_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
 };
 
 TEST_F(LocalWorkers, ThreeWorkersMultiplyExactlyWithWeights532) {
   start_workers(3);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
 
   // Integer-valued inputs: every partial product and sum is exact in float64, so the distributed
   // result must equal the local one bit for bit whatever the summation order.
   const linalg::Matrix a = linalg::random_matrix(300, 517, 11, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(517, 211, 12, linalg::FillKind::kIntegers);
-  const Plan plan = plan_for(Policy::kProportional, 300, 211, 517, {0.5, 0.3, 0.2});
+  const plan::Plan plan = plan_for(plan::Policy::kProportional, 300, 211, 517, {0.5, 0.3, 0.2});
   EXPECT_EQ(plan.shares[0].rows.count, 150u);
   EXPECT_EQ(plan.shares[1].rows.count, 90u);
   EXPECT_EQ(plan.shares[2].rows.count, 60u);
 
   linalg::Matrix c;
-  Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
+  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
 
   ASSERT_EQ(run->nodes.size(), 3u);
-  for (const NodeRunStats& node : run->nodes) {
+  for (const run::NodeRunStats& node : run->nodes) {
     EXPECT_GT(node.finish_s, 0.0) << node.name;
     EXPECT_GT(node.compute_s, 0.0) << node.name;
     EXPECT_LE(node.finish_s, run->makespan_s) << node.name;
@@ -87,35 +87,35 @@ TEST_F(LocalWorkers, ThreeWorkersMultiplyExactlyWithWeights532) {
     EXPECT_LT(*node.worker_comm_share(), 1.0) << node.name;
   }
   EXPECT_GE(run->imbalance, 1.0);
-  EXPECT_TRUE(verify_product(a, b, c, VerifyMode::kExact, 1).passed);
-  EXPECT_TRUE(verify_product(a, b, c, VerifyMode::kFreivalds, 1).passed);
+  EXPECT_TRUE(run::verify_product(a, b, c, run::VerifyMode::kExact, 1).passed);
+  EXPECT_TRUE(run::verify_product(a, b, c, run::VerifyMode::kFreivalds, 1).passed);
 }
 
 TEST_F(LocalWorkers, UnevenSizesAndEvenPolicyWithRealValues) {
   start_workers(3);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
   const linalg::Matrix a = linalg::random_matrix(101, 333, 5);
   const linalg::Matrix b = linalg::random_matrix(333, 77, 6);
   // Panel width 50 leaves a last panel of 33 rows.
-  const Plan plan = plan_for(Policy::kEven, 101, 77, 333, {}, 50);
+  const plan::Plan plan = plan_for(plan::Policy::kEven, 101, 77, 333, {}, 50);
   linalg::Matrix c;
-  Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
+  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  const Verification exact = verify_product(a, b, c, VerifyMode::kExact, 2);
+  const run::Verification exact = run::verify_product(a, b, c, run::VerifyMode::kExact, 2);
   EXPECT_TRUE(exact.passed) << exact.detail;
-  EXPECT_TRUE(verify_product(a, b, c, VerifyMode::kFreivalds, 2).passed);
+  EXPECT_TRUE(run::verify_product(a, b, c, run::VerifyMode::kFreivalds, 2).passed);
 }
 
 TEST_F(LocalWorkers, SessionsAreReusableForSeveralMultiplies) {
   start_workers(2);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
   for (uint64_t seed = 0; seed < 3; ++seed) {
     const linalg::Matrix a = linalg::random_matrix(40, 30, seed, linalg::FillKind::kIntegers);
     const linalg::Matrix b = linalg::random_matrix(30, 20, seed + 100, linalg::FillKind::kIntegers);
     linalg::Matrix c;
-    Result<MultiplyRun> run = run_multiply(*connection, plan_for(Policy::kProportional, 40, 20, 30, {3, 1}, 7), a, b, c);
+    Result<run::MultiplyRun> run = run::run_multiply(*connection, plan_for(plan::Policy::kProportional, 40, 20, 30, {3, 1}, 7), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, reference_product(a, b)) << "seed " << seed;
   }
@@ -123,14 +123,14 @@ TEST_F(LocalWorkers, SessionsAreReusableForSeveralMultiplies) {
 
 TEST_F(LocalWorkers, ZeroWeightNodeGetsNoRowsAndResultStillExact) {
   start_workers(3);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
   const linalg::Matrix a = linalg::random_matrix(50, 40, 1, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(40, 30, 2, linalg::FillKind::kIntegers);
-  const Plan plan = plan_for(Policy::kProportional, 50, 30, 40, {1, 0, 1});
+  const plan::Plan plan = plan_for(plan::Policy::kProportional, 50, 30, 40, {1, 0, 1});
   EXPECT_EQ(plan.shares[1].rows.count, 0u);
   linalg::Matrix c;
-  Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c);
+  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
   EXPECT_EQ(run->nodes[1].finish_s, 0.0);
@@ -138,12 +138,12 @@ TEST_F(LocalWorkers, ZeroWeightNodeGetsNoRowsAndResultStillExact) {
 
 TEST_F(LocalWorkers, UnreachableNodeIsNamedWithItsAddress) {
   start_workers(1);
-  NodeSpec ghost;
+  cluster::NodeSpec ghost;
   ghost.name = "ghost";
   ghost.host = "127.0.0.1";
   ghost.port = testing::free_loopback_port();
   cluster_.nodes.push_back(ghost);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_, {std::chrono::milliseconds(2000)});
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_, {std::chrono::milliseconds(2000)});
   ASSERT_FALSE(connection.is_ok());
   EXPECT_EQ(connection.status().code(), StatusCode::kNetworkError);
   EXPECT_NE(connection.status().message().find("'ghost'"), std::string::npos) << connection.status().message();
@@ -153,7 +153,7 @@ TEST_F(LocalWorkers, UnreachableNodeIsNamedWithItsAddress) {
 
 TEST_F(LocalWorkers, WrongSecretIsRefusedOnBothSidesAndWorkerKeepsServing) {
   start_workers(1, "the-workers-secret");
-  Result<ClusterConnection> refused = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> refused = cluster::ClusterConnection::connect(cluster_);
   ASSERT_FALSE(refused.is_ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kAuthFailed);
   EXPECT_NE(refused.status().message().find("refused the shared secret"), std::string::npos)
@@ -162,7 +162,7 @@ TEST_F(LocalWorkers, WrongSecretIsRefusedOnBothSidesAndWorkerKeepsServing) {
 
   // The worker logged the refusal too, and still serves a coordinator with the right secret.
   cluster_.secret = "the-workers-secret";
-  Result<ClusterConnection> accepted = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> accepted = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(accepted.is_ok()) << accepted.status().to_string();
   accepted->close();
   const std::string log = testing::read_file(log_path(0));
@@ -172,19 +172,19 @@ TEST_F(LocalWorkers, WrongSecretIsRefusedOnBothSidesAndWorkerKeepsServing) {
 // A static plan survives a node's death too: its unfinished block goes to whoever asks next.
 TEST_F(LocalWorkers, WorkerKilledMidRunUnderAStaticPlanLosesItsBlockToTheOthers) {
   start_workers(4);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
   const linalg::Matrix a = linalg::random_matrix(400, 2000, 3, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(2000, 300, 4, linalg::FillKind::kIntegers);
-  const Plan plan = plan_for(Policy::kEven, 400, 300, 2000, {}, 32);
+  const plan::Plan plan = plan_for(plan::Policy::kEven, 400, 300, 2000, {}, 32);
   std::atomic<bool> killed{false};
-  MultiplyHooks hooks;
+  run::MultiplyHooks hooks;
   // kill -9 node 'b' when it returns its first credit: most of its panels are still to come.
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 1 && !killed.exchange(true)) workers_[1]->kill_now();
   };
   linalg::Matrix c;
-  Result<MultiplyRun> run = run_multiply(*connection, plan, a, b, c, hooks);
+  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
@@ -195,12 +195,12 @@ TEST_F(LocalWorkers, WorkerKilledMidRunUnderAStaticPlanLosesItsBlockToTheOthers)
   EXPECT_EQ(run->reissued_tiles, std::vector<uint64_t>{1}) << "b's one block";
   EXPECT_EQ(run->nodes[1].rows, 0u);
   uint64_t rows = 0;
-  for (const NodeRunStats& node : run->nodes) rows += node.rows;
+  for (const run::NodeRunStats& node : run->nodes) rows += node.rows;
   EXPECT_EQ(rows, 400u);
   // b's block went out as three spare row pieces, one per other node, not whole to one survivor:
   // three own blocks plus three pieces were delivered.
   uint64_t delivered = 0;
-  for (const NodeRunStats& node : run->nodes) delivered += node.tiles;
+  for (const run::NodeRunStats& node : run->nodes) delivered += node.tiles;
   EXPECT_EQ(delivered, 6u);
   EXPECT_EQ(run->tiles, 4u);
   // The survivors stay up for the next session.
@@ -210,13 +210,13 @@ TEST_F(LocalWorkers, WorkerKilledMidRunUnderAStaticPlanLosesItsBlockToTheOthers)
 
 TEST_F(LocalWorkers, AShareLargerThanTheWorkersTileMemoryIsRefusedBeforeSending) {
   start_workers(2);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
-  for (NodeLink& link : connection->links()) link.hello.tile_memory_cap = 1 << 20;  // as a 1 MiB worker says
+  for (cluster::NodeLink& link : connection->links()) link.hello.tile_memory_cap = 1 << 20;  // as a 1 MiB worker says
   const linalg::Matrix a = linalg::random_matrix(400, 400, 1);
   const linalg::Matrix b = linalg::random_matrix(400, 400, 2);
   linalg::Matrix c;
-  Result<MultiplyRun> run = run_multiply(*connection, plan_for(Policy::kEven, 400, 400, 400, {}), a, b, c);
+  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan_for(plan::Policy::kEven, 400, 400, 400, {}), a, b, c);
   ASSERT_FALSE(run.is_ok());
   EXPECT_EQ(run.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(run.status().message().find("node 'a'"), std::string::npos) << run.status().message();
@@ -225,12 +225,12 @@ TEST_F(LocalWorkers, AShareLargerThanTheWorkersTileMemoryIsRefusedBeforeSending)
 
 TEST_F(LocalWorkers, MismatchedDimensionsAreRefusedBeforeSending) {
   start_workers(1);
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(connection.is_ok());
   const linalg::Matrix a = linalg::random_matrix(10, 12, 1);
   const linalg::Matrix b = linalg::random_matrix(13, 5, 2);
   linalg::Matrix c;
-  Result<MultiplyRun> run = run_multiply(*connection, plan_for(Policy::kEven, 10, 5, 12, {}), a, b, c);
+  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan_for(plan::Policy::kEven, 10, 5, 12, {}), a, b, c);
   ASSERT_FALSE(run.is_ok());
   EXPECT_EQ(run.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(run.status().message().find("B is 13x5"), std::string::npos) << run.status().message();

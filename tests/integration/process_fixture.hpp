@@ -164,9 +164,9 @@ inline CommandResult run_command(const std::string& command_line) {
 }
 
 // Writes `spec` as dir/cluster.yaml (name, secret, nodes with one thread each); returns the path.
-inline std::string write_cluster_file(const TempDir& dir, const balance::ClusterSpec& spec) {
+inline std::string write_cluster_file(const TempDir& dir, const balance::cluster::ClusterSpec& spec) {
   std::string yaml = "cluster: " + spec.name + "\nsecret: " + spec.secret + "\nnodes:\n";
-  for (const balance::NodeSpec& node : spec.nodes) {
+  for (const balance::cluster::NodeSpec& node : spec.nodes) {
     yaml += "  - name: " + node.name + "\n    host: " + node.host + "\n    port: " + std::to_string(node.port) +
             "\n    threads: 1\n";
   }
@@ -176,7 +176,7 @@ inline std::string write_cluster_file(const TempDir& dir, const balance::Cluster
 }
 
 // Polls until `node` accepts TCP connections (at most about 5 s); false if it never does.
-inline bool wait_until_listening(const balance::NodeSpec& node) {
+inline bool wait_until_listening(const balance::cluster::NodeSpec& node) {
   for (int attempt = 0; attempt < 200; ++attempt) {
     asio::io_context context;
     asio::ip::tcp::socket socket(context);
@@ -200,7 +200,7 @@ inline bool wait_until_listening(const balance::NodeSpec& node) {
 // gets `worker_flags` (e.g. --wire encrypted). The returned processes stop their workers when
 // destroyed.
 struct LocalWorkers {
-  std::vector<balance::NodeSpec> nodes;
+  std::vector<balance::cluster::NodeSpec> nodes;
   std::vector<std::unique_ptr<ChildProcess>> processes;
 };
 inline LocalWorkers start_local_workers(std::size_t count, const std::string& secret_file, const TempDir& dir,
@@ -208,7 +208,7 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
                                         const std::vector<std::string>& worker_flags = {}) {
   LocalWorkers workers;
   for (std::size_t i = 0; i < count; ++i) {
-    balance::NodeSpec node;
+    balance::cluster::NodeSpec node;
     node.name = std::string(1, static_cast<char>('a' + i));
     node.host = "127.0.0.1";
     node.port = free_loopback_port();
@@ -223,7 +223,7 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
         std::make_unique<ChildProcess>(std::move(args), dir.file("worker" + std::to_string(i) + ".log")));
     workers.nodes.push_back(node);
   }
-  for (const balance::NodeSpec& node : workers.nodes) {
+  for (const balance::cluster::NodeSpec& node : workers.nodes) {
     if (!wait_until_listening(node)) ADD_FAILURE() << "worker " << node.name << " never listened on " << node.endpoint();
   }
   return workers;
@@ -234,7 +234,7 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
 // `secret`) from dir/secret; the spec's source path is dir/cluster.yaml, so a profile it measures
 // is saved in `dir` too. `worker_flags` go to every worker.
 struct LocalCluster {
-  balance::ClusterSpec spec;
+  balance::cluster::ClusterSpec spec;
   std::vector<std::unique_ptr<ChildProcess>> processes;
 };
 inline LocalCluster start_local_cluster(const std::string& name, const std::string& secret, std::size_t count,

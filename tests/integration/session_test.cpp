@@ -28,21 +28,21 @@ class SessionTest : public ::testing::Test {
     workers_ = std::move(started.processes);
   }
 
-  Session open() {
-    Result<Session> session = Session::open(cluster_);
+  session::Session open() {
+    Result<session::Session> session = session::Session::open(cluster_);
     EXPECT_TRUE(session.is_ok()) << session.status().to_string();
     if (!session.is_ok()) throw std::runtime_error(session.status().to_string());
     return std::move(*session);
   }
 
   TempDir dir_;
-  ClusterSpec cluster_;
+  cluster::ClusterSpec cluster_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
 };
 
 TEST_F(SessionTest, MultipliesStridedCallerOwnedMatricesExactlyAndLeavesThePaddingAlone) {
   start_workers(2);
-  Session session = open();
+  session::Session session = open();
   const std::size_t m = 131, k = 77, n = 59, pad = 5;
   const linalg::Matrix a = linalg::random_matrix(m, k, 11, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(k, n, 12, linalg::FillKind::kIntegers);
@@ -53,14 +53,14 @@ TEST_F(SessionTest, MultipliesStridedCallerOwnedMatricesExactlyAndLeavesThePaddi
   const linalg::MatrixView a_view(a_buffer.data(), m, k, k + pad);
   const linalg::MutableMatrixView c_view(c_buffer.data(), m, n, n + pad);
 
-  MultiplyOptions options;
-  options.policy = EvenPolicy{};
+  session::MultiplyOptions options;
+  options.policy = plan::EvenPolicy{};
   options.panel_width = 32;
-  options.verify = VerifyMode::kExact;
-  Result<MultiplyOutcome> outcome = session.multiply(a_view, b, c_view, options);
+  options.verify = run::VerifyMode::kExact;
+  Result<session::MultiplyOutcome> outcome = session.multiply(a_view, b, c_view, options);
   ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
   EXPECT_TRUE(outcome->report.verification.passed) << outcome->report.verification.detail;
-  EXPECT_EQ(outcome->report.plan.policy, Policy::kEven);
+  EXPECT_EQ(outcome->report.plan.policy, plan::Policy::kEven);
   EXPECT_EQ(outcome->report.run.nodes.size(), 2u);
 
   const linalg::Matrix expected = reference_product(a, b);
@@ -70,10 +70,10 @@ TEST_F(SessionTest, MultipliesStridedCallerOwnedMatricesExactlyAndLeavesThePaddi
   }
 
   // The same session runs again, with another policy and layout, into a plain Matrix.
-  options.policy = ProportionalPolicy{{0.7, 0.3}};
+  options.policy = plan::ProportionalPolicy{{0.7, 0.3}};
   options.layout = partition::Layout::kRecursive3d;
   linalg::Matrix c(m, n);
-  Result<MultiplyOutcome> again = session.multiply(a, b, c, options);
+  Result<session::MultiplyOutcome> again = session.multiply(a, b, c, options);
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
   EXPECT_EQ(c, expected);
   EXPECT_FALSE(again->report.prediction.has_value()) << "no profile, no forecast";
@@ -81,16 +81,16 @@ TEST_F(SessionTest, MultipliesStridedCallerOwnedMatricesExactlyAndLeavesThePaddi
 
 TEST_F(SessionTest, APolicyThatNeedsAProfileMeasuresAQuickOneSavesItAndForecasts) {
   start_workers(2);
-  Session session = open();
+  session::Session session = open();
   ASSERT_FALSE(session.profile().has_value());
   const linalg::Matrix a = linalg::random_matrix(96, 64, 1), b = linalg::random_matrix(64, 80, 2);
   linalg::Matrix c(96, 80);
   std::vector<std::string> notices;
   std::size_t progress_lines = 0;
-  RunControl control;
+  session::RunControl control;
   control.on_notice = [&](const std::string& notice) { notices.push_back(notice); };
   control.on_profile_progress = [&](const std::string&, const std::string&, bool) { ++progress_lines; };
-  Result<MultiplyOutcome> outcome = session.multiply(a, b, c, MultiplyOptions{}, control);  // proportional
+  Result<session::MultiplyOutcome> outcome = session.multiply(a, b, c, session::MultiplyOptions{}, control);  // proportional
   ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_NE(notices[0].find(session.profile_path()), std::string::npos) << notices[0];
@@ -102,39 +102,39 @@ TEST_F(SessionTest, APolicyThatNeedsAProfileMeasuresAQuickOneSavesItAndForecasts
 
   // A second session finds the saved profile and plans without measuring.
   session.close();
-  Session reopened = open();
+  session::Session reopened = open();
   ASSERT_TRUE(reopened.profile().has_value());
   EXPECT_EQ(*reopened.profile(), *session.profile());
-  MultiplyOptions model;
-  model.policy = ModelPolicy{};
-  Result<PlannedMultiply> planned = reopened.plan(96, 80, 64, model);
+  session::MultiplyOptions model;
+  model.policy = plan::ModelPolicy{};
+  Result<session::PlannedMultiply> planned = reopened.plan(96, 80, 64, model);
   ASSERT_TRUE(planned.is_ok()) << planned.status().to_string();
-  EXPECT_EQ(planned->plan.policy, Policy::kModel);
+  EXPECT_EQ(planned->plan.policy, plan::Policy::kModel);
 }
 
 TEST_F(SessionTest, RunStartCountsTheJobsEveryNodeThenCreditsForStaticAndDynamicPlans) {
   start_workers(2);
-  Session session = open();
+  session::Session session = open();
   const linalg::Matrix a = linalg::random_matrix(150, 70, 5), b = linalg::random_matrix(70, 40, 6);
-  for (const PolicyChoice& policy : {PolicyChoice{ProportionalPolicy{{0.7, 0.3}}}, PolicyChoice{DynamicPolicy{20}}}) {
-    const bool dynamic = std::holds_alternative<DynamicPolicy>(policy);
+  for (const plan::PolicyChoice& policy : {plan::PolicyChoice{plan::ProportionalPolicy{{0.7, 0.3}}}, plan::PolicyChoice{plan::DynamicPolicy{20}}}) {
+    const bool dynamic = std::holds_alternative<plan::DynamicPolicy>(policy);
     SCOPED_TRACE(dynamic ? "dynamic" : "proportional");
-    std::vector<RunStart> starts;
+    std::vector<session::RunStart> starts;
     std::vector<std::atomic<uint64_t>> credits(2);
-    RunControl control;
-    control.on_run_start = [&](const RunStart& start) { starts.push_back(start); };
+    session::RunControl control;
+    control.on_run_start = [&](const session::RunStart& start) { starts.push_back(start); };
     control.on_credit = [&](std::size_t node, uint64_t jobs_done) {
       ASSERT_LT(node, credits.size());
       credits[node] = jobs_done;  // cumulative per node, each node's thread its own slot
     };
-    MultiplyOptions options;
+    session::MultiplyOptions options;
     options.policy = policy;
     options.panel_width = 16;
     linalg::Matrix c(150, 40);
-    Result<MultiplyOutcome> outcome = session.multiply(a, b, c, options, control);
+    Result<session::MultiplyOutcome> outcome = session.multiply(a, b, c, options, control);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
     ASSERT_EQ(starts.size(), 1u);
-    const RunStart& start = starts.front();
+    const session::RunStart& start = starts.front();
     EXPECT_EQ(start.plan, outcome->report.plan);
     EXPECT_EQ(start.forecast.has_value(), outcome->report.prediction.has_value());
     ASSERT_EQ(start.jobs.per_node.size(), 2u);
@@ -153,49 +153,49 @@ TEST_F(SessionTest, RunStartCountsTheJobsEveryNodeThenCreditsForStaticAndDynamic
 
 TEST_F(SessionTest, CancellingMidRunStopsPromptlyAndTheWorkersServeTheNextSession) {
   start_workers(2);
-  Session session = open();
+  session::Session session = open();
   const linalg::Matrix a = linalg::random_matrix(1024, 1024, 1), b = linalg::random_matrix(1024, 1024, 2);
   linalg::Matrix c(1024, 1024);
   std::atomic<bool> cancel{false};
-  RunControl control;
+  session::RunControl control;
   control.cancel = &cancel;
   control.on_credit = [&](std::size_t, uint64_t) { cancel = true; };  // stop at the first sign of progress
-  MultiplyOptions options;
-  options.policy = EvenPolicy{};
+  session::MultiplyOptions options;
+  options.policy = plan::EvenPolicy{};
   options.panel_width = 16;  // many small jobs: the run is far from done at the first credit
   const auto start = std::chrono::steady_clock::now();
-  Result<MultiplyOutcome> outcome = session.multiply(a, b, c, options, control);
+  Result<session::MultiplyOutcome> outcome = session.multiply(a, b, c, options, control);
   ASSERT_FALSE(outcome.is_ok());
   EXPECT_EQ(outcome.status().code(), StatusCode::kCancelled) << outcome.status().to_string();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 
-  Result<MultiplyOutcome> refused = session.multiply(a, b, c, options, control);
+  Result<session::MultiplyOutcome> refused = session.multiply(a, b, c, options, control);
   EXPECT_EQ(refused.status().code(), StatusCode::kCancelled) << "the flag is still set";
 
   // The workers let the cancelled session go and serve a new one (retry while they notice).
   const linalg::Matrix small_a = linalg::random_matrix(40, 30, 3), small_b = linalg::random_matrix(30, 20, 4);
   linalg::Matrix small_c(40, 20);
-  Result<Session> next = Session::open(cluster_);
+  Result<session::Session> next = session::Session::open(cluster_);
   for (int attempt = 0; attempt < 50 && !next.is_ok(); ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    next = Session::open(cluster_);
+    next = session::Session::open(cluster_);
   }
   ASSERT_TRUE(next.is_ok()) << next.status().to_string();
-  Result<MultiplyOutcome> fine = next->multiply(small_a, small_b, small_c, options);
+  Result<session::MultiplyOutcome> fine = next->multiply(small_a, small_b, small_c, options);
   ASSERT_TRUE(fine.is_ok()) << fine.status().to_string();
   EXPECT_TRUE(fine->report.verification.passed);
 }
 
 TEST_F(SessionTest, ANodeThatIsNotThereIsNamedWhenOpening) {
   start_workers(1);
-  NodeSpec ghost;
+  cluster::NodeSpec ghost;
   ghost.name = "ghost";
   ghost.host = "127.0.0.1";
   ghost.port = testing::free_loopback_port();
   cluster_.nodes.push_back(ghost);
-  SessionOptions options;
+  session::SessionOptions options;
   options.connect.timeout = std::chrono::milliseconds(2000);
-  Result<Session> session = Session::open(cluster_, options);
+  Result<session::Session> session = session::Session::open(cluster_, options);
   ASSERT_FALSE(session.is_ok());
   EXPECT_NE(session.status().message().find("ghost"), std::string::npos) << session.status().message();
   EXPECT_NE(session.status().message().find(ghost.endpoint()), std::string::npos) << session.status().message();
@@ -203,15 +203,15 @@ TEST_F(SessionTest, ANodeThatIsNotThereIsNamedWhenOpening) {
 
 TEST_F(SessionTest, MismatchedShapesAreRefusedBeforeAnythingIsSent) {
   start_workers(1);
-  Session session = open();
+  session::Session session = open();
   const linalg::Matrix a(4, 5), b(6, 3);
   linalg::Matrix c(4, 3);
-  Result<MultiplyOutcome> outcome = session.multiply(a, b, c, MultiplyOptions{.policy = EvenPolicy{}});
+  Result<session::MultiplyOutcome> outcome = session.multiply(a, b, c, session::MultiplyOptions{.policy = plan::EvenPolicy{}});
   ASSERT_FALSE(outcome.is_ok());
   EXPECT_EQ(outcome.status().code(), StatusCode::kInvalidArgument);
   const linalg::Matrix good_b(5, 3);
   linalg::Matrix wrong_c(3, 3);
-  Result<MultiplyOutcome> wrong = session.multiply(a, good_b, wrong_c, MultiplyOptions{.policy = EvenPolicy{}});
+  Result<session::MultiplyOutcome> wrong = session.multiply(a, good_b, wrong_c, session::MultiplyOptions{.policy = plan::EvenPolicy{}});
   ASSERT_FALSE(wrong.is_ok());
   EXPECT_NE(wrong.status().message().find("C is 3x3"), std::string::npos) << wrong.status().message();
 }

@@ -43,7 +43,7 @@ class WorkerErrors : public ::testing::Test {
   // Starts a worker named `name` (one compute thread, `extra` flags) on a free loopback port and
   // waits until it accepts connections.
   void start_worker(const std::string& name, const std::vector<std::string>& extra = {}) {
-    NodeSpec node;
+    cluster::NodeSpec node;
     node.name = name;
     node.host = "127.0.0.1";
     node.port = testing::free_loopback_port();
@@ -57,8 +57,8 @@ class WorkerErrors : public ::testing::Test {
     cluster_.nodes.push_back(node);
   }
 
-  Plan plan_for(Policy policy, uint64_t m, uint64_t n, uint64_t k, uint64_t tile_rows = 0) {
-    PlanRequest request;
+  plan::Plan plan_for(plan::Policy policy, uint64_t m, uint64_t n, uint64_t k, uint64_t tile_rows = 0) {
+    plan::PlanRequest request;
     request.policy = policy;
     request.m = m;
     request.n = n;
@@ -66,14 +66,14 @@ class WorkerErrors : public ::testing::Test {
     request.panel_width = 64;
     request.panels_in_flight = 3;
     request.tile_rows = tile_rows;
-    for (const NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
-    Result<Plan> plan = make_plan(request);
+    for (const cluster::NodeSpec& node : cluster_.nodes) request.node_names.push_back(node.name);
+    Result<plan::Plan> plan = plan::make_plan(request);
     EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
-    return plan.is_ok() ? *plan : Plan{};
+    return plan.is_ok() ? *plan : plan::Plan{};
   }
 
   testing::TempDir dir_;
-  ClusterSpec cluster_;
+  cluster::ClusterSpec cluster_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
 };
 
@@ -81,7 +81,7 @@ class WorkerErrors : public ::testing::Test {
 // or its next read notices first, the caller gets the worker's reason with kResourceExhausted.
 TEST_F(WorkerErrors, AStoreOverTheCapIsReportedAsOutOfMemory) {
   ASSERT_NO_FATAL_FAILURE(start_worker("small", kOneMiBCap));
-  Result<ClusterConnection> cluster = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> cluster = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
   tp::FrameConnection& connection = *cluster->links()[0].connection;
 
@@ -108,13 +108,13 @@ TEST_F(WorkerErrors, AStoreOverTheCapIsReportedAsOutOfMemory) {
 // go), so the only worker runs out of memory on its first tile and the run fails as such.
 TEST_F(WorkerErrors, AMultiplyOnAWorkerOutOfMemoryFailsAsResourceExhausted) {
   ASSERT_NO_FATAL_FAILURE(start_worker("small", kOneMiBCap));
-  Result<ClusterConnection> cluster = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> cluster = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
   // The first tile's A alone is 64 x 4096 doubles, 2 MiB.
   const linalg::Matrix a = linalg::random_matrix(1024, 4096, 1, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(4096, 64, 2, linalg::FillKind::kIntegers);
   linalg::Matrix c;
-  Result<MultiplyRun> run = run_multiply(*cluster, plan_for(Policy::kDynamic, 1024, 64, 4096, 256), a, b, c);
+  Result<run::MultiplyRun> run = run::run_multiply(*cluster, plan_for(plan::Policy::kDynamic, 1024, 64, 4096, 256), a, b, c);
   ASSERT_FALSE(run.is_ok());
   EXPECT_EQ(run.status().code(), StatusCode::kResourceExhausted) << run.status().to_string();
   EXPECT_TRUE(contains(run.status().message(), "every node failed"));
@@ -127,7 +127,7 @@ TEST_F(WorkerErrors, AMultiplyOnAWorkerOutOfMemoryFailsAsResourceExhausted) {
 TEST_F(WorkerErrors, ANodeOutOfMemoryIsLostWithItsReasonAndTheRunStaysExact) {
   ASSERT_NO_FATAL_FAILURE(start_worker("big"));
   ASSERT_NO_FATAL_FAILURE(start_worker("small", kOneMiBCap));
-  Result<ClusterConnection> cluster = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> cluster = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
   // As a coordinator that does not know the cap (the up-front check only sees HELLO's figure):
   // the static share really reaches the worker.
@@ -135,7 +135,7 @@ TEST_F(WorkerErrors, ANodeOutOfMemoryIsLostWithItsReasonAndTheRunStaysExact) {
   const linalg::Matrix a = linalg::random_matrix(200, 3000, 3, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(3000, 50, 4, linalg::FillKind::kIntegers);
   linalg::Matrix c;
-  Result<MultiplyRun> run = run_multiply(*cluster, plan_for(Policy::kEven, 200, 50, 3000), a, b, c);
+  Result<run::MultiplyRun> run = run::run_multiply(*cluster, plan_for(plan::Policy::kEven, 200, 50, 3000), a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
   ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"small"});
@@ -151,12 +151,12 @@ TEST_F(WorkerErrors, ANodeOutOfMemoryIsLostWithItsReasonAndTheRunStaysExact) {
 // The reference GEMM probe needs three 1024 x 1024 matrices (24 MiB) on a 1 MiB worker.
 TEST_F(WorkerErrors, AProbeThatDoesNotFitFailsTheProfileAsResourceExhausted) {
   ASSERT_NO_FATAL_FAILURE(start_worker("small", kOneMiBCap));
-  Result<ClusterConnection> cluster = ClusterConnection::connect(cluster_);
+  Result<cluster::ClusterConnection> cluster = cluster::ClusterConnection::connect(cluster_);
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
-  ProfileOptions options;
+  profile::ProfileOptions options;
   options.quick = true;
   options.quick_window_seconds = 0.05;
-  Result<ClusterProfile> profile = run_profile(*cluster, cluster_, std::nullopt, options);
+  Result<profile::ClusterProfile> profile = profile::run_profile(*cluster, cluster_, std::nullopt, options);
   ASSERT_FALSE(profile.is_ok());
   EXPECT_EQ(profile.status().code(), StatusCode::kResourceExhausted) << profile.status().to_string();
   EXPECT_TRUE(contains(profile.status().message(), "node 'small' (" + cluster_.nodes[0].endpoint() + ")"));

@@ -27,8 +27,8 @@ std::vector<worker::Service> non_gemm_services() {
   return {worker::Service{"test", kTestCapability, {credit}}};
 }
 
-NodeSpec local_node(const std::string& name, uint16_t port) {
-  NodeSpec node;
+cluster::NodeSpec local_node(const std::string& name, uint16_t port) {
+  cluster::NodeSpec node;
   node.name = name;
   node.host = "127.0.0.1";
   node.port = port;
@@ -38,9 +38,9 @@ NodeSpec local_node(const std::string& name, uint16_t port) {
 TEST(CoordinatorCapabilities, NodeLackingGemmIsRefusedWithWhatItOffersAndLacks) {
   InProcessWorker no_gemm(non_gemm_services());
   ASSERT_TRUE(no_gemm.running());
-  const NodeSpec node = local_node("pi-test", no_gemm.port());
+  const cluster::NodeSpec node = local_node("pi-test", no_gemm.port());
 
-  Result<NodeLink> link = connect_node(node, kInProcessSecret, 5000ms);
+  Result<cluster::NodeLink> link = cluster::connect_node(node, kInProcessSecret, 5000ms);
   ASSERT_FALSE(link);
   EXPECT_EQ(link.status().code(), StatusCode::kInvalidConfig);
   const std::string expected = "node 'pi-test' (127.0.0.1:" + std::to_string(no_gemm.port()) +
@@ -54,10 +54,10 @@ TEST(CoordinatorCapabilities, NodeLackingGemmIsRefusedWithWhatItOffersAndLacks) 
 TEST(CoordinatorCapabilities, NodeOfferingWhatIsRequiredIsAccepted) {
   InProcessWorker no_gemm(non_gemm_services());
   ASSERT_TRUE(no_gemm.running());
-  Result<NodeLink> link = connect_node(local_node("pi-test", no_gemm.port()), kInProcessSecret, 5000ms, kTestCapability);
+  Result<cluster::NodeLink> link = cluster::connect_node(local_node("pi-test", no_gemm.port()), kInProcessSecret, 5000ms, kTestCapability);
   ASSERT_TRUE(link) << link.status().to_string();
   EXPECT_EQ(link->hello.capabilities, kTestCapability | tp::kCapabilityTls);
-  say_goodbye(*link);
+  cluster::say_goodbye(*link);
 }
 
 TEST(CoordinatorCapabilities, ClusterConnectNamesOnlyTheNodeThatLacksACapability) {
@@ -65,20 +65,20 @@ TEST(CoordinatorCapabilities, ClusterConnectNamesOnlyTheNodeThatLacksACapability
   InProcessWorker no_gemm(non_gemm_services());
   ASSERT_TRUE(gemm.running());
   ASSERT_TRUE(no_gemm.running());
-  ClusterSpec cluster;
+  cluster::ClusterSpec cluster;
   cluster.name = "mixed-services";
   cluster.secret = kInProcessSecret;
   cluster.nodes = {local_node("desktop", gemm.port()), local_node("pi-test", no_gemm.port())};
 
-  Result<ClusterConnection> refused = ClusterConnection::connect(cluster);  // requires GEMM by default
+  Result<cluster::ClusterConnection> refused = cluster::ClusterConnection::connect(cluster);  // requires GEMM by default
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidConfig);
   EXPECT_NE(refused.status().message().find("node 'pi-test'"), std::string::npos) << refused.status().message();
   EXPECT_EQ(refused.status().message().find("desktop"), std::string::npos) << refused.status().message();
 
-  ConnectOptions nothing_required;
+  cluster::ConnectOptions nothing_required;
   nothing_required.required_capabilities = 0;
-  Result<ClusterConnection> connected = ClusterConnection::connect(cluster, nothing_required);
+  Result<cluster::ClusterConnection> connected = cluster::ClusterConnection::connect(cluster, nothing_required);
   ASSERT_TRUE(connected) << connected.status().to_string();
   ASSERT_EQ(connected->links().size(), 2u);
   EXPECT_EQ(connected->links()[0].hello.capabilities,

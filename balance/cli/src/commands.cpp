@@ -26,20 +26,20 @@
 #include "tessera/core/strings.hpp"
 #include "tessera/core/time.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cli {
 
 namespace {
 
 int fail(std::ostream& err, const Status& status) { return report_failure(err, status); }
 
-void print_profile(std::ostream& out, const ClusterProfile& profile, const std::string& path) {
+void print_profile(std::ostream& out, const profile::ClusterProfile& profile, const std::string& path) {
   const std::vector<double> powers = profile.relative_powers();
   out << fmt::format("{:<12} {:>9} {:>7} {:>8} {:>22} {:>10} {:>10} {:>10} {:>10}\n", "node", "GFLOP/s", "pw", "threads",
                      "speed curve (size:GF)", "latency", "when busy", "MB/s to", "MB/s from");
   for (std::size_t i = 0; i < profile.nodes.size(); ++i) {
-    const NodeProfile& node = profile.nodes[i];
+    const profile::NodeProfile& node = profile.nodes[i];
     std::string curve;
-    for (const SpeedPoint& point : node.speed) curve += fmt::format("{}{:g}:{:.0f}", curve.empty() ? "" : " ", point.size, point.gflops);
+    for (const model::SpeedPoint& point : node.speed) curve += fmt::format("{}{:g}:{:.0f}", curve.empty() ? "" : " ", point.size, point.gflops);
     if (curve.size() > 22) curve = fmt::format("{} points {:g}..{:g}", node.speed.size(), node.speed.front().size, node.speed.back().size);
     const std::string busy =
         node.link.busy_latency_s > 0.0 ? fmt::format("{:.3f}ms", node.link.busy_latency_s * 1e3) : std::string("-");
@@ -52,7 +52,7 @@ void print_profile(std::ostream& out, const ClusterProfile& profile, const std::
 }
 
 // Progress: on a terminal one line per node, rewritten in place; in a log only the final lines.
-ProfileProgress progress_printer(std::ostream& err) {
+profile::ProfileProgress progress_printer(std::ostream& err) {
   const bool terminal = ::isatty(STDERR_FILENO) == 1;
   return [&err, terminal](const std::string& node, const std::string& what, bool done) {
     if (done) {
@@ -116,12 +116,12 @@ Status check_multiply_fits(uint64_t m, uint64_t n, uint64_t k, const std::string
 // A NaN or infinity in an input is refused unless --allow-nonfinite: usually it is a bug
 // upstream, and a product full of NaN is not what anyone meant to compute.
 Status check_finite(const linalg::Matrix& matrix, std::string_view name, const std::string& path) {
-  const std::optional<NonFiniteEntry> entry = first_nonfinite(matrix);
+  const std::optional<run::NonFiniteEntry> entry = run::first_nonfinite(matrix);
   if (!entry) return Status::ok();
   return invalid_argument(fmt::format("{}: {} (0-based [row][column]); fix the input, or pass --allow-nonfinite to "
                                       "multiply it anyway (verification then counts matching NaN/inf entries as "
                                       "equal)",
-                                      path, describe_nonfinite(name, *entry)));
+                                      path, run::describe_nonfinite(name, *entry)));
 }
 
 Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
@@ -194,34 +194,34 @@ int report_failure(std::ostream& err, const Status& status) {
 }
 
 int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream& err) {
-  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(command.config_path);
   if (!cluster) return fail(err, cluster.status());
   bool any_emulated = false;
-  for (const NodeSpec& node : cluster->nodes) any_emulated |= node.emulate.has_value();
+  for (const cluster::NodeSpec& node : cluster->nodes) any_emulated |= node.emulate.has_value();
   if (command.local.no_emulation && any_emulated) {
     err << "WARNING: --no-emulation: the emulate: settings of " << command.config_path
         << " are IGNORED; every node runs UNTHROTTLED at this machine's full speed.\n";
   }
-  for (const std::string& warning : secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
-  Result<std::vector<NodeLifecycle>> nodes = local_cluster_up(*cluster, command.local);
+  for (const std::string& warning : local::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  Result<std::vector<local::NodeLifecycle>> nodes = local::local_cluster_up(*cluster, command.local);
   if (!nodes) return fail(err, nodes.status());
   for (std::size_t i = 0; i < nodes->size(); ++i) {
-    const NodeLifecycle& node = (*nodes)[i];
-    out << fmt::format("{:<12} pid {:<8} {:<16} {}\n", node.name, node.pid, node_state_name(node.state),
+    const local::NodeLifecycle& node = (*nodes)[i];
+    out << fmt::format("{:<12} pid {:<8} {:<16} {}\n", node.name, node.pid, local::node_state_name(node.state),
                        node.detail);
   }
   out << fmt::format("cluster '{}' up: {} workers (logs in {}/{})\n", cluster->name, nodes->size(),
-                     command.local.run_dir.empty() ? default_run_dir() : command.local.run_dir, cluster->name);
+                     command.local.run_dir.empty() ? local::default_run_dir() : command.local.run_dir, cluster->name);
   return kExitOk;
 }
 
 int command_down(const LifecycleCommand& command, std::ostream& out, std::ostream& err) {
-  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(command.config_path);
   if (!cluster) return fail(err, cluster.status());
-  Result<std::vector<NodeLifecycle>> nodes = local_cluster_down(*cluster, command.local);
+  Result<std::vector<local::NodeLifecycle>> nodes = local::local_cluster_down(*cluster, command.local);
   if (!nodes) return fail(err, nodes.status());
-  for (const NodeLifecycle& node : *nodes) {
-    out << fmt::format("{:<12} {}{}\n", node.name, node_state_name(node.state),
+  for (const local::NodeLifecycle& node : *nodes) {
+    out << fmt::format("{:<12} {}{}\n", node.name, local::node_state_name(node.state),
                        node.pid != 0 ? fmt::format(" (pid {})", node.pid) : "");
   }
   return kExitOk;
@@ -230,7 +230,7 @@ int command_down(const LifecycleCommand& command, std::ostream& out, std::ostrea
 namespace {
 
 // What differs between a node now and when it was profiled ("threads 1 -> 2"), empty if nothing.
-std::vector<std::string> changes_since_profile(const transport::Hello& hello, const NodeProfile& profiled) {
+std::vector<std::string> changes_since_profile(const transport::Hello& hello, const profile::NodeProfile& profiled) {
   std::vector<std::string> changed;
   if (profiled.threads != 0 && hello.threads != profiled.threads) {
     changed.push_back(fmt::format("threads {} -> {}", profiled.threads, hello.threads));
@@ -263,20 +263,20 @@ std::string age_text(double seconds) {
 }
 
 struct StatusLine {
-  NodeReachability node;
+  local::NodeReachability node;
   std::optional<double> profile_age_s;  // none: the node has no saved profile entry
   std::vector<std::string> changed;
 };
 
-std::vector<StatusLine> status_lines(const ClusterSpec& cluster, const StatusCommand& command,
-                                     const std::optional<ClusterProfile>& profile) {
+std::vector<StatusLine> status_lines(const cluster::ClusterSpec& cluster, const StatusCommand& command,
+                                     const std::optional<profile::ClusterProfile>& profile) {
   std::vector<StatusLine> lines;
   const auto now = std::chrono::system_clock::now();
-  for (NodeReachability& node :
-       cluster_status(cluster, command.lifecycle.local, std::chrono::milliseconds(command.deadline_ms))) {
+  for (local::NodeReachability& node :
+       local::cluster_status(cluster, command.lifecycle.local, std::chrono::milliseconds(command.deadline_ms))) {
     StatusLine line{std::move(node), std::nullopt, {}};
     if (profile) {
-      for (const NodeProfile& profiled : profile->nodes) {
+      for (const profile::NodeProfile& profiled : profile->nodes) {
         if (profiled.name != line.node.name) continue;
         if (auto at = parse_utc_iso8601(profiled.measured_at)) {
           line.profile_age_s = std::max(0.0, std::chrono::duration<double>(now - *at).count());
@@ -292,7 +292,7 @@ std::vector<StatusLine> status_lines(const ClusterSpec& cluster, const StatusCom
 // "0.42/2": the 1-minute load average over the cores it is measured against, so "3.9/4" on a Pi
 // and "3.9/16" on a desktop read differently at a glance, and the first number is still the one
 // `uptime` prints on the node. "-" when the node did not report one.
-std::string load_text(const NodeReachability& node) {
+std::string load_text(const local::NodeReachability& node) {
   const std::optional<double> load = node.load();
   if (!load) return "-";
   return node.hello->cores > 0 ? fmt::format("{:.2f}/{}", *load, node.hello->cores) : fmt::format("{:.2f}", *load);
@@ -302,10 +302,10 @@ std::string status_json(const std::string& cluster_name, const std::string& prof
                         const std::vector<StatusLine>& lines) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const StatusLine& line : lines) {
-    const NodeReachability& node = line.node;
+    const local::NodeReachability& node = line.node;
     nlohmann::json entry = {{"name", node.name},
                             {"endpoint", node.endpoint},
-                            {"state", reach_name(node.reach)},
+                            {"state", local::reach_name(node.reach)},
                             {"detail", node.detail},
                             {"check_s", node.seconds},
                             {"wire", node.wire.empty() ? nlohmann::json(nullptr) : nlohmann::json(node.wire)},
@@ -328,7 +328,7 @@ std::string status_json(const std::string& cluster_name, const std::string& prof
 }  // namespace
 
 int command_status(const StatusCommand& command, std::ostream& out, std::ostream& err) {
-  Result<ClusterSpec> cluster = load_reachable_cluster(command.lifecycle.config_path, command.lifecycle.local.run_dir);
+  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.lifecycle.config_path, command.lifecycle.local.run_dir);
   if (!cluster) return fail(err, cluster.status());
   if (command.deadline_ms < 50 || command.deadline_ms > 60000) {
     return fail(err, invalid_argument(fmt::format("--deadline-ms {} must be within 50..60000", command.deadline_ms)));
@@ -337,13 +337,13 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
     return fail(err, invalid_argument(fmt::format("--watch {} must be within 0..86400 seconds", command.watch_s)));
   }
   const std::string profile_path =
-      command.profile_path.empty() ? default_profile_path(command.lifecycle.config_path) : command.profile_path;
+      command.profile_path.empty() ? profile::default_profile_path(command.lifecycle.config_path) : command.profile_path;
   const bool redraw = command.watch_s > 0.0 && ::isatty(STDOUT_FILENO) == 1 && !command.json;
   for (;;) {
-    std::optional<ClusterProfile> profile;
+    std::optional<profile::ClusterProfile> profile;
     std::error_code missing;
     if (std::filesystem::exists(profile_path, missing)) {
-      Result<ClusterProfile> loaded = load_profile(profile_path);
+      Result<profile::ClusterProfile> loaded = profile::load_profile(profile_path);
       if (loaded) {
         profile = std::move(*loaded);
       } else {
@@ -359,7 +359,7 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
       if (redraw) out << "\x1b[H\x1b[2J" << fmt::format("{}  (every {:g} s; Ctrl-C stops)\n", utc_now(UtcFormat::kReadable), command.watch_s);
       out << fmt::format("{:<12} {:<22} {:<12} {:<8} {}\n", "node", "endpoint", "state", "load", "detail");
       for (const StatusLine& line : lines) {
-        const NodeReachability& node = line.node;
+        const local::NodeReachability& node = line.node;
         std::string profiled;
         if (profile && node.reachable) {
           profiled = line.profile_age_s ? fmt::format("; profiled {} ago", age_text(*line.profile_age_s)) : "; not in the profile";
@@ -367,7 +367,7 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
             profiled += fmt::format(", changed since ({}): tessera profile --node {}", join(line.changed, ", "), node.name);
           }
         }
-        out << fmt::format("{:<12} {:<22} {:<12} {:<8} {}{}{}\n", node.name, node.endpoint, reach_name(node.reach),
+        out << fmt::format("{:<12} {:<22} {:<12} {:<8} {}{}{}\n", node.name, node.endpoint, local::reach_name(node.reach),
                            load_text(node), node.detail, profiled,
                            node.local_pid != 0 ? fmt::format(" [local pid {}]", node.local_pid) : "");
       }
@@ -386,7 +386,7 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
 }
 
 int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err) {
-  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
+  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return fail(err, cluster.status());
   if (command.reference_size < 16 || command.reference_size > 8192) {
     return fail(err, invalid_argument("--probe-size must be within 16..8192"));
@@ -394,21 +394,21 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
   for (const std::string& name : command.nodes) {
     if (cluster->find_node(name) < 0) {
       return fail(err, invalid_argument(fmt::format("--node {}: no such node in {}; nodes are {}", name,
-                                                    command.config_path, join(cluster->nodes, ", ", &NodeSpec::name))));
+                                                    command.config_path, join(cluster->nodes, ", ", &cluster::NodeSpec::name))));
     }
   }
-  SessionOptions session_options;
+  session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   session_options.damaged_profile_is_error = false;
   const std::size_t node_count = cluster->nodes.size();
   const std::string cluster_name = cluster->name;
-  Result<Session> session = Session::open(std::move(*cluster), session_options);
+  Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return fail(err, session.status());
   if (std::optional<Status> problem = session->ignored_profile_problem()) {
     err << "tessera: ignoring the saved profile: " << problem->message() << "\n";
   }
 
-  ProfileOptions options;
+  profile::ProfileOptions options;
   options.quick = command.quick;
   options.refresh = command.refresh;
   options.only_nodes = command.nodes;
@@ -418,7 +418,7 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
                      command.quick ? " (quick)" : "");
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> measured;
-  Result<ClusterProfile> profile = session->measure_profile(options, progress_printer(err), &measured);
+  Result<profile::ClusterProfile> profile = session->measure_profile(options, progress_printer(err), &measured);
   if (!profile) return fail(err, profile.status());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print_profile(out, *profile, session->profile_path());
@@ -438,34 +438,34 @@ Result<uint64_t> dimension(const std::optional<uint64_t>& value, const char* fla
 }  // namespace
 
 int command_model(const ModelCommand& command, std::ostream& out, std::ostream& err) {
-  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(command.config_path);
   if (!cluster) return fail(err, cluster.status());
-  const std::string path = command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
-  Result<ClusterProfile> profile = load_profile(path);
+  const std::string path = command.profile_path.empty() ? profile::default_profile_path(command.config_path) : command.profile_path;
+  Result<profile::ClusterProfile> profile = profile::load_profile(path);
   if (!profile) return fail(err, profile.status());
-  Result<ClusterModel> model = profile_model(*profile, *cluster, path);
+  Result<model::ClusterModel> model = profile::profile_model(*profile, *cluster, path);
   if (!model) return fail(err, model.status());
   Result<uint64_t> n = dimension(command.n ? command.n : command.m, "--n");
   if (!n) return fail(err, n.status());
   const uint64_t m = command.m.value_or(*n);
   const uint64_t k = command.k.value_or(*n);
-  MultiplyOptions options;
+  session::MultiplyOptions options;
   options.panel_width = command.panel_width;
   options.panels_in_flight = command.panels_in_flight;
   out << fmt::format("model of '{}' from {} (measured {})\n", cluster->name, path, profile->measured_at);
-  for (Policy policy : {Policy::kEven, Policy::kProportional, Policy::kModel}) {
-    options.policy = default_choice(policy);
-    Result<PlannedMultiply> planned = plan_policy(*cluster, *profile, path, m, *n, k, options);
+  for (plan::Policy policy : {plan::Policy::kEven, plan::Policy::kProportional, plan::Policy::kModel}) {
+    options.policy = plan::default_choice(policy);
+    Result<session::PlannedMultiply> planned = session::plan_policy(*cluster, *profile, path, m, *n, k, options);
     if (!planned) return fail(err, planned.status());
     for (const std::string& warning : planned->warnings) err << "warning: " << warning << "\n";
-    const Plan& plan = planned->plan;
-    const Prediction prediction = predict(*model, plan);
+    const plan::Plan& plan = planned->plan;
+    const model::Prediction prediction = model::predict(*model, plan);
     out << "\n" << plan.to_string();
     for (std::size_t i = 0; i < plan.shares.size(); ++i) {
       // The share of its cores a node keeps is said only where the model took some away.
       const double share = i < prediction.host_share.size() ? prediction.host_share[i] : 1.0;
       out << fmt::format("  {:<16} predicted finish {:.3f} s{}\n", plan.shares[i].node_name, prediction.finish_s[i],
-                         host_share_reduced(share) ? fmt::format(" (keeping {:.0f}% of its cores on a shared host)", 100.0 * share)
+                         model::host_share_reduced(share) ? fmt::format(" (keeping {:.0f}% of its cores on a shared host)", 100.0 * share)
                                        : "");
     }
     out << fmt::format("  predicted makespan {:.3f} s\n", prediction.makespan_s);
@@ -476,13 +476,13 @@ int command_model(const ModelCommand& command, std::ostream& out, std::ostream& 
 namespace {
 
 // The flags of `tessera multiply` as the facade's options; fails naming the flag.
-Result<MultiplyOptions> multiply_options(const MultiplyCommand& command, std::size_t node_count,
+Result<session::MultiplyOptions> multiply_options(const MultiplyCommand& command, std::size_t node_count,
                                          const std::string& config_path) {
-  Result<Policy> policy = parse_policy(command.policy);
+  Result<plan::Policy> policy = plan::parse_policy(command.policy);
   if (!policy) return policy.status();
-  Result<VerifyMode> verify_mode = parse_verify_mode(command.verify);
+  Result<run::VerifyMode> verify_mode = run::parse_verify_mode(command.verify);
   if (!verify_mode) return verify_mode.status();
-  if (*policy != Policy::kProportional && !command.weights.empty()) {
+  if (*policy != plan::Policy::kProportional && !command.weights.empty()) {
     return invalid_argument("--weights applies to --policy proportional only");
   }
   if (!command.weights.empty() && command.weights.size() != node_count) {
@@ -494,15 +494,15 @@ Result<MultiplyOptions> multiply_options(const MultiplyCommand& command, std::si
   }
   Result<partition::Layout> layout = partition::parse_layout(command.layout);
   if (!layout) return layout.status();
-  TESSERA_RETURN_IF_ERROR(check_layout(*policy, *layout));
+  TESSERA_RETURN_IF_ERROR(plan::check_layout(*policy, *layout));
   if (command.refill_threshold == 0 || command.refill_threshold > command.panels_in_flight) {
     return invalid_argument(fmt::format("--refill {} must be between 1 and --panels-in-flight {}",
                                         command.refill_threshold, command.panels_in_flight));
   }
-  MultiplyOptions options;
-  options.policy = default_choice(*policy);
-  if (auto* proportional = std::get_if<ProportionalPolicy>(&options.policy)) proportional->weights = command.weights;
-  if (auto* dynamic = std::get_if<DynamicPolicy>(&options.policy)) dynamic->tile_rows = command.tile_rows;
+  session::MultiplyOptions options;
+  options.policy = plan::default_choice(*policy);
+  if (auto* proportional = std::get_if<plan::ProportionalPolicy>(&options.policy)) proportional->weights = command.weights;
+  if (auto* dynamic = std::get_if<plan::DynamicPolicy>(&options.policy)) dynamic->tile_rows = command.tile_rows;
   options.layout = *layout;
   options.panel_width = command.panel_width;
   options.panels_in_flight = command.overlap == "off" ? 1 : command.panels_in_flight;
@@ -522,11 +522,11 @@ Result<MultiplyOptions> multiply_options(const MultiplyCommand& command, std::si
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err) {
   Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
   if (!progress_mode) return fail(err, progress_mode.status());
-  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
+  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return fail(err, cluster.status());
-  Result<MultiplyOptions> options = multiply_options(command, cluster->nodes.size(), cluster->source_path);
+  Result<session::MultiplyOptions> options = multiply_options(command, cluster->nodes.size(), cluster->source_path);
   if (!options) return fail(err, options.status());
-  for (const std::string& warning : secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  for (const std::string& warning : local::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
   const auto interrupted = [&command] { return command.interrupted != nullptr && command.interrupted->load(); };
   const auto report_interrupted = [&err] {
     err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
@@ -536,9 +536,9 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   if (!inputs) return fail(err, inputs.status());
   if (interrupted()) return report_interrupted();
 
-  SessionOptions session_options;
+  session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
-  Result<Session> session = Session::open(std::move(*cluster), session_options);
+  Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return interrupted() ? report_interrupted() : fail(err, session.status());
 
   const Inputs& in = *inputs;
@@ -547,11 +547,11 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   // Credits arrive on the nodes' threads; atomics keep them off the printer's lock, which a
   // terminal that stopped reading could hold.
   std::vector<std::atomic<uint64_t>> jobs_done(session->cluster().nodes.size());
-  RunControl control;
+  session::RunControl control;
   control.cancel = command.interrupted;
   control.on_notice = [&progress](const std::string& notice) { progress.notice(notice); };
   control.on_profile_progress = progress_printer(err);
-  control.on_run_start = [&progress, &jobs_done](const RunStart& start) {
+  control.on_run_start = [&progress, &jobs_done](const session::RunStart& start) {
     MultiplyProgress shape;
     for (std::size_t i = 0; i < start.plan.shares.size(); ++i) {
       NodeJobs node{start.plan.shares[i].node_name, 0, i < start.jobs.per_node.size() ? start.jobs.per_node[i] : 0,
@@ -571,7 +571,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   control.on_credit = [&jobs_done](std::size_t node, uint64_t done) {
     if (node < jobs_done.size()) jobs_done[node].store(done);
   };
-  Result<MultiplyOutcome> outcome = session->multiply(in.a, in.b, c, *options, control);
+  Result<session::MultiplyOutcome> outcome = session->multiply(in.a, in.b, c, *options, control);
   progress.stop();  // the line is gone before anything else is written
   if (interrupted()) {
     // The session shut its connections down when it saw the flag (the workers then end the
@@ -582,19 +582,19 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   if (!outcome) return fail(err, outcome.status());
   session->close();
   for (const std::string& warning : outcome->warnings) err << "warning: " << warning << "\n";
-  const MultiplyReport& report = outcome->report;
+  const report::MultiplyReport& report = outcome->report;
   if (command.show_plan) out << report.plan.to_string() << "\n";
-  out << format_report_table(report);
+  out << report::format_report_table(report);
 
   if (!command.report_path.empty()) {
-    if (Status written = write_report_json(command.report_path, report); !written) return fail(err, written);
+    if (Status written = report::write_report_json(command.report_path, report); !written) return fail(err, written);
     out << "report written to " << command.report_path << "\n";
   }
   if (!command.out_path.empty()) {
     if (Status written = linalg::write_npy(command.out_path, c); !written) return fail(err, written);
     out << "C written to " << command.out_path << "\n";
   }
-  if (options->verify != VerifyMode::kNone && !report.verification.passed) {
+  if (options->verify != run::VerifyMode::kNone && !report.verification.passed) {
     err << "tessera: verification FAILED: " << report.verification.detail << "\n";
     return kExitVerificationFailed;
   }
@@ -602,26 +602,26 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
 }
 
 int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err) {
-  ExperimentOptions options;
+  study::ExperimentOptions options;
   options.out_dir = command.out_dir;
   options.repeat = command.repeat;
   options.run_dir = command.run_dir;
   options.command_line = command.command_line;
   options.interrupted = command.interrupted;
   Status status = Status::ok();
-  const std::string workload = study_workload(command.study_path);
+  const std::string workload = study::study_workload(command.study_path);
   if (workload == "graph") {
-    Result<GraphStudy> study = load_graph_study(command.study_path);
+    Result<study::GraphStudy> study = study::load_graph_study(command.study_path);
     if (!study) return fail(err, study.status());
-    status = run_graph_study(*study, options, out);
+    status = study::run_graph_study(*study, options, out);
   } else if (workload == "expressions") {
-    Result<ExpressionStudy> study = load_expression_study(command.study_path);
+    Result<study::ExpressionStudy> study = study::load_expression_study(command.study_path);
     if (!study) return fail(err, study.status());
-    status = run_expression_study(*study, options, out);
+    status = study::run_expression_study(*study, options, out);
   } else {
-    Result<Study> study = load_study(command.study_path);
+    Result<study::Study> study = study::load_study(command.study_path);
     if (!study) return fail(err, study.status());
-    status = run_experiment(*study, options, out);
+    status = study::run_experiment(*study, options, out);
   }
   if (command.interrupted != nullptr && command.interrupted->load()) {
     err << "tessera: interrupted; every cluster the study started was stopped, partial results written\n";
@@ -631,4 +631,4 @@ int command_experiment(const ExperimentCommand& command, std::ostream& out, std:
   return kExitOk;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cli

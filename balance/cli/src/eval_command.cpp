@@ -19,7 +19,7 @@
 #include "tessera/balance/session/session.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cli {
 
 namespace {
 
@@ -64,9 +64,9 @@ Result<std::map<std::string, linalg::Matrix>> load_inputs(const std::vector<std:
       Result<linalg::Matrix> read = linalg::read_npy(source);
       // An input that cannot be read is bad input (exit 2), whatever the reason.
       if (!read) return invalid_argument(fmt::format("--input {}: {}", name, read.status().message()));
-      if (const std::optional<NonFiniteEntry> entry = first_nonfinite(*read)) {
+      if (const std::optional<run::NonFiniteEntry> entry = run::first_nonfinite(*read)) {
         return invalid_argument(fmt::format("--input {}: {} holds NaN or infinite values: {} (0-based [row][column])",
-                                            name, source, describe_nonfinite(name, *entry)));
+                                            name, source, run::describe_nonfinite(name, *entry)));
       }
       return read;
     }();
@@ -79,11 +79,11 @@ Result<std::map<std::string, linalg::Matrix>> load_inputs(const std::vector<std:
 }  // namespace
 
 int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& err) {
-  Result<Policy> policy = parse_policy(command.policy);
+  Result<plan::Policy> policy = plan::parse_policy(command.policy);
   if (!policy) return report_failure(err, policy.status());
-  Result<VerifyMode> verify = parse_verify_mode(command.verify);
+  Result<run::VerifyMode> verify = run::parse_verify_mode(command.verify);
   if (!verify) return report_failure(err, verify.status());
-  Result<EvalMode> mode = parse_eval_mode(command.mode);
+  Result<session::EvalMode> mode = session::parse_eval_mode(command.mode);
   if (!mode) return report_failure(err, invalid_argument(fmt::format("--mode: {}", mode.status().message())));
   if (command.cache_mb < 0.0 || !std::isfinite(command.cache_mb)) {
     return report_failure(err, invalid_argument("--cache-mb must be a positive number of megabytes"));
@@ -105,16 +105,16 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
     }
   }
 
-  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
+  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
-  for (const std::string& warning : secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
-  SessionOptions session_options;
+  for (const std::string& warning : local::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
-  Result<Session> session = Session::open(std::move(*cluster), session_options);
+  Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return report_failure(err, session.status());
 
-  EvalOptions options;
-  options.multiply.policy = default_choice(*policy);
+  session::EvalOptions options;
+  options.multiply.policy = plan::default_choice(*policy);
   options.multiply.verify = *verify;
   options.rewrite = command.rewrite;
   options.mode = *mode;
@@ -122,10 +122,10 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   options.only_nodes = command.nodes;
   options.every_node = command.every_node;
   options.cache_bytes = command.cache_mb * 1e6;
-  RunControl control;
+  session::RunControl control;
   control.cancel = command.interrupted;
   control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };
-  Result<EvalOutcome> outcome = session->evaluate(*parsed, views, options, control);
+  Result<report::EvalOutcome> outcome = session->evaluate(*parsed, views, options, control);
   const bool interrupted = command.interrupted != nullptr && command.interrupted->load();
   session->close();
   if (interrupted) {
@@ -134,13 +134,13 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   }
   if (!outcome) return report_failure(err, outcome.status());
 
-  for (const EvalProduct& product : outcome->products) {
+  for (const report::EvalProduct& product : outcome->products) {
     for (const std::string& warning : product.warnings) err << "warning: " << warning << "\n";
   }
-  out << format_eval_table(*outcome, command.explain);
+  out << report::format_eval_table(*outcome, command.explain);
   if (!command.report_path.empty()) {
     std::ofstream file(command.report_path, std::ios::trunc);
-    if (!(file << eval_report_json(*outcome) << "\n") || !file.flush()) {
+    if (!(file << report::eval_report_json(*outcome) << "\n") || !file.flush()) {
       return report_failure(err, io_error(fmt::format("cannot write report {}", command.report_path)));
     }
     out << "report written to " << command.report_path << "\n";
@@ -154,4 +154,4 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   return kExitOk;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cli

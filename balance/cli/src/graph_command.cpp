@@ -19,7 +19,7 @@
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/partition/digraph.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cli {
 namespace {
 
 namespace tp = tessera::partition;
@@ -64,20 +64,20 @@ Result<tg::AlgorithmSpec> algorithm_spec(const GraphCommand& command, const tp::
 }
 
 // --weights as given, or `profile` when a profile exists and `equal` (with a note) when not.
-Result<TargetWeights> target_weights(const GraphCommand& command, const std::string& profile_path, std::ostream& err) {
-  if (!command.weights.empty()) return parse_target_weights(command.weights);
+Result<graph_driver::TargetWeights> target_weights(const GraphCommand& command, const std::string& profile_path, std::ostream& err) {
+  if (!command.weights.empty()) return graph_driver::parse_target_weights(command.weights);
   std::error_code error;
-  if (std::filesystem::exists(profile_path, error)) return parse_target_weights("profile");
+  if (std::filesystem::exists(profile_path, error)) return graph_driver::parse_target_weights("profile");
   err << fmt::format("note: no profile at {}; sharing the graph equally (run `tessera profile {}` to weight the nodes "
                      "by speed)\n",
                      profile_path, command.config_path);
-  return TargetWeights{};
+  return graph_driver::TargetWeights{};
 }
 
-Result<GraphRunOptions> run_options(const GraphCommand& command, const tg::AlgorithmSpec& spec) {
-  GraphRunOptions options;
+Result<graph_driver::GraphRunOptions> run_options(const GraphCommand& command, const tg::AlgorithmSpec& spec) {
+  graph_driver::GraphRunOptions options;
   options.algorithm = spec;
-  Result<GraphMode> mode = parse_graph_mode(command.mode);
+  Result<graph_driver::GraphMode> mode = graph_driver::parse_graph_mode(command.mode);
   if (!mode) return mode.status().with_context("--mode: ");
   options.mode = *mode;
   Result<tp::PartitionMethod> method = tp::parse_partition_method(command.partition);
@@ -128,7 +128,7 @@ double share_of(int64_t part, int64_t total) {
   return total > 0 ? static_cast<double>(part) / static_cast<double>(total) : 0.0;
 }
 
-void print_placement(std::ostream& out, const std::string& title, const PlacementSummary& placement) {
+void print_placement(std::ostream& out, const std::string& title, const graph_driver::PlacementSummary& placement) {
   int64_t vertices = 0, edges = 0;
   for (int64_t v : placement.vertices) vertices += v;
   for (int64_t e : placement.edges) edges += e;
@@ -143,8 +143,8 @@ void print_placement(std::ostream& out, const std::string& title, const Placemen
   }
 }
 
-void print_outcome(std::ostream& out, const GraphOutcome& outcome) {
-  out << fmt::format("{}, {}, {}, tolerance {:g}\n", tg::describe(outcome.algorithm), graph_mode_name(outcome.mode),
+void print_outcome(std::ostream& out, const graph_driver::GraphOutcome& outcome) {
+  out << fmt::format("{}, {}, {}, tolerance {:g}\n", tg::describe(outcome.algorithm), graph_driver::graph_mode_name(outcome.mode),
                      tp::method_name(outcome.method), outcome.tolerance);
   print_placement(out, fmt::format("plan ({} by weights {})", tp::method_name(outcome.method), outcome.weights),
                   outcome.placement);
@@ -152,7 +152,7 @@ void print_outcome(std::ostream& out, const GraphOutcome& outcome) {
   out << fmt::format("{:<12} {:>9} {:>10} {:>11} {:>12} {:>15} {:>10} {:>10} {:>8} {:>8} {:>20}\n", "node",
                      "vertices", "edges", "updates", "edge upd", "batches out/in", "coord", "peer", "busy s", "idle s",
                      "memory (B/edge)");
-  for (const GraphNodeFigures& node : outcome.nodes) {
+  for (const graph_driver::GraphNodeFigures& node : outcome.nodes) {
     out << fmt::format("{:<12} {:>9} {:>10} {:>11} {:>12} {:>15} {:>10} {:>10} {:>8.3f} {:>8.3f} {:>20}{}\n", node.name,
                        node.vertices, node.edges, node.updates, node.edge_updates,
                        fmt::format("{}/{}", node.batches_sent, node.batches_received),
@@ -166,7 +166,7 @@ void print_outcome(std::ostream& out, const GraphOutcome& outcome) {
                      outcome.wall_s, outcome.placement_s, outcome.edge_updates, outcome.edge_updates_per_s,
                      outcome.residual, outcome.polls,
                      outcome.polls > 0 ? 1e3 * outcome.poll_s / static_cast<double>(outcome.polls) : 0.0,
-                     outcome.mode == GraphMode::kSync ? fmt::format(", {} steps", outcome.steps) : "");
+                     outcome.mode == graph_driver::GraphMode::kSync ? fmt::format(", {} steps", outcome.steps) : "");
   std::string lost = "none";
   if (!outcome.lost_nodes.empty()) {
     lost.clear();
@@ -202,18 +202,18 @@ Status write_values(const std::string& path, const std::vector<double>& values) 
 }
 
 // Residual over time, log y, through a script with the data inline (nothing left beside the PNG).
-Status write_trace_png(const std::string& path, const GraphOutcome& outcome) {
+Status write_trace_png(const std::string& path, const graph_driver::GraphOutcome& outcome) {
   std::string data;
-  for (const TracePoint& point : outcome.trace) {
+  for (const graph_driver::TracePoint& point : outcome.trace) {
     if (point.residual > 0.0) data += fmt::format("{} {}\n", point.time_s, point.residual);
   }
   if (data.empty()) return invalid_argument("no positive residual to plot (the run converged at its first poll)");
   const bool linear = tg::is_linear(outcome.algorithm);
-  std::string script = kPlotHeader;
+  std::string script = study::kPlotHeader;
   script += "$trace << EOD\n" + data + "EOD\n";
   script += fmt::format("set output '{}'\n", path);
   script += fmt::format("set title \"{}, {}: residual over time\"\n", tg::describe(outcome.algorithm),
-                        graph_mode_name(outcome.mode));
+                        graph_driver::graph_mode_name(outcome.mode));
   script += fmt::format("set xlabel 'time since the parts were shipped (s)'\nset ylabel '{}'\nset logscale y\n"
                         "set format y '10^{{%L}}'\n",
                         linear ? "sum |pending delta|" : "vertices with a pending delta");
@@ -221,7 +221,7 @@ Status write_trace_png(const std::string& path, const GraphOutcome& outcome) {
   script += "plot $trace using 1:2 with linespoints title 'residual'\n";
   const std::string script_path = path + ".gp";
   TESSERA_RETURN_IF_ERROR(write_text(script_path, script, "gnuplot script"));
-  Status plotted = run_gnuplot(script_path);
+  Status plotted = study::run_gnuplot(script_path);
   std::error_code error;
   std::filesystem::remove(script_path, error);
   return plotted;
@@ -237,39 +237,39 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   };
   Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
   if (!progress_mode) return report_failure(err, progress_mode.status());
-  Result<ClusterSpec> cluster = load_reachable_cluster(command.config_path, command.run_dir);
+  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
-  Result<std::vector<std::vector<std::string>>> peer_hosts = load_peer_hosts(*cluster, command.run_dir);
+  Result<std::vector<std::vector<std::string>>> peer_hosts = local::load_peer_hosts(*cluster, command.run_dir);
   if (!peer_hosts) return report_failure(err, peer_hosts.status());
-  for (const std::string& warning : secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  for (const std::string& warning : local::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
 
   Result<tp::DirectedGraph> graph = load_graph(command);
   if (!graph) return report_failure(err, graph.status());
   out << fmt::format("{}: {}\n", graph_source(command), tp::describe(*graph));
   Result<tg::AlgorithmSpec> spec = algorithm_spec(command, *graph);
   if (!spec) return report_failure(err, spec.status());
-  Result<GraphRunOptions> options = run_options(command, *spec);
+  Result<graph_driver::GraphRunOptions> options = run_options(command, *spec);
   if (!options) return report_failure(err, options.status());
   options->peer_hosts = std::move(*peer_hosts);
   // Everything that needs only the graph fails here, before a connection is made.
-  if (Status checked = check_graph_run(*graph, *spec); !checked) return report_failure(err, checked);
-  Result<double> tolerance = run_tolerance(*spec, command.tolerance);
+  if (Status checked = graph_driver::check_graph_run(*graph, *spec); !checked) return report_failure(err, checked);
+  Result<double> tolerance = graph_driver::run_tolerance(*spec, command.tolerance);
   if (!tolerance) return report_failure(err, tolerance.status());
   const std::string profile_path =
-      command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
-  Result<TargetWeights> weights = target_weights(command, profile_path, err);
+      command.profile_path.empty() ? profile::default_profile_path(command.config_path) : command.profile_path;
+  Result<graph_driver::TargetWeights> weights = target_weights(command, profile_path, err);
   if (!weights) return report_failure(err, weights.status());
   options->weights = std::move(*weights);
   if (interrupted()) return report_interrupted();
 
-  SessionOptions session_options;
+  session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   session_options.connect.required_capabilities = transport::kCapabilityGraph;
   // Only weights taken from the profile need it intact.
-  session_options.damaged_profile_is_error = options->weights.source == TargetWeights::Source::kProfile;
+  session_options.damaged_profile_is_error = options->weights.source == graph_driver::TargetWeights::Source::kProfile;
   session_options.measure_missing_profile = false;
   const std::string cluster_name = cluster->name;
-  Result<Session> session = Session::open(std::move(*cluster), session_options);
+  Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return interrupted() ? report_interrupted() : report_failure(err, session.status());
 
   ProgressPrinter progress(err, progress_wanted(*progress_mode, STDERR_FILENO), stderr_progress_options());
@@ -277,16 +277,16 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   // cc and sssp stop at no pending vertex (tolerance 0), which a logarithm never reaches; a count
   // below one vertex is that zero.
   const double eta_target = *tolerance > 0.0 ? *tolerance : 0.5;
-  RunControl control;
+  session::RunControl control;
   control.cancel = command.interrupted;
   control.on_notice = [&progress](const std::string& notice) { progress.notice(notice); };
-  control.on_graph_progress = [&progress, &trend](const TracePoint& point) {
+  control.on_graph_progress = [&progress, &trend](const graph_driver::TracePoint& point) {
     progress.update([&] { trend.add(point.time_s, point.residual); });
   };
   progress.start([&trend, &tolerance, eta_target](double elapsed_s) {
     return graph_progress_text(trend.latest(), *tolerance, elapsed_s, trend.eta_s(eta_target));
   });
-  Result<GraphOutcome> outcome = session->graph(*graph, std::move(*options), control);
+  Result<graph_driver::GraphOutcome> outcome = session->graph(*graph, std::move(*options), control);
   progress.stop();  // the line is gone before anything else is written
   if (interrupted()) {
     session->close();
@@ -301,14 +301,14 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
     out << "values written to " << command.out_path << "\n";
   }
   if (!command.report_path.empty()) {
-    GraphReportHeader header{cluster_name, graph_source(command),
+    graph_driver::GraphReportHeader header{cluster_name, graph_source(command),
                              {{"poll_ms", command.poll_ms},
                               {"level_fraction", command.level_fraction},
                               {"batch_age_ms", command.batch_age_ms},
                               {"batch_entries", command.batch_entries},
                               {"priority_fraction", command.priority_fraction},
                               {"seed", static_cast<double>(command.seed)}}};
-    const std::string text = graph_report_json(header, *graph, *outcome) + "\n";
+    const std::string text = graph_driver::graph_report_json(header, *graph, *outcome) + "\n";
     if (Status written = write_text(command.report_path, text, "report"); !written) return report_failure(err, written);
     out << "report written to " << command.report_path << "\n";
   }
@@ -326,4 +326,4 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   return kExitOk;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cli

@@ -12,7 +12,7 @@
 #include "tessera/core/files.hpp"
 #include "tessera/transport/auth.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -73,4 +73,4 @@ int command_keygen(const KeygenCommand& command, std::ostream& out, std::ostream
   return kExitOk;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cli

@@ -14,7 +14,7 @@
 #include "tessera/partition/graph_io.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cli {
 namespace {
 
 namespace tp = tessera::partition;
@@ -39,18 +39,18 @@ Result<Parts> part_weights(const PartitionCommand& command) {
     for (std::size_t i = 0; i < parts.weights.size(); ++i) parts.names.push_back(fmt::format("part{}", i));
     return parts;
   }
-  Result<ClusterSpec> cluster = load_cluster_spec(command.config_path);
+  Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(command.config_path);
   if (!cluster) return cluster.status();
   const std::string path =
-      command.profile_path.empty() ? default_profile_path(command.config_path) : command.profile_path;
-  Result<ClusterProfile> profile = load_profile(path);
+      command.profile_path.empty() ? profile::default_profile_path(command.config_path) : command.profile_path;
+  Result<profile::ClusterProfile> profile = profile::load_profile(path);
   if (!profile) {
     return profile.status().with_context("--cluster takes the weights from the nodes' measured speeds: ");
   }
   Result<std::vector<double>> weights = profile_weights(*profile, *cluster, path);
   if (!weights) return weights.status();
   parts.weights = std::move(*weights);
-  for (const NodeSpec& node : cluster->nodes) parts.names.push_back(node.name);
+  for (const cluster::NodeSpec& node : cluster->nodes) parts.names.push_back(node.name);
   return parts;
 }
 
@@ -175,4 +175,4 @@ int command_partition(const PartitionCommand& command, std::ostream& out, std::o
   return kExitOk;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cli

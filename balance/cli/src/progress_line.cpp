@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-namespace tessera::balance {
+namespace tessera::balance::cli {
 
 namespace {
 
@@ -286,4 +286,4 @@ ProgressPrinter::Options stderr_progress_options() {
   return options;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cli

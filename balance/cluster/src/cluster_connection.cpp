@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace tessera::balance {
+namespace tessera::balance::cluster {
 
 Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret, std::chrono::milliseconds timeout,
                               uint64_t required_capabilities) {
@@ -113,4 +113,4 @@ void ClusterConnection::close() {
   links_.clear();
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cluster

@@ -13,7 +13,7 @@
 #include "tessera/core/files.hpp"
 #include "tessera/core/strings.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cluster {
 namespace {
 
 constexpr std::size_t kMaxNodes = 256;
@@ -367,4 +367,4 @@ Result<ClusterSpec> load_cluster_spec(const std::string& path) {
   return parse_cluster_spec(*text, path);
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cluster

@@ -11,7 +11,7 @@
 #include "tessera/core/files.hpp"
 #include "tessera/core/strings.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cluster {
 namespace {
 
 // Aliases let a small file stand for a huge tree ("billion laughs"); the walk stops counting here.
@@ -289,4 +289,4 @@ std::optional<std::vector<double>> YamlMap::number_list(std::string_view key, co
   return values;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cluster

@@ -42,12 +42,12 @@ struct Transfer {
   double total() const { return busy_s + latency_s; }
 };
 
-Transfer transfer(const ClusterModel& model, std::size_t from, std::size_t to, double bytes) {
-  const LinkModel& in = model.nodes[to].link;
+Transfer transfer(const model::ClusterModel& model, std::size_t from, std::size_t to, double bytes) {
+  const model::LinkModel& in = model.nodes[to].link;
   double rate = link_rate(in.to_node_bytes_per_s);
   double latency = in.loaded_latency();
   if (from != kNone) {
-    const LinkModel& out = model.nodes[from].link;
+    const model::LinkModel& out = model.nodes[from].link;
     rate = std::min(rate, link_rate(out.from_node_bytes_per_s));
     latency += out.loaded_latency();
   }
@@ -206,7 +206,7 @@ namespace {
 // Seconds node `p` computes `task`, not counting the receive charge of what it fetches. A product
 // tile runs as one GEMM per tile of its inner dimension, so its speed is the speed curve's at
 // that GEMM's square-equivalent size, not the whole task's.
-double compute_seconds(const TaskDag& dag, const TileTask& task, const NodeModel& node) {
+double compute_seconds(const TaskDag& dag, const TileTask& task, const model::NodeModel& node) {
   if (task.flops <= 0.0) return 0.0;
   const double jobs = std::max<double>(1.0, static_cast<double>(task.reads.size() / 2));
   double size = std::sqrt(task.flops);
@@ -214,7 +214,7 @@ double compute_seconds(const TaskDag& dag, const TileTask& task, const NodeModel
     // The job's own shape: rows x cols of the output, inner depth = flops / (2 rows cols jobs).
     const double rows = static_cast<double>(dag.rows_of(task.output));
     const double cols = static_cast<double>(dag.cols_of(task.output));
-    size = square_equivalent_size(rows, cols, task.flops / (2.0 * rows * cols * jobs));
+    size = model::square_equivalent_size(rows, cols, task.flops / (2.0 * rows * cols * jobs));
   }
   const double rate = usable(node.speed.gflops_at(size)) * 1e9;
   if (rate <= 0.0) return kInfinity;
@@ -229,7 +229,7 @@ double compute_seconds(const TaskDag& dag, const TileTask& task, const NodeModel
 
 namespace {
 
-Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options) {
+Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const ScheduleOptions& options) {
   const std::size_t nodes = model.nodes.size();
   const std::size_t tasks = dag.tasks.size();
   Schedule schedule;
@@ -244,7 +244,7 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
   for (std::size_t task = 0; task < tasks; ++task) {
     double sum = 0.0;
     std::size_t usable_nodes = 0;
-    for (const NodeModel& node : model.nodes) {
+    for (const model::NodeModel& node : model.nodes) {
       const double seconds = compute_seconds(dag, dag.tasks[task], node);
       if (std::isfinite(seconds)) {
         sum += seconds;
@@ -337,7 +337,7 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
       // the worker's compute thread before its next job starts: the node pays the send.
       double send_back = 0.0;
       if (task.output.matrix == dag.result && !options.zero_communication) {
-        const LinkModel& link = model.nodes[p].link;
+        const model::LinkModel& link = model.nodes[p].link;
         const double rate = link_rate(link.from_node_bytes_per_s);
         send_back = rate > 0.0 ? link.latency_s + task.output_bytes / rate : kInfinity;
       }
@@ -411,7 +411,7 @@ Schedule heft_once(const TaskDag& dag, const ClusterModel& model, const Schedule
 
 }  // namespace
 
-Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options) {
+Schedule heft(const TaskDag& dag, const model::ClusterModel& model, const ScheduleOptions& options) {
   Schedule schedule = heft_once(dag, model, options);
   if (options.zero_communication || !(model.coordinator_cpu_s_per_byte > 0.0)) return schedule;
   // Nodes on the coordinator's host share its cores with the coordinator moving the schedule's
@@ -421,17 +421,17 @@ Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptio
     if (!(schedule.makespan_s > 0.0) || !std::isfinite(schedule.makespan_s)) break;
     std::vector<double> busy(model.nodes.size(), 0.0);
     for (std::size_t p = 0; p < model.nodes.size(); ++p) busy[p] = schedule.busy_s[p] / schedule.makespan_s;
-    const std::vector<double> availability = host_availability(
+    const std::vector<double> availability = model::host_availability(
         model, busy, schedule.coordinator_bytes * model.coordinator_cpu_s_per_byte, schedule.makespan_s);
     if (std::all_of(availability.begin(), availability.end(), [](double a) { return a >= 1.0; })) break;
-    Schedule next = heft_once(dag, with_host_shares(model, availability), options);
+    Schedule next = heft_once(dag, model::with_host_shares(model, availability), options);
     next.host_availability = availability;
     schedule = std::move(next);
   }
   return schedule;
 }
 
-NodeSetSchedule heft_on_best_nodes(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options,
+NodeSetSchedule heft_on_best_nodes(const TaskDag& dag, const model::ClusterModel& model, const ScheduleOptions& options,
                                    double margin, double ranking_size) {
   std::vector<std::size_t> every(model.nodes.size());
   std::iota(every.begin(), every.end(), std::size_t{0});
@@ -444,7 +444,7 @@ NodeSetSchedule heft_on_best_nodes(const TaskDag& dag, const ClusterModel& model
   for (std::size_t count = 1; count < fastest_first.size(); ++count) {
     std::vector<std::size_t> nodes(fastest_first.begin(), fastest_first.begin() + static_cast<std::ptrdiff_t>(count));
     std::sort(nodes.begin(), nodes.end());
-    Schedule fewer = heft(dag, model_of_nodes(model, nodes), options);
+    Schedule fewer = heft(dag, model::model_of_nodes(model, nodes), options);
     if (fewer.makespan_s < std::min(best.schedule.makespan_s, every_node_forecast * (1.0 - std::max(margin, 0.0)))) {
       best = {std::move(fewer), std::move(nodes)};
     }

@@ -8,7 +8,7 @@
 #include "tessera/balance/graph_driver/graph_run.hpp"
 #include "tessera/graph/reference.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::graph_driver {
 
 Status check_graph_run(const partition::DirectedGraph& graph, const graph::AlgorithmSpec& spec) {
   TESSERA_RETURN_IF_ERROR(graph::check_spec(spec));
@@ -104,4 +104,4 @@ Result<GraphVerification> verify_graph(const partition::DirectedGraph& graph, co
   return verification;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::graph_driver

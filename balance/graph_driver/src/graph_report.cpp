@@ -7,7 +7,7 @@
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::graph_driver {
 namespace {
 
 using json = nlohmann::json;
@@ -107,4 +107,4 @@ std::string graph_report_json(const GraphReportHeader& header, const tp::Directe
 }
 
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::graph_driver

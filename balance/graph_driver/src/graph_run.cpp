@@ -15,7 +15,7 @@
 #include "tessera/graph/state.hpp"
 #include "tessera/graph/wire.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::graph_driver {
 
 namespace {
 
@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-uint64_t link_bytes(const NodeLink& link) {
+uint64_t link_bytes(const cluster::NodeLink& link) {
   return link.connection ? link.connection->bytes_sent() + link.connection->bytes_received() : 0;
 }
 
@@ -40,7 +40,7 @@ struct CallOutcome {
 // return; the outcome says it was silent. With `abort_after`, once one call has failed the calls
 // still pending get that long and are then shut down too (a sync step waits for batches from every
 // other node, so a lost node leaves the others waiting). The cancel flag shuts every call down.
-std::vector<CallOutcome> on_links(std::span<NodeLink* const> links, std::chrono::milliseconds silence,
+std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std::chrono::milliseconds silence,
                                   const std::atomic<bool>* cancel, const std::function<Status(std::size_t)>& call,
                                   std::optional<std::chrono::milliseconds> abort_after = std::nullopt) {
   const std::size_t count = links.size();
@@ -110,7 +110,7 @@ struct NodeRecord {
 
 class Driver {
  public:
-  Driver(ClusterConnection& cluster, const tp::DirectedGraph& input, const GraphRunOptions& options,
+  Driver(cluster::ClusterConnection& cluster, const tp::DirectedGraph& input, const GraphRunOptions& options,
          const GraphHooks& hooks)
       : cluster_(cluster), input_(input), options_(options), hooks_(hooks) {}
 
@@ -161,7 +161,7 @@ class Driver {
   void notice(const std::string& text) const {
     if (hooks_.on_notice) hooks_.on_notice(text);
   }
-  NodeLink& link_of(std::size_t part) { return cluster_.links()[part_nodes_[part]]; }
+  cluster::NodeLink& link_of(std::size_t part) { return cluster_.links()[part_nodes_[part]]; }
   const std::string& name_of(std::size_t part) const { return cluster_.links()[part_nodes_[part]].spec.name; }
   bool cancel_requested() const { return hooks_.cancel != nullptr && hooks_.cancel->load(); }
   std::chrono::milliseconds silence() const {
@@ -172,7 +172,7 @@ class Driver {
   // Figures summed over the nodes of a poll (or a step).
   void add_trace_point(double residual, uint64_t batches_sent, uint64_t batches_received);
 
-  ClusterConnection& cluster_;
+  cluster::ClusterConnection& cluster_;
   const tp::DirectedGraph& input_;
   const GraphRunOptions& options_;
   const GraphHooks& hooks_;
@@ -199,7 +199,7 @@ class Driver {
 std::vector<CallOutcome> Driver::on_parts(std::span<const std::size_t> parts,
                                           const std::function<Status(std::size_t)>& call,
                                           std::optional<std::chrono::milliseconds> abort_after) {
-  std::vector<NodeLink*> links;
+  std::vector<cluster::NodeLink*> links;
   for (std::size_t part : parts) links.push_back(&link_of(part));
   const std::vector<CallOutcome> called =
       on_links(links, silence(), hooks_.cancel, [&](std::size_t i) { return call(parts[i]); }, abort_after);
@@ -226,7 +226,7 @@ std::vector<std::pair<std::size_t, CallOutcome>> Driver::failures_of(const std::
 
 void Driver::handle_failure(std::size_t part, const CallOutcome& outcome) {
   const std::size_t node = part_nodes_[part];
-  NodeLink& link = cluster_.links()[node];
+  cluster::NodeLink& link = cluster_.links()[node];
   NodeRecord& record = records_[node];
   std::string reason = outcome.silent    ? fmt::format("no answer for {:g} s", options_.node_timeout_s)
                        : outcome.aborted ? "stopped waiting for a step that another node's failure held up"
@@ -248,7 +248,7 @@ void Driver::handle_failure(std::size_t part, const CallOutcome& outcome) {
     const auto deadline = Clock::now() + std::chrono::seconds(5);
     Status last = Status::ok();
     while (Clock::now() < deadline && !cancel_requested()) {
-      Result<NodeLink> fresh = connect_node(link.spec, options_.secret, std::chrono::milliseconds(2000),
+      Result<cluster::NodeLink> fresh = cluster::connect_node(link.spec, options_.secret, std::chrono::milliseconds(2000),
                                             transport::kCapabilityGraph);
       if (fresh) {
         link.hello = fresh->hello;
@@ -283,7 +283,7 @@ Status Driver::prepare() {
   if (!tolerance) return tolerance.status();
   tolerance_ = *tolerance;
   if (cluster_.links().empty()) return invalid_argument("the cluster has no nodes");
-  for (const NodeLink& link : cluster_.links()) {
+  for (const cluster::NodeLink& link : cluster_.links()) {
     if ((link.hello.capabilities & transport::kCapabilityGraph) == 0) {
       return invalid_config(fmt::format("node '{}' ({}) lacks the graph service (it offers {}); run a tessera-worker "
                                         "there that hosts graph",
@@ -320,7 +320,7 @@ Status Driver::prepare() {
 
   records_.resize(cluster_.links().size());
   for (std::size_t i = 0; i < records_.size(); ++i) {
-    const NodeLink& link = cluster_.links()[i];
+    const cluster::NodeLink& link = cluster_.links()[i];
     records_[i].figures.name = link.spec.name;
     if (link.connection) {
       records_[i].base_sent = link.connection->bytes_sent();
@@ -371,8 +371,8 @@ Status Driver::check_limits() {
 }
 
 void Driver::abandon() {
-  std::vector<NodeLink*> links;
-  for (NodeLink& link : cluster_.links()) {
+  std::vector<cluster::NodeLink*> links;
+  for (cluster::NodeLink& link : cluster_.links()) {
     if (link.connection) links.push_back(&link);
   }
   (void)on_links(links, std::chrono::milliseconds(2000), hooks_.cancel,
@@ -509,8 +509,8 @@ Status Driver::start_placement(std::optional<std::vector<double>> x) {
 
 Result<bool> Driver::load_and_start(const tg::VertexState& state) {
   const graph::AlgorithmSpec& spec = options_.algorithm;
-  std::vector<NodeSpec> nodes;
-  for (const NodeLink& link : cluster_.links()) nodes.push_back(link.spec);
+  std::vector<cluster::NodeSpec> nodes;
+  for (const cluster::NodeLink& link : cluster_.links()) nodes.push_back(link.spec);
   Result<std::vector<std::vector<tg::PeerEndpoint>>> peers = peer_endpoints(nodes, options_.peer_hosts, part_nodes_);
   if (!peers) return peers.status();
   std::vector<tg::GraphPart> parts = tg::build_parts(*graph_, placement_, state.value, state.delta);
@@ -522,7 +522,7 @@ Result<bool> Driver::load_and_start(const tg::VertexState& state) {
   }
   const auto part_count = static_cast<double>(parts.size());
   std::vector<CallOutcome> outcomes = on_parts([&](std::size_t part) {
-    NodeLink& link = link_of(part);
+    cluster::NodeLink& link = link_of(part);
     tg::RunSetup setup;
     setup.run_id = run_id_;
     setup.algorithm = spec;
@@ -861,7 +861,7 @@ Result<GraphOutcome> Driver::run() {
   outcome_.wall_s = seconds_since(started_);
   fold_placement_figures();
   for (std::size_t node = 0; node < records_.size(); ++node) {
-    const NodeLink& link = cluster_.links()[node];
+    const cluster::NodeLink& link = cluster_.links()[node];
     GraphNodeFigures& figures = records_[node].figures;
     if (link.connection) {
       figures.coordinator_bytes_sent += link.connection->bytes_sent() - records_[node].base_sent;
@@ -882,10 +882,10 @@ Result<GraphOutcome> Driver::run() {
 
 }  // namespace
 
-Result<GraphOutcome> run_graph(ClusterConnection& cluster, const partition::DirectedGraph& graph,
+Result<GraphOutcome> run_graph(cluster::ClusterConnection& cluster, const partition::DirectedGraph& graph,
                                const GraphRunOptions& options, const GraphHooks& hooks) {
   Driver driver(cluster, graph, options, hooks);
   return driver.run();
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::graph_driver

@@ -9,7 +9,7 @@
 #include "tessera/balance/graph_driver/peers.hpp"
 #include "tessera/core/strings.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::graph_driver {
 
 Result<GraphMode> parse_graph_mode(std::string_view name) {
   if (name == "async") return GraphMode::kAsync;
@@ -70,7 +70,7 @@ Result<double> run_tolerance(const graph::AlgorithmSpec& spec, std::optional<dou
   return tolerance;
 }
 
-Result<std::vector<std::vector<graph::PeerEndpoint>>> peer_endpoints(std::span<const NodeSpec> nodes,
+Result<std::vector<std::vector<graph::PeerEndpoint>>> peer_endpoints(std::span<const cluster::NodeSpec> nodes,
                                                                       const PeerHosts& hosts,
                                                                       std::span<const std::size_t> part_nodes) {
   if (!hosts.empty()) {
@@ -88,7 +88,7 @@ Result<std::vector<std::vector<graph::PeerEndpoint>>> peer_endpoints(std::span<c
   for (std::size_t part = 0; part < part_nodes.size(); ++part) {
     const std::size_t receiver = part_nodes[part];
     for (std::size_t peer_part = 0; peer_part < part_nodes.size(); ++peer_part) {
-      const NodeSpec& peer = nodes[part_nodes[peer_part]];
+      const cluster::NodeSpec& peer = nodes[part_nodes[peer_part]];
       const std::string& host = hosts.empty() ? peer.host : hosts[receiver][part_nodes[peer_part]];
       endpoints[part].push_back({host, peer.port});
     }
@@ -96,4 +96,4 @@ Result<std::vector<std::vector<graph::PeerEndpoint>>> peer_endpoints(std::span<c
   return endpoints;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::graph_driver

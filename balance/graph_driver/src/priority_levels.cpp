@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace tessera::balance {
+namespace tessera::balance::graph_driver {
 
 PriorityLevels::PriorityLevels(double fraction, uint64_t edges, double tolerance)
     : fraction_(std::clamp(std::isfinite(fraction) ? fraction : 0.0, 0.0, 1.0)),
@@ -39,4 +39,4 @@ std::vector<graph::PriorityLevel> PriorityLevels::observe(std::span<const NodeCo
   return levels;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::graph_driver

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-namespace tessera::balance {
+namespace tessera::balance::graph_driver {
 
 namespace {
 
@@ -86,4 +86,4 @@ void SyncLedger::record_step(std::span<const std::vector<uint64_t>> sent_to) {
   for (std::size_t i = 0; i < received_total_.size(); ++i) received_total_[i] += expected_[i];
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::graph_driver

@@ -19,7 +19,7 @@
 
 #include "tessera/core/subprocess.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::local {
 
 namespace fs = std::filesystem;
 
@@ -213,12 +213,12 @@ EmulationSupport detect_emulation_support() {
   return support;
 }
 
-NodeEmulation plan_node_emulation(const ClusterSpec& cluster, std::size_t node_index, const EmulationSupport& support) {
-  const NodeSpec& node = cluster.nodes[node_index];
+NodeEmulation plan_node_emulation(const cluster::ClusterSpec& cluster, std::size_t node_index, const EmulationSupport& support) {
+  const cluster::NodeSpec& node = cluster.nodes[node_index];
   NodeEmulation plan;
   plan.node = node.name;
   if (!node.emulate) return plan;
-  const EmulationSpec& spec = *node.emulate;
+  const cluster::EmulationSpec& spec = *node.emulate;
   if (spec.cpu > 0.0) {
     plan.cpu = spec.cpu;
     plan.cpu_period_us = spec.cpu_period_us;
@@ -390,7 +390,7 @@ Result<std::vector<NodeEmulation>> load_emulation_state(const std::string& path)
   return nodes;
 }
 
-void apply_emulated_endpoints(ClusterSpec& cluster, const std::string& cluster_run_dir) {
+void apply_emulated_endpoints(cluster::ClusterSpec& cluster, const std::string& cluster_run_dir) {
   Result<std::vector<NodeEmulation>> state = load_emulation_state(emulation_state_path(cluster_run_dir));
   if (!state) return;
   for (const NodeEmulation& emulation : *state) {
@@ -404,7 +404,7 @@ bool has_namespaced_nodes(const std::vector<NodeEmulation>& state) {
   return std::any_of(state.begin(), state.end(), [](const NodeEmulation& node) { return !node.netns.empty(); });
 }
 
-std::vector<std::vector<std::string>> peer_hosts(const ClusterSpec& cluster, const std::vector<NodeEmulation>& state) {
+std::vector<std::vector<std::string>> peer_hosts(const cluster::ClusterSpec& cluster, const std::vector<NodeEmulation>& state) {
   const std::size_t count = cluster.nodes.size();
   std::vector<const NodeEmulation*> emulation(count, nullptr);
   for (const NodeEmulation& node : state) {
@@ -436,4 +436,4 @@ std::vector<std::string> leftover_emulation(const std::vector<NodeEmulation>& no
   return leftovers;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::local

@@ -24,7 +24,7 @@
 #include "tessera/core/strings.hpp"
 #include "tessera/core/subprocess.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::local {
 
 namespace fs = std::filesystem;
 
@@ -34,12 +34,12 @@ bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-std::string cluster_dir(const ClusterSpec& cluster, const LocalClusterOptions& options) {
+std::string cluster_dir(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options) {
   return cluster_run_dir(cluster, options);
 }
 
-std::string pid_path(const std::string& dir, const NodeSpec& node) { return dir + "/" + node.name + ".pid"; }
-std::string log_path(const std::string& dir, const NodeSpec& node) { return dir + "/" + node.name + ".log"; }
+std::string pid_path(const std::string& dir, const cluster::NodeSpec& node) { return dir + "/" + node.name + ".pid"; }
+std::string log_path(const std::string& dir, const cluster::NodeSpec& node) { return dir + "/" + node.name + ".log"; }
 
 int read_pid(const std::string& path) {
   std::ifstream file(path);
@@ -110,7 +110,7 @@ Status write_secret_file(const std::string& dir, const std::string& secret) {
 }
 
 // `node` carries the endpoint the worker listens on (inside its namespace when it has one).
-Result<int> spawn_worker(const std::string& binary, const NodeSpec& node, const std::string& secret_path,
+Result<int> spawn_worker(const std::string& binary, const cluster::NodeSpec& node, const std::string& secret_path,
                          const std::string& log, const NodeEmulation& emulation) {
   std::vector<std::string> args = {binary,      "--listen",    node.endpoint(), "--threads",
                                    std::to_string(node.threads), "--secret-file", secret_path};
@@ -207,7 +207,7 @@ Status check_private_dir(const std::string& dir) {
   return Status::ok();
 }
 
-std::vector<std::string> secret_exposure_warnings(const ClusterSpec& cluster) {
+std::vector<std::string> secret_exposure_warnings(const cluster::ClusterSpec& cluster) {
   std::vector<std::string> warnings;
   const auto readable_by = [](const std::string& path) -> std::string {
     struct stat info {};
@@ -231,12 +231,12 @@ std::vector<std::string> secret_exposure_warnings(const ClusterSpec& cluster) {
   return warnings;
 }
 
-std::string cluster_run_dir(const ClusterSpec& cluster, const LocalClusterOptions& options) {
+std::string cluster_run_dir(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options) {
   return (fs::path(options.run_dir.empty() ? default_run_dir() : options.run_dir) / cluster.name).string();
 }
 
-Result<ClusterSpec> load_reachable_cluster(const std::string& config_path, const std::string& run_dir) {
-  Result<ClusterSpec> cluster = load_cluster_spec(config_path);
+Result<cluster::ClusterSpec> load_reachable_cluster(const std::string& config_path, const std::string& run_dir) {
+  Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_path);
   if (!cluster) return cluster;
   LocalClusterOptions options;
   options.run_dir = run_dir;
@@ -247,7 +247,7 @@ Result<ClusterSpec> load_reachable_cluster(const std::string& config_path, const
   return cluster;
 }
 
-Result<std::vector<std::vector<std::string>>> load_peer_hosts(const ClusterSpec& cluster, const std::string& run_dir) {
+Result<std::vector<std::vector<std::string>>> load_peer_hosts(const cluster::ClusterSpec& cluster, const std::string& run_dir) {
   LocalClusterOptions options;
   options.run_dir = run_dir;
   const std::string dir = cluster_run_dir(cluster, options);
@@ -269,8 +269,8 @@ std::string_view node_state_name(NodeState state) {
   return "unknown";
 }
 
-Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, const LocalClusterOptions& options) {
-  for (const NodeSpec& node : cluster.nodes) {
+Result<std::vector<NodeLifecycle>> local_cluster_up(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options) {
+  for (const cluster::NodeSpec& node : cluster.nodes) {
     if (!is_loopback_host(node.host)) {
       return invalid_argument(fmt::format(
           "{}:{}: node '{}' is at {}, not on this machine; `tessera up` starts local workers only. "
@@ -327,7 +327,7 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
   std::vector<NodeEmulation> state;
   std::vector<bool> starting(cluster.nodes.size(), false);
   for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
-    const NodeSpec& node = cluster.nodes[i];
+    const cluster::NodeSpec& node = cluster.nodes[i];
     const int recorded = read_pid(pid_path(dir, node));
     if (recorded != 0 && is_live_worker(recorded)) {
       outcome.push_back({node.name, NodeState::kAlreadyRunning, recorded, ""});
@@ -362,7 +362,7 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
   };
 
   const bool namespaced = has_namespaced_nodes(state);
-  std::vector<NodeSpec> reachable = cluster.nodes;
+  std::vector<cluster::NodeSpec> reachable = cluster.nodes;
   for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
     if (!starting[i]) {
       if (const NodeEmulation* kept = previous_entry(cluster.nodes[i].name); kept && !kept->netns.empty()) {
@@ -372,7 +372,7 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
     }
     if (Status created = create_node_emulation(plans[i]); !created) return undo(created);
     if (!plans[i].netns.empty()) reachable[i].host = plans[i].node_address;
-    NodeSpec listen = reachable[i];
+    cluster::NodeSpec listen = reachable[i];
     // Namespaced peers reach a root-namespace worker through their own veth's host address.
     if (plans[i].netns.empty() && namespaced) listen.host = "0.0.0.0";
     Result<int> pid = spawn_worker(binary, listen, secret_path, log_path(dir, cluster.nodes[i]), plans[i]);
@@ -385,14 +385,14 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
   // Wait for every worker to answer a full handshake: it proves the port is ours and the secret
   // matches, not just that something listens.
   for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
-    const NodeSpec& node = reachable[i];
+    const cluster::NodeSpec& node = reachable[i];
     const auto deadline = std::chrono::steady_clock::now() + options.start_timeout;
     Status last = Status::ok();
     bool up = false;
     while (std::chrono::steady_clock::now() < deadline) {
-      Result<NodeLink> link = connect_node(node, *secret, std::chrono::milliseconds(1000));
+      Result<cluster::NodeLink> link = cluster::connect_node(node, *secret, std::chrono::milliseconds(1000));
       if (link) {
-        say_goodbye(*link);
+        cluster::say_goodbye(*link);
         up = true;
         break;
       }
@@ -416,13 +416,13 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, 
   return outcome;
 }
 
-Result<std::vector<NodeLifecycle>> local_cluster_down(const ClusterSpec& cluster, const LocalClusterOptions& options) {
+Result<std::vector<NodeLifecycle>> local_cluster_down(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options) {
   const std::string dir = cluster_dir(cluster, options);
   // Pid files decide what gets signalled: only a private folder's are believed.
   TESSERA_RETURN_IF_ERROR(check_run_dirs(options.run_dir.empty() ? default_run_dir() : options.run_dir, dir, false));
   std::vector<NodeLifecycle> outcome;
   std::error_code error;
-  for (const NodeSpec& node : cluster.nodes) {
+  for (const cluster::NodeSpec& node : cluster.nodes) {
     NodeLifecycle entry{node.name, NodeState::kNotRunning, 0, ""};
     const std::string path = pid_path(dir, node);
     if (fs::exists(path)) {
@@ -459,15 +459,15 @@ Result<std::vector<NodeLifecycle>> local_cluster_down(const ClusterSpec& cluster
   fs::remove(state_path, error);
 
   bool any_pid_left = false;
-  for (const NodeSpec& node : cluster.nodes) any_pid_left |= fs::exists(pid_path(dir, node));
+  for (const cluster::NodeSpec& node : cluster.nodes) any_pid_left |= fs::exists(pid_path(dir, node));
   if (!any_pid_left) fs::remove(dir + "/secret", error);
   return outcome;
 }
 
-std::vector<int> local_cluster_pids(const ClusterSpec& cluster, const LocalClusterOptions& options) {
+std::vector<int> local_cluster_pids(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options) {
   const std::string dir = cluster_dir(cluster, options);
   std::vector<int> pids;
-  for (const NodeSpec& node : cluster.nodes) {
+  for (const cluster::NodeSpec& node : cluster.nodes) {
     const int pid = read_pid(pid_path(dir, node));
     if (pid != 0 && is_live_worker(pid)) pids.push_back(pid);
   }
@@ -491,7 +491,7 @@ std::optional<double> NodeReachability::load() const {
 
 namespace {
 
-NodeReachability check_node(const NodeSpec& node, const Result<std::string>& secret, const std::string& dir,
+NodeReachability check_node(const cluster::NodeSpec& node, const Result<std::string>& secret, const std::string& dir,
                             std::chrono::milliseconds deadline) {
   const auto begun = std::chrono::steady_clock::now();
   NodeReachability entry;
@@ -501,7 +501,7 @@ NodeReachability check_node(const NodeSpec& node, const Result<std::string>& sec
   if (pid != 0 && is_live_worker(pid)) entry.local_pid = pid;
   if (!secret) {
     entry.detail = secret.status().message();
-  } else if (Result<NodeLink> link = connect_node(node, *secret, deadline); link) {
+  } else if (Result<cluster::NodeLink> link = cluster::connect_node(node, *secret, deadline); link) {
     entry.reachable = true;
     entry.reach = Reach::kReachable;
     entry.hello = link->hello;
@@ -510,7 +510,7 @@ NodeReachability check_node(const NodeSpec& node, const Result<std::string>& sec
                                link->hello.threads, link->hello.cores, link->hello.arch,
                                static_cast<double>(link->hello.memory_bytes) / 1073741824.0,
                                link->connection->encrypted() ? ", encrypted (" + entry.wire + ")" : "");
-    say_goodbye(*link);
+    cluster::say_goodbye(*link);
   } else if (link.status().code() == StatusCode::kBusy) {
     // The worker's refusal names the session's peer ("worker busy with a session from H:P").
     entry.busy = true;
@@ -534,7 +534,7 @@ NodeReachability check_node(const NodeSpec& node, const Result<std::string>& sec
 
 }  // namespace
 
-std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const LocalClusterOptions& options,
+std::vector<NodeReachability> cluster_status(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options,
                                              std::chrono::milliseconds deadline) {
   const Result<std::string> secret = cluster.resolve_secret();
   const std::string dir = cluster_dir(cluster, options);
@@ -551,4 +551,4 @@ std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const L
   return report;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::local

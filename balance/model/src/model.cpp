@@ -16,7 +16,7 @@
 
 #include "tessera/transport/protocol.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::model {
 
 namespace {
 
@@ -543,7 +543,7 @@ double SpeedCurve::gflops_at(double size) const {
   return lo.gflops + t * (hi.gflops - lo.gflops);
 }
 
-Prediction predict(const ClusterModel& model, const Plan& plan) {
+Prediction predict(const ClusterModel& model, const plan::Plan& plan) {
   assert(plan.shares.size() == model.nodes.size());
   const std::size_t node_count = std::min(plan.shares.size(), model.nodes.size());
   SimShape shape;
@@ -583,7 +583,7 @@ struct PullReplay {
   double coordinator_bytes = 0.0;
 };
 
-PullReplay replay_pull(const ClusterModel& model, const Plan& plan) {
+PullReplay replay_pull(const ClusterModel& model, const plan::Plan& plan) {
   const std::size_t node_count = std::min(plan.shares.size(), model.nodes.size());
   PullReplay replay;
   Prediction& prediction = replay.prediction;
@@ -646,7 +646,7 @@ PullReplay replay_pull(const ClusterModel& model, const Plan& plan) {
     node.bytes_moved += bytes + 8.0 * rows * n;
     return node.back_free + node.latency;
   };
-  for (const partition::Block& cut : cut_row_tiles(plan, node_count)) {
+  for (const partition::Block& cut : plan::cut_row_tiles(plan, node_count)) {
     const double rows = static_cast<double>(cut.rows);
     // The tile goes to the node that asks first: the one with a free slot soonest.
     std::optional<std::size_t> asker;
@@ -710,7 +710,7 @@ PullReplay replay_pull(const ClusterModel& model, const Plan& plan) {
 
 }  // namespace
 
-Prediction predict_pull(const ClusterModel& model, const Plan& plan) {
+Prediction predict_pull(const ClusterModel& model, const plan::Plan& plan) {
   assert(plan.shares.size() == model.nodes.size());
   PullReplay replay = replay_pull(model, plan);
   if (!(coordinator_host(model).cores > 0.0)) return replay.prediction;
@@ -738,9 +738,9 @@ namespace {
 // then get more) and when a node ends up with 0 rows, but it makes every node's finish a function
 // of its own rows only, which is what lets the common finish time be found by bisection.
 // predict() of the resulting plan simulates the true sharing.
-Result<ModelPlanResult> size_rows_by_finish_time(const PlanRequest& request, const ClusterModel& model) {
-  TESSERA_RETURN_IF_ERROR(check_plan_request(request));
-  TESSERA_RETURN_IF_ERROR(check_layout(Policy::kModel, request.layout));
+Result<ModelPlanResult> size_rows_by_finish_time(const plan::PlanRequest& request, const ClusterModel& model) {
+  TESSERA_RETURN_IF_ERROR(plan::check_plan_request(request));
+  TESSERA_RETURN_IF_ERROR(plan::check_layout(plan::Policy::kModel, request.layout));
   if (request.node_names.size() != model.nodes.size()) {
     return invalid_argument(fmt::format("{} node names given but the performance model has {} nodes",
                                         request.node_names.size(), model.nodes.size()));
@@ -848,8 +848,8 @@ Result<ModelPlanResult> size_rows_by_finish_time(const PlanRequest& request, con
                          : ""));
   }
 
-  Plan& plan = result.plan;
-  plan.policy = Policy::kModel;
+  plan::Plan& plan = result.plan;
+  plan.policy = plan::Policy::kModel;
   plan.m = m;
   plan.n = request.n;
   plan.k = request.k;
@@ -869,7 +869,7 @@ Result<ModelPlanResult> size_rows_by_finish_time(const PlanRequest& request, con
 
 }  // namespace
 
-Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const ClusterModel& model) {
+Result<ModelPlanResult> make_model_plan(const plan::PlanRequest& request, const ClusterModel& model) {
   Result<ModelPlanResult> sized = size_rows_by_finish_time(request, model);
   if (!sized || !(coordinator_host(model).cores > 0.0)) return sized;
   // Nodes on the coordinator's host lose cores to each other and to the coordinator while it
@@ -892,4 +892,4 @@ Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const Cluste
   return best;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::model

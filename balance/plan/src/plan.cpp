@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-namespace tessera::balance {
+namespace tessera::balance::plan {
 
 std::string_view policy_name(Policy policy) {
   switch (policy) {
@@ -189,4 +189,4 @@ bool needs_profile(const PolicyChoice& choice) {
   return std::holds_alternative<ModelPolicy>(choice);
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::plan

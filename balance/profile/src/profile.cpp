@@ -23,7 +23,7 @@
 #include "tessera/core/time.hpp"
 #include "tessera/transport/request.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::profile {
 
 namespace {
 
@@ -47,7 +47,7 @@ constexpr auto kFullNodeBudget = std::chrono::seconds(180);
 
 class MeasurementWatchdog {
  public:
-  MeasurementWatchdog(NodeLink& link, std::chrono::seconds budget, double silent_seconds)
+  MeasurementWatchdog(cluster::NodeLink& link, std::chrono::seconds budget, double silent_seconds)
       : link_(link), budget_(budget), previous_read_timeout_(link.connection->read_timeout()) {
     link_.connection->set_read_timeout(std::chrono::milliseconds(static_cast<int64_t>(silent_seconds * 1000.0)));
     thread_ = std::jthread([this](std::stop_token stop) {
@@ -73,7 +73,7 @@ class MeasurementWatchdog {
   }
 
  private:
-  NodeLink& link_;
+  cluster::NodeLink& link_;
   const std::chrono::seconds budget_;
   const std::chrono::milliseconds previous_read_timeout_;
   std::mutex mutex_;
@@ -82,21 +82,21 @@ class MeasurementWatchdog {
   std::jthread thread_;
 };
 
-std::string who_of(const NodeLink& link) { return fmt::format("node '{}' ({})", link.spec.name, link.spec.endpoint()); }
+std::string who_of(const cluster::NodeLink& link) { return fmt::format("node '{}' ({})", link.spec.name, link.spec.endpoint()); }
 
 const char* probe_kind_name(tp::ProbeKind kind) { return kind == tp::ProbeKind::kGemm ? "GEMM" : "echo"; }
 
 // A worker that refuses a link probe's STORE (over its tile memory cap) answers ERROR and closes
 // without reading the data, so the probe's write fails before the answer is read: the answer says
 // why. The connection is given up either way.
-Status explain_lost_link(NodeLink& link, const Status& failure) {
+Status explain_lost_link(cluster::NodeLink& link, const Status& failure) {
   if (failure.code() != StatusCode::kNetworkError) return failure;
   std::optional<Status> parting = tp::read_parting_error(*link.connection);
   return parting ? parting->with_context(who_of(link) + ": ") : failure;
 }
 
 // One probe round trip; returns the answer and the wall time it took.
-Result<tp::ProbeResult> exchange(NodeLink& link, const tp::Probe& probe, double& seconds) {
+Result<tp::ProbeResult> exchange(cluster::NodeLink& link, const tp::Probe& probe, double& seconds) {
   const auto start = Clock::now();
   Result<tp::ProbeResult> result = tp::request_reply<tp::ProbeResult>(*link.connection, probe);
   seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -114,7 +114,7 @@ struct GemmWindow {
   double seconds = 0.0;
 };
 
-Result<GemmWindow> gemm_window(NodeLink& link, uint32_t size, double window_seconds) {
+Result<GemmWindow> gemm_window(cluster::NodeLink& link, uint32_t size, double window_seconds) {
   tp::Probe probe;
   probe.kind = tp::ProbeKind::kGemm;
   probe.size = size;
@@ -130,7 +130,7 @@ Result<GemmWindow> gemm_window(NodeLink& link, uint32_t size, double window_seco
 
 // The worker's session counters (CPU split into compute and communication, bytes), read before
 // and after a probe to learn what the probe cost the node's CPU.
-Result<tp::Stats> worker_stats(NodeLink& link) {
+Result<tp::Stats> worker_stats(cluster::NodeLink& link) {
   Result<tp::Stats> stats = tp::request_reply<tp::Stats>(*link.connection, tp::StatsRequest{});
   if (!stats) return stats.status().with_context(who_of(link) + ": asking for its CPU counters: ");
   return stats;
@@ -138,7 +138,7 @@ Result<tp::Stats> worker_stats(NodeLink& link) {
 
 // Median of several windows; when they disagree a lot (an outlier: another process, a quota
 // slice caught at a window's edge), two more windows are measured before taking the median.
-Result<GemmWindow> gemm_rate(NodeLink& link, uint32_t size, double window_seconds, int windows) {
+Result<GemmWindow> gemm_rate(cluster::NodeLink& link, uint32_t size, double window_seconds, int windows) {
   std::vector<GemmWindow> measured;
   auto measure = [&](int count) -> Status {
     for (int i = 0; i < count; ++i) {
@@ -160,7 +160,7 @@ Result<GemmWindow> gemm_rate(NodeLink& link, uint32_t size, double window_second
   return measured[measured.size() / 2];
 }
 
-Result<double> round_trip_seconds(NodeLink& link, int pings) {
+Result<double> round_trip_seconds(cluster::NodeLink& link, int pings) {
   std::vector<double> trips;
   tp::Probe probe;
   probe.kind = tp::ProbeKind::kEcho;
@@ -190,13 +190,13 @@ uint32_t probe_rows(std::size_t bytes) {
   return static_cast<uint32_t>(std::max<std::size_t>(1, bytes / (8 * kProbeColumns)));
 }
 
-Status write_store(NodeLink& link, uint32_t tile_id, uint32_t rows, uint32_t cols, const double* data) {
+Status write_store(cluster::NodeLink& link, uint32_t tile_id, uint32_t rows, uint32_t cols, const double* data) {
   const std::span<const double> values(data, std::size_t{rows} * cols);
   return link.connection->write_store({tile_id, rows, cols, tp::tile_crc32c(values)}, values);
 }
 
 template <typename Reply>
-Result<Reply> read_link_probe_reply(NodeLink& link) {
+Result<Reply> read_link_probe_reply(cluster::NodeLink& link) {
   Result<Reply> reply = tp::read_reply<Reply>(*link.connection);
   if (!reply) return reply.status().with_context(who_of(link) + ": link probe failed: ");
   return reply;
@@ -204,7 +204,7 @@ Result<Reply> read_link_probe_reply(NodeLink& link) {
 
 // Seconds to move `rows` x 1024 doubles to the node: the STORE, then an echo that the worker
 // answers only after it has read the whole STORE.
-Result<double> time_to_node(NodeLink& link, uint32_t rows, const std::vector<double>& data) {
+Result<double> time_to_node(cluster::NodeLink& link, uint32_t rows, const std::vector<double>& data) {
   const auto start = Clock::now();
   TESSERA_RETURN_IF_ERROR(write_store(link, kProbeTile, rows, kProbeColumns, data.data()));
   tp::Probe echo;
@@ -220,7 +220,7 @@ Result<double> time_to_node(NodeLink& link, uint32_t rows, const std::vector<dou
 // Seconds to move `rows` x 1024 doubles from the node: a 1x1x1 job whose output tile is that
 // large, created beforehand so that only the RESULT is timed.
 // Stores 1x1 tiles of 1.0 as kProbeA and kProbeB and returns a 1x1x1 job reading them into kProbeC.
-Result<tp::Job> unit_job(NodeLink& link) {
+Result<tp::Job> unit_job(cluster::NodeLink& link) {
   const double one = 1.0;
   TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
   TESSERA_RETURN_IF_ERROR(write_store(link, kProbeB, 1, 1, &one));
@@ -232,7 +232,7 @@ Result<tp::Job> unit_job(NodeLink& link) {
   return job;
 }
 
-Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>& landing, uint64_t& job_id) {
+Result<double> time_from_node(cluster::NodeLink& link, uint32_t rows, std::vector<double>& landing, uint64_t& job_id) {
   Result<tp::Job> unit = unit_job(link);
   if (!unit) return unit.status();
   tp::Job job = *unit;
@@ -282,7 +282,7 @@ Result<double> time_from_node(NodeLink& link, uint32_t rows, std::vector<double>
 // Seconds a node takes per job besides the job's arithmetic: `count` 1x1x1 jobs sent back to
 // back, from the first written to the last CREDIT read, divided by `count` (decoding, queueing,
 // waking the compute thread, the CREDIT). The best of `repeats`: interference only adds.
-Result<double> job_overhead(NodeLink& link, int count, int repeats, uint64_t& job_id) {
+Result<double> job_overhead(cluster::NodeLink& link, int count, int repeats, uint64_t& job_id) {
   Result<tp::Job> unit = unit_job(link);
   if (!unit) return unit.status();
   tp::Job job = *unit;
@@ -310,7 +310,7 @@ Result<double> job_overhead(NodeLink& link, int count, int repeats, uint64_t& jo
 struct MadeTile {
   uint32_t tile = 0, rows = 0, cols = 0;
 };
-Status make_tiles_on_worker(NodeLink& link, const std::vector<MadeTile>& tiles, uint64_t& job_id) {
+Status make_tiles_on_worker(cluster::NodeLink& link, const std::vector<MadeTile>& tiles, uint64_t& job_id) {
   const double one = 1.0;
   TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
   tp::Job make;
@@ -340,7 +340,7 @@ Status make_tiles_on_worker(NodeLink& link, const std::vector<MadeTile>& tiles, 
 constexpr uint32_t kVectorProbeSize = 2048;  // a 32 MB matrix: past the caches, as a chain's is
 constexpr uint32_t kVectorProbeMatrices = 4;
 constexpr uint32_t kVectorProbeFirstMatrix = 0xFFFFFF10u;
-Result<double> vector_gflops(NodeLink& link, int count, int repeats, uint64_t& job_id) {
+Result<double> vector_gflops(cluster::NodeLink& link, int count, int repeats, uint64_t& job_id) {
   const uint32_t n = kVectorProbeSize;
   std::vector<MadeTile> made{{kProbeC, 1, n}, {kProbeTile, 1, n}};
   tp::Release release{{kProbeA, kProbeC, kProbeTile}};
@@ -375,7 +375,7 @@ Result<double> vector_gflops(NodeLink& link, int count, int repeats, uint64_t& j
 // A small transfer estimates the rate, then transfers sized to last about `target_seconds`
 // measure it; the best is kept, since interference only ever makes a transfer slower. Rates are
 // net of one round trip.
-Result<double> bandwidth(NodeLink& link, bool to_node, double round_trip, double target_seconds, int repeats,
+Result<double> bandwidth(cluster::NodeLink& link, bool to_node, double round_trip, double target_seconds, int repeats,
                          const std::vector<double>& source, uint64_t& job_id) {
   std::vector<double> landing;
   auto rate = [&](std::size_t bytes) -> Result<double> {
@@ -398,7 +398,7 @@ Result<double> bandwidth(NodeLink& link, bool to_node, double round_trip, double
   return best;
 }
 
-Result<NodeProfile> measure_node(NodeLink& link, const ProfileOptions& options, const ProfileProgress& progress,
+Result<NodeProfile> measure_node(cluster::NodeLink& link, const ProfileOptions& options, const ProfileProgress& progress,
                                  const std::vector<double>& source, uint64_t& job_id) {
   auto say = [&](const std::string& what) {
     if (progress) progress(link.spec.name, what, false);
@@ -515,7 +515,7 @@ struct CoordinatorCapacity {
   double cpu_s_per_byte = 0.0;
 };
 
-Result<CoordinatorCapacity> coordinator_send_capacity(ClusterConnection& cluster, const std::vector<NodeProfile>& nodes,
+Result<CoordinatorCapacity> coordinator_send_capacity(cluster::ClusterConnection& cluster, const std::vector<NodeProfile>& nodes,
                                                       bool quick, const std::vector<double>& source) {
   const double target = quick ? kQuickBandwidthProbeSeconds : kBandwidthProbeSeconds;
   std::vector<uint32_t> rows(cluster.links().size());
@@ -554,7 +554,7 @@ Result<CoordinatorCapacity> coordinator_send_capacity(ClusterConnection& cluster
 // of outside load (a build once gave a desktop a quarter of its speed) counts for less.
 constexpr int kConcurrentRounds = 5;
 
-Status measure_concurrent_rates(ClusterConnection& cluster, const ProfileOptions& options,
+Status measure_concurrent_rates(cluster::ClusterConnection& cluster, const ProfileOptions& options,
                                 std::vector<NodeProfile>& nodes) {
   const double window = options.quick ? options.quick_window_seconds : options.reference_window_seconds;
   std::vector<std::vector<double>> rates(nodes.size());
@@ -564,7 +564,7 @@ Status measure_concurrent_rates(ClusterConnection& cluster, const ProfileOptions
       std::vector<std::jthread> probes;
       for (std::size_t i = 0; i < nodes.size(); ++i) {
         probes.emplace_back([&, i] {
-          NodeLink& link = cluster.links()[i];
+          cluster::NodeLink& link = cluster.links()[i];
           // The probe asks for `window` seconds but runs at least one GEMM (plus a warm-up), which
           // on a slow node can take far longer: four times the longer of the two, plus a margin
           // for the round trip, bounds it; a node silent past silent_node_seconds fails sooner.
@@ -600,7 +600,7 @@ constexpr int kBusyJobsInFlight = 4;
 constexpr auto kBusyEchoSpread = std::chrono::microseconds(25'000);  // over a 20 ms quota period
 constexpr uint32_t kBusyX = 0xFFFFFF04u, kBusyY = 0xFFFFFF05u, kBusyZ = 0xFFFFFF06u;
 
-Result<double> busy_round_trip(NodeLink& link, int pings, uint64_t job_id) {
+Result<double> busy_round_trip(cluster::NodeLink& link, int pings, uint64_t job_id) {
   constexpr uint32_t n = kBusyLoadSize;
   TESSERA_RETURN_IF_ERROR(make_tiles_on_worker(link, {{kBusyX, n, n}, {kBusyY, n, n}, {kBusyZ, n, n}}, job_id));
   tp::Job load;
@@ -654,7 +654,7 @@ Result<double> busy_round_trip(NodeLink& link, int pings, uint64_t job_id) {
 
 // Every node's busy_round_trip at the same moment, each on its own thread: the link latencies a
 // run sees when every node is computing and every process wants the host's cores.
-Status measure_busy_latencies(ClusterConnection& cluster, const ProfileOptions& options, std::vector<NodeProfile>& nodes,
+Status measure_busy_latencies(cluster::ClusterConnection& cluster, const ProfileOptions& options, std::vector<NodeProfile>& nodes,
                               uint64_t& job_id) {
   const int pings = options.quick ? 8 : 24;
   std::vector<Result<double>> trips(nodes.size(), Result<double>(0.0));
@@ -662,7 +662,7 @@ Status measure_busy_latencies(ClusterConnection& cluster, const ProfileOptions& 
     std::vector<std::jthread> probes;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       probes.emplace_back([&, i] {
-        NodeLink& link = cluster.links()[i];
+        cluster::NodeLink& link = cluster.links()[i];
         // Each echo waits at most for a few of the node's jobs; a slow node's jobs bound it.
         const double job_s = nodes[i].gflops > 0.0
                                  ? 2.0 * std::pow(double{kBusyLoadSize}, 3.0) / (nodes[i].gflops * 1e9)
@@ -683,9 +683,9 @@ Status measure_busy_latencies(ClusterConnection& cluster, const ProfileOptions& 
   return Status::ok();
 }
 
-void emit_speed(YAML::Emitter& out, const std::vector<SpeedPoint>& speed) {
+void emit_speed(YAML::Emitter& out, const std::vector<model::SpeedPoint>& speed) {
   out << YAML::Key << "speed" << YAML::Value << YAML::BeginSeq;
-  for (const SpeedPoint& point : speed) {
+  for (const model::SpeedPoint& point : speed) {
     out << YAML::Flow << YAML::BeginMap << YAML::Key << "size" << YAML::Value << point.size << YAML::Key
         << "gflops" << YAML::Value << point.gflops << YAML::EndMap;
   }
@@ -704,12 +704,12 @@ const std::vector<std::string> kSpeedPointKeys = {"size", "gflops"};
 const std::vector<std::string> kLinkProfileKeys = {"latency_s", "busy_latency_s", "to_node_bytes_per_s",
                                                    "from_node_bytes_per_s"};
 
-constexpr NumberRange kNonNegative{0.0, 1e300};
+constexpr cluster::NumberRange kNonNegative{0.0, 1e300};
 constexpr uint64_t kMaxUint32 = 0xFFFFFFFFu;
 
-YamlMap profile_map(const YAML::Node& value, int line, const std::vector<std::string>& keys, const std::string& where) {
-  if (!value.IsMap()) fail_at(line, fmt::format("{} is {}; it must be a mapping", where, describe_yaml(value)));
-  return YamlMap(value, line, keys, where);
+cluster::YamlMap profile_map(const YAML::Node& value, int line, const std::vector<std::string>& keys, const std::string& where) {
+  if (!value.IsMap()) cluster::fail_at(line, fmt::format("{} is {}; it must be a mapping", where, cluster::describe_yaml(value)));
+  return cluster::YamlMap(value, line, keys, where);
 }
 
 NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t index, const std::string& measured_at) {
@@ -720,7 +720,7 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
       where = fmt::format("node '{}'", name.Scalar());
     }
   }
-  const YamlMap fields = profile_map(value, line, kNodeProfileKeys, where);
+  const cluster::YamlMap fields = profile_map(value, line, kNodeProfileKeys, where);
   NodeProfile node;
   if (std::optional<std::string> name = fields.text("name", "pi1")) {
     node.name = *name;
@@ -743,14 +743,14 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
   node.probe_size = static_cast<uint32_t>(fields.integer("probe_size", 0, kMaxUint32, "1024").value_or(0));
   node.repetitions = static_cast<uint32_t>(fields.integer("repetitions", 0, kMaxUint32, "10").value_or(0));
   node.probe_seconds = fields.number("probe_seconds", kNonNegative, "0.3").value_or(0.0);
-  if (const YamlMap::Entry* speed = fields.find("speed"); speed != nullptr && !speed->value.IsNull()) {
+  if (const cluster::YamlMap::Entry* speed = fields.find("speed"); speed != nullptr && !speed->value.IsNull()) {
     if (!speed->value.IsSequence()) {
-      fail_at(speed->line, fmt::format("node '{}' has speed {}; speed must be a list of {{size, gflops}}", node.name,
-                                       describe_yaml(speed->value)));
+      cluster::fail_at(speed->line, fmt::format("node '{}' has speed {}; speed must be a list of {{size, gflops}}", node.name,
+                                       cluster::describe_yaml(speed->value)));
     }
     for (const YAML::Node& point : speed->value) {
-      const int point_line = yaml_line(point, speed->line);
-      const YamlMap pair = profile_map(point, point_line, kSpeedPointKeys, fmt::format("a speed point of node '{}'", node.name));
+      const int point_line = cluster::yaml_line(point, speed->line);
+      const cluster::YamlMap pair = profile_map(point, point_line, kSpeedPointKeys, fmt::format("a speed point of node '{}'", node.name));
       const std::optional<double> size = pair.number("size", kNonNegative, "1024");
       const std::optional<double> gflops = pair.number("gflops", kNonNegative, "12.5");
       if (!size) pair.fail_missing("size", "1024");
@@ -758,8 +758,8 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
       node.speed.push_back({*size, *gflops});
     }
   }
-  if (const YamlMap::Entry* link = fields.find("link")) {
-    const YamlMap link_fields = profile_map(link->value, link->line, kLinkProfileKeys, fmt::format("link of node '{}'", node.name));
+  if (const cluster::YamlMap::Entry* link = fields.find("link")) {
+    const cluster::YamlMap link_fields = profile_map(link->value, link->line, kLinkProfileKeys, fmt::format("link of node '{}'", node.name));
     node.has_link = true;
     const std::optional<double> latency = link_fields.number("latency_s", kNonNegative, "0.0001");
     const std::optional<double> to_node = link_fields.number("to_node_bytes_per_s", kNonNegative, "1.2e8");
@@ -780,7 +780,7 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
   node.worker_version = fields.text_or_empty("worker_version").value_or("");
   node.fingerprint = fields.text_or_empty("fingerprint").value_or("");
   if (!(node.gflops > 0.0)) {
-    fail_at(fields.find("gflops")->line,
+    cluster::fail_at(fields.find("gflops")->line,
             fmt::format("node '{}' has gflops {}; re-run `tessera profile --refresh`", node.name, node.gflops));
   }
   return node;
@@ -788,10 +788,10 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
 
 ClusterProfile parse_profile(const YAML::Node& root) {
   if (!root.IsMap()) {
-    fail_at(yaml_line(root, 1), fmt::format("the profile holds {} at the top; it must be a mapping with keys {}",
-                                            describe_yaml(root), join(kProfileKeys, ", ")));
+    cluster::fail_at(cluster::yaml_line(root, 1), fmt::format("the profile holds {} at the top; it must be a mapping with keys {}",
+                                            cluster::describe_yaml(root), join(kProfileKeys, ", ")));
   }
-  const YamlMap top(root, yaml_line(root, 1), kProfileKeys, "the top level");
+  const cluster::YamlMap top(root, cluster::yaml_line(root, 1), kProfileKeys, "the top level");
   ClusterProfile profile;
   if (std::optional<std::string> cluster = top.text("cluster", "lab")) {
     profile.cluster = *cluster;
@@ -801,13 +801,13 @@ ClusterProfile parse_profile(const YAML::Node& root) {
   profile.measured_at = top.text_or_empty("measured_at").value_or("");
   profile.coordinator_send_bytes_per_s = top.number("coordinator_send_bytes_per_s", kNonNegative, "1.2e9").value_or(0.0);
   profile.coordinator_cpu_s_per_byte = top.number("coordinator_cpu_s_per_byte", kNonNegative, "8e-10").value_or(0.0);
-  if (const YamlMap::Entry* nodes = top.find("nodes"); nodes != nullptr && !nodes->value.IsNull()) {
+  if (const cluster::YamlMap::Entry* nodes = top.find("nodes"); nodes != nullptr && !nodes->value.IsNull()) {
     if (!nodes->value.IsSequence()) {
-      fail_at(nodes->line, fmt::format("nodes is {}; nodes must be a list", describe_yaml(nodes->value)));
+      cluster::fail_at(nodes->line, fmt::format("nodes is {}; nodes must be a list", cluster::describe_yaml(nodes->value)));
     }
     for (std::size_t i = 0; i < nodes->value.size(); ++i) {
       const YAML::Node entry = nodes->value[i];
-      profile.nodes.push_back(parse_node_profile(entry, yaml_line(entry, nodes->line), i, profile.measured_at));
+      profile.nodes.push_back(parse_node_profile(entry, cluster::yaml_line(entry, nodes->line), i, profile.measured_at));
     }
   }
   return profile;
@@ -833,7 +833,7 @@ const NodeProfile* ClusterProfile::find(const std::string& node_name) const {
 // measured again instead of reused.
 constexpr int kProbeRevision = 2;
 
-std::string node_fingerprint(const NodeSpec& node, const transport::Hello& hello) {
+std::string node_fingerprint(const cluster::NodeSpec& node, const transport::Hello& hello) {
   std::string emulation = "none";
   if (node.emulate) {
     emulation = fmt::format("cpu={};link={},{},{}", node.emulate->cpu, node.emulate->has_link ? node.emulate->link_rate : "",
@@ -850,7 +850,7 @@ std::string node_fingerprint(const NodeSpec& node, const transport::Hello& hello
       hello.memory_bytes, hello.hostname, kProbeRevision);
 }
 
-Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec& spec,
+Result<ClusterProfile> run_profile(cluster::ClusterConnection& cluster, const cluster::ClusterSpec& spec,
                                    const std::optional<ClusterProfile>& previous, const ProfileOptions& options,
                                    const ProfileProgress& progress, std::vector<std::string>* measured) {
   ClusterProfile profile;
@@ -859,7 +859,7 @@ Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec
   // The bytes every link probe sends, touched once here so that page faults are not timed.
   const std::vector<double> source(kMaxProbeBytes / sizeof(double), 1.0);
   uint64_t job_id = kProbeJob;
-  for (NodeLink& link : cluster.links()) {
+  for (cluster::NodeLink& link : cluster.links()) {
     const NodeProfile* known = previous ? previous->find(link.spec.name) : nullptr;
     const bool named = std::find(options.only_nodes.begin(), options.only_nodes.end(), link.spec.name) !=
                        options.only_nodes.end();
@@ -1015,19 +1015,19 @@ Result<ClusterProfile> load_profile(const std::string& path) {
   if (!std::filesystem::exists(path)) {
     return not_found(fmt::format("no profile at {}; run `tessera profile CONFIG` first", path));
   }
-  Result<std::string> text = read_yaml_file(path, "profile");
+  Result<std::string> text = cluster::read_yaml_file(path, "profile");
   if (!text) return text.status();
   ClusterProfile profile;
-  TESSERA_RETURN_IF_ERROR(read_yaml(
+  TESSERA_RETURN_IF_ERROR(cluster::read_yaml(
       *text, path, [&](const YAML::Node& root) { profile = parse_profile(root); },
       "the profile is written by `tessera profile`; delete it or run `tessera profile --refresh`"));
   return profile;
 }
 
-Result<std::vector<double>> profile_weights(const ClusterProfile& profile, const ClusterSpec& cluster,
+Result<std::vector<double>> profile_weights(const ClusterProfile& profile, const cluster::ClusterSpec& cluster,
                                             const std::string& profile_path) {
   std::vector<double> weights;
-  for (const NodeSpec& node : cluster.nodes) {
+  for (const cluster::NodeSpec& node : cluster.nodes) {
     const NodeProfile* measured = profile.find(node.name);
     if (measured == nullptr) {
       return not_found(fmt::format("profile {} has no measurement for node '{}'; run `tessera profile {}`",
@@ -1038,14 +1038,14 @@ Result<std::vector<double>> profile_weights(const ClusterProfile& profile, const
   return weights;
 }
 
-Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterSpec& cluster,
+Result<model::ClusterModel> profile_model(const ClusterProfile& profile, const cluster::ClusterSpec& cluster,
                                    const std::string& profile_path) {
-  ClusterModel model;
+  model::ClusterModel model;
   model.coordinator_send_bytes_per_s = profile.coordinator_send_bytes_per_s;
   model.coordinator_cpu_s_per_byte = profile.coordinator_cpu_s_per_byte;
   struct utsname names {};
   const std::string coordinator_host = ::uname(&names) == 0 ? std::string(names.nodename) : std::string();
-  for (const NodeSpec& node : cluster.nodes) {
+  for (const cluster::NodeSpec& node : cluster.nodes) {
     const NodeProfile* measured = profile.find(node.name);
     if (measured == nullptr) {
       return not_found(fmt::format("profile {} has no measurement for node '{}'; run `tessera profile {}`",
@@ -1056,15 +1056,15 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
                                    "profile); run `tessera profile {} --refresh`",
                                    profile_path, node.name, cluster.source_path));
     }
-    NodeModel entry;
+    model::NodeModel entry;
     entry.name = node.name;
     // The curve measured alone, charged for the CPU its received bytes take (CpuModel; left out
     // when the profile predates the measurement).
     // The vector-matrix rate joins the curve at its square-equivalent size (a square GEMM of the
     // same flops per byte, 3 mnk / (mk + kn + mn): about 3), below every square probe.
-    std::vector<SpeedPoint> points = measured->speed;
-    if (measured->vector_gflops > 0.0) points.push_back({kVectorEquivalentSize, measured->vector_gflops});
-    entry.speed = SpeedCurve(std::move(points));
+    std::vector<model::SpeedPoint> points = measured->speed;
+    if (measured->vector_gflops > 0.0) points.push_back({model::kVectorEquivalentSize, measured->vector_gflops});
+    entry.speed = model::SpeedCurve(std::move(points));
     if (measured->compute_cores > 0.0) {
       entry.cpu.receive_s_per_byte = measured->receive_cpu_s_per_byte / measured->compute_cores;
     }
@@ -1085,4 +1085,4 @@ Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterS
   return model;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::profile

@@ -4,7 +4,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-namespace tessera::balance {
+namespace tessera::balance::report {
 
 namespace {
 
@@ -15,7 +15,7 @@ nlohmann::json cost_json(const expr::Cost& cost) {
           {"moved_bytes", cost.moved_bytes}};
 }
 
-bool checked(const MultiplyReport& report) { return report.verification.mode != VerifyMode::kNone; }
+bool checked(const MultiplyReport& report) { return report.verification.mode != run::VerifyMode::kNone; }
 
 double makespan_sum(const EvalOutcome& outcome) {
   double sum = 0.0;
@@ -64,10 +64,10 @@ std::string format_scheduled(const ScheduledEval& run, double wall_s) {
     out += fmt::format("lost: {}; rescheduled on the others ({} schedules run)\n", fmt::join(run.lost_nodes, ", "),
                        run.attempts);
   }
-  const Verification& check = run.verification;
+  const run::Verification& check = run.verification;
   out += fmt::format("verified: {}{}\n",
-                     check.mode == VerifyMode::kNone ? "not checked" : (check.passed ? "yes" : "NO"),
-                     check.mode == VerifyMode::kNone ? "" : fmt::format(" ({}, {}, {:.3f} s)", verify_mode_name(check.mode), check.detail, check.seconds));
+                     check.mode == run::VerifyMode::kNone ? "not checked" : (check.passed ? "yes" : "NO"),
+                     check.mode == run::VerifyMode::kNone ? "" : fmt::format(" ({}, {}, {:.3f} s)", run::verify_mode_name(check.mode), check.detail, check.seconds));
   out += fmt::format("total: {:.3f} s wall\n", wall_s);
   return out;
 }
@@ -100,7 +100,7 @@ nlohmann::json scheduled_json(const ScheduledEval& run) {
   for (const ScheduledTaskKind& kind : run.kinds) {
     kinds.push_back({{"kind", kind.kind}, {"tasks", kind.tasks}, {"predicted_s", kind.predicted_s}, {"measured_s", kind.measured_s}});
   }
-  const Verification& check = run.verification;
+  const run::Verification& check = run.verification;
   return {{"tile", run.tile},
           {"candidates", candidates},
           {"tasks", run.tasks},
@@ -119,7 +119,7 @@ nlohmann::json scheduled_json(const ScheduledEval& run) {
           {"timeline", timeline},
           {"lost_nodes", run.lost_nodes},
           {"attempts", run.attempts},
-          {"verified", check.mode == VerifyMode::kNone ? json(nullptr) : json(check.passed)},
+          {"verified", check.mode == run::VerifyMode::kNone ? json(nullptr) : json(check.passed)},
           {"verification_seconds", check.seconds}};
 }
 
@@ -141,9 +141,9 @@ std::string format_eval_table(const EvalOutcome& outcome, bool explain) {
   out += fmt::format("{:<8} {:<26} {:<13} {:>11} {:>9}\n", "product", "shape", "policy", "makespan s", "verified");
   for (std::size_t i = 0; i < outcome.products.size(); ++i) {
     const MultiplyReport& report = outcome.products[i].report;
-    const Plan& plan = report.plan;
+    const plan::Plan& plan = report.plan;
     out += fmt::format("{:<8} {:<26} {:<13} {:>11.3f} {:>9}\n", i + 1,
-                       fmt::format("{}x{} by {}x{}", plan.m, plan.k, plan.k, plan.n), policy_name(plan.policy),
+                       fmt::format("{}x{} by {}x{}", plan.m, plan.k, plan.k, plan.n), plan::policy_name(plan.policy),
                        report.run.makespan_s, checked(report) ? (report.verification.passed ? "true" : "false") : "-");
   }
   out += fmt::format("total: {} product{} on the cluster, {:.3f} s of makespan, {:.3f} s wall\n",
@@ -160,7 +160,7 @@ std::string eval_report_json(const EvalOutcome& outcome) {
     products.push_back({{"m", report.plan.m},
                         {"n", report.plan.n},
                         {"k", report.plan.k},
-                        {"policy", std::string(policy_name(report.plan.policy))},
+                        {"policy", std::string(plan::policy_name(report.plan.policy))},
                         {"makespan_s", report.run.makespan_s},
                         {"predicted_makespan_s", report.prediction ? json(report.prediction->makespan_s) : json(nullptr)},
                         {"verified", checked(report) ? json(report.verification.passed) : json(nullptr)}});
@@ -179,4 +179,4 @@ std::string eval_report_json(const EvalOutcome& outcome) {
   return document.dump(2);
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::report

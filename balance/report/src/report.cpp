@@ -7,7 +7,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-namespace tessera::balance {
+namespace tessera::balance::report {
 
 std::optional<double> MultiplyReport::prediction_error() const {
   if (!prediction || !(run.makespan_s > 0.0)) return std::nullopt;
@@ -15,16 +15,16 @@ std::optional<double> MultiplyReport::prediction_error() const {
 }
 
 std::string format_report_table(const MultiplyReport& report) {
-  const Plan& plan = report.plan;
+  const plan::Plan& plan = report.plan;
   std::string out = fmt::format(
       "multiply C({}x{}) = A({}x{}) x B({}x{})  policy {}  layout {}  panels {} x {} rows, queue {} refill {}\n\n",
-      plan.m, plan.n, plan.m, plan.k, plan.k, plan.n, policy_name(plan.policy), partition::layout_name(plan.layout),
+      plan.m, plan.n, plan.m, plan.k, plan.k, plan.n, plan::policy_name(plan.policy), partition::layout_name(plan.layout),
       plan.panel_count(), plan.panel_width, plan.panels_in_flight, plan.refill_threshold);
   out += fmt::format("{:<12} {:<8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>10} {:>9}\n", "node", "kind",
                      "rows", "weight", "MB in", "MB out", "compute", "comm", "idle", "finish", "predicted",
                      "comm CPU");
   for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
-    const NodeRunStats& node = report.run.nodes[i];
+    const run::NodeRunStats& node = report.run.nodes[i];
     const std::string kind = i < report.nodes.size() && !report.nodes[i].kind.empty() ? report.nodes[i].kind : "-";
     const std::string predicted = report.prediction && i < report.prediction->finish_s.size()
                                       ? fmt::format("{:.3f}s", report.prediction->finish_s[i])
@@ -54,7 +54,7 @@ std::string format_report_table(const MultiplyReport& report) {
     std::vector<std::string> short_nodes;
     for (std::size_t i = 0; i < report.prediction->host_share.size() && i < report.run.nodes.size(); ++i) {
       const double share = report.prediction->host_share[i];
-      if (host_share_reduced(share)) short_nodes.push_back(fmt::format("{} {:.0f}%", report.run.nodes[i].name, 100.0 * share));
+      if (model::host_share_reduced(share)) short_nodes.push_back(fmt::format("{} {:.0f}%", report.run.nodes[i].name, 100.0 * share));
     }
     if (!short_nodes.empty()) {
       out += fmt::format("  forecast with the host's cores shared with the coordinator: {} of their cores while "
@@ -67,7 +67,7 @@ std::string format_report_table(const MultiplyReport& report) {
   } else {
     out += "predicted makespan: no model (run `tessera profile` for speed curves and links)\n";
   }
-  if (report.plan.policy == Policy::kDynamic) {
+  if (report.plan.policy == plan::Policy::kDynamic) {
     out += fmt::format("dynamic: {} tiles of up to {} rows; {} speculative copies ({} won)\n", report.run.tiles,
                        report.plan.tile_rows, report.run.speculative_copies, report.run.speculative_wins);
   }
@@ -78,8 +78,8 @@ std::string format_report_table(const MultiplyReport& report) {
                        tiles.empty() ? "none were left" : tiles);
     for (const std::string& reason : report.run.lost_reasons) out += fmt::format("  {}\n", reason);
   }
-  const Verification& check = report.verification;
-  if (check.mode == VerifyMode::kNone) {
+  const run::Verification& check = report.verification;
+  if (check.mode == run::VerifyMode::kNone) {
     out += "verified: not checked (--verify none)\n";
   } else {
     const std::string during = check.overlapped_seconds > 0.0
@@ -93,10 +93,10 @@ std::string format_report_table(const MultiplyReport& report) {
 
 std::string report_json(const MultiplyReport& report) {
   using nlohmann::json;
-  const Plan& plan = report.plan;
+  const plan::Plan& plan = report.plan;
   json nodes = json::array();
   for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
-    const NodeRunStats& node = report.run.nodes[i];
+    const run::NodeRunStats& node = report.run.nodes[i];
     json entry = {{"name", node.name},
                   {"rows", node.rows},
                   {"weight", node.weight},
@@ -125,9 +125,9 @@ std::string report_json(const MultiplyReport& report) {
                                         : json(nullptr);
     nodes.push_back(std::move(entry));
   }
-  const Verification& check = report.verification;
+  const run::Verification& check = report.verification;
   json document = {{"cluster", report.cluster},
-                   {"policy", std::string(policy_name(plan.policy))},
+                   {"policy", std::string(plan::policy_name(plan.policy))},
                    {"n", plan.n},
                    {"m", plan.m},
                    {"k", plan.k},
@@ -143,9 +143,9 @@ std::string report_json(const MultiplyReport& report) {
                    {"predicted_makespan_s", report.prediction ? json(report.prediction->makespan_s) : json(nullptr)},
                    {"prediction_error",
                     report.prediction_error() ? json(*report.prediction_error()) : json(nullptr)},
-                   {"verified", check.mode == VerifyMode::kNone ? json(nullptr) : json(check.passed)},
+                   {"verified", check.mode == run::VerifyMode::kNone ? json(nullptr) : json(check.passed)},
                    {"verification",
-                    {{"mode", std::string(verify_mode_name(check.mode))},
+                    {{"mode", std::string(run::verify_mode_name(check.mode))},
                      {"max_error_ratio", check.max_error_ratio},
                      {"max_abs_error", check.max_abs_error},
                      {"seconds", check.seconds},
@@ -170,4 +170,4 @@ Status write_report_json(const std::string& path, const MultiplyReport& report) 
   return Status::ok();
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::report

@@ -21,7 +21,7 @@
 #include "tessera/transport/protocol.hpp"
 #include "tessera/transport/request.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::run {
 
 namespace {
 
@@ -126,14 +126,14 @@ struct NodeState {
 
 class DagRunner {
  public:
-  DagRunner(ClusterConnection& cluster, const std::vector<std::size_t>& links, const expr::TaskDag& dag,
+  DagRunner(cluster::ClusterConnection& cluster, const std::vector<std::size_t>& links, const expr::TaskDag& dag,
             const expr::Schedule& schedule, const std::vector<linalg::MatrixView>& inputs,
             linalg::MutableMatrixView result, const DagRunOptions& options)
       : dag_(dag), schedule_(schedule), inputs_(inputs), result_(result), options_(options) {
     for (std::size_t p = 0; p < links.size(); ++p) {
       auto node = std::make_unique<NodeState>();
       node->index = p;
-      NodeLink& link = cluster.links()[links[p]];
+      cluster::NodeLink& link = cluster.links()[links[p]];
       node->connection = link.connection.get();
       node->name = link.spec.name;
       nodes_.push_back(std::move(node));
@@ -685,7 +685,7 @@ uint64_t DagRun::tile_bytes() const {
   return bytes;
 }
 
-Result<DagRun> run_dag(ClusterConnection& cluster, const std::vector<std::size_t>& links, const expr::TaskDag& dag,
+Result<DagRun> run_dag(cluster::ClusterConnection& cluster, const std::vector<std::size_t>& links, const expr::TaskDag& dag,
                        const expr::Schedule& schedule, const std::vector<linalg::MatrixView>& inputs,
                        linalg::MutableMatrixView result, const DagRunOptions& options) {
   if (schedule.tasks.size() != dag.tasks.size() || schedule.order.size() != dag.tasks.size()) {
@@ -712,4 +712,4 @@ Result<DagRun> run_dag(ClusterConnection& cluster, const std::vector<std::size_t
   return runner.run();
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::run

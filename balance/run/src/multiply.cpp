@@ -20,7 +20,7 @@
 #include "tessera/core/time.hpp"
 #include "tessera/transport/request.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::run {
 
 namespace {
 
@@ -189,7 +189,7 @@ class NodeProgress {
 // Wakes a few times a second on a condition variable; stops when destroyed.
 class ProgressWatchdog {
  public:
-  ProgressWatchdog(ClusterConnection& cluster, const ProgressDeadlines& deadlines,
+  ProgressWatchdog(cluster::ClusterConnection& cluster, const ProgressDeadlines& deadlines,
                    std::vector<std::unique_ptr<NodeProgress>>& progress)
       : cluster_(cluster), deadlines_(deadlines), progress_(progress),
         thread_([this](std::stop_token stop) { watch(stop); }) {}
@@ -240,7 +240,7 @@ class ProgressWatchdog {
     }
   }
 
-  ClusterConnection& cluster_;
+  cluster::ClusterConnection& cluster_;
   const ProgressDeadlines& deadlines_;
   std::vector<std::unique_ptr<NodeProgress>>& progress_;
   std::condition_variable_any wake_;
@@ -252,7 +252,7 @@ class ProgressWatchdog {
 // CREDITs and RESULTs as they come.
 class TileStreamer {
  public:
-  TileStreamer(int index, NodeLink& link, const Plan& plan, const Work& work, TileBoard& board, linalg::MatrixView a,
+  TileStreamer(int index, cluster::NodeLink& link, const plan::Plan& plan, const Work& work, TileBoard& board, linalg::MatrixView a,
                Output& output, Clock::time_point start, const MultiplyHooks& hooks, NodeProgress& progress)
       : index_(index), connection_(*link.connection), plan_(plan), work_(work), board_(board), a_(a),
         output_(output), start_(start), hooks_(hooks), progress_(progress), credits_(plan.panels_in_flight) {}
@@ -583,7 +583,7 @@ class TileStreamer {
 
   int index_;
   tp::FrameConnection& connection_;
-  const Plan& plan_;
+  const plan::Plan& plan_;
   const Work& work_;
   TileBoard& board_;
   linalg::MatrixView a_;
@@ -612,7 +612,7 @@ class TileStreamer {
   };
 };
 
-Status check_inputs(const ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+Status check_inputs(const cluster::ClusterConnection& cluster, const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                     linalg::MutableMatrixView c) {
   if (a.rows != plan.m || a.cols != plan.k) {
     return invalid_argument(fmt::format("A is {}x{} but the plan needs {}x{}", a.rows, a.cols, plan.m, plan.k));
@@ -635,19 +635,19 @@ Status check_inputs(const ClusterConnection& cluster, const Plan& plan, linalg::
     }
   }
   if (plan.panel_width == 0) return invalid_argument("plan has no panels");
-  TESSERA_RETURN_IF_ERROR(check_credit_window(plan.panels_in_flight, plan.refill_threshold));
-  if (plan.policy == Policy::kDynamic && plan.tile_rows == 0) return invalid_argument("a dynamic plan needs tile rows");
+  TESSERA_RETURN_IF_ERROR(plan::check_credit_window(plan.panels_in_flight, plan.refill_threshold));
+  if (plan.policy == plan::Policy::kDynamic && plan.tile_rows == 0) return invalid_argument("a dynamic plan needs tile rows");
   return Status::ok();
 }
 
 // A static share must fit the worker's tile memory: its largest tile's A and C plus a queue of
 // B pieces. Checked for every node before anything is sent, so a plan that cannot run fails
 // with advice instead of part-way.
-Status check_memory(const ClusterConnection& cluster, const Plan& plan, const Work& work) {
+Status check_memory(const cluster::ClusterConnection& cluster, const plan::Plan& plan, const Work& work) {
   if (work.keep_pieces) return Status::ok();
   for (const WorkTile& tile : work.tiles) {
     if (tile.assigned < 0) continue;  // spare pieces are smaller than the tile they stand in for
-    const NodeLink& link = cluster.links()[static_cast<std::size_t>(tile.assigned)];
+    const cluster::NodeLink& link = cluster.links()[static_cast<std::size_t>(tile.assigned)];
     const Block& box = tile.block;
     const uint64_t piece_depth = std::min<uint64_t>(plan.panel_width, box.depth);
     const uint64_t bytes = 8 * (box.rows * box.depth + box.rows * box.cols +
@@ -666,7 +666,7 @@ Status check_memory(const ClusterConnection& cluster, const Plan& plan, const Wo
 // The last result's time (slowest finish among nodes that delivered work), makespan (`released_s`,
 // when every node thread was done), each node's idle time, GFLOP/s and imbalance (slowest / mean
 // finish over the nodes that delivered work).
-void complete_run_statistics(const Plan& plan, double released_s, MultiplyRun& run) {
+void complete_run_statistics(const plan::Plan& plan, double released_s, MultiplyRun& run) {
   const double row_work = static_cast<double>(plan.n) * static_cast<double>(plan.k);
   const double total_work = static_cast<double>(plan.m) * row_work;
   double finish_sum = 0.0;
@@ -706,13 +706,13 @@ std::optional<double> MultiplyRun::worker_comm_share() const {
   return io / total;
 }
 
-Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                  linalg::Matrix& c, const MultiplyHooks& hooks) {
   if (c.rows != plan.m || c.cols != plan.n) c = linalg::Matrix(plan.m, plan.n);
   return run_multiply(cluster, plan, a, b, linalg::MutableMatrixView(c), hooks);
 }
 
-Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                  linalg::MutableMatrixView c, const MultiplyHooks& hooks) {
   TESSERA_RETURN_IF_ERROR(check_inputs(cluster, plan, a, b, c));
   // The driver writes A's and B's rows straight from memory, which needs them contiguous.
@@ -752,7 +752,7 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, l
     for (std::size_t i = 0; i < cluster.links().size(); ++i) {
       run.nodes[i].name = plan.shares[i].node_name;
       streamers.emplace_back([&, i] {
-        NodeLink& link = cluster.links()[i];
+        cluster::NodeLink& link = cluster.links()[i];
         TileStreamer streamer(static_cast<int>(i), link, plan, *work, board, a, output, start, hooks, *progress[i]);
         Status status = streamer.run(run.nodes[i]);
         progress[i]->finish();
@@ -788,4 +788,4 @@ Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, l
   return run;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::run

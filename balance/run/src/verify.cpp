@@ -13,7 +13,7 @@
 
 #include "tessera/linalg/gemm.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::run {
 
 namespace {
 
@@ -324,4 +324,4 @@ Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::
   return result;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::run

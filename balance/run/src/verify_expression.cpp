@@ -10,7 +10,7 @@
 
 #include "tessera/balance/expr/evaluate.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::run {
 
 namespace {
 
@@ -231,4 +231,4 @@ Verification verify_expression(const expr::Expr& e, const std::map<std::string, 
   return finish(check);
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::run

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace tessera::balance {
+namespace tessera::balance::run {
 
 namespace tp = tessera::transport;
 using partition::Block;
@@ -23,13 +23,13 @@ JobCounts count_jobs(const Work& work, std::size_t nodes) {
   return counts;
 }
 
-Result<Work> build_work(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b) {
+Result<Work> build_work(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b) {
   Work work;
   const std::size_t nodes = plan.shares.size();
-  if (plan.policy == Policy::kDynamic) {
+  if (plan.policy == plan::Policy::kDynamic) {
     work.keep_pieces = true;
     work.speculate = true;
-    for (const Block& block : cut_row_tiles(plan, nodes)) work.tiles.push_back({block, -1, false, {}, {}, {}});
+    for (const Block& block : plan::cut_row_tiles(plan, nodes)) work.tiles.push_back({block, -1, false, {}, {}, {}});
   } else {
     for (std::size_t i = 0; i < nodes; ++i) {
       for (const Block& block : plan.blocks_of(i)) {
@@ -102,4 +102,4 @@ Result<Work> build_work(const Plan& plan, linalg::MatrixView a, linalg::MatrixVi
   return work;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::run

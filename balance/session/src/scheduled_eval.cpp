@@ -14,7 +14,7 @@
 #include "tessera/balance/run/dag_run.hpp"
 #include "tessera/balance/run/verify_expression.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::session {
 
 namespace {
 
@@ -58,20 +58,20 @@ struct Candidate {
 };
 
 // `dag` scheduled on the nodes `nodes` of `model` (indices, cluster order).
-Candidate schedule_dag(expr::TaskDag dag, const ClusterModel& model, const std::vector<std::size_t>& nodes,
+Candidate schedule_dag(expr::TaskDag dag, const model::ClusterModel& model, const std::vector<std::size_t>& nodes,
                        double cache_bytes) {
   Candidate candidate;
   candidate.dag = std::move(dag);
   candidate.nodes = nodes;
   expr::ScheduleOptions options;
   options.cache_bytes = cache_bytes;
-  candidate.schedule = expr::heft(candidate.dag, model_of_nodes(model, nodes), options);
+  candidate.schedule = expr::heft(candidate.dag, model::model_of_nodes(model, nodes), options);
   return candidate;
 }
 
 // `dag` on every node, or (unless `every_node`) on the fastest few when that is forecast
 // kFewerNodesMargin faster (expr::heft_on_best_nodes). The nodes are indices into `model`.
-Candidate schedule_on_best_nodes(expr::TaskDag dag, const ClusterModel& model, bool every_node, double cache_bytes) {
+Candidate schedule_on_best_nodes(expr::TaskDag dag, const model::ClusterModel& model, bool every_node, double cache_bytes) {
   if (every_node) {
     std::vector<std::size_t> every(model.nodes.size());
     std::iota(every.begin(), every.end(), std::size_t{0});
@@ -98,10 +98,10 @@ uint64_t capabilities_needed(const expr::TaskDag& dag) {
 
 }  // namespace
 
-Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, const expr::Expr& prepared,
+Status run_scheduled(cluster::ClusterConnection& connection, const model::ClusterModel& model, const expr::Expr& prepared,
                      const std::map<std::string, linalg::MatrixView>& inputs, const EvalOptions& options,
-                     const RunControl& control, EvalOutcome& outcome) {
-  std::vector<NodeLink>& links = connection.links();
+                     const RunControl& control, report::EvalOutcome& outcome) {
+  std::vector<cluster::NodeLink>& links = connection.links();
   // The taking part: model index == link index (both in cluster order), checked by name.
   std::vector<std::size_t> taking_part;
   for (std::size_t i = 0; i < links.size(); ++i) {
@@ -114,7 +114,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     if (wanted) taking_part.push_back(i);
   }
   for (const std::string& name : options.only_nodes) {
-    if (std::none_of(links.begin(), links.end(), [&](const NodeLink& link) { return link.spec.name == name; })) {
+    if (std::none_of(links.begin(), links.end(), [&](const cluster::NodeLink& link) { return link.spec.name == name; })) {
       return invalid_argument(fmt::format("there is no node named '{}' in the cluster", name));
     }
   }
@@ -144,8 +144,8 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
   }
 
   // The tile size: the largest whose predicted schedule is within kTileTieMargin of the fastest.
-  ScheduledEval report;
-  const ClusterModel part_model = model_of_nodes(model, taking_part);
+  report::ScheduledEval report;
+  const model::ClusterModel part_model = model::model_of_nodes(model, taking_part);
   const uint64_t longest = expr_longest(e);
   std::vector<uint64_t> tiles;
   if (options.tile > 0) {
@@ -183,30 +183,30 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     report.fastest_alone_s = std::numeric_limits<double>::infinity();
     for (std::size_t p = 0; p < part_model.nodes.size(); ++p) {
       report.fastest_alone_s =
-          std::min(report.fastest_alone_s, expr::heft(best.dag, model_of_nodes(part_model, {p}), free).makespan_s);
+          std::min(report.fastest_alone_s, expr::heft(best.dag, model::model_of_nodes(part_model, {p}), free).makespan_s);
     }
   }
   // The predicted side of the per-node and per-kind figures, from the schedule that runs first.
-  std::map<std::string, ScheduledTaskKind> kinds;
+  std::map<std::string, report::ScheduledTaskKind> kinds;
   for (std::size_t t = 0; t < best.dag.tasks.size(); ++t) {
     const expr::TaskPlacement& placed = best.schedule.tasks[t];
-    ScheduledTaskKind& kind = kinds[std::string(kind_name(best.dag.tasks[t].op))];
+    report::ScheduledTaskKind& kind = kinds[std::string(kind_name(best.dag.tasks[t].op))];
     kind.kind = kind_name(best.dag.tasks[t].op);
     ++kind.tasks;
     kind.predicted_s += placed.finish_s - placed.start_s;
   }
   // Per node of the cluster (link index); the nodes taking part that the schedule left out show 0 tasks.
-  std::vector<ScheduledNode> node_figures(links.size());
+  std::vector<report::ScheduledNode> node_figures(links.size());
   for (std::size_t i : taking_part) node_figures[i].name = links[i].spec.name;
   for (std::size_t p = 0; p < best.nodes.size(); ++p) {
-    ScheduledNode& node = node_figures[best.nodes[p]];
+    report::ScheduledNode& node = node_figures[best.nodes[p]];
     node.predicted_busy_s = best.schedule.busy_s[p];
     if (!best.schedule.host_availability.empty()) node.host_share = best.schedule.host_availability[p];
   }
   std::vector<bool> seen(links.size(), false);
   for (const expr::TaskPlacement& placed : best.schedule.tasks) {
     const std::size_t link = best.nodes[placed.node];
-    ScheduledNode& node = node_figures[link];
+    report::ScheduledNode& node = node_figures[link];
     node.predicted_start_s = seen[link] ? std::min(node.predicted_start_s, placed.start_s) : placed.start_s;
     seen[link] = true;
     node.predicted_finish_s = std::max(node.predicted_finish_s, placed.finish_s);
@@ -226,14 +226,14 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
       if (current.dag.matrices[m].input) input_views[m] = inputs.at(current.dag.matrices[m].node->name);
     }
     const double offset = std::chrono::duration<double>(Clock::now() - start).count();
-    DagRunOptions run_options;
+    run::DagRunOptions run_options;
     run_options.node_timeout_s = options.multiply.node_timeout_s;
-    Result<DagRun> run = run_dag(connection, current.nodes, current.dag, current.schedule, input_views, outcome.value,
+    Result<run::DagRun> run = run::run_dag(connection, current.nodes, current.dag, current.schedule, input_views, outcome.value,
                                  run_options);
     if (!run) return run.status();
     for (std::size_t p = 0; p < current.nodes.size(); ++p) {
-      ScheduledNode& node = node_figures[current.nodes[p]];
-      const DagNodeStats& stats = run->nodes[p];
+      report::ScheduledNode& node = node_figures[current.nodes[p]];
+      const run::DagNodeStats& stats = run->nodes[p];
       node.tasks += stats.tasks;
       node.measured_busy_s += stats.compute_s;
       if (stats.tasks > 0) node.measured_finish_s = std::max(node.measured_finish_s, offset + stats.finish_s);
@@ -258,7 +258,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     }
     if (control.cancel != nullptr && control.cancel->load()) return cancelled("the evaluation was cancelled");
     std::vector<std::size_t> lost_links;
-    for (const LostNode& lost : run->lost) {
+    for (const run::LostNode& lost : run->lost) {
       lost_links.push_back(current.nodes[lost.node]);
       report.lost_nodes.push_back(links[current.nodes[lost.node]].spec.name);
       if (control.on_notice) control.on_notice(fmt::format("lost {}: {}; rescheduling on the others", report.lost_nodes.back(), lost.reason));
@@ -266,7 +266,7 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     std::erase_if(taking_part, [&](std::size_t i) { return std::find(lost_links.begin(), lost_links.end(), i) != lost_links.end(); });
     if (taking_part.empty()) {
       std::string reasons;
-      for (const LostNode& lost : run->lost) reasons += fmt::format("; {}", lost.reason);
+      for (const run::LostNode& lost : run->lost) reasons += fmt::format("; {}", lost.reason);
       return network_error(fmt::format("every node was lost ({}){}", fmt::join(report.lost_nodes, ", "), reasons));
     }
     // Every node left takes part again: the set chosen before had the lost one in it.
@@ -276,10 +276,10 @@ Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, c
     if (!node_figures[i].name.empty()) report.nodes.push_back(node_figures[i]);
   }
   for (auto& [name, kind] : kinds) report.kinds.push_back(kind);
-  report.verification = verify_expression(prepared, inputs, outcome.value, options.multiply.verify,
+  report.verification = run::verify_expression(prepared, inputs, outcome.value, options.multiply.verify,
                                           options.multiply.verify_seed);
   outcome.scheduled = std::move(report);
   return Status::ok();
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::session

@@ -13,13 +13,13 @@
 #include "tessera/balance/report/eval_report.hpp"
 #include "tessera/balance/session/session.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::session {
 
 // REQUIRES: `prepared` has no kPower node and every transpose reads an input
 // (expr::transposes_to_inputs); `inputs` hold its inputs, checked for shape; model.nodes are in
 // the cluster's order. Fills outcome.value and outcome.scheduled.
-Status run_scheduled(ClusterConnection& connection, const ClusterModel& model, const expr::Expr& prepared,
+Status run_scheduled(cluster::ClusterConnection& connection, const model::ClusterModel& model, const expr::Expr& prepared,
                      const std::map<std::string, linalg::MatrixView>& inputs, const EvalOptions& options,
-                     const RunControl& control, EvalOutcome& outcome);
+                     const RunControl& control, report::EvalOutcome& outcome);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::session

@@ -16,15 +16,15 @@
 #include "tessera/balance/expr/rewrite.hpp"
 #include "scheduled_eval.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::session {
 
 namespace {
 
 
-PlanRequest plan_request(const ClusterSpec& cluster, uint64_t m, uint64_t n, uint64_t k,
+plan::PlanRequest plan_request(const cluster::ClusterSpec& cluster, uint64_t m, uint64_t n, uint64_t k,
                          const MultiplyOptions& options) {
-  PlanRequest request;
-  request.policy = policy_kind(options.policy);
+  plan::PlanRequest request;
+  request.policy = plan::policy_kind(options.policy);
   request.m = m;
   request.n = n;
   request.k = k;
@@ -32,15 +32,15 @@ PlanRequest plan_request(const ClusterSpec& cluster, uint64_t m, uint64_t n, uin
   request.panels_in_flight = options.panels_in_flight;
   request.refill_threshold = options.refill_threshold;
   request.layout = options.layout;
-  if (const auto* dynamic = std::get_if<DynamicPolicy>(&options.policy)) request.tile_rows = dynamic->tile_rows;
-  for (const NodeSpec& node : cluster.nodes) request.node_names.push_back(node.name);
+  if (const auto* dynamic = std::get_if<plan::DynamicPolicy>(&options.policy)) request.tile_rows = dynamic->tile_rows;
+  for (const cluster::NodeSpec& node : cluster.nodes) request.node_names.push_back(node.name);
   return request;
 }
 
 // Shuts the sessions down when the caller's cancel flag is set, for as long as it lives.
 class CancelWatcher {
  public:
-  CancelWatcher(const std::atomic<bool>* cancel, ClusterConnection& connection) {
+  CancelWatcher(const std::atomic<bool>* cancel, cluster::ClusterConnection& connection) {
     if (cancel == nullptr) return;
     thread_ = std::jthread([cancel, &connection](std::stop_token stop) {
       while (!stop.stop_requested()) {
@@ -61,13 +61,13 @@ bool cancel_requested(const RunControl& control) { return control.cancel != null
 
 // The run's progress deadlines: the caller's fixed one, or per node from the profile's figures
 // (plain numbers: run does not depend on profile). A node the profile lacks gets the floor.
-ProgressDeadlines progress_deadlines(const ClusterSpec& cluster, const std::optional<ClusterProfile>& profile,
+run::ProgressDeadlines progress_deadlines(const cluster::ClusterSpec& cluster, const std::optional<profile::ClusterProfile>& profile,
                                      double node_timeout_s) {
-  ProgressDeadlines deadlines;
+  run::ProgressDeadlines deadlines;
   deadlines.node_timeout_s = node_timeout_s;
-  for (const NodeSpec& node : cluster.nodes) {
-    NodeExpectation expectation;
-    if (const NodeProfile* measured = profile ? profile->find(node.name) : nullptr) {
+  for (const cluster::NodeSpec& node : cluster.nodes) {
+    run::NodeExpectation expectation;
+    if (const profile::NodeProfile* measured = profile ? profile->find(node.name) : nullptr) {
       if (measured->has_link) {
         expectation.to_node_bytes_per_s = measured->link.to_node_bytes_per_s;
         expectation.from_node_bytes_per_s = measured->link.from_node_bytes_per_s;
@@ -81,24 +81,24 @@ ProgressDeadlines progress_deadlines(const ClusterSpec& cluster, const std::opti
 
 }  // namespace
 
-Result<PlannedMultiply> plan_policy(const ClusterSpec& cluster, const std::optional<ClusterProfile>& profile,
+Result<PlannedMultiply> plan_policy(const cluster::ClusterSpec& cluster, const std::optional<profile::ClusterProfile>& profile,
                                     const std::string& profile_path, uint64_t m, uint64_t n, uint64_t k,
                                     const MultiplyOptions& options) {
-  PlanRequest request = plan_request(cluster, m, n, k, options);
+  plan::PlanRequest request = plan_request(cluster, m, n, k, options);
   PlannedMultiply planned;
-  if (std::holds_alternative<ModelPolicy>(options.policy)) {
+  if (std::holds_alternative<plan::ModelPolicy>(options.policy)) {
     if (!profile) {
       return not_found(fmt::format("the model policy needs a profile; run `tessera profile {}`", cluster.source_path));
     }
-    Result<ClusterModel> model = profile_model(*profile, cluster, profile_path);
+    Result<model::ClusterModel> model = profile::profile_model(*profile, cluster, profile_path);
     if (!model) return model.status();
-    Result<ModelPlanResult> made = make_model_plan(request, *model);
+    Result<model::ModelPlanResult> made = model::make_model_plan(request, *model);
     if (!made) return made.status();
     planned.plan = std::move(made->plan);
     planned.warnings = std::move(made->warnings);
     return planned;
   }
-  if (const auto* proportional = std::get_if<ProportionalPolicy>(&options.policy)) {
+  if (const auto* proportional = std::get_if<plan::ProportionalPolicy>(&options.policy)) {
     if (!proportional->weights.empty()) {
       if (proportional->weights.size() != cluster.nodes.size()) {
         return invalid_argument(fmt::format("{} weights for {} nodes ({}); give one per node",
@@ -115,19 +115,19 @@ Result<PlannedMultiply> plan_policy(const ClusterSpec& cluster, const std::optio
       request.weights = std::move(*weights);
     }
   }
-  Result<Plan> plan = make_plan(request);
+  Result<plan::Plan> plan = plan::make_plan(request);
   if (!plan) return plan.status();
   planned.plan = std::move(*plan);
   return planned;
 }
 
 struct Session::State {
-  ClusterSpec cluster;
+  cluster::ClusterSpec cluster;
   SessionOptions options;
   std::string profile_path;
-  std::optional<ClusterProfile> profile;
+  std::optional<profile::ClusterProfile> profile;
   std::optional<Status> ignored_profile_problem;
-  ClusterConnection connection;
+  cluster::ClusterConnection connection;
 };
 
 Session::Session(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -135,17 +135,17 @@ Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 Session::~Session() { close(); }
 
-Result<Session> Session::open(ClusterSpec cluster, SessionOptions options) {
+Result<Session> Session::open(cluster::ClusterSpec cluster, SessionOptions options) {
   auto state = std::make_unique<State>();
   state->profile_path =
-      options.profile_path.empty() ? default_profile_path(cluster.source_path) : options.profile_path;
-  if (Result<ClusterProfile> loaded = load_profile(state->profile_path)) {
+      options.profile_path.empty() ? profile::default_profile_path(cluster.source_path) : options.profile_path;
+  if (Result<profile::ClusterProfile> loaded = profile::load_profile(state->profile_path)) {
     state->profile = std::move(*loaded);
   } else if (loaded.status().code() != StatusCode::kNotFound) {
     if (options.damaged_profile_is_error) return loaded.status();
     state->ignored_profile_problem = loaded.status();
   }
-  Result<ClusterConnection> connection = ClusterConnection::connect(cluster, options.connect);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster, options.connect);
   if (!connection) return connection.status();
   state->connection = std::move(*connection);
   state->cluster = std::move(cluster);
@@ -153,23 +153,23 @@ Result<Session> Session::open(ClusterSpec cluster, SessionOptions options) {
   return Session(std::move(state));
 }
 
-const ClusterSpec& Session::cluster() const { return state_->cluster; }
+const cluster::ClusterSpec& Session::cluster() const { return state_->cluster; }
 const std::string& Session::profile_path() const { return state_->profile_path; }
-const std::optional<ClusterProfile>& Session::profile() const { return state_->profile; }
+const std::optional<profile::ClusterProfile>& Session::profile() const { return state_->profile; }
 std::optional<Status> Session::ignored_profile_problem() const { return state_->ignored_profile_problem; }
 
 std::vector<transport::Hello> Session::node_facts() const {
   std::vector<transport::Hello> facts;
-  for (const NodeLink& link : state_->connection.links()) facts.push_back(link.hello);
+  for (const cluster::NodeLink& link : state_->connection.links()) facts.push_back(link.hello);
   return facts;
 }
 
-Result<ClusterProfile> Session::measure_profile(const ProfileOptions& options, const ProfileProgress& progress,
+Result<profile::ClusterProfile> Session::measure_profile(const profile::ProfileOptions& options, const profile::ProfileProgress& progress,
                                                 std::vector<std::string>* measured) {
-  Result<ClusterProfile> profile =
-      run_profile(state_->connection, state_->cluster, state_->profile, options, progress, measured);
+  Result<profile::ClusterProfile> profile =
+      profile::run_profile(state_->connection, state_->cluster, state_->profile, options, progress, measured);
   if (!profile) return profile.status();
-  TESSERA_RETURN_IF_ERROR(save_profile(state_->profile_path, *profile));
+  TESSERA_RETURN_IF_ERROR(profile::save_profile(state_->profile_path, *profile));
   state_->profile = *profile;
   return profile;
 }
@@ -180,9 +180,9 @@ Status Session::measure_missing_profile(const RunControl& control) {
     control.on_notice(fmt::format("no profile at {}; measuring a quick one now (tessera profile --quick)",
                                   state_->profile_path));
   }
-  ProfileOptions quick;
+  profile::ProfileOptions quick;
   quick.quick = true;
-  Result<ClusterProfile> measured = measure_profile(quick, control.on_profile_progress);
+  Result<profile::ClusterProfile> measured = measure_profile(quick, control.on_profile_progress);
   return measured ? Status::ok() : measured.status();
 }
 
@@ -190,14 +190,14 @@ Result<PlannedMultiply> Session::plan(uint64_t m, uint64_t n, uint64_t k, const 
   return plan_policy(state_->cluster, state_->profile, state_->profile_path, m, n, k, options);
 }
 
-std::optional<Prediction> Session::forecast(const Plan& plan) const {
+std::optional<model::Prediction> Session::forecast(const plan::Plan& plan) const {
   // The simulator replays row strips; 2D/3D runs go without a forecast.
   if (!state_->profile || plan.layout != partition::Layout::kRows) return std::nullopt;
-  Result<ClusterModel> model = profile_model(*state_->profile, state_->cluster, state_->profile_path);
+  Result<model::ClusterModel> model = profile::profile_model(*state_->profile, state_->cluster, state_->profile_path);
   if (!model) return std::nullopt;
   // A dynamic run fixes no rows in advance: its forecast replays the pull protocol instead.
-  if (plan.policy == Policy::kDynamic) return predict_pull(*model, plan);
-  return predict(*model, plan);
+  if (plan.policy == plan::Policy::kDynamic) return model::predict_pull(*model, plan);
+  return model::predict(*model, plan);
 }
 
 Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixView b, linalg::MutableMatrixView c,
@@ -206,10 +206,10 @@ Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixVi
     return invalid_argument(fmt::format("A is {}x{} and B is {}x{}: A's columns must equal B's rows", a.rows, a.cols,
                                         b.rows, b.cols));
   }
-  if (needs_profile(options.policy)) TESSERA_RETURN_IF_ERROR(measure_missing_profile(control));
+  if (plan::needs_profile(options.policy)) TESSERA_RETURN_IF_ERROR(measure_missing_profile(control));
   Result<PlannedMultiply> planned = plan(a.rows, b.cols, a.cols, options);
   if (!planned) return planned.status();
-  Result<MultiplyReport> report =
+  Result<report::MultiplyReport> report =
       run_plan_within(planned->plan, a, b, c, options.verify, options.verify_seed, control, options.node_timeout_s);
   if (!report) return report.status();
   return MultiplyOutcome{std::move(*report), std::move(planned->warnings)};
@@ -225,15 +225,15 @@ Result<EvalMode> parse_eval_mode(std::string_view name) {
   return invalid_argument(fmt::format("unknown evaluation mode '{}'; use scheduled or sequence", name));
 }
 
-Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
+Result<report::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                                      const EvalOptions& options, const RunControl& control) {
   const auto start = std::chrono::steady_clock::now();
-  EvalOutcome outcome;
+  report::EvalOutcome outcome;
   outcome.written = e;
   outcome.rewritten = options.rewrite;
   if (state_->profile) {
     double gflops = 0.0;
-    for (const NodeProfile& node : state_->profile->nodes) gflops += node.gflops;
+    for (const profile::NodeProfile& node : state_->profile->nodes) gflops += node.gflops;
     if (gflops > 0.0) outcome.weights.seconds_per_flop = 1.0 / (gflops * 1e9);
     if (state_->profile->coordinator_send_bytes_per_s > 0.0) {
       outcome.weights.seconds_per_moved_byte = 1.0 / state_->profile->coordinator_send_bytes_per_s;
@@ -252,11 +252,11 @@ Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::s
       return not_found(fmt::format("the scheduled evaluation needs a profile; run `tessera profile {}`",
                                    state_->cluster.source_path));
     }
-    Result<ClusterModel> model = profile_model(*state_->profile, state_->cluster, state_->profile_path);
+    Result<model::ClusterModel> model = profile::profile_model(*state_->profile, state_->cluster, state_->profile_path);
     if (!model) return model.status();
     CancelWatcher watcher(control.cancel, state_->connection);
     TESSERA_RETURN_IF_ERROR(run_scheduled(state_->connection, *model, outcome.evaluated, inputs, options, control, outcome));
-    if (options.multiply.verify != VerifyMode::kNone && !outcome.scheduled->verification.passed) {
+    if (options.multiply.verify != run::VerifyMode::kNone && !outcome.scheduled->verification.passed) {
       return verification_failed(fmt::format("the value of {} failed verification: {}", expr::to_string(e),
                                              outcome.scheduled->verification.detail));
     }
@@ -270,8 +270,8 @@ Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::s
     if (!product) return product.status();
     const std::string label = fmt::format("product {} ({}x{} by {}x{})", outcome.products.size() + 1, a.rows, a.cols,
                                           b.rows, b.cols);
-    const Verification& check = product->report.verification;
-    if (options.multiply.verify != VerifyMode::kNone && !check.passed) {
+    const run::Verification& check = product->report.verification;
+    if (options.multiply.verify != run::VerifyMode::kNone && !check.passed) {
       return verification_failed(fmt::format("{} failed verification: {}", label, check.detail));
     }
     outcome.products.push_back({label, std::move(product->report), std::move(product->warnings)});
@@ -284,41 +284,41 @@ Result<EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::s
   return outcome;
 }
 
-Result<MultiplyReport> Session::run_plan(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
-                                         linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
+Result<report::MultiplyReport> Session::run_plan(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+                                         linalg::MutableMatrixView c, run::VerifyMode verify, uint64_t verify_seed,
                                          const RunControl& control) {
   return run_plan_within(plan, a, b, c, verify, verify_seed, control, 0.0);
 }
 
-Result<MultiplyReport> Session::run_plan_within(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
-                                                linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
+Result<report::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+                                                linalg::MutableMatrixView c, run::VerifyMode verify, uint64_t verify_seed,
                                                 const RunControl& control, double node_timeout_s) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
   // Forecast first, so a progress display can count down from it while the run goes on.
-  std::optional<Prediction> prediction = forecast(plan);
+  std::optional<model::Prediction> prediction = forecast(plan);
   // The half of the check that reads only A and B runs beside the transfers, at the lowest
   // priority so it takes only CPU the coordinator and the local workers leave idle; after the run
   // only C remains to be read.
-  std::future<ProductCheck> check = std::async(std::launch::async, [&] {
+  std::future<run::ProductCheck> check = std::async(std::launch::async, [&] {
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);  // this thread only (Linux)
-    return ProductCheck::prepare(a, b, verify, verify_seed);
+    return run::ProductCheck::prepare(a, b, verify, verify_seed);
   });
-  Result<MultiplyRun> run = [&] {
+  Result<run::MultiplyRun> run = [&] {
     CancelWatcher watcher(control.cancel, state_->connection);
-    MultiplyHooks hooks;
+    run::MultiplyHooks hooks;
     if (control.on_run_start) {
-      hooks.on_start = [&](const JobCounts& jobs) { control.on_run_start(RunStart{plan, jobs, prediction}); };
+      hooks.on_start = [&](const run::JobCounts& jobs) { control.on_run_start(RunStart{plan, jobs, prediction}); };
     }
     hooks.on_credit = control.on_credit;
     hooks.deadlines = progress_deadlines(state_->cluster, state_->profile, node_timeout_s);
-    return run_multiply(state_->connection, plan, a, b, c, hooks);
+    return run::run_multiply(state_->connection, plan, a, b, c, hooks);
   }();
   if (cancel_requested(control)) {
     close();
     return cancelled("the run was cancelled; the workers' sessions were closed");
   }
   if (!run) return run.status();
-  MultiplyReport report;
+  report::MultiplyReport report;
   report.cluster = state_->cluster.name;
   report.plan = plan;
   report.run = std::move(*run);
@@ -333,11 +333,11 @@ Result<MultiplyReport> Session::run_plan_within(const Plan& plan, linalg::Matrix
   return report;
 }
 
-Result<GraphOutcome> Session::graph(const partition::DirectedGraph& graph, GraphRunOptions options,
+Result<graph_driver::GraphOutcome> Session::graph(const partition::DirectedGraph& graph, graph_driver::GraphRunOptions options,
                                    const RunControl& control) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
   std::string weights_source;
-  if (options.weights.source == TargetWeights::Source::kProfile) {
+  if (options.weights.source == graph_driver::TargetWeights::Source::kProfile) {
     if (!state_->profile) {
       return not_found(fmt::format("--weights profile needs the nodes' measured speeds, and there is no profile at {}; "
                                    "run `tessera profile {}` or use --weights equal",
@@ -345,17 +345,17 @@ Result<GraphOutcome> Session::graph(const partition::DirectedGraph& graph, Graph
     }
     Result<std::vector<double>> speeds = profile_weights(*state_->profile, state_->cluster, state_->profile_path);
     if (!speeds) return speeds.status();
-    options.weights = TargetWeights{TargetWeights::Source::kExplicit, std::move(*speeds)};
+    options.weights = graph_driver::TargetWeights{graph_driver::TargetWeights::Source::kExplicit, std::move(*speeds)};
     weights_source = fmt::format("profile {}", state_->profile_path);
   }
   if (options.secret.empty()) {
     if (Result<std::string> secret = state_->cluster.resolve_secret()) options.secret = std::move(*secret);
   }
-  GraphHooks hooks;
+  graph_driver::GraphHooks hooks;
   hooks.cancel = control.cancel;
   hooks.on_notice = control.on_notice;
   hooks.on_progress = control.on_graph_progress;
-  Result<GraphOutcome> outcome = run_graph(state_->connection, graph, options, hooks);
+  Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(state_->connection, graph, options, hooks);
   if (cancel_requested(control)) {
     close();
     return cancelled("the graph run was cancelled; the workers' sessions were closed");
@@ -368,4 +368,4 @@ void Session::close() {
   if (state_) state_->connection.close();
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::session

@@ -30,13 +30,13 @@
 #include "tessera/core/subprocess.hpp"
 #include "tessera/core/time.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::study {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-using namespace study_support;
+using namespace support;
 using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------------------------------------
@@ -49,60 +49,60 @@ const std::vector<std::string> kSweepKeys = {"kind", "cpu"};
 
 // Throws YamlError (fail_at) on the first problem; load_study returns it with file and line.
 Study parse_study(const YAML::Node& root, const std::string& path) {
-  const int root_line = yaml_line(root, 1);
+  const int root_line = cluster::yaml_line(root, 1);
   if (!root.IsMap()) {
-    fail_at(root_line, fmt::format("the study file holds {} at the top; a study is a mapping with keys {}",
-                                   describe_yaml(root), join(kStudyKeys, ", ")));
+    cluster::fail_at(root_line, fmt::format("the study file holds {} at the top; a study is a mapping with keys {}",
+                                   cluster::describe_yaml(root), join(kStudyKeys, ", ")));
   }
-  const YamlMap keys(root, root_line, kStudyKeys, "the study");
+  const cluster::YamlMap keys(root, root_line, kStudyKeys, "the study");
   Study study;
   study.source_path = path;
   const std::optional<std::string> name = keys.text("study", "balanced-vs-even");
   if (!name) keys.fail_missing("study", "NAME");
   if (name->find_first_not_of(kStudyNameCharacters) != std::string::npos) {
-    fail_at(keys.find("study")->line, fmt::format("study name {} has characters other than letters, digits, _ . -; "
+    cluster::fail_at(keys.find("study")->line, fmt::format("study name {} has characters other than letters, digits, _ . -; "
                                                   "it names the output folder, e.g. study: balanced-vs-even",
-                                                  single_quoted(*name)));
+                                                  cluster::single_quoted(*name)));
   }
   study.name = *name;
   study.description = keys.text_or_empty("description").value_or("");
   if (std::optional<std::string> workload = keys.text("workload", "multiply"); workload && *workload != "multiply") {
-    fail_at(keys.find("workload")->line,
-            fmt::format("workload {} unknown; use multiply (the default), graph or expressions", single_quoted(*workload)));
+    cluster::fail_at(keys.find("workload")->line,
+            fmt::format("workload {} unknown; use multiply (the default), graph or expressions", cluster::single_quoted(*workload)));
   }
   const std::optional<std::string> cluster = keys.text("cluster", "../configs/local-mixed.yaml");
   if (!cluster) keys.fail_missing("cluster", "PATH (a cluster file, relative to the study file)");
   study.cluster_path = (fs::path(path).parent_path() / *cluster).lexically_normal().string();
 
-  const std::optional<std::vector<YamlMap::Entry>> policies = keys.list("policies", "[even, proportional, model]");
+  const std::optional<std::vector<cluster::YamlMap::Entry>> policies = keys.list("policies", "[even, proportional, model]");
   if (!policies) keys.fail_missing("policies", "[even, proportional, model]");
-  for (const YamlMap::Entry& policy : *policies) {
-    const std::string text = yaml_text(policy.value, policy.line, "policies", "the study", "[even, proportional]");
+  for (const cluster::YamlMap::Entry& policy : *policies) {
+    const std::string text = cluster::yaml_text(policy.value, policy.line, "policies", "the study", "[even, proportional]");
     Result<StudyPolicy> parsed = parse_study_policy(text);
-    if (!parsed) fail_at(policy.line, parsed.status().message());
+    if (!parsed) cluster::fail_at(policy.line, parsed.status().message());
     study.policies.push_back(*parsed);
   }
   std::optional<std::vector<uint64_t>> sizes = keys.integer_list("sizes", 1, 1 << 16, "[2048, 4096]");
   if (!sizes) keys.fail_missing("sizes", "[2048, 4096]");
   study.sizes = std::move(*sizes);
   if (std::optional<uint64_t> repeat = keys.integer("repeat", 1, 1000, "3")) study.repeat = static_cast<uint32_t>(*repeat);
-  if (std::optional<std::vector<YamlMap::Entry>> overlap = keys.list("overlap", "[on, off]")) {
+  if (std::optional<std::vector<cluster::YamlMap::Entry>> overlap = keys.list("overlap", "[on, off]")) {
     study.windows.clear();
-    for (const YamlMap::Entry& mode : *overlap) {
+    for (const cluster::YamlMap::Entry& mode : *overlap) {
       // YAML 1.1 reads a bare on/off as a boolean; accept both spellings.
-      const std::string text = mode.value.IsScalar() ? mode.value.Scalar() : describe_yaml(mode.value);
+      const std::string text = mode.value.IsScalar() ? mode.value.Scalar() : cluster::describe_yaml(mode.value);
       if (text == "on" || text == "true") {
         study.windows.push_back(4);
       } else if (text == "off" || text == "false") {
         study.windows.push_back(1);
       } else {
-        fail_at(mode.line, fmt::format("overlap {} unknown; use on or off, e.g. overlap: [on, off]", single_quoted(text)));
+        cluster::fail_at(mode.line, fmt::format("overlap {} unknown; use on or off, e.g. overlap: [on, off]", cluster::single_quoted(text)));
       }
     }
   }
-  if (const YamlMap::Entry* windows_entry = keys.find("panels_in_flight")) {
+  if (const cluster::YamlMap::Entry* windows_entry = keys.find("panels_in_flight")) {
     if (keys.has("overlap")) {
-      fail_at(windows_entry->line, "give overlap or panels_in_flight, not both (off = 1 panel in flight)");
+      cluster::fail_at(windows_entry->line, "give overlap or panels_in_flight, not both (off = 1 panel in flight)");
     }
     const std::optional<std::vector<uint64_t>> windows = keys.integer_list("panels_in_flight", 1, 1024, "[1, 4, 40]");
     study.windows.assign(windows->begin(), windows->end());
@@ -110,25 +110,25 @@ Study parse_study(const YAML::Node& root, const std::string& path) {
   if (std::optional<std::vector<uint64_t>> counts = keys.integer_list("node_counts", 1, 256, "[1, 2, 3, 4]")) {
     study.node_counts.assign(counts->begin(), counts->end());
   }
-  if (const YamlMap::Entry* sweep = keys.find("sweep")) {
+  if (const cluster::YamlMap::Entry* sweep = keys.find("sweep")) {
     if (!sweep->value.IsMap()) {
-      fail_at(sweep->line, fmt::format("sweep is {}; sweep must be a mapping, e.g. sweep: {{kind: pi, cpu: [1.0, 0.5]}}",
-                                       describe_yaml(sweep->value)));
+      cluster::fail_at(sweep->line, fmt::format("sweep is {}; sweep must be a mapping, e.g. sweep: {{kind: pi, cpu: [1.0, 0.5]}}",
+                                       cluster::describe_yaml(sweep->value)));
     }
-    const YamlMap fields(sweep->value, sweep->line, kSweepKeys, "sweep");
+    const cluster::YamlMap fields(sweep->value, sweep->line, kSweepKeys, "sweep");
     CpuSweep parsed;
     const std::optional<std::string> kind = fields.text("kind", "pi");
     if (!kind) fields.fail_missing("kind", "LABEL (a node kind of the cluster, e.g. kind: pi)");
     parsed.kind = *kind;
     std::optional<std::vector<double>> cpu =
-        fields.number_list("cpu", NumberRange{0.0, 64.0, false, true}, "[1.0, 0.5, 0.25]");
+        fields.number_list("cpu", cluster::NumberRange{0.0, 64.0, false, true}, "[1.0, 0.5, 0.25]");
     if (!cpu) fields.fail_missing("cpu", "[1.0, 0.5, 0.25]");
     parsed.cpu = std::move(*cpu);
     study.sweep = parsed;
   }
   if (std::optional<std::string> verify = keys.text("verify", "freivalds")) {
-    if (Result<VerifyMode> mode = parse_verify_mode(*verify); !mode) {
-      fail_at(keys.find("verify")->line, mode.status().message());
+    if (Result<run::VerifyMode> mode = run::parse_verify_mode(*verify); !mode) {
+      cluster::fail_at(keys.find("verify")->line, mode.status().message());
     }
     study.verify = *verify;
   }
@@ -141,7 +141,7 @@ Study parse_study(const YAML::Node& root, const std::string& path) {
 struct Variant {
   std::string label;        // "all nodes", "nodes=2", "pi cpu=0.25"
   std::string config_path;  // the base file, or a derived one in the output folder
-  ClusterSpec spec;
+  cluster::ClusterSpec spec;
   uint32_t node_count = 0;
   std::optional<double> sweep_cpu;
   std::vector<double> gflops;  // profiled reference rates, cluster order (for the ideal bounds)
@@ -149,7 +149,7 @@ struct Variant {
 
 std::string format_number(double value) { return fmt::format("{:g}", value); }
 
-Status write_cluster_yaml(const std::string& path, const ClusterSpec& spec) {
+Status write_cluster_yaml(const std::string& path, const cluster::ClusterSpec& spec) {
   YAML::Emitter out;
   out << YAML::Comment("Derived by `tessera experiment` from " + spec.source_path);
   out << YAML::BeginMap << YAML::Key << "cluster" << YAML::Value << spec.name;
@@ -159,7 +159,7 @@ Status write_cluster_yaml(const std::string& path, const ClusterSpec& spec) {
     out << YAML::Key << "secret" << YAML::Value << spec.secret;
   }
   out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
-  for (const NodeSpec& node : spec.nodes) {
+  for (const cluster::NodeSpec& node : spec.nodes) {
     out << YAML::BeginMap;
     out << YAML::Key << "name" << YAML::Value << node.name;
     out << YAML::Key << "host" << YAML::Value << node.host;
@@ -189,7 +189,7 @@ Status write_cluster_yaml(const std::string& path, const ClusterSpec& spec) {
   return Status::ok();
 }
 
-Result<std::vector<Variant>> make_variants(const Study& study, const ClusterSpec& base, const std::string& out_dir) {
+Result<std::vector<Variant>> make_variants(const Study& study, const cluster::ClusterSpec& base, const std::string& out_dir) {
   std::vector<uint32_t> counts = study.node_counts;
   if (counts.empty()) counts.push_back(static_cast<uint32_t>(base.nodes.size()));
   std::vector<std::optional<double>> cpus;
@@ -224,10 +224,10 @@ Result<std::vector<Variant>> make_variants(const Study& study, const ClusterSpec
       }
       if (cpu) {
         bool matched = false;
-        for (NodeSpec& node : variant.spec.nodes) {
+        for (cluster::NodeSpec& node : variant.spec.nodes) {
           if (node.kind != study.sweep->kind) continue;
           matched = true;
-          if (!node.emulate) node.emulate = EmulationSpec{};
+          if (!node.emulate) node.emulate = cluster::EmulationSpec{};
           node.emulate->cpu = *cpu;
         }
         if (!matched) {
@@ -259,7 +259,7 @@ struct RunRecord {
   uint32_t window = true;
   uint64_t n = 0;
   uint32_t repetition = 0;
-  MultiplyReport report;
+  report::MultiplyReport report;
 };
 
 struct GroupKey {
@@ -301,7 +301,7 @@ std::map<GroupKey, GroupStats> summarise(const std::vector<RunRecord>& records,
       if (auto error = run->report.prediction_error()) errors.push_back(*error);
       gflops.push_back(run->report.run.gflops);
       imbalance.push_back(run->report.run.imbalance);
-      stats.all_verified &= run->report.verification.mode == VerifyMode::kNone || run->report.verification.passed;
+      stats.all_verified &= run->report.verification.mode == run::VerifyMode::kNone || run->report.verification.passed;
     }
     stats.makespan_median = median(makespans);
     stats.makespan_min = *std::min_element(makespans.begin(), makespans.end());
@@ -347,8 +347,8 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
       "study,variant,policy,overlap,n,repetition,node,kind,rows,weight,bytes_to_node,bytes_from_node,compute_s,comm_s,"
       "idle_s,finish_s,predicted_finish_s,worker_io_cpu_s,worker_compute_cpu_s\n";
   for (const RunRecord& record : records) {
-    const MultiplyReport& report = record.report;
-    const bool checked = report.verification.mode != VerifyMode::kNone;
+    const report::MultiplyReport& report = record.report;
+    const bool checked = report.verification.mode != run::VerifyMode::kNone;
     results += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
                            record.cluster, record.node_count, csv_optional(record.sweep_cpu),
                            record.policy.name(), overlap_name(record.window), record.n, record.repetition,
@@ -359,7 +359,7 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
                            checked ? (report.verification.passed ? "true" : "false") : "", report.plan.panel_width,
                            report.plan.panels_in_flight, csv_optional(report.run.worker_comm_share()));
     for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
-      const NodeRunStats& node = report.run.nodes[i];
+      const run::NodeRunStats& node = report.run.nodes[i];
       const std::string kind = i < report.nodes.size() ? report.nodes[i].kind : "";
       const std::string predicted =
           report.prediction && i < report.prediction->finish_s.size() ? csv_number(report.prediction->finish_s[i]) : "";
@@ -481,8 +481,8 @@ void plot_timeline(const std::string& out_dir, const Study& study, const std::ve
   for (const auto& [policy, stats] : shown) compared += (compared.empty() ? "" : " against ") + policy.name();
   std::string data = "# label compute waiting idle_after\n";
   for (const auto& [policy, stats] : shown) {
-    const MultiplyRun& run = stats->median_run->report.run;
-    for (const NodeRunStats& node : run.nodes) {
+    const run::MultiplyRun& run = stats->median_run->report.run;
+    for (const run::NodeRunStats& node : run.nodes) {
       const double compute = std::min(node.compute_s, node.finish_s);
       const double waiting = std::max(0.0, node.finish_s - compute);
       const double after = std::max(0.0, run.makespan_s - node.finish_s);
@@ -668,35 +668,35 @@ Status write_report(const std::string& out_dir, const Study& study, const Experi
 }  // namespace
 
 std::string StudyPolicy::name() const {
-  if (layout == partition::Layout::kRows) return std::string(policy_name(policy));
-  return fmt::format("{}/{}", policy_name(policy), partition::layout_name(layout));
+  if (layout == partition::Layout::kRows) return std::string(plan::policy_name(policy));
+  return fmt::format("{}/{}", plan::policy_name(policy), partition::layout_name(layout));
 }
 
 Result<StudyPolicy> parse_study_policy(std::string_view text) {
   const std::size_t slash = text.find('/');
   StudyPolicy parsed;
-  Result<Policy> policy = parse_policy(text.substr(0, slash));
+  Result<plan::Policy> policy = plan::parse_policy(text.substr(0, slash));
   if (!policy) return policy.status();
   parsed.policy = *policy;
   if (slash != std::string_view::npos) {
     Result<partition::Layout> layout = partition::parse_layout(text.substr(slash + 1));
     if (!layout) return layout.status();
     parsed.layout = *layout;
-    TESSERA_RETURN_IF_ERROR(check_layout(parsed.policy, parsed.layout).with_context(fmt::format("'{}': ", text)));
+    TESSERA_RETURN_IF_ERROR(plan::check_layout(parsed.policy, parsed.layout).with_context(fmt::format("'{}': ", text)));
   }
   return parsed;
 }
 
-Result<Study> load_study(const std::string& path) { return study_support::load_study_file<Study>(path, parse_study); }
+Result<Study> load_study(const std::string& path) { return support::load_study_file<Study>(path, parse_study); }
 
 Status run_experiment(const Study& study, const ExperimentOptions& options, std::ostream& progress) {
   progress << std::unitbuf;  // progress lines reach a log file as they happen
   Result<std::string> folder = make_output_folder(options.out_dir, study.name, "clusters");
   if (!folder) return folder.status();
   const std::string out_dir = *folder;
-  Result<VerifyMode> verify_mode = parse_verify_mode(study.verify);
+  Result<run::VerifyMode> verify_mode = run::parse_verify_mode(study.verify);
   if (!verify_mode) return verify_mode.status();
-  Result<ClusterSpec> base = load_cluster_spec(study.cluster_path);
+  Result<cluster::ClusterSpec> base = cluster::load_cluster_spec(study.cluster_path);
   if (!base) return base.status();
   Result<std::vector<Variant>> variants = make_variants(study, *base, out_dir);
   if (!variants) return variants.status();
@@ -706,7 +706,7 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
 
   const uint32_t repeat = options.repeat.value_or(study.repeat);
   const std::size_t total = variants->size() * study.sizes.size() * study.windows.size() * study.policies.size() * repeat;
-  LocalClusterOptions local;
+  local::LocalClusterOptions local;
   local.run_dir = options.run_dir;
   const std::string started_at = utc_now(UtcFormat::kReadable);
   const auto start = Clock::now();
@@ -724,30 +724,30 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
     // From here on the cluster is ours to stop, whatever happens.
     auto stop_if_started = [&] {
       if (*started) {
-        (void)local_cluster_down(variant.spec, local);
+        (void)local::local_cluster_down(variant.spec, local);
         progress << fmt::format("stopped cluster '{}'\n", variant.spec.name);
       }
     };
-    Result<ClusterSpec> reachable = load_reachable_cluster(variant.config_path, options.run_dir);
-    SessionOptions session_options;
+    Result<cluster::ClusterSpec> reachable = local::load_reachable_cluster(variant.config_path, options.run_dir);
+    session::SessionOptions session_options;
     session_options.damaged_profile_is_error = false;  // a study re-measures what it cannot reuse
-    Result<Session> session =
-        reachable ? Session::open(*reachable, session_options) : Result<Session>(reachable.status());
+    Result<session::Session> session =
+        reachable ? session::Session::open(*reachable, session_options) : Result<session::Session>(reachable.status());
     if (!session) {
       outcome = session.status();
       stop_if_started();
       break;
     }
     progress << fmt::format("profiling '{}'\n", variant.spec.name);
-    Result<ClusterProfile> profile = session->measure_profile(ProfileOptions{});
+    Result<profile::ClusterProfile> profile = session->measure_profile(profile::ProfileOptions{});
     if (!profile) {
       outcome = profile.status();
       stop_if_started();
       break;
     }
-    for (const NodeSpec& node : reachable->nodes) variant.gflops.push_back(profile->find(node.name)->gflops);
+    for (const cluster::NodeSpec& node : reachable->nodes) variant.gflops.push_back(profile->find(node.name)->gflops);
 
-    RunControl control;
+    session::RunControl control;
     control.cancel = options.interrupted;
     for (uint64_t n : study.sizes) {
       if (!outcome.is_ok() || interrupted(options)) break;
@@ -757,13 +757,13 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
       for (uint32_t window : study.windows) {
         for (const StudyPolicy& policy : study.policies) {
           for (uint32_t repetition = 1; repetition <= repeat && outcome.is_ok() && !interrupted(options); ++repetition) {
-            MultiplyOptions multiply;
-            multiply.policy = default_choice(policy.policy);
+            session::MultiplyOptions multiply;
+            multiply.policy = plan::default_choice(policy.policy);
             multiply.layout = policy.layout;
             multiply.panels_in_flight = window;
             multiply.verify = *verify_mode;
             multiply.verify_seed = repetition;
-            Result<MultiplyOutcome> run = session->multiply(a, b, c, multiply, control);
+            Result<session::MultiplyOutcome> run = session->multiply(a, b, c, multiply, control);
             if (!run) {
               outcome = interrupted(options) ? Status(StatusCode::kInternal, "interrupted") : run.status();
               break;
@@ -778,7 +778,7 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
                                     record.report.prediction
                                         ? fmt::format("predicted {:.3f} s", record.report.prediction->makespan_s)
                                         : std::string("no forecast"),
-                                    record.report.verification.passed || *verify_mode == VerifyMode::kNone ? ""
+                                    record.report.verification.passed || *verify_mode == run::VerifyMode::kNone ? ""
                                                                                                            : " NOT VERIFIED",
                                     format_duration(elapsed / static_cast<double>(done) * static_cast<double>(total - done)));
             records.push_back(std::move(record));
@@ -809,4 +809,4 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
   return outcome;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::study

@@ -24,25 +24,24 @@
 #include "tessera/core/time.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::study {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-using study_support::csv_number;
-using study_support::draw_plot;
-using study_support::format_duration;
-using study_support::interrupted;
-using study_support::kPlotHeader;
-using study_support::kStudyNameCharacters;
-using study_support::maximum;
-using study_support::minimum;
-using study_support::parsed_list;
-using study_support::ratio_text;
-using study_support::Plots;
-using study_support::text_list;
-using study_support::write_text_file;
+using support::csv_number;
+using support::draw_plot;
+using support::format_duration;
+using support::interrupted;
+using support::kStudyNameCharacters;
+using support::maximum;
+using support::minimum;
+using support::parsed_list;
+using support::ratio_text;
+using support::Plots;
+using support::text_list;
+using support::write_text_file;
 using Clock = std::chrono::steady_clock;
 
 // The targets issue 17 sets the scheduled evaluation, stated next to the figures they apply to.
@@ -85,7 +84,7 @@ Result<GeneratedInput> parse_generated_input(std::string_view text) {
   }
   return invalid_config(fmt::format("{} is not a generated matrix; write random:ROWSxCOLS or integers:ROWSxCOLS with "
                                     "each 1..{}, e.g. random:4096x4096",
-                                    single_quoted(text), kMaxGeneratedDimension));
+                                    cluster::single_quoted(text), kMaxGeneratedDimension));
 }
 
 linalg::Matrix generate_input(const std::string& name, const GeneratedInput& input) {
@@ -102,42 +101,42 @@ std::map<std::string, expr::Shape> input_shapes(const ExpressionBenchmark& bench
   return shapes;
 }
 
-ExpressionBenchmark parse_benchmark(const YamlMap::Entry& item, const std::set<std::string>& earlier_names) {
+ExpressionBenchmark parse_benchmark(const cluster::YamlMap::Entry& item, const std::set<std::string>& earlier_names) {
   if (!item.value.IsMap()) {
-    fail_at(item.line, fmt::format("a benchmark is {}; each is a mapping, e.g. - {}", describe_yaml(item.value),
+    cluster::fail_at(item.line, fmt::format("a benchmark is {}; each is a mapping, e.g. - {}", cluster::describe_yaml(item.value),
                                    kBenchmarkExample));
   }
-  const YamlMap fields(item.value, item.line, kBenchmarkKeys, "the benchmark");
+  const cluster::YamlMap fields(item.value, item.line, kBenchmarkKeys, "the benchmark");
   ExpressionBenchmark benchmark;
   const std::optional<std::string> name = fields.text("name", "markov");
   if (!name) fields.fail_missing("name", "markov");
   if (name->find_first_not_of(kStudyNameCharacters) != std::string::npos) {
-    fail_at(fields.find("name")->line, fmt::format("benchmark name {} has characters other than letters, digits, _ . -; "
+    cluster::fail_at(fields.find("name")->line, fmt::format("benchmark name {} has characters other than letters, digits, _ . -; "
                                                    "it labels the tables and plots, e.g. name: markov",
-                                                   single_quoted(*name)));
+                                                   cluster::single_quoted(*name)));
   }
   if (earlier_names.count(*name) != 0) {
-    fail_at(fields.find("name")->line, fmt::format("benchmark {} is named twice; give each its own name", single_quoted(*name)));
+    cluster::fail_at(fields.find("name")->line, fmt::format("benchmark {} is named twice; give each its own name", cluster::single_quoted(*name)));
   }
   benchmark.name = *name;
-  const std::string where = fmt::format("benchmark {}", single_quoted(benchmark.name));
+  const std::string where = fmt::format("benchmark {}", cluster::single_quoted(benchmark.name));
   const std::optional<std::string> expression = fields.text("expression", "\"u * P^16\"");
   if (!expression) fields.fail_missing("expression", "\"u * P^16\"");
   benchmark.expression = *expression;
 
-  const YamlMap::Entry* inputs = fields.find("inputs");
+  const cluster::YamlMap::Entry* inputs = fields.find("inputs");
   if (inputs == nullptr) fields.fail_missing("inputs", "{u: \"random:1x4096\", P: \"random:4096x4096\"}");
   if (!inputs->value.IsMap() || inputs->value.size() == 0) {
-    fail_at(inputs->line, fmt::format("{} has inputs {}; inputs must map each name to a generated matrix, e.g. "
+    cluster::fail_at(inputs->line, fmt::format("{} has inputs {}; inputs must map each name to a generated matrix, e.g. "
                                       "inputs: {{u: \"random:1x4096\", P: \"random:4096x4096\"}}",
-                                      where, describe_yaml(inputs->value)));
+                                      where, cluster::describe_yaml(inputs->value)));
   }
   for (const auto& input : inputs->value) {
-    const int line = yaml_line(input.second, inputs->line);
-    const std::string input_name = yaml_text(input.first, line, "inputs", where, "P");
-    const std::string spec = yaml_text(input.second, line, input_name, where, "random:4096x4096");
+    const int line = cluster::yaml_line(input.second, inputs->line);
+    const std::string input_name = cluster::yaml_text(input.first, line, "inputs", where, "P");
+    const std::string spec = cluster::yaml_text(input.second, line, input_name, where, "random:4096x4096");
     if (Result<GeneratedInput> parsed = parse_generated_input(spec); !parsed) {
-      fail_at(line, fmt::format("{} input {}: {}", where, input_name, parsed.status().message()));
+      cluster::fail_at(line, fmt::format("{} input {}: {}", where, input_name, parsed.status().message()));
     }
     benchmark.inputs.emplace_back(input_name, spec);
   }
@@ -145,16 +144,16 @@ ExpressionBenchmark parse_benchmark(const YamlMap::Entry& item, const std::set<s
   // The expression is checked against its inputs' shapes now, not after the clusters are up.
   const int expression_line = fields.find("expression")->line;
   Result<expr::Expr> parsed = expr::parse(benchmark.expression, input_shapes(benchmark));
-  if (!parsed) fail_at(expression_line, fmt::format("{}: {}", where, parsed.status().message()));
+  if (!parsed) cluster::fail_at(expression_line, fmt::format("{}: {}", where, parsed.status().message()));
   if (expr::cost(*parsed).products == 0) {
-    fail_at(expression_line, fmt::format("{}: {} multiplies no matrices, so nothing would run on the cluster; give it "
+    cluster::fail_at(expression_line, fmt::format("{}: {} multiplies no matrices, so nothing would run on the cluster; give it "
                                          "a product, e.g. expression: \"A * B\"",
-                                         where, single_quoted(benchmark.expression)));
+                                         where, cluster::single_quoted(benchmark.expression)));
   }
   const std::vector<std::string> used = expr::input_names(*parsed);
   for (const auto& [input_name, spec] : benchmark.inputs) {
     if (std::find(used.begin(), used.end(), input_name) == used.end()) {
-      fail_at(inputs->line, fmt::format("{} gives input {}, which its expression does not use; remove it", where,
+      cluster::fail_at(inputs->line, fmt::format("{} gives input {}, which its expression does not use; remove it", where,
                                         input_name));
     }
   }
@@ -162,27 +161,27 @@ ExpressionBenchmark parse_benchmark(const YamlMap::Entry& item, const std::set<s
 }
 
 ExpressionStudy parse_expression_study(const YAML::Node& root, const std::string& path) {
-  const int root_line = yaml_line(root, 1);
+  const int root_line = cluster::yaml_line(root, 1);
   if (!root.IsMap()) {
-    fail_at(root_line, "an expression study is a mapping with keys " + join(kExpressionStudyKeys, ", "));
+    cluster::fail_at(root_line, "an expression study is a mapping with keys " + join(kExpressionStudyKeys, ", "));
   }
-  const YamlMap keys(root, root_line, kExpressionStudyKeys, "the study");
+  const cluster::YamlMap keys(root, root_line, kExpressionStudyKeys, "the study");
   ExpressionStudy study;
   study.source_path = path;
   const std::optional<std::string> name = keys.text("study", "expressions");
   if (!name) keys.fail_missing("study", "NAME");
   if (name->find_first_not_of(kStudyNameCharacters) != std::string::npos) {
-    fail_at(keys.find("study")->line, fmt::format("study name {} has characters other than letters, digits, _ . -; "
+    cluster::fail_at(keys.find("study")->line, fmt::format("study name {} has characters other than letters, digits, _ . -; "
                                                   "it names the output folder, e.g. study: expressions",
-                                                  single_quoted(*name)));
+                                                  cluster::single_quoted(*name)));
   }
   study.name = *name;
   study.description = keys.text_or_empty("description").value_or("");
   const std::optional<std::string> workload = keys.text("workload", "expressions");
   if (!workload) keys.fail_missing("workload", "expressions");
   if (*workload != "expressions") {
-    fail_at(keys.find("workload")->line, fmt::format("workload {} is not an expression study; write workload: expressions",
-                                                     single_quoted(*workload)));
+    cluster::fail_at(keys.find("workload")->line, fmt::format("workload {} is not an expression study; write workload: expressions",
+                                                     cluster::single_quoted(*workload)));
   }
   const fs::path base = fs::path(path).parent_path();
   for (const std::string& cluster : text_list(keys, "clusters", "[../configs/local-mixed-lan.yaml]")) {
@@ -191,8 +190,8 @@ ExpressionStudy parse_expression_study(const YAML::Node& root, const std::string
   if (study.cluster_paths.empty()) keys.fail_missing("clusters", "[../configs/local-mixed-lan.yaml]");
   const std::string benchmarks_example = "[" + std::string(kBenchmarkExample) + "]";
   std::set<std::string> names;
-  if (std::optional<std::vector<YamlMap::Entry>> items = keys.list("benchmarks", benchmarks_example)) {
-    for (const YamlMap::Entry& item : *items) {
+  if (std::optional<std::vector<cluster::YamlMap::Entry>> items = keys.list("benchmarks", benchmarks_example)) {
+    for (const cluster::YamlMap::Entry& item : *items) {
       study.benchmarks.push_back(parse_benchmark(item, names));
       names.insert(study.benchmarks.back().name);
     }
@@ -202,7 +201,7 @@ ExpressionStudy parse_expression_study(const YAML::Node& root, const std::string
     study.modes = parsed_list<ExpressionMode>(keys, "modes", "[scheduled, sequence, fastest-alone]", parse_expression_mode);
     const std::set<ExpressionMode> distinct(study.modes.begin(), study.modes.end());
     if (distinct.size() != study.modes.size()) {
-      fail_at(keys.find("modes")->line, "a mode is listed twice; list each once, e.g. modes: [scheduled, sequence]");
+      cluster::fail_at(keys.find("modes")->line, "a mode is listed twice; list each once, e.g. modes: [scheduled, sequence]");
     }
   }
   if (std::optional<uint64_t> repeat = keys.integer("repeat", 1, 1000, "3")) study.repeat = static_cast<uint32_t>(*repeat);
@@ -233,11 +232,11 @@ struct ExpressionRunRecord {
 };
 
 // The figures of one evaluation, whichever mode ran it.
-ExpressionRunRecord figures_of(const EvalOutcome& outcome) {
+ExpressionRunRecord figures_of(const report::EvalOutcome& outcome) {
   ExpressionRunRecord record;
   record.evaluated = expr::to_string(outcome.evaluated);
   record.wall_s = outcome.seconds;
-  if (const std::optional<ScheduledEval>& scheduled = outcome.scheduled) {
+  if (const std::optional<report::ScheduledEval>& scheduled = outcome.scheduled) {
     record.makespan_s = scheduled->measured_makespan_s;
     record.predicted_s = scheduled->predicted_makespan_s;
     record.theoretical_s = scheduled->theoretical_makespan_s;
@@ -252,12 +251,12 @@ ExpressionRunRecord figures_of(const EvalOutcome& outcome) {
   record.predicted_s = 0.0;
   record.bytes_moved = 0.0;
   record.verified = true;
-  for (const EvalProduct& product : outcome.products) {
-    const MultiplyReport& report = product.report;
+  for (const report::EvalProduct& product : outcome.products) {
+    const report::MultiplyReport& report = product.report;
     record.makespan_s += report.run.makespan_s;
     // A sum of forecasts only when every product had one.
     record.predicted_s += report.prediction ? report.prediction->makespan_s : NAN;
-    for (const NodeRunStats& node : report.run.nodes) {
+    for (const run::NodeRunStats& node : report.run.nodes) {
       record.bytes_moved += static_cast<double>(node.bytes_to_node + node.bytes_from_node);
     }
     record.verified &= report.verification.passed;
@@ -267,7 +266,7 @@ ExpressionRunRecord figures_of(const EvalOutcome& outcome) {
 
 struct ExpressionClusterFacts {
   std::string path;
-  ClusterSpec spec;
+  cluster::ClusterSpec spec;
   std::vector<double> speeds;  // profiled GFLOP/s, cluster order
   std::string fastest;         // the node fastest-alone runs on
 };
@@ -563,7 +562,7 @@ std::string report_tables(const ExpressionStudy& study, const std::vector<Expres
 Status write_report(const std::string& out_dir, const ExpressionStudy& study, const ExperimentOptions& options,
                     const std::vector<ExpressionClusterFacts>& clusters, const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups,
                     const Plots& plots, const std::string& started_at, double seconds, bool complete) {
-  std::string md = study_support::report_header(study.name, study.description, study.source_path, options.command_line,
+  std::string md = support::report_header(study.name, study.description, study.source_path, options.command_line,
                                                 started_at, seconds, options.repeat.value_or(study.repeat),
                                                 ", interleaved", complete);
   md += fmt::format("- Modes: {}. scheduled: the tiled task DAG placed by HEFT with tile caches; sequence: one "
@@ -576,7 +575,7 @@ Status write_report(const std::string& out_dir, const ExpressionStudy& study, co
       speeds.push_back(fmt::format("{} {:.1f}", facts.spec.nodes[i].name, facts.speeds[i]));
     }
     md += fmt::format("- Cluster `{}` (`{}`): {}; profiled GFLOP/s: {}; fastest alone: {}\n", facts.spec.name,
-                      facts.path, study_support::emulation_description(facts.spec), join(speeds, ", "), facts.fastest);
+                      facts.path, support::emulation_description(facts.spec), join(speeds, ", "), facts.fastest);
   }
   for (const ExpressionBenchmark& b : study.benchmarks) {
     md += fmt::format("- Benchmark `{}`: `{}` with {}\n", b.name, b.expression, inputs_text(b));
@@ -617,10 +616,10 @@ Result<PreparedBenchmark> prepare(const ExpressionBenchmark& benchmark) {
   return prepared;
 }
 
-EvalOptions eval_options(ExpressionMode mode, const std::string& fastest_node) {
-  EvalOptions options;
-  options.multiply.verify = VerifyMode::kFreivalds;
-  options.mode = mode == ExpressionMode::kSequence ? EvalMode::kSequence : EvalMode::kScheduled;
+session::EvalOptions eval_options(ExpressionMode mode, const std::string& fastest_node) {
+  session::EvalOptions options;
+  options.multiply.verify = run::VerifyMode::kFreivalds;
+  options.mode = mode == ExpressionMode::kSequence ? session::EvalMode::kSequence : session::EvalMode::kScheduled;
   if (mode == ExpressionMode::kFastestAlone) options.only_nodes = {fastest_node};
   return options;
 }
@@ -640,16 +639,16 @@ Result<ExpressionMode> parse_expression_mode(std::string_view name) {
   for (ExpressionMode mode : {ExpressionMode::kScheduled, ExpressionMode::kSequence, ExpressionMode::kFastestAlone}) {
     if (name == expression_mode_name(mode)) return mode;
   }
-  return invalid_config(fmt::format("unknown mode {}; use scheduled, sequence or fastest-alone", single_quoted(name)));
+  return invalid_config(fmt::format("unknown mode {}; use scheduled, sequence or fastest-alone", cluster::single_quoted(name)));
 }
 
 Result<ExpressionStudy> load_expression_study(const std::string& path) {
-  return study_support::load_study_file<ExpressionStudy>(path, parse_expression_study);
+  return support::load_study_file<ExpressionStudy>(path, parse_expression_study);
 }
 
 Status run_expression_study(const ExpressionStudy& study, const ExperimentOptions& options, std::ostream& progress) {
   progress << std::unitbuf;
-  Result<std::string> folder = study_support::make_output_folder(options.out_dir, study.name);
+  Result<std::string> folder = support::make_output_folder(options.out_dir, study.name);
   if (!folder) return folder.status();
   const std::string out_dir = *folder;
 
@@ -662,7 +661,7 @@ Status run_expression_study(const ExpressionStudy& study, const ExperimentOption
 
   const uint32_t repeat = options.repeat.value_or(study.repeat);
   const std::size_t total = study.cluster_paths.size() * repeat * study.benchmarks.size() * study.modes.size();
-  LocalClusterOptions local;
+  local::LocalClusterOptions local;
   local.run_dir = options.run_dir;
   const std::string started_at = utc_now(UtcFormat::kReadable);
   const auto start = Clock::now();
@@ -673,22 +672,22 @@ Status run_expression_study(const ExpressionStudy& study, const ExperimentOption
 
   for (const std::string& cluster_path : study.cluster_paths) {
     if (!outcome.is_ok() || interrupted(options)) break;
-    Result<std::unique_ptr<study_support::StudyCluster>> opened =
-        study_support::StudyCluster::open(cluster_path, local, transport::kCapabilityGemm, progress);
+    Result<std::unique_ptr<support::StudyCluster>> opened =
+        support::StudyCluster::open(cluster_path, local, transport::kCapabilityGemm, progress);
     if (!opened) {
       outcome = opened.status();
       break;
     }
-    study_support::StudyCluster& cluster = **opened;
-    const ClusterSpec* spec = &cluster.spec();
-    Session* session = &cluster.session();
+    support::StudyCluster& cluster = **opened;
+    const cluster::ClusterSpec* spec = &cluster.spec();
+    session::Session* session = &cluster.session();
     ExpressionClusterFacts facts{cluster_path, *spec, cluster.speeds(), ""};
     const auto fastest = std::max_element(facts.speeds.begin(), facts.speeds.end());
     facts.fastest = cluster.reachable().nodes[static_cast<std::size_t>(fastest - facts.speeds.begin())].name;
     clusters.push_back(facts);
     const std::size_t cluster_index = clusters.size() - 1;
 
-    RunControl control;
+    session::RunControl control;
     control.cancel = options.interrupted;
     control.on_notice = [&](const std::string& notice) { progress << "  " << notice << "\n"; };
     for (uint32_t repetition = 1; repetition <= repeat && outcome.is_ok() && !interrupted(options); ++repetition) {
@@ -697,7 +696,7 @@ Status run_expression_study(const ExpressionStudy& study, const ExperimentOption
           if (!outcome.is_ok() || interrupted(options)) break;
           const std::string label = fmt::format("{} {} on {} #{}", study.benchmarks[benchmark].name,
                                                 expression_mode_name(mode), spec->name, repetition);
-          Result<EvalOutcome> ran = session->evaluate(prepared[benchmark].expression, prepared[benchmark].views,
+          Result<report::EvalOutcome> ran = session->evaluate(prepared[benchmark].expression, prepared[benchmark].views,
                                                       eval_options(mode, facts.fastest), control);
           if (!ran) {
             outcome = ran.status().with_context(label + ": ");
@@ -740,4 +739,4 @@ Status run_expression_study(const ExpressionStudy& study, const ExperimentOption
   return outcome;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::study

@@ -23,24 +23,22 @@
 #include "tessera/graph/reference.hpp"
 #include "tessera/partition/generators.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::study {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-using study_support::csv_number;
-using study_support::draw_plot;
-using study_support::format_duration;
-using study_support::interrupted;
-using study_support::kPlotHeader;
-using study_support::maximum;
-using study_support::minimum;
-using study_support::parsed_list;
-using study_support::Plots;
-using study_support::run_gnuplot;
-using study_support::text_list;
-using study_support::write_text_file;
+using support::csv_number;
+using support::draw_plot;
+using support::format_duration;
+using support::interrupted;
+using support::maximum;
+using support::minimum;
+using support::parsed_list;
+using support::Plots;
+using support::text_list;
+using support::write_text_file;
 using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------------------------------------
@@ -51,9 +49,9 @@ const std::vector<std::string> kGraphStudyKeys = {"study",   "workload",   "desc
                                                   "tolerance", "beta",     "source",      "repeat"};
 
 GraphStudy parse_graph_study(const YAML::Node& root, const std::string& path) {
-  const int root_line = yaml_line(root, 1);
-  if (!root.IsMap()) fail_at(root_line, "a graph study is a mapping with keys " + join(kGraphStudyKeys, ", "));
-  const YamlMap keys(root, root_line, kGraphStudyKeys, "the study");
+  const int root_line = cluster::yaml_line(root, 1);
+  if (!root.IsMap()) cluster::fail_at(root_line, "a graph study is a mapping with keys " + join(kGraphStudyKeys, ", "));
+  const cluster::YamlMap keys(root, root_line, kGraphStudyKeys, "the study");
   GraphStudy study;
   study.source_path = path;
   const std::optional<std::string> name = keys.text("study", "aau-vs-sync");
@@ -71,7 +69,7 @@ GraphStudy parse_graph_study(const YAML::Node& root, const std::string& path) {
   if (study.graphs.empty()) keys.fail_missing("graphs", "[rmat:16]");
   study.algorithms = parsed_list<graph::AlgorithmKind>(keys, "algorithms", "[pagerank, cc]", graph::parse_algorithm);
   if (study.algorithms.empty()) keys.fail_missing("algorithms", "[pagerank, cc]");
-  if (keys.has("modes")) study.modes = parsed_list<GraphMode>(keys, "modes", "[async, sync]", parse_graph_mode);
+  if (keys.has("modes")) study.modes = parsed_list<graph_driver::GraphMode>(keys, "modes", "[async, sync]", graph_driver::parse_graph_mode);
   if (keys.has("partitions")) {
     study.partitions = parsed_list<partition::PartitionMethod>(keys, "partitions", "[metis, hash]",
                                                                partition::parse_partition_method);
@@ -83,13 +81,13 @@ GraphStudy parse_graph_study(const YAML::Node& root, const std::string& path) {
     });
   }
   if (keys.has("fast_shares")) {
-    if (keys.has("weights")) fail_at(keys.find("fast_shares")->line, "give weights or fast_shares, not both");
-    study.fast_shares = *keys.number_list("fast_shares", NumberRange{0.0, 1.0, false, true}, "[0.25, 0.5, 1.0]");
+    if (keys.has("weights")) cluster::fail_at(keys.find("fast_shares")->line, "give weights or fast_shares, not both");
+    study.fast_shares = *keys.number_list("fast_shares", cluster::NumberRange{0.0, 1.0, false, true}, "[0.25, 0.5, 1.0]");
   }
-  if (std::optional<double> tolerance = keys.number("tolerance", NumberRange{0.0, 1.0, false, false}, "1e-6")) {
+  if (std::optional<double> tolerance = keys.number("tolerance", cluster::NumberRange{0.0, 1.0, false, false}, "1e-6")) {
     study.tolerance = *tolerance;
   }
-  study.beta = keys.number("beta", NumberRange{0.0, 1.0, false, false}, "0.01");
+  study.beta = keys.number("beta", cluster::NumberRange{0.0, 1.0, false, false}, "0.01");
   if (std::optional<uint64_t> source = keys.integer("source", 0, INT32_MAX, "0")) study.source = static_cast<int64_t>(*source);
   if (std::optional<uint64_t> repeat = keys.integer("repeat", 1, 1000, "3")) study.repeat = static_cast<uint32_t>(*repeat);
   return study;
@@ -102,22 +100,22 @@ struct GraphRunRecord {
   std::size_t cluster = 0;
   std::string graph;
   graph::AlgorithmKind algorithm{};
-  GraphMode mode{};
+  graph_driver::GraphMode mode{};
   partition::PartitionMethod method{};
   std::string weights;     // "profile", "equal", "share 0.40"
   double fast_share = NAN;
   uint32_t repetition = 0;
-  GraphOutcome outcome;
+  graph_driver::GraphOutcome outcome;
 };
 
 struct GraphClusterFacts {
   std::string path;
-  ClusterSpec spec;
+  cluster::ClusterSpec spec;
   std::vector<double> speeds;  // profiled GFLOP/s, cluster order
 };
 
 // Runs compared with each other: everything but the repetition.
-using GraphGroupKey = std::tuple<std::size_t, std::string, graph::AlgorithmKind, GraphMode, partition::PartitionMethod, std::string>;
+using GraphGroupKey = std::tuple<std::size_t, std::string, graph::AlgorithmKind, graph_driver::GraphMode, partition::PartitionMethod, std::string>;
 GraphGroupKey key_of(const GraphRunRecord& r) { return {r.cluster, r.graph, r.algorithm, r.mode, r.method, r.weights}; }
 
 struct GraphGroupStats {
@@ -143,7 +141,7 @@ std::map<GraphGroupKey, GraphGroupStats> summarise(const std::vector<GraphRunRec
 }
 
 std::string group_label(const GraphGroupKey& key) {
-  return fmt::format("{} {} {} {}", algorithm_name(std::get<2>(key)), graph_mode_name(std::get<3>(key)),
+  return fmt::format("{} {} {} {}", algorithm_name(std::get<2>(key)), graph_driver::graph_mode_name(std::get<3>(key)),
                      partition::method_name(std::get<4>(key)), std::get<5>(key));
 }
 
@@ -170,9 +168,9 @@ Status write_csvs(const std::string& out_dir, const std::vector<GraphClusterFact
   std::string traces = "run,cluster,graph,algorithm,mode,partition,weights,repetition,time_s,residual,edge_updates\n";
   std::size_t run = 0;
   for (const GraphRunRecord& r : records) {
-    const GraphOutcome& o = r.outcome;
+    const graph_driver::GraphOutcome& o = r.outcome;
     const std::string prefix = fmt::format("{},{},{},{},{},{}", clusters[r.cluster].spec.name, r.graph,
-                                           algorithm_name(r.algorithm), graph_mode_name(r.mode),
+                                           algorithm_name(r.algorithm), graph_driver::graph_mode_name(r.mode),
                                            partition::method_name(r.method), r.weights);
     results += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", prefix, csv_number(r.fast_share),
                            r.repetition, o.vertices, o.edges, csv_number(o.wall_s), o.edge_updates,
@@ -181,13 +179,13 @@ Status write_csvs(const std::string& out_dir, const std::vector<GraphClusterFact
                            join(o.lost_nodes, ";"), o.verification && o.verification->passed ? "yes" : "no",
                            o.verification ? csv_number(o.verification->l1_error) : "",
                            o.verification ? std::to_string(o.verification->mismatches) : "");
-    for (const GraphNodeFigures& n : o.nodes) {
+    for (const graph_driver::GraphNodeFigures& n : o.nodes) {
       nodes += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", prefix, r.repetition, n.name, n.vertices,
                            n.edges, n.updates, n.edge_updates, n.batches_sent, n.batches_received, n.peer_bytes_sent,
                            n.peer_bytes_received, csv_number(n.busy_s), csv_number(n.idle_s), n.memory_bytes,
                            csv_number(n.bytes_per_edge()), n.lost ? "yes" : "no");
     }
-    for (const TracePoint& point : o.trace) {
+    for (const graph_driver::TracePoint& point : o.trace) {
       traces += fmt::format("{},{},{},{},{},{}\n", run, prefix, r.repetition, csv_number(point.time_s),
                             csv_number(point.residual), point.edge_updates);
     }
@@ -204,7 +202,7 @@ Status write_summary(const std::string& out_dir, const std::vector<GraphClusterF
                     "edge_updates_median,edge_cut,all_verified\n";
   for (const auto& [key, stats] : groups) {
     csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", clusters[std::get<0>(key)].spec.name, std::get<1>(key),
-                       algorithm_name(std::get<2>(key)), graph_mode_name(std::get<3>(key)),
+                       algorithm_name(std::get<2>(key)), graph_driver::graph_mode_name(std::get<3>(key)),
                        partition::method_name(std::get<4>(key)), std::get<5>(key), stats.wall.size(),
                        csv_number(stats.wall_median()), csv_number(minimum(stats.wall)), csv_number(maximum(stats.wall)),
                        csv_number(stats.updates_median()), stats.edge_cut, stats.all_verified ? "yes" : "no");
@@ -249,7 +247,7 @@ void plot_traces(const std::string& out_dir, const std::vector<GraphClusterFacts
     if (r.repetition == 1 && std::isnan(r.fast_share)) panels[{r.cluster, r.graph, r.algorithm}].push_back(&r);
   }
   for (const auto& [panel, runs] : panels) {
-    std::set<GraphMode> modes;
+    std::set<graph_driver::GraphMode> modes;
     for (const GraphRunRecord* r : runs) modes.insert(r->mode);
     if (modes.size() < 2) continue;
     const auto& [cluster, graph, algorithm] = panel;
@@ -261,18 +259,18 @@ void plot_traces(const std::string& out_dir, const std::vector<GraphClusterFacts
     int block = 0;
     for (const GraphRunRecord* r : runs) {
       std::string points;
-      for (const TracePoint& point : r->outcome.trace) {
+      for (const graph_driver::TracePoint& point : r->outcome.trace) {
         if (point.residual > 0) points += fmt::format("{:.6g} {:.6g}\n", point.time_s, point.residual);
       }
       if (points.empty()) {
-        settled_before_polls.push_back(fmt::format("{} {} {}", graph_mode_name(r->mode), partition::method_name(r->method),
+        settled_before_polls.push_back(fmt::format("{} {} {}", graph_driver::graph_mode_name(r->mode), partition::method_name(r->method),
                                                    r->weights));
         continue;
       }
-      data += fmt::format("# {} {} {}\n", graph_mode_name(r->mode), partition::method_name(r->method), r->weights);
+      data += fmt::format("# {} {} {}\n", graph_driver::graph_mode_name(r->mode), partition::method_name(r->method), r->weights);
       data += points + "\n\n";
       plot_lines += fmt::format("{}'{}/{}.dat' index {} using 1:2 with linespoints title '{} {} {}'",
-                                block == 0 ? "" : ", ", out_dir, stem, block, graph_mode_name(r->mode),
+                                block == 0 ? "" : ", ", out_dir, stem, block, graph_driver::graph_mode_name(r->mode),
                                 partition::method_name(r->method), r->weights);
       ++block;
     }
@@ -299,7 +297,7 @@ void plot_load_ratio(const std::string& out_dir, const std::vector<GraphClusterF
     for (const auto& [key, stats] : groups) {
       if (std::get<0>(key) != cluster || std::isnan(stats.fast_share)) continue;
       const std::string label = fmt::format("{} {} {} {}", file_stem(std::get<1>(key)), algorithm_name(std::get<2>(key)),
-                                            graph_mode_name(std::get<3>(key)), partition::method_name(std::get<4>(key)));
+                                            graph_driver::graph_mode_name(std::get<3>(key)), partition::method_name(std::get<4>(key)));
       series[label] += fmt::format("{:.6g} {:.6g} {:.6g} {:.6g}\n", stats.fast_share, stats.wall_median(),
                                    minimum(stats.wall), maximum(stats.wall));
     }
@@ -346,8 +344,8 @@ std::string comparisons(const std::vector<GraphClusterFacts>& clusters, const st
   for (const auto& [key, stats] : groups) {
     const auto& [cluster, graph, algorithm, mode, method, weight] = key;
     const std::string name = clusters[cluster].spec.name;
-    if (mode == GraphMode::kAsync) {
-      if (const GraphGroupStats* sync = find_graph_group(groups, {cluster, graph, algorithm, GraphMode::kSync, method, weight})) {
+    if (mode == graph_driver::GraphMode::kAsync) {
+      if (const GraphGroupStats* sync = find_graph_group(groups, {cluster, graph, algorithm, graph_driver::GraphMode::kSync, method, weight})) {
         modes += fmt::format("| {} | {} | {} | {} {} | {:.3g} | {:.3g} | {:.2f} | {:.3f} | {:.3f} | {:.2f}x |\n", name, graph,
                              algorithm_name(algorithm), partition::method_name(method), weight, stats.updates_median(),
                              sync->updates_median(), stats.updates_median() / sync->updates_median(),
@@ -358,7 +356,7 @@ std::string comparisons(const std::vector<GraphClusterFacts>& clusters, const st
       for (partition::PartitionMethod other : {partition::PartitionMethod::kHash, partition::PartitionMethod::kContiguous}) {
         if (const GraphGroupStats* base = find_graph_group(groups, {cluster, graph, algorithm, mode, other, weight})) {
           placements += fmt::format("| {} | {} | {} {} {} | metis vs {} | {} vs {} | {:.3f} vs {:.3f} | {:+.1f}% |\n",
-                                    name, graph, algorithm_name(algorithm), graph_mode_name(mode), weight,
+                                    name, graph, algorithm_name(algorithm), graph_driver::graph_mode_name(mode), weight,
                                     partition::method_name(other), stats.edge_cut, base->edge_cut, stats.wall_median(),
                                     base->wall_median(), 100.0 * (1.0 - stats.wall_median() / base->wall_median()));
         }
@@ -371,7 +369,7 @@ std::string comparisons(const std::vector<GraphClusterFacts>& clusters, const st
         const double slowest = *std::min_element(speeds.begin(), speeds.end());
         const double ideal = total / (static_cast<double>(speeds.size()) * slowest);
         weights += fmt::format("| {} | {} | {} {} {} | {:.3f} | {:.3f} | {:.2f}x | {:.2f}x |\n", name, graph,
-                               algorithm_name(algorithm), graph_mode_name(mode), partition::method_name(method),
+                               algorithm_name(algorithm), graph_driver::graph_mode_name(mode), partition::method_name(method),
                                stats.wall_median(), equal->wall_median(), equal->wall_median() / stats.wall_median(), ideal);
       }
     }
@@ -396,7 +394,7 @@ std::string comparisons(const std::vector<GraphClusterFacts>& clusters, const st
   // Load ratio: best share against the profile's, and the cluster against its fastest node alone.
   std::string shares;
   for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
-    std::map<std::tuple<std::string, graph::AlgorithmKind, GraphMode, partition::PartitionMethod>, std::vector<std::pair<double, const GraphGroupStats*>>> sweeps;
+    std::map<std::tuple<std::string, graph::AlgorithmKind, graph_driver::GraphMode, partition::PartitionMethod>, std::vector<std::pair<double, const GraphGroupStats*>>> sweeps;
     for (const auto& [key, stats] : groups) {
       if (std::get<0>(key) == cluster && !std::isnan(stats.fast_share)) {
         sweeps[{std::get<1>(key), std::get<2>(key), std::get<3>(key), std::get<4>(key)}].push_back({stats.fast_share, &stats});
@@ -409,7 +407,7 @@ std::string comparisons(const std::vector<GraphClusterFacts>& clusters, const st
                                    [](const auto& a, const auto& b) { return a.second->wall_median() < b.second->wall_median(); });
       auto alone = std::find_if(points.begin(), points.end(), [](const auto& p) { return p.first >= 1.0; });
       shares += fmt::format("| {} | {} | {} {} {} | {:.2f} | {:.2f} ({:.3f} s) | {} |\n", clusters[cluster].spec.name,
-                            std::get<0>(sweep), algorithm_name(std::get<1>(sweep)), graph_mode_name(std::get<2>(sweep)),
+                            std::get<0>(sweep), algorithm_name(std::get<1>(sweep)), graph_driver::graph_mode_name(std::get<2>(sweep)),
                             partition::method_name(std::get<3>(sweep)), total > 0 ? speeds.front() / total : NAN,
                             best->first, best->second->wall_median(),
                             alone == points.end() ? std::string("-")
@@ -429,7 +427,7 @@ std::string comparisons(const std::vector<GraphClusterFacts>& clusters, const st
 Status write_report(const std::string& out_dir, const GraphStudy& study, const ExperimentOptions& options,
                     const std::vector<GraphClusterFacts>& clusters, const std::map<GraphGroupKey, GraphGroupStats>& groups,
                     const Plots& plots, const std::string& started_at, double seconds, bool complete) {
-  std::string md = study_support::report_header(study.name, study.description, study.source_path, options.command_line,
+  std::string md = support::report_header(study.name, study.description, study.source_path, options.command_line,
                                                 started_at, seconds, options.repeat.value_or(study.repeat),
                                                 ", interleaved", complete);
   md += fmt::format("- Tolerance {:g} (pagerank, katz); cc and sssp run until nothing is pending. Every run verified "
@@ -441,7 +439,7 @@ Status write_report(const std::string& out_dir, const GraphStudy& study, const E
       speeds.push_back(fmt::format("{} {:.1f}", facts.spec.nodes[i].name, facts.speeds[i]));
     }
     md += fmt::format("- Cluster `{}` (`{}`): {}; profiled GFLOP/s: {}\n", facts.spec.name, facts.path,
-                      study_support::emulation_description(facts.spec), join(speeds, ", "));
+                      support::emulation_description(facts.spec), join(speeds, ", "));
   }
   md += "\nWall time runs from shipping the parts to having every value back on the coordinator; edge updates count "
         "every delta sent along an edge (the work), summed over nodes.\n\n"
@@ -450,7 +448,7 @@ Status write_report(const std::string& out_dir, const GraphStudy& study, const E
   for (const auto& [key, stats] : groups) {
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.3f} ({:.3f}..{:.3f}) | {:.4g} | {} | {} |\n",
                       clusters[std::get<0>(key)].spec.name, std::get<1>(key), algorithm_name(std::get<2>(key)),
-                      graph_mode_name(std::get<3>(key)), partition::method_name(std::get<4>(key)), std::get<5>(key),
+                      graph_driver::graph_mode_name(std::get<3>(key)), partition::method_name(std::get<4>(key)), std::get<5>(key),
                       stats.wall.size(), stats.wall_median(), minimum(stats.wall), maximum(stats.wall),
                       stats.updates_median(), stats.edge_cut, stats.all_verified ? "all" : "NOT ALL");
   }
@@ -475,7 +473,7 @@ Result<partition::DirectedGraph> load_graph(const std::string& graph, uint64_t s
 // The combinations one repetition runs, in the order they run.
 struct Combination {
   graph::AlgorithmKind algorithm{};
-  GraphMode mode{};
+  graph_driver::GraphMode mode{};
   partition::PartitionMethod method{};
   std::string weights;
   double fast_share = NAN;
@@ -484,7 +482,7 @@ struct Combination {
 std::vector<Combination> combinations(const GraphStudy& study) {
   std::vector<Combination> out;
   for (graph::AlgorithmKind algorithm : study.algorithms) {
-    for (GraphMode mode : study.modes) {
+    for (graph_driver::GraphMode mode : study.modes) {
       for (partition::PartitionMethod method : study.partitions) {
         if (study.fast_shares.empty()) {
           for (const std::string& weights : study.weights) out.push_back({algorithm, mode, method, weights, NAN});
@@ -499,8 +497,8 @@ std::vector<Combination> combinations(const GraphStudy& study) {
 }
 
 // The first node gets `share` of the weight, the others split the rest evenly.
-TargetWeights share_weights(double share, std::size_t nodes) {
-  TargetWeights weights{TargetWeights::Source::kExplicit, std::vector<double>(nodes, 0.0)};
+graph_driver::TargetWeights share_weights(double share, std::size_t nodes) {
+  graph_driver::TargetWeights weights{graph_driver::TargetWeights::Source::kExplicit, std::vector<double>(nodes, 0.0)};
   weights.weights[0] = share;
   for (std::size_t i = 1; i < nodes; ++i) weights.weights[i] = (1.0 - share) / static_cast<double>(nodes - 1);
   return weights;
@@ -509,22 +507,22 @@ TargetWeights share_weights(double share, std::size_t nodes) {
 }  // namespace
 
 std::string study_workload(const std::string& path) {
-  Result<std::string> text = read_yaml_file(path, "study file");
+  Result<std::string> text = cluster::read_yaml_file(path, "study file");
   if (!text) return "multiply";
   std::string workload = "multiply";
-  (void)read_yaml(*text, path, [&](const YAML::Node& root) {
+  (void)cluster::read_yaml(*text, path, [&](const YAML::Node& root) {
     if (root.IsMap() && root["workload"] && root["workload"].IsScalar()) workload = root["workload"].Scalar();
   });
   return workload;
 }
 
 Result<GraphStudy> load_graph_study(const std::string& path) {
-  return study_support::load_study_file<GraphStudy>(path, parse_graph_study);
+  return support::load_study_file<GraphStudy>(path, parse_graph_study);
 }
 
 Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options, std::ostream& progress) {
   progress << std::unitbuf;
-  Result<std::string> folder = study_support::make_output_folder(options.out_dir, study.name);
+  Result<std::string> folder = support::make_output_folder(options.out_dir, study.name);
   if (!folder) return folder.status();
   const std::string out_dir = *folder;
 
@@ -544,7 +542,7 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
   const uint32_t repeat = options.repeat.value_or(study.repeat);
   const std::vector<Combination> combos = combinations(study);
   const std::size_t total = study.cluster_paths.size() * repeat * study.graphs.size() * combos.size();
-  LocalClusterOptions local;
+  local::LocalClusterOptions local;
   local.run_dir = options.run_dir;
   const std::string started_at = utc_now(UtcFormat::kReadable);
   const auto start = Clock::now();
@@ -555,31 +553,31 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
 
   for (const std::string& cluster_path : study.cluster_paths) {
     if (!outcome.is_ok() || interrupted(options)) break;
-    Result<std::unique_ptr<study_support::StudyCluster>> opened = study_support::StudyCluster::open(
+    Result<std::unique_ptr<support::StudyCluster>> opened = support::StudyCluster::open(
         cluster_path, local, transport::kCapabilityGemm | transport::kCapabilityGraph, progress);
     if (!opened) {
       outcome = opened.status();
       break;
     }
-    study_support::StudyCluster& cluster = **opened;
-    const ClusterSpec* spec = &cluster.spec();
-    Session* session = &cluster.session();
+    support::StudyCluster& cluster = **opened;
+    const cluster::ClusterSpec* spec = &cluster.spec();
+    session::Session* session = &cluster.session();
     clusters.push_back(GraphClusterFacts{cluster_path, *spec, cluster.speeds()});
     const std::size_t cluster_index = clusters.size() - 1;
-    Result<PeerHosts> peer_hosts = load_peer_hosts(*spec, options.run_dir);
+    Result<graph_driver::PeerHosts> peer_hosts = local::load_peer_hosts(*spec, options.run_dir);
     if (!peer_hosts) {
       outcome = peer_hosts.status();
       break;
     }
 
-    RunControl control;
+    session::RunControl control;
     control.cancel = options.interrupted;
     control.on_notice = [&](const std::string& notice) { progress << "  " << notice << "\n"; };
     for (uint32_t repetition = 1; repetition <= repeat && outcome.is_ok() && !interrupted(options); ++repetition) {
       for (const std::string& graph_spec : study.graphs) {
         for (const Combination& combo : combos) {
           if (!outcome.is_ok() || interrupted(options)) break;
-          GraphRunOptions run;
+          graph_driver::GraphRunOptions run;
           run.algorithm.kind = combo.algorithm;
           if (combo.algorithm == graph::AlgorithmKind::kKatz) run.algorithm.beta = katz_betas[graph_spec];
           if (combo.algorithm == graph::AlgorithmKind::kShortestPaths) run.algorithm.source = study.source;
@@ -591,9 +589,9 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
           if (!std::isnan(combo.fast_share)) {
             run.weights = share_weights(combo.fast_share, spec->nodes.size());
           } else {
-            run.weights.source = combo.weights == "profile" ? TargetWeights::Source::kProfile : TargetWeights::Source::kEqual;
+            run.weights.source = combo.weights == "profile" ? graph_driver::TargetWeights::Source::kProfile : graph_driver::TargetWeights::Source::kEqual;
           }
-          Result<GraphOutcome> ran = session->graph(graphs.at(graph_spec), run, control);
+          Result<graph_driver::GraphOutcome> ran = session->graph(graphs.at(graph_spec), run, control);
           if (!ran) {
             outcome = ran.status().with_context(fmt::format("{} {} on {}: ", algorithm_name(combo.algorithm),
                                                             combo.weights, spec->name));
@@ -602,7 +600,7 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
           ++done;
           const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
           progress << fmt::format("[{}/{}] {} {} {} {} {} {} #{}: {:.3f} s, {} edge updates{}  ETA {}\n", done, total,
-                                  spec->name, graph_spec, algorithm_name(combo.algorithm), graph_mode_name(combo.mode),
+                                  spec->name, graph_spec, algorithm_name(combo.algorithm), graph_driver::graph_mode_name(combo.mode),
                                   partition::method_name(combo.method), combo.weights, repetition, ran->wall_s,
                                   ran->edge_updates,
                                   ran->verification && ran->verification->passed ? "" : " NOT VERIFIED",
@@ -630,4 +628,4 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
   return outcome;
 }
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::study

@@ -13,7 +13,7 @@
 #include "tessera/core/strings.hpp"
 #include "tessera/core/subprocess.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::study {
 
 const char* const kPlotHeader =
     "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key below horizontal\n";
@@ -33,7 +33,7 @@ Status run_gnuplot(const std::string& script_path) {
   return Status::ok();
 }
 
-namespace study_support {
+namespace support {
 
 Result<std::string> make_output_folder(const std::string& out_dir, const std::string& study_name,
                                        const std::string& subfolder) {
@@ -86,9 +86,9 @@ std::string machine_facts() {
                      ::sysconf(_SC_NPROCESSORS_ONLN), cpu_model, memory_gib);
 }
 
-std::string emulation_description(const ClusterSpec& spec) {
+std::string emulation_description(const cluster::ClusterSpec& spec) {
   std::string out;
-  for (const NodeSpec& node : spec.nodes) {
+  for (const cluster::NodeSpec& node : spec.nodes) {
     std::string emulation = "unthrottled";
     if (node.emulate) {
       emulation.clear();
@@ -127,23 +127,23 @@ std::string format_duration(double seconds) {
 // shaped links answer at the namespace addresses `tessera up` recorded in the run directory, not
 // at the config's loopback addresses, so asking the config would miss a cluster the user started
 // and then stop it at the end of the study.
-Result<bool> ensure_up(const ClusterSpec& spec, const std::string& label, const LocalClusterOptions& local,
+Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& label, const local::LocalClusterOptions& local,
                        std::ostream& progress) {
-  ClusterSpec recorded = spec;
-  apply_emulated_endpoints(recorded, cluster_run_dir(recorded, local));
+  cluster::ClusterSpec recorded = spec;
+  local::apply_emulated_endpoints(recorded, local::cluster_run_dir(recorded, local));
   bool all_reachable = true;
-  for (const NodeReachability& node : cluster_status(recorded, local)) all_reachable &= node.reachable;
+  for (const local::NodeReachability& node : local::cluster_status(recorded, local)) all_reachable &= node.reachable;
   if (all_reachable) {
     progress << fmt::format("using the running cluster '{}'\n", spec.name);
     return false;
   }
-  Result<std::vector<NodeLifecycle>> up = local_cluster_up(spec, local);
+  Result<std::vector<local::NodeLifecycle>> up = local::local_cluster_up(spec, local);
   if (!up) return up.status();
   // Workers the user started (recorded pids that are alive) are never ours to stop, even when
   // some node did not answer above and up had to start the others.
   std::vector<std::string> kept;
-  for (const NodeLifecycle& node : *up) {
-    if (node.state == NodeState::kAlreadyRunning) kept.push_back(node.name);
+  for (const local::NodeLifecycle& node : *up) {
+    if (node.state == local::NodeState::kAlreadyRunning) kept.push_back(node.name);
   }
   if (!kept.empty()) {
     progress << fmt::format("cluster '{}' was already running ({}); the study uses it and leaves it running\n",
@@ -154,26 +154,26 @@ Result<bool> ensure_up(const ClusterSpec& spec, const std::string& label, const 
   return true;
 }
 
-Result<std::unique_ptr<StudyCluster>> StudyCluster::open(const std::string& path, const LocalClusterOptions& local,
+Result<std::unique_ptr<StudyCluster>> StudyCluster::open(const std::string& path, const local::LocalClusterOptions& local,
                                                          uint64_t required_capabilities, std::ostream& progress) {
-  Result<ClusterSpec> spec = load_cluster_spec(path);
+  Result<cluster::ClusterSpec> spec = cluster::load_cluster_spec(path);
   if (!spec) return spec.status();
   std::unique_ptr<StudyCluster> cluster(new StudyCluster(*spec, local, progress));
   Result<bool> started = ensure_up(cluster->spec_, cluster->spec_.name, local, progress);
   if (!started) return started.status();
   cluster->started_ = *started;
   // From here the destructor stops what was started, whatever fails next.
-  Result<ClusterSpec> reachable = load_reachable_cluster(path, local.run_dir);
+  Result<cluster::ClusterSpec> reachable = local::load_reachable_cluster(path, local.run_dir);
   if (!reachable) return reachable.status();
   cluster->reachable_ = *reachable;
-  SessionOptions session_options;
+  session::SessionOptions session_options;
   session_options.damaged_profile_is_error = false;
   session_options.connect.required_capabilities = required_capabilities;
-  Result<Session> session = Session::open(*reachable, session_options);
+  Result<session::Session> session = session::Session::open(*reachable, session_options);
   if (!session) return session.status();
   cluster->session_.emplace(std::move(*session));
   progress << fmt::format("profiling '{}'\n", cluster->spec_.name);
-  Result<ClusterProfile> profile = cluster->session_->measure_profile(ProfileOptions{});
+  Result<profile::ClusterProfile> profile = cluster->session_->measure_profile(profile::ProfileOptions{});
   if (!profile) return profile.status();
   cluster->profile_ = std::move(*profile);
   return cluster;
@@ -182,19 +182,19 @@ Result<std::unique_ptr<StudyCluster>> StudyCluster::open(const std::string& path
 StudyCluster::~StudyCluster() {
   if (session_) session_->close();
   if (started_) {
-    (void)local_cluster_down(spec_, local_);
+    (void)local::local_cluster_down(spec_, local_);
     progress_ << fmt::format("stopped cluster '{}'\n", spec_.name);
   }
 }
 
 std::vector<double> StudyCluster::speeds() const {
   std::vector<double> speeds;
-  for (const NodeSpec& node : reachable_.nodes) {
-    const NodeProfile* measured = profile_.find(node.name);
+  for (const cluster::NodeSpec& node : reachable_.nodes) {
+    const profile::NodeProfile* measured = profile_.find(node.name);
     speeds.push_back(measured != nullptr ? measured->gflops : 0.0);
   }
   return speeds;
 }
 
-}  // namespace study_support
-}  // namespace tessera::balance
+}  // namespace support
+}  // namespace tessera::balance::study

@@ -25,30 +25,28 @@
 #include "tessera/balance/study/experiment.hpp"  // run_gnuplot, kPlotHeader: defined in study_support.cpp
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::study_support {
+namespace tessera::balance::study::support {
 
-using balance::kPlotHeader;
-using balance::run_gnuplot;
 
 // A study's name names its output folder.
 inline constexpr char kStudyNameCharacters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
 
 // The texts of list `key` ("the study"'s), each checked at its own line; empty when absent.
-inline std::vector<std::string> text_list(const YamlMap& keys, std::string_view key, std::string_view example) {
+inline std::vector<std::string> text_list(const cluster::YamlMap& keys, std::string_view key, std::string_view example) {
   std::vector<std::string> out;
-  if (std::optional<std::vector<YamlMap::Entry>> items = keys.list(key, example)) {
-    for (const YamlMap::Entry& item : *items) out.push_back(yaml_text(item.value, item.line, key, "the study", example));
+  if (std::optional<std::vector<cluster::YamlMap::Entry>> items = keys.list(key, example)) {
+    for (const cluster::YamlMap::Entry& item : *items) out.push_back(cluster::yaml_text(item.value, item.line, key, "the study", example));
   }
   return out;
 }
 // Calls parse(text) for every item of list `key`, failing at the item's line with its message.
 template <typename T, typename Parse>
-std::vector<T> parsed_list(const YamlMap& keys, std::string_view key, std::string_view example, Parse parse) {
+std::vector<T> parsed_list(const cluster::YamlMap& keys, std::string_view key, std::string_view example, Parse parse) {
   std::vector<T> out;
-  if (std::optional<std::vector<YamlMap::Entry>> items = keys.list(key, example)) {
-    for (const YamlMap::Entry& item : *items) {
-      Result<T> value = parse(yaml_text(item.value, item.line, key, "the study", example));
-      if (!value) fail_at(item.line, value.status().message());
+  if (std::optional<std::vector<cluster::YamlMap::Entry>> items = keys.list(key, example)) {
+    for (const cluster::YamlMap::Entry& item : *items) {
+      Result<T> value = parse(cluster::yaml_text(item.value, item.line, key, "the study", example));
+      if (!value) cluster::fail_at(item.line, value.status().message());
       out.push_back(*value);
     }
   }
@@ -82,7 +80,7 @@ void draw_plot(const std::string& out_dir, const std::string& stem, const std::s
 // "Linux 6.1 (x86_64), 2 online CPUs (model), 23.4 GiB memory"
 std::string machine_facts();
 // "desktop (desktop, 1 thread): cpu 1 core; pi1 (pi, 1 thread): cpu 0.25 core, link 100mbit"
-std::string emulation_description(const ClusterSpec& spec);
+std::string emulation_description(const cluster::ClusterSpec& spec);
 // The opening of every report.md: title, description, an "Incomplete" warning unless `complete`,
 // the command (or `tessera experiment SOURCE`), start time, duration, repetitions (followed by
 // `repetition_note`, e.g. ", interleaved") and the machine.
@@ -96,10 +94,10 @@ std::string format_duration(double seconds);
 template <typename StudyT, typename Parse>
 Result<StudyT> load_study_file(const std::string& path, Parse&& parse) {
   if (!std::filesystem::exists(path)) return io_error(fmt::format("study file {} not found", path));
-  Result<std::string> text = read_yaml_file(path, "study file");
+  Result<std::string> text = cluster::read_yaml_file(path, "study file");
   if (!text) return text.status();
   StudyT study;
-  TESSERA_RETURN_IF_ERROR(read_yaml(*text, path, [&](const YAML::Node& root) { study = parse(root, path); }));
+  TESSERA_RETURN_IF_ERROR(cluster::read_yaml(*text, path, [&](const YAML::Node& root) { study = parse(root, path); }));
   return study;
 }
 // The study's output folder (options.out_dir, or experiments/results/NAME), created with
@@ -108,7 +106,7 @@ Result<std::string> make_output_folder(const std::string& out_dir, const std::st
                                        const std::string& subfolder = "");
 // Brings `spec`'s cluster up unless it already runs; returns whether this call started it (and so
 // the study may stop it). `label` names it in progress lines.
-Result<bool> ensure_up(const ClusterSpec& spec, const std::string& label, const LocalClusterOptions& local,
+Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& label, const local::LocalClusterOptions& local,
                        std::ostream& progress);
 
 // One cluster of a study: loaded from its file, brought up unless it runs, connected (every node
@@ -117,29 +115,29 @@ Result<bool> ensure_up(const ClusterSpec& spec, const std::string& label, const 
 // cluster 'NAME'"), whether the study got through it or not. Not thread-safe.
 class StudyCluster {
  public:
-  static Result<std::unique_ptr<StudyCluster>> open(const std::string& path, const LocalClusterOptions& local,
+  static Result<std::unique_ptr<StudyCluster>> open(const std::string& path, const local::LocalClusterOptions& local,
                                                     uint64_t required_capabilities, std::ostream& progress);
   ~StudyCluster();
   StudyCluster(const StudyCluster&) = delete;
   StudyCluster& operator=(const StudyCluster&) = delete;
 
-  const ClusterSpec& spec() const { return spec_; }            // as the file says
-  const ClusterSpec& reachable() const { return reachable_; }  // endpoints as the coordinator reaches them
-  Session& session() { return *session_; }
-  const ClusterProfile& profile() const { return profile_; }
+  const cluster::ClusterSpec& spec() const { return spec_; }            // as the file says
+  const cluster::ClusterSpec& reachable() const { return reachable_; }  // endpoints as the coordinator reaches them
+  session::Session& session() { return *session_; }
+  const profile::ClusterProfile& profile() const { return profile_; }
   // Profiled GFLOP/s per node, cluster order.
   std::vector<double> speeds() const;
 
  private:
-  StudyCluster(ClusterSpec spec, LocalClusterOptions local, std::ostream& progress)
+  StudyCluster(cluster::ClusterSpec spec, local::LocalClusterOptions local, std::ostream& progress)
       : spec_(std::move(spec)), local_(std::move(local)), progress_(progress) {}
-  ClusterSpec spec_;
-  ClusterSpec reachable_;
-  LocalClusterOptions local_;
+  cluster::ClusterSpec spec_;
+  cluster::ClusterSpec reachable_;
+  local::LocalClusterOptions local_;
   std::ostream& progress_;
   bool started_ = false;
-  std::optional<Session> session_;
-  ClusterProfile profile_;
+  std::optional<session::Session> session_;
+  profile::ClusterProfile profile_;
 };
 
-}  // namespace tessera::balance::study_support
+}  // namespace tessera::balance::study::support

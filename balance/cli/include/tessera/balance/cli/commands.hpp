@@ -16,7 +16,7 @@
 
 #include "tessera/balance/local/local_cluster.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cli {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRunFailed = 1;
@@ -30,7 +30,7 @@ int report_failure(std::ostream& err, const Status& status);
 
 struct LifecycleCommand {
   std::string config_path;
-  LocalClusterOptions local;
+  local::LocalClusterOptions local;
 };
 int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
 int command_down(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
@@ -124,4 +124,4 @@ struct ExperimentCommand {
 };
 int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cli

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace tessera::balance {
+namespace tessera::balance::cli {
 
 struct EvalCommand {
   std::string config_path;
@@ -45,4 +45,4 @@ struct EvalCommand {
 };
 int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cli

@@ -37,7 +37,7 @@
 
 #include "tessera/graph/engine.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cli {
 
 struct GraphCommand {
   std::string config_path;
@@ -75,4 +75,4 @@ struct GraphCommand {
 
 int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cli

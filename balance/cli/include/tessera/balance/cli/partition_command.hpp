@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace tessera::balance {
+namespace tessera::balance::cli {
 
 struct PartitionCommand {
   std::string input;            // file or generator spec
@@ -40,4 +40,4 @@ struct PartitionCommand {
 
 int command_partition(const PartitionCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cli

@@ -17,7 +17,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/transport/frame_connection.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cluster {
 
 struct NodeLink {
   NodeSpec spec;
@@ -59,4 +59,4 @@ Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret, s
 // worker has let the session go before the caller connects again. Closes the connection.
 void say_goodbye(NodeLink& link, std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cluster

@@ -29,7 +29,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/transport/tls.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cluster {
 
 // Emulated CPU and link limits for a node. cpu 0 means "not limited"; link_* are kept as the
 // tc-style strings the user wrote ("100mbit", "2ms") and only meaningful when has_link.
@@ -83,4 +83,4 @@ Result<ClusterSpec> load_cluster_spec(const std::string& path);
 // `source_name` is used in messages and to resolve a relative secret_file (its folder).
 Result<ClusterSpec> parse_cluster_spec(std::string_view yaml_text, const std::string& source_name);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cluster

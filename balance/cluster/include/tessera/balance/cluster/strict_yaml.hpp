@@ -30,7 +30,7 @@
 
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::cluster {
 
 inline constexpr std::size_t kMaxYamlFileBytes = std::size_t{1} << 20;  // 1 MiB
 inline constexpr int kMaxYamlDepth = 64;  // nesting; deeper means a mistake or an alias loop
@@ -133,4 +133,4 @@ class YamlMap {
   std::map<std::string, Entry, std::less<>> entries_;
 };
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::cluster

@@ -106,7 +106,7 @@ struct ScheduleOptions {
 };
 
 // REQUIRES: model has at least one node that can compute.
-Schedule heft(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options = {});
+Schedule heft(const TaskDag& dag, const model::ClusterModel& model, const ScheduleOptions& options = {});
 
 // A schedule made on some of a model's nodes: `nodes` lists them (indices into the model, in
 // order); the schedule's node p is nodes[p].
@@ -120,7 +120,7 @@ struct NodeSetSchedule {
 // also scheduled on the fastest node alone, the fastest two, ... (ranked by the speed curve at
 // `ranking_size`), and the schedule on every node is kept unless one on fewer is forecast at
 // least `margin` (a fraction) faster. REQUIRES: as heft().
-NodeSetSchedule heft_on_best_nodes(const TaskDag& dag, const ClusterModel& model, const ScheduleOptions& options,
+NodeSetSchedule heft_on_best_nodes(const TaskDag& dag, const model::ClusterModel& model, const ScheduleOptions& options,
                                    double margin, double ranking_size);
 
 // Which of several candidate schedules of one expression to run, given their forecast makespans

@@ -11,7 +11,7 @@
 #include "tessera/balance/graph_driver/graph_run.hpp"
 #include "tessera/partition/digraph.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::graph_driver {
 
 struct GraphReportHeader {
   std::string cluster;
@@ -25,4 +25,4 @@ struct GraphReportHeader {
 std::string graph_report_json(const GraphReportHeader& header, const partition::DirectedGraph& graph,
                               const GraphOutcome& outcome, int indent = 2);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::graph_driver

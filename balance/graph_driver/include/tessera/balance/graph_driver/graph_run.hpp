@@ -49,7 +49,7 @@
 #include "tessera/partition/digraph.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::graph_driver {
 
 enum class GraphMode { kAsync, kSync };
 // "async" | "sync"; anything else fails listing both.
@@ -233,7 +233,7 @@ struct GraphOutcome {
 // vertex); kInvalidConfig naming a node without the graph service; kNetworkError when every node
 // was lost (naming each and why); kResourceExhausted past max_wall_s or max_restarts; kCancelled.
 // A run whose answer fails verification succeeds; outcome.verification says so.
-Result<GraphOutcome> run_graph(ClusterConnection& cluster, const partition::DirectedGraph& graph,
+Result<GraphOutcome> run_graph(cluster::ClusterConnection& cluster, const partition::DirectedGraph& graph,
                                const GraphRunOptions& options, const GraphHooks& hooks = {});
 
 // Checks that need only the graph (step 1 above). OK or kInvalidArgument naming what to fix.
@@ -253,4 +253,4 @@ Result<GraphVerification> verify_graph(const partition::DirectedGraph& graph, co
 std::optional<double> katz_error_amplification(const partition::DirectedGraph& graph, double beta,
                                                int max_iterations = 100000);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::graph_driver

@@ -17,7 +17,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/graph/wire.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::graph_driver {
 
 // hosts[receiver][peer], both cluster node indices; empty, or nodes x nodes.
 using PeerHosts = std::vector<std::vector<std::string>>;
@@ -26,8 +26,8 @@ using PeerHosts = std::vector<std::vector<std::string>>;
 // result[p][q] is how the node of part p reaches the node of part q (its own entry included, as
 // the wire wants one per part). Fails (kInvalidArgument) when `hosts` is neither empty nor
 // nodes x nodes, or a part names a node out of range.
-Result<std::vector<std::vector<graph::PeerEndpoint>>> peer_endpoints(std::span<const NodeSpec> nodes,
+Result<std::vector<std::vector<graph::PeerEndpoint>>> peer_endpoints(std::span<const cluster::NodeSpec> nodes,
                                                                       const PeerHosts& hosts,
                                                                       std::span<const std::size_t> part_nodes);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::graph_driver

@@ -25,7 +25,7 @@
 #include "tessera/balance/graph_driver/termination.hpp"
 #include "tessera/graph/engine.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::graph_driver {
 
 class PriorityLevels {
  public:
@@ -50,4 +50,4 @@ class PriorityLevels {
   std::chrono::steady_clock::time_point previous_at_;
 };
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::graph_driver

@@ -28,7 +28,7 @@
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::local {
 
 enum class CgroupVersion { kNone, kV1, kV2 };
 
@@ -60,7 +60,7 @@ struct NodeEmulation {
 
 // The names and addresses a node's emulation would use (pure; deterministic from cluster name,
 // node name and node index).
-NodeEmulation plan_node_emulation(const ClusterSpec& cluster, std::size_t node_index, const EmulationSupport& support);
+NodeEmulation plan_node_emulation(const cluster::ClusterSpec& cluster, std::size_t node_index, const EmulationSupport& support);
 
 // Creates the cgroup / namespace / veth / qdiscs of `plan`. On failure, what was created is
 // removed again and the message says which step failed and why.
@@ -76,7 +76,7 @@ Result<std::vector<NodeEmulation>> load_emulation_state(const std::string& path)
 
 // Nodes of `cluster` that run in a network namespace get the namespace's address as host.
 // No-op without a state file.
-void apply_emulated_endpoints(ClusterSpec& cluster, const std::string& cluster_run_dir);
+void apply_emulated_endpoints(cluster::ClusterSpec& cluster, const std::string& cluster_run_dir);
 
 // True when a node of `state` runs in a network namespace: the cluster's root-namespace workers
 // then listen on 0.0.0.0 so that the namespaced ones can reach them.
@@ -90,10 +90,10 @@ bool has_namespaced_nodes(const std::vector<NodeEmulation>& state);
 //   both in the root namespace             the peer's host in `cluster`.
 // `state` as `tessera up` saved it; nodes it does not list (or lists without a namespace) are in
 // the root namespace. Pure.
-std::vector<std::vector<std::string>> peer_hosts(const ClusterSpec& cluster, const std::vector<NodeEmulation>& state);
+std::vector<std::vector<std::string>> peer_hosts(const cluster::ClusterSpec& cluster, const std::vector<NodeEmulation>& state);
 
 // Names of everything of this cluster that still exists: cgroups, namespaces, veths. For tests and
 // `tessera status`.
 std::vector<std::string> leftover_emulation(const std::vector<NodeEmulation>& nodes);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::local

@@ -25,7 +25,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/transport/protocol.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::local {
 
 struct LocalClusterOptions {
   std::string run_dir;        // empty: default_run_dir()
@@ -44,19 +44,19 @@ Status check_private_dir(const std::string& dir);
 // Sentences for the person running the tool when the cluster's secret is readable by other users:
 // a secret_file with group/other read permission, or a cluster file holding an inline secret that
 // others can read. Empty when nothing is exposed (or nothing can be checked).
-std::vector<std::string> secret_exposure_warnings(const ClusterSpec& cluster);
+std::vector<std::string> secret_exposure_warnings(const cluster::ClusterSpec& cluster);
 // <run_dir>/<cluster name>
-std::string cluster_run_dir(const ClusterSpec& cluster, const LocalClusterOptions& options);
+std::string cluster_run_dir(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options);
 
 // The cluster as the coordinator must reach it: nodes that `tessera up` put in a network
 // namespace get the namespace's address. Loads the YAML and applies the run directory's state.
-Result<ClusterSpec> load_reachable_cluster(const std::string& config_path, const std::string& run_dir);
+Result<cluster::ClusterSpec> load_reachable_cluster(const std::string& config_path, const std::string& run_dir);
 
 // How the cluster's workers reach each other (emulation.hpp's peer_hosts), hosts[receiver][peer],
 // when `tessera up` put some of them in network namespaces; empty when it put none there (each
 // worker then reaches the others at their YAML hosts). Checks the run directory like
 // load_reachable_cluster; a damaged state file fails naming it.
-Result<std::vector<std::vector<std::string>>> load_peer_hosts(const ClusterSpec& cluster, const std::string& run_dir);
+Result<std::vector<std::vector<std::string>>> load_peer_hosts(const cluster::ClusterSpec& cluster, const std::string& run_dir);
 
 enum class NodeState { kStarted, kAlreadyRunning, kStopped, kNotRunning, kStaleRemoved };
 std::string_view node_state_name(NodeState state);
@@ -77,14 +77,14 @@ struct NodeLifecycle {
 // Fails if a node's host is not a loopback address, the binary is missing, or a worker does not
 // come up in time (the message includes the tail of its log). On failure, workers started by
 // this call are stopped again and the emulation it created is removed.
-Result<std::vector<NodeLifecycle>> local_cluster_up(const ClusterSpec& cluster, const LocalClusterOptions& options);
+Result<std::vector<NodeLifecycle>> local_cluster_up(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options);
 
 // Stops the workers recorded in the run directory (SIGTERM, then SIGKILL after 5 s) and removes
 // the cgroups, namespaces and veths recorded there.
-Result<std::vector<NodeLifecycle>> local_cluster_down(const ClusterSpec& cluster, const LocalClusterOptions& options);
+Result<std::vector<NodeLifecycle>> local_cluster_down(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options);
 
 // Pids recorded for the cluster's nodes that belong to live tessera-worker processes.
-std::vector<int> local_cluster_pids(const ClusterSpec& cluster, const LocalClusterOptions& options);
+std::vector<int> local_cluster_pids(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options);
 
 // What `tessera status` found at a node.
 enum class Reach {
@@ -117,7 +117,7 @@ struct NodeReachability {
 // Connects to every node (local or not) at once, each with `deadline` for the connection and the
 // handshake, and reports each, in cluster order: absent hosts cost about one deadline together,
 // not one each.
-std::vector<NodeReachability> cluster_status(const ClusterSpec& cluster, const LocalClusterOptions& options,
+std::vector<NodeReachability> cluster_status(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options,
                                              std::chrono::milliseconds deadline = std::chrono::milliseconds(2000));
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::local

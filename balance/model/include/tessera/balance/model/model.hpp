@@ -27,7 +27,7 @@
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::model {
 
 // A GEMM of m x k by k x n does 2 mnk flops on 8 (mk + kn + mn) bytes; its square-equivalent size
 // is the square GEMM with the same flops per byte, 3 mnk / (mk + kn + mn) (n for n x n x n). A
@@ -156,7 +156,7 @@ struct Prediction {
 // node multiplying while another there multiplies too runs at no more than its crowded_share.
 // REQUIRES: plan.shares has one entry per model node, same order. A node given rows it cannot
 // serve (zero speed or zero bandwidth) finishes at +infinity.
-Prediction predict(const ClusterModel& model, const Plan& plan);
+Prediction predict(const ClusterModel& model, const plan::Plan& plan);
 
 // The `dynamic` policy's forecast: its pull protocol replayed tile by tile. Each tile the driver
 // cuts (cut_row_tiles: quarter-size ones first and last, plan.tile_rows between) goes to the node that asks first (a node asks while it holds fewer than two
@@ -171,7 +171,7 @@ Prediction predict(const ClusterModel& model, const Plan& plan);
 // on the coordinator's host get the share of its cores host_availability() gives them over the
 // whole replay (their busy time and the coordinator's bytes), replayed again twice.
 // REQUIRES: as predict(); plan.tile_rows > 0 for a forecast.
-Prediction predict_pull(const ClusterModel& model, const Plan& plan);
+Prediction predict_pull(const ClusterModel& model, const plan::Plan& plan);
 
 // The `model` policy: rows chosen so that predicted finish times are as equal as the integer rows
 // allow. Bisection on the common finish time T: each node takes the most rows it can finish by T
@@ -183,10 +183,10 @@ Prediction predict_pull(const ClusterModel& model, const Plan& plan);
 // rows are sized again (twice) with each node's compute at the share of its cores predict() says
 // the previous plan left it, and the plan predict() forecasts soonest is kept.
 struct ModelPlanResult {
-  Plan plan;
+  plan::Plan plan;
   std::vector<std::string> warnings;
 };
 // REQUIRES: request.node_names match model.nodes in order. request.policy and weights are ignored.
-Result<ModelPlanResult> make_model_plan(const PlanRequest& request, const ClusterModel& model);
+Result<ModelPlanResult> make_model_plan(const plan::PlanRequest& request, const ClusterModel& model);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::model

@@ -20,7 +20,7 @@
 #include "tessera/partition/block_tiling.hpp"
 #include "tessera/partition/row_partition.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::plan {
 
 // kModel plans come from make_model_plan (model.hpp), which needs the performance model.
 // kDynamic plans fix no rows in advance: tiles of rows are handed out as nodes ask for work
@@ -112,4 +112,4 @@ Status check_layout(Policy policy, partition::Layout layout);
 // make_model_plan builds its plan.
 Result<Plan> make_plan(const PlanRequest& request);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::plan

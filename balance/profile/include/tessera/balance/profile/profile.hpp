@@ -38,7 +38,7 @@
 #include "tessera/balance/model/model.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::profile {
 
 struct LinkProfile {
   double latency_s = 0.0;              // one way: half the median echo round trip
@@ -75,7 +75,7 @@ struct NodeProfile {
   uint32_t probe_size = 0;        // the reference size
   uint32_t repetitions = 0;       // GEMMs in the reference window
   double probe_seconds = 0.0;     // length of the reference window
-  std::vector<SpeedPoint> speed;  // rate by size (the speed curve); empty in old profiles
+  std::vector<model::SpeedPoint> speed;  // rate by size (the speed curve); empty in old profiles
   LinkProfile link;
   bool has_link = false;          // false in quick-GEMM-only profiles of older versions
   uint32_t threads = 0;           // the worker's compute threads
@@ -127,13 +127,13 @@ using ProfileProgress = std::function<void(const std::string& node_name, const s
 
 // Measures what `previous` cannot supply (see the file comment) and returns the whole profile in
 // cluster order. `measured` (optional) receives the names of the nodes actually measured.
-Result<ClusterProfile> run_profile(ClusterConnection& cluster, const ClusterSpec& spec,
+Result<ClusterProfile> run_profile(cluster::ClusterConnection& cluster, const cluster::ClusterSpec& spec,
                                    const std::optional<ClusterProfile>& previous, const ProfileOptions& options,
                                    const ProfileProgress& progress = {},
                                    std::vector<std::string>* measured = nullptr);
 
 // What must stay equal for a node's measurements to be reused.
-std::string node_fingerprint(const NodeSpec& node, const transport::Hello& hello);
+std::string node_fingerprint(const cluster::NodeSpec& node, const transport::Hello& hello);
 
 // configs/lab.yaml -> configs/lab.profile.yaml
 std::string default_profile_path(const std::string& cluster_config_path);
@@ -142,12 +142,12 @@ Result<ClusterProfile> load_profile(const std::string& path);
 
 // Weights for each node of `cluster`, in cluster order, from the profile. Fails naming the first
 // node the profile lacks, with the command that fixes it.
-Result<std::vector<double>> profile_weights(const ClusterProfile& profile, const ClusterSpec& cluster,
+Result<std::vector<double>> profile_weights(const ClusterProfile& profile, const cluster::ClusterSpec& cluster,
                                             const std::string& profile_path);
 
 // The performance model of `cluster`'s nodes from the profile. Fails naming a node without
 // measurements, or one measured before link probes existed (re-run `tessera profile --refresh`).
-Result<ClusterModel> profile_model(const ClusterProfile& profile, const ClusterSpec& cluster,
+Result<model::ClusterModel> profile_model(const ClusterProfile& profile, const cluster::ClusterSpec& cluster,
                                    const std::string& profile_path);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::profile

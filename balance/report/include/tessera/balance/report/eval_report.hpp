@@ -24,7 +24,7 @@
 #include "tessera/balance/run/verify.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::report {
 
 // One product of an evaluated expression, run on the cluster.
 struct EvalProduct {
@@ -85,7 +85,7 @@ struct ScheduledEval {
   std::vector<ScheduledTaskTiming> timeline;  // per task of the first schedule, DAG order (JSON only)
   std::vector<std::string> lost_nodes;   // lost mid-run; the DAG was rescheduled on the others
   uint32_t attempts = 1;                 // schedules run (1 + reschedules after losses)
-  Verification verification;             // the whole expression's value, checked on the coordinator
+  run::Verification verification;             // the whole expression's value, checked on the coordinator
   // Zero-communication speedup over the fastest node alone: fastest_alone_s / theoretical_makespan_s.
   double theoretical_speedup() const {
     return theoretical_makespan_s > 0.0 ? fastest_alone_s / theoretical_makespan_s : 0.0;
@@ -108,4 +108,4 @@ struct EvalOutcome {
 std::string format_eval_table(const EvalOutcome& outcome, bool explain);
 std::string eval_report_json(const EvalOutcome& outcome);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::report

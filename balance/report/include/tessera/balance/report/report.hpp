@@ -21,15 +21,15 @@
 #include "tessera/balance/run/verify.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::report {
 
 struct MultiplyReport {
   std::string cluster;
-  Plan plan;
-  MultiplyRun run;
-  Verification verification;
-  std::vector<NodeSpec> nodes;  // for kind and endpoint, plan order
-  std::optional<Prediction> prediction;  // the model's forecast of this plan, when a model exists
+  plan::Plan plan;
+  run::MultiplyRun run;
+  run::Verification verification;
+  std::vector<cluster::NodeSpec> nodes;  // for kind and endpoint, plan order
+  std::optional<model::Prediction> prediction;  // the model's forecast of this plan, when a model exists
 
   // |predicted - measured| / measured makespan; empty without a prediction.
   std::optional<double> prediction_error() const;
@@ -39,4 +39,4 @@ std::string format_report_table(const MultiplyReport& report);
 std::string report_json(const MultiplyReport& report);  // pretty-printed
 Status write_report_json(const std::string& path, const MultiplyReport& report);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::report

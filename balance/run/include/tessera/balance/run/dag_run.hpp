@@ -35,7 +35,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::run {
 
 struct DagRunOptions {
   // > 0: how long a node that owes frames may stay silent; 0: max(floor_s, 4 x the schedule's makespan).
@@ -87,8 +87,8 @@ struct DagRun {
 // and one that reads a tile transposed offers transport::kCapabilityTransposedJobs (the caller
 // refuses otherwise). Fails (not incomplete) only on bad arguments; a node's failure is in
 // DagRun::lost.
-Result<DagRun> run_dag(ClusterConnection& cluster, const std::vector<std::size_t>& links, const expr::TaskDag& dag,
+Result<DagRun> run_dag(cluster::ClusterConnection& cluster, const std::vector<std::size_t>& links, const expr::TaskDag& dag,
                        const expr::Schedule& schedule, const std::vector<linalg::MatrixView>& inputs,
                        linalg::MutableMatrixView result, const DagRunOptions& options = {});
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::run

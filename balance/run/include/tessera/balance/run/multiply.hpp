@@ -39,7 +39,7 @@
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::run {
 
 struct NodeRunStats {
   std::string name;
@@ -138,11 +138,11 @@ struct MultiplyHooks {
 // holds the product; run.lost_nodes / reissued_tiles / speculative_* say what happened on the
 // way. Fails on bad input, on a static share that does not fit a worker's tile memory (before
 // sending anything), or when every node failed (naming each); c's contents are then unspecified.
-Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a,
+Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan::Plan& plan, linalg::MatrixView a,
                                  linalg::MatrixView b, linalg::MutableMatrixView c, const MultiplyHooks& hooks = {});
 
 // The same into a Matrix the driver sizes to m x n.
-Result<MultiplyRun> run_multiply(ClusterConnection& cluster, const Plan& plan, linalg::MatrixView a,
+Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan::Plan& plan, linalg::MatrixView a,
                                  linalg::MatrixView b, linalg::Matrix& c, const MultiplyHooks& hooks = {});
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::run

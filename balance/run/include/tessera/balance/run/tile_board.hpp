@@ -21,7 +21,7 @@
 
 #include "tessera/balance/run/work.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::run {
 
 class TileBoard {
  public:
@@ -107,4 +107,4 @@ class TileBoard {
   uint64_t copy_wins_ = 0;
 };
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::run

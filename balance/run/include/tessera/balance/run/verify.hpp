@@ -32,7 +32,7 @@
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::run {
 
 enum class VerifyMode { kNone, kFreivalds, kExact };
 std::string_view verify_mode_name(VerifyMode mode);
@@ -95,4 +95,4 @@ class ProductCheck {
 Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::MatrixView c, VerifyMode mode,
                             uint64_t seed, int freivalds_rounds = 2);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::run

@@ -19,7 +19,7 @@
 #include "tessera/partition/block_tiling.hpp"
 #include "tessera/transport/protocol.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::run {
 
 // Tile ids on the worker: B pieces from kFirstPieceId, then A of tile t and its C above
 // kTileIdBase (kept apart from the profiler's ids).
@@ -74,6 +74,6 @@ JobCounts count_jobs(const Work& work, std::size_t nodes);
 // boxes that split k anywhere still share whole pieces with their neighbours where they can.
 // REQUIRES: a is m x k and b is k x n, both contiguous. Fails when the plan does not cover C
 // exactly once or needs more tiles or pieces than the worker's tile ids can name.
-Result<Work> build_work(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b);
+Result<Work> build_work(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::run

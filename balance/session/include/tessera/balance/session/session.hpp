@@ -34,15 +34,15 @@
 #include "tessera/core/status.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::session {
 
 struct MultiplyOptions {
-  PolicyChoice policy = ProportionalPolicy{};
+  plan::PolicyChoice policy = plan::ProportionalPolicy{};
   partition::Layout layout = partition::Layout::kRows;  // model and dynamic plan rows only
   uint64_t panel_width = 256;      // rows of B per panel, clipped to k
   uint32_t panels_in_flight = 4;   // queue depth per node; 1 = no overlap (send, wait, send)
   uint32_t refill_threshold = 1;   // credits back before the next burst, 1..panels_in_flight
-  VerifyMode verify = VerifyMode::kFreivalds;
+  run::VerifyMode verify = run::VerifyMode::kFreivalds;
   uint64_t verify_seed = 1;
   // Seconds a node that owes us frames may stay silent before the run drops it as unresponsive
   // and reissues its tiles. 0 (default): derived per node from the profile's link speeds and GEMM
@@ -52,9 +52,9 @@ struct MultiplyOptions {
 
 // What a multiply is about to do, told once when its work is cut, before the first frame is sent.
 struct RunStart {
-  Plan plan;
-  JobCounts jobs;                       // credits expected per node (0s under dynamic) and in total
-  std::optional<Prediction> forecast;  // the model's, as the report will carry it; none without one
+  plan::Plan plan;
+  run::JobCounts jobs;                       // credits expected per node (0s under dynamic) and in total
+  std::optional<model::Prediction> forecast;  // the model's, as the report will carry it; none without one
 };
 
 // How a caller watches and stops a run.
@@ -69,14 +69,14 @@ struct RunControl {
   // A sentence for the person waiting ("no profile at ...; measuring a quick one now").
   std::function<void(const std::string& notice)> on_notice;
   // Progress of a profile measured on the way (see ProfileProgress).
-  ProfileProgress on_profile_progress;
+  profile::ProfileProgress on_profile_progress;
   // A graph run's residual after each poll or step (called on the calling thread).
-  std::function<void(const TracePoint&)> on_graph_progress;
+  std::function<void(const graph_driver::TracePoint&)> on_graph_progress;
 };
 
 struct SessionOptions {
   std::string profile_path;  // empty: next to the cluster's config (default_profile_path)
-  ConnectOptions connect;
+  cluster::ConnectOptions connect;
   // A saved profile that cannot be read fails open() (true) or is set aside, its problem kept in
   // ignored_profile_problem() (false).
   bool damaged_profile_is_error = true;
@@ -85,12 +85,12 @@ struct SessionOptions {
 };
 
 struct PlannedMultiply {
-  Plan plan;
+  plan::Plan plan;
   std::vector<std::string> warnings;  // e.g. nodes the model gives nothing, and why
 };
 
 struct MultiplyOutcome {
-  MultiplyReport report;              // plan, run statistics, verification, prediction
+  report::MultiplyReport report;              // plan, run statistics, verification, prediction
   std::vector<std::string> warnings;  // from planning
 };
 
@@ -124,22 +124,22 @@ class Session {
  public:
   // Connects to every node of `cluster` (in parallel, authenticated) and loads the saved profile
   // if there is one. Fails naming each unreachable node.
-  static Result<Session> open(ClusterSpec cluster, SessionOptions options = {});
+  static Result<Session> open(cluster::ClusterSpec cluster, SessionOptions options = {});
 
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
   ~Session();
 
-  const ClusterSpec& cluster() const;
+  const cluster::ClusterSpec& cluster() const;
   const std::string& profile_path() const;
-  const std::optional<ClusterProfile>& profile() const;
+  const std::optional<profile::ClusterProfile>& profile() const;
   std::optional<Status> ignored_profile_problem() const;
   // The connected nodes, cluster order (what each worker said about itself in HELLO).
   std::vector<transport::Hello> node_facts() const;
 
   // Measures the nodes the saved profile cannot supply (all of them with options.refresh), saves
   // the result to profile_path() and keeps it. `measured` receives the names actually measured.
-  Result<ClusterProfile> measure_profile(const ProfileOptions& options, const ProfileProgress& progress = {},
+  Result<profile::ClusterProfile> measure_profile(const profile::ProfileOptions& options, const profile::ProfileProgress& progress = {},
                                          std::vector<std::string>* measured = nullptr);
 
   // The plan `options` gives for C(m x n) = A(m x k) B(k x n) on this cluster. Planning needs no
@@ -160,14 +160,14 @@ class Session {
   // DAG that keeps them on the nodes is not built yet). A product that fails verification stops
   // the evaluation with kVerificationFailed naming it; inputs missing or misshapen are refused by
   // name. REQUIRES: `inputs` hold every input of `e`.
-  Result<EvalOutcome> evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
+  Result<report::EvalOutcome> evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                                const EvalOptions& options, const RunControl& control = {});
 
   // Runs an existing plan (its shares must name this cluster's nodes in order), then verifies and
   // forecasts as multiply() does. Silent nodes are dropped after the derived deadline
   // (MultiplyOptions::node_timeout_s = 0).
-  Result<MultiplyReport> run_plan(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
-                                  linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
+  Result<report::MultiplyReport> run_plan(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+                                  linalg::MutableMatrixView c, run::VerifyMode verify, uint64_t verify_seed,
                                   const RunControl& control = {});
 
   // Runs a graph algorithm over every node (balance/graph_driver/graph_run.hpp) and returns the values
@@ -178,11 +178,11 @@ class Session {
   // workers without the graph service at connect time (they fail the run by name otherwise).
   // control.cancel stops the run (kCancelled; the session is closed), control.on_notice hears
   // about lost nodes and restarts. A failed verification is a success whose outcome says so.
-  Result<GraphOutcome> graph(const partition::DirectedGraph& graph, GraphRunOptions options,
+  Result<graph_driver::GraphOutcome> graph(const partition::DirectedGraph& graph, graph_driver::GraphRunOptions options,
                              const RunControl& control = {});
 
   // The model's forecast of `plan`; none without a profile or for layouts the model cannot replay.
-  std::optional<Prediction> forecast(const Plan& plan) const;
+  std::optional<model::Prediction> forecast(const plan::Plan& plan) const;
 
   // Says BYE to every node and closes the connections. Idempotent.
   void close();
@@ -190,8 +190,8 @@ class Session {
  private:
   // Measures a quick profile when there is none and the options allow it (saying so first).
   Status measure_missing_profile(const RunControl& control);
-  Result<MultiplyReport> run_plan_within(const Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
-                                         linalg::MutableMatrixView c, VerifyMode verify, uint64_t verify_seed,
+  Result<report::MultiplyReport> run_plan_within(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+                                         linalg::MutableMatrixView c, run::VerifyMode verify, uint64_t verify_seed,
                                          const RunControl& control, double node_timeout_s);
   struct State;
   explicit Session(std::unique_ptr<State> state);
@@ -200,8 +200,8 @@ class Session {
 
 // The plan a policy gives without a Session (no connection needed): what `tessera model` prints.
 // `profile` is needed by the policies needs_profile() names.
-Result<PlannedMultiply> plan_policy(const ClusterSpec& cluster, const std::optional<ClusterProfile>& profile,
+Result<PlannedMultiply> plan_policy(const cluster::ClusterSpec& cluster, const std::optional<profile::ClusterProfile>& profile,
                                     const std::string& profile_path, uint64_t m, uint64_t n, uint64_t k,
                                     const MultiplyOptions& options);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::session

@@ -30,7 +30,7 @@
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::study {
 
 struct CpuSweep {
   std::string kind;
@@ -40,7 +40,7 @@ struct CpuSweep {
 
 // A policy as a study compares it: the policy and the layout of its shares ("proportional/2d").
 struct StudyPolicy {
-  Policy policy = Policy::kEven;
+  plan::Policy policy = plan::Policy::kEven;
   partition::Layout layout = partition::Layout::kRows;
   auto operator<=>(const StudyPolicy&) const = default;
   std::string name() const;  // "even", "proportional/2d"
@@ -85,4 +85,4 @@ extern const char* const kPlotHeader;
 // the study is interrupted; partial results are still written.
 Status run_experiment(const Study& study, const ExperimentOptions& options, std::ostream& progress);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::study

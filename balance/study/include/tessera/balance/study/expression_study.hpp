@@ -31,7 +31,7 @@
 #include "tessera/balance/study/experiment.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::study {
 
 // scheduled: Session::evaluate's scheduled mode on every node; sequence: its sequence mode;
 // fastest-alone: the scheduled mode on the node with the highest profiled GFLOP/s alone.
@@ -65,4 +65,4 @@ Result<ExpressionStudy> load_expression_study(const std::string& path);
 // (an error, or a value that fails verification) or the study is interrupted (which fails it).
 Status run_expression_study(const ExpressionStudy& study, const ExperimentOptions& options, std::ostream& progress);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::study

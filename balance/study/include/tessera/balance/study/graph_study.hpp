@@ -35,7 +35,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
 
-namespace tessera::balance {
+namespace tessera::balance::study {
 
 struct GraphStudy {
   std::string name;
@@ -44,11 +44,11 @@ struct GraphStudy {
   std::vector<std::string> cluster_paths;  // resolved
   std::vector<std::string> graphs;         // generator specs, or resolved file paths
   std::vector<graph::AlgorithmKind> algorithms;
-  std::vector<GraphMode> modes = {GraphMode::kAsync};
+  std::vector<graph_driver::GraphMode> modes = {graph_driver::GraphMode::kAsync};
   std::vector<partition::PartitionMethod> partitions = {partition::PartitionMethod::kMetis};
   std::vector<std::string> weights = {"profile"};  // "profile" | "equal"
   std::vector<double> fast_shares;                 // non-empty: replaces weights
-  double tolerance = kDefaultGraphTolerance;
+  double tolerance = graph_driver::kDefaultGraphTolerance;
   std::optional<double> beta;
   int64_t source = 0;
   uint32_t repeat = 3;
@@ -63,4 +63,4 @@ Result<GraphStudy> load_graph_study(const std::string& path);
 // or the study is interrupted (which fails it).
 Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options, std::ostream& progress);
 
-}  // namespace tessera::balance
+}  // namespace tessera::balance::study
