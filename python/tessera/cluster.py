@@ -1,0 +1,461 @@
+"""The cluster: :class:`Cluster`, the one object through which Python starts, profiles, plans
+for and runs on a Tessera cluster (multiply, expressions, graph algorithms).
+
+Every call goes to the compiled module's cluster handle under the object's lock, then wraps what
+comes back in the values of :mod:`tessera.results`. The library's notices are logged on the
+"tessera" logger and its warnings issued as :class:`TesseraWarning`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import warnings
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from . import _tessera
+from .arrays import _as_matrix, _check_out
+from .errors import InvalidInputError, VerificationError
+from .expressions import Expression
+from .graphs import directed_graph
+from .results import EvalReport, GraphReport, Plan, Prediction, Report
+
+_log = logging.getLogger("tessera")
+
+
+class TesseraWarning(UserWarning):
+    """A warning from the library (planning, secrets readable by others, ignored emulation)."""
+
+
+def _warn_all(messages: Iterable[str]) -> None:
+    for message in messages:
+        warnings.warn(message, TesseraWarning, stacklevel=3)
+
+
+def _notice_collector():
+    """A list and the callback that appends to it: the library's notices for the person waiting,
+    kept for the report and logged at INFO on the "tessera" logger."""
+    notices: list = []
+
+    def notice(text: str) -> None:
+        notices.append(text)
+        _log.info("%s", text)
+
+    return notices, notice
+
+
+def _default_worker_binary() -> str:
+    """TESSERA_WORKER_BIN, else the worker installed with this package, else the one of the build
+    that made the module, else tessera-worker on PATH; empty when none exists."""
+    from_env = os.environ.get("TESSERA_WORKER_BIN")
+    if from_env:
+        return from_env
+    packaged = os.path.join(os.path.dirname(__file__), "bin", "tessera-worker")
+    for candidate in (packaged, _tessera.build_worker_binary):
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("tessera-worker") or ""
+
+
+class Cluster:
+    """A Tessera cluster described by a YAML file (configs/local.yaml, configs/pi-lab.yaml, ...).
+
+    Args:
+        config: path of the cluster file.
+        run_dir: where local clusters keep pid files, logs and the secret (default: as ``tessera
+            up``: $TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>).
+        profile_path: the saved profile (default: next to the config, ``<config>.profile.yaml``).
+        worker_binary: the tessera-worker that ``up()`` starts (default: $TESSERA_WORKER_BIN, the
+            one installed with this package, the one of the build, or tessera-worker on PATH).
+        keep_connected: False (default): every call connects and disconnects, as the CLI does, so
+            other coordinators find the workers free between calls. True: one session is kept
+            for the next call (saves the handshakes); a failed or interrupted call closes it and
+            the next call reconnects. ``close()`` ends it.
+
+    Used as a context manager, the cluster starts its local workers on entry (``up()``) and on
+    exit stops only the workers that this entry started (already running ones keep running).
+    Calls are serialised per object (a lock); use one object per thread for concurrency.
+    """
+
+    def __init__(
+        self,
+        config: "str | os.PathLike[str]",
+        *,
+        run_dir: "str | os.PathLike[str] | None" = None,
+        profile_path: "str | os.PathLike[str] | None" = None,
+        worker_binary: "str | os.PathLike[str] | None" = None,
+        keep_connected: bool = False,
+    ):
+        self._handle = _tessera._Cluster(
+            os.fspath(config),
+            os.fspath(run_dir) if run_dir is not None else "",
+            os.fspath(profile_path) if profile_path is not None else "",
+            os.fspath(worker_binary) if worker_binary is not None else _default_worker_binary(),
+            bool(keep_connected),
+        )
+        self._lock = threading.RLock()
+        self._next_array = 0  # names x0, x1, ... of the arrays in expressions
+
+    # -- identity ---------------------------------------------------------------------------------
+    @property
+    def config_path(self) -> str:
+        """The cluster file."""
+        return self._handle.config_path
+
+    @property
+    def profile_path(self) -> str:
+        """Where the profile is saved and read."""
+        return self._handle.profile_path
+
+    @property
+    def nodes(self) -> list:
+        """The node names, cluster order."""
+        return list(self._handle.node_names)
+
+    def __repr__(self) -> str:
+        return f"tessera.Cluster({self.config_path!r}, nodes={self.nodes!r})"
+
+    # -- local lifecycle ------------------------------------------------------------------------
+    def up(self, *, no_emulation: bool = False, start_timeout: float = 10.0) -> list:
+        """Start a tessera-worker per node not already running (local clusters: loopback hosts),
+        as ``tessera up``; waits until each answers. Returns one dict per node: name, state
+        ("started", "already running", ...), pid, detail. Raises ConfigError for a node that is
+        not local, ClusterError when a worker does not come up (with the tail of its log)."""
+        with self._lock:
+            result = self._handle.up(bool(no_emulation), float(start_timeout))
+        _warn_all(result["warnings"])
+        return result["nodes"]
+
+    def down(self, *, only_started: bool = False) -> list:
+        """Stop the cluster's recorded local workers, as ``tessera down`` (SIGTERM, then SIGKILL
+        after 5 s); with ``only_started`` just the ones this object's ``up()`` started. Returns one
+        dict per node stopped. Stopping twice is a no-op."""
+        with self._lock:
+            return self._handle.down(bool(only_started))
+
+    def __enter__(self) -> "Cluster":
+        self.up()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        with self._lock:
+            self._handle.close()
+            self._handle.down(True)
+
+    def close(self) -> None:
+        """Close a kept session (keep_connected=True). Idempotent; the next call reconnects."""
+        with self._lock:
+            self._handle.close()
+
+    def status(self) -> list:
+        """Connect to every node at once with a short timeout, as ``tessera status``: one dict per
+        node (name, endpoint, state: "reachable" | "BUSY" | "REFUSED" | "UNREACHABLE", reachable,
+        busy, detail, load: the host's 1-minute load average or None when the node did not report
+        one, cores: None when the node did not answer, local_pid)."""
+        with self._lock:
+            return self._handle.status()
+
+    # -- profile ----------------------------------------------------------------------------------
+    def saved_profile(self) -> "dict | None":
+        """The saved profile as plain data (see profile()), or None when none was measured."""
+        with self._lock:
+            return self._handle.saved_profile()
+
+    def profile(
+        self,
+        refresh: bool = False,
+        quick: bool = False,
+        *,
+        nodes: "Sequence[str] | None" = None,
+        probe_size: int = 1024,
+        window_seconds: float = 0.2,
+        progress: "Callable[[str], None] | None" = None,
+    ) -> dict:
+        """Measure what the saved profile cannot supply (everything with ``refresh``; only
+        ``nodes`` if named), save it, and return it, as ``tessera profile``.
+
+        Returns a dict: cluster, measured_at, path, coordinator_send_bytes_per_s, measured (the
+        nodes measured now), nodes (per node: name, endpoint, gflops, relative_power, speed as
+        (size, GFLOP/s) pairs, latency_s, to_node_bytes_per_s, from_node_bytes_per_s, threads,
+        cores, memory_bytes, ...). ``progress(line)`` receives each node's finished measurements.
+        Ctrl-C takes effect when the measurement in progress has ended.
+        """
+        callback = progress if progress is not None else (lambda line: _log.info("%s", line))
+        with self._lock:
+            return self._handle.profile(
+                bool(refresh), bool(quick), list(nodes or []), int(probe_size), float(window_seconds), callback
+            )
+
+    def _partition_weights(self) -> tuple:
+        """(node names, measured speeds): the parts and target weights :func:`tessera.partition`
+        makes of this cluster (graphs.py looks for this method instead of importing Cluster)."""
+        return self._handle.profile_weights()
+
+    # -- planning -------------------------------------------------------------------------------
+    def plan(
+        self,
+        m: int,
+        n: int,
+        k: int,
+        policy: str = "model",
+        layout: str = "rows",
+        *,
+        weights: "Sequence[float] | None" = None,
+        panel_width: int = 256,
+        panels_in_flight: int = 4,
+        refill_threshold: int = 1,
+        overlap: bool = True,
+        tile_rows: int = 0,
+    ) -> Plan:
+        """The plan ``policy`` gives for C (m x n) = A (m x k) B (k x n) on this cluster, without
+        connecting or running anything (what ``tessera model`` prints for each policy).
+
+        policy: "even" | "proportional" | "model" | "dynamic"; layout: "rows" | "2d" |
+        "square-corner" | "3d" (model and dynamic plan rows only). ``weights`` (proportional
+        only): one per node instead of the measured speeds. Policies that need the profile
+        raise NotFoundError without one (run ``profile()``).
+        """
+        with self._lock:
+            result = self._handle.plan(
+                int(m), int(n), int(k), policy, layout, [float(w) for w in (weights or [])], int(panel_width),
+                int(panels_in_flight), int(refill_threshold), bool(overlap), int(tile_rows),
+            )
+        _warn_all(result["warnings"])
+        return Plan(result["plan"], result["warnings"])
+
+    def predict(self, plan_or_m: "Plan | int", n: int | None = None, k: int | None = None, **plan_options) -> Prediction:
+        """The performance model's forecast (makespan and per-node finish times) of a Plan, or of
+        the plan ``plan(m, n, k, **plan_options)`` gives. Needs the profile (NotFoundError)."""
+        if isinstance(plan_or_m, Plan):
+            plan = plan_or_m
+        else:
+            if n is None or k is None:
+                raise InvalidInputError("give a Plan, or m, n and k")
+            plan = self.plan(plan_or_m, n, k, **plan_options)
+        with self._lock:
+            return Prediction(self._handle.predict(plan.to_dict()))
+
+    # -- multiply -------------------------------------------------------------------------------
+    def multiply(
+        self,
+        A: Any,
+        B: Any,
+        *,
+        policy: str = "proportional",
+        layout: str = "rows",
+        verify: str = "freivalds",
+        out: "np.ndarray | None" = None,
+        progress: "Callable[[dict], None] | None" = None,
+        plan: "Plan | None" = None,
+        weights: "Sequence[float] | None" = None,
+        seed: int = 1,
+        panel_width: int = 256,
+        panels_in_flight: int = 4,
+        refill_threshold: int = 1,
+        overlap: bool = True,
+        tile_rows: int = 0,
+        node_timeout: float = 0.0,
+        allow_nonfinite: bool = False,
+        allow_copy: bool = True,
+    ):
+        """C = A @ B on the cluster; returns ``(C, report)``.
+
+        A and B: 2-D arrays, read in place when C-contiguous float64 (else converted by the rule
+        in the module docstring; ``allow_copy=False`` refuses instead). ``out``: a C-contiguous,
+        writeable float64 array of shape (m, n), not overlapping A or B, to write C into (no
+        allocation); C is then ``out``. Write a fresh numpy.empty once first (``out.fill(0)``):
+        pages first touched during the run are page faults on the threads receiving C, which
+        slow it. The defaults are ``tessera multiply``'s: policy "proportional" (the profile's
+        speeds; a quick profile is measured first when none exists), layout "rows", verify
+        "freivalds" ("exact" | "none"), panels of 256 rows of B, 4 in flight per node.
+        ``plan``: run this Plan (from ``plan()``) instead of planning; it must be for these
+        shapes and this cluster. ``progress(done)`` is called about every 50 ms while credits
+        come back, with node -> jobs done. NaN/inf inputs are refused unless ``allow_nonfinite``.
+
+        The GIL is released while the cluster works. Ctrl-C cancels the run, closes the workers'
+        sessions (they are free at once) and raises KeyboardInterrupt.
+
+        Raises InvalidInputError (shapes, dtypes, options), ClusterError (network, workers),
+        NotFoundError, ResourceExhaustedError (C, the copy of B and verification's copies would
+        not fit in this machine's memory, checked before they are allocated), VerificationError (the product failed verification; ``.report`` and
+        ``.result`` hold the report and C).
+        """
+        entry = time.perf_counter()
+        a = _as_matrix(A, "A", allow_copy)
+        b = _as_matrix(B, "B", allow_copy)
+        if a.shape[1] != b.shape[0]:
+            raise InvalidInputError(
+                f"A is {a.shape[0]}x{a.shape[1]} and B is {b.shape[0]}x{b.shape[1]}: A's columns must equal B's rows"
+            )
+        c = _check_out(out, a.shape[0], b.shape[1]) if out is not None else np.empty((a.shape[0], b.shape[1]))
+        if out is not None and (np.may_share_memory(c, a) or np.may_share_memory(c, b)):
+            # C is written while A and B are still being read: the product would be garbage.
+            raise InvalidInputError("out overlaps A or B; pass an array of its own")
+        notices, notice = _notice_collector()
+
+        with self._lock:
+            text, plan_fields, plan_warnings, table, timing = self._handle.multiply(
+                a, b, c, policy, layout, verify, [float(w) for w in (weights or [])], int(seed), int(panel_width),
+                int(panels_in_flight), int(refill_threshold), bool(overlap), int(tile_rows), float(node_timeout),
+                bool(allow_nonfinite), out is None, plan.to_dict() if plan is not None else None, progress, notice,
+            )
+        _warn_all(plan_warnings)
+        report = Report(json.loads(text), Plan(plan_fields, plan_warnings), plan_warnings, notices, table)
+        timing["call_s"] = time.perf_counter() - entry
+        report.__dict__["timing"] = timing
+        if report.verified is False:
+            raise VerificationError(
+                f"verification FAILED: {report.verification['detail']}", report=report, result=c
+            )
+        return c, report
+
+    # -- matrix expressions -----------------------------------------------------------------------
+    def array(self, value: Any, *, allow_copy: bool = True) -> Expression:
+        """A lazy expression of this 2-D array (see :class:`Expression`); converted to C-contiguous
+        float64 by the module's rule. Nothing is sent until ``compute()``."""
+        matrix = _as_matrix(value, "array", allow_copy)
+        with self._lock:
+            name = f"x{self._next_array}"
+            self._next_array += 1
+        return Expression(self, name, {name: matrix}, (matrix.shape[0], matrix.shape[1]))
+
+    def identity(self) -> Expression:
+        """The identity, sized by the sum it stands in: ``cluster.identity() + A + A @ A``."""
+        return Expression(self, "I", {}, None)
+
+    def _evaluate(self, text: str, inputs: dict, policy: str, verify: str, rewrite: bool, explain: bool, mode: str,
+                  tile: int, nodes: list, every_node: bool, progress: "Callable[[dict], None] | None"):
+        notices, notice = _notice_collector()
+
+        with self._lock:
+            values, rows, cols, report_text, table = self._handle.evaluate(
+                text, inputs, policy, verify, bool(rewrite), bool(explain), mode, int(tile), nodes, every_node,
+                progress, notice)
+        return values.reshape(rows, cols), EvalReport(json.loads(report_text), table, notices)
+
+    # -- graph algorithms -------------------------------------------------------------------------
+    def _graph(
+        self,
+        graph: Any,
+        algorithm: str,
+        *,
+        num_vertices: int | None,
+        mode: str,
+        partition: str,
+        weights: "str | Sequence[float] | None",
+        tolerance: float | None,
+        source: int | None,
+        damping: float,
+        beta: float | None,
+        label: str,
+        seed: int,
+        verify: bool,
+        poll_ms: int,
+        snapshot_ms: int,
+        node_timeout: float,
+        max_seconds: float,
+        progress: "Callable[[dict], None] | None",
+    ):
+        built = directed_graph(graph, num_vertices=num_vertices, seed=seed)
+        if weights is None:
+            weights_text = ""
+        elif isinstance(weights, str):
+            weights_text = weights
+        else:
+            weights_text = ",".join(repr(float(w)) for w in weights)
+        notices, notice = _notice_collector()
+
+        with self._lock:
+            values, text = self._handle.graph(
+                built, algorithm, mode, partition, weights_text,
+                None if tolerance is None else float(tolerance), None if source is None else int(source),
+                float(damping), None if beta is None else float(beta), label, int(seed), bool(verify), int(poll_ms),
+                int(snapshot_ms), float(node_timeout), float(max_seconds), progress, notice,
+            )
+        report = GraphReport(json.loads(text), notices)
+        if report.verification is not None and not report.verification["passed"]:
+            raise VerificationError(
+                f"verification FAILED: {report.verification['detail']}", report=report, result=values
+            )
+        return values, report
+
+    _GRAPH_DOC = """
+
+        graph: a scipy.sparse adjacency matrix (A[i, j] = edge i -> j), ``(src, dst[, weights])``
+            edge arrays (``num_vertices`` default: largest id + 1), a file path, a generator spec
+            ("rmat:12", "mesh2d:64x64", ...; seeded by ``seed``) or a DirectedGraph.
+        mode: "async" (accumulative updates, no barriers) | "sync" (Jacobi steps).
+        partition: how vertices are placed: "metis" | "contiguous" | "hash".
+        weights: each node's share: "profile" (measured speeds; the default when a profile exists,
+            else "equal"), "equal", or one number per node.
+        verify: compare with a reference computed here; a failure raises VerificationError.
+        progress(point): called with each trace point (time_s, residual, edge_updates, ...).
+        node_timeout, max_seconds, poll_ms, snapshot_ms: as ``tessera graph``'s flags.
+
+        Returns ``(values, report)``: a numpy array with one value per vertex and a
+        :class:`GraphReport`. Ctrl-C cancels the run and raises KeyboardInterrupt.
+        """
+
+    def pagerank(self, graph: Any, *, damping: float = 0.85, tolerance: float | None = None, mode: str = "async",
+                 partition: str = "metis", weights=None, seed: int = 1, verify: bool = False,
+                 num_vertices: int | None = None, poll_ms: int = 100, snapshot_ms: int = 1000,
+                 node_timeout: float = 30.0, max_seconds: float = 600.0, progress=None):
+        return self._graph(graph, "pagerank", num_vertices=num_vertices, mode=mode, partition=partition,
+                           weights=weights, tolerance=tolerance, source=None, damping=damping, beta=None,
+                           label="max", seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
+                           node_timeout=node_timeout, max_seconds=max_seconds, progress=progress)
+
+    pagerank.__doc__ = (
+        """PageRank (damping ``damping``) to sum |pending delta| <= ``tolerance`` (default 1e-6);
+        values sum to 1, a dangling vertex's rank spread over all vertices.""" + _GRAPH_DOC
+    )
+
+    def katz(self, graph: Any, beta: float | None = None, *, source: int | None = None,
+             tolerance: float | None = None, mode: str = "async", partition: str = "metis", weights=None,
+             seed: int = 1, verify: bool = False, num_vertices: int | None = None, poll_ms: int = 100,
+             snapshot_ms: int = 1000, node_timeout: float = 30.0, max_seconds: float = 600.0, progress=None):
+        return self._graph(graph, "katz", num_vertices=num_vertices, mode=mode, partition=partition,
+                           weights=weights, tolerance=tolerance, source=source, damping=0.85, beta=beta,
+                           label="max", seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
+                           node_timeout=node_timeout, max_seconds=max_seconds, progress=progress)
+
+    katz.__doc__ = (
+        """Katz centrality x = sum_k beta^k (A^T)^k b with b = 1 (or the indicator of ``source``),
+        using edge weights. ``beta`` must be below 1/lambda_max(A); without it the error
+        suggests one for this graph.""" + _GRAPH_DOC
+    )
+
+    def connected_components(self, graph: Any, *, label: str = "max", mode: str = "async",
+                             partition: str = "metis", weights=None, seed: int = 1, verify: bool = False,
+                             num_vertices: int | None = None, poll_ms: int = 100, snapshot_ms: int = 1000,
+                             node_timeout: float = 30.0, max_seconds: float = 600.0, progress=None):
+        values, report = self._graph(graph, "cc", num_vertices=num_vertices, mode=mode, partition=partition,
+                                     weights=weights, tolerance=None, source=None, damping=0.85, beta=None,
+                                     label=label, seed=seed, verify=verify, poll_ms=poll_ms,
+                                     snapshot_ms=snapshot_ms, node_timeout=node_timeout, max_seconds=max_seconds,
+                                     progress=progress)
+        return values.astype(np.int64), report
+
+    connected_components.__doc__ = (
+        """Weakly connected components: each vertex's label is the largest (``label="max"``) or
+        smallest vertex id of its component; values are an int64 array.""" + _GRAPH_DOC
+    )
+
+    def sssp(self, graph: Any, source: int, *, mode: str = "async", partition: str = "metis", weights=None,
+             seed: int = 1, verify: bool = False, num_vertices: int | None = None, poll_ms: int = 100,
+             snapshot_ms: int = 1000, node_timeout: float = 30.0, max_seconds: float = 600.0, progress=None):
+        return self._graph(graph, "sssp", num_vertices=num_vertices, mode=mode, partition=partition,
+                           weights=weights, tolerance=None, source=source, damping=0.85, beta=None, label="max",
+                           seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
+                           node_timeout=node_timeout, max_seconds=max_seconds, progress=progress)
+
+    sssp.__doc__ = (
+        """Single-source shortest path lengths from ``source`` over the edge weights (>= 0; 1 when
+        unweighted); unreachable vertices are inf.""" + _GRAPH_DOC
+    )
