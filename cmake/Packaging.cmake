@@ -33,8 +33,9 @@ install(FILES docs/deploy.md DESTINATION ${TESSERA_WORKER_DOCDIR} COMPONENT work
 
 if(NOT TESSERA_WORKER_ONLY)
   install(TARGETS tessera RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT coordinator)
-  install(FILES README.md docs/architecture.md docs/deploy.md docs/partition.md
-          DESTINATION ${TESSERA_DOCDIR} COMPONENT coordinator)
+  # Every page of docs/ (they link to each other, and docs/index.md is the way in), next to README.
+  file(GLOB tessera_doc_pages ${PROJECT_SOURCE_DIR}/docs/*.md)
+  install(FILES README.md ${tessera_doc_pages} DESTINATION ${TESSERA_DOCDIR} COMPONENT coordinator)
   file(GLOB tessera_example_configs ${PROJECT_SOURCE_DIR}/configs/*.yaml)
   install(FILES ${tessera_example_configs} DESTINATION ${TESSERA_DOCDIR}/examples/configs COMPONENT coordinator)
 endif()

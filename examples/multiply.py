@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Multiply two numpy arrays on a local Tessera cluster and print the verified report.
 
-Run from the repository root after installing the package (README, "Python"):
+Run from the repository root after installing the package (docs/python.md, "Install"):
 
     .venv/bin/python examples/multiply.py                      # configs/local.yaml, n = 2048
     .venv/bin/python examples/multiply.py configs/local.yaml 4096

@@ -13,7 +13,7 @@ import sys
 
 SYSTEMS = ["tessera", "scalapack", "dask"]
 SYSTEM_TITLES = {"tessera": "Tessera", "scalapack": "ScaLAPACK", "dask": "Dask"}
-TARGETS = {"scalapack": 2.0, "dask": 1.5}  # issue 15: Tessera's best this many times faster
+TARGETS = {"scalapack": 2.0, "dask": 1.5}  # the claim checked: Tessera's best this many times faster
 
 
 def spread(values):
@@ -176,7 +176,7 @@ def idle_workers_line(rows):
 
 def report(out_dir, setup_md, summary, configs, sizes, rows):
     lines = ["# Peers: Tessera, ScaLAPACK and Dask under the same emulation", "",
-             "Written by `scripts/peers.sh` (issue 15 part 5); every figure below comes from `runs.csv` of this run.", "",
+             "Written by `scripts/peers.sh` (docs/studies.md); every figure below comes from `runs.csv` of this run.", "",
              "## Setup", ""]
     lines += open(setup_md, encoding="utf-8").read().rstrip("\n").splitlines()
     lines += ["",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the CFS period of an emulated CPU quota does (issue 15 part 4): for each period, a
+# What the CFS period of an emulated CPU quota does (why 20 ms is the default: docs/emulation.md): for each period, a
 # quarter-core "pi" next to an uncapped "desk" on loopback (one cluster per period, `tessera up`
 # creates the cgroup with `emulate: {cpu: 0.25, cpu_period: P}`), RUNS interleaved rounds of
 #   short: a multiply whose GEMM takes about 20 ms at full speed (n = SMALL), and

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark of the profiler and the performance model on an emulated cluster (needs root), the
-# figures issue 15's targets are about:
+# figures docs/performance.md records for the model ("The performance model", "The model on a
+# shared host"):
 #   - time of a full profile (--refresh) and of a quick one (--refresh --quick);
 #   - RUNS multiplies of size N per policy, interleaved (every policy once per round, so the
 #     shared machine's drift hits all alike), reporting per policy the median (min..max) of the

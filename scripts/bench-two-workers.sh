@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two uncapped workers against this machine alone (issue 15's target: at least 0.92 of local
+# Two uncapped workers against this machine alone (the target, docs/performance.md: at least 0.92 of local
 # two-thread OpenBLAS at n = 4096 and 0.88 at n = 2048; worker communication CPU under 3%).
 # CONFIG (configs/local.yaml: two single-thread workers on loopback, no root) multiplies n x n with
 # POLICY, verified; tessera-local-gemm-bench multiplies the same size on this machine with

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What encryption costs (issue 16's target: encrypted within 10% of plain): RUNS multiplies of
+# What encryption costs (the target: encrypted within 10% of plain; figures in
+# docs/performance.md, "Encrypted links"): RUNS multiplies of
 # size N on CONFIG with plain links and RUNS with `wire: encrypted` (TLS 1.3), interleaved in
 # pairs (plain, encrypted, plain, ...) so the shared machine's drift hits both alike, against the
 # same workers (started by `tessera up` with --wire any, they serve both) and the same profile.

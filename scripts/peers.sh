@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The peers study (issue 15 part 5): Tessera beside ScaLAPACK (pdgemm over OpenMPI) and Dask
+# The peers study (docs/studies.md): Tessera beside ScaLAPACK (pdgemm over OpenMPI) and Dask
 # distributed, all under the same emulation. For each cluster file it brings up its own copy of
 # the cluster (cluster peers-<name>, ports 7601.., run folder build/peers/run), profiles it, and
 # for each n runs RUNS interleaved rounds; a round is, in an order rotated from round to round:

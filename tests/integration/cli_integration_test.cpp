@@ -272,7 +272,7 @@ TEST_F(CliCluster, NpyInputsAndOutput) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hostile and broken inputs (issue 12): every one ends in a sentence and an exit code, never an
+// Hostile and broken inputs (docs/failures-and-security.md): every one ends in a sentence and an exit code, never an
 // abort, a hang or a write through someone else's link.
 
 TEST_F(CliCluster, SpecialFilesAsConfigAreRefusedByWhatTheyAre) {

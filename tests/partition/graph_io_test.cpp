@@ -213,7 +213,7 @@ TEST(ParseFromText, CarriageReturnsAndSourceName) {
 
 }  // namespace
 // Headers that claim more than the file holds are refused at once, before anything is sized by
-// them (issue 12: a 77-byte .mtx claiming 2e9 rows ended in std::bad_alloc).
+// them (a 77-byte .mtx claiming 2e9 rows once ended in std::bad_alloc).
 TEST(GraphHeaders, ClaimsTheFileCannotHoldAreRefusedQuickly) {
   const auto start = std::chrono::steady_clock::now();
   expect_rejected("lying-entries.mtx", 2, "announces 2000000000 entries but the 4 bytes after it can hold at most 1");

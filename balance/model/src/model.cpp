@@ -36,7 +36,7 @@ constexpr double kResultOverheadBytes = tp::kHeaderSize + tp::kResultPrefixSize;
 constexpr double kFinishTimeTolerance = 1e-6;
 constexpr int kMaxBisectionSteps = 60;
 // Sizing the model plan again with the host's cores shared as the last plan left them settles
-// within two passes on the clusters measured (README, "The performance model").
+// within two passes on the clusters measured (docs/performance.md, "The model on a shared host").
 constexpr int kHostSharingPasses = 2;
 
 // Max-min fair (water-filling) rates for flows with the given caps sharing `capacity`; a capacity

@@ -44,7 +44,7 @@ using support::text_list;
 using support::write_text_file;
 using Clock = std::chrono::steady_clock;
 
-// The targets issue 17 sets the scheduled evaluation, stated next to the figures they apply to.
+// What the scheduled evaluation is held to (docs/performance.md), stated next to the figures they apply to.
 constexpr double kTargetPredictionError = 0.10;  // |predicted - measured| / measured makespan
 constexpr double kTargetSpeedupShare = 0.85;     // of the theoretical speed-up, on local-mixed-lan
 constexpr double kTargetBytesShare = 0.5;        // scheduled / naive bytes, on Markov and HITS

@@ -46,13 +46,13 @@ struct EngineOptions {
   double idle_residual = 0.0;
   // Async pagerank/katz: share of the pending vertices a sweep updates, (0, 1]. 1 (every pending
   // vertex) needed within 5% of the edge updates of Maiter's sampled top quarter on every graph
-  // measured, at up to twice the speed per edge (README "Graph algorithms").
+  // measured, at up to twice the speed per edge (docs/graphs.md; figures in docs/performance.md).
   double priority_fraction = 1.0;
   // Outside deltas leave at the end of every sweep (pagerank, katz), or for cc/sssp, which have no
   // sweeps, when a destination holds batch_max_entries or its oldest is batch_max_age old; at
   // most batch_max_entries go in one batch. 65536 (768 KiB frames) and 10 ms: smaller and
   // sooner sent the same outside vertices again and again (4096 entries doubled a Pi's peer bytes
-  // on R-MAT, README).
+  // on R-MAT; docs/graphs.md).
   uint32_t batch_max_entries = 65536;
   std::chrono::microseconds batch_max_age{10000};
   bool operator==(const EngineOptions&) const = default;

@@ -1,6 +1,6 @@
 // The graph service: holds one part of a graph run and runs its engine (asynchronous
 // accumulative updates, or synchronous steps), exchanging deltas directly with the workers that
-// hold the other parts (capability transport::kCapabilityGraph; issue 13).
+// hold the other parts (capability transport::kCapabilityGraph).
 //
 // Coordinator session (layouts and replies in graph/wire_codec.hpp):
 //   GRAPH_LOAD   the run's setup and this worker's part. The claimed payload is charged to the

@@ -1,6 +1,6 @@
 // ClusterSpec: the cluster description a user writes in YAML, loaded and validated strictly.
 //
-// Schema (README has the full table):
+// Schema (docs/cluster-file.md has every key, default and error message):
 //   cluster: NAME                       required, [A-Za-z0-9_.-]{1,64}
 //   secret: TEXT | secret_file: PATH    exactly one; a relative secret_file is resolved against
 //                                       the YAML file's folder
@@ -36,7 +36,7 @@ namespace tessera::balance::cluster {
 struct EmulationSpec {
   double cpu = 0;
   // The CFS period over which the cpu quota is enforced. 20 ms, chosen by measurement
-  // (scripts/bench-cpu-period.sh, README): with the kernel's 100 ms a quarter core ran a 20 ms job
+  // (scripts/bench-cpu-period.sh, docs/emulation.md): with the kernel's 100 ms a quarter core ran a 20 ms job
   // at full speed (1.14x an uncapped node's time instead of 4x); at 20 ms it took 4.01x, and long
   // jobs 4.17x against 4.15x at 100 ms, so the shorter period costs nothing measurable.
   uint32_t cpu_period_us = 20000;

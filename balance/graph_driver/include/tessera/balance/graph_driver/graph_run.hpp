@@ -88,7 +88,7 @@ struct GraphRunOptions {
   // 100 ms: a poll costs each worker one small frame and the coordinator a round trip (well
   // under a millisecond on a LAN), so ten a second are free, while termination is noticed at
   // most about two intervals after it happens; the AAU thesis' 4 s would add seconds to every
-  // run that converges in a few. README has the measurement.
+  // run that converges in a few (fixed intervals measured: docs/graphs.md, "Poll interval").
   std::chrono::milliseconds poll_interval{100};
   // Values fetched from every node this often while a run goes on, to restart from if the node
   // is lost. 1 s: a lost node costs at most a second of its part's work, and the fetch (8 bytes
@@ -110,7 +110,7 @@ struct GraphRunOptions {
   // below the others' waits for their deltas instead of polishing its own. At most 1. Off (0) by
   // default: on the emulated mixed lab 0.5 cut PageRank's edge updates by about a third on R-MAT
   // and log-normal graphs but never shortened the wall time, and lengthened it on meshes
-  // (scripts/bench-graph-level.sh; README "Graph targets, measured").
+  // (scripts/bench-graph-level.sh; docs/performance.md, "Graph targets").
   double priority_level_fraction = 0.0;
   // How nodes reach each other (peers.hpp); empty: the NodeSpec hosts.
   PeerHosts peer_hosts;
