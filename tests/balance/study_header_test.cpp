@@ -84,7 +84,8 @@ TEST_F(StudyHeader, CommonKeysLandInEveryKindAndRepeatIsChecked) {
       head + "cluster: c.yaml\n" + kMultiplyRest, head + "workload: graph\nclusters: [c.yaml]\n" + kGraphRest,
       head + "workload: expressions\nclusters: [c.yaml]\n" + kExpressionRest);
   for (const std::string& message : ok) EXPECT_EQ(message, "");
-  Result<study::GraphStudy> graph = study::load_graph_study(write(head + "clusters: [c.yaml]\n" + kGraphRest));
+  Result<study::GraphStudy> graph =
+      study::load_graph_study(write(head + "workload: graph\nclusters: [c.yaml]\n" + kGraphRest));
   ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
   EXPECT_EQ(graph->name, "s");
   EXPECT_EQ(graph->description, "words");
@@ -93,10 +94,10 @@ TEST_F(StudyHeader, CommonKeysLandInEveryKindAndRepeatIsChecked) {
 
   const std::vector<std::string> zero = messages_of_all_kinds(
       "study: s\nrepeat: 0\ncluster: c.yaml\n" + std::string(kMultiplyRest),
-      "study: s\nrepeat: 0\nclusters: [c.yaml]\n" + std::string(kGraphRest),
+      "study: s\nworkload: graph\nrepeat: 0\nclusters: [c.yaml]\n" + std::string(kGraphRest),
       "study: s\nworkload: expressions\nrepeat: 0\nclusters: [c.yaml]\n" + std::string(kExpressionRest));
   EXPECT_NE(zero[0].find(":2: the study has repeat: 0"), std::string::npos) << zero[0];
-  EXPECT_NE(zero[1].find(":2: the study has repeat: 0"), std::string::npos) << zero[1];
+  EXPECT_NE(zero[1].find(":3: the study has repeat: 0"), std::string::npos) << zero[1];
   EXPECT_NE(zero[2].find(":3: the study has repeat: 0"), std::string::npos) << zero[2];
 }
 

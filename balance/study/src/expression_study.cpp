@@ -39,9 +39,10 @@ constexpr double kTargetBytesShare = 0.5;        // scheduled / naive bytes, on 
 // ---------------------------------------------------------------------------------------------
 // Study file
 
-const StudyFileSchema kExpressionStudySchema{
-    "an expression study", {"study", "workload", "description", "clusters", "benchmarks", "modes", "repeat"},
-    "expressions", "expressions", /*workload_required=*/true};
+const StudyFileSchema kExpressionStudySchema{.kind = "an expression study",
+                                             .workload = "expressions",
+                                             .name_example = "expressions",
+                                             .own_keys = {"benchmarks", "modes"}};
 const std::vector<std::string> kBenchmarkKeys = {"name", "expression", "inputs"};
 constexpr std::string_view kBenchmarkExample =
     "{name: markov, expression: \"u * P^16\", inputs: {u: \"random:1x4096\", P: \"random:4096x4096\"}}";
@@ -573,8 +574,8 @@ session::EvalOptions eval_options(ExpressionMode mode, const std::string& fastes
 // The expression study as the study runner runs it: each cell is one benchmark in one mode.
 class ExpressionStudyKind final : public StudyKind {
  public:
-  explicit ExpressionStudyKind(const ExpressionStudy& study)
-      : StudyKind(outline_for(study)),
+  ExpressionStudyKind(const ExpressionStudy& study, StudyOutline outline)
+      : StudyKind(std::move(outline)),
         study_(study) {}
 
   Status prepare(const std::string&, std::ostream&) override {
@@ -634,13 +635,6 @@ class ExpressionStudyKind final : public StudyKind {
   std::string report_body() const override { return expression_study_report(study_, clusters_, groups_); }
 
  private:
-  static StudyOutline outline_for(const ExpressionStudy& study) {
-    StudyOutline outline = outline_of(study);
-    outline.files_note = "Files: `results.csv` (one row per run), `summary.csv` (median, min, max per cluster, "
-                         "benchmark and mode), the plots' data (`*.dat`) and gnuplot scripts (`*.gp`).\n";
-    return outline;
-  }
-
   const ExpressionStudy& study_;
   std::vector<PreparedBenchmark> prepared_;
   std::vector<ExpressionClusterFacts> clusters_;
@@ -671,7 +665,10 @@ Result<ExpressionStudy> load_expression_study(const std::string& path) {
 }
 
 Status run_expression_study(const ExpressionStudy& study, const ExperimentOptions& options, std::ostream& progress) {
-  ExpressionStudyKind kind(study);
+  StudyOutline outline = outline_of(study);
+  outline.files_note = "Files: `results.csv` (one row per run), `summary.csv` (median, min, max per cluster, "
+                       "benchmark and mode), the plots' data (`*.dat`) and gnuplot scripts (`*.gp`).\n";
+  ExpressionStudyKind kind(study, std::move(outline));
   return run_study(kind, options, progress);
 }
 

@@ -36,11 +36,10 @@ using namespace support;
 // Study file
 
 const StudyFileSchema kGraphStudySchema{
-    "a graph study",
-    {"study", "workload", "description", "clusters", "graphs", "algorithms", "modes", "partitions", "weights",
-     "fast_shares", "tolerance", "beta", "source", "repeat"},
-    "aau-vs-sync",
-    "graph"};
+    .kind = "a graph study",
+    .workload = "graph",
+    .name_example = "aau-vs-sync",
+    .own_keys = {"graphs", "algorithms", "modes", "partitions", "weights", "fast_shares", "tolerance", "beta", "source"}};
 
 GraphStudy parse_graph_study(const YAML::Node& root, const std::string& path) {
   const cluster::YamlMap keys = study_keys(root, kGraphStudySchema);
@@ -466,8 +465,8 @@ graph_driver::TargetWeights share_weights(double share, std::size_t nodes) {
 // The graph study as the study runner runs it: each cell is one graph under one combination.
 class GraphStudyKind final : public StudyKind {
  public:
-  GraphStudyKind(const GraphStudy& study, const ExperimentOptions& options)
-      : StudyKind(outline_for(study)),
+  GraphStudyKind(const GraphStudy& study, StudyOutline outline, const ExperimentOptions& options)
+      : StudyKind(std::move(outline)),
         study_(study),
         options_(options),
         combos_(combinations(study)) {}
@@ -544,16 +543,6 @@ class GraphStudyKind final : public StudyKind {
   std::string report_body() const override { return graph_study_report(study_, clusters_, groups_); }
 
  private:
-  static StudyOutline outline_for(const GraphStudy& study) {
-    StudyOutline outline = outline_of(study);
-    outline.required_capabilities = transport::kCapabilityGemm | transport::kCapabilityGraph;
-    outline.files_note =
-        "Files: `results.csv` (one row per run), `nodes.csv` (one row per node and run), `traces.csv` (residual per "
-        "poll or step), `summary.csv` (median, min, max per combination), the plots' data (`*.dat`) and gnuplot "
-        "scripts (`*.gp`).\n";
-    return outline;
-  }
-
   const GraphStudy& study_;
   const ExperimentOptions& options_;
   const std::vector<Combination> combos_;
@@ -572,7 +561,13 @@ Result<GraphStudy> load_graph_study(const std::string& path) {
 }
 
 Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options, std::ostream& progress) {
-  GraphStudyKind kind(study, options);
+  StudyOutline outline = outline_of(study);
+  outline.required_capabilities = transport::kCapabilityGemm | transport::kCapabilityGraph;
+  outline.files_note =
+      "Files: `results.csv` (one row per run), `nodes.csv` (one row per node and run), `traces.csv` (residual per "
+      "poll or step), `summary.csv` (median, min, max per combination), the plots' data (`*.dat`) and gnuplot "
+      "scripts (`*.gp`).\n";
+  GraphStudyKind kind(study, std::move(outline), options);
   return run_study(kind, options, progress);
 }
 

@@ -35,10 +35,12 @@ using namespace support;
 // Study file
 
 const StudyFileSchema kMultiplyStudySchema{
-    "a study",
-    {"study", "description", "cluster", "policies", "sizes", "repeat", "overlap", "panels_in_flight", "node_counts",
-     "sweep", "verify", "workload"},
-    "balanced-vs-even", "multiply", /*workload_required=*/false, /*one_cluster=*/true};
+    .kind = "a study",
+    .workload = "multiply",
+    .name_example = "balanced-vs-even",
+    .own_keys = {"policies", "sizes", "overlap", "panels_in_flight", "node_counts", "sweep", "verify"},
+    .workload_required = false,
+    .one_cluster = true};
 
 const std::vector<std::string> kSweepKeys = {"kind", "cpu"};
 
@@ -602,8 +604,8 @@ std::string multiply_study_report(const Study& study, const std::vector<Variant>
 // matrices of a size are made once).
 class MultiplyStudyKind final : public StudyKind {
  public:
-  MultiplyStudyKind(const Study& study, const ExperimentOptions& options)
-      : StudyKind(outline_for(study)),
+  MultiplyStudyKind(const Study& study, StudyOutline outline, const ExperimentOptions& options)
+      : StudyKind(std::move(outline)),
         study_(study),
         options_(options) {}
 
@@ -684,18 +686,6 @@ class MultiplyStudyKind final : public StudyKind {
   std::string report_body() const override { return multiply_study_report(study_, variants_, groups_); }
 
  private:
-  static StudyOutline outline_for(const Study& study) {
-    StudyOutline outline = outline_of(study);
-    outline.output_subfolder = "clusters";  // the variants' derived cluster files
-    outline.interleaved = false;
-    outline.interrupted_code = StatusCode::kInternal;
-    outline.show_notices = false;
-    outline.files_note = "Files: `results.csv` (one row per run), `nodes.csv` (one row per node and run), "
-                         "`summary.csv` (median, min, max per combination), the plots' data (`*.dat`) and gnuplot "
-                         "scripts (`*.gp`).\n";
-    return outline;
-  }
-
   // A and B of one size (the same seeds for every run, so every policy multiplies the same
   // matrices), and C to hold the product.
   struct SizeMatrices {
@@ -740,7 +730,15 @@ Result<StudyPolicy> parse_study_policy(std::string_view text) {
 Result<Study> load_study(const std::string& path) { return load_study_file<Study>(path, parse_study); }
 
 Status run_experiment(const Study& study, const ExperimentOptions& options, std::ostream& progress) {
-  MultiplyStudyKind kind(study, options);
+  StudyOutline outline = outline_of(study);
+  outline.output_subfolder = "clusters";  // the variants' derived cluster files
+  outline.interleaved = false;
+  outline.interrupted_code = StatusCode::kInternal;
+  outline.show_notices = false;
+  outline.files_note = "Files: `results.csv` (one row per run), `nodes.csv` (one row per node and run), "
+                       "`summary.csv` (median, min, max per combination), the plots' data (`*.dat`) and gnuplot "
+                       "scripts (`*.gp`).\n";
+  MultiplyStudyKind kind(study, std::move(outline), options);
   return run_study(kind, options, progress);
 }
 

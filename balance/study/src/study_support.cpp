@@ -57,12 +57,18 @@ Result<std::string> make_output_folder(const std::string& out_dir, const std::st
 }
 
 cluster::YamlMap study_keys(const YAML::Node& root, const StudyFileSchema& schema) {
+  // A file of the default kind need not say its workload, so the key comes last in the list.
+  std::vector<std::string> keys = {"study", "description", schema.one_cluster ? "cluster" : "clusters"};
+  if (schema.workload_required) keys.insert(keys.begin() + 1, "workload");
+  keys.insert(keys.end(), schema.own_keys.begin(), schema.own_keys.end());
+  keys.emplace_back("repeat");
+  if (!schema.workload_required) keys.emplace_back("workload");
   const int root_line = cluster::yaml_line(root, 1);
   if (!root.IsMap()) {
     cluster::fail_at(root_line, fmt::format("the study file holds {} at the top; {} is a mapping with keys {}",
-                                            cluster::describe_yaml(root), schema.kind, join(schema.keys, ", ")));
+                                            cluster::describe_yaml(root), schema.kind, join(keys, ", ")));
   }
-  return cluster::YamlMap(root, root_line, schema.keys, "the study");
+  return cluster::YamlMap(root, root_line, std::move(keys), "the study");
 }
 
 StudyHeader read_study_header(const cluster::YamlMap& keys, const std::string& path, const StudyFileSchema& schema) {

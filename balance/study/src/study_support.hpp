@@ -32,13 +32,13 @@ namespace tessera::balance::study::support {
 // A study's name names its output folder.
 inline constexpr char kStudyNameCharacters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
 
-// The keys every study file has, as one kind of study spells them.
+// How one kind of study spells the keys every study file has, and the keys it adds.
 struct StudyFileSchema {
-  std::string_view kind;             // "a study", "a graph study": names the kind in messages
-  std::vector<std::string> keys;     // every top-level key the kind allows, the common ones included
-  std::string_view name_example;     // for `study: NAME`, e.g. "balanced-vs-even"
-  std::string_view workload;         // what `workload:` must say: "multiply", "graph", "expressions"
-  bool workload_required = false;    // false: the key may be left out
+  std::string_view kind{};           // "a study", "a graph study": names the kind in messages
+  std::string_view workload{};       // what `workload:` must say: "multiply", "graph", "expressions"
+  std::string_view name_example{};   // for `study: NAME`, e.g. "balanced-vs-even"
+  std::vector<std::string> own_keys{};  // the kind's keys besides the common ones
+  bool workload_required = true;     // false only for the default kind, multiply
   bool one_cluster = false;          // `cluster: PATH` (multiply) instead of `clusters: [PATH, ...]`
 };
 
@@ -52,8 +52,8 @@ struct StudyHeader {
   std::optional<uint32_t> repeat;          // absent: the kind's default
 };
 
-// The study file's top level as a map of `schema.keys`; fails (fail_at) when it is not a mapping
-// or holds another key.
+// The study file's top level as a map of the common keys and schema.own_keys; fails (fail_at) when
+// it is not a mapping or holds another key.
 cluster::YamlMap study_keys(const YAML::Node& root, const StudyFileSchema& schema);
 // Reads the common keys; fails (fail_at) on the first problem, at its line.
 StudyHeader read_study_header(const cluster::YamlMap& keys, const std::string& path, const StudyFileSchema& schema);
