@@ -195,11 +195,13 @@ std::string format_duration(double seconds) {
   return total >= 60 ? fmt::format("{}m{:02}s", total / 60, total % 60) : fmt::format("{}s", total);
 }
 
-// Brings a variant's cluster up unless it already runs; returns whether this study started it
-// (and so may stop it). A running cluster is recognised where it really listens: nodes with
-// shaped links answer at the namespace addresses `tessera up` recorded in the run directory, not
-// at the config's loopback addresses, so asking the config would miss a cluster the user started
-// and then stop it at the end of the study.
+namespace {
+
+// Brings `spec`'s cluster up unless it already runs; returns whether this call started it (and
+// so the study may stop it); `label` names it in progress lines. A running cluster is recognised
+// where it really listens: nodes with shaped links answer at the namespace addresses `tessera up`
+// recorded in the run directory, not at the config's loopback addresses, so asking the config
+// would miss a cluster the user started and then stop it at the end of the study.
 Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& label, const local::LocalClusterOptions& local,
                        std::ostream& progress) {
   cluster::ClusterSpec recorded = spec;
@@ -226,6 +228,8 @@ Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& labe
   progress << fmt::format("started cluster '{}' ({})\n", spec.name, label);
   return true;
 }
+
+}  // namespace
 
 Result<std::unique_ptr<StudyCluster>> StudyCluster::open(const std::string& path, const local::LocalClusterOptions& local,
                                                          uint64_t required_capabilities, std::ostream& progress) {

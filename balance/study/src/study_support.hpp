@@ -152,10 +152,6 @@ Result<StudyT> load_study_file(const std::string& path, Parse&& parse) {
 // `subfolder` inside when given; kIoError naming it when it cannot be.
 Result<std::string> make_output_folder(const std::string& out_dir, const std::string& study_name,
                                        const std::string& subfolder = "");
-// Brings `spec`'s cluster up unless it already runs; returns whether this call started it (and so
-// the study may stop it). `label` names it in progress lines.
-Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& label, const local::LocalClusterOptions& local,
-                       std::ostream& progress);
 
 // One cluster of a study: loaded from its file, brought up unless it runs, connected (every node
 // offering `required_capabilities`) and profiled afresh ("profiling 'NAME'" on `progress`). When
