@@ -1,10 +1,11 @@
+// The expression study (expression_study.hpp): benchmarks evaluated on clusters in each mode,
+// repetitions interleaved, every run verified, and its tables, plots and report sections. The
+// loop, the clusters' lifecycle and report.md's frame are the study runner's (study_runner.hpp).
 #include "tessera/balance/study/expression_study.hpp"
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "study_runner.hpp"
 #include "study_support.hpp"
 #include "tessera/balance/cluster/strict_yaml.hpp"
 #include "tessera/balance/expr/parse.hpp"
@@ -21,28 +23,13 @@
 #include "tessera/balance/session/session.hpp"
 #include "tessera/core/stats.hpp"
 #include "tessera/core/strings.hpp"
-#include "tessera/core/time.hpp"
 #include "tessera/linalg/matrix.hpp"
 
 namespace tessera::balance::study {
 
-namespace fs = std::filesystem;
-
 namespace {
 
-using support::csv_number;
-using support::draw_plot;
-using support::format_duration;
-using support::interrupted;
-using support::kStudyNameCharacters;
-using support::maximum;
-using support::minimum;
-using support::parsed_list;
-using support::ratio_text;
-using support::Plots;
-using support::text_list;
-using support::write_text_file;
-using Clock = std::chrono::steady_clock;
+using namespace support;
 
 // What the scheduled evaluation is held to (docs/performance.md), stated next to the figures they apply to.
 constexpr double kTargetPredictionError = 0.10;  // |predicted - measured| / measured makespan
@@ -52,8 +39,10 @@ constexpr double kTargetBytesShare = 0.5;        // scheduled / naive bytes, on 
 // ---------------------------------------------------------------------------------------------
 // Study file
 
-const std::vector<std::string> kExpressionStudyKeys = {"study",      "workload", "description", "clusters",
-                                                       "benchmarks", "modes",    "repeat"};
+const StudyFileSchema kExpressionStudySchema{.kind = "an expression study",
+                                             .workload = "expressions",
+                                             .name_example = "expressions",
+                                             .own_keys = {"benchmarks", "modes"}};
 const std::vector<std::string> kBenchmarkKeys = {"name", "expression", "inputs"};
 constexpr std::string_view kBenchmarkExample =
     "{name: markov, expression: \"u * P^16\", inputs: {u: \"random:1x4096\", P: \"random:4096x4096\"}}";
@@ -161,33 +150,9 @@ ExpressionBenchmark parse_benchmark(const cluster::YamlMap::Entry& item, const s
 }
 
 ExpressionStudy parse_expression_study(const YAML::Node& root, const std::string& path) {
-  const int root_line = cluster::yaml_line(root, 1);
-  if (!root.IsMap()) {
-    cluster::fail_at(root_line, "an expression study is a mapping with keys " + join(kExpressionStudyKeys, ", "));
-  }
-  const cluster::YamlMap keys(root, root_line, kExpressionStudyKeys, "the study");
+  const cluster::YamlMap keys = study_keys(root, kExpressionStudySchema);
   ExpressionStudy study;
-  study.source_path = path;
-  const std::optional<std::string> name = keys.text("study", "expressions");
-  if (!name) keys.fail_missing("study", "NAME");
-  if (name->find_first_not_of(kStudyNameCharacters) != std::string::npos) {
-    cluster::fail_at(keys.find("study")->line, fmt::format("study name {} has characters other than letters, digits, _ . -; "
-                                                  "it names the output folder, e.g. study: expressions",
-                                                  cluster::single_quoted(*name)));
-  }
-  study.name = *name;
-  study.description = keys.text_or_empty("description").value_or("");
-  const std::optional<std::string> workload = keys.text("workload", "expressions");
-  if (!workload) keys.fail_missing("workload", "expressions");
-  if (*workload != "expressions") {
-    cluster::fail_at(keys.find("workload")->line, fmt::format("workload {} is not an expression study; write workload: expressions",
-                                                     cluster::single_quoted(*workload)));
-  }
-  const fs::path base = fs::path(path).parent_path();
-  for (const std::string& cluster : text_list(keys, "clusters", "[../configs/local-mixed-lan.yaml]")) {
-    study.cluster_paths.push_back((base / cluster).lexically_normal().string());
-  }
-  if (study.cluster_paths.empty()) keys.fail_missing("clusters", "[../configs/local-mixed-lan.yaml]");
+  study.cluster_paths = read_study_header_into(study, keys, path, kExpressionStudySchema);
   const std::string benchmarks_example = "[" + std::string(kBenchmarkExample) + "]";
   std::set<std::string> names;
   if (std::optional<std::vector<cluster::YamlMap::Entry>> items = keys.list("benchmarks", benchmarks_example)) {
@@ -204,7 +169,6 @@ ExpressionStudy parse_expression_study(const YAML::Node& root, const std::string
       cluster::fail_at(keys.find("modes")->line, "a mode is listed twice; list each once, e.g. modes: [scheduled, sequence]");
     }
   }
-  if (std::optional<uint64_t> repeat = keys.integer("repeat", 1, 1000, "3")) study.repeat = static_cast<uint32_t>(*repeat);
   return study;
 }
 
@@ -264,11 +228,8 @@ ExpressionRunRecord figures_of(const report::EvalOutcome& outcome) {
   return record;
 }
 
-struct ExpressionClusterFacts {
-  std::string path;
-  cluster::ClusterSpec spec;
-  std::vector<double> speeds;  // profiled GFLOP/s, cluster order
-  std::string fastest;         // the node fastest-alone runs on
+struct ExpressionClusterFacts : ClusterFacts {
+  std::string fastest;  // the node fastest-alone runs on
 };
 
 // Runs compared with each other: everything but the repetition.
@@ -426,11 +387,11 @@ void plot_modes(const std::string& out_dir, const ExpressionStudy& study, const 
                                 expression_mode_name(study.modes[m]));
     }
     const std::string script = fmt::format(
-        "{}set output '{}/{}.png'\nset title 'Makespan per benchmark and mode on {} (median, min..max)'\n"
+        "set title 'Makespan per benchmark and mode on {} (median, min..max)'\n"
         "set ylabel 'seconds'\nset yrange [0:*]\nset datafile missing '?'\nset style data histograms\n"
         "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset boxwidth 0.9\n"
         "plot {}\n",
-        kPlotHeader, out_dir, stem, clusters[cluster].spec.name, plot_lines);
+        clusters[cluster].spec.name, plot_lines);
     draw_plot(out_dir, stem, data, script,
               fmt::format("Makespan of each benchmark on {} in each mode (median of the repetitions; bars span "
                           "min..max). Sequence: the products' makespans summed (sums on the coordinator and the gaps "
@@ -468,12 +429,12 @@ void plot_prediction(const std::string& out_dir, const ExpressionStudy& study, c
   }
   const double top = largest * 1.1;
   const std::string script = fmt::format(
-      "{}set output '{}/{}.png'\nset title 'Scheduled runs: predicted against measured makespan'\n"
+      "set title 'Scheduled runs: predicted against measured makespan'\n"
       "set xlabel 'measured makespan, seconds'\nset ylabel 'predicted makespan, seconds'\nset xrange [0:{:.6g}]\n"
       "set yrange [0:{:.6g}]\n"
       "plot x with lines dt 1 lc rgb '#606060' title 'predicted = measured', {:.3f}*x with lines dt 2 lc rgb '#a0a0a0' "
       "title '+-{:.0f}%', {:.3f}*x with lines dt 2 lc rgb '#a0a0a0' notitle{}\n",
-      kPlotHeader, out_dir, stem, top, top, 1.0 - kTargetPredictionError, 100.0 * kTargetPredictionError,
+      top, top, 1.0 - kTargetPredictionError, 100.0 * kTargetPredictionError,
       1.0 + kTargetPredictionError, plot_lines);
   draw_plot(out_dir, stem, data, script,
             fmt::format("Predicted against measured makespan of every scheduled and fastest-alone run, one point per "
@@ -559,23 +520,15 @@ std::string report_tables(const ExpressionStudy& study, const std::vector<Expres
   return md;
 }
 
-Status write_report(const std::string& out_dir, const ExpressionStudy& study, const ExperimentOptions& options,
-                    const std::vector<ExpressionClusterFacts>& clusters, const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups,
-                    const Plots& plots, const std::string& started_at, double seconds, bool complete) {
-  std::string md = support::report_header(study.name, study.description, study.source_path, options.command_line,
-                                                started_at, seconds, options.repeat.value_or(study.repeat),
-                                                ", interleaved", complete);
-  md += fmt::format("- Modes: {}. scheduled: the tiled task DAG placed by HEFT with tile caches; sequence: one "
-                    "multiply per product, every intermediate back on the coordinator; fastest-alone: scheduled on "
-                    "the node with the highest profiled GFLOP/s alone. Every run verified (Freivalds).\n",
-                    join(study.modes, ", ", expression_mode_name));
+std::string expression_study_report(const ExpressionStudy& study, const std::vector<ExpressionClusterFacts>& clusters,
+                                    const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups) {
+  std::string md = fmt::format("- Modes: {}. scheduled: the tiled task DAG placed by HEFT with tile caches; sequence: one "
+                               "multiply per product, every intermediate back on the coordinator; fastest-alone: "
+                               "scheduled on the node with the highest profiled GFLOP/s alone. Every run verified "
+                               "(Freivalds).\n",
+                               join(study.modes, ", ", expression_mode_name));
   for (const ExpressionClusterFacts& facts : clusters) {
-    std::vector<std::string> speeds;
-    for (std::size_t i = 0; i < facts.speeds.size(); ++i) {
-      speeds.push_back(fmt::format("{} {:.1f}", facts.spec.nodes[i].name, facts.speeds[i]));
-    }
-    md += fmt::format("- Cluster `{}` (`{}`): {}; profiled GFLOP/s: {}; fastest alone: {}\n", facts.spec.name,
-                      facts.path, support::emulation_description(facts.spec), join(speeds, ", "), facts.fastest);
+    md += fmt::format("- {}; fastest alone: {}\n", cluster_facts_line(facts), facts.fastest);
   }
   for (const ExpressionBenchmark& b : study.benchmarks) {
     md += fmt::format("- Benchmark `{}`: `{}` with {}\n", b.name, b.expression, inputs_text(b));
@@ -583,13 +536,7 @@ Status write_report(const std::string& out_dir, const ExpressionStudy& study, co
   md += "\nMakespan: scheduled modes, from the first byte sent to the result's last byte received; sequence, the "
         "products' makespans summed (the sums on the coordinator and the gaps between products are in the wall time "
         "only). Wall time is the whole evaluation as the caller waited for it, verification included.\n";
-  md += report_tables(study, clusters, groups);
-  md += "\n";
-  for (const auto& [file, caption] : plots.files) md += fmt::format("![{}]({})\n\n*{}*\n\n", file, file, caption);
-  for (const std::string& problem : plots.problems) md += "Plot not drawn: " + problem + "\n\n";
-  md += "Files: `results.csv` (one row per run), `summary.csv` (median, min, max per cluster, benchmark and mode), the "
-        "plots' data (`*.dat`) and gnuplot scripts (`*.gp`).\n";
-  return write_text_file(out_dir + "/report.md", md);
+  return md + report_tables(study, clusters, groups);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -602,7 +549,7 @@ struct PreparedBenchmark {
   expr::Expr expression;
 };
 
-Result<PreparedBenchmark> prepare(const ExpressionBenchmark& benchmark) {
+Result<PreparedBenchmark> prepare_benchmark(const ExpressionBenchmark& benchmark) {
   PreparedBenchmark prepared;
   for (const auto& [name, spec] : benchmark.inputs) {
     Result<GeneratedInput> input = parse_generated_input(spec);
@@ -624,6 +571,77 @@ session::EvalOptions eval_options(ExpressionMode mode, const std::string& fastes
   return options;
 }
 
+// The expression study as the study runner runs it: each cell is one benchmark in one mode.
+class ExpressionStudyKind final : public StudyKind {
+ public:
+  ExpressionStudyKind(const ExpressionStudy& study, StudyOutline outline)
+      : StudyKind(std::move(outline)),
+        study_(study) {}
+
+  Status prepare(const std::string&, std::ostream&) override {
+    for (const ExpressionBenchmark& benchmark : study_.benchmarks) {
+      Result<PreparedBenchmark> ready = prepare_benchmark(benchmark);
+      if (!ready) return ready.status();
+      prepared_.push_back(std::move(*ready));
+    }
+    return Status::ok();
+  }
+
+  Status use_cluster(StudyCluster& cluster, std::size_t index) override {
+    ExpressionClusterFacts facts{{study_.cluster_paths[index], cluster.spec(), cluster.speeds()}, ""};
+    const auto fastest = std::max_element(facts.speeds.begin(), facts.speeds.end());
+    facts.fastest = cluster.reachable().nodes[static_cast<std::size_t>(fastest - facts.speeds.begin())].name;
+    clusters_.push_back(std::move(facts));
+    return Status::ok();
+  }
+
+  std::size_t cells() const override { return study_.benchmarks.size() * study_.modes.size(); }
+
+  Status run_cell(StudyCluster& cluster, std::size_t, std::size_t cell, uint32_t repetition,
+                  const session::RunControl& control, RunCounter& counter) override {
+    const std::size_t benchmark = cell / study_.modes.size();
+    const ExpressionMode mode = study_.modes[cell % study_.modes.size()];
+    const std::string& cluster_name = cluster.spec().name;
+    const std::string label = fmt::format("{} {} on {} #{}", study_.benchmarks[benchmark].name,
+                                          expression_mode_name(mode), cluster_name, repetition);
+    Result<report::EvalOutcome> ran = cluster.session().evaluate(
+        prepared_[benchmark].expression, prepared_[benchmark].views, eval_options(mode, clusters_.back().fastest), control);
+    if (!ran) return ran.status().with_context(label + ": ");
+    ExpressionRunRecord record = figures_of(*ran);
+    record.cluster = clusters_.size() - 1;
+    record.benchmark = benchmark;
+    record.mode = mode;
+    record.repetition = repetition;
+    counter.finished(fmt::format("{} {} {} #{}: makespan {:.3f} s, wall {:.3f} s, {:.1f} MB moved{}", cluster_name,
+                                 study_.benchmarks[benchmark].name, expression_mode_name(mode), repetition,
+                                 record.makespan_s, record.wall_s, record.bytes_moved / 1e6,
+                                 record.verified ? "" : " NOT VERIFIED"));
+    const bool verified = record.verified;
+    records_.push_back(std::move(record));
+    if (!verified) return verification_failed(label + ": the value failed verification");
+    return Status::ok();
+  }
+
+  Status write_tables(const std::string& out_dir) override {
+    groups_ = summarise(records_);
+    return write_csvs(out_dir, study_, clusters_, records_, groups_);
+  }
+
+  void draw_plots(const std::string& out_dir, Plots& plots) override {
+    plot_modes(out_dir, study_, clusters_, groups_, plots);
+    plot_prediction(out_dir, study_, clusters_, records_, plots);
+  }
+
+  std::string report_body() const override { return expression_study_report(study_, clusters_, groups_); }
+
+ private:
+  const ExpressionStudy& study_;
+  std::vector<PreparedBenchmark> prepared_;
+  std::vector<ExpressionClusterFacts> clusters_;
+  std::vector<ExpressionRunRecord> records_;
+  std::map<ExpressionGroupKey, ExpressionGroupStats> groups_;
+};
+
 }  // namespace
 
 std::string_view expression_mode_name(ExpressionMode mode) {
@@ -643,100 +661,15 @@ Result<ExpressionMode> parse_expression_mode(std::string_view name) {
 }
 
 Result<ExpressionStudy> load_expression_study(const std::string& path) {
-  return support::load_study_file<ExpressionStudy>(path, parse_expression_study);
+  return load_study_file<ExpressionStudy>(path, parse_expression_study);
 }
 
 Status run_expression_study(const ExpressionStudy& study, const ExperimentOptions& options, std::ostream& progress) {
-  progress << std::unitbuf;
-  Result<std::string> folder = support::make_output_folder(options.out_dir, study.name);
-  if (!folder) return folder.status();
-  const std::string out_dir = *folder;
-
-  std::vector<PreparedBenchmark> prepared;
-  for (const ExpressionBenchmark& benchmark : study.benchmarks) {
-    Result<PreparedBenchmark> ready = prepare(benchmark);
-    if (!ready) return ready.status();
-    prepared.push_back(std::move(*ready));
-  }
-
-  const uint32_t repeat = options.repeat.value_or(study.repeat);
-  const std::size_t total = study.cluster_paths.size() * repeat * study.benchmarks.size() * study.modes.size();
-  local::LocalClusterOptions local;
-  local.run_dir = options.run_dir;
-  const std::string started_at = utc_now(UtcFormat::kReadable);
-  const auto start = Clock::now();
-  std::vector<ExpressionClusterFacts> clusters;
-  std::vector<ExpressionRunRecord> records;
-  Status outcome = Status::ok();
-  std::size_t done = 0;
-
-  for (const std::string& cluster_path : study.cluster_paths) {
-    if (!outcome.is_ok() || interrupted(options)) break;
-    Result<std::unique_ptr<support::StudyCluster>> opened =
-        support::StudyCluster::open(cluster_path, local, transport::kCapabilityGemm, progress);
-    if (!opened) {
-      outcome = opened.status();
-      break;
-    }
-    support::StudyCluster& cluster = **opened;
-    const cluster::ClusterSpec* spec = &cluster.spec();
-    session::Session* session = &cluster.session();
-    ExpressionClusterFacts facts{cluster_path, *spec, cluster.speeds(), ""};
-    const auto fastest = std::max_element(facts.speeds.begin(), facts.speeds.end());
-    facts.fastest = cluster.reachable().nodes[static_cast<std::size_t>(fastest - facts.speeds.begin())].name;
-    clusters.push_back(facts);
-    const std::size_t cluster_index = clusters.size() - 1;
-
-    session::RunControl control;
-    control.cancel = options.interrupted;
-    control.on_notice = [&](const std::string& notice) { progress << "  " << notice << "\n"; };
-    for (uint32_t repetition = 1; repetition <= repeat && outcome.is_ok() && !interrupted(options); ++repetition) {
-      for (std::size_t benchmark = 0; benchmark < study.benchmarks.size(); ++benchmark) {
-        for (ExpressionMode mode : study.modes) {
-          if (!outcome.is_ok() || interrupted(options)) break;
-          const std::string label = fmt::format("{} {} on {} #{}", study.benchmarks[benchmark].name,
-                                                expression_mode_name(mode), spec->name, repetition);
-          Result<report::EvalOutcome> ran = session->evaluate(prepared[benchmark].expression, prepared[benchmark].views,
-                                                      eval_options(mode, facts.fastest), control);
-          if (!ran) {
-            outcome = ran.status().with_context(label + ": ");
-            break;
-          }
-          ExpressionRunRecord record = figures_of(*ran);
-          record.cluster = cluster_index;
-          record.benchmark = benchmark;
-          record.mode = mode;
-          record.repetition = repetition;
-          ++done;
-          const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-          progress << fmt::format("[{}/{}] {} {} {} #{}: makespan {:.3f} s, wall {:.3f} s, {:.1f} MB moved{}  ETA {}\n",
-                                  done, total, spec->name, study.benchmarks[benchmark].name, expression_mode_name(mode),
-                                  repetition, record.makespan_s, record.wall_s, record.bytes_moved / 1e6,
-                                  record.verified ? "" : " NOT VERIFIED",
-                                  format_duration(elapsed / static_cast<double>(done) * static_cast<double>(total - done)));
-          const bool verified = record.verified;
-          records.push_back(std::move(record));
-          if (!verified) {
-            outcome = verification_failed(label + ": the value failed verification");
-            break;
-          }
-        }
-      }
-    }
-  }
-  if (interrupted(options) && outcome.is_ok()) outcome = Status(StatusCode::kCancelled, "interrupted");
-
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const std::map<ExpressionGroupKey, ExpressionGroupStats> groups = summarise(records);
-  TESSERA_RETURN_IF_ERROR(write_csvs(out_dir, study, clusters, records, groups));
-  Plots plots;
-  if (!records.empty()) {
-    plot_modes(out_dir, study, clusters, groups, plots);
-    plot_prediction(out_dir, study, clusters, records, plots);
-  }
-  TESSERA_RETURN_IF_ERROR(write_report(out_dir, study, options, clusters, groups, plots, started_at, seconds, outcome.is_ok()));
-  progress << fmt::format("{} runs in {}; results in {}/report.md\n", records.size(), format_duration(seconds), out_dir);
-  return outcome;
+  StudyOutline outline = outline_of(study);
+  outline.files_note = "Files: `results.csv` (one row per run), `summary.csv` (median, min, max per cluster, "
+                       "benchmark and mode), the plots' data (`*.dat`) and gnuplot scripts (`*.gp`).\n";
+  ExpressionStudyKind kind(study, std::move(outline));
+  return run_study(kind, options, progress);
 }
 
 }  // namespace tessera::balance::study

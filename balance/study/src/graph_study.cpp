@@ -1,7 +1,9 @@
+// The graph study (graph_study.hpp): graph runs over clusters x graphs x algorithms, modes,
+// placements and weights, repetitions interleaved, and its tables, plots and report sections.
+// The loop, the clusters' lifecycle and report.md's frame are the study runner's (study_runner.hpp).
 #include "tessera/balance/study/graph_study.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -12,14 +14,13 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "study_runner.hpp"
 #include "study_support.hpp"
 #include "tessera/balance/cluster/strict_yaml.hpp"
-#include "tessera/balance/local/emulation.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/core/stats.hpp"
 #include "tessera/core/strings.hpp"
-#include "tessera/core/time.hpp"
 #include "tessera/graph/reference.hpp"
 #include "tessera/partition/generators.hpp"
 
@@ -29,40 +30,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using support::csv_number;
-using support::draw_plot;
-using support::format_duration;
-using support::interrupted;
-using support::maximum;
-using support::minimum;
-using support::parsed_list;
-using support::Plots;
-using support::text_list;
-using support::write_text_file;
-using Clock = std::chrono::steady_clock;
+using namespace support;
 
 // ---------------------------------------------------------------------------------------------
 // Study file
 
-const std::vector<std::string> kGraphStudyKeys = {"study",   "workload",   "description", "clusters", "graphs",
-                                                  "algorithms", "modes",   "partitions",  "weights",  "fast_shares",
-                                                  "tolerance", "beta",     "source",      "repeat"};
+const StudyFileSchema kGraphStudySchema{
+    .kind = "a graph study",
+    .workload = "graph",
+    .name_example = "aau-vs-sync",
+    .own_keys = {"graphs", "algorithms", "modes", "partitions", "weights", "fast_shares", "tolerance", "beta", "source"}};
 
 GraphStudy parse_graph_study(const YAML::Node& root, const std::string& path) {
-  const int root_line = cluster::yaml_line(root, 1);
-  if (!root.IsMap()) cluster::fail_at(root_line, "a graph study is a mapping with keys " + join(kGraphStudyKeys, ", "));
-  const cluster::YamlMap keys(root, root_line, kGraphStudyKeys, "the study");
+  const cluster::YamlMap keys = study_keys(root, kGraphStudySchema);
   GraphStudy study;
-  study.source_path = path;
-  const std::optional<std::string> name = keys.text("study", "aau-vs-sync");
-  if (!name) keys.fail_missing("study", "NAME");
-  study.name = *name;
-  study.description = keys.text_or_empty("description").value_or("");
+  study.cluster_paths = read_study_header_into(study, keys, path, kGraphStudySchema);
   const fs::path base = fs::path(path).parent_path();
-  for (const std::string& cluster : text_list(keys, "clusters", "[../configs/local-mixed-lan.yaml]")) {
-    study.cluster_paths.push_back((base / cluster).lexically_normal().string());
-  }
-  if (study.cluster_paths.empty()) keys.fail_missing("clusters", "[../configs/local-mixed-lan.yaml]");
   for (const std::string& graph : text_list(keys, "graphs", "[rmat:16]")) {
     study.graphs.push_back(partition::is_generator_spec(graph) ? graph : (base / graph).lexically_normal().string());
   }
@@ -89,7 +72,6 @@ GraphStudy parse_graph_study(const YAML::Node& root, const std::string& path) {
   }
   study.beta = keys.number("beta", cluster::NumberRange{0.0, 1.0, false, false}, "0.01");
   if (std::optional<uint64_t> source = keys.integer("source", 0, INT32_MAX, "0")) study.source = static_cast<int64_t>(*source);
-  if (std::optional<uint64_t> repeat = keys.integer("repeat", 1, 1000, "3")) study.repeat = static_cast<uint32_t>(*repeat);
   return study;
 }
 
@@ -106,12 +88,6 @@ struct GraphRunRecord {
   double fast_share = NAN;
   uint32_t repetition = 0;
   graph_driver::GraphOutcome outcome;
-};
-
-struct GraphClusterFacts {
-  std::string path;
-  cluster::ClusterSpec spec;
-  std::vector<double> speeds;  // profiled GFLOP/s, cluster order
 };
 
 // Runs compared with each other: everything but the repetition.
@@ -157,7 +133,7 @@ std::string file_stem(const std::string& graph) {
 // ---------------------------------------------------------------------------------------------
 // Output files
 
-Status write_csvs(const std::string& out_dir, const std::vector<GraphClusterFacts>& clusters,
+Status write_csvs(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
                   const std::vector<GraphRunRecord>& records) {
   std::string results =
       "cluster,graph,algorithm,mode,partition,weights,fast_share,repetition,vertices,edges,wall_s,edge_updates,"
@@ -196,7 +172,7 @@ Status write_csvs(const std::string& out_dir, const std::vector<GraphClusterFact
   return write_text_file(out_dir + "/traces.csv", traces);
 }
 
-Status write_summary(const std::string& out_dir, const std::vector<GraphClusterFacts>& clusters,
+Status write_summary(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
                      const std::map<GraphGroupKey, GraphGroupStats>& groups) {
   std::string csv = "cluster,graph,algorithm,mode,partition,weights,runs,wall_median_s,wall_min_s,wall_max_s,"
                     "edge_updates_median,edge_cut,all_verified\n";
@@ -211,7 +187,7 @@ Status write_summary(const std::string& out_dir, const std::vector<GraphClusterF
 }
 
 // One bar chart per cluster and graph: median wall time per combination, min..max as error bars.
-void plot_walls(const std::string& out_dir, const std::vector<GraphClusterFacts>& clusters,
+void plot_walls(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
                 const std::map<GraphGroupKey, GraphGroupStats>& groups, Plots& plots) {
   std::set<std::pair<std::size_t, std::string>> panels;
   for (const auto& [key, stats] : groups) {
@@ -227,10 +203,10 @@ void plot_walls(const std::string& out_dir, const std::vector<GraphClusterFacts>
                           minimum(stats.wall), maximum(stats.wall));
     }
     const std::string script = fmt::format(
-        "{}set output '{}/{}.png'\nset title 'Wall time to the tolerance, {} on {} (median, min..max)'\n"
+        "set title 'Wall time to the tolerance, {} on {} (median, min..max)'\n"
         "set ylabel 'seconds'\nset yrange [0:*]\nset style fill solid 0.6\nset boxwidth 0.6\nset xtics rotate by -30\n"
         "unset key\nplot '{}/{}.dat' using 1:3:4:5:xtic(2) with boxerrorbars lc rgb '#4472c4'\n",
-        kPlotHeader, out_dir, stem, file_stem(graph), clusters[cluster].spec.name, out_dir, stem);
+        file_stem(graph), clusters[cluster].spec.name, out_dir, stem);
     draw_plot(out_dir, stem, data, script,
          fmt::format("Wall time per combination on {} with {} (median of the repetitions; bars span min..max).",
                      clusters[cluster].spec.name, graph),
@@ -240,7 +216,7 @@ void plot_walls(const std::string& out_dir, const std::vector<GraphClusterFacts>
 
 // Residual against time, one line per mode, for the first repetition of each cluster, graph and
 // algorithm that ran in more than one mode.
-void plot_traces(const std::string& out_dir, const std::vector<GraphClusterFacts>& clusters,
+void plot_traces(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
                  const std::vector<GraphRunRecord>& records, Plots& plots) {
   std::map<std::tuple<std::size_t, std::string, graph::AlgorithmKind>, std::vector<const GraphRunRecord*>> panels;
   for (const GraphRunRecord& r : records) {
@@ -275,9 +251,9 @@ void plot_traces(const std::string& out_dir, const std::vector<GraphClusterFacts
       ++block;
     }
     const std::string script = fmt::format(
-        "{}set output '{}/{}.png'\nset title 'Convergence: {} on {}, {}'\nset xlabel 'seconds since the parts were "
+        "set title 'Convergence: {} on {}, {}'\nset xlabel 'seconds since the parts were "
         "shipped'\nset ylabel 'residual (sum |pending delta|, or pending vertices)'\nset logscale y\nplot {}\n",
-        kPlotHeader, out_dir, stem, algorithm_name(algorithm), file_stem(graph), clusters[cluster].spec.name, plot_lines);
+        algorithm_name(algorithm), file_stem(graph), clusters[cluster].spec.name, plot_lines);
     if (block == 0) continue;
     std::string caption = fmt::format("Residual over time of {} on {} ({}), first repetition, one line per mode.",
                                       algorithm_name(algorithm), graph, clusters[cluster].spec.name);
@@ -290,7 +266,7 @@ void plot_traces(const std::string& out_dir, const std::vector<GraphClusterFacts
 }
 
 // The first node's share of the vertex weight against wall time; the profile's share marked.
-void plot_load_ratio(const std::string& out_dir, const std::vector<GraphClusterFacts>& clusters,
+void plot_load_ratio(const std::string& out_dir, const std::vector<ClusterFacts>& clusters,
                      const std::map<GraphGroupKey, GraphGroupStats>& groups, Plots& plots) {
   for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
     std::map<std::string, std::string> series;  // label -> rows
@@ -302,7 +278,7 @@ void plot_load_ratio(const std::string& out_dir, const std::vector<GraphClusterF
                                    minimum(stats.wall), maximum(stats.wall));
     }
     if (series.empty()) continue;
-    const GraphClusterFacts& facts = clusters[cluster];
+    const ClusterFacts& facts = clusters[cluster];
     const double total = std::accumulate(facts.speeds.begin(), facts.speeds.end(), 0.0);
     const double profile_share = total > 0 ? facts.speeds.front() / total : NAN;
     const std::string stem = "load-ratio-" + facts.spec.name;
@@ -316,11 +292,11 @@ void plot_load_ratio(const std::string& out_dir, const std::vector<GraphClusterF
       ++block;
     }
     const std::string script = fmt::format(
-        "{}set output '{}/{}.png'\nset title 'Share of the graph on {} ({}) against wall time'\n"
+        "set title 'Share of the graph on {} ({}) against wall time'\n"
         "set xlabel 'share of the vertex weight on {}'\nset ylabel 'seconds (median, min..max)'\nset yrange [0:*]\n"
         "set xrange [0:1.05]\nset arrow from {:.4f}, graph 0 to {:.4f}, graph 1 nohead dt 2 lc rgb '#c00000'\n"
         "set label 'profile' at {:.4f}, graph 0.95 offset 0.5,0 tc rgb '#c00000'\nplot {}\n",
-        kPlotHeader, out_dir, stem, facts.spec.nodes.front().name, facts.spec.name, facts.spec.nodes.front().name,
+        facts.spec.nodes.front().name, facts.spec.name, facts.spec.nodes.front().name,
         profile_share, profile_share, profile_share, plot_lines);
     draw_plot(out_dir, stem, data, script,
          fmt::format("Wall time against the share of the vertex weight given to {} on {}; the dashed line is the "
@@ -338,7 +314,7 @@ const GraphGroupStats* find_graph_group(const std::map<GraphGroupKey, GraphGroup
   return found == groups.end() ? nullptr : &found->second;
 }
 
-std::string comparisons(const std::vector<GraphClusterFacts>& clusters, const std::map<GraphGroupKey, GraphGroupStats>& groups) {
+std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::map<GraphGroupKey, GraphGroupStats>& groups) {
   std::string md;
   std::string modes, placements, weights;
   for (const auto& [key, stats] : groups) {
@@ -424,23 +400,12 @@ std::string comparisons(const std::vector<GraphClusterFacts>& clusters, const st
   return md;
 }
 
-Status write_report(const std::string& out_dir, const GraphStudy& study, const ExperimentOptions& options,
-                    const std::vector<GraphClusterFacts>& clusters, const std::map<GraphGroupKey, GraphGroupStats>& groups,
-                    const Plots& plots, const std::string& started_at, double seconds, bool complete) {
-  std::string md = support::report_header(study.name, study.description, study.source_path, options.command_line,
-                                                started_at, seconds, options.repeat.value_or(study.repeat),
-                                                ", interleaved", complete);
-  md += fmt::format("- Tolerance {:g} (pagerank, katz); cc and sssp run until nothing is pending. Every run verified "
-                    "against the reference computed on the coordinator.\n",
-                    study.tolerance);
-  for (const GraphClusterFacts& facts : clusters) {
-    std::vector<std::string> speeds;
-    for (std::size_t i = 0; i < facts.speeds.size(); ++i) {
-      speeds.push_back(fmt::format("{} {:.1f}", facts.spec.nodes[i].name, facts.speeds[i]));
-    }
-    md += fmt::format("- Cluster `{}` (`{}`): {}; profiled GFLOP/s: {}\n", facts.spec.name, facts.path,
-                      support::emulation_description(facts.spec), join(speeds, ", "));
-  }
+std::string graph_study_report(const GraphStudy& study, const std::vector<ClusterFacts>& clusters,
+                        const std::map<GraphGroupKey, GraphGroupStats>& groups) {
+  std::string md = fmt::format("- Tolerance {:g} (pagerank, katz); cc and sssp run until nothing is pending. Every run "
+                               "verified against the reference computed on the coordinator.\n",
+                               study.tolerance);
+  for (const ClusterFacts& facts : clusters) md += "- " + cluster_facts_line(facts) + "\n";
   md += "\nWall time runs from shipping the parts to having every value back on the coordinator; edge updates count "
         "every delta sent along an edge (the work), summed over nodes.\n\n"
         "| cluster | graph | algorithm | mode | placement | weights | runs | wall median (min..max) s | edge updates (median) | edge cut | verified |\n"
@@ -452,14 +417,7 @@ Status write_report(const std::string& out_dir, const GraphStudy& study, const E
                       stats.wall.size(), stats.wall_median(), minimum(stats.wall), maximum(stats.wall),
                       stats.updates_median(), stats.edge_cut, stats.all_verified ? "all" : "NOT ALL");
   }
-  md += comparisons(clusters, groups);
-  md += "\n";
-  for (const auto& [file, caption] : plots.files) md += fmt::format("![{}]({})\n\n*{}*\n\n", file, file, caption);
-  for (const std::string& problem : plots.problems) md += "Plot not drawn: " + problem + "\n\n";
-  md += "Files: `results.csv` (one row per run), `nodes.csv` (one row per node and run), `traces.csv` (residual per "
-        "poll or step), `summary.csv` (median, min, max per combination), the plots' data (`*.dat`) and gnuplot "
-        "scripts (`*.gp`).\n";
-  return write_text_file(out_dir + "/report.md", md);
+  return md + comparisons(clusters, groups);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -504,128 +462,113 @@ graph_driver::TargetWeights share_weights(double share, std::size_t nodes) {
   return weights;
 }
 
+// The graph study as the study runner runs it: each cell is one graph under one combination.
+class GraphStudyKind final : public StudyKind {
+ public:
+  GraphStudyKind(const GraphStudy& study, StudyOutline outline, const ExperimentOptions& options)
+      : StudyKind(std::move(outline)),
+        study_(study),
+        options_(options),
+        combos_(combinations(study)) {}
+
+  Status prepare(const std::string&, std::ostream& progress) override {
+    for (const std::string& spec : study_.graphs) {
+      Result<partition::DirectedGraph> graph = load_graph(spec, 1);
+      if (!graph) return graph.status();
+      progress << fmt::format("graph {}: {}\n", spec, partition::describe(*graph));
+      if (std::count(study_.algorithms.begin(), study_.algorithms.end(), graph::AlgorithmKind::kKatz) > 0) {
+        // Half the largest beta that provably converges, unless the study fixes one.
+        katz_betas_[spec] = study_.beta.value_or(0.5 / std::max(1.0, graph::spectral_radius_bounds(*graph).upper));
+      }
+      graphs_.emplace(spec, std::move(*graph));
+    }
+    return Status::ok();
+  }
+
+  Status use_cluster(StudyCluster& cluster, std::size_t index) override {
+    clusters_.push_back(ClusterFacts{study_.cluster_paths[index], cluster.spec(), cluster.speeds()});
+    Result<graph_driver::PeerHosts> peer_hosts = local::load_peer_hosts(cluster.spec(), options_.run_dir);
+    if (!peer_hosts) return peer_hosts.status();
+    peer_hosts_ = std::move(*peer_hosts);
+    return Status::ok();
+  }
+
+  std::size_t cells() const override { return study_.graphs.size() * combos_.size(); }
+
+  Status run_cell(StudyCluster& cluster, std::size_t, std::size_t cell, uint32_t repetition,
+                  const session::RunControl& control, RunCounter& counter) override {
+    const std::string& graph_spec = study_.graphs[cell / combos_.size()];
+    const Combination& combo = combos_[cell % combos_.size()];
+    const cluster::ClusterSpec& spec = cluster.spec();
+    graph_driver::GraphRunOptions run;
+    run.algorithm.kind = combo.algorithm;
+    if (combo.algorithm == graph::AlgorithmKind::kKatz) run.algorithm.beta = katz_betas_[graph_spec];
+    if (combo.algorithm == graph::AlgorithmKind::kShortestPaths) run.algorithm.source = study_.source;
+    run.mode = combo.mode;
+    run.method = combo.method;
+    run.tolerance = study_.tolerance;
+    run.verify = true;
+    run.peer_hosts = peer_hosts_;
+    if (!std::isnan(combo.fast_share)) {
+      run.weights = share_weights(combo.fast_share, spec.nodes.size());
+    } else {
+      run.weights.source = combo.weights == "profile" ? graph_driver::TargetWeights::Source::kProfile
+                                                      : graph_driver::TargetWeights::Source::kEqual;
+    }
+    Result<graph_driver::GraphOutcome> ran = cluster.session().graph(graphs_.at(graph_spec), run, control);
+    if (!ran) {
+      return ran.status().with_context(fmt::format("{} {} on {}: ", algorithm_name(combo.algorithm), combo.weights, spec.name));
+    }
+    counter.finished(fmt::format("{} {} {} {} {} {} #{}: {:.3f} s, {} edge updates{}", spec.name, graph_spec,
+                                 algorithm_name(combo.algorithm), graph_driver::graph_mode_name(combo.mode),
+                                 partition::method_name(combo.method), combo.weights, repetition, ran->wall_s,
+                                 ran->edge_updates, ran->verification && ran->verification->passed ? "" : " NOT VERIFIED"));
+    records_.push_back({clusters_.size() - 1, graph_spec, combo.algorithm, combo.mode, combo.method, combo.weights,
+                        combo.fast_share, repetition, std::move(*ran)});
+    return Status::ok();
+  }
+
+  Status write_tables(const std::string& out_dir) override {
+    groups_ = summarise(records_);
+    TESSERA_RETURN_IF_ERROR(write_csvs(out_dir, clusters_, records_));
+    return write_summary(out_dir, clusters_, groups_);
+  }
+
+  void draw_plots(const std::string& out_dir, Plots& plots) override {
+    plot_walls(out_dir, clusters_, groups_, plots);
+    plot_traces(out_dir, clusters_, records_, plots);
+    plot_load_ratio(out_dir, clusters_, groups_, plots);
+  }
+
+  std::string report_body() const override { return graph_study_report(study_, clusters_, groups_); }
+
+ private:
+  const GraphStudy& study_;
+  const ExperimentOptions& options_;
+  const std::vector<Combination> combos_;
+  std::map<std::string, partition::DirectedGraph> graphs_;
+  std::map<std::string, double> katz_betas_;
+  std::vector<ClusterFacts> clusters_;
+  graph_driver::PeerHosts peer_hosts_;
+  std::vector<GraphRunRecord> records_;
+  std::map<GraphGroupKey, GraphGroupStats> groups_;
+};
+
 }  // namespace
 
-std::string study_workload(const std::string& path) {
-  Result<std::string> text = cluster::read_yaml_file(path, "study file");
-  if (!text) return "multiply";
-  std::string workload = "multiply";
-  (void)cluster::read_yaml(*text, path, [&](const YAML::Node& root) {
-    if (root.IsMap() && root["workload"] && root["workload"].IsScalar()) workload = root["workload"].Scalar();
-  });
-  return workload;
-}
-
 Result<GraphStudy> load_graph_study(const std::string& path) {
-  return support::load_study_file<GraphStudy>(path, parse_graph_study);
+  return load_study_file<GraphStudy>(path, parse_graph_study);
 }
 
 Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options, std::ostream& progress) {
-  progress << std::unitbuf;
-  Result<std::string> folder = support::make_output_folder(options.out_dir, study.name);
-  if (!folder) return folder.status();
-  const std::string out_dir = *folder;
-
-  std::map<std::string, partition::DirectedGraph> graphs;
-  std::map<std::string, double> katz_betas;
-  for (const std::string& spec : study.graphs) {
-    Result<partition::DirectedGraph> graph = load_graph(spec, 1);
-    if (!graph) return graph.status();
-    progress << fmt::format("graph {}: {}\n", spec, partition::describe(*graph));
-    if (std::count(study.algorithms.begin(), study.algorithms.end(), graph::AlgorithmKind::kKatz) > 0) {
-      // Half the largest beta that provably converges, unless the study fixes one.
-      katz_betas[spec] = study.beta.value_or(0.5 / std::max(1.0, graph::spectral_radius_bounds(*graph).upper));
-    }
-    graphs.emplace(spec, std::move(*graph));
-  }
-
-  const uint32_t repeat = options.repeat.value_or(study.repeat);
-  const std::vector<Combination> combos = combinations(study);
-  const std::size_t total = study.cluster_paths.size() * repeat * study.graphs.size() * combos.size();
-  local::LocalClusterOptions local;
-  local.run_dir = options.run_dir;
-  const std::string started_at = utc_now(UtcFormat::kReadable);
-  const auto start = Clock::now();
-  std::vector<GraphClusterFacts> clusters;
-  std::vector<GraphRunRecord> records;
-  Status outcome = Status::ok();
-  std::size_t done = 0;
-
-  for (const std::string& cluster_path : study.cluster_paths) {
-    if (!outcome.is_ok() || interrupted(options)) break;
-    Result<std::unique_ptr<support::StudyCluster>> opened = support::StudyCluster::open(
-        cluster_path, local, transport::kCapabilityGemm | transport::kCapabilityGraph, progress);
-    if (!opened) {
-      outcome = opened.status();
-      break;
-    }
-    support::StudyCluster& cluster = **opened;
-    const cluster::ClusterSpec* spec = &cluster.spec();
-    session::Session* session = &cluster.session();
-    clusters.push_back(GraphClusterFacts{cluster_path, *spec, cluster.speeds()});
-    const std::size_t cluster_index = clusters.size() - 1;
-    Result<graph_driver::PeerHosts> peer_hosts = local::load_peer_hosts(*spec, options.run_dir);
-    if (!peer_hosts) {
-      outcome = peer_hosts.status();
-      break;
-    }
-
-    session::RunControl control;
-    control.cancel = options.interrupted;
-    control.on_notice = [&](const std::string& notice) { progress << "  " << notice << "\n"; };
-    for (uint32_t repetition = 1; repetition <= repeat && outcome.is_ok() && !interrupted(options); ++repetition) {
-      for (const std::string& graph_spec : study.graphs) {
-        for (const Combination& combo : combos) {
-          if (!outcome.is_ok() || interrupted(options)) break;
-          graph_driver::GraphRunOptions run;
-          run.algorithm.kind = combo.algorithm;
-          if (combo.algorithm == graph::AlgorithmKind::kKatz) run.algorithm.beta = katz_betas[graph_spec];
-          if (combo.algorithm == graph::AlgorithmKind::kShortestPaths) run.algorithm.source = study.source;
-          run.mode = combo.mode;
-          run.method = combo.method;
-          run.tolerance = study.tolerance;
-          run.verify = true;
-          run.peer_hosts = *peer_hosts;
-          if (!std::isnan(combo.fast_share)) {
-            run.weights = share_weights(combo.fast_share, spec->nodes.size());
-          } else {
-            run.weights.source = combo.weights == "profile" ? graph_driver::TargetWeights::Source::kProfile : graph_driver::TargetWeights::Source::kEqual;
-          }
-          Result<graph_driver::GraphOutcome> ran = session->graph(graphs.at(graph_spec), run, control);
-          if (!ran) {
-            outcome = ran.status().with_context(fmt::format("{} {} on {}: ", algorithm_name(combo.algorithm),
-                                                            combo.weights, spec->name));
-            break;
-          }
-          ++done;
-          const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-          progress << fmt::format("[{}/{}] {} {} {} {} {} {} #{}: {:.3f} s, {} edge updates{}  ETA {}\n", done, total,
-                                  spec->name, graph_spec, algorithm_name(combo.algorithm), graph_driver::graph_mode_name(combo.mode),
-                                  partition::method_name(combo.method), combo.weights, repetition, ran->wall_s,
-                                  ran->edge_updates,
-                                  ran->verification && ran->verification->passed ? "" : " NOT VERIFIED",
-                                  format_duration(elapsed / static_cast<double>(done) * static_cast<double>(total - done)));
-          records.push_back({cluster_index, graph_spec, combo.algorithm, combo.mode, combo.method, combo.weights,
-                             combo.fast_share, repetition, std::move(*ran)});
-        }
-      }
-    }
-  }
-  if (interrupted(options) && outcome.is_ok()) outcome = Status(StatusCode::kCancelled, "interrupted");
-
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const std::map<GraphGroupKey, GraphGroupStats> groups = summarise(records);
-  TESSERA_RETURN_IF_ERROR(write_csvs(out_dir, clusters, records));
-  TESSERA_RETURN_IF_ERROR(write_summary(out_dir, clusters, groups));
-  Plots plots;
-  if (!records.empty()) {
-    plot_walls(out_dir, clusters, groups, plots);
-    plot_traces(out_dir, clusters, records, plots);
-    plot_load_ratio(out_dir, clusters, groups, plots);
-  }
-  TESSERA_RETURN_IF_ERROR(write_report(out_dir, study, options, clusters, groups, plots, started_at, seconds, outcome.is_ok()));
-  progress << fmt::format("{} runs in {}; results in {}/report.md\n", records.size(), format_duration(seconds), out_dir);
-  return outcome;
+  StudyOutline outline = outline_of(study);
+  outline.required_capabilities = transport::kCapabilityGemm | transport::kCapabilityGraph;
+  outline.files_note =
+      "Files: `results.csv` (one row per run), `nodes.csv` (one row per node and run), `traces.csv` (residual per "
+      "poll or step), `summary.csv` (median, min, max per combination), the plots' data (`*.dat`) and gnuplot "
+      "scripts (`*.gp`).\n";
+  GraphStudyKind kind(study, std::move(outline), options);
+  return run_study(kind, options, progress);
 }
 
 }  // namespace tessera::balance::study

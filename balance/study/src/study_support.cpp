@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include "tessera/balance/local/emulation.hpp"
 #include "tessera/core/strings.hpp"
@@ -33,6 +35,16 @@ Status run_gnuplot(const std::string& script_path) {
   return Status::ok();
 }
 
+std::string study_workload(const std::string& path) {
+  Result<std::string> text = cluster::read_yaml_file(path, "study file");
+  if (!text) return "multiply";
+  std::string workload = "multiply";
+  (void)cluster::read_yaml(*text, path, [&](const YAML::Node& root) {
+    if (root.IsMap() && root["workload"] && root["workload"].IsScalar()) workload = root["workload"].Scalar();
+  });
+  return workload;
+}
+
 namespace support {
 
 Result<std::string> make_output_folder(const std::string& out_dir, const std::string& study_name,
@@ -42,6 +54,57 @@ Result<std::string> make_output_folder(const std::string& out_dir, const std::st
   std::filesystem::create_directories(subfolder.empty() ? folder : folder + "/" + subfolder, error);
   if (error) return io_error(fmt::format("cannot create {}: {}", folder, error.message()));
   return folder;
+}
+
+cluster::YamlMap study_keys(const YAML::Node& root, const StudyFileSchema& schema) {
+  // A file of the default kind need not say its workload, so the key comes last in the list.
+  std::vector<std::string> keys = {"study", "description", schema.one_cluster ? "cluster" : "clusters"};
+  if (schema.workload_required) keys.insert(keys.begin() + 1, "workload");
+  keys.insert(keys.end(), schema.own_keys.begin(), schema.own_keys.end());
+  keys.emplace_back("repeat");
+  if (!schema.workload_required) keys.emplace_back("workload");
+  const int root_line = cluster::yaml_line(root, 1);
+  if (!root.IsMap()) {
+    cluster::fail_at(root_line, fmt::format("the study file holds {} at the top; {} is a mapping with keys {}",
+                                            cluster::describe_yaml(root), schema.kind, join(keys, ", ")));
+  }
+  return cluster::YamlMap(root, root_line, std::move(keys), "the study");
+}
+
+StudyHeader read_study_header(const cluster::YamlMap& keys, const std::string& path, const StudyFileSchema& schema) {
+  StudyHeader header;
+  header.source_path = path;
+  const std::optional<std::string> name = keys.text("study", schema.name_example);
+  if (!name) keys.fail_missing("study", "NAME");
+  if (name->find_first_not_of(kStudyNameCharacters) != std::string::npos) {
+    cluster::fail_at(keys.find("study")->line,
+                     fmt::format("study name {} has characters other than letters, digits, _ . -; it names the output "
+                                 "folder, e.g. study: {}",
+                                 cluster::single_quoted(*name), schema.name_example));
+  }
+  header.name = *name;
+  header.description = keys.text_or_empty("description").value_or("");
+  const std::optional<std::string> workload = keys.text("workload", schema.workload);
+  if (!workload && schema.workload_required) keys.fail_missing("workload", schema.workload);
+  if (workload && *workload != schema.workload) {
+    cluster::fail_at(keys.find("workload")->line,
+                     fmt::format("workload {} is not {}; write workload: {} (the workloads are multiply, the default, "
+                                 "graph and expressions)",
+                                 cluster::single_quoted(*workload), schema.kind, schema.workload));
+  }
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (schema.one_cluster) {
+    const std::optional<std::string> cluster = keys.text("cluster", "../configs/local-mixed.yaml");
+    if (!cluster) keys.fail_missing("cluster", "PATH (a cluster file, relative to the study file)");
+    header.cluster_paths.push_back((folder / *cluster).lexically_normal().string());
+  } else {
+    for (const std::string& cluster : text_list(keys, "clusters", "[../configs/local-mixed-lan.yaml]")) {
+      header.cluster_paths.push_back((folder / cluster).lexically_normal().string());
+    }
+    if (header.cluster_paths.empty()) keys.fail_missing("clusters", "[../configs/local-mixed-lan.yaml]");
+  }
+  if (std::optional<uint64_t> repeat = keys.integer("repeat", 1, 1000, "3")) header.repeat = static_cast<uint32_t>(*repeat);
+  return header;
 }
 
 std::string csv_number(double value) { return std::isfinite(value) ? fmt::format("{:.6g}", value) : ""; }
@@ -59,7 +122,8 @@ void draw_plot(const std::string& out_dir, const std::string& stem, const std::s
     plots.problems.push_back(written.message());
     return;
   }
-  if (Status written = write_text_file(out_dir + "/" + stem + ".gp", script); !written) {
+  const std::string whole = fmt::format("{}set output '{}/{}.png'\n{}", kPlotHeader, out_dir, stem, script);
+  if (Status written = write_text_file(out_dir + "/" + stem + ".gp", whole); !written) {
     plots.problems.push_back(written.message());
     return;
   }
@@ -104,6 +168,15 @@ std::string emulation_description(const cluster::ClusterSpec& spec) {
   return out;
 }
 
+std::string cluster_facts_line(const ClusterFacts& facts) {
+  std::vector<std::string> speeds;
+  for (std::size_t i = 0; i < facts.speeds.size(); ++i) {
+    speeds.push_back(fmt::format("{} {:.1f}", facts.spec.nodes[i].name, facts.speeds[i]));
+  }
+  return fmt::format("Cluster `{}` (`{}`): {}; profiled GFLOP/s: {}", facts.spec.name, facts.path,
+                     emulation_description(facts.spec), join(speeds, ", "));
+}
+
 std::string report_header(const std::string& name, const std::string& description, const std::string& source_path,
                           const std::string& command_line, const std::string& started_at, double seconds,
                           uint32_t repetitions, std::string_view repetition_note, bool complete) {
@@ -122,11 +195,13 @@ std::string format_duration(double seconds) {
   return total >= 60 ? fmt::format("{}m{:02}s", total / 60, total % 60) : fmt::format("{}s", total);
 }
 
-// Brings a variant's cluster up unless it already runs; returns whether this study started it
-// (and so may stop it). A running cluster is recognised where it really listens: nodes with
-// shaped links answer at the namespace addresses `tessera up` recorded in the run directory, not
-// at the config's loopback addresses, so asking the config would miss a cluster the user started
-// and then stop it at the end of the study.
+namespace {
+
+// Brings `spec`'s cluster up unless it already runs; returns whether this call started it (and
+// so the study may stop it); `label` names it in progress lines. A running cluster is recognised
+// where it really listens: nodes with shaped links answer at the namespace addresses `tessera up`
+// recorded in the run directory, not at the config's loopback addresses, so asking the config
+// would miss a cluster the user started and then stop it at the end of the study.
 Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& label, const local::LocalClusterOptions& local,
                        std::ostream& progress) {
   cluster::ClusterSpec recorded = spec;
@@ -154,12 +229,21 @@ Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& labe
   return true;
 }
 
+}  // namespace
+
 Result<std::unique_ptr<StudyCluster>> StudyCluster::open(const std::string& path, const local::LocalClusterOptions& local,
                                                          uint64_t required_capabilities, std::ostream& progress) {
   Result<cluster::ClusterSpec> spec = cluster::load_cluster_spec(path);
   if (!spec) return spec.status();
-  std::unique_ptr<StudyCluster> cluster(new StudyCluster(*spec, local, progress));
-  Result<bool> started = ensure_up(cluster->spec_, cluster->spec_.name, local, progress);
+  const std::string label = spec->name;
+  return open(std::move(*spec), path, label, local, required_capabilities, progress);
+}
+
+Result<std::unique_ptr<StudyCluster>> StudyCluster::open(cluster::ClusterSpec spec, const std::string& path,
+                                                         const std::string& label, const local::LocalClusterOptions& local,
+                                                         uint64_t required_capabilities, std::ostream& progress) {
+  std::unique_ptr<StudyCluster> cluster(new StudyCluster(std::move(spec), local, progress));
+  Result<bool> started = ensure_up(cluster->spec_, label, local, progress);
   if (!started) return started.status();
   cluster->started_ = *started;
   // From here the destructor stops what was started, whatever fails next.

@@ -1,7 +1,8 @@
-// What every study runner shares (multiply studies in experiment.cpp, graph studies in
-// graph_study.cpp, expression studies in expression_study.cpp): reading study files, bringing a
-// local cluster up for a study, writing files, gnuplot, and the facts every report states. Internal to the study library. Not thread-safe (writes files, runs
-// children).
+// What every study shares (multiply studies in multiply_study.cpp, graph studies in
+// graph_study.cpp, expression studies in expression_study.cpp, all run by study_runner.hpp):
+// reading study files and their common keys, bringing a local cluster up for a study, writing
+// files, gnuplot, and the facts every report states. Internal to the study library. Not
+// thread-safe (writes files, runs children).
 #pragma once
 
 #include <algorithm>
@@ -22,7 +23,7 @@
 #include "tessera/balance/cluster/strict_yaml.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
-#include "tessera/balance/study/experiment.hpp"  // run_gnuplot, kPlotHeader: defined in study_support.cpp
+#include "tessera/balance/study/study_common.hpp"  // run_gnuplot, kPlotHeader: defined in study_support.cpp
 #include "tessera/core/status.hpp"
 
 namespace tessera::balance::study::support {
@@ -30,6 +31,44 @@ namespace tessera::balance::study::support {
 
 // A study's name names its output folder.
 inline constexpr char kStudyNameCharacters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+
+// How one kind of study spells the keys every study file has, and the keys it adds.
+struct StudyFileSchema {
+  std::string_view kind{};           // "a study", "a graph study": names the kind in messages
+  std::string_view workload{};       // what `workload:` must say: "multiply", "graph", "expressions"
+  std::string_view name_example{};   // for `study: NAME`, e.g. "balanced-vs-even"
+  std::vector<std::string> own_keys{};  // the kind's keys besides the common ones
+  bool workload_required = true;     // false only for the default kind, multiply
+  bool one_cluster = false;          // `cluster: PATH` (multiply) instead of `clusters: [PATH, ...]`
+};
+
+// The common keys' values: study (checked against kStudyNameCharacters), description, workload
+// (checked), cluster or clusters (resolved against the study file's folder) and repeat.
+struct StudyHeader {
+  std::string name;
+  std::string description;
+  std::string source_path;
+  std::vector<std::string> cluster_paths;  // one when schema.one_cluster
+  std::optional<uint32_t> repeat;          // absent: the kind's default
+};
+
+// The study file's top level as a map of the common keys and schema.own_keys; fails (fail_at) when
+// it is not a mapping or holds another key.
+cluster::YamlMap study_keys(const YAML::Node& root, const StudyFileSchema& schema);
+// Reads the common keys; fails (fail_at) on the first problem, at its line.
+StudyHeader read_study_header(const cluster::YamlMap& keys, const std::string& path, const StudyFileSchema& schema);
+// Reads the common keys into a study value with members name, description, source_path and repeat;
+// returns the cluster paths for the kind to keep as it names them.
+template <typename StudyT>
+std::vector<std::string> read_study_header_into(StudyT& study, const cluster::YamlMap& keys, const std::string& path,
+                                                const StudyFileSchema& schema) {
+  StudyHeader header = read_study_header(keys, path, schema);
+  study.name = std::move(header.name);
+  study.description = std::move(header.description);
+  study.source_path = std::move(header.source_path);
+  if (header.repeat) study.repeat = *header.repeat;
+  return std::move(header.cluster_paths);
+}
 
 // The texts of list `key` ("the study"'s), each checked at its own line; empty when absent.
 inline std::vector<std::string> text_list(const cluster::YamlMap& keys, std::string_view key, std::string_view example) {
@@ -73,10 +112,19 @@ struct Plots {
   std::vector<std::pair<std::string, std::string>> files;  // (file, caption)
   std::vector<std::string> problems;
 };
-// Writes OUT_DIR/STEM.dat and STEM.gp and runs gnuplot on the script; adds STEM.png with
-// `caption` to plots.files, or what went wrong to plots.problems.
+// Writes OUT_DIR/STEM.dat and STEM.gp (kPlotHeader, the output OUT_DIR/STEM.png, then `script`)
+// and runs gnuplot on the script; adds STEM.png with `caption` to plots.files, or what went wrong
+// to plots.problems.
 void draw_plot(const std::string& out_dir, const std::string& stem, const std::string& data, const std::string& script,
                const std::string& caption, Plots& plots);
+// What a report says of each cluster a study ran on.
+struct ClusterFacts {
+  std::string path;
+  cluster::ClusterSpec spec;
+  std::vector<double> speeds;  // profiled GFLOP/s, cluster order
+};
+// "Cluster `NAME` (`PATH`): EMULATION; profiled GFLOP/s: a 1.0, b 2.0", without a line end.
+std::string cluster_facts_line(const ClusterFacts& facts);
 // "Linux 6.1 (x86_64), 2 online CPUs (model), 23.4 GiB memory"
 std::string machine_facts();
 // "desktop (desktop, 1 thread): cpu 1 core; pi1 (pi, 1 thread): cpu 0.25 core, link 100mbit"
@@ -104,10 +152,6 @@ Result<StudyT> load_study_file(const std::string& path, Parse&& parse) {
 // `subfolder` inside when given; kIoError naming it when it cannot be.
 Result<std::string> make_output_folder(const std::string& out_dir, const std::string& study_name,
                                        const std::string& subfolder = "");
-// Brings `spec`'s cluster up unless it already runs; returns whether this call started it (and so
-// the study may stop it). `label` names it in progress lines.
-Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& label, const local::LocalClusterOptions& local,
-                       std::ostream& progress);
 
 // One cluster of a study: loaded from its file, brought up unless it runs, connected (every node
 // offering `required_capabilities`) and profiled afresh ("profiling 'NAME'" on `progress`). When
@@ -116,6 +160,11 @@ Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& labe
 class StudyCluster {
  public:
   static Result<std::unique_ptr<StudyCluster>> open(const std::string& path, const local::LocalClusterOptions& local,
+                                                    uint64_t required_capabilities, std::ostream& progress);
+  // The same for a spec already in hand, whose file is at `path` (a variant the study derived and
+  // wrote); `label` names it in the "started cluster" line.
+  static Result<std::unique_ptr<StudyCluster>> open(cluster::ClusterSpec spec, const std::string& path,
+                                                    const std::string& label, const local::LocalClusterOptions& local,
                                                     uint64_t required_capabilities, std::ostream& progress);
   ~StudyCluster();
   StudyCluster(const StudyCluster&) = delete;

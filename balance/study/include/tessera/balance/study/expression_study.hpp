@@ -3,7 +3,7 @@
 // clusters and compares how they run: scheduled (the tiled task DAG placed by HEFT with tile
 // caches), as the naive sequence of verified multiplies, and scheduled on the cluster's fastest
 // node alone. Every run is verified; one that fails verification fails the study naming it. It
-// writes results.csv, summary.csv, PNG plots and report.md like the other studies (experiment.hpp).
+// writes results.csv, summary.csv, PNG plots and report.md like the other studies (study_common.hpp).
 //
 // Schema (YAML, strict; paths relative to the study file):
 //   study: NAME                        required; names the output folder
@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/balance/study/experiment.hpp"
+#include "tessera/balance/study/study_common.hpp"
 #include "tessera/core/status.hpp"
 
 namespace tessera::balance::study {

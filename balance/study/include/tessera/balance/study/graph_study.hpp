@@ -2,7 +2,7 @@
 // or more local clusters and compares modes (async vs sync), placements (metis | contiguous |
 // hash), target weights (profile vs equal) or the share given to the fastest node, with every
 // run verified against the reference. It writes results.csv, nodes.csv, traces.csv,
-// summary.csv, PNG plots and report.md like the multiply studies (experiment.hpp).
+// summary.csv, PNG plots and report.md like the multiply studies (multiply_study.hpp).
 //
 // Schema (YAML, strict; paths relative to the study file):
 //   study: NAME                        required
@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "tessera/balance/graph_driver/graph_run.hpp"
-#include "tessera/balance/study/experiment.hpp"
+#include "tessera/balance/study/study_common.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
 
@@ -55,9 +55,6 @@ struct GraphStudy {
   bool operator==(const GraphStudy&) const = default;
 };
 
-// What the file's top level says in `workload:` ("graph", "expressions"), else "multiply" (also
-// when the file cannot be read or parsed: load_study then reports that properly).
-std::string study_workload(const std::string& path);
 Result<GraphStudy> load_graph_study(const std::string& path);
 // Runs the study; progress lines go to `progress`. Partial results are written when a run fails
 // or the study is interrupted (which fails it).

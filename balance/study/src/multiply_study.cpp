@@ -1,12 +1,9 @@
-#include "tessera/balance/study/experiment.hpp"
-
-#include "study_support.hpp"
-
-#include <sys/utsname.h>
-#include <unistd.h>
+// The multiply study (multiply_study.hpp): variants of one cluster x sizes x credit windows x
+// policies, each run repeated back to back, and its tables, plots and report sections. The
+// loop, the cluster's lifecycle and report.md's frame are the study runner's (study_runner.hpp).
+#include "tessera/balance/study/multiply_study.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,21 +11,17 @@
 #include <numeric>
 #include <ostream>
 #include <set>
-#include <thread>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "study_runner.hpp"
+#include "study_support.hpp"
 #include "tessera/balance/cluster/strict_yaml.hpp"
-#include "tessera/balance/local/emulation.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
-#include "tessera/linalg/matrix.hpp"
 #include "tessera/balance/session/session.hpp"
-#include "tessera/balance/profile/profile.hpp"
 #include "tessera/core/stats.hpp"
 #include "tessera/core/strings.hpp"
-#include "tessera/core/subprocess.hpp"
-#include "tessera/core/time.hpp"
+#include "tessera/linalg/matrix.hpp"
 
 namespace tessera::balance::study {
 
@@ -37,42 +30,25 @@ namespace fs = std::filesystem;
 namespace {
 
 using namespace support;
-using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------------------------------------
 // Study file
 
-const std::vector<std::string> kStudyKeys = {"study", "description", "cluster", "policies", "sizes", "repeat",
-                                             "overlap", "panels_in_flight", "node_counts", "sweep", "verify", "workload"};
+const StudyFileSchema kMultiplyStudySchema{
+    .kind = "a study",
+    .workload = "multiply",
+    .name_example = "balanced-vs-even",
+    .own_keys = {"policies", "sizes", "overlap", "panels_in_flight", "node_counts", "sweep", "verify"},
+    .workload_required = false,
+    .one_cluster = true};
 
 const std::vector<std::string> kSweepKeys = {"kind", "cpu"};
 
 // Throws YamlError (fail_at) on the first problem; load_study returns it with file and line.
 Study parse_study(const YAML::Node& root, const std::string& path) {
-  const int root_line = cluster::yaml_line(root, 1);
-  if (!root.IsMap()) {
-    cluster::fail_at(root_line, fmt::format("the study file holds {} at the top; a study is a mapping with keys {}",
-                                   cluster::describe_yaml(root), join(kStudyKeys, ", ")));
-  }
-  const cluster::YamlMap keys(root, root_line, kStudyKeys, "the study");
+  const cluster::YamlMap keys = study_keys(root, kMultiplyStudySchema);
   Study study;
-  study.source_path = path;
-  const std::optional<std::string> name = keys.text("study", "balanced-vs-even");
-  if (!name) keys.fail_missing("study", "NAME");
-  if (name->find_first_not_of(kStudyNameCharacters) != std::string::npos) {
-    cluster::fail_at(keys.find("study")->line, fmt::format("study name {} has characters other than letters, digits, _ . -; "
-                                                  "it names the output folder, e.g. study: balanced-vs-even",
-                                                  cluster::single_quoted(*name)));
-  }
-  study.name = *name;
-  study.description = keys.text_or_empty("description").value_or("");
-  if (std::optional<std::string> workload = keys.text("workload", "multiply"); workload && *workload != "multiply") {
-    cluster::fail_at(keys.find("workload")->line,
-            fmt::format("workload {} unknown; use multiply (the default), graph or expressions", cluster::single_quoted(*workload)));
-  }
-  const std::optional<std::string> cluster = keys.text("cluster", "../configs/local-mixed.yaml");
-  if (!cluster) keys.fail_missing("cluster", "PATH (a cluster file, relative to the study file)");
-  study.cluster_path = (fs::path(path).parent_path() / *cluster).lexically_normal().string();
+  study.cluster_path = read_study_header_into(study, keys, path, kMultiplyStudySchema).front();
 
   const std::optional<std::vector<cluster::YamlMap::Entry>> policies = keys.list("policies", "[even, proportional, model]");
   if (!policies) keys.fail_missing("policies", "[even, proportional, model]");
@@ -85,7 +61,6 @@ Study parse_study(const YAML::Node& root, const std::string& path) {
   std::optional<std::vector<uint64_t>> sizes = keys.integer_list("sizes", 1, 1 << 16, "[2048, 4096]");
   if (!sizes) keys.fail_missing("sizes", "[2048, 4096]");
   study.sizes = std::move(*sizes);
-  if (std::optional<uint64_t> repeat = keys.integer("repeat", 1, 1000, "3")) study.repeat = static_cast<uint32_t>(*repeat);
   if (std::optional<std::vector<cluster::YamlMap::Entry>> overlap = keys.list("overlap", "[on, off]")) {
     study.windows.clear();
     for (const cluster::YamlMap::Entry& mode : *overlap) {
@@ -428,10 +403,7 @@ void plot_makespans(const std::string& out_dir, const Study& study, const std::v
     }
     data += "\n";
   }
-  (void)write_text_file(out_dir + "/makespan.dat", data);
-  std::string script = kPlotHeader;
-  script += fmt::format("set output '{}/makespan.png'\n", out_dir);
-  script += fmt::format("set title \"{}: makespan per policy (median of runs, bars min..max)\"\n", study.name);
+  std::string script = fmt::format("set title \"{}: makespan per policy (median of runs, bars min..max)\"\n", study.name);
   script += "set ylabel 'makespan (s)'\nset logscale y\nset style data histograms\n"
             "set style histogram errorbars gap 2 lw 1\nset style fill solid 0.8 border -1\nset boxwidth 0.9\n"
             "set xtics rotate by -20\nset yrange [*:*]\n";
@@ -441,13 +413,8 @@ void plot_makespans(const std::string& out_dir, const Study& study, const std::v
                           3 + 3 * i, 4 + 3 * i, study.policies[i].name());
   }
   script += "\n";
-  const std::string script_path = out_dir + "/makespan.gp";
-  (void)write_text_file(script_path, script);
-  if (Status done = run_gnuplot(script_path); done) {
-    plots.files.push_back({"makespan.png", "Makespan per policy; bars span the fastest and slowest run."});
-  } else {
-    plots.problems.push_back(done.message());
-  }
+  draw_plot(out_dir, "makespan", data, script,
+            "Makespan per policy; bars span the fastest and slowest run.", plots);
 }
 
 // Per node of one run: time computing, time receiving/waiting before its last result was in,
@@ -490,26 +457,18 @@ void plot_timeline(const std::string& out_dir, const Study& study, const std::ve
                           csv_number(waiting), csv_number(after));
     }
   }
-  (void)write_text_file(out_dir + "/timeline.dat", data);
-  std::string script = kPlotHeader;
-  script += fmt::format("set output '{}/timeline.png'\n", out_dir);
-  script += fmt::format("set title \"{}: where each node's time went, {} (n={}, {}, median run)\"\n", study.name,
+  std::string script = fmt::format("set title \"{}: where each node's time went, {} (n={}, {}, median run)\"\n", study.name,
                         compared, n, variants[variant_index].label);
   script += "set ylabel 'seconds'\nset style data histograms\nset style histogram rowstacked\n"
             "set style fill solid 0.8 border -1\nset boxwidth 0.7\nset xtics rotate by -30\n";
   script += fmt::format("plot '{0}/timeline.dat' using 2:xtic(1) title 'computing', '' using 3 title "
                         "'receiving or waiting for data', '' using 4 title 'idle until every node was released'\n",
                         out_dir);
-  const std::string script_path = out_dir + "/timeline.gp";
-  (void)write_text_file(script_path, script);
-  if (Status done = run_gnuplot(script_path); done) {
-    const std::string what = best && shown.size() == 2
-                                 ? fmt::format("even split against the best other policy ({})", best_policy.name())
-                                 : compared;
-    plots.files.push_back({"timeline.png", fmt::format("Per-node time of the median run at n={}: {}.", n, what)});
-  } else {
-    plots.problems.push_back(done.message());
-  }
+  const std::string what = best && shown.size() == 2
+                               ? fmt::format("even split against the best other policy ({})", best_policy.name())
+                               : compared;
+  draw_plot(out_dir, "timeline", data, script, fmt::format("Per-node time of the median run at n={}: {}.", n, what),
+            plots);
 }
 
 // Speedup against the first variant (one node, or the lowest node count) with the ideal bound.
@@ -538,10 +497,7 @@ void plot_scaling(const std::string& out_dir, const Study& study, const std::vec
     }
     data += "\n";
   }
-  (void)write_text_file(out_dir + "/scaling.dat", data);
-  std::string script = kPlotHeader;
-  script += fmt::format("set output '{}/scaling.png'\n", out_dir);
-  script += fmt::format("set title \"{}: speedup over {} node(s) alone (n={})\"\n", study.name,
+  std::string script = fmt::format("set title \"{}: speedup over {} node(s) alone (n={})\"\n", study.name,
                         variants.front().node_count, n);
   script += "set xlabel 'nodes'\nset ylabel 'speedup'\nset xtics 1\nset key inside left top\n";
   script += fmt::format("plot '{}/scaling.dat' using 1:2 with linespoints dt 2 lw 2 title 'ideal (sum of measured speeds)'",
@@ -551,14 +507,9 @@ void plot_scaling(const std::string& out_dir, const Study& study, const std::vec
                           series[i].first.name(), window_label(series[i].second));
   }
   script += "\n";
-  const std::string script_path = out_dir + "/scaling.gp";
-  (void)write_text_file(script_path, script);
-  if (Status done = run_gnuplot(script_path); done) {
-    plots.files.push_back({"scaling.png", "Speedup over the smallest node set, nodes added in cluster order, with the "
-                                          "ideal bound (sum of the nodes' measured speeds over the first node's)."});
-  } else {
-    plots.problems.push_back(done.message());
-  }
+  draw_plot(out_dir, "scaling", data, script,
+            "Speedup over the smallest node set, nodes added in cluster order, with the "
+            "ideal bound (sum of the nodes' measured speeds over the first node's).", plots);
 }
 
 // Even/balanced makespan ratio along the CPU sweep, with the ideal ratio.
@@ -585,10 +536,7 @@ void plot_sweep(const std::string& out_dir, const Study& study, const std::vecto
     }
     data += "\n";
   }
-  (void)write_text_file(out_dir + "/sweep.dat", data);
-  std::string script = kPlotHeader;
-  script += fmt::format("set output '{}/sweep.png'\n", out_dir);
-  script += fmt::format("set title \"{}: even / balanced makespan as the {} nodes slow down (n={})\"\n", study.name,
+  std::string script = fmt::format("set title \"{}: even / balanced makespan as the {} nodes slow down (n={})\"\n", study.name,
                         study.sweep->kind, n);
   script += fmt::format("set xlabel 'CPU quota of each {} node (cores)'\nset ylabel 'even makespan / balanced makespan'\n"
                         "set logscale x 2\nset key inside left top\n",
@@ -599,22 +547,14 @@ void plot_sweep(const std::string& out_dir, const Study& study, const std::vecto
     script += fmt::format(", '' using 1:{} with linespoints lw 2 title '{}'", 3 + i, balanced[i].name());
   }
   script += "\n";
-  const std::string script_path = out_dir + "/sweep.gp";
-  (void)write_text_file(script_path, script);
-  if (Status done = run_gnuplot(script_path); done) {
-    plots.files.push_back({"sweep.png", "How much balancing buys as the slow nodes get slower, against the ideal "
-                                        "ratio computed from the profiled speeds."});
-  } else {
-    plots.problems.push_back(done.message());
-  }
+  draw_plot(out_dir, "sweep", data, script,
+            "How much balancing buys as the slow nodes get slower, against the ideal "
+            "ratio computed from the profiled speeds.", plots);
 }
 
-Status write_report(const std::string& out_dir, const Study& study, const ExperimentOptions& options,
-                    const std::vector<Variant>& variants, const std::map<GroupKey, GroupStats>& groups,
-                    const Plots& plots, const std::string& started_at, double seconds, bool complete) {
-  std::string md = report_header(study.name, study.description, study.source_path, options.command_line, started_at,
-                                 seconds, options.repeat.value_or(study.repeat), "", complete);
-  md += fmt::format("- Cluster file: `{}`\n", study.cluster_path);
+std::string multiply_study_report(const Study& study, const std::vector<Variant>& variants,
+                                  const std::map<GroupKey, GroupStats>& groups) {
+  std::string md = fmt::format("- Cluster file: `{}`\n", study.cluster_path);
   for (const Variant& variant : variants) {
     md += fmt::format("- Variant *{}* (`{}`): {}\n", variant.label, variant.spec.name, emulation_description(variant.spec));
   }
@@ -656,13 +596,113 @@ Status write_report(const std::string& out_dir, const Study& study, const Experi
       }
     }
   }
-  md += "\n";
-  for (const auto& [file, caption] : plots.files) md += fmt::format("![{}]({})\n\n*{}*\n\n", file, file, caption);
-  for (const std::string& problem : plots.problems) md += "Plot not drawn: " + problem + "\n\n";
-  md += "Files: `results.csv` (one row per run), `nodes.csv` (one row per node and run), `summary.csv` "
-        "(median, min, max per combination), the plots' data (`*.dat`) and gnuplot scripts (`*.gp`).\n";
-  return write_text_file(out_dir + "/report.md", md);
+  return md;
 }
+
+// The multiply study as the study runner runs it: each variant of the cluster is one of its
+// clusters; each cell one size, credit window and policy, its repetitions back to back (the
+// matrices of a size are made once).
+class MultiplyStudyKind final : public StudyKind {
+ public:
+  MultiplyStudyKind(const Study& study, StudyOutline outline, const ExperimentOptions& options)
+      : StudyKind(std::move(outline)),
+        study_(study),
+        options_(options) {}
+
+  Status prepare(const std::string& out_dir, std::ostream&) override {
+    Result<run::VerifyMode> verify_mode = run::parse_verify_mode(study_.verify);
+    if (!verify_mode) return verify_mode.status();
+    verify_mode_ = *verify_mode;
+    Result<cluster::ClusterSpec> base = cluster::load_cluster_spec(study_.cluster_path);
+    if (!base) return base.status();
+    Result<std::vector<Variant>> variants = make_variants(study_, *base, out_dir);
+    if (!variants) return variants.status();
+    variants_ = std::move(*variants);
+    for (const Variant& variant : variants_) {
+      if (variant.config_path != base->source_path) TESSERA_RETURN_IF_ERROR(write_cluster_yaml(variant.config_path, variant.spec));
+    }
+    return Status::ok();
+  }
+
+  // The clusters are the variants, derived from the study's one cluster file in prepare().
+  std::size_t cluster_count() const override { return variants_.size(); }
+
+  Result<std::unique_ptr<StudyCluster>> open_cluster(std::size_t index, const local::LocalClusterOptions& local,
+                                                     std::ostream& progress) override {
+    const Variant& variant = variants_[index];
+    return StudyCluster::open(variant.spec, variant.config_path, variant.label, local, outline().required_capabilities,
+                              progress);
+  }
+
+  Status use_cluster(StudyCluster& cluster, std::size_t index) override {
+    variants_[index].gflops = cluster.speeds();
+    return Status::ok();
+  }
+
+  std::size_t cells() const override { return study_.sizes.size() * study_.windows.size() * study_.policies.size(); }
+
+  Status run_cell(StudyCluster& cluster, std::size_t index, std::size_t cell, uint32_t repetition,
+                  const session::RunControl& control, RunCounter& counter) override {
+    const std::size_t per_size = study_.windows.size() * study_.policies.size();
+    const uint64_t n = study_.sizes[cell / per_size];
+    const uint32_t window = study_.windows[cell % per_size / study_.policies.size()];
+    const StudyPolicy& policy = study_.policies[cell % study_.policies.size()];
+    if (!matrices_ || matrices_->n != n) matrices_.emplace(n);
+    const Variant& variant = variants_[index];
+    session::MultiplyOptions multiply;
+    multiply.policy = plan::default_choice(policy.policy);
+    multiply.layout = policy.layout;
+    multiply.panels_in_flight = window;
+    multiply.verify = verify_mode_;
+    multiply.verify_seed = repetition;
+    Result<session::MultiplyOutcome> run =
+        cluster.session().multiply(matrices_->a, matrices_->b, matrices_->c, multiply, control);
+    if (!run) return interrupted(options_) ? Status(StatusCode::kInternal, "interrupted") : run.status();
+    RunRecord record{variant.label, variant.spec.name, variant.node_count, variant.sweep_cpu, policy, window,
+                     n, repetition, std::move(run->report)};
+    counter.finished(fmt::format(
+        "{} n={} {} {} #{}: {:.3f} s ({}){}", variant.label, n, window_label(window), policy.name(), repetition,
+        record.report.run.makespan_s,
+        record.report.prediction ? fmt::format("predicted {:.3f} s", record.report.prediction->makespan_s)
+                                 : std::string("no forecast"),
+        record.report.verification.passed || verify_mode_ == run::VerifyMode::kNone ? "" : " NOT VERIFIED"));
+    records_.push_back(std::move(record));
+    return Status::ok();
+  }
+
+  Status write_tables(const std::string& out_dir) override {
+    groups_ = summarise(records_, variants_);
+    TESSERA_RETURN_IF_ERROR(write_results(out_dir, study_, records_));
+    return write_summary(out_dir, study_, variants_, groups_);
+  }
+
+  void draw_plots(const std::string& out_dir, Plots& plots) override {
+    plot_makespans(out_dir, study_, variants_, groups_, plots);
+    plot_timeline(out_dir, study_, variants_, groups_, plots);
+    plot_scaling(out_dir, study_, variants_, groups_, plots);
+    plot_sweep(out_dir, study_, variants_, groups_, plots);
+  }
+
+  std::string report_body() const override { return multiply_study_report(study_, variants_, groups_); }
+
+ private:
+  // A and B of one size (the same seeds for every run, so every policy multiplies the same
+  // matrices), and C to hold the product.
+  struct SizeMatrices {
+    explicit SizeMatrices(uint64_t size)
+        : n(size), a(linalg::random_matrix(size, size, 1)), b(linalg::random_matrix(size, size, 2)), c(size, size) {}
+    uint64_t n;
+    linalg::Matrix a, b, c;
+  };
+
+  const Study& study_;
+  const ExperimentOptions& options_;
+  run::VerifyMode verify_mode_{};
+  std::vector<Variant> variants_;
+  std::optional<SizeMatrices> matrices_;
+  std::vector<RunRecord> records_;
+  std::map<GroupKey, GroupStats> groups_;
+};
 
 
 }  // namespace
@@ -687,126 +727,19 @@ Result<StudyPolicy> parse_study_policy(std::string_view text) {
   return parsed;
 }
 
-Result<Study> load_study(const std::string& path) { return support::load_study_file<Study>(path, parse_study); }
+Result<Study> load_study(const std::string& path) { return load_study_file<Study>(path, parse_study); }
 
 Status run_experiment(const Study& study, const ExperimentOptions& options, std::ostream& progress) {
-  progress << std::unitbuf;  // progress lines reach a log file as they happen
-  Result<std::string> folder = make_output_folder(options.out_dir, study.name, "clusters");
-  if (!folder) return folder.status();
-  const std::string out_dir = *folder;
-  Result<run::VerifyMode> verify_mode = run::parse_verify_mode(study.verify);
-  if (!verify_mode) return verify_mode.status();
-  Result<cluster::ClusterSpec> base = cluster::load_cluster_spec(study.cluster_path);
-  if (!base) return base.status();
-  Result<std::vector<Variant>> variants = make_variants(study, *base, out_dir);
-  if (!variants) return variants.status();
-  for (const Variant& variant : *variants) {
-    if (variant.config_path != base->source_path) TESSERA_RETURN_IF_ERROR(write_cluster_yaml(variant.config_path, variant.spec));
-  }
-
-  const uint32_t repeat = options.repeat.value_or(study.repeat);
-  const std::size_t total = variants->size() * study.sizes.size() * study.windows.size() * study.policies.size() * repeat;
-  local::LocalClusterOptions local;
-  local.run_dir = options.run_dir;
-  const std::string started_at = utc_now(UtcFormat::kReadable);
-  const auto start = Clock::now();
-  std::vector<RunRecord> records;
-  Status outcome = Status::ok();
-  std::size_t done = 0;
-
-  for (Variant& variant : *variants) {
-    if (interrupted(options)) break;
-    Result<bool> started = ensure_up(variant.spec, variant.label, local, progress);
-    if (!started) {
-      outcome = started.status();
-      break;
-    }
-    // From here on the cluster is ours to stop, whatever happens.
-    auto stop_if_started = [&] {
-      if (*started) {
-        (void)local::local_cluster_down(variant.spec, local);
-        progress << fmt::format("stopped cluster '{}'\n", variant.spec.name);
-      }
-    };
-    Result<cluster::ClusterSpec> reachable = local::load_reachable_cluster(variant.config_path, options.run_dir);
-    session::SessionOptions session_options;
-    session_options.damaged_profile_is_error = false;  // a study re-measures what it cannot reuse
-    Result<session::Session> session =
-        reachable ? session::Session::open(*reachable, session_options) : Result<session::Session>(reachable.status());
-    if (!session) {
-      outcome = session.status();
-      stop_if_started();
-      break;
-    }
-    progress << fmt::format("profiling '{}'\n", variant.spec.name);
-    Result<profile::ClusterProfile> profile = session->measure_profile(profile::ProfileOptions{});
-    if (!profile) {
-      outcome = profile.status();
-      stop_if_started();
-      break;
-    }
-    for (const cluster::NodeSpec& node : reachable->nodes) variant.gflops.push_back(profile->find(node.name)->gflops);
-
-    session::RunControl control;
-    control.cancel = options.interrupted;
-    for (uint64_t n : study.sizes) {
-      if (!outcome.is_ok() || interrupted(options)) break;
-      const linalg::Matrix a = linalg::random_matrix(n, n, 1);
-      const linalg::Matrix b = linalg::random_matrix(n, n, 2);
-      linalg::Matrix c(n, n);
-      for (uint32_t window : study.windows) {
-        for (const StudyPolicy& policy : study.policies) {
-          for (uint32_t repetition = 1; repetition <= repeat && outcome.is_ok() && !interrupted(options); ++repetition) {
-            session::MultiplyOptions multiply;
-            multiply.policy = plan::default_choice(policy.policy);
-            multiply.layout = policy.layout;
-            multiply.panels_in_flight = window;
-            multiply.verify = *verify_mode;
-            multiply.verify_seed = repetition;
-            Result<session::MultiplyOutcome> run = session->multiply(a, b, c, multiply, control);
-            if (!run) {
-              outcome = interrupted(options) ? Status(StatusCode::kInternal, "interrupted") : run.status();
-              break;
-            }
-            ++done;
-            RunRecord record{variant.label, variant.spec.name, variant.node_count, variant.sweep_cpu, policy, window,
-                             n, repetition, std::move(run->report)};
-            const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-            progress << fmt::format("[{}/{}] {} n={} {} {} #{}: {:.3f} s ({}){}  ETA {}\n", done,
-                                    total, variant.label, n, window_label(window), policy.name(), repetition,
-                                    record.report.run.makespan_s,
-                                    record.report.prediction
-                                        ? fmt::format("predicted {:.3f} s", record.report.prediction->makespan_s)
-                                        : std::string("no forecast"),
-                                    record.report.verification.passed || *verify_mode == run::VerifyMode::kNone ? ""
-                                                                                                           : " NOT VERIFIED",
-                                    format_duration(elapsed / static_cast<double>(done) * static_cast<double>(total - done)));
-            records.push_back(std::move(record));
-          }
-        }
-      }
-    }
-    session->close();
-    stop_if_started();
-    if (!outcome.is_ok()) break;
-  }
-  if (interrupted(options) && outcome.is_ok()) outcome = Status(StatusCode::kInternal, "interrupted");
-
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const std::map<GroupKey, GroupStats> groups = summarise(records, *variants);
-  TESSERA_RETURN_IF_ERROR(write_results(out_dir, study, records));
-  TESSERA_RETURN_IF_ERROR(write_summary(out_dir, study, *variants, groups));
-  Plots plots;
-  if (!records.empty()) {
-    plot_makespans(out_dir, study, *variants, groups, plots);
-    plot_timeline(out_dir, study, *variants, groups, plots);
-    plot_scaling(out_dir, study, *variants, groups, plots);
-    plot_sweep(out_dir, study, *variants, groups, plots);
-  }
-  TESSERA_RETURN_IF_ERROR(
-      write_report(out_dir, study, options, *variants, groups, plots, started_at, seconds, outcome.is_ok()));
-  progress << fmt::format("{} runs in {}; results in {}/report.md\n", records.size(), format_duration(seconds), out_dir);
-  return outcome;
+  StudyOutline outline = outline_of(study);
+  outline.output_subfolder = "clusters";  // the variants' derived cluster files
+  outline.interleaved = false;
+  outline.interrupted_code = StatusCode::kInternal;
+  outline.show_notices = false;
+  outline.files_note = "Files: `results.csv` (one row per run), `nodes.csv` (one row per node and run), "
+                       "`summary.csv` (median, min, max per combination), the plots' data (`*.dat`) and gnuplot "
+                       "scripts (`*.gp`).\n";
+  MultiplyStudyKind kind(study, std::move(outline), options);
+  return run_study(kind, options, progress);
 }
 
 }  // namespace tessera::balance::study

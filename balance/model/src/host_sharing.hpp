@@ -1,0 +1,41 @@
+// What the parts of the performance model share about dividing a resource: max-min fair rates,
+// and the coordinator's host's cores divided between the nodes there and the coordinator.
+// Implemented in host.cpp; private to the model library. Pure functions; thread-safe.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "tessera/balance/model/cluster_model.hpp"
+
+namespace tessera::balance::model::detail {
+
+// Sizing the model plan again with the host's cores shared as the last plan left them settles
+// within two passes on the clusters measured (docs/performance.md, "The model on a shared host");
+// the pull replay is replayed as many times.
+inline constexpr int kHostSharingPasses = 2;
+
+// Max-min fair (water-filling) rates for flows with the given caps sharing `capacity`; a capacity
+// <= 0 or infinite means the shared resource is no bottleneck. Caps may be infinite.
+std::vector<double> max_min_fair(std::span<const double> caps, double capacity);
+
+// A HostModel's crowded_share, read as 1 when it is not a share.
+double crowded_share(const HostModel& host);
+
+// Whether the node competes for the coordinator's host's cores (on that host, both core counts known).
+bool shares_coordinator_host(const HostModel& host);
+
+// The coordinator's host's cores divided max-min fairly (as the kernel's fair scheduler divides
+// them between cgroups and processes) among the nodes there, each wanting wants[i] cores, and the
+// coordinator, wanting coordinator_wants. Each node's share is what it gets over what it wants (1
+// for one wanting nothing), capped at crowded[i] while another node there wants cores too; the
+// coordinator's likewise, uncapped.
+struct CoreDivision {
+  std::vector<double> node_share;
+  double coordinator_share = 1.0;
+};
+
+CoreDivision divide_host_cores(std::vector<double> wants, const std::vector<double>& crowded, double coordinator_wants,
+                               double cores);
+
+}  // namespace tessera::balance::model::detail

@@ -1,0 +1,232 @@
+// The model policy: make_model_plan() sizes each node's rows so that the forecast finish times
+// (the fluid replay of fluid_replay.hpp) are as equal as integer rows allow; model_policy.hpp
+// says how.
+#include "tessera/balance/model/model_policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fluid_replay.hpp"
+#include "host_sharing.hpp"
+#include "tessera/balance/model/host.hpp"
+#include "tessera/balance/model/replay.hpp"
+
+namespace tessera::balance::model {
+
+namespace {
+
+using namespace detail;
+
+// The outer bisection stops when the bracket on the common finish time is this tight; at 1e-6
+// the rows the two ends give differ by about m * 1e-6 per node, i.e. by none for realistic m.
+constexpr double kFinishTimeTolerance = 1e-6;
+constexpr int kMaxBisectionSteps = 60;
+
+// One node's predicted finish as a function of its rows, alone on a link capped at its fair
+// share of the coordinator.
+class SoloFinish {
+ public:
+  SoloFinish(const NodeModel& node, double to_node_cap, const SimShape& shape) : shape_(shape) {
+    sim_.speed = &node.speed;
+    sim_.cpu = node.cpu;
+    sim_.latency_s = node.link.latency_s;
+    sim_.to_node_bytes_per_s = to_node_cap;
+    sim_.from_node_bytes_per_s = node.link.from_node_bytes_per_s;
+  }
+
+  double operator()(uint64_t rows) const {
+    if (rows == 0) return 0.0;
+    SimNode node = sim_;
+    node.rows = rows;
+    return simulate(std::span<const SimNode>(&node, 1), shape_, 0.0).finish.front();
+  }
+
+  // The largest r in [known_ok, known_too_many) with finish(r) <= deadline, given
+  // finish(known_ok) <= deadline and finish(known_too_many) > deadline (or known_too_many = m + 1).
+  // Assumes finish grows with rows (it does while a GEMM's rate grows more slowly than its size
+  // cubed, i.e. for every measured curve); if it did not, the result would still be feasible.
+  uint64_t max_rows_by(double deadline, uint64_t known_ok, uint64_t known_too_many) const {
+    while (known_too_many - known_ok > 1) {
+      const uint64_t mid = known_ok + (known_too_many - known_ok) / 2;
+      if ((*this)(mid) <= deadline) {
+        known_ok = mid;
+      } else {
+        known_too_many = mid;
+      }
+    }
+    return known_ok;
+  }
+
+ private:
+  SimNode sim_;
+  SimShape shape_;
+};
+
+// Each node's finish time is modelled alone, with its link capped at its max-min fair share of
+// the coordinator as if every usable node were receiving at once, and its compute at its CpuModel
+// availability. That is pessimistic when nodes stop receiving at different times (the survivors
+// then get more) and when a node ends up with 0 rows, but it makes every node's finish a function
+// of its own rows only, which is what lets the common finish time be found by bisection.
+// predict() of the resulting plan simulates the true sharing.
+Result<ModelPlanResult> size_rows_by_finish_time(const plan::PlanRequest& request, const ClusterModel& model) {
+  TESSERA_RETURN_IF_ERROR(plan::check_plan_request(request));
+  TESSERA_RETURN_IF_ERROR(plan::check_layout(plan::Policy::kModel, request.layout));
+  if (request.node_names.size() != model.nodes.size()) {
+    return invalid_argument(fmt::format("{} node names given but the performance model has {} nodes",
+                                        request.node_names.size(), model.nodes.size()));
+  }
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    if (request.node_names[i] != model.nodes[i].name) {
+      return invalid_argument(fmt::format("node {} is '{}' in the request but '{}' in the performance model", i,
+                                          request.node_names[i], model.nodes[i].name));
+    }
+  }
+
+  ModelPlanResult result;
+  std::vector<std::size_t> usable;
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    const std::string reason = excluded_reason(model.nodes[i]);
+    if (reason.empty()) {
+      usable.push_back(i);
+    } else {
+      result.warnings.push_back(fmt::format("node '{}' gets no rows: {}", model.nodes[i].name, reason));
+    }
+  }
+  if (usable.empty()) {
+    return invalid_argument(fmt::format("no node can take rows: {}", fmt::join(result.warnings, "; ")));
+  }
+
+  SimShape shape;
+  shape.n = request.n;
+  shape.k = request.k;
+  shape.panel_width = std::min(request.panel_width, request.k);
+  shape.panels_in_flight = request.panels_in_flight;
+
+  std::vector<double> link_caps;
+  for (std::size_t i : usable) link_caps.push_back(model.nodes[i].link.to_node_bytes_per_s);
+  const std::vector<double> fair_caps = max_min_fair(link_caps, model.coordinator_send_bytes_per_s);
+  std::vector<SoloFinish> solo;
+  for (std::size_t u = 0; u < usable.size(); ++u) solo.emplace_back(model.nodes[usable[u]], fair_caps[u], shape);
+
+  const uint64_t m = request.m;
+  // Any single node doing everything is a feasible plan, so the best of those bounds T above.
+  std::vector<double> alone(solo.size());
+  for (std::size_t u = 0; u < solo.size(); ++u) alone[u] = solo[u](m);
+  double hi = *std::min_element(alone.begin(), alone.end());
+  if (std::isinf(hi)) {
+    return invalid_argument("the performance model predicts that no node ever finishes; check the speed curves");
+  }
+  double lo = 0.0;
+  // rows_lo[u] fit by `lo` (sum < m), rows_hi[u] fit by `hi` (sum >= m), and one row more does not.
+  std::vector<uint64_t> rows_lo(usable.size(), 0);
+  std::vector<uint64_t> rows_hi(usable.size());
+  for (std::size_t u = 0; u < usable.size(); ++u) {
+    // Checked directly so that sum(rows_hi) >= m holds even for a curve steep enough to make a
+    // node's finish time dip somewhere as its rows grow.
+    rows_hi[u] = alone[u] <= hi ? m : solo[u].max_rows_by(hi, 0, m + 1);
+  }
+
+  for (int step = 0; step < kMaxBisectionSteps && hi - lo > kFinishTimeTolerance * hi; ++step) {
+    const double mid = lo + (hi - lo) / 2;
+    std::vector<uint64_t> rows_mid(usable.size());
+    uint64_t total = 0;
+    for (std::size_t u = 0; u < usable.size(); ++u) {
+      rows_mid[u] = solo[u].max_rows_by(mid, rows_lo[u], rows_hi[u] + 1);
+      total += rows_mid[u];
+    }
+    if (total >= m) {
+      hi = mid;
+      rows_hi = std::move(rows_mid);
+    } else {
+      lo = mid;
+      rows_lo = std::move(rows_mid);
+    }
+  }
+
+  // The rows `lo` leaves over go one at a time to whichever node would finish its next row
+  // soonest, among those that can take it by `hi`: the plan then finishes by hi.
+  std::vector<uint64_t> rows = rows_lo;
+  uint64_t assigned = std::accumulate(rows.begin(), rows.end(), uint64_t{0});
+  std::vector<double> next_row_finish(usable.size(), kInfinity);
+  for (std::size_t u = 0; u < usable.size(); ++u) {
+    if (rows[u] < rows_hi[u]) next_row_finish[u] = solo[u](rows[u] + 1);
+  }
+  while (assigned < m) {
+    const auto best = std::min_element(next_row_finish.begin(), next_row_finish.end());
+    const std::size_t u = static_cast<std::size_t>(best - next_row_finish.begin());
+    if (rows[u] >= rows_hi[u]) return internal_error("the model plan's bisection lost rows");
+    ++rows[u];
+    ++assigned;
+    next_row_finish[u] = rows[u] < rows_hi[u] ? solo[u](rows[u] + 1) : kInfinity;
+  }
+  // A usable node left without rows is one whose first row would finish after everyone else is
+  // done (typically: its link must first carry all of B); say so rather than drop it silently.
+  double planned_finish = 0.0;
+  for (std::size_t u = 0; u < usable.size(); ++u) {
+    if (rows[u] > 0) planned_finish = std::max(planned_finish, solo[u](rows[u]));
+  }
+  for (std::size_t u = 0; u < usable.size(); ++u) {
+    if (rows[u] > 0) continue;
+    const NodeModel& node = model.nodes[usable[u]];
+    const double b_bytes = 8.0 * static_cast<double>(request.n) * static_cast<double>(request.k);
+    const bool b_alone_too_slow = b_bytes / node.link.to_node_bytes_per_s >= planned_finish;
+    result.warnings.push_back(fmt::format(
+        "node '{}' gets no rows: even one row would finish at {:.3f} s, no sooner than the plan ends at {:.3f} s{}",
+        node.name, solo[u](1), planned_finish,
+        b_alone_too_slow ? fmt::format(" (its link must first carry B, {:.1f} MB at {:.1f} MB/s)", b_bytes / 1e6,
+                                       node.link.to_node_bytes_per_s / 1e6)
+                         : ""));
+  }
+
+  plan::Plan& plan = result.plan;
+  plan.policy = plan::Policy::kModel;
+  plan.m = m;
+  plan.n = request.n;
+  plan.k = request.k;
+  plan.panel_width = shape.panel_width;
+  plan.panels_in_flight = request.panels_in_flight;
+  plan.refill_threshold = request.refill_threshold;
+  std::vector<uint64_t> node_rows(model.nodes.size(), 0);
+  for (std::size_t u = 0; u < usable.size(); ++u) node_rows[usable[u]] = rows[u];
+  uint64_t begin = 0;
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    const double weight = static_cast<double>(node_rows[i]) / static_cast<double>(m);
+    plan.shares.push_back({request.node_names[i], weight, partition::RowBlock{begin, node_rows[i]}, {}});
+    begin += node_rows[i];
+  }
+  return result;
+}
+
+}  // namespace
+
+Result<ModelPlanResult> make_model_plan(const plan::PlanRequest& request, const ClusterModel& model) {
+  Result<ModelPlanResult> sized = size_rows_by_finish_time(request, model);
+  if (!sized || !(coordinator_host(model).cores > 0.0)) return sized;
+  // Nodes on the coordinator's host lose cores to each other and to the coordinator while it
+  // moves bytes, by amounts that depend on the whole plan. Each pass sizes the rows again with
+  // every node's compute at the share of its cores the last plan left it (predict's host_share),
+  // and the plan whose forecast, sharing simulated, ends soonest is kept: never one the model
+  // thinks worse than the plan sized without sharing.
+  ModelPlanResult best = std::move(*sized);
+  Prediction last = predict(model, best.plan);
+  double best_makespan = last.makespan_s;
+  for (int pass = 0; pass < kHostSharingPasses; ++pass) {
+    Result<ModelPlanResult> candidate = size_rows_by_finish_time(request, with_host_shares(model, last.host_share));
+    if (!candidate) break;
+    last = predict(model, candidate->plan);
+    if (last.makespan_s < best_makespan) {
+      best_makespan = last.makespan_s;
+      best = std::move(*candidate);
+    }
+  }
+  return best;
+}
+
+}  // namespace tessera::balance::model
