@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -38,6 +39,23 @@ SilentNodeWatchdog::Options fixed_deadline(double seconds, Fired& fired) {
   };
   options.on_silent = [&fired](std::size_t node, const std::string& reason) { fired.add(node, reason); };
   return options;
+}
+
+// One node that owes from now on.
+std::unique_ptr<SilentNodeWatchdog> one_node_owing(SilentNodeWatchdog::Options options) {
+  auto watchdog = std::make_unique<SilentNodeWatchdog>(1, std::move(options));
+  watchdog->begin_owing(0);
+  return watchdog;
+}
+
+// Calls `talk` every 20 ms for `how_long`.
+template <typename Talk>
+void keep_talking_for(std::chrono::milliseconds how_long, Talk&& talk) {
+  const auto until = Clock::now() + how_long;
+  while (Clock::now() < until) {
+    talk();
+    std::this_thread::sleep_for(20ms);
+  }
 }
 
 // Waits up to `limit` for `done`; generous, since the machine running the tests may be loaded.
@@ -92,27 +110,18 @@ TEST(SilentNodeWatchdog, ProgressPushesTheDeadlineForward) {
   SilentNodeWatchdog watchdog(1, fixed_deadline(0.3, fired));
   watchdog.begin_owing(0);
   // Progress every 20 ms for a second: more than three deadlines' worth of time, never silent.
-  const auto until = Clock::now() + 1s;
-  while (Clock::now() < until) {
-    watchdog.progress(0);
-    std::this_thread::sleep_for(20ms);
-  }
+  keep_talking_for(1s, [&] { watchdog.progress(0); });
   EXPECT_EQ(fired.count(), 0u);
   ASSERT_TRUE(eventually([&] { return fired.count() == 1; }));  // then silence
 }
 
 TEST(SilentNodeWatchdog, ACounterThatMovesIsProgress) {
-  Fired fired;
   std::atomic<uint64_t> bytes{0};
+  Fired fired;
   SilentNodeWatchdog::Options options = fixed_deadline(0.3, fired);
   options.progress_counter = [&bytes](std::size_t) { return bytes.load(); };
-  SilentNodeWatchdog watchdog(1, options);
-  watchdog.begin_owing(0);
-  const auto until = Clock::now() + 1s;
-  while (Clock::now() < until) {
-    ++bytes;
-    std::this_thread::sleep_for(20ms);
-  }
+  const auto watchdog = one_node_owing(options);
+  keep_talking_for(1s, [&] { ++bytes; });
   EXPECT_EQ(fired.count(), 0u);
   ASSERT_TRUE(eventually([&] { return fired.count() == 1; }));
 }
@@ -156,8 +165,7 @@ TEST(SilentNodeWatchdog, ADeadlineMayFollowWhatIsOwed) {
   std::atomic<double> deadline{60.0};
   SilentNodeWatchdog::Options options = fixed_deadline(0.0, fired);
   options.deadline_s = [&deadline](std::size_t) { return deadline.load(); };
-  SilentNodeWatchdog watchdog(1, options);
-  watchdog.begin_owing(0);
+  const auto watchdog = one_node_owing(options);
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(fired.count(), 0u);
   deadline = 0.01;  // what it owes shrank
