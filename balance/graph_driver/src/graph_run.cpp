@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/balance/cluster/silent_node_watchdog.hpp"
 #include "tessera/balance/graph_driver/priority_levels.hpp"
 #include "tessera/balance/graph_driver/termination.hpp"
 #include "tessera/core/strings.hpp"
@@ -36,10 +37,11 @@ struct CallOutcome {
 };
 
 // Runs call(i) for every link on its own thread and waits for all of them. A call during which
-// its connection moves no byte for `silence` has the connection shut down, which makes the call
-// return; the outcome says it was silent. With `abort_after`, once one call has failed the calls
-// still pending get that long and are then shut down too (a sync step waits for batches from every
-// other node, so a lost node leaves the others waiting). The cancel flag shuts every call down.
+// its connection moves no byte for `silence` has the connection shut down by the cluster's
+// silent-node watchdog, which makes the call return; the outcome says it was silent. With
+// `abort_after`, once one call has failed the calls still pending get that long and are then shut
+// down too (a sync step waits for batches from every other node, so a lost node leaves the others
+// waiting). The cancel flag shuts every call down.
 std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std::chrono::milliseconds silence,
                                   const std::atomic<bool>* cancel, const std::function<Status(std::size_t)>& call,
                                   std::optional<std::chrono::milliseconds> abort_after = std::nullopt) {
@@ -49,15 +51,24 @@ std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std
   std::size_t remaining = count;
   std::mutex mutex;
   std::condition_variable finished;
-  std::vector<uint64_t> last_bytes(count);
-  std::vector<Clock::time_point> last_activity(count, Clock::now());
-  for (std::size_t i = 0; i < count; ++i) last_bytes[i] = link_bytes(*links[i]);
+  // A call owes bytes while it runs; any byte moved either way is progress.
+  cluster::SilentNodeWatchdog::Options watch;
+  watch.period = std::chrono::milliseconds(20);
+  watch.deadline_s = [seconds = std::chrono::duration<double>(silence).count()](std::size_t) { return seconds; };
+  watch.progress_counter = [&links](std::size_t i) { return link_bytes(*links[i]); };
+  watch.on_silent = [&links](std::size_t i, const std::string&) { links[i]->connection->shutdown(); };
+  cluster::SilentNodeWatchdog watchdog(count, std::move(watch));
+  for (std::size_t i = 0; i < count; ++i) {
+    if (links[i]->connection) watchdog.begin_owing(i);
+  }
   std::vector<std::jthread> threads;
   threads.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
     threads.emplace_back([&, i] {
       Status status = links[i]->connection ? call(i) : network_error("not connected");
       const std::lock_guard<std::mutex> lock(mutex);
+      // Found silent before the call returned: the outcome says so (retire tells).
+      outcomes[i].silent = !watchdog.retire(i);
       outcomes[i].status = std::move(status);
       done[i] = 1;
       --remaining;
@@ -77,18 +88,12 @@ std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std
     }
     const bool aborting = abort_at && now >= *abort_at;
     for (std::size_t i = 0; i < count; ++i) {
-      if (done[i] != 0 || outcomes[i].silent || outcomes[i].aborted || !links[i]->connection) continue;
-      const uint64_t bytes = link_bytes(*links[i]);
-      if (bytes != last_bytes[i]) {
-        last_bytes[i] = bytes;
-        last_activity[i] = now;
-      }
+      if (done[i] != 0 || outcomes[i].aborted || !links[i]->connection) continue;
       if (cancelling) {
+        // Cancelled, not silent: the watchdog lets it be.
+        watchdog.retire(i);
         links[i]->connection->shutdown();
-      } else if (now - last_activity[i] > silence) {
-        outcomes[i].silent = true;
-        links[i]->connection->shutdown();
-      } else if (aborting) {
+      } else if (aborting && watchdog.retire(i)) {
         outcomes[i].aborted = true;
         links[i]->connection->shutdown();
       }

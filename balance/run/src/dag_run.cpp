@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/balance/cluster/silent_node_watchdog.hpp"
 #include "tessera/core/time.hpp"
 
 #include "tessera/transport/crc32c.hpp"
@@ -110,10 +111,7 @@ struct NodeState {
   std::condition_variable changed;
   uint64_t jobs_sent = 0, credits = 0, results_expected = 0, results_received = 0;
   bool sender_done = false;
-  bool reader_done = false;
   bool failed = false;
-  int writing = 0;                    // writes in progress (a stopped node blocks them)
-  Clock::time_point since = Clock::now();  // last frame, or when the node began to owe one
   std::unordered_map<uint64_t, std::size_t> job_task;  // job id -> task
   uint64_t next_job_id = 1;
   std::unordered_set<uint32_t> stored;  // ids on the worker (sender thread only)
@@ -168,6 +166,7 @@ class DagRunner {
 
   DagRun run() {
     start_ = Clock::now();
+    watchdog_ = std::make_unique<cluster::SilentNodeWatchdog>(nodes_.size(), silence_watch());
     const double cpu_at_start = process_cpu_seconds();
     for (auto& node : nodes_) {
       node->bytes_sent_at_start = node->connection->bytes_sent();
@@ -179,8 +178,9 @@ class DagRunner {
         threads.emplace_back([this, &node] { send_all(*node); });
         threads.emplace_back([this, &node] { read_all(*node); });
       }
-      watch();
     }
+    // Every reader is done: nothing is owed any more, so nothing can go silent.
+    watchdog_->stop();
     DagRun run;
     run.coordinator_cpu_s = process_cpu_seconds() - cpu_at_start;
     run.makespan_s = seconds_between(start_, last_result_.value_or(Clock::now()));
@@ -219,6 +219,7 @@ class DagRunner {
       std::lock_guard lock(lost_mutex_);
       lost_.push_back({node.index, reason});
     }
+    watchdog_->retire(node.index);
     stop_ = true;
     node.connection->shutdown();
     tiles_.wake_all();
@@ -228,16 +229,9 @@ class DagRunner {
   // Writes with the node's watchdog aware of them: a write into a stopped node's full socket owes.
   template <typename Write>
   Status writing(NodeState& node, Write&& write) {
-    {
-      std::lock_guard lock(node.mutex);
-      if (node.owed() == 0 && node.writing == 0) node.since = Clock::now();
-      ++node.writing;
-    }
+    watchdog_->begin_owing(node.index);
     Status status = write();
-    {
-      std::lock_guard lock(node.mutex);
-      --node.writing;
-    }
+    watchdog_->end_owing(node.index);
     return status;
   }
 
@@ -393,10 +387,10 @@ class DagRunner {
       std::lock_guard lock(node.mutex);
       job.job_id = node.next_job_id++;
       node.job_task[job.job_id] = task_index;
-      if (node.owed() == 0) node.since = Clock::now();
       ++node.jobs_sent;
       if ((job.flags & tp::kJobSendResult) != 0) ++node.results_expected;
     }
+    watchdog_->begin_owing(node.index, (job.flags & tp::kJobSendResult) != 0 ? 2 : 1);
     ++node.stats.jobs;
     node.changed.notify_all();
     return writing(node, [&] { return node.connection->write_message(job, job.job_id); });
@@ -541,10 +535,7 @@ class DagRunner {
     Result<tp::FrameHeader> header =
         tp::read_reply_header(*node.connection, {tp::MessageType::kCredit, tp::MessageType::kResult});
     if (!header) return header.status();
-    {
-      std::lock_guard lock(node.mutex);
-      node.since = Clock::now();
-    }
+    watchdog_->progress(node.index);
     if (header->type == static_cast<uint16_t>(tp::MessageType::kCredit)) {
       Result<tp::IncomingFrame> frame = node.connection->read_payload(*header);
       if (!frame) return frame.status();
@@ -559,6 +550,7 @@ class DagRunner {
         task = found->second;
         node.credits += 1;
       }
+      watchdog_->end_owing(node.index);
       task_compute_[task] += credit.compute_seconds;
       task_done_[task] = seconds_between(start_, Clock::now());  // the task's jobs are credited in order
       node.stats.compute_s += credit.compute_seconds;
@@ -597,6 +589,7 @@ class DagRunner {
       std::lock_guard lock(node.mutex);
       ++node.results_received;
     }
+    watchdog_->end_owing(node.index);
     node.stats.finish_s = seconds_between(start_, Clock::now());
     node.changed.notify_all();
     return Status::ok();
@@ -614,11 +607,6 @@ class DagRunner {
         break;
       }
     }
-    {
-      std::lock_guard lock(node.mutex);
-      node.reader_done = true;
-    }
-    done_.notify_all();
   }
 
   double deadline_s() const {
@@ -626,29 +614,20 @@ class DagRunner {
     return std::max(options_.floor_s, 4.0 * schedule_.makespan_s);
   }
 
-  // Until every reader is done: drops a node that owes frames and has been silent past the deadline.
-  void watch() {
-    const double deadline = deadline_s();
-    std::mutex mutex;
-    std::unique_lock lock(mutex);
-    for (;;) {
-      done_.wait_for(lock, std::chrono::milliseconds(50));
-      bool all_done = true;
-      for (auto& node : nodes_) {
-        std::optional<std::string> silent;
-        {
-          std::lock_guard node_lock(node->mutex);
-          all_done = all_done && node->reader_done && node->sender_done;
-          const double quiet = seconds_between(node->since, Clock::now());
-          if (!node->failed && (node->owed() > 0 || node->writing > 0) && quiet > deadline) {
-            silent = fmt::format("{} is unresponsive: no frame for {:.1f} s while {} jobs were in flight", node->name,
-                                 quiet, node->jobs_sent - node->credits);
-          }
-        }
-        if (silent) lose(*node, *silent);
-      }
-      if (all_done) return;
-    }
+  // The watchdog's settings: a node that owes frames (an unanswered job, a RESULT still due, a write
+  // in progress) and has been silent past the deadline is lost.
+  cluster::SilentNodeWatchdog::Options silence_watch() {
+    cluster::SilentNodeWatchdog::Options options;
+    options.period = std::chrono::milliseconds(50);
+    options.deadline_s = [deadline = deadline_s()](std::size_t) { return deadline; };
+    options.describe = [this](const cluster::SilentNodeWatchdog::Silence& silence) {
+      NodeState& node = *nodes_[silence.node];
+      std::lock_guard lock(node.mutex);
+      return fmt::format("{} is unresponsive: no frame for {:.1f} s while {} jobs were in flight", node.name,
+                         silence.quiet_s, node.jobs_sent - node.credits);
+    };
+    options.on_silent = [this](std::size_t index, const std::string& reason) { lose(*nodes_[index], reason); };
+    return options;
   }
 
   const expr::TaskDag& dag_;
@@ -673,8 +652,9 @@ class DagRunner {
   std::vector<double> task_compute_;
   std::vector<double> task_sent_;  // per task: first JOB written (its node's sender thread)
   std::vector<double> task_done_;  // per task: last CREDIT in (its node's reader thread)
-  std::condition_variable done_;
   Clock::time_point start_;
+  // Made when the run starts (its thread runs from then); stopped once every reader is done.
+  std::unique_ptr<cluster::SilentNodeWatchdog> watchdog_;
 };
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <limits>
 #include <map>
@@ -15,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/balance/cluster/silent_node_watchdog.hpp"
 #include "tessera/balance/run/tile_board.hpp"
 #include "tessera/balance/run/work.hpp"
 #include "tessera/core/time.hpp"
@@ -58,15 +58,13 @@ class Output {
   std::mutex mutex_;
 };
 
-// What one node owes the coordinator, as its progress watchdog sees it: the jobs in flight and
-// what they cost (bytes each way, multiply-adds), waits for a reply or a write, and when the node
-// was last heard from (a frame, or the moment it began to owe something). The node's streaming
-// thread updates it; the watchdog reads it and may mark the node unresponsive. Thread-safe.
+// What one node owes the coordinator, as the cluster's silent-node watchdog needs it: the jobs in
+// flight and what they cost (bytes each way, multiply-adds), from which its deadline is computed.
+// The node's streaming thread reports here; the watchdog's clock (when the node was last heard from,
+// or began to owe) and its verdict live in the watchdog, which this forwards to. Thread-safe.
 class NodeProgress {
  public:
-  struct Snapshot {
-    bool owes = false;
-    Clock::time_point since;  // last frame, or when the node began to owe
+  struct Owed {
     uint64_t jobs = 0;
     uint64_t results = 0;  // RESULTs owed, some of them perhaps for jobs already credited
     double to_node_bytes = 0.0;
@@ -74,89 +72,83 @@ class NodeProgress {
     double flops = 0.0;
   };
 
+  NodeProgress(cluster::SilentNodeWatchdog& watchdog, std::size_t index) : watchdog_(watchdog), index_(index) {}
+
   // A frame came from the node.
-  void heard() {
-    std::lock_guard lock(mutex_);
-    since_ = Clock::now();
-  }
+  void heard() { watchdog_.progress(index_); }
   // A job went out; it carried `to_node_bytes` (with the A and B data written for it) and will
   // cost `flops` and, when it finishes a tile, bring a RESULT of `result_bytes` back.
   void job_sent(double to_node_bytes, double result_bytes, double flops) {
-    std::lock_guard lock(mutex_);
-    start_owing();
-    jobs_.push_back({to_node_bytes, flops});
-    if (result_bytes > 0.0) {
-      ++results_owed_;
-      result_bytes_owed_ += result_bytes;
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back({to_node_bytes, flops});
+      if (result_bytes > 0.0) {
+        ++results_owed_;
+        result_bytes_owed_ += result_bytes;
+      }
     }
+    watchdog_.begin_owing(index_, result_bytes > 0.0 ? 2 : 1);
   }
   // `count` jobs were answered (jobs finish in the order they were queued on a worker). A job's
   // RESULT follows its CREDIT and stays owed until result_received: a node stopped between the two
   // still owes it.
   void jobs_answered(uint64_t count) {
-    std::lock_guard lock(mutex_);
-    for (; count > 0 && !jobs_.empty(); --count) jobs_.pop_front();
+    uint64_t answered = 0;
+    {
+      std::lock_guard lock(mutex_);
+      for (; count > 0 && !jobs_.empty(); --count, ++answered) jobs_.pop_front();
+    }
+    watchdog_.end_owing(index_, answered);
   }
   // A RESULT of `bytes` is in whole.
   void result_received(double bytes) {
-    std::lock_guard lock(mutex_);
-    if (results_owed_ > 0) --results_owed_;
-    result_bytes_owed_ = results_owed_ == 0 ? 0.0 : std::max(0.0, result_bytes_owed_ - bytes);
+    uint64_t received = 0;
+    {
+      std::lock_guard lock(mutex_);
+      if (results_owed_ > 0) {
+        --results_owed_;
+        received = 1;
+      }
+      result_bytes_owed_ = results_owed_ == 0 ? 0.0 : std::max(0.0, result_bytes_owed_ - bytes);
+    }
+    watchdog_.end_owing(index_, received);
   }
   // A write of `bytes` to the node, or a wait for its reply (0 bytes), began / ended. A large
   // write to a live node takes its time; the bytes count toward the deadline meanwhile.
   void begin_wait(double bytes) {
-    std::lock_guard lock(mutex_);
-    start_owing();
-    ++waits_;
-    writing_bytes_ += bytes;
+    {
+      std::lock_guard lock(mutex_);
+      writing_bytes_ += bytes;
+    }
+    watchdog_.begin_owing(index_);
   }
   void end_wait(double bytes) {
-    std::lock_guard lock(mutex_);
-    --waits_;
-    writing_bytes_ -= bytes;
+    {
+      std::lock_guard lock(mutex_);
+      writing_bytes_ -= bytes;
+    }
+    watchdog_.end_owing(index_);
   }
   // The node's thread waits on another node (for its half-read result of the same tile), not on
   // this one, which owes nothing meanwhile; its clock starts again when the wait ends.
-  void begin_local_wait() {
-    std::lock_guard lock(mutex_);
-    ++local_waits_;
-  }
-  void end_local_wait() {
-    std::lock_guard lock(mutex_);
-    --local_waits_;
-    since_ = Clock::now();
-  }
+  void begin_local_wait() { watchdog_.pause(index_); }
+  void end_local_wait() { watchdog_.resume(index_); }
   // The node's thread is done; the watchdog leaves it alone.
-  void finish() {
+  void finish() { watchdog_.retire(index_); }
+  // Why the watchdog found the node unresponsive, if it did.
+  std::optional<std::string> unresponsive() const { return watchdog_.silent_reason(index_); }
+  Owed owed() const {
     std::lock_guard lock(mutex_);
-    finished_ = true;
-  }
-  // Marks the node unresponsive with `reason` unless it finished; true when marked.
-  bool mark_unresponsive(std::string reason) {
-    std::lock_guard lock(mutex_);
-    if (finished_ || unresponsive_) return false;
-    unresponsive_ = std::move(reason);
-    return true;
-  }
-  std::optional<std::string> unresponsive() const {
-    std::lock_guard lock(mutex_);
-    return unresponsive_;
-  }
-  Snapshot snapshot() const {
-    std::lock_guard lock(mutex_);
-    Snapshot shot;
-    shot.owes = !finished_ && !unresponsive_ && local_waits_ == 0 && owes_something();
-    shot.since = since_;
-    shot.jobs = jobs_.size();
-    shot.results = results_owed_;
-    shot.to_node_bytes = writing_bytes_;
-    shot.from_node_bytes = result_bytes_owed_;
+    Owed owed;
+    owed.jobs = jobs_.size();
+    owed.results = results_owed_;
+    owed.to_node_bytes = writing_bytes_;
+    owed.from_node_bytes = result_bytes_owed_;
     for (const JobCost& job : jobs_) {
-      shot.to_node_bytes += job.to_node_bytes;
-      shot.flops += job.flops;
+      owed.to_node_bytes += job.to_node_bytes;
+      owed.flops += job.flops;
     }
-    return shot;
+    return owed;
   }
 
  private:
@@ -164,88 +156,56 @@ class NodeProgress {
     double to_node_bytes;
     double flops;
   };
-  // REQUIRES: mutex_ held.
-  bool owes_something() const { return waits_ > 0 || !jobs_.empty() || results_owed_ > 0; }
-  // REQUIRES: mutex_ held. A node that owed nothing was not expected to talk: its clock starts now.
-  void start_owing() {
-    if (!owes_something()) since_ = Clock::now();
-  }
 
+  cluster::SilentNodeWatchdog& watchdog_;
+  const std::size_t index_;
   mutable std::mutex mutex_;
-  Clock::time_point since_ = Clock::now();
   std::deque<JobCost> jobs_;
   uint64_t results_owed_ = 0;
   double result_bytes_owed_ = 0.0;
-  int waits_ = 0;
-  int local_waits_ = 0;
   double writing_bytes_ = 0.0;
-  bool finished_ = false;
-  std::optional<std::string> unresponsive_;
 };
 
-// Finds nodes that owe us something and have been silent past their deadline, marks them
-// unresponsive and shuts their connection down, which fails whatever their streaming thread is
+// The deadline of a node owing `owed`: the time its link and its measured speed need for it,
+// times the safety factor, and never under the floor (or the one --node-timeout for every node).
+double progress_deadline_s(const ProgressDeadlines& deadlines, std::size_t index, const NodeProgress::Owed& owed) {
+  if (deadlines.node_timeout_s > 0.0) return deadlines.node_timeout_s;
+  double expected_s = 0.0;
+  if (index < deadlines.nodes.size()) {
+    const NodeExpectation& node = deadlines.nodes[index];
+    if (node.to_node_bytes_per_s > 0.0) expected_s += owed.to_node_bytes / node.to_node_bytes_per_s;
+    if (node.from_node_bytes_per_s > 0.0) expected_s += owed.from_node_bytes / node.from_node_bytes_per_s;
+    if (node.flops_per_s > 0.0) expected_s += owed.flops / node.flops_per_s;
+  }
+  return std::max(deadlines.floor_s, deadlines.safety_factor * expected_s);
+}
+
+// The watchdog's settings for a multiply: deadlines from what each node owes, the reason worded
+// from it, and a silent node's connection shut down, which fails whatever its streaming thread is
 // blocked in (a read, or a write into a full socket) so the ordinary lost-node path takes over.
-// Wakes a few times a second on a condition variable; stops when destroyed.
-class ProgressWatchdog {
- public:
-  ProgressWatchdog(cluster::ClusterConnection& cluster, const ProgressDeadlines& deadlines,
-                   std::vector<std::unique_ptr<NodeProgress>>& progress)
-      : cluster_(cluster), deadlines_(deadlines), progress_(progress),
-        thread_([this](std::stop_token stop) { watch(stop); }) {}
-  ~ProgressWatchdog() {
-    thread_.request_stop();
-    wake_.notify_all();
-  }
-
-  // The deadline for node `index` owing what `shot` says.
-  double deadline_s(std::size_t index, const NodeProgress::Snapshot& shot) const {
-    if (deadlines_.node_timeout_s > 0.0) return deadlines_.node_timeout_s;
-    double expected_s = 0.0;
-    if (index < deadlines_.nodes.size()) {
-      const NodeExpectation& node = deadlines_.nodes[index];
-      if (node.to_node_bytes_per_s > 0.0) expected_s += shot.to_node_bytes / node.to_node_bytes_per_s;
-      if (node.from_node_bytes_per_s > 0.0) expected_s += shot.from_node_bytes / node.from_node_bytes_per_s;
-      if (node.flops_per_s > 0.0) expected_s += shot.flops / node.flops_per_s;
-    }
-    return std::max(deadlines_.floor_s, deadlines_.safety_factor * expected_s);
-  }
-
- private:
-  void watch(const std::stop_token& stop) {
-    // A tenth of the shortest possible deadline, at most a quarter second: a node is found within
-    // a few percent of its deadline and the thread costs nothing measurable.
-    const double shortest = deadlines_.node_timeout_s > 0.0 ? deadlines_.node_timeout_s : deadlines_.floor_s;
-    const auto period = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(std::clamp(shortest / 10.0, 0.01, 0.25)));
-    std::mutex mutex;
-    std::unique_lock lock(mutex);
-    while (!stop.stop_requested()) {
-      wake_.wait_for(lock, stop, period, [] { return false; });
-      if (stop.stop_requested()) return;
-      const auto now = Clock::now();
-      for (std::size_t i = 0; i < progress_.size(); ++i) {
-        const NodeProgress::Snapshot shot = progress_[i]->snapshot();
-        if (!shot.owes) continue;
-        const double limit_s = deadline_s(i, shot);
-        if (seconds_between(shot.since, now) < limit_s) continue;
-        const bool jobs = shot.jobs > 0;
-        const uint64_t count = jobs ? shot.jobs : shot.results;
-        const std::string what = count == 0 ? "a write to it or its reply was pending"
-                                            : fmt::format("{} {}{} in flight", count, jobs ? "job" : "result",
-                                                          count == 1 ? " was" : "s were");
-        const std::string reason = fmt::format("unresponsive: no frame for {:.3g} s while {}", limit_s, what);
-        if (progress_[i]->mark_unresponsive(reason)) cluster_.links()[i].connection->shutdown();
-      }
-    }
-  }
-
-  cluster::ClusterConnection& cluster_;
-  const ProgressDeadlines& deadlines_;
-  std::vector<std::unique_ptr<NodeProgress>>& progress_;
-  std::condition_variable_any wake_;
-  std::jthread thread_;  // last: starts after the members it uses exist
-};
+cluster::SilentNodeWatchdog::Options progress_watch(cluster::ClusterConnection& cluster, const ProgressDeadlines& deadlines,
+                                                    const std::vector<std::unique_ptr<NodeProgress>>& progress) {
+  cluster::SilentNodeWatchdog::Options options;
+  // A tenth of the shortest possible deadline, at most a quarter second: a node is found within
+  // a few percent of its deadline and the thread costs nothing measurable.
+  const double shortest = deadlines.node_timeout_s > 0.0 ? deadlines.node_timeout_s : deadlines.floor_s;
+  options.period = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::clamp(shortest / 10.0, 0.01, 0.25)));
+  options.deadline_s = [&deadlines, &progress](std::size_t i) {
+    return progress_deadline_s(deadlines, i, progress[i]->owed());
+  };
+  options.describe = [&progress](const cluster::SilentNodeWatchdog::Silence& silence) {
+    const NodeProgress::Owed owed = progress[silence.node]->owed();
+    const bool jobs = owed.jobs > 0;
+    const uint64_t count = jobs ? owed.jobs : owed.results;
+    const std::string what = count == 0 ? "a write to it or its reply was pending"
+                                        : fmt::format("{} {}{} in flight", count, jobs ? "job" : "result",
+                                                      count == 1 ? " was" : "s were");
+    return fmt::format("unresponsive: no frame for {:.3g} s while {}", silence.deadline_s, what);
+  };
+  options.on_silent = [&cluster](std::size_t i, const std::string&) { cluster.links()[i].connection->shutdown(); };
+  return options;
+}
 
 // One node's side of the run, on its own thread: takes tiles from the board, sends each tile's
 // A, the B pieces the node lacks and one JOB per piece within the credit window, and reads
@@ -741,13 +701,14 @@ Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan
   std::mutex failures_mutex;
   std::vector<Status> failures;
   std::atomic<std::size_t> alive{cluster.links().size()};
-  std::vector<std::unique_ptr<NodeProgress>> progress;
-  for (std::size_t i = 0; i < cluster.links().size(); ++i) progress.push_back(std::make_unique<NodeProgress>());
   const auto start = Clock::now();
   const double cpu_at_start = process_cpu_seconds();
   {
-    // Declared before the streamers, so it stops only after every one of them has been joined.
-    ProgressWatchdog watchdog(cluster, hooks.deadlines, progress);
+    // The watchdog reads `progress` until it stops; it is declared before the streamers, so it
+    // stops only after every one of them has been joined.
+    std::vector<std::unique_ptr<NodeProgress>> progress;
+    cluster::SilentNodeWatchdog watchdog(cluster.links().size(), progress_watch(cluster, hooks.deadlines, progress));
+    for (std::size_t i = 0; i < cluster.links().size(); ++i) progress.push_back(std::make_unique<NodeProgress>(watchdog, i));
     std::vector<std::jthread> streamers;
     for (std::size_t i = 0; i < cluster.links().size(); ++i) {
       run.nodes[i].name = plan.shares[i].node_name;

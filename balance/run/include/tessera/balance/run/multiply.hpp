@@ -20,10 +20,11 @@
 // result wins. When the last tile is in, nodes drain their queues and release their tiles, so
 // sessions stay usable.
 // A node that stops answering without closing its socket (stopped, lost power behind a switch)
-// is found by a progress watchdog: when no frame has come from a node for its deadline while it
-// owes us something (jobs in flight, a STATS reply, a write we are blocked in), the node is
-// dropped as "unresponsive: no frame for N s while M jobs were in flight" and its tiles are
-// reissued like any other lost node's (see ProgressDeadlines).
+// is found by the cluster's silent-node watchdog (cluster/silent_node_watchdog.hpp): when no
+// frame has come from a node for its deadline while it owes us something (jobs in flight, a STATS
+// reply, a write we are blocked in), the node is dropped as "unresponsive: no frame for N s while
+// M jobs were in flight" and its tiles are reissued like any other lost node's (see
+// ProgressDeadlines).
 // The caller owns A, B, C and the cluster; run_multiply is not reentrant on the same cluster.
 #pragma once
 
