@@ -15,7 +15,10 @@ for path in bin/tessera bin/tessera-worker lib/systemd/system/tessera-worker.ser
             share/doc/tessera/examples/configs/pi-lab.yaml share/doc/tessera-worker/deploy.md; do
   [ -e "$prefix/$path" ] || fail "cmake --install did not install $path"
 done
-leaked="$(find "$prefix" \( -name '*test*' -o -name '*faulty*' -o -name '*fuzz*' -o -name '*bench*' -o -name '*.a' \) -print)"
+# Documentation pages are not development files, whatever their names (docs/testing.md says how to
+# run the tests); everything else whose name says test, fault, fuzz or bench is.
+leaked="$(find "$prefix" \( -name '*test*' -o -name '*faulty*' -o -name '*fuzz*' -o -name '*bench*' -o -name '*.a' \) \
+  ! -path "$prefix/share/doc/*.md" -print)"
 [ -z "$leaked" ] || fail "installed test or development files: $leaked"
 
 "$prefix/bin/tessera" --help | grep -q keygen || fail "installed tessera --help does not list keygen"
