@@ -88,13 +88,14 @@ int run(int argc, char** argv) {
   profile_cmd->add_option("config", profile.config_path, "cluster description (YAML)")->required();
   profile_cmd->add_option("--run-dir", profile.run_dir, "run directory of `tessera up` (for emulated endpoints)");
   profile_cmd->add_option("--out", profile.profile_path, "profile file (default: CONFIG with .profile.yaml)");
-  profile_cmd->add_flag("--refresh", profile.refresh, "re-measure every node, even unchanged ones");
-  profile_cmd->add_flag("--quick", profile.quick, "one GEMM size in one window, small link transfers");
-  profile_cmd->add_option("--node", profile.nodes, "re-measure only this node (repeatable)");
-  profile_cmd->add_option("--probe-size", profile.reference_size, "reference GEMM size (its rate gives pw_i)")
+  profile_cmd->add_flag("--refresh", profile.measure.refresh, "re-measure every node, even unchanged ones");
+  profile_cmd->add_flag("--quick", profile.measure.quick, "one GEMM size in one window, small link transfers");
+  profile_cmd->add_option("--node", profile.measure.only_nodes, "re-measure only this node (repeatable)");
+  profile_cmd->add_option("--probe-size", profile.measure.reference_size, "reference GEMM size (its rate gives pw_i)")
       ->capture_default_str();
-  profile_cmd->add_option("--window-seconds", profile.window_seconds, "timed window per GEMM measurement")
-      ->capture_default_str()->check(CLI::Range(0.05, 30.0));
+  profile_cmd->add_option("--window-seconds", profile.measure.window_seconds,
+                          "timed window per GEMM measurement (0.05 to 30)")
+      ->capture_default_str();
 
   tb::cli::ModelCommand model;
   uint64_t model_m = 0, model_n = 0, model_k = 0;
@@ -190,11 +191,11 @@ int run(int argc, char** argv) {
       app.add_subcommand("experiment", "replay a study: every combination, CSV, plots and report.md");
   experiment_cmd->add_option("study", experiment.study_path, "study file (YAML), e.g. experiments/balanced-vs-even.yaml")
       ->required();
-  experiment_cmd->add_option("--out", experiment.out_dir, "output folder (default experiments/results/STUDY)");
+  experiment_cmd->add_option("--out", experiment.options.out_dir, "output folder (default experiments/results/STUDY)");
   CLI::Option* repeat_opt =
       experiment_cmd->add_option("--repeat", repeat, "repetitions per combination (default: the study's)")
           ->check(CLI::Range(1u, 1000u));
-  experiment_cmd->add_option("--run-dir", experiment.run_dir, "run directory for the clusters it starts");
+  experiment_cmd->add_option("--run-dir", experiment.options.run_dir, "run directory for the clusters it starts");
 
   tb::cli::PartitionCommand partition;
   CLI::App* partition_cmd = app.add_subcommand(
@@ -326,11 +327,11 @@ int run(int argc, char** argv) {
   if (*partition_cmd) return tb::cli::command_partition(partition, std::cout, std::cerr);
   if (*keygen_cmd) return tb::cli::command_keygen(keygen, std::cout, std::cerr);
   if (*experiment_cmd) {
-    if (*repeat_opt) experiment.repeat = repeat;
-    for (int i = 0; i < argc; ++i) experiment.command_line += (i == 0 ? "tessera" : std::string(" ") + argv[i]);
+    if (*repeat_opt) experiment.options.repeat = repeat;
+    for (int i = 0; i < argc; ++i) experiment.options.command_line += (i == 0 ? "tessera" : std::string(" ") + argv[i]);
     // Ctrl-C or a TERM stops the study cleanly: it shuts the sessions down and stops its clusters.
     stop_cleanly_on_interrupt();
-    experiment.interrupted = &g_interrupted;
+    experiment.options.interrupted = &g_interrupted;
     return tb::cli::command_experiment(experiment, std::cout, std::cerr);
   }
   return tb::cli::kExitBadInput;

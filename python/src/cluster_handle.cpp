@@ -136,7 +136,9 @@ Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::run::VerifyM
 
 const tb::session::OptionSpelling& keyword_spelling() {
   static const tb::session::OptionSpelling spelling(tb::session::OptionSpelling::Style::kKeyword,
-                                                    {{"node_timeout_s", "node_timeout"}});
+                                                    {{"node_timeout_s", "node_timeout"},
+                                                     {"reference_size", "probe_size"},
+                                                     {"only_nodes", "nodes"}});
   return spelling;
 }
 
@@ -227,16 +229,9 @@ py::object ClusterHandle::saved_profile() const {
   return profile_dict(value_or_raise(tb::profile::load_profile(path)), path);
 }
 
-py::dict ClusterHandle::profile(bool refresh, bool quick, const std::vector<std::string>& nodes, uint32_t probe_size,
-                                double window_seconds, const py::object& progress) {
+py::dict ClusterHandle::profile(const tb::profile::ProfileOptions& options, const py::object& progress) {
   tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
-  if (probe_size < 16 || probe_size > 8192) raise_status(invalid_argument("probe_size must be within 16..8192"));
-  for (const std::string& name : nodes) {
-    if (spec.find_node(name) < 0) {
-      raise_status(invalid_argument(fmt::format("nodes: {}: no such node in {}; nodes are {}", name, config_path_,
-                                                join(spec.nodes, ", ", &tb::cluster::NodeSpec::name))));
-    }
-  }
+  ok_or_raise(tb::session::check_profile_options(options, spec, config_path_, keyword_spelling()));
   // As `tessera profile`: a damaged saved profile is set aside (and replaced), not an error.
   drop_session();
   tb::session::SessionOptions session_options;
@@ -249,12 +244,6 @@ py::dict ClusterHandle::profile(bool refresh, bool quick, const std::vector<std:
   if (std::optional<Status> problem = session.ignored_profile_problem()) {
     box.notice("ignoring the saved profile: " + problem->message());
   }
-  tb::profile::ProfileOptions options;
-  options.quick = quick;
-  options.refresh = refresh;
-  options.only_nodes = nodes;
-  options.reference_size = probe_size;
-  options.window_seconds = window_seconds;
   std::vector<std::string> measured;
   std::atomic<bool> cancel{false};
   const tb::profile::ProfileProgress on_progress = [&box](const std::string& node, const std::string& what, bool done) {

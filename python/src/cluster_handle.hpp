@@ -2,7 +2,7 @@
 // local workers, reads status and profiles, plans, multiplies and runs graph algorithms through
 // the Session facade, and hands results back as plain Python data (reports.hpp) for the Python
 // classes to wrap. The multiply and graph options arrive as session::MultiplySettings and
-// session::GraphSettings (bound in module.cpp), whose default-constructed values give the Python
+// session::GraphSettings, a profile's as profile::ProfileOptions (bound in module.cpp), whose default-constructed values give the Python
 // signatures their defaults; docstrings live in the tessera package (tessera/cluster.py).
 //
 // Sessions: with keep_connected false (the default) every call that needs the workers opens a
@@ -59,8 +59,7 @@ class ClusterHandle {
   py::list status();
 
   py::object saved_profile() const;  // the profile dict, or None when there is no profile file
-  py::dict profile(bool refresh, bool quick, const std::vector<std::string>& nodes, uint32_t probe_size,
-                   double window_seconds, const py::object& progress);
+  py::dict profile(const balance::profile::ProfileOptions& options, const py::object& progress);
 
   // (node names, weights) from the saved profile, as `tessera partition --cluster` takes them.
   py::tuple profile_weights() const;

@@ -4,8 +4,8 @@
 // API, applies the array conversion rule and wraps results in classes; this layer does only what
 // needs C++. Errors arrive as the exceptions of tessera/errors.py (errors.hpp).
 //
-// MultiplySettings and GraphSettings are the C++ option values (balance/session/settings.hpp)
-// that the `tessera` CLI fills from its flags: the package reads its keyword defaults from a
+// MultiplySettings, GraphSettings (balance/session/settings.hpp) and profile::ProfileOptions are
+// the C++ option values that the `tessera` CLI fills from its flags: the package reads its keyword defaults from a
 // default-constructed one at import time and fills one per call, so both front ends share every
 // default and check.
 #include <pybind11/numpy.h>
@@ -177,6 +177,17 @@ PYBIND11_MODULE(_tessera, module) {
       .def_readwrite("priority_fraction", &ts::GraphSettings::priority_fraction)
       .def("__eq__", [](const ts::GraphSettings& a, const ts::GraphSettings& b) { return a == b; });
 
+  py::class_<tessera::balance::profile::ProfileOptions>(
+      module, "ProfileOptions",
+      "A profile measurement's options, as tessera.Cluster.profile takes them; a default-constructed one holds the "
+      "defaults `tessera profile` has too.")
+      .def(py::init<>())
+      .def_readwrite("quick", &tessera::balance::profile::ProfileOptions::quick)
+      .def_readwrite("refresh", &tessera::balance::profile::ProfileOptions::refresh)
+      .def_readwrite("only_nodes", &tessera::balance::profile::ProfileOptions::only_nodes)
+      .def_readwrite("reference_size", &tessera::balance::profile::ProfileOptions::reference_size)
+      .def_readwrite("window_seconds", &tessera::balance::profile::ProfileOptions::window_seconds);
+
   py::class_<ClusterHandle>(module, "_Cluster")
       .def(py::init<std::string, std::string, std::string, std::string, bool>(), py::arg("config_path"),
            py::arg("run_dir"), py::arg("profile_path"), py::arg("worker_binary"), py::arg("keep_connected"))
@@ -188,8 +199,7 @@ PYBIND11_MODULE(_tessera, module) {
       .def("started", &ClusterHandle::started)
       .def("status", &ClusterHandle::status)
       .def("saved_profile", &ClusterHandle::saved_profile)
-      .def("profile", &ClusterHandle::profile, py::arg("refresh"), py::arg("quick"), py::arg("nodes"),
-           py::arg("probe_size"), py::arg("window_seconds"), py::arg("progress"))
+      .def("profile", &ClusterHandle::profile, py::arg("options"), py::arg("progress"))
       .def("plan", &ClusterHandle::plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("settings"))
       .def("predict", &ClusterHandle::predict, py::arg("plan"))
       .def("profile_weights", &ClusterHandle::profile_weights)

@@ -28,10 +28,12 @@ from .results import EvalReport, GraphReport, Plan, Prediction, Report
 
 _log = logging.getLogger("tessera")
 
-# The option defaults, defined once in C++ (balance/session/settings.hpp) for this package and the
-# `tessera` CLI alike; the signatures below read them here, at import, so help() shows the values.
+# The option defaults, defined once in C++ (balance/session/settings.hpp and, for profile(),
+# profile::ProfileOptions) for this package and the `tessera` CLI alike; the signatures below read
+# them here, at import, so help() shows the values.
 _MULTIPLY = _tessera.MultiplySettings()
 _GRAPH = _tessera.GraphSettings()
+_PROFILE = _tessera.ProfileOptions()
 
 
 def _multiply_settings(**fields: Any) -> "_tessera.MultiplySettings":
@@ -182,12 +184,12 @@ class Cluster:
 
     def profile(
         self,
-        refresh: bool = False,
-        quick: bool = False,
+        refresh: bool = _PROFILE.refresh,
+        quick: bool = _PROFILE.quick,
         *,
         nodes: "Sequence[str] | None" = None,
-        probe_size: int = 1024,
-        window_seconds: float = 0.2,
+        probe_size: int = _PROFILE.reference_size,
+        window_seconds: float = _PROFILE.window_seconds,
         progress: "Callable[[str], None] | None" = None,
     ) -> dict:
         """Measure what the saved profile cannot supply (everything with ``refresh``; only
@@ -201,9 +203,13 @@ class Cluster:
         """
         callback = progress if progress is not None else (lambda line: _log.info("%s", line))
         with self._lock:
-            return self._handle.profile(
-                bool(refresh), bool(quick), list(nodes or []), int(probe_size), float(window_seconds), callback
-            )
+            options = _tessera.ProfileOptions()
+            options.refresh = bool(refresh)
+            options.quick = bool(quick)
+            options.only_nodes = list(nodes or [])
+            options.reference_size = int(probe_size)
+            options.window_seconds = float(window_seconds)
+            return self._handle.profile(options, callback)
 
     def _partition_weights(self) -> tuple:
         """(node names, measured speeds): the parts and target weights :func:`tessera.partition`

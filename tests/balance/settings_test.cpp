@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "tessera/balance/cli/commands.hpp"
 #include "tessera/balance/cli/eval_command.hpp"
 #include "tessera/balance/cli/graph_command.hpp"
@@ -31,6 +36,27 @@ TEST(FrontEndSettings, TheCliReadsTheOneDefinitionOfEveryDefault) {
   EXPECT_EQ(cli::ModelCommand{}.panels_in_flight, MultiplySettings{}.panels_in_flight);
   EXPECT_EQ(cli::EvalCommand{}.policy, MultiplySettings{}.policy);
   EXPECT_EQ(cli::EvalCommand{}.verify, MultiplySettings{}.verify);
+  EXPECT_EQ(cli::ProfileCommand{}.measure.reference_size, profile::ProfileOptions{}.reference_size);
+  EXPECT_EQ(cli::ProfileCommand{}.measure.window_seconds, profile::ProfileOptions{}.window_seconds);
+}
+
+TEST(FrontEndSettings, ProfileChecksNameTheOptionInEachSpelling) {
+  cluster::ClusterSpec cluster;
+  cluster.nodes.resize(2);
+  cluster.nodes[0].name = "desk";
+  cluster.nodes[1].name = "pi";
+  profile::ProfileOptions options;
+  EXPECT_TRUE(check_profile_options(options, cluster, "lab.yaml", kFlags).is_ok());
+  options.only_nodes = {"pi", "pi9"};
+  EXPECT_EQ(check_profile_options(options, cluster, "lab.yaml", kFlags).message(),
+            "--node pi9: no such node in lab.yaml; nodes are desk, pi");
+  options = profile::ProfileOptions{};
+  options.reference_size = 8;
+  EXPECT_EQ(check_profile_options(options, cluster, "lab.yaml", kFlags).message(), "--probe-size must be within 16..8192");
+  options = profile::ProfileOptions{};
+  options.window_seconds = 60.0;
+  EXPECT_EQ(check_profile_options(options, cluster, "lab.yaml", kFlags).message(),
+            "--window-seconds 60 must be within 0.05..30 seconds");
 }
 
 TEST(FrontEndSettings, DefaultMultiplySettingsResolveToTheFacadesDefaults) {
@@ -40,15 +66,11 @@ TEST(FrontEndSettings, DefaultMultiplySettingsResolveToTheFacadesDefaults) {
   EXPECT_EQ(settings.verify, "freivalds");
   Result<MultiplyOptions> resolved = resolve_multiply_settings(settings, 3, "lab.yaml", kFlags);
   ASSERT_TRUE(resolved.is_ok()) << resolved.status().message();
-  const MultiplyOptions defaults;
-  EXPECT_EQ(resolved->policy, defaults.policy);
-  EXPECT_EQ(resolved->layout, defaults.layout);
-  EXPECT_EQ(resolved->panel_width, defaults.panel_width);
-  EXPECT_EQ(resolved->panels_in_flight, defaults.panels_in_flight);
-  EXPECT_EQ(resolved->refill_threshold, defaults.refill_threshold);
-  EXPECT_EQ(resolved->verify, defaults.verify);
-  EXPECT_EQ(resolved->verify_seed, defaults.verify_seed);
-  EXPECT_EQ(resolved->node_timeout_s, defaults.node_timeout_s);
+  const auto fields = [](const MultiplyOptions& o) {
+    return std::tie(o.policy, o.layout, o.panel_width, o.panels_in_flight, o.refill_threshold, o.verify,
+                    o.verify_seed, o.node_timeout_s);
+  };
+  EXPECT_TRUE(fields(*resolved) == fields(MultiplyOptions{}));
 }
 
 TEST(FrontEndSettings, MultiplySettingsBecomeThePolicyAndQueue) {
@@ -116,21 +138,12 @@ TEST(FrontEndSettings, DefaultGraphSettingsResolveToTheDriversDefaults) {
   settings.algorithm = "pagerank";
   Result<graph_driver::GraphRunOptions> resolved = graph_run_options(settings, graph, kFlags);
   ASSERT_TRUE(resolved.is_ok()) << resolved.status().message();
-  const graph_driver::GraphRunOptions defaults;
-  EXPECT_EQ(resolved->algorithm, graph::AlgorithmSpec{});
-  EXPECT_EQ(resolved->mode, defaults.mode);
-  EXPECT_EQ(resolved->method, defaults.method);
-  EXPECT_EQ(resolved->seed, defaults.seed);
-  EXPECT_EQ(resolved->tolerance, defaults.tolerance);
-  EXPECT_EQ(resolved->poll_interval, defaults.poll_interval);
-  EXPECT_EQ(resolved->snapshot_interval, defaults.snapshot_interval);
-  EXPECT_EQ(resolved->node_timeout_s, defaults.node_timeout_s);
-  EXPECT_EQ(resolved->max_wall_s, defaults.max_wall_s);
-  EXPECT_EQ(resolved->priority_level_fraction, defaults.priority_level_fraction);
-  EXPECT_EQ(resolved->engine.batch_max_age, defaults.engine.batch_max_age);
-  EXPECT_EQ(resolved->engine.batch_max_entries, defaults.engine.batch_max_entries);
-  EXPECT_EQ(resolved->engine.priority_fraction, defaults.engine.priority_fraction);
-  EXPECT_EQ(resolved->verify, defaults.verify);
+  const auto fields = [](const graph_driver::GraphRunOptions& o) {
+    return std::tie(o.algorithm, o.mode, o.method, o.seed, o.tolerance, o.poll_interval, o.snapshot_interval,
+                    o.node_timeout_s, o.max_wall_s, o.priority_level_fraction, o.engine.batch_max_age,
+                    o.engine.batch_max_entries, o.engine.priority_fraction, o.verify);
+  };
+  EXPECT_TRUE(fields(*resolved) == fields(graph_driver::GraphRunOptions{}));
 }
 
 TEST(FrontEndSettings, GraphAlgorithmChecksNameTheOptionInEachSpelling) {
@@ -168,37 +181,38 @@ TEST(FrontEndSettings, GraphAlgorithmChecksNameTheOptionInEachSpelling) {
 
 TEST(FrontEndSettings, GraphRunChecksNameTheOptionInEachSpelling) {
   const partition::DirectedGraph graph = settings_test_graph();
-  GraphSettings settings;
-  settings.algorithm = "pagerank";
-  settings.node_timeout_s = 0.0;
-  EXPECT_EQ(graph_run_options(settings, graph, kFlags).status().message(),
-            "--node-timeout 0 must be between 0 and 86400 seconds");
-  EXPECT_EQ(graph_run_options(settings, graph, kKeywords).status().message(),
-            "node_timeout=0 must be between 0 and 86400 seconds");
-  settings = GraphSettings{};
-  settings.algorithm = "pagerank";
-  settings.poll_ms = 0;
-  EXPECT_EQ(graph_run_options(settings, graph, kFlags).status().message(),
-            "--poll-ms and --snapshot-ms must be at least 1");
-  EXPECT_EQ(graph_run_options(settings, graph, kKeywords).status().message(),
-            "poll_ms and snapshot_ms must be at least 1");
-  settings = GraphSettings{};
-  settings.algorithm = "pagerank";
-  settings.tolerance = 0.0;
-  EXPECT_EQ(graph_run_options(settings, graph, kFlags).status().message(), "--tolerance 0 must be a number > 0, e.g. 1e-6");
+  struct Mistake {
+    std::function<void(GraphSettings&)> make;
+    std::string flag_message;     // the message's start, as the CLI says it
+    std::string keyword_message;  // as Python says it
+  };
+  const std::vector<Mistake> mistakes = {
+      {[](GraphSettings& s) { s.node_timeout_s = 0.0; }, "--node-timeout 0 must be between 0 and 86400 seconds",
+       "node_timeout=0 must be between 0 and 86400 seconds"},
+      {[](GraphSettings& s) { s.poll_ms = 0; }, "--poll-ms and --snapshot-ms must be at least 1",
+       "poll_ms and snapshot_ms must be at least 1"},
+      {[](GraphSettings& s) { s.tolerance = 0.0; }, "--tolerance 0 must be a number > 0, e.g. 1e-6",
+       "tolerance=0 must be a number > 0, e.g. 1e-6"},
+      {[](GraphSettings& s) { s.mode = "eventually"; }, "--mode: ", "mode: "},
+      {[](GraphSettings& s) { s.partition = "random"; }, "--partition: ", "partition: "},
+      {[](GraphSettings& s) { s.batch_entries = 0; }, "--batch-entries 0 must be between 1 and 16777216",
+       "batch_entries=0 must be between 1 and 16777216"},
+      {[](GraphSettings& s) { s.max_seconds = 0.0; }, "--max-seconds must be > 0", "max_seconds must be > 0"},
+  };
+  for (const Mistake& mistake : mistakes) {
+    GraphSettings settings;
+    settings.algorithm = "pagerank";
+    mistake.make(settings);
+    EXPECT_EQ(graph_run_options(settings, graph, kFlags).status().message().rfind(mistake.flag_message, 0), 0u)
+        << graph_run_options(settings, graph, kFlags).status().message();
+    EXPECT_EQ(graph_run_options(settings, graph, kKeywords).status().message().rfind(mistake.keyword_message, 0), 0u)
+        << graph_run_options(settings, graph, kKeywords).status().message();
+  }
   // cc and sssp ignore the tolerance (they stop with nothing pending), so it is not checked.
-  settings.algorithm = "cc";
-  EXPECT_TRUE(graph_run_options(settings, graph, kFlags).is_ok());
-  settings = GraphSettings{};
-  settings.algorithm = "pagerank";
-  settings.mode = "eventually";
-  EXPECT_EQ(graph_run_options(settings, graph, kFlags).status().message().rfind("--mode: ", 0), 0u);
-  EXPECT_EQ(graph_run_options(settings, graph, kKeywords).status().message().rfind("mode: ", 0), 0u);
-  settings = GraphSettings{};
-  settings.algorithm = "pagerank";
-  settings.batch_entries = 0;
-  EXPECT_EQ(graph_run_options(settings, graph, kFlags).status().message(),
-            "--batch-entries 0 must be between 1 and 16777216");
+  GraphSettings cc;
+  cc.algorithm = "cc";
+  cc.tolerance = 0.0;
+  EXPECT_TRUE(graph_run_options(cc, graph, kFlags).is_ok());
 }
 
 }  // namespace

@@ -70,6 +70,15 @@ def test_graph_defaults_are_the_clis():
             assert same(flags[flag], python[keyword]), (function.__name__, keyword, python[keyword], flags[flag])
 
 
+def test_profile_defaults_are_the_clis():
+    flags = cli_defaults("profile")
+    python = python_defaults(tessera.Cluster.profile)
+    for keyword, flag in [("probe_size", "--probe-size"), ("window_seconds", "--window-seconds")]:
+        assert flag in flags, f"{flag} shows no default in `tessera profile --help`"
+        assert same(flags[flag], python[keyword]), (keyword, python[keyword], flag, flags[flag])
+    assert (python["refresh"], python["quick"]) == (False, False)
+
+
 def test_signatures_read_the_compiled_defaults():
     multiply = _tessera.MultiplySettings()
     python = python_defaults(tessera.Cluster.multiply)
@@ -99,3 +108,5 @@ def test_one_check_spelled_by_each_front_end(local, cluster, cli):
     assert "--refill 9 must be between 1 and --panels-in-flight 4" in output.stderr
     with pytest.raises(tessera.InvalidInputError, match=re.escape("node_timeout=0 must be between 0 and 86400")):
         cluster.connected_components("rmat:4", node_timeout=0.0)
+    with pytest.raises(tessera.InvalidInputError, match=re.escape("probe_size must be within 16..8192")):
+        cluster.profile(probe_size=8)

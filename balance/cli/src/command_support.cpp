@@ -12,7 +12,10 @@ namespace tessera::balance::cli {
 
 const session::OptionSpelling& flag_spelling() {
   static const session::OptionSpelling spelling(session::OptionSpelling::Style::kFlag,
-                                                {{"refill_threshold", "--refill"}, {"node_timeout_s", "--node-timeout"}});
+                                                {{"refill_threshold", "--refill"},
+                                                 {"node_timeout_s", "--node-timeout"},
+                                                 {"reference_size", "--probe-size"},
+                                                 {"only_nodes", "--node"}});
   return spelling;
 }
 

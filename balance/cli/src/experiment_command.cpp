@@ -10,12 +10,7 @@
 namespace tessera::balance::cli {
 
 int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err) {
-  study::ExperimentOptions options;
-  options.out_dir = command.out_dir;
-  options.repeat = command.repeat;
-  options.run_dir = command.run_dir;
-  options.command_line = command.command_line;
-  options.interrupted = command.interrupted;
+  const study::ExperimentOptions& options = command.options;
   Status status = Status::ok();
   const std::string workload = study::study_workload(command.study_path);
   if (workload == "graph") {
@@ -31,7 +26,7 @@ int command_experiment(const ExperimentCommand& command, std::ostream& out, std:
     if (!study) return report_failure(err, study.status());
     status = study::run_experiment(*study, options, out);
   }
-  if (command.interrupted != nullptr && command.interrupted->load()) {
+  if (options.interrupted != nullptr && options.interrupted->load()) {
     err << "tessera: interrupted; every cluster the study started was stopped, partial results written\n";
     return kExitInterrupted;
   }

@@ -10,6 +10,7 @@
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/session/session.hpp"
+#include "tessera/balance/session/settings.hpp"
 #include "tessera/core/strings.hpp"
 
 namespace tessera::balance::cli {
@@ -41,14 +42,9 @@ void print_profile(std::ostream& out, const profile::ClusterProfile& profile, co
 int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err) {
   Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
-  if (command.reference_size < 16 || command.reference_size > 8192) {
-    return report_failure(err, invalid_argument("--probe-size must be within 16..8192"));
-  }
-  for (const std::string& name : command.nodes) {
-    if (cluster->find_node(name) < 0) {
-      return report_failure(err, invalid_argument(fmt::format("--node {}: no such node in {}; nodes are {}", name,
-                                                    command.config_path, join(cluster->nodes, ", ", &cluster::NodeSpec::name))));
-    }
+  if (Status checked = session::check_profile_options(command.measure, *cluster, command.config_path, flag_spelling());
+      !checked) {
+    return report_failure(err, checked);
   }
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
@@ -61,17 +57,11 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
     err << "tessera: ignoring the saved profile: " << problem->message() << "\n";
   }
 
-  profile::ProfileOptions options;
-  options.quick = command.quick;
-  options.refresh = command.refresh;
-  options.only_nodes = command.nodes;
-  options.reference_size = command.reference_size;
-  options.window_seconds = command.window_seconds;
   err << fmt::format("profiling {} nodes of '{}' one at a time{}\n", node_count, cluster_name,
-                     command.quick ? " (quick)" : "");
+                     command.measure.quick ? " (quick)" : "");
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> measured;
-  Result<profile::ClusterProfile> profile = session->measure_profile(options, profile_progress_printer(err), &measured);
+  Result<profile::ClusterProfile> profile = session->measure_profile(command.measure, profile_progress_printer(err), &measured);
   if (!profile) return report_failure(err, profile.status());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print_profile(out, *profile, session->profile_path());

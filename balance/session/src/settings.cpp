@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/strings.hpp"
 #include "tessera/graph/reference.hpp"
 
 namespace tessera::balance::session {
@@ -149,6 +150,27 @@ Result<graph_driver::GraphRunOptions> graph_run_options(const GraphSettings& set
   options.max_wall_s = settings.max_seconds;
   options.verify = settings.verify;
   return options;
+}
+
+Status check_profile_options(const profile::ProfileOptions& options, const cluster::ClusterSpec& cluster,
+                             const std::string& config_path, const OptionSpelling& spelling) {
+  if (options.reference_size < 16 || options.reference_size > 8192) {
+    return invalid_argument(fmt::format("{} must be within 16..8192", spelling.name("reference_size")));
+  }
+  // Below a CPU-quota period a window catches whole slices or none; past 30 s a full profile of a
+  // handful of nodes takes hours.
+  if (!(options.window_seconds >= 0.05 && options.window_seconds <= 30.0)) {
+    return invalid_argument(fmt::format("{} must be within 0.05..30 seconds",
+                                        spelling.assignment("window_seconds", fmt::format("{}", options.window_seconds))));
+  }
+  for (const std::string& name : options.only_nodes) {
+    if (cluster.find_node(name) < 0) {
+      return invalid_argument(fmt::format("{}: no such node in {}; nodes are {}",
+                                          spelling.assignment("only_nodes", name, /*text=*/true), config_path,
+                                          join(cluster.nodes, ", ", &cluster::NodeSpec::name)));
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace tessera::balance::session

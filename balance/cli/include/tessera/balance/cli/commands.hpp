@@ -18,6 +18,7 @@
 
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/balance/session/settings.hpp"
+#include "tessera/balance/study/experiment.hpp"
 
 namespace tessera::balance::cli {
 
@@ -63,11 +64,10 @@ struct ProfileCommand {
   std::string config_path;
   std::string run_dir;       // where `tessera up` recorded emulated endpoints; empty: default
   std::string profile_path;  // empty: next to the config
-  bool refresh = false;      // re-measure every node
-  bool quick = false;        // one GEMM size, one window, small link transfers
-  std::vector<std::string> nodes;  // re-measure only these (by name)
-  uint32_t reference_size = 1024;
-  double window_seconds = 0.2;
+  // --refresh, --quick, --node (only_nodes), --probe-size (reference_size), --window-seconds:
+  // what Python's Cluster.profile takes too, with the same defaults and checks
+  // (session::check_profile_options).
+  profile::ProfileOptions measure;
 };
 int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err);
 
@@ -107,15 +107,12 @@ struct MultiplyCommand {
 // Also exit 130 (kExitInterrupted) when `interrupted` was set.
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err);
 
-// `tessera experiment`: replays a study (experiment.hpp). `interrupted` is set by the caller's
-// signal handler; the run then stops, cleans up and exits 130.
+// `tessera experiment`: replays a study (experiment.hpp). options.interrupted is set by the
+// caller's signal handler; the run then stops, cleans up and exits 130.
 struct ExperimentCommand {
   std::string study_path;
-  std::string out_dir;  // empty: experiments/results/<study>
-  std::optional<uint32_t> repeat;
-  std::string run_dir;
-  std::string command_line;
-  const std::atomic<bool>* interrupted = nullptr;
+  // --out (out_dir), --repeat, --run-dir, the command line for report.md, and the interrupt flag.
+  study::ExperimentOptions options;
 };
 int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err);
 

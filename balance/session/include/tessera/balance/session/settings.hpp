@@ -1,4 +1,4 @@
-// The options of a multiply and of a graph run as the front ends take them: by name ("proportional",
+// The options of a multiply, of a graph run and of a profile measurement as the front ends take them: by name ("proportional",
 // "2d", "async"), with every default defined here once, validated here once. The `tessera` CLI
 // binds its flags to these fields and the Python module its keyword arguments (its signatures
 // read the defaults from a default-constructed value at import time), so a default or a check
@@ -121,5 +121,13 @@ Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, cons
 Result<graph_driver::GraphRunOptions> graph_run_options(const GraphSettings& settings,
                                                         const partition::DirectedGraph& graph,
                                                         const OptionSpelling& spelling);
+
+// The measurement options of `tessera profile` and Python's Cluster.profile are
+// profile::ProfileOptions itself (its defaults are both front ends'). Checks reference_size within
+// 16..8192, window_seconds within 0.05..30 and that every name in only_nodes is a node of
+// `cluster` (read from `config_path`); fails (kInvalidArgument) naming the option as `spelling`
+// writes it.
+Status check_profile_options(const profile::ProfileOptions& options, const cluster::ClusterSpec& cluster,
+                             const std::string& config_path, const OptionSpelling& spelling);
 
 }  // namespace tessera::balance::session
