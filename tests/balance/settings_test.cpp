@@ -102,6 +102,15 @@ TEST(FrontEndSettings, OneCheckEachFrontEndSpellsItsOwnWay) {
   EXPECT_EQ(resolve_multiply_settings(refill, 2, "lab.yaml", kKeywords).status().message(),
             "refill_threshold=9 must be between 1 and panels_in_flight=4");
 
+  MultiplySettings queue;
+  queue.panel_width = 0;
+  EXPECT_EQ(resolve_multiply_settings(queue, 2, "lab.yaml", kFlags).status().message(),
+            "--panel-width 0 must be between 1 and 1048576");
+  queue = MultiplySettings{};
+  queue.panels_in_flight = 2000;
+  EXPECT_EQ(resolve_multiply_settings(queue, 2, "lab.yaml", kKeywords).status().message(),
+            "panels_in_flight=2000 must be between 1 and 1024");
+
   MultiplySettings weights;
   weights.policy = "even";
   weights.weights = {1.0, 2.0};

@@ -42,6 +42,18 @@ Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settin
   Result<partition::Layout> layout = partition::parse_layout(settings.layout);
   if (!layout) return layout.status();
   TESSERA_RETURN_IF_ERROR(plan::check_layout(*policy, *layout));
+  // A panel is at most a 2^20-row slice of B, the largest dimension accepted; more than 1024
+  // panels in flight per node would only hold memory, never hide more latency.
+  if (settings.panel_width == 0 || settings.panel_width > kMaxPanelWidth) {
+    return invalid_argument(fmt::format("{} must be between 1 and {}",
+                                        spelling.assignment("panel_width", std::to_string(settings.panel_width)),
+                                        kMaxPanelWidth));
+  }
+  if (settings.panels_in_flight == 0 || settings.panels_in_flight > kMaxPanelsInFlight) {
+    return invalid_argument(fmt::format("{} must be between 1 and {}",
+                                        spelling.assignment("panels_in_flight", std::to_string(settings.panels_in_flight)),
+                                        kMaxPanelsInFlight));
+  }
   if (settings.refill_threshold == 0 || settings.refill_threshold > settings.panels_in_flight) {
     return invalid_argument(fmt::format(
         "{} must be between 1 and {}", spelling.assignment("refill_threshold", std::to_string(settings.refill_threshold)),

@@ -1,5 +1,6 @@
-// The options of a multiply, of a graph run and of a profile measurement as the front ends take them: by name ("proportional",
-// "2d", "async"), with every default defined here once, validated here once. The `tessera` CLI
+// The options of a multiply, of a graph run and of a profile measurement as the front ends take
+// them: by name ("proportional", "2d", "async"), every default defined here once and every check
+// made here once. The `tessera` CLI
 // binds its flags to these fields and the Python module its keyword arguments (its signatures
 // read the defaults from a default-constructed value at import time), so a default or a check
 // cannot differ between the two. The resolved values the facade runs with are MultiplyOptions
@@ -74,10 +75,15 @@ struct MultiplySettings {
   bool operator==(const MultiplySettings&) const = default;
 };
 
+// Bounds of MultiplySettings' queue, checked by resolve_multiply_settings.
+inline constexpr uint64_t kMaxPanelWidth = uint64_t{1} << 20;
+inline constexpr uint32_t kMaxPanelsInFlight = 1024;
+
 // `settings` checked and resolved for a cluster of `node_count` nodes described by `config_path`
 // (named in the weights message). Fails (kInvalidArgument) on an unknown policy, layout or verify
 // mode (listing the valid ones), weights with another policy or of the wrong count, a layout the
-// policy cannot plan, refill_threshold outside 1..panels_in_flight, or node_timeout_s outside
+// policy cannot plan, panel_width outside 1..kMaxPanelWidth, panels_in_flight outside
+// 1..kMaxPanelsInFlight, refill_threshold outside 1..panels_in_flight, or node_timeout_s outside
 // 0..86400; the message names the option as `spelling` writes it.
 Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settings, std::size_t node_count,
                                                   const std::string& config_path, const OptionSpelling& spelling);
