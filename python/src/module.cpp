@@ -12,8 +12,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <concepts>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "arrays.hpp"
 #include "cluster_handle.hpp"
@@ -39,6 +41,19 @@ namespace {
 py::dict stats_dict(const tp::GraphBuildStats& stats) {
   return py::dict(py::arg("self_loops_removed") = stats.self_loops_removed,
                   py::arg("duplicates_merged") = stats.duplicates_merged);
+}
+
+// An options struct as a Python class: constructed with the defaults both front ends share, its
+// fields (name, member) read-write attributes, compared by value where C++ can.
+template <typename Options, typename... Fields>
+void bind_options(py::module_& module, const char* name, const char* doc,
+                  const std::pair<const char*, Fields Options::*>&... fields) {
+  py::class_<Options> bound(module, name, doc);
+  bound.def(py::init<>());
+  (bound.def_readwrite(fields.first, fields.second), ...);
+  if constexpr (std::equality_comparable<Options>) {
+    bound.def("__eq__", [](const Options& a, const Options& b) { return a == b; });
+  }
 }
 
 }  // namespace
@@ -135,58 +150,44 @@ PYBIND11_MODULE(_tessera, module) {
       py::arg("graph"), py::arg("weights"), py::arg("names"), py::arg("method"), py::arg("imbalance"),
       py::arg("objective"), py::arg("seed"));
 
-  py::class_<ts::MultiplySettings>(module, "MultiplySettings",
-                                   "A multiply's options, as tessera.Cluster.multiply takes them; a default-constructed "
-                                   "one holds the defaults the CLI's `tessera multiply` has too.")
-      .def(py::init<>())
-      .def_readwrite("policy", &ts::MultiplySettings::policy)
-      .def_readwrite("layout", &ts::MultiplySettings::layout)
-      .def_readwrite("verify", &ts::MultiplySettings::verify)
-      .def_readwrite("weights", &ts::MultiplySettings::weights)
-      .def_readwrite("seed", &ts::MultiplySettings::seed)
-      .def_readwrite("panel_width", &ts::MultiplySettings::panel_width)
-      .def_readwrite("panels_in_flight", &ts::MultiplySettings::panels_in_flight)
-      .def_readwrite("refill_threshold", &ts::MultiplySettings::refill_threshold)
-      .def_readwrite("overlap", &ts::MultiplySettings::overlap)
-      .def_readwrite("tile_rows", &ts::MultiplySettings::tile_rows)
-      .def_readwrite("node_timeout_s", &ts::MultiplySettings::node_timeout_s)
-      .def_readwrite("allow_nonfinite", &ts::MultiplySettings::allow_nonfinite)
-      .def("__eq__", [](const ts::MultiplySettings& a, const ts::MultiplySettings& b) { return a == b; });
-
-  py::class_<ts::GraphSettings>(module, "GraphSettings",
-                                "A graph run's options, as tessera.Cluster.pagerank and the other graph calls take "
-                                "them; a default-constructed one holds the defaults `tessera graph` has too.")
-      .def(py::init<>())
-      .def_readwrite("algorithm", &ts::GraphSettings::algorithm)
-      .def_readwrite("tolerance", &ts::GraphSettings::tolerance)
-      .def_readwrite("source", &ts::GraphSettings::source)
-      .def_readwrite("damping", &ts::GraphSettings::damping)
-      .def_readwrite("beta", &ts::GraphSettings::beta)
-      .def_readwrite("label", &ts::GraphSettings::label)
-      .def_readwrite("mode", &ts::GraphSettings::mode)
-      .def_readwrite("partition", &ts::GraphSettings::partition)
-      .def_readwrite("seed", &ts::GraphSettings::seed)
-      .def_readwrite("verify", &ts::GraphSettings::verify)
-      .def_readwrite("poll_ms", &ts::GraphSettings::poll_ms)
-      .def_readwrite("snapshot_ms", &ts::GraphSettings::snapshot_ms)
-      .def_readwrite("node_timeout_s", &ts::GraphSettings::node_timeout_s)
-      .def_readwrite("max_seconds", &ts::GraphSettings::max_seconds)
-      .def_readwrite("level_fraction", &ts::GraphSettings::level_fraction)
-      .def_readwrite("batch_age_ms", &ts::GraphSettings::batch_age_ms)
-      .def_readwrite("batch_entries", &ts::GraphSettings::batch_entries)
-      .def_readwrite("priority_fraction", &ts::GraphSettings::priority_fraction)
-      .def("__eq__", [](const ts::GraphSettings& a, const ts::GraphSettings& b) { return a == b; });
-
-  py::class_<tessera::balance::profile::ProfileOptions>(
+  using ts::GraphSettings;
+  using ts::MultiplySettings;
+  using tessera::balance::profile::ProfileOptions;
+  bind_options<MultiplySettings>(
+      module, "MultiplySettings",
+      "A multiply's options, as tessera.Cluster.multiply takes them; a default-constructed one holds the defaults the "
+      "CLI's `tessera multiply` has too.",
+      std::pair{"policy", &MultiplySettings::policy}, std::pair{"layout", &MultiplySettings::layout},
+      std::pair{"verify", &MultiplySettings::verify}, std::pair{"weights", &MultiplySettings::weights},
+      std::pair{"seed", &MultiplySettings::seed}, std::pair{"panel_width", &MultiplySettings::panel_width},
+      std::pair{"panels_in_flight", &MultiplySettings::panels_in_flight},
+      std::pair{"refill_threshold", &MultiplySettings::refill_threshold},
+      std::pair{"overlap", &MultiplySettings::overlap}, std::pair{"tile_rows", &MultiplySettings::tile_rows},
+      std::pair{"node_timeout_s", &MultiplySettings::node_timeout_s},
+      std::pair{"allow_nonfinite", &MultiplySettings::allow_nonfinite});
+  bind_options<GraphSettings>(
+      module, "GraphSettings",
+      "A graph run's options, as tessera.Cluster.pagerank and the other graph calls take them; a default-constructed "
+      "one holds the defaults `tessera graph` has too.",
+      std::pair{"algorithm", &GraphSettings::algorithm}, std::pair{"tolerance", &GraphSettings::tolerance},
+      std::pair{"source", &GraphSettings::source}, std::pair{"damping", &GraphSettings::damping},
+      std::pair{"beta", &GraphSettings::beta}, std::pair{"label", &GraphSettings::label},
+      std::pair{"mode", &GraphSettings::mode}, std::pair{"partition", &GraphSettings::partition},
+      std::pair{"seed", &GraphSettings::seed}, std::pair{"verify", &GraphSettings::verify},
+      std::pair{"poll_ms", &GraphSettings::poll_ms}, std::pair{"snapshot_ms", &GraphSettings::snapshot_ms},
+      std::pair{"node_timeout_s", &GraphSettings::node_timeout_s},
+      std::pair{"max_seconds", &GraphSettings::max_seconds},
+      std::pair{"level_fraction", &GraphSettings::level_fraction},
+      std::pair{"batch_age_ms", &GraphSettings::batch_age_ms},
+      std::pair{"batch_entries", &GraphSettings::batch_entries},
+      std::pair{"priority_fraction", &GraphSettings::priority_fraction});
+  bind_options<ProfileOptions>(
       module, "ProfileOptions",
       "A profile measurement's options, as tessera.Cluster.profile takes them; a default-constructed one holds the "
-      "defaults `tessera profile` has too.")
-      .def(py::init<>())
-      .def_readwrite("quick", &tessera::balance::profile::ProfileOptions::quick)
-      .def_readwrite("refresh", &tessera::balance::profile::ProfileOptions::refresh)
-      .def_readwrite("only_nodes", &tessera::balance::profile::ProfileOptions::only_nodes)
-      .def_readwrite("reference_size", &tessera::balance::profile::ProfileOptions::reference_size)
-      .def_readwrite("window_seconds", &tessera::balance::profile::ProfileOptions::window_seconds);
+      "defaults `tessera profile` has too.",
+      std::pair{"quick", &ProfileOptions::quick}, std::pair{"refresh", &ProfileOptions::refresh},
+      std::pair{"only_nodes", &ProfileOptions::only_nodes}, std::pair{"reference_size", &ProfileOptions::reference_size},
+      std::pair{"window_seconds", &ProfileOptions::window_seconds});
 
   py::class_<ClusterHandle>(module, "_Cluster")
       .def(py::init<std::string, std::string, std::string, std::string, bool>(), py::arg("config_path"),
