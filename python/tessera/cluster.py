@@ -36,6 +36,13 @@ _GRAPH = _tessera.GraphSettings()
 _PROFILE = _tessera.ProfileOptions()
 
 
+def _defaults_in_docstring(function: Callable) -> Callable:
+    """Fills the docstring's {multiply.<field>} with the C++ defaults, so what help() says in words
+    is what the signature says."""
+    function.__doc__ = function.__doc__.format(multiply=_MULTIPLY)
+    return function
+
+
 def _multiply_settings(**fields: Any) -> "_tessera.MultiplySettings":
     """A MultiplySettings with ``fields`` set (keyword name -> value, as the C++ fields are named)."""
     settings = _tessera.MultiplySettings()
@@ -267,6 +274,7 @@ class Cluster:
             return Prediction(self._handle.predict(plan.to_dict()))
 
     # -- multiply -------------------------------------------------------------------------------
+    @_defaults_in_docstring
     def multiply(
         self,
         A: Any,
@@ -296,9 +304,9 @@ class Cluster:
         writeable float64 array of shape (m, n), not overlapping A or B, to write C into (no
         allocation); C is then ``out``. Write a fresh numpy.empty once first (``out.fill(0)``):
         pages first touched during the run are page faults on the threads receiving C, which
-        slow it. The defaults are ``tessera multiply``'s: policy "proportional" (the profile's
-        speeds; a quick profile is measured first when none exists), layout "rows", verify
-        "freivalds" ("exact" | "none"), panels of 256 rows of B, 4 in flight per node.
+        slow it. The defaults are ``tessera multiply``'s: policy "{multiply.policy}" (the profile's
+        speeds; a quick profile is measured first when none exists), layout "{multiply.layout}", verify
+        "{multiply.verify}" ("exact" | "none"), panels of {multiply.panel_width} rows of B, {multiply.panels_in_flight} in flight per node.
         ``plan``: run this Plan (from ``plan()``) instead of planning; it must be for these
         shapes and this cluster. ``progress(done)`` is called about every 50 ms while credits
         come back, with node -> jobs done. NaN/inf inputs are refused unless ``allow_nonfinite``.
