@@ -88,13 +88,14 @@ int run(int argc, char** argv) {
   profile_cmd->add_option("config", profile.config_path, "cluster description (YAML)")->required();
   profile_cmd->add_option("--run-dir", profile.run_dir, "run directory of `tessera up` (for emulated endpoints)");
   profile_cmd->add_option("--out", profile.profile_path, "profile file (default: CONFIG with .profile.yaml)");
-  profile_cmd->add_flag("--refresh", profile.refresh, "re-measure every node, even unchanged ones");
-  profile_cmd->add_flag("--quick", profile.quick, "one GEMM size in one window, small link transfers");
-  profile_cmd->add_option("--node", profile.nodes, "re-measure only this node (repeatable)");
-  profile_cmd->add_option("--probe-size", profile.reference_size, "reference GEMM size (its rate gives pw_i)")
+  profile_cmd->add_flag("--refresh", profile.measure.refresh, "re-measure every node, even unchanged ones");
+  profile_cmd->add_flag("--quick", profile.measure.quick, "one GEMM size in one window, small link transfers");
+  profile_cmd->add_option("--node", profile.measure.only_nodes, "re-measure only this node (repeatable)");
+  profile_cmd->add_option("--probe-size", profile.measure.reference_size, "reference GEMM size (its rate gives pw_i)")
       ->capture_default_str();
-  profile_cmd->add_option("--window-seconds", profile.window_seconds, "timed window per GEMM measurement")
-      ->capture_default_str()->check(CLI::Range(0.05, 30.0));
+  profile_cmd->add_option("--window-seconds", profile.measure.window_seconds,
+                          "timed window per GEMM measurement (0.05 to 30)")
+      ->capture_default_str();
 
   tb::cli::ModelCommand model;
   uint64_t model_m = 0, model_n = 0, model_k = 0;
@@ -116,36 +117,37 @@ int run(int argc, char** argv) {
   CLI::Option* m_opt = multiply_cmd->add_option("--m", m, "rows of A and C");
   CLI::Option* k_opt = multiply_cmd->add_option("--k", k, "columns of A, rows of B");
   multiply_cmd->add_option("--run-dir", multiply.run_dir, "run directory of `tessera up` (for emulated endpoints)");
-  multiply_cmd->add_option("--policy", multiply.policy, "even | proportional | model | dynamic")->capture_default_str();
-  multiply_cmd->add_option("--tile-rows", multiply.tile_rows, "dynamic: rows per tile (default about m / (8 x nodes))");
-  multiply_cmd->add_option("--weights", multiply.weights, "relative powers, one per node (comma separated)")
+  multiply_cmd->add_option("--policy", multiply.settings.policy, "even | proportional | model | dynamic")->capture_default_str();
+  multiply_cmd->add_option("--tile-rows", multiply.settings.tile_rows, "dynamic: rows per tile (default about m / (8 x nodes))");
+  multiply_cmd->add_option("--weights", multiply.settings.weights, "relative powers, one per node (comma separated)")
       ->delimiter(',');
   multiply_cmd->add_option("--profile", multiply.profile_path, "profile file (default: CONFIG with .profile.yaml)");
-  multiply_cmd->add_option("--seed", multiply.seed, "seed of the random inputs")->capture_default_str();
+  multiply_cmd->add_option("--seed", multiply.settings.seed, "seed of the random inputs")->capture_default_str();
   multiply_cmd->add_option("--fill", multiply.fill, "random values: uniform in [-1,1) | integers in [-8,8]")
       ->capture_default_str();
-  multiply_cmd->add_option("--verify", multiply.verify, "freivalds | exact | none")->capture_default_str();
+  multiply_cmd->add_option("--verify", multiply.settings.verify, "freivalds | exact | none")->capture_default_str();
   multiply_cmd->add_option("--report", multiply.report_path, "write the report as JSON");
   multiply_cmd->add_option("--a", multiply.a_path, "A as .npy (float64, C order)");
   multiply_cmd->add_option("--b", multiply.b_path, "B as .npy (float64, C order)");
   multiply_cmd->add_option("--out", multiply.out_path, "write C as .npy");
-  multiply_cmd->add_option("--panel-width", multiply.panel_width, "rows of B per panel")
-      ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
-  multiply_cmd->add_option("--panels-in-flight", multiply.panels_in_flight, "panels a node may hold unacknowledged")
-      ->capture_default_str()->check(CLI::Range(1u, 1024u));
-  multiply_cmd->add_option("--refill", multiply.refill_threshold,
+  multiply_cmd->add_option("--panel-width", multiply.settings.panel_width, "rows of B per panel (1 to 1048576)")
+      ->capture_default_str();
+  multiply_cmd->add_option("--panels-in-flight", multiply.settings.panels_in_flight,
+                           "panels a node may hold unacknowledged (1 to 1024)")
+      ->capture_default_str();
+  multiply_cmd->add_option("--refill", multiply.settings.refill_threshold,
                            "send jobs once this many credits are back (1 = as each returns; <= panels in flight)")
-      ->capture_default_str()->check(CLI::Range(1u, 1024u));
-  multiply_cmd->add_option("--layout", multiply.layout,
+      ->capture_default_str();
+  multiply_cmd->add_option("--layout", multiply.settings.layout,
                            "even/proportional: rows | 2d (column-based rectangles) | square-corner | 3d (splits k)")
       ->capture_default_str();
   multiply_cmd->add_option("--overlap", multiply.overlap,
                            "on: panels travel while nodes compute; off: one panel at a time (SeqMsg)")
       ->capture_default_str();
   multiply_cmd->add_flag("--show-plan", multiply.show_plan, "print the plan before running it");
-  multiply_cmd->add_flag("--allow-nonfinite", multiply.allow_nonfinite,
+  multiply_cmd->add_flag("--allow-nonfinite", multiply.settings.allow_nonfinite,
                          "accept NaN/inf in --a/--b (refused by default); verification counts matching NaN/inf as equal");
-  multiply_cmd->add_option("--node-timeout", multiply.node_timeout_s,
+  multiply_cmd->add_option("--node-timeout", multiply.settings.node_timeout_s,
                            "seconds a node that owes frames may stay silent before it is dropped as unresponsive "
                            "and its tiles reissued; 0 = from the profile's link and GEMM speeds, at least 10 s")
       ->capture_default_str();
@@ -190,11 +192,11 @@ int run(int argc, char** argv) {
       app.add_subcommand("experiment", "replay a study: every combination, CSV, plots and report.md");
   experiment_cmd->add_option("study", experiment.study_path, "study file (YAML), e.g. experiments/balanced-vs-even.yaml")
       ->required();
-  experiment_cmd->add_option("--out", experiment.out_dir, "output folder (default experiments/results/STUDY)");
+  experiment_cmd->add_option("--out", experiment.options.out_dir, "output folder (default experiments/results/STUDY)");
   CLI::Option* repeat_opt =
       experiment_cmd->add_option("--repeat", repeat, "repetitions per combination (default: the study's)")
           ->check(CLI::Range(1u, 1000u));
-  experiment_cmd->add_option("--run-dir", experiment.run_dir, "run directory for the clusters it starts");
+  experiment_cmd->add_option("--run-dir", experiment.options.run_dir, "run directory for the clusters it starts");
 
   tb::cli::PartitionCommand partition;
   CLI::App* partition_cmd = app.add_subcommand(
@@ -221,52 +223,52 @@ int run(int argc, char** argv) {
   CLI::App* graph_cmd = app.add_subcommand(
       "graph", "PageRank, Katz, connected components or shortest paths on the cluster's graph services, verified");
   graph_cmd->add_option("config", graph.config_path, "cluster description (YAML)")->required();
-  graph_cmd->add_option("--algorithm", graph.algorithm, "pagerank | katz | cc | sssp")->required();
+  graph_cmd->add_option("--algorithm", graph.settings.algorithm, "pagerank | katz | cc | sssp")->required();
   CLI::Option* graph_file_opt =
       graph_cmd->add_option("--graph", graph.graph_path, "graph file: .mtx, .graph/.metis, .edges/.el/.txt/.snap");
   graph_cmd->add_option("--generate", graph.generate, "generator: rmat:SCALE[:EF], lognormal:N, mesh2d:NXxNY, mesh3d:NXxNYxNZ")
       ->excludes(graph_file_opt);
-  graph_cmd->add_option("--partition", graph.partition, "metis | contiguous | hash")->capture_default_str();
+  graph_cmd->add_option("--partition", graph.settings.partition, "metis | contiguous | hash")->capture_default_str();
   graph_cmd->add_option("--weights", graph.weights,
                         "profile | equal | w1,w2,... (default: profile when one exists, else equal)");
-  graph_cmd->add_option("--mode", graph.mode, "async (accumulative updates, no barriers) | sync (Jacobi steps)")
+  graph_cmd->add_option("--mode", graph.settings.mode, "async (accumulative updates, no barriers) | sync (Jacobi steps)")
       ->capture_default_str();
   double tolerance = 0.0;
   CLI::Option* tolerance_opt = graph_cmd->add_option("--tolerance", tolerance,
                                         "pagerank/katz: stop at sum |pending delta| <= T (default 1e-6)");
   int64_t graph_source = 0;
   CLI::Option* source_opt = graph_cmd->add_option("--source", graph_source, "sssp (required) and katz: the source vertex");
-  graph_cmd->add_option("--damping", graph.damping, "pagerank damping")->capture_default_str();
+  graph_cmd->add_option("--damping", graph.settings.damping, "pagerank damping")->capture_default_str();
   double beta = 0.0;
   CLI::Option* beta_opt = graph_cmd->add_option("--beta", beta, "katz: attenuation, below 1/lambda_max");
-  graph_cmd->add_option("--label", graph.label, "cc: label components by their max or min vertex id")
+  graph_cmd->add_option("--label", graph.settings.label, "cc: label components by their max or min vertex id")
       ->capture_default_str();
-  graph_cmd->add_option("--seed", graph.seed, "generator seed, METIS seed, hash key")->capture_default_str();
+  graph_cmd->add_option("--seed", graph.settings.seed, "generator seed, METIS seed, hash key")->capture_default_str();
   graph_cmd->add_option("--out", graph.out_path, "write the values: .txt (one per line) or .npy (float64, N x 1)");
   graph_cmd->add_option("--report", graph.report_path, "write figures and the convergence trace as JSON");
   graph_cmd->add_option("--trace-png", graph.trace_png_path, "plot the residual over time (gnuplot)");
-  graph_cmd->add_flag("--verify", graph.verify, "compare with a reference computed here (exit 3 when it differs)");
-  graph_cmd->add_option("--poll-ms", graph.poll_ms, "async: progress poll interval")->capture_default_str();
-  graph_cmd->add_option("--level-fraction", graph.level_fraction,
+  graph_cmd->add_flag("--verify", graph.settings.verify, "compare with a reference computed here (exit 3 when it differs)");
+  graph_cmd->add_option("--poll-ms", graph.settings.poll_ms, "async: progress poll interval")->capture_default_str();
+  graph_cmd->add_option("--level-fraction", graph.settings.level_fraction,
                         "async pagerank/katz: common priority level = F x residual per edge, sent with every poll "
                         "(0 = off)")
       ->capture_default_str();
-  graph_cmd->add_option("--batch-age-ms", graph.batch_age_ms,
+  graph_cmd->add_option("--batch-age-ms", graph.settings.batch_age_ms,
                         "async: a batch of deltas for another node leaves at the latest this long after its first delta")
       ->capture_default_str();
-  graph_cmd->add_option("--batch-entries", graph.batch_entries,
+  graph_cmd->add_option("--batch-entries", graph.settings.batch_entries,
                         "a batch of deltas for another node leaves once it holds this many")
       ->capture_default_str();
-  graph_cmd->add_option("--priority-fraction", graph.priority_fraction,
+  graph_cmd->add_option("--priority-fraction", graph.settings.priority_fraction,
                         "async pagerank/katz: share of a part's pending vertices (sampled, by |dv| / out-degree) updated per "
                         "sweep; 1 = every pending vertex")
       ->capture_default_str();
-  graph_cmd->add_option("--snapshot-ms", graph.snapshot_ms, "values fetched from every node this often (restart points)")
+  graph_cmd->add_option("--snapshot-ms", graph.settings.snapshot_ms, "values fetched from every node this often (restart points)")
       ->capture_default_str();
-  graph_cmd->add_option("--node-timeout", graph.node_timeout_s,
+  graph_cmd->add_option("--node-timeout", graph.settings.node_timeout_s,
                         "seconds a node may stay silent during a call before it is lost")
       ->capture_default_str();
-  graph_cmd->add_option("--max-seconds", graph.max_seconds, "give up when the run takes longer")->capture_default_str();
+  graph_cmd->add_option("--max-seconds", graph.settings.max_seconds, "give up when the run takes longer")->capture_default_str();
   graph_cmd->add_option("--run-dir", graph.run_dir, "run directory of `tessera up` (for emulated endpoints)");
   graph_cmd->add_option("--profile", graph.profile_path, "profile file (default: CONFIG with .profile.yaml)");
   graph_cmd->add_option("--progress", graph.progress,
@@ -316,9 +318,9 @@ int run(int argc, char** argv) {
     return tb::cli::command_eval(eval, std::cout, std::cerr);
   }
   if (*graph_cmd) {
-    if (*tolerance_opt) graph.tolerance = tolerance;
-    if (*source_opt) graph.source = graph_source;
-    if (*beta_opt) graph.beta = beta;
+    if (*tolerance_opt) graph.settings.tolerance = tolerance;
+    if (*source_opt) graph.settings.source = graph_source;
+    if (*beta_opt) graph.settings.beta = beta;
     stop_cleanly_on_interrupt();
     graph.interrupted = &g_interrupted;
     return tb::cli::command_graph(graph, std::cout, std::cerr);
@@ -326,11 +328,11 @@ int run(int argc, char** argv) {
   if (*partition_cmd) return tb::cli::command_partition(partition, std::cout, std::cerr);
   if (*keygen_cmd) return tb::cli::command_keygen(keygen, std::cout, std::cerr);
   if (*experiment_cmd) {
-    if (*repeat_opt) experiment.repeat = repeat;
-    for (int i = 0; i < argc; ++i) experiment.command_line += (i == 0 ? "tessera" : std::string(" ") + argv[i]);
+    if (*repeat_opt) experiment.options.repeat = repeat;
+    for (int i = 0; i < argc; ++i) experiment.options.command_line += (i == 0 ? "tessera" : std::string(" ") + argv[i]);
     // Ctrl-C or a TERM stops the study cleanly: it shuts the sessions down and stops its clusters.
     stop_cleanly_on_interrupt();
-    experiment.interrupted = &g_interrupted;
+    experiment.options.interrupted = &g_interrupted;
     return tb::cli::command_experiment(experiment, std::cout, std::cerr);
   }
   return tb::cli::kExitBadInput;

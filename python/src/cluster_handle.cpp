@@ -25,7 +25,6 @@
 #include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/algorithm.hpp"
-#include "tessera/graph/reference.hpp"
 
 namespace tessera::python {
 
@@ -94,47 +93,6 @@ class ProgressBox {
   std::optional<tb::graph_driver::TracePoint> trace_;
 };
 
-// The multiply options the CLI's multiply_options() builds from its flags, with the same checks
-// and messages, the flags named as the Python keywords.
-Result<tb::session::MultiplyOptions> multiply_options(const MultiplyArgs& args, std::size_t node_count,
-                                             const std::string& config_path) {
-  Result<tb::plan::Policy> policy = tb::plan::parse_policy(args.policy);
-  if (!policy) return policy.status();
-  Result<tb::run::VerifyMode> verify_mode = tb::run::parse_verify_mode(args.verify);
-  if (!verify_mode) return verify_mode.status();
-  if (*policy != tb::plan::Policy::kProportional && !args.weights.empty()) {
-    return invalid_argument("weights= applies to policy=\"proportional\" only");
-  }
-  if (!args.weights.empty() && args.weights.size() != node_count) {
-    return invalid_argument(fmt::format("weights= has {} values for {} nodes ({}); give one per node",
-                                        args.weights.size(), node_count, config_path));
-  }
-  Result<tp::Layout> layout = tp::parse_layout(args.layout);
-  if (!layout) return layout.status();
-  TESSERA_RETURN_IF_ERROR(tb::plan::check_layout(*policy, *layout));
-  if (args.refill_threshold == 0 || args.refill_threshold > args.panels_in_flight) {
-    return invalid_argument(fmt::format("refill_threshold={} must be between 1 and panels_in_flight={}",
-                                        args.refill_threshold, args.panels_in_flight));
-  }
-  if (!(args.node_timeout_s >= 0.0) || args.node_timeout_s > 86400.0) {
-    return invalid_argument(fmt::format("node_timeout={} must be between 0 (derive it from the profile) and 86400 "
-                                        "seconds",
-                                        args.node_timeout_s));
-  }
-  tb::session::MultiplyOptions options;
-  options.policy = tb::plan::default_choice(*policy);
-  if (auto* proportional = std::get_if<tb::plan::ProportionalPolicy>(&options.policy)) proportional->weights = args.weights;
-  if (auto* dynamic = std::get_if<tb::plan::DynamicPolicy>(&options.policy)) dynamic->tile_rows = args.tile_rows;
-  options.layout = *layout;
-  options.panel_width = args.panel_width;
-  options.panels_in_flight = args.overlap ? args.panels_in_flight : 1;
-  options.refill_threshold = args.overlap ? args.refill_threshold : 1;
-  options.verify = *verify_mode;
-  options.verify_seed = args.seed;
-  options.node_timeout_s = args.node_timeout_s;
-  return options;
-}
-
 // As the CLI's check_finite: NaN and infinities are usually a bug upstream.
 Status check_finite(linalg::MatrixView matrix, std::string_view name) {
   const std::optional<tb::run::NonFiniteEntry> entry = tb::run::first_nonfinite(matrix);
@@ -174,55 +132,15 @@ Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::run::VerifyM
                                   (verify == tb::run::VerifyMode::kNone ? "" : " or pass verify=\"none\""));
 }
 
-// The CLI's algorithm_spec: the algorithm keywords as a spec; the graph suggests a Katz beta.
-Result<tg::AlgorithmSpec> algorithm_spec(const GraphArgs& args, const tp::DirectedGraph& graph) {
-  Result<tg::AlgorithmKind> kind = tg::parse_algorithm(args.algorithm);
-  if (!kind) return kind.status();
-  tg::AlgorithmSpec spec;
-  spec.kind = *kind;
-  spec.damping = args.damping;
-  spec.source = args.source;
-  if (args.label != "max" && args.label != "min") {
-    return invalid_argument(fmt::format("unknown label \"{}\"; use max or min", args.label));
-  }
-  spec.max_label = args.label == "max";
-  if (spec.kind == tg::AlgorithmKind::kKatz) {
-    if (!args.beta) {
-      const tg::SpectralBounds bounds = tg::spectral_radius_bounds(graph);
-      return invalid_argument(fmt::format("katz needs beta=B below 1/lambda_max; this graph's lambda_max is at most "
-                                          "{:.4g}, so for example beta={:.3g}",
-                                          bounds.upper, bounds.upper > 0.0 ? 0.5 / bounds.upper : 0.5));
-    }
-    spec.beta = *args.beta;
-  }
-  return spec;
-}
-
-Result<tb::graph_driver::GraphRunOptions> graph_options(const GraphArgs& args, const tg::AlgorithmSpec& spec) {
-  tb::graph_driver::GraphRunOptions options;
-  options.algorithm = spec;
-  Result<tb::graph_driver::GraphMode> mode = tb::graph_driver::parse_graph_mode(args.mode);
-  if (!mode) return mode.status().with_context("mode: ");
-  options.mode = *mode;
-  Result<tp::PartitionMethod> method = tp::parse_partition_method(args.partition);
-  if (!method) return method.status().with_context("partition: ");
-  options.method = *method;
-  options.seed = args.seed;
-  options.tolerance = args.tolerance;
-  if (args.poll_ms == 0 || args.snapshot_ms == 0) return invalid_argument("poll_ms and snapshot_ms must be at least 1");
-  options.poll_interval = std::chrono::milliseconds(args.poll_ms);
-  options.snapshot_interval = std::chrono::milliseconds(args.snapshot_ms);
-  if (!(args.node_timeout_s > 0.0) || args.node_timeout_s > 86400.0) {
-    return invalid_argument(fmt::format("node_timeout={} must be between 0 and 86400 seconds", args.node_timeout_s));
-  }
-  options.node_timeout_s = args.node_timeout_s;
-  if (!(args.max_seconds > 0.0)) return invalid_argument("max_seconds must be > 0");
-  options.max_wall_s = args.max_seconds;
-  options.verify = args.verify;
-  return options;
-}
-
 }  // namespace
+
+const tb::session::OptionSpelling& keyword_spelling() {
+  static const tb::session::OptionSpelling spelling(tb::session::OptionSpelling::Style::kKeyword,
+                                                    {{"node_timeout_s", "node_timeout"},
+                                                     {"reference_size", "probe_size"},
+                                                     {"only_nodes", "nodes"}});
+  return spelling;
+}
 
 ClusterHandle::ClusterHandle(std::string config_path, std::string run_dir, std::string profile_path,
                              std::string worker_binary, bool keep_connected)
@@ -311,16 +229,9 @@ py::object ClusterHandle::saved_profile() const {
   return profile_dict(value_or_raise(tb::profile::load_profile(path)), path);
 }
 
-py::dict ClusterHandle::profile(bool refresh, bool quick, const std::vector<std::string>& nodes, uint32_t probe_size,
-                                double window_seconds, const py::object& progress) {
+py::dict ClusterHandle::profile(const tb::profile::ProfileOptions& options, const py::object& progress) {
   tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
-  if (probe_size < 16 || probe_size > 8192) raise_status(invalid_argument("probe_size must be within 16..8192"));
-  for (const std::string& name : nodes) {
-    if (spec.find_node(name) < 0) {
-      raise_status(invalid_argument(fmt::format("nodes: {}: no such node in {}; nodes are {}", name, config_path_,
-                                                join(spec.nodes, ", ", &tb::cluster::NodeSpec::name))));
-    }
-  }
+  ok_or_raise(tb::session::check_profile_options(options, spec, config_path_, keyword_spelling()));
   // As `tessera profile`: a damaged saved profile is set aside (and replaced), not an error.
   drop_session();
   tb::session::SessionOptions session_options;
@@ -333,12 +244,6 @@ py::dict ClusterHandle::profile(bool refresh, bool quick, const std::vector<std:
   if (std::optional<Status> problem = session.ignored_profile_problem()) {
     box.notice("ignoring the saved profile: " + problem->message());
   }
-  tb::profile::ProfileOptions options;
-  options.quick = quick;
-  options.refresh = refresh;
-  options.only_nodes = nodes;
-  options.reference_size = probe_size;
-  options.window_seconds = window_seconds;
   std::vector<std::string> measured;
   std::atomic<bool> cancel{false};
   const tb::profile::ProfileProgress on_progress = [&box](const std::string& node, const std::string& what, bool done) {
@@ -375,9 +280,10 @@ py::tuple ClusterHandle::profile_weights() const {
   return py::make_tuple(names, weights);
 }
 
-py::dict ClusterHandle::plan(uint64_t m, uint64_t n, uint64_t k, const MultiplyArgs& args) const {
+py::dict ClusterHandle::plan(uint64_t m, uint64_t n, uint64_t k, const tb::session::MultiplySettings& settings) const {
   const tb::cluster::ClusterSpec spec = value_or_raise(tb::cluster::load_cluster_spec(config_path_));
-  const tb::session::MultiplyOptions options = value_or_raise(multiply_options(args, spec.nodes.size(), config_path_));
+  const tb::session::MultiplyOptions options = value_or_raise(
+      tb::session::resolve_multiply_settings(settings, spec.nodes.size(), config_path_, keyword_spelling()));
   const std::string path = profile_path();
   std::optional<tb::profile::ClusterProfile> profile;
   std::error_code error;
@@ -433,8 +339,9 @@ void ClusterHandle::drop_session() {
 
 void ClusterHandle::close() { drop_session(); }
 
-py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const py::array& c, const MultiplyArgs& args,
-                                  bool allow_nonfinite, bool fill_output, const py::object& plan_fields,
+py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const py::array& c,
+                                  const tb::session::MultiplySettings& settings, bool fill_output,
+                                  const py::object& plan_fields,
                                   const py::object& progress, const py::object& notice) {
   const linalg::MatrixView a_view = input_view(a, "A");
   const linalg::MatrixView b_view = input_view(b, "B");
@@ -454,13 +361,13 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
                                                 a_view.rows, a_view.cols, b_view.rows, b_view.cols)));
     }
   }
-  options = value_or_raise(multiply_options(args, names.size(), config_path_));
+  options = value_or_raise(tb::session::resolve_multiply_settings(settings, names.size(), config_path_, keyword_spelling()));
   using Clock = std::chrono::steady_clock;
   const auto seconds_since = [](Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
   const Clock::time_point check_start = Clock::now();
-  if (!allow_nonfinite) {
+  if (!settings.allow_nonfinite) {
     ok_or_raise(without_gil([&] {
       Status finite = check_finite(a_view, "A");
       return finite ? check_finite(b_view, "B") : finite;
@@ -526,8 +433,8 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
   }
 }
 
-py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict& inputs, const MultiplyArgs& args,
-                                  bool rewrite, bool explain, const std::string& mode, uint64_t tile,
+py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict& inputs,
+                                  const tb::session::MultiplySettings& settings, bool rewrite, bool explain, const std::string& mode, uint64_t tile,
                                   const std::vector<std::string>& nodes, bool every_node,
                                   const py::object& progress, const py::object& notice) {
   std::map<std::string, linalg::MatrixView> views;
@@ -541,7 +448,8 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
   }
   const tb::expr::Expr parsed = value_or_raise(tb::expr::parse(expression, shapes));
   tb::session::EvalOptions options;
-  options.multiply = value_or_raise(multiply_options(args, node_names().size(), config_path_));
+  options.multiply = value_or_raise(
+      tb::session::resolve_multiply_settings(settings, node_names().size(), config_path_, keyword_spelling()));
   options.rewrite = rewrite;
   options.mode = value_or_raise(tb::session::parse_eval_mode(mode));
   options.tile = tile;
@@ -572,22 +480,23 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
   }
 }
 
-py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const GraphArgs& args, const py::object& progress,
-                               const py::object& notice) {
+py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const tb::session::GraphSettings& settings,
+                               const std::string& weights, const py::object& progress, const py::object& notice) {
   tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
   const std::vector<std::vector<std::string>> peer_hosts = value_or_raise(tb::local::load_peer_hosts(spec, run_dir_));
-  const tg::AlgorithmSpec algorithm = value_or_raise(algorithm_spec(args, graph));
-  tb::graph_driver::GraphRunOptions options = value_or_raise(graph_options(args, algorithm));
+  tb::graph_driver::GraphRunOptions options =
+      value_or_raise(tb::session::graph_run_options(settings, graph, keyword_spelling()));
+  const tg::AlgorithmSpec algorithm = options.algorithm;
   options.peer_hosts = peer_hosts;
   // Everything that needs only the graph fails here, before a connection is made.
   ok_or_raise(without_gil([&] { return tb::graph_driver::check_graph_run(graph, algorithm); }));
-  value_or_raise(tb::graph_driver::run_tolerance(algorithm, args.tolerance));
+  value_or_raise(tb::graph_driver::run_tolerance(algorithm, settings.tolerance));
   std::vector<std::string> names;
   for (const tb::cluster::NodeSpec& node : spec.nodes) names.push_back(node.name);
   ProgressBox box(names);
   const std::string path = profile_path();
-  if (!args.weights.empty()) {
-    options.weights = value_or_raise(tb::graph_driver::parse_target_weights(args.weights));
+  if (!weights.empty()) {
+    options.weights = value_or_raise(tb::graph_driver::parse_target_weights(weights));
   } else if (std::error_code error; std::filesystem::exists(path, error)) {
     options.weights = value_or_raise(tb::graph_driver::parse_target_weights("profile"));
   } else {
@@ -615,7 +524,7 @@ py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const GraphArgs& 
     finish_call();
     // The JSON of `tessera graph --report` (graph_report.hpp), with the settings given here.
     const tb::graph_driver::GraphReportHeader header{spec.name, "",
-                                       {{"poll_ms", args.poll_ms}, {"seed", static_cast<double>(args.seed)}}};
+                                       {{"poll_ms", settings.poll_ms}, {"seed", static_cast<double>(settings.seed)}}};
     std::string report = tb::graph_driver::graph_report_json(header, graph, *outcome, /*indent=*/-1);
     return py::make_tuple(to_numpy(std::move(outcome->values)), std::move(report));
   } catch (...) {

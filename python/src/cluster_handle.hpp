@@ -1,7 +1,9 @@
 // ClusterHandle: the C++ side of tessera.Cluster. One object per cluster file; it starts and stops
 // local workers, reads status and profiles, plans, multiplies and runs graph algorithms through
 // the Session facade, and hands results back as plain Python data (reports.hpp) for the Python
-// classes to wrap. Argument defaults and docstrings live in tessera/__init__.py.
+// classes to wrap. The multiply and graph options arrive as session::MultiplySettings and
+// session::GraphSettings, a profile's as profile::ProfileOptions (bound in module.cpp), whose default-constructed values give the Python
+// signatures their defaults; docstrings live in the tessera package (tessera/cluster.py).
 //
 // Sessions: with keep_connected false (the default) every call that needs the workers opens a
 // Session and closes it before returning, as the CLI does, so other coordinators (a `tessera`
@@ -25,43 +27,16 @@
 
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
+#include "tessera/balance/session/settings.hpp"
 #include "tessera/partition/digraph.hpp"
 
 namespace tessera::python {
 
 namespace py = pybind11;
 
-struct MultiplyArgs {
-  std::string policy = "proportional";
-  std::string layout = "rows";
-  std::string verify = "freivalds";
-  std::vector<double> weights;  // proportional only; empty: the profile's speeds
-  uint64_t seed = 1;            // Freivalds' random vector
-  uint64_t panel_width = 256;
-  uint32_t panels_in_flight = 4;
-  uint32_t refill_threshold = 1;
-  bool overlap = true;
-  uint64_t tile_rows = 0;
-  double node_timeout_s = 0.0;
-};
-
-struct GraphArgs {
-  std::string algorithm;
-  std::string mode = "async";
-  std::string partition = "metis";
-  std::string weights;  // empty: profile when a profile exists, else equal
-  std::optional<double> tolerance;
-  std::optional<int64_t> source;
-  double damping = 0.85;
-  std::optional<double> beta;
-  std::string label = "max";
-  uint64_t seed = 1;
-  bool verify = false;
-  uint32_t poll_ms = 100;
-  uint32_t snapshot_ms = 1000;
-  double node_timeout_s = 30.0;
-  double max_seconds = 600.0;
-};
+// How Python spells an option in a message: `panels_in_flight=4`, `policy="even"`, with the
+// keywords whose names differ from their field (`node_timeout=`) renamed.
+const balance::session::OptionSpelling& keyword_spelling();
 
 class ClusterHandle {
  public:
@@ -84,13 +59,12 @@ class ClusterHandle {
   py::list status();
 
   py::object saved_profile() const;  // the profile dict, or None when there is no profile file
-  py::dict profile(bool refresh, bool quick, const std::vector<std::string>& nodes, uint32_t probe_size,
-                   double window_seconds, const py::object& progress);
+  py::dict profile(const balance::profile::ProfileOptions& options, const py::object& progress);
 
   // (node names, weights) from the saved profile, as `tessera partition --cluster` takes them.
   py::tuple profile_weights() const;
   // {"plan": plan dict, "warnings": [...]} without connecting (what `tessera model` prints).
-  py::dict plan(uint64_t m, uint64_t n, uint64_t k, const MultiplyArgs& args) const;
+  py::dict plan(uint64_t m, uint64_t n, uint64_t k, const balance::session::MultiplySettings& settings) const;
   // The model's forecast of a plan dict; raises when there is no profile.
   py::dict predict(const py::dict& plan) const;
 
@@ -98,25 +72,27 @@ class ClusterHandle {
   // planning. Returns (report JSON text, plan dict, warnings, the CLI's report table, timing dict:
   // input_check_s, output_fill_s, session_open_s, driver_s (Session::multiply or run_plan),
   // session_close_s). Nonfinite inputs are refused unless
-  // allow_nonfinite. fill_output: zero `c` before the run (a fresh numpy.empty, whose pages would
+  // settings.allow_nonfinite. fill_output: zero `c` before the run (a fresh numpy.empty, whose pages would
   // otherwise be faulted in during it). `progress(dict node -> jobs done)` and `notice(str)` are called on the
   // calling thread about every 50 ms; either may be None.
-  py::tuple multiply(const py::array& a, const py::array& b, const py::array& c, const MultiplyArgs& args,
-                     bool allow_nonfinite, bool fill_output, const py::object& plan, const py::object& progress,
-                     const py::object& notice);
+  py::tuple multiply(const py::array& a, const py::array& b, const py::array& c,
+                     const balance::session::MultiplySettings& settings, bool fill_output, const py::object& plan,
+                     const py::object& progress, const py::object& notice);
 
   // Evaluates a matrix expression (the `tessera eval` grammar) over the named arrays, each product
   // on the cluster (Session::evaluate). Returns (values as a flat float64 array, rows, cols, the
   // report JSON text, the CLI's table with `explain`'s trees when asked).
   // mode: "scheduled" | "sequence"; tile 0: chosen by simulation; nodes: only these (scheduled);
   // every_node: each of them gets tasks even when fewer are forecast faster (scheduled).
-  py::tuple evaluate(const std::string& expression, const py::dict& inputs, const MultiplyArgs& args, bool rewrite,
+  py::tuple evaluate(const std::string& expression, const py::dict& inputs,
+                     const balance::session::MultiplySettings& settings, bool rewrite,
                      bool explain, const std::string& mode, uint64_t tile, const std::vector<std::string>& nodes,
                      bool every_node, const py::object& progress, const py::object& notice);
 
-  // Runs a graph algorithm; returns (values float64 array, outcome JSON text).
-  py::tuple graph(const partition::DirectedGraph& graph, const GraphArgs& args, const py::object& progress,
-                  const py::object& notice);
+  // Runs a graph algorithm; returns (values float64 array, outcome JSON text). `weights`:
+  // "profile" | "equal" | "w1,w2,..."; empty: profile when a profile exists, else equal.
+  py::tuple graph(const partition::DirectedGraph& graph, const balance::session::GraphSettings& settings,
+                  const std::string& weights, const py::object& progress, const py::object& notice);
 
   // Closes a kept session (BYE to every node). Idempotent.
   void close();

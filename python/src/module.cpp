@@ -1,14 +1,21 @@
 // tessera._tessera: the compiled half of the Python package. Exposes ClusterHandle (as
 // _Cluster), graphs for the graph algorithms (DirectedGraph) and for partitioning (Graph), and
-// partition_graph. Users call the pure-Python package (tessera/__init__.py), which documents the
+// partition_graph. Users call the pure-Python package (python/tessera/), which documents the
 // API, applies the array conversion rule and wraps results in classes; this layer does only what
 // needs C++. Errors arrive as the exceptions of tessera/errors.py (errors.hpp).
+//
+// MultiplySettings, GraphSettings (balance/session/settings.hpp) and profile::ProfileOptions are
+// the C++ option values that the `tessera` CLI fills from its flags: the package reads its keyword defaults from a
+// default-constructed one at import time and fills one per call, so both front ends share every
+// default and check.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <concepts>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "arrays.hpp"
 #include "cluster_handle.hpp"
@@ -22,10 +29,9 @@
 
 namespace py = pybind11;
 namespace tp = tessera::partition;
+namespace ts = tessera::balance::session;
 using tessera::python::ClusterHandle;
-using tessera::python::GraphArgs;
 using tessera::python::IndexArray;
-using tessera::python::MultiplyArgs;
 using tessera::python::raise_status;
 using tessera::python::value_or_raise;
 using tessera::python::without_gil;
@@ -37,23 +43,17 @@ py::dict stats_dict(const tp::GraphBuildStats& stats) {
                   py::arg("duplicates_merged") = stats.duplicates_merged);
 }
 
-MultiplyArgs multiply_args(const std::string& policy, const std::string& layout, const std::string& verify,
-                           const std::vector<double>& weights, uint64_t seed, uint64_t panel_width,
-                           uint32_t panels_in_flight, uint32_t refill_threshold, bool overlap, uint64_t tile_rows,
-                           double node_timeout_s) {
-  MultiplyArgs args;
-  args.policy = policy;
-  args.layout = layout;
-  args.verify = verify;
-  args.weights = weights;
-  args.seed = seed;
-  args.panel_width = panel_width;
-  args.panels_in_flight = panels_in_flight;
-  args.refill_threshold = refill_threshold;
-  args.overlap = overlap;
-  args.tile_rows = tile_rows;
-  args.node_timeout_s = node_timeout_s;
-  return args;
+// An options struct as a Python class: constructed with the defaults both front ends share, its
+// fields (name, member) read-write attributes, compared by value where C++ can.
+template <typename Options, typename... Fields>
+void bind_options(py::module_& module, const char* name, const char* doc,
+                  const std::pair<const char*, Fields Options::*>&... fields) {
+  py::class_<Options> bound(module, name, doc);
+  bound.def(py::init<>());
+  (bound.def_readwrite(fields.first, fields.second), ...);
+  if constexpr (std::equality_comparable<Options>) {
+    bound.def("__eq__", [](const Options& a, const Options& b) { return a == b; });
+  }
 }
 
 }  // namespace
@@ -150,6 +150,45 @@ PYBIND11_MODULE(_tessera, module) {
       py::arg("graph"), py::arg("weights"), py::arg("names"), py::arg("method"), py::arg("imbalance"),
       py::arg("objective"), py::arg("seed"));
 
+  using ts::GraphSettings;
+  using ts::MultiplySettings;
+  using tessera::balance::profile::ProfileOptions;
+  bind_options<MultiplySettings>(
+      module, "MultiplySettings",
+      "A multiply's options, as tessera.Cluster.multiply takes them; a default-constructed one holds the defaults the "
+      "CLI's `tessera multiply` has too.",
+      std::pair{"policy", &MultiplySettings::policy}, std::pair{"layout", &MultiplySettings::layout},
+      std::pair{"verify", &MultiplySettings::verify}, std::pair{"weights", &MultiplySettings::weights},
+      std::pair{"seed", &MultiplySettings::seed}, std::pair{"panel_width", &MultiplySettings::panel_width},
+      std::pair{"panels_in_flight", &MultiplySettings::panels_in_flight},
+      std::pair{"refill_threshold", &MultiplySettings::refill_threshold},
+      std::pair{"overlap", &MultiplySettings::overlap}, std::pair{"tile_rows", &MultiplySettings::tile_rows},
+      std::pair{"node_timeout_s", &MultiplySettings::node_timeout_s},
+      std::pair{"allow_nonfinite", &MultiplySettings::allow_nonfinite});
+  bind_options<GraphSettings>(
+      module, "GraphSettings",
+      "A graph run's options, as tessera.Cluster.pagerank and the other graph calls take them; a default-constructed "
+      "one holds the defaults `tessera graph` has too.",
+      std::pair{"algorithm", &GraphSettings::algorithm}, std::pair{"tolerance", &GraphSettings::tolerance},
+      std::pair{"source", &GraphSettings::source}, std::pair{"damping", &GraphSettings::damping},
+      std::pair{"beta", &GraphSettings::beta}, std::pair{"label", &GraphSettings::label},
+      std::pair{"mode", &GraphSettings::mode}, std::pair{"partition", &GraphSettings::partition},
+      std::pair{"seed", &GraphSettings::seed}, std::pair{"verify", &GraphSettings::verify},
+      std::pair{"poll_ms", &GraphSettings::poll_ms}, std::pair{"snapshot_ms", &GraphSettings::snapshot_ms},
+      std::pair{"node_timeout_s", &GraphSettings::node_timeout_s},
+      std::pair{"max_seconds", &GraphSettings::max_seconds},
+      std::pair{"level_fraction", &GraphSettings::level_fraction},
+      std::pair{"batch_age_ms", &GraphSettings::batch_age_ms},
+      std::pair{"batch_entries", &GraphSettings::batch_entries},
+      std::pair{"priority_fraction", &GraphSettings::priority_fraction});
+  bind_options<ProfileOptions>(
+      module, "ProfileOptions",
+      "A profile measurement's options, as tessera.Cluster.profile takes them; a default-constructed one holds the "
+      "defaults `tessera profile` has too.",
+      std::pair{"quick", &ProfileOptions::quick}, std::pair{"refresh", &ProfileOptions::refresh},
+      std::pair{"only_nodes", &ProfileOptions::only_nodes}, std::pair{"reference_size", &ProfileOptions::reference_size},
+      std::pair{"window_seconds", &ProfileOptions::window_seconds});
+
   py::class_<ClusterHandle>(module, "_Cluster")
       .def(py::init<std::string, std::string, std::string, std::string, bool>(), py::arg("config_path"),
            py::arg("run_dir"), py::arg("profile_path"), py::arg("worker_binary"), py::arg("keep_connected"))
@@ -161,80 +200,16 @@ PYBIND11_MODULE(_tessera, module) {
       .def("started", &ClusterHandle::started)
       .def("status", &ClusterHandle::status)
       .def("saved_profile", &ClusterHandle::saved_profile)
-      .def("profile", &ClusterHandle::profile, py::arg("refresh"), py::arg("quick"), py::arg("nodes"),
-           py::arg("probe_size"), py::arg("window_seconds"), py::arg("progress"))
-      .def(
-          "plan",
-          [](const ClusterHandle& self, uint64_t m, uint64_t n, uint64_t k, const std::string& policy,
-             const std::string& layout, const std::vector<double>& weights, uint64_t panel_width,
-             uint32_t panels_in_flight, uint32_t refill_threshold, bool overlap, uint64_t tile_rows) {
-            return self.plan(m, n, k,
-                             multiply_args(policy, layout, "none", weights, 1, panel_width, panels_in_flight,
-                                           refill_threshold, overlap, tile_rows, 0.0));
-          },
-          py::arg("m"), py::arg("n"), py::arg("k"), py::arg("policy"), py::arg("layout"), py::arg("weights"),
-          py::arg("panel_width"), py::arg("panels_in_flight"), py::arg("refill_threshold"), py::arg("overlap"),
-          py::arg("tile_rows"))
+      .def("profile", &ClusterHandle::profile, py::arg("options"), py::arg("progress"))
+      .def("plan", &ClusterHandle::plan, py::arg("m"), py::arg("n"), py::arg("k"), py::arg("settings"))
       .def("predict", &ClusterHandle::predict, py::arg("plan"))
       .def("profile_weights", &ClusterHandle::profile_weights)
-      .def(
-          "multiply",
-          [](ClusterHandle& self, const py::array& a, const py::array& b, const py::array& c, const std::string& policy,
-             const std::string& layout, const std::string& verify, const std::vector<double>& weights, uint64_t seed,
-             uint64_t panel_width, uint32_t panels_in_flight, uint32_t refill_threshold, bool overlap,
-             uint64_t tile_rows, double node_timeout_s, bool allow_nonfinite, bool fill_output,
-             const py::object& plan, const py::object& progress, const py::object& notice) {
-            return self.multiply(a, b, c,
-                                 multiply_args(policy, layout, verify, weights, seed, panel_width, panels_in_flight,
-                                               refill_threshold, overlap, tile_rows, node_timeout_s),
-                                 allow_nonfinite, fill_output, plan, progress, notice);
-          },
-          py::arg("a"), py::arg("b"), py::arg("c"), py::arg("policy"), py::arg("layout"), py::arg("verify"),
-          py::arg("weights"), py::arg("seed"), py::arg("panel_width"), py::arg("panels_in_flight"),
-          py::arg("refill_threshold"), py::arg("overlap"), py::arg("tile_rows"), py::arg("node_timeout_s"),
-          py::arg("allow_nonfinite"), py::arg("fill_output"), py::arg("plan"), py::arg("progress"),
-          py::arg("notice"))
-      .def(
-          "graph",
-          [](ClusterHandle& self, const tp::DirectedGraph& graph, const std::string& algorithm, const std::string& mode,
-             const std::string& partition, const std::string& weights, std::optional<double> tolerance,
-             std::optional<int64_t> source, double damping, std::optional<double> beta, const std::string& label,
-             uint64_t seed, bool verify, uint32_t poll_ms, uint32_t snapshot_ms, double node_timeout_s,
-             double max_seconds, const py::object& progress, const py::object& notice) {
-            GraphArgs args;
-            args.algorithm = algorithm;
-            args.mode = mode;
-            args.partition = partition;
-            args.weights = weights;
-            args.tolerance = tolerance;
-            args.source = source;
-            args.damping = damping;
-            args.beta = beta;
-            args.label = label;
-            args.seed = seed;
-            args.verify = verify;
-            args.poll_ms = poll_ms;
-            args.snapshot_ms = snapshot_ms;
-            args.node_timeout_s = node_timeout_s;
-            args.max_seconds = max_seconds;
-            return self.graph(graph, args, progress, notice);
-          },
-          py::arg("graph"), py::arg("algorithm"), py::arg("mode"), py::arg("partition"), py::arg("weights"),
-          py::arg("tolerance"), py::arg("source"), py::arg("damping"), py::arg("beta"), py::arg("label"),
-          py::arg("seed"), py::arg("verify"), py::arg("poll_ms"), py::arg("snapshot_ms"), py::arg("node_timeout_s"),
-          py::arg("max_seconds"), py::arg("progress"), py::arg("notice"))
-      .def(
-          "evaluate",
-          [](ClusterHandle& self, const std::string& expression, const py::dict& inputs, const std::string& policy,
-             const std::string& verify, bool rewrite, bool explain, const std::string& mode, uint64_t tile,
-             const std::vector<std::string>& nodes, bool every_node, const py::object& progress,
-             const py::object& notice) {
-            return self.evaluate(expression, inputs,
-                                 multiply_args(policy, "rows", verify, {}, 1, 256, 4, 1, true, 0, 0.0), rewrite,
-                                 explain, mode, tile, nodes, every_node, progress, notice);
-          },
-          py::arg("expression"), py::arg("inputs"), py::arg("policy"), py::arg("verify"), py::arg("rewrite"),
-          py::arg("explain"), py::arg("mode"), py::arg("tile"), py::arg("nodes"), py::arg("every_node"),
-          py::arg("progress"), py::arg("notice"))
+      .def("multiply", &ClusterHandle::multiply, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("settings"),
+           py::arg("fill_output"), py::arg("plan"), py::arg("progress"), py::arg("notice"))
+      .def("graph", &ClusterHandle::graph, py::arg("graph"), py::arg("settings"), py::arg("weights"),
+           py::arg("progress"), py::arg("notice"))
+      .def("evaluate", &ClusterHandle::evaluate, py::arg("expression"), py::arg("inputs"), py::arg("settings"),
+           py::arg("rewrite"), py::arg("explain"), py::arg("mode"), py::arg("tile"), py::arg("nodes"),
+           py::arg("every_node"), py::arg("progress"), py::arg("notice"))
       .def("close", &ClusterHandle::close);
 }

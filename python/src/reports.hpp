@@ -1,5 +1,5 @@
 // The library's values as plain Python data (dicts, lists, numbers, strings) and back: what the
-// Python classes in tessera/__init__.py wrap. Key names follow the CLI's JSON reports where one
+// Python classes in tessera/results.py wrap. Key names follow the CLI's JSON reports where one
 // exists (report.hpp for a multiply, `tessera graph --report` for a graph run), so a script can
 // read either. REQUIRE the GIL.
 #pragma once

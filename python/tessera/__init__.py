@@ -31,8 +31,9 @@ go to the ``logging`` logger ``"tessera"`` at INFO level and into ``report.notic
 
 The package's modules, each importing only the ones before it in this order: :mod:`tessera.errors`
 (the exceptions) and :mod:`tessera.results` (the values calls return: Plan, Report, ...) import
-none of the others; :mod:`tessera.arrays` (the array rule above) and :mod:`tessera.expressions`
-(lazy matrix expressions) import errors; :mod:`tessera.graphs` (graph inputs, ``partition()``)
+none of the others; :mod:`tessera.arrays` (the array rule above) imports errors;
+:mod:`tessera.expressions` (lazy matrix expressions) imports errors and the compiled module (for
+the option defaults it shares with ``tessera multiply``); :mod:`tessera.graphs` (graph inputs, ``partition()``)
 imports errors, results and the compiled module; :mod:`tessera.cluster` (``Cluster``,
 ``TesseraWarning``) imports all of them, and none imports it: ``partition()`` knows a Cluster by
 the method it offers, and an Expression calls back the cluster that made it. This file only

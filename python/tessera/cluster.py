@@ -28,6 +28,28 @@ from .results import EvalReport, GraphReport, Plan, Prediction, Report
 
 _log = logging.getLogger("tessera")
 
+# The option defaults, defined once in C++ (balance/session/settings.hpp and, for profile(),
+# profile::ProfileOptions) for this package and the `tessera` CLI alike; the signatures below read
+# them here, at import, so help() shows the values.
+_MULTIPLY = _tessera.MultiplySettings()
+_GRAPH = _tessera.GraphSettings()
+_PROFILE = _tessera.ProfileOptions()
+
+
+def _defaults_in_docstring(function: Callable) -> Callable:
+    """Fills the docstring's {multiply.<field>} with the C++ defaults, so what help() says in words
+    is what the signature says."""
+    function.__doc__ = function.__doc__.format(multiply=_MULTIPLY)
+    return function
+
+
+def _multiply_settings(**fields: Any) -> "_tessera.MultiplySettings":
+    """A MultiplySettings with ``fields`` set (keyword name -> value, as the C++ fields are named)."""
+    settings = _tessera.MultiplySettings()
+    for name, value in fields.items():
+        setattr(settings, name, value)
+    return settings
+
 
 class TesseraWarning(UserWarning):
     """A warning from the library (planning, secrets readable by others, ignored emulation)."""
@@ -169,12 +191,12 @@ class Cluster:
 
     def profile(
         self,
-        refresh: bool = False,
-        quick: bool = False,
+        refresh: bool = _PROFILE.refresh,
+        quick: bool = _PROFILE.quick,
         *,
         nodes: "Sequence[str] | None" = None,
-        probe_size: int = 1024,
-        window_seconds: float = 0.2,
+        probe_size: int = _PROFILE.reference_size,
+        window_seconds: float = _PROFILE.window_seconds,
         progress: "Callable[[str], None] | None" = None,
     ) -> dict:
         """Measure what the saved profile cannot supply (everything with ``refresh``; only
@@ -188,9 +210,13 @@ class Cluster:
         """
         callback = progress if progress is not None else (lambda line: _log.info("%s", line))
         with self._lock:
-            return self._handle.profile(
-                bool(refresh), bool(quick), list(nodes or []), int(probe_size), float(window_seconds), callback
-            )
+            options = _tessera.ProfileOptions()
+            options.refresh = bool(refresh)
+            options.quick = bool(quick)
+            options.only_nodes = list(nodes or [])
+            options.reference_size = int(probe_size)
+            options.window_seconds = float(window_seconds)
+            return self._handle.profile(options, callback)
 
     def _partition_weights(self) -> tuple:
         """(node names, measured speeds): the parts and target weights :func:`tessera.partition`
@@ -203,15 +229,17 @@ class Cluster:
         m: int,
         n: int,
         k: int,
+        # "model", not multiply()'s default: the plan the performance model gives is the one worth
+        # looking at before a run; the other policies are a policy= away.
         policy: str = "model",
-        layout: str = "rows",
+        layout: str = _MULTIPLY.layout,
         *,
         weights: "Sequence[float] | None" = None,
-        panel_width: int = 256,
-        panels_in_flight: int = 4,
-        refill_threshold: int = 1,
-        overlap: bool = True,
-        tile_rows: int = 0,
+        panel_width: int = _MULTIPLY.panel_width,
+        panels_in_flight: int = _MULTIPLY.panels_in_flight,
+        refill_threshold: int = _MULTIPLY.refill_threshold,
+        overlap: bool = _MULTIPLY.overlap,
+        tile_rows: int = _MULTIPLY.tile_rows,
     ) -> Plan:
         """The plan ``policy`` gives for C (m x n) = A (m x k) B (k x n) on this cluster, without
         connecting or running anything (what ``tessera model`` prints for each policy).
@@ -223,8 +251,12 @@ class Cluster:
         """
         with self._lock:
             result = self._handle.plan(
-                int(m), int(n), int(k), policy, layout, [float(w) for w in (weights or [])], int(panel_width),
-                int(panels_in_flight), int(refill_threshold), bool(overlap), int(tile_rows),
+                int(m), int(n), int(k),
+                _multiply_settings(
+                    policy=policy, layout=layout, weights=[float(w) for w in (weights or [])],
+                    panel_width=int(panel_width), panels_in_flight=int(panels_in_flight),
+                    refill_threshold=int(refill_threshold), overlap=bool(overlap), tile_rows=int(tile_rows),
+                ),
             )
         _warn_all(result["warnings"])
         return Plan(result["plan"], result["warnings"])
@@ -242,26 +274,27 @@ class Cluster:
             return Prediction(self._handle.predict(plan.to_dict()))
 
     # -- multiply -------------------------------------------------------------------------------
+    @_defaults_in_docstring
     def multiply(
         self,
         A: Any,
         B: Any,
         *,
-        policy: str = "proportional",
-        layout: str = "rows",
-        verify: str = "freivalds",
+        policy: str = _MULTIPLY.policy,
+        layout: str = _MULTIPLY.layout,
+        verify: str = _MULTIPLY.verify,
         out: "np.ndarray | None" = None,
         progress: "Callable[[dict], None] | None" = None,
         plan: "Plan | None" = None,
         weights: "Sequence[float] | None" = None,
-        seed: int = 1,
-        panel_width: int = 256,
-        panels_in_flight: int = 4,
-        refill_threshold: int = 1,
-        overlap: bool = True,
-        tile_rows: int = 0,
-        node_timeout: float = 0.0,
-        allow_nonfinite: bool = False,
+        seed: int = _MULTIPLY.seed,
+        panel_width: int = _MULTIPLY.panel_width,
+        panels_in_flight: int = _MULTIPLY.panels_in_flight,
+        refill_threshold: int = _MULTIPLY.refill_threshold,
+        overlap: bool = _MULTIPLY.overlap,
+        tile_rows: int = _MULTIPLY.tile_rows,
+        node_timeout: float = _MULTIPLY.node_timeout_s,
+        allow_nonfinite: bool = _MULTIPLY.allow_nonfinite,
         allow_copy: bool = True,
     ):
         """C = A @ B on the cluster; returns ``(C, report)``.
@@ -271,9 +304,9 @@ class Cluster:
         writeable float64 array of shape (m, n), not overlapping A or B, to write C into (no
         allocation); C is then ``out``. Write a fresh numpy.empty once first (``out.fill(0)``):
         pages first touched during the run are page faults on the threads receiving C, which
-        slow it. The defaults are ``tessera multiply``'s: policy "proportional" (the profile's
-        speeds; a quick profile is measured first when none exists), layout "rows", verify
-        "freivalds" ("exact" | "none"), panels of 256 rows of B, 4 in flight per node.
+        slow it. The defaults are ``tessera multiply``'s: policy "{multiply.policy}" (the profile's
+        speeds; a quick profile is measured first when none exists), layout "{multiply.layout}", verify
+        "{multiply.verify}" ("exact" | "none"), panels of {multiply.panel_width} rows of B, {multiply.panels_in_flight} in flight per node.
         ``plan``: run this Plan (from ``plan()``) instead of planning; it must be for these
         shapes and this cluster. ``progress(done)`` is called about every 50 ms while credits
         come back, with node -> jobs done. NaN/inf inputs are refused unless ``allow_nonfinite``.
@@ -301,9 +334,14 @@ class Cluster:
 
         with self._lock:
             text, plan_fields, plan_warnings, table, timing = self._handle.multiply(
-                a, b, c, policy, layout, verify, [float(w) for w in (weights or [])], int(seed), int(panel_width),
-                int(panels_in_flight), int(refill_threshold), bool(overlap), int(tile_rows), float(node_timeout),
-                bool(allow_nonfinite), out is None, plan.to_dict() if plan is not None else None, progress, notice,
+                a, b, c,
+                _multiply_settings(
+                    policy=policy, layout=layout, verify=verify, weights=[float(w) for w in (weights or [])],
+                    seed=int(seed), panel_width=int(panel_width), panels_in_flight=int(panels_in_flight),
+                    refill_threshold=int(refill_threshold), overlap=bool(overlap), tile_rows=int(tile_rows),
+                    node_timeout_s=float(node_timeout), allow_nonfinite=bool(allow_nonfinite),
+                ),
+                out is None, plan.to_dict() if plan is not None else None, progress, notice,
             )
         _warn_all(plan_warnings)
         report = Report(json.loads(text), Plan(plan_fields, plan_warnings), plan_warnings, notices, table)
@@ -335,8 +373,8 @@ class Cluster:
 
         with self._lock:
             values, rows, cols, report_text, table = self._handle.evaluate(
-                text, inputs, policy, verify, bool(rewrite), bool(explain), mode, int(tile), nodes, every_node,
-                progress, notice)
+                text, inputs, _multiply_settings(policy=policy, verify=verify), bool(rewrite), bool(explain), mode,
+                int(tile), nodes, every_node, progress, notice)
         return values.reshape(rows, cols), EvalReport(json.loads(report_text), table, notices)
 
     # -- graph algorithms -------------------------------------------------------------------------
@@ -371,13 +409,24 @@ class Cluster:
             weights_text = ",".join(repr(float(w)) for w in weights)
         notices, notice = _notice_collector()
 
+        settings = _tessera.GraphSettings()
+        settings.algorithm = algorithm
+        settings.mode = mode
+        settings.partition = partition
+        settings.tolerance = None if tolerance is None else float(tolerance)
+        settings.source = None if source is None else int(source)
+        settings.damping = float(damping)
+        settings.beta = None if beta is None else float(beta)
+        settings.label = label
+        settings.seed = int(seed)
+        settings.verify = bool(verify)
+        settings.poll_ms = int(poll_ms)
+        settings.snapshot_ms = int(snapshot_ms)
+        settings.node_timeout_s = float(node_timeout)
+        settings.max_seconds = float(max_seconds)
+
         with self._lock:
-            values, text = self._handle.graph(
-                built, algorithm, mode, partition, weights_text,
-                None if tolerance is None else float(tolerance), None if source is None else int(source),
-                float(damping), None if beta is None else float(beta), label, int(seed), bool(verify), int(poll_ms),
-                int(snapshot_ms), float(node_timeout), float(max_seconds), progress, notice,
-            )
+            values, text = self._handle.graph(built, settings, weights_text, progress, notice)
         report = GraphReport(json.loads(text), notices)
         if report.verification is not None and not report.verification["passed"]:
             raise VerificationError(
@@ -402,13 +451,14 @@ class Cluster:
         :class:`GraphReport`. Ctrl-C cancels the run and raises KeyboardInterrupt.
         """
 
-    def pagerank(self, graph: Any, *, damping: float = 0.85, tolerance: float | None = None, mode: str = "async",
-                 partition: str = "metis", weights=None, seed: int = 1, verify: bool = False,
-                 num_vertices: int | None = None, poll_ms: int = 100, snapshot_ms: int = 1000,
-                 node_timeout: float = 30.0, max_seconds: float = 600.0, progress=None):
+    def pagerank(self, graph: Any, *, damping: float = _GRAPH.damping, tolerance: float | None = None,
+                 mode: str = _GRAPH.mode, partition: str = _GRAPH.partition, weights=None, seed: int = _GRAPH.seed,
+                 verify: bool = _GRAPH.verify, num_vertices: int | None = None, poll_ms: int = _GRAPH.poll_ms,
+                 snapshot_ms: int = _GRAPH.snapshot_ms, node_timeout: float = _GRAPH.node_timeout_s,
+                 max_seconds: float = _GRAPH.max_seconds, progress=None):
         return self._graph(graph, "pagerank", num_vertices=num_vertices, mode=mode, partition=partition,
                            weights=weights, tolerance=tolerance, source=None, damping=damping, beta=None,
-                           label="max", seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
+                           label=_GRAPH.label, seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
                            node_timeout=node_timeout, max_seconds=max_seconds, progress=progress)
 
     pagerank.__doc__ = (
@@ -417,12 +467,13 @@ class Cluster:
     )
 
     def katz(self, graph: Any, beta: float | None = None, *, source: int | None = None,
-             tolerance: float | None = None, mode: str = "async", partition: str = "metis", weights=None,
-             seed: int = 1, verify: bool = False, num_vertices: int | None = None, poll_ms: int = 100,
-             snapshot_ms: int = 1000, node_timeout: float = 30.0, max_seconds: float = 600.0, progress=None):
+             tolerance: float | None = None, mode: str = _GRAPH.mode, partition: str = _GRAPH.partition,
+             weights=None, seed: int = _GRAPH.seed, verify: bool = _GRAPH.verify, num_vertices: int | None = None,
+             poll_ms: int = _GRAPH.poll_ms, snapshot_ms: int = _GRAPH.snapshot_ms,
+             node_timeout: float = _GRAPH.node_timeout_s, max_seconds: float = _GRAPH.max_seconds, progress=None):
         return self._graph(graph, "katz", num_vertices=num_vertices, mode=mode, partition=partition,
-                           weights=weights, tolerance=tolerance, source=source, damping=0.85, beta=beta,
-                           label="max", seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
+                           weights=weights, tolerance=tolerance, source=source, damping=_GRAPH.damping, beta=beta,
+                           label=_GRAPH.label, seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
                            node_timeout=node_timeout, max_seconds=max_seconds, progress=progress)
 
     katz.__doc__ = (
@@ -431,13 +482,15 @@ class Cluster:
         suggests one for this graph.""" + _GRAPH_DOC
     )
 
-    def connected_components(self, graph: Any, *, label: str = "max", mode: str = "async",
-                             partition: str = "metis", weights=None, seed: int = 1, verify: bool = False,
-                             num_vertices: int | None = None, poll_ms: int = 100, snapshot_ms: int = 1000,
-                             node_timeout: float = 30.0, max_seconds: float = 600.0, progress=None):
+    def connected_components(self, graph: Any, *, label: str = _GRAPH.label, mode: str = _GRAPH.mode,
+                             partition: str = _GRAPH.partition, weights=None, seed: int = _GRAPH.seed,
+                             verify: bool = _GRAPH.verify, num_vertices: int | None = None,
+                             poll_ms: int = _GRAPH.poll_ms, snapshot_ms: int = _GRAPH.snapshot_ms,
+                             node_timeout: float = _GRAPH.node_timeout_s, max_seconds: float = _GRAPH.max_seconds,
+                             progress=None):
         values, report = self._graph(graph, "cc", num_vertices=num_vertices, mode=mode, partition=partition,
-                                     weights=weights, tolerance=None, source=None, damping=0.85, beta=None,
-                                     label=label, seed=seed, verify=verify, poll_ms=poll_ms,
+                                     weights=weights, tolerance=None, source=None, damping=_GRAPH.damping,
+                                     beta=None, label=label, seed=seed, verify=verify, poll_ms=poll_ms,
                                      snapshot_ms=snapshot_ms, node_timeout=node_timeout, max_seconds=max_seconds,
                                      progress=progress)
         return values.astype(np.int64), report
@@ -447,12 +500,13 @@ class Cluster:
         smallest vertex id of its component; values are an int64 array.""" + _GRAPH_DOC
     )
 
-    def sssp(self, graph: Any, source: int, *, mode: str = "async", partition: str = "metis", weights=None,
-             seed: int = 1, verify: bool = False, num_vertices: int | None = None, poll_ms: int = 100,
-             snapshot_ms: int = 1000, node_timeout: float = 30.0, max_seconds: float = 600.0, progress=None):
+    def sssp(self, graph: Any, source: int, *, mode: str = _GRAPH.mode, partition: str = _GRAPH.partition,
+             weights=None, seed: int = _GRAPH.seed, verify: bool = _GRAPH.verify, num_vertices: int | None = None,
+             poll_ms: int = _GRAPH.poll_ms, snapshot_ms: int = _GRAPH.snapshot_ms,
+             node_timeout: float = _GRAPH.node_timeout_s, max_seconds: float = _GRAPH.max_seconds, progress=None):
         return self._graph(graph, "sssp", num_vertices=num_vertices, mode=mode, partition=partition,
-                           weights=weights, tolerance=None, source=source, damping=0.85, beta=None, label="max",
-                           seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
+                           weights=weights, tolerance=None, source=source, damping=_GRAPH.damping, beta=None,
+                           label=_GRAPH.label, seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
                            node_timeout=node_timeout, max_seconds=max_seconds, progress=progress)
 
     sssp.__doc__ = (

@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from . import _tessera
 from .errors import InvalidInputError
+
+# The sequence mode's policy and the verify mode default as Cluster.multiply's do, from the one C++
+# definition (balance/session/settings.hpp), read at import.
+_MULTIPLY = _tessera.MultiplySettings()
 
 if TYPE_CHECKING:  # for the annotations only: cluster.py imports this module, not the reverse
     from .cluster import Cluster
@@ -113,7 +118,7 @@ class Expression:
         return Expression(self._cluster, f"({self._text})^{int(exponent)}", dict(self._inputs), self.shape)
 
     def compute(self, *, mode: str = "scheduled", tile: int | None = None, nodes: "Sequence[str] | None" = None,
-                every_node: bool = False, policy: str = "proportional", verify: str = "freivalds",
+                every_node: bool = False, policy: str = _MULTIPLY.policy, verify: str = _MULTIPLY.verify,
                 rewrite: bool = True, explain: bool = False, progress: "Callable[[dict], None] | None" = None):
         """Evaluates on the cluster; returns ``(numpy array, EvalReport)``.
 

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "command_support.hpp"
 #include "tessera/balance/cli/commands.hpp"
 #include "tessera/balance/expr/parse.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
@@ -79,10 +80,13 @@ Result<std::map<std::string, linalg::Matrix>> load_inputs(const std::vector<std:
 }  // namespace
 
 int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& err) {
-  Result<plan::Policy> policy = plan::parse_policy(command.policy);
-  if (!policy) return report_failure(err, policy.status());
-  Result<run::VerifyMode> verify = run::parse_verify_mode(command.verify);
-  if (!verify) return report_failure(err, verify.status());
+  session::MultiplySettings multiply_settings;
+  multiply_settings.policy = command.policy;
+  multiply_settings.verify = command.verify;
+  // No weights are given, so the node count (known only once the cluster is read) is not needed.
+  Result<session::MultiplyOptions> multiply =
+      session::resolve_multiply_settings(multiply_settings, 0, command.config_path, flag_spelling());
+  if (!multiply) return report_failure(err, multiply.status());
   Result<session::EvalMode> mode = session::parse_eval_mode(command.mode);
   if (!mode) return report_failure(err, invalid_argument(fmt::format("--mode: {}", mode.status().message())));
   if (command.cache_mb < 0.0 || !std::isfinite(command.cache_mb)) {
@@ -114,8 +118,7 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   if (!session) return report_failure(err, session.status());
 
   session::EvalOptions options;
-  options.multiply.policy = plan::default_choice(*policy);
-  options.multiply.verify = *verify;
+  options.multiply = *multiply;
   options.rewrite = command.rewrite;
   options.mode = *mode;
   options.tile = command.tile;

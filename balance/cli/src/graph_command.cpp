@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "command_support.hpp"
 #include "tessera/balance/cli/commands.hpp"
 #include "tessera/balance/cli/progress_line.hpp"
 #include "tessera/balance/graph_driver/graph_report.hpp"
@@ -15,7 +16,7 @@
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/experiment.hpp"
 #include "tessera/core/strings.hpp"
-#include "tessera/graph/reference.hpp"
+#include "tessera/graph/algorithm.hpp"
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/partition/digraph.hpp"
 
@@ -31,36 +32,11 @@ Result<tp::DirectedGraph> load_graph(const GraphCommand& command) {
     return invalid_argument("give the graph with --graph FILE or --generate SPEC (one of the two)");
   }
   if (!command.graph_path.empty()) return tp::read_directed_graph_file(command.graph_path);
-  return tp::generate_directed_graph(command.generate, command.seed);
+  return tp::generate_directed_graph(command.generate, command.settings.seed);
 }
 
 std::string graph_source(const GraphCommand& command) {
-  return command.graph_path.empty() ? fmt::format("{} (seed {})", command.generate, command.seed) : command.graph_path;
-}
-
-// The algorithm flags as a spec; needs the graph only to suggest a Katz beta.
-Result<tg::AlgorithmSpec> algorithm_spec(const GraphCommand& command, const tp::DirectedGraph& graph) {
-  if (command.algorithm.empty()) return invalid_argument("give --algorithm pagerank, katz, cc or sssp");
-  Result<tg::AlgorithmKind> kind = tg::parse_algorithm(command.algorithm);
-  if (!kind) return kind.status().with_context("--algorithm: ");
-  tg::AlgorithmSpec spec;
-  spec.kind = *kind;
-  spec.damping = command.damping;
-  spec.source = command.source;
-  if (command.label != "max" && command.label != "min") {
-    return invalid_argument(fmt::format("unknown --label \"{}\"; use max or min", command.label));
-  }
-  spec.max_label = command.label == "max";
-  if (spec.kind == tg::AlgorithmKind::kKatz) {
-    if (!command.beta) {
-      const tg::SpectralBounds bounds = tg::spectral_radius_bounds(graph);
-      return invalid_argument(fmt::format("katz needs --beta B below 1/lambda_max; this graph's lambda_max is at most "
-                                          "{:.4g}, so for example --beta {:.3g}",
-                                          bounds.upper, bounds.upper > 0.0 ? 0.5 / bounds.upper : 0.5));
-    }
-    spec.beta = *command.beta;
-  }
-  return spec;
+  return command.graph_path.empty() ? fmt::format("{} (seed {})", command.generate, command.settings.seed) : command.graph_path;
 }
 
 // --weights as given, or `profile` when a profile exists and `equal` (with a note) when not.
@@ -72,48 +48,6 @@ Result<graph_driver::TargetWeights> target_weights(const GraphCommand& command, 
                      "by speed)\n",
                      profile_path, command.config_path);
   return graph_driver::TargetWeights{};
-}
-
-Result<graph_driver::GraphRunOptions> run_options(const GraphCommand& command, const tg::AlgorithmSpec& spec) {
-  graph_driver::GraphRunOptions options;
-  options.algorithm = spec;
-  Result<graph_driver::GraphMode> mode = graph_driver::parse_graph_mode(command.mode);
-  if (!mode) return mode.status().with_context("--mode: ");
-  options.mode = *mode;
-  Result<tp::PartitionMethod> method = tp::parse_partition_method(command.partition);
-  if (!method) return method.status().with_context("--partition: ");
-  options.method = *method;
-  options.seed = command.seed;
-  options.tolerance = command.tolerance;
-  if (command.poll_ms == 0 || command.snapshot_ms == 0) {
-    return invalid_argument("--poll-ms and --snapshot-ms must be at least 1");
-  }
-  options.poll_interval = std::chrono::milliseconds(command.poll_ms);
-  if (!(command.level_fraction >= 0.0 && command.level_fraction <= 1.0)) {
-    return invalid_argument(fmt::format("--level-fraction {} must be between 0 (off) and 1", command.level_fraction));
-  }
-  options.priority_level_fraction = command.level_fraction;
-  if (!(command.batch_age_ms >= 0.0 && command.batch_age_ms <= 10000.0)) {
-    return invalid_argument(fmt::format("--batch-age-ms {} must be between 0 and 10000", command.batch_age_ms));
-  }
-  options.engine.batch_max_age = std::chrono::microseconds(static_cast<int64_t>(command.batch_age_ms * 1000.0));
-  if (command.batch_entries < 1 || command.batch_entries > (1u << 24)) {
-    return invalid_argument(fmt::format("--batch-entries {} must be between 1 and 16777216", command.batch_entries));
-  }
-  options.engine.batch_max_entries = command.batch_entries;
-  if (!(command.priority_fraction > 0.0 && command.priority_fraction <= 1.0)) {
-    return invalid_argument(fmt::format("--priority-fraction {} must be in (0, 1]", command.priority_fraction));
-  }
-  options.engine.priority_fraction = command.priority_fraction;
-  options.snapshot_interval = std::chrono::milliseconds(command.snapshot_ms);
-  if (!(command.node_timeout_s > 0.0) || command.node_timeout_s > 86400.0) {
-    return invalid_argument(fmt::format("--node-timeout {} must be between 0 and 86400 seconds", command.node_timeout_s));
-  }
-  options.node_timeout_s = command.node_timeout_s;
-  if (!(command.max_seconds > 0.0)) return invalid_argument("--max-seconds must be > 0");
-  options.max_wall_s = command.max_seconds;
-  options.verify = command.verify;
-  return options;
 }
 
 std::string bytes_text(uint64_t bytes) {
@@ -246,14 +180,13 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   Result<tp::DirectedGraph> graph = load_graph(command);
   if (!graph) return report_failure(err, graph.status());
   out << fmt::format("{}: {}\n", graph_source(command), tp::describe(*graph));
-  Result<tg::AlgorithmSpec> spec = algorithm_spec(command, *graph);
-  if (!spec) return report_failure(err, spec.status());
-  Result<graph_driver::GraphRunOptions> options = run_options(command, *spec);
+  Result<graph_driver::GraphRunOptions> options = session::graph_run_options(command.settings, *graph, flag_spelling());
   if (!options) return report_failure(err, options.status());
+  const tg::AlgorithmSpec spec = options->algorithm;
   options->peer_hosts = std::move(*peer_hosts);
   // Everything that needs only the graph fails here, before a connection is made.
-  if (Status checked = graph_driver::check_graph_run(*graph, *spec); !checked) return report_failure(err, checked);
-  Result<double> tolerance = graph_driver::run_tolerance(*spec, command.tolerance);
+  if (Status checked = graph_driver::check_graph_run(*graph, spec); !checked) return report_failure(err, checked);
+  Result<double> tolerance = graph_driver::run_tolerance(spec, command.settings.tolerance);
   if (!tolerance) return report_failure(err, tolerance.status());
   const std::string profile_path =
       command.profile_path.empty() ? profile::default_profile_path(command.config_path) : command.profile_path;
@@ -302,12 +235,12 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   }
   if (!command.report_path.empty()) {
     graph_driver::GraphReportHeader header{cluster_name, graph_source(command),
-                             {{"poll_ms", command.poll_ms},
-                              {"level_fraction", command.level_fraction},
-                              {"batch_age_ms", command.batch_age_ms},
-                              {"batch_entries", command.batch_entries},
-                              {"priority_fraction", command.priority_fraction},
-                              {"seed", static_cast<double>(command.seed)}}};
+                             {{"poll_ms", command.settings.poll_ms},
+                              {"level_fraction", command.settings.level_fraction},
+                              {"batch_age_ms", command.settings.batch_age_ms},
+                              {"batch_entries", command.settings.batch_entries},
+                              {"priority_fraction", command.settings.priority_fraction},
+                              {"seed", static_cast<double>(command.settings.seed)}}};
     const std::string text = graph_driver::graph_report_json(header, *graph, *outcome) + "\n";
     if (Status written = write_text(command.report_path, text, "report"); !written) return report_failure(err, written);
     out << "report written to " << command.report_path << "\n";

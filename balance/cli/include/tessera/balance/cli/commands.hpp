@@ -1,6 +1,8 @@
 // The `tessera` subcommands as library functions: each takes its parsed options, prints what a
 // user reads to `out` (results) and `err` (progress, warnings, errors), and returns the process
-// exit code. apps/tessera_main.cpp only parses flags and calls these.
+// exit code. apps/tessera_main.cpp only parses flags and calls these. Each command is implemented
+// in its own file (src/<command>_command.cpp); graph, eval, partition and keygen also have their
+// own header.
 //
 // Exit codes: 0 success; 1 the run failed (network, worker, I/O, an input larger than this
 // machine's memory); 2 bad input (flags, YAML, .npy, NaN in an input); 3 the product failed
@@ -15,6 +17,8 @@
 #include <vector>
 
 #include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/balance/session/settings.hpp"
+#include "tessera/balance/study/experiment.hpp"
 
 namespace tessera::balance::cli {
 
@@ -27,6 +31,10 @@ inline constexpr int kExitInterrupted = 130;
 // Prints "tessera: <message>" to `err` and returns the exit code for the status's kind, the one
 // mapping every subcommand uses.
 int report_failure(std::ostream& err, const Status& status);
+
+// How the CLI names an option of session/settings.hpp in a message: `--panels-in-flight 4`, the
+// flags whose names differ from their field (`--refill`, `--node-timeout`) renamed. Thread-safe.
+const session::OptionSpelling& flag_spelling();
 
 struct LifecycleCommand {
   std::string config_path;
@@ -56,11 +64,10 @@ struct ProfileCommand {
   std::string config_path;
   std::string run_dir;       // where `tessera up` recorded emulated endpoints; empty: default
   std::string profile_path;  // empty: next to the config
-  bool refresh = false;      // re-measure every node
-  bool quick = false;        // one GEMM size, one window, small link transfers
-  std::vector<std::string> nodes;  // re-measure only these (by name)
-  uint32_t reference_size = 1024;
-  double window_seconds = 0.2;
+  // --refresh, --quick, --node (only_nodes), --probe-size (reference_size), --window-seconds:
+  // what Python's Cluster.profile takes too, with the same defaults and checks
+  // (session::check_profile_options).
+  profile::ProfileOptions measure;
 };
 int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err);
 
@@ -69,8 +76,8 @@ struct ModelCommand {
   std::string config_path;
   std::string profile_path;  // empty: next to the config
   std::optional<uint64_t> m, n, k;
-  uint64_t panel_width = 256;
-  uint32_t panels_in_flight = 4;
+  uint64_t panel_width = session::MultiplyOptions{}.panel_width;
+  uint32_t panels_in_flight = session::MultiplyOptions{}.panels_in_flight;
 };
 int command_model(const ModelCommand& command, std::ostream& out, std::ostream& err);
 
@@ -78,32 +85,20 @@ struct MultiplyCommand {
   std::string config_path;
   std::string run_dir;              // where `tessera up` recorded emulated endpoints; empty: default
   std::optional<uint64_t> m, n, k;  // n alone makes square matrices
-  std::string policy = "proportional";
-  std::vector<double> weights;      // proportional only; empty: from the profile
+  // --policy, --weights, --seed (also the random inputs'), --verify, --panel-width,
+  // --panels-in-flight, --refill, --layout, --tile-rows, --node-timeout, --allow-nonfinite: the
+  // options Python's Cluster.multiply takes too, with their defaults (session/settings.hpp).
+  session::MultiplySettings settings;
   std::string profile_path;         // empty: next to the config
-  uint64_t seed = 1;
   std::string fill = "uniform";     // uniform | integers
-  std::string verify = "freivalds";
   std::string report_path;
   std::string a_path, b_path, out_path;
-  uint64_t panel_width = 256;
-  uint32_t panels_in_flight = 4;
-  uint32_t refill_threshold = 1;
-  std::string layout = "rows";  // rows | 2d | square-corner | 3d (static policies)
-  uint64_t tile_rows = 0;  // dynamic: rows per tile; 0 = about m / (8 x nodes)
-  // "on": panels_in_flight panels travel while the node computes (Tinetti's OvrMsg). "off": one
-  // panel at a time, sent only after the node finished the previous one (SeqMsg).
-  std::string overlap = "on";
+  // --overlap on|off, the CLI's spelling of settings.overlap (which it replaces).
+  std::string overlap = session::MultiplySettings{}.overlap ? "on" : "off";
   bool show_plan = false;
-  // NaN and infinities in --a/--b are refused (exit 2, naming the first one) unless this is set;
-  // then the product is computed and verified with matching non-finite entries counted as equal.
-  bool allow_nonfinite = false;
   // Set by the caller's signal handler (Ctrl-C, TERM): the run stops, the workers' sessions are
   // closed at once so the next multiply finds them free, and the command exits 130.
   const std::atomic<bool>* interrupted = nullptr;
-  // --node-timeout: seconds a node owing frames may stay silent before it is dropped as
-  // unresponsive; 0 = derived from the profile (at least 10 s).
-  double node_timeout_s = 0.0;
   // --progress auto|always|never: a progress line on stderr (jobs done per node, ETA) redrawn in
   // place while the run lasts over a second; auto: only when stderr is a terminal, so pipes, files
   // and logs get exactly the output they got before (progress_line.hpp).
@@ -112,15 +107,12 @@ struct MultiplyCommand {
 // Also exit 130 (kExitInterrupted) when `interrupted` was set.
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err);
 
-// `tessera experiment`: replays a study (experiment.hpp). `interrupted` is set by the caller's
-// signal handler; the run then stops, cleans up and exits 130.
+// `tessera experiment`: replays a study (experiment.hpp). options.interrupted is set by the
+// caller's signal handler; the run then stops, cleans up and exits 130.
 struct ExperimentCommand {
   std::string study_path;
-  std::string out_dir;  // empty: experiments/results/<study>
-  std::optional<uint32_t> repeat;
-  std::string run_dir;
-  std::string command_line;
-  const std::atomic<bool>* interrupted = nullptr;
+  // --out (out_dir), --repeat, --run-dir, the command line for report.md, and the interrupt flag.
+  study::ExperimentOptions options;
 };
 int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err);
 

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "tessera/balance/session/settings.hpp"
+
 namespace tessera::balance::cli {
 
 struct EvalCommand {
@@ -37,8 +39,10 @@ struct EvalCommand {
   std::vector<std::string> nodes;   // scheduled: only these
   bool every_node = false;          // scheduled: give every node tasks, even when fewer are forecast faster
   double cache_mb = 0.0;            // 0: half each worker's tile memory
-  std::string policy = "proportional";
-  std::string verify = "freivalds";
+  // sequence: each product's policy; both: the verify mode. Defaults and checks as multiply's
+  // (session/settings.hpp).
+  std::string policy = session::MultiplySettings{}.policy;
+  std::string verify = session::MultiplySettings{}.verify;
   bool explain = false;
   bool rewrite = true;
   const std::atomic<bool>* interrupted = nullptr;

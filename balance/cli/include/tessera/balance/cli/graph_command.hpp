@@ -29,13 +29,10 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
-#include <cstdint>
 #include <iosfwd>
-#include <optional>
 #include <string>
 
-#include "tessera/graph/engine.hpp"
+#include "tessera/balance/session/settings.hpp"
 
 namespace tessera::balance::cli {
 
@@ -43,31 +40,17 @@ struct GraphCommand {
   std::string config_path;
   std::string run_dir;        // where `tessera up` recorded emulated endpoints; empty: default
   std::string profile_path;   // empty: next to the config
-  std::string algorithm;      // pagerank | katz | cc | sssp
   std::string graph_path;     // --graph FILE
   std::string generate;       // --generate SPEC
-  std::string partition = "metis";
   std::string weights;        // empty: profile if one exists, else equal
-  std::string mode = "async";
-  std::optional<double> tolerance;
-  std::optional<int64_t> source;
-  double damping = 0.85;
-  std::optional<double> beta;
-  std::string label = "max";  // cc: max | min
-  uint64_t seed = 1;
+  // --algorithm, --tolerance, --source, --damping, --beta, --label, --mode, --partition, --seed,
+  // --verify, --poll-ms, --snapshot-ms, --node-timeout, --max-seconds, --level-fraction,
+  // --batch-age-ms, --batch-entries, --priority-fraction: the options Python's graph calls take
+  // too, with their defaults and checks (session/settings.hpp).
+  session::GraphSettings settings;
   std::string out_path;
   std::string report_path;
   std::string trace_png_path;
-  bool verify = false;
-  uint32_t poll_ms = 100;
-  double level_fraction = 0.0;  // GraphRunOptions::priority_level_fraction (0: off)
-  // EngineOptions' fields, with its defaults.
-  double batch_age_ms = std::chrono::duration<double, std::milli>(graph::EngineOptions{}.batch_max_age).count();
-  uint32_t batch_entries = graph::EngineOptions{}.batch_max_entries;
-  double priority_fraction = graph::EngineOptions{}.priority_fraction;
-  uint32_t snapshot_ms = 1000;
-  double node_timeout_s = 30.0;
-  double max_seconds = 600.0;
   std::string progress = "auto";  // auto | always | never
   // Set by the caller's signal handler: the run stops, sessions are closed, exit 130.
   const std::atomic<bool>* interrupted = nullptr;

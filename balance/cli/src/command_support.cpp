@@ -1,0 +1,49 @@
+#include "command_support.hpp"
+
+#include <unistd.h>
+
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "tessera/balance/cli/commands.hpp"
+
+namespace tessera::balance::cli {
+
+const session::OptionSpelling& flag_spelling() {
+  static const session::OptionSpelling spelling(session::OptionSpelling::Style::kFlag,
+                                                {{"refill_threshold", "--refill"},
+                                                 {"node_timeout_s", "--node-timeout"},
+                                                 {"reference_size", "--probe-size"},
+                                                 {"only_nodes", "--node"}});
+  return spelling;
+}
+
+profile::ProfileProgress profile_progress_printer(std::ostream& err) {
+  const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  return [&err, terminal](const std::string& node, const std::string& what, bool done) {
+    if (done) {
+      err << (terminal ? "\r\033[K" : "") << fmt::format("  {:<12} {}\n", node, what);
+    } else if (terminal) {
+      err << "\r\033[K" << fmt::format("  {:<12} measuring {} ...", node, what) << std::flush;
+    }
+  };
+}
+
+int report_failure(std::ostream& err, const Status& status) {
+  err << "tessera: " << status.message() << "\n";
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kInvalidConfig:
+      return kExitBadInput;
+    case StatusCode::kVerificationFailed:
+      return kExitVerificationFailed;
+    // A worker that is busy or out of tile memory failed the run; the input itself may be fine.
+    case StatusCode::kBusy:
+    case StatusCode::kResourceExhausted:
+    default:
+      return kExitRunFailed;
+  }
+}
+
+}  // namespace tessera::balance::cli

@@ -1,0 +1,231 @@
+// `tessera multiply`: C = A x B on the cluster from random or .npy inputs, verified and reported.
+#include "tessera/balance/cli/commands.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <optional>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "command_support.hpp"
+#include "tessera/balance/cli/progress_line.hpp"
+#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/session/session.hpp"
+#include "tessera/balance/session/settings.hpp"
+#include "tessera/core/memory.hpp"
+
+namespace tessera::balance::cli {
+
+namespace {
+
+struct Inputs {
+  linalg::Matrix a, b;
+};
+
+// Doubles the multiply holds besides A and B: C, a second copy of B's pieces as the driver encodes
+// them, and the copies verification makes (|A| and |B| for the rounding bound; the exact check
+// also a reference C and its magnitude).
+// Saturating: .npy shapes are bounded by their files, not by 2^20, and m x n could wrap.
+uint64_t working_doubles(uint64_t m, uint64_t n, uint64_t k, const std::string& verify, bool count_inputs) {
+  const auto add = [](uint64_t& total, uint64_t x, uint64_t y) {
+    const uint64_t term = saturating_bytes(x, y, 1);
+    total = total > UINT64_MAX - term ? UINT64_MAX : total + term;
+  };
+  uint64_t doubles = 0;
+  add(doubles, m, n);
+  add(doubles, k, n);
+  if (count_inputs) {
+    add(doubles, m, k);
+    add(doubles, k, n);
+  }
+  if (verify == "freivalds" || verify == "exact") {
+    add(doubles, m, k);
+    add(doubles, k, n);
+  }
+  if (verify == "exact") {
+    add(doubles, m, n);
+    add(doubles, m, n);
+  }
+  return doubles;
+}
+
+// Refuses, before anything is allocated, a multiply whose matrices cannot fit in this machine's
+// memory; names the first matrix that alone does not fit, or the total.
+Status check_multiply_fits(uint64_t m, uint64_t n, uint64_t k, const std::string& verify, bool inputs_allocated,
+                           const std::string& remedy) {
+  if (!inputs_allocated) {
+    TESSERA_RETURN_IF_ERROR(check_fits_in_memory(saturating_bytes(m, k, sizeof(double)), fmt::format("A {}x{}", m, k),
+                                                 remedy));
+    TESSERA_RETURN_IF_ERROR(check_fits_in_memory(saturating_bytes(k, n, sizeof(double)), fmt::format("B {}x{}", k, n),
+                                                 remedy));
+  }
+  const uint64_t doubles = working_doubles(m, n, k, verify, !inputs_allocated);
+  const std::string held = std::string(inputs_allocated ? "C" : "A, B, C") + ", a copy of B" +
+                           (verify == "none" ? "" : " and the verification's copies") +
+                           (inputs_allocated ? ", besides A and B already read" : "");
+  return check_fits_in_memory(saturating_bytes(doubles, 1, sizeof(double)),
+                              fmt::format("multiplying A {}x{} by B {}x{} ({})", m, k, k, n, held),
+                              remedy + (verify == "none" ? "" : " or --verify none"));
+}
+
+// A NaN or infinity in an input is refused unless --allow-nonfinite: usually it is a bug
+// upstream, and a product full of NaN is not what anyone meant to compute.
+Status check_finite(const linalg::Matrix& matrix, std::string_view name, const std::string& path) {
+  const std::optional<run::NonFiniteEntry> entry = run::first_nonfinite(matrix);
+  if (!entry) return Status::ok();
+  return invalid_argument(fmt::format("{}: {} (0-based [row][column]); fix the input, or pass --allow-nonfinite to "
+                                      "multiply it anyway (verification then counts matching NaN/inf entries as "
+                                      "equal)",
+                                      path, run::describe_nonfinite(name, *entry)));
+}
+
+Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
+  Inputs inputs;
+  if (command.a_path.empty() != command.b_path.empty()) {
+    return invalid_argument("give both --a and --b, or neither (random inputs from --seed)");
+  }
+  if (!command.a_path.empty()) {
+    Result<linalg::Matrix> a = linalg::read_npy(command.a_path);
+    if (!a) return a.status();
+    if (!command.settings.allow_nonfinite) TESSERA_RETURN_IF_ERROR(check_finite(*a, "A", command.a_path));
+    Result<linalg::Matrix> b = linalg::read_npy(command.b_path);
+    if (!b) return b.status();
+    if (!command.settings.allow_nonfinite) TESSERA_RETURN_IF_ERROR(check_finite(*b, "B", command.b_path));
+    if (a->cols != b->rows) {
+      return invalid_argument(fmt::format("{} is {}x{} and {} is {}x{}: A's columns must equal B's rows",
+                                          command.a_path, a->rows, a->cols, command.b_path, b->rows, b->cols));
+    }
+    const auto mismatch = [](const std::optional<uint64_t>& flag, uint64_t actual) {
+      return flag.has_value() && *flag != actual;
+    };
+    if (mismatch(command.m, a->rows) || mismatch(command.k, a->cols) || mismatch(command.n, b->cols)) {
+      return invalid_argument(fmt::format("--m/--n/--k disagree with the .npy shapes (A {}x{}, B {}x{}); drop them "
+                                          "when giving --a/--b",
+                                          a->rows, a->cols, b->rows, b->cols));
+    }
+    TESSERA_RETURN_IF_ERROR(check_multiply_fits(a->rows, b->cols, a->cols, command.settings.verify, true,
+                                                "; multiply smaller matrices"));
+    inputs.a = std::move(*a);
+    inputs.b = std::move(*b);
+    return inputs;
+  }
+  if (!command.n && !command.m && !command.k) return invalid_argument("give --n N (or --m/--n/--k, or --a/--b)");
+  const uint64_t n = command.n.value_or(command.m.value_or(command.k.value_or(0)));
+  const uint64_t m = command.m.value_or(n);
+  const uint64_t k = command.k.value_or(n);
+  if (m == 0 || n == 0 || k == 0) return invalid_argument("matrix dimensions must be >= 1");
+  constexpr uint64_t kMaxDim = 1u << 20;
+  if (m > kMaxDim || n > kMaxDim || k > kMaxDim) {
+    return invalid_argument(fmt::format("dimensions above {} are not supported", kMaxDim));
+  }
+  linalg::FillKind fill = linalg::FillKind::kUniform;
+  if (command.fill == "integers") {
+    fill = linalg::FillKind::kIntegers;
+  } else if (command.fill != "uniform") {
+    return invalid_argument(fmt::format("unknown --fill '{}'; use uniform or integers", command.fill));
+  }
+  TESSERA_RETURN_IF_ERROR(check_multiply_fits(m, n, k, command.settings.verify, false, "; use a smaller --n (or --m/--k)"));
+  inputs.a = linalg::random_matrix(m, k, command.settings.seed, fill);
+  inputs.b = linalg::random_matrix(k, n, command.settings.seed + 1, fill);
+  return inputs;
+}
+
+// The flags of `tessera multiply` as the facade's options; fails naming the flag.
+Result<session::MultiplyOptions> multiply_options(const MultiplyCommand& command, std::size_t node_count,
+                                                  const std::string& config_path) {
+  if (command.overlap != "on" && command.overlap != "off") {
+    return invalid_argument(fmt::format("unknown --overlap '{}'; use on or off", command.overlap));
+  }
+  session::MultiplySettings settings = command.settings;
+  settings.overlap = command.overlap == "on";
+  return session::resolve_multiply_settings(settings, node_count, config_path, flag_spelling());
+}
+
+}  // namespace
+
+int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err) {
+  Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
+  if (!progress_mode) return report_failure(err, progress_mode.status());
+  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.config_path, command.run_dir);
+  if (!cluster) return report_failure(err, cluster.status());
+  Result<session::MultiplyOptions> options = multiply_options(command, cluster->nodes.size(), cluster->source_path);
+  if (!options) return report_failure(err, options.status());
+  for (const std::string& warning : local::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  const auto interrupted = [&command] { return command.interrupted != nullptr && command.interrupted->load(); };
+  const auto report_interrupted = [&err] {
+    err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
+    return kExitInterrupted;
+  };
+  Result<Inputs> inputs = prepare_inputs(command);
+  if (!inputs) return report_failure(err, inputs.status());
+  if (interrupted()) return report_interrupted();
+
+  session::SessionOptions session_options;
+  session_options.profile_path = command.profile_path;
+  Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
+  if (!session) return interrupted() ? report_interrupted() : report_failure(err, session.status());
+
+  const Inputs& in = *inputs;
+  linalg::Matrix c(in.a.rows, in.b.cols);
+  ProgressPrinter progress(err, progress_wanted(*progress_mode, STDERR_FILENO), stderr_progress_options());
+  // Credits arrive on the nodes' threads; atomics keep them off the printer's lock, which a
+  // terminal that stopped reading could hold.
+  std::vector<std::atomic<uint64_t>> jobs_done(session->cluster().nodes.size());
+  session::RunControl control;
+  control.cancel = command.interrupted;
+  control.on_notice = [&progress](const std::string& notice) { progress.notice(notice); };
+  control.on_profile_progress = profile_progress_printer(err);
+  control.on_run_start = [&progress, &jobs_done](const session::RunStart& start) {
+    MultiplyProgress shape;
+    for (std::size_t i = 0; i < start.plan.shares.size(); ++i) {
+      NodeJobs node{start.plan.shares[i].node_name, 0, i < start.jobs.per_node.size() ? start.jobs.per_node[i] : 0,
+                    std::nullopt, std::nullopt};
+      if (start.forecast && i < start.forecast->finish_s.size()) node.predicted_s = start.forecast->finish_s[i];
+      shape.nodes.push_back(std::move(node));
+    }
+    shape.total_jobs = start.jobs.total;
+    if (start.forecast) shape.predicted_s = start.forecast->makespan_s;
+    progress.start([&jobs_done, shape](double elapsed_s) mutable {
+      std::vector<uint64_t> done;
+      for (const std::atomic<uint64_t>& jobs : jobs_done) done.push_back(jobs.load());
+      record_jobs(shape, done, elapsed_s);
+      return multiply_progress_text(shape, elapsed_s);
+    });
+  };
+  control.on_credit = [&jobs_done](std::size_t node, uint64_t done) {
+    if (node < jobs_done.size()) jobs_done[node].store(done);
+  };
+  Result<session::MultiplyOutcome> outcome = session->multiply(in.a, in.b, c, *options, control);
+  progress.stop();  // the line is gone before anything else is written
+  if (interrupted()) {
+    // The session shut its connections down when it saw the flag (the workers then end the
+    // session and drop queued work); close() says BYE on any link still open. Idempotent.
+    session->close();
+    return report_interrupted();
+  }
+  if (!outcome) return report_failure(err, outcome.status());
+  session->close();
+  for (const std::string& warning : outcome->warnings) err << "warning: " << warning << "\n";
+  const report::MultiplyReport& report = outcome->report;
+  if (command.show_plan) out << report.plan.to_string() << "\n";
+  out << report::format_report_table(report);
+
+  if (!command.report_path.empty()) {
+    if (Status written = report::write_report_json(command.report_path, report); !written) return report_failure(err, written);
+    out << "report written to " << command.report_path << "\n";
+  }
+  if (!command.out_path.empty()) {
+    if (Status written = linalg::write_npy(command.out_path, c); !written) return report_failure(err, written);
+    out << "C written to " << command.out_path << "\n";
+  }
+  if (options->verify != run::VerifyMode::kNone && !report.verification.passed) {
+    err << "tessera: verification FAILED: " << report.verification.detail << "\n";
+    return kExitVerificationFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace tessera::balance::cli
