@@ -170,18 +170,18 @@ int run(int argc, char** argv) {
   eval_cmd->add_option("--report", eval.report_path, "write the expression, its costs and every product's figures as JSON");
   eval_cmd->add_flag("--explain", eval.explain, "print the expression before and after rewriting, with their costs");
   eval_cmd->add_flag("--no-rewrite", no_rewrite, "evaluate as written (no reordering, powers by squaring)");
-  eval_cmd->add_option("--mode", eval.mode,
+  eval_cmd->add_option("--mode", eval.settings.mode,
                        "scheduled: tile tasks placed by HEFT, intermediates kept on the nodes | sequence: one "
                        "multiply per product, every intermediate back here")
       ->capture_default_str();
-  eval_cmd->add_option("--tile", eval.tile, "scheduled: tile size (default: the fastest predicted of 256..4096)");
-  eval_cmd->add_option("--nodes", eval.nodes, "scheduled: only these nodes (comma-separated names)")->delimiter(',');
-  eval_cmd->add_flag("--every-node", eval.every_node,
+  eval_cmd->add_option("--tile", eval.settings.tile, "scheduled: tile size (default: the fastest predicted of 256..4096)");
+  eval_cmd->add_option("--nodes", eval.settings.nodes, "scheduled: only these nodes (comma-separated names)")->delimiter(',');
+  eval_cmd->add_flag("--every-node", eval.settings.every_node,
                      "scheduled: give every node tasks, even when fewer nodes (the fastest first) are forecast faster");
-  eval_cmd->add_option("--cache-mb", eval.cache_mb, "scheduled: each node's tile cache (default: half its tile memory)");
-  eval_cmd->add_option("--policy", eval.policy, "sequence: policy of every product: even | proportional | model | dynamic")
+  eval_cmd->add_option("--cache-mb", eval.settings.cache_mb, "scheduled: each node's tile cache (default: half its tile memory)");
+  eval_cmd->add_option("--policy", eval.settings.policy, "sequence: policy of every product: even | proportional | model | dynamic")
       ->capture_default_str();
-  eval_cmd->add_option("--verify", eval.verify, "freivalds | exact | none: the value (scheduled) or each product (sequence)")
+  eval_cmd->add_option("--verify", eval.settings.verify, "freivalds | exact | none: the value (scheduled) or each product (sequence)")
       ->capture_default_str();
   eval_cmd->add_option("--run-dir", eval.run_dir, "run directory of `tessera up` (for emulated endpoints)");
   eval_cmd->add_option("--profile", eval.profile_path, "profile file (default: CONFIG with .profile.yaml)");
@@ -312,7 +312,7 @@ int run(int argc, char** argv) {
   }
   if (*model_cmd) return tb::cli::command_model(model, std::cout, std::cerr);
   if (*eval_cmd) {
-    eval.rewrite = !no_rewrite;
+    eval.settings.rewrite = !no_rewrite;
     stop_cleanly_on_interrupt();
     eval.interrupted = &g_interrupted;
     return tb::cli::command_eval(eval, std::cout, std::cerr);

@@ -434,9 +434,10 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
 }
 
 py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict& inputs,
-                                  const tb::session::MultiplySettings& settings, bool rewrite, bool explain, const std::string& mode, uint64_t tile,
-                                  const std::vector<std::string>& nodes, bool every_node,
-                                  const py::object& progress, const py::object& notice) {
+                                  const tb::session::EvalSettings& settings, bool explain, const py::object& progress,
+                                  const py::object& notice) {
+  const tb::session::EvalOptions options =
+      value_or_raise(tb::session::resolve_eval_settings(settings, config_path_, keyword_spelling()));
   std::map<std::string, linalg::MatrixView> views;
   std::map<std::string, tb::expr::Shape> shapes;
   for (const auto& [key, value] : inputs) {
@@ -447,14 +448,6 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
     shapes.emplace(name, tb::expr::Shape{view.rows, view.cols});
   }
   const tb::expr::Expr parsed = value_or_raise(tb::expr::parse(expression, shapes));
-  tb::session::EvalOptions options;
-  options.multiply = value_or_raise(
-      tb::session::resolve_multiply_settings(settings, node_names().size(), config_path_, keyword_spelling()));
-  options.rewrite = rewrite;
-  options.mode = value_or_raise(tb::session::parse_eval_mode(mode));
-  options.tile = tile;
-  options.only_nodes = nodes;
-  options.every_node = every_node;
   tb::session::SessionOptions session_options;
   session_options.profile_path = profile_path_;
   ProgressBox box(node_names());

@@ -82,12 +82,10 @@ class ClusterHandle {
   // Evaluates a matrix expression (the `tessera eval` grammar) over the named arrays, each product
   // on the cluster (Session::evaluate). Returns (values as a flat float64 array, rows, cols, the
   // report JSON text, the CLI's table with `explain`'s trees when asked).
-  // mode: "scheduled" | "sequence"; tile 0: chosen by simulation; nodes: only these (scheduled);
-  // every_node: each of them gets tasks even when fewer are forecast faster (scheduled).
+  // `settings` (mode, tile, nodes, policy, verify, ...) are checked and resolved as the CLI's are.
   py::tuple evaluate(const std::string& expression, const py::dict& inputs,
-                     const balance::session::MultiplySettings& settings, bool rewrite,
-                     bool explain, const std::string& mode, uint64_t tile, const std::vector<std::string>& nodes,
-                     bool every_node, const py::object& progress, const py::object& notice);
+                     const balance::session::EvalSettings& settings, bool explain, const py::object& progress,
+                     const py::object& notice);
 
   // Runs a graph algorithm; returns (values float64 array, outcome JSON text). `weights`:
   // "profile" | "equal" | "w1,w2,..."; empty: profile when a profile exists, else equal.

@@ -150,6 +150,7 @@ PYBIND11_MODULE(_tessera, module) {
       py::arg("graph"), py::arg("weights"), py::arg("names"), py::arg("method"), py::arg("imbalance"),
       py::arg("objective"), py::arg("seed"));
 
+  using ts::EvalSettings;
   using ts::GraphSettings;
   using ts::MultiplySettings;
   using tessera::balance::profile::ProfileOptions;
@@ -181,6 +182,14 @@ PYBIND11_MODULE(_tessera, module) {
       std::pair{"batch_age_ms", &GraphSettings::batch_age_ms},
       std::pair{"batch_entries", &GraphSettings::batch_entries},
       std::pair{"priority_fraction", &GraphSettings::priority_fraction});
+  bind_options<EvalSettings>(
+      module, "EvalSettings",
+      "An expression evaluation's options, as tessera.Expression.compute takes them; a default-constructed one holds "
+      "the defaults `tessera eval` has too.",
+      std::pair{"mode", &EvalSettings::mode}, std::pair{"rewrite", &EvalSettings::rewrite},
+      std::pair{"tile", &EvalSettings::tile}, std::pair{"nodes", &EvalSettings::nodes},
+      std::pair{"every_node", &EvalSettings::every_node}, std::pair{"cache_mb", &EvalSettings::cache_mb},
+      std::pair{"policy", &EvalSettings::policy}, std::pair{"verify", &EvalSettings::verify});
   bind_options<ProfileOptions>(
       module, "ProfileOptions",
       "A profile measurement's options, as tessera.Cluster.profile takes them; a default-constructed one holds the "
@@ -209,7 +218,6 @@ PYBIND11_MODULE(_tessera, module) {
       .def("graph", &ClusterHandle::graph, py::arg("graph"), py::arg("settings"), py::arg("weights"),
            py::arg("progress"), py::arg("notice"))
       .def("evaluate", &ClusterHandle::evaluate, py::arg("expression"), py::arg("inputs"), py::arg("settings"),
-           py::arg("rewrite"), py::arg("explain"), py::arg("mode"), py::arg("tile"), py::arg("nodes"),
-           py::arg("every_node"), py::arg("progress"), py::arg("notice"))
+           py::arg("explain"), py::arg("progress"), py::arg("notice"))
       .def("close", &ClusterHandle::close);
 }

@@ -367,14 +367,13 @@ class Cluster:
         """The identity, sized by the sum it stands in: ``cluster.identity() + A + A @ A``."""
         return Expression(self, "I", {}, None)
 
-    def _evaluate(self, text: str, inputs: dict, policy: str, verify: str, rewrite: bool, explain: bool, mode: str,
-                  tile: int, nodes: list, every_node: bool, progress: "Callable[[dict], None] | None"):
+    def _evaluate(self, text: str, inputs: dict, settings: "_tessera.EvalSettings", explain: bool,
+                  progress: "Callable[[dict], None] | None"):
         notices, notice = _notice_collector()
 
         with self._lock:
             values, rows, cols, report_text, table = self._handle.evaluate(
-                text, inputs, _multiply_settings(policy=policy, verify=verify), bool(rewrite), bool(explain), mode,
-                int(tile), nodes, every_node, progress, notice)
+                text, inputs, settings, bool(explain), progress, notice)
         return values.reshape(rows, cols), EvalReport(json.loads(report_text), table, notices)
 
     # -- graph algorithms -------------------------------------------------------------------------

@@ -14,9 +14,9 @@ import numpy as np
 from . import _tessera
 from .errors import InvalidInputError
 
-# The sequence mode's policy and the verify mode default as Cluster.multiply's do, from the one C++
-# definition (balance/session/settings.hpp), read at import.
-_MULTIPLY = _tessera.MultiplySettings()
+# compute()'s defaults are `tessera eval`'s, read at import from the one C++ definition
+# (EvalSettings in balance/session/settings.hpp); its checks are made there too.
+_EVAL = _tessera.EvalSettings()
 
 if TYPE_CHECKING:  # for the annotations only: cluster.py imports this module, not the reverse
     from .cluster import Cluster
@@ -117,9 +117,9 @@ class Expression:
             raise InvalidInputError("only a square matrix has powers")
         return Expression(self._cluster, f"({self._text})^{int(exponent)}", dict(self._inputs), self.shape)
 
-    def compute(self, *, mode: str = "scheduled", tile: int | None = None, nodes: "Sequence[str] | None" = None,
-                every_node: bool = False, policy: str = _MULTIPLY.policy, verify: str = _MULTIPLY.verify,
-                rewrite: bool = True, explain: bool = False, progress: "Callable[[dict], None] | None" = None):
+    def compute(self, *, mode: str = _EVAL.mode, tile: int | None = None, nodes: "Sequence[str] | None" = None,
+                every_node: bool = _EVAL.every_node, policy: str = _EVAL.policy, verify: str = _EVAL.verify,
+                rewrite: bool = _EVAL.rewrite, explain: bool = False, progress: "Callable[[dict], None] | None" = None):
         """Evaluates on the cluster; returns ``(numpy array, EvalReport)``.
 
         mode: "scheduled" (tile tasks placed by HEFT with each node's tile cache, intermediates
@@ -134,5 +134,7 @@ class Expression:
             raise InvalidInputError("an identity alone has no size")
         if tile is not None and (not isinstance(tile, int) or tile < 1):
             raise InvalidInputError(f"tile must be a positive whole number, not {tile!r}")
-        return self._cluster._evaluate(self._text, self._inputs, policy, verify, rewrite, explain, mode,
-                                       tile or 0, list(nodes or []), bool(every_node), progress)
+        settings = _tessera.EvalSettings()
+        settings.mode, settings.tile, settings.nodes = mode, tile or 0, list(nodes or [])
+        settings.every_node, settings.policy, settings.verify, settings.rewrite = bool(every_node), policy, verify, bool(rewrite)
+        return self._cluster._evaluate(self._text, self._inputs, settings, explain, progress)

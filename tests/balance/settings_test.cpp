@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 #include <tuple>
+#include <variant>
 #include <vector>
 
 #include "tessera/balance/cli/commands.hpp"
@@ -34,8 +35,9 @@ TEST(FrontEndSettings, TheCliReadsTheOneDefinitionOfEveryDefault) {
   EXPECT_EQ(cli::GraphCommand{}.settings, GraphSettings{});
   EXPECT_EQ(cli::ModelCommand{}.panel_width, MultiplySettings{}.panel_width);
   EXPECT_EQ(cli::ModelCommand{}.panels_in_flight, MultiplySettings{}.panels_in_flight);
-  EXPECT_EQ(cli::EvalCommand{}.policy, MultiplySettings{}.policy);
-  EXPECT_EQ(cli::EvalCommand{}.verify, MultiplySettings{}.verify);
+  EXPECT_EQ(cli::EvalCommand{}.settings, EvalSettings{});
+  EXPECT_EQ(EvalSettings{}.policy, MultiplySettings{}.policy);
+  EXPECT_EQ(EvalSettings{}.verify, MultiplySettings{}.verify);
   EXPECT_EQ(cli::ProfileCommand{}.measure.reference_size, profile::ProfileOptions{}.reference_size);
   EXPECT_EQ(cli::ProfileCommand{}.measure.window_seconds, profile::ProfileOptions{}.window_seconds);
 }
@@ -222,6 +224,64 @@ TEST(FrontEndSettings, GraphRunChecksNameTheOptionInEachSpelling) {
   cc.algorithm = "cc";
   cc.tolerance = 0.0;
   EXPECT_TRUE(graph_run_options(cc, graph, kFlags).is_ok());
+}
+
+TEST(FrontEndSettings, DefaultEvalSettingsResolveToTheFacadesDefaults) {
+  Result<EvalOptions> resolved = resolve_eval_settings(EvalSettings{}, "lab.yaml", kFlags);
+  ASSERT_TRUE(resolved.is_ok()) << resolved.status().message();
+  const EvalOptions defaults;
+  EXPECT_EQ(resolved->mode, defaults.mode);
+  EXPECT_EQ(resolved->rewrite, defaults.rewrite);
+  EXPECT_EQ(resolved->tile, defaults.tile);
+  EXPECT_EQ(resolved->every_node, defaults.every_node);
+  EXPECT_EQ(resolved->cache_bytes, defaults.cache_bytes);
+  EXPECT_TRUE(resolved->only_nodes.empty());
+  EXPECT_EQ(resolved->multiply.verify, defaults.multiply.verify);
+}
+
+TEST(FrontEndSettings, EvalSettingsBecomeTheEvaluationsOptions) {
+  EvalSettings settings;
+  settings.mode = "sequence";
+  settings.rewrite = false;
+  settings.tile = 512;
+  settings.nodes = {"desktop", "pi1"};
+  settings.every_node = true;
+  settings.cache_mb = 64.0;
+  settings.policy = "even";
+  settings.verify = "exact";
+  Result<EvalOptions> resolved = resolve_eval_settings(settings, "lab.yaml", kKeywords);
+  ASSERT_TRUE(resolved.is_ok()) << resolved.status().message();
+  EXPECT_EQ(resolved->mode, EvalMode::kSequence);
+  EXPECT_FALSE(resolved->rewrite);
+  EXPECT_EQ(resolved->tile, 512u);
+  EXPECT_EQ(resolved->only_nodes, settings.nodes);
+  EXPECT_TRUE(resolved->every_node);
+  EXPECT_DOUBLE_EQ(resolved->cache_bytes, 64e6);
+  EXPECT_TRUE(std::holds_alternative<plan::EvenPolicy>(resolved->multiply.policy));
+  EXPECT_EQ(resolved->multiply.verify, run::VerifyMode::kExact);
+}
+
+TEST(FrontEndSettings, EvalChecksNameTheOptionInEachSpelling) {
+  EvalSettings bad_mode;
+  bad_mode.mode = "bogus";
+  EvalSettings bad_cache;
+  bad_cache.cache_mb = -1.0;
+  EvalSettings bad_policy;
+  bad_policy.policy = "fastest";
+  for (const OptionSpelling* spelling : {&kFlags, &kKeywords}) {
+    const Status mode = resolve_eval_settings(bad_mode, "lab.yaml", *spelling).status();
+    EXPECT_EQ(mode.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(mode.message().find(spelling->name("mode") + ": "), std::string::npos) << mode.message();
+    const Status cache = resolve_eval_settings(bad_cache, "lab.yaml", *spelling).status();
+    EXPECT_NE(cache.message().find(spelling->assignment("cache_mb", "-1") + " must be a positive number"),
+              std::string::npos)
+        << cache.message();
+    EXPECT_FALSE(resolve_eval_settings(bad_policy, "lab.yaml", *spelling).is_ok());
+  }
+  EXPECT_NE(resolve_eval_settings(bad_cache, "lab.yaml", kFlags).status().message().find("--cache-mb -1"),
+            std::string::npos);
+  EXPECT_NE(resolve_eval_settings(bad_cache, "lab.yaml", kKeywords).status().message().find("cache_mb=-1"),
+            std::string::npos);
 }
 
 }  // namespace

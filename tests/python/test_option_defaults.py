@@ -94,8 +94,19 @@ def test_signatures_read_the_compiled_defaults():
                            ("poll_ms", "poll_ms"), ("snapshot_ms", "snapshot_ms"),
                            ("node_timeout", "node_timeout_s"), ("max_seconds", "max_seconds")]:
         assert python[keyword] == getattr(graph, field), keyword
+    evaluation = _tessera.EvalSettings()
     compute = python_defaults(tessera.Expression.compute)
-    assert (compute["policy"], compute["verify"]) == (multiply.policy, multiply.verify)
+    for keyword in ("mode", "every_node", "policy", "verify", "rewrite"):
+        assert compute[keyword] == getattr(evaluation, keyword), keyword
+    assert (evaluation.policy, evaluation.verify) == (multiply.policy, multiply.verify)
+
+
+def test_eval_defaults_are_the_clis():
+    flags = cli_defaults("eval")
+    python = python_defaults(tessera.Expression.compute)
+    for keyword, flag in [("mode", "--mode"), ("policy", "--policy"), ("verify", "--verify")]:
+        assert flag in flags, f"{flag} shows no default in `tessera eval --help`"
+        assert same(flags[flag], python[keyword]), (keyword, python[keyword], flag, flags[flag])
 
 
 def test_one_check_spelled_by_each_front_end(local, cluster, cli):

@@ -80,18 +80,9 @@ Result<std::map<std::string, linalg::Matrix>> load_inputs(const std::vector<std:
 }  // namespace
 
 int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& err) {
-  session::MultiplySettings multiply_settings;
-  multiply_settings.policy = command.policy;
-  multiply_settings.verify = command.verify;
-  // No weights are given, so the node count (known only once the cluster is read) is not needed.
-  Result<session::MultiplyOptions> multiply =
-      session::resolve_multiply_settings(multiply_settings, 0, command.config_path, flag_spelling());
-  if (!multiply) return report_failure(err, multiply.status());
-  Result<session::EvalMode> mode = session::parse_eval_mode(command.mode);
-  if (!mode) return report_failure(err, invalid_argument(fmt::format("--mode: {}", mode.status().message())));
-  if (command.cache_mb < 0.0 || !std::isfinite(command.cache_mb)) {
-    return report_failure(err, invalid_argument("--cache-mb must be a positive number of megabytes"));
-  }
+  Result<session::EvalOptions> options = session::resolve_eval_settings(command.settings, command.config_path,
+                                                                        flag_spelling());
+  if (!options) return report_failure(err, options.status());
   Result<std::map<std::string, linalg::Matrix>> inputs = load_inputs(command.inputs);
   if (!inputs) return report_failure(err, inputs.status());
   std::map<std::string, expr::Shape> shapes;
@@ -117,18 +108,10 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return report_failure(err, session.status());
 
-  session::EvalOptions options;
-  options.multiply = *multiply;
-  options.rewrite = command.rewrite;
-  options.mode = *mode;
-  options.tile = command.tile;
-  options.only_nodes = command.nodes;
-  options.every_node = command.every_node;
-  options.cache_bytes = command.cache_mb * 1e6;
   session::RunControl control;
   control.cancel = command.interrupted;
   control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };
-  Result<report::EvalOutcome> outcome = session->evaluate(*parsed, views, options, control);
+  Result<report::EvalOutcome> outcome = session->evaluate(*parsed, views, *options, control);
   const bool interrupted = command.interrupted != nullptr && command.interrupted->load();
   session->close();
   if (interrupted) {

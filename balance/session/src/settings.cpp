@@ -77,6 +77,31 @@ Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settin
   return options;
 }
 
+Result<EvalOptions> resolve_eval_settings(const EvalSettings& settings, const std::string& config_path,
+                                          const OptionSpelling& spelling) {
+  MultiplySettings multiply;
+  multiply.policy = settings.policy;
+  multiply.verify = settings.verify;
+  // No weights are taken, so the node count (known once the cluster is read) is not needed.
+  Result<MultiplyOptions> products = resolve_multiply_settings(multiply, 0, config_path, spelling);
+  if (!products) return products.status();
+  Result<EvalMode> mode = parse_eval_mode(settings.mode);
+  if (!mode) return invalid_argument(fmt::format("{}: {}", spelling.name("mode"), mode.status().message()));
+  if (settings.cache_mb < 0.0 || !std::isfinite(settings.cache_mb)) {
+    return invalid_argument(fmt::format("{} must be a positive number of megabytes (0: half each worker's tile memory)",
+                                        spelling.assignment("cache_mb", fmt::format("{}", settings.cache_mb))));
+  }
+  EvalOptions options;
+  options.multiply = *products;
+  options.rewrite = settings.rewrite;
+  options.mode = *mode;
+  options.tile = settings.tile;
+  options.cache_bytes = settings.cache_mb * 1e6;
+  options.only_nodes = settings.nodes;
+  options.every_node = settings.every_node;
+  return options;
+}
+
 Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, const partition::DirectedGraph& graph,
                                              const OptionSpelling& spelling) {
   if (settings.algorithm.empty()) {

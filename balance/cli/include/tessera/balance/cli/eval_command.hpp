@@ -34,17 +34,10 @@ struct EvalCommand {
   std::string report_path;
   std::string run_dir;
   std::string profile_path;
-  std::string mode = "scheduled";
-  uint64_t tile = 0;                // 0: chosen by simulation
-  std::vector<std::string> nodes;   // scheduled: only these
-  bool every_node = false;          // scheduled: give every node tasks, even when fewer are forecast faster
-  double cache_mb = 0.0;            // 0: half each worker's tile memory
-  // sequence: each product's policy; both: the verify mode. Defaults and checks as multiply's
-  // (session/settings.hpp).
-  std::string policy = session::MultiplySettings{}.policy;
-  std::string verify = session::MultiplySettings{}.verify;
+  // Mode, tile, nodes, cache, policy, verify and rewriting: defaults and checks once for the CLI
+  // and Python (session/settings.hpp).
+  session::EvalSettings settings;
   bool explain = false;
-  bool rewrite = true;
   const std::atomic<bool>* interrupted = nullptr;
 };
 int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& err);

@@ -88,6 +88,27 @@ inline constexpr uint32_t kMaxPanelsInFlight = 1024;
 Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settings, std::size_t node_count,
                                                   const std::string& config_path, const OptionSpelling& spelling);
 
+// An expression evaluation's options by name (`tessera eval`, Python's Expression.compute).
+// Defaults: EvalOptions{}'s mode, rewriting, tile and node choice, MultiplySettings{}' policy and
+// verify mode.
+struct EvalSettings {
+  std::string mode = std::string(eval_mode_name(EvalOptions{}.mode));  // scheduled | sequence
+  bool rewrite = EvalOptions{}.rewrite;                                // false: as written
+  uint64_t tile = EvalOptions{}.tile;            // scheduled: the tile size; 0: chosen by simulation
+  std::vector<std::string> nodes;                // scheduled: only these; empty: every node
+  bool every_node = EvalOptions{}.every_node;    // scheduled: every node gets tasks
+  double cache_mb = EvalOptions{}.cache_bytes / 1e6;  // scheduled: each node's tile cache; 0: half its tile memory
+  std::string policy = MultiplySettings{}.policy;  // sequence: each product's policy
+  std::string verify = MultiplySettings{}.verify;  // the value (scheduled) or each product (sequence)
+  bool operator==(const EvalSettings&) const = default;
+};
+
+// `settings` checked and resolved. Fails (kInvalidArgument) on an unknown mode, policy or verify
+// mode (listing the valid ones), or cache_mb negative or not finite; the message names the option
+// as `spelling` writes it.
+Result<EvalOptions> resolve_eval_settings(const EvalSettings& settings, const std::string& config_path,
+                                          const OptionSpelling& spelling);
+
 // A graph run's options by name. Defaults: AlgorithmSpec{}'s damping and label, GraphRunOptions{}'s
 // mode, placement, seed, intervals, timeouts and priority level, EngineOptions{}' batching.
 struct GraphSettings {
