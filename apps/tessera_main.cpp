@@ -211,11 +211,11 @@ int run(int argc, char** argv) {
   partition_cmd->add_option("--cluster", partition.config_path, "take the parts and weights from this cluster's profile")
       ->excludes(partition_weights_opt);
   partition_cmd->add_option("--profile", partition.profile_path, "profile file (default: CONFIG with .profile.yaml)");
-  partition_cmd->add_option("--method", partition.method, "metis | contiguous | hash")->capture_default_str();
-  partition_cmd->add_option("--imbalance", partition.imbalance, "allowed max part weight / target")
+  partition_cmd->add_option("--method", partition.settings.method, "metis | contiguous | hash")->capture_default_str();
+  partition_cmd->add_option("--imbalance", partition.settings.imbalance, "allowed max part weight / target")
       ->capture_default_str();
-  partition_cmd->add_option("--objective", partition.objective, "cut | volume (metis)")->capture_default_str();
-  partition_cmd->add_option("--seed", partition.seed, "METIS seed, hash key, generator seed")->capture_default_str();
+  partition_cmd->add_option("--objective", partition.settings.objective, "cut | volume (metis)")->capture_default_str();
+  partition_cmd->add_option("--seed", partition.settings.seed, "METIS seed, hash key, generator seed")->capture_default_str();
   partition_cmd->add_option("--out", partition.out_path, "write one part number per vertex, one per line");
   partition_cmd->add_option("--report", partition.report_path, "write the quality as JSON");
 

@@ -133,12 +133,8 @@ PYBIND11_MODULE(_tessera, module) {
   module.def(
       "partition_graph",
       [](const tp::Graph& graph, const std::vector<double>& weights, const std::vector<std::string>& names,
-         const std::string& method, double imbalance, const std::string& objective, uint64_t seed) {
-        tp::PartitionOptions options;
-        options.method = value_or_raise(tp::parse_partition_method(method));
-        options.objective = value_or_raise(tp::parse_objective(objective));
-        options.imbalance = imbalance;
-        options.seed = seed;
+         const ts::PartitionSettings& settings) {
+        tp::PartitionOptions options = value_or_raise(ts::resolve_partition_settings(settings, tessera::python::keyword_spelling()));
         options.target_weights = weights;
         tp::Partition partition = value_or_raise(without_gil([&] { return tp::partition_graph(graph, options); }));
         py::array_t<int32_t> parts(static_cast<py::ssize_t>(partition.part.size()));
@@ -147,10 +143,10 @@ PYBIND11_MODULE(_tessera, module) {
         }
         return py::make_tuple(parts, tessera::python::partition_dict(partition, names));
       },
-      py::arg("graph"), py::arg("weights"), py::arg("names"), py::arg("method"), py::arg("imbalance"),
-      py::arg("objective"), py::arg("seed"));
+      py::arg("graph"), py::arg("weights"), py::arg("names"), py::arg("settings"));
 
   using ts::EvalSettings;
+  using ts::PartitionSettings;
   using ts::GraphSettings;
   using ts::MultiplySettings;
   using tessera::balance::profile::ProfileOptions;
@@ -190,6 +186,12 @@ PYBIND11_MODULE(_tessera, module) {
       std::pair{"tile", &EvalSettings::tile}, std::pair{"nodes", &EvalSettings::nodes},
       std::pair{"every_node", &EvalSettings::every_node}, std::pair{"cache_mb", &EvalSettings::cache_mb},
       std::pair{"policy", &EvalSettings::policy}, std::pair{"verify", &EvalSettings::verify});
+  bind_options<PartitionSettings>(
+      module, "PartitionSettings",
+      "A graph partitioning's options, as tessera.partition takes them; a default-constructed one holds the defaults "
+      "`tessera partition` has too.",
+      std::pair{"method", &PartitionSettings::method}, std::pair{"imbalance", &PartitionSettings::imbalance},
+      std::pair{"objective", &PartitionSettings::objective}, std::pair{"seed", &PartitionSettings::seed});
   bind_options<ProfileOptions>(
       module, "ProfileOptions",
       "A profile measurement's options, as tessera.Cluster.profile takes them; a default-constructed one holds the "

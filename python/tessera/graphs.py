@@ -24,6 +24,11 @@ if TYPE_CHECKING:  # for the annotations only: cluster.py imports this module, n
 DirectedGraph = _tessera.DirectedGraph
 PartitionGraph = _tessera.Graph
 
+# partition()'s defaults are `tessera partition`'s, read at import from the one C++ definition
+# (PartitionSettings in balance/session/settings.hpp); its checks are made there too.
+_PARTITION = _tessera.PartitionSettings()
+_GRAPH = _tessera.GraphSettings()  # directed_graph()'s generator seed is `tessera graph --seed`'s
+
 
 def _is_sparse(value: Any) -> bool:
     return hasattr(value, "tocoo") and hasattr(value, "shape") and hasattr(value, "nnz")
@@ -54,7 +59,7 @@ def _vertex_count(src: np.ndarray, dst: np.ndarray, num_vertices: int | None) ->
     return int(max(src.max(), dst.max())) + 1
 
 
-def directed_graph(graph: Any, *, num_vertices: int | None = None, seed: int = 1) -> DirectedGraph:
+def directed_graph(graph: Any, *, num_vertices: int | None = None, seed: int = _GRAPH.seed) -> DirectedGraph:
     """A :class:`DirectedGraph` (the graph algorithms' input) from any of:
 
     - a scipy.sparse matrix (square): each stored entry A[i, j] is an edge i -> j with the entry as
@@ -98,7 +103,7 @@ def partition_graph_input(
     num_vertices: int | None = None,
     edge_weights: Any = None,
     vertex_weights: Any = None,
-    seed: int = 1,
+    seed: int = _PARTITION.seed,
 ):
     """The undirected graph :func:`partition` partitions, and the clean-up made building it
     ({"self_loops_removed", "duplicates_merged"}), from any of:
@@ -147,10 +152,10 @@ def partition(
     graph: Any,
     weights: "Sequence[float] | Cluster",
     *,
-    method: str = "metis",
-    imbalance: float = 1.03,
-    objective: str = "cut",
-    seed: int = 1,
+    method: str = _PARTITION.method,
+    imbalance: float = _PARTITION.imbalance,
+    objective: str = _PARTITION.objective,
+    seed: int = _PARTITION.seed,
     num_vertices: int | None = None,
     edge_weights: Any = None,
     vertex_weights: Any = None,
@@ -181,7 +186,9 @@ def partition(
     else:
         targets = [float(w) for w in weights]
         names = [f"part{i}" for i in range(len(targets))]
-    parts, fields = _tessera.partition_graph(built, targets, names, method, float(imbalance), objective, int(seed))
+    settings = _tessera.PartitionSettings()
+    settings.method, settings.imbalance, settings.objective, settings.seed = method, float(imbalance), objective, int(seed)
+    parts, fields = _tessera.partition_graph(built, targets, names, settings)
     fields["part_figures"] = fields.pop("parts")
     fields.update(
         {"vertices": built.vertex_count, "edges": built.edge_count, "method": method, "objective": objective,

@@ -11,6 +11,7 @@
 #include "tessera/balance/cli/commands.hpp"
 #include "tessera/balance/cli/eval_command.hpp"
 #include "tessera/balance/cli/graph_command.hpp"
+#include "tessera/balance/cli/partition_command.hpp"
 #include "tessera/partition/digraph.hpp"
 
 namespace tessera::balance::session {
@@ -282,6 +283,39 @@ TEST(FrontEndSettings, EvalChecksNameTheOptionInEachSpelling) {
             std::string::npos);
   EXPECT_NE(resolve_eval_settings(bad_cache, "lab.yaml", kKeywords).status().message().find("cache_mb=-1"),
             std::string::npos);
+}
+
+TEST(FrontEndSettings, PartitionSettingsHoldThePartitionersDefaultsAndNameBadOptions) {
+  EXPECT_EQ(cli::PartitionCommand{}.settings, PartitionSettings{});
+  Result<partition::PartitionOptions> resolved = resolve_partition_settings(PartitionSettings{}, kFlags);
+  ASSERT_TRUE(resolved.is_ok()) << resolved.status().message();
+  const partition::PartitionOptions defaults;
+  EXPECT_EQ(resolved->method, defaults.method);
+  EXPECT_EQ(resolved->objective, defaults.objective);
+  EXPECT_EQ(resolved->imbalance, defaults.imbalance);
+  EXPECT_EQ(resolved->seed, defaults.seed);
+  PartitionSettings settings;
+  settings.method = "hash";
+  settings.objective = "volume";
+  settings.imbalance = 1.1;
+  settings.seed = 9;
+  resolved = resolve_partition_settings(settings, kKeywords);
+  ASSERT_TRUE(resolved.is_ok()) << resolved.status().message();
+  EXPECT_EQ(resolved->method, partition::PartitionMethod::kHash);
+  EXPECT_EQ(resolved->objective, partition::Objective::kVolume);
+  EXPECT_EQ(resolved->imbalance, 1.1);
+  EXPECT_EQ(resolved->seed, 9u);
+  PartitionSettings bad_method;
+  bad_method.method = "spectral";
+  PartitionSettings bad_objective;
+  bad_objective.objective = "balance";
+  for (const OptionSpelling* spelling : {&kFlags, &kKeywords}) {
+    const Status method = resolve_partition_settings(bad_method, *spelling).status();
+    EXPECT_EQ(method.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(method.message().rfind(spelling->name("method") + ": ", 0), 0u) << method.message();
+    const Status objective = resolve_partition_settings(bad_objective, *spelling).status();
+    EXPECT_EQ(objective.message().rfind(spelling->name("objective") + ": ", 0), 0u) << objective.message();
+  }
 }
 
 }  // namespace

@@ -121,3 +121,15 @@ def test_one_check_spelled_by_each_front_end(local, cluster, cli):
         cluster.connected_components("rmat:4", node_timeout=0.0)
     with pytest.raises(tessera.InvalidInputError, match=re.escape("probe_size must be within 16..8192")):
         cluster.profile(probe_size=8)
+
+
+def test_partition_defaults_are_the_clis():
+    flags = cli_defaults("partition")
+    python = python_defaults(tessera.partition)
+    settings = _tessera.PartitionSettings()
+    for keyword, flag in [("method", "--method"), ("imbalance", "--imbalance"), ("objective", "--objective"),
+                          ("seed", "--seed")]:
+        assert flag in flags, f"{flag} shows no default in `tessera partition --help`"
+        assert same(flags[flag], python[keyword]), (keyword, python[keyword], flag, flags[flag])
+        assert python[keyword] == getattr(settings, keyword), keyword
+    assert python_defaults(tessera.partition_graph_input)["seed"] == settings.seed

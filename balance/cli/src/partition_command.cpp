@@ -56,7 +56,7 @@ Result<Parts> part_weights(const PartitionCommand& command) {
 
 Result<tp::Graph> load_input(const PartitionCommand& command, std::ostream& err) {
   if (command.input.empty()) return invalid_argument("give an INPUT: a graph file or a generator spec");
-  if (tp::is_generator_spec(command.input)) return tp::generate_graph(command.input, command.seed);
+  if (tp::is_generator_spec(command.input)) return tp::generate_graph(command.input, command.settings.seed);
   tp::GraphBuildStats stats;
   Result<tp::Graph> graph = tp::read_graph_file(command.input, &stats);
   if (graph && stats.self_loops_removed > 0) {
@@ -97,10 +97,10 @@ Status write_report(const std::string& path, const PartitionCommand& command, co
                          {"vertices", pq.vertices}});
   }
   const json document = {{"input", command.input},
-                         {"method", command.method},
-                         {"objective", command.objective},
-                         {"imbalance_tolerance", command.imbalance},
-                         {"seed", command.seed},
+                         {"method", command.settings.method},
+                         {"objective", command.settings.objective},
+                         {"imbalance_tolerance", command.settings.imbalance},
+                         {"seed", command.settings.seed},
                          {"vertices", graph.vertex_count()},
                          {"edges", graph.edge_count()},
                          {"total_weight", quality.total_weight},
@@ -137,29 +137,22 @@ void print_table(std::ostream& out, const Parts& parts, const tp::Partition& par
 }  // namespace
 
 int command_partition(const PartitionCommand& command, std::ostream& out, std::ostream& err) {
-  tp::PartitionOptions options;
-  Result<tp::PartitionMethod> method = tp::parse_partition_method(command.method);
-  if (!method) return report_failure(err, method.status().with_context("--method: "));
-  options.method = *method;
-  Result<tp::Objective> objective = tp::parse_objective(command.objective);
-  if (!objective) return report_failure(err, objective.status().with_context("--objective: "));
-  options.objective = *objective;
-  options.imbalance = command.imbalance;
-  options.seed = command.seed;
+  Result<tp::PartitionOptions> options = session::resolve_partition_settings(command.settings, flag_spelling());
+  if (!options) return report_failure(err, options.status());
   Result<Parts> parts = part_weights(command);
   if (!parts) return report_failure(err, parts.status());
-  options.target_weights = parts->weights;
+  options->target_weights = parts->weights;
 
   Result<tp::Graph> graph = load_input(command, err);
   if (!graph) return report_failure(err, graph.status());
   const auto start = std::chrono::steady_clock::now();
-  Result<tp::Partition> partition = tp::partition_graph(*graph, options);
+  Result<tp::Partition> partition = tp::partition_graph(*graph, *options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!partition) return report_failure(err, partition.status());
 
   out << fmt::format("{}: {}\n", command.input, tp::describe(*graph));
-  out << fmt::format("method {}, objective {}, imbalance tolerance {}, seed {}: {} parts in {:.3f} s\n", command.method,
-                     command.objective, command.imbalance, command.seed, parts->weights.size(), seconds);
+  out << fmt::format("method {}, objective {}, imbalance tolerance {}, seed {}: {} parts in {:.3f} s\n", command.settings.method,
+                     command.settings.objective, command.settings.imbalance, command.settings.seed, parts->weights.size(), seconds);
   if (!partition->note.empty()) err << "note: " << partition->note << "\n";
   print_table(out, *parts, *partition);
   if (!command.out_path.empty()) {

@@ -102,6 +102,20 @@ Result<EvalOptions> resolve_eval_settings(const EvalSettings& settings, const st
   return options;
 }
 
+Result<partition::PartitionOptions> resolve_partition_settings(const PartitionSettings& settings,
+                                                               const OptionSpelling& spelling) {
+  partition::PartitionOptions options;
+  Result<partition::PartitionMethod> method = partition::parse_partition_method(settings.method);
+  if (!method) return method.status().with_context(spelling.name("method") + ": ");
+  Result<partition::Objective> objective = partition::parse_objective(settings.objective);
+  if (!objective) return objective.status().with_context(spelling.name("objective") + ": ");
+  options.method = *method;
+  options.objective = *objective;
+  options.imbalance = settings.imbalance;
+  options.seed = settings.seed;
+  return options;
+}
+
 Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, const partition::DirectedGraph& graph,
                                              const OptionSpelling& spelling) {
   if (settings.algorithm.empty()) {

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "tessera/balance/session/settings.hpp"
+
 namespace tessera::balance::cli {
 
 struct PartitionCommand {
@@ -30,10 +32,9 @@ struct PartitionCommand {
   std::vector<double> weights;  // one per part (--weights); exclusive with config_path
   std::string config_path;      // --cluster: parts are its nodes, weights from its profile
   std::string profile_path;     // empty: next to the config (configs/lab.profile.yaml)
-  std::string method = "metis";
-  double imbalance = 1.03;
-  std::string objective = "cut";
-  uint64_t seed = 1;
+  // Method, imbalance, objective and seed: defaults and checks once for the CLI and Python
+  // (session/settings.hpp).
+  session::PartitionSettings settings;
   std::string out_path;     // empty: no parts file
   std::string report_path;  // empty: no JSON report
 };

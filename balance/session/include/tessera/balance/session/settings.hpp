@@ -26,6 +26,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/partition/digraph.hpp"
+#include "tessera/partition/graph_partition.hpp"
 
 namespace tessera::balance::session {
 
@@ -148,6 +149,22 @@ Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, cons
 Result<graph_driver::GraphRunOptions> graph_run_options(const GraphSettings& settings,
                                                         const partition::DirectedGraph& graph,
                                                         const OptionSpelling& spelling);
+
+// A graph partitioning's options by name (`tessera partition`, Python's tessera.partition).
+// Defaults: partition::PartitionOptions{}' method, imbalance, objective and seed.
+struct PartitionSettings {
+  std::string method = std::string(partition::method_name(partition::PartitionOptions{}.method));
+  double imbalance = partition::PartitionOptions{}.imbalance;  // metis: max part weight / target, >= 1
+  std::string objective = std::string(partition::objective_name(partition::PartitionOptions{}.objective));
+  uint64_t seed = partition::PartitionOptions{}.seed;  // METIS' seed, the hash key, a generator's seed
+  bool operator==(const PartitionSettings&) const = default;
+};
+
+// `settings` as partition options (the caller sets target_weights). Fails (kInvalidArgument) on an unknown
+// method or objective (listing the valid ones), naming the option as `spelling` writes it; the
+// weights and the imbalance are checked by partition::partition_graph.
+Result<partition::PartitionOptions> resolve_partition_settings(const PartitionSettings& settings,
+                                                               const OptionSpelling& spelling);
 
 // The measurement options of `tessera profile` and Python's Cluster.profile are
 // profile::ProfileOptions itself (its defaults are both front ends'). Checks reference_size within
