@@ -14,7 +14,12 @@
  *                 Tessera's makespan: input generation and the check are outside);
  *   pdgemm_s      barrier, pdgemm, barrier: the multiply alone on distributed data.
  * Prints one line: "RESULT n=.. p=.. q=.. nb=.. scatter_s=.. pdgemm_s=.. gather_s=..
- * end_to_end_s=.. verified=yes|no check=..".
+ * end_to_end_s=.. verified=yes|no check=..", then one line per rank in rank order:
+ * "RANK rank=.. gflop=.. cpu_scatter_s=.. cpu_pdgemm_s=.. cpu_gather_s=.. own_pdgemm_s=..
+ * cpu_total_s=..": its share of the 2 n^3 flops, the CPU time it used (getrusage, user + system)
+ * in each timed phase, and how long pdgemm kept it before the closing barrier.
+ * Ranks need not be one per node: scripts/peers.sh may start several inside one node's cgroup
+ * (the heterogeneous trick: a faster node holds more blocks of the even block-cyclic split).
  *
  * Usage: pdgemm_driver N P Q NB [--seed S] [--corrupt]
  *   --corrupt  adds 1e-3 to one entry of the gathered C before the check (proves the check fails
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* BLACS C interface and ScaLAPACK (Fortran symbols); Debian ships no header for them. */
 void Cblacs_pinfo(int* mypnum, int* nprocs);
@@ -145,6 +151,15 @@ static double freivalds_worst_ratio(const double* a, const double* b, const doub
   return worst;
 }
 
+/* CPU seconds (user + system, every thread) this process has used so far: a rank that waits for a
+ * message by polling spends its node's quota here as surely as one that multiplies. */
+static double process_cpu_s(void) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return (double)usage.ru_utime.tv_sec + 1e-6 * (double)usage.ru_utime.tv_usec + (double)usage.ru_stime.tv_sec +
+         1e-6 * (double)usage.ru_stime.tv_usec;
+}
+
 static int usage(const char* program) {
   fprintf(stderr, "usage: %s N P Q NB [--seed S] [--corrupt]\n", program);
   return 2;
@@ -228,18 +243,34 @@ int main(int argc, char** argv) {
   }
 
   MPI_Barrier(MPI_COMM_WORLD);
+  const double cpu_start = process_cpu_s();
   const double start = MPI_Wtime();
   Cpdgemr2d(n, n, whole_a, 1, 1, desc_whole, local_a, 1, 1, desc_a, grid);
   Cpdgemr2d(n, n, whole_b, 1, 1, desc_whole, local_b, 1, 1, desc_b, grid);
   MPI_Barrier(MPI_COMM_WORLD);
   const double scattered = MPI_Wtime();
+  const double cpu_scattered = process_cpu_s();
   const double alpha = 1.0, beta = 0.0;
   pdgemm_("N", "N", &n, &n, &n, &alpha, local_a, &one, &one, desc_a, local_b, &one, &one, desc_b, &beta, local_c,
           &one, &one, desc_c);
+  const double own_pdgemm_end = MPI_Wtime(); /* this rank's part done; the barrier after waits for the slowest */
   MPI_Barrier(MPI_COMM_WORLD);
   const double multiplied = MPI_Wtime();
+  const double cpu_multiplied = process_cpu_s();
   Cpdgemr2d(n, n, local_c, 1, 1, desc_c, whole_c, 1, 1, desc_whole, grid);
   const double gathered = MPI_Wtime(); /* rank 0 holds C once its part of the redistribution returns */
+  const double cpu_gathered = process_cpu_s();
+
+  /* Where each rank's time went, for the study's record: its share of the product, its CPU time
+   * in each phase and how long pdgemm kept it before the closing barrier. */
+  const double mine[6] = {2.0 * (double)local_rows * (double)local_cols * (double)n * 1e-9,
+                          cpu_scattered - cpu_start,
+                          cpu_multiplied - cpu_scattered,
+                          cpu_gathered - cpu_multiplied,
+                          own_pdgemm_end - scattered,
+                          cpu_gathered - cpu_start};
+  double* every_rank = rank == 0 ? malloc(sizeof mine * (size_t)ranks) : NULL;
+  MPI_Gather(mine, 6, MPI_DOUBLE, every_rank, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 
   int exit_code = 0;
   if (rank == 0) {
@@ -250,6 +281,13 @@ int main(int argc, char** argv) {
            "check=freivalds-2-rounds worst_ratio=%.3g\n",
            n, p, q, nb, scattered - start, multiplied - scattered, gathered - multiplied, gathered - start,
            verified ? "yes" : "no", worst);
+    for (int r = 0; r < ranks && every_rank; ++r) {
+      const double* v = every_rank + 6 * r;
+      printf("RANK rank=%d gflop=%.3f cpu_scatter_s=%.3f cpu_pdgemm_s=%.3f cpu_gather_s=%.3f own_pdgemm_s=%.3f "
+             "cpu_total_s=%.3f\n",
+             r, v[0], v[1], v[2], v[3], v[4], v[5]);
+    }
+    free(every_rank);
     fflush(stdout);
     if (!verified) {
       fprintf(stderr, "pdgemm_driver: C fails Freivalds' test (worst ratio %.3g > 1)\n", worst);
