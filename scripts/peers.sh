@@ -32,8 +32,13 @@
 #           yield  --mca mpi_yield_when_idle 1 (sched_yield between polls; Open MPI's own choice
 #                  when oversubscribed, as every run here is: the old harness ran this);
 #           sleep  yield with peers/scalapack/idle_sleep.c preloaded: an idle poll sleeps
-#                  MPI_IDLE_SLEEP_US, as Intel MPI's I_MPI_WAIT_MODE / MVAPICH's blocking mode do.
+#                  MPI_IDLE_SLEEP_US, as Intel MPI's I_MPI_WAIT_MODE / MVAPICH's blocking mode do;
+#                  sleepN sleeps N microseconds.
 #           Every mode uses the TCP transport (--mca btl tcp,self), as between real machines.
+#   A fourth field "coordinator" (LAYOUT/NB/MODE/coordinator) adds a rank 0 that only
+#   coordinates (generates, scatters and gathers the matrices) outside every cgroup and
+#   namespace, where Tessera's coordinator runs; otherwise the first node's first rank does that
+#   within the node's quota.
 # A Dask variant is CHUNKS[:direct+scatter] (peers/dask/dask_gemm.py): CHUNKS a square chunk size
 # or RxKxC; direct gathers C straight from the workers, scatter sends the inputs' chunks straight
 # to the workers instead of through the graph.
@@ -44,7 +49,7 @@
 #   scripts/peers.sh [CONFIG...]   (default configs/local-mixed-lan.yaml configs/local-mixed.yaml)
 #   env: N ("2048 4096"), RUNS (5), POLICIES ("model proportional dynamic even"),
 #        SCALAPACK ("2x2/64/yield 2x2/64/sleep 1x7@4,1,1,1/64/sleep 7x1@4,1,1,1/64/sleep"),
-#        DASK ("1024 1024:direct 2048:direct"), MPI_IDLE_SLEEP_US (200),
+#        DASK ("1024 1024:direct 2048:direct"), MPI_IDLE_SLEEP_US (1000),
 #        OUT (experiments/results/peers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,7 +60,7 @@ RUNS="${RUNS:-5}"
 POLICIES="${POLICIES:-model proportional dynamic even}"
 SCALAPACK="${SCALAPACK:-2x2/64/yield 2x2/64/sleep 1x7@4,1,1,1/64/sleep 7x1@4,1,1,1/64/sleep}"
 DASK="${DASK:-1024 1024:direct 2048:direct}"
-MPI_IDLE_SLEEP_US="${MPI_IDLE_SLEEP_US:-200}"
+MPI_IDLE_SLEEP_US="${MPI_IDLE_SLEEP_US:-1000}"
 OUT="${OUT:-experiments/results/peers}"
 WORK=build/peers
 T=build/bin/tessera
@@ -258,7 +263,8 @@ mpi_mode_options() {
     spin) echo "--mca mpi_yield_when_idle 0" ;;
     yield) echo "--mca mpi_yield_when_idle 1" ;;
     sleep) echo "--mca mpi_yield_when_idle 1 -x LD_PRELOAD=$PWD/$IDLE_SLEEP -x PEERS_IDLE_SLEEP_US=$MPI_IDLE_SLEEP_US" ;;
-    *) echo "peers: unknown MPI mode '$1' (valid: spin yield sleep)" >&2; return 1 ;;
+    sleep[0-9]*) echo "--mca mpi_yield_when_idle 1 -x LD_PRELOAD=$PWD/$IDLE_SLEEP -x PEERS_IDLE_SLEEP_US=${1#sleep}" ;;
+    *) echo "peers: unknown MPI mode '$1' (valid: spin yield sleep sleepMICROSECONDS)" >&2; return 1 ;;
   esac
 }
 
@@ -267,7 +273,7 @@ run_scalapack() {  # run_scalapack N ROUND
   local -a per_node mode_options
   local before after
   for spec in $SCALAPACK; do
-    IFS=/ read -r layout nb mode <<< "$spec"
+    IFS=/ read -r layout nb mode apart <<< "$spec"
     grid=${layout%@*} p=${grid%x*} q=${grid#*x}
     if [ "$layout" = "$grid" ]; then
       per_node=()
@@ -285,9 +291,17 @@ run_scalapack() {  # run_scalapack N ROUND
     fi
     read -r -a mode_options <<< "$(mpi_mode_options "$mode")"
     app=()
+    local first=0
+    case "$apart" in
+      "") ;;
+      coordinator)  # rank 0 only coordinates, outside every cgroup and namespace, like Tessera's
+        app+=(-np 1 "$DRIVER" "$n" "$p" "$q" "$nb" :)
+        variant+="-coord" first=1 ;;
+      *) echo "peers: $spec: the fourth field can only be 'coordinator'; skipped" >&2; continue ;;
+    esac
     for i in "${!NODE_NAME[@]}"; do
       [ "${per_node[$i]}" -eq 0 ] && continue
-      [ ${#app[@]} -gt 0 ] && app+=(:)
+      [ ${#app[@]} -gt 0 ] && [ "${app[-1]}" != ":" ] && app+=(:)
       app+=(-np "${per_node[$i]}" peers/place.sh "${NODE_CG[$i]}" "${NODE_NS[$i]}" "$DRIVER" "$n" "$p" "$q" "$nb")
     done
     log="$WORK/logs/$CLUSTER-scalapack-$variant-$n-$round.txt"
@@ -308,9 +322,16 @@ run_scalapack() {  # run_scalapack N ROUND
     e2e=$(field end_to_end_s "$result") pd=$(field pdgemm_s "$result") verified=$(field verified "$result")
     if [ "$RC" -ne 0 ]; then verified="failed(exit $RC)"; e2e="" pd=""; fi
     record "$LABEL,$n,$round,scalapack,$variant,$e2e,$pd,$WALL,$verified,$idle_cpu"
+    if [ "$RC" -eq 0 ] && [ "$first" -eq 1 ]; then
+      read -r t c <<< "$(awk '/^RANK rank=0 / { for (k = 1; k <= NF; ++k) { split($k, kv, "=");
+        if (kv[1] == "cpu_total_s") t = kv[2]; if (kv[1] == "cpu_pdgemm_s") c = kv[2] } } END { print t, c }' "$log")"
+      record_node "$LABEL,$n,$round,scalapack,$variant,end_to_end,coordinator,1,0,$t,,,"
+      record_node "$LABEL,$n,$round,scalapack,$variant,compute,coordinator,1,0,$c,,,"
+    fi
     if [ "$RC" -eq 0 ]; then
-      # Ranks are numbered in node order (mpirun's app contexts), per_node[i] of them for node i.
-      local first=0 summary_line
+      # Ranks are numbered in node order (mpirun's app contexts), per_node[i] of them for node i,
+      # after the coordinator when it stands apart.
+      local summary_line
       for i in "${!NODE_NAME[@]}"; do
         summary_line=$(awk -v lo="$first" -v hi=$((first + per_node[i])) '
           function v(name,   k) { for (k = 1; k <= NF; ++k) if (index($k, name "=") == 1) return substr($k, length(name) + 2); return 0 }
