@@ -34,7 +34,11 @@
 #           sleep  yield with peers/scalapack/idle_sleep.c preloaded: an idle poll sleeps
 #                  MPI_IDLE_SLEEP_US, as Intel MPI's I_MPI_WAIT_MODE / MVAPICH's blocking mode do;
 #                  sleepN sleeps N microseconds.
-#           Every mode uses the TCP transport (--mca btl tcp,self), as between real machines.
+#           Every mode uses the TCP transport (--mca btl tcp,self), as between real machines;
+#           MODE-sm (e.g. sleep-sm) lets Open MPI use shared memory (vader) between every pair of
+#           ranks, which it does for all ranks of one host: a diagnostic of what TCP costs, not
+#           a cluster (between real machines there is no shared memory); refused for clusters
+#           with shaped links.
 #   A fourth field "coordinator" (LAYOUT/NB/MODE/coordinator) adds a rank 0 that only
 #   coordinates (generates, scatters and gathers the matrices) outside every cgroup and
 #   namespace, where Tessera's coordinator runs; otherwise the first node's first rank does that
@@ -259,18 +263,23 @@ run_tessera() {  # run_tessera N ROUND
 
 # mpirun options of a MODE (see the header).
 mpi_mode_options() {
-  case "$1" in
+  local wait="${1%-sm}" btl="tcp,self"
+  [ "$wait" = "$1" ] || btl="vader,tcp,self"
+  case "$wait" in
     spin) echo "--mca mpi_yield_when_idle 0" ;;
     yield) echo "--mca mpi_yield_when_idle 1" ;;
     sleep) echo "--mca mpi_yield_when_idle 1 -x LD_PRELOAD=$PWD/$IDLE_SLEEP -x PEERS_IDLE_SLEEP_US=$MPI_IDLE_SLEEP_US" ;;
-    sleep[0-9]*) echo "--mca mpi_yield_when_idle 1 -x LD_PRELOAD=$PWD/$IDLE_SLEEP -x PEERS_IDLE_SLEEP_US=${1#sleep}" ;;
-    *) echo "peers: unknown MPI mode '$1' (valid: spin yield sleep sleepMICROSECONDS)" >&2; return 1 ;;
+    sleep[0-9]*) echo "--mca mpi_yield_when_idle 1 -x LD_PRELOAD=$PWD/$IDLE_SLEEP -x PEERS_IDLE_SLEEP_US=${wait#sleep}" ;;
+    *) echo "peers: unknown MPI mode '$1' (valid: spin yield sleep sleepMICROSECONDS, each optionally -sm)" >&2
+       return 1 ;;
   esac
+  echo "--mca btl $btl"
 }
 
 run_scalapack() {  # run_scalapack N ROUND
   local n="$1" round="$2" spec layout grid nb mode p q i r app result workers_before idle_cpu variant log
-  local -a per_node mode_options
+  local -a per_node mode_options words
+  local line
   local before after
   for spec in $SCALAPACK; do
     IFS=/ read -r layout nb mode apart <<< "$spec"
@@ -289,7 +298,13 @@ run_scalapack() {  # run_scalapack N ROUND
       echo "peers: $spec needs ranks for each of ${#NODE_NAME[@]} nodes adding up to $((p * q)); skipped" >&2
       continue
     fi
-    read -r -a mode_options <<< "$(mpi_mode_options "$mode")"
+    if [ "$mode" != "${mode%-sm}" ] && [ "$SUBNET" != "127.0.0.0/8" ]; then
+      echo "peers: $spec: shared memory would bypass $CLUSTER's shaped links; skipped" >&2
+      continue
+    fi
+    mode_options=()
+    while read -r line; do read -r -a words <<< "$line"; mode_options+=("${words[@]}"); done < <(mpi_mode_options "$mode")
+    [ ${#mode_options[@]} -gt 0 ] || continue
     app=()
     local first=0
     case "$apart" in
@@ -313,7 +328,7 @@ run_scalapack() {  # run_scalapack N ROUND
     run_child "$log" \
       env PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="$SUBNET" \
       timeout 900 mpirun --allow-run-as-root --oversubscribe --bind-to none \
-      --mca btl tcp,self --mca btl_tcp_if_include "$SUBNET" "${mode_options[@]}" \
+      --mca btl_tcp_if_include "$SUBNET" "${mode_options[@]}" \
       -x OPENBLAS_NUM_THREADS=1 "${app[@]}"
     after=$(throttle_snapshot)
     idle_cpu=$(seconds_between "$workers_before" "$(workers_cpu_s)")
