@@ -272,34 +272,39 @@ def report(out_dir, setup_md, summary, configs, sizes, rows, node_rows, speeds, 
     lines += ["", "![end to end time per system](peers.png)", ""]
 
     lines += ["## Where the time went", "",
-              "Per node, for each system's best end-to-end variant: its share of the 2 n^3 flops, its processes' "
-              "CPU time, how long the multiply kept it, and its cgroup's throttled time (cpu.stat), medians over "
-              "the rounds. `bound` is the node's share over its profiled speed: the time it needs at the least. A "
-              "node whose CPU time is well above its bound spent its quota on something other than multiplying "
-              "(communication, or polling for messages).", ""]
+              "Per variant and node, medians over the rounds: the node's share of the 2 n^3 flops, `bound` (that "
+              "share over the node's profiled speed: the least time it needs), its processes' CPU time and its "
+              "cgroup's throttled time (cpu.stat) over the whole end-to-end command (Dask: over the timed product; "
+              "ScaLAPACK: over the whole mpirun, input generation and check included), and for the compute-only "
+              "timing (ScaLAPACK: pdgemm alone; Dask: the product on persisted inputs) its CPU time and, for "
+              "ScaLAPACK, how long pdgemm kept its slowest rank before the closing barrier (`busy`). A node whose "
+              "CPU time is well above what its share needs spent its quota on something other than multiplying "
+              "(communication, or polling for messages); a node throttled for most of the run was held by its "
+              "quota.", ""]
     profile_speeds = ", ".join(f"{node} {v:.2f}" for (c, node), v in speeds.items() if c in configs)
-    lines += [f"Profiled speeds (GFLOP/s): {profile_speeds}.", ""]
+    lines += [f"Profiled speeds (GFLOP/s): {profile_speeds}.", "",
+              "| config | n | system | variant | node | ranks | GFLOP | bound s | CPU s | throttled s | "
+              "compute: CPU s | compute: busy s |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for config in configs:
         for n in sizes:
             for system in SYSTEMS:
-                variant, st = best(summary, config, n, system)
-                if st is None:
-                    continue
-                for phase in ("end_to_end", "compute"):
-                    figures = node_figures(node_rows, config, n, system, variant, phase)
-                    if not figures:
-                        continue
-                    lines += [f"{SYSTEM_TITLES[system]} {variant}, {config}, n = {n}, "
-                              f"{'end to end' if phase == 'end_to_end' else 'compute only'}:", "",
-                              "| node | ranks/workers | GFLOP | bound s | CPU s | busy s | throttled s |",
-                              "|---|---|---|---|---|---|---|"]
-                    for node, f in figures.items():
+                variants = sorted((v for (c, m, sy, v) in summary if c == config and m == n and sy == system),
+                                  key=lambda v: variant_order(system, v))
+                for variant in variants:
+                    whole = node_figures(node_rows, config, n, system, variant, "end_to_end")
+                    alone = node_figures(node_rows, config, n, system, variant, "compute")
+                    for node in dict.fromkeys(list(whole) + list(alone)):
+                        f, g = whole.get(node, {}), alone.get(node, {})
+                        gflop = f.get("gflop") or g.get("gflop")
                         speed = speeds.get((config, node))
-                        bound = f["gflop"][0] / speed if f["gflop"] and speed else None
-                        lines.append(f"| {node} | {f['units']} | {fmt_spread(f['gflop'], 1) if f['gflop'] else '-'} | "
-                                     f"{'-' if bound is None else f'{bound:.2f}'} | {fmt_spread(f['cpu_s'], 2)} | "
-                                     f"{fmt_spread(f['busy_s'], 2)} | {fmt_spread(f['throttled_s'], 2)} |")
-                    lines.append("")
+                        bound = gflop[0] / speed if gflop and speed else None
+                        cell = lambda x: fmt_spread(x, 2) if x else "-"  # noqa: E731
+                        lines.append(f"| {config} | {n} | {SYSTEM_TITLES[system]} | {variant} | {node} | "
+                                     f"{f.get('units') or g.get('units')} | {f'{gflop[0]:.1f}' if gflop else '-'} | "
+                                     f"{'-' if bound is None else f'{bound:.2f}'} | {cell(f.get('cpu_s'))} | "
+                                     f"{cell(f.get('throttled_s'))} | {cell(g.get('cpu_s'))} | {cell(g.get('busy_s'))} |")
+    lines.append("")
 
     header = ["| run | config | n | system | variant | verified | end to end median (min..max) s | max/min | "
               "compute median (min..max) s | bound s | command median (min..max) s | host load median (min..max) |",
