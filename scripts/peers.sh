@@ -261,24 +261,33 @@ run_tessera() {  # run_tessera N ROUND
   done
 }
 
-# mpirun options of a MODE (see the header).
+# mpirun options of a MODE (see the header), one per line.
 mpi_mode_options() {
   local wait="${1%-sm}" btl="tcp,self"
   [ "$wait" = "$1" ] || btl="vader,tcp,self"
   case "$wait" in
     spin) echo "--mca mpi_yield_when_idle 0" ;;
-    yield) echo "--mca mpi_yield_when_idle 1" ;;
-    sleep) echo "--mca mpi_yield_when_idle 1 -x LD_PRELOAD=$PWD/$IDLE_SLEEP -x PEERS_IDLE_SLEEP_US=$MPI_IDLE_SLEEP_US" ;;
-    sleep[0-9]*) echo "--mca mpi_yield_when_idle 1 -x LD_PRELOAD=$PWD/$IDLE_SLEEP -x PEERS_IDLE_SLEEP_US=${wait#sleep}" ;;
+    yield | sleep | sleep[0-9]*) echo "--mca mpi_yield_when_idle 1" ;;
     *) echo "peers: unknown MPI mode '$1' (valid: spin yield sleep sleepMICROSECONDS, each optionally -sm)" >&2
        return 1 ;;
   esac
   echo "--mca btl $btl"
 }
+# The environment every rank of a MODE gets, VAR=value words. Given to each rank through `env` in
+# its own command line: mpirun's -x reaches only the first app context of an MPMD command line (the
+# harness before 2026-11-27 set OPENBLAS_NUM_THREADS=1 that way, so only rank 0 had it).
+mpi_mode_env() {
+  local wait="${1%-sm}"
+  echo "${PEER_THREADS[*]}"
+  case "$wait" in
+    sleep) echo "LD_PRELOAD=$PWD/$IDLE_SLEEP PEERS_IDLE_SLEEP_US=$MPI_IDLE_SLEEP_US" ;;
+    sleep[0-9]*) echo "LD_PRELOAD=$PWD/$IDLE_SLEEP PEERS_IDLE_SLEEP_US=${wait#sleep}" ;;
+  esac
+}
 
 run_scalapack() {  # run_scalapack N ROUND
   local n="$1" round="$2" spec layout grid nb mode p q i r app result workers_before idle_cpu variant log
-  local -a per_node mode_options words
+  local -a per_node mode_options rank_env words
   local line
   local before after
   for spec in $SCALAPACK; do
@@ -302,22 +311,24 @@ run_scalapack() {  # run_scalapack N ROUND
       echo "peers: $spec: shared memory would bypass $CLUSTER's shaped links; skipped" >&2
       continue
     fi
-    mode_options=()
+    mode_options=() rank_env=()
     while read -r line; do read -r -a words <<< "$line"; mode_options+=("${words[@]}"); done < <(mpi_mode_options "$mode")
     [ ${#mode_options[@]} -gt 0 ] || continue
+    read -r -a rank_env <<< "$(mpi_mode_env "$mode" | tr '\n' ' ')"
     app=()
     local first=0
     case "$apart" in
       "") ;;
       coordinator)  # rank 0 only coordinates, outside every cgroup and namespace, like Tessera's
-        app+=(-np 1 "$DRIVER" "$n" "$p" "$q" "$nb" :)
+        app+=(-np 1 env "${rank_env[@]}" "$DRIVER" "$n" "$p" "$q" "$nb" :)
         variant+="-coord" first=1 ;;
       *) echo "peers: $spec: the fourth field can only be 'coordinator'; skipped" >&2; continue ;;
     esac
     for i in "${!NODE_NAME[@]}"; do
       [ "${per_node[$i]}" -eq 0 ] && continue
       [ ${#app[@]} -gt 0 ] && [ "${app[-1]}" != ":" ] && app+=(:)
-      app+=(-np "${per_node[$i]}" peers/place.sh "${NODE_CG[$i]}" "${NODE_NS[$i]}" "$DRIVER" "$n" "$p" "$q" "$nb")
+      app+=(-np "${per_node[$i]}" peers/place.sh "${NODE_CG[$i]}" "${NODE_NS[$i]}" env "${rank_env[@]}" \
+        "$DRIVER" "$n" "$p" "$q" "$nb")
     done
     log="$WORK/logs/$CLUSTER-scalapack-$variant-$n-$round.txt"
     workers_before=$(workers_cpu_s)
@@ -328,8 +339,7 @@ run_scalapack() {  # run_scalapack N ROUND
     run_child "$log" \
       env PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="$SUBNET" \
       timeout 900 mpirun --allow-run-as-root --oversubscribe --bind-to none \
-      --mca btl_tcp_if_include "$SUBNET" "${mode_options[@]}" \
-      -x OPENBLAS_NUM_THREADS=1 "${app[@]}"
+      --mca btl_tcp_if_include "$SUBNET" "${mode_options[@]}" "${app[@]}"
     after=$(throttle_snapshot)
     idle_cpu=$(seconds_between "$workers_before" "$(workers_cpu_s)")
     result=$(grep '^RESULT' "$log" || true)
