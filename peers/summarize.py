@@ -144,10 +144,10 @@ def plot(out_dir, summary, configs, sizes):
                     x += 0.6  # a gap between systems
             panels.append((config, n, data_path if x > 0.6 * len(SYSTEMS) else None))
     rows, cols = len(configs), len(sizes)
-    width, height = 560 * cols, 330 * rows + 60
+    width, height = 640 * cols, 330 * rows + 170  # room below for long variant names and the legend
     # Margins in pixels turned into the fractions multiplot wants: room for the y label on the left,
     # each panel's title above it, its slanted tick labels below it and the legend at the bottom.
-    left, right, top, bottom, gap_x, gap_y = 70 / width, 1 - 15 / width, 1 - 30 / height, 90 / height, \
+    left, right, top, bottom, gap_x, gap_y = 70 / width, 1 - 15 / width, 1 - 30 / height, 200 / height, \
         75 / width, 95 / height
     script = [
         "set terminal pngcairo size %d,%d font 'sans,10'" % (width, height),
