@@ -46,7 +46,7 @@
 # A Dask variant is CHUNKS[:direct+scatter] (peers/dask/dask_gemm.py): CHUNKS a square chunk size
 # or RxKxC; direct gathers C straight from the workers, scatter sends the inputs' chunks straight
 # to the workers instead of through the graph.
-# Writes OUT/{runs.csv,nodes.csv,speeds.csv,summary.csv,report.md,peers.png}; logs in
+# Writes OUT/{runs.csv,nodes.csv,speeds.csv,setup.md,summary.csv,report.md,peers.png}; logs in
 # build/peers/logs. OUT may hold earlier runs' folders (OUT/earlier/<name>/ with their own runs.csv
 # and nodes.csv): the report's "configurations tried" table lists them beside this run's.
 # Needs root (cgroups, namespaces). Usage:
@@ -450,4 +450,5 @@ for source in "${CONFIGS[@]}"; do
 done
 echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$SETUP"
 
-$PYTHON peers/summarize.py "$OUT" "$SETUP"
+cp "$SETUP" "$OUT/setup.md"  # kept with the run, so that its report can be rewritten later
+$PYTHON peers/summarize.py "$OUT" "$OUT/setup.md"
