@@ -11,6 +11,12 @@
         name cgroup_path netns host_address node_address
       with "-" for what the node does not have (no cgroup: not CPU-emulated; no netns: it lives in
       the root network namespace).
+  cluster_tool.py report-summary REPORT_JSON
+      "makespan_s slowest_compute_s yes|no" of a `tessera multiply --report` file: the makespan,
+      the longest any node spent multiplying (its kernel time), and whether C verified.
+  cluster_tool.py report-nodes REPORT_JSON
+      One CSV line per node of that report: name,1,gflop,cpu_s,compute_s (gflop: its rows' share
+      of 2 m n k; cpu_s: its worker's CPU time, multiplying and communicating).
 """
 import json
 import re
@@ -39,11 +45,29 @@ def nodes(emulation_json):
         print(" ".join(field if field else "-" for field in fields))
 
 
+def report_summary(path):
+    report = json.load(open(path, encoding="utf-8"))
+    slowest = max((node["compute_s"] for node in report["nodes"]), default=0.0)
+    print(report["makespan_s"], slowest, "yes" if report["verified"] else "no")
+
+
+def report_nodes(path):
+    report = json.load(open(path, encoding="utf-8"))
+    for node in report["nodes"]:
+        gflop = 2.0 * node["rows"] * report["n"] * report["k"] * 1e-9
+        cpu = node["worker_compute_cpu_s"] + node["worker_io_cpu_s"]
+        print(f"{node['name']},1,{gflop:.3f},{cpu:.3f},{node['compute_s']:.3f}")
+
+
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "copy-config":
         copy_config(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif len(sys.argv) == 3 and sys.argv[1] == "nodes":
         nodes(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "report-summary":
+        report_summary(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "report-nodes":
+        report_nodes(sys.argv[2])
     else:
         sys.exit(__doc__)
 

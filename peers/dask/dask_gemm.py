@@ -1,29 +1,51 @@
 #!/usr/bin/python3
 """Dask peer of `tessera multiply`: C = A x B (n x n, float64) on a running dask.distributed
-cluster, once per chunk size, from a client in the root network namespace.
+cluster, once per variant, from a client in the root network namespace.
 
 The client holds A and B as numpy arrays (uniform in [-1, 1), numpy's default generator seeded
-with --seed; Tessera's own generator is a C++ std::mt19937_64 that numpy does not offer), wraps
-them with da.from_array (which slices numpy inputs into chunks in the graph, so every chunk
-travels client -> scheduler -> the worker the scheduler picks) and calls (A @ B).compute(), which
-brings C back to the client as one numpy array. That call is timed (end_to_end_s: from building
-the graph until C is in the client's memory, like Tessera's makespan; input generation and the
-check are outside). C is then checked with Freivalds' test within the bound Tessera's verifier
-uses (balance/run/src/verify.cpp); a wrong product exits 3.
+with --seed; Tessera's own generator is a C++ std::mt19937_64 that numpy does not offer). A
+variant says how they reach the workers and how C comes back:
 
-Prints one line per chunk size:
-  RESULT n=.. chunk=.. end_to_end_s=.. verified=yes|no worst_ratio=.. workers=..
+  CHUNKS[:OPTION+...]   CHUNKS is a square chunk size ("1024") or RxKxC ("512x4096x4096": A in
+                        R x K chunks, B in K x C, so C in R x C; K = n leaves no sum to reduce)
+  options:  direct      the client gathers C straight from the workers
+                        (Client(direct_to_workers=True)); without it C travels worker ->
+                        scheduler -> client, Dask's default for a client outside the cluster
+            scatter     A's and B's chunks go client -> workers with client.scatter (spread
+                        evenly); without it da.from_array puts them in the graph, so every chunk
+                        travels client -> scheduler -> the worker the scheduler picks
 
-Usage: dask_gemm.py SCHEDULER --n N --chunks 512 1024 2048 [--workers 4] [--seed 1] [--corrupt]
+Work stealing stays as shipped (on). Before the timed products the workers are warmed with one
+untimed product of the same size (the first variant), so no timed run pays for imports, NumPy /
+OpenBLAS start-up or first-touch memory on the workers (Tessera's workers are warm too).
+
+Per variant, two timings:
+  end_to_end_s  from handing the inputs to Dask until C is in the client's memory, like Tessera's
+                makespan (input generation and the check are outside);
+  compute_s     A and B first persisted on the workers (untimed), then (A @ B).persist() until
+                every block of C exists on some worker (C is not gathered): the multiply alone on
+                distributed data, like pdgemm alone.
+C of the end-to-end run is checked with Freivalds' test within the bound Tessera's verifier uses
+(balance/run/src/verify.cpp); a wrong product exits 3.
+
+Prints per variant:
+  RESULT n=.. variant=.. end_to_end_s=.. compute_s=.. verified=yes|no worst_ratio=.. workers=..
+  WORKER variant=.. phase=end_to_end|compute name=.. cpu_s=.. throttled_s=.. nr_throttled=..
+(cpu_s: the worker process's CPU time during that timed product; throttled_s: its node cgroup's
+throttled time meanwhile, from cpu.stat, when --cgroups names the cgroups).
+
+Usage: dask_gemm.py SCHEDULER --n N --variants 1024 1024:direct 512:direct+scatter ... [--workers 4] [--seed 1]
+                    [--cgroups name=DIR,...] [--corrupt]
 """
 import argparse
+import os
 import sys
 import time
 import warnings
 
 import dask.array as da
 import numpy as np
-from distributed import Client
+from distributed import Client, wait
 
 
 def freivalds_worst_ratio(a, b, c, seed, rounds=2):
@@ -43,15 +65,116 @@ def freivalds_worst_ratio(a, b, c, seed, rounds=2):
     return worst
 
 
+def parse_variant(text, n):
+    """'1024' or '512x4096x4096' plus ':direct+scatter' -> (a_chunks, b_chunks, options)."""
+    chunks, _, options = text.partition(":")
+    sizes = [int(x) for x in chunks.split("x")]
+    if len(sizes) == 1:
+        sizes *= 3
+    if len(sizes) != 3 or min(sizes) < 1:
+        sys.exit(f"dask_gemm: bad variant {text!r}: CHUNKS is C or RxKxC")
+    r, k, c = (min(s, n) for s in sizes)
+    flags = set(filter(None, options.split("+")))  # no commas: variants are CSV cells
+    unknown = flags - {"direct", "scatter"}
+    if unknown:
+        sys.exit(f"dask_gemm: bad variant {text!r}: unknown option(s) {sorted(unknown)}; valid: direct, scatter")
+    return (r, k), (k, c), flags
+
+
+def scattered_array(client, matrix, chunks):
+    """A dask array over chunks of `matrix` that client.scatter has put on the workers."""
+    rows, cols = matrix.shape
+    starts_r, starts_c = range(0, rows, chunks[0]), range(0, cols, chunks[1])
+    pieces = [np.ascontiguousarray(matrix[i:i + chunks[0], j:j + chunks[1]]) for i in starts_r for j in starts_c]
+    futures = client.scatter(pieces, direct=True, hash=False)
+    it = iter(zip(futures, pieces))
+    grid = []
+    for _ in starts_r:
+        row = []
+        for _ in starts_c:
+            future, piece = next(it)
+            row.append(da.from_delayed(future, shape=piece.shape, dtype=piece.dtype))
+        grid.append(row)
+    return da.block(grid)
+
+
+def throttled(cgroups):
+    """{name: (throttled_s, nr_throttled)} from each node cgroup's cpu.stat."""
+    result = {}
+    for name, directory in cgroups.items():
+        stat = {}
+        try:
+            with open(os.path.join(directory, "cpu.stat"), encoding="utf-8") as f:
+                for line in f:
+                    key, value = line.split()
+                    stat[key] = int(value)
+        except OSError:
+            continue
+        usec = "throttled_usec" in stat  # cgroup v2 counts microseconds, v1 nanoseconds
+        result[name] = (stat.get("throttled_usec", 0) * 1e-6 if usec else stat.get("throttled_time", 0) * 1e-9,
+                        stat.get("nr_throttled", 0))
+    return result
+
+
+class Probe:
+    """Each worker's CPU time and each node cgroup's throttling around one timed product."""
+
+    def __init__(self, client, cgroups):
+        self.client, self.cgroups = client, cgroups
+
+    def __enter__(self):
+        self.cpu = self.client.run(time.process_time)
+        self.throttle = throttled(self.cgroups)
+        return self
+
+    def __exit__(self, *exc):
+        self.cpu_after = self.client.run(time.process_time)
+        self.throttle_after = throttled(self.cgroups)
+
+    def lines(self, variant, phase):
+        names = self.client.scheduler_info()["workers"]
+        for address, cpu_after in sorted(self.cpu_after.items()):
+            name = names.get(address, {}).get("name", address)
+            cpu = cpu_after - self.cpu.get(address, cpu_after)
+            t0, n0 = self.throttle.get(str(name), (0.0, 0))
+            t1, n1 = self.throttle_after.get(str(name), (0.0, 0))
+            yield (f"WORKER variant={variant} phase={phase} name={name} cpu_s={cpu:.3f} "
+                   f"throttled_s={t1 - t0:.3f} nr_throttled={n1 - n0}")
+
+
+def multiply_end_to_end(client, a, b, a_chunks, b_chunks, flags):
+    if "scatter" in flags:
+        left, right = scattered_array(client, a, a_chunks), scattered_array(client, b, b_chunks)
+    else:
+        left, right = da.from_array(a, chunks=a_chunks), da.from_array(b, chunks=b_chunks)
+    return client.gather(client.compute(left @ right), direct=True if "direct" in flags else None)
+
+
+def multiply_in_place(client, a, b, a_chunks, b_chunks, probe):
+    """Seconds for (A @ B).persist() on inputs already on the workers; C stays there."""
+    left, right = client.persist([da.from_array(a, chunks=a_chunks), da.from_array(b, chunks=b_chunks)])
+    wait([left, right])
+    with probe:
+        start = time.perf_counter()
+        product = client.persist(left @ right)
+        wait(product)
+        elapsed = time.perf_counter() - start
+    del product, left, right
+    return elapsed
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scheduler", help="scheduler address, e.g. tcp://127.0.0.1:7620")
     parser.add_argument("--n", type=int, required=True)
-    parser.add_argument("--chunks", type=int, nargs="+", required=True, help="square chunk sizes to run, in order")
+    parser.add_argument("--variants", nargs="+", required=True, help="CHUNKS[:direct+scatter], run in order")
     parser.add_argument("--workers", type=int, default=4, help="wait for this many workers before starting")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cgroups", default="", help="name=cgroup_dir,... of the nodes, for throttling figures")
     parser.add_argument("--corrupt", action="store_true", help="perturb one entry of C before the check (must fail)")
     args = parser.parse_args()
+    cgroups = dict(item.split("=", 1) for item in args.cgroups.split(",") if item)
+    variants = [(text, *parse_variant(text, args.n)) for text in args.variants]
 
     # Chunks of A and B sit in the graph; at n = 4096 Dask warns about the graph's size each time.
     warnings.filterwarnings("ignore", message=".*Large object of size.*")
@@ -65,22 +188,27 @@ def main():
     with Client(args.scheduler, timeout=60) as client:
         client.wait_for_workers(args.workers, timeout=120)
         workers = len(client.scheduler_info()["workers"])
-        # Fresh worker processes: one small untimed product first, so that no timed run pays for
-        # importing and warming up NumPy / OpenBLAS on the workers (Tessera's workers are warm too).
-        warm = da.ones((256, 256), chunks=128)
-        (warm @ warm).compute()
-        for chunk in args.chunks:
-            start = time.perf_counter()
-            product = (da.from_array(a, chunks=chunk) @ da.from_array(b, chunks=chunk)).compute()
-            elapsed = time.perf_counter() - start
+        # Warm: one untimed product of the full size with the first variant.
+        _, a_chunks, b_chunks, flags = variants[0]
+        multiply_end_to_end(client, a, b, a_chunks, b_chunks, flags)
+        for text, a_chunks, b_chunks, flags in variants:
+            with Probe(client, cgroups) as probe:
+                start = time.perf_counter()
+                product = multiply_end_to_end(client, a, b, a_chunks, b_chunks, flags)
+                elapsed = time.perf_counter() - start
+            e2e_lines = list(probe.lines(text, "end_to_end"))
             if args.corrupt:
                 product[args.n // 2, args.n // 3] += 1e-3
             worst = freivalds_worst_ratio(a, b, product, args.seed)
             verified = worst <= 1.0
             failed = failed or not verified
-            print(f"RESULT n={args.n} chunk={chunk} end_to_end_s={elapsed:.6f} verified={'yes' if verified else 'no'} "
-                  f"worst_ratio={worst:.3g} workers={workers}", flush=True)
             del product
+            probe = Probe(client, cgroups)
+            in_place = multiply_in_place(client, a, b, a_chunks, b_chunks, probe)
+            print(f"RESULT n={args.n} variant={text} end_to_end_s={elapsed:.6f} compute_s={in_place:.6f} "
+                  f"verified={'yes' if verified else 'no'} worst_ratio={worst:.3g} workers={workers}", flush=True)
+            for line in e2e_lines + list(probe.lines(text, "compute")):
+                print(line, flush=True)
     if failed:
         print("dask_gemm: C fails Freivalds' test", file=sys.stderr)
         return 3

@@ -1,6 +1,7 @@
 /* ScaLAPACK peer of `tessera multiply`: C = A x B (n x n, double) with pdgemm on a p x q BLACS
  * grid, even 2D block-cyclic distribution with square NB x NB blocks. Run under mpirun with
- * p * q ranks; rank 0 plays the coordinator's part as well as holding its share of the grid.
+ * p * q ranks (rank 0 plays the coordinator's part as well as holding its share of the grid) or
+ * p * q + 1 (rank 0 is only the coordinator).
  *
  * Rank 0 generates A and B exactly as `tessera multiply --n N --seed S` does (std::mt19937_64,
  * A from seed S, B from seed S + 1, uniform in [-1, 1) from the top 53 bits, row-major fill
@@ -14,9 +15,16 @@
  *                 Tessera's makespan: input generation and the check are outside);
  *   pdgemm_s      barrier, pdgemm, barrier: the multiply alone on distributed data.
  * Prints one line: "RESULT n=.. p=.. q=.. nb=.. scatter_s=.. pdgemm_s=.. gather_s=..
- * end_to_end_s=.. verified=yes|no check=..".
+ * end_to_end_s=.. verified=yes|no check=..", then one line per rank in rank order:
+ * "RANK rank=.. gflop=.. cpu_scatter_s=.. cpu_pdgemm_s=.. cpu_gather_s=.. own_pdgemm_s=..
+ * cpu_total_s=..": its share of the 2 n^3 flops, the CPU time it used (getrusage, user + system)
+ * in each timed phase, and how long pdgemm kept it before the closing barrier.
+ * Ranks need not be one per node: scripts/peers.sh may start several inside one node's cgroup
+ * (the heterogeneous trick: a faster node holds more blocks of the even block-cyclic split).
+ * With P x Q + 1 ranks, rank 0 is a coordinator apart from the grid (as Tessera's coordinator,
+ * it can then run outside every node's cgroup): it holds A, B and C whole and takes no block.
  *
- * Usage: pdgemm_driver N P Q NB [--seed S] [--corrupt]
+ * Usage: pdgemm_driver N P Q NB [--seed S] [--corrupt]   (under mpirun -np P*Q or P*Q+1)
  *   --corrupt  adds 1e-3 to one entry of the gathered C before the check (proves the check fails
  *              a wrong product; the run must then exit 3).
  * Exit: 0 verified, 2 bad arguments, 3 verification failed, 4 out of memory. */
@@ -26,11 +34,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* BLACS C interface and ScaLAPACK (Fortran symbols); Debian ships no header for them. */
 void Cblacs_pinfo(int* mypnum, int* nprocs);
 void Cblacs_get(int context, int what, int* value);
 void Cblacs_gridinit(int* context, const char* order, int nprow, int npcol);
+void Cblacs_gridmap(int* context, int* usermap, int ldumap, int nprow, int npcol);
 void Cblacs_gridinfo(int context, int* nprow, int* npcol, int* myrow, int* mycol);
 void Cblacs_gridexit(int context);
 void Cblacs_exit(int not_done);
@@ -145,6 +155,15 @@ static double freivalds_worst_ratio(const double* a, const double* b, const doub
   return worst;
 }
 
+/* CPU seconds (user + system, every thread) this process has used so far: a rank that waits for a
+ * message by polling spends its node's quota here as surely as one that multiplies. */
+static double process_cpu_s(void) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return (double)usage.ru_utime.tv_sec + 1e-6 * (double)usage.ru_utime.tv_usec + (double)usage.ru_stime.tv_sec +
+         1e-6 * (double)usage.ru_stime.tv_usec;
+}
+
 static int usage(const char* program) {
   fprintf(stderr, "usage: %s N P Q NB [--seed S] [--corrupt]\n", program);
   return 2;
@@ -173,30 +192,48 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (n < 1 || p < 1 || q < 1 || nb < 1 || p * q != ranks) {
-    if (rank == 0) fprintf(stderr, "pdgemm_driver: need N, P, Q, NB >= 1 and P x Q = %d ranks\n", ranks);
+  /* P x Q ranks: rank 0 is in the grid and also the coordinator. P x Q + 1 ranks: rank 0 is only
+   * the coordinator (holds A, B and C whole, takes no part of the product), ranks 1.. form the grid. */
+  const int coordinator_apart = p * q + 1 == ranks;
+  if (n < 1 || p < 1 || q < 1 || nb < 1 || (p * q != ranks && !coordinator_apart)) {
+    if (rank == 0) fprintf(stderr, "pdgemm_driver: need N, P, Q, NB >= 1 and P x Q = %d or %d ranks\n", ranks, ranks - 1);
     MPI_Finalize();
     return 2;
   }
 
-  int system_context = 0, grid = 0, root_grid = 0;
-  Cblacs_get(-1, 0, &system_context);
-  grid = system_context;
-  Cblacs_gridinit(&grid, "Row", p, q);
+  int every_process = 0, grid = 0, root_grid = 0;
+  Cblacs_get(-1, 0, &every_process);
+  Cblacs_gridinit(&every_process, "Row", 1, ranks); /* the union of both grids, for pdgemr2d */
+  Cblacs_get(-1, 0, &grid);
+  if (coordinator_apart) {
+    int* map = malloc(sizeof(int) * (size_t)(p * q));
+    for (int i = 0; i < p; ++i) {
+      for (int j = 0; j < q; ++j) map[i + j * p] = 1 + i * q + j; /* row-major, as "Row" would */
+    }
+    Cblacs_gridmap(&grid, map, p, p, q);
+    free(map);
+  } else {
+    Cblacs_gridinit(&grid, "Row", p, q);
+  }
   Cblacs_get(-1, 0, &root_grid);
   Cblacs_gridinit(&root_grid, "Row", 1, 1); /* rank 0 alone: where A, B and C live whole */
-  int rows = 0, cols = 0, my_row = 0, my_col = 0;
-  Cblacs_gridinfo(grid, &rows, &cols, &my_row, &my_col);
+  int rows = 0, cols = 0, my_row = -1, my_col = -1;
+  const int in_grid = !coordinator_apart || rank > 0;
+  if (in_grid) Cblacs_gridinfo(grid, &rows, &cols, &my_row, &my_col);
 
   const int zero = 0, one = 1;
   int info = 0;
-  const int local_rows = numroc_(&n, &nb, &my_row, &zero, &p);
-  const int local_cols = numroc_(&n, &nb, &my_col, &zero, &q);
+  const int local_rows = in_grid ? numroc_(&n, &nb, &my_row, &zero, &p) : 0;
+  const int local_cols = in_grid ? numroc_(&n, &nb, &my_col, &zero, &q) : 0;
   const int local_ld = local_rows > 1 ? local_rows : 1;
   int desc_a[9], desc_b[9], desc_c[9], desc_whole[9];
-  descinit_(desc_a, &n, &n, &nb, &nb, &zero, &zero, &grid, &local_ld, &info);
-  descinit_(desc_b, &n, &n, &nb, &nb, &zero, &zero, &grid, &local_ld, &info);
-  descinit_(desc_c, &n, &n, &nb, &nb, &zero, &zero, &grid, &local_ld, &info);
+  if (in_grid) {
+    descinit_(desc_a, &n, &n, &nb, &nb, &zero, &zero, &grid, &local_ld, &info);
+    descinit_(desc_b, &n, &n, &nb, &nb, &zero, &zero, &grid, &local_ld, &info);
+    descinit_(desc_c, &n, &n, &nb, &nb, &zero, &zero, &grid, &local_ld, &info);
+  } else {
+    desc_a[1] = desc_b[1] = desc_c[1] = -1; /* not a member of the p x q grid */
+  }
   const size_t local_count = (size_t)local_rows * (size_t)local_cols;
   double* local_a = malloc(sizeof(double) * (local_count ? local_count : 1));
   double* local_b = malloc(sizeof(double) * (local_count ? local_count : 1));
@@ -228,18 +265,36 @@ int main(int argc, char** argv) {
   }
 
   MPI_Barrier(MPI_COMM_WORLD);
+  const double cpu_start = process_cpu_s();
   const double start = MPI_Wtime();
-  Cpdgemr2d(n, n, whole_a, 1, 1, desc_whole, local_a, 1, 1, desc_a, grid);
-  Cpdgemr2d(n, n, whole_b, 1, 1, desc_whole, local_b, 1, 1, desc_b, grid);
+  Cpdgemr2d(n, n, whole_a, 1, 1, desc_whole, local_a, 1, 1, desc_a, every_process);
+  Cpdgemr2d(n, n, whole_b, 1, 1, desc_whole, local_b, 1, 1, desc_b, every_process);
   MPI_Barrier(MPI_COMM_WORLD);
   const double scattered = MPI_Wtime();
+  const double cpu_scattered = process_cpu_s();
   const double alpha = 1.0, beta = 0.0;
-  pdgemm_("N", "N", &n, &n, &n, &alpha, local_a, &one, &one, desc_a, local_b, &one, &one, desc_b, &beta, local_c,
-          &one, &one, desc_c);
+  if (in_grid) {
+    pdgemm_("N", "N", &n, &n, &n, &alpha, local_a, &one, &one, desc_a, local_b, &one, &one, desc_b, &beta, local_c,
+            &one, &one, desc_c);
+  }
+  const double own_pdgemm_end = MPI_Wtime(); /* this rank's part done; the barrier after waits for the slowest */
   MPI_Barrier(MPI_COMM_WORLD);
   const double multiplied = MPI_Wtime();
-  Cpdgemr2d(n, n, local_c, 1, 1, desc_c, whole_c, 1, 1, desc_whole, grid);
+  const double cpu_multiplied = process_cpu_s();
+  Cpdgemr2d(n, n, local_c, 1, 1, desc_c, whole_c, 1, 1, desc_whole, every_process);
   const double gathered = MPI_Wtime(); /* rank 0 holds C once its part of the redistribution returns */
+  const double cpu_gathered = process_cpu_s();
+
+  /* Where each rank's time went, for the study's record: its share of the product, its CPU time
+   * in each phase and how long pdgemm kept it before the closing barrier. */
+  const double mine[6] = {2.0 * (double)local_rows * (double)local_cols * (double)n * 1e-9,
+                          cpu_scattered - cpu_start,
+                          cpu_multiplied - cpu_scattered,
+                          cpu_gathered - cpu_multiplied,
+                          own_pdgemm_end - scattered,
+                          cpu_gathered - cpu_start};
+  double* every_rank = rank == 0 ? malloc(sizeof mine * (size_t)ranks) : NULL;
+  MPI_Gather(mine, 6, MPI_DOUBLE, every_rank, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 
   int exit_code = 0;
   if (rank == 0) {
@@ -250,6 +305,13 @@ int main(int argc, char** argv) {
            "check=freivalds-2-rounds worst_ratio=%.3g\n",
            n, p, q, nb, scattered - start, multiplied - scattered, gathered - multiplied, gathered - start,
            verified ? "yes" : "no", worst);
+    for (int r = 0; r < ranks && every_rank; ++r) {
+      const double* v = every_rank + 6 * r;
+      printf("RANK rank=%d gflop=%.3f cpu_scatter_s=%.3f cpu_pdgemm_s=%.3f cpu_gather_s=%.3f own_pdgemm_s=%.3f "
+             "cpu_total_s=%.3f\n",
+             r, v[0], v[1], v[2], v[3], v[4], v[5]);
+    }
+    free(every_rank);
     fflush(stdout);
     if (!verified) {
       fprintf(stderr, "pdgemm_driver: C fails Freivalds' test (worst ratio %.3g > 1)\n", worst);
@@ -265,7 +327,8 @@ int main(int argc, char** argv) {
   free(whole_b);
   free(whole_c);
   if (rank == 0) Cblacs_gridexit(root_grid);
-  Cblacs_gridexit(grid);
+  if (in_grid) Cblacs_gridexit(grid);
+  Cblacs_gridexit(every_process);
   Cblacs_exit(1); /* 1: MPI is still ours to finalize */
   MPI_Finalize();
   return exit_code;
