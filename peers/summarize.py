@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Summary of the peers study (scripts/peers.sh): reads OUT/runs.csv, OUT/nodes.csv and
-OUT/speeds.csv (and OUT/earlier/<name>/runs.csv of earlier runs, for the table of configurations
+"""Summary of the peers study (scripts/peers.sh): reads OUT/runs.csv, OUT/nodes.csv,
+OUT/speeds.csv and OUT/tasks.csv when there (Dask's task placement per round) (and OUT/earlier/<name>/runs.csv of earlier runs, for the table of configurations
 tried), writes OUT/summary.csv, OUT/report.md and OUT/peers.png (gnuplot). Medians with min..max
 over the verified runs only; nothing is hard-coded, every figure comes from those files.
 
@@ -317,6 +317,7 @@ def report(out_dir, setup_md, summary, configs, sizes, rows, node_rows, speeds, 
     header = ["| run | config | n | system | variant | verified | end to end median (min..max) s | max/min | "
               "compute median (min..max) s | bound s | command median (min..max) s | host load median (min..max) |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += dask_placement(out_dir, rows)
     lines += ["## Configurations tried", "",
               "Every variant measured, this run's and the earlier runs' kept under `earlier/` (each with its own "
               "setup, load and date in its `setup.md`). `max/min` is the spread of the end-to-end times, in bold "
@@ -333,6 +334,36 @@ def report(out_dir, setup_md, summary, configs, sizes, rows, node_rows, speeds, 
     lines.append("")
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
+
+
+def dask_placement(out_dir, rows):
+    """Lines of the 'Dask's task placement' section from OUT/tasks.csv (none without it)."""
+    tasks = load_optional(os.path.join(out_dir, "tasks.csv"))
+    if not tasks:
+        return []
+    e2e = {(r["config"], r["n"], r["round"], r["variant"]): r["end_to_end_s"] for r in rows if r["system"] == "dask"}
+    nodes = list(dict.fromkeys(t["node"] for t in tasks))
+    lines = ["## Dask's task placement per round", "",
+             "From `tasks.csv` (Dask's own task stream, `get_task_stream`, and the scheduler's confirmed steals, "
+             "recorded around each timed end-to-end product): per worker, the tasks it computed by key prefix, "
+             "then (`last` s: when its last task ended, from the product's first task start; `+s`/`-s`: tasks "
+             "work stealing moved to / away from it).", "",
+             "| config | n | variant | round | end to end s | " + " | ".join(nodes) + " |",
+             "|---|---|---|---|---|" + "---|" * len(nodes)]
+    cells = {}
+    for t in tasks:
+        if t["phase"] != "end_to_end":
+            continue
+        key = (t["config"], t["n"], t["variant"], t["round"])
+        cells.setdefault(key, {})[t["node"]] = (f"{t['tasks']} (last {float(t['last_s']):.2f}, "
+                                                f"+{t['stolen_to']}/-{t['stolen_from']})")
+    for (config, n, variant, rnd) in sorted(cells, key=lambda k: (k[0], int(k[1]), k[2], int(k[3]))):
+        row = cells[(config, n, variant, rnd)]
+        time_s = e2e.get((config, n, rnd, variant), "")
+        lines.append(f"| {config} | {n} | {variant} | {rnd} | {float(time_s):.3f} | " if time_s else
+                     f"| {config} | {n} | {variant} | {rnd} | - | ")
+        lines[-1] += " | ".join(row.get(node, "-") for node in nodes) + " |"
+    return lines + [""]
 
 
 def load_optional(path):

@@ -43,10 +43,12 @@
 #   coordinates (generates, scatters and gathers the matrices) outside every cgroup and
 #   namespace, where Tessera's coordinator runs; otherwise the first node's first rank does that
 #   within the node's quota.
-# A Dask variant is CHUNKS[:direct+scatter] (peers/dask/dask_gemm.py): CHUNKS a square chunk size
-# or RxKxC; direct gathers C straight from the workers, scatter sends the inputs' chunks straight
-# to the workers instead of through the graph.
-# Writes OUT/{runs.csv,nodes.csv,speeds.csv,setup.md,summary.csv,report.md,peers.png}; logs in
+# A Dask variant is CHUNKS[:direct+scatter+finalize] (peers/dask/dask_gemm.py): CHUNKS a square
+# chunk size or RxKxC; direct gathers C straight from the workers, scatter sends the inputs' chunks
+# straight to the workers instead of through the graph; finalize brings C back the way
+# client.compute(A @ B) does (one worker concatenates C and sends it whole; every run before
+# 2026-11-27's block gathering did this), otherwise the client gathers C's blocks and assembles C.
+# Writes OUT/{runs.csv,nodes.csv,speeds.csv,tasks.csv,setup.md,summary.csv,report.md,peers.png}; logs in
 # build/peers/logs. OUT may hold earlier runs' folders (OUT/earlier/<name>/ with their own runs.csv
 # and nodes.csv): the report's "configurations tried" table lists them beside this run's.
 # Needs root (cgroups, namespaces). Usage:
@@ -180,6 +182,9 @@ echo "config,n,round,system,variant,end_to_end_s,compute_s,command_wall_s,verifi
 # during the whole command (ScaLAPACK: the whole mpirun, input generation and check included).
 echo "config,n,round,system,variant,phase,node,units,gflop,cpu_s,busy_s,throttled_s,nr_throttled" > "$OUT/nodes.csv"
 echo "config,node,gflops" > "$OUT/speeds.csv"
+# Dask's task placement per timed product (dask_gemm.py's TASKS lines: the task stream and the
+# scheduler's confirmed steals), one row per worker.
+echo "config,n,round,variant,phase,node,tasks,compute_s,transfer_s,first_s,last_s,stolen_to,stolen_from" > "$OUT/tasks.csv"
 SETUP="$WORK/setup.md"
 {
   echo "- machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), Linux $(uname -r)," \
@@ -429,6 +434,9 @@ run_dask() {  # run_dask N ROUND: fresh scheduler and workers for the round, war
   while read -r line; do
     record_node "$LABEL,$n,$round,dask,$(field variant "$line"),$(field phase "$line"),$(field name "$line"),1,,$(field cpu_s "$line"),,$(field throttled_s "$line"),$(field nr_throttled "$line")"
   done < <(grep '^WORKER' "$log" || true)
+  while read -r line; do
+    echo "$LABEL,$n,$round,$(field variant "$line"),$(field phase "$line"),$(field name "$line"),$(field tasks "$line"),$(field compute_s "$line"),$(field transfer_s "$line"),$(field first_s "$line"),$(field last_s "$line"),$(field stolen_to "$line"),$(field stolen_from "$line")" >> "$OUT/tasks.csv"
+  done < <(grep '^TASKS' "$log" || true)
   if [ "$RC" -ne 0 ] && [ "$seen" -lt "${#variants[@]}" ]; then
     record "$LABEL,$n,$round,dask,incomplete,,,,failed(exit $RC),$idle_cpu"
     echo "  dask: exit $RC after $seen of ${#variants[@]} variants (see $log)" >&2

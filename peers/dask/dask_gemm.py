@@ -14,6 +14,13 @@ variant says how they reach the workers and how C comes back:
             scatter     A's and B's chunks go client -> workers with client.scatter (spread
                         evenly); without it da.from_array puts them in the graph, so every chunk
                         travels client -> scheduler -> the worker the scheduler picks
+            finalize    C comes back as client.compute(A @ B) returns it: Dask appends one
+                        `finalize` task that concatenates all of C's blocks on one worker (the
+                        scheduler's pick, often a throttled Pi), which then sends C whole; without
+                        it (the default since 2026-11-27) the client gathers C's blocks themselves
+                        (one future per block) and assembles C with np.block, as Tessera's
+                        coordinator assembles C from the nodes' pieces. Earlier runs all used
+                        the finalize path.
 
 Work stealing stays as shipped (on). Before the timed products the workers are warmed with one
 untimed product of the same size (the first variant), so no timed run pays for imports, NumPy /
@@ -28,9 +35,16 @@ Per variant, two timings:
 C of the end-to-end run is checked with Freivalds' test within the bound Tessera's verifier uses
 (balance/run/src/verify.cpp); a wrong product exits 3.
 
+Per timed product the task stream (distributed's get_task_stream) and the scheduler's "stealing"
+events are recorded: per worker, the tasks it computed by key prefix, their compute and transfer
+seconds, its first and last task's start/end from the product's first task, and the tasks work
+stealing moved to / from it (confirmed steals).
+
 Prints per variant:
   RESULT n=.. variant=.. end_to_end_s=.. compute_s=.. verified=yes|no worst_ratio=.. workers=..
   WORKER variant=.. phase=end_to_end|compute name=.. cpu_s=.. throttled_s=.. nr_throttled=..
+  TASKS variant=.. phase=.. name=.. tasks=PREFIX:COUNT+... compute_s=.. transfer_s=.. first_s=.. last_s=..
+        stolen_to=.. stolen_from=..
 (cpu_s: the worker process's CPU time during that timed product; throttled_s: its node cgroup's
 throttled time meanwhile, from cpu.stat, when --cgroups names the cgroups).
 
@@ -45,7 +59,10 @@ import warnings
 
 import dask.array as da
 import numpy as np
-from distributed import Client, wait
+from dask.utils import key_split
+from collections import defaultdict
+
+from distributed import Client, get_task_stream, wait
 
 
 def freivalds_worst_ratio(a, b, c, seed, rounds=2):
@@ -75,9 +92,10 @@ def parse_variant(text, n):
         sys.exit(f"dask_gemm: bad variant {text!r}: CHUNKS is C or RxKxC")
     r, k, c = (min(s, n) for s in sizes)
     flags = set(filter(None, options.split("+")))  # no commas: variants are CSV cells
-    unknown = flags - {"direct", "scatter"}
+    unknown = flags - {"direct", "scatter", "finalize"}
     if unknown:
-        sys.exit(f"dask_gemm: bad variant {text!r}: unknown option(s) {sorted(unknown)}; valid: direct, scatter")
+        sys.exit(f"dask_gemm: bad variant {text!r}: unknown option(s) {sorted(unknown)}; "
+                 "valid: direct, scatter, finalize")
     return (r, k), (k, c), flags
 
 
@@ -125,11 +143,45 @@ class Probe:
     def __enter__(self):
         self.cpu = self.client.run(time.process_time)
         self.throttle = throttled(self.cgroups)
+        self.steals_before = len(self.client.get_events("stealing"))
+        self.stream = get_task_stream(self.client)
+        self.stream.__enter__()
         return self
 
     def __exit__(self, *exc):
+        self.stream.__exit__(*exc)
         self.cpu_after = self.client.run(time.process_time)
         self.throttle_after = throttled(self.cgroups)
+        self.steals = [msg for _, msg in self.client.get_events("stealing")[self.steals_before:]]
+
+    def task_lines(self, variant, phase):
+        """Per worker: the tasks it computed (by key prefix), their compute and transfer seconds,
+        the span from its first task's start to its last's end, and the steals it gained/lost."""
+        names = {a: w.get("name", a) for a, w in self.client.scheduler_info()["workers"].items()}
+        counts = defaultdict(lambda: defaultdict(int))
+        busy, moved, first, last = defaultdict(float), defaultdict(float), {}, {}
+        for record in self.stream.data:
+            worker = record["worker"]
+            for piece in record["startstops"]:
+                if piece["action"] == "compute":
+                    counts[worker][key_split(record["key"])] += 1
+                    busy[worker] += piece["stop"] - piece["start"]
+                elif piece["action"] == "transfer":
+                    moved[worker] += piece["stop"] - piece["start"]
+                first[worker] = min(first.get(worker, piece["start"]), piece["start"])
+                last[worker] = max(last.get(worker, piece["stop"]), piece["stop"])
+        gained, lost = defaultdict(int), defaultdict(int)
+        for msg in self.steals:
+            if msg and msg[0] == "confirm":  # ("confirm", key, state, victim, thief, stimulus_id)
+                lost[msg[3]] += 1
+                gained[msg[4]] += 1
+        start = min(first.values(), default=0.0)
+        for address in sorted(names, key=lambda a: str(names[a])):
+            tasks = "+".join(f"{k}:{v}" for k, v in sorted(counts[address].items())) or "none"
+            yield (f"TASKS variant={variant} phase={phase} name={names[address]} tasks={tasks} "
+                   f"compute_s={busy[address]:.3f} transfer_s={moved[address]:.3f} "
+                   f"first_s={first.get(address, start) - start:.3f} last_s={last.get(address, start) - start:.3f} "
+                   f"stolen_to={gained[address]} stolen_from={lost[address]}")
 
     def lines(self, variant, phase):
         names = self.client.scheduler_info()["workers"]
@@ -147,7 +199,19 @@ def multiply_end_to_end(client, a, b, a_chunks, b_chunks, flags):
         left, right = scattered_array(client, a, a_chunks), scattered_array(client, b, b_chunks)
     else:
         left, right = da.from_array(a, chunks=a_chunks), da.from_array(b, chunks=b_chunks)
-    return client.gather(client.compute(left @ right), direct=True if "direct" in flags else None)
+    product = left @ right
+    direct = True if "direct" in flags else None
+    if "finalize" in flags:
+        # client.compute of the array appends one `finalize` task that concatenates every block of
+        # C on whichever worker the scheduler picks (possibly a throttled Pi), then ships C whole.
+        return client.gather(client.compute(product), direct=direct)
+    # One future per block of C, gathered from the workers that hold them and assembled here, as
+    # Tessera's coordinator assembles C from the nodes' pieces.
+    blocks = product.to_delayed()
+    futures = client.compute(blocks.ravel().tolist())
+    gathered = client.gather(futures, direct=direct)
+    rows, cols = blocks.shape
+    return np.block([[gathered[i * cols + j] for j in range(cols)] for i in range(rows)])
 
 
 def multiply_in_place(client, a, b, a_chunks, b_chunks, probe):
@@ -196,7 +260,7 @@ def main():
                 start = time.perf_counter()
                 product = multiply_end_to_end(client, a, b, a_chunks, b_chunks, flags)
                 elapsed = time.perf_counter() - start
-            e2e_lines = list(probe.lines(text, "end_to_end"))
+            e2e_lines = list(probe.lines(text, "end_to_end")) + list(probe.task_lines(text, "end_to_end"))
             if args.corrupt:
                 product[args.n // 2, args.n // 3] += 1e-3
             worst = freivalds_worst_ratio(a, b, product, args.seed)
@@ -207,7 +271,7 @@ def main():
             in_place = multiply_in_place(client, a, b, a_chunks, b_chunks, probe)
             print(f"RESULT n={args.n} variant={text} end_to_end_s={elapsed:.6f} compute_s={in_place:.6f} "
                   f"verified={'yes' if verified else 'no'} worst_ratio={worst:.3g} workers={workers}", flush=True)
-            for line in e2e_lines + list(probe.lines(text, "compute")):
+            for line in e2e_lines + list(probe.lines(text, "compute")) + list(probe.task_lines(text, "compute")):
                 print(line, flush=True)
     if failed:
         print("dask_gemm: C fails Freivalds' test", file=sys.stderr)
