@@ -77,7 +77,7 @@ TEST_F(LayoutWorkers, EveryLayoutGivesTheExactProductForUnevenSizes) {
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, expected);
     EXPECT_EQ(total_volume(*run), 301u * 257u * 411u);
-    EXPECT_TRUE(run->lost_nodes.empty());
+    EXPECT_TRUE(run->lost_nodes.empty()) << ::testing::PrintToString(run->lost_reasons);
     // The fast node did most of the work, as the weights asked.
     EXPECT_GT(run->nodes[0].weight, 0.5);
   }
