@@ -228,7 +228,14 @@ int run(int argc, char** argv) {
       graph_cmd->add_option("--graph", graph.graph_path, "graph file: .mtx, .graph/.metis, .edges/.el/.txt/.snap");
   graph_cmd->add_option("--generate", graph.generate, "generator: rmat:SCALE[:EF], lognormal:N, mesh2d:NXxNY, mesh3d:NXxNYxNZ")
       ->excludes(graph_file_opt);
-  graph_cmd->add_option("--partition", graph.settings.partition, "metis | contiguous | hash")->capture_default_str();
+  graph_cmd->add_option("--partition", graph.settings.partition,
+                        "auto (locality placement; METIS where the forecast says it pays) | metis | contiguous | hash")
+      ->capture_default_str();
+  graph_cmd->add_option("--nodes", graph.settings.nodes,
+                        "auto (the set forecast fastest, left-out nodes named with why) | all | node names a,b,c")
+      ->capture_default_str();
+  graph_cmd->add_option("--placement-cache", graph.settings.placement_cache,
+                        "keep placements and past runs' figures here (default $XDG_CACHE_HOME or ~/.cache, tessera/graphs; none: off)");
   graph_cmd->add_option("--weights", graph.weights,
                         "profile | equal | w1,w2,... (default: profile when one exists, else equal)");
   graph_cmd->add_option("--mode", graph.settings.mode, "async (accumulative updates, no barriers) | sync (Jacobi steps)")

@@ -170,6 +170,7 @@ PYBIND11_MODULE(_tessera, module) {
       std::pair{"source", &GraphSettings::source}, std::pair{"damping", &GraphSettings::damping},
       std::pair{"beta", &GraphSettings::beta}, std::pair{"label", &GraphSettings::label},
       std::pair{"mode", &GraphSettings::mode}, std::pair{"partition", &GraphSettings::partition},
+      std::pair{"nodes", &GraphSettings::nodes}, std::pair{"placement_cache", &GraphSettings::placement_cache},
       std::pair{"seed", &GraphSettings::seed}, std::pair{"verify", &GraphSettings::verify},
       std::pair{"poll_ms", &GraphSettings::poll_ms}, std::pair{"snapshot_ms", &GraphSettings::snapshot_ms},
       std::pair{"node_timeout_s", &GraphSettings::node_timeout_s},

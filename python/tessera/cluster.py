@@ -385,6 +385,8 @@ class Cluster:
         num_vertices: int | None,
         mode: str,
         partition: str,
+        nodes: "str | Sequence[str]",
+        placement_cache: str,
         weights: "str | Sequence[float] | None",
         tolerance: float | None,
         source: int | None,
@@ -412,6 +414,8 @@ class Cluster:
         settings.algorithm = algorithm
         settings.mode = mode
         settings.partition = partition
+        settings.nodes = nodes if isinstance(nodes, str) else ",".join(str(name) for name in nodes)
+        settings.placement_cache = str(placement_cache)
         settings.tolerance = None if tolerance is None else float(tolerance)
         settings.source = None if source is None else int(source)
         settings.damping = float(damping)
@@ -439,7 +443,12 @@ class Cluster:
             edge arrays (``num_vertices`` default: largest id + 1), a file path, a generator spec
             ("rmat:12", "mesh2d:64x64", ...; seeded by ``seed``) or a DirectedGraph.
         mode: "async" (accumulative updates, no barriers) | "sync" (Jacobi steps).
-        partition: how vertices are placed: "metis" | "contiguous" | "hash".
+        partition: how vertices are placed: "auto" (a locality placement, METIS where the
+            forecast says its time pays back) | "metis" | "contiguous" | "hash".
+        nodes: which nodes take part: "auto" (the set the graph placement model forecasts
+            fastest; report.choice says why each node left out was left out) | "all" | names.
+        placement_cache: directory for placements and past runs' figures ("" the default,
+            "none" off).
         weights: each node's share: "profile" (measured speeds; the default when a profile exists,
             else "equal"), "equal", or one number per node.
         verify: compare with a reference computed here; a failure raises VerificationError.
@@ -451,11 +460,13 @@ class Cluster:
         """
 
     def pagerank(self, graph: Any, *, damping: float = _GRAPH.damping, tolerance: float | None = None,
-                 mode: str = _GRAPH.mode, partition: str = _GRAPH.partition, weights=None, seed: int = _GRAPH.seed,
+                 mode: str = _GRAPH.mode, partition: str = _GRAPH.partition, nodes=_GRAPH.nodes,
+                 placement_cache: str = _GRAPH.placement_cache, weights=None, seed: int = _GRAPH.seed,
                  verify: bool = _GRAPH.verify, num_vertices: int | None = None, poll_ms: int = _GRAPH.poll_ms,
                  snapshot_ms: int = _GRAPH.snapshot_ms, node_timeout: float = _GRAPH.node_timeout_s,
                  max_seconds: float = _GRAPH.max_seconds, progress=None):
-        return self._graph(graph, "pagerank", num_vertices=num_vertices, mode=mode, partition=partition,
+        return self._graph(graph, "pagerank", num_vertices=num_vertices, mode=mode, partition=partition, nodes=nodes,
+                           placement_cache=placement_cache,
                            weights=weights, tolerance=tolerance, source=None, damping=damping, beta=None,
                            label=_GRAPH.label, seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
                            node_timeout=node_timeout, max_seconds=max_seconds, progress=progress)
@@ -466,11 +477,13 @@ class Cluster:
     )
 
     def katz(self, graph: Any, beta: float | None = None, *, source: int | None = None,
-             tolerance: float | None = None, mode: str = _GRAPH.mode, partition: str = _GRAPH.partition,
+             tolerance: float | None = None, mode: str = _GRAPH.mode, partition: str = _GRAPH.partition, nodes=_GRAPH.nodes,
+                 placement_cache: str = _GRAPH.placement_cache,
              weights=None, seed: int = _GRAPH.seed, verify: bool = _GRAPH.verify, num_vertices: int | None = None,
              poll_ms: int = _GRAPH.poll_ms, snapshot_ms: int = _GRAPH.snapshot_ms,
              node_timeout: float = _GRAPH.node_timeout_s, max_seconds: float = _GRAPH.max_seconds, progress=None):
-        return self._graph(graph, "katz", num_vertices=num_vertices, mode=mode, partition=partition,
+        return self._graph(graph, "katz", num_vertices=num_vertices, mode=mode, partition=partition, nodes=nodes,
+                           placement_cache=placement_cache,
                            weights=weights, tolerance=tolerance, source=source, damping=_GRAPH.damping, beta=beta,
                            label=_GRAPH.label, seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
                            node_timeout=node_timeout, max_seconds=max_seconds, progress=progress)
@@ -482,12 +495,14 @@ class Cluster:
     )
 
     def connected_components(self, graph: Any, *, label: str = _GRAPH.label, mode: str = _GRAPH.mode,
-                             partition: str = _GRAPH.partition, weights=None, seed: int = _GRAPH.seed,
+                             partition: str = _GRAPH.partition, nodes=_GRAPH.nodes,
+                 placement_cache: str = _GRAPH.placement_cache, weights=None, seed: int = _GRAPH.seed,
                              verify: bool = _GRAPH.verify, num_vertices: int | None = None,
                              poll_ms: int = _GRAPH.poll_ms, snapshot_ms: int = _GRAPH.snapshot_ms,
                              node_timeout: float = _GRAPH.node_timeout_s, max_seconds: float = _GRAPH.max_seconds,
                              progress=None):
-        values, report = self._graph(graph, "cc", num_vertices=num_vertices, mode=mode, partition=partition,
+        values, report = self._graph(graph, "cc", num_vertices=num_vertices, mode=mode, partition=partition, nodes=nodes,
+                           placement_cache=placement_cache,
                                      weights=weights, tolerance=None, source=None, damping=_GRAPH.damping,
                                      beta=None, label=label, seed=seed, verify=verify, poll_ms=poll_ms,
                                      snapshot_ms=snapshot_ms, node_timeout=node_timeout, max_seconds=max_seconds,
@@ -499,11 +514,13 @@ class Cluster:
         smallest vertex id of its component; values are an int64 array.""" + _GRAPH_DOC
     )
 
-    def sssp(self, graph: Any, source: int, *, mode: str = _GRAPH.mode, partition: str = _GRAPH.partition,
+    def sssp(self, graph: Any, source: int, *, mode: str = _GRAPH.mode, partition: str = _GRAPH.partition, nodes=_GRAPH.nodes,
+                 placement_cache: str = _GRAPH.placement_cache,
              weights=None, seed: int = _GRAPH.seed, verify: bool = _GRAPH.verify, num_vertices: int | None = None,
              poll_ms: int = _GRAPH.poll_ms, snapshot_ms: int = _GRAPH.snapshot_ms,
              node_timeout: float = _GRAPH.node_timeout_s, max_seconds: float = _GRAPH.max_seconds, progress=None):
-        return self._graph(graph, "sssp", num_vertices=num_vertices, mode=mode, partition=partition,
+        return self._graph(graph, "sssp", num_vertices=num_vertices, mode=mode, partition=partition, nodes=nodes,
+                           placement_cache=placement_cache,
                            weights=weights, tolerance=None, source=source, damping=_GRAPH.damping, beta=None,
                            label=_GRAPH.label, seed=seed, verify=verify, poll_ms=poll_ms, snapshot_ms=snapshot_ms,
                            node_timeout=node_timeout, max_seconds=max_seconds, progress=progress)

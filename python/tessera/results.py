@@ -167,8 +167,10 @@ class Report(_Record):
 
 class GraphReport(_Record):
     """What a graph run did: the fields of ``tessera graph --report`` as attributes: ``algorithm``,
-    ``mode``, ``partition``, ``weights``, ``tolerance``, ``graph``, ``placement``, ``nodes``,
-    ``totals`` (wall_s, edge_updates, edge_updates_per_s, residual, polls, restarts, ...),
+    ``mode``, ``partition``, ``weights``, ``tolerance``, ``graph``, ``choice`` (mode, taking_part,
+    left_out sentences, the forecast and the candidates weighed), ``placing`` (method, cached,
+    reason), ``placement``, ``nodes``, ``totals`` (total_s = placement_s + wall_s, forecast_s,
+    edge_updates, edge_updates_per_s, residual, polls, restarts, ...),
     ``lost_nodes``, ``trace``, ``verification`` (None unless verify=True). Also ``notices``."""
 
     def __init__(self, fields: dict, notices: Sequence[str]):
@@ -180,12 +182,18 @@ class GraphReport(_Record):
         """Seconds from shipping the first parts to the values gathered."""
         return self.totals["wall_s"]
 
+    @property
+    def total_s(self) -> float:
+        """Seconds the run took to answer: choosing nodes and placing, then running."""
+        return self.totals["total_s"]
+
     def __repr__(self) -> str:
         verification = self.verification
         verified = "" if verification is None else (", verified" if verification["passed"] else ", verification FAILED")
+        taking_part = len(self.choice["taking_part"])
         return (
-            f"<tessera.GraphReport {self.algorithm['description']} {self.mode} on {len(self.nodes)} nodes: "
-            f"{self.totals['wall_s']:.3f} s, {self.totals['edge_updates']} edge updates{verified}>"
+            f"<tessera.GraphReport {self.algorithm['description']} {self.mode} on {taking_part} of {len(self.nodes)} "
+            f"nodes: {self.totals['total_s']:.3f} s, {self.totals['edge_updates']} edge updates{verified}>"
         )
 
 

@@ -77,9 +77,25 @@ void print_placement(std::ostream& out, const std::string& title, const graph_dr
   }
 }
 
+void print_choice(std::ostream& out, const graph_driver::GraphOutcome& outcome) {
+  const graph_driver::NodeChoiceRecord& choice = outcome.choice;
+  out << fmt::format("nodes ({}): {}\n", choice.mode, join(choice.taking_part, ", "));
+  for (const std::string& sentence : choice.left_out) out << "  " << sentence << "\n";
+  if (choice.forecast) {
+    out << fmt::format("  forecast {:.3f} s (placing {:.3f} s, slowest node {:.3f} s, noticing the end {:.3f} s), bound by {}\n",
+                       choice.forecast->total_s, choice.forecast->placement_s, choice.forecast->slowest_node_s,
+                       choice.forecast->termination_s, choice.bound);
+  }
+  if (!choice.workload_source.empty()) out << "  sweeps: " << choice.workload_source << "\n";
+  out << fmt::format("placing: {}{}{}\n", outcome.placing.method, outcome.placing.cached ? " (cached placement reused)" : "",
+                     outcome.placing.reason.empty() ? "" : "; " + outcome.placing.reason);
+  if (!outcome.placing.cache_note.empty()) out << "  " << outcome.placing.cache_note << "\n";
+}
+
 void print_outcome(std::ostream& out, const graph_driver::GraphOutcome& outcome) {
   out << fmt::format("{}, {}, {}, tolerance {:g}\n", tg::describe(outcome.algorithm), graph_driver::graph_mode_name(outcome.mode),
                      tp::method_name(outcome.method), outcome.tolerance);
+  print_choice(out, outcome);
   print_placement(out, fmt::format("plan ({} by weights {})", tp::method_name(outcome.method), outcome.weights),
                   outcome.placement);
   if (outcome.final_placement) print_placement(out, "after the last restart", *outcome.final_placement);
@@ -93,11 +109,13 @@ void print_outcome(std::ostream& out, const graph_driver::GraphOutcome& outcome)
                        bytes_text(node.coordinator_bytes_sent + node.coordinator_bytes_received),
                        bytes_text(node.peer_bytes_sent + node.peer_bytes_received), node.busy_s, node.idle_s,
                        fmt::format("{} ({:.1f})", bytes_text(node.memory_bytes), node.bytes_per_edge()),
-                       node.lost ? "  LOST" : "");
+                       node.lost ? "  LOST" : node.left_out ? "  left out" : "");
   }
-  out << fmt::format("total: wall {:.3f} s (placing took {:.3f} s before), {} edge updates, {:.3g} edge updates/s, "
+  out << fmt::format("total: {:.3f} s (placing {:.3f} s, run {:.3f} s){}, {} edge updates, {:.3g} edge updates/s, "
                      "residual {:.3g}, {} polls ({:.2f} ms each){}\n",
-                     outcome.wall_s, outcome.placement_s, outcome.edge_updates, outcome.edge_updates_per_s,
+                     outcome.total_s(), outcome.placement_s, outcome.wall_s,
+                     outcome.choice.forecast ? fmt::format(", forecast {:.3f} s", outcome.choice.forecast->total_s) : "",
+                     outcome.edge_updates, outcome.edge_updates_per_s,
                      outcome.residual, outcome.polls,
                      outcome.polls > 0 ? 1e3 * outcome.poll_s / static_cast<double>(outcome.polls) : 0.0,
                      outcome.mode == graph_driver::GraphMode::kSync ? fmt::format(", {} steps", outcome.steps) : "");

@@ -32,6 +32,30 @@ json placement_json(const PlacementSummary& placement) {
           {"parts", std::move(parts)}};
 }
 
+json forecast_json(const model::GraphForecast& forecast) {
+  json nodes = json::array();
+  for (const model::GraphNodeForecast& node : forecast.nodes) {
+    nodes.push_back({{"name", node.name}, {"total_s", node.total_s}, {"ship_s", node.ship_s}, {"edges_s", node.edges_s},
+                     {"send_s", node.send_s}, {"receive_s", node.receive_s}, {"gather_s", node.gather_s},
+                     {"edge_updates", node.edge_updates}, {"deltas_sent", node.deltas_sent}});
+  }
+  return {{"total_s", forecast.total_s}, {"placement_s", forecast.placement_s},
+          {"slowest_node_s", forecast.slowest_node_s}, {"termination_s", forecast.termination_s},
+          {"updates_per_edge", forecast.updates_per_edge}, {"nodes", std::move(nodes)}};
+}
+
+json choice_json(const NodeChoiceRecord& choice) {
+  json candidates = json::array();
+  for (const auto& [names, seconds] : choice.candidates) candidates.push_back({{"nodes", names}, {"forecast_s", seconds}});
+  return {{"mode", choice.mode},
+          {"taking_part", choice.taking_part},
+          {"left_out", choice.left_out},
+          {"bound", choice.bound},
+          {"workload", choice.workload_source},
+          {"forecast", choice.forecast ? forecast_json(*choice.forecast) : json(nullptr)},
+          {"candidates", std::move(candidates)}};
+}
+
 // JSON has no infinity: unreachable distances and the like are written as null.
 json number_or_null(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
 
@@ -58,7 +82,8 @@ std::string graph_report_json(const GraphReportHeader& header, const tp::Directe
                      {"idle_s", node.idle_s},
                      {"memory_bytes", node.memory_bytes},
                      {"bytes_per_edge", node.bytes_per_edge()},
-                     {"lost", node.lost}});
+                     {"lost", node.lost},
+                     {"left_out", node.left_out}});
   }
   json trace = json::array();
   for (const TracePoint& point : outcome.trace) {
@@ -83,7 +108,12 @@ std::string graph_report_json(const GraphReportHeader& header, const tp::Directe
       {"placement", placement_json(outcome.placement)},
       {"final_placement", outcome.final_placement ? placement_json(*outcome.final_placement) : json(nullptr)},
       {"nodes", std::move(nodes)},
-      {"totals", {{"wall_s", outcome.wall_s}, {"placement_s", outcome.placement_s}, {"edge_updates", outcome.edge_updates},
+      {"choice", choice_json(outcome.choice)},
+      {"placing", {{"method", outcome.placing.method}, {"cached", outcome.placing.cached},
+                   {"cache_note", outcome.placing.cache_note}, {"reason", outcome.placing.reason}}},
+      {"totals", {{"total_s", outcome.total_s()}, {"wall_s", outcome.wall_s}, {"placement_s", outcome.placement_s},
+                  {"forecast_s", outcome.choice.forecast ? json(outcome.choice.forecast->total_s) : json(nullptr)},
+                  {"edge_updates", outcome.edge_updates},
                   {"edge_updates_per_s", outcome.edge_updates_per_s}, {"residual", outcome.residual},
                   {"polls", outcome.polls}, {"poll_s", outcome.poll_s}, {"steps", outcome.steps}, {"restarts", outcome.restarts}}},
       {"lost_nodes", std::move(lost)},

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/cluster/silent_node_watchdog.hpp"
+#include "node_selection.hpp"
 #include "tessera/balance/graph_driver/priority_levels.hpp"
 #include "tessera/balance/graph_driver/termination.hpp"
 #include "tessera/core/strings.hpp"
@@ -107,6 +108,7 @@ std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std
 // What the run keeps per cluster node.
 struct NodeRecord {
   bool lost = false;
+  bool taking_part = true;  // chosen by NodeChoice
   GraphNodeFigures figures;
   std::optional<tg::NodeProgress> last;  // latest progress of the current placement
   uint64_t base_sent = 0;                // connection counters when the run (or connection) began
@@ -124,7 +126,10 @@ class Driver {
  private:
   // Set-up.
   Status prepare();
-  Result<std::vector<double>> active_weights(const std::vector<std::size_t>& nodes);
+  // Chooses the nodes that take part and makes the first placement (select_and_place), and says
+  // which were left out and why.
+  Status choose_nodes();
+  std::vector<double> active_weights(const std::vector<std::size_t>& nodes);
   // Places `x` (restart) or the initial state on the nodes not lost, loads and starts it; retries
   // with fewer nodes while nodes fail. Fails when none is left or the restarts run out.
   Status start_placement(std::optional<std::vector<double>> x);
@@ -197,6 +202,8 @@ class Driver {
   std::vector<std::vector<double>> snapshots_;  // per part, slot order; empty: none yet
   uint64_t run_id_ = 0;
   bool first_placement_ = true;
+  std::optional<Selection> selection_;  // until the first placement uses it
+  tp::PartitionMethod method_ = tp::PartitionMethod::kMetis;  // of every placement after the first
 
   Clock::time_point started_;
 };
@@ -344,19 +351,30 @@ Status Driver::prepare() {
   return Status::ok();
 }
 
-Result<std::vector<double>> Driver::active_weights(const std::vector<std::size_t>& nodes) {
-  std::vector<double> weights;
-  double total = 0.0;
-  for (std::size_t node : nodes) {
-    weights.push_back(options_.weights.source == TargetWeights::Source::kExplicit ? options_.weights.weights[node]
-                                                                                   : 1.0);
-    total += weights.back();
+std::vector<double> Driver::active_weights(const std::vector<std::size_t>& nodes) {
+  const bool all_zero = options_.weights.source == TargetWeights::Source::kExplicit &&
+                        std::none_of(nodes.begin(), nodes.end(), [&](std::size_t node) { return options_.weights.weights[node] > 0.0; });
+  if (all_zero) notice("the nodes left all have weight 0; sharing the graph equally among them");
+  return target_weights_of(options_, nodes);
+}
+
+Status Driver::choose_nodes() {
+  SelectionInput input{*graph_, placement_input_, {}, options_, tolerance_};
+  for (const cluster::NodeLink& link : cluster_.links()) input.node_names.push_back(link.spec.name);
+  Result<Selection> selection = select_and_place(input);
+  if (!selection) return selection.status();
+  for (std::size_t node = 0; node < records_.size(); ++node) {
+    const bool chosen = std::find(selection->nodes.begin(), selection->nodes.end(), node) != selection->nodes.end();
+    records_[node].taking_part = chosen;
+    records_[node].figures.left_out = !chosen;
   }
-  if (!(total > 0.0)) {
-    notice("the nodes left all have weight 0; sharing the graph equally among them");
-    std::fill(weights.begin(), weights.end(), 1.0);
-  }
-  return weights;
+  for (const std::string& sentence : selection->record.left_out) notice(sentence);
+  method_ = selection->method;
+  outcome_.choice = selection->record;
+  outcome_.placing = selection->placing;
+  outcome_.method = method_;
+  selection_ = std::move(*selection);
+  return Status::ok();
 }
 
 Status Driver::check_limits() {
@@ -446,7 +464,7 @@ Status Driver::start_placement(std::optional<std::vector<double>> x) {
     TESSERA_RETURN_IF_ERROR(check_limits());
     part_nodes_.clear();
     for (std::size_t node = 0; node < records_.size(); ++node) {
-      if (!records_[node].lost) part_nodes_.push_back(node);
+      if (!records_[node].lost && records_[node].taking_part) part_nodes_.push_back(node);
     }
     if (part_nodes_.empty()) {
       std::string message = "every node was lost:";
@@ -465,14 +483,21 @@ Status Driver::start_placement(std::optional<std::vector<double>> x) {
     const tg::VertexState state = x ? tg::restart_state(*graph_, spec, *x) : tg::initial_state(*graph_, spec);
     placement_start_ = state.value;
 
-    Result<std::vector<double>> weights = active_weights(part_nodes_);
-    if (!weights) return weights.status();
-    tp::PartitionOptions partition_options;
-    partition_options.method = options_.method;
-    partition_options.target_weights = *weights;
-    partition_options.imbalance = options_.imbalance;
-    partition_options.seed = options_.seed;
-    Result<tp::Partition> partition = tp::partition_graph(placement_input_, partition_options);
+    std::optional<std::vector<double>> weights;
+    Result<tp::Partition> partition = tp::Partition{};
+    if (first_placement_ && selection_) {
+      weights = std::move(selection_->weights);
+      partition = std::move(selection_->partition);
+      selection_.reset();
+    } else {
+      weights = active_weights(part_nodes_);
+      tp::PartitionOptions partition_options;
+      partition_options.method = part_nodes_.size() == 1 ? tp::PartitionMethod::kContiguous : method_;
+      partition_options.target_weights = *weights;
+      partition_options.imbalance = options_.imbalance;
+      partition_options.seed = options_.seed;
+      partition = tp::partition_graph(placement_input_, partition_options);
+    }
     if (!partition) return partition.status();
     if (first_placement_) {
       // The run's clock starts when the first part is shipped; placing it is timed apart.
@@ -861,6 +886,7 @@ Status Driver::run_sync() {
 Result<GraphOutcome> Driver::run() {
   TESSERA_RETURN_IF_ERROR(prepare());
   started_ = Clock::now();
+  TESSERA_RETURN_IF_ERROR(choose_nodes());
   TESSERA_RETURN_IF_ERROR(start_placement(std::nullopt));
   TESSERA_RETURN_IF_ERROR(options_.mode == GraphMode::kAsync ? run_async() : run_sync());
   outcome_.wall_s = seconds_since(started_);

@@ -1,5 +1,6 @@
 // The pure parts of a graph run's set-up: flag values, the tolerance, peer endpoints. Kept apart
 // from the driver so that they link (and are tested) without the wire.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -59,6 +60,40 @@ std::string describe(const TargetWeights& weights) {
       return "explicit " + join(weights.weights, ",", [](double w) { return fmt::format("{:g}", w); });
   }
   return "equal";
+}
+
+Result<NodeChoice> parse_node_choice(std::string_view text) {
+  NodeChoice choice;
+  if (text == "auto") return choice;
+  if (text == "all") {
+    choice.mode = NodeChoice::Mode::kAll;
+    return choice;
+  }
+  choice.mode = NodeChoice::Mode::kListed;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    std::size_t end = text.find(',', begin);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string name(text.substr(begin, end - begin));
+    begin = end + 1;
+    if (name.empty()) {
+      return invalid_argument(fmt::format("--nodes \"{}\" has an empty name; use auto, all or node names separated by commas", text));
+    }
+    if (std::find(choice.listed.begin(), choice.listed.end(), name) != choice.listed.end()) {
+      return invalid_argument(fmt::format("--nodes names \"{}\" twice; name each node once", name));
+    }
+    choice.listed.push_back(name);
+  }
+  return choice;
+}
+
+std::string describe(const NodeChoice& choice) {
+  switch (choice.mode) {
+    case NodeChoice::Mode::kAuto: return "auto";
+    case NodeChoice::Mode::kAll: return "all";
+    case NodeChoice::Mode::kListed: return join(choice.listed, ",");
+  }
+  return "auto";
 }
 
 Result<double> run_tolerance(const graph::AlgorithmSpec& spec, std::optional<double> requested) {

@@ -1,6 +1,7 @@
 #include "tessera/balance/session/settings.hpp"
 
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -116,6 +117,16 @@ Result<partition::PartitionOptions> resolve_partition_settings(const PartitionSe
   return options;
 }
 
+std::string placement_cache_dir(const std::string& setting) {
+  if (setting == "none") return "";
+  if (!setting.empty()) return setting;
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache != nullptr && *cache != '\0') {
+    return std::string(cache) + "/tessera/graphs";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return std::string(home) + "/.cache/tessera/graphs";
+  return "";  // nowhere sensible to keep it: run without
+}
+
 Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, const partition::DirectedGraph& graph,
                                              const OptionSpelling& spelling) {
   if (settings.algorithm.empty()) {
@@ -157,9 +168,21 @@ Result<graph_driver::GraphRunOptions> graph_run_options(const GraphSettings& set
   Result<graph_driver::GraphMode> mode = graph_driver::parse_graph_mode(settings.mode);
   if (!mode) return mode.status().with_context(spelling.name("mode") + ": ");
   options.mode = *mode;
-  Result<partition::PartitionMethod> method = partition::parse_partition_method(settings.partition);
-  if (!method) return method.status().with_context(spelling.name("partition") + ": ");
-  options.method = *method;
+  if (settings.partition == "auto") {
+    options.choose_method = true;
+  } else {
+    Result<partition::PartitionMethod> method = partition::parse_partition_method(settings.partition);
+    if (!method) {
+      // The graph command also takes auto, which the partitioner does not know.
+      return invalid_argument(fmt::format("{}: {}, or auto (the default: chosen by forecast)", spelling.name("partition"),
+                                          method.status().message()));
+    }
+    options.method = *method;
+  }
+  Result<graph_driver::NodeChoice> nodes = graph_driver::parse_node_choice(settings.nodes);
+  if (!nodes) return nodes.status();
+  options.nodes = std::move(*nodes);
+  options.cache_dir = placement_cache_dir(settings.placement_cache);
   options.seed = settings.seed;
   if (settings.tolerance && graph::is_linear(*spec) && !(*settings.tolerance > 0.0 && std::isfinite(*settings.tolerance))) {
     return invalid_argument(fmt::format("{} must be a number > 0, e.g. 1e-6",

@@ -43,7 +43,8 @@ struct GraphCommand {
   std::string graph_path;     // --graph FILE
   std::string generate;       // --generate SPEC
   std::string weights;        // empty: profile if one exists, else equal
-  // --algorithm, --tolerance, --source, --damping, --beta, --label, --mode, --partition, --seed,
+  // --algorithm, --tolerance, --source, --damping, --beta, --label, --mode, --partition, --nodes,
+  // --placement-cache, --seed,
   // --verify, --poll-ms, --snapshot-ms, --node-timeout, --max-seconds, --level-fraction,
   // --batch-age-ms, --batch-entries, --priority-fraction: the options Python's graph calls take
   // too, with their defaults and checks (session/settings.hpp).

@@ -43,6 +43,7 @@
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/graph_driver/peers.hpp"
+#include "tessera/balance/model/graph_placement.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/graph/engine.hpp"
@@ -70,6 +71,23 @@ Result<TargetWeights> parse_target_weights(std::string_view text);
 // "equal", "profile", "explicit 1,2,3".
 std::string describe(const TargetWeights& weights);
 
+// Which nodes take part in a run.
+//   auto (default): the graph placement model (model/graph_placement.hpp) forecasts the best node
+//     alone, the best two, ..., all, each with its own placement, and the run uses the set
+//     forecast soonest; every node left out is named with the reason (see run_graph);
+//   all: every node of the cluster;
+//   a list of node names: those nodes.
+struct NodeChoice {
+  enum class Mode { kAuto, kAll, kListed };
+  Mode mode = Mode::kAuto;
+  std::vector<std::string> listed;  // kListed
+  bool operator==(const NodeChoice&) const = default;
+};
+// "auto" | "all" | "a,b,c". Fails (kInvalidArgument) on an empty name or a repeated one; whether
+// the names are nodes of the cluster is checked by run_graph.
+Result<NodeChoice> parse_node_choice(std::string_view text);
+std::string describe(const NodeChoice& choice);
+
 // Default tolerance of the sum algorithms (pagerank, katz) on sum |pending delta|.
 inline constexpr double kDefaultGraphTolerance = 1e-6;
 
@@ -77,6 +95,16 @@ struct GraphRunOptions {
   graph::AlgorithmSpec algorithm;
   GraphMode mode = GraphMode::kAsync;
   partition::PartitionMethod method = partition::PartitionMethod::kMetis;
+  // --partition auto: per candidate set, the cheap locality placement, and METIS only where the
+  // forecast says its time pays back (or a cached METIS placement exists); `method` is then unused.
+  bool choose_method = false;
+  NodeChoice nodes;
+  // What each node costs a graph run, cluster order (Session::graph fills it from the profile);
+  // empty or unmeasured: `nodes` auto takes every node and says why.
+  std::vector<model::GraphNodeCosts> node_costs;
+  // Where placements and the figures of past runs on the same graph are kept (placement_cache.hpp,
+  // run_memory.hpp); empty: neither is read nor written.
+  std::string cache_dir;
   // kProfile must be resolved to kExplicit by the caller (Session::graph does, from the saved
   // profile's node speeds); run_graph refuses it.
   TargetWeights weights;
@@ -171,6 +199,7 @@ struct GraphNodeFigures {
   double idle_s = 0.0;
   uint64_t memory_bytes = 0;  // part + engine state, last part held
   bool lost = false;
+  bool left_out = false;  // not chosen to take part (NodeChoice)
   // Memory per edge of the last part held; 0 without edges.
   double bytes_per_edge() const {
     return edges > 0 ? static_cast<double>(memory_bytes) / static_cast<double>(edges) : 0.0;
@@ -201,6 +230,29 @@ struct GraphVerification {
   bool operator==(const GraphVerification&) const = default;
 };
 
+// How the nodes that took part were chosen, and what the model forecast for them.
+struct NodeChoiceRecord {
+  std::string mode;                      // auto | all | listed
+  std::vector<std::string> taking_part;  // cluster order
+  std::vector<std::string> left_out;     // one sentence per node left out, naming it and why
+  // auto, and all/listed when the nodes' costs are known: the forecast of the set that ran, and
+  // of every candidate the choice weighed (names, forecast total seconds).
+  std::optional<model::GraphForecast> forecast;
+  std::vector<std::pair<std::vector<std::string>, double>> candidates;
+  std::string bound;                     // forecast_bound of the set that ran
+  std::string workload_source;           // where the sweeps per edge came from
+  bool operator==(const NodeChoiceRecord&) const = default;
+};
+
+// How the vertices were placed the first time: the method, whether a cached placement was used.
+struct PlacementRecord {
+  std::string method;
+  bool cached = false;
+  std::string cache_note;                // why a cache entry was not used, or empty
+  std::string reason;                    // --partition auto: why this method
+  bool operator==(const PlacementRecord&) const = default;
+};
+
 struct GraphOutcome {
   graph::AlgorithmSpec algorithm;
   GraphMode mode = GraphMode::kAsync;
@@ -213,8 +265,13 @@ struct GraphOutcome {
   PlacementSummary placement;                     // the first placement
   std::optional<PlacementSummary> final_placement;  // after the last restart, if any
   std::vector<GraphNodeFigures> nodes;            // cluster order
-  double placement_s = 0.0;       // placing the vertices the first time (METIS, ...)
+  NodeChoiceRecord choice;
+  PlacementRecord placing;
+  // Choosing the nodes and placing the vertices the first time (METIS, ...): part of the command's
+  // time, before the parts are shipped.
+  double placement_s = 0.0;
   double wall_s = 0.0;            // from shipping the first parts to the values gathered
+  double total_s() const { return placement_s + wall_s; }  // what the command took to answer, after loading
   uint64_t edge_updates = 0;
   double edge_updates_per_s = 0.0;
   double residual = 0.0;          // at termination

@@ -120,7 +120,13 @@ struct GraphSettings {
   std::optional<double> beta;       // katz, required: below 1/lambda_max
   std::string label = graph::AlgorithmSpec{}.max_label ? "max" : "min";  // cc: max | min
   std::string mode = std::string(graph_driver::graph_mode_name(graph_driver::GraphRunOptions{}.mode));
-  std::string partition = std::string(tessera::partition::method_name(graph_driver::GraphRunOptions{}.method));
+  // auto (default): the locality placement, METIS where the forecast says it pays; or a method name.
+  std::string partition = "auto";
+  // auto (default): the nodes the graph placement model forecasts fastest; all; or names a,b,c.
+  std::string nodes = "auto";
+  // Where placements and past runs' figures are kept: empty (default) $XDG_CACHE_HOME/tessera/graphs
+  // or ~/.cache/tessera/graphs; "none": nothing is read or written.
+  std::string placement_cache;
   uint64_t seed = graph_driver::GraphRunOptions{}.seed;  // METIS seed, hash key (and generators')
   bool verify = graph_driver::GraphRunOptions{}.verify;
   uint32_t poll_ms = static_cast<uint32_t>(graph_driver::GraphRunOptions{}.poll_interval.count());
@@ -149,6 +155,9 @@ Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, cons
 Result<graph_driver::GraphRunOptions> graph_run_options(const GraphSettings& settings,
                                                         const partition::DirectedGraph& graph,
                                                         const OptionSpelling& spelling);
+
+// The directory GraphSettings::placement_cache names: "" for none, the default when empty.
+std::string placement_cache_dir(const std::string& setting);
 
 // A graph partitioning's options by name (`tessera partition`, Python's tessera.partition).
 // Defaults: partition::PartitionOptions{}' method, imbalance, objective and seed.

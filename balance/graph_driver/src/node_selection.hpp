@@ -1,0 +1,64 @@
+// What the graph driver hands the placement model: the shape of each part a placement makes
+// (edges, ghosts, peers), the workload estimate when no past run on the graph says better, and
+// the candidate sets of nodes. Private to the driver; pure functions of values, thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/model/graph_placement.hpp"
+#include "tessera/graph/algorithm.hpp"
+#include "tessera/partition/digraph.hpp"
+
+namespace tessera::balance::graph_driver {
+
+// Part shapes of `part_of` (one entry per vertex of `graph`, in [0, parts)) and the number of
+// directed edges whose ends lie in different parts.
+struct PlacementShape {
+  std::vector<model::GraphPartShape> parts;
+  int64_t cut_edges = 0;
+};
+PlacementShape placement_shape(const partition::DirectedGraph& graph, std::span<const int32_t> part_of, uint32_t parts);
+
+// Sweeps per edge when no run on this graph measured them: the synchronous steps the series needs
+// to fall below the tolerance (pagerank: (1 - d) d^k <= tol; katz: beta-series alike), times the
+// 0.6 that asynchronous Gauss-Seidel sweeps needed on the graphs measured (docs/graphs.md); 2 for
+// cc and sssp (most labels settle in one or two waves on low-diameter graphs). Remote deltas add
+// `spread_per_cut` per unit of cut fraction (measured on R-MAT and meshes, docs/graphs.md).
+model::GraphWorkload default_workload(const graph::AlgorithmSpec& spec, double tolerance,
+                                      const partition::DirectedGraph& graph, double poll_interval_s);
+
+// The candidate node sets of `auto`: among `usable` (cluster indices), the fastest alone, the
+// fastest two, ..., all (model::nodes_by_graph_speed order).
+std::vector<std::vector<std::size_t>> candidate_sets(const std::vector<model::GraphNodeCosts>& costs,
+                                                     const std::vector<std::size_t>& usable);
+
+// The nodes of the run and its first placement, chosen as options.nodes says (NodeChoice), with
+// options.method or, with choose_method, the method the forecast prefers.
+struct SelectionInput {
+  const partition::DirectedGraph& graph;  // what the algorithm runs on
+  const partition::Graph& placement_graph;
+  std::vector<std::string> node_names;    // cluster order
+  const GraphRunOptions& options;
+  double tolerance = 0.0;
+};
+struct Selection {
+  std::vector<std::size_t> nodes;  // cluster indices, ascending: part i is nodes[i]
+  std::vector<double> weights;     // target weight of each part
+  partition::Partition partition;  // over nodes.size() parts
+  partition::PartitionMethod method = partition::PartitionMethod::kMetis;  // for later placements
+  NodeChoiceRecord record;
+  PlacementRecord placing;
+};
+// Fails (kInvalidArgument) naming a listed node the cluster lacks, or a weights list of the wrong
+// length; partitioning failures as partition_graph's.
+Result<Selection> select_and_place(const SelectionInput& input);
+
+// The target weights of `nodes` (cluster indices): the explicit weights of those nodes, or each
+// node's measured edge updates per second, or equal. All zero: equal.
+std::vector<double> target_weights_of(const GraphRunOptions& options, const std::vector<std::size_t>& nodes);
+
+}  // namespace tessera::balance::graph_driver
