@@ -14,7 +14,8 @@ namespace tessera::partition {
 namespace {
 
 const std::vector<PartitionMethod> kMethods = {PartitionMethod::kMetis, PartitionMethod::kContiguous,
-                                               PartitionMethod::kHash};
+                                               PartitionMethod::kHash, PartitionMethod::kChunks,
+                                               PartitionMethod::kFennel};
 
 Graph instance(const std::string& name) {
   Result<Graph> graph = read_graph_file(std::string(TESSERA_TEST_INSTANCES) + "/graphs/" + name);
@@ -97,9 +98,11 @@ TEST(Options, ParseNames) {
   EXPECT_EQ(*parse_partition_method("metis"), PartitionMethod::kMetis);
   EXPECT_EQ(*parse_partition_method("contiguous"), PartitionMethod::kContiguous);
   EXPECT_EQ(*parse_partition_method("hash"), PartitionMethod::kHash);
+  EXPECT_EQ(*parse_partition_method("chunks"), PartitionMethod::kChunks);
+  EXPECT_EQ(*parse_partition_method("fennel"), PartitionMethod::kFennel);
   Result<PartitionMethod> unknown = parse_partition_method("chaco");
   ASSERT_FALSE(unknown.is_ok());
-  EXPECT_NE(unknown.status().message().find("metis, contiguous or hash"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("metis, contiguous, chunks, fennel or hash"), std::string::npos);
   EXPECT_EQ(*parse_objective("volume"), Objective::kVolume);
   EXPECT_FALSE(parse_objective("edges").is_ok());
   for (PartitionMethod method : kMethods) EXPECT_EQ(*parse_partition_method(method_name(method)), method);
@@ -358,6 +361,83 @@ TEST(Quality, ZeroTotalVertexWeightStillPartitions) {
   Result<Graph> graph = build_graph({.vertex_count = 40, .edges = {{0, 1}, {1, 2}, {5, 6}}, .vertex_weights = std::vector<int64_t>(40, 0)});
   ASSERT_TRUE(graph.is_ok());
   for (PartitionMethod method : kMethods) partition_ok(*graph, options_for(method, {1, 1}));
+}
+
+// Chunks and fennel: the cheap locality-preserving placements. Tolerances: chunks is within one
+// vertex's cost of each target in alpha * weight + adjacency entries, which on a mesh (degrees 2..4)
+// is within 0.5% of the vertex weight; fennel caps every part at imbalance (1.03) times its target.
+TEST(CheapMethods, HonourWeightsOnAMesh) {
+  Graph mesh = generated("mesh2d:200x200");
+  for (const std::vector<double>& weights :
+       std::vector<std::vector<double>>{{1, 1, 1, 1}, {4, 1, 1, 1}, {0.4, 0.2, 0.2, 0.2}, {1, 0, 3, 0}}) {
+    Partition hash = partition_ok(mesh, options_for(PartitionMethod::kHash, weights));
+    Partition chunks = partition_ok(mesh, options_for(PartitionMethod::kChunks, weights));
+    EXPECT_LE(chunks.quality.max_target_deviation, 0.005);
+    Partition fennel = partition_ok(mesh, options_for(PartitionMethod::kFennel, weights));
+    EXPECT_LE(fennel.quality.imbalance, 1.03 + 1e-9);
+    EXPECT_LE(fennel.quality.max_target_deviation, 0.2);
+    // A 200x200 mesh cut into row blocks cuts about 200 edges per boundary; hash cuts ~3/4 of
+    // the 79,600 edges. "Far below": chunks under 2% of hash's cut, fennel (whose streamed parts
+    // have ragged borders, ~1,700 cut edges here) under 5%.
+    EXPECT_LE(50 * chunks.quality.edge_cut, hash.quality.edge_cut);
+    EXPECT_LE(20 * fennel.quality.edge_cut, hash.quality.edge_cut);
+    for (std::size_t p = 0; p < weights.size(); ++p) {
+      if (weights[p] == 0) {
+        EXPECT_EQ(chunks.quality.parts[p].vertices, 0);
+        EXPECT_EQ(fennel.quality.parts[p].vertices, 0);
+      } else {
+        EXPECT_GT(chunks.quality.parts[p].vertices, 0);
+        EXPECT_GT(fennel.quality.parts[p].vertices, 0);
+      }
+    }
+  }
+}
+
+// On skewed degrees chunks balances vertex cost plus edges, not vertex weight alone: check its own
+// measure, alpha * weight + adjacency entries with alpha = 8 * (active parts - 1), per part.
+TEST(CheapMethods, ChunksBalanceVerticesAndEdgesOnRmat) {
+  Graph graph = generated("rmat:12");
+  const std::vector<double> weights = {4, 0, 1, 1, 1};
+  Partition chunks = partition_ok(graph, options_for(PartitionMethod::kChunks, weights));
+  const int64_t alpha = 8 * 3;
+  std::vector<double> cost(weights.size(), 0);
+  double total = 0;
+  int64_t largest = 0;
+  for (int32_t v = 0; v < graph.vertex_count(); ++v) {
+    const int64_t c = alpha * graph.vertex_weight(v) + static_cast<int64_t>(graph.neighbours(v).size());
+    cost[static_cast<std::size_t>(chunks.part[static_cast<std::size_t>(v)])] += static_cast<double>(c);
+    total += static_cast<double>(c);
+    largest = std::max(largest, c);
+  }
+  for (std::size_t p = 0; p < weights.size(); ++p) {
+    EXPECT_NEAR(cost[p], total * weights[p] / 7.0, static_cast<double>(largest)) << "part " << p;
+  }
+  // Blocks in vertex order: the part sequence never goes back.
+  for (std::size_t v = 1; v < chunks.part.size(); ++v) EXPECT_LE(chunks.part[v - 1], chunks.part[v]);
+}
+
+TEST(CheapMethods, FennelBeatsHashOnRmatAndRespectsTheCap) {
+  Graph graph = generated("rmat:12");
+  for (double imbalance : {1.03, 1.1}) {
+    PartitionOptions options = options_for(PartitionMethod::kFennel, {4, 1, 1, 1});
+    options.imbalance = imbalance;
+    Partition fennel = partition_ok(graph, options);
+    Partition hash = partition_ok(graph, options_for(PartitionMethod::kHash, {4, 1, 1, 1}));
+    EXPECT_LE(fennel.quality.imbalance, imbalance + 1e-9);
+    EXPECT_LT(fennel.quality.edge_cut, hash.quality.edge_cut);
+  }
+}
+
+TEST(CheapMethods, OnePartAndTinyGraphs) {
+  for (PartitionMethod method : {PartitionMethod::kChunks, PartitionMethod::kFennel}) {
+    SCOPED_TRACE(std::string(method_name(method)));
+    Partition one = partition_ok(generated("mesh2d:10x10"), options_for(method, {0, 2, 0}));
+    EXPECT_EQ(one.quality.parts[1].vertices, 100);
+    Result<Graph> pair = build_graph({.vertex_count = 2, .edges = {{0, 1}}});
+    ASSERT_TRUE(pair.is_ok());
+    partition_ok(*pair, options_for(method, {1, 1, 1, 1}));
+    partition_ok(Graph{}, options_for(method, {1, 1}));
+  }
 }
 
 }  // namespace

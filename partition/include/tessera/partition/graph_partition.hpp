@@ -1,10 +1,18 @@
 // Graph partitioning with target part weights: part i should get target_i of the total vertex
 // weight (node i's share of the cluster's speed) while cutting as few edges as possible.
 //
-// Methods (PartitionMethod, parsed from "metis" | "contiguous" | "hash"):
+// Methods (PartitionMethod, parsed from "metis" | "contiguous" | "chunks" | "fennel" | "hash"):
 //   metis       METIS 5 multilevel k-way (METIS_PartGraphKway) with tpwgts = the targets;
 //   contiguous  proportional blocks in vertex order (row_partition.hpp's proportional_rows applied
 //               to the vertex weights), the baseline for inputs whose order already has locality;
+//   chunks      Gemini's chunking (Zhu et al., OSDI 2016): contiguous blocks in vertex order whose
+//               cost alpha * vertex weight + adjacency entries follows the targets, alpha =
+//               8 * (parts with target > 0 - 1) as in Gemini. O(V + E), no state beyond the output;
+//   fennel      one-pass streaming Fennel (Tsourakakis et al., WSDM 2014) in vertex order: v goes
+//               to argmax_i w(N(v) in P_i) - alpha * gamma * (W_i / (k * t_i))^(gamma - 1), gamma
+//               1.5, alpha = sqrt(k) * m / n^1.5, with a hard cap W_i + w(v) <= imbalance * t_i * W
+//               (W_i the part's vertex weight, t_i its target, k the parts with target > 0).
+//               O(V * k + E);
 //   hash        each vertex to a part drawn from the targets by a seeded hash: balanced only in
 //               expectation, the "random partition" baseline.
 // partition_graph checks its inputs, runs the method, and checks the output (every vertex in
@@ -42,7 +50,7 @@
 
 namespace tessera::partition {
 
-enum class PartitionMethod { kMetis, kContiguous, kHash };
+enum class PartitionMethod { kMetis, kContiguous, kHash, kChunks, kFennel };
 enum class Objective { kCut, kVolume };
 
 // Unknown names fail (kInvalidArgument) listing the valid ones.
@@ -57,8 +65,10 @@ struct PartitionOptions {
   std::vector<double> target_weights;
   // Allowed max over parts of weight / (target * total), >= 1. Default 1.03 (3%). METIS takes it
   // in thousandths: ufactor = round((imbalance - 1) * 1000), so 1.0305 and 1.03 are the same.
-  // Only metis aims for it; contiguous is within one vertex of the target by construction and hash
-  // is not balanced at all.
+  // metis aims for it and fennel caps every part at it; contiguous is within one vertex of the
+  // target by construction, chunks within one vertex of the target in its own cost (vertex weight
+  // and edges, so the vertex weights alone may be further off on skewed degrees), and hash is not
+  // balanced at all.
   double imbalance = 1.03;
   Objective objective = Objective::kCut;  // metis only: minimise edge cut or communication volume
   uint64_t seed = 1;  // metis: METIS_OPTION_SEED (seed mod 2^31); hash: the hash key
