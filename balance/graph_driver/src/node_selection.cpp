@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/strings.hpp"
+#include "tessera/partition/placement_cache.hpp"
 
 namespace tessera::balance::graph_driver {
 
@@ -88,9 +89,11 @@ namespace {
 namespace tp = tessera::partition;
 using Clock = std::chrono::steady_clock;
 
-// The locality placement tried for every candidate set: linear in the edges, so it is never what
-// decides whether a set pays.
-constexpr tp::PartitionMethod kCheapMethod = tp::PartitionMethod::kContiguous;
+// The locality placements tried for every candidate set, the better forecast kept: linear in the
+// edges, so they are never what decides whether a set pays. Chunks of the vertex order win where
+// the ids already follow locality (meshes, most files); Fennel's one streaming pass cuts R-MAT
+// and log-normal graphs nearly as well as METIS at 2% of its time (docs/partition.md).
+constexpr tp::PartitionMethod kCheapMethods[] = {tp::PartitionMethod::kChunks, tp::PartitionMethod::kFennel};
 // METIS seconds per edge of the placement graph on the coordinator, until a run measures it
 // (rmat:18, 2026-11-27: 2.2-2.7 s for 8.4 M edges; meshes are about three times faster).
 constexpr double kMetisSecondsPerEdge = 3e-7;
@@ -102,21 +105,63 @@ bool all_measured(const std::vector<model::GraphNodeCosts>& costs, const std::ve
 
 struct Placed {
   tp::Partition partition;
-  tp::PartitionMethod method = kCheapMethod;
+  tp::PartitionMethod method = tp::PartitionMethod::kChunks;
   double seconds = 0.0;
+  bool cached = false;
+  std::string cache_note;  // why the cache was not read or written, or empty
 };
 
-Result<Placed> place(const SelectionInput& input, tp::PartitionMethod method, const std::vector<double>& weights) {
+tp::PartitionOptions partition_options(const SelectionInput& input, tp::PartitionMethod method, const std::vector<double>& weights) {
   tp::PartitionOptions options;
   // One part takes everything whatever the method: no need to run METIS for it.
   options.method = weights.size() == 1 ? tp::PartitionMethod::kContiguous : method;
   options.target_weights = weights;
   options.imbalance = input.options.imbalance;
   options.seed = input.options.seed;
+  return options;
+}
+
+// METIS placements are kept in the cache (the cheap ones cost less to make than to read back).
+bool cacheable(const SelectionInput& input, const tp::PartitionOptions& options) {
+  return !input.options.cache_dir.empty() && options.method == tp::PartitionMethod::kMetis;
+}
+
+// The cached placement, when the cache has one for exactly this graph and these options.
+std::optional<Placed> cached_placement(const SelectionInput& input, tp::PartitionMethod method, const std::vector<double>& weights,
+                                       std::string& note) {
+  const tp::PartitionOptions options = partition_options(input, method, weights);
+  if (!cacheable(input, options)) return std::nullopt;
+  const auto begun = Clock::now();
+  Result<tp::PlacementKey> key = tp::placement_key(input.placement_graph, options);
+  if (!key) return std::nullopt;
+  std::string reason;
+  Result<std::optional<tp::Partition>> loaded = tp::load_placement(input.options.cache_dir, *key, input.placement_graph, &reason);
+  if (!loaded || !*loaded) {
+    // No file is the ordinary miss; anything else is worth a line in the record.
+    if (!loaded) {
+      note = "placement cache not read: " + loaded.status().message();
+    } else if (!reason.empty() && reason.find("no file") == std::string::npos && reason.find("No such") == std::string::npos) {
+      note = "placement cache entry ignored: " + reason;
+    }
+    return std::nullopt;
+  }
+  return Placed{std::move(**loaded), method, std::chrono::duration<double>(Clock::now() - begun).count(), true, ""};
+}
+
+Result<Placed> place(const SelectionInput& input, tp::PartitionMethod method, const std::vector<double>& weights) {
+  std::string note;
+  if (std::optional<Placed> cached = cached_placement(input, method, weights, note)) return std::move(*cached);
+  const tp::PartitionOptions options = partition_options(input, method, weights);
   const auto begun = Clock::now();
   Result<tp::Partition> partition = tp::partition_graph(input.placement_graph, options);
   if (!partition) return partition.status();
-  return Placed{std::move(*partition), method, std::chrono::duration<double>(Clock::now() - begun).count()};
+  Placed placed{std::move(*partition), method, std::chrono::duration<double>(Clock::now() - begun).count(), false, note};
+  if (cacheable(input, options)) {
+    Result<tp::PlacementKey> key = tp::placement_key(input.placement_graph, options);
+    const Status stored = key ? tp::store_placement(input.options.cache_dir, *key, placed.partition) : key.status();
+    if (!stored) placed.cache_note = "placement not cached: " + stored.message();
+  }
+  return placed;
 }
 
 model::GraphCandidate candidate_of(const SelectionInput& input, const std::vector<std::size_t>& nodes, const Placed& placed) {
@@ -201,96 +246,123 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   std::erase_if(sets, [](const std::vector<std::size_t>& set) { return set.empty(); });
   if (sets.empty()) return invalid_argument("no node is left to take part (every one has weight 0)");
 
-  // METIS for every candidate set would cost more than the choice can save: the sets are weighed
-  // with the locality placement, and METIS (when asked for) places only the chosen one.
-  const bool metis_after = !options.choose_method && options.method == tp::PartitionMethod::kMetis && sets.size() > 1;
-  const tp::PartitionMethod first_method = options.choose_method || metis_after ? kCheapMethod : options.method;
-  std::vector<Placed> placed;
-  std::vector<model::GraphCandidate> candidates;
-  for (const std::vector<std::size_t>& set : sets) {
-    Result<Placed> one = place(input, first_method, target_weights_of(options, set));
-    if (!one) return one.status();
-    candidates.push_back(candidate_of(input, set, *one));
-    placed.push_back(std::move(*one));
-  }
-  std::size_t chosen = 0;
   model::GraphWorkload workload = default_workload(options.algorithm, input.tolerance, input.graph,
                                                    std::chrono::duration<double>(options.poll_interval).count());
   if (selection.record.workload_source.empty()) {
     selection.record.workload_source = fmt::format("estimated: {:.3g} edge updates per edge alone, x(1 + {:g} x cut fraction) spread",
                                                    workload.updates_per_edge_alone, workload.spread_per_cut);
   }
-  if (costs_known || all_measured(options.node_costs, sets.front())) {
+  bool forecastable = !sets.empty();
+  for (const std::vector<std::size_t>& set : sets) forecastable = forecastable && all_measured(options.node_costs, set);
+  const auto run_part_s = [&](const model::GraphCandidate& candidate) {
+    const model::GraphForecast forecast = model::forecast_graph_run(options.node_costs, workload, candidate);
+    return forecast.total_s - forecast.placement_s;
+  };
+
+  // METIS for every candidate set would cost more than the choice can save: with METIS asked for
+  // or auto, the sets are weighed with the locality placements, and METIS places only the chosen set.
+  const bool metis_asked = !options.choose_method && options.method == tp::PartitionMethod::kMetis;
+  const bool weigh_cheaply = options.choose_method || (metis_asked && sets.size() > 1);
+  std::vector<Placed> placed;  // per set: the placement it was weighed with
+  std::vector<model::GraphCandidate> candidates;
+  double spent_s = 0.0;        // every placement made while choosing is part of the run's time
+  for (const std::vector<std::size_t>& set : sets) {
+    const std::vector<double> weights = target_weights_of(options, set);
+    std::vector<tp::PartitionMethod> methods{options.method};
+    if (weigh_cheaply && set.size() > 1) methods.assign(std::begin(kCheapMethods), std::end(kCheapMethods));
+    std::optional<Placed> best;
+    std::optional<model::GraphCandidate> best_candidate;
+    double best_score = 0.0, set_spent_s = 0.0;
+    for (tp::PartitionMethod method : methods) {
+      Result<Placed> one = place(input, method, weights);
+      if (!one) return one.status();
+      set_spent_s += one->seconds;
+      model::GraphCandidate candidate = candidate_of(input, set, *one);
+      const double score = forecastable ? run_part_s(candidate) : static_cast<double>(candidate.cut_edges);
+      if (!best || score < best_score) {
+        best_score = score;
+        best = std::move(*one);
+        best_candidate = std::move(candidate);
+      }
+    }
+    best_candidate->placement_s = set_spent_s;
+    spent_s += set_spent_s;
+    candidates.push_back(std::move(*best_candidate));
+    placed.push_back(std::move(*best));
+  }
+  std::size_t chosen = 0;
+  if (forecastable) {
     model::GraphNodeChoice choice = model::choose_graph_nodes(options.node_costs, workload, candidates);
     chosen = choice.chosen;
     selection.record.left_out = std::move(choice.left_out);
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       selection.record.candidates.push_back({names_of(input, candidates[i].nodes), choice.forecasts[i].total_s});
     }
-    selection.record.forecast = choice.forecasts[chosen];
   }
   selection.nodes = sets[chosen];
   selection.weights = target_weights_of(options, selection.nodes);
-  Placed* winner = &placed[chosen];
-  std::optional<Placed> metis_placed;  // when METIS was run and won
-  selection.placing.reason = options.choose_method ? "" : "as asked";
+  Placed winner = std::move(placed[chosen]);
+  model::GraphCandidate winner_candidate = candidates[chosen];
+  const bool several = selection.nodes.size() > 1;
+  selection.placing.reason = !options.choose_method ? "as asked"
+                             : several             ? fmt::format("{}: the better of the locality placements", tp::method_name(winner.method))
+                                                   : "one node: nothing to cut";
 
-  // --partition auto: METIS for the chosen set only if even a placement that cut nothing could
-  // pay back its forecast time.
-  if (options.choose_method && selection.nodes.size() > 1 && selection.record.forecast) {
-    const double metis_s = kMetisSecondsPerEdge * static_cast<double>(input.placement_graph.edge_count());
-    model::GraphCandidate uncut = candidates[chosen];
-    for (model::GraphPartShape& part : uncut.parts) part.ghosts_out = part.ghosts_in = part.peers_out = part.peers_in = 0;
-    uncut.cut_edges = 0;
-    uncut.placement_s = metis_s;
-    const double best_case = model::forecast_graph_run(options.node_costs, workload, uncut).total_s;
-    const double cheap = selection.record.forecast->total_s;
-    if (best_case < cheap) {
-      Result<Placed> metis = place(input, tp::PartitionMethod::kMetis, selection.weights);
-      if (!metis) return metis.status();
-      model::GraphCandidate with_metis = candidate_of(input, selection.nodes, *metis);
-      // What METIS took is spent either way; compare what is left to run.
-      const model::GraphForecast forecast = model::forecast_graph_run(options.node_costs, workload, with_metis);
-      if (forecast.total_s - forecast.placement_s < cheap - winner->seconds) {
-        selection.placing.reason = fmt::format("metis: its cut saves {:.3g} s of the run's forecast",
-                                               cheap - winner->seconds - (forecast.total_s - forecast.placement_s));
-        metis_placed = std::move(*metis);
-        winner = &*metis_placed;
-        selection.record.forecast = forecast;
-      } else {
-        selection.placing.reason = "the locality placement: METIS' cut would not have saved its own time";
-      }
-    } else {
-      selection.placing.reason = fmt::format(
-          "{}: even a placement that cut nothing ({:.3g} s forecast with METIS' estimated {:.3g} s) would not beat it "
-          "({:.3g} s)",
-          tp::method_name(kCheapMethod), best_case, metis_s, cheap);
-    }
-  } else if (metis_after && selection.nodes.size() > 1) {
+  if (several && metis_asked && weigh_cheaply) {
     Result<Placed> metis = place(input, tp::PartitionMethod::kMetis, selection.weights);
     if (!metis) return metis.status();
-    if (selection.record.forecast) {
-      selection.record.forecast =
-          model::forecast_graph_run(options.node_costs, workload, candidate_of(input, selection.nodes, *metis));
+    spent_s += metis->seconds;
+    winner_candidate = candidate_of(input, selection.nodes, *metis);
+    winner = std::move(*metis);
+  } else if (several && options.choose_method && forecastable) {
+    // --partition auto: a METIS placement from the cache is nearly free; otherwise METIS runs only
+    // if even a placement that cut nothing could pay back its forecast time.
+    const double cheap_run_s = run_part_s(winner_candidate);
+    std::string note;
+    std::optional<Placed> metis = cached_placement(input, tp::PartitionMethod::kMetis, selection.weights, note);
+    if (!note.empty()) selection.placing.cache_note = note;
+    if (!metis) {
+      const double metis_s = kMetisSecondsPerEdge * static_cast<double>(input.placement_graph.edge_count());
+      model::GraphCandidate uncut = winner_candidate;
+      for (model::GraphPartShape& part : uncut.parts) part.ghosts_out = part.ghosts_in = part.peers_out = part.peers_in = 0;
+      uncut.cut_edges = 0;
+      const double best_case_s = metis_s + run_part_s(uncut);
+      if (best_case_s < cheap_run_s) {
+        Result<Placed> fresh = place(input, tp::PartitionMethod::kMetis, selection.weights);
+        if (!fresh) return fresh.status();
+        metis = std::move(*fresh);
+      } else {
+        selection.placing.reason = fmt::format(
+            "{}: METIS (estimated {:.3g} s) could not pay back even if it cut nothing (run forecast {:.3g} s, "
+            "{:.3g} s with no cut)",
+            tp::method_name(winner.method), metis_s, cheap_run_s, run_part_s(uncut));
+      }
     }
-    metis_placed = std::move(*metis);
-    winner = &*metis_placed;
-  } else if (options.choose_method) {
-    selection.placing.reason = selection.nodes.size() == 1 ? "one node: nothing to cut" : "no forecast: the locality placement";
+    if (metis) {
+      spent_s += metis->seconds;
+      model::GraphCandidate with_metis = candidate_of(input, selection.nodes, *metis);
+      const double metis_run_s = run_part_s(with_metis);
+      if (metis_run_s < cheap_run_s) {
+        selection.placing.reason = fmt::format("metis{}: its cut saves {:.3g} s of the run's forecast",
+                                               metis->cached ? " (cached)" : "", cheap_run_s - metis_run_s);
+        winner_candidate = std::move(with_metis);
+        winner = std::move(*metis);
+      } else {
+        selection.placing.reason = fmt::format("{}: METIS' cut would not shorten the run ({:.3g} s against {:.3g} s)",
+                                               tp::method_name(winner.method), metis_run_s, cheap_run_s);
+      }
+    }
   }
-  selection.partition = std::move(winner->partition);
-  selection.method = winner->method;
-  selection.placing.method = selection.nodes.size() == 1 ? "one part" : std::string(tp::method_name(winner->method));
-  if (selection.record.forecast) {
-    // Every placement made while choosing is part of the run's time, not only the winner's.
-    model::GraphForecast& forecast = *selection.record.forecast;
-    double spent = 0.0;
-    for (const Placed& one : placed) spent += one.seconds;
-    if (metis_placed) spent += metis_placed->seconds;
-    forecast.total_s += spent - forecast.placement_s;
-    forecast.placement_s = spent;
+  if (forecastable) {
+    winner_candidate.placement_s = spent_s;
+    selection.record.forecast = model::forecast_graph_run(options.node_costs, workload, winner_candidate);
     selection.record.bound = model::forecast_bound(*selection.record.forecast);
   }
+  selection.partition = std::move(winner.partition);
+  selection.method = winner.method;
+  selection.placing.method = several ? std::string(tp::method_name(winner.method)) : "one part";
+  selection.placing.cached = winner.cached;
+  if (!winner.cache_note.empty()) selection.placing.cache_note = winner.cache_note;
   selection.record.taking_part = names_of(input, selection.nodes);
   return selection;
 }
