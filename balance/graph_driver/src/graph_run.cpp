@@ -16,6 +16,7 @@
 #include "tessera/graph/part.hpp"
 #include "tessera/graph/state.hpp"
 #include "tessera/graph/wire.hpp"
+#include "tessera/partition/placement_cache.hpp"
 
 namespace tessera::balance::graph_driver {
 
@@ -167,6 +168,9 @@ class Driver {
   // marks it lost. Either way the part's values are gone; its snapshot stands in for them.
   void handle_failure(std::size_t part, const CallOutcome& outcome);
   void fold_placement_figures();
+  // Saves what this run measured on its graph (run_memory.hpp) for the next forecast; a run that
+  // restarted measured a mixture and teaches nothing. A failure to save is a notice.
+  void remember_run();
   Status check_limits();
   void notice(const std::string& text) const {
     if (hooks_.on_notice) hooks_.on_notice(text);
@@ -202,7 +206,8 @@ class Driver {
   std::vector<std::vector<double>> snapshots_;  // per part, slot order; empty: none yet
   uint64_t run_id_ = 0;
   bool first_placement_ = true;
-  std::optional<Selection> selection_;  // until the first placement uses it
+  std::optional<Selection> selection_;  // its partition and weights go to the first placement
+  std::string memory_path_;
   tp::PartitionMethod method_ = tp::PartitionMethod::kMetis;  // of every placement after the first
 
   Clock::time_point started_;
@@ -358,8 +363,41 @@ std::vector<double> Driver::active_weights(const std::vector<std::size_t>& nodes
   return target_weights_of(options_, nodes);
 }
 
+void Driver::remember_run() {
+  if (memory_path_.empty() || !selection_ || outcome_.restarts > 0 || outcome_.edges <= 0) return;
+  const Selection& selection = *selection_;
+  RunMeasurement run;
+  run.parts = selection.nodes.size();
+  run.updates_per_edge = static_cast<double>(outcome_.edge_updates) / static_cast<double>(outcome_.edges);
+  run.cut_fraction = static_cast<double>(selection.candidate.cut_edges) / static_cast<double>(outcome_.edges);
+  double ghosts = 0.0, deltas = 0.0;
+  for (const model::GraphPartShape& part : selection.candidate.parts) ghosts += static_cast<double>(part.ghosts_out);
+  for (std::size_t node : selection.nodes) {
+    const GraphNodeFigures& figures = records_[node].figures;
+    deltas += static_cast<double>(figures.deltas_sent);
+    // Busy time also holds sending and folding in deltas, which the forecast charges apart.
+    const model::GraphRates& rates = selection.costs.empty() ? model::GraphRates{} : selection.costs[node].rates;
+    const double comm_s = static_cast<double>(figures.deltas_sent) * rates.send_s_per_delta +
+                          static_cast<double>(figures.deltas_received) * rates.receive_s_per_delta;
+    const double sweeping_s = std::max(figures.busy_s - comm_s, 0.5 * figures.busy_s);
+    if (figures.edge_updates > 0 && sweeping_s > 0.0) {
+      run.edge_updates_per_s[figures.name] = static_cast<double>(figures.edge_updates) / sweeping_s;
+    }
+  }
+  if (ghosts > 0.0 && run.updates_per_edge > 0.0) run.delta_fraction = deltas / (run.updates_per_edge * ghosts);
+  if (selection.metis_seconds && placement_input_.edge_count() > 0) {
+    run.metis_s_per_edge = *selection.metis_seconds / static_cast<double>(placement_input_.edge_count());
+  }
+  if (Status saved = save_run_memory(memory_path_, remember(selection.memory, run)); !saved) {
+    notice("the run's figures were not kept for the next forecast: " + saved.message());
+  }
+}
+
 Status Driver::choose_nodes() {
-  SelectionInput input{*graph_, placement_input_, {}, options_, tolerance_};
+  if (!options_.cache_dir.empty()) {
+    memory_path_ = run_memory_path(options_.cache_dir, tp::graph_content_hash(placement_input_), options_.algorithm, tolerance_);
+  }
+  SelectionInput input{*graph_, placement_input_, {}, options_, tolerance_, memory_path_};
   for (const cluster::NodeLink& link : cluster_.links()) input.node_names.push_back(link.spec.name);
   Result<Selection> selection = select_and_place(input);
   if (!selection) return selection.status();
@@ -486,9 +524,8 @@ Status Driver::start_placement(std::optional<std::vector<double>> x) {
     std::optional<std::vector<double>> weights;
     Result<tp::Partition> partition = tp::Partition{};
     if (first_placement_ && selection_) {
-      weights = std::move(selection_->weights);
+      weights = selection_->weights;
       partition = std::move(selection_->partition);
-      selection_.reset();
     } else {
       weights = active_weights(part_nodes_);
       tp::PartitionOptions partition_options;
@@ -902,6 +939,7 @@ Result<GraphOutcome> Driver::run() {
     outcome_.nodes.push_back(figures);
   }
   outcome_.edge_updates_per_s = outcome_.wall_s > 0.0 ? static_cast<double>(outcome_.edge_updates) / outcome_.wall_s : 0.0;
+  remember_run();
   if (options_.algorithm.kind == graph::AlgorithmKind::kPageRank) tg::normalise_pagerank(outcome_.values);
   if (options_.verify) {
     Result<GraphVerification> verification = verify_graph(input_, options_.algorithm, outcome_.values, tolerance_);

@@ -199,12 +199,17 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   const GraphRunOptions& options = input.options;
   const std::size_t count = input.node_names.size();
   Selection selection;
+  std::string memory_note;
+  selection.memory = load_run_memory(input.memory_path, &memory_note);
+  if (!memory_note.empty()) selection.placing.cache_note = memory_note;
+  selection.costs = remembered_costs(options.node_costs, selection.memory);
+  const std::vector<model::GraphNodeCosts>& costs = selection.costs;
   std::vector<std::size_t> every(count);
   for (std::size_t i = 0; i < count; ++i) every[i] = i;
 
   // The sets to weigh: one for all and a list, the growing sets of the fastest for auto.
   std::vector<std::vector<std::size_t>> sets;
-  const bool costs_known = all_measured(options.node_costs, every);
+  const bool costs_known = all_measured(costs, every);
   switch (options.nodes.mode) {
     case NodeChoice::Mode::kAll:
       selection.record.mode = "all";
@@ -228,7 +233,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     case NodeChoice::Mode::kAuto:
       selection.record.mode = "auto";
       if (costs_known) {
-        sets = candidate_sets(options.node_costs, every);
+        sets = candidate_sets(costs, every);
       } else {
         sets.push_back(every);
         selection.record.left_out.clear();
@@ -249,13 +254,16 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   model::GraphWorkload workload = default_workload(options.algorithm, input.tolerance, input.graph,
                                                    std::chrono::duration<double>(options.poll_interval).count());
   if (selection.record.workload_source.empty()) {
-    selection.record.workload_source = fmt::format("estimated: {:.3g} edge updates per edge alone, x(1 + {:g} x cut fraction) spread",
-                                                   workload.updates_per_edge_alone, workload.spread_per_cut);
+    std::string source = fmt::format("estimated {:.3g} edge updates per edge alone, x(1 + {:g} x cut fraction) spread",
+                                     workload.updates_per_edge_alone, workload.spread_per_cut);
+    workload = remembered_workload(workload, selection.memory, source);
+    selection.record.workload_source = source;
   }
+  const double metis_s_per_edge = selection.memory.metis_s_per_edge.value_or(kMetisSecondsPerEdge);
   bool forecastable = !sets.empty();
-  for (const std::vector<std::size_t>& set : sets) forecastable = forecastable && all_measured(options.node_costs, set);
+  for (const std::vector<std::size_t>& set : sets) forecastable = forecastable && all_measured(costs, set);
   const auto run_part_s = [&](const model::GraphCandidate& candidate) {
-    const model::GraphForecast forecast = model::forecast_graph_run(options.node_costs, workload, candidate);
+    const model::GraphForecast forecast = model::forecast_graph_run(costs, workload, candidate);
     return forecast.total_s - forecast.placement_s;
   };
 
@@ -292,7 +300,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   }
   std::size_t chosen = 0;
   if (forecastable) {
-    model::GraphNodeChoice choice = model::choose_graph_nodes(options.node_costs, workload, candidates);
+    model::GraphNodeChoice choice = model::choose_graph_nodes(costs, workload, candidates);
     chosen = choice.chosen;
     selection.record.left_out = std::move(choice.left_out);
     for (std::size_t i = 0; i < candidates.size(); ++i) {
@@ -322,7 +330,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     std::optional<Placed> metis = cached_placement(input, tp::PartitionMethod::kMetis, selection.weights, note);
     if (!note.empty()) selection.placing.cache_note = note;
     if (!metis) {
-      const double metis_s = kMetisSecondsPerEdge * static_cast<double>(input.placement_graph.edge_count());
+      const double metis_s = metis_s_per_edge * static_cast<double>(input.placement_graph.edge_count());
       model::GraphCandidate uncut = winner_candidate;
       for (model::GraphPartShape& part : uncut.parts) part.ghosts_out = part.ghosts_in = part.peers_out = part.peers_in = 0;
       uncut.cut_edges = 0;
@@ -353,9 +361,12 @@ Result<Selection> select_and_place(const SelectionInput& input) {
       }
     }
   }
+  if (!winner.cached && winner.method == tp::PartitionMethod::kMetis && several) selection.metis_seconds = winner.seconds;
+  winner_candidate.placement_s = spent_s;
+  selection.workload = workload;
+  selection.candidate = winner_candidate;
   if (forecastable) {
-    winner_candidate.placement_s = spent_s;
-    selection.record.forecast = model::forecast_graph_run(options.node_costs, workload, winner_candidate);
+    selection.record.forecast = model::forecast_graph_run(costs, workload, winner_candidate);
     selection.record.bound = model::forecast_bound(*selection.record.forecast);
   }
   selection.partition = std::move(winner.partition);

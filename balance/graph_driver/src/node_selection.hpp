@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/balance/graph_driver/graph_run.hpp"
+#include "run_memory.hpp"
 #include "tessera/balance/model/graph_placement.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/partition/digraph.hpp"
@@ -44,6 +45,7 @@ struct SelectionInput {
   std::vector<std::string> node_names;    // cluster order
   const GraphRunOptions& options;
   double tolerance = 0.0;
+  std::string memory_path;  // run_memory_path of this graph and algorithm; empty: no memory
 };
 struct Selection {
   std::vector<std::size_t> nodes;  // cluster indices, ascending: part i is nodes[i]
@@ -52,6 +54,12 @@ struct Selection {
   partition::PartitionMethod method = partition::PartitionMethod::kMetis;  // for later placements
   NodeChoiceRecord record;
   PlacementRecord placing;
+  // What the forecast used, for learning from the run (remember).
+  RunMemory memory;
+  std::vector<model::GraphNodeCosts> costs;  // the options' costs with remembered edge rates
+  model::GraphWorkload workload;
+  model::GraphCandidate candidate;           // the chosen set as placed
+  std::optional<double> metis_seconds;       // METIS ran (not read from the cache) and took this
 };
 // Fails (kInvalidArgument) naming a listed node the cluster lacks, or a weights list of the wrong
 // length; partitioning failures as partition_graph's.

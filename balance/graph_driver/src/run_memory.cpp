@@ -1,0 +1,147 @@
+#include "run_memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tessera/core/files.hpp"
+
+namespace tessera::balance::graph_driver {
+namespace {
+
+using json = nlohmann::json;
+
+// A memory file is a few hundred bytes; anything far larger is not one.
+constexpr uint64_t kMaxMemoryBytes = 1 << 20;
+
+// Plausible ranges: a value outside is a damaged file, not a measurement.
+bool plausible(double value, double low, double high) { return std::isfinite(value) && value >= low && value <= high; }
+
+std::optional<double> read_number(const json& document, const char* key, double low, double high) {
+  const auto at = document.find(key);
+  if (at == document.end() || !at->is_number()) return std::nullopt;
+  const double value = at->get<double>();
+  return plausible(value, low, high) ? std::optional<double>(value) : std::nullopt;
+}
+
+}  // namespace
+
+std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance) {
+  if (dir.empty()) return "";
+  // The parameters that change how many sweeps a run needs are part of the name.
+  return fmt::format("{}/run-{:016x}-{}-d{:g}-b{:g}-s{}-{}-t{:g}.json", dir, graph_hash, graph::algorithm_name(spec.kind),
+                     spec.damping, spec.beta, spec.source ? std::to_string(*spec.source) : "all",
+                     spec.max_label ? "max" : "min", tolerance);
+}
+
+RunMemory load_run_memory(const std::string& path, std::string* note) {
+  RunMemory memory;
+  if (path.empty()) return memory;
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return memory;
+  Result<std::string> text = read_regular_file(path, kMaxMemoryBytes, "run memory");
+  if (!text) {
+    if (note != nullptr) *note = text.status().message();
+    return memory;
+  }
+  const json document = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!document.is_object()) {
+    if (note != nullptr) *note = fmt::format("{} is not a run memory (ignored)", path);
+    return memory;
+  }
+  memory.updates_per_edge_alone = read_number(document, "updates_per_edge_alone", 1e-6, 1e6);
+  memory.spread_per_cut = read_number(document, "spread_per_cut", 0.0, 1e3);
+  memory.updates_per_edge_spread = read_number(document, "updates_per_edge_spread", 1e-6, 1e6);
+  memory.spread_cut_fraction = read_number(document, "spread_cut_fraction", 1e-6, 1.0);
+  memory.delta_fraction = read_number(document, "delta_fraction", 1e-6, 1.0);
+  memory.metis_s_per_edge = read_number(document, "metis_s_per_edge", 1e-12, 1e-3);
+  if (const auto rates = document.find("edge_updates_per_s"); rates != document.end() && rates->is_object()) {
+    for (const auto& [name, value] : rates->items()) {
+      if (value.is_number() && plausible(value.get<double>(), 1.0, 1e12)) memory.edge_updates_per_s[name] = value.get<double>();
+    }
+  }
+  return memory;
+}
+
+Status save_run_memory(const std::string& path, const RunMemory& memory) {
+  if (path.empty()) return Status::ok();
+  json document = json::object();
+  if (memory.updates_per_edge_alone) document["updates_per_edge_alone"] = *memory.updates_per_edge_alone;
+  if (memory.spread_per_cut) document["spread_per_cut"] = *memory.spread_per_cut;
+  if (memory.updates_per_edge_spread) document["updates_per_edge_spread"] = *memory.updates_per_edge_spread;
+  if (memory.spread_cut_fraction) document["spread_cut_fraction"] = *memory.spread_cut_fraction;
+  if (memory.delta_fraction) document["delta_fraction"] = *memory.delta_fraction;
+  if (memory.metis_s_per_edge) document["metis_s_per_edge"] = *memory.metis_s_per_edge;
+  document["edge_updates_per_s"] = memory.edge_updates_per_s;
+  std::error_code error;
+  const std::filesystem::path target(path);
+  std::filesystem::create_directories(target.parent_path(), error);
+  if (error) return io_error(fmt::format("cannot create {}: {}", target.parent_path().string(), error.message()));
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    file << document.dump(1) << "\n";
+    if (!file.flush()) return io_error(fmt::format("cannot write {}", temporary));
+  }
+  std::filesystem::rename(temporary, target, error);
+  if (error) return io_error(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
+  return Status::ok();
+}
+
+RunMemory remember(RunMemory memory, const RunMeasurement& run) {
+  if (run.parts <= 1) {
+    if (run.updates_per_edge > 0.0) memory.updates_per_edge_alone = run.updates_per_edge;
+  } else if (run.updates_per_edge > 0.0 && run.cut_fraction > 1e-6) {
+    memory.updates_per_edge_spread = run.updates_per_edge;
+    memory.spread_cut_fraction = run.cut_fraction;
+  }
+  // Several parts needing fewer sweeps than one is noise, not a negative spread.
+  if (memory.updates_per_edge_alone && memory.updates_per_edge_spread && memory.spread_cut_fraction) {
+    memory.spread_per_cut = std::max(0.0, (*memory.updates_per_edge_spread / *memory.updates_per_edge_alone - 1.0) /
+                                              *memory.spread_cut_fraction);
+  }
+  if (run.delta_fraction) memory.delta_fraction = std::clamp(*run.delta_fraction, 1e-6, 1.0);
+  for (const auto& [name, rate] : run.edge_updates_per_s) {
+    if (plausible(rate, 1.0, 1e12)) memory.edge_updates_per_s[name] = rate;
+  }
+  if (run.metis_s_per_edge) memory.metis_s_per_edge = *run.metis_s_per_edge;
+  return memory;
+}
+
+model::GraphWorkload remembered_workload(model::GraphWorkload workload, const RunMemory& memory, std::string& source) {
+  std::vector<std::string> measured;
+  if (memory.updates_per_edge_alone) {
+    workload.updates_per_edge_alone = *memory.updates_per_edge_alone;
+    measured.push_back(fmt::format("{:.3g} edge updates per edge alone", workload.updates_per_edge_alone));
+  }
+  if (memory.spread_per_cut) {
+    workload.spread_per_cut = *memory.spread_per_cut;
+    measured.push_back(fmt::format("spread {:.3g} per cut fraction", workload.spread_per_cut));
+  }
+  if (memory.delta_fraction) {
+    workload.delta_fraction = *memory.delta_fraction;
+    measured.push_back(fmt::format("{:.2g} of the ghosts sending per flush", workload.delta_fraction));
+  }
+  if (!memory.edge_updates_per_s.empty()) measured.push_back(fmt::format("{} nodes' edge rates", memory.edge_updates_per_s.size()));
+  if (!measured.empty()) {
+    std::string joined;
+    for (const std::string& item : measured) joined += (joined.empty() ? "" : ", ") + item;
+    source = "measured by past runs on this graph: " + joined + (source.empty() ? "" : "; otherwise " + source);
+  }
+  return workload;
+}
+
+std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory) {
+  for (model::GraphNodeCosts& node : costs) {
+    if (const auto at = memory.edge_updates_per_s.find(node.name); at != memory.edge_updates_per_s.end()) {
+      node.rates.edge_updates_per_s = at->second;
+    }
+  }
+  return costs;
+}
+
+}  // namespace tessera::balance::graph_driver

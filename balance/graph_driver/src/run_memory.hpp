@@ -1,0 +1,60 @@
+// What past runs measured on one graph, kept in the placement cache's folder so that the next
+// forecast on the same graph starts from measurements instead of estimates: the sweeps per edge
+// one node alone needed, the extra sweeps several parts needed per unit of cut fraction, the share
+// of ghost vertices that carried a delta at a flush, each node's edge updates per second on this
+// graph, and how long METIS took per edge. Keyed by the graph's content hash, the algorithm and
+// the tolerance. A file that is missing, unreadable or malformed is an empty memory (a hint, never
+// trusted); saving writes a temporary file and renames it. Private to the driver; values and free
+// functions, thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "tessera/balance/model/graph_placement.hpp"
+#include "tessera/core/status.hpp"
+#include "tessera/graph/algorithm.hpp"
+
+namespace tessera::balance::graph_driver {
+
+struct RunMemory {
+  std::optional<double> updates_per_edge_alone;
+  std::optional<double> spread_per_cut;
+  // The last run on several parts: its sweeps per edge and cut fraction, from which spread_per_cut
+  // follows once a run alone has measured the sweeps without remote deltas.
+  std::optional<double> updates_per_edge_spread;
+  std::optional<double> spread_cut_fraction;
+  std::optional<double> delta_fraction;
+  std::optional<double> metis_s_per_edge;
+  std::map<std::string, double> edge_updates_per_s;  // node name -> measured on this graph
+  bool operator==(const RunMemory&) const = default;
+};
+
+// "<dir>/run-<hash>-<algorithm and its parameters>.json"; empty when dir is empty.
+std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance);
+
+// The memory at `path`; empty when there is none or it cannot be read (the reason in `note`).
+RunMemory load_run_memory(const std::string& path, std::string* note = nullptr);
+Status save_run_memory(const std::string& path, const RunMemory& memory);
+
+// `workload` with what the memory measured in place of the estimates; `source` says which.
+model::GraphWorkload remembered_workload(model::GraphWorkload workload, const RunMemory& memory, std::string& source);
+
+// The memory after a run: `parts` parts (1: alone), `updates_per_edge` and `cut_fraction` as
+// measured, each node's edge rate, the ghosts' share sending, METIS' time per edge if it ran.
+struct RunMeasurement {
+  std::size_t parts = 1;
+  double updates_per_edge = 0.0;
+  double cut_fraction = 0.0;
+  std::optional<double> delta_fraction;
+  std::map<std::string, double> edge_updates_per_s;
+  std::optional<double> metis_s_per_edge;
+};
+RunMemory remember(RunMemory memory, const RunMeasurement& run);
+
+// Node costs with each node's edge rate on this graph, where the memory has one.
+std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory);
+
+}  // namespace tessera::balance::graph_driver
