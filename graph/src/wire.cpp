@@ -152,6 +152,28 @@ std::vector<std::byte> encode_fixed(const GraphPeerHello& m) {
   return w.take();
 }
 
+std::vector<std::byte> encode_fixed(const GraphProbe& m) {
+  tp::PayloadWriter w(kGraphProbeBytes);
+  w.u32(m.scale);
+  w.u32(m.edge_factor);
+  w.u32(m.small_batch);
+  w.u32(m.large_batch);
+  w.f64(m.sweep_cpu_seconds);
+  w.u64(m.seed);
+  return w.take();
+}
+
+std::vector<std::byte> encode_fixed(const GraphProbeResult& m) {
+  tp::PayloadWriter w(kGraphProbeResultBytes);
+  for (double figure : {m.edge_updates_per_s, m.send_s_per_delta, m.send_s_per_batch, m.receive_s_per_delta,
+                        m.receive_s_per_batch, m.cpu_share}) {
+    w.f64(figure);
+  }
+  w.u64(m.edges);
+  w.f64(m.seconds);
+  return w.take();
+}
+
 // --- Decoding ------------------------------------------------------------------------------
 
 // The message's own fields are read with a PayloadReader; these add the checks a graph layout
@@ -387,6 +409,30 @@ Result<GraphMessage> decode_deltas(std::span<const std::byte> payload) {
   return finish(r, std::move(m));
 }
 
+Result<GraphMessage> decode_graph_probe(std::span<const std::byte> payload) {
+  GraphProbe m;
+  tp::PayloadReader r("GRAPH_PROBE", payload);
+  if (!(r.u32("scale", m.scale) && r.u32("edge_factor", m.edge_factor) && r.u32("small_batch", m.small_batch) &&
+        r.u32("large_batch", m.large_batch) && r.f64("sweep_cpu_seconds", m.sweep_cpu_seconds) &&
+        r.u64("seed", m.seed))) {
+    return r.status();
+  }
+  TESSERA_RETURN_IF_ERROR(check_graph_probe(m));
+  return finish(r, m);
+}
+
+Result<GraphMessage> decode_graph_probe_result(std::span<const std::byte> payload) {
+  GraphProbeResult m;
+  tp::PayloadReader r("GRAPH_PROBE_RESULT", payload);
+  if (!(r.f64("edge_updates_per_s", m.edge_updates_per_s) && r.f64("send_s_per_delta", m.send_s_per_delta) &&
+        r.f64("send_s_per_batch", m.send_s_per_batch) && r.f64("receive_s_per_delta", m.receive_s_per_delta) &&
+        r.f64("receive_s_per_batch", m.receive_s_per_batch) && r.f64("cpu_share", m.cpu_share) &&
+        r.u64("edges", m.edges) && r.f64("seconds", m.seconds))) {
+    return r.status();
+  }
+  return finish(r, m);
+}
+
 Result<GraphMessage> decode_empty(uint16_t type, std::span<const std::byte> payload, GraphMessage message) {
   const std::string name = name_of(type);  // the reader keeps a view of it
   tp::PayloadReader r(name, payload);
@@ -540,6 +586,8 @@ Result<GraphMessage> decode_graph_payload(uint16_t type, std::span<const std::by
     case tp::MessageType::kGraphStop: return decode_empty(type, payload, GraphStop{});
     case tp::MessageType::kGraphPeerHello: return decode_peer_hello(payload);
     case tp::MessageType::kGraphDeltas: return decode_deltas(payload);
+    case tp::MessageType::kGraphProbe: return decode_graph_probe(payload);
+    case tp::MessageType::kGraphProbeResult: return decode_graph_probe_result(payload);
     default: break;
   }
   return protocol_error(name_of(type) + " is not a graph message");
@@ -561,6 +609,8 @@ GraphPayloadBounds graph_payload_bounds(uint16_t type, const tp::Limits& limits)
     case tp::MessageType::kGraphValues: return at_least(kValuesFixedBytes);
     case tp::MessageType::kGraphPeerHello: return exactly(kPeerHelloBytes);
     case tp::MessageType::kGraphDeltas: return at_least(kDeltasFixedBytes);
+    case tp::MessageType::kGraphProbe: return exactly(kGraphProbeBytes);
+    case tp::MessageType::kGraphProbeResult: return exactly(kGraphProbeResultBytes);
     default: return exactly(0);  // the requests without a payload, and anything else
   }
 }
@@ -641,5 +691,35 @@ Result<std::vector<double>> request_values(tp::FrameConnection& connection) {
 }
 
 Status stop_run(tp::FrameConnection& connection) { return call<GraphReady>(connection, GraphStop{}).status(); }
+
+Status check_graph_probe(const GraphProbe& probe) {
+  const auto refuse = [](const std::string& what) { return protocol_error("GRAPH_PROBE: " + what); };
+  if (probe.scale < kGraphProbeMinScale || probe.scale > kGraphProbeMaxScale) {
+    return refuse("scale " + std::to_string(probe.scale) + " out of range " + std::to_string(kGraphProbeMinScale) +
+                  ".." + std::to_string(kGraphProbeMaxScale));
+  }
+  if (probe.edge_factor < 1 || probe.edge_factor > kGraphProbeMaxEdgeFactor) {
+    return refuse("edge_factor " + std::to_string(probe.edge_factor) + " out of range 1.." +
+                  std::to_string(kGraphProbeMaxEdgeFactor));
+  }
+  if ((uint64_t{1} << probe.scale) * probe.edge_factor > kGraphProbeMaxEdges) {
+    return refuse("rmat:" + std::to_string(probe.scale) + ":" + std::to_string(probe.edge_factor) + " has over " +
+                  std::to_string(kGraphProbeMaxEdges) + " edges; a probe graph needs only to outgrow the caches");
+  }
+  if (probe.small_batch < 1 || probe.small_batch >= probe.large_batch || probe.large_batch > kGraphProbeMaxBatch) {
+    return refuse("batch sizes " + std::to_string(probe.small_batch) + " and " + std::to_string(probe.large_batch) +
+                  " must satisfy 1 <= small < large <= " + std::to_string(kGraphProbeMaxBatch));
+  }
+  if (!(probe.sweep_cpu_seconds > 0.0 && probe.sweep_cpu_seconds <= kGraphProbeMaxSweepSeconds)) {
+    return refuse("sweep_cpu_seconds " + std::to_string(probe.sweep_cpu_seconds) + " out of range (0, " +
+                  std::to_string(kGraphProbeMaxSweepSeconds) + "]");
+  }
+  return Status::ok();
+}
+
+Result<GraphProbeResult> probe_graph(tp::FrameConnection& connection, const GraphProbe& probe) {
+  if (Status valid = check_graph_probe(probe); !valid.is_ok()) return invalid_argument(valid.message());
+  return call<GraphProbeResult>(connection, probe);
+}
 
 }  // namespace tessera::graph

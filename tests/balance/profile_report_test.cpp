@@ -70,6 +70,52 @@ TEST(ProfileTest, SavedProfileReadsBackEqual) {
   std::filesystem::remove(path);
 }
 
+TEST(ProfileTest, GraphRatesReadBackEqualAndOldProfilesHaveNone) {
+  profile::ClusterProfile measured = sample_profile();
+  measured.nodes[1].graph = model::GraphRates{9.5e6, 8.25e-8, 1.2e-5, 6.5e-8, 9.75e-6};
+  const std::string path = temp_path("graph-profile.yaml");
+  ASSERT_TRUE(profile::save_profile(path, measured).is_ok());
+  Result<profile::ClusterProfile> loaded = profile::load_profile(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  EXPECT_EQ(*loaded, measured);
+  EXPECT_FALSE(loaded->nodes[0].graph.has_value());
+  ASSERT_TRUE(loaded->nodes[1].graph.has_value());
+  EXPECT_EQ(loaded->nodes[1].graph->edge_updates_per_s, 9.5e6);
+  const std::string table = profile::graph_rates_table(*loaded);
+  EXPECT_NE(table.find("pi"), std::string::npos) << table;
+  EXPECT_EQ(table.find("desktop"), std::string::npos) << "a node without graph rates has no row: " << table;
+  EXPECT_EQ(profile::graph_rates_table(sample_profile()), "");
+  std::filesystem::remove(path);
+}
+
+// A graph map the loader refuses: FILE:LINE, what is wrong, and the way out.
+void expect_graph_refused(const std::string& graph_lines, int line, const std::string& phrase) {
+  const std::string path = temp_path("bad-graph.yaml");
+  std::ofstream(path) << "cluster: lab\nnodes:\n  - name: pi\n    gflops: 2.5\n    graph:\n" << graph_lines;
+  Result<profile::ClusterProfile> loaded = profile::load_profile(path);
+  ASSERT_FALSE(loaded.is_ok()) << graph_lines;
+  EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidConfig);
+  EXPECT_EQ(loaded.status().message().rfind(path + ":" + std::to_string(line) + ": ", 0), 0u) << loaded.status().message();
+  EXPECT_NE(loaded.status().message().find(phrase), std::string::npos) << loaded.status().message();
+  EXPECT_NE(loaded.status().message().find("tessera profile --refresh"), std::string::npos) << loaded.status().message();
+  std::filesystem::remove(path);
+}
+
+constexpr const char* kGoodGraphTail =
+    "      send_s_per_delta: 2e-8\n      send_s_per_batch: 3e-6\n      receive_s_per_delta: 1e-8\n"
+    "      receive_s_per_batch: 2e-6\n";
+
+TEST(ProfileTest, MalformedGraphRatesNameFileLineAndFix) {
+  expect_graph_refused(std::string("      edge_updates_per_s: fast\n") + kGoodGraphTail, 6, "edge_updates_per_s");
+  expect_graph_refused(std::string("      edge_updates_per_s: -3\n") + kGoodGraphTail, 6, "edge_updates_per_s");
+  expect_graph_refused(std::string("      edge_updates_per_s: 0\n") + kGoodGraphTail, 6, "above 0");
+  expect_graph_refused(std::string("      edge_update_per_s: 4e7\n") + kGoodGraphTail, 6, "edge_updates_per_s");
+  // A missing figure or a graph that is not a map: the line of `graph:`.
+  expect_graph_refused("      edge_updates_per_s: 4e7\n      send_s_per_delta: 2e-8\n", 5,
+                       "graph of node 'pi' has no send_s_per_batch; add send_s_per_batch:");
+  expect_graph_refused("      - 4e7\n", 5, "graph of node 'pi' is a list; it must be a mapping");
+}
+
 TEST(ProfileTest, DefaultPathSitsNextToTheConfig) {
   EXPECT_EQ(profile::default_profile_path("configs/lab.yaml"), "configs/lab.profile.yaml");
 }

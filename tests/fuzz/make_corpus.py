@@ -110,6 +110,8 @@ GRAPH = {
     'graph_stop.bin': frame(24, b''),
     'graph_peer_hello.bin': frame(25, struct.pack('<QI4x', 7, 1)),
     'graph_deltas.bin': frame(26, struct.pack('<QQIII4x2I2d', 7, 0, 1, 0, 2, 0, 2, 0.125, 0.5)),
+    'graph_probe.bin': frame(27, struct.pack('<4IdQ', 17, 16, 64, 65536, 0.1, 1)),
+    'graph_probe_result.bin': frame(28, struct.pack('<6dQd', 4.5e7, 2e-8, 3e-6, 1.5e-8, 2e-6, 1.0, 2097152, 0.4)),
 }
 CODEC.update(GRAPH)
 

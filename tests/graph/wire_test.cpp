@@ -107,7 +107,10 @@ std::vector<GraphMessage> sample_messages() {
           GraphStop{},
           GraphPeerHello{77, 2},
           GraphDeltas{77, batch},
-          GraphDeltas{78, DeltaBatch{}}};
+          GraphDeltas{78, DeltaBatch{}},
+          GraphProbe{},
+          GraphProbe{10, 4, 1, 2, 2.0, 99},
+          GraphProbeResult{4.5e7, 2e-8, 3e-6, 1.5e-8, 2e-6, 0.25, 2097152, 1.25}};
 }
 
 uint16_t type_of(const GraphMessage& message) { return static_cast<uint16_t>(graph_message_type(message)); }
@@ -170,6 +173,8 @@ TEST(GraphWireCodec, LayoutsHaveTheDocumentedSizes) {
   EXPECT_EQ(encode_graph_payload(GraphProgress{}).size(), kNodeProgressBytes);
   EXPECT_EQ(encode_graph_payload(GraphPeerHello{}).size(), kPeerHelloBytes);
   EXPECT_EQ(encode_graph_payload(GraphStart{}).size(), 0u);
+  EXPECT_EQ(encode_graph_payload(GraphProbe{}).size(), kGraphProbeBytes);
+  EXPECT_EQ(encode_graph_payload(GraphProbeResult{}).size(), kGraphProbeResultBytes);
   StepReport report;
   report.batches_sent_to = {1, 2};
   EXPECT_EQ(encode_graph_payload(GraphStepDone{report}).size(), kStepDoneFixedBytes + 16);
@@ -311,6 +316,47 @@ TEST(GraphWireCodec, FieldsOutsideTheirDomainAreRefused) {
           << bad;
     }
   }
+}
+
+TEST(GraphWireCodec, ProbeSizesOutOfRangeAreRefused) {
+  const auto probe = static_cast<uint16_t>(MessageType::kGraphProbe);
+  const auto with = [](auto change) {
+    GraphProbe request;
+    change(request);
+    return request;
+  };
+  struct Case {
+    GraphProbe request;
+    std::string refusal;
+  };
+  const std::vector<Case> cases = {
+      {with([](GraphProbe& p) { p.scale = 7; }), "scale 7 out of range 8..22"},
+      {with([](GraphProbe& p) { p.scale = 0xFFFFFFFFu; }), "scale 4294967295 out of range"},
+      {with([](GraphProbe& p) { p.edge_factor = 0; }), "edge_factor 0 out of range"},
+      {with([](GraphProbe& p) { p.edge_factor = 1u << 31; }), "edge_factor 2147483648 out of range"},
+      {with([](GraphProbe& p) { p.scale = 22; }), "rmat:22:16 has over 8388608 edges"},
+      {with([](GraphProbe& p) { p.small_batch = 0; }), "batch sizes 0 and 65536"},
+      {with([](GraphProbe& p) { p.small_batch = p.large_batch; }), "must satisfy 1 <= small < large"},
+      {with([](GraphProbe& p) { p.large_batch = 0xFFFFFFFFu; }), "<= 262144"},
+      {with([](GraphProbe& p) { p.sweep_cpu_seconds = 0.0; }), "sweep_cpu_seconds"},
+      {with([](GraphProbe& p) { p.sweep_cpu_seconds = 1e9; }), "sweep_cpu_seconds"},
+      {with([](GraphProbe& p) { p.sweep_cpu_seconds = std::numeric_limits<double>::quiet_NaN(); }), "sweep_cpu_seconds"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.refusal);
+    AllocationCounter counter;
+    // The encoder writes whatever it is given; the decoder is what stands between a claim and
+    // the worker's memory.
+    const std::vector<std::byte> payload = encode_graph_payload(c.request);
+    EXPECT_TRUE(refused(probe, payload, c.refusal));
+    EXPECT_LE(counter.bytes(), kSmallAllocation);
+    EXPECT_EQ(check_graph_probe(c.request).code(), StatusCode::kProtocolError);
+  }
+  EXPECT_TRUE(check_graph_probe(GraphProbe{}).is_ok());
+  EXPECT_TRUE(check_graph_probe(with([](GraphProbe& p) { p.scale = 19; })).is_ok()) << "2^19 x 16: the largest";
+  // The fixed layouts take exactly their size.
+  EXPECT_FALSE(check_graph_payload_length(probe, kGraphProbeBytes + 8, tp::Limits{}).is_ok());
+  EXPECT_FALSE(check_graph_payload_length(static_cast<uint16_t>(MessageType::kGraphProbeResult), 8, tp::Limits{}).is_ok());
 }
 
 TEST(GraphWireCodec, OnlyGraphTypesAreDecoded) {
@@ -491,6 +537,29 @@ TEST(GraphWireCalls, AWorkersErrorBecomesItsStatusAndAWrongReplyAProtocolError) 
   EXPECT_NE(progress.status().message().find("sent GRAPH_READY where GRAPH_PROGRESS was expected"), std::string::npos)
       << progress.status().to_string();
   worker.join();
+}
+
+TEST(GraphWireCalls, ProbeGraphSendsTheRequestAndReturnsTheFigures) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  const GraphProbeResult figures{4.5e7, 2e-8, 3e-6, 1.5e-8, 2e-6, 0.25, 2097152, 1.25};
+  std::optional<GraphProbe> asked;
+  PeerThread worker(*pair->server, [&] {
+    std::optional<RawFrame> frame = read_raw(*pair->server);
+    if (!frame) return;
+    Result<GraphMessage> request = decode_graph_payload(frame->header.type, frame->payload, tp::Limits{});
+    if (request) asked = std::get<GraphProbe>(*request);
+    (void)reply(*pair->server, figures);
+  });
+  GraphProbe probe;
+  probe.scale = 12;
+  // Out of range: refused here, nothing sent (the worker sees only the request that follows).
+  EXPECT_EQ(probe_graph(*pair->client, GraphProbe{.small_batch = 0}).status().code(), StatusCode::kInvalidArgument);
+  Result<GraphProbeResult> result = probe_graph(*pair->client, probe);
+  ASSERT_TRUE(result) << result.status().to_string();
+  EXPECT_EQ(*result, figures);
+  worker.join();
+  EXPECT_EQ(asked, probe);
 }
 
 }  // namespace

@@ -185,19 +185,22 @@ TEST(ProtocolPayload, MessageTypesAndNames) {
   const char* graph_names[] = {"GRAPH_LOAD",          "GRAPH_READY",  "GRAPH_START",
                                "GRAPH_STEP",          "GRAPH_STEP_DONE", "GRAPH_PROGRESS_REQUEST",
                                "GRAPH_PROGRESS",      "GRAPH_VALUES_REQUEST", "GRAPH_VALUES",
-                               "GRAPH_STOP",          "GRAPH_PEER_HELLO", "GRAPH_DELTAS"};
+                               "GRAPH_STOP",          "GRAPH_PEER_HELLO", "GRAPH_DELTAS",
+                               "GRAPH_PROBE",         "GRAPH_PROBE_RESULT"};
   ASSERT_EQ(std::size(graph_names), std::size_t{kLastMessageType} - kLastTransportMessageType);
   for (std::size_t i = 0; i < std::size(graph_names); ++i) {
     const auto type = static_cast<uint16_t>(kFirstGraphMessageType + i);
     EXPECT_EQ(message_type_name(type), graph_names[i]);
     EXPECT_TRUE(is_graph_message(type));
-    EXPECT_EQ(capability_of_message(type), kCapabilityGraph);
+    // The probe has its own bit: it came after the rest of the graph service.
+    const bool probe = type >= static_cast<uint16_t>(MessageType::kGraphProbe);
+    EXPECT_EQ(capability_of_message(type), probe ? kCapabilityGraphProbe : kCapabilityGraph);
   }
   EXPECT_FALSE(is_graph_message(kLastTransportMessageType));
   EXPECT_FALSE(is_graph_message(kLastMessageType + 1));
   EXPECT_EQ(capability_of_message(static_cast<uint16_t>(MessageType::kStore)), kCapabilityGemm);
   EXPECT_EQ(capability_of_message(static_cast<uint16_t>(MessageType::kBye)), 0u);
-  EXPECT_EQ(message_type_name(27), "UNKNOWN(27)");
+  EXPECT_EQ(message_type_name(29), "UNKNOWN(29)");
   EXPECT_EQ(message_type_name(77), "UNKNOWN(77)");
 }
 
@@ -320,7 +323,7 @@ TEST(ProtocolPayload, TrailingBytesAreRejected) {
 
 TEST(ProtocolPayload, UnknownTypeIsRejected) {
   EXPECT_TRUE(fails_with(decode_payload(0, {}, Limits{}).status(), StatusCode::kProtocolError, "type 0 unknown"));
-  EXPECT_TRUE(fails_with(decode_payload(27, {}, Limits{}).status(), StatusCode::kProtocolError, "type 27 unknown"));
+  EXPECT_TRUE(fails_with(decode_payload(29, {}, Limits{}).status(), StatusCode::kProtocolError, "type 29 unknown"));
 }
 
 TEST(ProtocolPayload, GraphPayloadsAreLeftToTheGraphCodec) {
@@ -867,7 +870,8 @@ TEST(ProtocolVersion2, CapabilityNames) {
             "gemm, expression, tls, transpose");
   // Bits are named in order; the transpose bit follows TLS's, the last one used before it.
   EXPECT_EQ(kCapabilityTransposedJobs, kCapabilityTls << 1);
-  EXPECT_EQ(capability_names(kCapabilityTransposedJobs << 1), "bit 5");
+  EXPECT_EQ(capability_names(kCapabilityTransposedJobs << 1), "graph-probe");
+  EXPECT_EQ(capability_names(kCapabilityGraphProbe << 1), "bit 6");
   EXPECT_EQ(capability_names(kCapabilityGraph | (uint64_t{1} << 9)), "graph, bit 9");
 }
 

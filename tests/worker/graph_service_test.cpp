@@ -222,7 +222,8 @@ TEST(GraphService, DefaultWorkerHostsGemmAndGraph) {
   Result<ServiceTable> table = ServiceTable::build(default_services());
   ASSERT_TRUE(table) << table.status().to_string();
   EXPECT_EQ(table->capabilities(),
-            tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs | tp::kCapabilityGraph);
+            tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs | tp::kCapabilityGraph |
+                tp::kCapabilityGraphProbe);
   EXPECT_TRUE(table->takes_peers());
   EXPECT_NE(table->find_peer(static_cast<uint16_t>(tp::MessageType::kGraphDeltas)), nullptr);
   EXPECT_EQ(table->find_peer(static_cast<uint16_t>(tp::MessageType::kJob)), nullptr);

@@ -558,7 +558,9 @@ PayloadBounds payload_bounds(MessageType type, const Limits& limits) {
     case MessageType::kGraphValues:
     case MessageType::kGraphStop:
     case MessageType::kGraphPeerHello:
-    case MessageType::kGraphDeltas: return {0, limits.max_payload_bytes};
+    case MessageType::kGraphDeltas:
+    case MessageType::kGraphProbe:
+    case MessageType::kGraphProbeResult: return {0, limits.max_payload_bytes};
   }
   return {0, 0};
 }
@@ -601,6 +603,7 @@ std::string capability_names(uint64_t capabilities) {
       case kCapabilityExpression: names += "expression"; break;
       case kCapabilityTls: names += "tls"; break;
       case kCapabilityTransposedJobs: names += "transpose"; break;
+      case kCapabilityGraphProbe: names += "graph-probe"; break;
       default: names += "bit " + std::to_string(bit); break;
     }
   }
@@ -640,11 +643,17 @@ std::string message_type_name(uint16_t type) {
     case 24: return "GRAPH_STOP";
     case 25: return "GRAPH_PEER_HELLO";
     case 26: return "GRAPH_DELTAS";
+    case 27: return "GRAPH_PROBE";
+    case 28: return "GRAPH_PROBE_RESULT";
     default: return "UNKNOWN(" + std::to_string(type) + ")";
   }
 }
 
 uint64_t capability_of_message(uint16_t type) {
+  if (type == static_cast<uint16_t>(MessageType::kGraphProbe) ||
+      type == static_cast<uint16_t>(MessageType::kGraphProbeResult)) {
+    return kCapabilityGraphProbe;
+  }
   if (is_graph_message(type)) return kCapabilityGraph;
   switch (static_cast<MessageType>(type)) {
     case MessageType::kProbe:

@@ -28,6 +28,7 @@
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/worker/compute_pool.hpp"
 #include "tessera/worker/gemm_service.hpp"
+#include "tessera/worker/graph_probe.hpp"
 #include "tessera/worker/graph_service.hpp"
 #include "tessera/worker/service.hpp"
 #include "tessera/worker/tile_store.hpp"
@@ -128,6 +129,7 @@ std::vector<Service> default_services() {
   std::vector<Service> services;
   services.push_back(gemm_service());
   services.push_back(graph_service());
+  services.push_back(graph_probe_service());
 #ifdef TESSERA_FAULT_HOOKS
   // The test twin can play a worker that hosts fewer services (one without graph, say).
   if (const std::vector<std::string>& only = fault_hooks().services; !only.empty()) {

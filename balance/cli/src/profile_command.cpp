@@ -32,6 +32,7 @@ void print_profile(std::ostream& out, const profile::ClusterProfile& profile, co
                        node.gflops, powers[i], node.threads, curve, node.link.latency_s * 1e3, busy,
                        node.link.to_node_bytes_per_s / 1e6, node.link.from_node_bytes_per_s / 1e6);
   }
+  out << profile::graph_rates_table(profile);
   out << fmt::format("coordinator sends {:.1f} MB/s to all nodes at once\n", profile.coordinator_send_bytes_per_s / 1e6);
   out << "saved " << path << "\n";
 }

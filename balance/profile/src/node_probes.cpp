@@ -16,6 +16,7 @@
 
 #include "tessera/core/stats.hpp"
 #include "tessera/core/time.hpp"
+#include "tessera/graph/wire.hpp"
 #include "tessera/transport/request.hpp"
 
 namespace tessera::balance::profile::probes {
@@ -455,7 +456,59 @@ Result<NodeProfile> measure_node(cluster::NodeLink& link, const ProfileOptions& 
     if (!vector) return vector.status();
     node.vector_gflops = *vector;
   }
+  if (!options.quick && answers_graph_probe(link)) {
+    say("graph rates");
+    Result<model::GraphRates> rates = graph_rates(link, options);
+    if (!rates) return rates.status();
+    node.graph = *rates;
+  }
   return node;
+}
+
+bool answers_graph_probe(const cluster::NodeLink& link) {
+  return (link.hello.capabilities & tp::kCapabilityGraphProbe) != 0;
+}
+
+namespace {
+
+// What the worker charges for a probe of rmat:scale:16 (worker/graph_probe.cpp's
+// graph_probe_bytes, rounded up): asked for only when it fits, since an ERROR ends the session.
+constexpr uint32_t kGraphProbeEdgeFactor = 16;
+uint64_t graph_probe_bytes_bound(uint32_t scale) {
+  const uint64_t vertices = uint64_t{1} << scale;
+  return vertices * kGraphProbeEdgeFactor * 64 + vertices * 96 + 65536 * 64 + (8u << 20);
+}
+
+}  // namespace
+
+Result<model::GraphRates> graph_rates(cluster::NodeLink& link, const ProfileOptions& options) {
+  graph::GraphProbe probe;
+  probe.scale = std::clamp(options.graph_probe_scale, graph::kGraphProbeMinScale, graph::kGraphProbeMaxScale);
+  probe.edge_factor = kGraphProbeEdgeFactor;
+  probe.sweep_cpu_seconds = options.graph_sweep_cpu_seconds;
+  const uint64_t cap = link.hello.tile_memory_cap;
+  while (cap != 0 && probe.scale > graph::kGraphProbeMinScale && graph_probe_bytes_bound(probe.scale) > cap) --probe.scale;
+  if (cap != 0 && graph_probe_bytes_bound(probe.scale) > cap) {
+    return resource_exhausted(fmt::format("{}: its tile memory cap of {} bytes holds no graph probe", who_of(link), cap));
+  }
+  Result<graph::GraphProbeResult> result = graph::probe_graph(*link.connection, probe);
+  if (!result) return result.status().with_context(who_of(link) + ": graph probe failed: ");
+  model::GraphRates rates;
+  rates.edge_updates_per_s = result->edge_updates_per_s;
+  rates.send_s_per_delta = result->send_s_per_delta;
+  rates.send_s_per_batch = result->send_s_per_batch;
+  rates.receive_s_per_delta = result->receive_s_per_delta;
+  rates.receive_s_per_batch = result->receive_s_per_batch;
+  for (double figure : {rates.edge_updates_per_s, rates.send_s_per_delta, rates.send_s_per_batch,
+                        rates.receive_s_per_delta, rates.receive_s_per_batch}) {
+    if (!(figure >= 0.0) || !std::isfinite(figure)) {
+      return protocol_error(fmt::format("{} reported a graph rate of {}", who_of(link), figure));
+    }
+  }
+  if (!(rates.edge_updates_per_s > 0.0)) {
+    return protocol_error(fmt::format("{} reported no edge updates in its graph probe", who_of(link)));
+  }
+  return rates;
 }
 
 // One node's echo round trips while it computes: kBusyLoadSize-cubed GEMM jobs on tiles the worker

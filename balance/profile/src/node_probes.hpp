@@ -65,6 +65,16 @@ Result<double> time_to_node(cluster::NodeLink& link, uint32_t rows, const std::v
 Result<NodeProfile> measure_node(cluster::NodeLink& link, const ProfileOptions& options, const ProfileProgress& progress,
                                  const std::vector<double>& source, uint64_t& job_id);
 
+// Whether the node's worker answers GRAPH_PROBE (its HELLO has kCapabilityGraphProbe).
+bool answers_graph_probe(const cluster::NodeLink& link);
+
+// The node's graph rates from one GRAPH_PROBE (see ProfileOptions for its size), scaled down when
+// the worker's tile memory cap would not hold it. Fails on a network or protocol error, a figure
+// that is not a finite number >= 0, or no edge rate; kResourceExhausted without asking when even
+// the smallest probe would not fit.
+// REQUIRES: answers_graph_probe(link).
+Result<model::GraphRates> graph_rates(cluster::NodeLink& link, const ProfileOptions& options);
+
 // The mean echo round trip (`pings` of them) while the node computes a queue of
 // kBusyLoadSize-cubed GEMMs; job ids from `job_id` on.
 Result<double> busy_round_trip(cluster::NodeLink& link, int pings, uint64_t job_id);

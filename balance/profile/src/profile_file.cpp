@@ -32,12 +32,14 @@ const std::vector<std::string> kProfileKeys = {"cluster", "measured_at", "coordi
 // relative_power is written for people reading the file; it is derived, so never read back.
 const std::vector<std::string> kNodeProfileKeys = {
     "name",        "endpoint",     "measured_at",   "quick",    "gflops",         "concurrent_gflops", "compute_cores", "receive_cpu_s_per_byte", "job_overhead_s", "vector_gflops",
-    "relative_power", "probe_size", "repetitions", "probe_seconds", "speed",    "link",
+    "relative_power", "probe_size", "repetitions", "probe_seconds", "speed",    "link", "graph",
     "threads",     "cores",        "memory_bytes",  "arch",     "hostname",       "worker_version",
     "fingerprint"};
 const std::vector<std::string> kSpeedPointKeys = {"size", "gflops"};
 const std::vector<std::string> kLinkProfileKeys = {"latency_s", "busy_latency_s", "to_node_bytes_per_s",
                                                    "from_node_bytes_per_s"};
+const std::vector<std::string> kGraphRatesKeys = {"edge_updates_per_s", "send_s_per_delta", "send_s_per_batch",
+                                                  "receive_s_per_delta", "receive_s_per_batch"};
 
 constexpr cluster::NumberRange kNonNegative{0.0, 1e300};
 constexpr uint64_t kMaxUint32 = 0xFFFFFFFFu;
@@ -106,6 +108,28 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
     node.link.busy_latency_s = link_fields.number("busy_latency_s", kNonNegative, "0.004").value_or(0.0);
     node.link.to_node_bytes_per_s = *to_node;
     node.link.from_node_bytes_per_s = *from_node;
+  }
+  if (const cluster::YamlMap::Entry* graph = fields.find("graph"); graph != nullptr && !graph->value.IsNull()) {
+    const cluster::YamlMap rates = profile_map(graph->value, graph->line, kGraphRatesKeys, fmt::format("graph of node '{}'", node.name));
+    // Every figure is required: the placement model reads them together.
+    const auto figure = [&](const char* key, const char* example) {
+      const std::optional<double> value = rates.number(key, kNonNegative, example);
+      if (!value) rates.fail_missing(key, example);
+      return *value;
+    };
+    model::GraphRates measured;
+    measured.edge_updates_per_s = figure("edge_updates_per_s", "4.5e7");
+    measured.send_s_per_delta = figure("send_s_per_delta", "2e-8");
+    measured.send_s_per_batch = figure("send_s_per_batch", "3e-6");
+    measured.receive_s_per_delta = figure("receive_s_per_delta", "1.5e-8");
+    measured.receive_s_per_batch = figure("receive_s_per_batch", "2e-6");
+    if (!(measured.edge_updates_per_s > 0.0)) {
+      cluster::fail_at(rates.find("edge_updates_per_s")->line,
+                       fmt::format("node '{}' has graph edge_updates_per_s {}; it must be above 0 (re-run `tessera "
+                                   "profile --refresh`, or delete the graph map to have it measured again)",
+                                   node.name, measured.edge_updates_per_s));
+    }
+    node.graph = measured;
   }
   node.threads = static_cast<uint32_t>(fields.integer("threads", 0, kMaxUint32, "4").value_or(0));
   node.cores = static_cast<uint32_t>(fields.integer("cores", 0, kMaxUint32, "4").value_or(0));
@@ -196,6 +220,15 @@ Status save_profile(const std::string& path, const ClusterProfile& profile) {
       }
       out << YAML::Key << "to_node_bytes_per_s" << YAML::Value << node.link.to_node_bytes_per_s;
       out << YAML::Key << "from_node_bytes_per_s" << YAML::Value << node.link.from_node_bytes_per_s;
+      out << YAML::EndMap;
+    }
+    if (node.graph) {
+      out << YAML::Key << "graph" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "edge_updates_per_s" << YAML::Value << node.graph->edge_updates_per_s;
+      out << YAML::Key << "send_s_per_delta" << YAML::Value << node.graph->send_s_per_delta;
+      out << YAML::Key << "send_s_per_batch" << YAML::Value << node.graph->send_s_per_batch;
+      out << YAML::Key << "receive_s_per_delta" << YAML::Value << node.graph->receive_s_per_delta;
+      out << YAML::Key << "receive_s_per_batch" << YAML::Value << node.graph->receive_s_per_batch;
       out << YAML::EndMap;
     }
     out << YAML::Key << "threads" << YAML::Value << node.threads;

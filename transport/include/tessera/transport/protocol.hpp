@@ -73,6 +73,10 @@ inline constexpr uint64_t kCapabilityTls = 1ull << 3;
 // stored tile, so an expression that reads both A and A' sends A once. It extends the GEMM
 // service's JOB like kCapabilityExpression; a worker without it refuses the flags as unknown.
 inline constexpr uint64_t kCapabilityTransposedJobs = 1ull << 4;
+// The worker answers GRAPH_PROBE (the graph rates `tessera profile` measures on the worker). A
+// bit of its own because the type came after GRAPH_*: a worker that has kCapabilityGraph but not
+// this would end the session on a GRAPH_PROBE it does not know.
+inline constexpr uint64_t kCapabilityGraphProbe = 1ull << 5;
 
 // "gemm, graph" for a set of bits; "none" for 0; bits without a name as "bit 9".
 std::string capability_names(uint64_t capabilities);
@@ -110,15 +114,17 @@ enum class MessageType : uint16_t {
   kGraphStop = 24,             // coordinator -> worker: stop the engine, close the peer links
   kGraphPeerHello = 25,        // worker -> worker: first frame of a peer link (run, sender's part)
   kGraphDeltas = 26,           // worker -> worker: a batch of deltas for the receiver's vertices
+  kGraphProbe = 27,            // coordinator -> worker: measure the node's graph rates (kCapabilityGraphProbe)
+  kGraphProbeResult = 28,      // worker -> coordinator: the measured rates
 };
 // Types are numbered 1..kLastMessageType without gaps; a table indexed by type needs this + 1 slots.
-inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kGraphDeltas);
+inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kGraphProbeResult);
 // Types 1..kLastTransportMessageType have their payloads in Message and decode_payload; the ones
 // after it belong to a service's own codec (the graph service's, today).
 inline constexpr uint16_t kLastTransportMessageType = static_cast<uint16_t>(MessageType::kStats);
 inline constexpr uint16_t kFirstGraphMessageType = static_cast<uint16_t>(MessageType::kGraphLoad);
 constexpr bool is_graph_message(uint16_t type) {
-  return type >= kFirstGraphMessageType && type <= static_cast<uint16_t>(MessageType::kGraphDeltas);
+  return type >= kFirstGraphMessageType && type <= static_cast<uint16_t>(MessageType::kGraphProbeResult);
 }
 
 // The capability bit of the service whose messages include `type` (PROBE, STORE, JOB, RELEASE,

@@ -18,7 +18,13 @@
 // trips give each link's latency under load (LinkProfile::busy_latency_s), which the expression
 // scheduler charges on the many small dependent transfers of its runs. The profiler never reads
 // emulation settings.
-// --quick measures one size (1024) in one window and the links with small transfers.
+// Graph rates (model::GraphRates, for the graph placement model): on a worker that answers
+// GRAPH_PROBE, the edge updates per second of the engine's asynchronous PageRank sweep on an R-MAT
+// graph the worker generates itself, and the cost of sending and of receiving a remote delta, per
+// entry and per batch (worker/graph_probe.hpp says how). A saved node without them (profiled
+// before they existed) gets only its graph rates measured, its other figures reused.
+// --quick measures one size (1024) in one window and the links with small transfers, and no graph
+// rates (a node measured quick keeps those it had).
 //
 // A profile is saved as YAML next to the cluster file (configs/lab.yaml ->
 // configs/lab.profile.yaml) and reused: a node is re-measured only when its fingerprint (address,
@@ -35,6 +41,7 @@
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
+#include "tessera/balance/model/graph_rates.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/core/status.hpp"
 
@@ -78,6 +85,9 @@ struct NodeProfile {
   std::vector<model::SpeedPoint> speed;  // rate by size (the speed curve); empty in old profiles
   LinkProfile link;
   bool has_link = false;          // false in quick-GEMM-only profiles of older versions
+  // What a graph run costs on the node; nullopt when not measured (older profiles, --quick, a
+  // worker without GRAPH_PROBE).
+  std::optional<model::GraphRates> graph;
   uint32_t threads = 0;           // the worker's compute threads
   uint32_t cores = 0;             // online CPUs the worker saw
   uint64_t memory_bytes = 0;
@@ -120,7 +130,17 @@ struct ProfileOptions {
   // A node that sends nothing for this long while a probe is outstanding is given up (it stopped
   // answering); the whole of one node's measurements is also bounded (60 s quick, 180 s full).
   double silent_node_seconds = 30.0;
+  // The graph probe: rmat:graph_probe_scale:16 generated on the worker (2^17 vertices, 2.1 M edges,
+  // 9 MB of targets: past a Pi's caches and most of a desktop's), a sweep of this much CPU time,
+  // sends and receives of batches of 64 and 65536 entries (65536: the engine's batch_max_entries).
+  // About 0.35 CPU s in all (half of it generating the graph): 1.4 s of wall time on a quarter core.
+  uint32_t graph_probe_scale = 17;
+  double graph_sweep_cpu_seconds = 0.08;
 };
+
+// The graph rates of a cluster as a small table (node, M edge updates/s, send and receive us per
+// delta and per batch) for `tessera profile` to print; empty when no node has them.
+std::string graph_rates_table(const ClusterProfile& profile);
 
 // Progress lines for a person watching; `done` is true for a node's final line.
 using ProfileProgress = std::function<void(const std::string& node_name, const std::string& what, bool done)>;
