@@ -146,7 +146,8 @@ std::string graph_rates_table(const ClusterProfile& profile);
 using ProfileProgress = std::function<void(const std::string& node_name, const std::string& what, bool done)>;
 
 // Measures what `previous` cannot supply (see the file comment) and returns the whole profile in
-// cluster order. `measured` (optional) receives the names of the nodes actually measured.
+// cluster order. `measured` (optional) receives the names of the nodes actually measured, those
+// of which only the graph rates were measured included.
 Result<ClusterProfile> run_profile(cluster::ClusterConnection& cluster, const cluster::ClusterSpec& spec,
                                    const std::optional<ClusterProfile>& previous, const ProfileOptions& options,
                                    const ProfileProgress& progress = {},
