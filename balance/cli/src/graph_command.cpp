@@ -93,10 +93,10 @@ void print_choice(std::ostream& out, const graph_driver::GraphOutcome& outcome) 
 }
 
 void print_outcome(std::ostream& out, const graph_driver::GraphOutcome& outcome) {
-  out << fmt::format("{}, {}, {}, tolerance {:g}\n", tg::describe(outcome.algorithm), graph_driver::graph_mode_name(outcome.mode),
-                     tp::method_name(outcome.method), outcome.tolerance);
+  out << fmt::format("{}, {}, tolerance {:g}\n", tg::describe(outcome.algorithm), graph_driver::graph_mode_name(outcome.mode),
+                     outcome.tolerance);
   print_choice(out, outcome);
-  print_placement(out, fmt::format("plan ({} by weights {})", tp::method_name(outcome.method), outcome.weights),
+  print_placement(out, fmt::format("plan ({} by weights {})", outcome.placing.method, outcome.weights),
                   outcome.placement);
   if (outcome.final_placement) print_placement(out, "after the last restart", *outcome.final_placement);
   out << fmt::format("{:<12} {:>9} {:>10} {:>11} {:>12} {:>15} {:>10} {:>10} {:>8} {:>8} {:>20}\n", "node",

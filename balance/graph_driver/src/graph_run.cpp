@@ -385,6 +385,7 @@ void Driver::remember_run() {
     }
   }
   if (ghosts > 0.0 && run.updates_per_edge > 0.0) run.delta_fraction = deltas / (run.updates_per_edge * ghosts);
+  run.shapes = selection.shapes;
   if (selection.metis_seconds && placement_input_.edge_count() > 0) {
     run.metis_s_per_edge = *selection.metis_seconds / static_cast<double>(placement_input_.edge_count());
   }
@@ -406,7 +407,6 @@ Status Driver::choose_nodes() {
     records_[node].taking_part = chosen;
     records_[node].figures.left_out = !chosen;
   }
-  for (const std::string& sentence : selection->record.left_out) notice(sentence);
   method_ = selection->method;
   outcome_.choice = selection->record;
   outcome_.placing = selection->placing;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -230,6 +232,15 @@ Result<Selection> select_and_place(const SelectionInput& input) {
       sets.push_back(std::move(listed));
       break;
     }
+    case NodeChoice::Mode::kBest:
+      selection.record.mode = "best";
+      if (!costs_known) {
+        return invalid_argument(
+            "--nodes best needs every node's graph rates, and the profile has none for some; run `tessera profile` "
+            "on the cluster first, or name the node with --nodes NAME");
+      }
+      sets.push_back({model::nodes_by_graph_speed(costs).front()});
+      break;
     case NodeChoice::Mode::kAuto:
       selection.record.mode = "auto";
       if (costs_known) {
@@ -268,35 +279,51 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   };
 
   // METIS for every candidate set would cost more than the choice can save: with METIS asked for
-  // or auto, the sets are weighed with the locality placements, and METIS places only the chosen set.
+  // or auto, the sets are weighed with the chunks placement (or the shape a past run on this graph
+  // kept of it), and only the chosen set is placed for real. A set that could not beat the best
+  // smaller one even with nothing cut is not placed at all.
   const bool metis_asked = !options.choose_method && options.method == tp::PartitionMethod::kMetis;
   const bool weigh_cheaply = options.choose_method || (metis_asked && sets.size() > 1);
-  std::vector<Placed> placed;  // per set: the placement it was weighed with
+  std::vector<std::optional<Placed>> placed(sets.size());  // per set, when it was placed to weigh it
   std::vector<model::GraphCandidate> candidates;
-  double spent_s = 0.0;        // every placement made while choosing is part of the run's time
-  for (const std::vector<std::size_t>& set : sets) {
+  double spent_s = 0.0;  // every placement made while choosing is part of the run's time
+  double best_so_far_s = std::numeric_limits<double>::infinity();
+  for (std::size_t index = 0; index < sets.size(); ++index) {
+    const std::vector<std::size_t>& set = sets[index];
     const std::vector<double> weights = target_weights_of(options, set);
-    std::vector<tp::PartitionMethod> methods{options.method};
-    if (weigh_cheaply && set.size() > 1) methods.assign(std::begin(kCheapMethods), std::end(kCheapMethods));
-    std::optional<Placed> best;
-    std::optional<model::GraphCandidate> best_candidate;
-    double best_score = 0.0, set_spent_s = 0.0;
-    for (tp::PartitionMethod method : methods) {
+    const tp::PartitionMethod method = weigh_cheaply && set.size() > 1 ? kCheapMethods[0] : options.method;
+    const std::string key = shape_key(tp::method_name(method), names_of(input, set), weights);
+    model::GraphCandidate candidate;
+    candidate.nodes = set;
+    candidate.method = std::string(tp::method_name(method));
+    if (const auto known = selection.memory.shapes.find(key); known != selection.memory.shapes.end() &&
+                                                              known->second.parts.size() == set.size()) {
+      candidate.parts = known->second.parts;
+      candidate.cut_edges = known->second.cut_edges;
+    } else {
+      if (forecastable && set.size() > 1) {
+        model::GraphCandidate uncut = candidate;
+        uncut.parts.assign(set.size(), {});
+        for (std::size_t i = 0; i < set.size(); ++i) {
+          const double share = weights[i] / std::accumulate(weights.begin(), weights.end(), 0.0);
+          uncut.parts[i].vertices = static_cast<int64_t>(share * static_cast<double>(input.graph.vertex_count));
+          uncut.parts[i].edges = static_cast<int64_t>(share * static_cast<double>(input.graph.edge_count()));
+        }
+        if (run_part_s(uncut) >= best_so_far_s) {
+          uncut.method = "none: it could not pay even with nothing cut";
+          candidates.push_back(std::move(uncut));
+          continue;
+        }
+      }
       Result<Placed> one = place(input, method, weights);
       if (!one) return one.status();
-      set_spent_s += one->seconds;
-      model::GraphCandidate candidate = candidate_of(input, set, *one);
-      const double score = forecastable ? run_part_s(candidate) : static_cast<double>(candidate.cut_edges);
-      if (!best || score < best_score) {
-        best_score = score;
-        best = std::move(*one);
-        best_candidate = std::move(candidate);
-      }
+      spent_s += one->seconds;
+      candidate = candidate_of(input, set, *one);
+      selection.shapes[key] = {candidate.cut_edges, candidate.parts};
+      placed[index] = std::move(*one);
     }
-    best_candidate->placement_s = set_spent_s;
-    spent_s += set_spent_s;
-    candidates.push_back(std::move(*best_candidate));
-    placed.push_back(std::move(*best));
+    if (forecastable) best_so_far_s = std::min(best_so_far_s, run_part_s(candidate));
+    candidates.push_back(std::move(candidate));
   }
   std::size_t chosen = 0;
   if (forecastable) {
@@ -309,9 +336,50 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   }
   selection.nodes = sets[chosen];
   selection.weights = target_weights_of(options, selection.nodes);
-  Placed winner = std::move(placed[chosen]);
-  model::GraphCandidate winner_candidate = candidates[chosen];
   const bool several = selection.nodes.size() > 1;
+  // The chosen set placed for real. With the locality placements, the better of the two by
+  // forecast: a shape kept from a past run or made while weighing saves placing to compare, so a
+  // warm run places only the one it uses.
+  std::optional<Placed> chosen_placement = std::move(placed[chosen]);
+  std::vector<tp::PartitionMethod> methods{weigh_cheaply && several ? kCheapMethods[0] : options.method};
+  if (options.choose_method && several) methods.push_back(kCheapMethods[1]);
+  const std::vector<std::string> chosen_names = names_of(input, selection.nodes);
+  std::optional<tp::PartitionMethod> best_method;
+  std::optional<model::GraphCandidate> best_candidate;
+  for (tp::PartitionMethod method : methods) {
+    const std::string key = shape_key(tp::method_name(method), chosen_names, selection.weights);
+    std::optional<model::GraphCandidate> candidate;
+    if (chosen_placement && chosen_placement->method == method) {
+      candidate = candidates[chosen];
+    } else if (const auto known = selection.memory.shapes.find(key);
+               known != selection.memory.shapes.end() && known->second.parts.size() == selection.nodes.size()) {
+      candidate = candidates[chosen];
+      candidate->parts = known->second.parts;
+      candidate->cut_edges = known->second.cut_edges;
+    } else {
+      Result<Placed> one = place(input, method, selection.weights);
+      if (!one) return one.status();
+      spent_s += one->seconds;
+      candidate = candidate_of(input, selection.nodes, *one);
+      selection.shapes[key] = {candidate->cut_edges, candidate->parts};
+      chosen_placement = std::move(*one);
+    }
+    const bool better = !best_candidate || (forecastable ? run_part_s(*candidate) < run_part_s(*best_candidate)
+                                                         : candidate->cut_edges < best_candidate->cut_edges);
+    if (better) {
+      best_method = method;
+      best_candidate = std::move(candidate);
+    }
+  }
+  // Holding another method's placement (or none): place with the winner now.
+  if (!chosen_placement || chosen_placement->method != *best_method) {
+    Result<Placed> one = place(input, *best_method, selection.weights);
+    if (!one) return one.status();
+    spent_s += one->seconds;
+    chosen_placement = std::move(*one);
+  }
+  model::GraphCandidate winner_candidate = std::move(*best_candidate);
+  Placed winner = std::move(*chosen_placement);
   selection.placing.reason = !options.choose_method ? "as asked"
                              : several             ? fmt::format("{}: the better of the locality placements", tp::method_name(winner.method))
                                                    : "one node: nothing to cut";

@@ -60,6 +60,7 @@ struct Selection {
   model::GraphWorkload workload;
   model::GraphCandidate candidate;           // the chosen set as placed
   std::optional<double> metis_seconds;       // METIS ran (not read from the cache) and took this
+  std::map<std::string, RunMemory::Shape> shapes;  // placements weighed this run (shape_key)
 };
 // Fails (kInvalidArgument) naming a listed node the cluster lacks, or a weights list of the wrong
 // length; partitioning failures as partition_graph's.

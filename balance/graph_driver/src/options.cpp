@@ -69,6 +69,10 @@ Result<NodeChoice> parse_node_choice(std::string_view text) {
     choice.mode = NodeChoice::Mode::kAll;
     return choice;
   }
+  if (text == "best") {
+    choice.mode = NodeChoice::Mode::kBest;
+    return choice;
+  }
   choice.mode = NodeChoice::Mode::kListed;
   std::size_t begin = 0;
   while (begin <= text.size()) {
@@ -77,7 +81,7 @@ Result<NodeChoice> parse_node_choice(std::string_view text) {
     const std::string name(text.substr(begin, end - begin));
     begin = end + 1;
     if (name.empty()) {
-      return invalid_argument(fmt::format("--nodes \"{}\" has an empty name; use auto, all or node names separated by commas", text));
+      return invalid_argument(fmt::format("--nodes \"{}\" has an empty name; use auto, all, best or node names separated by commas", text));
     }
     if (std::find(choice.listed.begin(), choice.listed.end(), name) != choice.listed.end()) {
       return invalid_argument(fmt::format("--nodes names \"{}\" twice; name each node once", name));
@@ -91,6 +95,7 @@ std::string describe(const NodeChoice& choice) {
   switch (choice.mode) {
     case NodeChoice::Mode::kAuto: return "auto";
     case NodeChoice::Mode::kAll: return "all";
+    case NodeChoice::Mode::kBest: return "best";
     case NodeChoice::Mode::kListed: return join(choice.listed, ",");
   }
   return "auto";

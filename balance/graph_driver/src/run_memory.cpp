@@ -30,6 +30,16 @@ std::optional<double> read_number(const json& document, const char* key, double 
 
 }  // namespace
 
+std::string shape_key(std::string_view method, const std::vector<std::string>& nodes, const std::vector<double>& weights) {
+  double total = 0.0;
+  for (double weight : weights) total += weight;
+  std::string key(method);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    key += fmt::format("|{}={:.6f}", nodes[i], total > 0.0 && i < weights.size() ? weights[i] / total : 0.0);
+  }
+  return key;
+}
+
 std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance) {
   if (dir.empty()) return "";
   // The parameters that change how many sweeps a run needs are part of the name.
@@ -64,6 +74,23 @@ RunMemory load_run_memory(const std::string& path, std::string* note) {
       if (value.is_number() && plausible(value.get<double>(), 1.0, 1e12)) memory.edge_updates_per_s[name] = value.get<double>();
     }
   }
+  if (const auto shapes = document.find("shapes"); shapes != document.end() && shapes->is_object()) {
+    for (const auto& [key, entry] : shapes->items()) {
+      if (!entry.is_object() || !entry.contains("cut_edges") || !entry.contains("parts") || !entry["parts"].is_array()) continue;
+      RunMemory::Shape shape;
+      bool sound = entry["cut_edges"].is_number_integer() && entry["cut_edges"].get<int64_t>() >= 0;
+      if (sound) shape.cut_edges = entry["cut_edges"].get<int64_t>();
+      for (const json& part : entry["parts"]) {
+        sound = sound && part.is_array() && part.size() == 6;
+        if (!sound) break;
+        for (const json& number : part) sound = sound && number.is_number_integer() && number.get<int64_t>() >= 0;
+        if (!sound) break;
+        shape.parts.push_back({part[0].get<int64_t>(), part[1].get<int64_t>(), part[2].get<int64_t>(), part[3].get<int64_t>(),
+                               part[4].get<int64_t>(), part[5].get<int64_t>()});
+      }
+      if (sound && !shape.parts.empty()) memory.shapes[key] = std::move(shape);
+    }
+  }
   return memory;
 }
 
@@ -77,6 +104,15 @@ Status save_run_memory(const std::string& path, const RunMemory& memory) {
   if (memory.delta_fraction) document["delta_fraction"] = *memory.delta_fraction;
   if (memory.metis_s_per_edge) document["metis_s_per_edge"] = *memory.metis_s_per_edge;
   document["edge_updates_per_s"] = memory.edge_updates_per_s;
+  json shapes = json::object();
+  for (const auto& [key, shape] : memory.shapes) {
+    json parts = json::array();
+    for (const model::GraphPartShape& part : shape.parts) {
+      parts.push_back({part.vertices, part.edges, part.ghosts_out, part.ghosts_in, part.peers_out, part.peers_in});
+    }
+    shapes[key] = {{"cut_edges", shape.cut_edges}, {"parts", std::move(parts)}};
+  }
+  document["shapes"] = std::move(shapes);
   std::error_code error;
   const std::filesystem::path target(path);
   std::filesystem::create_directories(target.parent_path(), error);
@@ -109,6 +145,9 @@ RunMemory remember(RunMemory memory, const RunMeasurement& run) {
     if (plausible(rate, 1.0, 1e12)) memory.edge_updates_per_s[name] = rate;
   }
   if (run.metis_s_per_edge) memory.metis_s_per_edge = *run.metis_s_per_edge;
+  for (const auto& [key, shape] : run.shapes) memory.shapes[key] = shape;
+  // Weights drift a little with every profile; a bounded memory forgets the oldest-sorted first.
+  while (memory.shapes.size() > 64) memory.shapes.erase(memory.shapes.begin());
   return memory;
 }
 

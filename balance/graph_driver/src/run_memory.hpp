@@ -12,6 +12,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "tessera/balance/model/graph_placement.hpp"
 #include "tessera/core/status.hpp"
@@ -29,8 +31,19 @@ struct RunMemory {
   std::optional<double> delta_fraction;
   std::optional<double> metis_s_per_edge;
   std::map<std::string, double> edge_updates_per_s;  // node name -> measured on this graph
+  // The shapes of the placements candidate sets were weighed with (shape_key), so that the next
+  // run weighs them without placing anything.
+  struct Shape {
+    int64_t cut_edges = 0;
+    std::vector<model::GraphPartShape> parts;
+    bool operator==(const Shape&) const = default;
+  };
+  std::map<std::string, Shape> shapes;
   bool operator==(const RunMemory&) const = default;
 };
+
+// The key of a candidate's placement in RunMemory::shapes: its method, nodes and weights.
+std::string shape_key(std::string_view method, const std::vector<std::string>& nodes, const std::vector<double>& weights);
 
 // "<dir>/run-<hash>-<algorithm and its parameters>.json"; empty when dir is empty.
 std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance);
@@ -51,6 +64,7 @@ struct RunMeasurement {
   std::optional<double> delta_fraction;
   std::map<std::string, double> edge_updates_per_s;
   std::optional<double> metis_s_per_edge;
+  std::map<std::string, RunMemory::Shape> shapes;  // weighed this run
 };
 RunMemory remember(RunMemory memory, const RunMeasurement& run);
 

@@ -75,9 +75,10 @@ GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const
     slowest_latency_s = std::max(slowest_latency_s, node.busy_latency_s);
     forecast.nodes.push_back(std::move(out));
   }
-  // The end is noticed at the second of two polls that agree: on average one and a half intervals
-  // after it, each poll a round trip to the slowest-answering node.
-  forecast.termination_s = 1.5 * workload.poll_interval_s + 2.0 * 2.0 * slowest_latency_s;
+  // The end is noticed at the second of two polls that agree, each a round trip to the
+  // slowest-answering node: about one poll interval after the last update on the runs measured
+  // (docs/graphs.md), since the last sweeps overlap the first of the two polls.
+  forecast.termination_s = workload.poll_interval_s + 2.0 * 2.0 * slowest_latency_s;
   forecast.placement_s = candidate.placement_s;
   forecast.total_s = forecast.placement_s + forecast.slowest_node_s + forecast.termination_s;
   return forecast;

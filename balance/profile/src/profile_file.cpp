@@ -113,9 +113,9 @@ NodeProfile parse_node_profile(const YAML::Node& value, int line, std::size_t in
     const cluster::YamlMap rates = profile_map(graph->value, graph->line, kGraphRatesKeys, fmt::format("graph of node '{}'", node.name));
     // Every figure is required: the placement model reads them together.
     const auto figure = [&](const char* key, const char* example) {
-      const std::optional<double> value = rates.number(key, kNonNegative, example);
-      if (!value) rates.fail_missing(key, example);
-      return *value;
+      const std::optional<double> number = rates.number(key, kNonNegative, example);
+      if (!number) rates.fail_missing(key, example);
+      return *number;
     };
     model::GraphRates measured;
     measured.edge_updates_per_s = figure("edge_updates_per_s", "4.5e7");

@@ -333,6 +333,28 @@ Result<report::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, 
   return report;
 }
 
+namespace {
+
+// What each node costs a graph run, cluster order, from the saved profile: its graph rates (zero
+// when the profile has none for it) and its link.
+std::vector<model::GraphNodeCosts> graph_node_costs(const profile::ClusterProfile& profile, const cluster::ClusterSpec& cluster) {
+  std::vector<model::GraphNodeCosts> costs;
+  for (const cluster::NodeSpec& spec : cluster.nodes) {
+    model::GraphNodeCosts node;
+    node.name = spec.name;
+    if (const profile::NodeProfile* measured = profile.find(spec.name)) {
+      if (measured->graph) node.rates = *measured->graph;
+      node.to_node_bytes_per_s = measured->link.to_node_bytes_per_s;
+      node.from_node_bytes_per_s = measured->link.from_node_bytes_per_s;
+      node.busy_latency_s = measured->link.busy_latency_s;
+    }
+    costs.push_back(std::move(node));
+  }
+  return costs;
+}
+
+}  // namespace
+
 Result<graph_driver::GraphOutcome> Session::graph(const partition::DirectedGraph& graph, graph_driver::GraphRunOptions options,
                                    const RunControl& control) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
@@ -347,6 +369,15 @@ Result<graph_driver::GraphOutcome> Session::graph(const partition::DirectedGraph
     if (!speeds) return speeds.status();
     options.weights = graph_driver::TargetWeights{graph_driver::TargetWeights::Source::kExplicit, std::move(*speeds)};
     weights_source = fmt::format("profile {}", state_->profile_path);
+  }
+  if (options.node_costs.empty() && state_->profile) options.node_costs = graph_node_costs(*state_->profile, state_->cluster);
+  // With graph rates measured, a node's share follows its edge updates per second, not its GEMM speed.
+  if (!weights_source.empty() && !options.node_costs.empty() &&
+      std::all_of(options.node_costs.begin(), options.node_costs.end(),
+                  [](const model::GraphNodeCosts& node) { return node.rates.measured(); })) {
+    options.weights.weights.clear();
+    for (const model::GraphNodeCosts& node : options.node_costs) options.weights.weights.push_back(node.rates.edge_updates_per_s);
+    weights_source += " (graph edge rates)";
   }
   if (options.secret.empty()) {
     if (Result<std::string> secret = state_->cluster.resolve_secret()) options.secret = std::move(*secret);

@@ -76,14 +76,16 @@ std::string describe(const TargetWeights& weights);
 //     alone, the best two, ..., all, each with its own placement, and the run uses the set
 //     forecast soonest; every node left out is named with the reason (see run_graph);
 //   all: every node of the cluster;
+//   best: the node with the most edge updates per second alone (needs measured graph rates), the
+//     yardstick the cluster is judged against;
 //   a list of node names: those nodes.
 struct NodeChoice {
-  enum class Mode { kAuto, kAll, kListed };
+  enum class Mode { kAuto, kAll, kBest, kListed };
   Mode mode = Mode::kAuto;
   std::vector<std::string> listed;  // kListed
   bool operator==(const NodeChoice&) const = default;
 };
-// "auto" | "all" | "a,b,c". Fails (kInvalidArgument) on an empty name or a repeated one; whether
+// "auto" | "all" | "best" | "a,b,c". Fails (kInvalidArgument) on an empty name or a repeated one; whether
 // the names are nodes of the cluster is checked by run_graph.
 Result<NodeChoice> parse_node_choice(std::string_view text);
 std::string describe(const NodeChoice& choice);
