@@ -506,6 +506,8 @@ class GraphStudyKind final : public StudyKind {
     if (combo.algorithm == graph::AlgorithmKind::kShortestPaths) run.algorithm.source = study_.source;
     run.mode = combo.mode;
     run.method = combo.method;
+    // The study compares modes, placements and weights on the whole cluster.
+    run.nodes.mode = graph_driver::NodeChoice::Mode::kAll;
     run.tolerance = study_.tolerance;
     run.verify = true;
     run.peer_hosts = peer_hosts_;
