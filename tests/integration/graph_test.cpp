@@ -386,7 +386,9 @@ TEST(GraphSession, ProfileWeightsNeedAProfileAndCancellingFreesTheWorkers) {
 // --- Through the CLI -------------------------------------------------------------------------
 
 std::string cli(const std::string& config, const testing::TempDir& dir, const std::string& flags) {
-  return std::string(TESSERA_CLI_BINARY) + " graph " + config + " --run-dir " + dir.file("run") + " " + flags;
+  // The placement cache goes to the test's folder, never to the user's ~/.cache.
+  return std::string(TESSERA_CLI_BINARY) + " graph " + config + " --run-dir " + dir.file("run") + " --placement-cache " +
+         dir.file("cache") + " " + flags;
 }
 
 TEST(GraphCli, BadInputExitsTwoNamingTheFileLineOrTheValidValues) {
@@ -438,7 +440,9 @@ TEST(GraphCli, EndToEndWithValuesReportAndVerification) {
                            "--poll-ms 10 --out " + dir.file("values.txt") + " --report " + dir.file("report.json")));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("verified: all 30 distances equal the reference"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("plan (metis by weights explicit 2,1)"), std::string::npos) << run.output;
+  // --partition auto without graph rates to forecast with: the locality placement with the smaller cut.
+  EXPECT_TRUE(std::regex_search(run.output, std::regex(R"(plan \((chunks|fennel) by weights explicit 2,1\))"))) << run.output;
+  EXPECT_NE(run.output.find("nodes (auto): "), std::string::npos) << run.output;
 
   std::ifstream values(dir.file("values.txt"));
   std::vector<std::string> lines;
@@ -475,14 +479,14 @@ TEST(GraphCli, ProgressShowsTheResidualOnlyWhenAsked) {
     return std::pair{testing::read_file(out), testing::read_file(err)};
   };
   const auto [out, err] = run("--progress always");
-  EXPECT_NE(out.find("total: wall"), std::string::npos) << out;
+  EXPECT_NE(out.find("total: "), std::string::npos) << out;
   EXPECT_EQ(out.find('\r'), std::string::npos) << out;
   const std::regex line("\rgraph  residual [0-9.e+-]+ -> 1e-06  [0-9.smh ]+  ETA [^\r]+\x1b\\[K");
   EXPECT_TRUE(std::regex_search(err, line)) << err;
   EXPECT_TRUE(err.ends_with("\r\x1b[K")) << err;
 
   const auto [quiet_out, quiet_err] = run("--progress auto");
-  EXPECT_NE(quiet_out.find("total: wall"), std::string::npos) << quiet_out;
+  EXPECT_NE(quiet_out.find("total: "), std::string::npos) << quiet_out;
   EXPECT_EQ(quiet_err, "") << "stderr is a file";
 }
 

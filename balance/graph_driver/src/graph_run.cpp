@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/cluster/silent_node_watchdog.hpp"
-#include "node_selection.hpp"
+#include "tessera/balance/graph_driver/node_selection.hpp"
 #include "tessera/balance/graph_driver/priority_levels.hpp"
 #include "tessera/balance/graph_driver/termination.hpp"
 #include "tessera/core/strings.hpp"

@@ -1,4 +1,4 @@
-#include "node_selection.hpp"
+#include "tessera/balance/graph_driver/node_selection.hpp"
 
 #include <algorithm>
 #include <chrono>

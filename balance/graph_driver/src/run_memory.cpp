@@ -1,4 +1,4 @@
-#include "run_memory.hpp"
+#include "tessera/balance/graph_driver/run_memory.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,7 @@
 // What the graph driver hands the placement model: the shape of each part a placement makes
 // (edges, ghosts, peers), the workload estimate when no past run on the graph says better, and
-// the candidate sets of nodes. Private to the driver; pure functions of values, thread-safe.
+// the candidate sets of nodes, and the choice itself (select_and_place). Used by the driver;
+// public so that its pieces are tested on hand-made graphs. Pure functions of values, thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,7 @@
 #include <vector>
 
 #include "tessera/balance/graph_driver/graph_run.hpp"
-#include "run_memory.hpp"
+#include "tessera/balance/graph_driver/run_memory.hpp"
 #include "tessera/balance/model/graph_placement.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/partition/digraph.hpp"

@@ -4,7 +4,7 @@
 // of ghost vertices that carried a delta at a flush, each node's edge updates per second on this
 // graph, and how long METIS took per edge. Keyed by the graph's content hash, the algorithm and
 // the tolerance. A file that is missing, unreadable or malformed is an empty memory (a hint, never
-// trusted); saving writes a temporary file and renames it. Private to the driver; values and free
+// trusted); saving writes a temporary file and renames it. Used by the driver; values and free
 // functions, thread-safe.
 #pragma once
 

@@ -1,0 +1,227 @@
+// The graph placement model on hand-made costs (forecast arithmetic, the choice of nodes and the
+// sentences for nodes left out), the part shapes a placement implies, and the run memory's file.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "tessera/balance/graph_driver/node_selection.hpp"
+#include "tessera/balance/graph_driver/run_memory.hpp"
+#include "tessera/balance/model/graph_placement.hpp"
+#include "tessera/partition/digraph.hpp"
+
+namespace tessera::balance {
+namespace {
+
+using model::GraphCandidate;
+using model::GraphNodeCosts;
+using model::GraphPartShape;
+using model::GraphWorkload;
+
+GraphNodeCosts node(std::string name, double edges_per_s, double link_bytes_per_s = 1e9, double per_delta = 1e-8) {
+  GraphNodeCosts costs;
+  costs.name = std::move(name);
+  costs.rates.edge_updates_per_s = edges_per_s;
+  costs.rates.send_s_per_delta = per_delta;
+  costs.rates.receive_s_per_delta = per_delta;
+  costs.to_node_bytes_per_s = link_bytes_per_s;
+  costs.from_node_bytes_per_s = link_bytes_per_s;
+  return costs;
+}
+
+GraphWorkload workload(int64_t edges, double sweeps, double spread = 0.0) {
+  GraphWorkload w;
+  w.vertices = edges / 10;
+  w.edges = edges;
+  w.updates_per_edge_alone = sweeps;
+  w.spread_per_cut = spread;
+  w.poll_interval_s = 0.1;
+  return w;
+}
+
+GraphCandidate alone(std::size_t index, int64_t vertices, int64_t edges) {
+  GraphCandidate candidate;
+  candidate.nodes = {index};
+  candidate.parts = {GraphPartShape{vertices, edges, 0, 0, 0, 0}};
+  return candidate;
+}
+
+TEST(GraphPlacementModel, AloneTheForecastIsSweepsTimesEdgesOverTheRatePlusShippingAndOnePoll) {
+  const std::vector<GraphNodeCosts> costs{node("desktop", 1e8, 1e9)};
+  const model::GraphForecast forecast = model::forecast_graph_run(costs, workload(1'000'000, 40), alone(0, 100'000, 1'000'000));
+  EXPECT_DOUBLE_EQ(forecast.updates_per_edge, 40.0);
+  ASSERT_EQ(forecast.nodes.size(), 1u);
+  EXPECT_DOUBLE_EQ(forecast.nodes[0].edges_s, 0.4);
+  EXPECT_DOUBLE_EQ(forecast.nodes[0].send_s, 0.0);
+  const double ship = model::graph_part_bytes(GraphPartShape{100'000, 1'000'000, 0, 0, 0, 0}) / 1e9;
+  EXPECT_DOUBLE_EQ(forecast.nodes[0].ship_s, ship);
+  EXPECT_NEAR(forecast.total_s, 0.4 + ship + 8.0 * 100'000 / 1e9 + 0.1, 1e-12);
+}
+
+TEST(GraphPlacementModel, RemoteDeltasCostBothEndsAndTheCutAddsSweeps) {
+  const std::vector<GraphNodeCosts> costs{node("a", 1e8, 0.0, 1e-7), node("b", 1e8, 0.0, 2e-7)};
+  GraphCandidate pair;
+  pair.nodes = {0, 1};
+  pair.parts = {GraphPartShape{50, 500'000, 1000, 2000, 1, 1}, GraphPartShape{50, 500'000, 2000, 1000, 1, 1}};
+  pair.cut_edges = 250'000;  // a quarter of the edges
+  const model::GraphForecast forecast = model::forecast_graph_run(costs, workload(1'000'000, 40, 2.0), pair);
+  EXPECT_DOUBLE_EQ(forecast.updates_per_edge, 40.0 * 1.5);
+  EXPECT_DOUBLE_EQ(forecast.nodes[0].edges_s, 60.0 * 500'000 / 1e8);
+  EXPECT_DOUBLE_EQ(forecast.nodes[0].send_s, 60.0 * 1000 * 1e-7);
+  EXPECT_DOUBLE_EQ(forecast.nodes[0].receive_s, 60.0 * 2000 * 1e-7);
+  EXPECT_DOUBLE_EQ(forecast.nodes[1].send_s, 60.0 * 2000 * 2e-7);
+  EXPECT_EQ(forecast.slowest, 1u) << "b pays twice per delta";
+}
+
+TEST(GraphPlacementModel, AFastPairWithACheapCutIsChosenOverTheBestNodeAlone) {
+  const std::vector<GraphNodeCosts> costs{node("desktop", 2e8), node("board", 1e8)};
+  GraphCandidate pair;
+  pair.nodes = {0, 1};
+  pair.parts = {GraphPartShape{667, 666'667, 100, 100, 1, 1}, GraphPartShape{333, 333'333, 100, 100, 1, 1}};
+  pair.cut_edges = 100;
+  const model::GraphNodeChoice choice =
+      model::choose_graph_nodes(costs, workload(1'000'000, 40, 2.0), {alone(0, 1000, 1'000'000), pair});
+  EXPECT_EQ(choice.chosen, 1u);
+  EXPECT_TRUE(choice.left_out.empty());
+  EXPECT_LT(choice.forecasts[1].total_s, choice.forecasts[0].total_s);
+}
+
+TEST(GraphPlacementModel, ANodeWhoseDeltasCostMoreThanItsEdgesSaveIsLeftOutAndToldWhy) {
+  // The board computes a third of the edges but every one of its edges is cut, and its deltas are
+  // dear: with it the run is slower than the desktop alone.
+  const std::vector<GraphNodeCosts> costs{node("desktop", 2e8, 1e9, 1e-8), node("board", 1e8, 1e9, 5e-6)};
+  GraphCandidate pair;
+  pair.nodes = {0, 1};
+  pair.parts = {GraphPartShape{667, 666'667, 300'000, 300'000, 1, 1}, GraphPartShape{333, 333'333, 300'000, 300'000, 1, 1}};
+  pair.cut_edges = 600'000;
+  const model::GraphNodeChoice choice =
+      model::choose_graph_nodes(costs, workload(1'000'000, 40, 2.0), {alone(0, 1000, 1'000'000), pair});
+  EXPECT_EQ(choice.chosen, 0u);
+  ASSERT_EQ(choice.left_out.size(), 1u);
+  EXPECT_NE(choice.left_out[0].find("board left out"), std::string::npos) << choice.left_out[0];
+  EXPECT_NE(choice.left_out[0].find("deltas"), std::string::npos) << "names the cost that bounds it: " << choice.left_out[0];
+}
+
+TEST(GraphPlacementModel, ALargerSetMustBeatASmallerOneByTheMargin) {
+  const std::vector<GraphNodeCosts> costs{node("desktop", 2e8), node("board", 1e6)};
+  GraphCandidate pair;
+  pair.nodes = {0, 1};
+  pair.parts = {GraphPartShape{995, 995'000, 0, 0, 0, 0}, GraphPartShape{5, 5'000, 0, 0, 0, 0}};
+  const GraphWorkload w = workload(1'000'000, 40);
+  const model::GraphNodeChoice choice = model::choose_graph_nodes(costs, w, {alone(0, 1000, 1'000'000), pair});
+  ASSERT_LT(choice.forecasts[1].total_s, choice.forecasts[0].total_s) << "the pair is a little faster on paper";
+  ASSERT_GT(choice.forecasts[1].total_s, 0.97 * choice.forecasts[0].total_s);
+  EXPECT_EQ(choice.chosen, 0u) << "but not by the 3% margin";
+}
+
+TEST(GraphPlacementModel, NodesGrowFromTheFastestAndSharesFollowTheRates) {
+  const std::vector<GraphNodeCosts> costs{node("pi1", 1e8), node("desktop", 5e8), node("pi0", 1e8)};
+  EXPECT_EQ(model::nodes_by_graph_speed(costs), (std::vector<std::size_t>{1, 2, 0})) << "ties broken by name";
+  EXPECT_EQ(model::graph_share_weights(costs, {1, 0}), (std::vector<double>{5e8, 1e8}));
+  std::vector<GraphNodeCosts> unmeasured{node("a", 0.0), node("b", 0.0)};
+  EXPECT_EQ(model::graph_share_weights(unmeasured, {0, 1}), (std::vector<double>{1.0, 1.0}));
+  const std::vector<std::vector<std::size_t>> sets = graph_driver::candidate_sets(costs, {0, 1, 2});
+  ASSERT_EQ(sets.size(), 3u);
+  EXPECT_EQ(sets[0], (std::vector<std::size_t>{1}));
+  EXPECT_EQ(sets[1], (std::vector<std::size_t>{1, 2}));
+  EXPECT_EQ(sets[2], (std::vector<std::size_t>{0, 1, 2}));
+}
+
+TEST(GraphPlacementShape, CountsEachRemoteTargetOncePerPartAndThePartsThatTalk) {
+  // 0 -> 2, 1 -> 2, 1 -> 3, 2 -> 0, 3 -> 3; parts {0, 1} and {2, 3}.
+  Result<partition::DirectedGraph> graph =
+      partition::build_directed_graph(4, {{0, 2}, {1, 2}, {1, 3}, {2, 0}, {3, 3}}, false);
+  ASSERT_TRUE(graph.is_ok());
+  const std::vector<int32_t> part_of{0, 0, 1, 1};
+  const graph_driver::PlacementShape shape = graph_driver::placement_shape(*graph, part_of, 2);
+  EXPECT_EQ(shape.cut_edges, 4);
+  ASSERT_EQ(shape.parts.size(), 2u);
+  EXPECT_EQ(shape.parts[0].edges, 3);
+  EXPECT_EQ(shape.parts[0].ghosts_out, 2) << "vertex 2 once, though two edges reach it";
+  EXPECT_EQ(shape.parts[0].ghosts_in, 1);
+  EXPECT_EQ(shape.parts[1].ghosts_out, 1);
+  EXPECT_EQ(shape.parts[1].ghosts_in, 2);
+  EXPECT_EQ(shape.parts[0].peers_out, 1);
+  EXPECT_EQ(shape.parts[1].peers_in, 1);
+}
+
+TEST(GraphPlacementShape, DefaultSweepsFollowTheToleranceForPageRank) {
+  Result<partition::DirectedGraph> graph = partition::build_directed_graph(2, {{0, 1}, {1, 0}}, false);
+  ASSERT_TRUE(graph.is_ok());
+  graph::AlgorithmSpec spec;
+  const double loose = graph_driver::default_workload(spec, 1e-3, *graph, 0.1).updates_per_edge_alone;
+  const double tight = graph_driver::default_workload(spec, 1e-9, *graph, 0.1).updates_per_edge_alone;
+  EXPECT_GT(loose, 0.0);
+  EXPECT_GT(tight, 2.0 * loose);
+}
+
+class RunMemoryTest : public ::testing::Test {
+ protected:
+  std::filesystem::path dir_ = std::filesystem::temp_directory_path() / ("tessera-run-memory-" + std::to_string(::getpid()));
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path() const {
+    return graph_driver::run_memory_path(dir_.string(), 0x1234, graph::AlgorithmSpec{}, 1e-6);
+  }
+};
+
+TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
+  EXPECT_EQ(graph_driver::load_run_memory(path()), graph_driver::RunMemory{});
+  graph_driver::RunMeasurement alone;
+  alone.parts = 1;
+  alone.updates_per_edge = 35.0;
+  alone.edge_updates_per_s["desktop"] = 4e8;
+  graph_driver::RunMemory memory = graph_driver::remember({}, alone);
+  graph_driver::RunMeasurement spread;
+  spread.parts = 4;
+  spread.updates_per_edge = 70.0;
+  spread.cut_fraction = 0.5;
+  spread.delta_fraction = 0.8;
+  spread.shapes["chunks|a=0.5|b=0.5"] = {10, {GraphPartShape{1, 2, 3, 4, 1, 1}, GraphPartShape{5, 6, 7, 8, 1, 1}}};
+  memory = graph_driver::remember(memory, spread);
+  ASSERT_TRUE(memory.spread_per_cut);
+  EXPECT_DOUBLE_EQ(*memory.spread_per_cut, 2.0) << "70 = 35 x (1 + 2 x 0.5)";
+  ASSERT_TRUE(graph_driver::save_run_memory(path(), memory).is_ok());
+  EXPECT_EQ(graph_driver::load_run_memory(path()), memory);
+
+  std::string source = "estimated";
+  const GraphWorkload remembered = graph_driver::remembered_workload(workload(100, 44, 3.0), memory, source);
+  EXPECT_DOUBLE_EQ(remembered.updates_per_edge_alone, 35.0);
+  EXPECT_DOUBLE_EQ(remembered.spread_per_cut, 2.0);
+  EXPECT_NE(source.find("measured by past runs"), std::string::npos) << source;
+  const std::vector<GraphNodeCosts> costs = graph_driver::remembered_costs({node("desktop", 5e8), node("pi", 1e8)}, memory);
+  EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s, 4e8);
+  EXPECT_DOUBLE_EQ(costs[1].rates.edge_updates_per_s, 1e8) << "no memory for pi: its profile rate stands";
+}
+
+TEST_F(RunMemoryTest, AGarbledOrImplausibleFileIsIgnoredNeverTrusted) {
+  std::filesystem::create_directories(dir_);
+  for (const std::string text : {std::string("not json at all {"), std::string("[1, 2, 3]"),
+                                 std::string(R"({"updates_per_edge_alone": -5, "edge_updates_per_s": {"d": 1e300},
+                                                 "shapes": {"k": {"cut_edges": -1, "parts": [[1,2,3]]}}})")}) {
+    std::ofstream(path(), std::ios::trunc) << text;
+    std::string note;
+    const graph_driver::RunMemory memory = graph_driver::load_run_memory(path(), &note);
+    EXPECT_FALSE(memory.updates_per_edge_alone) << text;
+    EXPECT_TRUE(memory.edge_updates_per_s.empty()) << text;
+    EXPECT_TRUE(memory.shapes.empty()) << text;
+  }
+}
+
+TEST(NodeChoiceParsing, AutoAllBestAndListsAreReadAndBadListsRefused) {
+  EXPECT_EQ(graph_driver::parse_node_choice("auto")->mode, graph_driver::NodeChoice::Mode::kAuto);
+  EXPECT_EQ(graph_driver::parse_node_choice("all")->mode, graph_driver::NodeChoice::Mode::kAll);
+  EXPECT_EQ(graph_driver::parse_node_choice("best")->mode, graph_driver::NodeChoice::Mode::kBest);
+  Result<graph_driver::NodeChoice> listed = graph_driver::parse_node_choice("desktop,pi1");
+  ASSERT_TRUE(listed.is_ok());
+  EXPECT_EQ(listed->listed, (std::vector<std::string>{"desktop", "pi1"}));
+  EXPECT_EQ(graph_driver::describe(*listed), "desktop,pi1");
+  for (const char* bad : {"", "a,,b", "a,b,a", "a,"}) {
+    Result<graph_driver::NodeChoice> refused = graph_driver::parse_node_choice(bad);
+    EXPECT_FALSE(refused.is_ok()) << bad;
+    if (!refused.is_ok()) EXPECT_NE(refused.status().message().find("--nodes"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::balance
