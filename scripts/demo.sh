@@ -2,7 +2,8 @@
 # The demo from a fresh machine: install, build, start the emulated mixed cluster, profile it,
 # multiply with the even split, the speed-proportional split (Tinetti), the same shares as 2D
 # rectangles, the model-based split and the dynamic (pull) policy, compare; then PageRank and
-# connected components on the same cluster, asynchronous and synchronous, verified; stop the workers.
+# connected components on a mesh and an R-MAT graph, on the best node alone and on the nodes the
+# graph placement model chooses, verified and compared; stop the workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG="${1:-configs/local-mixed.yaml}"
@@ -39,10 +40,30 @@ for r in reports:
     print(f"{name:<18} {r['makespan_s']:>8.3f}s {seconds(r['predicted_makespan_s'])} {percent(r['prediction_error'])} "
           f"{r['imbalance']:>10.3f} {r['makespan_s'] / even:>8.3f}  {r['verified']}")
 PY
-for mode in async sync; do
+# Graphs: each run beside the best node alone. `--nodes auto` (the default) runs on the nodes the
+# graph placement model forecasts fastest and names each node it leaves out and why.
+graph_reports=()
+for graph in mesh2d:500x500 rmat:15; do
   for algorithm in pagerank cc; do
-    echo
-    echo "== graph: $algorithm, $mode, rmat:14 placed by METIS with the profile's speeds =="
-    "$T" graph "$CONFIG" --algorithm "$algorithm" --generate rmat:14 --mode "$mode" --verify
+    for nodes in best auto; do
+      echo
+      echo "== graph: $algorithm on $graph, nodes $nodes =="
+      report="build/demo-graph-${algorithm}-${graph//[:x]/_}-$nodes.json"
+      "$T" graph "$CONFIG" --algorithm "$algorithm" --generate "$graph" --nodes "$nodes" --verify --report "$report"
+      graph_reports+=("$report")
+    done
   done
 done
+echo
+python3 - "${graph_reports[@]}" <<'PY'
+import json, sys
+reports = [json.load(open(p)) for p in sys.argv[1:]]
+print(f"{'graph':<22} {'algorithm':<9} {'best node alone':>16} {'cluster (auto)':>15} {'nodes':<26} {'ratio':>6}  verified")
+for best, auto in zip(reports[0::2], reports[1::2]):
+    best_s, auto_s = best["totals"]["total_s"], auto["totals"]["total_s"]
+    alone = "+".join(best["choice"]["taking_part"])
+    chosen = "+".join(auto["choice"]["taking_part"])
+    verified = all(r["verification"] and r["verification"]["passed"] for r in (best, auto))
+    print(f"{best['graph'].get('input', best['graph']['description'])[:22]:<22} {auto['algorithm']['name']:<9} {best_s:>9.3f}s ({alone:<5}) {auto_s:>14.3f}s "
+          f"{chosen:<26} {best_s / auto_s:>5.2f}x  {verified}")
+PY
