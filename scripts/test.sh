@@ -23,4 +23,9 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   scripts/fuzz.sh "$fuzz_seconds"
 fi
 cd build
+# Graph runs keep placements and run figures in the user's cache by default; the tests' go to a
+# folder of their own, removed afterwards.
+XDG_CACHE_HOME="$(mktemp -d)"
+export XDG_CACHE_HOME
+trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
 ctest --output-on-failure --timeout 600 "$@"

@@ -18,7 +18,11 @@ import time
 
 import pytest
 
-import tessera
+# Graph runs keep placements and run figures in the user's cache by default; these tests' go to
+# a folder of their own (read when a graph call starts, so set before any runs).
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tessera-test-cache-")
+
+import tessera  # noqa: E402
 
 
 def free_port() -> int:

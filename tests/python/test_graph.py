@@ -81,3 +81,19 @@ def test_generator_spec_input(cluster):
     values, report = cluster.connected_components("mesh2d:8x8")
     assert np.all(values == 63)  # one component, labelled by its largest id
     assert report.graph["vertices"] == 64
+
+
+def test_nodes_choose_who_takes_part_and_an_unknown_name_is_refused(cluster, tmp_path):
+    src, dst, _, n = small_digraph(3)
+    _, everyone = cluster.pagerank((src, dst), num_vertices=n, nodes="all", verify=True,
+                                   placement_cache=str(tmp_path / "cache"))
+    names = everyone.choice["taking_part"]
+    assert len(names) == 2 and everyone.choice["mode"] == "all"
+    values, alone = cluster.pagerank((src, dst), num_vertices=n, nodes=[names[1]], verify=True,
+                                     placement_cache="none")
+    assert alone.choice["taking_part"] == [names[1]]
+    assert [node["left_out"] for node in alone.nodes] == [True, False]
+    assert alone.verification["passed"] and abs(values.sum() - 1.0) < 1e-9
+    assert alone.total_s >= alone.wall_s
+    with pytest.raises(ValueError, match="nosuchnode"):
+        cluster.pagerank((src, dst), num_vertices=n, nodes="nosuchnode")
