@@ -99,15 +99,22 @@ void print_outcome(std::ostream& out, const graph_driver::GraphOutcome& outcome)
   print_placement(out, fmt::format("plan ({} by weights {})", outcome.placing.method, outcome.weights),
                   outcome.placement);
   if (outcome.final_placement) print_placement(out, "after the last restart", *outcome.final_placement);
-  out << fmt::format("{:<12} {:>9} {:>10} {:>11} {:>12} {:>15} {:>10} {:>10} {:>8} {:>8} {:>20}\n", "node",
+  out << fmt::format("{:<12} {:>9} {:>10} {:>11} {:>12} {:>15} {:>10} {:>10} {:>8} {:>8} {:>10} {:>20}\n", "node",
                      "vertices", "edges", "updates", "edge upd", "batches out/in", "coord", "peer", "busy s", "idle s",
-                     "memory (B/edge)");
+                     "forecast s", "memory (B/edge)");
   for (const graph_driver::GraphNodeFigures& node : outcome.nodes) {
-    out << fmt::format("{:<12} {:>9} {:>10} {:>11} {:>12} {:>15} {:>10} {:>10} {:>8.3f} {:>8.3f} {:>20}{}\n", node.name,
+    // The node's forecast: its ship, edge, delta and gather seconds, set against busy + idle.
+    std::string forecast = "-";
+    if (outcome.choice.forecast) {
+      for (const model::GraphNodeForecast& predicted : outcome.choice.forecast->nodes) {
+        if (predicted.name == node.name) forecast = fmt::format("{:.3f}", predicted.total_s);
+      }
+    }
+    out << fmt::format("{:<12} {:>9} {:>10} {:>11} {:>12} {:>15} {:>10} {:>10} {:>8.3f} {:>8.3f} {:>10} {:>20}{}\n", node.name,
                        node.vertices, node.edges, node.updates, node.edge_updates,
                        fmt::format("{}/{}", node.batches_sent, node.batches_received),
                        bytes_text(node.coordinator_bytes_sent + node.coordinator_bytes_received),
-                       bytes_text(node.peer_bytes_sent + node.peer_bytes_received), node.busy_s, node.idle_s,
+                       bytes_text(node.peer_bytes_sent + node.peer_bytes_received), node.busy_s, node.idle_s, forecast,
                        fmt::format("{} ({:.1f})", bytes_text(node.memory_bytes), node.bytes_per_edge()),
                        node.lost ? "  LOST" : node.left_out ? "  left out" : "");
   }
