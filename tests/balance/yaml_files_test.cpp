@@ -247,5 +247,104 @@ TEST(GraphStudyFile, ReadsEveryFieldAndRefusesBadOnesWithFileLine) {
   std::filesystem::remove(path);
 }
 
+TEST(GraphStudyFile, WithoutTheNewKeysEveryRunIsOnEveryNodeWithAFreshCache) {
+  const std::string path = temp_path("graph-defaults.yaml");
+  std::ofstream(path) << "study: g\nworkload: graph\nclusters: [a.yaml]\ngraphs: [rmat:8]\nalgorithms: [cc]\n"
+                         "modes: [async, sync]\npartitions: [metis, hash]\n";
+  Result<study::GraphStudy> study = study::load_graph_study(path);
+  ASSERT_TRUE(study.is_ok()) << study.status().to_string();
+  ASSERT_EQ(study->nodes.size(), 1u);
+  EXPECT_EQ(study->nodes.front().mode, graph_driver::NodeChoice::Mode::kAll);
+  EXPECT_TRUE(study->variants.empty());
+  EXPECT_EQ(study->warmup, 0u);
+  EXPECT_EQ(study->cache, study::GraphCache::kFresh);
+  // The product, nodes outermost: all x {async, sync} x {metis, hash}.
+  const std::vector<study::GraphVariant> variants = study::graph_variants(*study);
+  ASSERT_EQ(variants.size(), 4u);
+  EXPECT_EQ(variants[1].mode, graph_driver::GraphMode::kAsync);
+  EXPECT_EQ(variants[1].partition.method, partition::PartitionMethod::kHash);
+  EXPECT_FALSE(variants[1].partition.automatic);
+  for (const study::GraphVariant& variant : variants) EXPECT_EQ(variant.nodes.mode, graph_driver::NodeChoice::Mode::kAll);
+  std::filesystem::remove(path);
+}
+
+TEST(GraphStudyFile, ReadsNodesAutoPartitionsVariantsWarmupAndCache) {
+  const std::string path = temp_path("graph-best.yaml");
+  const std::string head = "study: g\nworkload: graph\nclusters: [a.yaml]\ngraphs: [rmat:8]\nalgorithms: [pagerank]\n";
+  std::ofstream(path) << head
+                      << "nodes: [best, auto, all, \"desktop,pi1\"]\npartitions: [auto, fennel]\nwarmup: 2\ncache: none\n";
+  Result<study::GraphStudy> product = study::load_graph_study(path);
+  ASSERT_TRUE(product.is_ok()) << product.status().to_string();
+  ASSERT_EQ(product->nodes.size(), 4u);
+  EXPECT_EQ(product->nodes[0].mode, graph_driver::NodeChoice::Mode::kBest);
+  EXPECT_EQ(product->nodes[1].mode, graph_driver::NodeChoice::Mode::kAuto);
+  EXPECT_EQ(product->nodes[2].mode, graph_driver::NodeChoice::Mode::kAll);
+  EXPECT_EQ(product->nodes[3].listed, (std::vector<std::string>{"desktop", "pi1"}));
+  EXPECT_TRUE(product->partitions[0].automatic);
+  EXPECT_EQ(study::graph_partition_name(product->partitions[0]), "auto");
+  EXPECT_EQ(study::graph_partition_name(product->partitions[1]), "fennel");
+  EXPECT_EQ(product->warmup, 2u);
+  EXPECT_EQ(product->cache, study::GraphCache::kNone);
+  EXPECT_EQ(study::graph_variants(*product).size(), 8u);
+
+  // Variants replace the product; a key a variant leaves out takes the study-level value.
+  std::ofstream(path, std::ios::trunc) << head << "partitions: [auto]\nvariants:\n"
+                                          "  - {nodes: best, mode: async}\n"
+                                          "  - {nodes: auto}\n"
+                                          "  - {nodes: all, partition: metis}\n"
+                                          "  - {nodes: all, mode: sync}\n";
+  Result<study::GraphStudy> chosen = study::load_graph_study(path);
+  ASSERT_TRUE(chosen.is_ok()) << chosen.status().to_string();
+  const std::vector<study::GraphVariant> variants = study::graph_variants(*chosen);
+  ASSERT_EQ(variants.size(), 4u);
+  EXPECT_EQ(variants[0].nodes.mode, graph_driver::NodeChoice::Mode::kBest);
+  EXPECT_TRUE(variants[0].partition.automatic);
+  EXPECT_EQ(variants[1].nodes.mode, graph_driver::NodeChoice::Mode::kAuto);
+  EXPECT_EQ(variants[1].mode, graph_driver::GraphMode::kAsync);
+  EXPECT_FALSE(variants[2].partition.automatic);
+  EXPECT_EQ(variants[2].partition.method, partition::PartitionMethod::kMetis);
+  EXPECT_EQ(variants[3].mode, graph_driver::GraphMode::kSync);
+  EXPECT_TRUE(variants[3].partition.automatic);
+  EXPECT_EQ(chosen->cache, study::GraphCache::kFresh);
+  std::filesystem::remove(path);
+}
+
+TEST(GraphStudyFile, RefusesBadNodesVariantsWarmupAndCacheAtTheirLine) {
+  const std::string head = "study: g\nworkload: graph\nclusters: [a.yaml]\ngraphs: [rmat:8]\nalgorithms: [cc]\n";
+  struct Case {
+    std::string yaml;
+    int line;
+    std::string phrase;
+  };
+  const std::vector<Case> cases = {
+      {head + "nodes: [all, \"a,,b\"]\n", 6, "empty name"},
+      {head + "nodes: [best, best]\n", 6, "nodes lists a value twice"},
+      {head + "nodes: [\"a,a\"]\n", 6, "twice"},
+      {head + "partitions: [automatic]\n", 6, "use auto (locality placement"},
+      {head + "partitions: [auto, auto]\n", 6, "partitions lists a value twice"},
+      {head + "variants:\n  - {nodes: best}\n  - {nodes: auto, mode: lazy}\n", 8, "variant 2: "},
+      {head + "variants:\n  - {nodes: best, partition: random}\n", 7, "variant 1: partition 'random' unknown"},
+      {head + "variants:\n  - {node: best}\n", 7, "did you mean 'nodes'?"},
+      {head + "variants:\n  - best\n", 7, "each variant is a mapping of nodes, mode and partition"},
+      {head + "variants:\n  - {nodes: best}\n  - {nodes: auto}\n  - {nodes: best, mode: async}\n", 9,
+       "variant 3 (best async metis) is variant 1 again (line 7)"},
+      {head + "modes: [async, sync]\nvariants:\n  - {nodes: best}\n", 6, "with variants, modes only gives"},
+      {head + "variants: best\n", 6, "variants must be a non-empty list"},
+      {head + "warmup: -1\n", 6, "warmup"},
+      {head + "warmup: 1000\n", 6, "warmup"},
+      {head + "cache: warm\n", 6, "cache 'warm' unknown; write cache: fresh"},
+  };
+  const std::string path = temp_path("graph-bad.yaml");
+  for (const Case& c : cases) {
+    std::ofstream(path, std::ios::trunc) << c.yaml;
+    Result<study::GraphStudy> bad = study::load_graph_study(path);
+    ASSERT_FALSE(bad.is_ok()) << c.yaml;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidConfig) << c.yaml;
+    expect_has(bad.status().message(), path + ":" + std::to_string(c.line) + ": ");
+    expect_has(bad.status().message(), c.phrase);
+  }
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace tessera::balance

@@ -29,12 +29,13 @@ Status run_study(StudyKind& kind, const ExperimentOptions& options, std::ostream
   TESSERA_RETURN_IF_ERROR(kind.prepare(out_dir, progress));
 
   const uint32_t repeat = options.repeat.value_or(outline.repeat);
+  const uint32_t passes = outline.warmup + repeat;  // warm-ups first (StudyOutline::warmup)
   const std::size_t cells = kind.cells();
   local::LocalClusterOptions local;
   local.run_dir = options.run_dir;
   const std::string started_at = utc_now(UtcFormat::kReadable);
   const auto start = std::chrono::steady_clock::now();
-  RunCounter counter(progress, kind.cluster_count() * repeat * cells);
+  RunCounter counter(progress, kind.cluster_count() * passes * cells);
   Status outcome = Status::ok();
 
   for (std::size_t index = 0; index < kind.cluster_count() && outcome.is_ok() && !interrupted(options); ++index) {
@@ -48,9 +49,9 @@ Status run_study(StudyKind& kind, const ExperimentOptions& options, std::ostream
     session::RunControl control;
     control.cancel = options.interrupted;
     if (outline.show_notices) control.on_notice = [&](const std::string& notice) { progress << "  " << notice << "\n"; };
-    for (std::size_t step = 0; step < cells * repeat && outcome.is_ok() && !interrupted(options); ++step) {
-      const std::size_t cell = outline.interleaved ? step % cells : step / repeat;
-      const auto repetition = static_cast<uint32_t>(outline.interleaved ? step / cells : step % repeat) + 1;
+    for (std::size_t step = 0; step < cells * passes && outcome.is_ok() && !interrupted(options); ++step) {
+      const std::size_t cell = outline.interleaved ? step % cells : step / passes;
+      const auto repetition = static_cast<uint32_t>(outline.interleaved ? step / cells : step % passes) + 1;
       outcome = kind.run_cell(**cluster, index, cell, repetition, control, counter);
     }
   }
@@ -60,9 +61,13 @@ Status run_study(StudyKind& kind, const ExperimentOptions& options, std::ostream
   TESSERA_RETURN_IF_ERROR(kind.write_tables(out_dir));
   Plots plots;
   if (counter.done() > 0) kind.draw_plots(out_dir, plots);
+  std::string repetition_note = outline.interleaved ? ", interleaved" : "";
+  if (outline.warmup > 0) {
+    repetition_note += fmt::format(", after {} untimed warm-up pass{} over every combination", outline.warmup,
+                                   outline.warmup == 1 ? "" : "es");
+  }
   std::string md = report_header(outline.name, outline.description, outline.source_path, options.command_line,
-                                 started_at, seconds, repeat, outline.interleaved ? ", interleaved" : "",
-                                 outcome.is_ok());
+                                 started_at, seconds, repeat, repetition_note, outcome.is_ok());
   md += kind.report_body();
   md += "\n";
   for (const auto& [file, caption] : plots.files) md += fmt::format("![{}]({})\n\n*{}*\n\n", file, file, caption);

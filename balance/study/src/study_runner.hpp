@@ -31,6 +31,10 @@ struct StudyOutline {
   std::string description;
   std::string source_path;
   uint32_t repeat = 3;      // the study file's; options.repeat overrides
+  // Untimed passes over every cell before the timed repetitions (so caches are warm when timing
+  // starts). run_cell numbers them first: repetitions 1..warmup are the warm-ups, warmup + 1 ..
+  // warmup + repeat the timed ones; the kind tells them apart by outline().warmup.
+  uint32_t warmup = 0;
   std::vector<std::string> cluster_paths;  // what StudyKind::open_cluster opens unless a kind says otherwise
   uint64_t required_capabilities = transport::kCapabilityGemm;  // of every node of those clusters
   std::string output_subfolder;  // created inside the output folder before prepare(); empty: none
