@@ -75,10 +75,12 @@ GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const
     slowest_latency_s = std::max(slowest_latency_s, node.busy_latency_s);
     forecast.nodes.push_back(std::move(out));
   }
-  // The end is noticed at the second of two polls that agree, each a round trip to the
-  // slowest-answering node: about one poll interval after the last update on the runs measured
-  // (docs/graphs.md), since the last sweeps overlap the first of the two polls.
-  forecast.termination_s = workload.poll_interval_s + 2.0 * 2.0 * slowest_latency_s;
+  // The end is noticed at the first poll after it, confirmed 5 ms later, each poll a round trip to
+  // the slowest-answering node. Polls start 5 ms apart and double up to the interval, so the gap
+  // at the end is about the run's length while that is shorter than the interval: on average
+  // three quarters of a gap (docs/graphs.md, "Poll interval").
+  const double gap_s = std::min(workload.poll_interval_s, forecast.slowest_node_s);
+  forecast.termination_s = 0.75 * gap_s + 0.005 + 2.0 * 2.0 * slowest_latency_s;
   forecast.placement_s = candidate.placement_s;
   forecast.total_s = forecast.placement_s + forecast.slowest_node_s + forecast.termination_s;
   return forecast;

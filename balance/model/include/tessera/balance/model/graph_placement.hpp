@@ -12,8 +12,9 @@
 //   receive_s   = K x (ghosts_in x delta_fraction x receive_s_per_delta + batches x receive_s_per_batch);
 //   ship_s      = the part's bytes over the node's link;
 //   node total  = ship_s + edges_s + send_s + receive_s + the values' bytes back;
-// run = placement_s + the slowest node + termination_s (the polls that notice the end: about one
-// poll interval, plus the slowest node's busy round trip for each of the two polls).
+// run = placement_s + the slowest node + termination_s (the polls that notice the end: three
+// quarters of the gap between polls then, which doubles from 5 ms up to the poll interval, plus
+// the confirming poll 5 ms later and the slowest node's busy round trip for each of the two).
 // Pure functions of values; thread-safe.
 #pragma once
 
