@@ -1138,13 +1138,15 @@ struct Engine::Impl {
       ++slice.sweeps;
       if (swept == SweepOutcome::kStopping) break;
       if (swept == SweepOutcome::kNothingAtFloor) {
-        // Everything here is below the level: go a bounded way further alone, then wait, for
-        // the coordinator's next level or for deltas; when the level came from the other parts'
-        // batches, only for about two arrival gaps: if no batch comes, their figures are stale.
-        if (slice.level_share * 0.5 >= 1.0 / kLevelLead) {
+        // Everything here is below the level. Under the coordinator's level: go a bounded way
+        // further alone (kLevelLead), then wait for its next level or for deltas. Under the peer
+        // level: wait at once, but only for about two arrival gaps (if no batch comes, the
+        // peers' figures are stale); going 4x below it first cost rmat:18 on local-mixed-lan
+        // 0.88-0.93x sync's edge updates against 0.79x without.
+        const bool level_from_peers = current_level(round_start) < peer_level();
+        if (!level_from_peers && slice.level_share * 0.5 >= 1.0 / kLevelLead) {
           slice.level_share *= 0.5;
         } else {
-          const bool level_from_peers = current_level(round_start) < peer_level();
           const Clock::time_point deadline =
               level_from_peers ? round_start + arrival_wait(slice) : Clock::time_point::max();
           if (!wait_for_work(slice, round_start, scan, Drained{}, generation, deadline)) {
