@@ -1,7 +1,9 @@
 // tessera-graph-engine-bench: the graph engine on one part of one machine, asynchronous
 // (prioritised rounds) against the synchronous Jacobi baseline with the same kernels, run
 // interleaved so both see the same machine load. Per run and as median (min..max): wall seconds
-// from start to the tolerance, edge updates, edge updates per second, and the final residual.
+// from start to the tolerance, edge updates, edge updates per second, the wall time per edge
+// update (ns/edge: what a sweep or a step costs per edge, everything included) and the final
+// residual, then the async / sync ratio of ns/edge per interleaved pair.
 // Issue 13's target: one update thread, PageRank on rmat:20, at least 50 M edge updates/s.
 // A figure generator, not a test: its times depend on the machine.
 //
@@ -49,6 +51,8 @@ struct Measurement {
   uint64_t steps = 0;  // sync: Jacobi steps
   double residual = 0.0;
   double rate() const { return static_cast<double>(edge_updates) / wall_seconds; }
+  // Everything a run does (scans, selection, flushes) charged to the edges it updated.
+  double ns_per_edge() const { return 1e9 * wall_seconds / static_cast<double>(std::max<uint64_t>(1, edge_updates)); }
 };
 
 bool converged(const tg::AlgorithmSpec& spec, double residual, double tolerance) {
@@ -98,11 +102,12 @@ std::string summary(const std::vector<Measurement>& runs, double (*figure)(const
 }
 
 void print_summary(const char* mode, const std::vector<Measurement>& runs) {
-  fmt::print("{:<6} wall {}  edge updates {}  rate {}  residual {}\n", mode,
+  fmt::print("{:<6} wall {}  edge updates {}  rate {}  {}  residual {}\n", mode,
              summary(runs, [](const Measurement& m) { return m.wall_seconds; }, "{:.3f} s ({:.3f}..{:.3f})"),
              summary(runs, [](const Measurement& m) { return static_cast<double>(m.edge_updates); },
                      "{:.4g} ({:.4g}..{:.4g})"),
              summary(runs, [](const Measurement& m) { return m.rate() / 1e6; }, "{:.1f} M/s ({:.1f}..{:.1f})"),
+             summary(runs, [](const Measurement& m) { return m.ns_per_edge(); }, "{:.2f} ns/edge ({:.2f}..{:.2f})"),
              summary(runs, [](const Measurement& m) { return m.residual; }, "{:.2e} ({:.2e}..{:.2e})"));
 }
 
@@ -191,5 +196,12 @@ int main(int argc, char** argv) {
   fmt::print("median (min..max) of {} runs:\n", runs);
   print_summary("async", async_runs);
   print_summary("sync", sync_runs);
+  // Per run, so that both modes of a pair saw the same machine load.
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < async_runs.size(); ++i) ratios.push_back(async_runs[i].ns_per_edge() / sync_runs[i].ns_per_edge());
+  const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
+  fmt::print("async / sync ns per edge, per run pair: {:.2f} ({:.2f}..{:.2f}); edge updates async / sync: {:.2f}\n",
+             tessera::median(ratios), *low, *high,
+             static_cast<double>(async_runs.back().edge_updates) / static_cast<double>(sync_runs.back().edge_updates));
   return 0;
 }

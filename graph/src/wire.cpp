@@ -396,11 +396,13 @@ Result<GraphMessage> decode_deltas(std::span<const std::byte> payload) {
   GraphDeltas m;
   DeltaBatch& batch = m.batch;
   uint32_t count = 0;
+  uint32_t scale_bits = 0;
   tp::PayloadReader r("GRAPH_DELTAS", payload);
   if (!(r.u64("run_id", m.run_id) && r.u64("step", batch.step) && r.u32("from_part", batch.from_part) &&
-        r.u32("to_part", batch.to_part) && r.u32("count", count) && r.zero_padding("pad", 4))) {
+        r.u32("to_part", batch.to_part) && r.u32("count", count) && r.u32("sender_scale", scale_bits))) {
     return r.status();
   }
+  batch.sender_scale = std::bit_cast<float>(scale_bits);
   const uint64_t bytes = uint64_t{count} * (sizeof(uint32_t) + sizeof(double));
   if (!expect_remaining(r, true, bytes, "count " + std::to_string(count) + " deltas")) return r.status();
   if (!(read_array(r, "slots", count, batch.slots) && read_array(r, "deltas", count, batch.deltas))) {
@@ -537,7 +539,7 @@ PayloadParts encode_deltas_parts(uint64_t run_id, const DeltaBatch& batch) {
   w.u32(batch.from_part);
   w.u32(batch.to_part);
   w.u32(static_cast<uint32_t>(batch.slots.size()));
-  w.zeros(4);
+  w.u32(std::bit_cast<uint32_t>(batch.sender_scale));
   return head_and_arrays(w.take(), {bytes_of(batch.slots), bytes_of(batch.deltas)});
 }
 

@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +45,10 @@ class Router final : public Outbound {
 
   Status send(DeltaBatch&& batch) override {
     routed_.fetch_add(1);
+    // Outside deltas leave combined: one entry per target vertex and destination per flush.
+    std::vector<uint32_t> slots = batch.slots;
+    std::sort(slots.begin(), slots.end());
+    if (std::adjacent_find(slots.begin(), slots.end()) != slots.end()) repeated_slots_.fetch_add(1);
     {
       std::lock_guard lock(mutex_);
       if (holding_ || latency_.count() > 0) {
@@ -60,6 +65,7 @@ class Router final : public Outbound {
   void set_busy(bool busy) { busy_.store(busy); }
   bool ready(uint32_t) override { return !busy_.load(); }
   uint64_t batches_routed() const { return routed_.load(); }
+  uint64_t batches_with_repeated_slots() const { return repeated_slots_.load(); }
 
   void hold() {
     std::lock_guard lock(mutex_);
@@ -125,6 +131,7 @@ class Router final : public Outbound {
   milliseconds latency_;
   std::atomic<bool> busy_{false};
   std::atomic<uint64_t> routed_{0};
+  std::atomic<uint64_t> repeated_slots_{0};
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Queued> queue_;
@@ -316,6 +323,7 @@ TEST_P(EveryAlgorithm, MatchesTheFixedPointOnEveryPlacementAndMode) {
         const EngineProgress total = total_progress(run.engines);
         EXPECT_EQ(total.batches_sent, total.batches_received);
         EXPECT_EQ(total.deltas_sent, total.deltas_received);
+        EXPECT_EQ(run.router->batches_with_repeated_slots(), 0u);
         if (parts == 1) {
           EXPECT_EQ(total.batches_sent, 0u);
         }
@@ -684,13 +692,13 @@ TEST(Engine, SnapshotsOnlyMoveTowardsTheAnswer) {
 
 TEST(EngineProgress, AddsEveryFigure) {
   EngineProgress total{.value_sum = 1, .residual = 2, .updates = 3, .edge_updates = 4, .batches_sent = 5,
-                       .batches_received = 6, .deltas_sent = 7, .deltas_received = 8, .busy_seconds = 9,
-                       .idle_seconds = 10, .running = false};
+                       .batches_received = 6, .deltas_sent = 7, .deltas_received = 8, .sweeps = 11,
+                       .busy_seconds = 9, .idle_seconds = 10, .running = false};
   total += total;
   total += EngineProgress{.running = true};
   EXPECT_EQ(total, (EngineProgress{.value_sum = 2, .residual = 4, .updates = 6, .edge_updates = 8, .batches_sent = 10,
                                    .batches_received = 12, .deltas_sent = 14, .deltas_received = 16,
-                                   .busy_seconds = 18, .idle_seconds = 20, .running = true}));
+                                   .sweeps = 22, .busy_seconds = 18, .idle_seconds = 20, .running = true}));
 }
 
 // --- One engine by hand ---------------------------------------------------------------------
@@ -786,6 +794,11 @@ TEST(Engine, DeliverRefusesBadBatchesWhole) {
   DeltaBatch misrouted = batch_from_part_1(0, {0}, {1.0});
   misrouted.to_part = 1;
   bad.push_back({misrouted, "batch from part 1 to part 1 arrived at part 0"});
+  for (float scale : {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    DeltaBatch bad_scale = batch_from_part_1(0, {0}, {1.0});
+    bad_scale.sender_scale = scale;
+    bad.push_back({bad_scale, "batch from part 1 gives its residual per edge as"});
+  }
   for (Bad& b : bad) {
     const Status status = engine.deliver(std::move(b.batch));
     EXPECT_EQ(status.code(), StatusCode::kProtocolError) << b.message;
@@ -874,6 +887,149 @@ TEST(Engine, MemoryBytesCoverThePartAndTheAccumulators) {
   // The deltas move into the accumulator: the total stays close to the part's own size.
   EXPECT_GE((*created)->memory_bytes(), part_bytes);
   EXPECT_LE((*created)->memory_bytes(), part_bytes + 300 * 8 + 4096);
+}
+
+// --- Accumulating small deltas (async sum algorithms) ----------------------------------------
+
+// Part 0 of 2: a hot vertex 0 whose Katz update (beta 1, a self-loop) puts its whole delta back,
+// so the engine sweeps for as long as the test wants, and `cold` vertices 1.. with one edge each
+// to a vertex of part 1, so every update of one of them leaves as a delta to part 1.
+GraphPart hot_vertex_and_cold_ones(uint32_t cold) {
+  GraphPart part;
+  part.part_index = 0;
+  part.part_count = 2;
+  part.local_count = cold + 1;
+  part.offsets = {0, 1};
+  part.targets = {0};
+  for (uint32_t g = 0; g < cold; ++g) {
+    part.targets.push_back(part.local_count + g);
+    part.offsets.push_back(part.offsets.back() + 1);
+    part.ghosts.push_back({1, g});
+  }
+  part.value.assign(part.local_count, 0.0);
+  part.delta.assign(part.local_count, 0.0);
+  part.delta[0] = 1.0;
+  return part;
+}
+
+class CountingOutbound final : public Outbound {
+ public:
+  Status send(DeltaBatch&& batch) override {
+    std::lock_guard lock(mutex_);
+    // Outside deltas leave combined: one entry per target vertex and destination per flush.
+    std::vector<uint32_t> slots = batch.slots;
+    std::sort(slots.begin(), slots.end());
+    if (std::adjacent_find(slots.begin(), slots.end()) != slots.end()) ++repeated_slots_;
+    for (std::size_t i = 0; i < batch.slots.size(); ++i) sent_[batch.slots[i]] += batch.deltas[i];
+    entries_ += batch.slots.size();
+    return Status::ok();
+  }
+  uint64_t entries() {
+    std::lock_guard lock(mutex_);
+    return entries_;
+  }
+  std::map<uint32_t, double> sent() {
+    std::lock_guard lock(mutex_);
+    return sent_;
+  }
+  uint64_t batches_with_repeated_slots() {
+    std::lock_guard lock(mutex_);
+    return repeated_slots_;
+  }
+
+ private:
+  std::mutex mutex_;
+  uint64_t entries_ = 0;
+  uint64_t repeated_slots_ = 0;
+  std::map<uint32_t, double> sent_;
+};
+
+bool wait_until(const std::function<bool()>& condition) {
+  const Clock::time_point deadline = Clock::now() + kRunDeadline;
+  while (!condition()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+// Many tiny batches for vertices far below the part's residual scale do not make every sweep
+// update them (each update would cost its out-degree again for the next tiny batch): they add
+// up, are counted in the residual meanwhile, and leave as one update each once they are worth it.
+TEST(Engine, TinyBatchesAddUpInsteadOfUpdatingEveryPendingVertex) {
+  constexpr uint32_t kCold = 100;
+  constexpr int kTinyBatches = 200;
+  constexpr double kTiny = 1e-6;
+  const AlgorithmSpec katz{.kind = AlgorithmKind::kKatz, .beta = 1.0};
+  CountingOutbound outbound;
+  Result<std::unique_ptr<Engine>> made = Engine::create(hot_vertex_and_cold_ones(kCold), katz, {}, outbound);
+  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  Engine& engine = **made;
+  engine.start();
+  std::vector<uint32_t> cold_slots;
+  for (uint32_t v = 1; v <= kCold; ++v) cold_slots.push_back(v);
+  for (int k = 0; k < kTinyBatches; ++k) {
+    ASSERT_TRUE(engine.deliver(batch_from_part_1(0, cold_slots, std::vector<double>(kCold, kTiny))).is_ok());
+    if (k % 20 == 0) std::this_thread::sleep_for(milliseconds(1));  // let sweeps run in between
+  }
+  // Every batch is in: folded into the slice or still in the mailbox, the residual holds it.
+  ASSERT_TRUE(wait_until([&] { return engine.progress().updates > 1000; }));
+  const EngineProgress held = engine.progress();
+  EXPECT_EQ(held.batches_received, static_cast<uint64_t>(kTinyBatches));
+  EXPECT_EQ(outbound.entries(), 0u) << "a cold vertex was updated for tiny deltas";
+  EXPECT_EQ(held.batches_sent, 0u);
+  EXPECT_NEAR(held.residual, 1.0 + kCold * kTinyBatches * kTiny, 1e-9);
+  EXPECT_TRUE(held.running);
+
+  // Worth an update now (above the hot vertex's |dv| per edge, so above the mean over the pending
+  // vertices): each cold vertex is updated once, with everything it accumulated.
+  ASSERT_TRUE(engine.deliver(batch_from_part_1(0, cold_slots, std::vector<double>(kCold, 2.0))).is_ok());
+  ASSERT_TRUE(wait_until([&] { return outbound.entries() >= kCold; }));
+  ASSERT_TRUE(wait_until([&] { return engine.progress().residual < 1.0 + 1e-9; }));
+  engine.stop();
+  EXPECT_EQ(outbound.entries(), static_cast<uint64_t>(kCold));
+  EXPECT_EQ(outbound.batches_with_repeated_slots(), 0u);
+  for (const auto& [slot, delta] : outbound.sent()) EXPECT_NEAR(delta, 2.0 + kTinyBatches * kTiny, 1e-12) << slot;
+  const EngineProgress done = engine.progress();
+  EXPECT_NEAR(done.residual, 1.0, 1e-12);
+  EXPECT_EQ(done.deltas_sent, static_cast<uint64_t>(kCold));
+  EXPECT_FALSE(done.running);
+}
+
+// A part told by a peer's batch that the others hold far more residual per edge than it does
+// leaves its own small deltas alone for a while, but not for ever: when no more batches come, the
+// peer's figure is stale and the part goes on alone to its tolerance, each vertex updated once
+// with everything it holds, and the residual accounting exact throughout.
+TEST(Engine, APeerLevelHoldsSmallDeltasOnlyWhileThePeerKeepsSending) {
+  constexpr uint32_t kCold = 100;
+  GraphPart part = hot_vertex_and_cold_ones(kCold);
+  part.delta[0] = 0.0;
+  part.targets[0] = part.local_count + kCold;  // vertex 0 (no delta) sends to part 1 too, no self-loop
+  part.ghosts.push_back({1, kCold});
+  for (uint32_t v = 1; v <= kCold; ++v) part.delta[v] = 1e-3;
+  const AlgorithmSpec pagerank{.kind = AlgorithmKind::kPageRank, .damping = 0.85};
+  CountingOutbound outbound;
+  EngineOptions options;
+  options.idle_residual = 1e-12;
+  Result<std::unique_ptr<Engine>> made = Engine::create(std::move(part), pagerank, options, outbound);
+  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  Engine& engine = **made;
+  DeltaBatch from_a_busy_peer = batch_from_part_1(0, {1}, {1e-3});
+  from_a_busy_peer.sender_scale = 1.0f;  // 1000x this part's residual per edge
+  ASSERT_TRUE(engine.deliver(std::move(from_a_busy_peer)).is_ok());
+  EXPECT_NEAR(engine.progress().residual, (kCold + 1) * 1e-3, 1e-15);
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return engine.progress().residual <= options.idle_residual; }));
+  engine.stop();
+  const EngineProgress done = engine.progress();
+  EXPECT_EQ(done.updates, static_cast<uint64_t>(kCold));
+  EXPECT_EQ(outbound.entries(), static_cast<uint64_t>(kCold)) << "each vertex went out once";
+  EXPECT_EQ(outbound.batches_with_repeated_slots(), 0u);
+  const std::map<uint32_t, double> sent = outbound.sent();
+  EXPECT_NEAR(sent.at(0), 0.85 * 2e-3, 1e-15) << "vertex 1 sent the batch's delta with its own";
+  for (uint32_t g = 1; g < kCold; ++g) EXPECT_NEAR(sent.at(g), 0.85 * 1e-3, 1e-15) << g;
+  EXPECT_EQ(done.residual, 0.0);
+  EXPECT_FALSE(done.running);
 }
 
 }  // namespace

@@ -91,6 +91,7 @@ std::vector<GraphMessage> sample_messages() {
   batch.to_part = 0;
   batch.slots = {0, 5, 3};
   batch.deltas = {0.125, -1.0, 7.0};
+  batch.sender_scale = 0.375f;
   return {GraphLoad{sample_setup(), sample_part(true)},
           GraphLoad{pagerank, sample_part(false)},
           GraphReady{77, 4096},

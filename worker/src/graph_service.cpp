@@ -418,9 +418,16 @@ void GraphHost::end_run(std::string_view why) {
   // for the next run now.
   run->charge.reset();
   const uint64_t dropped = run->batches_dropped.load();
-  log_line(fmt::format("graph run {} (part {} of {}) ended: {}{}", run->setup.run_id, run->part_index,
-                       run->part_count, why,
-                       dropped > 0 ? fmt::format("; {} batches of other runs were dropped", dropped) : ""));
+  // The engine's own figures, some of which (sweeps) the progress message does not carry: what
+  // it takes to see where a run's updates went on each node.
+  const gr::EngineProgress figures = run->engine != nullptr ? run->engine->progress() : gr::EngineProgress{};
+  log_line(fmt::format("graph run {} (part {} of {}) ended: {}{}; {} updates, {} edge updates, {} sweeps, "
+                       "batches {} in / {} out, deltas {} in / {} out, busy {:.3f} s, idle {:.3f} s",
+                       run->setup.run_id, run->part_index, run->part_count, why,
+                       dropped > 0 ? fmt::format("; {} batches of other runs were dropped", dropped) : "",
+                       figures.updates, figures.edge_updates, figures.sweeps, figures.batches_received,
+                       figures.batches_sent, figures.deltas_received, figures.deltas_sent, figures.busy_seconds,
+                       figures.idle_seconds));
 }
 
 SessionStep GraphHost::load(SessionContext& context, const tp::FrameHeader& header) {

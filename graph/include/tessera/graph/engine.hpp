@@ -6,9 +6,16 @@
 // vertices outside the slice (v (+)= dv; g(dv, e) into each target's dv: own slice directly,
 // other slices and ghosts through accumulators flushed in batches at the end of every sweep, or
 // by count and age for cc/sssp; see EngineOptions). How a round updates depends on the algorithm:
-//   - pagerank, katz (+): a Gauss-Seidel sweep in slot order over every pending vertex (or, with
-//     priority_fraction < 1, those whose |dv| / out-degree is in the top share of a sample), never
-//     below the coordinator's priority level (set_priority_level);
+//   - pagerank, katz (+): a Gauss-Seidel sweep in slot order over the pending vertices whose
+//     |dv| / out-degree is at least the slice's residual per edge (or, with
+//     priority_fraction < 1, in the top share of a sample), never below the coordinator's priority
+//     level (set_priority_level) nor the peer level: the mean residual per edge of this part and
+//     of the parts whose batches said theirs (DeltaBatch::sender_scale). Small deltas add up
+//     until they are worth an update at full out-degree cost, and a fast part whose residual is
+//     far below the others' waits for their deltas instead of polishing its own (each batch
+//     would make it polish again); so does a part left with little against what its last remote
+//     deltas brought. Those waits are bounded (about two arrival gaps), after which the part goes
+//     on alone;
 //   - cc, sssp (max, min): best-first from a priority queue (largest label, smallest distance).
 // A thread with nothing above its share of the tolerance (nothing pending for cc/sssp) sleeps
 // until deltas arrive; so does one with nothing at the priority level, until the level moves.
@@ -80,6 +87,10 @@ struct DeltaBatch {
   uint32_t to_part = 0;
   std::vector<uint32_t> slots;
   std::vector<double> deltas;
+  // The sender's residual per edge when it sent the batch (0: not known). An async receiver
+  // leaves alone vertices far below the mean of its own and its senders' (engine.cpp, peer
+  // level), so a fast part lets small deltas add up while the slower parts still hold more.
+  float sender_scale = 0.0f;
 };
 
 class Outbound {
@@ -106,6 +117,9 @@ struct EngineProgress {
   uint64_t batches_received = 0;  // delivered and accepted; counted once its deltas are in the residual
   uint64_t deltas_sent = 0;
   uint64_t deltas_received = 0;
+  // Async pagerank/katz sweeps (updates / sweeps: vertices touched per sweep). Engine-local: the
+  // progress message leaves it out (it is for the worker's log, benches and tests).
+  uint64_t sweeps = 0;
   double busy_seconds = 0.0;    // summed over update threads: time in rounds
   double idle_seconds = 0.0;    // summed over update threads: time asleep waiting for deltas
   bool running = false;

@@ -26,8 +26,8 @@
 //   GRAPH_VALUES    u64 count | u8 final (0: a snapshot of a running engine, 1: final) | pad[7]
 //                   | f64 values[count]
 //   GRAPH_PEER_HELLO u64 run_id | u32 from_part | pad[4]                                     [16]
-//   GRAPH_DELTAS    u64 run_id | u64 step | u32 from_part | u32 to_part | u32 count | pad[4]
-//                   | u32 slots[count] | f64 deltas[count]
+//   GRAPH_DELTAS    u64 run_id | u64 step | u32 from_part | u32 to_part | u32 count
+//                   | f32 sender_scale (IEEE-754 binary32; 0: not known) | u32 slots[count] | f64 deltas[count]
 // A GRAPH_LOAD's arrays follow each other without alignment padding; they are as the GraphPart
 // holds them, so the coordinator sends them from its own memory (see PayloadParts).
 //
@@ -132,7 +132,7 @@ struct GraphDeltas {
   bool operator==(const GraphDeltas& other) const {
     return run_id == other.run_id && batch.step == other.batch.step && batch.from_part == other.batch.from_part &&
            batch.to_part == other.batch.to_part && batch.slots == other.batch.slots &&
-           batch.deltas == other.batch.deltas;
+           batch.deltas == other.batch.deltas && batch.sender_scale == other.batch.sender_scale;
   }
 };
 
