@@ -67,13 +67,8 @@ constexpr double kLevelLead = 4.0;
 // edges instead, 1 gave 1.19x sync with kCombineShare alone; 0.5 and 2 did no better, 4 worse
 // (1.61x).
 constexpr double kSweepShare = 1.0;
-// A slice whose residual is below this share of what the last remote deltas brought waits for the
-// next ones (between these bounds, about two arrival gaps) instead of sweeping.
-constexpr double kCombineShare = 0.5;
-// The peer level: this share of the mean residual per edge of this part and of the parts that
-// sent it deltas (as their latest batches said). 1: 0.77x sync; 2 saved another 3% of the edge
-// updates but took 40% longer (more, smaller sweeps); 0 (off): 1.29x.
-constexpr double kPeerLevelShare = 1.0;
+// Holding a part back for its peers' deltas (EngineOptions::combine_share, peer_level_share) is
+// off by default: see engine.hpp for what it saves and what it costs.
 constexpr double kMinArrivalWait = 0.001;  // seconds
 constexpr double kMaxArrivalWait = 0.01;
 
@@ -1108,7 +1103,7 @@ struct Engine::Impl {
         if (!wait_for_work(slice, round_start, scan, drained, level_generation.load())) break;
         continue;
       }
-      if (scan.residual < kCombineShare * slice.arrival_residual) {
+      if (scan.residual < options.combine_share * slice.arrival_residual) {
         // What is left here is small against what other parts keep sending: sweeping it now
         // would update the same vertices again as soon as their next deltas land (a fast node
         // polished its part down to the tolerance after every batch from a slower one). Wait,
@@ -1286,11 +1281,11 @@ struct Engine::Impl {
     return value;
   }
 
-  // Async sum: kPeerLevelShare x the residual per edge over this part and every part whose
+  // Async sum: peer_level_share x the residual per edge over this part and every part whose
   // batches said theirs (DeltaBatch); 0 when none did. Parts that hold little of the residual
   // against the others then leave their small deltas to add up.
   double peer_level() const {
-    if (kPeerLevelShare <= 0.0) return 0.0;
+    if (options.peer_level_share <= 0.0) return 0.0;
     double sum = 0.0;
     uint32_t known = 0;
     {
@@ -1302,7 +1297,7 @@ struct Engine::Impl {
     }
     if (known == 0) return 0.0;
     sum += progress().residual / static_cast<double>(std::max<uint64_t>(1, part.edge_count()));
-    return kPeerLevelShare * sum / static_cast<double>(known + 1);
+    return options.peer_level_share * sum / static_cast<double>(known + 1);
   }
 
   // Forgets what the other parts' batches said, until they send again: a part that waited for
@@ -1501,6 +1496,10 @@ Result<std::unique_ptr<Engine>> Engine::create(GraphPart part, const AlgorithmSp
   TESSERA_RETURN_IF_ERROR(part.validate());
   TESSERA_RETURN_IF_ERROR(check_spec(spec));
   if (options.threads < 1) return invalid_argument("engine threads is 0; use at least 1 update thread");
+  if (!(options.combine_share >= 0.0 && std::isfinite(options.combine_share)) ||
+      !(options.peer_level_share >= 0.0 && std::isfinite(options.peer_level_share))) {
+    return invalid_argument("combine_share and peer_level_share must be finite and >= 0 (0: off)");
+  }
   if (!(options.priority_fraction > 0.0 && options.priority_fraction <= 1.0)) {
     return invalid_argument(fmt::format("priority fraction {} is out of range; use a value in (0, 1], e.g. 0.25",
                                         options.priority_fraction));

@@ -1011,6 +1011,8 @@ TEST(Engine, APeerLevelHoldsSmallDeltasOnlyWhileThePeerKeepsSending) {
   CountingOutbound outbound;
   EngineOptions options;
   options.idle_residual = 1e-12;
+  options.combine_share = 0.5;  // off by default; what it does when on
+  options.peer_level_share = 1.0;
   Result<std::unique_ptr<Engine>> made = Engine::create(std::move(part), pagerank, options, outbound);
   ASSERT_TRUE(made.is_ok()) << made.status().to_string();
   Engine& engine = **made;
