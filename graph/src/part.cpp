@@ -120,15 +120,15 @@ Placement make_placement(std::span<const int32_t> part_of, uint32_t part_count) 
   return placement;
 }
 
-std::vector<GraphPart> build_parts(const partition::DirectedGraph& graph, const Placement& placement,
-                                   std::span<const double> value, std::span<const double> delta) {
-  std::vector<GraphPart> parts(placement.part_count);
-  // ghost_of[w]: ghost index of remote vertex w in the part being built. One array serves every
-  // part: entries set for a part are reset before the next, so the whole build stays O(V + E).
-  std::vector<uint32_t> ghost_of(static_cast<std::size_t>(graph.vertex_count), kNotGhost);
+namespace {
+
+// Builds part p; ghost_of (kNotGhost everywhere, one entry per global vertex) is scratch and is
+// left as it was found, so one array can serve every part in turn.
+GraphPart build_one_part(const partition::DirectedGraph& graph, const Placement& placement, uint32_t p,
+                         std::span<const double> value, std::span<const double> delta, std::vector<uint32_t>& ghost_of) {
   std::vector<uint32_t> remote;
-  for (uint32_t p = 0; p < placement.part_count; ++p) {
-    GraphPart& part = parts[p];
+  {
+    GraphPart part;
     const std::vector<uint32_t>& owned = placement.vertices[p];
     part.part_index = p;
     part.part_count = placement.part_count;
@@ -190,8 +190,26 @@ std::vector<GraphPart> build_parts(const partition::DirectedGraph& graph, const 
       part.value[s] = value[owned[s]];
       part.delta[s] = delta[owned[s]];
     }
+    return part;
   }
+}
+
+}  // namespace
+
+std::vector<GraphPart> build_parts(const partition::DirectedGraph& graph, const Placement& placement,
+                                   std::span<const double> value, std::span<const double> delta) {
+  std::vector<GraphPart> parts;
+  // One scratch array serves every part: entries set for a part are reset before the next, so the
+  // whole build stays O(V + E).
+  std::vector<uint32_t> ghost_of(static_cast<std::size_t>(graph.vertex_count), kNotGhost);
+  for (uint32_t p = 0; p < placement.part_count; ++p) parts.push_back(build_one_part(graph, placement, p, value, delta, ghost_of));
   return parts;
+}
+
+GraphPart build_part(const partition::DirectedGraph& graph, const Placement& placement, uint32_t part,
+                     std::span<const double> value, std::span<const double> delta) {
+  std::vector<uint32_t> ghost_of(static_cast<std::size_t>(graph.vertex_count), kNotGhost);
+  return build_one_part(graph, placement, part, value, delta, ghost_of);
 }
 
 void scatter_values(const Placement& placement, uint32_t part, std::span<const double> part_values,

@@ -101,10 +101,14 @@ uint64_t graph_content_hash(const Graph& graph) {
 }
 
 Result<PlacementKey> placement_key(const Graph& graph, const PartitionOptions& options) {
+  return placement_key(graph_content_hash(graph), graph, options);
+}
+
+Result<PlacementKey> placement_key(uint64_t graph_hash, const Graph& graph, const PartitionOptions& options) {
   Result<std::vector<double>> weights = normalise_weights(options.target_weights);
   if (!weights) return weights.status().with_context("target weights: ");
   PlacementKey key;
-  key.graph_hash = graph_content_hash(graph);
+  key.graph_hash = graph_hash;
   key.vertices = graph.vertex_count();
   key.edges = graph.edge_count();
   key.method = options.method;

@@ -178,6 +178,9 @@ TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
   spread.updates_per_edge = 70.0;
   spread.cut_fraction = 0.5;
   spread.delta_fraction = 0.8;
+  EXPECT_EQ(graph_driver::shape_key("chunks", {"a", "b"}, {5.0, 5.1}), graph_driver::shape_key("chunks", {"a", "b"}, {1.0, 1.0}))
+      << "weights a few percent apart weigh with one shape";
+  EXPECT_NE(graph_driver::shape_key("chunks", {"a", "b"}, {2.0, 1.0}), graph_driver::shape_key("chunks", {"a", "b"}, {1.0, 1.0}));
   spread.shapes["chunks|a=0.5|b=0.5"] = {10, {GraphPartShape{1, 2, 3, 4, 1, 1}, GraphPartShape{5, 6, 7, 8, 1, 1}}};
   memory = graph_driver::remember(memory, spread);
   ASSERT_TRUE(memory.spread_per_cut);

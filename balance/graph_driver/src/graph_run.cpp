@@ -1,6 +1,7 @@
 #include "tessera/balance/graph_driver/graph_run.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -360,7 +361,7 @@ std::vector<double> Driver::active_weights(const std::vector<std::size_t>& nodes
   const bool all_zero = options_.weights.source == TargetWeights::Source::kExplicit &&
                         std::none_of(nodes.begin(), nodes.end(), [&](std::size_t node) { return options_.weights.weights[node] > 0.0; });
   if (all_zero) notice("the nodes left all have weight 0; sharing the graph equally among them");
-  return target_weights_of(options_, nodes);
+  return target_weights_of(options_, selection_ ? selection_->costs : options_.node_costs, nodes);
 }
 
 void Driver::remember_run() {
@@ -398,10 +399,9 @@ void Driver::remember_run() {
 }
 
 Status Driver::choose_nodes() {
-  if (!options_.cache_dir.empty()) {
-    memory_path_ = run_memory_path(options_.cache_dir, tp::graph_content_hash(placement_input_), options_.algorithm, tolerance_);
-  }
-  SelectionInput input{*graph_, placement_input_, {}, options_, tolerance_, memory_path_};
+  const uint64_t graph_hash = options_.cache_dir.empty() ? 0 : tp::graph_content_hash(placement_input_);
+  if (!options_.cache_dir.empty()) memory_path_ = run_memory_path(options_.cache_dir, graph_hash, options_.algorithm, tolerance_);
+  SelectionInput input{*graph_, placement_input_, {}, options_, tolerance_, memory_path_, graph_hash};
   for (const cluster::NodeLink& link : cluster_.links()) input.node_names.push_back(link.spec.name);
   Result<Selection> selection = select_and_place(input);
   if (!selection) return selection.status();
@@ -583,15 +583,14 @@ Result<bool> Driver::load_and_start(const tg::VertexState& state) {
   for (const cluster::NodeLink& link : cluster_.links()) nodes.push_back(link.spec);
   Result<std::vector<std::vector<tg::PeerEndpoint>>> peers = peer_endpoints(nodes, options_.peer_hosts, part_nodes_);
   if (!peers) return peers.status();
-  std::vector<tg::GraphPart> parts = tg::build_parts(*graph_, placement_, state.value, state.delta);
-  for (std::size_t part = 0; part < parts.size(); ++part) {
-    GraphNodeFigures& figures = records_[part_nodes_[part]].figures;
-    figures.vertices = parts[part].local_count;
-    figures.edges = static_cast<int64_t>(parts[part].edge_count());
-    records_[part_nodes_[part]].last.reset();
-  }
-  const auto part_count = static_cast<double>(parts.size());
+  for (std::size_t part = 0; part < part_nodes_.size(); ++part) records_[part_nodes_[part]].last.reset();
+  const auto part_count = static_cast<double>(part_nodes_.size());
+  // Each part is built on the thread that ships it: the parts build in parallel, and one part's
+  // bytes travel while the next is still being built.
+  std::vector<std::pair<int64_t, int64_t>> sizes(part_nodes_.size());  // vertices, edges
   std::vector<CallOutcome> outcomes = on_parts([&](std::size_t part) {
+    const tg::GraphPart built = tg::build_part(*graph_, placement_, static_cast<uint32_t>(part), state.value, state.delta);
+    sizes[part] = {built.local_count, static_cast<int64_t>(built.edge_count())};
     cluster::NodeLink& link = link_of(part);
     tg::RunSetup setup;
     setup.run_id = run_id_;
@@ -606,9 +605,13 @@ Result<bool> Driver::load_and_start(const tg::VertexState& state) {
     setup.engine.idle_residual =
         graph::is_linear(spec) ? 0.9 * tolerance_ / (part_count * static_cast<double>(setup.engine.threads)) : 0.0;
     setup.peers = (*peers)[part];
-    return tg::load_part(*link.connection, setup, parts[part]);
+    return tg::load_part(*link.connection, setup, built);
   });
-  parts.clear();
+  for (std::size_t part = 0; part < part_nodes_.size(); ++part) {
+    GraphNodeFigures& figures = records_[part_nodes_[part]].figures;
+    figures.vertices = sizes[part].first;
+    figures.edges = sizes[part].second;
+  }
   std::vector<std::pair<std::size_t, CallOutcome>> failed = failures_of(outcomes);
   if (failed.empty() && options_.mode == GraphMode::kAsync) {
     outcomes = on_parts([&](std::size_t part) { return tg::start_async(*link_of(part).connection); });
@@ -771,6 +774,7 @@ Status Driver::run_async() {
   auto next_poll = Clock::now() + interval;
   auto next_snapshot = Clock::now() + options_.snapshot_interval;
   uint32_t stopped_polls = 0;
+  std::optional<std::pair<Clock::time_point, double>> last_poll;  // when, and the summed residual
   // Async pagerank/katz: a common priority level with every poll (priority_levels.hpp).
   const bool uses_level = options_.priority_level_fraction > 0.0 && graph::is_linear(options_.algorithm);
   PriorityLevels levels(uses_level ? options_.priority_level_fraction : 0.0,
@@ -782,6 +786,7 @@ Status Driver::run_async() {
     Status recovered = recover(std::move(failures));
     detector.reset();
     stopped_polls = 0;
+    last_poll.reset();
     interval = quick_poll;
     next_poll = Clock::now() + interval;
     next_snapshot = Clock::now() + options_.snapshot_interval;
@@ -815,7 +820,19 @@ Status Driver::run_async() {
       received += node.batches_received;
     }
     add_trace_point(residual, sent, received);
-    if (residual <= tolerance_ && sent == received) next_poll = std::min(next_poll, Clock::now() + quick_poll);
+    const auto polled_at = Clock::now();
+    if (residual <= tolerance_ && sent == received) next_poll = std::min(next_poll, polled_at + quick_poll);
+    // The sum algorithms' residual falls about geometrically: the next poll goes where the last
+    // two polls' rate of decay puts the tolerance, if that is sooner than the interval, so the end
+    // is noticed a few milliseconds after it rather than up to an interval later.
+    if (graph::is_linear(options_.algorithm) && last_poll && residual > tolerance_ && residual < last_poll->second) {
+      const double elapsed_s = std::chrono::duration<double>(polled_at - last_poll->first).count();
+      const double decay_per_s = std::log(last_poll->second / residual) / std::max(elapsed_s, 1e-6);
+      const double remaining_s = std::log(residual / tolerance_) / decay_per_s;
+      const auto expected = polled_at + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(remaining_s));
+      next_poll = std::clamp(expected, polled_at + quick_poll, next_poll);
+    }
+    last_poll = std::pair{polled_at, residual};
     if (uses_level) {
       priority_levels_ = levels.observe(counters, Clock::now());
       // Lifted (every engine waiting below its level): poll again soon with the new one.

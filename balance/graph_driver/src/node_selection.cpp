@@ -134,7 +134,7 @@ std::optional<Placed> cached_placement(const SelectionInput& input, tp::Partitio
   const tp::PartitionOptions options = partition_options(input, method, weights);
   if (!cacheable(input, options)) return std::nullopt;
   const auto begun = Clock::now();
-  Result<tp::PlacementKey> key = tp::placement_key(input.placement_graph, options);
+  Result<tp::PlacementKey> key = tp::placement_key(input.graph_hash, input.placement_graph, options);
   if (!key) return std::nullopt;
   std::string reason;
   Result<std::optional<tp::Partition>> loaded = tp::load_placement(input.options.cache_dir, *key, input.placement_graph, &reason);
@@ -142,7 +142,7 @@ std::optional<Placed> cached_placement(const SelectionInput& input, tp::Partitio
     // No file is the ordinary miss; anything else is worth a line in the record.
     if (!loaded) {
       note = "placement cache not read: " + loaded.status().message();
-    } else if (!reason.empty() && reason.find("no file") == std::string::npos && reason.find("No such") == std::string::npos) {
+    } else if (!reason.empty() && reason.find("no cached placement") == std::string::npos) {
       note = "placement cache entry ignored: " + reason;
     }
     return std::nullopt;
@@ -159,7 +159,7 @@ Result<Placed> place(const SelectionInput& input, tp::PartitionMethod method, co
   if (!partition) return partition.status();
   Placed placed{std::move(*partition), method, std::chrono::duration<double>(Clock::now() - begun).count(), false, note};
   if (cacheable(input, options)) {
-    Result<tp::PlacementKey> key = tp::placement_key(input.placement_graph, options);
+    Result<tp::PlacementKey> key = tp::placement_key(input.graph_hash, input.placement_graph, options);
     const Status stored = key ? tp::store_placement(input.options.cache_dir, *key, placed.partition) : key.status();
     if (!stored) placed.cache_note = "placement not cached: " + stored.message();
   }
@@ -185,7 +185,11 @@ std::vector<std::string> names_of(const SelectionInput& input, const std::vector
 
 }  // namespace
 
-std::vector<double> target_weights_of(const GraphRunOptions& options, const std::vector<std::size_t>& nodes) {
+std::vector<double> target_weights_of(const GraphRunOptions& options, const std::vector<model::GraphNodeCosts>& costs,
+                                      const std::vector<std::size_t>& nodes) {
+  if (options.weights_from_rates && costs.size() > *std::max_element(nodes.begin(), nodes.end())) {
+    return model::graph_share_weights(costs, nodes);
+  }
   std::vector<double> weights;
   bool any = false;
   for (std::size_t node : nodes) {
@@ -290,7 +294,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   double best_so_far_s = std::numeric_limits<double>::infinity();
   for (std::size_t index = 0; index < sets.size(); ++index) {
     const std::vector<std::size_t>& set = sets[index];
-    const std::vector<double> weights = target_weights_of(options, set);
+    const std::vector<double> weights = target_weights_of(options, costs, set);
     const tp::PartitionMethod method = weigh_cheaply && set.size() > 1 ? kCheapMethods[0] : options.method;
     const std::string key = shape_key(tp::method_name(method), names_of(input, set), weights);
     model::GraphCandidate candidate;
@@ -335,7 +339,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     }
   }
   selection.nodes = sets[chosen];
-  selection.weights = target_weights_of(options, selection.nodes);
+  selection.weights = target_weights_of(options, costs, selection.nodes);
   const bool several = selection.nodes.size() > 1;
   // The chosen set placed for real. With the locality placements, the better of the two by
   // forecast: a shape kept from a past run or made while weighing saves placing to compare, so a

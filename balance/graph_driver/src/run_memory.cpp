@@ -35,7 +35,10 @@ std::string shape_key(std::string_view method, const std::vector<std::string>& n
   for (double weight : weights) total += weight;
   std::string key(method);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    key += fmt::format("|{}={:.6f}", nodes[i], total > 0.0 && i < weights.size() ? weights[i] / total : 0.0);
+    // Shares rounded to 0.02: edge rates measured run after run move the weights by a few percent,
+    // and a placement's shape (what weighing a set needs) barely moves with them.
+    const double share = total > 0.0 && i < weights.size() ? weights[i] / total : 0.0;
+    key += fmt::format("|{}={:.2f}", nodes[i], std::round(share / 0.02) * 0.02);
   }
   return key;
 }

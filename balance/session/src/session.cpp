@@ -377,6 +377,7 @@ Result<graph_driver::GraphOutcome> Session::graph(const partition::DirectedGraph
                   [](const model::GraphNodeCosts& node) { return node.rates.measured(); })) {
     options.weights.weights.clear();
     for (const model::GraphNodeCosts& node : options.node_costs) options.weights.weights.push_back(node.rates.edge_updates_per_s);
+    options.weights_from_rates = true;
     weights_source += " (graph edge rates)";
   }
   if (options.secret.empty()) {

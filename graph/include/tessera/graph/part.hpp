@@ -63,6 +63,12 @@ Placement make_placement(std::span<const int32_t> part_of, uint32_t part_count);
 std::vector<GraphPart> build_parts(const partition::DirectedGraph& graph, const Placement& placement,
                                    std::span<const double> value, std::span<const double> delta);
 
+// Part `part` alone, as build_parts makes it: O(V) scratch plus the part's own edges, so the
+// driver builds each part on the thread that ships it, the parts in parallel. Thread-safe for
+// concurrent calls on one graph and placement.
+GraphPart build_part(const partition::DirectedGraph& graph, const Placement& placement, uint32_t part,
+                     std::span<const double> value, std::span<const double> delta);
+
 // Scatters a part's values (slot order) back into a global vector.
 void scatter_values(const Placement& placement, uint32_t part, std::span<const double> part_values,
                     std::span<double> global_values);

@@ -45,6 +45,9 @@ struct PlacementKey {
 // The key of partitioning `graph` with `options`. Fails (kInvalidArgument) on target weights that
 // normalise_weights refuses.
 Result<PlacementKey> placement_key(const Graph& graph, const PartitionOptions& options);
+// The same with the graph's content hash already computed (graph_content_hash(graph)): a caller
+// that looks up several keys of one graph hashes it once.
+Result<PlacementKey> placement_key(uint64_t graph_hash, const Graph& graph, const PartitionOptions& options);
 
 // Whether two keys name the same placement: all fields equal except the imbalance and the target
 // weights, which match within 1e-9 relative (weights 4,1,1,1 and 0.4,0.1,0.1,0.1 are one key).

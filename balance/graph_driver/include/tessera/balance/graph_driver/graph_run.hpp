@@ -104,6 +104,10 @@ struct GraphRunOptions {
   // What each node costs a graph run, cluster order (Session::graph fills it from the profile);
   // empty or unmeasured: `nodes` auto takes every node and says why.
   std::vector<model::GraphNodeCosts> node_costs;
+  // Each part's target weight is its node's edge updates per second: the profile's graph rates, or
+  // what past runs on the same graph measured (run_memory.hpp), instead of `weights` (Session::graph
+  // sets it for --weights profile when every node has graph rates).
+  bool weights_from_rates = false;
   // Where placements and the figures of past runs on the same graph are kept (placement_cache.hpp,
   // run_memory.hpp); empty: neither is read nor written.
   std::string cache_dir;

@@ -47,6 +47,7 @@ struct SelectionInput {
   const GraphRunOptions& options;
   double tolerance = 0.0;
   std::string memory_path;  // run_memory_path of this graph and algorithm; empty: no memory
+  uint64_t graph_hash = 0;  // partition::graph_content_hash(placement_graph), when cache_dir is set
 };
 struct Selection {
   std::vector<std::size_t> nodes;  // cluster indices, ascending: part i is nodes[i]
@@ -67,8 +68,10 @@ struct Selection {
 // length; partitioning failures as partition_graph's.
 Result<Selection> select_and_place(const SelectionInput& input);
 
-// The target weights of `nodes` (cluster indices): the explicit weights of those nodes, or each
-// node's measured edge updates per second, or equal. All zero: equal.
-std::vector<double> target_weights_of(const GraphRunOptions& options, const std::vector<std::size_t>& nodes);
+// The target weights of `nodes` (cluster indices): with options.weights_from_rates each node's
+// edge updates per second in `costs` (the profile's, or what past runs on the graph measured),
+// else the explicit weights of those nodes, or equal. All zero: equal.
+std::vector<double> target_weights_of(const GraphRunOptions& options, const std::vector<model::GraphNodeCosts>& costs,
+                                      const std::vector<std::size_t>& nodes);
 
 }  // namespace tessera::balance::graph_driver

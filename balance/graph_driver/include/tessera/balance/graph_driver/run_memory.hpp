@@ -42,7 +42,8 @@ struct RunMemory {
   bool operator==(const RunMemory&) const = default;
 };
 
-// The key of a candidate's placement in RunMemory::shapes: its method, nodes and weights.
+// The key of a candidate's placement in RunMemory::shapes: its method, nodes and the nodes'
+// shares rounded to 0.02.
 std::string shape_key(std::string_view method, const std::vector<std::string>& nodes, const std::vector<double>& weights);
 
 // "<dir>/run-<hash>-<algorithm and its parameters>.json"; empty when dir is empty.
