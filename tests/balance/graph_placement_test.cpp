@@ -69,9 +69,13 @@ TEST(GraphPlacementModel, RemoteDeltasCostBothEndsAndTheCutAddsSweeps) {
   const model::GraphForecast forecast = model::forecast_graph_run(costs, workload(1'000'000, 40, 2.0), pair);
   EXPECT_DOUBLE_EQ(forecast.updates_per_edge, 40.0 * 1.5);
   EXPECT_DOUBLE_EQ(forecast.nodes[0].edges_s, 60.0 * 500'000 / 1e8);
-  EXPECT_DOUBLE_EQ(forecast.nodes[0].send_s, 60.0 * 1000 * 1e-7);
+  EXPECT_DOUBLE_EQ(forecast.nodes[0].send_s, 60.0 * 1000 * 1e-7) << "no link figure: CPU only";
   EXPECT_DOUBLE_EQ(forecast.nodes[0].receive_s, 60.0 * 2000 * 1e-7);
   EXPECT_DOUBLE_EQ(forecast.nodes[1].send_s, 60.0 * 2000 * 2e-7);
+  std::vector<GraphNodeCosts> linked = costs;
+  linked[0].from_node_bytes_per_s = 1.2e6;  // a slow link out
+  const model::GraphForecast slow = model::forecast_graph_run(linked, workload(1'000'000, 40, 2.0), pair);
+  EXPECT_DOUBLE_EQ(slow.nodes[0].send_s, 60.0 * 1000 * 1e-7 + 60.0 * 1000 * 12.0 / 1.2e6) << "and the deltas' bytes over it";
   EXPECT_EQ(forecast.slowest, 1u) << "b pays twice per delta";
 }
 
@@ -178,10 +182,12 @@ TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
   spread.updates_per_edge = 70.0;
   spread.cut_fraction = 0.5;
   spread.delta_fraction = 0.8;
-  EXPECT_EQ(graph_driver::shape_key("chunks", {"a", "b"}, {5.0, 5.1}), graph_driver::shape_key("chunks", {"a", "b"}, {1.0, 1.0}))
-      << "weights a few percent apart weigh with one shape";
-  EXPECT_NE(graph_driver::shape_key("chunks", {"a", "b"}, {2.0, 1.0}), graph_driver::shape_key("chunks", {"a", "b"}, {1.0, 1.0}));
-  spread.shapes["chunks|a=0.5|b=0.5"] = {10, {GraphPartShape{1, 2, 3, 4, 1, 1}, GraphPartShape{5, 6, 7, 8, 1, 1}}};
+  EXPECT_EQ(graph_driver::shape_key("chunks", {"a", "b"}), "chunks|a|b");
+  spread.shapes["chunks|a|b"] = {10, {GraphPartShape{100, 200, 30, 40, 1, 1}, GraphPartShape{100, 200, 40, 30, 1, 1}}, {0.5, 0.5}};
+  const graph_driver::RunMemory::Shape moved = spread.shapes["chunks|a|b"].rescaled({0.6, 0.4});
+  EXPECT_EQ(moved.parts[0].edges, 240) << "a larger share, proportionally more edges";
+  EXPECT_EQ(moved.parts[1].vertices, 80);
+  EXPECT_EQ(moved.cut_edges, 10);
   memory = graph_driver::remember(memory, spread);
   ASSERT_TRUE(memory.spread_per_cut);
   EXPECT_DOUBLE_EQ(*memory.spread_per_cut, 2.0) << "70 = 35 x (1 + 2 x 0.5)";
@@ -195,6 +201,8 @@ TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
   EXPECT_NE(source.find("measured by past runs"), std::string::npos) << source;
   const std::vector<GraphNodeCosts> costs = graph_driver::remembered_costs({node("desktop", 5e8), node("pi", 1e8)}, memory);
   EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s, 4e8);
+  EXPECT_DOUBLE_EQ(graph_driver::remembered_costs({node("desktop", 1e8)}, memory)[0].rates.edge_updates_per_s, 1.25e8)
+      << "a burst rate above the profile's is capped";
   EXPECT_DOUBLE_EQ(costs[1].rates.edge_updates_per_s, 1e8) << "no memory for pi: its profile rate stands";
 }
 

@@ -390,6 +390,10 @@ void Driver::remember_run() {
   }
   if (ghosts > 0.0 && run.updates_per_edge > 0.0) run.delta_fraction = deltas / (run.updates_per_edge * ghosts);
   run.shapes = selection.shapes;
+  if (selection.record.forecast) {
+    const model::GraphForecast& forecast = *selection.record.forecast;
+    run.extra_s = outcome_.total_s() - (forecast.total_s - forecast.extra_s);
+  }
   if (selection.metis_seconds && placement_input_.edge_count() > 0) {
     run.metis_s_per_edge = *selection.metis_seconds / static_cast<double>(placement_input_.edge_count());
   }

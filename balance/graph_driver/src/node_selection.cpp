@@ -296,14 +296,15 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     const std::vector<std::size_t>& set = sets[index];
     const std::vector<double> weights = target_weights_of(options, costs, set);
     const tp::PartitionMethod method = weigh_cheaply && set.size() > 1 ? kCheapMethods[0] : options.method;
-    const std::string key = shape_key(tp::method_name(method), names_of(input, set), weights);
+    const std::string key = shape_key(tp::method_name(method), names_of(input, set));
     model::GraphCandidate candidate;
     candidate.nodes = set;
     candidate.method = std::string(tp::method_name(method));
     if (const auto known = selection.memory.shapes.find(key); known != selection.memory.shapes.end() &&
                                                               known->second.parts.size() == set.size()) {
-      candidate.parts = known->second.parts;
-      candidate.cut_edges = known->second.cut_edges;
+      const RunMemory::Shape shape = known->second.rescaled(shares_of(weights));
+      candidate.parts = shape.parts;
+      candidate.cut_edges = shape.cut_edges;
     } else {
       if (forecastable && set.size() > 1) {
         model::GraphCandidate uncut = candidate;
@@ -323,7 +324,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
       if (!one) return one.status();
       spent_s += one->seconds;
       candidate = candidate_of(input, set, *one);
-      selection.shapes[key] = {candidate.cut_edges, candidate.parts};
+      selection.shapes[key] = {candidate.cut_edges, candidate.parts, shares_of(weights)};
       placed[index] = std::move(*one);
     }
     if (forecastable) best_so_far_s = std::min(best_so_far_s, run_part_s(candidate));
@@ -351,21 +352,22 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   std::optional<tp::PartitionMethod> best_method;
   std::optional<model::GraphCandidate> best_candidate;
   for (tp::PartitionMethod method : methods) {
-    const std::string key = shape_key(tp::method_name(method), chosen_names, selection.weights);
+    const std::string key = shape_key(tp::method_name(method), chosen_names);
     std::optional<model::GraphCandidate> candidate;
     if (chosen_placement && chosen_placement->method == method) {
       candidate = candidates[chosen];
     } else if (const auto known = selection.memory.shapes.find(key);
                known != selection.memory.shapes.end() && known->second.parts.size() == selection.nodes.size()) {
+      const RunMemory::Shape shape = known->second.rescaled(shares_of(selection.weights));
       candidate = candidates[chosen];
-      candidate->parts = known->second.parts;
-      candidate->cut_edges = known->second.cut_edges;
+      candidate->parts = shape.parts;
+      candidate->cut_edges = shape.cut_edges;
     } else {
       Result<Placed> one = place(input, method, selection.weights);
       if (!one) return one.status();
       spent_s += one->seconds;
       candidate = candidate_of(input, selection.nodes, *one);
-      selection.shapes[key] = {candidate->cut_edges, candidate->parts};
+      selection.shapes[key] = {candidate->cut_edges, candidate->parts, shares_of(selection.weights)};
       chosen_placement = std::move(*one);
     }
     const bool better = !best_candidate || (forecastable ? run_part_s(*candidate) < run_part_s(*best_candidate)

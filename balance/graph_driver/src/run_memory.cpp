@@ -15,6 +15,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// How far above its profiled rate a node's remembered rate is believed.
+constexpr double kRememberedRateCap = 1.25;
+
 // A memory file is a few hundred bytes; anything far larger is not one.
 constexpr uint64_t kMaxMemoryBytes = 1 << 20;
 
@@ -30,17 +33,32 @@ std::optional<double> read_number(const json& document, const char* key, double 
 
 }  // namespace
 
-std::string shape_key(std::string_view method, const std::vector<std::string>& nodes, const std::vector<double>& weights) {
+std::string shape_key(std::string_view method, const std::vector<std::string>& nodes) {
+  std::string key(method);
+  for (const std::string& node : nodes) key += "|" + node;
+  return key;
+}
+
+std::vector<double> shares_of(const std::vector<double>& weights) {
   double total = 0.0;
   for (double weight : weights) total += weight;
-  std::string key(method);
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    // Shares rounded to 0.02: edge rates measured run after run move the weights by a few percent,
-    // and a placement's shape (what weighing a set needs) barely moves with them.
-    const double share = total > 0.0 && i < weights.size() ? weights[i] / total : 0.0;
-    key += fmt::format("|{}={:.2f}", nodes[i], std::round(share / 0.02) * 0.02);
+  std::vector<double> shares;
+  for (double weight : weights) shares.push_back(total > 0.0 ? weight / total : 1.0 / static_cast<double>(weights.size()));
+  return shares;
+}
+
+RunMemory::Shape RunMemory::Shape::rescaled(const std::vector<double>& new_shares) const {
+  Shape out = *this;
+  out.shares = new_shares;
+  for (std::size_t i = 0; i < parts.size() && i < shares.size() && i < new_shares.size(); ++i) {
+    const double factor = shares[i] > 0.0 ? new_shares[i] / shares[i] : 1.0;
+    const auto scale = [factor](int64_t value) { return static_cast<int64_t>(std::llround(factor * static_cast<double>(value))); };
+    out.parts[i].vertices = scale(parts[i].vertices);
+    out.parts[i].edges = scale(parts[i].edges);
+    out.parts[i].ghosts_out = scale(parts[i].ghosts_out);
+    out.parts[i].ghosts_in = scale(parts[i].ghosts_in);
   }
-  return key;
+  return out;
 }
 
 std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance) {
@@ -72,6 +90,8 @@ RunMemory load_run_memory(const std::string& path, std::string* note) {
   memory.spread_cut_fraction = read_number(document, "spread_cut_fraction", 1e-6, 1.0);
   memory.delta_fraction = read_number(document, "delta_fraction", 1e-6, 1.0);
   memory.metis_s_per_edge = read_number(document, "metis_s_per_edge", 1e-12, 1e-3);
+  memory.extra_alone_s = read_number(document, "extra_alone_s", -10.0, 100.0);
+  memory.extra_several_s = read_number(document, "extra_several_s", -10.0, 100.0);
   if (const auto rates = document.find("edge_updates_per_s"); rates != document.end() && rates->is_object()) {
     for (const auto& [name, value] : rates->items()) {
       if (value.is_number() && plausible(value.get<double>(), 1.0, 1e12)) memory.edge_updates_per_s[name] = value.get<double>();
@@ -91,6 +111,14 @@ RunMemory load_run_memory(const std::string& path, std::string* note) {
         shape.parts.push_back({part[0].get<int64_t>(), part[1].get<int64_t>(), part[2].get<int64_t>(), part[3].get<int64_t>(),
                                part[4].get<int64_t>(), part[5].get<int64_t>()});
       }
+      if (sound && entry.contains("shares") && entry["shares"].is_array() && entry["shares"].size() == shape.parts.size()) {
+        for (const json& share : entry["shares"]) {
+          sound = sound && share.is_number() && plausible(share.get<double>(), 0.0, 1.0);
+          if (sound) shape.shares.push_back(share.get<double>());
+        }
+      } else {
+        sound = false;
+      }
       if (sound && !shape.parts.empty()) memory.shapes[key] = std::move(shape);
     }
   }
@@ -106,6 +134,8 @@ Status save_run_memory(const std::string& path, const RunMemory& memory) {
   if (memory.spread_cut_fraction) document["spread_cut_fraction"] = *memory.spread_cut_fraction;
   if (memory.delta_fraction) document["delta_fraction"] = *memory.delta_fraction;
   if (memory.metis_s_per_edge) document["metis_s_per_edge"] = *memory.metis_s_per_edge;
+  if (memory.extra_alone_s) document["extra_alone_s"] = *memory.extra_alone_s;
+  if (memory.extra_several_s) document["extra_several_s"] = *memory.extra_several_s;
   document["edge_updates_per_s"] = memory.edge_updates_per_s;
   json shapes = json::object();
   for (const auto& [key, shape] : memory.shapes) {
@@ -113,7 +143,7 @@ Status save_run_memory(const std::string& path, const RunMemory& memory) {
     for (const model::GraphPartShape& part : shape.parts) {
       parts.push_back({part.vertices, part.edges, part.ghosts_out, part.ghosts_in, part.peers_out, part.peers_in});
     }
-    shapes[key] = {{"cut_edges", shape.cut_edges}, {"parts", std::move(parts)}};
+    shapes[key] = {{"cut_edges", shape.cut_edges}, {"parts", std::move(parts)}, {"shares", shape.shares}};
   }
   document["shapes"] = std::move(shapes);
   std::error_code error;
@@ -148,8 +178,14 @@ RunMemory remember(RunMemory memory, const RunMeasurement& run) {
     if (plausible(rate, 1.0, 1e12)) memory.edge_updates_per_s[name] = rate;
   }
   if (run.metis_s_per_edge) memory.metis_s_per_edge = *run.metis_s_per_edge;
+  if (run.extra_s) {
+    // Smoothed over runs: one slow start on a shared machine should not swing the next choice.
+    std::optional<double>& extra = run.parts <= 1 ? memory.extra_alone_s : memory.extra_several_s;
+    const double measured = std::clamp(*run.extra_s, -10.0, 100.0);
+    extra = extra ? 0.5 * (*extra + measured) : measured;
+  }
   for (const auto& [key, shape] : run.shapes) memory.shapes[key] = shape;
-  // Weights drift a little with every profile; a bounded memory forgets the oldest-sorted first.
+  // One shape per method and node set; a bounded memory all the same (keys sort, the first go).
   while (memory.shapes.size() > 64) memory.shapes.erase(memory.shapes.begin());
   return memory;
 }
@@ -168,6 +204,12 @@ model::GraphWorkload remembered_workload(model::GraphWorkload workload, const Ru
     workload.delta_fraction = *memory.delta_fraction;
     measured.push_back(fmt::format("{:.2g} of the ghosts sending per flush", workload.delta_fraction));
   }
+  if (memory.extra_alone_s || memory.extra_several_s) {
+    workload.extra_alone_s = memory.extra_alone_s.value_or(0.0);
+    workload.extra_several_s = memory.extra_several_s.value_or(0.0);
+    measured.push_back(fmt::format("start-up beyond the forecast {:.3g} s alone, {:.3g} s on several nodes",
+                                   workload.extra_alone_s, workload.extra_several_s));
+  }
   if (!memory.edge_updates_per_s.empty()) measured.push_back(fmt::format("{} nodes' edge rates", memory.edge_updates_per_s.size()));
   if (!measured.empty()) {
     std::string joined;
@@ -180,7 +222,12 @@ model::GraphWorkload remembered_workload(model::GraphWorkload workload, const Ru
 std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory) {
   for (model::GraphNodeCosts& node : costs) {
     if (const auto at = memory.edge_updates_per_s.find(node.name); at != memory.edge_updates_per_s.end()) {
-      node.rates.edge_updates_per_s = at->second;
+      // A quarter-core node that works in short bursts between waits runs each burst at a whole
+      // core's speed until its quota runs out, so its busy-time rate can read four times what it
+      // sustains; the profile's rate (measured over many quota periods) caps it. Lower rates are
+      // believed: a real graph misses the caches more than the probe.
+      const double profiled = node.rates.edge_updates_per_s;
+      node.rates.edge_updates_per_s = profiled > 0.0 ? std::min(at->second, kRememberedRateCap * profiled) : at->second;
     }
   }
   return costs;

@@ -15,6 +15,7 @@ constexpr double kShipBytesPerVertex = 8.0 + 8.0 + 8.0;
 constexpr double kShipBytesPerEdge = 4.0;
 constexpr double kShipBytesPerGhost = 8.0;
 constexpr double kValueBytes = 8.0;
+constexpr double kDeltaBytes = 4.0 + 8.0;  // a slot and a value per remote delta on the wire
 
 double per_second(double amount, double rate) { return rate > 0.0 ? amount / rate : 0.0; }
 
@@ -62,9 +63,13 @@ GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const
     out.edges_s = per_second(out.edge_updates, rates.edge_updates_per_s);
     out.deltas_sent = sweeps * static_cast<double>(part.ghosts_out) * workload.delta_fraction;
     const double deltas_received = sweeps * static_cast<double>(part.ghosts_in) * workload.delta_fraction;
-    out.send_s = out.deltas_sent * rates.send_s_per_delta + sweeps * static_cast<double>(part.peers_out) * rates.send_s_per_batch;
-    out.receive_s =
-        deltas_received * rates.receive_s_per_delta + sweeps * static_cast<double>(part.peers_in) * rates.receive_s_per_batch;
+    // A delta costs CPU at both ends, and its bytes cross the node's own link (peers reach each
+    // other through their links; on a LAN switch those are the narrow part).
+    out.send_s = out.deltas_sent * rates.send_s_per_delta + sweeps * static_cast<double>(part.peers_out) * rates.send_s_per_batch +
+                 per_second(kDeltaBytes * out.deltas_sent, node.from_node_bytes_per_s);
+    out.receive_s = deltas_received * rates.receive_s_per_delta +
+                    sweeps * static_cast<double>(part.peers_in) * rates.receive_s_per_batch +
+                    per_second(kDeltaBytes * deltas_received, node.to_node_bytes_per_s);
     out.ship_s = per_second(graph_part_bytes(part), node.to_node_bytes_per_s);
     out.gather_s = per_second(kValueBytes * static_cast<double>(part.vertices), node.from_node_bytes_per_s);
     out.total_s = out.ship_s + out.edges_s + out.send_s + out.receive_s + out.gather_s;
@@ -82,7 +87,9 @@ GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const
   const double gap_s = std::min(workload.poll_interval_s, forecast.slowest_node_s);
   forecast.termination_s = 0.75 * gap_s + 0.005 + 2.0 * 2.0 * slowest_latency_s;
   forecast.placement_s = candidate.placement_s;
-  forecast.total_s = forecast.placement_s + forecast.slowest_node_s + forecast.termination_s;
+  forecast.extra_s = alone ? workload.extra_alone_s : workload.extra_several_s;
+  forecast.total_s = std::max(forecast.placement_s + forecast.slowest_node_s,
+                              forecast.placement_s + forecast.slowest_node_s + forecast.extra_s + forecast.termination_s);
   return forecast;
 }
 

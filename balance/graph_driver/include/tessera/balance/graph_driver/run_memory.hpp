@@ -30,21 +30,32 @@ struct RunMemory {
   std::optional<double> spread_cut_fraction;
   std::optional<double> delta_fraction;
   std::optional<double> metis_s_per_edge;
+  // Seconds runs took beyond their forecast, alone and on several nodes (smoothed).
+  std::optional<double> extra_alone_s;
+  std::optional<double> extra_several_s;
   std::map<std::string, double> edge_updates_per_s;  // node name -> measured on this graph
   // The shapes of the placements candidate sets were weighed with (shape_key), so that the next
   // run weighs them without placing anything.
   struct Shape {
     int64_t cut_edges = 0;
     std::vector<model::GraphPartShape> parts;
+    std::vector<double> shares;  // the parts' target shares it was made with (sum 1)
     bool operator==(const Shape&) const = default;
+    // The shape for other shares: each part's vertices, edges and ghosts scaled by its share's
+    // change (edge rates move the shares by a few percent from run to run; weighing a set needs
+    // the shape, not the placement). REQUIRES: shares.size() == parts.size().
+    Shape rescaled(const std::vector<double>& new_shares) const;
   };
   std::map<std::string, Shape> shapes;
   bool operator==(const RunMemory&) const = default;
 };
 
-// The key of a candidate's placement in RunMemory::shapes: its method, nodes and the nodes'
-// shares rounded to 0.02.
-std::string shape_key(std::string_view method, const std::vector<std::string>& nodes, const std::vector<double>& weights);
+// The key of a candidate's placement in RunMemory::shapes: its method and nodes (one shape per
+// set, the latest, with the shares it was made with).
+std::string shape_key(std::string_view method, const std::vector<std::string>& nodes);
+
+// `weights` normalised to sum 1 (equal shares when they sum to 0).
+std::vector<double> shares_of(const std::vector<double>& weights);
 
 // "<dir>/run-<hash>-<algorithm and its parameters>.json"; empty when dir is empty.
 std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance);
@@ -66,6 +77,7 @@ struct RunMeasurement {
   std::map<std::string, double> edge_updates_per_s;
   std::optional<double> metis_s_per_edge;
   std::map<std::string, RunMemory::Shape> shapes;  // weighed this run
+  std::optional<double> extra_s;  // measured total less the forecast without any extra
 };
 RunMemory remember(RunMemory memory, const RunMeasurement& run);
 

@@ -8,11 +8,14 @@
 //   sweeps K    = updates per edge alone x (1 + spread_per_cut x cut fraction) (1 for one node:
 //                 no remote delta ever makes a node sweep again);
 //   edges_s     = K x |E(P_i)| / edge_updates_per_s;
-//   send_s      = K x (ghosts_out x delta_fraction x send_s_per_delta + batches x send_s_per_batch);
-//   receive_s   = K x (ghosts_in x delta_fraction x receive_s_per_delta + batches x receive_s_per_batch);
+//   send_s      = K x (ghosts_out x delta_fraction x send_s_per_delta + batches x send_s_per_batch)
+//                 + those deltas' bytes (12 each) over the node's link;
+//   receive_s   = K x (ghosts_in x delta_fraction x receive_s_per_delta + batches x receive_s_per_batch)
+//                 + their bytes over the node's link;
 //   ship_s      = the part's bytes over the node's link;
 //   node total  = ship_s + edges_s + send_s + receive_s + the values' bytes back;
-// run = placement_s + the slowest node + termination_s (the polls that notice the end: three
+// run = placement_s + the slowest node + extra_s (what past runs took beyond their forecast) +
+// termination_s (the polls that notice the end: three
 // quarters of the gap between polls then, which doubles from 5 ms up to the poll interval, plus
 // the confirming poll 5 ms later and the slowest node's busy round trip for each of the two).
 // Pure functions of values; thread-safe.
@@ -48,6 +51,10 @@ struct GraphWorkload {
   // Share of a part's ghost vertices that carry a delta at a flush (1: every one, every sweep).
   double delta_fraction = 1.0;
   double poll_interval_s = 0.1;
+  // What past runs took beyond their forecast (building and loading the parts on the workers,
+  // opening the peer links), alone and with several nodes; 0 until a run measured it.
+  double extra_alone_s = 0.0;
+  double extra_several_s = 0.0;
   bool operator==(const GraphWorkload&) const = default;
 };
 
@@ -91,6 +98,7 @@ struct GraphForecast {
   double placement_s = 0.0;
   double slowest_node_s = 0.0;
   double termination_s = 0.0;
+  double extra_s = 0.0;                  // the workload's extra_alone_s or extra_several_s
   double total_s = 0.0;                  // what the command's wall time should be, placing included
   std::size_t slowest = 0;               // index into nodes
   bool operator==(const GraphForecast&) const = default;
