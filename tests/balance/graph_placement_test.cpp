@@ -166,11 +166,13 @@ class RunMemoryTest : public ::testing::Test {
   std::filesystem::path dir_ = std::filesystem::temp_directory_path() / ("tessera-run-memory-" + std::to_string(::getpid()));
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string path() const {
-    return graph_driver::run_memory_path(dir_.string(), 0x1234, graph::AlgorithmSpec{}, 1e-6);
+    return graph_driver::run_memory_path(dir_.string(), 0x1234, graph::AlgorithmSpec{}, 1e-6, "async");
   }
 };
 
 TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
+  EXPECT_NE(path(), graph_driver::run_memory_path(dir_.string(), 0x1234, graph::AlgorithmSpec{}, 1e-6, "sync"))
+      << "a sync run's figures are not an async run's";
   EXPECT_EQ(graph_driver::load_run_memory(path()), graph_driver::RunMemory{});
   graph_driver::RunMeasurement alone;
   alone.parts = 1;

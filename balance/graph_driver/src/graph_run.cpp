@@ -404,7 +404,7 @@ void Driver::remember_run() {
 
 Status Driver::choose_nodes() {
   const uint64_t graph_hash = options_.cache_dir.empty() ? 0 : tp::graph_content_hash(placement_input_);
-  if (!options_.cache_dir.empty()) memory_path_ = run_memory_path(options_.cache_dir, graph_hash, options_.algorithm, tolerance_);
+  if (!options_.cache_dir.empty()) memory_path_ = run_memory_path(options_.cache_dir, graph_hash, options_.algorithm, tolerance_, graph_mode_name(options_.mode));
   SelectionInput input{*graph_, placement_input_, {}, options_, tolerance_, memory_path_, graph_hash};
   for (const cluster::NodeLink& link : cluster_.links()) input.node_names.push_back(link.spec.name);
   Result<Selection> selection = select_and_place(input);

@@ -61,11 +61,13 @@ RunMemory::Shape RunMemory::Shape::rescaled(const std::vector<double>& new_share
   return out;
 }
 
-std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance) {
+std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance,
+                            std::string_view mode) {
   if (dir.empty()) return "";
-  // The parameters that change how many sweeps a run needs are part of the name.
-  return fmt::format("{}/run-{:016x}-{}-d{:g}-b{:g}-s{}-{}-t{:g}.json", dir, graph_hash, graph::algorithm_name(spec.kind),
-                     spec.damping, spec.beta, spec.source ? std::to_string(*spec.source) : "all",
+  // The parameters that change how many sweeps a run needs, and the mode (a sync run's sweeps and
+  // start-up are not an async run's), are part of the name.
+  return fmt::format("{}/run-{:016x}-{}-{}-d{:g}-b{:g}-s{}-{}-t{:g}.json", dir, graph_hash, graph::algorithm_name(spec.kind),
+                     mode, spec.damping, spec.beta, spec.source ? std::to_string(*spec.source) : "all",
                      spec.max_label ? "max" : "min", tolerance);
 }
 

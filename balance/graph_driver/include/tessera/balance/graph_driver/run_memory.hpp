@@ -3,7 +3,7 @@
 // one node alone needed, the extra sweeps several parts needed per unit of cut fraction, the share
 // of ghost vertices that carried a delta at a flush, each node's edge updates per second on this
 // graph, and how long METIS took per edge. Keyed by the graph's content hash, the algorithm and
-// the tolerance. A file that is missing, unreadable or malformed is an empty memory (a hint, never
+// the tolerance and the mode. A file that is missing, unreadable or malformed is an empty memory (a hint, never
 // trusted); saving writes a temporary file and renames it. Used by the driver; values and free
 // functions, thread-safe.
 #pragma once
@@ -57,8 +57,9 @@ std::string shape_key(std::string_view method, const std::vector<std::string>& n
 // `weights` normalised to sum 1 (equal shares when they sum to 0).
 std::vector<double> shares_of(const std::vector<double>& weights);
 
-// "<dir>/run-<hash>-<algorithm and its parameters>.json"; empty when dir is empty.
-std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance);
+// "<dir>/run-<hash>-<algorithm>-<mode>-<the algorithm's parameters>.json"; empty when dir is empty.
+std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance,
+                            std::string_view mode);
 
 // The memory at `path`; empty when there is none or it cannot be read (the reason in `note`).
 RunMemory load_run_memory(const std::string& path, std::string* note = nullptr);
