@@ -205,6 +205,8 @@ TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
   EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s, 4e8);
   EXPECT_DOUBLE_EQ(graph_driver::remembered_costs({node("desktop", 1e8)}, memory)[0].rates.edge_updates_per_s, 1.25e8)
       << "a burst rate above the profile's is capped";
+  EXPECT_DOUBLE_EQ(graph_driver::remembered_costs({node("desktop", 1e9)}, memory)[0].rates.edge_updates_per_s, 5e8)
+      << "and a rate far below it (time spent on deltas, not edges) floored";
   EXPECT_DOUBLE_EQ(costs[1].rates.edge_updates_per_s, 1e8) << "no memory for pi: its profile rate stands";
 }
 
