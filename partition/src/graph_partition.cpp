@@ -1,4 +1,5 @@
 #include "tessera/partition/graph_partition.hpp"
+#include "tessera/partition/tiling.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -545,6 +546,14 @@ Result<Partition> partition_graph(const Graph& graph, const PartitionOptions& op
   partition.quality = std::move(*quality);
   partition.note = std::move(method_result.note);
   return partition;
+}
+
+// Here rather than in tiling.cpp, beside the partitioner it calls: a worker-only build has the
+// tile graph (graph_io reads matrix patterns through it) but no partitioner.
+Result<Partition> partition_tiles(std::span<const Tile> tiles, const PartitionOptions& options) {
+  Result<Graph> graph = tile_graph(tiles);
+  if (!graph) return graph.status();
+  return partition_graph(*graph, options);
 }
 
 }  // namespace tessera::partition

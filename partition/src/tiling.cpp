@@ -62,10 +62,4 @@ Result<Graph> tile_graph(std::span<const Tile> tiles) {
   return build_graph(input);
 }
 
-Result<Partition> partition_tiles(std::span<const Tile> tiles, const PartitionOptions& options) {
-  Result<Graph> graph = tile_graph(tiles);
-  if (!graph) return graph.status();
-  return partition_graph(*graph, options);
-}
-
 }  // namespace tessera::partition
