@@ -212,7 +212,7 @@ TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
 
 TEST_F(RunMemoryTest, AGarbledOrImplausibleFileIsIgnoredNeverTrusted) {
   std::filesystem::create_directories(dir_);
-  for (const std::string text : {std::string("not json at all {"), std::string("[1, 2, 3]"),
+  for (const std::string& text : {std::string("not json at all {"), std::string("[1, 2, 3]"),
                                  std::string(R"({"updates_per_edge_alone": -5, "edge_updates_per_s": {"d": 1e300},
                                                  "shapes": {"k": {"cut_edges": -1, "parts": [[1,2,3]]}}})")}) {
     std::ofstream(path(), std::ios::trunc) << text;
@@ -235,7 +235,9 @@ TEST(NodeChoiceParsing, AutoAllBestAndListsAreReadAndBadListsRefused) {
   for (const char* bad : {"", "a,,b", "a,b,a", "a,"}) {
     Result<graph_driver::NodeChoice> refused = graph_driver::parse_node_choice(bad);
     EXPECT_FALSE(refused.is_ok()) << bad;
-    if (!refused.is_ok()) EXPECT_NE(refused.status().message().find("--nodes"), std::string::npos);
+    if (!refused.is_ok()) {
+      EXPECT_NE(refused.status().message().find("--nodes"), std::string::npos);
+    }
   }
 }
 

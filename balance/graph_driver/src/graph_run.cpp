@@ -392,7 +392,7 @@ void Driver::remember_run() {
   run.shapes = selection.shapes;
   if (selection.record.forecast) {
     const model::GraphForecast& forecast = *selection.record.forecast;
-    run.extra_s = outcome_.total_s() - (forecast.total_s - forecast.extra_s);
+    run.extra_s = outcome_.total_s() - (forecast.placement_s + forecast.slowest_node_s + forecast.termination_s);
   }
   if (selection.metis_seconds && placement_input_.edge_count() > 0) {
     run.metis_s_per_edge = *selection.metis_seconds / static_cast<double>(placement_input_.edge_count());
@@ -535,12 +535,7 @@ Status Driver::start_placement(std::optional<std::vector<double>> x) {
       partition = std::move(selection_->partition);
     } else {
       weights = active_weights(part_nodes_);
-      tp::PartitionOptions partition_options;
-      partition_options.method = part_nodes_.size() == 1 ? tp::PartitionMethod::kContiguous : method_;
-      partition_options.target_weights = *weights;
-      partition_options.imbalance = options_.imbalance;
-      partition_options.seed = options_.seed;
-      partition = tp::partition_graph(placement_input_, partition_options);
+      partition = tp::partition_graph(placement_input_, placement_options(options_, method_, *weights));
     }
     if (!partition) return partition.status();
     if (first_placement_) {
@@ -834,7 +829,7 @@ Status Driver::run_async() {
       const double decay_per_s = std::log(last_poll->second / residual) / std::max(elapsed_s, 1e-6);
       const double remaining_s = std::log(residual / tolerance_) / decay_per_s;
       const auto expected = polled_at + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(remaining_s));
-      next_poll = std::clamp(expected, polled_at + quick_poll, next_poll);
+      next_poll = std::min(next_poll, std::max(expected, polled_at + quick_poll));
     }
     last_poll = std::pair{polled_at, residual};
     if (uses_level) {

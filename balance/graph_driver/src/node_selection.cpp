@@ -114,13 +114,7 @@ struct Placed {
 };
 
 tp::PartitionOptions partition_options(const SelectionInput& input, tp::PartitionMethod method, const std::vector<double>& weights) {
-  tp::PartitionOptions options;
-  // One part takes everything whatever the method: no need to run METIS for it.
-  options.method = weights.size() == 1 ? tp::PartitionMethod::kContiguous : method;
-  options.target_weights = weights;
-  options.imbalance = input.options.imbalance;
-  options.seed = input.options.seed;
-  return options;
+  return placement_options(input.options, method, weights);
 }
 
 // METIS placements are kept in the cache (the cheap ones cost less to make than to read back).
@@ -177,6 +171,18 @@ model::GraphCandidate candidate_of(const SelectionInput& input, const std::vecto
   return candidate;
 }
 
+// `candidate` (its nodes set) with the parts and cut a past run kept for `key`, rescaled to
+// `weights`; false when the memory has no shape of that many parts for it.
+bool take_remembered_shape(const RunMemory& memory, const std::string& key, const std::vector<double>& weights,
+                           model::GraphCandidate& candidate) {
+  const auto known = memory.shapes.find(key);
+  if (known == memory.shapes.end() || known->second.parts.size() != candidate.nodes.size()) return false;
+  const RunMemory::Shape shape = known->second.rescaled(shares_of(weights));
+  candidate.parts = shape.parts;
+  candidate.cut_edges = shape.cut_edges;
+  return true;
+}
+
 std::vector<std::string> names_of(const SelectionInput& input, const std::vector<std::size_t>& nodes) {
   std::vector<std::string> names;
   for (std::size_t node : nodes) names.push_back(input.node_names[node]);
@@ -184,6 +190,17 @@ std::vector<std::string> names_of(const SelectionInput& input, const std::vector
 }
 
 }  // namespace
+
+partition::PartitionOptions placement_options(const GraphRunOptions& run, partition::PartitionMethod method,
+                                              const std::vector<double>& weights) {
+  partition::PartitionOptions options;
+  // One part takes everything whatever the method: no need to run METIS for it.
+  options.method = weights.size() == 1 ? partition::PartitionMethod::kContiguous : method;
+  options.target_weights = weights;
+  options.imbalance = run.imbalance;
+  options.seed = run.seed;
+  return options;
+}
 
 std::vector<double> target_weights_of(const GraphRunOptions& options, const std::vector<model::GraphNodeCosts>& costs,
                                       const std::vector<std::size_t>& nodes) {
@@ -251,7 +268,6 @@ Result<Selection> select_and_place(const SelectionInput& input) {
         sets = candidate_sets(costs, every);
       } else {
         sets.push_back(every);
-        selection.record.left_out.clear();
         selection.record.workload_source =
             "no graph rates in the profile for every node, so every node takes part (run `tessera profile` to measure them)";
       }
@@ -275,8 +291,8 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     selection.record.workload_source = source;
   }
   const double metis_s_per_edge = selection.memory.metis_s_per_edge.value_or(kMetisSecondsPerEdge);
-  bool forecastable = !sets.empty();
-  for (const std::vector<std::size_t>& set : sets) forecastable = forecastable && all_measured(costs, set);
+  const bool forecastable = std::all_of(sets.begin(), sets.end(),
+                                       [&](const std::vector<std::size_t>& set) { return all_measured(costs, set); });
   const auto run_part_s = [&](const model::GraphCandidate& candidate) {
     const model::GraphForecast forecast = model::forecast_graph_run(costs, workload, candidate);
     return forecast.total_s - forecast.placement_s;
@@ -300,12 +316,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     model::GraphCandidate candidate;
     candidate.nodes = set;
     candidate.method = std::string(tp::method_name(method));
-    if (const auto known = selection.memory.shapes.find(key); known != selection.memory.shapes.end() &&
-                                                              known->second.parts.size() == set.size()) {
-      const RunMemory::Shape shape = known->second.rescaled(shares_of(weights));
-      candidate.parts = shape.parts;
-      candidate.cut_edges = shape.cut_edges;
-    } else {
+    if (!take_remembered_shape(selection.memory, key, weights, candidate)) {
       if (forecastable && set.size() > 1) {
         model::GraphCandidate uncut = candidate;
         uncut.parts.assign(set.size(), {});
@@ -342,61 +353,57 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   selection.nodes = sets[chosen];
   selection.weights = target_weights_of(options, costs, selection.nodes);
   const bool several = selection.nodes.size() > 1;
-  // The chosen set placed for real. With the locality placements, the better of the two by
-  // forecast: a shape kept from a past run or made while weighing saves placing to compare, so a
-  // warm run places only the one it uses.
+  // The chosen set placed for real: by METIS when it was asked for; with the locality placements,
+  // the better of the two by forecast (a shape kept from a past run or made while weighing saves
+  // placing to compare, so a warm run places only the one it uses).
+  const bool metis_for_chosen = several && metis_asked && weigh_cheaply;
   std::optional<Placed> chosen_placement = std::move(placed[chosen]);
-  std::vector<tp::PartitionMethod> methods{weigh_cheaply && several ? kCheapMethods[0] : options.method};
-  if (options.choose_method && several) methods.push_back(kCheapMethods[1]);
-  const std::vector<std::string> chosen_names = names_of(input, selection.nodes);
-  std::optional<tp::PartitionMethod> best_method;
-  std::optional<model::GraphCandidate> best_candidate;
-  for (tp::PartitionMethod method : methods) {
-    const std::string key = shape_key(tp::method_name(method), chosen_names);
-    std::optional<model::GraphCandidate> candidate;
-    if (chosen_placement && chosen_placement->method == method) {
-      candidate = candidates[chosen];
-    } else if (const auto known = selection.memory.shapes.find(key);
-               known != selection.memory.shapes.end() && known->second.parts.size() == selection.nodes.size()) {
-      const RunMemory::Shape shape = known->second.rescaled(shares_of(selection.weights));
-      candidate = candidates[chosen];
-      candidate->parts = shape.parts;
-      candidate->cut_edges = shape.cut_edges;
-    } else {
-      Result<Placed> one = place(input, method, selection.weights);
+  model::GraphCandidate winner_candidate = candidates[chosen];
+  if (metis_for_chosen) {
+    Result<Placed> metis = place(input, tp::PartitionMethod::kMetis, selection.weights);
+    if (!metis) return metis.status();
+    spent_s += metis->seconds;
+    winner_candidate = candidate_of(input, selection.nodes, *metis);
+    chosen_placement = std::move(*metis);
+  } else {
+    std::vector<tp::PartitionMethod> methods{weigh_cheaply && several ? kCheapMethods[0] : options.method};
+    if (options.choose_method && several) methods.push_back(kCheapMethods[1]);
+    const std::vector<std::string> chosen_names = names_of(input, selection.nodes);
+    std::optional<tp::PartitionMethod> best_method;
+    for (tp::PartitionMethod method : methods) {
+      const std::string key = shape_key(tp::method_name(method), chosen_names);
+      model::GraphCandidate candidate = candidates[chosen];
+      if (chosen_placement && chosen_placement->method == method) {
+        // weighed with this very placement
+      } else if (!take_remembered_shape(selection.memory, key, selection.weights, candidate)) {
+        Result<Placed> one = place(input, method, selection.weights);
+        if (!one) return one.status();
+        spent_s += one->seconds;
+        candidate = candidate_of(input, selection.nodes, *one);
+        selection.shapes[key] = {candidate.cut_edges, candidate.parts, shares_of(selection.weights)};
+        chosen_placement = std::move(*one);
+      }
+      const bool better = !best_method || (forecastable ? run_part_s(candidate) < run_part_s(winner_candidate)
+                                                        : candidate.cut_edges < winner_candidate.cut_edges);
+      if (better) {
+        best_method = method;
+        winner_candidate = std::move(candidate);
+      }
+    }
+    // Holding another method's placement (or none): place with the winner now.
+    if (!chosen_placement || chosen_placement->method != *best_method) {
+      Result<Placed> one = place(input, *best_method, selection.weights);
       if (!one) return one.status();
       spent_s += one->seconds;
-      candidate = candidate_of(input, selection.nodes, *one);
-      selection.shapes[key] = {candidate->cut_edges, candidate->parts, shares_of(selection.weights)};
       chosen_placement = std::move(*one);
     }
-    const bool better = !best_candidate || (forecastable ? run_part_s(*candidate) < run_part_s(*best_candidate)
-                                                         : candidate->cut_edges < best_candidate->cut_edges);
-    if (better) {
-      best_method = method;
-      best_candidate = std::move(candidate);
-    }
   }
-  // Holding another method's placement (or none): place with the winner now.
-  if (!chosen_placement || chosen_placement->method != *best_method) {
-    Result<Placed> one = place(input, *best_method, selection.weights);
-    if (!one) return one.status();
-    spent_s += one->seconds;
-    chosen_placement = std::move(*one);
-  }
-  model::GraphCandidate winner_candidate = std::move(*best_candidate);
   Placed winner = std::move(*chosen_placement);
   selection.placing.reason = !options.choose_method ? "as asked"
                              : several             ? fmt::format("{}: the better of the locality placements", tp::method_name(winner.method))
                                                    : "one node: nothing to cut";
 
-  if (several && metis_asked && weigh_cheaply) {
-    Result<Placed> metis = place(input, tp::PartitionMethod::kMetis, selection.weights);
-    if (!metis) return metis.status();
-    spent_s += metis->seconds;
-    winner_candidate = candidate_of(input, selection.nodes, *metis);
-    winner = std::move(*metis);
-  } else if (several && options.choose_method && forecastable) {
+  if (several && options.choose_method && forecastable) {
     // --partition auto: a METIS placement from the cache is nearly free; otherwise METIS runs only
     // if even a placement that cut nothing could pay back its forecast time.
     const double cheap_run_s = run_part_s(winner_candidate);

@@ -68,6 +68,12 @@ struct Selection {
 // length; partitioning failures as partition_graph's.
 Result<Selection> select_and_place(const SelectionInput& input);
 
+// How the run's vertices are partitioned with `method` among parts weighing `weights`: the run's
+// imbalance and seed; one part takes everything by the contiguous method (METIS is never asked for
+// one part). Every placement of a run, the first and those after a loss, is made with these.
+partition::PartitionOptions placement_options(const GraphRunOptions& run, partition::PartitionMethod method,
+                                              const std::vector<double>& weights);
+
 // The target weights of `nodes` (cluster indices): with options.weights_from_rates each node's
 // edge updates per second in `costs` (the profile's, or what past runs on the graph measured),
 // else the explicit weights of those nodes, or equal. All zero: equal.
