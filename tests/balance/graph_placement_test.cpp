@@ -210,16 +210,71 @@ TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
   EXPECT_DOUBLE_EQ(costs[1].rates.edge_updates_per_s, 1e8) << "no memory for pi: its profile rate stands";
 }
 
+TEST_F(RunMemoryTest, RatesComeFromRunsAloneDeltaCostsFromRunsWithOthersAndEachSetKeepsItsExtra) {
+  graph_driver::RunMeasurement with_others;
+  with_others.parts = 2;
+  with_others.set_key = graph_driver::set_key({"desktop", "pi"});
+  EXPECT_EQ(with_others.set_key, "desktop|pi");
+  with_others.delta_cost_scale["pi"] = 8.0;
+  with_others.extra_s = 0.2;
+  graph_driver::RunMemory memory = graph_driver::remember({}, with_others);
+  EXPECT_TRUE(memory.edge_updates_per_s.empty());
+  EXPECT_DOUBLE_EQ(memory.delta_cost_scale.at("pi"), 8.0);
+  EXPECT_DOUBLE_EQ(memory.extra_by_set.at("desktop|pi"), 0.2);
+  EXPECT_DOUBLE_EQ(*memory.extra_several_s, 0.2);
+
+  with_others.delta_cost_scale["pi"] = 2.0;  // geometric smoothing: sqrt(8 x 2)
+  with_others.extra_s = 0.4;                 // arithmetic: (0.2 + 0.4) / 2
+  memory = graph_driver::remember(memory, with_others);
+  EXPECT_DOUBLE_EQ(memory.delta_cost_scale.at("pi"), 4.0);
+  EXPECT_DOUBLE_EQ(memory.extra_by_set.at("desktop|pi"), 0.3);
+  with_others.delta_cost_scale["pi"] = 1e9;
+  EXPECT_LE(graph_driver::remember(memory, with_others).delta_cost_scale.at("pi"), 200.0) << "a wild ratio is bounded";
+
+  graph_driver::RunMeasurement alone;
+  alone.set_key = "desktop";
+  alone.edge_updates_per_s["desktop"] = 4e8;
+  alone.extra_s = 0.01;
+  memory = graph_driver::remember(memory, alone);
+  EXPECT_DOUBLE_EQ(*memory.extra_alone_s, 0.01);
+  EXPECT_DOUBLE_EQ(memory.extra_by_set.at("desktop"), 0.01);
+  ASSERT_TRUE(graph_driver::save_run_memory(path(), memory).is_ok());
+  EXPECT_EQ(graph_driver::load_run_memory(path()), memory);
+
+  // The pi's delta costs are the profile's times its scale; the desktop's stay the profile's.
+  const std::vector<GraphNodeCosts> costs =
+      graph_driver::remembered_costs({node("desktop", 5e8, 1e9, 1e-8), node("pi", 1e8, 1e9, 1e-6)}, memory);
+  EXPECT_DOUBLE_EQ(costs[1].rates.send_s_per_delta, 4e-6);
+  EXPECT_DOUBLE_EQ(costs[1].rates.receive_s_per_delta, 4e-6);
+  EXPECT_DOUBLE_EQ(costs[0].rates.send_s_per_delta, 1e-8);
+  EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s, 4e8);
+}
+
+TEST(GraphPlacementModel, ASetThatRanBeforeIsForecastWithItsOwnExtra) {
+  const std::vector<GraphNodeCosts> costs{node("desktop", 1e8)};
+  GraphWorkload w = workload(1'000'000, 10.0);
+  w.extra_alone_s = 0.5;
+  GraphCandidate candidate = alone(0, 100'000, 1'000'000);
+  const double with_workloads = model::forecast_graph_run(costs, w, candidate).total_s;
+  candidate.extra_s = 0.1;
+  const model::GraphForecast own = model::forecast_graph_run(costs, w, candidate);
+  EXPECT_DOUBLE_EQ(own.extra_s, 0.1);
+  EXPECT_NEAR(with_workloads - own.total_s, 0.4, 1e-12);
+}
+
 TEST_F(RunMemoryTest, AGarbledOrImplausibleFileIsIgnoredNeverTrusted) {
   std::filesystem::create_directories(dir_);
   for (const std::string& text : {std::string("not json at all {"), std::string("[1, 2, 3]"),
                                  std::string(R"({"updates_per_edge_alone": -5, "edge_updates_per_s": {"d": 1e300},
+                                                 "delta_cost_scale": {"d": 1e9}, "extra_by_set": {"d": "x"},
                                                  "shapes": {"k": {"cut_edges": -1, "parts": [[1,2,3]]}}})")}) {
     std::ofstream(path(), std::ios::trunc) << text;
     std::string note;
     const graph_driver::RunMemory memory = graph_driver::load_run_memory(path(), &note);
     EXPECT_FALSE(memory.updates_per_edge_alone) << text;
     EXPECT_TRUE(memory.edge_updates_per_s.empty()) << text;
+    EXPECT_TRUE(memory.delta_cost_scale.empty()) << text;
+    EXPECT_TRUE(memory.extra_by_set.empty()) << text;
     EXPECT_TRUE(memory.shapes.empty()) << text;
   }
 }

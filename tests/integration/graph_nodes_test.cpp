@@ -14,6 +14,7 @@
 
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/graph_driver/run_memory.hpp"
 #include "tessera/balance/graph_driver/graph_run.hpp"
 #include "tessera/partition/digraph.hpp"
 
@@ -202,6 +203,31 @@ TEST_F(GraphNodes, TheSecondRunOnAGraphForecastsFromWhatTheFirstMeasured) {
   const Result<graph_driver::GraphOutcome> second = graph_driver::run_graph(*connection_, graph, options);
   expect_verified(second);
   EXPECT_NE(second->choice.workload_source.find("measured by past runs"), std::string::npos) << second->choice.workload_source;
+}
+
+TEST_F(GraphNodes, ASetThatRanIsForecastWithWhatItTookBeyondItsForecastAndItsRatesAreNotTakenForAlone) {
+  testing::TempDir cache;
+  const tpart::DirectedGraph graph = *tpart::generate_directed_graph("rmat:10", 5);
+  graph_driver::GraphRunOptions options = fast_options();
+  options.node_costs = lopsided_costs();
+  options.nodes = *graph_driver::parse_node_choice("all");
+  options.cache_dir = cache.file("graphs");
+  const Result<graph_driver::GraphOutcome> first = graph_driver::run_graph(*connection_, graph, options);
+  expect_verified(first);
+  std::vector<std::string> memories;
+  for (const auto& entry : std::filesystem::directory_iterator(options.cache_dir)) {
+    if (entry.path().filename().string().starts_with("run-")) memories.push_back(entry.path().string());
+  }
+  ASSERT_EQ(memories.size(), 1u);
+  const graph_driver::RunMemory memory = graph_driver::load_run_memory(memories[0]);
+  const std::string every = graph_driver::set_key(names());
+  ASSERT_EQ(memory.extra_by_set.count(every), 1u) << "the set that ran keeps its own extra";
+  EXPECT_TRUE(memory.edge_updates_per_s.empty()) << "with others, busy time is not an edge rate";
+
+  const Result<graph_driver::GraphOutcome> second = graph_driver::run_graph(*connection_, graph, options);
+  expect_verified(second);
+  ASSERT_TRUE(second->choice.forecast.has_value());
+  EXPECT_DOUBLE_EQ(second->choice.forecast->extra_s, memory.extra_by_set.at(every));
 }
 
 }  // namespace

@@ -373,21 +373,38 @@ void Driver::remember_run() {
   run.cut_fraction = static_cast<double>(selection.candidate.cut_edges) / static_cast<double>(outcome_.edges);
   double ghosts = 0.0, deltas = 0.0;
   for (const model::GraphPartShape& part : selection.candidate.parts) ghosts += static_cast<double>(part.ghosts_out);
+  std::vector<std::string> names;
   for (std::size_t node : selection.nodes) {
     const GraphNodeFigures& figures = records_[node].figures;
+    names.push_back(figures.name);
     deltas += static_cast<double>(figures.deltas_sent);
-    // Busy time also holds sending and folding in deltas, which the forecast charges apart.
-    const model::GraphRates& rates = selection.costs.empty() ? model::GraphRates{} : selection.costs[node].rates;
-    const double comm_s = static_cast<double>(figures.deltas_sent) * rates.send_s_per_delta +
-                          static_cast<double>(figures.deltas_received) * rates.receive_s_per_delta;
-    const double sweeping_s = std::max(figures.busy_s - comm_s, 0.5 * figures.busy_s);
     // A run shorter than a few CPU-quota periods (100 ms) lets a quarter-core node run at a full
     // core's speed before its quota holds it back: its rate would rank it above the desktop.
     constexpr double kShortestTelling_s = 0.3;
-    if (figures.edge_updates > 0 && sweeping_s >= kShortestTelling_s) {
-      run.edge_updates_per_s[figures.name] = static_cast<double>(figures.edge_updates) / sweeping_s;
+    if (run.parts <= 1) {
+      // Alone, busy time is sweeping: the node's edge rate on this graph.
+      if (figures.edge_updates > 0 && figures.busy_s >= kShortestTelling_s) {
+        run.edge_updates_per_s[figures.name] = static_cast<double>(figures.edge_updates) / figures.busy_s;
+      }
+      continue;
+    }
+    // With others, busy time beyond its edge updates at its rate went to remote deltas and the
+    // sweeps their batches started: that over what the profile's per-delta and per-batch costs
+    // give is the node's delta cost scale on this graph.
+    if (selection.costs.size() <= node || options_.node_costs.size() <= node) continue;
+    const model::GraphRates& profiled = options_.node_costs[node].rates;
+    const double rate = selection.costs[node].rates.edge_updates_per_s;
+    const double comm_s = static_cast<double>(figures.deltas_sent) * profiled.send_s_per_delta +
+                          static_cast<double>(figures.batches_sent) * profiled.send_s_per_batch +
+                          static_cast<double>(figures.deltas_received) * profiled.receive_s_per_delta +
+                          static_cast<double>(figures.batches_received) * profiled.receive_s_per_batch;
+    constexpr double kShortestBusy_s = 0.05;
+    if (rate > 0.0 && comm_s > 1e-4 && figures.busy_s >= kShortestBusy_s) {
+      const double edges_s = static_cast<double>(figures.edge_updates) / rate;
+      run.delta_cost_scale[figures.name] = std::max(figures.busy_s - edges_s, 0.0) / comm_s;
     }
   }
+  run.set_key = set_key(names);
   if (ghosts > 0.0 && run.updates_per_edge > 0.0) run.delta_fraction = deltas / (run.updates_per_edge * ghosts);
   run.shapes = selection.shapes;
   if (selection.record.forecast) {

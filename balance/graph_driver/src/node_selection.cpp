@@ -189,6 +189,13 @@ std::vector<std::string> names_of(const SelectionInput& input, const std::vector
   return names;
 }
 
+// `candidate` with what past runs of its very node set took beyond their forecast, when one ran.
+model::GraphCandidate with_remembered_extra(const RunMemory& memory, const SelectionInput& input, model::GraphCandidate candidate) {
+  const auto known = memory.extra_by_set.find(set_key(names_of(input, candidate.nodes)));
+  if (known != memory.extra_by_set.end()) candidate.extra_s = known->second;
+  return candidate;
+}
+
 }  // namespace
 
 partition::PartitionOptions placement_options(const GraphRunOptions& run, partition::PartitionMethod method,
@@ -294,7 +301,8 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   const bool forecastable = std::all_of(sets.begin(), sets.end(),
                                        [&](const std::vector<std::size_t>& set) { return all_measured(costs, set); });
   const auto run_part_s = [&](const model::GraphCandidate& candidate) {
-    const model::GraphForecast forecast = model::forecast_graph_run(costs, workload, candidate);
+    const model::GraphForecast forecast =
+        model::forecast_graph_run(costs, workload, with_remembered_extra(selection.memory, input, candidate));
     return forecast.total_s - forecast.placement_s;
   };
 
@@ -342,6 +350,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     candidates.push_back(std::move(candidate));
   }
   std::size_t chosen = 0;
+  for (model::GraphCandidate& candidate : candidates) candidate = with_remembered_extra(selection.memory, input, std::move(candidate));
   if (forecastable) {
     model::GraphNodeChoice choice = model::choose_graph_nodes(costs, workload, candidates);
     chosen = choice.chosen;
@@ -444,6 +453,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   }
   if (!winner.cached && winner.method == tp::PartitionMethod::kMetis && several) selection.metis_seconds = winner.seconds;
   winner_candidate.placement_s = spent_s;
+  winner_candidate = with_remembered_extra(selection.memory, input, std::move(winner_candidate));
   selection.workload = workload;
   selection.candidate = winner_candidate;
   if (forecastable) {

@@ -19,6 +19,13 @@ using json = nlohmann::json;
 constexpr double kRememberedRateCap = 1.25;
 constexpr double kRememberedRateFloor = 0.5;
 
+// How far a node's remote deltas are believed to cost beyond the profile's figures, either way.
+constexpr double kDeltaScaleLow = 0.25;
+constexpr double kDeltaScaleHigh = 200.0;
+
+// How many node sets keep their own extra (keys sort, the first go beyond it).
+constexpr std::size_t kMaxRemembered = 64;
+
 // A memory file is a few hundred bytes; anything far larger is not one.
 constexpr uint64_t kMaxMemoryBytes = 1 << 20;
 
@@ -37,6 +44,12 @@ std::optional<double> read_number(const json& document, const char* key, double 
 std::string shape_key(std::string_view method, const std::vector<std::string>& nodes) {
   std::string key(method);
   for (const std::string& node : nodes) key += "|" + node;
+  return key;
+}
+
+std::string set_key(const std::vector<std::string>& nodes) {
+  std::string key;
+  for (const std::string& node : nodes) key += (key.empty() ? "" : "|") + node;
   return key;
 }
 
@@ -95,11 +108,16 @@ RunMemory load_run_memory(const std::string& path, std::string* note) {
   memory.metis_s_per_edge = read_number(document, "metis_s_per_edge", 1e-12, 1e-3);
   memory.extra_alone_s = read_number(document, "extra_alone_s", -10.0, 100.0);
   memory.extra_several_s = read_number(document, "extra_several_s", -10.0, 100.0);
-  if (const auto rates = document.find("edge_updates_per_s"); rates != document.end() && rates->is_object()) {
-    for (const auto& [name, value] : rates->items()) {
-      if (value.is_number() && plausible(value.get<double>(), 1.0, 1e12)) memory.edge_updates_per_s[name] = value.get<double>();
+  const auto read_map = [&](const char* key, double low, double high, std::map<std::string, double>& into) {
+    const auto entries = document.find(key);
+    if (entries == document.end() || !entries->is_object()) return;
+    for (const auto& [name, value] : entries->items()) {
+      if (value.is_number() && plausible(value.get<double>(), low, high)) into[name] = value.get<double>();
     }
-  }
+  };
+  read_map("edge_updates_per_s", 1.0, 1e12, memory.edge_updates_per_s);
+  read_map("delta_cost_scale", kDeltaScaleLow, kDeltaScaleHigh, memory.delta_cost_scale);
+  read_map("extra_by_set", -10.0, 100.0, memory.extra_by_set);
   if (const auto shapes = document.find("shapes"); shapes != document.end() && shapes->is_object()) {
     for (const auto& [key, entry] : shapes->items()) {
       if (!entry.is_object() || !entry.contains("cut_edges") || !entry.contains("parts") || !entry["parts"].is_array()) continue;
@@ -140,6 +158,8 @@ Status save_run_memory(const std::string& path, const RunMemory& memory) {
   if (memory.extra_alone_s) document["extra_alone_s"] = *memory.extra_alone_s;
   if (memory.extra_several_s) document["extra_several_s"] = *memory.extra_several_s;
   document["edge_updates_per_s"] = memory.edge_updates_per_s;
+  document["delta_cost_scale"] = memory.delta_cost_scale;
+  document["extra_by_set"] = memory.extra_by_set;
   json shapes = json::object();
   for (const auto& [key, shape] : memory.shapes) {
     json parts = json::array();
@@ -180,16 +200,30 @@ RunMemory remember(RunMemory memory, const RunMeasurement& run) {
   for (const auto& [name, rate] : run.edge_updates_per_s) {
     if (plausible(rate, 1.0, 1e12)) memory.edge_updates_per_s[name] = rate;
   }
+  for (const auto& [name, measured] : run.delta_cost_scale) {
+    if (!std::isfinite(measured)) continue;
+    // Geometric smoothing: a ratio that doubled and one that halved cancel out.
+    const double scale = std::clamp(measured, kDeltaScaleLow, kDeltaScaleHigh);
+    const auto known = memory.delta_cost_scale.find(name);
+    memory.delta_cost_scale[name] = known == memory.delta_cost_scale.end() ? scale : std::sqrt(known->second * scale);
+  }
   if (run.metis_s_per_edge) memory.metis_s_per_edge = *run.metis_s_per_edge;
   if (run.extra_s) {
     // Smoothed over runs: one slow start on a shared machine should not swing the next choice.
-    std::optional<double>& extra = run.parts <= 1 ? memory.extra_alone_s : memory.extra_several_s;
     const double measured = std::clamp(*run.extra_s, -10.0, 100.0);
-    extra = extra ? 0.5 * (*extra + measured) : measured;
+    const auto smooth = [measured](std::optional<double> known) { return known ? 0.5 * (*known + measured) : measured; };
+    std::optional<double>& extra = run.parts <= 1 ? memory.extra_alone_s : memory.extra_several_s;
+    extra = smooth(extra);
+    if (!run.set_key.empty()) {
+      const auto known = memory.extra_by_set.find(run.set_key);
+      memory.extra_by_set[run.set_key] =
+          smooth(known == memory.extra_by_set.end() ? std::nullopt : std::optional<double>(known->second));
+    }
   }
   for (const auto& [key, shape] : run.shapes) memory.shapes[key] = shape;
   // One shape per method and node set; a bounded memory all the same (keys sort, the first go).
-  while (memory.shapes.size() > 64) memory.shapes.erase(memory.shapes.begin());
+  while (memory.shapes.size() > kMaxRemembered) memory.shapes.erase(memory.shapes.begin());
+  while (memory.extra_by_set.size() > kMaxRemembered) memory.extra_by_set.erase(memory.extra_by_set.begin());
   return memory;
 }
 
@@ -214,6 +248,7 @@ model::GraphWorkload remembered_workload(model::GraphWorkload workload, const Ru
                                    workload.extra_alone_s, workload.extra_several_s));
   }
   if (!memory.edge_updates_per_s.empty()) measured.push_back(fmt::format("{} nodes' edge rates", memory.edge_updates_per_s.size()));
+  if (!memory.delta_cost_scale.empty()) measured.push_back(fmt::format("{} nodes' delta costs", memory.delta_cost_scale.size()));
   if (!measured.empty()) {
     std::string joined;
     for (const std::string& item : measured) joined += (joined.empty() ? "" : ", ") + item;
@@ -234,6 +269,12 @@ std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNode
       const double profiled = node.rates.edge_updates_per_s;
       node.rates.edge_updates_per_s =
           profiled > 0.0 ? std::clamp(at->second, kRememberedRateFloor * profiled, kRememberedRateCap * profiled) : at->second;
+    }
+    if (const auto at = memory.delta_cost_scale.find(node.name); at != memory.delta_cost_scale.end()) {
+      node.rates.send_s_per_delta *= at->second;
+      node.rates.send_s_per_batch *= at->second;
+      node.rates.receive_s_per_delta *= at->second;
+      node.rates.receive_s_per_batch *= at->second;
     }
   }
   return costs;

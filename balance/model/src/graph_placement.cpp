@@ -87,7 +87,7 @@ GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const
   const double gap_s = std::min(workload.poll_interval_s, forecast.slowest_node_s);
   forecast.termination_s = 0.75 * gap_s + 0.005 + 2.0 * 2.0 * slowest_latency_s;
   forecast.placement_s = candidate.placement_s;
-  forecast.extra_s = alone ? workload.extra_alone_s : workload.extra_several_s;
+  forecast.extra_s = candidate.extra_s.value_or(alone ? workload.extra_alone_s : workload.extra_several_s);
   forecast.total_s = std::max(forecast.placement_s + forecast.slowest_node_s,
                               forecast.placement_s + forecast.slowest_node_s + forecast.extra_s + forecast.termination_s);
   return forecast;

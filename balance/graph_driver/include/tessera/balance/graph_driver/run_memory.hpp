@@ -2,7 +2,9 @@
 // forecast on the same graph starts from measurements instead of estimates: the sweeps per edge
 // one node alone needed, the extra sweeps several parts needed per unit of cut fraction, the share
 // of ghost vertices that carried a delta at a flush, each node's edge updates per second on this
-// graph, and how long METIS took per edge. Keyed by the graph's content hash, the algorithm and
+// graph (measured alone), how much more than the profile's figures its remote deltas cost it
+// (measured with others), what each node set took beyond its forecast, and how long METIS took
+// per edge. Keyed by the graph's content hash, the algorithm and
 // the tolerance and the mode. A file that is missing, unreadable or malformed is an empty memory (a hint, never
 // trusted); saving writes a temporary file and renames it. Used by the driver; values and free
 // functions, thread-safe.
@@ -30,10 +32,19 @@ struct RunMemory {
   std::optional<double> spread_cut_fraction;
   std::optional<double> delta_fraction;
   std::optional<double> metis_s_per_edge;
-  // Seconds runs took beyond their forecast, alone and on several nodes (smoothed).
+  // Seconds runs took beyond their forecast, alone and on several nodes (smoothed), and per node
+  // set (set_key): a set that ran before is forecast with its own figure, the others with these.
   std::optional<double> extra_alone_s;
   std::optional<double> extra_several_s;
-  std::map<std::string, double> edge_updates_per_s;  // node name -> measured on this graph
+  std::map<std::string, double> extra_by_set;
+  // Node name -> edge updates per second on this graph, measured while it ran alone: with others,
+  // its busy time also holds deltas and the re-sweeps they cause, which delta_cost_scale carries.
+  std::map<std::string, double> edge_updates_per_s;
+  // Node name -> how many times the profile's per-delta and per-batch costs its remote deltas
+  // took in runs with others (busy time less its edge updates at its rate, over what the profile's
+  // costs give for the deltas and batches it sent and received; smoothed geometrically). The
+  // probe measures a delta's encoding and folding; a run adds the sweeps that small batches start.
+  std::map<std::string, double> delta_cost_scale;
   // The shapes of the placements candidate sets were weighed with (shape_key), so that the next
   // run weighs them without placing anything.
   struct Shape {
@@ -57,6 +68,9 @@ std::string shape_key(std::string_view method, const std::vector<std::string>& n
 // `weights` normalised to sum 1 (equal shares when they sum to 0).
 std::vector<double> shares_of(const std::vector<double>& weights);
 
+// The key of a node set in RunMemory::extra_by_set.
+std::string set_key(const std::vector<std::string>& nodes);
+
 // "<dir>/run-<hash>-<algorithm>-<mode>-<the algorithm's parameters>.json"; empty when dir is empty.
 std::string run_memory_path(const std::string& dir, uint64_t graph_hash, const graph::AlgorithmSpec& spec, double tolerance,
                             std::string_view mode);
@@ -75,14 +89,17 @@ struct RunMeasurement {
   double updates_per_edge = 0.0;
   double cut_fraction = 0.0;
   std::optional<double> delta_fraction;
-  std::map<std::string, double> edge_updates_per_s;
+  std::map<std::string, double> edge_updates_per_s;  // only from a run alone (see RunMemory)
+  std::map<std::string, double> delta_cost_scale;    // only from a run with others
   std::optional<double> metis_s_per_edge;
   std::map<std::string, RunMemory::Shape> shapes;  // weighed this run
   std::optional<double> extra_s;  // measured total less the forecast without any extra
+  std::string set_key;            // the nodes that ran (set_key())
 };
 RunMemory remember(RunMemory memory, const RunMeasurement& run);
 
-// Node costs with each node's edge rate on this graph, where the memory has one.
+// Node costs with each node's edge rate on this graph and its delta costs scaled, where the
+// memory has them.
 std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory);
 
 }  // namespace tessera::balance::graph_driver

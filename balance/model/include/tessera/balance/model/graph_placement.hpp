@@ -14,7 +14,8 @@
 //                 + their bytes over the node's link;
 //   ship_s      = the part's bytes over the node's link;
 //   node total  = ship_s + edges_s + send_s + receive_s + the values' bytes back;
-// run = placement_s + the slowest node + extra_s (what past runs took beyond their forecast) +
+// run = placement_s + the slowest node + extra_s (what past runs took beyond their forecast: this
+// very set's when one ran before, else the workload's figure for one node or several) +
 // termination_s (the polls that notice the end: three
 // quarters of the gap between polls then, which doubles from 5 ms up to the poll interval, plus
 // the confirming poll 5 ms later and the slowest node's busy round trip for each of the two).
@@ -23,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,8 @@ struct GraphCandidate {
   std::vector<GraphPartShape> parts;  // same order as nodes
   int64_t cut_edges = 0;
   double placement_s = 0.0;           // time to compute this placement (0 when it was cached)
+  // What past runs of this very set took beyond their forecast; none: the workload's figure.
+  std::optional<double> extra_s;
   std::string method;                 // how it was placed, for the record
   bool operator==(const GraphCandidate&) const = default;
 };
@@ -98,7 +102,7 @@ struct GraphForecast {
   double placement_s = 0.0;
   double slowest_node_s = 0.0;
   double termination_s = 0.0;
-  double extra_s = 0.0;                  // the workload's extra_alone_s or extra_several_s
+  double extra_s = 0.0;                  // the candidate's, else the workload's extra_alone_s or extra_several_s
   double total_s = 0.0;                  // what the command's wall time should be, placing included
   std::size_t slowest = 0;               // index into nodes
   bool operator==(const GraphForecast&) const = default;
