@@ -304,6 +304,60 @@ TEST(ClusterSpec, RelativeSecretFileResolvesAgainstYamlFolder) {
 }
 
 // Whatever the bytes, parsing returns a value or kInvalidConfig; no yaml-cpp exception escapes.
+// A desktop on the coordinator's host and two emulated Pis, with `switch_yaml` at the top.
+std::string switched(const std::string& switch_yaml) {
+  return "cluster: lab\nsecret: s\n" + switch_yaml +
+         "nodes:\n"
+         "  - {name: desktop, host: 127.0.0.1, port: 7001}\n"
+         "  - {name: pi1, host: 127.0.0.1, port: 7002, emulate: {link: {rate: 100mbit}}}\n"
+         "  - {name: pi2, host: 10.0.0.12, port: 7003}\n";
+}
+
+TEST(ClusterSpec, ASwitchHoldsEveryNodeOffTheCoordinatorsHostUnlessItListsThem) {
+  EXPECT_EQ(*cluster::rate_bytes_per_second("1gbit"), 1.25e8);
+  EXPECT_EQ(*cluster::rate_bytes_per_second("800kbit"), 1e5);
+  EXPECT_FALSE(cluster::rate_bytes_per_second("1gbps"));
+  EXPECT_FALSE(cluster::rate_bytes_per_second("0mbit"));
+
+  Result<cluster::ClusterSpec> plain = cluster::parse_cluster_spec(switched(""), "lab.yaml");
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  EXPECT_FALSE(plain->network_switch);
+  EXPECT_FALSE(plain->behind_switch(1));
+
+  Result<cluster::ClusterSpec> spec = cluster::parse_cluster_spec(switched("switch: {uplink: 1gbit}\n"), "lab.yaml");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  ASSERT_TRUE(spec->network_switch);
+  EXPECT_EQ(spec->network_switch->uplink_rate, "1gbit");
+  EXPECT_DOUBLE_EQ(spec->network_switch->uplink_bytes_per_s, 1.25e8);
+  EXPECT_EQ(spec->network_switch->nodes, (std::vector<std::string>{"pi1", "pi2"}))
+      << "the desktop is on loopback without a link of its own";
+  EXPECT_FALSE(spec->behind_switch(0));
+  EXPECT_TRUE(spec->behind_switch(2));
+
+  Result<cluster::ClusterSpec> listed = cluster::parse_cluster_spec(switched("switch: {uplink: 1gbit, nodes: [pi2]}\n"), "lab.yaml");
+  ASSERT_TRUE(listed.is_ok()) << listed.status().to_string();
+  EXPECT_EQ(listed->network_switch->nodes, std::vector<std::string>{"pi2"});
+}
+
+TEST(ClusterSpec, ABadSwitchIsRefusedWithItsLineAndTheFix) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"switch: 1gbit\n", "switch must be a mapping with uplink"},
+      {"switch: {nodes: [pi1]}\n", "switch has no uplink"},
+      {"switch: {uplink: fast}\n", "uplink must be a number > 0 with a unit"},
+      {"switch: {uplink: 1gbit, node: [pi1]}\n", "did you mean 'nodes'?"},
+      {"switch: {uplink: 1gbit, nodes: [pi9]}\n", "'pi9', which is not a node"},
+      {"switch: {uplink: 1gbit, nodes: [desktop]}\n", "runs on the coordinator's host"},
+      {"switch: {uplink: 1gbit, nodes: []}\n", "nodes must be a list of node names"},
+  };
+  for (const auto& [yaml, phrase] : cases) {
+    Result<cluster::ClusterSpec> spec = cluster::parse_cluster_spec(switched(yaml), "lab.yaml");
+    ASSERT_FALSE(spec.is_ok()) << yaml;
+    EXPECT_EQ(spec.status().code(), StatusCode::kInvalidConfig);
+    expect_has(spec.status().message(), "lab.yaml:3: ");
+    expect_has(spec.status().message(), phrase);
+  }
+}
+
 TEST(ClusterSpec, NeverThrowsOnMangledInput) {
   const std::string good = read_text(kConfigDir + "good-secret-file.yaml");
   ASSERT_FALSE(good.empty());

@@ -85,6 +85,21 @@ TEST(EmulationPlan, LinksGetDistinctSlash30sInTheBenchmarkRangeAndShortInterface
   }
 }
 
+TEST(EmulationPlan, NodesBehindTheSwitchShareOneUplinkPairAndTheOthersHaveNone) {
+  cluster::ClusterSpec cluster = cluster_with("switched", 3, true, 0.25);
+  cluster.network_switch = cluster::SwitchSpec{"200mbit", 2.5e7, {cluster.nodes[1].name, cluster.nodes[2].name}, 1};
+  const local::NodeEmulation off = local::plan_node_emulation(cluster, 0, v1_support());
+  EXPECT_TRUE(off.uplink_rate.empty());
+  EXPECT_TRUE(off.uplink_to_nodes_ifb.empty());
+  const local::NodeEmulation one = local::plan_node_emulation(cluster, 1, v1_support());
+  const local::NodeEmulation two = local::plan_node_emulation(cluster, 2, v1_support());
+  EXPECT_EQ(one.uplink_rate, "200mbit");
+  EXPECT_EQ(one.uplink_to_nodes_ifb, two.uplink_to_nodes_ifb);
+  EXPECT_EQ(one.uplink_from_nodes_ifb, two.uplink_from_nodes_ifb);
+  EXPECT_NE(one.uplink_to_nodes_ifb, one.uplink_from_nodes_ifb);
+  EXPECT_LE(one.uplink_to_nodes_ifb.size(), 15u);
+}
+
 TEST(EmulationPlan, StateFileRoundTripsAndAMissingOneMeansNothingWasCreated) {
   const fs::path dir = fs::temp_directory_path() / ("tessera-emulation-plan-" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -93,7 +108,8 @@ TEST(EmulationPlan, StateFileRoundTripsAndAMissingOneMeansNothingWasCreated) {
   ASSERT_TRUE(none.is_ok()) << none.status().to_string();
   EXPECT_TRUE(none->empty());
 
-  const cluster::ClusterSpec cluster = cluster_with("roundtrip", 3, true, 0.5);
+  cluster::ClusterSpec cluster = cluster_with("roundtrip", 3, true, 0.5);
+  cluster.network_switch = cluster::SwitchSpec{"1gbit", 1.25e8, {cluster.nodes[2].name}, 1};
   std::vector<local::NodeEmulation> plans;
   for (std::size_t i = 0; i < cluster.nodes.size(); ++i) plans.push_back(local::plan_node_emulation(cluster, i, v1_support()));
   ASSERT_TRUE(local::save_emulation_state(path, plans).is_ok());

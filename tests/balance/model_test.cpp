@@ -268,6 +268,32 @@ TEST(PredictTest, ASlowLinkLeavesTheRestOfTheCapacityToTheOthers) {
   EXPECT_NEAR(prediction.finish_s[1], bytes / 70e6, 0.01 * prediction.finish_s[1]);
 }
 
+TEST(PredictTest, NodesBehindASwitchShareItsUplinkAndTheOthersKeepTheirLinks) {
+  // Two nodes behind a 50 MB/s uplink get 25 MB/s each although their links carry 100; a third
+  // off the switch keeps its 100 (the coordinator's 1 GB/s binds nobody).
+  model::ClusterModel model;
+  model.coordinator_send_bytes_per_s = 1e9;
+  model.switch_uplink_bytes_per_s = 50e6;
+  for (const char* name : {"pi1", "pi2", "desk"}) model.nodes.push_back(node_model(name, flat_curve(1e4), 100e6, 100e6));
+  model.nodes[0].link.behind_switch = model.nodes[1].link.behind_switch = true;
+  const model::Prediction prediction = model::predict(model, plan_with_rows(model, {8, 8, 8}, 1024, 1024, 128, 4));
+  const double bytes = 8.0 * (8 * 1024 + 1024 * 1024);
+  EXPECT_NEAR(prediction.finish_s[0], bytes / 25e6, 0.02 * prediction.finish_s[0]);
+  EXPECT_NEAR(prediction.finish_s[1], bytes / 25e6, 0.02 * prediction.finish_s[1]);
+  EXPECT_NEAR(prediction.finish_s[2], bytes / 100e6, 0.02 * prediction.finish_s[2]);
+
+  model::ClusterModel no_switch = model;
+  no_switch.switch_uplink_bytes_per_s = 0.0;
+  EXPECT_NEAR(model::predict(no_switch, plan_with_rows(no_switch, {8, 8, 8}, 1024, 1024, 128, 4)).finish_s[0],
+              bytes / 100e6, 0.02 * bytes / 100e6);
+  // The pull replay shares the uplink alike.
+  plan::Plan pulled = plan_with_rows(model, {8, 8, 8}, 1024, 1024, 128, 4);
+  pulled.tile_rows = 8;
+  const model::Prediction pull = model::predict_pull(model, pulled);
+  const model::Prediction pull_free = model::predict_pull(no_switch, pulled);
+  EXPECT_GT(pull.makespan_s, pull_free.makespan_s);
+}
+
 TEST(PredictTest, NodesThatCannotServeTheirRowsNeverFinish) {
   model::ClusterModel model;
   model.nodes.push_back(node_model("ok", flat_curve(5.0), 1e8, 1e8));

@@ -51,6 +51,7 @@ profile::ClusterProfile sample_profile() {
   profile.nodes[1].vector_gflops = 0.8;
   profile.nodes[1].link.busy_latency_s = 0.004;  // a quarter core answers late while it computes
   profile.coordinator_cpu_s_per_byte = 3e-10;
+  profile.switch_uplink_bytes_per_s = 1.1e8;
   return profile;
 }
 
@@ -153,6 +154,22 @@ TEST(ProfileTest, ModelCarriesCurvesLinksAndCapacity) {
   Result<model::ClusterModel> refused = profile::profile_model(old, cluster, "lab.profile.yaml");
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.status().message().find("--refresh"), std::string::npos);
+}
+
+TEST(ProfileTest, ModelChargesTheSwitchAsMeasuredOrAsWrittenUntilMeasured) {
+  Result<cluster::ClusterSpec> cluster = cluster::parse_cluster_spec(
+      "cluster: lab\nsecret: s\nswitch: {uplink: 1gbit}\nnodes:\n  - {name: desktop, host: 127.0.0.1, port: 1}\n"
+      "  - {name: pi, host: 10.0.0.2, port: 2}\n",
+      "lab.yaml");
+  ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
+  Result<model::ClusterModel> model = profile::profile_model(sample_profile(), *cluster, "lab.profile.yaml");
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  EXPECT_DOUBLE_EQ(model->switch_uplink_bytes_per_s, 1.1e8);
+  EXPECT_FALSE(model->nodes[0].link.behind_switch);
+  EXPECT_TRUE(model->nodes[1].link.behind_switch);
+  profile::ClusterProfile unmeasured = sample_profile();
+  unmeasured.switch_uplink_bytes_per_s = 0.0;
+  EXPECT_DOUBLE_EQ(profile::profile_model(unmeasured, *cluster, "lab.profile.yaml")->switch_uplink_bytes_per_s, 1.25e8);
 }
 
 TEST(ProfileTest, ModelKeepsTheCurvesMeasuredAloneWhateverTheConcurrentRates) {

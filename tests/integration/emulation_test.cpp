@@ -12,6 +12,8 @@
 #include <sstream>
 #include <unistd.h>
 #include <optional>
+#include <thread>
+#include <algorithm>
 
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
@@ -44,13 +46,14 @@ class EmulatedCluster : public ::testing::Test {
     Result<std::vector<local::NodeEmulation>> state = local::load_emulation_state(local::emulation_state_path(run_dir_ + "/" + cluster->name));
     if (state) {
       for (const local::NodeEmulation& node : *state) (void)local::remove_node_emulation(node);
+      (void)local::remove_uplink(*state);
     }
   }
 
-  void write_config(const std::string& cluster_name, const std::string& nodes_yaml) {
+  void write_config(const std::string& cluster_name, const std::string& nodes_yaml, const std::string& top = "") {
     config_ = dir_.file("cluster.yaml");
     cluster_name_ = cluster_name;
-    testing::write_file(config_, "cluster: " + cluster_name + "\nsecret: emulation-secret\nnodes:\n" + nodes_yaml);
+    testing::write_file(config_, "cluster: " + cluster_name + "\nsecret: emulation-secret\n" + top + "nodes:\n" + nodes_yaml);
   }
 
   static std::string node_yaml(const std::string& name, const std::string& emulate) {
@@ -175,6 +178,64 @@ TEST_F(EmulatedCluster, ShapedLinkCarriesAbout100Mbit) {
   const double mbit_per_s = 2.0 * static_cast<double>(probe.echo.size()) * 8.0 / seconds / 1e6;
   std::printf("echo of %zu bytes took %.3f s: %.1f Mbit/s per direction\n", probe.echo.size(), seconds, mbit_per_s);
   EXPECT_NEAR(mbit_per_s, 100.0, 15.0);
+}
+
+// Two nodes on gigabit links behind a 100 Mbit/s switch uplink: what both receive at once is the
+// uplink's, not the sum of their links'. Only a ceiling is asserted: load can slow the transfer,
+// never speed it past the uplink; without the shared bottleneck the two would together far exceed it.
+TEST_F(EmulatedCluster, NodesBehindASwitchShareItsUplinkAndDownRemovesIt) {
+  write_config("emu-switch", node_yaml("pa", "{link: {rate: 1gbit}}") + node_yaml("pb", "{link: {rate: 1gbit}}"),
+               "switch: {uplink: 100mbit}\n");
+  testing::CommandResult up = run("up");
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  EXPECT_NE(up.output.find("behind the switch (uplink 100mbit)"), std::string::npos) << up.output;
+  const std::vector<local::NodeEmulation> state = recorded_emulation();
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_EQ(state[0].uplink_to_nodes_ifb, state[1].uplink_to_nodes_ifb) << "one uplink for both";
+  const std::vector<std::string> leftovers = local::leftover_emulation(state);
+  EXPECT_EQ(std::count_if(leftovers.begin(), leftovers.end(), [](const std::string& item) { return item.starts_with("ifb "); }), 2);
+
+  const cluster::ClusterSpec cluster = reachable_cluster();
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster);
+  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+  constexpr std::size_t kBytes = 3u << 20;
+  std::vector<Result<double>> seconds(2, Result<double>(0.0));
+  const auto start = std::chrono::steady_clock::now();
+  {
+    std::vector<std::jthread> echoes;
+    for (std::size_t i = 0; i < 2; ++i) {
+      echoes.emplace_back([&, i] {
+        transport::FrameConnection& link = *connection->links()[i].connection;
+        transport::Probe probe;
+        probe.kind = transport::ProbeKind::kEcho;
+        probe.echo.assign(kBytes, 0x5a);
+        if (Status sent = link.write_message(probe); !sent) {
+          seconds[i] = sent;
+          return;
+        }
+        Result<transport::IncomingFrame> reply = link.read_frame();
+        if (!reply) {
+          seconds[i] = reply.status();
+          return;
+        }
+        seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      });
+    }
+  }
+  ASSERT_TRUE(seconds[0].is_ok() && seconds[1].is_ok());
+  const double last = std::max(*seconds[0], *seconds[1]);
+  // Both echoes cross the uplink toward the nodes, then (each once whole) back: 2 x kBytes each
+  // way, one direction after the other, each held to 100 Mbit/s. The rate read this way can
+  // exceed the uplink's only by the little that one echo's return overlaps the other's send.
+  const double mbit_per_s = 4.0 * static_cast<double>(kBytes) * 8.0 / last / 1e6;
+  std::printf("two echoes of %zu bytes through the uplink took %.3f s: %.1f Mbit/s per direction together\n", kBytes, last,
+              mbit_per_s);
+  EXPECT_LT(mbit_per_s, 130.0);
+  connection->close();
+
+  testing::CommandResult down = run("down");
+  ASSERT_EQ(down.exit_code, 0) << down.output;
+  EXPECT_TRUE(local::leftover_emulation(state).empty());
 }
 
 TEST_F(EmulatedCluster, DownRemovesProcessesCgroupsNamespacesAndVeths) {

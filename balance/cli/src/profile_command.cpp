@@ -34,6 +34,9 @@ void print_profile(std::ostream& out, const profile::ClusterProfile& profile, co
   }
   out << profile::graph_rates_table(profile);
   out << fmt::format("coordinator sends {:.1f} MB/s to all nodes at once\n", profile.coordinator_send_bytes_per_s / 1e6);
+  if (profile.switch_uplink_bytes_per_s > 0.0) {
+    out << fmt::format("switch uplink carries {:.1f} MB/s to its nodes at once\n", profile.switch_uplink_bytes_per_s / 1e6);
+  }
   out << "saved " << path << "\n";
 }
 

@@ -25,7 +25,8 @@ constexpr double kMaxEmulatedCpus = 64;
 constexpr std::size_t kMaxSecretBytes = 4096;
 constexpr std::size_t kMaxSecretFileBytes = 64 * 1024;
 
-const std::vector<std::string> kTopKeys = {"cluster", "secret", "secret_file", "wire", "nodes"};
+const std::vector<std::string> kTopKeys = {"cluster", "secret", "secret_file", "wire", "nodes", "switch"};
+const std::vector<std::string> kSwitchKeys = {"uplink", "nodes"};
 const std::vector<std::string> kNodeKeys = {"name", "host", "port", "threads", "kind", "emulate"};
 const std::vector<std::string> kEmulateKeys = {"cpu", "cpu_period", "link"};
 const std::vector<std::string> kLinkKeys = {"rate", "delay", "loss"};
@@ -213,6 +214,67 @@ NodeSpec parse_node(const YAML::Node& value, int fallback_line, std::size_t inde
   return node;
 }
 
+// A node runs on the coordinator's host when it is reached on loopback without a link of its own.
+bool on_coordinator_host(const NodeSpec& node) {
+  const bool loopback = node.host == "localhost" || node.host.starts_with("127.") || node.host == "::1";
+  return loopback && !(node.emulate && node.emulate->has_link);
+}
+
+SwitchSpec parse_switch(const YAML::Node& value, int line, const std::vector<NodeSpec>& nodes) {
+  const std::string where = "switch";
+  if (!value.IsMap() || value.size() == 0) {
+    fail_at(line, "switch is " + describe_yaml(value) + "; switch must be a mapping with uplink (and optionally nodes), " +
+                   "e.g. switch: {uplink: 1gbit, nodes: [pi1, pi2]}");
+  }
+  SwitchSpec spec;
+  spec.line = line;
+  const YamlMap keys(value, line, kSwitchKeys, where);
+  const YamlMap::Entry* uplink = keys.find("uplink");
+  if (uplink == nullptr) fail_at(line, "switch has no uplink; add its rate, e.g. switch: {uplink: 1gbit}");
+  const std::string rate = uplink->value.IsScalar() ? uplink->value.Scalar() : describe_yaml(uplink->value);
+  const std::optional<double> bytes = uplink->value.IsScalar() ? rate_bytes_per_second(rate) : std::nullopt;
+  if (!bytes || *bytes <= 0.0) {
+    fail_at(uplink->line, "switch has uplink: " + rate +
+                              "; uplink must be a number > 0 with a unit bit, kbit, mbit or gbit, e.g. uplink: 1gbit");
+  }
+  spec.uplink_rate = rate;
+  spec.uplink_bytes_per_s = *bytes;
+  std::vector<bool> member(nodes.size(), false);
+  if (const YamlMap::Entry* listed = keys.find("nodes")) {
+    if (!listed->value.IsSequence() || listed->value.size() == 0) {
+      fail_at(listed->line, "switch has nodes: " + describe_yaml(listed->value) +
+                                "; nodes must be a list of node names, e.g. nodes: [pi1, pi2]");
+    }
+    for (const YAML::Node& entry : listed->value) {
+      const std::string name = entry.IsScalar() ? entry.Scalar() : describe_yaml(entry);
+      const auto at = std::find_if(nodes.begin(), nodes.end(), [&](const NodeSpec& node) { return node.name == name; });
+      if (at == nodes.end()) {
+        std::vector<std::string> names;
+        for (const NodeSpec& node : nodes) names.push_back(node.name);
+        fail_at(yaml_line(entry, listed->line), "switch lists " + single_quoted(name) + ", which is not a node; the nodes are " +
+                                                    join(names, ", "));
+      }
+      if (on_coordinator_host(*at)) {
+        fail_at(yaml_line(entry, listed->line),
+                "switch lists " + single_quoted(at->name) + ", which runs on the coordinator's host (" + at->host +
+                    " without a link of its own), so its traffic never crosses the switch; give it emulate: {link: "
+                    "{rate: 1gbit}} or leave it out of switch.nodes");
+      }
+      member[static_cast<std::size_t>(at - nodes.begin())] = true;
+    }
+  } else {
+    for (std::size_t i = 0; i < nodes.size(); ++i) member[i] = !on_coordinator_host(nodes[i]);
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (member[i]) spec.nodes.push_back(nodes[i].name);
+  }
+  if (spec.nodes.empty()) {
+    fail_at(line, "no node sits behind the switch: every node runs on the coordinator's host; list them with "
+                  "switch: {uplink: ..., nodes: [...]} after giving them emulate: {link: ...}, or remove switch:");
+  }
+  return spec;
+}
+
 std::string lowercase(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
   return text;
@@ -306,6 +368,9 @@ ClusterSpec parse_document(const YAML::Node& root, const std::string& source_nam
                           ") both use " + node.endpoint() + "; give each node its own host:port");
     }
   }
+  if (const YamlMap::Entry* network_switch = keys.find("switch")) {
+    spec.network_switch = parse_switch(network_switch->value, network_switch->line, spec.nodes);
+  }
   return spec;
 }
 
@@ -345,6 +410,24 @@ Result<std::string> ClusterSpec::resolve_secret() const {
                           std::to_string(kMaxSecretBytes) + " (e.g. openssl rand -hex 32 > FILE)");
   }
   return text;
+}
+
+std::optional<double> rate_bytes_per_second(std::string_view rate) {
+  static const std::vector<std::pair<std::string_view, double>> kUnits = {
+      {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"bit", 1.0}};
+  for (const auto& [unit, bits] : kUnits) {
+    if (!rate.ends_with(unit)) continue;
+    const std::optional<double> number = parse_number(rate.substr(0, rate.size() - unit.size()));
+    if (!number || !(*number > 0.0)) return std::nullopt;
+    return *number * bits / 8.0;
+  }
+  return std::nullopt;
+}
+
+bool ClusterSpec::behind_switch(std::size_t index) const {
+  if (!network_switch || index >= nodes.size()) return false;
+  return std::find(network_switch->nodes.begin(), network_switch->nodes.end(), nodes[index].name) !=
+         network_switch->nodes.end();
 }
 
 int ClusterSpec::find_node(std::string_view node_name) const {

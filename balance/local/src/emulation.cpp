@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/core/strings.hpp"
 #include "tessera/core/subprocess.hpp"
 
 namespace tessera::balance::local {
@@ -79,23 +80,13 @@ bool program_exists(const std::string& name) {
   return false;
 }
 
-// Bytes per second of a tc rate such as "100mbit" (validated by the cluster spec already).
-std::optional<double> rate_bytes_per_second(const std::string& rate) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(rate, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  const std::string unit = rate.substr(used);
-  double bits = value;
-  if (unit == "bit") bits = value;
-  else if (unit == "kbit") bits = value * 1e3;
-  else if (unit == "mbit") bits = value * 1e6;
-  else if (unit == "gbit") bits = value * 1e9;
-  else return std::nullopt;
-  return bits / 8.0;
+// The tbf qdisc that holds a device to `rate`.
+Result<std::vector<std::string>> tbf_of(const std::string& rate, const std::string& whose) {
+  const std::optional<double> bytes_per_second = cluster::rate_bytes_per_second(rate);
+  if (!bytes_per_second) return invalid_config(fmt::format("{}: cannot read rate '{}'", whose, rate));
+  // Veth hands tbf GSO packets of up to 64 KiB; a smaller bucket would drop them all.
+  const auto burst = static_cast<uint64_t>(std::max(65536.0 + 1514.0, *bytes_per_second * 0.002));
+  return std::vector<std::string>{"tbf", "rate", rate, "burst", std::to_string(burst), "latency", "50ms"};
 }
 
 Status shape_device(const std::string& netns, const std::string& device, const NodeEmulation& plan) {
@@ -106,11 +97,9 @@ Status shape_device(const std::string& netns, const std::string& device, const N
     args.insert(args.end(), rest.begin(), rest.end());
     return args;
   };
-  const std::optional<double> bytes_per_second = rate_bytes_per_second(plan.rate);
-  if (!bytes_per_second) return invalid_config(fmt::format("node '{}': cannot read rate '{}'", plan.node, plan.rate));
-  // Veth hands tbf GSO packets of up to 64 KiB; a smaller bucket would drop them all.
-  const auto burst = static_cast<uint64_t>(std::max(65536.0 + 1514.0, *bytes_per_second * 0.002));
-  const std::vector<std::string> tbf = {"tbf", "rate", plan.rate, "burst", std::to_string(burst), "latency", "50ms"};
+  Result<std::vector<std::string>> shaping = tbf_of(plan.rate, fmt::format("node '{}'", plan.node));
+  if (!shaping) return shaping.status();
+  const std::vector<std::string>& tbf = *shaping;
 
   if (plan.delay.empty() && plan.loss_percent == 0.0) {
     std::vector<std::string> args = {"qdisc", "add", "dev", device, "root"};
@@ -131,6 +120,49 @@ Status shape_device(const std::string& netns, const std::string& device, const N
   std::vector<std::string> child = {"qdisc", "add", "dev", device, "parent", "1:1", "handle", "10:"};
   child.insert(child.end(), tbf.begin(), tbf.end());
   return run_step(with(child));
+}
+
+bool device_exists(const std::string& device) { return !device.empty() && fs::exists("/sys/class/net/" + device); }
+
+// The switch's uplink: two ifb devices held to its rate, one per direction. Made by the first
+// member that needs them; a member's own link keeps its own tbf behind them.
+Status ensure_uplink(const NodeEmulation& plan) {
+  Result<std::vector<std::string>> tbf = tbf_of(plan.uplink_rate, "the switch's uplink");
+  if (!tbf) return tbf.status();
+  for (const std::string& device : {plan.uplink_to_nodes_ifb, plan.uplink_from_nodes_ifb}) {
+    std::vector<std::vector<std::string>> steps;
+    if (!device_exists(device)) {
+      steps.push_back({"ip", "link", "add", device, "type", "ifb"});
+      steps.push_back({"ip", "link", "set", device, "up"});
+    }
+    // Replaced, not added: a member restarted after the file changed the uplink's rate sets it.
+    steps.push_back({"tc", "qdisc", "replace", "dev", device, "root"});
+    steps.back().insert(steps.back().end(), tbf->begin(), tbf->end());
+    for (const std::vector<std::string>& step : steps) {
+      if (Status done = run_step(step); !done) {
+        return done.with_context("the switch's uplink (needs the kernel's ifb device and tc's mirred action): ");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+// Traffic between the member and the coordinator's host (the host end's own address, at either
+// end of the packet) goes through the uplink's devices; traffic the host forwards between two
+// members carries their addresses and does not, as a switch would not send it up.
+Status attach_to_uplink(const NodeEmulation& plan) {
+  const std::string host = plan.host_address + "/32";
+  const std::vector<std::vector<std::string>> steps = {
+      {"tc", "qdisc", "add", "dev", plan.host_veth, "clsact"},
+      {"tc", "filter", "add", "dev", plan.host_veth, "egress", "protocol", "ip", "u32", "match", "ip", "src", host,
+       "action", "mirred", "egress", "redirect", "dev", plan.uplink_to_nodes_ifb},
+      {"tc", "filter", "add", "dev", plan.host_veth, "ingress", "protocol", "ip", "u32", "match", "ip", "dst", host,
+       "action", "mirred", "egress", "redirect", "dev", plan.uplink_from_nodes_ifb},
+  };
+  for (const auto& step : steps) {
+    if (Status done = run_step(step); !done) return done.with_context(fmt::format("node '{}': joining the switch: ", plan.node));
+  }
+  return Status::ok();
 }
 
 Status create_cgroup(const NodeEmulation& plan) {
@@ -239,6 +271,12 @@ NodeEmulation plan_node_emulation(const cluster::ClusterSpec& cluster, std::size
     plan.delay = spec.link_delay;
     plan.loss_percent = spec.link_loss_percent;
     plan.host_forwarding = true;
+    if (cluster.behind_switch(node_index)) {
+      const std::string switch_stem = fmt::format("ts{:06x}", cluster_hash & 0xffffff);
+      plan.uplink_rate = cluster.network_switch->uplink_rate;
+      plan.uplink_to_nodes_ifb = switch_stem + "sd";
+      plan.uplink_from_nodes_ifb = switch_stem + "su";
+    }
   }
   return plan;
 }
@@ -281,8 +319,27 @@ Status create_node_emulation(const NodeEmulation& plan) {
     // Shaping both ends limits both directions: the host end's egress is traffic to the node.
     if (Status shaped = shape_device("", plan.host_veth, plan); !shaped) return undo_on_failure(shaped);
     if (Status shaped = shape_device(plan.netns, plan.node_veth, plan); !shaped) return undo_on_failure(shaped);
+    if (!plan.uplink_rate.empty()) {
+      if (Status made = ensure_uplink(plan); !made) return undo_on_failure(made);
+      if (Status attached = attach_to_uplink(plan); !attached) return undo_on_failure(attached);
+    }
   }
   return Status::ok();
+}
+
+Status remove_uplink(const std::vector<NodeEmulation>& emulation) {
+  std::vector<std::string> problems;
+  for (const NodeEmulation& node : emulation) {
+    for (const std::string& device : {node.uplink_to_nodes_ifb, node.uplink_from_nodes_ifb}) {
+      if (!device_exists(device)) continue;
+      const ProcessResult removed = run_program({"ip", "link", "del", device});
+      if (!removed.succeeded() && device_exists(device)) {
+        problems.push_back(fmt::format("`ip link del {}` failed: {}", device, removed.output));
+      }
+    }
+  }
+  if (problems.empty()) return Status::ok();
+  return internal_error("the switch's uplink: teardown incomplete:\n  " + join(problems, "\n  "));
 }
 
 Status remove_node_emulation(const NodeEmulation& emulation) {
@@ -350,7 +407,10 @@ Status save_emulation_state(const std::string& path, const std::vector<NodeEmula
                                  {"rate", node.rate},
                                  {"delay", node.delay},
                                  {"loss_percent", node.loss_percent},
-                                 {"host_forwarding", node.host_forwarding}});
+                                 {"host_forwarding", node.host_forwarding},
+                                 {"uplink_rate", node.uplink_rate},
+                                 {"uplink_to_nodes_ifb", node.uplink_to_nodes_ifb},
+                                 {"uplink_from_nodes_ifb", node.uplink_from_nodes_ifb}});
   }
   const std::string temporary = path + ".tmp";
   TESSERA_RETURN_IF_ERROR(write_text(temporary, document.dump(2) + "\n"));
@@ -382,6 +442,9 @@ Result<std::vector<NodeEmulation>> load_emulation_state(const std::string& path)
       node.delay = entry.value("delay", "");
       node.loss_percent = entry.value("loss_percent", 0.0);
       node.host_forwarding = entry.value("host_forwarding", false);
+      node.uplink_rate = entry.value("uplink_rate", "");
+      node.uplink_to_nodes_ifb = entry.value("uplink_to_nodes_ifb", "");
+      node.uplink_from_nodes_ifb = entry.value("uplink_from_nodes_ifb", "");
       nodes.push_back(std::move(node));
     }
   } catch (const nlohmann::json::exception& error) {
@@ -432,6 +495,10 @@ std::vector<std::string> leftover_emulation(const std::vector<NodeEmulation>& no
     if (!node.cgroup_path.empty() && fs::exists(node.cgroup_path)) leftovers.push_back("cgroup " + node.cgroup_path);
     if (!node.netns.empty() && fs::exists("/run/netns/" + node.netns)) leftovers.push_back("netns " + node.netns);
     if (!node.host_veth.empty() && fs::exists("/sys/class/net/" + node.host_veth)) leftovers.push_back("veth " + node.host_veth);
+    for (const std::string& device : {node.uplink_to_nodes_ifb, node.uplink_from_nodes_ifb}) {
+      const std::string entry = "ifb " + device;
+      if (device_exists(device) && std::find(leftovers.begin(), leftovers.end(), entry) == leftovers.end()) leftovers.push_back(entry);
+    }
   }
   return leftovers;
 }

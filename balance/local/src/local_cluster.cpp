@@ -357,6 +357,10 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const cluster::ClusterSpec& 
         if (const NodeEmulation* entry = previous_entry(cluster.nodes[i].name)) kept.push_back(*entry);
       }
     }
+    // The switch's uplink goes too when no member that keeps running uses it.
+    if (std::none_of(kept.begin(), kept.end(), [](const NodeEmulation& node) { return !node.uplink_rate.empty(); })) {
+      (void)remove_uplink(plans);
+    }
     (void)save_emulation_state(state_path, kept);
     return failure;
   };
@@ -411,6 +415,7 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const cluster::ClusterSpec& 
     if (!plans[i].netns.empty() && starting[i]) {
       outcome[i].detail += fmt::format("{}link {} at {}", outcome[i].detail.empty() ? "" : ", ", plans[i].rate,
                                        node.endpoint());
+      if (!plans[i].uplink_rate.empty()) outcome[i].detail += fmt::format(", behind the switch (uplink {})", plans[i].uplink_rate);
     }
   }
   return outcome;
@@ -450,6 +455,12 @@ Result<std::vector<NodeLifecycle>> local_cluster_down(const cluster::ClusterSpec
     if (Status removed = remove_node_emulation(emulation); !removed) {
       not_removed.push_back(emulation);
       problems += "\n  " + removed.message();
+    }
+  }
+  if (Status removed = remove_uplink(*state); !removed) {
+    problems += "\n  " + removed.message();
+    for (const NodeEmulation& emulation : *state) {
+      if (!emulation.uplink_rate.empty()) not_removed.push_back(emulation);
     }
   }
   if (!not_removed.empty()) {

@@ -38,6 +38,15 @@ struct SimHost {
   double coordinator_cpu_s_per_byte = 0.0;
 };
 
+// What the transfers between the coordinator and the nodes share: the coordinator's send capacity
+// (<= 0: no limit) and, for nodes behind the switch, its uplink (<= 0: no switch).
+struct SimLinks {
+  double coordinator_bytes_per_s = 0.0;
+  double uplink_bytes_per_s = 0.0;
+  std::vector<bool> behind_switch;  // per node; missing entries: not behind it
+  bool behind(std::size_t node) const { return node < behind_switch.size() && behind_switch[node]; }
+};
+
 struct SimShape {
   uint64_t n = 0, k = 0;
   uint64_t panel_width = 0;
@@ -60,8 +69,7 @@ double job_seconds(const CpuModel& cpu, double flops, double flops_per_s, double
 // Fluid simulation of all nodes at once: piecewise-constant rates between events, so each step
 // jumps straight to the next completion or timer. Ends when every node is done or nothing can
 // progress any more (a zero rate somewhere); unfinished nodes keep finish = +inf.
-SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, double coordinator_bytes_per_s,
-                    const SimHost& host = {});
+SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, const SimLinks& links, const SimHost& host = {});
 
 // The coordinator's host as the simulation sees it: no contention is modelled when no node
 // shares it.

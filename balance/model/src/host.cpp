@@ -36,6 +36,29 @@ std::vector<double> max_min_fair(std::span<const double> caps, double capacity) 
   return rates;
 }
 
+std::vector<double> shared_transfer_rates(std::span<const double> caps, const std::vector<bool>& behind, double uplink,
+                                          double capacity) {
+  std::vector<double> capped(caps.begin(), caps.end());
+  if (uplink > 0.0 && std::isfinite(uplink)) {
+    std::vector<std::size_t> members;
+    std::vector<double> member_caps;
+    for (std::size_t i = 0; i < caps.size() && i < behind.size(); ++i) {
+      if (!behind[i]) continue;
+      members.push_back(i);
+      member_caps.push_back(caps[i]);
+    }
+    const std::vector<double> through_uplink = max_min_fair(member_caps, uplink);
+    for (std::size_t m = 0; m < members.size(); ++m) capped[members[m]] = through_uplink[m];
+  }
+  return max_min_fair(capped, capacity);
+}
+
+std::vector<bool> behind_switch(const ClusterModel& model) {
+  std::vector<bool> behind;
+  for (const NodeModel& node : model.nodes) behind.push_back(model.switch_uplink_bytes_per_s > 0.0 && node.link.behind_switch);
+  return behind;
+}
+
 double crowded_share(const HostModel& host) {
   return host.crowded_share > 0.0 && host.crowded_share < 1.0 ? host.crowded_share : 1.0;
 }

@@ -19,6 +19,16 @@ inline constexpr int kHostSharingPasses = 2;
 // <= 0 or infinite means the shared resource is no bottleneck. Caps may be infinite.
 std::vector<double> max_min_fair(std::span<const double> caps, double capacity);
 
+// Rates of transfers between the coordinator and nodes at once, capped by their links: those of
+// nodes behind the switch (behind[i]) share its uplink, and all share `capacity` (the
+// coordinator's; <= 0: no limit), both max-min fairly. With one group nested in the whole,
+// sharing the uplink first and then the capacity among the capped rates is the joint water-fill.
+std::vector<double> shared_transfer_rates(std::span<const double> caps, const std::vector<bool>& behind, double uplink,
+                                          double capacity);
+
+// The nodes of `model` behind its switch, in model order (all false without one).
+std::vector<bool> behind_switch(const ClusterModel& model);
+
 // A HostModel's crowded_share, read as 1 when it is not a share.
 double crowded_share(const HostModel& host);
 

@@ -45,7 +45,7 @@ class SoloFinish {
     if (rows == 0) return 0.0;
     SimNode node = sim_;
     node.rows = rows;
-    return simulate(std::span<const SimNode>(&node, 1), shape_, 0.0).finish.front();
+    return simulate(std::span<const SimNode>(&node, 1), shape_, SimLinks{}).finish.front();
   }
 
   // The largest r in [known_ok, known_too_many) with finish(r) <= deadline, given
@@ -111,7 +111,11 @@ Result<ModelPlanResult> size_rows_by_finish_time(const plan::PlanRequest& reques
 
   std::vector<double> link_caps;
   for (std::size_t i : usable) link_caps.push_back(model.nodes[i].link.to_node_bytes_per_s);
-  const std::vector<double> fair_caps = max_min_fair(link_caps, model.coordinator_send_bytes_per_s);
+  std::vector<bool> link_behind;
+  const std::vector<bool> behind = behind_switch(model);
+  for (std::size_t i : usable) link_behind.push_back(behind[i]);
+  const std::vector<double> fair_caps =
+      shared_transfer_rates(link_caps, link_behind, model.switch_uplink_bytes_per_s, model.coordinator_send_bytes_per_s);
   std::vector<SoloFinish> solo;
   for (std::size_t u = 0; u < usable.size(); ++u) solo.emplace_back(model.nodes[usable[u]], fair_caps[u], shape);
 

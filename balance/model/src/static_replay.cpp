@@ -210,26 +210,34 @@ class NodeReplay {
   double finish_ = kInfinity;
 };
 
-// Each step's rates: the coordinator's send capacity shared max-min fairly by the links that are
-// receiving; then, on the coordinator's host, its cores shared max-min fairly (as the kernel's fair
+// Each step's rates: the coordinator's send capacity (and the switch's uplink, for the nodes behind
+// it) shared max-min fairly by the links that are receiving, results likewise through the uplink; then, on the coordinator's host, its cores shared max-min fairly (as the kernel's fair
 // scheduler shares them between cgroups and processes) by the nodes there that are multiplying,
 // each wanting its quota, and the coordinator, wanting its CPU per byte x the bytes per second it
 // sends and receives. A node short of cores computes at its share / its quota; a coordinator short
 // of them moves bytes more slowly in proportion.
-void step_rates(std::span<const NodeReplay> replays, double coordinator_bytes_per_s, const SimHost& host,
-                std::vector<StepRates>& rates) {
-  std::vector<double> caps;
-  std::vector<std::size_t> senders;
+void step_rates(std::span<const NodeReplay> replays, const SimLinks& links, const SimHost& host, std::vector<StepRates>& rates) {
+  std::vector<double> caps, return_caps;
+  std::vector<bool> behind, returning_behind;
+  std::vector<std::size_t> senders, returners;
   for (std::size_t i = 0; i < replays.size(); ++i) {
     rates[i] = StepRates{};
     if (replays[i].sending()) {
       senders.push_back(i);
       caps.push_back(replays[i].link_cap());
+      behind.push_back(links.behind(i));
     }
-    if (replays[i].returning()) rates[i].result = replays[i].return_cap();
+    if (replays[i].returning()) {
+      returners.push_back(i);
+      return_caps.push_back(replays[i].return_cap());
+      returning_behind.push_back(links.behind(i));
+    }
   }
-  const std::vector<double> shared = max_min_fair(caps, coordinator_bytes_per_s);
+  const std::vector<double> shared = shared_transfer_rates(caps, behind, links.uplink_bytes_per_s, links.coordinator_bytes_per_s);
   for (std::size_t s = 0; s < senders.size(); ++s) rates[senders[s]].send = shared[s];
+  // Results come back over the uplink's other direction; the coordinator receives them as fast.
+  const std::vector<double> returned = shared_transfer_rates(return_caps, returning_behind, links.uplink_bytes_per_s, 0.0);
+  for (std::size_t r = 0; r < returners.size(); ++r) rates[returners[r]].result = returned[r];
   if (!(host.cores > 0.0)) return;
 
   std::vector<std::size_t> on_host;
@@ -269,8 +277,7 @@ double job_seconds(const CpuModel& cpu, double flops, double flops_per_s, double
   return (gemm + received_bytes * std::max(cpu.receive_s_per_byte, 0.0)) / cpu.effective_availability();
 }
 
-SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, double coordinator_bytes_per_s,
-                    const SimHost& host) {
+SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, const SimLinks& links, const SimHost& host) {
   std::vector<NodeReplay> replays;
   replays.reserve(nodes.size());
   for (const SimNode& node : nodes) replays.emplace_back(node, shape);
@@ -279,7 +286,7 @@ SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, doubl
   double now = 0.0;
   for (;;) {
     for (NodeReplay& replay : replays) replay.start_ready(now);
-    step_rates(replays, coordinator_bytes_per_s, host, rates);
+    step_rates(replays, links, host, rates);
     double next = kInfinity;
     for (std::size_t i = 0; i < replays.size(); ++i) {
       if (!replays[i].idle()) next = std::min(next, replays[i].next_event(now, rates[i]));
@@ -345,7 +352,8 @@ Prediction predict(const ClusterModel& model, const plan::Plan& plan) {
     prediction.host_share.assign(node_count, 1.0);
     return prediction;
   }
-  SimOutcome outcome = simulate(nodes, shape, model.coordinator_send_bytes_per_s, coordinator_host(model));
+  const SimLinks links{model.coordinator_send_bytes_per_s, model.switch_uplink_bytes_per_s, behind_switch(model)};
+  SimOutcome outcome = simulate(nodes, shape, links, coordinator_host(model));
   prediction.finish_s = std::move(outcome.finish);
   prediction.host_share = std::move(outcome.availability);
   for (double finish : prediction.finish_s) prediction.makespan_s = std::max(prediction.makespan_s, finish);

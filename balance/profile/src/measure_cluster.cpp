@@ -91,34 +91,46 @@ class MeasurementWatchdog {
 struct CoordinatorCapacity {
   double bytes_per_s = 0.0;
   double cpu_s_per_byte = 0.0;
+  // All bytes over the time until the last arrived. For one bottleneck that every transfer crosses
+  // (a switch's uplink) this is its rate: the sum of the rates counts the bottleneck twice once
+  // the first transfer is done and the others speed up.
+  double bytes_per_s_until_last = 0.0;
 };
 
+// `which`: the links to send to (indices into cluster.links() and nodes), all when empty. The
+// same measurement, restricted to the nodes behind the switch, is the switch's uplink.
 Result<CoordinatorCapacity> coordinator_send_capacity(cluster::ClusterConnection& cluster, const std::vector<NodeProfile>& nodes,
-                                                      bool quick, const std::vector<double>& source) {
+                                                      bool quick, const std::vector<double>& source,
+                                                      std::vector<std::size_t> which = {}) {
   const double target = quick ? kQuickBandwidthProbeSeconds : kBandwidthProbeSeconds;
-  std::vector<uint32_t> rows(cluster.links().size());
-  std::vector<Result<double>> seconds(cluster.links().size(), Result<double>(0.0));
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const double bytes = std::clamp(nodes[i].link.to_node_bytes_per_s * target, double{1u << 20},
+  if (which.empty()) {
+    for (std::size_t i = 0; i < cluster.links().size(); ++i) which.push_back(i);
+  }
+  std::vector<uint32_t> rows(which.size());
+  std::vector<Result<double>> seconds(which.size(), Result<double>(0.0));
+  for (std::size_t w = 0; w < which.size(); ++w) {
+    const double bytes = std::clamp(nodes[which[w]].link.to_node_bytes_per_s * target, double{1u << 20},
                                     static_cast<double>(kMaxProbeBytes));
-    rows[i] = probes::probe_rows(static_cast<std::size_t>(bytes));
+    rows[w] = probes::probe_rows(static_cast<std::size_t>(bytes));
   }
   const double cpu_before = process_cpu_seconds();
   {
     std::vector<std::jthread> senders;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      senders.emplace_back([&, i] { seconds[i] = probes::time_to_node(cluster.links()[i], rows[i], source); });
+    for (std::size_t w = 0; w < which.size(); ++w) {
+      senders.emplace_back([&, w] { seconds[w] = probes::time_to_node(cluster.links()[which[w]], rows[w], source); });
     }
   }
   const double cpu_spent = process_cpu_seconds() - cpu_before;
   CoordinatorCapacity capacity;
-  double total_bytes = 0.0;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (!seconds[i]) return explain_lost_link(cluster.links()[i], seconds[i].status());
-    const double bytes = 8.0 * rows[i] * kProbeColumns;
-    capacity.bytes_per_s += bytes / std::max(*seconds[i], 1e-9);
+  double total_bytes = 0.0, last_s = 0.0;
+  for (std::size_t w = 0; w < which.size(); ++w) {
+    if (!seconds[w]) return explain_lost_link(cluster.links()[which[w]], seconds[w].status());
+    const double bytes = 8.0 * rows[w] * kProbeColumns;
+    capacity.bytes_per_s += bytes / std::max(*seconds[w], 1e-9);
     total_bytes += bytes;
+    last_s = std::max(last_s, *seconds[w]);
   }
+  capacity.bytes_per_s_until_last = total_bytes / std::max(last_s, 1e-9);
   capacity.cpu_s_per_byte = total_bytes > 0.0 ? std::max(cpu_spent, 0.0) / total_bytes : 0.0;
   return capacity;
 }
@@ -348,6 +360,26 @@ Result<ClusterProfile> run_profile(cluster::ClusterConnection& cluster, const cl
   } else {
     profile.coordinator_send_bytes_per_s = previous->coordinator_send_bytes_per_s;
     profile.coordinator_cpu_s_per_byte = previous->coordinator_cpu_s_per_byte;
+  }
+  // The switch's uplink: the nodes behind it receiving at once (their links measured alone above).
+  std::vector<std::size_t> behind;
+  for (std::size_t i = 0; i < cluster.links().size(); ++i) {
+    const int index = spec.find_node(cluster.links()[i].spec.name);
+    if (index >= 0 && spec.behind_switch(static_cast<std::size_t>(index))) behind.push_back(i);
+  }
+  if (!behind.empty() && (any_measured || !previous || previous->switch_uplink_bytes_per_s <= 0.0)) {
+    if (progress) progress("switch", "uplink: every node behind it receiving at once", false);
+    Result<CoordinatorCapacity> uplink = coordinator_send_capacity(cluster, profile.nodes, options.quick, source, behind);
+    if (!uplink) return uplink.status();
+    profile.switch_uplink_bytes_per_s = uplink->bytes_per_s_until_last;
+    if (progress) {
+      progress("switch",
+               fmt::format("its {} nodes receive {:.1f} MB/s at once (uplink {} in the cluster file)", behind.size(),
+                           uplink->bytes_per_s_until_last / 1e6, spec.network_switch->uplink_rate),
+               true);
+    }
+  } else if (!behind.empty()) {
+    profile.switch_uplink_bytes_per_s = previous->switch_uplink_bytes_per_s;
   }
   profile.measured_at = profile.nodes.empty() ? utc_now(UtcFormat::kIso8601) : profile.nodes.front().measured_at;
   for (const NodeProfile& node : profile.nodes) profile.measured_at = std::max(profile.measured_at, node.measured_at);

@@ -27,7 +27,7 @@ void emit_speed(YAML::Emitter& out, const std::vector<model::SpeedPoint>& speed)
   out << YAML::EndSeq;
 }
 
-const std::vector<std::string> kProfileKeys = {"cluster", "measured_at", "coordinator_send_bytes_per_s",
+const std::vector<std::string> kProfileKeys = {"cluster", "measured_at", "coordinator_send_bytes_per_s", "switch_uplink_bytes_per_s",
                                                "coordinator_cpu_s_per_byte", "nodes"};
 // relative_power is written for people reading the file; it is derived, so never read back.
 const std::vector<std::string> kNodeProfileKeys = {
@@ -160,6 +160,7 @@ ClusterProfile parse_profile(const YAML::Node& root) {
   profile.measured_at = top.text_or_empty("measured_at").value_or("");
   profile.coordinator_send_bytes_per_s = top.number("coordinator_send_bytes_per_s", kNonNegative, "1.2e9").value_or(0.0);
   profile.coordinator_cpu_s_per_byte = top.number("coordinator_cpu_s_per_byte", kNonNegative, "8e-10").value_or(0.0);
+  profile.switch_uplink_bytes_per_s = top.number("switch_uplink_bytes_per_s", kNonNegative, "1.2e8").value_or(0.0);
   if (const cluster::YamlMap::Entry* nodes = top.find("nodes"); nodes != nullptr && !nodes->value.IsNull()) {
     if (!nodes->value.IsSequence()) {
       cluster::fail_at(nodes->line, fmt::format("nodes is {}; nodes must be a list", cluster::describe_yaml(nodes->value)));
@@ -189,6 +190,9 @@ Status save_profile(const std::string& path, const ClusterProfile& profile) {
   out << YAML::Key << "coordinator_send_bytes_per_s" << YAML::Value << profile.coordinator_send_bytes_per_s;
   if (profile.coordinator_cpu_s_per_byte > 0.0) {
     out << YAML::Key << "coordinator_cpu_s_per_byte" << YAML::Value << profile.coordinator_cpu_s_per_byte;
+  }
+  if (profile.switch_uplink_bytes_per_s > 0.0) {
+    out << YAML::Key << "switch_uplink_bytes_per_s" << YAML::Value << profile.switch_uplink_bytes_per_s;
   }
   out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
   const std::vector<double> powers = profile.relative_powers();

@@ -44,6 +44,11 @@ Result<model::ClusterModel> profile_model(const ClusterProfile& profile, const c
   model::ClusterModel model;
   model.coordinator_send_bytes_per_s = profile.coordinator_send_bytes_per_s;
   model.coordinator_cpu_s_per_byte = profile.coordinator_cpu_s_per_byte;
+  // The uplink as measured, or as the cluster file gives it until a profile has measured it.
+  if (cluster.network_switch) {
+    model.switch_uplink_bytes_per_s = profile.switch_uplink_bytes_per_s > 0.0 ? profile.switch_uplink_bytes_per_s
+                                                                               : cluster.network_switch->uplink_bytes_per_s;
+  }
   struct utsname names {};
   const std::string coordinator_host = ::uname(&names) == 0 ? std::string(names.nodename) : std::string();
   for (const cluster::NodeSpec& node : cluster.nodes) {
@@ -72,6 +77,7 @@ Result<model::ClusterModel> profile_model(const ClusterProfile& profile, const c
     entry.cpu.job_overhead_s = measured->job_overhead_s;
     entry.link = {measured->link.latency_s, measured->link.to_node_bytes_per_s, measured->link.from_node_bytes_per_s,
                   measured->link.busy_latency_s};
+    entry.link.behind_switch = cluster.behind_switch(static_cast<std::size_t>(&node - cluster.nodes.data()));
     // A worker reporting the coordinator's host name runs beside it and shares its cores.
     entry.host.with_coordinator = !coordinator_host.empty() && measured->hostname == coordinator_host;
     entry.host.cores = measured->cores;

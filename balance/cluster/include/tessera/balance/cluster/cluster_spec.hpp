@@ -16,6 +16,11 @@
 //         cpu: (0, 64]                  CPUs the node may use
 //         cpu_period: 1ms..1s           CFS period of that quota (default 20ms; the kernel's is 100ms)
 //         link: {rate: 100mbit, delay: 2ms, loss: 0.1}   tc-style; loss in percent 0..100
+//   switch:                             optional: nodes behind one switch whose uplink to the
+//                                       coordinator's host all their traffic with it shares
+//     uplink: RATE                      required, tc-style (1gbit)
+//     nodes: [NAME, ...]                default: every node not on the coordinator's host (a host
+//                                       that is not loopback, or an emulated link of its own)
 // Unknown keys, wrong types, duplicates and out-of-range values fail with kInvalidConfig and a
 // message "FILE:LINE: what is wrong; what to write instead". Values; thread-compatible.
 #pragma once
@@ -46,6 +51,20 @@ struct EmulationSpec {
   bool operator==(const EmulationSpec&) const = default;
 };
 
+// One switch in front of some nodes: traffic between them and the coordinator's host crosses its
+// uplink (shared by all of them at once); traffic between two of them does not.
+struct SwitchSpec {
+  std::string uplink_rate;         // tc-style, as written ("1gbit")
+  double uplink_bytes_per_s = 0.0;
+  std::vector<std::string> nodes;  // names, cluster order
+  int line = 0;                    // 1-based line of switch:, for messages
+  bool operator==(const SwitchSpec&) const = default;
+};
+
+// Bytes per second of a tc-style rate ("100mbit", "1gbit", "512kbit", "8000bit"); none when the
+// text is not one.
+std::optional<double> rate_bytes_per_second(std::string_view rate);
+
 struct NodeSpec {
   std::string name;
   std::string host;
@@ -68,7 +87,11 @@ struct ClusterSpec {
   std::string source_path;  // the YAML file it came from ("<string>" when parsed from text)
   int secret_line = 0;      // 1-based line of secret/secret_file, for resolve_secret's messages
   transport::WireMode wire = transport::WireMode::kPlain;
+  std::optional<SwitchSpec> network_switch;  // the switch: key, when given
   bool operator==(const ClusterSpec&) const = default;
+
+  // Whether the node at `index` sits behind the switch (false when there is none).
+  bool behind_switch(std::size_t index) const;
 
   // The secret itself: inline, or read from secret_file with trailing whitespace trimmed. A
   // missing, unreadable or empty file fails with kInvalidConfig naming the file and YAML line.

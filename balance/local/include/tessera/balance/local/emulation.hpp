@@ -8,6 +8,11 @@
 // Link: a worker with `emulate.link` runs in its own network namespace joined to the host by a
 // veth pair on a /30 from 198.18.0.0/15 (RFC 2544's benchmarking range, never routed), with a
 // tbf qdisc limiting the rate on both ends, and netem adding delay/loss where the kernel has it.
+// Switch: the members of a cluster's switch also share its uplink: two ifb devices held to the
+// uplink's rate by tbf (one per direction), to which each member's host end redirects (tc clsact
+// + mirred) the packets between it and the host's own address, so that what the coordinator and
+// root-namespace workers exchange with all members at once shares one bottleneck, while traffic
+// the host forwards between two members, as a switch would, does not cross it.
 // The coordinator then reaches the node at the namespace's address instead of the YAML host.
 // Workers also reach each other (graph runs send deltas worker to worker, through the same shaped
 // veths): each namespace has a default route via the host end of its veth, and the host end
@@ -55,6 +60,10 @@ struct NodeEmulation {
   double loss_percent = 0.0;
   // IPv4 forwarding turned on for host_veth (and off again by teardown); set with the namespace.
   bool host_forwarding = false;
+  // Behind the cluster's switch: the ifb devices that hold its uplink to uplink_rate, toward the
+  // nodes and from them, shared by every member (made by the first, removed by remove_uplink).
+  std::string uplink_rate;
+  std::string uplink_to_nodes_ifb, uplink_from_nodes_ifb;
   bool operator==(const NodeEmulation&) const = default;
 };
 
@@ -68,6 +77,10 @@ Status create_node_emulation(const NodeEmulation& plan);
 // Removes whatever of `emulation` exists; missing pieces are not errors. Processes still in the
 // cgroup are killed first (SIGKILL), since a cgroup with members cannot be removed.
 Status remove_node_emulation(const NodeEmulation& emulation);
+
+// Removes the switch's uplink devices any of `emulation` names; run after every member's
+// remove_node_emulation (a member's own removal leaves them for the others).
+Status remove_uplink(const std::vector<NodeEmulation>& emulation);
 
 // The emulation state file of a cluster's run directory.
 std::string emulation_state_path(const std::string& cluster_run_dir);

@@ -52,6 +52,9 @@ struct LinkModel {
   // scheduler, whose runs wait on many small dependent transfers, charges the larger of the two;
   // predict() keeps latency_s (its transfers are few and large).
   double busy_latency_s = 0.0;
+  // Behind the cluster's switch: what it exchanges with the coordinator also crosses the switch's
+  // uplink (ClusterModel::switch_uplink_bytes_per_s), shared with the switch's other nodes.
+  bool behind_switch = false;
   double loaded_latency() const { return std::max(latency_s, busy_latency_s); }
   bool operator==(const LinkModel&) const = default;
 };
@@ -103,6 +106,9 @@ struct NodeModel {
 struct ClusterModel {
   std::vector<NodeModel> nodes;              // cluster order
   double coordinator_send_bytes_per_s = 0.0; // all nodes at once; 0 = unlimited
+  // The switch's uplink, each direction, shared max-min fairly by the nodes behind it
+  // (LinkModel::behind_switch) within the coordinator's capacity; 0 = no switch.
+  double switch_uplink_bytes_per_s = 0.0;
   // The coordinator's CPU seconds (user and system) per byte it sends or receives; 0 = not charged.
   double coordinator_cpu_s_per_byte = 0.0;
   bool operator==(const ClusterModel&) const = default;

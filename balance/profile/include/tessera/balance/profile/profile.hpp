@@ -108,6 +108,9 @@ struct ClusterProfile {
   // The coordinator's CPU (user + system) per byte while it sends to all nodes at once; 0 when not
   // measured. On a host it shares with nodes this is CPU the nodes do not get (HostModel).
   double coordinator_cpu_s_per_byte = 0.0;
+  // What the nodes behind the cluster's switch received at once (each direction is shaped alike):
+  // its uplink as measured; 0 when the cluster has no switch or it was not measured.
+  double switch_uplink_bytes_per_s = 0.0;
   bool operator==(const ClusterProfile&) const = default;
 
   // gflops normalised to sum 1, order of `nodes`.
