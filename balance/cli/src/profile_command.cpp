@@ -50,10 +50,12 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   session_options.damaged_profile_is_error = false;
-  const std::size_t node_count = cluster->nodes.size();
+  session_options.require_all = command.require_all;
   const std::string cluster_name = cluster->name;
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return report_failure(err, session.status());
+  print_left_out(err, *session);
+  const std::size_t node_count = session->cluster().nodes.size();
   if (std::optional<Status> problem = session->ignored_profile_problem()) {
     err << "tessera: ignoring the saved profile: " << problem->message() << "\n";
   }
