@@ -68,8 +68,9 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
   if (!profile) return report_failure(err, profile.status());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print_profile(out, *profile, session->profile_path());
-  out << fmt::format("measured {} of {} nodes in {:.1f} s{}\n", measured.size(), profile->nodes.size(), seconds,
-                     measured.size() < profile->nodes.size() ? " (the others reused; --refresh re-measures all)" : "");
+  // Nodes left out at the start stay in the saved profile but were neither measured nor reused.
+  out << fmt::format("measured {} of {} nodes in {:.1f} s{}\n", measured.size(), node_count, seconds,
+                     measured.size() < node_count ? " (the others reused; --refresh re-measures all)" : "");
   return kExitOk;
 }
 

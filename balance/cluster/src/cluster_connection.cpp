@@ -94,7 +94,8 @@ Result<ClusterConnection> ClusterConnection::connect(const ClusterSpec& cluster,
       continue;
     }
     failures.push_back(outcome.status());
-    // A worker without the service the run needs answers; it is a deployment to fix, not an outage.
+    // A worker that answers but cannot serve this cluster file (a service missing, encryption the
+    // file does not ask for) is a deployment to fix, not an outage: leaving it out would hide it.
     if (outcome.status().code() == StatusCode::kInvalidConfig) misdeployed.push_back(outcome.status());
     result.left_out_.push_back({cluster.nodes[i].name, reasons[i], outcome.status().code()});
   }

@@ -48,8 +48,9 @@ struct ConnectOptions {
   // false (default): any node that fails fails connect(). true: a node that is unreachable or
   // refuses the session (wrong secret, BUSY with another coordinator, another protocol version,
   // silent past the timeout) is left out and recorded in left_out(); connect() then fails only
-  // when no node answers, naming each. A node lacking required_capabilities is a deployment
-  // mistake, not an outage, and fails connect() either way.
+  // when no node answers, naming each. A node that answers but cannot serve this cluster file
+  // (lacking required_capabilities, or wanting encryption the file does not ask for: kInvalidConfig)
+  // is a deployment mistake, not an outage, and fails connect() either way.
   bool leave_out_failed = false;
 };
 
