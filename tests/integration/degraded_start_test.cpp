@@ -215,7 +215,7 @@ TEST(DegradedStartNobody, WhenNoNodeAnswersTheRunFailsNamingEachNodeAndWhy) {
     spec.nodes.push_back(node);
   }
   const std::string config = testing::write_cluster_file(dir, spec);
-  for (const std::string command : {"multiply " + config + " --n 16 --policy even",
+  for (const std::string& command : {"multiply " + config + " --n 16 --policy even",
                                     "graph " + config + " --algorithm cc --generate rmat:5 --placement-cache none",
                                     "eval " + config + " \"A*B\" --input A=integers:8x8 --input B=integers:8x8 "
                                                        "--mode sequence --policy even"}) {
