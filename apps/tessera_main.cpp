@@ -61,6 +61,11 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
 
+  // The default, leaving out nodes that do not answer, is session::SessionOptions::require_all's.
+  constexpr const char* kRequireAllHelp =
+      "fail unless every node answers at the start (default: leave out, with a warning, nodes that are unreachable "
+      "or refuse, and run on the others)";
+
   tb::cli::LifecycleCommand lifecycle;
   auto add_lifecycle = [&](const char* name, const char* help) {
     CLI::App* sub = app.add_subcommand(name, help);
@@ -89,6 +94,7 @@ int run(int argc, char** argv) {
   profile_cmd->add_option("--run-dir", profile.run_dir, "run directory of `tessera up` (for emulated endpoints)");
   profile_cmd->add_option("--out", profile.profile_path, "profile file (default: CONFIG with .profile.yaml)");
   profile_cmd->add_flag("--refresh", profile.measure.refresh, "re-measure every node, even unchanged ones");
+  profile_cmd->add_flag("--require-all", profile.require_all, kRequireAllHelp);
   profile_cmd->add_flag("--quick", profile.measure.quick, "one GEMM size in one window, small link transfers");
   profile_cmd->add_option("--node", profile.measure.only_nodes, "re-measure only this node (repeatable)");
   profile_cmd->add_option("--probe-size", profile.measure.reference_size, "reference GEMM size (its rate gives pw_i)")
@@ -145,6 +151,7 @@ int run(int argc, char** argv) {
                            "on: panels travel while nodes compute; off: one panel at a time (SeqMsg)")
       ->capture_default_str();
   multiply_cmd->add_flag("--show-plan", multiply.show_plan, "print the plan before running it");
+  multiply_cmd->add_flag("--require-all", multiply.require_all, kRequireAllHelp);
   multiply_cmd->add_flag("--allow-nonfinite", multiply.settings.allow_nonfinite,
                          "accept NaN/inf in --a/--b (refused by default); verification counts matching NaN/inf as equal");
   multiply_cmd->add_option("--node-timeout", multiply.settings.node_timeout_s,
@@ -170,6 +177,7 @@ int run(int argc, char** argv) {
   eval_cmd->add_option("--report", eval.report_path, "write the expression, its costs and every product's figures as JSON");
   eval_cmd->add_flag("--explain", eval.explain, "print the expression before and after rewriting, with their costs");
   eval_cmd->add_flag("--no-rewrite", no_rewrite, "evaluate as written (no reordering, powers by squaring)");
+  eval_cmd->add_flag("--require-all", eval.require_all, kRequireAllHelp);
   eval_cmd->add_option("--mode", eval.settings.mode,
                        "scheduled: tile tasks placed by HEFT, intermediates kept on the nodes | sequence: one "
                        "multiply per product, every intermediate back here")
@@ -197,6 +205,7 @@ int run(int argc, char** argv) {
       experiment_cmd->add_option("--repeat", repeat, "repetitions per combination (default: the study's)")
           ->check(CLI::Range(1u, 1000u));
   experiment_cmd->add_option("--run-dir", experiment.options.run_dir, "run directory for the clusters it starts");
+  experiment_cmd->add_flag("--require-all", experiment.options.require_all, kRequireAllHelp);
 
   tb::cli::PartitionCommand partition;
   CLI::App* partition_cmd = app.add_subcommand(
@@ -255,6 +264,7 @@ int run(int argc, char** argv) {
   graph_cmd->add_option("--report", graph.report_path, "write figures and the convergence trace as JSON");
   graph_cmd->add_option("--trace-png", graph.trace_png_path, "plot the residual over time (gnuplot)");
   graph_cmd->add_flag("--verify", graph.settings.verify, "compare with a reference computed here (exit 3 when it differs)");
+  graph_cmd->add_flag("--require-all", graph.require_all, kRequireAllHelp);
   graph_cmd->add_option("--poll-ms", graph.settings.poll_ms, "async: progress poll interval")->capture_default_str();
   graph_cmd->add_option("--level-fraction", graph.settings.level_fraction,
                         "async pagerank/katz: common priority level = F x residual per edge, sent with every poll "

@@ -2,6 +2,7 @@
 
 #include "tessera/balance/graph_driver/graph_report.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -40,6 +41,14 @@ class ProgressBox {
  public:
   explicit ProgressBox(std::vector<std::string> node_names)
       : node_names_(std::move(node_names)), jobs_done_(node_names_.size(), 0) {}
+
+  // The nodes taking part once the session is open (the file's, less those left out at the start):
+  // credits are numbered in the session's order. Before the run starts.
+  void set_nodes(std::vector<std::string> node_names) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    node_names_ = std::move(node_names);
+    jobs_done_.assign(node_names_.size(), 0);
+  }
 
   void credit(std::size_t node, uint64_t jobs_done) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -142,13 +151,33 @@ const tb::session::OptionSpelling& keyword_spelling() {
   return spelling;
 }
 
+namespace {
+
+// "node 'pi2' left out: ..." per node the session left out at the start, for TesseraWarning.
+std::vector<std::string> left_out_warnings(const tb::session::Session& session) {
+  std::vector<std::string> warnings;
+  for (const tb::cluster::LeftOutNode& node : session.left_out_at_start()) {
+    warnings.push_back(tb::cluster::left_out_warning(node));
+  }
+  return warnings;
+}
+
+// A worker whose session a call of ours abandoned answers BUSY for a moment (see open_session).
+bool left_out_busy(const tb::session::Session& session) {
+  return std::any_of(session.left_out_at_start().begin(), session.left_out_at_start().end(),
+                     [](const tb::cluster::LeftOutNode& node) { return node.code == StatusCode::kBusy; });
+}
+
+}  // namespace
+
 ClusterHandle::ClusterHandle(std::string config_path, std::string run_dir, std::string profile_path,
-                             std::string worker_binary, bool keep_connected)
+                             std::string worker_binary, bool keep_connected, bool require_all)
     : config_path_(std::move(config_path)),
       run_dir_(std::move(run_dir)),
       profile_path_(std::move(profile_path)),
       worker_binary_(std::move(worker_binary)),
-      keep_connected_(keep_connected) {
+      keep_connected_(keep_connected),
+      require_all_(require_all) {
   // Read now so that a bad path or YAML fails at Cluster(...), not at the first call.
   value_or_raise(tb::cluster::load_cluster_spec(config_path_));
 }
@@ -237,9 +266,10 @@ py::dict ClusterHandle::profile(const tb::profile::ProfileOptions& options, cons
   tb::session::SessionOptions session_options;
   session_options.profile_path = profile_path_;
   session_options.damaged_profile_is_error = false;
-  std::vector<std::string> names;
-  for (const tb::cluster::NodeSpec& node : spec.nodes) names.push_back(node.name);
+  session_options.require_all = require_all_;
   tb::session::Session session = value_or_raise(without_gil([&] { return tb::session::Session::open(std::move(spec), session_options); }));
+  std::vector<std::string> names;
+  for (const tb::cluster::NodeSpec& node : session.cluster().nodes) names.push_back(node.name);
   ProgressBox box(names);
   if (std::optional<Status> problem = session.ignored_profile_problem()) {
     box.notice("ignoring the saved profile: " + problem->message());
@@ -267,6 +297,12 @@ py::dict ClusterHandle::profile(const tb::profile::ProfileOptions& options, cons
   const tb::profile::ClusterProfile measured_profile = value_or_raise(std::move(*result));
   py::dict document = profile_dict(measured_profile, session.profile_path());
   document["measured"] = py::cast(measured);
+  py::list left_out;
+  for (const tb::cluster::LeftOutNode& node : session.left_out_at_start()) {
+    left_out.append(py::dict(py::arg("node") = node.node, py::arg("reason") = node.reason));
+  }
+  document["left_out_at_start"] = left_out;
+  document["warnings"] = py::cast(left_out_warnings(session));
   return document;
 }
 
@@ -305,17 +341,23 @@ py::dict ClusterHandle::predict(const py::dict& plan_fields) const {
   return prediction_dict(tb::model::predict(model, plan), plan);
 }
 
-tb::session::Session& ClusterHandle::open_session(SessionKind kind, const tb::session::SessionOptions& options) {
+tb::session::Session& ClusterHandle::open_session(SessionKind kind, const tb::session::SessionOptions& given) {
   if (session_ && session_kind_ != kind) drop_session();
   if (!session_) {
     const tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
+    tb::session::SessionOptions options = given;
+    options.require_all = require_all_;
     Result<tb::session::Session> opened = without_gil([&] { return tb::session::Session::open(spec, options); });
     // A worker whose session we abandoned (Ctrl-C) answers BUSY until it notices the closed
     // connection, which takes it up to the job it is computing; that session was ours, so wait
-    // for it rather than fail the next call.
-    while (!opened && opened.status().code() == StatusCode::kBusy && abandoned_at_ &&
+    // for it rather than fail the next call or leave the worker out of it.
+    const auto busy = [](const Result<tb::session::Session>& attempt) {
+      return attempt ? left_out_busy(*attempt) : attempt.status().code() == StatusCode::kBusy;
+    };
+    while (busy(opened) && abandoned_at_ &&
            std::chrono::steady_clock::now() - *abandoned_at_ < kAbandonedSessionGrace) {
       opened = without_gil([&] {
+        if (opened) opened->close();
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         return tb::session::Session::open(spec, options);
       });
@@ -399,6 +441,9 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
     const Clock::time_point open_start = Clock::now();
     tb::session::Session& session = open_session(SessionKind::kMultiply, session_options);
     const double open_s = seconds_since(open_start);
+    std::vector<std::string> taking_part;
+    for (const tb::cluster::NodeSpec& node : session.cluster().nodes) taking_part.push_back(node.name);
+    box.set_nodes(std::move(taking_part));
     double driver_s = 0.0;
     Result<tb::session::MultiplyOutcome> outcome = run_interruptible(
         cancel,
@@ -418,6 +463,8 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
         [&] { box.deliver(progress, notice); });
     if (!outcome) raise_status(outcome.status());
     const Clock::time_point close_start = Clock::now();
+    std::vector<std::string> warnings = left_out_warnings(session);
+    warnings.insert(warnings.end(), outcome->warnings.begin(), outcome->warnings.end());
     finish_call();
     const double close_s = seconds_since(close_start);
     // Where the call's time went, for the overhead figures (scripts/bench-python.sh).
@@ -425,7 +472,7 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
                     py::arg("session_open_s") = open_s,
                     py::arg("driver_s") = driver_s, py::arg("session_close_s") = close_s);
     return py::make_tuple(tb::report::report_json(outcome->report), plan_dict(outcome->report.plan),
-                          py::cast(outcome->warnings), tb::report::format_report_table(outcome->report), timing);
+                          py::cast(warnings), tb::report::format_report_table(outcome->report), timing);
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();
     drop_session();
@@ -461,11 +508,13 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
         cancel, [&] { return session.evaluate(parsed, views, options, control); },
         [&] { box.deliver(progress, notice); });
     if (!outcome) raise_status(outcome.status());
+    const std::vector<std::string> warnings = left_out_warnings(session);
     finish_call();
     const std::size_t rows = outcome->value.rows, cols = outcome->value.cols;
     std::string report = tb::report::eval_report_json(*outcome);
     std::string table = tb::report::format_eval_table(*outcome, explain);
-    return py::make_tuple(to_numpy(std::move(outcome->value.values)), rows, cols, std::move(report), std::move(table));
+    return py::make_tuple(to_numpy(std::move(outcome->value.values)), rows, cols, std::move(report), std::move(table),
+                          warnings);
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();
     drop_session();
@@ -514,12 +563,13 @@ py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const tb::session
         cancel, [&] { return session.graph(graph, std::move(options), control); },
         [&] { box.deliver(progress, notice); });
     if (!outcome) raise_status(outcome.status());
+    const std::vector<std::string> warnings = left_out_warnings(session);
     finish_call();
     // The JSON of `tessera graph --report` (graph_report.hpp), with the settings given here.
     const tb::graph_driver::GraphReportHeader header{spec.name, "",
                                        {{"poll_ms", settings.poll_ms}, {"seed", static_cast<double>(settings.seed)}}};
     std::string report = tb::graph_driver::graph_report_json(header, graph, *outcome, /*indent=*/-1);
-    return py::make_tuple(to_numpy(std::move(outcome->values)), std::move(report));
+    return py::make_tuple(to_numpy(std::move(outcome->values)), std::move(report), warnings);
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();
     drop_session();

@@ -5,6 +5,9 @@
 // session::GraphSettings, a profile's as profile::ProfileOptions (bound in module.cpp), whose default-constructed values give the Python
 // signatures their defaults; docstrings live in the tessera package (tessera/cluster.py).
 //
+// Nodes that do not answer when a session opens are left out (require_all false, the default of
+// session::SessionOptions) and named in the warnings and reports each call returns, or fail the
+// call (require_all true).
 // Sessions: with keep_connected false (the default) every call that needs the workers opens a
 // Session and closes it before returning, as the CLI does, so other coordinators (a `tessera`
 // command, another script) find the workers free between calls. With keep_connected true one
@@ -41,7 +44,7 @@ const balance::session::OptionSpelling& keyword_spelling();
 class ClusterHandle {
  public:
   ClusterHandle(std::string config_path, std::string run_dir, std::string profile_path, std::string worker_binary,
-                bool keep_connected);
+                bool keep_connected, bool require_all);
   ~ClusterHandle();
   ClusterHandle(const ClusterHandle&) = delete;
   ClusterHandle& operator=(const ClusterHandle&) = delete;
@@ -61,6 +64,8 @@ class ClusterHandle {
   py::object saved_profile() const;  // the profile dict, or None when there is no profile file
   py::dict profile(const balance::profile::ProfileOptions& options, const py::object& progress);
 
+  // The profile dict also holds "left_out_at_start" ([{node, reason}]) and "warnings" (one line per
+  // node left out, not measured; its saved figures stay in the file).
   // (node names, weights) from the saved profile, as `tessera partition --cluster` takes them.
   py::tuple profile_weights() const;
   // {"plan": plan dict, "warnings": [...]} without connecting (what `tessera model` prints).
@@ -69,7 +74,8 @@ class ClusterHandle {
   py::dict predict(const py::dict& plan) const;
 
   // C = A B into `c`. With `plan` (a plan dict) runs that plan (Session::run_plan) instead of
-  // planning. Returns (report JSON text, plan dict, warnings, the CLI's report table, timing dict:
+  // planning. Returns (report JSON text, plan dict, warnings (nodes left out at the start first,
+  // then the plan's), the CLI's report table, timing dict:
   // input_check_s, output_fill_s, session_open_s, driver_s (Session::multiply or run_plan),
   // session_close_s). Nonfinite inputs are refused unless
   // settings.allow_nonfinite. fill_output: zero `c` before the run (a fresh numpy.empty, whose pages would
@@ -81,13 +87,15 @@ class ClusterHandle {
 
   // Evaluates a matrix expression (the `tessera eval` grammar) over the named arrays, each product
   // on the cluster (Session::evaluate). Returns (values as a flat float64 array, rows, cols, the
-  // report JSON text, the CLI's table with `explain`'s trees when asked).
+  // report JSON text, the CLI's table with `explain`'s trees when asked, warnings: one per node
+  // left out at the start).
   // `settings` (mode, tile, nodes, policy, verify, ...) are checked and resolved as the CLI's are.
   py::tuple evaluate(const std::string& expression, const py::dict& inputs,
                      const balance::session::EvalSettings& settings, bool explain, const py::object& progress,
                      const py::object& notice);
 
-  // Runs a graph algorithm; returns (values float64 array, outcome JSON text). `weights`:
+  // Runs a graph algorithm; returns (values float64 array, outcome JSON text, warnings: one per
+  // node left out at the start). `weights`:
   // "profile" | "equal" | "w1,w2,..."; empty: profile when a profile exists, else equal.
   py::tuple graph(const partition::DirectedGraph& graph, const balance::session::GraphSettings& settings,
                   const std::string& weights, const py::object& progress, const py::object& notice);
@@ -107,6 +115,7 @@ class ClusterHandle {
   std::string profile_path_;  // as given; empty: next to the config
   std::string worker_binary_;
   bool keep_connected_ = false;
+  bool require_all_ = false;
   std::vector<std::string> started_;
   std::optional<balance::session::Session> session_;
   // When a call that failed or was interrupted closed a live session (see open_session).

@@ -62,6 +62,8 @@ PYBIND11_MODULE(_tessera, module) {
   module.doc() = "Tessera's compiled core; use the `tessera` package, which documents and wraps it.";
   module.attr("version") = TESSERA_VERSION;
   module.attr("build_worker_binary") = TESSERA_BUILD_WORKER_BINARY;
+  // Cluster(require_all=...)'s default, the CLI's without --require-all.
+  module.attr("default_require_all") = tessera::balance::session::SessionOptions{}.require_all;
 
   py::class_<tp::DirectedGraph>(module, "DirectedGraph",
                                 "A directed graph in CSR form (out-edges), the input of the graph algorithms. Make one "
@@ -202,8 +204,9 @@ PYBIND11_MODULE(_tessera, module) {
       std::pair{"window_seconds", &ProfileOptions::window_seconds});
 
   py::class_<ClusterHandle>(module, "_Cluster")
-      .def(py::init<std::string, std::string, std::string, std::string, bool>(), py::arg("config_path"),
-           py::arg("run_dir"), py::arg("profile_path"), py::arg("worker_binary"), py::arg("keep_connected"))
+      .def(py::init<std::string, std::string, std::string, std::string, bool, bool>(), py::arg("config_path"),
+           py::arg("run_dir"), py::arg("profile_path"), py::arg("worker_binary"), py::arg("keep_connected"),
+           py::arg("require_all"))
       .def_property_readonly("config_path", &ClusterHandle::config_path)
       .def_property_readonly("profile_path", &ClusterHandle::profile_path)
       .def_property_readonly("node_names", &ClusterHandle::node_names)

@@ -99,6 +99,11 @@ class Cluster:
             other coordinators find the workers free between calls. True: one session is kept
             for the next call (saves the handshakes); a failed or interrupted call closes it and
             the next call reconnects. ``close()`` ends it.
+        require_all: False (default, as the CLI without ``--require-all``): a node that is
+            unreachable or refuses the session when a call connects is left out, with a
+            :class:`TesseraWarning` naming it and why, and the call runs on the nodes that
+            answered (its report's ``left_out_at_start`` lists them); only a cluster where no node
+            answers raises. True: any such node makes the call raise, naming it.
 
     Used as a context manager, the cluster starts its local workers on entry (``up()``) and on
     exit stops only the workers that this entry started (already running ones keep running).
@@ -113,6 +118,7 @@ class Cluster:
         profile_path: "str | os.PathLike[str] | None" = None,
         worker_binary: "str | os.PathLike[str] | None" = None,
         keep_connected: bool = False,
+        require_all: bool = _tessera.default_require_all,
     ):
         self._handle = _tessera._Cluster(
             os.fspath(config),
@@ -120,6 +126,7 @@ class Cluster:
             os.fspath(profile_path) if profile_path is not None else "",
             os.fspath(worker_binary) if worker_binary is not None else _default_worker_binary(),
             bool(keep_connected),
+            bool(require_all),
         )
         self._lock = threading.RLock()
         self._next_array = 0  # names x0, x1, ... of the arrays in expressions
@@ -205,7 +212,8 @@ class Cluster:
         Returns a dict: cluster, measured_at, path, coordinator_send_bytes_per_s, measured (the
         nodes measured now), nodes (per node: name, endpoint, gflops, relative_power, speed as
         (size, GFLOP/s) pairs, latency_s, to_node_bytes_per_s, from_node_bytes_per_s, threads,
-        cores, memory_bytes, ...). ``progress(line)`` receives each node's finished measurements.
+        cores, memory_bytes, ...), left_out_at_start (nodes that did not answer: not measured, their
+        saved figures kept) and warnings. ``progress(line)`` receives each node's finished measurements.
         Ctrl-C takes effect when the measurement in progress has ended.
         """
         callback = progress if progress is not None else (lambda line: _log.info("%s", line))
@@ -216,7 +224,9 @@ class Cluster:
             options.only_nodes = list(nodes or [])
             options.reference_size = int(probe_size)
             options.window_seconds = float(window_seconds)
-            return self._handle.profile(options, callback)
+            result = self._handle.profile(options, callback)
+        _warn_all(result["warnings"])
+        return result
 
     def _partition_weights(self) -> tuple:
         """(node names, measured speeds): the parts and target weights :func:`tessera.partition`
@@ -372,8 +382,9 @@ class Cluster:
         notices, notice = _notice_collector()
 
         with self._lock:
-            values, rows, cols, report_text, table = self._handle.evaluate(
+            values, rows, cols, report_text, table, left_out = self._handle.evaluate(
                 text, inputs, settings, bool(explain), progress, notice)
+        _warn_all(left_out)
         return values.reshape(rows, cols), EvalReport(json.loads(report_text), table, notices)
 
     # -- graph algorithms -------------------------------------------------------------------------
@@ -429,7 +440,8 @@ class Cluster:
         settings.max_seconds = float(max_seconds)
 
         with self._lock:
-            values, text = self._handle.graph(built, settings, weights_text, progress, notice)
+            values, text, left_out = self._handle.graph(built, settings, weights_text, progress, notice)
+        _warn_all(left_out)
         report = GraphReport(json.loads(text), notices)
         if report.verification is not None and not report.verification["passed"]:
             raise VerificationError(

@@ -139,7 +139,8 @@ class Report(_Record):
     attributes: ``makespan_s``, ``gflops``, ``imbalance``, ``verified`` (None when not verified),
     ``verification`` (dict: mode, max_error_ratio, max_abs_error, seconds, detail),
     ``predicted_makespan_s``, ``prediction_error``, ``nodes`` (per-node dicts: rows, bytes,
-    compute/comm/idle seconds, ...), ``policy``, ``m``, ``n``, ``k``, ``layout``, ``lost_nodes``...
+    compute/comm/idle seconds, ...), ``policy``, ``m``, ``n``, ``k``, ``layout``, ``lost_nodes``,
+    ``left_out_at_start`` (``[{node, reason}]``: nodes that did not answer when the call connected)...
     Also ``plan`` (the :class:`Plan` that ran), ``warnings``, ``notices`` and ``timing`` (where
     the call's seconds went: call_s, the whole call as Python saw it; input_check_s, the NaN/inf
     scan; output_fill_s, zeroing a C allocated here before the run; session_open_s and
@@ -171,7 +172,8 @@ class GraphReport(_Record):
     left_out sentences, the forecast and the candidates weighed), ``placing`` (method, cached,
     reason), ``placement``, ``nodes``, ``totals`` (total_s = placement_s + wall_s, forecast_s,
     edge_updates, edge_updates_per_s, residual, polls, restarts, ...),
-    ``lost_nodes``, ``trace``, ``verification`` (None unless verify=True). Also ``notices``."""
+    ``lost_nodes``, ``left_out_at_start`` (``[{node, reason}]``: nodes that did not answer when the call
+    connected), ``trace``, ``verification`` (None unless verify=True). Also ``notices``."""
 
     def __init__(self, fields: dict, notices: Sequence[str]):
         super().__init__(fields)
@@ -204,7 +206,8 @@ class EvalReport(_Record):
     the cluster in sequence mode: m, n, k, policy, makespan_s, predicted_makespan_s, verified),
     ``makespan_sum_s``, ``wall_s``, ``mode`` and ``scheduled`` (scheduled mode: tile, candidates,
     tasks, predicted/measured/theoretical makespans, fastest_alone_s, theoretical_speedup,
-    predicted/measured/naive bytes, per node and per task kind figures, lost_nodes, verified).
+    predicted/measured/naive bytes, per node and per task kind figures, lost_nodes, verified),
+    ``left_out_at_start`` (``[{node, reason}]``: nodes that did not answer when the call connected).
     ``str(report)`` is the table ``tessera eval`` prints; also ``notices``."""
 
     def __init__(self, fields: dict, table: str, notices: Sequence[str]):

@@ -228,6 +228,18 @@ TEST(ReportTest, JsonHasTheDocumentedKeys) {
   EXPECT_TRUE(json["predicted_makespan_s"].is_null());
   EXPECT_TRUE(json["prediction_error"].is_null());
   EXPECT_TRUE(json["nodes"][0]["predicted_finish_s"].is_null());
+  ASSERT_TRUE(json["left_out_at_start"].is_array());
+  EXPECT_TRUE(json["left_out_at_start"].empty());
+
+  // A node that did not answer at the start: named with its reason, apart from the nodes that ran.
+  const cluster::LeftOutNode absent{"c", "connect to 127.0.0.1:7203 failed: Connection refused", StatusCode::kNetworkError};
+  report.left_out_at_start.push_back(absent);
+  const nlohmann::json left_out = nlohmann::json::parse(report::report_json(report))["left_out_at_start"];
+  ASSERT_EQ(left_out.size(), 1u);
+  EXPECT_EQ(left_out[0]["node"], "c");
+  EXPECT_EQ(left_out[0]["reason"], absent.reason);
+  EXPECT_EQ(cluster::left_out_warning(absent), "node 'c' left out: connect to 127.0.0.1:7203 failed: Connection refused");
+  report.left_out_at_start.clear();
 
   report.prediction = model::Prediction{{0.45, 0.55}, 0.55, {1.0, 0.8}};
   const nlohmann::json predicted = nlohmann::json::parse(report::report_json(report));

@@ -195,10 +195,20 @@ TEST_F(SessionTest, ANodeThatIsNotThereIsNamedWhenOpening) {
   cluster_.nodes.push_back(ghost);
   session::SessionOptions options;
   options.connect.timeout = std::chrono::milliseconds(2000);
+  options.require_all = true;
   Result<session::Session> session = session::Session::open(cluster_, options);
   ASSERT_FALSE(session.is_ok());
   EXPECT_NE(session.status().message().find("ghost"), std::string::npos) << session.status().message();
   EXPECT_NE(session.status().message().find(ghost.endpoint()), std::string::npos) << session.status().message();
+
+  // By default the session goes ahead without it, naming it.
+  options.require_all = false;
+  Result<session::Session> without = session::Session::open(cluster_, options);
+  ASSERT_TRUE(without.is_ok()) << without.status().message();
+  EXPECT_EQ(without->cluster().nodes.size(), 1u);
+  ASSERT_EQ(without->left_out_at_start().size(), 1u);
+  EXPECT_EQ(without->left_out_at_start()[0].node, "ghost");
+  without->close();
 }
 
 TEST_F(SessionTest, MismatchedShapesAreRefusedBeforeAnythingIsSent) {

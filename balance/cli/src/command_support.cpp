@@ -46,4 +46,10 @@ int report_failure(std::ostream& err, const Status& status) {
   }
 }
 
+void print_left_out(std::ostream& err, const session::Session& session) {
+  for (const cluster::LeftOutNode& node : session.left_out_at_start()) {
+    err << "warning: " << cluster::left_out_warning(node) << "\n";
+  }
+}
+
 }  // namespace tessera::balance::cli

@@ -1,16 +1,21 @@
 // What several `tessera` subcommands share and no caller outside balance/cli needs: the profile
-// measurement's progress lines (the CLI's option spelling, which tests read too, is declared in
+// measurement's progress lines, the warnings for nodes left out at the start (the CLI's option spelling, which tests read too, is declared in
 // commands.hpp). Private to the library (not under include/). Not thread-safe.
 #pragma once
 
 #include <iosfwd>
 
 #include "tessera/balance/profile/profile.hpp"
+#include "tessera/balance/session/session.hpp"
 
 namespace tessera::balance::cli {
 
 // Progress of a profile measurement: on a terminal one line per node, rewritten in place; in a
 // log only each node's final line. Writes to `err`, which must outlive the returned function.
 profile::ProfileProgress profile_progress_printer(std::ostream& err);
+
+// One "warning: node 'pi2' left out: REASON" line per node `session` left out at the start, printed
+// before the run so that whoever waits knows at once which nodes share the work.
+void print_left_out(std::ostream& err, const session::Session& session);
 
 }  // namespace tessera::balance::cli

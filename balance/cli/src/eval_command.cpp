@@ -105,8 +105,10 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   for (const std::string& warning : local::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
+  session_options.require_all = command.require_all;
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return report_failure(err, session.status());
+  print_left_out(err, *session);
 
   session::RunControl control;
   control.cancel = command.interrupted;

@@ -226,9 +226,11 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   // Only weights taken from the profile need it intact.
   session_options.damaged_profile_is_error = options->weights.source == graph_driver::TargetWeights::Source::kProfile;
   session_options.measure_missing_profile = false;
+  session_options.require_all = command.require_all;
   const std::string cluster_name = cluster->name;
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return interrupted() ? report_interrupted() : report_failure(err, session.status());
+  print_left_out(err, *session);
 
   ProgressPrinter progress(err, progress_wanted(*progress_mode, STDERR_FILENO), stderr_progress_options());
   ResidualTrend trend;

@@ -165,8 +165,10 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
 
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
+  session_options.require_all = command.require_all;
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return interrupted() ? report_interrupted() : report_failure(err, session.status());
+  print_left_out(err, *session);
 
   const Inputs& in = *inputs;
   linalg::Matrix c(in.a.rows, in.b.cols);

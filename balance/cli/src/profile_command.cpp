@@ -53,10 +53,12 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   session_options.damaged_profile_is_error = false;
-  const std::size_t node_count = cluster->nodes.size();
+  session_options.require_all = command.require_all;
   const std::string cluster_name = cluster->name;
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return report_failure(err, session.status());
+  print_left_out(err, *session);
+  const std::size_t node_count = session->cluster().nodes.size();
   if (std::optional<Status> problem = session->ignored_profile_problem()) {
     err << "tessera: ignoring the saved profile: " << problem->message() << "\n";
   }
@@ -69,8 +71,9 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
   if (!profile) return report_failure(err, profile.status());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print_profile(out, *profile, session->profile_path());
-  out << fmt::format("measured {} of {} nodes in {:.1f} s{}\n", measured.size(), profile->nodes.size(), seconds,
-                     measured.size() < profile->nodes.size() ? " (the others reused; --refresh re-measures all)" : "");
+  // Nodes left out at the start stay in the saved profile but were neither measured nor reused.
+  out << fmt::format("measured {} of {} nodes in {:.1f} s{}\n", measured.size(), node_count, seconds,
+                     measured.size() < node_count ? " (the others reused; --refresh re-measures all)" : "");
   return kExitOk;
 }
 

@@ -8,37 +8,62 @@
 
 namespace tessera::balance::cluster {
 
-Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret, std::chrono::milliseconds timeout,
-                              uint64_t required_capabilities) {
+namespace {
+
+// connect_node's work. A failure's message names the node; `reason` receives the same account
+// without the name, for the line that says the node was left out.
+Result<NodeLink> attempt_node(const NodeSpec& node, const std::string& secret, std::chrono::milliseconds timeout,
+                              uint64_t required_capabilities, std::string& reason) {
   const std::string who = fmt::format("node '{}' ({})", node.name, node.endpoint());
   auto connection = transport::FrameConnection::connect(node.host, node.port, timeout);
   if (!connection) {
-    return network_error(fmt::format("{} is unreachable: {}; is tessera-worker running there? "
-                                     "(for a local cluster: tessera up CONFIG)",
-                                     who, connection.status().message()));
+    reason = fmt::format("{}; is tessera-worker running there? (for a local cluster: tessera up CONFIG)",
+                         connection.status().message());
+    return network_error(fmt::format("{} is unreachable: {}", who, reason));
   }
   Result<transport::Hello> hello =
       transport::client_handshake(**connection, secret, timeout, transport::SessionRole::kCoordinator, node.wire);
   if (!hello) {
     const Status& failure = hello.status();
     if (failure.code() == StatusCode::kAuthFailed) {
-      return auth_failed(fmt::format("{} refused the shared secret ({}); the cluster file's secret must "
-                                     "match the worker's --secret/--secret-file",
-                                     who, failure.message()));
+      reason = fmt::format("refused the shared secret ({}); the cluster file's secret must match the worker's "
+                           "--secret/--secret-file",
+                           failure.message());
+      return auth_failed(fmt::format("{} {}", who, reason));
     }
-    return Status(failure.code(), fmt::format("{}: handshake failed: {}", who, failure.message()));
+    reason = fmt::format("handshake failed: {}", failure.message());
+    return Status(failure.code(), fmt::format("{}: {}", who, reason));
   }
   NodeLink link{node, std::move(*hello), std::move(*connection)};
   const uint64_t missing = required_capabilities & ~link.hello.capabilities;
   if (missing != 0) {
     say_goodbye(link);
     const std::string missing_names = transport::capability_names(missing);
-    return invalid_config(fmt::format("{} lacks what this run needs: missing {}, it offers {}; run a tessera-worker "
-                                      "there that hosts {}",
-                                      who, missing_names, transport::capability_names(link.hello.capabilities),
-                                      missing_names));
+    reason = fmt::format("lacks what this run needs: missing {}, it offers {}; run a tessera-worker there that hosts {}",
+                         missing_names, transport::capability_names(link.hello.capabilities), missing_names);
+    return invalid_config(fmt::format("{} {}", who, reason));
   }
   return link;
+}
+
+// Every failure on its own line under a count, or the one failure as it is.
+Status all_failures(const std::vector<Status>& failures, std::size_t count) {
+  if (failures.size() == 1) return failures.front();
+  std::string message = fmt::format("{} of {} nodes failed:", failures.size(), count);
+  for (const Status& failure : failures) message += "\n  " + failure.message();
+  return Status(failures.front().code(), message);
+}
+
+}  // namespace
+
+std::string left_out_warning(const LeftOutNode& node) {
+  return fmt::format("node '{}' left out: {}", node.node, node.reason);
+}
+
+Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret, std::chrono::milliseconds timeout,
+                              uint64_t required_capabilities) {
+  std::string reason;
+  return attempt_node(node, secret, timeout, required_capabilities, reason);
 }
 
 Result<ClusterConnection> ClusterConnection::connect(const ClusterSpec& cluster, const ConnectOptions& options) {
@@ -47,30 +72,41 @@ Result<ClusterConnection> ClusterConnection::connect(const ClusterSpec& cluster,
 
   const std::size_t count = cluster.nodes.size();
   std::vector<std::optional<Result<NodeLink>>> outcomes(count);
+  std::vector<std::string> reasons(count);
   {
+    // One thread per node: a node that never answers holds up the start by one timeout in all.
     std::vector<std::jthread> connectors;
     connectors.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
       connectors.emplace_back([&, i] {
-        outcomes[i] = connect_node(cluster.nodes[i], *secret, options.timeout, options.required_capabilities);
+        outcomes[i] =
+            attempt_node(cluster.nodes[i], *secret, options.timeout, options.required_capabilities, reasons[i]);
       });
     }
   }
 
   ClusterConnection result;
-  std::vector<Status> failures;
-  for (auto& outcome : outcomes) {
-    if (outcome->is_ok()) {
-      result.links_.push_back(std::move(*outcome).value());
-    } else {
-      failures.push_back(outcome->status());
+  std::vector<Status> failures, misdeployed;
+  for (std::size_t i = 0; i < count; ++i) {
+    Result<NodeLink>& outcome = *outcomes[i];
+    if (outcome.is_ok()) {
+      result.links_.push_back(std::move(outcome).value());
+      continue;
     }
+    failures.push_back(outcome.status());
+    // A worker that answers but cannot serve this cluster file (a service missing, encryption the
+    // file does not ask for) is a deployment to fix, not an outage: leaving it out would hide it.
+    if (outcome.status().code() == StatusCode::kInvalidConfig) misdeployed.push_back(outcome.status());
+    result.left_out_.push_back({cluster.nodes[i].name, reasons[i], outcome.status().code()});
   }
   if (failures.empty()) return result;
-  if (failures.size() == 1) return failures.front();
-  std::string message = fmt::format("{} of {} nodes failed:", failures.size(), count);
-  for (const Status& failure : failures) message += "\n  " + failure.message();
-  return Status(failures.front().code(), message);
+  if (!options.leave_out_failed) return all_failures(failures, count);
+  if (!misdeployed.empty()) return all_failures(misdeployed, count);
+  if (result.links_.empty()) {
+    Status none = all_failures(failures, count);
+    return Status(none.code(), "no node answered: " + none.message());
+  }
+  return result;
 }
 
 ClusterConnection::~ClusterConnection() { close(); }

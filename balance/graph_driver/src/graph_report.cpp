@@ -94,6 +94,10 @@ std::string graph_report_json(const GraphReportHeader& header, const tp::Directe
   for (std::size_t i = 0; i < outcome.lost_nodes.size(); ++i) {
     lost.push_back({{"node", outcome.lost_nodes[i]}, {"reason", outcome.lost_reasons[i]}});
   }
+  json left_out_at_start = json::array();
+  for (const cluster::LeftOutNode& node : outcome.left_out_at_start) {
+    left_out_at_start.push_back({{"node", node.node}, {"reason", node.reason}});
+  }
   json document = {
       {"cluster", header.cluster},
       {"graph", {{"description", tp::describe(graph)}, {"vertices", outcome.vertices}, {"edges", outcome.edges}}},
@@ -117,6 +121,7 @@ std::string graph_report_json(const GraphReportHeader& header, const tp::Directe
                   {"edge_updates_per_s", outcome.edge_updates_per_s}, {"residual", outcome.residual},
                   {"polls", outcome.polls}, {"poll_s", outcome.poll_s}, {"steps", outcome.steps}, {"restarts", outcome.restarts}}},
       {"lost_nodes", std::move(lost)},
+      {"left_out_at_start", std::move(left_out_at_start)},
       {"trace", std::move(trace)},
   };
   if (outcome.verification) {

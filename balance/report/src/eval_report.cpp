@@ -165,6 +165,10 @@ std::string eval_report_json(const EvalOutcome& outcome) {
                         {"predicted_makespan_s", report.prediction ? json(report.prediction->makespan_s) : json(nullptr)},
                         {"verified", checked(report) ? json(report.verification.passed) : json(nullptr)}});
   }
+  json left_out = json::array();
+  for (const cluster::LeftOutNode& node : outcome.left_out_at_start) {
+    left_out.push_back({{"node", node.node}, {"reason", node.reason}});
+  }
   const json document = {{"expression", expr::to_string(outcome.written)},
                          {"rewritten", outcome.rewritten},
                          {"rows", outcome.value.rows},
@@ -175,6 +179,7 @@ std::string eval_report_json(const EvalOutcome& outcome) {
                          {"makespan_sum_s", makespan_sum(outcome)},
                          {"mode", outcome.scheduled ? "scheduled" : "sequence"},
                          {"scheduled", outcome.scheduled ? scheduled_json(*outcome.scheduled) : nlohmann::json(nullptr)},
+                         {"left_out_at_start", left_out},
                          {"wall_s", outcome.seconds}};
   return document.dump(2);
 }

@@ -126,6 +126,10 @@ std::string report_json(const MultiplyReport& report) {
     nodes.push_back(std::move(entry));
   }
   const run::Verification& check = report.verification;
+  json left_out = json::array();
+  for (const cluster::LeftOutNode& node : report.left_out_at_start) {
+    left_out.push_back({{"node", node.node}, {"reason", node.reason}});
+  }
   json document = {{"cluster", report.cluster},
                    {"policy", std::string(plan::policy_name(plan.policy))},
                    {"n", plan.n},
@@ -152,6 +156,7 @@ std::string report_json(const MultiplyReport& report) {
                      {"overlapped_seconds", check.overlapped_seconds},
                      {"detail", check.detail}}},
                    {"nodes", std::move(nodes)},
+                   {"left_out_at_start", std::move(left_out)},
                    {"tile_rows", plan.tile_rows},
                    {"tiles", report.run.tiles},
                    {"lost_nodes", report.run.lost_nodes},

@@ -59,6 +59,31 @@ class CancelWatcher {
 
 bool cancel_requested(const RunControl& control) { return control.cancel != nullptr && control.cancel->load(); }
 
+// `per_file_node` (one entry per node of the cluster file) narrowed to the nodes taking part;
+// anything of another length is left as it is, for the checks that name the mistake.
+template <typename T>
+std::vector<T> taking_part_only(std::vector<T> per_file_node, const std::vector<std::size_t>& file_positions,
+                                std::size_t file_node_count) {
+  if (per_file_node.size() != file_node_count || file_positions.size() == file_node_count) return per_file_node;
+  std::vector<T> narrowed;
+  for (std::size_t position : file_positions) narrowed.push_back(std::move(per_file_node[position]));
+  return narrowed;
+}
+
+// Fails naming the first of `names` that was left out at the start, and why: asked for by name,
+// it cannot silently be dropped (nor reported as no such node, which it is).
+Status check_not_left_out(const std::vector<std::string>& names, const std::vector<cluster::LeftOutNode>& left_out) {
+  for (const std::string& name : names) {
+    for (const cluster::LeftOutNode& node : left_out) {
+      if (node.node == name) {
+        return Status(node.code, fmt::format("node '{}' was asked for, but did not answer at the start: {}", name,
+                                             node.reason));
+      }
+    }
+  }
+  return Status::ok();
+}
+
 // The run's progress deadlines: the caller's fixed one, or per node from the profile's figures
 // (plain numbers: run does not depend on profile). A node the profile lacks gets the floor.
 run::ProgressDeadlines progress_deadlines(const cluster::ClusterSpec& cluster, const std::optional<profile::ClusterProfile>& profile,
@@ -122,7 +147,12 @@ Result<PlannedMultiply> plan_policy(const cluster::ClusterSpec& cluster, const s
 }
 
 struct Session::State {
-  cluster::ClusterSpec cluster;
+  cluster::ClusterSpec cluster;  // the nodes taking part
+  // For each node taking part, its position in the cluster file: what the caller's per-node lists
+  // (weights, peer hosts), made from the file before the session knew who answered, are indexed by.
+  std::vector<std::size_t> file_positions;
+  std::size_t file_node_count = 0;
+  std::vector<cluster::LeftOutNode> left_out;
   SessionOptions options;
   std::string profile_path;
   std::optional<profile::ClusterProfile> profile;
@@ -145,15 +175,31 @@ Result<Session> Session::open(cluster::ClusterSpec cluster, SessionOptions optio
     if (options.damaged_profile_is_error) return loaded.status();
     state->ignored_profile_problem = loaded.status();
   }
-  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster, options.connect);
+  cluster::ConnectOptions connect = options.connect;
+  connect.leave_out_failed = !options.require_all;
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster, connect);
   if (!connection) return connection.status();
   state->connection = std::move(*connection);
+  state->left_out = state->connection.left_out();
+  state->file_node_count = cluster.nodes.size();
+  std::vector<cluster::NodeSpec> taking_part;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
+    const bool left_out = std::any_of(state->left_out.begin(), state->left_out.end(),
+                                      [&](const cluster::LeftOutNode& node) { return node.node == cluster.nodes[i].name; });
+    if (left_out) continue;
+    state->file_positions.push_back(i);
+    taking_part.push_back(std::move(cluster.nodes[i]));
+  }
+  // Everything downstream (plans, weights, forecasts, deadlines, reports) reads the nodes from
+  // here, in the order of the connection's links, so a node left out is simply not there.
+  cluster.nodes = std::move(taking_part);
   state->cluster = std::move(cluster);
   state->options = std::move(options);
   return Session(std::move(state));
 }
 
 const cluster::ClusterSpec& Session::cluster() const { return state_->cluster; }
+const std::vector<cluster::LeftOutNode>& Session::left_out_at_start() const { return state_->left_out; }
 const std::string& Session::profile_path() const { return state_->profile_path; }
 const std::optional<profile::ClusterProfile>& Session::profile() const { return state_->profile; }
 std::optional<Status> Session::ignored_profile_problem() const { return state_->ignored_profile_problem; }
@@ -166,9 +212,19 @@ std::vector<transport::Hello> Session::node_facts() const {
 
 Result<profile::ClusterProfile> Session::measure_profile(const profile::ProfileOptions& options, const profile::ProfileProgress& progress,
                                                 std::vector<std::string>* measured) {
+  TESSERA_RETURN_IF_ERROR(check_not_left_out(options.only_nodes, state_->left_out));
   Result<profile::ClusterProfile> profile =
       profile::run_profile(state_->connection, state_->cluster, state_->profile, options, progress, measured);
   if (!profile) return profile.status();
+  // A node that did not answer this time keeps what was measured of it before: it is still in the
+  // cluster file, and the next run where it answers plans with those figures.
+  if (state_->profile) {
+    for (const cluster::LeftOutNode& absent : state_->left_out) {
+      if (const profile::NodeProfile* saved = state_->profile->find(absent.node); saved && !profile->find(absent.node)) {
+        profile->nodes.push_back(*saved);
+      }
+    }
+  }
   TESSERA_RETURN_IF_ERROR(profile::save_profile(state_->profile_path, *profile));
   state_->profile = *profile;
   return profile;
@@ -207,7 +263,12 @@ Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixVi
                                         b.rows, b.cols));
   }
   if (plan::needs_profile(options.policy)) TESSERA_RETURN_IF_ERROR(measure_missing_profile(control));
-  Result<PlannedMultiply> planned = plan(a.rows, b.cols, a.cols, options);
+  MultiplyOptions taking_part = options;
+  if (auto* proportional = std::get_if<plan::ProportionalPolicy>(&taking_part.policy)) {
+    proportional->weights =
+        taking_part_only(std::move(proportional->weights), state_->file_positions, state_->file_node_count);
+  }
+  Result<PlannedMultiply> planned = plan(a.rows, b.cols, a.cols, taking_part);
   if (!planned) return planned.status();
   Result<report::MultiplyReport> report =
       run_plan_within(planned->plan, a, b, c, options.verify, options.verify_seed, control, options.node_timeout_s);
@@ -231,6 +292,8 @@ Result<report::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::ma
   report::EvalOutcome outcome;
   outcome.written = e;
   outcome.rewritten = options.rewrite;
+  outcome.left_out_at_start = state_->left_out;
+  TESSERA_RETURN_IF_ERROR(check_not_left_out(options.only_nodes, state_->left_out));
   if (state_->profile) {
     double gflops = 0.0;
     for (const profile::NodeProfile& node : state_->profile->nodes) gflops += node.gflops;
@@ -323,6 +386,7 @@ Result<report::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, 
   report.plan = plan;
   report.run = std::move(*run);
   report.nodes = state_->cluster.nodes;
+  report.left_out_at_start = state_->left_out;
   report.prediction = std::move(prediction);
   const auto complete = std::chrono::steady_clock::now();
   const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
@@ -358,6 +422,16 @@ std::vector<model::GraphNodeCosts> graph_node_costs(const profile::ClusterProfil
 Result<graph_driver::GraphOutcome> Session::graph(const partition::DirectedGraph& graph, graph_driver::GraphRunOptions options,
                                    const RunControl& control) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
+  TESSERA_RETURN_IF_ERROR(check_not_left_out(options.nodes.listed, state_->left_out));
+  // Made from the cluster file by the caller; the run has only the nodes that answered.
+  options.peer_hosts = taking_part_only(std::move(options.peer_hosts), state_->file_positions, state_->file_node_count);
+  for (std::vector<std::string>& receiver : options.peer_hosts) {
+    receiver = taking_part_only(std::move(receiver), state_->file_positions, state_->file_node_count);
+  }
+  if (options.weights.source == graph_driver::TargetWeights::Source::kExplicit) {
+    options.weights.weights =
+        taking_part_only(std::move(options.weights.weights), state_->file_positions, state_->file_node_count);
+  }
   std::string weights_source;
   if (options.weights.source == graph_driver::TargetWeights::Source::kProfile) {
     if (!state_->profile) {
@@ -393,6 +467,7 @@ Result<graph_driver::GraphOutcome> Session::graph(const partition::DirectedGraph
     return cancelled("the graph run was cancelled; the workers' sessions were closed");
   }
   if (outcome && !weights_source.empty()) outcome->weights = weights_source;
+  if (outcome) outcome->left_out_at_start = state_->left_out;
   return outcome;
 }
 

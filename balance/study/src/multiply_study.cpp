@@ -631,7 +631,7 @@ class MultiplyStudyKind final : public StudyKind {
                                                      std::ostream& progress) override {
     const Variant& variant = variants_[index];
     return StudyCluster::open(variant.spec, variant.config_path, variant.label, local, outline().required_capabilities,
-                              progress);
+                              outline().require_all, progress);
   }
 
   Status use_cluster(StudyCluster& cluster, std::size_t index) override {

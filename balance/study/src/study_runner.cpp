@@ -22,6 +22,7 @@ void RunCounter::finished(std::string_view what) {
 
 Status run_study(StudyKind& kind, const ExperimentOptions& options, std::ostream& progress) {
   progress << std::unitbuf;  // progress lines reach a log file as they happen
+  kind.set_require_all(options.require_all);
   const StudyOutline& outline = kind.outline();
   Result<std::string> folder = make_output_folder(options.out_dir, outline.name, outline.output_subfolder);
   if (!folder) return folder.status();

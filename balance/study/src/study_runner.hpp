@@ -37,6 +37,9 @@ struct StudyOutline {
   uint32_t warmup = 0;
   std::vector<std::string> cluster_paths;  // what StudyKind::open_cluster opens unless a kind says otherwise
   uint64_t required_capabilities = transport::kCapabilityGemm;  // of every node of those clusters
+  // Every node must answer when a cluster is connected (ExperimentOptions::require_all, which
+  // run_study copies here); false: the nodes that do not are left out with a warning line.
+  bool require_all = session::SessionOptions{}.require_all;
   std::string output_subfolder;  // created inside the output folder before prepare(); empty: none
   // true: each repetition runs every cell once, so a slow spell of the shared machine hits all
   // alike; false: each cell's repetitions run back to back (a multiply study reuses its matrices).
@@ -82,6 +85,8 @@ class StudyKind {
   explicit StudyKind(StudyOutline outline) : outline_(std::move(outline)) {}
   virtual ~StudyKind() = default;
   const StudyOutline& outline() const { return outline_; }
+  // The command line's --require-all, which the study file does not say.
+  void set_require_all(bool require_all) { outline_.require_all = require_all; }
 
   // Whatever the runs need before any cluster is up (inputs, derived cluster files in out_dir).
   virtual Status prepare(const std::string& out_dir, std::ostream& progress) = 0;
@@ -89,7 +94,8 @@ class StudyKind {
   virtual std::size_t cluster_count() const { return outline_.cluster_paths.size(); }
   virtual Result<std::unique_ptr<StudyCluster>> open_cluster(std::size_t index, const local::LocalClusterOptions& local,
                                                              std::ostream& progress) {
-    return StudyCluster::open(outline_.cluster_paths[index], local, outline_.required_capabilities, progress);
+    return StudyCluster::open(outline_.cluster_paths[index], local, outline_.required_capabilities,
+                              outline_.require_all, progress);
   }
   // Records what the report states of the cluster (its profiled speeds, ...) before its runs.
   virtual Status use_cluster(StudyCluster& cluster, std::size_t index) = 0;

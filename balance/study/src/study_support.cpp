@@ -232,16 +232,18 @@ Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& labe
 }  // namespace
 
 Result<std::unique_ptr<StudyCluster>> StudyCluster::open(const std::string& path, const local::LocalClusterOptions& local,
-                                                         uint64_t required_capabilities, std::ostream& progress) {
+                                                         uint64_t required_capabilities, bool require_all,
+                                                         std::ostream& progress) {
   Result<cluster::ClusterSpec> spec = cluster::load_cluster_spec(path);
   if (!spec) return spec.status();
   const std::string label = spec->name;
-  return open(std::move(*spec), path, label, local, required_capabilities, progress);
+  return open(std::move(*spec), path, label, local, required_capabilities, require_all, progress);
 }
 
 Result<std::unique_ptr<StudyCluster>> StudyCluster::open(cluster::ClusterSpec spec, const std::string& path,
                                                          const std::string& label, const local::LocalClusterOptions& local,
-                                                         uint64_t required_capabilities, std::ostream& progress) {
+                                                         uint64_t required_capabilities, bool require_all,
+                                                         std::ostream& progress) {
   std::unique_ptr<StudyCluster> cluster(new StudyCluster(std::move(spec), local, progress));
   Result<bool> started = ensure_up(cluster->spec_, label, local, progress);
   if (!started) return started.status();
@@ -253,8 +255,18 @@ Result<std::unique_ptr<StudyCluster>> StudyCluster::open(cluster::ClusterSpec sp
   session::SessionOptions session_options;
   session_options.damaged_profile_is_error = false;
   session_options.connect.required_capabilities = required_capabilities;
+  session_options.require_all = require_all;
   Result<session::Session> session = session::Session::open(*reachable, session_options);
   if (!session) return session.status();
+  for (const cluster::LeftOutNode& node : session->left_out_at_start()) {
+    progress << "warning: " << cluster::left_out_warning(node) << "\n";
+  }
+  // The study's runs, tables and report describe the nodes that answered.
+  cluster->reachable_ = session->cluster();
+  cluster->taking_part_ = cluster->spec_;
+  std::erase_if(cluster->taking_part_.nodes, [&](const cluster::NodeSpec& node) {
+    return cluster->reachable_.find_node(node.name) < 0;
+  });
   cluster->session_.emplace(std::move(*session));
   progress << fmt::format("profiling '{}'\n", cluster->spec_.name);
   Result<profile::ClusterProfile> profile = cluster->session_->measure_profile(profile::ProfileOptions{});

@@ -154,23 +154,28 @@ Result<std::string> make_output_folder(const std::string& out_dir, const std::st
                                        const std::string& subfolder = "");
 
 // One cluster of a study: loaded from its file, brought up unless it runs, connected (every node
-// offering `required_capabilities`) and profiled afresh ("profiling 'NAME'" on `progress`). When
+// offering `required_capabilities`; a node that does not answer is left out with a "warning: node
+// 'NAME' left out: ..." line on `progress`, or fails the study with `require_all`) and profiled
+// afresh ("profiling 'NAME'" on `progress`); spec(), reachable() and speeds() then hold the nodes
+// taking part. When
 // destroyed it closes the session and stops the cluster if this object started it ("stopped
 // cluster 'NAME'"), whether the study got through it or not. Not thread-safe.
 class StudyCluster {
  public:
   static Result<std::unique_ptr<StudyCluster>> open(const std::string& path, const local::LocalClusterOptions& local,
-                                                    uint64_t required_capabilities, std::ostream& progress);
+                                                    uint64_t required_capabilities, bool require_all,
+                                                    std::ostream& progress);
   // The same for a spec already in hand, whose file is at `path` (a variant the study derived and
   // wrote); `label` names it in the "started cluster" line.
   static Result<std::unique_ptr<StudyCluster>> open(cluster::ClusterSpec spec, const std::string& path,
                                                     const std::string& label, const local::LocalClusterOptions& local,
-                                                    uint64_t required_capabilities, std::ostream& progress);
+                                                    uint64_t required_capabilities, bool require_all,
+                                                    std::ostream& progress);
   ~StudyCluster();
   StudyCluster(const StudyCluster&) = delete;
   StudyCluster& operator=(const StudyCluster&) = delete;
 
-  const cluster::ClusterSpec& spec() const { return spec_; }            // as the file says
+  const cluster::ClusterSpec& spec() const { return taking_part_; }     // as the file says, less nodes left out
   const cluster::ClusterSpec& reachable() const { return reachable_; }  // endpoints as the coordinator reaches them
   session::Session& session() { return *session_; }
   const profile::ClusterProfile& profile() const { return profile_; }
@@ -180,7 +185,8 @@ class StudyCluster {
  private:
   StudyCluster(cluster::ClusterSpec spec, local::LocalClusterOptions local, std::ostream& progress)
       : spec_(std::move(spec)), local_(std::move(local)), progress_(progress) {}
-  cluster::ClusterSpec spec_;
+  cluster::ClusterSpec spec_;  // as the file says: what is stopped at the end
+  cluster::ClusterSpec taking_part_;
   cluster::ClusterSpec reachable_;
   local::LocalClusterOptions local_;
   std::ostream& progress_;

@@ -68,6 +68,9 @@ struct ProfileCommand {
   // what Python's Cluster.profile takes too, with the same defaults and checks
   // (session::check_profile_options).
   profile::ProfileOptions measure;
+  // --require-all: every node must answer at the start, or the command fails naming those that
+  // did not; by default they are left out with a warning (session::SessionOptions::require_all).
+  bool require_all = session::SessionOptions{}.require_all;
 };
 int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err);
 
@@ -96,6 +99,9 @@ struct MultiplyCommand {
   // --overlap on|off, the CLI's spelling of settings.overlap (which it replaces).
   std::string overlap = session::MultiplySettings{}.overlap ? "on" : "off";
   bool show_plan = false;
+  // --require-all: every node must answer at the start, or the command fails naming those that
+  // did not; by default they are left out with a warning (session::SessionOptions::require_all).
+  bool require_all = session::SessionOptions{}.require_all;
   // Set by the caller's signal handler (Ctrl-C, TERM): the run stops, the workers' sessions are
   // closed at once so the next multiply finds them free, and the command exits 130.
   const std::atomic<bool>* interrupted = nullptr;

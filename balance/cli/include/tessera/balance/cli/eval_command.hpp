@@ -38,6 +38,9 @@ struct EvalCommand {
   // and Python (session/settings.hpp).
   session::EvalSettings settings;
   bool explain = false;
+  // --require-all: every node must answer at the start, or the command fails naming those that
+  // did not; by default they are left out with a warning (session::SessionOptions::require_all).
+  bool require_all = session::SessionOptions{}.require_all;
   const std::atomic<bool>* interrupted = nullptr;
 };
 int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& err);

@@ -49,6 +49,9 @@ struct GraphCommand {
   // --batch-age-ms, --batch-entries, --priority-fraction: the options Python's graph calls take
   // too, with their defaults and checks (session/settings.hpp).
   session::GraphSettings settings;
+  // --require-all: every node must answer at the start, or the command fails naming those that
+  // did not; by default they are left out with a warning (session::SessionOptions::require_all).
+  bool require_all = session::SessionOptions{}.require_all;
   std::string out_path;
   std::string report_path;
   std::string trace_png_path;

@@ -287,6 +287,9 @@ struct GraphOutcome {
   std::vector<TracePoint> trace;  // one point per poll (async) or step (sync)
   std::vector<std::string> lost_nodes;
   std::vector<std::string> lost_reasons;  // one per lost node
+  // Nodes of the cluster file that did not answer when the session opened (Session::graph sets
+  // it; run_graph never sees them), and why. Not part of `nodes`.
+  std::vector<cluster::LeftOutNode> left_out_at_start;
   uint32_t restarts = 0;
   std::optional<GraphVerification> verification;  // when options.verify
 };

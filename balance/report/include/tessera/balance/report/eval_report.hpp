@@ -101,6 +101,8 @@ struct EvalOutcome {
   std::vector<EvalProduct> products;  // sequence mode: the products in the order they ran
   std::optional<ScheduledEval> scheduled;  // scheduled mode
   double seconds = 0.0;               // wall time of the whole evaluation
+  // Nodes of the cluster file that did not answer at the start, and why; nothing ran on them.
+  std::vector<cluster::LeftOutNode> left_out_at_start;
 };
 
 // "expression: u * P^8  (1x2048)\nrewritten by cost: ...\n" then, with `explain`, both trees,

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/run/multiply.hpp"
@@ -29,6 +30,8 @@ struct MultiplyReport {
   run::MultiplyRun run;
   run::Verification verification;
   std::vector<cluster::NodeSpec> nodes;  // for kind and endpoint, plan order
+  // Nodes of the cluster file that did not answer at the start, and why; the plan leaves them out.
+  std::vector<cluster::LeftOutNode> left_out_at_start;
   std::optional<model::Prediction> prediction;  // the model's forecast of this plan, when a model exists
 
   // |predicted - measured| / measured makespan; empty without a prediction.

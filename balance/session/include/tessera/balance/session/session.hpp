@@ -76,7 +76,13 @@ struct RunControl {
 
 struct SessionOptions {
   std::string profile_path;  // empty: next to the cluster's config (default_profile_path)
+  // connect.leave_out_failed is not read: open() sets it from require_all.
   cluster::ConnectOptions connect;
+  // false (default, the CLI's and Python's default too): a node that is unreachable or refuses
+  // the session when open() connects is left out (left_out_at_start() says which and why) and the
+  // session runs on the nodes that answered, as Dask and Ray do; open() fails only when none
+  // answers. true (`--require-all`, `require_all=True`): any such node fails open(), naming it.
+  bool require_all = false;
   // A saved profile that cannot be read fails open() (true) or is set aside, its problem kept in
   // ignored_profile_problem() (false).
   bool damaged_profile_is_error = true;
@@ -90,7 +96,7 @@ struct PlannedMultiply {
 };
 
 struct MultiplyOutcome {
-  report::MultiplyReport report;              // plan, run statistics, verification, prediction
+  report::MultiplyReport report;              // plan, run statistics, verification, prediction, nodes left out
   std::vector<std::string> warnings;  // from planning
 };
 
@@ -123,14 +129,21 @@ struct EvalOptions {
 class Session {
  public:
   // Connects to every node of `cluster` (in parallel, authenticated) and loads the saved profile
-  // if there is one. Fails naming each unreachable node.
+  // if there is one. Nodes that do not answer are left out (SessionOptions::require_all); fails
+  // naming each node and why when none answers (or, with require_all, when any does not), and
+  // naming a node that lacks a service the session needs.
   static Result<Session> open(cluster::ClusterSpec cluster, SessionOptions options = {});
 
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
   ~Session();
 
+  // The nodes taking part: the cluster file's, less those left out at the start (cluster order).
+  // Plans, weights, forecasts and reports cover these nodes only.
   const cluster::ClusterSpec& cluster() const;
+  // The nodes open() left out, and why (cluster order); empty when every node answered. Front
+  // ends show each as a warning (cluster::left_out_warning); reports carry them.
+  const std::vector<cluster::LeftOutNode>& left_out_at_start() const;
   const std::string& profile_path() const;
   const std::optional<profile::ClusterProfile>& profile() const;
   std::optional<Status> ignored_profile_problem() const;
@@ -139,6 +152,7 @@ class Session {
 
   // Measures the nodes the saved profile cannot supply (all of them with options.refresh), saves
   // the result to profile_path() and keeps it. `measured` receives the names actually measured.
+  // Nodes left out at the start are not measured; their saved figures are kept in the file.
   Result<profile::ClusterProfile> measure_profile(const profile::ProfileOptions& options, const profile::ProfileProgress& progress = {},
                                          std::vector<std::string>* measured = nullptr);
 

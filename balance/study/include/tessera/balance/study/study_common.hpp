@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "tessera/balance/session/session.hpp"
 #include "tessera/core/status.hpp"
 
 namespace tessera::balance::study {
@@ -20,6 +21,9 @@ struct ExperimentOptions {
   std::string run_dir;                  // for `tessera up`; empty: default
   std::string command_line;             // recorded in report.md
   const std::atomic<bool>* interrupted = nullptr;  // set by a signal handler to stop early
+  // --require-all: every node of every cluster must answer when the study connects; by default a
+  // node that does not is left out with a warning line and the study runs on the others.
+  bool require_all = session::SessionOptions{}.require_all;
 };
 
 // gnuplot as a child process on a script file (bounded by a deadline), for the studies' plots and
