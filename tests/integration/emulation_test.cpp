@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <algorithm>
@@ -236,6 +237,52 @@ TEST_F(EmulatedCluster, NodesBehindASwitchShareItsUplinkAndDownRemovesIt) {
   testing::CommandResult down = run("down");
   ASSERT_EQ(down.exit_code, 0) << down.output;
   EXPECT_TRUE(local::leftover_emulation(state).empty());
+}
+
+// Workers in UTS namespaces of their own name distinct hosts, as machines of a lab do: the
+// profile measures the nodes of distinct hosts at once (their own probes; links one at a time) and
+// records each node's host. That they overlap in time is a benchmark's to show (the time is
+// printed); here, that the grouping by host measures every node in full and names its host.
+TEST(ProfileByHost, NodesOfDistinctHostsAreMeasuredAndNamedByTheirHost) {
+  if (::geteuid() != 0) GTEST_SKIP() << "UTS namespaces need root";
+  testing::TempDir dir;
+  testing::write_file(dir.file("secret"), testing::kSecret);
+  std::vector<std::unique_ptr<testing::ChildProcess>> workers;
+  cluster::ClusterSpec spec;
+  spec.name = "by-host";
+  spec.secret = testing::kSecret;
+  spec.source_path = dir.file("cluster.yaml");
+  const std::vector<std::string> hosts = {"lab-a", "lab-b", "lab-a", "lab-c"};
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    cluster::NodeSpec node;
+    node.name = "n" + std::to_string(i);
+    node.host = "127.0.0.1";
+    node.port = testing::free_loopback_port();
+    node.line = static_cast<int>(i + 1);
+    const std::string worker = std::string(TESSERA_WORKER_BINARY) + " --listen " + node.endpoint() +
+                               " --threads 1 --secret-file " + dir.file("secret");
+    workers.push_back(std::make_unique<testing::ChildProcess>(
+        std::vector<std::string>{"/usr/bin/unshare", "--uts", "/bin/sh", "-c", "hostname " + hosts[i] + " && exec " + worker},
+        dir.file("worker" + std::to_string(i) + ".log")));
+    spec.nodes.push_back(node);
+  }
+  for (const cluster::NodeSpec& node : spec.nodes) ASSERT_TRUE(testing::wait_until_listening(node)) << node.name;
+  const std::string config = testing::write_cluster_file(dir, spec);
+  const auto start = std::chrono::steady_clock::now();
+  const testing::CommandResult profile =
+      run_command("timeout 240 " + std::string(TESSERA_CLI_BINARY) + " profile " + config + " --quick");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(profile.exit_code, 0) << profile.output;
+  std::printf("profiling 4 nodes on 3 hosts took %.1f s\n", seconds);
+  Result<profile::ClusterProfile> saved = profile::load_profile(dir.file("cluster.profile.yaml"));
+  ASSERT_TRUE(saved.is_ok()) << saved.status().to_string();
+  ASSERT_EQ(saved->nodes.size(), hosts.size());
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    EXPECT_EQ(saved->nodes[i].hostname, hosts[i]);
+    EXPECT_GT(saved->nodes[i].gflops, 0.0) << saved->nodes[i].name;
+    EXPECT_TRUE(saved->nodes[i].has_link) << saved->nodes[i].name;
+    EXPECT_GT(saved->nodes[i].link.to_node_bytes_per_s, 0.0) << saved->nodes[i].name;
+  }
 }
 
 TEST_F(EmulatedCluster, DownRemovesProcessesCgroupsNamespacesAndVeths) {

@@ -63,8 +63,8 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
     err << "tessera: ignoring the saved profile: " << problem->message() << "\n";
   }
 
-  err << fmt::format("profiling {} nodes of '{}' one at a time{}\n", node_count, cluster_name,
-                     command.measure.quick ? " (quick)" : "");
+  err << fmt::format("profiling {} nodes of '{}' (one at a time per host, hosts at once; links one at a time){}\n",
+                     node_count, cluster_name, command.measure.quick ? " (quick)" : "");
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> measured;
   Result<profile::ClusterProfile> profile = session->measure_profile(command.measure, profile_progress_printer(err), &measured);

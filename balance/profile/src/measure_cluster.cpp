@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -265,58 +267,106 @@ Result<ClusterProfile> run_profile(cluster::ClusterConnection& cluster, const cl
   // The bytes every link probe sends, touched once here so that page faults are not timed.
   const std::vector<double> source(kMaxProbeBytes / sizeof(double), 1.0);
   uint64_t job_id = kProbeJob;
-  for (cluster::NodeLink& link : cluster.links()) {
+  // First the nodes whose saved figures stand (some measure only their graph rates); the others
+  // are measured below.
+  std::vector<std::optional<NodeProfile>> nodes(cluster.links().size());
+  std::vector<std::size_t> to_measure;
+  for (std::size_t index = 0; index < cluster.links().size(); ++index) {
+    cluster::NodeLink& link = cluster.links()[index];
     const NodeProfile* known = previous ? previous->find(link.spec.name) : nullptr;
     const bool named = std::find(options.only_nodes.begin(), options.only_nodes.end(), link.spec.name) !=
                        options.only_nodes.end();
     const bool reusable = known != nullptr && !options.refresh && !named && known->has_link &&
                           known->fingerprint == node_fingerprint(link.spec, link.hello) &&
                           (options.quick || !known->quick);
-    if (reusable) {
-      NodeProfile node = *known;
-      // Profiled before graph rates existed: those alone are measured, the rest is kept (the
-      // other nodes' figures and the all-at-once measurements do not depend on them).
-      if (!node.graph && !options.quick && probes::answers_graph_probe(link)) {
-        if (progress) progress(link.spec.name, "graph rates (the other figures reused)", false);
-        Result<model::GraphRates> rates = [&]() -> Result<model::GraphRates> {
-          MeasurementWatchdog watchdog(link, kQuickNodeBudget, options.silent_node_seconds);
-          Result<model::GraphRates> measured_rates = probes::graph_rates(link, options);
-          if (!measured_rates) return watchdog.explain(measured_rates.status());
-          return measured_rates;
-        }();
-        if (!rates) return explain_lost_link(link, rates.status());
-        node.graph = *rates;
-        if (progress) {
-          progress(link.spec.name,
-                   fmt::format("reused (measured {}); graph rates: {}", known->measured_at, describe_graph_rates(*rates)),
-                   true);
-        }
-        if (measured != nullptr) measured->push_back(link.spec.name);
-      } else if (progress) {
-        progress(link.spec.name, fmt::format("reused (measured {})", known->measured_at), true);
-      }
-      profile.nodes.push_back(std::move(node));
+    if (!reusable) {
+      to_measure.push_back(index);
       continue;
     }
-    Result<NodeProfile> node = [&]() -> Result<NodeProfile> {
+    NodeProfile node = *known;
+    // Profiled before graph rates existed: those alone are measured, the rest is kept (the
+    // other nodes' figures and the all-at-once measurements do not depend on them).
+    if (!node.graph && !options.quick && probes::answers_graph_probe(link)) {
+      if (progress) progress(link.spec.name, "graph rates (the other figures reused)", false);
+      Result<model::GraphRates> rates = [&]() -> Result<model::GraphRates> {
+        MeasurementWatchdog watchdog(link, kQuickNodeBudget, options.silent_node_seconds);
+        Result<model::GraphRates> measured_rates = probes::graph_rates(link, options);
+        if (!measured_rates) return watchdog.explain(measured_rates.status());
+        return measured_rates;
+      }();
+      if (!rates) return explain_lost_link(link, rates.status());
+      node.graph = *rates;
+      if (progress) {
+        progress(link.spec.name,
+                 fmt::format("reused (measured {}); graph rates: {}", known->measured_at, describe_graph_rates(*rates)),
+                 true);
+      }
+      if (measured != nullptr) measured->push_back(link.spec.name);
+    } else if (progress) {
+      progress(link.spec.name, fmt::format("reused (measured {})", known->measured_at), true);
+    }
+    nodes[index] = std::move(node);
+  }
+
+  // The probes that use only the node (its GEMM speed curve, its graph rates) run at once on nodes
+  // of distinct hosts, one node at a time per host, so that nodes sharing a machine never compete
+  // for its cores: profiling time grows with the nodes a machine holds, not with the cluster. A
+  // worker names its host in its HELLO; one that names none counts as a host of its own.
+  std::map<std::string, std::vector<std::size_t>> hosts;
+  for (std::size_t index : to_measure) {
+    const std::string& hostname = cluster.links()[index].hello.hostname;
+    hosts[hostname.empty() ? "\n" + std::to_string(index) : hostname].push_back(index);
+  }
+  std::mutex progress_lock;
+  const ProfileProgress shared_progress = [&](const std::string& node, const std::string& what, bool done) {
+    const std::lock_guard<std::mutex> lock(progress_lock);
+    progress(node, what, done);
+  };
+  const ProfileProgress& node_progress = progress ? shared_progress : progress;
+  std::vector<Result<NodeProfile>> computed(cluster.links().size(), Result<NodeProfile>(NodeProfile{}));
+  {
+    std::vector<std::jthread> machines;
+    for (const auto& [host, indices] : hosts) {
+      machines.emplace_back([&, indices = &indices] {
+        for (std::size_t index : *indices) {
+          cluster::NodeLink& link = cluster.links()[index];
+          MeasurementWatchdog watchdog(link, options.quick ? kQuickNodeBudget : kFullNodeBudget, options.silent_node_seconds);
+          computed[index] = probes::measure_node_compute(link, options, node_progress);
+          if (!computed[index]) {
+            computed[index] = watchdog.explain(computed[index].status());
+            return;  // the run fails with the first failure, in cluster order
+          }
+        }
+      });
+    }
+  }
+  for (std::size_t index : to_measure) {
+    if (!computed[index]) return explain_lost_link(cluster.links()[index], computed[index].status());
+  }
+  // The probes that move data between node and coordinator, one node at a time: each measures that
+  // node's link alone.
+  for (std::size_t index : to_measure) {
+    cluster::NodeLink& link = cluster.links()[index];
+    NodeProfile& node = *computed[index];
+    Status linked = [&] {
       MeasurementWatchdog watchdog(link, options.quick ? kQuickNodeBudget : kFullNodeBudget, options.silent_node_seconds);
-      Result<NodeProfile> measured_node = probes::measure_node(link, options, progress, source, job_id);
-      if (!measured_node) return watchdog.explain(measured_node.status());
-      return measured_node;
+      Status status = probes::measure_node_link(link, options, progress, source, job_id, node);
+      return status ? status : watchdog.explain(status);
     }();
-    if (!node) return explain_lost_link(link, node.status());
+    if (!linked) return explain_lost_link(link, linked);
     if (progress) {
       progress(link.spec.name,
                fmt::format("{:.2f} GFLOP/s at {}, {} sizes; latency {:.3f} ms; {:.1f} / {:.1f} MB/s to / from{}",
-                           node->gflops, node->probe_size, node->speed.size(), node->link.latency_s * 1e3,
-                           node->link.to_node_bytes_per_s / 1e6, node->link.from_node_bytes_per_s / 1e6,
-                           node->graph ? "; graph " + describe_graph_rates(*node->graph) : std::string()),
+                           node.gflops, node.probe_size, node.speed.size(), node.link.latency_s * 1e3,
+                           node.link.to_node_bytes_per_s / 1e6, node.link.from_node_bytes_per_s / 1e6,
+                           node.graph ? "; graph " + describe_graph_rates(*node.graph) : std::string()),
                true);
     }
     if (measured != nullptr) measured->push_back(link.spec.name);
-    profile.nodes.push_back(std::move(*node));
+    nodes[index] = std::move(node);
     any_measured = true;
   }
+  for (std::optional<NodeProfile>& node : nodes) profile.nodes.push_back(std::move(*node));
   const bool concurrency_known = std::all_of(profile.nodes.begin(), profile.nodes.end(),
                                              [](const NodeProfile& node) { return node.concurrent_gflops > 0.0; });
   if (profile.nodes.size() > 1 && (any_measured || !concurrency_known)) {

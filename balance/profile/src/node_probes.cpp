@@ -352,8 +352,7 @@ Result<double> bandwidth(cluster::NodeLink& link, bool to_node, double round_tri
 
 }  // namespace
 
-Result<NodeProfile> measure_node(cluster::NodeLink& link, const ProfileOptions& options, const ProfileProgress& progress,
-                                 const std::vector<double>& source, uint64_t& job_id) {
+Result<NodeProfile> measure_node_compute(cluster::NodeLink& link, const ProfileOptions& options, const ProfileProgress& progress) {
   auto say = [&](const std::string& what) {
     if (progress) progress(link.spec.name, what, false);
   };
@@ -418,7 +417,20 @@ Result<NodeProfile> measure_node(cluster::NodeLink& link, const ProfileOptions& 
     }
   }
 
-  // Link.
+  if (!options.quick && answers_graph_probe(link)) {
+    say("graph rates");
+    Result<model::GraphRates> rates = graph_rates(link, options);
+    if (!rates) return rates.status();
+    node.graph = *rates;
+  }
+  return node;
+}
+
+Status measure_node_link(cluster::NodeLink& link, const ProfileOptions& options, const ProfileProgress& progress,
+                         const std::vector<double>& source, uint64_t& job_id, NodeProfile& node) {
+  auto say = [&](const std::string& what) {
+    if (progress) progress(link.spec.name, what, false);
+  };
   say("latency");
   Result<double> round_trip = round_trip_seconds(link, options.quick ? 5 : 15);
   if (!round_trip) return round_trip.status();
@@ -456,13 +468,7 @@ Result<NodeProfile> measure_node(cluster::NodeLink& link, const ProfileOptions& 
     if (!vector) return vector.status();
     node.vector_gflops = *vector;
   }
-  if (!options.quick && answers_graph_probe(link)) {
-    say("graph rates");
-    Result<model::GraphRates> rates = graph_rates(link, options);
-    if (!rates) return rates.status();
-    node.graph = *rates;
-  }
-  return node;
+  return Status::ok();
 }
 
 bool answers_graph_probe(const cluster::NodeLink& link) {

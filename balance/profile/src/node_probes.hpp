@@ -59,11 +59,17 @@ uint32_t probe_rows(std::size_t bytes);
 // REQUIRES: data holds at least rows x kProbeColumns values.
 Result<double> time_to_node(cluster::NodeLink& link, uint32_t rows, const std::vector<double>& data);
 
-// Every probe of one node in turn (its speed curve, link, per-job cost, vector-matrix rate), as
-// `options` asks; `source` is the bytes link probes send (kMaxProbeBytes of them), `job_id` the
-// next job id to use (advanced past those used). Fails with the first probe that fails.
-Result<NodeProfile> measure_node(cluster::NodeLink& link, const ProfileOptions& options, const ProfileProgress& progress,
-                                 const std::vector<double>& source, uint64_t& job_id);
+// The probes of one node that use only the node itself (its speed curve, its graph rates, as
+// `options` asks): nodes on distinct hosts can run them at once. The node's identity comes from
+// its HELLO. Fails with the first probe that fails.
+Result<NodeProfile> measure_node_compute(cluster::NodeLink& link, const ProfileOptions& options, const ProfileProgress& progress);
+
+// The probes of `node` that move data between it and the coordinator (latency, bandwidth each way
+// and the receive CPU, per-job cost, vector-matrix rate): one node at a time, so that each
+// measures that node's link alone. `source` is the bytes link probes send (kMaxProbeBytes of
+// them), `job_id` the next job id to use (advanced past those used).
+Status measure_node_link(cluster::NodeLink& link, const ProfileOptions& options, const ProfileProgress& progress,
+                         const std::vector<double>& source, uint64_t& job_id, NodeProfile& node);
 
 // Whether the node's worker answers GRAPH_PROBE (its HELLO has kCapabilityGraphProbe).
 bool answers_graph_probe(const cluster::NodeLink& link);

@@ -9,7 +9,9 @@
 // windows and the to-node transfers give the cores its compute gets and the CPU it spends per
 // byte received, which the model charges to the node. Then the coordinator's own send capacity
 // to all nodes at once.
-// Nodes are measured one at a time so they never compete for shared cores; then, since in a run
+// Nodes sharing a host are measured one at a time so they never compete for its cores; nodes on
+// distinct hosts (as their workers name them) run their own probes at once, and their links are
+// measured one node at a time so each figure is that link's alone. Then, since in a run
 // they do compete (emulated nodes on one host, a coordinator sharing a desktop), every node's
 // rate at the reference size is measured again with all nodes multiplying at once
 // (concurrent_gflops: the bound of a run in which every node computes all the time, and what the
