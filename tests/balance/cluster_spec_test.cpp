@@ -1,5 +1,7 @@
 #include "tessera/balance/cluster/cluster_spec.hpp"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -106,7 +108,11 @@ TEST(ClusterSpec, GoodInlineSecret) {
   EXPECT_EQ(spec->find_node("pi3"), -1);
 }
 
+// Git checks files out with the umask's mode (0644), and a secret others can read is refused.
+void make_private(const std::string& path) { ASSERT_EQ(::chmod(path.c_str(), 0600), 0) << path; }
+
 TEST(ClusterSpec, GoodSecretFileAndEmulation) {
+  make_private(kConfigDir + "good.secret");
   const std::string path = kConfigDir + "good-secret-file.yaml";
   auto spec = cluster::load_cluster_spec(path);
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
@@ -158,6 +164,7 @@ TEST(ClusterSpec, SecretFileMissingOrEmpty) {
   expect_has(secret.status().message(), missing_path + ":4: ");
   expect_has(secret.status().message(), kConfigDir + "does-not-exist.secret");
 
+  make_private(kConfigDir + "empty.secret");
   const std::string empty_path = kConfigDir + "empty-secret-file.yaml";
   auto empty = cluster::load_cluster_spec(empty_path);
   ASSERT_TRUE(empty.is_ok()) << empty.status().to_string();

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -323,11 +324,23 @@ TEST(WorkerCli, MissingOrEmptySecretIsRefused) {
 
   const std::string empty_file = ::testing::TempDir() + "tessera_empty_secret";
   std::ofstream(empty_file) << "  \n";
+  ::chmod(empty_file.c_str(), 0600);
   EXPECT_EQ(run_to_exit({"--listen", "127.0.0.1:0", "--secret-file", empty_file}, &message), 2);
   EXPECT_NE(message.find(empty_file), std::string::npos) << message;
   EXPECT_EQ(run_to_exit({"--listen", "127.0.0.1:0", "--secret-file", empty_file + ".missing"}, &message), 2);
   EXPECT_NE(message.find(".missing"), std::string::npos) << message;
   std::remove(empty_file.c_str());
+}
+
+TEST(WorkerCli, ASecretFileOthersCanReadIsRefusedWithTheChmod) {
+  const std::string secret_file = ::testing::TempDir() + "tessera_open_secret";
+  std::ofstream(secret_file) << kSecret << "\n";
+  ::chmod(secret_file.c_str(), 0640);
+  std::string message;
+  EXPECT_EQ(run_to_exit({"--listen", "127.0.0.1:0", "--secret-file", secret_file}, &message), 2);
+  EXPECT_NE(message.find("secret file '" + secret_file + "' has mode 0640"), std::string::npos) << message;
+  EXPECT_NE(message.find("chmod 600 " + secret_file), std::string::npos) << message;
+  std::remove(secret_file.c_str());
 }
 
 TEST(WorkerCli, PortInUseExitsOneNamingTheEndpoint) {
@@ -342,6 +355,7 @@ TEST(WorkerCli, PortInUseExitsOneNamingTheEndpoint) {
 TEST(WorkerCli, SecretFileWorks) {
   const std::string secret_file = ::testing::TempDir() + "tessera_secret";
   std::ofstream(secret_file) << kSecret << "\n";
+  ::chmod(secret_file.c_str(), 0600);
   ChildProcess child({"--listen", "127.0.0.1:0", "--threads", "1", "--secret-file", secret_file}, false);
   ASSERT_TRUE(child.started());
   const auto line = child.read_stdout_line(20s);

@@ -325,10 +325,13 @@ Result<std::string> ClusterSpec::resolve_secret() const {
   // A regular file of at most kMaxSecretFileBytes: `secret_file: /dev/zero` or a FIFO is refused
   // by what it is instead of being read until memory runs out (or forever). The workers accept a
   // secret of at most 4 KiB after trimming, so a larger file cannot be a working secret anyway.
-  Result<std::string> content = read_regular_file(secret_file, kMaxSecretFileBytes, "secret file");
+  // It must also be private (core's check_private_path, the run directory's check): a secret
+  // others can read, or one another user can replace, is refused with the chmod/chown that fixes it.
+  Result<std::string> content = read_private_file(secret_file, kMaxSecretFileBytes, "secret file");
   if (!content) {
     std::string fix = "; create it or fix the path (relative paths are resolved against the cluster file's folder)";
     if (content.status().code() == StatusCode::kInvalidArgument) fix = "";
+    if (content.status().code() == StatusCode::kInvalidConfig) fix = "";
     if (content.status().code() == StatusCode::kResourceExhausted) {
       fix = "; a secret is one line (e.g. openssl rand -hex 32 > FILE)";
     }
