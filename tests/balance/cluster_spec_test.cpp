@@ -74,7 +74,11 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenFile{"missing-cluster.yaml", 1, {"no cluster name", "cluster: NAME"}},
         BrokenFile{"bad-name.yaml", 4, {"'pi 3'", "not a valid name"}},
         BrokenFile{"empty.yaml", 1, {"empty"}},
-        BrokenFile{"bad-wire.yaml", 3, {"wire is 'tls'", "wire: plain", "wire: encrypted"}}),
+        BrokenFile{"bad-wire.yaml", 3, {"wire is 'tls'", "wire: plain", "wire: encrypted"}},
+        BrokenFile{"two-documents.yaml", 5, {"a second YAML document starts here", "remove this '---' line"}},
+        BrokenFile{"unterminated-quote.yaml", 2, {"unterminated quote", "add the closing \""}},
+        // The name's bytes 0xff and ESC are shown escaped, never raw.
+        BrokenFile{"non-utf8-name.yaml", 4, {"'pi\\xff\\x1b[2J'", "not a valid name"}}),
     [](const testing::TestParamInfo<BrokenFile>& param_info) {
       std::string name = param_info.param.file.substr(0, param_info.param.file.find('.'));
       for (char& ch : name) {

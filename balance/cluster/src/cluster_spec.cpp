@@ -116,7 +116,7 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
       const std::string text = field.IsScalar() ? field.Scalar() : describe_yaml(field);
       const std::optional<double> seconds = field.IsScalar() ? seconds_with_unit(text) : std::nullopt;
       if (!seconds || *seconds < 0.001 || *seconds > 1.0) {
-        fail_at(key_line, where + " has cpu_period: " + text +
+        fail_at(key_line, where + " has cpu_period: " + printable(text) +
                               "; cpu_period must be a time from 1ms to 1s with a unit us, ms or s, e.g. cpu_period: 20ms");
       }
       spec.cpu_period_us = static_cast<uint32_t>(std::lround(*seconds * 1e6));
@@ -134,13 +134,13 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
         const std::string text = link_value.IsScalar() ? link_value.Scalar() : describe_yaml(link_value);
         if (link_key == "rate") {
           if (!link_value.IsScalar() || !number_with_unit(text, {"kbit", "mbit", "gbit", "bit"}, true)) {
-            fail_at(link_line, link_where + " has rate: " + text +
+            fail_at(link_line, link_where + " has rate: " + printable(text) +
                                 "; rate must be a number > 0 with a unit bit, kbit, mbit or gbit, e.g. rate: 100mbit");
           }
           spec.link_rate = text;
         } else if (link_key == "delay") {
           if (!link_value.IsScalar() || !seconds_with_unit(text)) {
-            fail_at(link_line, link_where + " has delay: " + text +
+            fail_at(link_line, link_where + " has delay: " + printable(text) +
                                 "; delay must be a number >= 0 with a unit us, ms or s, e.g. delay: 2ms");
           }
           spec.link_delay = text;
@@ -150,7 +150,7 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
           std::optional<double> loss;
           if (link_value.IsScalar()) loss = parse_number(number);
           if (!loss || *loss < 0 || *loss > 100) {
-            fail_at(link_line, link_where + " has loss: " + text +
+            fail_at(link_line, link_where + " has loss: " + printable(text) +
                                 "; loss must be a percentage 0..100, e.g. loss: 0.5");
           }
           spec.link_loss_percent = *loss;
@@ -197,7 +197,7 @@ NodeSpec parse_node(const YAML::Node& value, int fallback_line, std::size_t inde
     if (key == "host") {
       node.host = yaml_text(field, key_line, "host", where, "10.0.0.11");
       if (!valid_host(node.host)) {
-        fail_at(key_line, where + " has host: " + node.host +
+        fail_at(key_line, where + " has host: " + printable(node.host) +
                            ", which is not an IP address or host name; e.g. host: 10.0.0.11 or host: pi1.local");
       }
     } else if (key == "port") {
@@ -317,7 +317,7 @@ std::string trim_trailing_whitespace(std::string text) {
 }  // namespace
 
 Result<std::string> ClusterSpec::resolve_secret() const {
-  const std::string where = source_path + ":" + std::to_string(secret_line) + ": ";
+  const std::string where = printable(source_path) + ":" + std::to_string(secret_line) + ": ";
   if (secret_file.empty()) {
     if (secret.empty()) return invalid_config(where + "no secret; add secret: TEXT or secret_file: PATH");
     return secret;
