@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   std::string secret_file;
   std::string secret;
   uint64_t memory_cap_mb = 0;
-  double idle_timeout_s = 60.0;
+  double idle_timeout_s = 10.0;
   double handshake_timeout_s = 5.0;
   std::string wire = "any";
   app.add_option("--listen", listen, "HOST:PORT to listen on, e.g. 0.0.0.0:7070 (port 0 picks a free one)")
@@ -93,10 +93,11 @@ int main(int argc, char** argv) {
   app.add_option("--memory-cap-mb", memory_cap_mb, "tile memory cap in MiB; 0 = half of physical memory")
       ->default_val(0);
   app.add_option("--idle-timeout", idle_timeout_s,
-                 "end an authenticated session that sends nothing for this many seconds while none of its work is "
-                 "in progress; 0 = never")
+                 "a session that has sent nothing for this many seconds while none of its work is in progress "
+                 "yields the worker to the next coordinator that authenticates (BUSY replies say how long the "
+                 "session has been idle); 0 = never yield")
       ->check(CLI::Range(0.0, 86400.0))
-      ->default_val(60.0);
+      ->default_val(10.0);
   app.add_option("--handshake-timeout", handshake_timeout_s,
                  "seconds a new connection has to authenticate before it is closed")
       ->check(CLI::Range(0.1, 3600.0))
