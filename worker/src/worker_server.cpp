@@ -260,7 +260,8 @@ struct ServerCore {
         facts_(facts),
         services_(std::move(services)),
         store_(options.tile_memory_cap),
-        pool_(options.threads) {}
+        pool_(options.threads),
+        auth_throttle_(options.auth_throttle) {}
 
   WorkerOptions options_;  // threads and tile_memory_cap already resolved
   NodeFacts facts_;
@@ -270,6 +271,7 @@ struct ServerCore {
   ComputePool pool_;
   SessionSlot slot_;
   LogLimiter unauthenticated_log_;  // lines about connections that have not authenticated
+  AuthThrottle auth_throttle_;      // per-address delays after failed authentications
   std::atomic<bool> stopping_{false};
 };
 
@@ -304,6 +306,10 @@ struct WorkerServer::Impl : ServerCore {
   void evict_for(const std::string& source);
   void serve_connection(const std::shared_ptr<tp::FrameConnection>& connection,
                         const std::shared_ptr<ConnectionState>& state);
+  // Waits, on the connection's thread, for the turn the auth throttle gives `source`: false (the
+  // connection refused with ERROR, or stopped or evicted meanwhile) when it must not handshake.
+  bool wait_for_turn(const std::shared_ptr<tp::FrameConnection>& connection,
+                     const std::shared_ptr<ConnectionState>& state, const std::string& source);
   // Joins connection threads that have finished (all of them when `all`), which closes their
   // sockets: a peer that hung up must not leave its socket in CLOSE-WAIT.
   void join_connections(bool all);
@@ -410,10 +416,16 @@ bool Session::handshake() {
   // must not keep its slot either.
   connection_->set_read_deadline(server_.options_.handshake_timeout);
   // Only a worker hosting a service with peer handlers accepts the peer label at all.
+  // Counted before the ERROR goes out, so the peer's next attempt already finds it counted.
+  const auto count_failure = [this] {
+    server_.auth_throttle_.record_failure(connection_->peer_host(), std::chrono::steady_clock::now());
+  };
   Result<tp::SessionRole> role = tp::SessionRole::kCoordinator;
   if (server_.services_.takes_peers()) {
-    role = tp::server_handshake_any_role(*connection_, hello, server_.options_.secret, server_.options_.wire);
-  } else if (Status status = tp::server_handshake(*connection_, hello, server_.options_.secret, server_.options_.wire);
+    role = tp::server_handshake_any_role(*connection_, hello, server_.options_.secret, server_.options_.wire,
+                                         count_failure);
+  } else if (Status status = tp::server_handshake(*connection_, hello, server_.options_.secret, server_.options_.wire,
+                                                  count_failure);
              !status.is_ok()) {
     role = std::move(status);
   }
@@ -757,10 +769,50 @@ void WorkerServer::Impl::on_accept(tcp::socket socket) {
   if (stopping_) connection->shutdown();
 }
 
+bool WorkerServer::Impl::wait_for_turn(const std::shared_ptr<tp::FrameConnection>& connection,
+                                       const std::shared_ptr<ConnectionState>& state, const std::string& source) {
+  const AuthThrottle::Admission admission = auth_throttle_.admit(source, std::chrono::steady_clock::now());
+  if (admission.refused) {
+    const double retry_s = std::chrono::duration<double>(admission.retry_after).count();
+    const std::string refusal = fmt::format("too many failed authentications from {}; try again in {:.1f} s "
+                                            "(check that the coordinator has the worker's secret)",
+                                            source, retry_s);
+    unauthenticated_log_.log(source, "throttled", fmt::format("connection from {} refused: {}", connection->peer(), refusal));
+    // Sent before any HELLO: the peer never gets a challenge to answer, so this costs no guess.
+    connection->write_error(tp::ErrorCode::kAuthFailed, refusal);
+    connection->shutdown();
+    return false;
+  }
+  if (admission.wait <= std::chrono::steady_clock::duration::zero()) return true;
+  unauthenticated_log_.log(source, "throttled",
+                           fmt::format("connection from {} waits {} ms before its handshake: failed authentications "
+                                       "from {}",
+                                       connection->peer(),
+                                       std::chrono::duration_cast<std::chrono::milliseconds>(admission.wait).count(),
+                                       source));
+  // The deadline is the admission's wait (at most the throttle's max_delay); slices so that
+  // stop() and eviction end the wait early.
+  const auto deadline = std::chrono::steady_clock::now() + admission.wait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (stopping_) return false;
+    {
+      std::lock_guard lock(connections_mutex_);
+      if (state->evicted) return false;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(deadline - std::chrono::steady_clock::now(),
+                                                                              kYieldPoll));
+  }
+  return true;
+}
+
 void WorkerServer::Impl::serve_connection(const std::shared_ptr<tp::FrameConnection>& connection,
                                           const std::shared_ptr<ConnectionState>& state) {
   Session session(*this, connection);
+  const std::string source = connection->peer_host();
+  if (!wait_for_turn(connection, state, source)) return;
   const bool authenticated = !stopping_ && session.handshake();
+  // A wrong MAC was counted inside the handshake (before its ERROR was sent).
+  if (authenticated && !stopping_) auth_throttle_.record_success(source);
   bool evicted = false;
   {
     std::lock_guard lock(connections_mutex_);

@@ -23,7 +23,8 @@
 // from one address) a newcomer evicts the oldest unauthenticated one (of that address) instead
 // of being refused, so silent connections cannot lock the real coordinator out. An authenticated
 // session that has sent nothing for idle_timeout while the worker has no work of it in progress
-// yields the worker to the next coordinator that authenticates. Finished connections are closed and joined as they end; when accept() runs out of file
+// yields the worker to the next coordinator that authenticates; repeated failed authentications
+// from one address are slowed down (auth_throttle.hpp). Finished connections are closed and joined as they end; when accept() runs out of file
 // descriptors the server backs off and serves again once descriptors are free. Lines about
 // unauthenticated connections are rate-limited per source address.
 #pragma once
@@ -38,6 +39,7 @@
 
 #include "tessera/core/status.hpp"
 #include "tessera/transport/protocol.hpp"
+#include "tessera/worker/auth_throttle.hpp"
 #include "tessera/worker/service.hpp"
 
 namespace tessera::worker {
@@ -68,6 +70,9 @@ struct WorkerOptions {
   // holds at most half the slots and the newest connection always gets its chance.
   std::size_t max_handshaking = 16;
   std::size_t max_handshaking_per_source = 8;
+  // Failed authentications from one address beyond a few make its next connections wait before
+  // their handshake (on their own threads; other addresses and the accept loop never wait).
+  AuthThrottleOptions auth_throttle;
 };
 
 // Facts the worker reports in HELLO.
