@@ -252,11 +252,11 @@ Status check_private_info(const struct stat& info, int fd, const std::string& pa
   if (folder && S_ISLNK(info.st_mode)) {
     return invalid_config(std::string(what) + " " + name +
                           " is a symbolic link; it holds the cluster secret and links another user could have planted "
-                          "are refused. Remove it (rm " + shown + ") or choose another");
+                          "are refused. Remove it (rm " + shown + ")");
   }
   if (folder ? !S_ISDIR(info.st_mode) : !S_ISREG(info.st_mode)) {
     return invalid_config(std::string(what) + " " + name + " is " + describe_file_type(info.st_mode) + ", not " +
-                          (folder ? "a directory" : "a regular file") + "; remove it or choose another");
+                          (folder ? "a directory" : "a regular file") + "; remove it");
   }
   const uid_t me = ::geteuid();
   if (info.st_uid != me && info.st_uid != 0) {

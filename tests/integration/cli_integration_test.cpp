@@ -407,7 +407,7 @@ TEST_F(CliCluster, UpRefusesARunDirectoryThatIsALinkOrNotPrivate) {
   std::filesystem::create_symlink(elsewhere, run_dir_);
   testing::CommandResult linked = run("up");
   EXPECT_EQ(linked.exit_code, 2) << linked.output;
-  EXPECT_NE(linked.output.find("run directory " + run_dir_ + " is a symbolic link"), std::string::npos)
+  EXPECT_NE(linked.output.find("run directory '" + run_dir_ + "' is a symbolic link"), std::string::npos)
       << linked.output;
   EXPECT_TRUE(std::filesystem::is_empty(elsewhere));
   EXPECT_TRUE(live_pids().empty());
