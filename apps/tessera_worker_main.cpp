@@ -3,7 +3,6 @@
 // Exit codes: 0 after a signal, 1 when the server cannot start (port in use, bad host),
 // 2 for bad flags or an unusable secret.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,7 +16,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tessera/core/files.hpp"
 #include "tessera/transport/auth.hpp"
 #include "tessera/worker/worker_server.hpp"
 #ifdef TESSERA_FAULT_HOOKS
@@ -80,7 +78,7 @@ int main(int argc, char** argv) {
   std::string secret_file;
   std::string secret;
   uint64_t memory_cap_mb = 0;
-  double idle_timeout_s = 60.0;
+  double idle_timeout_s = 10.0;
   double handshake_timeout_s = 5.0;
   std::string wire = "any";
   app.add_option("--listen", listen, "HOST:PORT to listen on, e.g. 0.0.0.0:7070 (port 0 picks a free one)")
@@ -95,10 +93,11 @@ int main(int argc, char** argv) {
   app.add_option("--memory-cap-mb", memory_cap_mb, "tile memory cap in MiB; 0 = half of physical memory")
       ->default_val(0);
   app.add_option("--idle-timeout", idle_timeout_s,
-                 "end an authenticated session that sends nothing for this many seconds while none of its work is "
-                 "in progress; 0 = never")
+                 "a session that has sent nothing for this many seconds while none of its work is in progress "
+                 "yields the worker to the next coordinator that authenticates (BUSY replies say how long the "
+                 "session has been idle); 0 = never yield")
       ->check(CLI::Range(0.0, 86400.0))
-      ->default_val(60.0);
+      ->default_val(10.0);
   app.add_option("--handshake-timeout", handshake_timeout_s,
                  "seconds a new connection has to authenticate before it is closed")
       ->check(CLI::Range(0.1, 3600.0))
@@ -152,17 +151,8 @@ int main(int argc, char** argv) {
   if (memory_cap_mb > (UINT64_MAX >> 20)) return usage_error("--memory-cap-mb is too large");
   options.tile_memory_cap = memory_cap_mb << 20;
   if (secret_file_option->count() > 0) {
-    // Checked on its own first: read_secret_file would block forever on a FIFO; a directory or a
-    // device is refused by name rather than by a confusing read error.
-    tessera::Result<int> opened = tessera::open_regular_file(secret_file, "secret file");
-    if (!opened.is_ok()) return usage_error(opened.status().message());
-    struct stat info {};
-    if (::fstat(*opened, &info) == 0 && (info.st_mode & (S_IRGRP | S_IROTH)) != 0) {
-      std::fprintf(stderr, "tessera-worker: warning: secret file %s is readable by %s; chmod 600 %s\n",
-                   secret_file.c_str(), (info.st_mode & S_IROTH) != 0 ? "every user" : "its group",
-                   secret_file.c_str());
-    }
-    ::close(*opened);
+    // A FIFO, a device, a file others can read or change, or one another user owns is refused by
+    // name with the fix (the coordinator's secret_file and the run directory get the same check).
     auto read = tessera::transport::read_secret_file(secret_file);
     if (!read.is_ok()) return usage_error(read.status().message());
     options.secret = std::move(read).value();

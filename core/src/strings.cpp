@@ -13,6 +13,59 @@ bool same_letter(char a, char b) {
 
 }  // namespace
 
+std::string printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&](unsigned char byte) {
+    out += "\\x";
+    out += kHex[byte >> 4];
+    out += kHex[byte & 0x0f];
+  };
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x80) {
+      if (byte < 0x20 || byte == 0x7f) {
+        escape(byte);
+      } else {
+        out += static_cast<char>(byte);
+      }
+      ++i;
+      continue;
+    }
+    // The length of the sequence the lead byte announces, and the range its second byte must be
+    // in (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
+    std::size_t length = 0;
+    unsigned char low = 0x80;
+    unsigned char high = 0xbf;
+    if (byte >= 0xc2 && byte <= 0xdf) {
+      length = 2;
+    } else if (byte >= 0xe0 && byte <= 0xef) {
+      length = 3;
+      if (byte == 0xe0) low = 0xa0;
+      if (byte == 0xed) high = 0x9f;
+    } else if (byte >= 0xf0 && byte <= 0xf4) {
+      length = 4;
+      if (byte == 0xf0) low = 0x90;
+      if (byte == 0xf4) high = 0x8f;
+    }
+    bool valid = length != 0 && i + length <= text.size();
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      valid = k == 1 ? next >= low && next <= high : next >= 0x80 && next <= 0xbf;
+    }
+    if (!valid) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, length));
+    i += length;
+  }
+  return out;
+}
+
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> previous(b.size() + 1), current(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = j;

@@ -1,5 +1,7 @@
 #include "tessera/balance/cluster/cluster_spec.hpp"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -72,7 +74,11 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenFile{"missing-cluster.yaml", 1, {"no cluster name", "cluster: NAME"}},
         BrokenFile{"bad-name.yaml", 4, {"'pi 3'", "not a valid name"}},
         BrokenFile{"empty.yaml", 1, {"empty"}},
-        BrokenFile{"bad-wire.yaml", 3, {"wire is 'tls'", "wire: plain", "wire: encrypted"}}),
+        BrokenFile{"bad-wire.yaml", 3, {"wire is 'tls'", "wire: plain", "wire: encrypted"}},
+        BrokenFile{"two-documents.yaml", 5, {"a second YAML document starts here", "remove this '---' line"}},
+        BrokenFile{"unterminated-quote.yaml", 2, {"unterminated quote", "add the closing \""}},
+        // The name's bytes 0xff and ESC are shown escaped, never raw.
+        BrokenFile{"non-utf8-name.yaml", 4, {"'pi\\xff\\x1b[2J'", "not a valid name"}}),
     [](const testing::TestParamInfo<BrokenFile>& param_info) {
       std::string name = param_info.param.file.substr(0, param_info.param.file.find('.'));
       for (char& ch : name) {
@@ -106,7 +112,11 @@ TEST(ClusterSpec, GoodInlineSecret) {
   EXPECT_EQ(spec->find_node("pi3"), -1);
 }
 
+// Git checks files out with the umask's mode (0644), and a secret others can read is refused.
+void make_private(const std::string& path) { ASSERT_EQ(::chmod(path.c_str(), 0600), 0) << path; }
+
 TEST(ClusterSpec, GoodSecretFileAndEmulation) {
+  make_private(kConfigDir + "good.secret");
   const std::string path = kConfigDir + "good-secret-file.yaml";
   auto spec = cluster::load_cluster_spec(path);
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
@@ -158,6 +168,7 @@ TEST(ClusterSpec, SecretFileMissingOrEmpty) {
   expect_has(secret.status().message(), missing_path + ":4: ");
   expect_has(secret.status().message(), kConfigDir + "does-not-exist.secret");
 
+  make_private(kConfigDir + "empty.secret");
   const std::string empty_path = kConfigDir + "empty-secret-file.yaml";
   auto empty = cluster::load_cluster_spec(empty_path);
   ASSERT_TRUE(empty.is_ok()) << empty.status().to_string();

@@ -107,22 +107,50 @@ TEST_F(PrivateDirs, SecretFilesMustBeSmallRegularFiles) {
     EXPECT_NE(secret.status().message().find(expected), std::string::npos) << secret.status().message();
   }
   std::ofstream(path("huge.secret")) << std::string(100 * 1024, 'k');
+  ASSERT_EQ(::chmod(path("huge.secret").c_str(), 0600), 0);  // private, so the size is what is refused
   Result<std::string> huge = cluster_with_secret_file(path("huge.secret")).resolve_secret();
   ASSERT_FALSE(huge.is_ok());
   EXPECT_NE(huge.status().message().find("larger than 64 KiB"), std::string::npos) << huge.status().message();
   std::ofstream(path("long.secret")) << std::string(5000, 'k') << "\n";
+  ASSERT_EQ(::chmod(path("long.secret").c_str(), 0600), 0);
   Result<std::string> too_long = cluster_with_secret_file(path("long.secret")).resolve_secret();
   ASSERT_FALSE(too_long.is_ok());
   EXPECT_NE(too_long.status().message().find("at most 4096"), std::string::npos) << too_long.status().message();
   std::ofstream(path("good.secret")) << "s3cret\n";
-  ::chmod(path("good.secret").c_str(), 0644);
+  ASSERT_EQ(::chmod(path("good.secret").c_str(), 0600), 0);
   const cluster::ClusterSpec good = cluster_with_secret_file(path("good.secret"));
   EXPECT_EQ(*good.resolve_secret(), "s3cret");
-  // Readable by everyone: a warning with the chmod; private: none.
-  ASSERT_EQ(local::secret_exposure_warnings(good).size(), 1u);
-  EXPECT_NE(local::secret_exposure_warnings(good)[0].find("chmod 600 " + path("good.secret")), std::string::npos);
-  ::chmod(path("good.secret").c_str(), 0600);
   EXPECT_TRUE(local::secret_exposure_warnings(good).empty());
+}
+
+// A secret_file others can read or change is refused where it is read, by the run directory's
+// own check (core's check_private_path), naming the file and the chmod that fixes it.
+TEST_F(PrivateDirs, ASecretFileOthersCanReadIsRefusedWithTheChmod) {
+  std::ofstream(path("open.secret")) << "s3cret\n";
+  for (const mode_t mode : {0640, 0604, 0644, 0620}) {
+    ASSERT_EQ(::chmod(path("open.secret").c_str(), mode), 0);
+    Result<std::string> secret = cluster_with_secret_file(path("open.secret")).resolve_secret();
+    ASSERT_FALSE(secret.is_ok()) << mode;
+    EXPECT_EQ(secret.status().code(), StatusCode::kInvalidConfig);
+    EXPECT_NE(secret.status().message().find("/etc/lab.yaml:2: secret file '" + path("open.secret") + "' has mode"),
+              std::string::npos)
+        << secret.status().message();
+    EXPECT_NE(secret.status().message().find("chmod 600 " + path("open.secret")), std::string::npos)
+        << secret.status().message();
+  }
+}
+
+TEST_F(PrivateDirs, ASecretFileOfAnotherUserIsRefusedWithTheChown) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a file away";
+  std::ofstream(path("theirs.secret")) << "s3cret\n";
+  ASSERT_EQ(::chmod(path("theirs.secret").c_str(), 0600), 0);
+  ASSERT_EQ(::chown(path("theirs.secret").c_str(), 65534, 65534), 0);
+  Result<std::string> secret = cluster_with_secret_file(path("theirs.secret")).resolve_secret();
+  ASSERT_FALSE(secret.is_ok());
+  EXPECT_NE(secret.status().message().find("belongs to uid 65534, not to you"), std::string::npos)
+      << secret.status().message();
+  EXPECT_NE(secret.status().message().find("chown root " + path("theirs.secret")), std::string::npos)
+      << secret.status().message();
 }
 
 TEST(NonFiniteInstance, TheNpyInstanceNamesItsNaN) {

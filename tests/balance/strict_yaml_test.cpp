@@ -207,6 +207,54 @@ TEST(StrictYaml, SyntaxErrorsAndRemediesNameTheLine) {
   EXPECT_TRUE(saw_null);
 }
 
+// Load would read the first of several documents and drop the rest without a word.
+TEST(StrictYaml, ASecondDocumentIsRefusedAtItsLine) {
+  for (const auto& [text, line] : std::vector<std::pair<std::string, int>>{
+           {"a: 1\n---\nb: 2\n", 2},
+           {"---\na: 1\n--- # again\nb: 2\n", 3},
+           {"a: 1\n---\n", 2},
+           {"a: 1\n...\n# more\n---\nb: 2\n", 4},
+           {"--- \na: 1\n...\nb: 2\n", 4}}) {
+    const Status refused = cluster::read_yaml(text, "doc.yaml", [](const YAML::Node&) {});
+    ASSERT_FALSE(refused.is_ok()) << text;
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidConfig);
+    expect_has(refused.message(), "doc.yaml:" + std::to_string(line) + ": a second YAML document starts here");
+  }
+  // One document, with an explicit start or a `---` inside a block scalar, is fine.
+  EXPECT_TRUE(cluster::read_yaml("---\na: 1\n", "doc.yaml", [](const YAML::Node&) {}).is_ok());
+  EXPECT_TRUE(cluster::read_yaml("a: |\n  ---\n  x\n", "doc.yaml", [](const YAML::Node&) {}).is_ok());
+}
+
+// yaml-cpp reads an unclosed quote to the end of the file; here it is refused at its line.
+TEST(StrictYaml, AnUnterminatedQuoteIsRefusedAtItsLine) {
+  for (const auto& [text, line] : std::vector<std::pair<std::string, int>>{
+           {"name: \"lab\nsecret: x\n", 1},
+           {"a: 1\nname: 'lab\nsecret: x\n", 2},
+           {"list:\n  - ok\n  - \"open\n", 3},
+           {"\"key: 1\n", 1}}) {
+    const Status refused = cluster::read_yaml(text, "doc.yaml", [](const YAML::Node&) {});
+    ASSERT_FALSE(refused.is_ok()) << text;
+    expect_has(refused.message(), "doc.yaml:" + std::to_string(line) + ": unterminated quote");
+  }
+  // Closed quotes of every kind, also over two lines or holding escaped quotes, are fine.
+  for (const std::string text : {"a: \"x\"\n", "a: 'it''s'\n", "a: \"say \\\"hi\\\"\"\n", "a: \"two\n  lines\"\nb: 1\n",
+                                 "a: it's\n", "'k': [\"v\", 'w']\n"}) {
+    const Status read = cluster::read_yaml(text, "doc.yaml", [](const YAML::Node&) {});
+    EXPECT_TRUE(read.is_ok()) << text << ": " << read.to_string();
+  }
+}
+
+// Bytes from the file reach a message escaped: a key that is not UTF-8, and the file's name.
+TEST(StrictYaml, BytesThatAreNotUtf8AreEscapedInMessages) {
+  const Status refused = cluster::read_yaml("n\xe9" "de: 1\n", "doc\x1b.yaml", [](const YAML::Node& root) {
+    const cluster::YamlMap map(root, 1, {"node"}, "the top level");
+  });
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.message().rfind("doc\\x1b.yaml:1: unknown key 'n\\xe9de'", 0), 0u) << refused.message();
+  EXPECT_EQ(refused.message().find('\x1b'), std::string::npos);
+  EXPECT_EQ(refused.message().find('\xe9'), std::string::npos);
+}
+
 TEST(StrictYaml, FilesAreCappedAndNamedInErrors) {
   const std::string at_cap = temp_path("at-cap.yaml");
   {

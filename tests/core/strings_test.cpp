@@ -48,5 +48,18 @@ TEST(ClosestMatch, SuggestsOnlyPlausibleTypos) {
   EXPECT_EQ(closest_match("anything", std::vector<std::string>{}), "");
 }
 
+TEST(Printable, KeepsUtf8AndEscapesEverythingElse) {
+  EXPECT_EQ(printable("pi1"), "pi1");
+  // (A literal's \x escape takes every hex digit after it, hence the split literals.)
+  EXPECT_EQ(printable("n\xc3\xb6" "de \xe2\x82\xac \xf0\x9f\x8d\x95"), "n\xc3\xb6" "de \xe2\x82\xac \xf0\x9f\x8d\x95");
+  EXPECT_EQ(printable("a\xff" "b"), "a\\xffb");
+  EXPECT_EQ(printable("\xc3"), "\\xc3") << "a sequence cut short";
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf") << "an overlong '/'";
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80") << "a surrogate";
+  EXPECT_EQ(printable("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80") << "above U+10FFFF";
+  EXPECT_EQ(printable("red\x1b[31m\n\t\x7f"), "red\\x1b[31m\\x0a\\x09\\x7f");
+  EXPECT_EQ(printable(std::string_view("a\0b", 3)), "a\\x00b");
+}
+
 }  // namespace
 }  // namespace tessera

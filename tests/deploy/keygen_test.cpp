@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../integration/process_fixture.hpp"
+#include "tessera/core/files.hpp"
 #include "tessera/transport/auth.hpp"
 
 namespace tessera::balance {
@@ -33,6 +34,8 @@ TEST(Keygen, WritesAHexSecretWithMode0600) {
   ASSERT_EQ(made.exit_code, 0) << made.output;
   EXPECT_NE(made.output.find(path), std::string::npos) << made.output;
   EXPECT_EQ(mode_of(path), 0600u);
+  // What keygen makes passes the privacy check every reader of a secret applies.
+  EXPECT_TRUE(check_private_path(path, PrivateKind::kFile, "secret file").is_ok());
   Result<std::string> secret = transport::read_secret_file(path);
   ASSERT_TRUE(secret) << secret.status().message();
   EXPECT_EQ(secret->size(), 2 * transport::kSecretBytes);

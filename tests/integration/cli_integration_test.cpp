@@ -299,6 +299,20 @@ TEST_F(CliCluster, SecretFileThatIsADeviceIsRefused) {
   EXPECT_NE(up.output.find(":2: secret file '/dev/zero' is a character device"), std::string::npos) << up.output;
 }
 
+// Checked before connecting: no `up` here, so had the command tried to connect (or profile) first,
+// it would have failed on the unreachable nodes instead.
+TEST_F(CliCluster, AZeroSizedNpyIsRefusedNamingItBeforeConnecting) {
+  ASSERT_TRUE(linalg::write_npy(dir_.file("empty.npy"), linalg::Matrix(0, 5)).is_ok());
+  ASSERT_TRUE(linalg::write_npy(dir_.file("b.npy"), linalg::random_matrix(5, 3, 1)).is_ok());
+  testing::CommandResult refused =
+      run("multiply", "--a " + dir_.file("empty.npy") + " --b " + dir_.file("b.npy") + " --policy even");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find(dir_.file("empty.npy") + " holds A as a 0x5 matrix, which has no entries"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_EQ(refused.output.find("unreachable"), std::string::npos) << refused.output;
+}
+
 TEST_F(CliCluster, TooLargeForMemoryIsRefusedNamingTheSize) {
   ASSERT_EQ(run("up").exit_code, 0);
   const auto start = std::chrono::steady_clock::now();
@@ -393,7 +407,7 @@ TEST_F(CliCluster, UpRefusesARunDirectoryThatIsALinkOrNotPrivate) {
   std::filesystem::create_symlink(elsewhere, run_dir_);
   testing::CommandResult linked = run("up");
   EXPECT_EQ(linked.exit_code, 2) << linked.output;
-  EXPECT_NE(linked.output.find("run directory " + run_dir_ + " is a symbolic link"), std::string::npos)
+  EXPECT_NE(linked.output.find("run directory '" + run_dir_ + "' is a symbolic link"), std::string::npos)
       << linked.output;
   EXPECT_TRUE(std::filesystem::is_empty(elsewhere));
   EXPECT_TRUE(live_pids().empty());

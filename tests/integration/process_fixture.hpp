@@ -47,7 +47,11 @@ class TempDir {
   std::string path_;
 };
 
-inline void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+// Mode 0600: tests write their secret files with this, and a secret others can read is refused.
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
 // The cluster secret integration tests write for their workers (each test its own directory).
 inline constexpr const char* kSecret = "integration-test-secret";
 

@@ -104,6 +104,7 @@ class SecretFileTest : public ::testing::Test {
   std::string write(const std::string& name, const std::string& content) {
     const std::filesystem::path path = directory_ / name;
     std::ofstream(path, std::ios::binary) << content;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     return path.string();
   }
 
@@ -127,6 +128,17 @@ TEST_F(SecretFileTest, EmptyOrBlankFileIsRejected) {
     EXPECT_NE(secret.status().message().find("empty"), std::string::npos) << secret.status().to_string();
     EXPECT_NE(secret.status().message().find(path), std::string::npos);
   }
+}
+
+// The worker's --secret-file goes through core's privacy check, as the coordinator's does.
+TEST_F(SecretFileTest, AFileOthersCanReadIsRefusedWithTheChmod) {
+  const std::string path = write("open.secret", "correct horse\n");
+  std::filesystem::permissions(path, std::filesystem::perms::group_read | std::filesystem::perms::others_read,
+                               std::filesystem::perm_options::add);
+  Result<std::string> secret = read_secret_file(path);
+  ASSERT_FALSE(secret);
+  EXPECT_EQ(secret.status().code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(secret.status().message().find("chmod 600 " + path), std::string::npos) << secret.status().to_string();
 }
 
 TEST_F(SecretFileTest, TrailingWhitespaceIsTrimmed) {

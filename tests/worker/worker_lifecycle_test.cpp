@@ -1,4 +1,5 @@
-// The worker's connection lifecycle under silent and hostile peers: idle sessions end, silent
+// The worker's connection lifecycle under silent and hostile peers: idle sessions yield to the
+// next coordinator (and BUSY says how long they have been idle), silent
 // unauthenticated connections are evicted rather than locking the coordinator out, one source
 // address cannot take every handshake slot, and a GEMM probe stops when its coordinator leaves.
 // In-process servers on loopback; every bound asserted is an upper bound, with a wide margin.
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "tessera/transport/auth.hpp"
@@ -94,21 +96,63 @@ class SilentPeer {
   std::unique_ptr<tp::FrameConnection> connection_;
 };
 
-TEST(WorkerLifecycle, IdleAuthenticatedSessionIsEnded) {
+// BYE answered with BYE: the session was still being served.
+bool says_bye(tp::FrameConnection& session) {
+  if (!session.write_message(tp::Bye{}, 1).is_ok()) return false;
+  session.set_read_timeout(milliseconds(20000));
+  Result<tp::IncomingFrame> reply = session.read_frame();
+  return reply.is_ok() && std::holds_alternative<tp::Bye>(reply->message);
+}
+
+TEST(WorkerLifecycle, AnIdleSessionNobodyElseAsksForIsKept) {
   WorkerOptions options;
-  options.idle_timeout = milliseconds(500);
+  options.idle_timeout = milliseconds(200);
   Worker worker(options);
   auto session = worker.open_session();
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
-  const auto start = Clock::now();
-  (*session)->set_read_timeout(milliseconds(20000));
-  Result<tp::IncomingFrame> frame = (*session)->read_frame();
-  ASSERT_FALSE(frame.is_ok()) << "the worker sent a frame to an idle coordinator";
-  EXPECT_NE(frame.status().message().find("closed the connection"), std::string::npos) << frame.status().message();
-  EXPECT_LT(seconds_since(start), 15.0);
-  // The slot is free again for the next coordinator.
-  auto next = worker.open_session();
-  EXPECT_TRUE(next.is_ok()) << next.status().to_string();
+  std::this_thread::sleep_for(milliseconds(1000));  // five idle timeouts, and nobody else came
+  EXPECT_TRUE(says_bye(**session)) << "a lone idle session was ended";
+}
+
+TEST(WorkerLifecycle, AnIdleSessionYieldsToTheNextCoordinator) {
+  WorkerOptions options;
+  options.idle_timeout = milliseconds(300);
+  Worker worker(options);
+  auto first = worker.open_session();
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  std::this_thread::sleep_for(milliseconds(600));  // idle for at least the idle timeout
+  auto second = worker.open_session();
+  ASSERT_TRUE(second.is_ok()) << "the idle session did not yield: " << second.status().to_string();
+  // The first one was ended, with an ERROR or just a close.
+  (*first)->set_read_timeout(milliseconds(20000));
+  for (;;) {
+    Result<tp::IncomingFrame> frame = (*first)->read_frame();
+    if (!frame.is_ok()) {
+      EXPECT_EQ(frame.status().message().find("no frame from"), std::string::npos) << frame.status().message();
+      break;
+    }
+  }
+  EXPECT_TRUE(says_bye(**second));
+}
+
+TEST(WorkerLifecycle, ABusyReplySaysHowLongTheSessionHasBeenIdle) {
+  WorkerOptions options;
+  options.idle_timeout = milliseconds(600000);  // never reached here: the second one is refused
+  Worker worker(options);
+  auto first = worker.open_session();
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  std::this_thread::sleep_for(milliseconds(400));
+  auto second = worker.open_session();
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kBusy) << second.status().to_string();
+  const std::string message = second.status().message();  // status() is a copy
+  const std::string marker = ", idle for ";
+  const auto at = message.find(marker);
+  ASSERT_NE(at, std::string::npos) << message;
+  EXPECT_NE(message.find("worker busy with a session from 127.0.0.1:"), std::string::npos) << message;
+  EXPECT_GE(std::stod(message.substr(at + marker.size())), 0.3) << message;  // slept 0.4 s: a lower bound
+  EXPECT_NE(message.find("a session idle for 600 s yields to the next coordinator"), std::string::npos) << message;
+  EXPECT_TRUE(says_bye(**first));
 }
 
 TEST(WorkerLifecycle, SilentUnauthenticatedConnectionsEndAfterTheHandshakeTimeout) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -323,11 +324,23 @@ TEST(WorkerCli, MissingOrEmptySecretIsRefused) {
 
   const std::string empty_file = ::testing::TempDir() + "tessera_empty_secret";
   std::ofstream(empty_file) << "  \n";
+  ::chmod(empty_file.c_str(), 0600);
   EXPECT_EQ(run_to_exit({"--listen", "127.0.0.1:0", "--secret-file", empty_file}, &message), 2);
   EXPECT_NE(message.find(empty_file), std::string::npos) << message;
   EXPECT_EQ(run_to_exit({"--listen", "127.0.0.1:0", "--secret-file", empty_file + ".missing"}, &message), 2);
   EXPECT_NE(message.find(".missing"), std::string::npos) << message;
   std::remove(empty_file.c_str());
+}
+
+TEST(WorkerCli, ASecretFileOthersCanReadIsRefusedWithTheChmod) {
+  const std::string secret_file = ::testing::TempDir() + "tessera_open_secret";
+  std::ofstream(secret_file) << kSecret << "\n";
+  ::chmod(secret_file.c_str(), 0640);
+  std::string message;
+  EXPECT_EQ(run_to_exit({"--listen", "127.0.0.1:0", "--secret-file", secret_file}, &message), 2);
+  EXPECT_NE(message.find("secret file '" + secret_file + "' has mode 0640"), std::string::npos) << message;
+  EXPECT_NE(message.find("chmod 600 " + secret_file), std::string::npos) << message;
+  std::remove(secret_file.c_str());
 }
 
 TEST(WorkerCli, PortInUseExitsOneNamingTheEndpoint) {
@@ -339,9 +352,76 @@ TEST(WorkerCli, PortInUseExitsOneNamingTheEndpoint) {
   EXPECT_NE(message.find(endpoint), std::string::npos) << message;
 }
 
+// A connection to the worker from a chosen loopback source address (127.0.0.0/8 is all local on
+// Linux), so one test can play an attacker and a coordinator on different addresses.
+std::unique_ptr<tp::FrameConnection> connect_from(asio::io_context& context, const std::string& source, uint16_t port) {
+  asio::ip::tcp::socket socket(context);
+  asio::error_code ec;
+  socket.open(asio::ip::tcp::v4(), ec);
+  if (!ec) socket.bind({asio::ip::make_address(source), 0}, ec);
+  if (!ec) socket.connect({asio::ip::make_address("127.0.0.1"), port}, ec);
+  EXPECT_FALSE(ec) << source << ": " << ec.message();
+  if (ec) return nullptr;
+  return std::make_unique<tp::FrameConnection>(std::move(socket), tp::Limits{});
+}
+
+// Wrong MACs from one address are slowed down (3 free, then 50 ms doubling to 3.2 s), each still
+// answered with ERROR and a close, while a coordinator on another address gets in at once. Only
+// lower bounds on time are asserted; "at once" is an ordering: the coordinator is through while
+// the attacker's next connection is still held before its HELLO.
+TEST_F(WorkerProcessTest, WrongMacsAreThrottledPerAddressWithoutSlowingOthers) {
+  asio::io_context context;
+  const auto guess = [&] {
+    auto connection = connect_from(context, "127.0.0.1", port_);
+    if (connection == nullptr) return Status(network_error("no connection"));
+    Watchdog watchdog(*connection, 30s);
+    return tp::client_handshake(*connection, "a wrong guess", 20s).status();
+  };
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    const Status refused = guess();
+    ASSERT_EQ(refused.code(), StatusCode::kAuthFailed) << attempt << ": " << refused.to_string();
+  }
+  // Attempts 5..10 wait 50 + 100 + 200 + 400 + 800 + 1600 ms before their HELLO.
+  const auto start = std::chrono::steady_clock::now();
+  for (int attempt = 5; attempt <= 10; ++attempt) {
+    const Status refused = guess();
+    ASSERT_EQ(refused.code(), StatusCode::kAuthFailed) << attempt << ": " << refused.to_string();
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 3000ms) << "six throttled guesses were not slowed";
+
+  // The 11th waits 3.2 s for its turn; a 12th at the same time would wait past the cap: refused.
+  auto held = connect_from(context, "127.0.0.1", port_);
+  ASSERT_NE(held, nullptr);
+  std::this_thread::sleep_for(200ms);  // lets the worker take the held connection's turn first
+  auto refused = connect_from(context, "127.0.0.1", port_);
+  ASSERT_NE(refused, nullptr);
+  {
+    Watchdog watchdog(*refused, 30s);
+    Result<tp::IncomingFrame> error = refused->read_frame();
+    ASSERT_TRUE(error.is_ok()) << error.status().to_string();
+    const auto* refusal = std::get_if<tp::Error>(&error->message);
+    ASSERT_NE(refusal, nullptr);
+    EXPECT_EQ(refusal->code, tp::ErrorCode::kAuthFailed);
+    EXPECT_NE(refusal->message.find("too many failed authentications from 127.0.0.1"), std::string::npos)
+        << refusal->message;
+  }
+
+  // Another address: the right secret gets in while the held connection still waits.
+  auto coordinator = connect_from(context, "127.0.0.2", port_);
+  ASSERT_NE(coordinator, nullptr);
+  {
+    Watchdog watchdog(*coordinator, 30s);
+    Result<tp::Hello> hello = tp::client_handshake(*coordinator, kSecret, 20s);
+    ASSERT_TRUE(hello.is_ok()) << hello.status().to_string();
+  }
+  EXPECT_FALSE(held->wait_readable(0ms)) << "the throttled connection got its HELLO before the other address";
+  EXPECT_TRUE(process_->alive());
+}
+
 TEST(WorkerCli, SecretFileWorks) {
   const std::string secret_file = ::testing::TempDir() + "tessera_secret";
   std::ofstream(secret_file) << kSecret << "\n";
+  ::chmod(secret_file.c_str(), 0600);
   ChildProcess child({"--listen", "127.0.0.1:0", "--threads", "1", "--secret-file", secret_file}, false);
   ASSERT_TRUE(child.started());
   const auto line = child.read_stdout_line(20s);

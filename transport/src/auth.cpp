@@ -13,6 +13,9 @@
 #include <cstring>
 #include <memory>
 
+#include "tessera/core/files.hpp"
+#include "tessera/core/strings.hpp"
+
 namespace tessera::transport {
 namespace {
 
@@ -104,21 +107,24 @@ Mac worker_mac(std::string_view secret, const Challenge& coordinator_challenge, 
 bool mac_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
 
 Result<std::string> read_secret_file(const std::string& path) {
-  struct FileCloser {
-    void operator()(std::FILE* file) const { std::fclose(file); }
-  };
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file) return io_error("secret file " + path + ": cannot open: " + std::strerror(errno));
-  std::string content(kMaxSecretFileBytes + 1, '\0');
-  const std::size_t size = std::fread(content.data(), 1, content.size(), file.get());
-  if (std::ferror(file.get())) return io_error("secret file " + path + ": cannot read: " + std::strerror(errno));
-  content.resize(size);
+  // Refused unless private (core's check, shared with the coordinator's secret_file and the run
+  // directory), and never read past the cap: a FIFO or /dev/zero is refused by what it is.
+  Result<std::string> read = read_private_file(path, kMaxSecretFileBytes, "secret file");
+  if (!read) {
+    // A secret others can read keeps its own code (the fix is chmod, not the path); any other
+    // failure to get the bytes is an I/O error, as it always was for this function.
+    if (read.status().code() == StatusCode::kInvalidConfig) return read.status();
+    return io_error(read.status().message());
+  }
+  std::string content = std::move(*read);
   while (!content.empty() && std::string_view(" \t\r\n\v\f").find(content.back()) != std::string_view::npos) content.pop_back();
-  if (size > kMaxSecretFileBytes || content.size() > kMaxSecretBytes) {
-    return io_error("secret file " + path + ": longer than " + std::to_string(kMaxSecretBytes) +
+  if (content.size() > kMaxSecretBytes) {
+    return io_error("secret file '" + printable(path) + "': longer than " + std::to_string(kMaxSecretBytes) +
                     " bytes; is this the right file?");
   }
-  if (content.empty()) return io_error("secret file " + path + ": empty; put the shared secret on its first line");
+  if (content.empty()) {
+    return io_error("secret file '" + printable(path) + "': empty; put the shared secret on its first line");
+  }
   return content;
 }
 

@@ -153,6 +153,11 @@ void ComputePool::wait_idle() {
   idle_cv_.wait(lock, [this] { return idle(); });
 }
 
+bool ComputePool::busy() const {
+  std::lock_guard lock(mutex_);
+  return !idle();
+}
+
 bool ComputePool::has_work() const {
   if (running_) return next_part_ < part_count_;
   return !completing_ && !queue_.empty();

@@ -52,6 +52,12 @@ constexpr auto kAcceptRetryLast = std::chrono::milliseconds(1000);
 // How long a coordinator that authenticated waits for a session that is only cleaning up (its
 // peer said BYE) before it is told the worker is busy.
 constexpr auto kClaimWait = std::chrono::seconds(10);
+// How often a waiting session looks whether another coordinator asked it to yield: the newcomer
+// waits about this long for the worker, and an idle session wakes this often.
+constexpr auto kYieldPoll = std::chrono::milliseconds(100);
+// An authenticated peer that stops sending half-way through a frame for this long is gone. 60 s:
+// the previous default idle bound, long enough for a stalled Wi-Fi link to recover.
+constexpr auto kFrameStallTimeout = std::chrono::milliseconds(60000);
 
 std::string seconds_text(std::chrono::milliseconds span) {
   return span.count() % 1000 == 0 ? fmt::format("{} s", span.count() / 1000)
@@ -145,28 +151,54 @@ namespace {
 
 // The one coordinator session the worker serves at a time. Connections handshake concurrently
 // (so a port check or a stalled peer cannot lock the real coordinator out), and only an
-// authenticated connection claims the slot. Thread-safe.
+// authenticated connection claims the slot. The session marks its activity here, so a refusal
+// can say how long it has been idle and a newcomer can ask an idle one to yield. Thread-safe.
 class SessionSlot {
  public:
-  // The peer an authenticated, still-running session belongs to, if any.
-  std::optional<std::string> busy_with() const {
+  using Clock = std::chrono::steady_clock;
+
+  // Who holds the slot and for how long its session has been idle.
+  struct Holder {
+    std::string peer;
+    Clock::duration idle{};
+  };
+
+  // The holder of an authenticated, still-running session, if any.
+  std::optional<Holder> busy_with() const {
     std::lock_guard lock(mutex_);
-    if (active_ && !closing_) return peer_;
+    if (active_ && !closing_) return Holder{peer_, idle_locked()};
     return std::nullopt;
   }
 
-  // Claims the slot for `peer`; waits (at most kClaimWait) for a session that has hung up and is
-  // only cleaning up (a coordinator reconnecting right after an ERROR should not be refused).
-  // Returns the peer of the session that holds the slot when it cannot be claimed, or "" if the
-  // worker is stopping.
-  std::optional<std::string> claim(const std::string& peer) {
+  // The session had a frame, or work of it progressed: its idle clock restarts. Called for every
+  // frame, so it takes no lock.
+  void touch() { last_activity_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+
+  // True once another coordinator has asked this session to yield (see claim()).
+  bool yield_requested() const { return yield_requested_.load(std::memory_order_relaxed); }
+
+  // Claims the slot for `peer`. Waits (at most kClaimWait) for a session that has hung up and is
+  // only cleaning up (a coordinator reconnecting right after an ERROR should not be refused), or
+  // for one idle for at least `idle_timeout` (not 0) to yield. Returns the holder when the slot
+  // cannot be claimed, or a holder with an empty peer if the worker is stopping.
+  std::optional<Holder> claim(const std::string& peer, std::chrono::milliseconds idle_timeout) {
     std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, kClaimWait, [this] { return stopping_ || !(active_ && closing_); });
-    if (stopping_) return std::string();
-    if (active_) return peer_;
+    const bool asked = active_ && !closing_ && idle_timeout.count() > 0 && idle_locked() >= idle_timeout;
+    if (asked) yield_requested_ = true;
+    changed_.wait_for(lock, kClaimWait, [this] {
+      if (stopping_ || !active_) return true;
+      return !closing_ && !yield_requested_;  // a running session that was not asked to yield
+    });
+    if (stopping_) return Holder{};
+    if (active_) {
+      if (asked) yield_requested_ = false;  // it did not yield in time; keep it undisturbed
+      return Holder{peer_, idle_locked()};
+    }
     active_ = true;
     closing_ = false;
+    yield_requested_ = false;
     peer_ = peer;
+    touch();
     return std::nullopt;
   }
 
@@ -180,6 +212,7 @@ class SessionSlot {
       std::lock_guard lock(mutex_);
       active_ = false;
       closing_ = false;
+      yield_requested_ = false;
     }
     changed_.notify_all();
   }
@@ -193,13 +226,32 @@ class SessionSlot {
   }
 
  private:
+  Clock::duration idle_locked() const {
+    const Clock::duration since = Clock::now().time_since_epoch() -
+                                  Clock::duration(last_activity_ns_.load(std::memory_order_relaxed));
+    return std::max(since, Clock::duration::zero());
+  }
+
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   bool active_ = false;
   bool closing_ = false;
   bool stopping_ = false;
+  std::atomic<bool> yield_requested_{false};
+  std::atomic<Clock::rep> last_activity_ns_{0};
   std::string peer_;
 };
+
+// The text of a BUSY refusal: whose session holds the worker and how long it has been idle, so
+// the coordinator refused knows whether waiting is worth it.
+std::string busy_text(const SessionSlot::Holder& holder, std::chrono::milliseconds idle_timeout) {
+  const double idle_s = std::chrono::duration<double>(holder.idle).count();
+  std::string text = fmt::format("worker busy with a session from {}, idle for {:.1f} s", holder.peer, idle_s);
+  if (idle_timeout.count() > 0) {
+    text += fmt::format(" (a session idle for {} yields to the next coordinator)", seconds_text(idle_timeout));
+  }
+  return text;
+}
 
 // What a session needs from the server; Impl adds the acceptor and the connection threads.
 struct ServerCore {
@@ -208,7 +260,8 @@ struct ServerCore {
         facts_(facts),
         services_(std::move(services)),
         store_(options.tile_memory_cap),
-        pool_(options.threads) {}
+        pool_(options.threads),
+        auth_throttle_(options.auth_throttle) {}
 
   WorkerOptions options_;  // threads and tile_memory_cap already resolved
   NodeFacts facts_;
@@ -218,6 +271,7 @@ struct ServerCore {
   ComputePool pool_;
   SessionSlot slot_;
   LogLimiter unauthenticated_log_;  // lines about connections that have not authenticated
+  AuthThrottle auth_throttle_;      // per-address delays after failed authentications
   std::atomic<bool> stopping_{false};
 };
 
@@ -252,6 +306,10 @@ struct WorkerServer::Impl : ServerCore {
   void evict_for(const std::string& source);
   void serve_connection(const std::shared_ptr<tp::FrameConnection>& connection,
                         const std::shared_ptr<ConnectionState>& state);
+  // Waits, on the connection's thread, for the turn the auth throttle gives `source`: false (the
+  // connection refused with ERROR, or stopped or evicted meanwhile) when it must not handshake.
+  bool wait_for_turn(const std::shared_ptr<tp::FrameConnection>& connection,
+                     const std::shared_ptr<ConnectionState>& state, const std::string& source);
   // Joins connection threads that have finished (all of them when `all`), which closes their
   // sockets: a peer that hung up must not leave its socket in CLOSE-WAIT.
   void join_connections(bool all);
@@ -358,10 +416,16 @@ bool Session::handshake() {
   // must not keep its slot either.
   connection_->set_read_deadline(server_.options_.handshake_timeout);
   // Only a worker hosting a service with peer handlers accepts the peer label at all.
+  // Counted before the ERROR goes out, so the peer's next attempt already finds it counted.
+  const auto count_failure = [this] {
+    server_.auth_throttle_.record_failure(connection_->peer_host(), std::chrono::steady_clock::now());
+  };
   Result<tp::SessionRole> role = tp::SessionRole::kCoordinator;
   if (server_.services_.takes_peers()) {
-    role = tp::server_handshake_any_role(*connection_, hello, server_.options_.secret, server_.options_.wire);
-  } else if (Status status = tp::server_handshake(*connection_, hello, server_.options_.secret, server_.options_.wire);
+    role = tp::server_handshake_any_role(*connection_, hello, server_.options_.secret, server_.options_.wire,
+                                         count_failure);
+  } else if (Status status = tp::server_handshake(*connection_, hello, server_.options_.secret, server_.options_.wire,
+                                                  count_failure);
              !status.is_ok()) {
     role = std::move(status);
   }
@@ -371,45 +435,50 @@ bool Session::handshake() {
     return false;
   }
   role_ = *role;
-  // From here on, a read that gets no byte for the idle timeout ends the session (a coordinator
-  // that stopped half-way through a frame).
-  connection_->set_read_timeout(server_.options_.idle_timeout);
+  // From here on, a read that gets no byte for kFrameStallTimeout ends the session (a coordinator
+  // that stopped half-way through a frame). Not the idle timeout: that one only decides when an
+  // idle session yields, and a slow link may pause mid-frame for longer than it.
+  connection_->set_read_timeout(kFrameStallTimeout);
   return true;
 }
 
 bool Session::wait_for_frame() {
-  const std::chrono::milliseconds idle = server_.options_.idle_timeout;
-  if (idle.count() == 0) return true;
-  // The coordinator legitimately says nothing while it waits for jobs it queued here, so the
-  // clock restarts whenever the pool finishes a job; a peer that is silent while nothing of it
-  // progresses (stopped, or authenticated and hostile) is let go.
+  // The coordinator legitimately says nothing while it waits for jobs it queued here, so work in
+  // the pool (queued, running, or finished since the last look) counts as activity; a session
+  // silent while nothing of it progresses is idle, and ends only when another coordinator asks
+  // for the worker (SessionSlot::claim). The wait is sliced so such a request is seen soon.
   uint64_t jobs_seen = server_.pool_.totals().jobs;
-  auto quiet_since = std::chrono::steady_clock::now();
   for (;;) {
-    const auto left = idle - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                                   quiet_since);
-    if (connection_->wait_readable(std::max(left, std::chrono::milliseconds(0)))) return true;
+    if (connection_->wait_readable(kYieldPoll)) {
+      server_.slot_.touch();
+      return true;
+    }
     const uint64_t jobs = server_.pool_.totals().jobs;
-    if (jobs != jobs_seen) {
+    if (jobs != jobs_seen || server_.pool_.busy()) {
       jobs_seen = jobs;
-      quiet_since = std::chrono::steady_clock::now();
+      server_.slot_.touch();
       continue;
     }
-    if (std::chrono::steady_clock::now() - quiet_since >= idle) return false;
+    if (server_.slot_.yield_requested() || server_.stopping_) return false;
   }
 }
 
 SessionStep Session::serve_frame() {
   if (!wait_for_frame()) {
-    return context_.end(fmt::format("idle: no frame from {} for {} while no work of it was in progress",
+    if (server_.stopping_) return context_.end("worker stopping");
+    return context_.end(fmt::format("idle: no frame from {} for {} or more while no work of it was in progress, "
+                                    "and another coordinator asked for the worker",
                                     context_.peer(), seconds_text(server_.options_.idle_timeout)));
   }
   auto header = connection_->read_header();
   if (!header.is_ok()) return context_.read_failed(header.status(), 0);
   const MessageHandler* handler = server_.services_.find(header->type);
-  if (handler == nullptr) return handle_unrouted(*header);
-  if (handler->on_stream) return handler->on_stream(context_, *header);
-  return deliver_decoded(*handler, *header);
+  const SessionStep step = handler == nullptr        ? handle_unrouted(*header)
+                           : handler->on_stream ? handler->on_stream(context_, *header)
+                                                : deliver_decoded(*handler, *header);
+  // A long frame (a big STORE on a slow link) is activity until its last byte.
+  server_.slot_.touch();
+  return step;
 }
 
 SessionStep Session::deliver_decoded(const MessageHandler& handler, const tp::FrameHeader& header) {
@@ -660,14 +729,17 @@ void WorkerServer::Impl::on_accept(tcp::socket socket) {
   auto connection = std::make_shared<tp::FrameConnection>(std::move(socket), options_.limits);
 
   join_connections(/*all=*/false);
-  auto active_peer = slot_.busy_with();
+  auto holder = slot_.busy_with();
   // While a service takes peer links (a graph run is loaded), a newcomer may be one of the run's
   // peer workers: it handshakes, and only if it then turns out to be a coordinator is it refused
   // as busy (serve_connection).
-  if (active_peer && services_.takes_peers() && services_.admit_peer().is_ok()) active_peer.reset();
-  if (active_peer) {
+  if (holder && services_.takes_peers() && services_.admit_peer().is_ok()) holder.reset();
+  // A session idle past the idle timeout yields to a coordinator that authenticates, so the
+  // newcomer handshakes (only a holder of the secret can make a session yield).
+  if (holder && options_.idle_timeout.count() > 0 && holder->idle >= options_.idle_timeout) holder.reset();
+  if (holder) {
     // The peer is part of the text on purpose: `tessera status` shows who holds the worker.
-    const std::string refusal = "worker busy with a session from " + *active_peer;
+    const std::string refusal = busy_text(*holder, options_.idle_timeout);
     unauthenticated_log_.log(connection->peer_host(), "busy",
                              fmt::format("connection from {} refused: {}", connection->peer(), refusal));
     // A fresh socket's send buffer is empty, so this small write does not block the acceptor.
@@ -697,10 +769,50 @@ void WorkerServer::Impl::on_accept(tcp::socket socket) {
   if (stopping_) connection->shutdown();
 }
 
+bool WorkerServer::Impl::wait_for_turn(const std::shared_ptr<tp::FrameConnection>& connection,
+                                       const std::shared_ptr<ConnectionState>& state, const std::string& source) {
+  const AuthThrottle::Admission admission = auth_throttle_.admit(source, std::chrono::steady_clock::now());
+  if (admission.refused) {
+    const double retry_s = std::chrono::duration<double>(admission.retry_after).count();
+    const std::string refusal = fmt::format("too many failed authentications from {}; try again in {:.1f} s "
+                                            "(check that the coordinator has the worker's secret)",
+                                            source, retry_s);
+    unauthenticated_log_.log(source, "throttled", fmt::format("connection from {} refused: {}", connection->peer(), refusal));
+    // Sent before any HELLO: the peer never gets a challenge to answer, so this costs no guess.
+    connection->write_error(tp::ErrorCode::kAuthFailed, refusal);
+    connection->shutdown();
+    return false;
+  }
+  if (admission.wait <= std::chrono::steady_clock::duration::zero()) return true;
+  unauthenticated_log_.log(source, "throttled",
+                           fmt::format("connection from {} waits {} ms before its handshake: failed authentications "
+                                       "from {}",
+                                       connection->peer(),
+                                       std::chrono::duration_cast<std::chrono::milliseconds>(admission.wait).count(),
+                                       source));
+  // The deadline is the admission's wait (at most the throttle's max_delay); slices so that
+  // stop() and eviction end the wait early.
+  const auto deadline = std::chrono::steady_clock::now() + admission.wait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (stopping_) return false;
+    {
+      std::lock_guard lock(connections_mutex_);
+      if (state->evicted) return false;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(deadline - std::chrono::steady_clock::now(),
+                                                                              kYieldPoll));
+  }
+  return true;
+}
+
 void WorkerServer::Impl::serve_connection(const std::shared_ptr<tp::FrameConnection>& connection,
                                           const std::shared_ptr<ConnectionState>& state) {
   Session session(*this, connection);
+  const std::string source = connection->peer_host();
+  if (!wait_for_turn(connection, state, source)) return;
   const bool authenticated = !stopping_ && session.handshake();
+  // A wrong MAC was counted inside the handshake (before its ERROR was sent).
+  if (authenticated && !stopping_) auth_throttle_.record_success(source);
   bool evicted = false;
   {
     std::lock_guard lock(connections_mutex_);
@@ -729,11 +841,13 @@ void WorkerServer::Impl::serve_connection(const std::shared_ptr<tp::FrameConnect
     session.serve_peer();
     return;
   }
-  if (auto holder = slot_.claim(connection->peer())) {
-    if (!holder->empty()) {
-      // Two coordinators authenticated at the same moment; the first one keeps the worker.
-      log_line(fmt::format("connection from {} refused: busy with a session from {}", connection->peer(), *holder));
-      connection->write_error(tp::ErrorCode::kBusy, "worker busy with a session from " + *holder);
+  if (auto holder = slot_.claim(connection->peer(), options_.idle_timeout)) {
+    if (!holder->peer.empty()) {
+      // Two coordinators authenticated at the same moment (the first one keeps the worker), or
+      // the session was asked to yield but did not end within kClaimWait.
+      const std::string refusal = busy_text(*holder, options_.idle_timeout);
+      log_line(fmt::format("connection from {} refused: {}", connection->peer(), refusal));
+      connection->write_error(tp::ErrorCode::kBusy, refusal);
     }
     connection->shutdown();
     return;

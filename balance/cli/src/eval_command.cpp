@@ -65,6 +65,11 @@ Result<std::map<std::string, linalg::Matrix>> load_inputs(const std::vector<std:
       Result<linalg::Matrix> read = linalg::read_npy(source);
       // An input that cannot be read is bad input (exit 2), whatever the reason.
       if (!read) return invalid_argument(fmt::format("--input {}: {}", name, read.status().message()));
+      if (read->rows == 0 || read->cols == 0) {
+        return invalid_argument(fmt::format("--input {}: {} holds a {}x{} matrix, which has no entries; an input needs "
+                                            "at least one row and one column",
+                                            name, source, read->rows, read->cols));
+      }
       if (const std::optional<run::NonFiniteEntry> entry = run::first_nonfinite(*read)) {
         return invalid_argument(fmt::format("--input {}: {} holds NaN or infinite values: {} (0-based [row][column])",
                                             name, source, run::describe_nonfinite(name, *entry)));

@@ -16,6 +16,7 @@
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/session/settings.hpp"
 #include "tessera/core/memory.hpp"
+#include "tessera/core/strings.hpp"
 
 namespace tessera::balance::cli {
 
@@ -82,6 +83,15 @@ Status check_finite(const linalg::Matrix& matrix, std::string_view name, const s
                                       path, run::describe_nonfinite(name, *entry)));
 }
 
+// A zero-sized .npy is a valid file but no multiply's input; said here, naming the file, before
+// the cluster is connected and profiled (the planner's own check would come after both).
+Status check_not_empty(const linalg::Matrix& matrix, std::string_view name, const std::string& path) {
+  if (matrix.rows >= 1 && matrix.cols >= 1) return Status::ok();
+  return invalid_argument(fmt::format("{} holds {} as a {}x{} matrix, which has no entries; a multiply needs at least "
+                                      "one row and one column",
+                                      printable(path), name, matrix.rows, matrix.cols));
+}
+
 Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
   Inputs inputs;
   if (command.a_path.empty() != command.b_path.empty()) {
@@ -90,9 +100,11 @@ Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
   if (!command.a_path.empty()) {
     Result<linalg::Matrix> a = linalg::read_npy(command.a_path);
     if (!a) return a.status();
+    TESSERA_RETURN_IF_ERROR(check_not_empty(*a, "A", command.a_path));
     if (!command.settings.allow_nonfinite) TESSERA_RETURN_IF_ERROR(check_finite(*a, "A", command.a_path));
     Result<linalg::Matrix> b = linalg::read_npy(command.b_path);
     if (!b) return b.status();
+    TESSERA_RETURN_IF_ERROR(check_not_empty(*b, "B", command.b_path));
     if (!command.settings.allow_nonfinite) TESSERA_RETURN_IF_ERROR(check_finite(*b, "B", command.b_path));
     if (a->cols != b->rows) {
       return invalid_argument(fmt::format("{} is {}x{} and {} is {}x{}: A's columns must equal B's rows",

@@ -117,7 +117,7 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
       const std::string text = field.IsScalar() ? field.Scalar() : describe_yaml(field);
       const std::optional<double> seconds = field.IsScalar() ? seconds_with_unit(text) : std::nullopt;
       if (!seconds || *seconds < 0.001 || *seconds > 1.0) {
-        fail_at(key_line, where + " has cpu_period: " + text +
+        fail_at(key_line, where + " has cpu_period: " + printable(text) +
                               "; cpu_period must be a time from 1ms to 1s with a unit us, ms or s, e.g. cpu_period: 20ms");
       }
       spec.cpu_period_us = static_cast<uint32_t>(std::lround(*seconds * 1e6));
@@ -135,13 +135,13 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
         const std::string text = link_value.IsScalar() ? link_value.Scalar() : describe_yaml(link_value);
         if (link_key == "rate") {
           if (!link_value.IsScalar() || !number_with_unit(text, {"kbit", "mbit", "gbit", "bit"}, true)) {
-            fail_at(link_line, link_where + " has rate: " + text +
+            fail_at(link_line, link_where + " has rate: " + printable(text) +
                                 "; rate must be a number > 0 with a unit bit, kbit, mbit or gbit, e.g. rate: 100mbit");
           }
           spec.link_rate = text;
         } else if (link_key == "delay") {
           if (!link_value.IsScalar() || !seconds_with_unit(text)) {
-            fail_at(link_line, link_where + " has delay: " + text +
+            fail_at(link_line, link_where + " has delay: " + printable(text) +
                                 "; delay must be a number >= 0 with a unit us, ms or s, e.g. delay: 2ms");
           }
           spec.link_delay = text;
@@ -151,7 +151,7 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
           std::optional<double> loss;
           if (link_value.IsScalar()) loss = parse_number(number);
           if (!loss || *loss < 0 || *loss > 100) {
-            fail_at(link_line, link_where + " has loss: " + text +
+            fail_at(link_line, link_where + " has loss: " + printable(text) +
                                 "; loss must be a percentage 0..100, e.g. loss: 0.5");
           }
           spec.link_loss_percent = *loss;
@@ -198,7 +198,7 @@ NodeSpec parse_node(const YAML::Node& value, int fallback_line, std::size_t inde
     if (key == "host") {
       node.host = yaml_text(field, key_line, "host", where, "10.0.0.11");
       if (!valid_host(node.host)) {
-        fail_at(key_line, where + " has host: " + node.host +
+        fail_at(key_line, where + " has host: " + printable(node.host) +
                            ", which is not an IP address or host name; e.g. host: 10.0.0.11 or host: pi1.local");
       }
     } else if (key == "port") {
@@ -382,7 +382,7 @@ std::string trim_trailing_whitespace(std::string text) {
 }  // namespace
 
 Result<std::string> ClusterSpec::resolve_secret() const {
-  const std::string where = source_path + ":" + std::to_string(secret_line) + ": ";
+  const std::string where = printable(source_path) + ":" + std::to_string(secret_line) + ": ";
   if (secret_file.empty()) {
     if (secret.empty()) return invalid_config(where + "no secret; add secret: TEXT or secret_file: PATH");
     return secret;
@@ -390,10 +390,13 @@ Result<std::string> ClusterSpec::resolve_secret() const {
   // A regular file of at most kMaxSecretFileBytes: `secret_file: /dev/zero` or a FIFO is refused
   // by what it is instead of being read until memory runs out (or forever). The workers accept a
   // secret of at most 4 KiB after trimming, so a larger file cannot be a working secret anyway.
-  Result<std::string> content = read_regular_file(secret_file, kMaxSecretFileBytes, "secret file");
+  // It must also be private (core's check_private_path, the run directory's check): a secret
+  // others can read, or one another user can replace, is refused with the chmod/chown that fixes it.
+  Result<std::string> content = read_private_file(secret_file, kMaxSecretFileBytes, "secret file");
   if (!content) {
     std::string fix = "; create it or fix the path (relative paths are resolved against the cluster file's folder)";
     if (content.status().code() == StatusCode::kInvalidArgument) fix = "";
+    if (content.status().code() == StatusCode::kInvalidConfig) fix = "";
     if (content.status().code() == StatusCode::kResourceExhausted) {
       fix = "; a secret is one line (e.g. openssl rand -hex 32 > FILE)";
     }

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -19,11 +20,36 @@ constexpr std::size_t kMaxYamlValues = 1'000'000;
 
 std::string where_of(const std::string& path) { return path.empty() ? "the top level" : path; }
 
+// yaml-cpp ends a quoted scalar that is never closed at the end of the file, without a word: the
+// rest of the file becomes one value (`cluster: "lab` then read as a cluster named "lab secret: x
+// nodes: ..."). A quoted scalar starts at its mark; refuse it when no closing quote follows.
+void check_quote_closed(const YAML::Node& scalar, std::string_view text, int line) {
+  const int start = scalar.Mark().pos;
+  if (start < 0 || static_cast<std::size_t>(start) >= text.size()) return;
+  const char quote = text[static_cast<std::size_t>(start)];
+  if (quote != '"' && quote != '\'') return;
+  for (std::size_t i = static_cast<std::size_t>(start) + 1; i < text.size(); ++i) {
+    if (quote == '"' && text[i] == '\\') {
+      ++i;  // an escape: the next character is never the closing quote
+    } else if (text[i] == quote) {
+      if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+        ++i;  // '' is a quote inside a single-quoted value
+        continue;
+      }
+      return;
+    }
+  }
+  fail_at(line, fmt::format("unterminated quote: the value that starts with {} here is never closed, so the rest of "
+                            "the file would be read as part of it; add the closing {}",
+                            quote, quote));
+}
+
 // yaml-cpp keeps every repeated key and its lookups return the first, so a repeated key would be
-// ignored without a word; this walk refuses it wherever it is.
+// ignored without a word; this walk refuses it wherever it is (and unterminated quotes, above).
 void check_unique_keys(const YAML::Node& node, const std::string& path, int depth, int parent_line,
-                       std::size_t& values_left) {
+                       std::size_t& values_left, std::string_view text) {
   const int line = yaml_line(node, parent_line);
+  if (node.IsScalar()) check_quote_closed(node, text, line);
   if (depth > kMaxYamlDepth) {
     fail_at(line, fmt::format("{} nests deeper than {} levels; flatten it", where_of(path), kMaxYamlDepth));
   }
@@ -44,21 +70,45 @@ void check_unique_keys(const YAML::Node& node, const std::string& path, int dept
         }
         child_path += (path.empty() ? "" : ".") + key;
       } else {
-        check_unique_keys(it->first, path, depth + 1, key_line, values_left);
+        check_unique_keys(it->first, path, depth + 1, key_line, values_left, text);
       }
-      check_unique_keys(it->second, child_path, depth + 1, key_line, values_left);
+      if (it->first.IsScalar()) check_quote_closed(it->first, text, key_line);
+      check_unique_keys(it->second, child_path, depth + 1, key_line, values_left, text);
     }
   } else if (node.IsSequence()) {
     for (std::size_t i = 0; i < node.size(); ++i) {
-      check_unique_keys(node[i], fmt::format("{}[{}]", path, i), depth + 1, line, values_left);
+      check_unique_keys(node[i], fmt::format("{}[{}]", path, i), depth + 1, line, values_left, text);
     }
   }
 }
 
 int mark_line(const YAML::Mark& mark) { return mark.line >= 0 ? mark.line + 1 : 1; }
 
+// The 1-based line of the `---` that opens the document yaml-cpp says starts near `mark_line`
+// (its mark is its first node, or past the end for an empty document): the nearest line at or
+// before it that starts with `---` (or the line after a `...` that ends the previous one). A `---`
+// in column 0 always marks a document (inside a block scalar it would have to be indented).
+int document_start_line(std::string_view text, int mark_line) {
+  std::vector<std::string_view> lines;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  for (int line = std::min<int>(mark_line, static_cast<int>(lines.size())); line >= 1; --line) {
+    const std::string_view content = lines[static_cast<std::size_t>(line - 1)];
+    // After an explicit end (`...`) a document may start without `---`: it starts below the end.
+    if (content.starts_with("...")) return std::min(line + 1, mark_line);
+    if (content.starts_with("---") && (content.size() == 3 || content[3] == ' ' || content[3] == '\t' ||
+                                       content[3] == '\r')) {
+      return line;
+    }
+  }
+  return mark_line;
+}
+
 std::string scalar_or_description(const YAML::Node& value) {
-  return value.IsScalar() ? value.Scalar() : describe_yaml(value);
+  return value.IsScalar() ? printable(value.Scalar()) : describe_yaml(value);
 }
 
 }  // namespace
@@ -82,12 +132,20 @@ Status read_yaml(std::string_view text, const std::string& source_name,
                  const std::function<void(const YAML::Node& root)>& read, std::string_view remedy) {
   const std::string suffix = remedy.empty() ? "" : fmt::format(" ({})", remedy);
   auto at = [&](int line, const std::string& message) {
-    return invalid_config(fmt::format("{}:{}: {}{}", source_name, line, message, suffix));
+    return invalid_config(fmt::format("{}:{}: {}{}", printable(source_name), line, message, suffix));
   };
   try {
-    const YAML::Node root = YAML::Load(std::string(text));
+    // LoadAll, not Load: Load silently returns the first of several documents (`---`), and the
+    // rest of the file would be ignored.
+    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.size() > 1) {
+      const int second = document_start_line(text, mark_line(documents[1].Mark()));
+      return at(second, "a second YAML document starts here; a Tessera file holds one document: remove this '---' "
+                        "line and merge what follows into the first document, or move it to a file of its own");
+    }
+    const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
     std::size_t values_left = kMaxYamlValues;
-    check_unique_keys(root, "", 0, 1, values_left);
+    check_unique_keys(root, "", 0, 1, values_left, text);
     read(root);
     return Status::ok();
   } catch (const YamlError& e) {
@@ -106,7 +164,9 @@ int yaml_line(const YAML::Node& node, int fallback) {
   return line >= 0 ? line + 1 : fallback;
 }
 
-std::string single_quoted(std::string_view text) { return fmt::format("'{}'", text); }
+// Every key, value and name a message quotes passes through here, so bytes from a file never
+// reach a terminal raw.
+std::string single_quoted(std::string_view text) { return fmt::format("'{}'", printable(text)); }
 
 std::string describe_yaml(const YAML::Node& value) {
   if (value.IsScalar()) return single_quoted(value.Scalar());
@@ -159,7 +219,7 @@ uint64_t yaml_integer(const YAML::Node& value, int line, std::string_view key, s
   if (value.IsScalar()) parsed = parse_unsigned(value.Scalar());
   if (!parsed) fail_at(line, fmt::format("{} has {}: {}; {}", where, key, scalar_or_description(value), rule));
   if (*parsed < low || *parsed > high) {
-    fail_at(line, fmt::format("{} has {}: {}, out of range; {}", where, key, value.Scalar(), rule));
+    fail_at(line, fmt::format("{} has {}: {}, out of range; {}", where, key, printable(value.Scalar()), rule));
   }
   return *parsed;
 }

@@ -175,36 +175,9 @@ std::string default_run_dir() {
 }
 
 Status check_private_dir(const std::string& dir) {
-  struct stat info {};
-  if (::lstat(dir.c_str(), &info) != 0) {
-    const int error = errno;
-    if (error == ENOENT) return not_found(fmt::format("run directory {} does not exist", dir));
-    return io_error(fmt::format("cannot inspect run directory {}: {}", dir, std::strerror(error)));
-  }
-  if (S_ISLNK(info.st_mode)) {
-    return invalid_config(fmt::format("run directory {} is a symbolic link; Tessera keeps the cluster secret there and "
-                                      "refuses links another user could have planted. Remove it (rm {}) or choose "
-                                      "another with --run-dir",
-                                      dir, dir));
-  }
-  if (!S_ISDIR(info.st_mode)) {
-    return invalid_config(fmt::format("run directory {} is {}, not a directory; remove it or choose another with "
-                                      "--run-dir",
-                                      dir, describe_file_type(info.st_mode)));
-  }
-  if (info.st_uid != ::geteuid()) {
-    return invalid_config(fmt::format("run directory {} belongs to uid {}, not to you (uid {}); another user may "
-                                      "control what is in it. Choose another with --run-dir (or TESSERA_RUN_DIR)",
-                                      dir, info.st_uid, ::geteuid()));
-  }
-  if ((info.st_mode & 077) != 0) {
-    return invalid_config(fmt::format("run directory {} has mode {:04o}: other users can {} it, and it holds the "
-                                      "cluster secret. Fix it with chmod 700 {} (and change the secret if others "
-                                      "could read it)",
-                                      dir, info.st_mode & 07777,
-                                      (info.st_mode & 022) != 0 ? "write into" : "look into", dir));
-  }
-  return Status::ok();
+  Status checked = check_private_path(dir, PrivateKind::kFolder, "run directory");
+  if (checked.code() != StatusCode::kInvalidConfig) return checked;
+  return invalid_config(checked.message() + "; or choose another run directory with --run-dir (or TESSERA_RUN_DIR)");
 }
 
 std::vector<std::string> secret_exposure_warnings(const cluster::ClusterSpec& cluster) {
@@ -216,12 +189,9 @@ std::vector<std::string> secret_exposure_warnings(const cluster::ClusterSpec& cl
     if ((info.st_mode & S_IRGRP) != 0) return "its group";
     return "";
   };
-  if (!cluster.secret_file.empty()) {
-    if (const std::string who = readable_by(cluster.secret_file); !who.empty()) {
-      warnings.push_back(fmt::format("secret file {} is readable by {}; chmod 600 {}", cluster.secret_file, who,
-                                     cluster.secret_file));
-    }
-  } else if (!cluster.secret.empty() && !cluster.source_path.empty()) {
+  // A secret_file that others can read is refused where it is read (ClusterSpec::resolve_secret);
+  // an inline secret cannot be moved by Tessera, so its cluster file only earns a warning.
+  if (cluster.secret_file.empty() && !cluster.secret.empty() && !cluster.source_path.empty()) {
     if (const std::string who = readable_by(cluster.source_path); !who.empty()) {
       warnings.push_back(fmt::format("{} holds the secret inline and is readable by {}; chmod 600 {}, or move the "
                                      "secret to a secret_file only you can read",

@@ -1,5 +1,5 @@
-// Small string helpers shared by every module: joining lists for messages, and the "did you
-// mean" suggestion for a mistyped name.
+// Small string helpers shared by every module: joining lists for messages, the "did you mean"
+// suggestion for a mistyped name, and making text read from a file safe to print.
 //
 // Pure functions over values the caller owns; nothing is retained. Thread-safe.
 #pragma once
@@ -35,5 +35,11 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // of the longer word's length (at least 1), which keeps "thread" -> "threads" but not
 // "colour" -> "cluster". The view refers into `candidates`.
 std::string_view closest_match(std::string_view word, std::span<const std::string> candidates);
+
+// `text` as it may appear in a message: valid UTF-8 is kept, every byte that is not part of a
+// valid UTF-8 sequence, and every control character (tab, newline, escape, DEL, ...), is written
+// as \xNN. Text read from a file (a name, a key, a value, a path) goes through this before it is
+// quoted, so a message never puts raw bytes or terminal escapes on someone's screen.
+std::string printable(std::string_view text);
 
 }  // namespace tessera

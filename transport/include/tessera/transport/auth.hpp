@@ -58,8 +58,10 @@ bool mac_equal(const Mac& a, const Mac& b);
 inline constexpr std::size_t kSecretBytes = 32;
 Result<std::string> generate_secret();
 
-// Reads a secret file: content with trailing whitespace removed. Fails if missing, unreadable,
-// empty, or longer than 4096 bytes; the message names the file.
+// Reads a secret file: content with trailing whitespace removed. Fails with kIoError if missing,
+// unreadable, not a regular file, empty, or longer than 4096 bytes, and with kInvalidConfig when it is not
+// private (core's check_private_path: others can read or change it, or another user owns it; the
+// message gives the chmod/chown that fixes it); every message names the file.
 Result<std::string> read_secret_file(const std::string& path);
 
 }  // namespace tessera::transport

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -192,11 +193,15 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
 // A client whose AUTH asks for TLS gets AUTH_OK with kFrameFlagStartTls and the connection is
 // encrypted on success. `minimum` kEncrypted refuses a client that does not ask
 // (ERROR(kAuthRequired) naming the setting, kProtocolError); kPlain accepts both.
+// `on_wrong_mac`, when given, is called on a wrong MAC before the ERROR is written: a caller that
+// counts failures (the worker's auth throttle) has counted this one before the peer can know it
+// failed and try again.
 Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret,
-                        WireMode minimum = WireMode::kPlain);
+                        WireMode minimum = WireMode::kPlain, const std::function<void()>& on_wrong_mac = {});
 // The same, accepting AUTH from a coordinator or from a peer worker (either MAC label), and
 // returning which one authenticated. A MAC that matches neither label fails as above.
 Result<SessionRole> server_handshake_any_role(FrameConnection& connection, const Hello& hello,
-                                              std::string_view secret, WireMode minimum = WireMode::kPlain);
+                                              std::string_view secret, WireMode minimum = WireMode::kPlain,
+                                              const std::function<void()>& on_wrong_mac = {});
 
 }  // namespace tessera::transport

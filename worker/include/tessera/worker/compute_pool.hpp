@@ -142,6 +142,8 @@ class ComputePool {
 
   // Blocks until no task is queued or running.
   void wait_idle();
+  // True while a task is queued, running or completing (a session with work here is not idle).
+  bool busy() const;
 
   // Cumulative figures since the pool started; a period's figures are the difference of two
   // snapshots (the worker takes one when a session starts). A task's wall and part CPU time are

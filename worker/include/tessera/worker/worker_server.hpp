@@ -1,7 +1,8 @@
 // WorkerServer: the tessera-worker daemon as a library, a host of services.
 //
 // Listens on a TCP endpoint and serves one authenticated coordinator session at a time (a second
-// concurrent connection gets ERROR(kBusy) and is closed); it stays up between sessions. A session
+// concurrent connection gets ERROR(kBusy), saying whose session it is and how long that session
+// has been idle, and is closed); it stays up between sessions. A session
 // accepts, authenticates (HELLO advertises the union of the hosted services' capability bits),
 // then dispatches every frame through the table built from the services (see service.hpp): the
 // default set is the GEMM service (gemm_service.hpp: STORE, JOB, RELEASE, PROBE, STATS_REQUEST)
@@ -21,8 +22,9 @@
 // handshake_timeout, and when max_handshaking are handshaking (or max_handshaking_per_source
 // from one address) a newcomer evicts the oldest unauthenticated one (of that address) instead
 // of being refused, so silent connections cannot lock the real coordinator out. An authenticated
-// session that sends nothing for idle_timeout while the worker has no work of it in progress is
-// ended. Finished connections are closed and joined as they end; when accept() runs out of file
+// session that has sent nothing for idle_timeout while the worker has no work of it in progress
+// yields the worker to the next coordinator that authenticates; repeated failed authentications
+// from one address are slowed down (auth_throttle.hpp). Finished connections are closed and joined as they end; when accept() runs out of file
 // descriptors the server backs off and serves again once descriptors are free. Lines about
 // unauthenticated connections are rate-limited per source address.
 #pragma once
@@ -37,6 +39,7 @@
 
 #include "tessera/core/status.hpp"
 #include "tessera/transport/protocol.hpp"
+#include "tessera/worker/auth_throttle.hpp"
 #include "tessera/worker/service.hpp"
 
 namespace tessera::worker {
@@ -55,15 +58,21 @@ struct WorkerOptions {
   // coordinator answers HELLO within a round trip, so 5 s is generous even for a Pi on Wi-Fi,
   // and short enough that a port scan or a stalled peer frees its slot soon.
   std::chrono::milliseconds handshake_timeout{5000};
-  // An authenticated session from which no frame came for this long, while no job of it finished
-  // meanwhile, is ended (it frees the worker for other coordinators). 60 s: a coordinator talks
-  // at least once per finished job, and a queue of jobs takes seconds, not minutes. 0 = never.
-  std::chrono::milliseconds idle_timeout{60000};
+  // An authenticated session from which no frame came for this long, while none of its work was
+  // queued or running here, is ended as soon as another coordinator authenticates (it yields the
+  // worker); until then it is kept, however long, since it costs nobody else anything. 10 s: a
+  // coordinator in a run talks at least once per finished job (GEMM) or per 100 ms (graph polls),
+  // while a lone coordinator may be quiet on one link for much longer (profiling the other nodes
+  // one at a time, partitioning), which must not cost it the node. 0 = never yield.
+  std::chrono::milliseconds idle_timeout{10000};
   // Unauthenticated connections at once, in total and from one source address. A newcomer
   // beyond either bound evicts the oldest such connection (from that address), so one address
   // holds at most half the slots and the newest connection always gets its chance.
   std::size_t max_handshaking = 16;
   std::size_t max_handshaking_per_source = 8;
+  // Failed authentications from one address beyond a few make its next connections wait before
+  // their handshake (on their own threads; other addresses and the accept loop never wait).
+  AuthThrottleOptions auth_throttle;
 };
 
 // Facts the worker reports in HELLO.

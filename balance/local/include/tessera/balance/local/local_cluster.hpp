@@ -36,14 +36,15 @@ struct LocalClusterOptions {
 
 std::string default_run_dir();
 
-// OK if `dir` is a directory (lstat: not a symlink) owned by this effective user whose mode has
-// no group or other bits; otherwise InvalidConfig saying what is wrong and the command that fixes
-// it. A missing directory is NotFound.
+// core's check_private_path for a run directory: OK if `dir` is a directory (lstat: not a
+// symlink) owned by this effective user (or root) whose mode has no group or other bits;
+// otherwise InvalidConfig saying what is wrong and the command that fixes it (or --run-dir). A
+// missing directory is NotFound.
 Status check_private_dir(const std::string& dir);
 
 // Sentences for the person running the tool when the cluster's secret is readable by other users:
-// a secret_file with group/other read permission, or a cluster file holding an inline secret that
-// others can read. Empty when nothing is exposed (or nothing can be checked).
+// a cluster file holding an inline secret that others can read (a secret_file others can read is
+// not a warning but refused, by ClusterSpec::resolve_secret). Empty when nothing is exposed (or nothing can be checked).
 std::vector<std::string> secret_exposure_warnings(const cluster::ClusterSpec& cluster);
 // <run_dir>/<cluster name>
 std::string cluster_run_dir(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options);
