@@ -52,7 +52,7 @@ TEST_F(SixteenWorkers, ProfileMultiplyUnderEveryPolicyGraphAndExpressionAllVerif
   ASSERT_EQ(profile.exit_code, 0) << profile.output;
   EXPECT_NE(profile.output.find("measured 16 of 16 nodes"), std::string::npos) << profile.output;
 
-  for (const std::string& policy : {"even", "proportional", "model", "dynamic"}) {
+  for (const std::string policy : {"even", "proportional", "model", "dynamic"}) {
     SCOPED_TRACE(policy);
     const std::string report = dir_->file("multiply-" + policy + ".json");
     const testing::CommandResult multiply =
@@ -62,7 +62,7 @@ TEST_F(SixteenWorkers, ProfileMultiplyUnderEveryPolicyGraphAndExpressionAllVerif
     EXPECT_EQ(document["verified"], true) << multiply.output;
     EXPECT_EQ(document["nodes"].size(), kWorkers) << "every node has its place in the report";
   }
-  for (const std::string& layout : {"2d", "3d"}) {
+  for (const std::string layout : {"2d", "3d"}) {
     SCOPED_TRACE(layout);
     const testing::CommandResult multiply =
         tessera("multiply " + *config_ + " --n 192 --policy even --layout " + layout + " --verify exact");
