@@ -216,6 +216,7 @@ TEST_F(RunMemoryTest, RatesComeFromRunsAloneDeltaCostsFromRunsWithOthersAndEachS
   with_others.set_key = graph_driver::set_key({"desktop", "pi"});
   EXPECT_EQ(with_others.set_key, "desktop|pi");
   with_others.delta_cost_scale["pi"] = 8.0;
+  with_others.share_edge_updates_per_s["pi"] = 3e7;
   with_others.extra_s = 0.2;
   graph_driver::RunMemory memory = graph_driver::remember({}, with_others);
   EXPECT_TRUE(memory.edge_updates_per_s.empty());
@@ -248,6 +249,13 @@ TEST_F(RunMemoryTest, RatesComeFromRunsAloneDeltaCostsFromRunsWithOthersAndEachS
   EXPECT_DOUBLE_EQ(costs[1].rates.receive_s_per_delta, 4e-6);
   EXPECT_DOUBLE_EQ(costs[0].rates.send_s_per_delta, 1e-8);
   EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s, 4e8);
+
+  // Shares of several parts are sized by the rates measured with others (the pi's, floored at half
+  // its profile's 1e8), else by the forecast's (the desktop's, measured alone).
+  const std::vector<GraphNodeCosts> shares =
+      graph_driver::remembered_share_costs({node("desktop", 5e8, 1e9, 1e-8), node("pi", 1e8, 1e9, 1e-6)}, memory);
+  EXPECT_DOUBLE_EQ(shares[0].rates.edge_updates_per_s, 4e8);
+  EXPECT_DOUBLE_EQ(shares[1].rates.edge_updates_per_s, 5e7);
 }
 
 TEST(GraphPlacementModel, ASetThatRanBeforeIsForecastWithItsOwnExtra) {

@@ -361,7 +361,7 @@ std::vector<double> Driver::active_weights(const std::vector<std::size_t>& nodes
   const bool all_zero = options_.weights.source == TargetWeights::Source::kExplicit &&
                         std::none_of(nodes.begin(), nodes.end(), [&](std::size_t node) { return options_.weights.weights[node] > 0.0; });
   if (all_zero) notice("the nodes left all have weight 0; sharing the graph equally among them");
-  return target_weights_of(options_, selection_ ? selection_->costs : options_.node_costs, nodes);
+  return target_weights_of(options_, selection_ ? selection_->share_costs : options_.node_costs, nodes);
 }
 
 void Driver::remember_run() {
@@ -393,6 +393,13 @@ void Driver::remember_run() {
     // give is the node's delta cost scale on this graph.
     if (selection.costs.size() <= node || options_.node_costs.size() <= node) continue;
     const model::GraphRates& profiled = options_.node_costs[node].rates;
+    // The rate its share is sized by next time: busy time less its deltas at the profile's costs.
+    const double sweeping_s = std::max(figures.busy_s - (static_cast<double>(figures.deltas_sent) * profiled.send_s_per_delta +
+                                                         static_cast<double>(figures.deltas_received) * profiled.receive_s_per_delta),
+                                       0.5 * figures.busy_s);
+    if (figures.edge_updates > 0 && sweeping_s >= kShortestTelling_s) {
+      run.share_edge_updates_per_s[figures.name] = static_cast<double>(figures.edge_updates) / sweeping_s;
+    }
     const double rate = selection.costs[node].rates.edge_updates_per_s;
     const double comm_s = static_cast<double>(figures.deltas_sent) * profiled.send_s_per_delta +
                           static_cast<double>(figures.batches_sent) * profiled.send_s_per_batch +

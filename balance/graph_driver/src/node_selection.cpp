@@ -233,6 +233,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   selection.memory = load_run_memory(input.memory_path, &memory_note);
   if (!memory_note.empty()) selection.placing.cache_note = memory_note;
   selection.costs = remembered_costs(options.node_costs, selection.memory);
+  selection.share_costs = remembered_share_costs(options.node_costs, selection.memory);
   const std::vector<model::GraphNodeCosts>& costs = selection.costs;
   std::vector<std::size_t> every(count);
   for (std::size_t i = 0; i < count; ++i) every[i] = i;
@@ -318,7 +319,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   double best_so_far_s = std::numeric_limits<double>::infinity();
   for (std::size_t index = 0; index < sets.size(); ++index) {
     const std::vector<std::size_t>& set = sets[index];
-    const std::vector<double> weights = target_weights_of(options, costs, set);
+    const std::vector<double> weights = target_weights_of(options, set.size() > 1 ? selection.share_costs : costs, set);
     const tp::PartitionMethod method = weigh_cheaply && set.size() > 1 ? kCheapMethods[0] : options.method;
     const std::string key = shape_key(tp::method_name(method), names_of(input, set));
     model::GraphCandidate candidate;
@@ -360,7 +361,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     }
   }
   selection.nodes = sets[chosen];
-  selection.weights = target_weights_of(options, costs, selection.nodes);
+  selection.weights = target_weights_of(options, selection.nodes.size() > 1 ? selection.share_costs : costs, selection.nodes);
   const bool several = selection.nodes.size() > 1;
   // The chosen set placed for real: by METIS when it was asked for; with the locality placements,
   // the better of the two by forecast (a shape kept from a past run or made while weighing saves

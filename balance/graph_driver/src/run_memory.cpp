@@ -116,6 +116,7 @@ RunMemory load_run_memory(const std::string& path, std::string* note) {
     }
   };
   read_map("edge_updates_per_s", 1.0, 1e12, memory.edge_updates_per_s);
+  read_map("share_edge_updates_per_s", 1.0, 1e12, memory.share_edge_updates_per_s);
   read_map("delta_cost_scale", kDeltaScaleLow, kDeltaScaleHigh, memory.delta_cost_scale);
   read_map("extra_by_set", -10.0, 100.0, memory.extra_by_set);
   if (const auto shapes = document.find("shapes"); shapes != document.end() && shapes->is_object()) {
@@ -158,6 +159,7 @@ Status save_run_memory(const std::string& path, const RunMemory& memory) {
   if (memory.extra_alone_s) document["extra_alone_s"] = *memory.extra_alone_s;
   if (memory.extra_several_s) document["extra_several_s"] = *memory.extra_several_s;
   document["edge_updates_per_s"] = memory.edge_updates_per_s;
+  document["share_edge_updates_per_s"] = memory.share_edge_updates_per_s;
   document["delta_cost_scale"] = memory.delta_cost_scale;
   document["extra_by_set"] = memory.extra_by_set;
   json shapes = json::object();
@@ -199,6 +201,9 @@ RunMemory remember(RunMemory memory, const RunMeasurement& run) {
   if (run.delta_fraction) memory.delta_fraction = std::clamp(*run.delta_fraction, 1e-6, 1.0);
   for (const auto& [name, rate] : run.edge_updates_per_s) {
     if (plausible(rate, 1.0, 1e12)) memory.edge_updates_per_s[name] = rate;
+  }
+  for (const auto& [name, rate] : run.share_edge_updates_per_s) {
+    if (plausible(rate, 1.0, 1e12)) memory.share_edge_updates_per_s[name] = rate;
   }
   for (const auto& [name, measured] : run.delta_cost_scale) {
     if (!std::isfinite(measured)) continue;
@@ -257,18 +262,24 @@ model::GraphWorkload remembered_workload(model::GraphWorkload workload, const Ru
   return workload;
 }
 
+namespace {
+
+// `rate` within a band around the node's profiled rate (measured over many quota periods). Above:
+// a quarter-core node that works in short bursts between waits runs each burst at a whole core's
+// speed until its quota runs out, so its busy-time rate can read four times what it sustains.
+// Below: a node busy mostly with remote deltas (a Pi on R-MAT: 13 M edge updates in 1.3 s busy)
+// would get so small a share that the desktop ends up with 95% of the edges. Within it, a real
+// graph missing the caches more than the probe.
+double within_band(double rate, double profiled) {
+  return profiled > 0.0 ? std::clamp(rate, kRememberedRateFloor * profiled, kRememberedRateCap * profiled) : rate;
+}
+
+}  // namespace
+
 std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory) {
   for (model::GraphNodeCosts& node : costs) {
     if (const auto at = memory.edge_updates_per_s.find(node.name); at != memory.edge_updates_per_s.end()) {
-      // Within a band around the profile's rate (measured over many quota periods). Above: a
-      // quarter-core node that works in short bursts between waits runs each burst at a whole
-      // core's speed until its quota runs out, so its busy-time rate can read four times what it
-      // sustains. Below: a node busy mostly with remote deltas (a Pi on R-MAT: 13 M edge updates in
-      // 1.3 s busy) reads as slow at edges, gets a smaller share next time, and the desktop ends
-      // up with 95% of the edges. Within it, a real graph missing the caches more than the probe.
-      const double profiled = node.rates.edge_updates_per_s;
-      node.rates.edge_updates_per_s =
-          profiled > 0.0 ? std::clamp(at->second, kRememberedRateFloor * profiled, kRememberedRateCap * profiled) : at->second;
+      node.rates.edge_updates_per_s = within_band(at->second, node.rates.edge_updates_per_s);
     }
     if (const auto at = memory.delta_cost_scale.find(node.name); at != memory.delta_cost_scale.end()) {
       node.rates.send_s_per_delta *= at->second;
@@ -276,6 +287,17 @@ std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNode
       node.rates.receive_s_per_delta *= at->second;
       node.rates.receive_s_per_batch *= at->second;
     }
+  }
+  return costs;
+}
+
+std::vector<model::GraphNodeCosts> remembered_share_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory) {
+  const std::vector<model::GraphNodeCosts> forecast = remembered_costs(costs, memory);
+  for (std::size_t i = 0; i < costs.size(); ++i) {
+    const auto at = memory.share_edge_updates_per_s.find(costs[i].name);
+    costs[i].rates.edge_updates_per_s = at != memory.share_edge_updates_per_s.end()
+                                            ? within_band(at->second, costs[i].rates.edge_updates_per_s)
+                                            : forecast[i].rates.edge_updates_per_s;
   }
   return costs;
 }

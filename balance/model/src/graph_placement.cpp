@@ -81,9 +81,11 @@ GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const
     forecast.nodes.push_back(std::move(out));
   }
   // The end is noticed at the first poll after it, confirmed 5 ms later, each poll a round trip to
-  // the slowest-answering node. Polls start 5 ms apart and double up to the interval, so the gap
-  // at the end is about the run's length while that is shorter than the interval: on average
-  // three quarters of a gap (docs/graphs.md, "Poll interval").
+  // the slowest-answering node. Polls start 5 ms apart and double up to the interval; for PageRank
+  // and Katz the driver also polls where the residual's decay puts the tolerance, which often
+  // notices the end sooner. This term keeps the plain schedule's three quarters of a gap (an
+  // upper estimate for those): what a set's runs take beyond it is learned per node set
+  // (GraphCandidate::extra_s), negative where the predicted poll did better.
   const double gap_s = std::min(workload.poll_interval_s, forecast.slowest_node_s);
   forecast.termination_s = 0.75 * gap_s + 0.005 + 2.0 * 2.0 * slowest_latency_s;
   forecast.placement_s = candidate.placement_s;

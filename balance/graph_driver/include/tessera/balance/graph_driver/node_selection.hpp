@@ -59,6 +59,7 @@ struct Selection {
   // What the forecast used, for learning from the run (remember).
   RunMemory memory;
   std::vector<model::GraphNodeCosts> costs;  // the options' costs with remembered edge rates
+  std::vector<model::GraphNodeCosts> share_costs;  // whose rates size the shares of several parts
   model::GraphWorkload workload;
   model::GraphCandidate candidate;           // the chosen set as placed
   std::optional<double> metis_seconds;       // METIS ran (not read from the cache) and took this

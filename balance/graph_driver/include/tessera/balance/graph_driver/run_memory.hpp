@@ -40,6 +40,10 @@ struct RunMemory {
   // Node name -> edge updates per second on this graph, measured while it ran alone: with others,
   // its busy time also holds deltas and the re-sweeps they cause, which delta_cost_scale carries.
   std::map<std::string, double> edge_updates_per_s;
+  // Node name -> edge updates per second of its busy time less its deltas at the profile's costs,
+  // measured with others: what a share of several parts should be sized by (a Pi busy mostly with
+  // remote deltas takes a smaller share next time).
+  std::map<std::string, double> share_edge_updates_per_s;
   // Node name -> how many times the profile's per-delta and per-batch costs its remote deltas
   // took in runs with others (busy time less its edge updates at its rate, over what the profile's
   // costs give for the deltas and batches it sent and received; smoothed geometrically). The
@@ -90,6 +94,7 @@ struct RunMeasurement {
   double cut_fraction = 0.0;
   std::optional<double> delta_fraction;
   std::map<std::string, double> edge_updates_per_s;  // only from a run alone (see RunMemory)
+  std::map<std::string, double> share_edge_updates_per_s;  // only from a run with others
   std::map<std::string, double> delta_cost_scale;    // only from a run with others
   std::optional<double> metis_s_per_edge;
   std::map<std::string, RunMemory::Shape> shapes;  // weighed this run
@@ -99,7 +104,10 @@ struct RunMeasurement {
 RunMemory remember(RunMemory memory, const RunMeasurement& run);
 
 // Node costs with each node's edge rate on this graph and its delta costs scaled, where the
-// memory has them.
+// memory has them: what forecasts read.
 std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory);
+// Node costs whose edge rates size the shares of several parts: each node's rate measured with
+// others where the memory has one (within a band around the profile's), else its forecast rate.
+std::vector<model::GraphNodeCosts> remembered_share_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory);
 
 }  // namespace tessera::balance::graph_driver
