@@ -114,6 +114,8 @@ int run(int argc, char** argv) {
   model_cmd->add_option("--panel-width", model.panel_width, "rows of B per panel")->capture_default_str();
   model_cmd->add_option("--panels-in-flight", model.panels_in_flight, "panels a node may hold unacknowledged")
       ->capture_default_str();
+  model_cmd->add_flag("--scale", model.scale,
+                      "instead: the model policy's makespan against the number of nodes (the first 1, 2, 4, ... of the file)");
 
   tb::cli::MultiplyCommand multiply;
   uint64_t m = 0, n = 0, k = 0;

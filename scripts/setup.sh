@@ -21,6 +21,7 @@ packages=(
   gnuplot-nox          # plots of experiments
   iproute2             # network namespaces and tc for the emulated cluster
   python3              # summaries in scripts/demo.sh and scripts/bench-model.sh
+  python3-yaml         # scripts/paper-profile.py reads and writes profiles and cluster files
   python3-dev pybind11-dev python3-pybind11  # the Python module tessera._tessera (python/)
   python3-numpy python3-scipy python3-pytest  # its arrays, sparse inputs and pytest suite (tests/python)
   python3-venv python3-pip python3-setuptools python3-wheel  # `pip install --no-build-isolation .` in a venv

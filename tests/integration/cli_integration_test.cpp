@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -186,6 +187,34 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
   for (const auto& node : nlohmann::json::parse(json_down.output.substr(down_brace))["nodes"]) {
     EXPECT_TRUE(node["load"].is_null()) << node.dump();
   }
+}
+
+// A lab of 64 on paper: scripts/paper-profile.py gives the shipped pi-lab-64.yaml the figures of
+// local-mixed-lan's measured nodes, and `tessera model --scale` forecasts the model policy for the
+// first 1, 2, 4, ... 32 nodes and all 64 (no worker runs). With a switch uplink the coordinator's
+// bytes grow with the nodes taking rows, so beyond some count more nodes stop shortening the run.
+TEST(ModelScale, APaperLabOf64IsForecastAgainstTheNumberOfNodes) {
+  testing::TempDir dir;
+  const std::string source = TESSERA_SOURCE_DIR;
+  const std::string profile = dir.file("pi-lab-64.profile.yaml");
+  const testing::CommandResult written = testing::run_command(
+      "timeout 120 python3 " + source + "/scripts/paper-profile.py " + source + "/configs/pi-lab-64.yaml --from " + source +
+      "/configs/local-mixed-lan.profile.yaml --like desktop=desktop --like pi=pi1 --link pi=1gbit --out " + profile);
+  ASSERT_EQ(written.exit_code, 0) << written.output;
+  const testing::CommandResult model = testing::run_command("timeout 120 " + std::string(TESSERA_CLI_BINARY) + " model " +
+                                                            source + "/configs/pi-lab-64.yaml --profile " + profile +
+                                                            " --n 8192 --scale");
+  ASSERT_EQ(model.exit_code, 0) << model.output;
+  EXPECT_NE(model.output.find("switch uplink 1gbit"), std::string::npos) << model.output;
+  std::vector<int> counts;
+  std::istringstream lines(model.output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    int nodes = 0;
+    double makespan = 0.0;
+    if (fields >> nodes >> makespan && makespan > 0.0) counts.push_back(nodes);
+  }
+  EXPECT_EQ(counts, (std::vector<int>{1, 2, 4, 8, 16, 32, 64})) << model.output;
 }
 
 TEST_F(CliCluster, StalePidFileIsRemovedWithoutSignallingThatProcess) {

@@ -3,6 +3,8 @@
 
 #include <optional>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -19,6 +21,50 @@ Result<uint64_t> dimension(const std::optional<uint64_t>& value, const char* fla
   if (!value) return invalid_argument(fmt::format("give {}", flag));
   if (*value == 0 || *value > (1u << 20)) return invalid_argument(fmt::format("{} must be within 1..1048576", flag));
   return *value;
+}
+
+// The first `count` nodes of `cluster` (cluster order), the switch kept for those behind it.
+cluster::ClusterSpec first_nodes(const cluster::ClusterSpec& cluster, std::size_t count) {
+  cluster::ClusterSpec part = cluster;
+  part.nodes.resize(count);
+  if (part.network_switch) {
+    std::erase_if(part.network_switch->nodes, [&](const std::string& name) { return part.find_node(name) < 0; });
+    if (part.network_switch->nodes.empty()) part.network_switch.reset();
+  }
+  return part;
+}
+
+// The model policy's forecast against the number of nodes, star distribution: the coordinator
+// sends each node taking rows its rows of A and all of B (`sends` counts those bytes) and reads
+// its block of C back.
+int print_scale(const cluster::ClusterSpec& cluster, const profile::ClusterProfile& profile, const std::string& path,
+                uint64_t m, uint64_t n, uint64_t k, const session::MultiplyOptions& options, std::ostream& out,
+                std::ostream& err) {
+  std::vector<std::size_t> counts;
+  for (std::size_t count = 1; count < cluster.nodes.size(); count *= 2) counts.push_back(count);
+  counts.push_back(cluster.nodes.size());
+  out << fmt::format("model policy, rows layout, star (the coordinator sends each node its rows of A and all of B), "
+                     "C {}x{} = A {}x{} * B {}x{}{}\n",
+                     m, n, m, k, k, n,
+                     cluster.network_switch ? fmt::format("; switch uplink {}", cluster.network_switch->uplink_rate) : "");
+  out << fmt::format("{:>6} {:>12} {:>12} {:>18}\n", "nodes", "makespan s", "taking rows", "coordinator sends");
+  for (std::size_t count : counts) {
+    const cluster::ClusterSpec part = first_nodes(cluster, count);
+    Result<model::ClusterModel> model = profile::profile_model(profile, part, path);
+    if (!model) return report_failure(err, model.status());
+    Result<session::PlannedMultiply> planned = session::plan_policy(part, profile, path, m, n, k, options);
+    if (!planned) return report_failure(err, planned.status());
+    const model::Prediction prediction = model::predict(*model, planned->plan);
+    std::size_t taking = 0;
+    double bytes = 0.0;
+    for (const plan::NodeShare& share : planned->plan.shares) {
+      if (share.rows.count == 0) continue;
+      ++taking;
+      bytes += 8.0 * (static_cast<double>(share.rows.count) * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n));
+    }
+    out << fmt::format("{:>6} {:>12.3f} {:>12} {:>15.2f} GB\n", count, prediction.makespan_s, taking, bytes / 1e9);
+  }
+  return kExitOk;
 }
 
 }  // namespace
@@ -39,6 +85,10 @@ int command_model(const ModelCommand& command, std::ostream& out, std::ostream& 
   options.panel_width = command.panel_width;
   options.panels_in_flight = command.panels_in_flight;
   out << fmt::format("model of '{}' from {} (measured {})\n", cluster->name, path, profile->measured_at);
+  if (command.scale) {
+    options.policy = plan::default_choice(plan::Policy::kModel);
+    return print_scale(*cluster, *profile, path, m, *n, k, options, out, err);
+  }
   for (plan::Policy policy : {plan::Policy::kEven, plan::Policy::kProportional, plan::Policy::kModel}) {
     options.policy = plan::default_choice(policy);
     Result<session::PlannedMultiply> planned = session::plan_policy(*cluster, *profile, path, m, *n, k, options);

@@ -81,6 +81,9 @@ struct ModelCommand {
   std::optional<uint64_t> m, n, k;
   uint64_t panel_width = session::MultiplyOptions{}.panel_width;
   uint32_t panels_in_flight = session::MultiplyOptions{}.panels_in_flight;
+  // The model policy's forecast for the first 1, 2, 4, ... nodes of the file (and all), one line
+  // each, instead of every policy's plan for all of them.
+  bool scale = false;
 };
 int command_model(const ModelCommand& command, std::ostream& out, std::ostream& err);
 

@@ -20,6 +20,11 @@ namespace tessera::balance::model {
 // node's receive charge and availability (CpuModel). When nodes share the coordinator's host, the
 // rows are sized again (twice) with each node's compute at the share of its cores predict() says
 // the previous plan left it, and the plan predict() forecasts soonest is kept.
+// Sizing assumes every node receiving at once shares the coordinator (and the switch's uplink), so
+// with many nodes each one's share of the link can be too thin for any to pay: the fastest j
+// nodes alone (by speed at the problem's size, j = 1, 2, ...) are sized too, and a set that
+// predict() forecasts more than 2% sooner than every node together is planned instead; the others
+// get 0 rows and a warning that says what taking them would have cost.
 struct ModelPlanResult {
   plan::Plan plan;
   std::vector<std::string> warnings;
