@@ -161,15 +161,33 @@ Result<int> open_regular_file(const std::string& path, std::string_view what) {
   return fd.release();
 }
 
-Result<uint64_t> regular_file_size(const std::string& path, std::string_view what) {
+namespace {
+
+// `path` opened as a regular file (open_regular_file) and what fstat says of it; the caller closes
+// `fd` (through a Descriptor).
+struct StatedFile {
+  int fd = -1;
+  struct stat info {};
+};
+Result<StatedFile> open_and_stat(const std::string& path, std::string_view what) {
   Result<int> opened = open_regular_file(path, what);
   if (!opened) return opened.status();
-  const Descriptor fd(*opened);
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) {
-    return io_error(std::string(what) + " " + quoted(path) + ": cannot stat: " + std::strerror(errno));
+  StatedFile file{*opened, {}};
+  if (::fstat(file.fd, &file.info) != 0) {
+    const int error = errno;
+    ::close(file.fd);
+    return io_error(std::string(what) + " " + quoted(path) + ": cannot stat: " + std::strerror(error));
   }
-  return static_cast<uint64_t>(info.st_size);
+  return file;
+}
+
+}  // namespace
+
+Result<uint64_t> regular_file_size(const std::string& path, std::string_view what) {
+  Result<StatedFile> file = open_and_stat(path, what);
+  if (!file) return file.status();
+  const Descriptor fd(file->fd);
+  return static_cast<uint64_t>(file->info.st_size);
 }
 
 namespace {
@@ -313,14 +331,10 @@ Status check_private_path(const std::string& path, PrivateKind kind, std::string
 }
 
 Result<std::string> read_private_file(const std::string& path, uint64_t max_bytes, std::string_view what) {
-  Result<int> opened = open_regular_file(path, what);
-  if (!opened) return opened.status();
-  const Descriptor fd(*opened);
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) {
-    return io_error(std::string(what) + " " + quoted(path) + ": cannot stat: " + std::strerror(errno));
-  }
-  TESSERA_RETURN_IF_ERROR(check_private_info(info, fd.get(), path, PrivateKind::kFile, what));
+  Result<StatedFile> file = open_and_stat(path, what);
+  if (!file) return file.status();
+  const Descriptor fd(file->fd);
+  TESSERA_RETURN_IF_ERROR(check_private_info(file->info, fd.get(), path, PrivateKind::kFile, what));
   return read_capped(fd.get(), path, max_bytes, what);
 }
 

@@ -17,6 +17,7 @@
 #include "tessera/transport/auth.hpp"
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/worker/gemm_service.hpp"
+#include "worker_test_client.hpp"
 
 namespace tessera::worker {
 namespace {
@@ -66,15 +67,8 @@ class Worker {
 // reads the worker's HELLO and then says nothing.
 class SilentPeer {
  public:
-  SilentPeer(asio::io_context& context, const std::string& source, uint16_t port) {
-    asio::ip::tcp::socket socket(context);
-    asio::error_code ec;
-    socket.open(asio::ip::tcp::v4(), ec);
-    if (!ec) socket.bind({asio::ip::make_address(source), 0}, ec);
-    if (!ec) socket.connect({asio::ip::make_address("127.0.0.1"), port}, ec);
-    EXPECT_FALSE(ec) << source << ": " << ec.message();
-    connection_ = std::make_unique<tp::FrameConnection>(std::move(socket), tp::Limits{});
-  }
+  SilentPeer(asio::io_context& context, const std::string& source, uint16_t port)
+      : connection_(testing::connect_from(context, source, port)) {}
   tp::FrameConnection& connection() { return *connection_; }
   // True once the worker has sent HELLO (within 10 s).
   bool got_hello() {

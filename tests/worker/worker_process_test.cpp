@@ -35,6 +35,7 @@ namespace {
 
 namespace tp = tessera::transport;
 using namespace std::chrono_literals;
+using testing::connect_from;
 using testing::Dense;
 using testing::gemm_job;
 using testing::read_expect;
@@ -352,18 +353,6 @@ TEST(WorkerCli, PortInUseExitsOneNamingTheEndpoint) {
   EXPECT_NE(message.find(endpoint), std::string::npos) << message;
 }
 
-// A connection to the worker from a chosen loopback source address (127.0.0.0/8 is all local on
-// Linux), so one test can play an attacker and a coordinator on different addresses.
-std::unique_ptr<tp::FrameConnection> connect_from(asio::io_context& context, const std::string& source, uint16_t port) {
-  asio::ip::tcp::socket socket(context);
-  asio::error_code ec;
-  socket.open(asio::ip::tcp::v4(), ec);
-  if (!ec) socket.bind({asio::ip::make_address(source), 0}, ec);
-  if (!ec) socket.connect({asio::ip::make_address("127.0.0.1"), port}, ec);
-  EXPECT_FALSE(ec) << source << ": " << ec.message();
-  if (ec) return nullptr;
-  return std::make_unique<tp::FrameConnection>(std::move(socket), tp::Limits{});
-}
 
 // Wrong MACs from one address are slowed down (3 free, then 50 ms doubling to 3.2 s), each still
 // answered with ERROR and a close, while a coordinator on another address gets in at once. Only

@@ -14,12 +14,27 @@
 #include <variant>
 #include <vector>
 
+#include <asio.hpp>
+
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/transport/protocol.hpp"
 
 namespace tessera::worker::testing {
 
 namespace tp = tessera::transport;
+
+// A connection to the worker from a chosen loopback source address (127.0.0.0/8 is all local on
+// Linux), so one test can play an attacker and a coordinator on different addresses.
+inline std::unique_ptr<tp::FrameConnection> connect_from(asio::io_context& context, const std::string& source, uint16_t port) {
+  asio::ip::tcp::socket socket(context);
+  asio::error_code ec;
+  socket.open(asio::ip::tcp::v4(), ec);
+  if (!ec) socket.bind({asio::ip::make_address(source), 0}, ec);
+  if (!ec) socket.connect({asio::ip::make_address("127.0.0.1"), port}, ec);
+  EXPECT_FALSE(ec) << source << ": " << ec.message();
+  if (ec) return nullptr;
+  return std::make_unique<tp::FrameConnection>(std::move(socket), tp::Limits{});
+}
 
 // Shuts the connection down if the test is still waiting after `timeout`, so a worker that fails
 // to answer makes the test fail instead of hang.
