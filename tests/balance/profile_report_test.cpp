@@ -222,6 +222,7 @@ TEST(ReportTest, JsonHasTheDocumentedKeys) {
   ASSERT_EQ(json["nodes"].size(), 2u);
   EXPECT_EQ(json["nodes"][1]["name"], "b");
   EXPECT_EQ(json["nodes"][1]["rows"], 40);
+  EXPECT_EQ(json["coordinator_bytes_sent"], 1800) << "every byte written to the nodes";
   for (const char* key : {"weight", "compute_s", "comm_s", "idle_s", "finish_s"}) {
     EXPECT_TRUE(json["nodes"][0].contains(key)) << key;
   }

@@ -91,6 +91,16 @@ std::string format_report_table(const MultiplyReport& report) {
   return out;
 }
 
+namespace {
+
+uint64_t coordinator_bytes_sent(const run::MultiplyRun& run) {
+  uint64_t bytes = 0;
+  for (const run::NodeRunStats& node : run.nodes) bytes += node.bytes_to_node;
+  return bytes;
+}
+
+}  // namespace
+
 std::string report_json(const MultiplyReport& report) {
   using nlohmann::json;
   const plan::Plan& plan = report.plan;
@@ -144,6 +154,9 @@ std::string report_json(const MultiplyReport& report) {
                    {"gflops", report.run.gflops},
                    {"imbalance", report.run.imbalance},
                    {"coordinator_cpu_s", report.run.coordinator_cpu_s},
+                   // Every byte the coordinator wrote to the nodes (A, B, jobs, headers): what a switch's
+                   // uplink carries toward them.
+                   {"coordinator_bytes_sent", coordinator_bytes_sent(report.run)},
                    {"predicted_makespan_s", report.prediction ? json(report.prediction->makespan_s) : json(nullptr)},
                    {"prediction_error",
                     report.prediction_error() ? json(*report.prediction_error()) : json(nullptr)},
