@@ -79,6 +79,27 @@ TEST(GraphPlacementModel, RemoteDeltasCostBothEndsAndTheCutAddsSweeps) {
   EXPECT_EQ(forecast.slowest, 1u) << "b pays twice per delta";
 }
 
+// Two Pis behind a switch and a desktop off it: the uplink carries both Pis' parts and values and
+// the deltas they exchange with the desktop (half their peers' edges are the desktop's), not what
+// they exchange with each other; at 1 MB/s that takes longer than any node, and bounds the run.
+TEST(GraphPlacementModel, NodesBehindASwitchAreBoundByTheBytesOfItsUplink) {
+  std::vector<GraphNodeCosts> costs{node("desktop", 1e9), node("pi1", 1e8), node("pi2", 1e8)};
+  GraphCandidate three;
+  three.nodes = {0, 1, 2};
+  three.parts = {GraphPartShape{100, 1'000'000, 0, 0, 0, 0}, GraphPartShape{100, 1'000'000, 0, 0, 0, 0},
+                 GraphPartShape{100, 1'000'000, 0, 0, 0, 0}};
+  const GraphWorkload w = workload(3'000'000, 1.0);
+  const model::GraphForecast free = model::forecast_graph_run(costs, w, three);
+  EXPECT_DOUBLE_EQ(free.uplink_s, 0.0);
+  costs[1].switch_uplink_bytes_per_s = costs[2].switch_uplink_bytes_per_s = 1e6;
+  const model::GraphForecast bound = model::forecast_graph_run(costs, w, three);
+  const double part_bytes = model::graph_part_bytes(three.parts[1]) + 8.0 * 100;  // shipped and values back
+  EXPECT_NEAR(bound.uplink_s, 2.0 * part_bytes / 1e6, 1e-9) << "no ghosts: no deltas cross";
+  EXPECT_DOUBLE_EQ(bound.slowest_node_s, bound.uplink_s);
+  EXPECT_GT(bound.total_s, free.total_s);
+  EXPECT_NE(model::forecast_bound(bound).find("the switch's uplink"), std::string::npos) << model::forecast_bound(bound);
+}
+
 TEST(GraphPlacementModel, AFastPairWithACheapCutIsChosenOverTheBestNodeAlone) {
   const std::vector<GraphNodeCosts> costs{node("desktop", 2e8), node("board", 1e8)};
   GraphCandidate pair;

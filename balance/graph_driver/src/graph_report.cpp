@@ -40,7 +40,7 @@ json forecast_json(const model::GraphForecast& forecast) {
                      {"edge_updates", node.edge_updates}, {"deltas_sent", node.deltas_sent}});
   }
   return {{"total_s", forecast.total_s}, {"placement_s", forecast.placement_s},
-          {"slowest_node_s", forecast.slowest_node_s}, {"termination_s", forecast.termination_s},
+          {"slowest_node_s", forecast.slowest_node_s}, {"uplink_s", forecast.uplink_s}, {"termination_s", forecast.termination_s},
           {"updates_per_edge", forecast.updates_per_edge}, {"nodes", std::move(nodes)}};
 }
 

@@ -80,6 +80,28 @@ GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const
     slowest_latency_s = std::max(slowest_latency_s, node.busy_latency_s);
     forecast.nodes.push_back(std::move(out));
   }
+  // The switch's uplink: what the nodes behind it exchange with the coordinator and with the nodes
+  // that are not behind it, all through one link.
+  double uplink_rate = 0.0, set_edges = 0.0, outside_edges = 0.0;
+  for (std::size_t i = 0; i < candidate.nodes.size(); ++i) {
+    const double rate = costs[candidate.nodes[i]].switch_uplink_bytes_per_s;
+    set_edges += static_cast<double>(candidate.parts[i].edges);
+    if (rate > 0.0) uplink_rate = rate;
+    else outside_edges += static_cast<double>(candidate.parts[i].edges);
+  }
+  if (uplink_rate > 0.0) {
+    double uplink_bytes = 0.0;
+    for (std::size_t i = 0; i < candidate.nodes.size(); ++i) {
+      if (!(costs[candidate.nodes[i]].switch_uplink_bytes_per_s > 0.0)) continue;
+      const GraphPartShape& part = candidate.parts[i];
+      const double others = set_edges - static_cast<double>(part.edges);
+      const double outside_share = others > 0.0 ? outside_edges / others : 0.0;
+      const double deltas = forecast.nodes[i].deltas_sent + sweeps * static_cast<double>(part.ghosts_in) * workload.delta_fraction;
+      uplink_bytes += graph_part_bytes(part) + kValueBytes * static_cast<double>(part.vertices) + kDeltaBytes * deltas * outside_share;
+    }
+    forecast.uplink_s = uplink_bytes / uplink_rate;
+    forecast.slowest_node_s = std::max(forecast.slowest_node_s, forecast.uplink_s);
+  }
   // The end is noticed at the first poll after it, confirmed 5 ms later, each poll a round trip to
   // the slowest-answering node. Polls start 5 ms apart and double up to the interval; for PageRank
   // and Katz the driver also polls where the residual's decay puts the tolerance, which often
@@ -98,6 +120,10 @@ GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const
 std::string forecast_bound(const GraphForecast& forecast) {
   if (forecast.nodes.empty()) return "nothing";
   const GraphNodeForecast& slowest = forecast.nodes[forecast.slowest];
+  if (forecast.uplink_s > slowest.total_s) {
+    return fmt::format("the switch's uplink ({} of bytes, against {} for {}, the slowest node)", seconds_text(forecast.uplink_s),
+                       seconds_text(slowest.total_s), slowest.name);
+  }
   return fmt::format("{}'s {}", slowest.name, dominant_cost(slowest));
 }
 

@@ -400,12 +400,17 @@ Result<report::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, 
 namespace {
 
 // What each node costs a graph run, cluster order, from the saved profile: its graph rates (zero
-// when the profile has none for it) and its link.
+// when the profile has none for it), its link, and the switch's uplink for a node behind it (as
+// measured, or as the cluster file gives it until a profile has measured it).
 std::vector<model::GraphNodeCosts> graph_node_costs(const profile::ClusterProfile& profile, const cluster::ClusterSpec& cluster) {
   std::vector<model::GraphNodeCosts> costs;
+  const double uplink = !cluster.network_switch                    ? 0.0
+                        : profile.switch_uplink_bytes_per_s > 0.0 ? profile.switch_uplink_bytes_per_s
+                                                                   : cluster.network_switch->uplink_bytes_per_s;
   for (const cluster::NodeSpec& spec : cluster.nodes) {
     model::GraphNodeCosts node;
     node.name = spec.name;
+    if (cluster.behind_switch(static_cast<std::size_t>(&spec - cluster.nodes.data()))) node.switch_uplink_bytes_per_s = uplink;
     if (const profile::NodeProfile* measured = profile.find(spec.name)) {
       if (measured->graph) node.rates = *measured->graph;
       node.to_node_bytes_per_s = measured->link.to_node_bytes_per_s;

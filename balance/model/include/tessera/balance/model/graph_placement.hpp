@@ -14,6 +14,9 @@
 //                 + their bytes over the node's link;
 //   ship_s      = the part's bytes over the node's link;
 //   node total  = ship_s + edges_s + send_s + receive_s + the values' bytes back;
+// With nodes behind a switch, the run is at least the bytes its uplink carries (their parts, their
+// values, and the deltas between them and the nodes not behind it, in the proportion of those
+// nodes' edges among their peers') over its rate: slowest_node_s is the larger of the two.
 // run = placement_s + the slowest node + extra_s (what past runs took beyond their forecast: this
 // very set's when one ran before, else the workload's figure for one node or several) +
 // termination_s (the polls that notice the end: three
@@ -39,6 +42,9 @@ struct GraphNodeCosts {
   double to_node_bytes_per_s = 0.0;    // the coordinator's link to it (shipping the part)
   double from_node_bytes_per_s = 0.0;  // back (the values)
   double busy_latency_s = 0.0;         // one way while it computes (each poll waits for it)
+  // Behind the cluster's switch: its uplink's rate, which every node behind it shares for what it
+  // exchanges with the coordinator and with the nodes not behind it; 0: not behind one.
+  double switch_uplink_bytes_per_s = 0.0;
   bool operator==(const GraphNodeCosts&) const = default;
 };
 
@@ -100,7 +106,8 @@ struct GraphForecast {
   std::vector<GraphNodeForecast> nodes;  // candidate order
   double updates_per_edge = 0.0;         // K above
   double placement_s = 0.0;
-  double slowest_node_s = 0.0;
+  double slowest_node_s = 0.0;           // the slowest node, or the switch's uplink when it takes longer
+  double uplink_s = 0.0;                 // the bytes the run moves through the switch's uplink, over its rate
   double termination_s = 0.0;
   double extra_s = 0.0;                  // the candidate's, else the workload's extra_alone_s or extra_several_s
   double total_s = 0.0;                  // what the command's wall time should be, placing included
