@@ -260,6 +260,25 @@ TEST(Heft, NodesBesideTheCoordinatorLoseTheCpuItSpendsMovingTheScheduledBytes) {
   EXPECT_DOUBLE_EQ(heft(dag, model).makespan_s, alone.makespan_s);
 }
 
+TEST(Heft, TilesForNodesBehindASwitchQueueOnItsUplink) {
+  // Two fast nodes on gigabit links behind a switch whose uplink is 20 MB/s: every tile they read
+  // crosses the uplink one after another, so the product takes longer than on their own links,
+  // and the uplink's bytes alone bound it.
+  model::ClusterModel model;
+  model.nodes = {node("p1", 40.0, 125e6), node("p2", 40.0, 125e6)};
+  const TaskDag dag = lower_to_tasks(parsed("A * B", {{"A", {1024, 1024}}, {"B", {1024, 1024}}}), 256);
+  const Schedule free = heft(dag, model);
+  model.switch_uplink_bytes_per_s = 20e6;
+  for (model::NodeModel& n : model.nodes) n.link.behind_switch = true;
+  const Schedule shared = heft(dag, model);
+  EXPECT_EQ(check_schedule(dag, shared), "");
+  EXPECT_GT(shared.makespan_s, free.makespan_s);
+  EXPECT_GE(shared.makespan_s, shared.coordinator_bytes / 2.0 / 20e6) << "at least the bytes toward the nodes over the uplink";
+  // Without the switch in the model (rate 0) nothing changes.
+  model.switch_uplink_bytes_per_s = 0.0;
+  EXPECT_DOUBLE_EQ(heft(dag, model).makespan_s, free.makespan_s);
+}
+
 TEST(CheckSchedule, CatchesAUseOfAnEvictedTileAnEvictionOfAReadAndAnEarlyStart) {
   model::ClusterModel model;
   model.nodes = {node("a", 1.0)};

@@ -269,6 +269,11 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank[a] > rank[b]; });
 
   std::vector<double> node_free(nodes, 0.0), link_free(nodes, 0.0);
+  // The switch's uplink toward its nodes: every tile a node behind it receives (all come through
+  // the coordinator) flows through it too, one tile after another as on each node's own link.
+  const std::vector<bool> behind = model::behind_switch_of(model);
+  const double uplink_rate = model.switch_uplink_bytes_per_s;
+  double uplink_free = 0.0;
   std::vector<TileCache> caches(nodes);
   std::unordered_map<uint64_t, std::vector<std::size_t>> holders;  // computed tile -> nodes holding it
   std::unordered_map<uint64_t, std::size_t> pending_reads;          // computed tile -> reads not yet placed
@@ -281,7 +286,7 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
   for (std::size_t task_index : order) {
     const TileTask& task = dag.tasks[task_index];
     struct Trial {
-      double finish = kInfinity, start = 0.0, link = 0.0, receive = 0.0;
+      double finish = kInfinity, start = 0.0, link = 0.0, receive = 0.0, uplink = 0.0;
       std::vector<bool> cached;
       std::vector<std::pair<uint64_t, double>> fetched;  // key, ready time on the node
     };
@@ -292,6 +297,8 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
       if (!std::isfinite(compute)) continue;
       Trial trial;
       trial.link = link_free[p];
+      trial.uplink = uplink_free;
+      const bool through_uplink = behind[p] && uplink_rate > 0.0 && !options.zero_communication;
       double ready = 0.0;
       std::unordered_set<uint64_t> fetched_here;
       for (const TileRef& read : task.reads) {
@@ -314,7 +321,8 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
         // The link is busy while the bytes flow; the tile arrives a latency after they are sent.
         double arrival = kInfinity, link_done = kInfinity;
         const auto consider = [&](double available, const Transfer& t) {
-          const double sent = std::max(trial.link, available) + t.busy_s;
+          const double begin = std::max(trial.link, through_uplink ? std::max(available, trial.uplink) : available);
+          const double sent = begin + (through_uplink ? std::max(t.busy_s, bytes / uplink_rate) : t.busy_s);
           if (sent + t.latency_s < arrival) {
             arrival = sent + t.latency_s;
             link_done = sent;
@@ -326,6 +334,7 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
           for (std::size_t q : holders[key]) consider(caches[q].ready(key), move(q, p, bytes));
         }
         trial.link = link_done;
+        if (through_uplink) trial.uplink = link_done;
         ready = std::max(ready, arrival);
         trial.receive += options.zero_communication ? 0.0 : bytes * std::max(model.nodes[p].cpu.receive_s_per_byte, 0.0);
         trial.cached.push_back(false);
@@ -356,6 +365,7 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
     placement.cached = best.cached;
     node_free[p] = best.finish;
     link_free[p] = best.link;
+    if (behind[p] && uplink_rate > 0.0) uplink_free = std::max(uplink_free, best.uplink);
     schedule.busy_s[p] += best.finish - best.start;
     // The cache: what this task reads stays, the fetched tiles and the output come in.
     std::unordered_set<uint64_t> reading;

@@ -9,6 +9,12 @@
 
 namespace tessera::balance::model {
 
+std::vector<bool> behind_switch_of(const ClusterModel& model) {
+  std::vector<bool> behind;
+  for (const NodeModel& node : model.nodes) behind.push_back(model.switch_uplink_bytes_per_s > 0.0 && node.link.behind_switch);
+  return behind;
+}
+
 ClusterModel model_of_nodes(const ClusterModel& model, const std::vector<std::size_t>& nodes) {
   ClusterModel out = model;
   out.nodes.clear();

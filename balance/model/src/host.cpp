@@ -53,12 +53,6 @@ std::vector<double> shared_transfer_rates(std::span<const double> caps, const st
   return max_min_fair(capped, capacity);
 }
 
-std::vector<bool> behind_switch(const ClusterModel& model) {
-  std::vector<bool> behind;
-  for (const NodeModel& node : model.nodes) behind.push_back(model.switch_uplink_bytes_per_s > 0.0 && node.link.behind_switch);
-  return behind;
-}
-
 double crowded_share(const HostModel& host) {
   return host.crowded_share > 0.0 && host.crowded_share < 1.0 ? host.crowded_share : 1.0;
 }

@@ -26,9 +26,6 @@ std::vector<double> max_min_fair(std::span<const double> caps, double capacity);
 std::vector<double> shared_transfer_rates(std::span<const double> caps, const std::vector<bool>& behind, double uplink,
                                           double capacity);
 
-// The nodes of `model` behind its switch, in model order (all false without one).
-std::vector<bool> behind_switch(const ClusterModel& model);
-
 // A HostModel's crowded_share, read as 1 when it is not a share.
 double crowded_share(const HostModel& host);
 

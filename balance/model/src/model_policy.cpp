@@ -113,7 +113,7 @@ Result<ModelPlanResult> size_rows_by_finish_time(const plan::PlanRequest& reques
   std::vector<double> link_caps;
   for (std::size_t i : usable) link_caps.push_back(model.nodes[i].link.to_node_bytes_per_s);
   std::vector<bool> link_behind;
-  const std::vector<bool> behind = behind_switch(model);
+  const std::vector<bool> behind = behind_switch_of(model);
   for (std::size_t i : usable) link_behind.push_back(behind[i]);
   const std::vector<double> fair_caps =
       shared_transfer_rates(link_caps, link_behind, model.switch_uplink_bytes_per_s, model.coordinator_send_bytes_per_s);

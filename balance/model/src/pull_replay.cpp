@@ -58,7 +58,7 @@ PullReplay replay_pull(const ClusterModel& model, const plan::Plan& plan) {
     caps[i] = nodes[i].usable ? node.link.to_node_bytes_per_s : 0.0;
   }
   const std::vector<double> shares =
-      shared_transfer_rates(caps, behind_switch(model), model.switch_uplink_bytes_per_s, model.coordinator_send_bytes_per_s);
+      shared_transfer_rates(caps, behind_switch_of(model), model.switch_uplink_bytes_per_s, model.coordinator_send_bytes_per_s);
   for (std::size_t i = 0; i < node_count; ++i) {
     nodes[i].to_node = shares[i];
     nodes[i].from_node = model.nodes[i].link.from_node_bytes_per_s;

@@ -352,7 +352,7 @@ Prediction predict(const ClusterModel& model, const plan::Plan& plan) {
     prediction.host_share.assign(node_count, 1.0);
     return prediction;
   }
-  const SimLinks links{model.coordinator_send_bytes_per_s, model.switch_uplink_bytes_per_s, behind_switch(model)};
+  const SimLinks links{model.coordinator_send_bytes_per_s, model.switch_uplink_bytes_per_s, behind_switch_of(model)};
   SimOutcome outcome = simulate(nodes, shape, links, coordinator_host(model));
   prediction.finish_s = std::move(outcome.finish);
   prediction.host_share = std::move(outcome.availability);

@@ -114,6 +114,10 @@ struct ClusterModel {
   bool operator==(const ClusterModel&) const = default;
 };
 
+// Per node (model order), whether what it receives crosses the switch's uplink: behind the switch,
+// and the model has one (switch_uplink_bytes_per_s > 0).
+std::vector<bool> behind_switch_of(const ClusterModel& model);
+
 // The same cluster with only `nodes` (indices into model.nodes, in the order given): every
 // cluster-wide figure (the coordinator's capacity and CPU per byte) kept.
 ClusterModel model_of_nodes(const ClusterModel& model, const std::vector<std::size_t>& nodes);
