@@ -190,7 +190,7 @@ TEST_F(CliCluster, UpProfileMultiplyDown) {
 }
 
 // A lab of 64 on paper: scripts/paper-profile.py gives the shipped pi-lab-64.yaml the figures of
-// local-mixed-lan's measured nodes, and `tessera model --scale` forecasts the model policy for the
+// local-mixed-lan's measured nodes (the profile kept under tests/instances), and `tessera model --scale` forecasts the model policy for the
 // first 1, 2, 4, ... 32 nodes and all 64 (no worker runs). With a switch uplink the coordinator's
 // bytes grow with the nodes taking rows, so beyond some count more nodes stop shortening the run.
 TEST(ModelScale, APaperLabOf64IsForecastAgainstTheNumberOfNodes) {
@@ -199,7 +199,7 @@ TEST(ModelScale, APaperLabOf64IsForecastAgainstTheNumberOfNodes) {
   const std::string profile = dir.file("pi-lab-64.profile.yaml");
   const testing::CommandResult written = testing::run_command(
       "timeout 120 python3 " + source + "/scripts/paper-profile.py " + source + "/configs/pi-lab-64.yaml --from " + source +
-      "/configs/local-mixed-lan.profile.yaml --like desktop=desktop --like pi=pi1 --link pi=1gbit --out " + profile);
+      "/tests/instances/profile/local-mixed-lan.profile.yaml --like desktop=desktop --like pi=pi1 --link pi=1gbit --out " + profile);
   ASSERT_EQ(written.exit_code, 0) << written.output;
   const testing::CommandResult model = testing::run_command("timeout 120 " + std::string(TESSERA_CLI_BINARY) + " model " +
                                                             source + "/configs/pi-lab-64.yaml --profile " + profile +
