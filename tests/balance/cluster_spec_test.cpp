@@ -329,6 +329,9 @@ TEST(ClusterSpec, ASwitchHoldsEveryNodeOffTheCoordinatorsHostUnlessItListsThem) 
   EXPECT_EQ(*cluster::rate_bytes_per_second("800kbit"), 1e5);
   EXPECT_FALSE(cluster::rate_bytes_per_second("1gbps"));
   EXPECT_FALSE(cluster::rate_bytes_per_second("0mbit"));
+  EXPECT_FALSE(cluster::rate_bytes_per_second("+1gbit")) << "as tc writes them: a plain number";
+  EXPECT_FALSE(cluster::rate_bytes_per_second("infmbit"));
+  EXPECT_FALSE(cluster::rate_bytes_per_second("mbit"));
 
   Result<cluster::ClusterSpec> plain = cluster::parse_cluster_spec(switched(""), "lab.yaml");
   ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -74,21 +75,6 @@ bool valid_host(std::string_view host) {
   return true;
 }
 
-// "<number><unit>" with a non-negative number and one of `units`, as tc writes rates and delays.
-bool number_with_unit(std::string_view text, const std::vector<std::string>& units, bool positive) {
-  for (const std::string& unit : units) {
-    if (text.size() <= unit.size() || text.substr(text.size() - unit.size()) != unit) continue;
-    const std::string_view number = text.substr(0, text.size() - unit.size());
-    // Longer units share suffixes with shorter ones ("kbit" ends in "bit"); the number check rejects
-    // the wrong split because "100k" is not a number.
-    const std::optional<double> value = parse_number(number);
-    if (value && std::isdigit(static_cast<unsigned char>(number.front())) && (positive ? *value > 0 : *value >= 0)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // "20ms" -> 0.02; units us, ms, s; nothing else is a time.
 std::optional<double> seconds_with_unit(std::string_view text) {
   static const std::pair<std::string_view, double> kUnits[] = {{"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
@@ -134,7 +120,7 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
         const auto& [link_line, link_value] = link_entry;
         const std::string text = link_value.IsScalar() ? link_value.Scalar() : describe_yaml(link_value);
         if (link_key == "rate") {
-          if (!link_value.IsScalar() || !number_with_unit(text, {"kbit", "mbit", "gbit", "bit"}, true)) {
+          if (!link_value.IsScalar() || !rate_bytes_per_second(text)) {
             fail_at(link_line, link_where + " has rate: " + printable(text) +
                                 "; rate must be a number > 0 with a unit bit, kbit, mbit or gbit, e.g. rate: 100mbit");
           }
@@ -416,12 +402,18 @@ Result<std::string> ClusterSpec::resolve_secret() const {
 }
 
 std::optional<double> rate_bytes_per_second(std::string_view rate) {
+  // Longer units first: "kbit" ends in "bit" too.
   static const std::vector<std::pair<std::string_view, double>> kUnits = {
       {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"bit", 1.0}};
   for (const auto& [unit, bits] : kUnits) {
     if (!rate.ends_with(unit)) continue;
-    const std::optional<double> number = parse_number(rate.substr(0, rate.size() - unit.size()));
-    if (!number || !(*number > 0.0)) return std::nullopt;
+    const std::string_view digits = rate.substr(0, rate.size() - unit.size());
+    const std::optional<double> number = parse_number(digits);
+    // A plain number: it starts with a digit (no sign, no "inf"), and a rate is above 0.
+    if (!number || digits.empty() || !std::isdigit(static_cast<unsigned char>(digits.front())) || !(*number > 0.0) ||
+        !std::isfinite(*number)) {
+      return std::nullopt;
+    }
     return *number * bits / 8.0;
   }
   return std::nullopt;

@@ -393,18 +393,16 @@ void Driver::remember_run() {
     // give is the node's delta cost scale on this graph.
     if (selection.costs.size() <= node || options_.node_costs.size() <= node) continue;
     const model::GraphRates& profiled = options_.node_costs[node].rates;
+    const double deltas_s = static_cast<double>(figures.deltas_sent) * profiled.send_s_per_delta +
+                            static_cast<double>(figures.deltas_received) * profiled.receive_s_per_delta;
+    const double comm_s = deltas_s + static_cast<double>(figures.batches_sent) * profiled.send_s_per_batch +
+                          static_cast<double>(figures.batches_received) * profiled.receive_s_per_batch;
     // The rate its share is sized by next time: busy time less its deltas at the profile's costs.
-    const double sweeping_s = std::max(figures.busy_s - (static_cast<double>(figures.deltas_sent) * profiled.send_s_per_delta +
-                                                         static_cast<double>(figures.deltas_received) * profiled.receive_s_per_delta),
-                                       0.5 * figures.busy_s);
+    const double sweeping_s = std::max(figures.busy_s - deltas_s, 0.5 * figures.busy_s);
     if (figures.edge_updates > 0 && sweeping_s >= kShortestTelling_s) {
       run.share_edge_updates_per_s[figures.name] = static_cast<double>(figures.edge_updates) / sweeping_s;
     }
     const double rate = selection.costs[node].rates.edge_updates_per_s;
-    const double comm_s = static_cast<double>(figures.deltas_sent) * profiled.send_s_per_delta +
-                          static_cast<double>(figures.batches_sent) * profiled.send_s_per_batch +
-                          static_cast<double>(figures.deltas_received) * profiled.receive_s_per_delta +
-                          static_cast<double>(figures.batches_received) * profiled.receive_s_per_batch;
     constexpr double kShortestBusy_s = 0.05;
     if (rate > 0.0 && comm_s > 1e-4 && figures.busy_s >= kShortestBusy_s) {
       const double edges_s = static_cast<double>(figures.edge_updates) / rate;

@@ -41,16 +41,14 @@ std::optional<double> read_number(const json& document, const char* key, double 
 
 }  // namespace
 
-std::string shape_key(std::string_view method, const std::vector<std::string>& nodes) {
-  std::string key(method);
-  for (const std::string& node : nodes) key += "|" + node;
-  return key;
-}
-
 std::string set_key(const std::vector<std::string>& nodes) {
   std::string key;
   for (const std::string& node : nodes) key += (key.empty() ? "" : "|") + node;
   return key;
+}
+
+std::string shape_key(std::string_view method, const std::vector<std::string>& nodes) {
+  return std::string(method) + "|" + set_key(nodes);
 }
 
 std::vector<double> shares_of(const std::vector<double>& weights) {

@@ -70,6 +70,11 @@ class SoloFinish {
   SimShape shape_;
 };
 
+// What a plan says of a node that cannot take rows at all (excluded_reason).
+std::string excluded_warning(const NodeModel& node, const std::string& reason) {
+  return fmt::format("node '{}' gets no rows: {}", node.name, reason);
+}
+
 // Each node's finish time is modelled alone, with its link capped at its max-min fair share of
 // the coordinator as if every usable node were receiving at once, and its compute at its CpuModel
 // availability. That is pessimistic when nodes stop receiving at different times (the survivors
@@ -97,7 +102,7 @@ Result<ModelPlanResult> size_rows_by_finish_time(const plan::PlanRequest& reques
     if (reason.empty()) {
       usable.push_back(i);
     } else {
-      result.warnings.push_back(fmt::format("node '{}' gets no rows: {}", model.nodes[i].name, reason));
+      result.warnings.push_back(excluded_warning(model.nodes[i], reason));
     }
   }
   if (usable.empty()) {
@@ -209,8 +214,6 @@ Result<ModelPlanResult> size_rows_by_finish_time(const plan::PlanRequest& reques
   return result;
 }
 
-}  // namespace
-
 // The rows sized for the fastest j nodes alone (j = 1, 2, ...), as plans over every node (the
 // others with 0 rows, so they receive nothing), when one is forecast more than kSubsetMargin sooner
 // than `all`; else `all`. Sizing every node at once assumes they all receive at once: behind a
@@ -224,8 +227,14 @@ Result<ModelPlanResult> best_node_set(const plan::PlanRequest& request, const Cl
   const double size = square_equivalent_size(static_cast<double>(request.m), static_cast<double>(request.n),
                                              static_cast<double>(request.k));
   std::vector<std::size_t> order;
+  std::vector<std::string> excluded;  // what every plan says of nodes that cannot take rows
   for (std::size_t i = 0; i < model.nodes.size(); ++i) {
-    if (excluded_reason(model.nodes[i]).empty()) order.push_back(i);
+    const std::string reason = excluded_reason(model.nodes[i]);
+    if (reason.empty()) {
+      order.push_back(i);
+    } else {
+      excluded.push_back(excluded_warning(model.nodes[i], reason));
+    }
   }
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return model.nodes[a].speed.gflops_at(size) > model.nodes[b].speed.gflops_at(size);
@@ -262,17 +271,16 @@ Result<ModelPlanResult> best_node_set(const plan::PlanRequest& request, const Cl
   if (!best) return all;
   for (std::size_t i = best_count; i < order.size(); ++i) {
     best->warnings.push_back(fmt::format(
-        "node '{}' gets no rows: with every node taking rows the forecast is {:.3f} s, with the fastest {} alone {:.3f} s "
+        "node '{}' gets no rows: sized for every node at once the forecast is {:.3f} s, for the fastest {} alone {:.3f} s "
         "(nodes that receive at once share the coordinator's links{})",
         model.nodes[order[i]].name, all_makespan, best_count, best_makespan,
         model.switch_uplink_bytes_per_s > 0.0 ? " and the switch's uplink" : ""));
   }
-  // Nodes that cannot take rows at all (no speed, no link) stay named as every plan names them.
-  for (const std::string& warning : all.warnings) {
-    if (warning.find("gets no rows: even one row") == std::string::npos) best->warnings.push_back(warning);
-  }
+  best->warnings.insert(best->warnings.end(), excluded.begin(), excluded.end());
   return std::move(*best);
 }
+
+}  // namespace
 
 Result<ModelPlanResult> make_model_plan(const plan::PlanRequest& request, const ClusterModel& model) {
   Result<ModelPlanResult> sized = size_rows_by_finish_time(request, model);

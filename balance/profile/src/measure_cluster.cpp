@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -84,6 +85,21 @@ class MeasurementWatchdog {
   const std::chrono::milliseconds previous_read_timeout_;
   cluster::SilentNodeWatchdog watchdog_;  // last: its thread uses the members above
 };
+
+// `probe()` (a Status or a Result) under a MeasurementWatchdog of `budget`: a failure the watchdog
+// caused by shutting the silent node's connection is reported as the silence it was.
+template <typename Probe>
+auto watched(cluster::NodeLink& link, std::chrono::seconds budget, double silent_seconds, Probe&& probe) {
+  MeasurementWatchdog watchdog(link, budget, silent_seconds);
+  auto outcome = probe();
+  using Outcome = decltype(outcome);
+  if (outcome) return outcome;
+  if constexpr (std::is_same_v<Outcome, Status>) {
+    return watchdog.explain(outcome);
+  } else {
+    return Outcome(watchdog.explain(outcome.status()));
+  }
+}
 
 // Every node receives a STORE at once, each sized to take about the same time over its own link.
 // The capacity is the sum of the rates the nodes got while all were receiving: when the
@@ -164,9 +180,8 @@ Status measure_concurrent_rates(cluster::ClusterConnection& cluster, const Profi
           const double one_gemm_s = nodes[i].gflops > 0.0 ? 2.0 * size * size * size / (nodes[i].gflops * 1e9) : 0.0;
           const auto budget =
               std::chrono::seconds(static_cast<int64_t>(std::ceil(4.0 * std::max(window, 2.0 * one_gemm_s))) + 5);
-          MeasurementWatchdog watchdog(link, budget, options.silent_node_seconds);
-          Result<GemmWindow> probe = probes::gemm_window(link, nodes[i].probe_size, window);
-          measured[i] = probe ? std::move(probe) : Result<GemmWindow>(watchdog.explain(probe.status()));
+          measured[i] = watched(link, budget, options.silent_node_seconds,
+                                [&] { return probes::gemm_window(link, nodes[i].probe_size, window); });
         });
       }
     }
@@ -196,9 +211,8 @@ Status measure_busy_latencies(cluster::ClusterConnection& cluster, const Profile
                                  : 1.0;
         const auto budget = std::chrono::seconds(
             static_cast<int64_t>(std::ceil(4.0 * (pings * 2 + kBusyJobsInFlight + 3) * job_s + pings * 0.025)) + 10);
-        MeasurementWatchdog watchdog(link, budget, options.silent_node_seconds);
-        Result<double> measured = probes::busy_round_trip(link, pings, job_id + (uint64_t{i} << 24));
-        trips[i] = measured ? std::move(measured) : Result<double>(watchdog.explain(measured.status()));
+        trips[i] = watched(link, budget, options.silent_node_seconds,
+                           [&] { return probes::busy_round_trip(link, pings, job_id + (uint64_t{i} << 24)); });
       });
     }
   }
@@ -288,12 +302,8 @@ Result<ClusterProfile> run_profile(cluster::ClusterConnection& cluster, const cl
     // other nodes' figures and the all-at-once measurements do not depend on them).
     if (!node.graph && !options.quick && probes::answers_graph_probe(link)) {
       if (progress) progress(link.spec.name, "graph rates (the other figures reused)", false);
-      Result<model::GraphRates> rates = [&]() -> Result<model::GraphRates> {
-        MeasurementWatchdog watchdog(link, kQuickNodeBudget, options.silent_node_seconds);
-        Result<model::GraphRates> measured_rates = probes::graph_rates(link, options);
-        if (!measured_rates) return watchdog.explain(measured_rates.status());
-        return measured_rates;
-      }();
+      Result<model::GraphRates> rates =
+          watched(link, kQuickNodeBudget, options.silent_node_seconds, [&] { return probes::graph_rates(link, options); });
       if (!rates) return explain_lost_link(link, rates.status());
       node.graph = *rates;
       if (progress) {
@@ -330,12 +340,9 @@ Result<ClusterProfile> run_profile(cluster::ClusterConnection& cluster, const cl
       machines.emplace_back([&, indices = &indices] {
         for (std::size_t index : *indices) {
           cluster::NodeLink& link = cluster.links()[index];
-          MeasurementWatchdog watchdog(link, options.quick ? kQuickNodeBudget : kFullNodeBudget, options.silent_node_seconds);
-          computed[index] = probes::measure_node_compute(link, options, node_progress);
-          if (!computed[index]) {
-            computed[index] = watchdog.explain(computed[index].status());
-            return;  // the run fails with the first failure, in cluster order
-          }
+          computed[index] = watched(link, options.quick ? kQuickNodeBudget : kFullNodeBudget, options.silent_node_seconds,
+                                    [&] { return probes::measure_node_compute(link, options, node_progress); });
+          if (!computed[index]) return;  // the run fails with the first failure, in cluster order
         }
       });
     }
@@ -348,11 +355,8 @@ Result<ClusterProfile> run_profile(cluster::ClusterConnection& cluster, const cl
   for (std::size_t index : to_measure) {
     cluster::NodeLink& link = cluster.links()[index];
     NodeProfile& node = *computed[index];
-    Status linked = [&] {
-      MeasurementWatchdog watchdog(link, options.quick ? kQuickNodeBudget : kFullNodeBudget, options.silent_node_seconds);
-      Status status = probes::measure_node_link(link, options, progress, source, job_id, node);
-      return status ? status : watchdog.explain(status);
-    }();
+    const Status linked = watched(link, options.quick ? kQuickNodeBudget : kFullNodeBudget, options.silent_node_seconds,
+                                  [&] { return probes::measure_node_link(link, options, progress, source, job_id, node); });
     if (!linked) return explain_lost_link(link, linked);
     if (progress) {
       progress(link.spec.name,
