@@ -268,6 +268,12 @@ Result<GraphMessage> decode_load(std::span<const std::byte> payload, const tp::L
         r.zero_padding("part pad", 7))) {
     return r.status();
   }
+  // The encoder writes the flag from the weights it has, and a part without edges has none: the
+  // flag with no edges is a second spelling of "unweighted", refused so that the layout stays canonical.
+  if (weighted && edge_count == 0) {
+    r.fail("weighted is 1 but edge_count is 0 (a part without edges is sent unweighted)");
+    return r.status();
+  }
   if (part.part_count < 1 || part.part_count > kMaxGraphParts) {
     r.fail("part_count " + std::to_string(part.part_count) + " out of range 1.." + std::to_string(kMaxGraphParts));
     return r.status();

@@ -302,6 +302,15 @@ TEST(GraphWireCodec, FieldsOutsideTheirDomainAreRefused) {
   EXPECT_TRUE(refused(load, patched(kWeightedAt + 3, 9), "part pad byte 2 is 9"));
   EXPECT_TRUE(refused(load, patched(kPartIndexAt, 3), "part_index 3 is not below part_count 3"));
   EXPECT_TRUE(refused(load, patched(kPartCountAt, 0), "part_count 0 out of range"));
+  // A part without edges is sent unweighted; the weighted flag on it would be a second spelling
+  // (found by fuzz_codec: the payload did not re-encode to its own bytes).
+  GraphPart edgeless = sample_part(false);
+  edgeless.offsets = {0, 0, 0, 0};
+  edgeless.targets.clear();
+  std::vector<std::byte> edgeless_load = encode_graph_payload(GraphLoad{sample_setup(), edgeless});
+  ASSERT_TRUE(decode_graph_payload(load, edgeless_load, tp::Limits{}));
+  edgeless_load[kWeightedAt] = std::byte{1};
+  EXPECT_TRUE(refused(load, edgeless_load, "weighted is 1 but edge_count is 0"));
 
   std::vector<std::byte> progress = encode_graph_payload(GraphProgress{});
   progress[80] = std::byte{2};
