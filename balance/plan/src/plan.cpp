@@ -24,6 +24,41 @@ Result<Policy> parse_policy(std::string_view name) {
   return invalid_argument(fmt::format("unknown policy '{}'; use one of: even, proportional, model, dynamic", name));
 }
 
+std::string_view distribution_name(Distribution distribution) {
+  switch (distribution) {
+    case Distribution::kStar: return "star";
+    case Distribution::kChain: return "chain";
+  }
+  return "unknown";
+}
+
+Result<Distribution> parse_distribution(std::string_view name) {
+  if (name == "star") return Distribution::kStar;
+  if (name == "chain") return Distribution::kChain;
+  return invalid_argument(fmt::format("unknown distribution '{}'; use one of: star, chain", name));
+}
+
+namespace {
+Status check_chain(Policy policy, partition::Layout layout) {
+  if (layout != partition::Layout::kRows || policy == Policy::kDynamic) {
+    return invalid_argument(fmt::format("distribution 'chain' forwards B along the nodes of a static rows plan; the {} "
+                                        "policy with layout '{}' has none (use distribution 'star')",
+                                        policy_name(policy), partition::layout_name(layout)));
+  }
+  return Status::ok();
+}
+}  // namespace
+
+Status set_chain(Plan& plan) {
+  TESSERA_RETURN_IF_ERROR(check_chain(plan.policy, plan.layout));
+  plan.distribution = Distribution::kChain;
+  plan.chain.clear();
+  for (std::size_t i = 0; i < plan.shares.size(); ++i) {
+    if (plan.shares[i].rows.count > 0) plan.chain.push_back(static_cast<uint32_t>(i));
+  }
+  return Status::ok();
+}
+
 std::vector<partition::Block> Plan::blocks_of(std::size_t node) const {
   if (layout != partition::Layout::kRows) return shares[node].blocks;
   const partition::RowBlock& rows = shares[node].rows;
@@ -55,6 +90,11 @@ std::string Plan::to_string() const {
       panels_in_flight, refill_threshold);
   if (policy == Policy::kDynamic) {
     out += fmt::format("  tiles of {} rows handed out on demand (smaller ones first and last)\n", tile_rows);
+  }
+  if (distribution == Distribution::kChain) {
+    std::string order;
+    for (uint32_t node : chain) order += (order.empty() ? "" : " -> ") + shares[node].node_name;
+    out += fmt::format("  B forwarded along the chain: coordinator -> {}\n", order);
   }
   for (const NodeShare& share : shares) {
     if (layout == partition::Layout::kRows) {
@@ -107,6 +147,7 @@ Result<Plan> make_plan(const PlanRequest& request) {
     return invalid_argument("the model policy needs the performance model; use make_model_plan");
   }
   TESSERA_RETURN_IF_ERROR(check_layout(request.policy, request.layout));
+  if (request.distribution == Distribution::kChain) TESSERA_RETURN_IF_ERROR(check_chain(request.policy, request.layout));
 
   const std::size_t node_count = request.node_names.size();
   // What every plan takes from the request as it is; the shares follow per policy and layout.
@@ -154,6 +195,7 @@ Result<Plan> make_plan(const PlanRequest& request) {
   for (std::size_t i = 0; i < node_count; ++i) {
     plan.shares.push_back({request.node_names[i], (*normalised)[i], (*blocks)[i], {}});
   }
+  if (request.distribution == Distribution::kChain) TESSERA_RETURN_IF_ERROR(set_chain(plan));
   return plan;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,6 +64,16 @@ struct NodeShare {
   bool operator==(const NodeShare&) const = default;
 };
 
+// How B's pieces reach the nodes. kStar: the coordinator sends every node each piece it reads
+// (B crosses the coordinator's link once per node). kChain (rows layout, static policies): the
+// coordinator sends each piece once, to the first node of Plan::chain, and every node forwards the
+// pieces it receives to the next node of the chain over a worker-to-worker link while it computes
+// (the pipelined broadcast of Tinetti and Luque), so the coordinator's link carries B once.
+enum class Distribution { kStar, kChain };
+std::string_view distribution_name(Distribution distribution);
+// Fails with the valid names: "unknown distribution 'ring'; use one of: star, chain".
+Result<Distribution> parse_distribution(std::string_view name);
+
 struct Plan {
   Policy policy = Policy::kEven;
   uint64_t m = 0, n = 0, k = 0;  // C is m x n, A is m x k, B is k x n
@@ -72,6 +83,9 @@ struct Plan {
   partition::Layout layout = partition::Layout::kRows;
   uint64_t tile_rows = 0;        // kDynamic: rows per tile handed out; 0 otherwise
   std::vector<NodeShare> shares; // one per node, cluster order
+  Distribution distribution = Distribution::kStar;
+  // kChain: the nodes with rows, in forwarding order (the coordinator feeds chain[0]); empty for kStar.
+  std::vector<uint32_t> chain;
   bool operator==(const Plan&) const = default;
 
   uint64_t panel_count() const { return panel_width == 0 ? 0 : (k + panel_width - 1) / panel_width; }
@@ -95,7 +109,15 @@ struct PlanRequest {
   uint64_t tile_rows = 0;         // kDynamic only; 0 = about m / (8 x nodes), at least 16
   std::vector<std::string> node_names;
   std::vector<double> weights;    // proportional only: one per node, >= 0, any scale
+  // kChain needs the rows layout and a static policy; the chain is the nodes with rows in cluster
+  // order (make_model_plan orders it by the measured links). Unset: the model policy chooses star
+  // or chain by forecast; the other policies use star.
+  std::optional<Distribution> distribution;
 };
+
+// The chain of a rows plan: the nodes with rows, in cluster order. Fails (kInvalidArgument) for
+// another layout or the dynamic policy, which has no fixed rows to chain.
+Status set_chain(Plan& plan);
 
 // The checks every planner makes of a request: dimensions >= 1, at least one node, panel width
 // >= 1, and the credit window (check_credit_window). kInvalidArgument says which.
