@@ -30,7 +30,7 @@ static_assert(std::numeric_limits<double>::is_iec559, "the wire format carries I
 static_assert(sizeof(GhostRef) == 8 && offsetof(GhostRef, owner) == 0 && offsetof(GhostRef, slot) == 4 &&
               std::is_trivially_copyable_v<GhostRef>);
 static_assert(std::variant_size_v<GraphMessage> ==
-              std::size_t{tp::kLastMessageType} - tp::kFirstGraphMessageType + 1);
+              std::size_t{tp::kFirstForwardMessageType} - tp::kFirstGraphMessageType);
 
 namespace {
 

@@ -14,7 +14,8 @@
 //     accepted prefix re-encodes to the same bytes;
 //   - every graph decoder runs over the payload too; an accepted graph payload lies within its
 //     type's length bounds and re-encodes to exactly its own bytes (the graph layouts are
-//     canonical: no field the decoder tolerates in two spellings), which decode again.
+//     canonical: no field the decoder tolerates in two spellings), which decode again; the same for
+//     the forwarding codec (transport/forward_codec.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "tessera/graph/wire_codec.hpp"
+#include "tessera/transport/forward_codec.hpp"
 #include "tessera/transport/protocol.hpp"
 
 namespace {
@@ -130,6 +132,26 @@ void check_graph_payloads(std::span<const std::byte> payload) {
   }
 }
 
+// decode_forward_payload over every forwarding type and its neighbours, with the graph codec's
+// properties: only its types, within their length bounds, re-encoding to its own bytes.
+void check_forward_payloads(std::span<const std::byte> payload) {
+  for (uint16_t type = kFirstForwardMessageType - 1; type <= kLastMessageType + 1; ++type) {
+    Result<ForwardMessage> message = decode_forward_payload(type, payload, kLimits);
+    if (!message) continue;
+    if (!is_forward_message(type)) property_failed("forward codec accepted another type", type);
+    if (static_cast<uint16_t>(forward_message_type(*message)) != type) {
+      property_failed("forward payload decoded as another type", type);
+    }
+    if (!check_forward_payload_length(type, payload.size(), kLimits).is_ok()) {
+      property_failed("forward payload accepted outside its length bounds", type);
+    }
+    const std::vector<std::byte> encoded = encode_forward_payload(*message);
+    if (encoded.size() != payload.size() || !std::equal(encoded.begin(), encoded.end(), payload.begin())) {
+      property_failed("forward payload does not re-encode to its own bytes", type);
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -160,6 +182,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   check_bulk_prefixes(aligned, aligned.size());
   check_graph_payloads(aligned);
+  check_forward_payloads(aligned);
   if (claimed_length != aligned.size()) check_bulk_prefixes(aligned, claimed_length);
   return 0;
 }

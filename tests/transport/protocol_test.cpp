@@ -187,7 +187,7 @@ TEST(ProtocolPayload, MessageTypesAndNames) {
                                "GRAPH_PROGRESS",      "GRAPH_VALUES_REQUEST", "GRAPH_VALUES",
                                "GRAPH_STOP",          "GRAPH_PEER_HELLO", "GRAPH_DELTAS",
                                "GRAPH_PROBE",         "GRAPH_PROBE_RESULT"};
-  ASSERT_EQ(std::size(graph_names), std::size_t{kLastMessageType} - kLastTransportMessageType);
+  ASSERT_EQ(std::size(graph_names), std::size_t{kFirstForwardMessageType} - kFirstGraphMessageType);
   for (std::size_t i = 0; i < std::size(graph_names); ++i) {
     const auto type = static_cast<uint16_t>(kFirstGraphMessageType + i);
     EXPECT_EQ(message_type_name(type), graph_names[i]);
@@ -197,10 +197,20 @@ TEST(ProtocolPayload, MessageTypesAndNames) {
     EXPECT_EQ(capability_of_message(type), probe ? kCapabilityGraphProbe : kCapabilityGraph);
   }
   EXPECT_FALSE(is_graph_message(kLastTransportMessageType));
+  EXPECT_FALSE(is_graph_message(kFirstForwardMessageType));
+  const char* forward_names[] = {"FORWARD_SETUP", "FORWARD_READY", "STORED"};
+  ASSERT_EQ(std::size(forward_names), std::size_t{kLastMessageType} - kFirstForwardMessageType + 1);
+  for (std::size_t i = 0; i < std::size(forward_names); ++i) {
+    const auto type = static_cast<uint16_t>(kFirstForwardMessageType + i);
+    EXPECT_EQ(message_type_name(type), forward_names[i]);
+    EXPECT_TRUE(is_forward_message(type));
+    EXPECT_EQ(capability_of_message(type), kCapabilityForward);
+  }
+  EXPECT_FALSE(is_forward_message(kLastMessageType + 1));
   EXPECT_FALSE(is_graph_message(kLastMessageType + 1));
   EXPECT_EQ(capability_of_message(static_cast<uint16_t>(MessageType::kStore)), kCapabilityGemm);
   EXPECT_EQ(capability_of_message(static_cast<uint16_t>(MessageType::kBye)), 0u);
-  EXPECT_EQ(message_type_name(29), "UNKNOWN(29)");
+  EXPECT_EQ(message_type_name(kLastMessageType + 1), "UNKNOWN(" + std::to_string(kLastMessageType + 1) + ")");
   EXPECT_EQ(message_type_name(77), "UNKNOWN(77)");
 }
 
@@ -323,11 +333,20 @@ TEST(ProtocolPayload, TrailingBytesAreRejected) {
 
 TEST(ProtocolPayload, UnknownTypeIsRejected) {
   EXPECT_TRUE(fails_with(decode_payload(0, {}, Limits{}).status(), StatusCode::kProtocolError, "type 0 unknown"));
-  EXPECT_TRUE(fails_with(decode_payload(29, {}, Limits{}).status(), StatusCode::kProtocolError, "type 29 unknown"));
+  const uint16_t unknown = kLastMessageType + 1;
+  EXPECT_TRUE(fails_with(decode_payload(unknown, {}, Limits{}).status(), StatusCode::kProtocolError,
+                         "type " + std::to_string(unknown) + " unknown"));
+}
+
+TEST(ProtocolPayload, ForwardingPayloadsAreLeftToTheirCodec) {
+  for (uint16_t type = kFirstForwardMessageType; type <= kLastMessageType; ++type) {
+    EXPECT_TRUE(fails_with(decode_payload(type, {}, Limits{}).status(), StatusCode::kProtocolError,
+                           message_type_name(type) + ": forwarding payloads are decoded by forward_codec.hpp"));
+  }
 }
 
 TEST(ProtocolPayload, GraphPayloadsAreLeftToTheGraphCodec) {
-  for (uint16_t type = kFirstGraphMessageType; type <= kLastMessageType; ++type) {
+  for (uint16_t type = kFirstGraphMessageType; type < kFirstForwardMessageType; ++type) {
     EXPECT_TRUE(fails_with(decode_payload(type, {}, Limits{}).status(), StatusCode::kProtocolError,
                            message_type_name(type) + ": GRAPH_* payloads are decoded by the graph service"));
   }
@@ -871,7 +890,8 @@ TEST(ProtocolVersion2, CapabilityNames) {
   // Bits are named in order; the transpose bit follows TLS's, the last one used before it.
   EXPECT_EQ(kCapabilityTransposedJobs, kCapabilityTls << 1);
   EXPECT_EQ(capability_names(kCapabilityTransposedJobs << 1), "graph-probe");
-  EXPECT_EQ(capability_names(kCapabilityGraphProbe << 1), "bit 6");
+  EXPECT_EQ(capability_names(kCapabilityGraphProbe << 1), "forward");
+  EXPECT_EQ(capability_names(kCapabilityForward << 1), "bit 7");
   EXPECT_EQ(capability_names(kCapabilityGraph | (uint64_t{1} << 9)), "graph, bit 9");
 }
 

@@ -604,6 +604,7 @@ std::string capability_names(uint64_t capabilities) {
       case kCapabilityTls: names += "tls"; break;
       case kCapabilityTransposedJobs: names += "transpose"; break;
       case kCapabilityGraphProbe: names += "graph-probe"; break;
+      case kCapabilityForward: names += "forward"; break;
       default: names += "bit " + std::to_string(bit); break;
     }
   }
@@ -645,6 +646,9 @@ std::string message_type_name(uint16_t type) {
     case 26: return "GRAPH_DELTAS";
     case 27: return "GRAPH_PROBE";
     case 28: return "GRAPH_PROBE_RESULT";
+    case 29: return "FORWARD_SETUP";
+    case 30: return "FORWARD_READY";
+    case 31: return "STORED";
     default: return "UNKNOWN(" + std::to_string(type) + ")";
   }
 }
@@ -655,6 +659,7 @@ uint64_t capability_of_message(uint16_t type) {
     return kCapabilityGraphProbe;
   }
   if (is_graph_message(type)) return kCapabilityGraph;
+  if (is_forward_message(type)) return kCapabilityForward;
   switch (static_cast<MessageType>(type)) {
     case MessageType::kProbe:
     case MessageType::kStore:
@@ -784,6 +789,9 @@ Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload
     default:
       if (is_graph_message(type)) {
         return protocol_error(message_type_name(type) + ": GRAPH_* payloads are decoded by the graph service");
+      }
+      if (is_forward_message(type)) {
+        return protocol_error(message_type_name(type) + ": forwarding payloads are decoded by forward_codec.hpp");
       }
       return protocol_error("message type " + std::to_string(type) + " unknown (valid 1.." + std::to_string(kMaxType) + ")");
   }

@@ -77,6 +77,9 @@ inline constexpr uint64_t kCapabilityTransposedJobs = 1ull << 4;
 // bit of its own because the type came after GRAPH_*: a worker that has kCapabilityGraph but not
 // this would end the session on a GRAPH_PROBE it does not know.
 inline constexpr uint64_t kCapabilityGraphProbe = 1ull << 5;
+// The worker takes FORWARD_SETUP and forwards B's pieces to the next node of a chain over a peer
+// link, and files pieces forwarded to it (forward_codec.hpp). Extends the GEMM service.
+inline constexpr uint64_t kCapabilityForward = 1ull << 6;
 
 // "gemm, graph" for a set of bits; "none" for 0; bits without a name as "bit 9".
 std::string capability_names(uint64_t capabilities);
@@ -116,15 +119,23 @@ enum class MessageType : uint16_t {
   kGraphDeltas = 26,           // worker -> worker: a batch of deltas for the receiver's vertices
   kGraphProbe = 27,            // coordinator -> worker: measure the node's graph rates (kCapabilityGraphProbe)
   kGraphProbeResult = 28,      // worker -> coordinator: the measured rates
+  // B's pieces forwarded along a chain of workers (kCapabilityForward); payloads in forward_codec.hpp.
+  kForwardSetup = 29,  // coordinator -> worker, and a peer link's first frame
+  kForwardReady = 30,  // worker -> coordinator: answer to FORWARD_SETUP
+  kStored = 31,        // worker -> coordinator: a forwarded tile arrived
 };
 // Types are numbered 1..kLastMessageType without gaps; a table indexed by type needs this + 1 slots.
-inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kGraphProbeResult);
+inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kStored);
 // Types 1..kLastTransportMessageType have their payloads in Message and decode_payload; the ones
 // after it belong to a service's own codec (the graph service's, today).
 inline constexpr uint16_t kLastTransportMessageType = static_cast<uint16_t>(MessageType::kStats);
 inline constexpr uint16_t kFirstGraphMessageType = static_cast<uint16_t>(MessageType::kGraphLoad);
 constexpr bool is_graph_message(uint16_t type) {
   return type >= kFirstGraphMessageType && type <= static_cast<uint16_t>(MessageType::kGraphProbeResult);
+}
+inline constexpr uint16_t kFirstForwardMessageType = static_cast<uint16_t>(MessageType::kForwardSetup);
+constexpr bool is_forward_message(uint16_t type) {
+  return type >= kFirstForwardMessageType && type <= static_cast<uint16_t>(MessageType::kStored);
 }
 
 // The capability bit of the service whose messages include `type` (PROBE, STORE, JOB, RELEASE,

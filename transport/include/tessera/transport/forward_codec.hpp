@@ -1,0 +1,74 @@
+// The forwarding messages: how B's pieces travel along a chain of workers (plan::Distribution::
+// kChain) instead of from the coordinator to each node. Like the graph service's GRAPH_* frames,
+// their payloads are not part of transport::Message; this codec encodes and decodes them.
+//
+//   FORWARD_SETUP  coordinator -> worker: the run's token, the tile ids to forward [first, last),
+//                  and the next node of the chain (empty host: this node is the chain's tail).
+//                  The worker connects to the next node as a peer, sends it FORWARD_SETUP with the
+//                  same token and no next node (the peer link's first frame: "the STOREs that
+//                  follow belong to run TOKEN"), and answers FORWARD_READY.
+//   FORWARD_READY  worker -> coordinator: the token, whether the link to the next node is up,
+//                  and why not (the coordinator then feeds the nodes after it itself).
+//   STORED         worker -> coordinator, unsolicited: a tile of the run arrived from the previous
+//                  node of the chain and is in the store (the coordinator sends jobs on it only then).
+//
+// Layouts (little-endian, no gaps; strings are u16 length + bytes):
+//   FORWARD_SETUP  u64 run_token, u32 first_tile_id, u32 last_tile_id (first <= last), u16 port,
+//                  u16 pad (0), string next_host (port 0 exactly when the host is empty)
+//   FORWARD_READY  u64 run_token, u8 linked (0/1), 7 pad (0), string reason (empty when linked)
+//   STORED         u64 run_token, u32 tile_id, u32 pad (0)
+// Every accepted payload re-encodes to exactly its own bytes. Pure values; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tessera/core/status.hpp"
+#include "tessera/transport/frame_connection.hpp"
+#include "tessera/transport/protocol.hpp"
+
+namespace tessera::transport {
+
+struct ForwardSetup {
+  uint64_t run_token = 0;
+  uint32_t first_tile_id = 0;  // STOREs of ids in [first, last) are forwarded to the next node
+  uint32_t last_tile_id = 0;
+  std::string next_host;       // empty: no next node
+  uint16_t next_port = 0;
+  bool operator==(const ForwardSetup&) const = default;
+};
+struct ForwardReady {
+  uint64_t run_token = 0;
+  bool linked = false;
+  std::string reason;
+  bool operator==(const ForwardReady&) const = default;
+};
+struct Stored {
+  uint64_t run_token = 0;
+  uint32_t tile_id = 0;
+  bool operator==(const Stored&) const = default;
+};
+// Alternatives in wire-type order: index + kFirstForwardMessageType == the message type.
+using ForwardMessage = std::variant<ForwardSetup, ForwardReady, Stored>;
+
+inline constexpr std::size_t kForwardSetupFixedBytes = 22;  // + the host's bytes
+inline constexpr std::size_t kForwardReadyFixedBytes = 18;  // + the reason's bytes
+inline constexpr std::size_t kStoredPayloadBytes = 16;
+
+MessageType forward_message_type(const ForwardMessage& message);
+std::vector<std::byte> encode_forward_payload(const ForwardMessage& message);
+// Refuses (kProtocolError, naming the message and field) a type that is not a forwarding one, a
+// payload of the wrong length, non-zero padding, first > last, a port without host or a host
+// without port, a linked READY with a reason, and strings over limits.max_string_bytes.
+Result<ForwardMessage> decode_forward_payload(uint16_t type, std::span<const std::byte> payload, const Limits& limits);
+// The payload lengths a forwarding type may have, checked against the header before reading.
+Status check_forward_payload_length(uint16_t type, uint64_t length, const Limits& limits);
+
+// Reads the payload of a frame whose header says it is a forwarding message and decodes it.
+Result<ForwardMessage> read_forward_payload(FrameConnection& connection, const FrameHeader& header);
+Status write_forward_message(FrameConnection& connection, const ForwardMessage& message, uint64_t request_id = 0);
+
+}  // namespace tessera::transport
