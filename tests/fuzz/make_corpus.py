@@ -115,7 +115,7 @@ GRAPH = {
     # The forwarding payloads (transport/forward_codec.hpp), types 29..31.
     'forward_setup.bin': frame(29, struct.pack('<QIIH2x', 7, 16, 48, 7003) + s('pi-3')),
     'forward_ready.bin': frame(30, struct.pack('<QB7x', 7, 0) + s('connection refused')),
-    'stored.bin': frame(31, struct.pack('<QI4x', 7, 17)),
+    'forward_stored.bin': frame(31, struct.pack('<QI4x', 7, 17)),
 }
 CODEC.update(GRAPH)
 

@@ -1002,13 +1002,14 @@ TEST(ProtocolInstances, BrokenFramesAreRejectedWithTheirReason) {
 TEST(ProtocolInstances, TheFuzzCorpusSeedsOfEveryTransportTypeDecode) {
   // tests/fuzz/make_corpus.py encodes one valid frame per transport type with its own encoder
   // (HELLO with and without its load); they must still decode, so the fuzzer starts from valid
-  // frames. frame_* seeds are the instance frames above, graph_* ones the graph codec's.
+  // frames. frame_* seeds are the instance frames above, graph_* ones the graph codec's, forward_*
+  // the forwarding codec's (forward_codec_test.cpp).
   const std::filesystem::path corpus =
       std::filesystem::path(TESSERA_TEST_INSTANCES) / ".." / "fuzz" / "corpus" / "fuzz_codec";
   int seeds = 0;
   for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("frame_", 0) == 0 || name.rfind("graph_", 0) == 0) continue;
+    if (name.rfind("frame_", 0) == 0 || name.rfind("graph_", 0) == 0 || name.rfind("forward_", 0) == 0) continue;
     SCOPED_TRACE(name);
     std::ifstream in(entry.path(), std::ios::binary);
     const std::string chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

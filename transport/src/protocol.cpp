@@ -3,6 +3,8 @@
 // before they allocate anything, and name the message, field and value when they refuse.
 #include "tessera/transport/protocol.hpp"
 
+#include "tessera/transport/forward_codec.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cassert>
@@ -561,6 +563,10 @@ PayloadBounds payload_bounds(MessageType type, const Limits& limits) {
     case MessageType::kGraphDeltas:
     case MessageType::kGraphProbe:
     case MessageType::kGraphProbeResult: return {0, limits.max_payload_bytes};
+    // Small control frames: the header already bounds them as forward_codec.hpp does.
+    case MessageType::kForwardSetup: return {kForwardSetupFixedBytes, kForwardSetupFixedBytes + max_string};
+    case MessageType::kForwardReady: return {kForwardReadyFixedBytes, kForwardReadyFixedBytes + max_string};
+    case MessageType::kStored: return {kStoredPayloadBytes, kStoredPayloadBytes};
   }
   return {0, 0};
 }
