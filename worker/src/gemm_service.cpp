@@ -16,6 +16,7 @@
 #include <chrono>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -23,7 +24,10 @@
 #include <asio.hpp>
 #include <fmt/core.h>
 
+#include "tessera/transport/forward_codec.hpp"
 #include "tessera/worker/thread_cpu.hpp"
+
+#include "chain_forwarding.hpp"
 
 #ifdef TESSERA_FAULT_HOOKS
 #include <signal.h>
@@ -183,26 +187,36 @@ class TileJob final : public Strips {
 using GemmJob = TileJob<GemmRowStrips, GemmTask>;
 using AddScaledJob = TileJob<AddScaledRowStrips, AddScaledTask>;
 
-SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header) {
+// Reads a STORE (from the coordinator or a peer) into the store: the tile, or null with the
+// session's answer to the failure in `failed`.
+std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHeader& header, SessionStep& failed) {
   // The prefix is read on its own so the matrix data can go straight into tile memory.
   if (header.payload_length < tp::kTilePrefixSize) {
-    return context.fail(tp::ErrorCode::kBadFrame,
-                        fmt::format("STORE payload of {} bytes is shorter than its {}-byte tile prefix",
-                                    header.payload_length, tp::kTilePrefixSize),
-                        header.request_id);
+    failed = context.fail(tp::ErrorCode::kBadFrame,
+                          fmt::format("STORE payload of {} bytes is shorter than its {}-byte tile prefix",
+                                      header.payload_length, tp::kTilePrefixSize),
+                          header.request_id);
+    return nullptr;
   }
   tp::FrameConnection& connection = context.connection();
   std::array<std::byte, tp::kTilePrefixSize> prefix_bytes{};
   const Status prefix_read = connection.read_exact(prefix_bytes);
-  if (!prefix_read.is_ok()) return context.read_failed(prefix_read, header.request_id);
+  if (!prefix_read.is_ok()) {
+    failed = context.read_failed(prefix_read, header.request_id);
+    return nullptr;
+  }
   auto prefix = tp::decode_store_prefix(prefix_bytes, header.payload_length, context.limits());
-  if (!prefix.is_ok()) return context.fail(tp::ErrorCode::kBadFrame, prefix.status().message(), header.request_id);
+  if (!prefix.is_ok()) {
+    failed = context.fail(tp::ErrorCode::kBadFrame, prefix.status().message(), header.request_id);
+    return nullptr;
+  }
 
   auto tile = context.store().reserve(prefix->tile_id, prefix->rows, prefix->cols, /*zero_fill=*/false);
   if (!tile.is_ok()) {
     const bool over_cap = tile.status().code() == StatusCode::kResourceExhausted;
-    return context.fail(over_cap ? tp::ErrorCode::kOutOfMemory : tp::ErrorCode::kBadFrame,
-                        "STORE " + tile.status().message(), header.request_id);
+    failed = context.fail(over_cap ? tp::ErrorCode::kOutOfMemory : tp::ErrorCode::kBadFrame,
+                          "STORE " + tile.status().message(), header.request_id);
+    return nullptr;
   }
   // The tile's memory was charged to the cap before it was allocated, and its pages fill as the
   // data arrives (it is not zero-filled), so a STORE that claims more than it sends holds
@@ -210,20 +224,94 @@ SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header)
   const Result<uint32_t> crc = connection.read_checksummed((*tile)->raw_bytes());
   if (!crc.is_ok()) {
     context.store().release_if_same(prefix->tile_id, tile->get());
-    return context.read_failed(crc.status(), header.request_id);
+    failed = context.read_failed(crc.status(), header.request_id);
+    return nullptr;
   }
   if (*crc != prefix->data_crc32c) {
     // Never keep damaged data under the id: a JOB naming it would compute with it.
     context.store().release_if_same(prefix->tile_id, tile->get());
-    return context.fail(tp::ErrorCode::kCorrupt, tp::tile_crc_mismatch("STORE", *prefix, *crc).message(),
-                        header.request_id);
+    failed = context.fail(tp::ErrorCode::kCorrupt, tp::tile_crc_mismatch("STORE", *prefix, *crc).message(),
+                          header.request_id);
+    return nullptr;
   }
+  return std::move(tile).value();
+}
+
+SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
+  SessionStep failed = SessionStep::kEnd;
+  const std::shared_ptr<Tile> tile = receive_store(context, header, failed);
+  if (tile == nullptr) return failed;
+  forwarding.stored_by_coordinator(tile);
 #ifdef TESSERA_FAULT_HOOKS
   if (const auto limit = fault_hooks().close_after_stores; limit && ++g_stores_received >= *limit) {
-    connection.shutdown();
+    context.connection().shutdown();
     return context.end("fault hook: closing the connection after " + std::to_string(*limit) + " STOREs");
   }
 #endif
+  return SessionStep::kContinue;
+}
+
+// FORWARD_SETUP read and decoded; anything else under that type ends the session.
+std::optional<tp::ForwardSetup> read_forward_setup(SessionContext& context, const tp::FrameHeader& header,
+                                                   SessionStep& failed) {
+  Result<tp::ForwardMessage> message = tp::read_forward_payload(context.connection(), header);
+  if (!message) {
+    failed = message.status().code() == StatusCode::kProtocolError
+                 ? context.fail(tp::ErrorCode::kBadFrame, message.status().message(), header.request_id)
+                 : context.read_failed(message.status(), header.request_id);
+    return std::nullopt;
+  }
+  return std::get<tp::ForwardSetup>(std::move(*message));
+}
+
+// How long FORWARD_SETUP waits for the next node's link: a handshake on a LAN takes milliseconds;
+// a node that has not answered by then is left out of the chain (the coordinator feeds it).
+constexpr std::chrono::milliseconds kNextNodeTimeout{5000};
+
+SessionStep handle_forward_setup(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
+  SessionStep failed = SessionStep::kEnd;
+  const std::optional<tp::ForwardSetup> setup = read_forward_setup(context, header, failed);
+  if (!setup) return failed;
+  const tp::ForwardReady ready = forwarding.setup(context, *setup, kNextNodeTimeout);
+  const Status written = tp::write_forward_message(context.connection(), ready, header.request_id);
+  if (!written.is_ok()) return context.read_failed(written, header.request_id);
+  return SessionStep::kContinue;
+}
+
+// A peer link's first frame names the run its STOREs belong to (kept as the session's state).
+SessionStep handle_peer_forward_setup(SessionContext& context, const tp::FrameHeader& header,
+                                      const ChainForwarding& forwarding) {
+  SessionStep failed = SessionStep::kEnd;
+  const std::optional<tp::ForwardSetup> setup = read_forward_setup(context, header, failed);
+  if (!setup) return failed;
+  if (context.service_state().has_value()) {
+    return context.fail(tp::ErrorCode::kBadFrame, "a second FORWARD_SETUP on one peer link", header.request_id);
+  }
+  if (!setup->next_host.empty()) {
+    return context.fail(tp::ErrorCode::kBadFrame, "a peer link's FORWARD_SETUP names no next node", header.request_id);
+  }
+  if (const Status accepted = forwarding.accept_peer(setup->run_token); !accepted.is_ok()) {
+    return context.fail(tp::ErrorCode::kBadFrame, accepted.message(), header.request_id);
+  }
+  context.service_state() = setup->run_token;
+  const Status written =
+      tp::write_forward_message(context.connection(), tp::ForwardReady{setup->run_token, true, ""}, header.request_id);
+  if (!written.is_ok()) return context.read_failed(written, header.request_id);
+  return SessionStep::kContinue;
+}
+
+SessionStep handle_peer_store(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
+  const uint64_t* run_token = std::any_cast<uint64_t>(&context.service_state());
+  if (run_token == nullptr) {
+    return context.fail(tp::ErrorCode::kBadFrame, "STORE on a peer link before its FORWARD_SETUP", header.request_id);
+  }
+  SessionStep failed = SessionStep::kEnd;
+  const std::shared_ptr<Tile> tile = receive_store(context, header, failed);
+  if (tile == nullptr) return failed;
+  if (const Status filed = forwarding.stored_by_peer(*run_token, tile); !filed.is_ok()) {
+    context.store().release_if_same(tile->id(), tile.get());
+    return context.fail(tp::ErrorCode::kBadFrame, filed.message(), header.request_id);
+  }
   return SessionStep::kContinue;
 }
 
@@ -464,12 +552,23 @@ Service gemm_service() {
   Service service;
   service.name = "gemm";
   // JOB's ADD_SCALED op is what kCapabilityExpression promises; it shares STORE and the job queue.
-  // kCapabilityTransposedJobs promises JOB's transpose flags, on both ops.
-  service.capability = tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs;
+  // kCapabilityTransposedJobs promises JOB's transpose flags, on both ops; kCapabilityForward the
+  // chain's FORWARD_SETUP and the peer links that carry B's pieces.
+  service.capability = tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs |
+                       tp::kCapabilityForward;
+  const auto forwarding = std::make_shared<ChainForwarding>();
 
   MessageHandler store;
   store.type = tp::MessageType::kStore;
-  store.on_stream = handle_store;
+  store.on_stream = [forwarding](SessionContext& context, const tp::FrameHeader& header) {
+    return handle_store(context, header, *forwarding);
+  };
+
+  MessageHandler forward_setup;
+  forward_setup.type = tp::MessageType::kForwardSetup;
+  forward_setup.on_stream = [forwarding](SessionContext& context, const tp::FrameHeader& header) {
+    return handle_forward_setup(context, header, *forwarding);
+  };
 
   MessageHandler job;
   job.type = tp::MessageType::kJob;
@@ -490,7 +589,22 @@ Service gemm_service() {
   stats.type = tp::MessageType::kStatsRequest;
   stats.on_message = handle_stats_request;
 
-  service.handlers = {std::move(probe), std::move(store), std::move(job), std::move(release), std::move(stats)};
+  service.handlers = {std::move(probe), std::move(store),         std::move(job),
+                      std::move(release), std::move(stats), std::move(forward_setup)};
+
+  MessageHandler peer_setup;
+  peer_setup.type = tp::MessageType::kForwardSetup;
+  peer_setup.on_stream = [forwarding](SessionContext& context, const tp::FrameHeader& header) {
+    return handle_peer_forward_setup(context, header, *forwarding);
+  };
+  MessageHandler peer_store;
+  peer_store.type = tp::MessageType::kStore;
+  peer_store.on_stream = [forwarding](SessionContext& context, const tp::FrameHeader& header) {
+    return handle_peer_store(context, header, *forwarding);
+  };
+  service.peer_handlers = {std::move(peer_setup), std::move(peer_store)};
+  service.admit_peer = [forwarding] { return forwarding->admit_peer(); };
+  service.on_session_end = [forwarding] { forwarding->end_session(); };
   return service;
 }
 

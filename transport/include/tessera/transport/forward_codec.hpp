@@ -6,9 +6,11 @@
 //                  and the next node of the chain (empty host: this node is the chain's tail).
 //                  The worker connects to the next node as a peer, sends it FORWARD_SETUP with the
 //                  same token and no next node (the peer link's first frame: "the STOREs that
-//                  follow belong to run TOKEN"), and answers FORWARD_READY.
-//   FORWARD_READY  worker -> coordinator: the token, whether the link to the next node is up,
-//                  and why not (the coordinator then feeds the nodes after it itself).
+//                  follow belong to run TOKEN"; the next node answers FORWARD_READY or ERROR), and
+//                  answers the coordinator FORWARD_READY.
+//   FORWARD_READY  worker -> coordinator (and next node -> previous on a peer link): the token,
+//                  whether the link to the next node is up, and why not (the coordinator then
+//                  feeds the nodes after it itself). Also sent unasked when that link fails later.
 //   STORED         worker -> coordinator, unsolicited: a tile of the run arrived from the previous
 //                  node of the chain and is in the store (the coordinator sends jobs on it only then).
 //

@@ -1,0 +1,223 @@
+// Chain forwarding on real in-process workers over loopback: the coordinator sets the chain up
+// from its tail, stores B's pieces on the head only, and every other node announces each piece
+// with STORED and multiplies with it exactly; a wrong run, a STORE before the run is named, an
+// unreachable next node and a next node that goes away are each refused or reported.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tessera/transport/forward_codec.hpp"
+#include "tessera/transport/frame_connection.hpp"
+#include "tessera/worker/worker_server.hpp"
+#include "worker_test_client.hpp"
+
+namespace tessera::worker {
+namespace {
+
+namespace tp = tessera::transport;
+using namespace std::chrono_literals;
+using testing::Dense;
+using testing::gemm_job;
+using testing::read_expect;
+using testing::store_tile;
+
+constexpr char kSecret[] = "chain test secret";
+constexpr uint64_t kToken = 0x5eed;
+constexpr uint32_t kFirstPiece = 16;
+
+struct Worker {
+  std::unique_ptr<WorkerServer> server;
+  std::jthread runner;
+};
+
+class ChainForwardingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 3; ++i) {
+      WorkerOptions options;
+      options.listen_host = "127.0.0.1";
+      options.port = 0;
+      options.threads = 1;
+      options.secret = kSecret;
+      options.tile_memory_cap = 16 << 20;
+      auto started = WorkerServer::start(options);
+      ASSERT_TRUE(started.is_ok()) << started.status().to_string();
+      workers_[i].server = std::move(started).value();
+      WorkerServer* server = workers_[i].server.get();
+      workers_[i].runner = std::jthread([server] { server->run(); });
+    }
+  }
+
+  // Every server stops, also after a failed assertion.
+  void TearDown() override {
+    for (Worker& worker : workers_) {
+      if (worker.server) worker.server->stop();
+      if (worker.runner.joinable()) worker.runner.join();
+      worker.server.reset();
+    }
+  }
+
+  std::unique_ptr<tp::FrameConnection> session(int i, tp::SessionRole role = tp::SessionRole::kCoordinator) {
+    auto connection = tp::FrameConnection::connect("127.0.0.1", workers_[i].server->port(), 5s);
+    EXPECT_TRUE(connection.is_ok()) << connection.status().to_string();
+    if (!connection) return nullptr;
+    (*connection)->set_read_timeout(10s);
+    auto hello = tp::client_handshake(**connection, kSecret, 5s, role);
+    EXPECT_TRUE(hello.is_ok()) << hello.status().to_string();
+    if (!hello) return nullptr;
+    EXPECT_NE(hello->capabilities & tp::kCapabilityForward, 0u);
+    return std::move(connection).value();
+  }
+
+  tp::ForwardSetup setup_for(int next) const {
+    tp::ForwardSetup setup{kToken, kFirstPiece, kFirstPiece + 2, "", 0};
+    if (next >= 0) {
+      setup.next_host = "127.0.0.1";
+      setup.next_port = workers_[next].server->port();
+    }
+    return setup;
+  }
+
+  std::array<Worker, 3> workers_;
+};
+
+Result<tp::ForwardMessage> read_forward(tp::FrameConnection& connection) {
+  Result<tp::FrameHeader> header = connection.read_header();
+  if (!header) return header.status();
+  if (!tp::is_forward_message(header->type)) {
+    return protocol_error("expected a forwarding message, got " + tp::message_type_name(header->type));
+  }
+  return tp::read_forward_payload(connection, *header);
+}
+
+::testing::AssertionResult ready(tp::FrameConnection& connection, bool linked, const std::string& reason_part = "") {
+  Result<tp::ForwardMessage> message = read_forward(connection);
+  if (!message) return ::testing::AssertionFailure() << message.status().to_string();
+  const auto* answer = std::get_if<tp::ForwardReady>(&*message);
+  if (answer == nullptr) return ::testing::AssertionFailure() << "not FORWARD_READY";
+  if (answer->linked != linked || answer->run_token != kToken) {
+    return ::testing::AssertionFailure() << "linked " << answer->linked << ": " << answer->reason;
+  }
+  if (answer->reason.find(reason_part) == std::string::npos) {
+    return ::testing::AssertionFailure() << "reason '" << answer->reason << "' lacks '" << reason_part << "'";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(ChainForwardingTest, PiecesStoredOnTheHeadReachEveryNodeAndMultiplyExactly) {
+  std::array<std::unique_ptr<tp::FrameConnection>, 3> coordinator;
+  for (int i = 0; i < 3; ++i) {
+    coordinator[i] = session(i);
+    ASSERT_NE(coordinator[i], nullptr);
+  }
+  // From the tail: a node admits its upstream's peer link only once its own run is set up.
+  for (int i = 2; i >= 0; --i) {
+    ASSERT_TRUE(tp::write_forward_message(*coordinator[i], setup_for(i == 2 ? -1 : i + 1)).is_ok());
+    ASSERT_TRUE(ready(*coordinator[i], true)) << "node " << i;
+  }
+  const Dense b = Dense::integers(8, 5, 1);
+  const std::array<Dense, 2> pieces{b.rows_range(0, 4), b.rows_range(4, 4)};
+  for (uint32_t p = 0; p < 2; ++p) ASSERT_TRUE(store_tile(*coordinator[0], kFirstPiece + p, pieces[p]).is_ok());
+  for (int i = 1; i < 3; ++i) {
+    std::set<uint32_t> announced;
+    while (announced.size() < 2) {
+      Result<tp::ForwardMessage> message = read_forward(*coordinator[i]);
+      ASSERT_TRUE(message) << "node " << i << ": " << message.status().to_string();
+      const auto* stored = std::get_if<tp::Stored>(&*message);
+      ASSERT_NE(stored, nullptr);
+      EXPECT_EQ(stored->run_token, kToken);
+      announced.insert(stored->tile_id);
+    }
+    EXPECT_EQ(announced, (std::set<uint32_t>{kFirstPiece, kFirstPiece + 1}));
+  }
+  for (int i = 0; i < 3; ++i) {
+    const Dense a = Dense::integers(3, 8, 10 + i);
+    // A whole: the jobs read its two column halves (a_col), one piece of B each.
+    ASSERT_TRUE(store_tile(*coordinator[i], 100, a).is_ok());
+    for (uint32_t p = 0; p < 2; ++p) {
+      tp::Job job = gemm_job(p + 1, 100, kFirstPiece + p, 200, 3, 5, 4,
+                             (p == 0 ? tp::kJobCreateOutput : tp::kJobSendResult) | tp::kJobReleaseB);
+      job.a_col = 4 * p;
+      job.c_rows = 3;
+      job.c_cols = 5;
+      ASSERT_TRUE(coordinator[i]->write_message(job, job.job_id).is_ok());
+    }
+    tp::IncomingFrame frame;
+    ASSERT_TRUE(read_expect<tp::Credit>(*coordinator[i], frame));
+    ASSERT_TRUE(read_expect<tp::Credit>(*coordinator[i], frame));
+    ASSERT_TRUE(read_expect<tp::ResultTile>(*coordinator[i], frame));
+    const auto& result = std::get<tp::ResultTile>(frame.message);
+    const Dense expected = testing::multiply(a, b);
+    ASSERT_EQ(result.data.size(), expected.values.size());
+    for (std::size_t v = 0; v < expected.values.size(); ++v) EXPECT_EQ(result.data[v], expected.values[v]) << "node " << i;
+  }
+}
+
+TEST_F(ChainForwardingTest, UnreachableNextNodeIsReportedByName) {
+  auto head = session(0);
+  ASSERT_NE(head, nullptr);
+  // Node 1 has no run: it refuses the peer link, and the head says so naming it.
+  ASSERT_TRUE(tp::write_forward_message(*head, setup_for(1)).is_ok());
+  const std::string next = "127.0.0.1:" + std::to_string(workers_[1].server->port());
+  EXPECT_TRUE(ready(*head, false, "cannot link to the next node " + next));
+}
+
+TEST_F(ChainForwardingTest, PeerLinksOfAnotherRunOrWithoutSetupAreRefused) {
+  auto tail = session(1);
+  ASSERT_NE(tail, nullptr);
+  ASSERT_TRUE(tp::write_forward_message(*tail, setup_for(-1)).is_ok());
+  ASSERT_TRUE(ready(*tail, true));
+
+  auto stranger = session(1, tp::SessionRole::kPeer);
+  ASSERT_NE(stranger, nullptr);
+  ASSERT_TRUE(tp::write_forward_message(*stranger, tp::ForwardSetup{kToken + 1, 0, 0, "", 0}).is_ok());
+  std::string message;
+  EXPECT_TRUE(testing::read_error(*stranger, tp::ErrorCode::kBadFrame, &message));
+  EXPECT_NE(message.find("is not this worker's current run"), std::string::npos) << message;
+
+  auto early = session(1, tp::SessionRole::kPeer);
+  ASSERT_NE(early, nullptr);
+  ASSERT_TRUE(store_tile(*early, kFirstPiece, Dense::integers(2, 2, 0)).is_ok());
+  EXPECT_TRUE(testing::read_error(*early, tp::ErrorCode::kBadFrame, &message));
+  EXPECT_NE(message.find("before its FORWARD_SETUP"), std::string::npos) << message;
+
+  auto outside = session(1, tp::SessionRole::kPeer);
+  ASSERT_NE(outside, nullptr);
+  ASSERT_TRUE(tp::write_forward_message(*outside, tp::ForwardSetup{kToken, 0, 0, "", 0}).is_ok());
+  ASSERT_TRUE(ready(*outside, true));  // the peer link is taken for the run
+  ASSERT_TRUE(store_tile(*outside, kFirstPiece + 7, Dense::integers(2, 2, 0)).is_ok());
+  EXPECT_TRUE(testing::read_error(*outside, tp::ErrorCode::kBadFrame, &message));
+  EXPECT_NE(message.find("outside the run's forwarded ids"), std::string::npos) << message;
+}
+
+TEST_F(ChainForwardingTest, ANextNodeThatGoesAwayIsReportedToTheCoordinator) {
+  auto tail = session(1);
+  auto head = session(0);
+  ASSERT_NE(tail, nullptr);
+  ASSERT_NE(head, nullptr);
+  ASSERT_TRUE(tp::write_forward_message(*tail, setup_for(-1)).is_ok());
+  ASSERT_TRUE(ready(*tail, true));
+  ASSERT_TRUE(tp::write_forward_message(*head, setup_for(1)).is_ok());
+  ASSERT_TRUE(ready(*head, true));
+  // The tail's coordinator leaves: its run ends and it closes the head's peer link.
+  tail.reset();
+  // Pieces keep coming until the head's forwarding write fails; then it reports, unasked.
+  bool reported = false;
+  for (uint32_t round = 0; round < 200 && !reported; ++round) {
+    ASSERT_TRUE(store_tile(*head, kFirstPiece + round % 2, Dense::integers(64, 64, 0)).is_ok());
+    if (head->wait_readable(20ms)) {
+      ASSERT_TRUE(ready(*head, false, "the link to the next node"));
+      reported = true;
+    }
+  }
+  EXPECT_TRUE(reported);
+}
+
+}  // namespace
+}  // namespace tessera::worker

@@ -1,0 +1,80 @@
+// The GEMM service's part in a chain (plan::Distribution::kChain): B's pieces reach this worker
+// from the coordinator (the chain's head) or from the previous node over a peer link, and it
+// forwards each to the next node while its own jobs run on it, so the coordinator sends B once.
+//
+// One ChainForwarding per worker, shared by the GEMM service's handlers. The coordinator's
+// FORWARD_SETUP starts a run (the token, the tile ids to forward, the next node): the worker opens
+// the peer link to the next node at once and answers FORWARD_READY saying whether it is up. A peer
+// link belongs to the run whose token its first frame (FORWARD_SETUP without a next node) names;
+// the next node answers it with FORWARD_READY (or ERROR, why not) before any tile is sent.
+// A tile of the run's range that arrives, from the coordinator or a peer, is queued for the next
+// node; one that arrives from a peer is also announced to the coordinator with STORED, which sends
+// jobs on it only then. Tiles are shared: one queued here stays alive (and charged to the tile
+// memory cap) until it has been written, whatever the store does with its id meanwhile.
+// When the link to the next node fails, the worker tells the coordinator with an unsolicited
+// FORWARD_READY (linked 0, the reason) and drops what it had queued: the coordinator then feeds
+// the nodes after it itself. The run ends with the coordinator's session (end_session).
+// Thread-safe: the coordinator's and the peers' connection threads call it concurrently; one
+// forwarding thread per run writes to the next node.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "tessera/core/status.hpp"
+#include "tessera/transport/forward_codec.hpp"
+#include "tessera/worker/service.hpp"
+#include "tessera/worker/tile_store.hpp"
+
+namespace tessera::worker {
+
+class ChainForwarding {
+ public:
+  ChainForwarding() = default;
+  ~ChainForwarding();
+  ChainForwarding(const ChainForwarding&) = delete;
+  ChainForwarding& operator=(const ChainForwarding&) = delete;
+
+  // FORWARD_SETUP from the coordinator of `coordinator`'s session: ends the previous run, starts
+  // this one and links to its next node (within `timeout`). The answer to send back.
+  transport::ForwardReady setup(SessionContext& coordinator, const transport::ForwardSetup& setup,
+                                std::chrono::milliseconds timeout);
+  // A STORE from the coordinator was filed: queued for the next node when it is in the run's range.
+  void stored_by_coordinator(const std::shared_ptr<Tile>& tile);
+  // A peer link's FORWARD_SETUP: OK when it names the current run.
+  Status accept_peer(uint64_t run_token) const;
+  // A tile a peer of run `run_token` forwarded was filed: STORED to the coordinator, and queued
+  // onward. Fails when that run is no longer current (the peer link then ends).
+  Status stored_by_peer(uint64_t run_token, const std::shared_ptr<Tile>& tile);
+  // Whether peer links are admitted now (a run is set up).
+  Status admit_peer() const;
+  // The coordinator's session ended: the run, its link and its queue go.
+  void end_session();
+
+ private:
+  bool in_range(uint32_t tile_id) const { return tile_id >= first_ && tile_id < last_; }
+  void enqueue_locked(const std::shared_ptr<Tile>& tile);
+  void forward_loop();
+  // REQUIRES: mutex_ not held. Stops the forwarding thread and closes the link.
+  void stop_run();
+
+  mutable std::mutex mutex_;
+  std::condition_variable queue_changed_;
+  bool active_ = false;
+  uint64_t token_ = 0;
+  uint32_t first_ = 0, last_ = 0;
+  SessionContext* coordinator_ = nullptr;  // the session that set the run up; null once it ended
+  std::unique_ptr<transport::FrameConnection> next_;
+  std::string next_name_;
+  bool stopping_ = false;
+  std::deque<std::shared_ptr<Tile>> queue_;
+  std::thread forwarder_;
+  uint64_t tiles_forwarded_ = 0, bytes_forwarded_ = 0;
+};
+
+}  // namespace tessera::worker
