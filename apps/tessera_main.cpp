@@ -149,6 +149,10 @@ int run(int argc, char** argv) {
   multiply_cmd->add_option("--layout", multiply.settings.layout,
                            "even/proportional: rows | 2d (column-based rectangles) | square-corner | 3d (splits k)")
       ->capture_default_str();
+  multiply_cmd->add_option("--distribution", multiply.settings.distribution,
+                           "how B reaches the nodes: star (the coordinator sends it to each) | chain (each node "
+                           "forwards it to the next) | auto (the model policy chooses by forecast; others: star)")
+      ->capture_default_str();
   multiply_cmd->add_option("--overlap", multiply.overlap,
                            "on: panels travel while nodes compute; off: one panel at a time (SeqMsg)")
       ->capture_default_str();

@@ -157,6 +157,7 @@ PYBIND11_MODULE(_tessera, module) {
       "A multiply's options, as tessera.Cluster.multiply takes them; a default-constructed one holds the defaults the "
       "CLI's `tessera multiply` has too.",
       std::pair{"policy", &MultiplySettings::policy}, std::pair{"layout", &MultiplySettings::layout},
+      std::pair{"distribution", &MultiplySettings::distribution},
       std::pair{"verify", &MultiplySettings::verify}, std::pair{"weights", &MultiplySettings::weights},
       std::pair{"seed", &MultiplySettings::seed}, std::pair{"panel_width", &MultiplySettings::panel_width},
       std::pair{"panels_in_flight", &MultiplySettings::panels_in_flight},

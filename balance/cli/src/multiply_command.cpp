@@ -178,6 +178,9 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   session_options.require_all = command.require_all;
+  Result<std::vector<std::vector<std::string>>> peer_hosts = local::load_peer_hosts(*cluster, command.run_dir);
+  if (!peer_hosts) return report_failure(err, peer_hosts.status());
+  session_options.peer_hosts = std::move(*peer_hosts);
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return interrupted() ? report_interrupted() : report_failure(err, session.status());
   print_left_out(err, *session);

@@ -14,6 +14,16 @@ std::optional<double> MultiplyReport::prediction_error() const {
   return std::fabs(prediction->makespan_s - run.makespan_s) / run.makespan_s;
 }
 
+namespace {
+
+uint64_t coordinator_bytes_sent(const run::MultiplyRun& run) {
+  uint64_t bytes = 0;
+  for (const run::NodeRunStats& node : run.nodes) bytes += node.bytes_to_node;
+  return bytes;
+}
+
+}  // namespace
+
 std::string format_report_table(const MultiplyReport& report) {
   const plan::Plan& plan = report.plan;
   std::string out = fmt::format(
@@ -67,6 +77,15 @@ std::string format_report_table(const MultiplyReport& report) {
   } else {
     out += "predicted makespan: no model (run `tessera profile` for speed curves and links)\n";
   }
+  if (!report.run.chain.empty()) {
+    uint64_t forwarded = 0;
+    for (const run::NodeRunStats& node : report.run.nodes) forwarded += node.forwarded_bytes;
+    out += fmt::format("B forwarded along the chain {}: the coordinator sent {:.1f} MB in all, the nodes forwarded "
+                       "{:.1f} MB\n",
+                       report.run.chain, 1e-6 * static_cast<double>(coordinator_bytes_sent(report.run)),
+                       1e-6 * static_cast<double>(forwarded));
+  }
+  for (const std::string& note : report.run.chain_notes) out += fmt::format("  chain: {}\n", note);
   if (report.plan.policy == plan::Policy::kDynamic) {
     out += fmt::format("dynamic: {} tiles of up to {} rows; {} speculative copies ({} won)\n", report.run.tiles,
                        report.plan.tile_rows, report.run.speculative_copies, report.run.speculative_wins);
@@ -91,16 +110,6 @@ std::string format_report_table(const MultiplyReport& report) {
   return out;
 }
 
-namespace {
-
-uint64_t coordinator_bytes_sent(const run::MultiplyRun& run) {
-  uint64_t bytes = 0;
-  for (const run::NodeRunStats& node : run.nodes) bytes += node.bytes_to_node;
-  return bytes;
-}
-
-}  // namespace
-
 std::string report_json(const MultiplyReport& report) {
   using nlohmann::json;
   const plan::Plan& plan = report.plan;
@@ -119,6 +128,8 @@ std::string report_json(const MultiplyReport& report) {
                   {"idle_s", node.idle_s},
                   {"finish_s", node.finish_s},
                   {"panels", node.panels},
+                  {"pieces_by_chain", node.pieces_by_chain},
+                  {"forwarded_bytes", node.forwarded_bytes},
                   {"abandoned_tiles", node.abandoned},
                   {"worker_io_cpu_s", node.worker_io_cpu_s},
                   {"worker_compute_cpu_s", node.worker_compute_cpu_s},
@@ -149,6 +160,10 @@ std::string report_json(const MultiplyReport& report) {
                    {"panels_in_flight", plan.panels_in_flight},
                    {"refill_threshold", plan.refill_threshold},
                    {"layout", std::string(partition::layout_name(plan.layout))},
+                   {"distribution", std::string(plan::distribution_name(plan.distribution))},
+                   // The chain as it ran ("" when B went to each node) and what changed it.
+                   {"chain", report.run.chain},
+                   {"chain_notes", report.run.chain_notes},
                    {"makespan_s", report.run.makespan_s},
                    {"last_result_s", report.run.last_result_s},
                    {"gflops", report.run.gflops},

@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/cluster/silent_node_watchdog.hpp"
+#include "tessera/transport/forward_codec.hpp"
+#include "chain_feed.hpp"
 #include "tessera/balance/run/tile_board.hpp"
 #include "tessera/balance/run/work.hpp"
 #include "tessera/core/time.hpp"
@@ -213,11 +215,15 @@ cluster::SilentNodeWatchdog::Options progress_watch(cluster::ClusterConnection& 
 class TileStreamer {
  public:
   TileStreamer(int index, cluster::NodeLink& link, const plan::Plan& plan, const Work& work, TileBoard& board, linalg::MatrixView a,
-               Output& output, Clock::time_point start, const MultiplyHooks& hooks, NodeProgress& progress)
+               Output& output, Clock::time_point start, const MultiplyHooks& hooks, NodeProgress& progress,
+               ChainFeed* chain)
       : index_(index), connection_(*link.connection), plan_(plan), work_(work), board_(board), a_(a),
-        output_(output), start_(start), hooks_(hooks), progress_(progress), credits_(plan.panels_in_flight) {}
+        output_(output), start_(start), hooks_(hooks), progress_(progress), credits_(plan.panels_in_flight),
+        chain_(chain),
+        chain_position_(chain != nullptr ? chain->position_of(static_cast<std::size_t>(index)) : std::nullopt) {}
 
   Status run(NodeRunStats& stats) {
+    stats_ = &stats;
     const uint64_t sent_before = connection_.bytes_sent();
     const uint64_t received_before = connection_.bytes_received();
     Result<tp::Stats> worker_before = request_stats();
@@ -238,6 +244,7 @@ class TileStreamer {
     stats.bytes_from_node = connection_.bytes_received() - received_before;
     stats.comm_s = comm_seconds_;
     stats.panels = pieces_sent_;
+    stats.pieces_by_chain = chain_arrived_.size();
     stats.abandoned = abandoned_;
     if (status.code() == StatusCode::kNetworkError) {
       // A worker that refuses a STORE (out of tile memory) answers ERROR and closes without
@@ -297,10 +304,22 @@ class TileStreamer {
     const BPiece& piece = work_.pieces[piece_index];
     const bool last = current.next_piece + 1 == tile.pieces.size();
     if (!pieces_held_.contains(piece_index)) {
-      const std::array<asio::const_buffer, 3> parts{asio::buffer(piece.header), asio::buffer(piece.prefix),
-                                                    asio::buffer(piece.data, piece.bytes())};
-      TESSERA_RETURN_IF_ERROR(timed(static_cast<double>(piece.bytes()), [&] { return connection_.write_buffers(parts); }));
-      ++pieces_sent_;
+      bool send = true;
+      if (chain_member_tile(tile)) {
+        if (chain_->is_head(*chain_position_)) {
+          TESSERA_RETURN_IF_ERROR(await_admission(piece_index));
+        } else {
+          TESSERA_RETURN_IF_ERROR(await_piece(piece_index));
+          send = !chain_arrived_.contains(piece_index);
+        }
+      }
+      if (send) {
+        const std::array<asio::const_buffer, 3> parts{asio::buffer(piece.header), asio::buffer(piece.prefix),
+                                                      asio::buffer(piece.data, piece.bytes())};
+        TESSERA_RETURN_IF_ERROR(
+            timed(static_cast<double>(piece.bytes()), [&] { return connection_.write_buffers(parts); }));
+        ++pieces_sent_;
+      }
       // A dynamic node keeps its pieces for the tiles it pulls later; a static one has them
       // released by the job that used them, so it never holds more than its queue depth of them.
       if (work_.keep_pieces) pieces_held_.insert(piece_index);
@@ -332,15 +351,19 @@ class TileStreamer {
   }
 
   Status receive(NodeRunStats& stats) {
-    Result<tp::FrameHeader> header =
-        tp::read_reply_header(connection_, {tp::MessageType::kCredit, tp::MessageType::kResult});
+    Result<tp::FrameHeader> header = tp::read_reply_header(
+        connection_, {tp::MessageType::kCredit, tp::MessageType::kResult, tp::MessageType::kStored,
+                      tp::MessageType::kForwardReady});
     if (!header) return header.status();
     progress_.heard();
     if (header->type == static_cast<uint16_t>(tp::MessageType::kResult)) return receive_result(*header, stats);
+    if (tp::is_forward_message(header->type)) return receive_forwarding(*header);
     Result<tp::IncomingFrame> frame = connection_.read_payload(*header);
     if (!frame) return frame.status();
-    credits_ += std::get<tp::Credit>(frame->message).credits;
-    progress_.jobs_answered(std::get<tp::Credit>(frame->message).credits);
+    const uint32_t credits = std::get<tp::Credit>(frame->message).credits;
+    credits_ += credits;
+    progress_.jobs_answered(credits);
+    if (chain_position_) chain_->jobs_done(*chain_position_, credits);
     ++credits_received_;
     if (hooks_.on_credit) hooks_.on_credit(static_cast<std::size_t>(index_), credits_received_);
     return Status::ok();
@@ -412,7 +435,99 @@ class TileStreamer {
   // The worker's cumulative session figures. Asked only when nothing of this run is on the wire,
   // so the next frame must be the answer.
   Result<tp::Stats> request_stats() {
-    return owed(0.0, [&] { return tp::request_reply<tp::Stats>(connection_, tp::StatsRequest{}); });
+    return owed(0.0, [&]() -> Result<tp::Stats> {
+      TESSERA_RETURN_IF_ERROR(connection_.write_message(tp::StatsRequest{}));
+      for (;;) {
+        // A chain member may announce a piece before the answer.
+        Result<tp::FrameHeader> header = tp::read_reply_header(
+            connection_, {tp::MessageType::kStats, tp::MessageType::kStored, tp::MessageType::kForwardReady});
+        if (!header) return header.status();
+        progress_.heard();
+        if (tp::is_forward_message(header->type)) {
+          TESSERA_RETURN_IF_ERROR(receive_forwarding(*header));
+          continue;
+        }
+        Result<tp::IncomingFrame> frame = connection_.read_payload(*header);
+        if (!frame) return frame.status();
+        return std::get<tp::Stats>(std::move(frame->message));
+      }
+    });
+  }
+
+  // --- The chain (plan::Distribution::kChain; chain_feed.hpp) ---
+
+  // The node's own planned tile reads every piece of B in order, as every chain member's does:
+  // its pieces come through the chain. Spare pieces of a lost node's tile come directly.
+  bool chain_member_tile(const WorkTile& tile) const {
+    return chain_position_ && !tile.parent && tile.assigned == index_ && tile.pieces.size() == work_.pieces.size();
+  }
+
+  // STORED (a piece arrived from the member before this node) or FORWARD_READY (this node's link
+  // to its successor failed, or the answer to the run's end).
+  Status receive_forwarding(const tp::FrameHeader& header) {
+    Result<tp::ForwardMessage> message = tp::read_forward_payload(connection_, header);
+    if (!message) return message.status();
+    if (!chain_position_) {
+      return protocol_error(fmt::format("unexpected {}: this node is not in a forwarding chain",
+                                        tp::message_type_name(header.type)));
+    }
+    if (const auto* stored = std::get_if<tp::Stored>(&*message)) {
+      if (stored->run_token != chain_->run_token()) return Status::ok();  // a late one of an earlier run
+      if (stored->tile_id < chain_->first_tile_id() || stored->tile_id >= chain_->last_tile_id()) {
+        return protocol_error(fmt::format("STORED for tile {}, outside the run's pieces", stored->tile_id));
+      }
+      const std::size_t piece = stored->tile_id - kFirstPieceId;
+      if (chain_arrived_.insert(piece).second) chain_->forwarded_to(*chain_position_, work_.pieces[piece].bytes());
+      return Status::ok();
+    }
+    const auto& ready = std::get<tp::ForwardReady>(*message);
+    if (ready.run_token == chain_->run_token() && !ready.linked) {
+      chain_->link_failed(*chain_position_, fmt::format("{}: {}", connection_.peer(), ready.reason));
+    }
+    return Status::ok();
+  }
+
+  // A head sends a piece once every live member after it has room for it; meanwhile it reads
+  // its own node's frames, so that node never looks silent to the watchdog.
+  Status await_admission(std::size_t piece) {
+    while (!chain_->admitted(*chain_position_, piece, plan_.panels_in_flight) && !board_.all_done()) {
+      if (outstanding() && connection_.wait_readable(std::chrono::milliseconds(0))) {
+        TESSERA_RETURN_IF_ERROR(receive(*stats_));
+      } else {
+        chain_->wait_for_change(std::chrono::milliseconds(20));
+      }
+    }
+    return Status::ok();
+  }
+
+  // A member after the head waits for STORED of the piece, reading its node's frames meanwhile.
+  // It gives up on the chain (and takes the rest of B directly) when its feed broke, or when
+  // neither the piece nor any progress along the chain came for the patience below.
+  Status await_piece(std::size_t piece) {
+    auto last_change = Clock::now();
+    uint64_t seen = chain_->progress();
+    while (!chain_arrived_.contains(piece)) {
+      if (!chain_->fed(*chain_position_) || board_.all_done()) return Status::ok();
+      if (const uint64_t now = chain_->progress(); now != seen) {
+        seen = now;
+        last_change = Clock::now();
+      }
+      if (seconds_between(last_change, Clock::now()) > chain_patience_s()) {
+        chain_->feed_broken(*chain_position_,
+                            fmt::format("{}: piece {} of B did not come along the chain within {:.0f} s; the "
+                                        "coordinator sent it and the rest",
+                                        connection_.peer(), piece, chain_patience_s()));
+        return Status::ok();
+      }
+      if (connection_.wait_readable(std::chrono::milliseconds(20))) TESSERA_RETURN_IF_ERROR(receive(*stats_));
+    }
+    return Status::ok();
+  }
+
+  // As long as the watchdog would wait for a silent node: the chain stands still only when some
+  // member is stalled, and the watchdog drops that one within its deadline.
+  double chain_patience_s() const {
+    return std::max(hooks_.deadlines.floor_s, hooks_.deadlines.node_timeout_s);
   }
 
   bool outstanding() const { return jobs_sent_ > credits_received_ || results_expected_ > 0; }
@@ -468,6 +583,13 @@ class TileStreamer {
     NodeRunStats ignored;
     while (outstanding()) TESSERA_RETURN_IF_ERROR(receive(ignored));
     tp::Release release;
+    if (chain_position_) {
+      // Forwarding stops first; then every piece id goes, also one that came after its job ran.
+      TESSERA_RETURN_IF_ERROR(owed(0.0, [&] { return chain_->end_for(connection_); }));
+      for (std::size_t piece = 0; piece < work_.pieces.size(); ++piece) {
+        if (!pieces_held_.contains(piece)) release.tile_ids.push_back(static_cast<uint32_t>(kFirstPieceId + piece));
+      }
+    }
     for (std::size_t piece : pieces_held_) release.tile_ids.push_back(static_cast<uint32_t>(kFirstPieceId + piece));
     for (uint64_t tile : started_) {
       release.tile_ids.push_back(a_tile_id(tile));
@@ -562,6 +684,10 @@ class TileStreamer {
   std::set<uint64_t> in_flight_;
   std::vector<uint64_t> started_;
   std::vector<double> scratch_;
+  ChainFeed* chain_;
+  std::optional<std::size_t> chain_position_;
+  std::set<std::size_t> chain_arrived_;  // pieces announced with STORED
+  NodeRunStats* stats_ = nullptr;        // run()'s, for results read while waiting on the chain
   double comm_seconds_ = 0.0;
   uint64_t abandoned_ = 0;  // tiles whose sending stopped because their result came from elsewhere
   const TileBoard::CopyFilter copy_filter_ = [this](uint64_t tile, int owner, double running_s) {
@@ -692,9 +818,17 @@ Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan
   const bool has_deltas = std::any_of(work->tiles.begin(), work->tiles.end(), [](const WorkTile& t) { return t.delta; });
   if (has_deltas) c.fill(0.0);  // partial sums are added into C
 
+  MultiplyRun run;
+  std::unique_ptr<ChainFeed> chain;
+  if (plan.distribution == plan::Distribution::kChain) {
+    // The chain's setup is bounded like a frame's round trip: the silent-node floor.
+    const auto setup_timeout = std::chrono::milliseconds(static_cast<int64_t>(1000 * hooks.deadlines.floor_s));
+    chain = ChainFeed::set_up(cluster, plan, hooks.peer_hosts, kFirstPieceId,
+                              static_cast<uint32_t>(kFirstPieceId + work->pieces.size()), setup_timeout,
+                              run.chain_notes);
+  }
   TileBoard board(*work);
   Output output(c);
-  MultiplyRun run;
   run.tiles = static_cast<uint64_t>(
       std::count_if(work->tiles.begin(), work->tiles.end(), [](const WorkTile& t) { return !t.parent; }));
   run.nodes.resize(cluster.links().size());
@@ -714,11 +848,15 @@ Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan
       run.nodes[i].name = plan.shares[i].node_name;
       streamers.emplace_back([&, i] {
         cluster::NodeLink& link = cluster.links()[i];
-        TileStreamer streamer(static_cast<int>(i), link, plan, *work, board, a, output, start, hooks, *progress[i]);
+        TileStreamer streamer(static_cast<int>(i), link, plan, *work, board, a, output, start, hooks, *progress[i],
+                              chain.get());
         Status status = streamer.run(run.nodes[i]);
         progress[i]->finish();
         if (status.is_ok()) return;
         link.connection->shutdown();
+        if (chain) {
+          if (const std::optional<std::size_t> position = chain->position_of(i)) chain->member_lost(*position);
+        }
         // The watchdog's reason beats what the shut-down connection said ("closed the connection").
         const std::optional<std::string> unresponsive = progress[i]->unresponsive();
         const Status failure =
@@ -742,6 +880,12 @@ Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan
     const bool one_kind = std::all_of(failures.begin(), failures.end(),
                                       [&](const Status& failure) { return failure.code() == failures.front().code(); });
     return Status(one_kind ? failures.front().code() : StatusCode::kNetworkError, message);
+  }
+  if (chain) {
+    run.chain = chain->describe(plan);
+    run.chain_notes = chain->notes();
+    const std::vector<uint64_t> forwarded = chain->forwarded_bytes(run.nodes.size());
+    for (std::size_t i = 0; i < run.nodes.size(); ++i) run.nodes[i].forwarded_bytes = forwarded[i];
   }
   run.speculative_copies = board.copies();
   run.speculative_wins = board.copy_wins();

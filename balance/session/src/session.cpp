@@ -32,6 +32,7 @@ plan::PlanRequest plan_request(const cluster::ClusterSpec& cluster, uint64_t m, 
   request.panels_in_flight = options.panels_in_flight;
   request.refill_threshold = options.refill_threshold;
   request.layout = options.layout;
+  request.distribution = options.distribution;
   if (const auto* dynamic = std::get_if<plan::DynamicPolicy>(&options.policy)) request.tile_rows = dynamic->tile_rows;
   for (const cluster::NodeSpec& node : cluster.nodes) request.node_names.push_back(node.name);
   return request;
@@ -374,6 +375,10 @@ Result<report::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, 
     }
     hooks.on_credit = control.on_credit;
     hooks.deadlines = progress_deadlines(state_->cluster, state_->profile, node_timeout_s);
+    hooks.peer_hosts = taking_part_only(state_->options.peer_hosts, state_->file_positions, state_->file_node_count);
+    for (std::vector<std::string>& from : hooks.peer_hosts) {
+      from = taking_part_only(std::move(from), state_->file_positions, state_->file_node_count);
+    }
     return run::run_multiply(state_->connection, plan, a, b, c, hooks);
   }();
   if (cancel_requested(control)) {

@@ -43,6 +43,23 @@ Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settin
   Result<partition::Layout> layout = partition::parse_layout(settings.layout);
   if (!layout) return layout.status();
   TESSERA_RETURN_IF_ERROR(plan::check_layout(*policy, *layout));
+  std::optional<plan::Distribution> distribution;
+  if (settings.distribution != "auto") {
+    Result<plan::Distribution> parsed = plan::parse_distribution(settings.distribution);
+    if (!parsed) {
+      return invalid_argument(fmt::format("{}: unknown distribution '{}'; use one of: auto, star, chain",
+                                          spelling.name("distribution"), settings.distribution));
+    }
+    distribution = *parsed;
+  }
+  if (distribution == plan::Distribution::kChain &&
+      (*layout != partition::Layout::kRows || *policy == plan::Policy::kDynamic)) {
+    return invalid_argument(fmt::format("{} forwards B along the nodes of a static rows plan; {} has none",
+                                        spelling.assignment("distribution", "chain", /*text=*/true),
+                                        *policy == plan::Policy::kDynamic
+                                            ? spelling.assignment("policy", "dynamic", /*text=*/true)
+                                            : spelling.assignment("layout", settings.layout, /*text=*/true)));
+  }
   // A panel is at most a 2^20-row slice of B, the largest dimension accepted; more than 1024
   // panels in flight per node would only hold memory, never hide more latency.
   if (settings.panel_width == 0 || settings.panel_width > kMaxPanelWidth) {
@@ -69,6 +86,7 @@ Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settin
   if (auto* proportional = std::get_if<plan::ProportionalPolicy>(&options.policy)) proportional->weights = settings.weights;
   if (auto* dynamic = std::get_if<plan::DynamicPolicy>(&options.policy)) dynamic->tile_rows = settings.tile_rows;
   options.layout = *layout;
+  options.distribution = distribution;
   options.panel_width = settings.panel_width;
   options.panels_in_flight = settings.overlap ? settings.panels_in_flight : 1;
   options.refill_threshold = settings.overlap ? settings.refill_threshold : 1;

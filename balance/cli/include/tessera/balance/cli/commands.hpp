@@ -92,7 +92,7 @@ struct MultiplyCommand {
   std::string run_dir;              // where `tessera up` recorded emulated endpoints; empty: default
   std::optional<uint64_t> m, n, k;  // n alone makes square matrices
   // --policy, --weights, --seed (also the random inputs'), --verify, --panel-width,
-  // --panels-in-flight, --refill, --layout, --tile-rows, --node-timeout, --allow-nonfinite: the
+  // --panels-in-flight, --refill, --layout, --distribution, --tile-rows, --node-timeout, --allow-nonfinite: the
   // options Python's Cluster.multiply takes too, with their defaults (session/settings.hpp).
   session::MultiplySettings settings;
   std::string profile_path;         // empty: next to the config

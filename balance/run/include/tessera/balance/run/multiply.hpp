@@ -52,7 +52,9 @@ struct NodeRunStats {
   double comm_s = 0.0;           // time the coordinator spent writing to / reading from the node
   double idle_s = 0.0;           // makespan - compute_s: waiting for data, for other nodes, or released late
   double finish_s = 0.0;         // from the start of the run to its C block being received
-  uint64_t panels = 0;           // pieces of B sent to the node
+  uint64_t panels = 0;           // pieces of B the coordinator sent to the node
+  uint64_t pieces_by_chain = 0;  // pieces of B that came from the node before it in the chain
+  uint64_t forwarded_bytes = 0;  // bytes of B this node forwarded to the next in the chain
   uint64_t volume = 0;            // multiply-adds of the tiles whose result came from this node
   uint64_t tiles = 0;             // tiles whose result came from this node
   uint64_t abandoned = 0;         // dynamic: tiles whose sending stopped because another node finished them
@@ -84,6 +86,10 @@ struct MultiplyRun {
   // memory: ..."), else what the connection saw ("... closed the connection").
   std::vector<std::string> lost_reasons;
   std::vector<uint64_t> reissued_tiles;     // tiles handed out again because their node was lost
+  // Chain plans: the chain as it ran ("coordinator -> desktop -> pi1 -> pi2"; empty when B went
+  // to each node) and what changed it (a node that does not forward, a link that failed).
+  std::string chain;
+  std::vector<std::string> chain_notes;
   // Dynamic runs only:
   uint64_t speculative_copies = 0;          // tiles also given to an idle node near the end
   uint64_t speculative_wins = 0;            // copies whose result arrived first
@@ -131,6 +137,10 @@ struct MultiplyHooks {
   std::function<void(std::size_t node_index, uint64_t jobs_done)> on_credit;
   // When a silent node counts as lost (see ProgressDeadlines).
   ProgressDeadlines deadlines;
+  // Chain plans: how each node's worker reaches each other node's, hosts[from][to] in plan order
+  // (emulated nodes in network namespaces reach each other at other addresses than the
+  // coordinator does); empty: at the hosts the coordinator uses.
+  std::vector<std::vector<std::string>> peer_hosts;
 };
 
 // REQUIRES: plan.shares match cluster.links() in order and name; a is m x k, b is k x n, c is

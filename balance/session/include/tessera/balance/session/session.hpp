@@ -39,6 +39,9 @@ namespace tessera::balance::session {
 struct MultiplyOptions {
   plan::PolicyChoice policy = plan::ProportionalPolicy{};
   partition::Layout layout = partition::Layout::kRows;  // model and dynamic plan rows only
+  // How B reaches the nodes (plan::Distribution): unset, the model policy chooses by forecast and
+  // the others send it to each node; chain needs the rows layout and a static policy.
+  std::optional<plan::Distribution> distribution;
   uint64_t panel_width = 256;      // rows of B per panel, clipped to k
   uint32_t panels_in_flight = 4;   // queue depth per node; 1 = no overlap (send, wait, send)
   uint32_t refill_threshold = 1;   // credits back before the next burst, 1..panels_in_flight
@@ -88,6 +91,10 @@ struct SessionOptions {
   bool damaged_profile_is_error = true;
   // multiply() measures a quick profile (and saves it) when the policy needs one and none exists.
   bool measure_missing_profile = true;
+  // How each node's worker reaches each other node's, hosts[receiver][peer] in cluster-file order
+  // (local::load_peer_hosts for emulated clusters); empty: at the nodes' hosts. Multiplies whose
+  // plan forwards B along a chain use it.
+  std::vector<std::vector<std::string>> peer_hosts;
 };
 
 struct PlannedMultiply {

@@ -57,6 +57,8 @@ class OptionSpelling {
 struct MultiplySettings {
   std::string policy = std::string(plan::policy_name(plan::policy_kind(MultiplyOptions{}.policy)));
   std::string layout = std::string(partition::layout_name(MultiplyOptions{}.layout));
+  // star | chain | auto (MultiplyOptions::distribution unset).
+  std::string distribution = "auto";
   std::string verify = std::string(run::verify_mode_name(MultiplyOptions{}.verify));
   std::vector<double> weights;  // proportional only, one per node; empty: the profile's speeds
   // Freivalds' random vector (and, in the CLI, the random inputs' seed).
