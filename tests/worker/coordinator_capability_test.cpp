@@ -82,7 +82,8 @@ TEST(CoordinatorCapabilities, ClusterConnectNamesOnlyTheNodeThatLacksACapability
   ASSERT_TRUE(connected) << connected.status().to_string();
   ASSERT_EQ(connected->links().size(), 2u);
   EXPECT_EQ(connected->links()[0].hello.capabilities,
-            tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs | tp::kCapabilityTls);
+            tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs | tp::kCapabilityForward |
+                tp::kCapabilityTls);
   EXPECT_EQ(connected->links()[1].hello.capabilities, kTestCapability | tp::kCapabilityTls);
 }
 
