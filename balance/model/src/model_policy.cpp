@@ -305,33 +305,103 @@ Result<std::pair<plan::Plan, double>> chain_of(const plan::Plan& rows, const Clu
   return std::pair<plan::Plan, double>{std::move(chain), makespan};
 }
 
-Result<ModelPlanResult> size_star_plan(const plan::PlanRequest& request, const ClusterModel& model);
+// The rows sized for `subset` (indices into model.nodes, ascending) alone, as a plan over every
+// node (the others with 0 rows).
+Result<ModelPlanResult> size_rows_for_nodes(const plan::PlanRequest& request, const ClusterModel& model,
+                                            const std::vector<std::size_t>& subset) {
+  plan::PlanRequest sub_request = request;
+  sub_request.node_names.clear();
+  for (std::size_t node : subset) sub_request.node_names.push_back(request.node_names[node]);
+  Result<ModelPlanResult> sized = size_rows_by_finish_time(sub_request, model_of_nodes(model, subset));
+  if (!sized) return sized;
+  ModelPlanResult whole = *sized;
+  whole.plan.shares.clear();
+  uint64_t begin = 0;
+  for (std::size_t i = 0, s = 0; i < model.nodes.size(); ++i) {
+    const bool taken = s < subset.size() && subset[s] == i;
+    const uint64_t rows = taken ? sized->plan.shares[s++].rows.count : 0;
+    whole.plan.shares.push_back({request.node_names[i], static_cast<double>(rows) / static_cast<double>(request.m),
+                                 partition::RowBlock{begin, rows}, {}});
+    begin += rows;
+  }
+  return whole;
+}
 
-// Forecasts the sized rows both ways and sets the plan's distribution: the one asked for, or,
-// unasked, chain when its forecast is at least kChainMargin shorter (model_policy.hpp). The chain
-// is forecast for the star's rows and for rows sized as if each node got B at its own link's rate
-// (what a chain's pipeline nearly gives it: no uplink or coordinator capacity shared for B); the
-// sooner of the two is the chain's.
+// A chain candidate: its plan, forecast and warnings.
+struct ChainCandidate {
+  plan::Plan plan;
+  double makespan_s = kInfinity;
+  std::vector<std::string> warnings;
+};
+
+// The chain of the fastest j nodes (j = 2, 4, 8, ... and all the usable ones), each with rows
+// sized as if every node got B at its own link's rate (no uplink or coordinator capacity shared
+// for B: nearly what a chain's pipeline gives a node), forecast as a chain by `model`; the
+// soonest, if sooner than `best`. Sizing for the star keeps few nodes behind a thin uplink, and
+// sizing every node for the chain can make it too long (each node adds a hop, and the credits
+// span the whole chain), so a few lengths are tried; the search stops two lengths past the best.
+void search_chain_lengths(const plan::PlanRequest& request, const ClusterModel& model, ChainCandidate& best) {
+  ClusterModel own_links = model;
+  own_links.switch_uplink_bytes_per_s = 0.0;
+  own_links.coordinator_send_bytes_per_s = 0.0;
+  const double size = square_equivalent_size(static_cast<double>(request.m), static_cast<double>(request.n),
+                                             static_cast<double>(request.k));
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    if (excluded_reason(model.nodes[i]).empty()) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return model.nodes[a].speed.gflops_at(size) > model.nodes[b].speed.gflops_at(size);
+  });
+  std::vector<std::size_t> lengths;
+  for (std::size_t length = 2; length < order.size(); length *= 2) lengths.push_back(length);
+  if (order.size() >= 2) lengths.push_back(order.size());
+  std::size_t best_length = 0, since_best = 0;
+  for (std::size_t length : lengths) {
+    if (best_length > 0 && since_best >= 2) break;
+    std::vector<std::size_t> subset(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(length));
+    std::sort(subset.begin(), subset.end());
+    Result<ModelPlanResult> sized = size_rows_for_nodes(request, own_links, subset);
+    if (!sized) continue;
+    Result<std::pair<plan::Plan, double>> chained = chain_of(sized->plan, model);
+    if (!chained) continue;
+    if (chained->second < best.makespan_s) {
+      best.plan = std::move(chained->first);
+      best.makespan_s = chained->second;
+      best.warnings = std::move(sized->warnings);
+      best_length = length;
+      since_best = 0;
+    } else {
+      ++since_best;
+    }
+  }
+  if (best_length == 0) return;
+  for (std::size_t i = best_length; i < order.size(); ++i) {
+    best.warnings.push_back(fmt::format(
+        "node '{}' gets no rows: B forwarded along the fastest {} nodes alone is forecast {:.3f} s, along more no sooner "
+        "(each node adds a hop, and the credits span the whole chain)",
+        model.nodes[order[i]].name, best_length, best.makespan_s));
+  }
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    const std::string reason = excluded_reason(model.nodes[i]);
+    if (!reason.empty()) best.warnings.push_back(excluded_warning(model.nodes[i], reason));
+  }
+}
+
+// Forecasts both ways and sets the plan's distribution: the one asked for, or, unasked, chain
+// when its forecast is at least kChainMargin shorter (model_policy.hpp). The chain is the soonest
+// of the star's rows forwarded and the lengths search_chain_lengths tries.
 Status choose_distribution(const plan::PlanRequest& request, const ClusterModel& model, ModelPlanResult& result) {
   plan::Plan star = result.plan;
   star.distribution = plan::Distribution::kStar;
   star.chain.clear();
   Result<std::pair<plan::Plan, double>> star_rows_chained = chain_of(star, model);
   if (!star_rows_chained) return star_rows_chained.status();
-  plan::Plan chain = std::move(star_rows_chained->first);
-  result.chain_makespan_s = star_rows_chained->second;
-  std::vector<std::string> chain_warnings = result.warnings;
-  ClusterModel own_links = model;
-  own_links.switch_uplink_bytes_per_s = 0.0;
-  own_links.coordinator_send_bytes_per_s = 0.0;
-  if (Result<ModelPlanResult> resized = size_star_plan(request, own_links); resized) {
-    Result<std::pair<plan::Plan, double>> resized_chained = chain_of(resized->plan, model);
-    if (resized_chained && resized_chained->second < result.chain_makespan_s) {
-      chain = std::move(resized_chained->first);
-      result.chain_makespan_s = resized_chained->second;
-      chain_warnings = std::move(resized->warnings);
-    }
-  }
+  ChainCandidate best_chain{std::move(star_rows_chained->first), star_rows_chained->second, result.warnings};
+  search_chain_lengths(request, model, best_chain);
+  plan::Plan chain = std::move(best_chain.plan);
+  result.chain_makespan_s = best_chain.makespan_s;
+  std::vector<std::string> chain_warnings = std::move(best_chain.warnings);
   result.star_makespan_s = predict(model, star).makespan_s;
   const double star_s = result.star_makespan_s, chain_s = result.chain_makespan_s;
   const std::size_t links = chain.chain.size();

@@ -28,10 +28,12 @@ namespace tessera::balance::model {
 //
 // How B travels: the rows are sized as above (B sent to each node), then predict() forecasts those
 // rows both ways, with B sent to each node (star) and forwarded along the nodes taking rows
-// (chain, ordered by order_chain_by_links). The chain is also forecast for rows sized as if each
-// node got B at its own link's rate (no uplink or coordinator capacity shared for B, which is
-// nearly what a chain's pipeline gives it; the star sizing behind a thin uplink keeps only a few
-// nodes), and the sooner of the two chain forecasts stands for the chain. request.distribution
+// (chain, ordered by order_chain_by_links). The chain is also forecast for the fastest j nodes
+// (j = 2, 4, 8, ... and all), their rows sized as if each node got B at its own link's rate (no
+// uplink or coordinator capacity shared for B, which is nearly what a chain's pipeline gives it;
+// the star sizing behind a thin uplink keeps only a few nodes, and every node can make the chain
+// too long), stopping two lengths past the best; the soonest of these chain forecasts stands for
+// the chain. request.distribution
 // set: the plan takes it. Unset: it takes chain only when that forecast is at least kChainMargin
 // shorter than star's (forwarding adds a hop per node, so a near tie goes to star). The warnings
 // are those of the rows the plan took.
@@ -40,8 +42,8 @@ inline constexpr double kChainMargin = 0.03;
 struct ModelPlanResult {
   plan::Plan plan;
   std::vector<std::string> warnings;
-  // The star's rows forecast with B sent to each node, and the chain's forecast (the sooner of
-  // the two row sizings above).
+  // The star's rows forecast with B sent to each node, and the chain's forecast (the soonest of
+  // the chains above).
   double star_makespan_s = 0.0;
   double chain_makespan_s = 0.0;
   // One line: which distribution the plan took and why, e.g. "B forwarded along a chain of 6
