@@ -34,35 +34,65 @@ cluster::ClusterSpec first_nodes(const cluster::ClusterSpec& cluster, std::size_
   return part;
 }
 
-// The model policy's forecast against the number of nodes, star distribution: the coordinator
-// sends each node taking rows its rows of A and all of B (`sends` counts those bytes) and reads
-// its block of C back.
+// The model policy's plan against the number of nodes (the first of the file), asked for with B
+// sent to each node (star: the coordinator sends each node taking rows its rows of A and all of
+// B) and with B forwarded along a chain (the coordinator sends B once; the rows may differ,
+// model_policy.hpp), each forecast also as a speed-up against the first node alone. `sends`
+// counts the coordinator's bytes out.
 int print_scale(const cluster::ClusterSpec& cluster, const profile::ClusterProfile& profile, const std::string& path,
                 uint64_t m, uint64_t n, uint64_t k, const session::MultiplyOptions& options, std::ostream& out,
                 std::ostream& err) {
   std::vector<std::size_t> counts;
   for (std::size_t count = 1; count < cluster.nodes.size(); count *= 2) counts.push_back(count);
   counts.push_back(cluster.nodes.size());
-  out << fmt::format("model policy, rows layout, star (the coordinator sends each node its rows of A and all of B), "
-                     "C {}x{} = A {}x{} * B {}x{}{}\n",
+  out << fmt::format("model policy, rows layout, C {}x{} = A {}x{} * B {}x{}{}; star: the coordinator sends each node "
+                     "its rows of A and all of B; chain: it sends B once, forwarded node to node; speed-up against "
+                     "'{}' alone\n",
                      m, n, m, k, k, n,
-                     cluster.network_switch ? fmt::format("; switch uplink {}", cluster.network_switch->uplink_rate) : "");
-  out << fmt::format("{:>6} {:>12} {:>12} {:>18}\n", "nodes", "makespan s", "taking rows", "coordinator sends");
+                     cluster.network_switch ? fmt::format("; switch uplink {}", cluster.network_switch->uplink_rate) : "",
+                     cluster.nodes.front().name);
+  out << fmt::format("{:>6} {:>10} {:>8} {:>6} {:>10} {:>8} {:>6} {:>11} {:>11}\n", "nodes", "star s", "speed-up",
+                     "rows", "chain s", "speed-up", "rows", "star sends", "chain sends");
+  const double b_bytes = 8.0 * static_cast<double>(k) * static_cast<double>(n);
+  double alone_s = 0.0;
   for (std::size_t count : counts) {
     const cluster::ClusterSpec part = first_nodes(cluster, count);
     Result<model::ClusterModel> model = profile::profile_model(profile, part, path);
     if (!model) return report_failure(err, model.status());
-    Result<session::PlannedMultiply> planned = session::plan_policy(part, profile, path, m, n, k, options);
-    if (!planned) return report_failure(err, planned.status());
-    const model::Prediction prediction = model::predict(*model, planned->plan);
-    std::size_t taking = 0;
-    double bytes = 0.0;
-    for (const plan::NodeShare& share : planned->plan.shares) {
-      if (share.rows.count == 0) continue;
-      ++taking;
-      bytes += 8.0 * (static_cast<double>(share.rows.count) * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n));
+    plan::PlanRequest request;
+    request.policy = plan::Policy::kModel;
+    request.m = m;
+    request.n = n;
+    request.k = k;
+    request.panel_width = options.panel_width;
+    request.panels_in_flight = options.panels_in_flight;
+    request.refill_threshold = options.refill_threshold;
+    for (const cluster::NodeSpec& node : part.nodes) request.node_names.push_back(node.name);
+    struct Forecast {
+      double makespan_s = 0.0;
+      std::size_t taking = 0;
+      double sends = 0.0;  // bytes out of the coordinator
+    };
+    Forecast forecasts[2];
+    const plan::Distribution distributions[2] = {plan::Distribution::kStar, plan::Distribution::kChain};
+    for (int d = 0; d < 2; ++d) {
+      request.distribution = distributions[d];
+      Result<model::ModelPlanResult> made = model::make_model_plan(request, *model);
+      if (!made) return report_failure(err, made.status());
+      Forecast& forecast = forecasts[d];
+      forecast.makespan_s = model::predict(*model, made->plan).makespan_s;
+      for (const plan::NodeShare& share : made->plan.shares) {
+        if (share.rows.count == 0) continue;
+        ++forecast.taking;
+        forecast.sends += 8.0 * static_cast<double>(share.rows.count) * static_cast<double>(k);
+      }
+      forecast.sends += distributions[d] == plan::Distribution::kStar ? static_cast<double>(forecast.taking) * b_bytes : b_bytes;
     }
-    out << fmt::format("{:>6} {:>12.3f} {:>12} {:>15.2f} GB\n", count, prediction.makespan_s, taking, bytes / 1e9);
+    if (count == 1) alone_s = forecasts[0].makespan_s;
+    out << fmt::format("{:>6} {:>10.3f} {:>7.2f}x {:>6} {:>10.3f} {:>7.2f}x {:>6} {:>8.2f} GB {:>8.2f} GB\n", count,
+                       forecasts[0].makespan_s, alone_s / forecasts[0].makespan_s, forecasts[0].taking,
+                       forecasts[1].makespan_s, alone_s / forecasts[1].makespan_s, forecasts[1].taking,
+                       forecasts[0].sends / 1e9, forecasts[1].sends / 1e9);
   }
   return kExitOk;
 }

@@ -69,7 +69,11 @@ double job_seconds(const CpuModel& cpu, double flops, double flops_per_s, double
 // Fluid simulation of all nodes at once: piecewise-constant rates between events, so each step
 // jumps straight to the next completion or timer. Ends when every node is done or nothing can
 // progress any more (a zero rate somewhere); unfinished nodes keep finish = +inf.
-SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, const SimLinks& links, const SimHost& host = {});
+// `chain` empty: star, every node gets B from the coordinator. Otherwise B is forwarded along it
+// (distinct indices into `nodes`, head first; replay.hpp says how); a node with rows that is not
+// on it never gets B.
+SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, const SimLinks& links, const SimHost& host = {},
+                    std::span<const std::size_t> chain = {});
 
 // The coordinator's host as the simulation sees it: no contention is modelled when no node
 // shares it.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <span>
 #include <vector>
@@ -13,6 +14,10 @@
 namespace tessera::balance::model {
 
 namespace detail {
+
+namespace {
+constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+}  // namespace
 
 std::vector<double> max_min_fair(std::span<const double> caps, double capacity) {
   std::vector<double> rates(caps.begin(), caps.end());
@@ -51,6 +56,54 @@ std::vector<double> shared_transfer_rates(std::span<const double> caps, const st
     for (std::size_t m = 0; m < members.size(); ++m) capped[members[m]] = through_uplink[m];
   }
   return max_min_fair(capped, capacity);
+}
+
+std::vector<double> max_min_fair_flows(std::span<const std::vector<std::size_t>> flow_links,
+                                       std::span<const double> capacities) {
+  std::vector<double> rates(flow_links.size(), 0.0);
+  std::vector<bool> frozen(flow_links.size(), false);
+  std::vector<double> remaining(capacities.begin(), capacities.end());
+  std::vector<std::size_t> crossing(capacities.size());
+  for (;;) {
+    std::fill(crossing.begin(), crossing.end(), std::size_t{0});
+    bool rising = false;
+    for (std::size_t f = 0; f < flow_links.size(); ++f) {
+      if (frozen[f]) continue;
+      rising = true;
+      for (std::size_t link : flow_links[f]) ++crossing[link];
+    }
+    if (!rising) break;
+    // The rise every unfrozen transfer takes before the first of their links is full.
+    double step = kUnlimited;
+    std::size_t fullest = capacities.size();
+    for (std::size_t link = 0; link < capacities.size(); ++link) {
+      if (crossing[link] == 0) continue;
+      const double share = std::max(remaining[link], 0.0) / static_cast<double>(crossing[link]);
+      if (share < step) {
+        step = share;
+        fullest = link;
+      }
+    }
+    if (fullest == capacities.size()) {
+      for (std::size_t f = 0; f < flow_links.size(); ++f) {
+        if (!frozen[f]) rates[f] = kUnlimited;
+      }
+      break;
+    }
+    std::vector<bool> full(capacities.size(), false);
+    for (std::size_t link = 0; link < capacities.size(); ++link) {
+      if (crossing[link] == 0) continue;
+      remaining[link] -= step * static_cast<double>(crossing[link]);
+      // The link that set the step is full by construction; others within rounding of it too.
+      full[link] = link == fullest || remaining[link] <= 1e-12 * capacities[link];
+    }
+    for (std::size_t f = 0; f < flow_links.size(); ++f) {
+      if (frozen[f]) continue;
+      rates[f] += step;
+      frozen[f] = std::any_of(flow_links[f].begin(), flow_links[f].end(), [&](std::size_t link) { return full[link]; });
+    }
+  }
+  return rates;
 }
 
 double crowded_share(const HostModel& host) {

@@ -3,6 +3,7 @@
 // Implemented in host.cpp; private to the model library. Pure functions; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <span>
 #include <vector>
 
@@ -25,6 +26,16 @@ std::vector<double> max_min_fair(std::span<const double> caps, double capacity);
 // sharing the uplink first and then the capacity among the capped rates is the joint water-fill.
 std::vector<double> shared_transfer_rates(std::span<const double> caps, const std::vector<bool>& behind, double uplink,
                                           double capacity);
+
+// Max-min fair (progressive filling) rates for transfers that each cross several shared links at
+// once: flow_links[f] lists the links (indices into `capacities`) transfer f crosses. Every
+// transfer's rate rises together until a link it crosses is full; transfers crossing no full link
+// rise on. A capacity is a real limit (0: nothing passes; +inf: none); leave a resource that is
+// no bottleneck out of a transfer's links. A transfer crossing no link gets +inf. Used where one
+// node's link carries more than one transfer (B forwarded along a chain, replay.hpp); for
+// transfers that all start at the coordinator, shared_transfer_rates is the same division.
+std::vector<double> max_min_fair_flows(std::span<const std::vector<std::size_t>> flow_links,
+                                       std::span<const double> capacities);
 
 // A HostModel's crowded_share, read as 1 when it is not a share.
 double crowded_share(const HostModel& host);

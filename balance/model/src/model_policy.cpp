@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -280,9 +281,161 @@ Result<ModelPlanResult> best_node_set(const plan::PlanRequest& request, const Cl
   return std::move(*best);
 }
 
-}  // namespace
+// Where B's bytes from the coordinator go in a star: through the switch's uplink when a node taking
+// rows is behind it, else over the coordinator's link.
+std::string star_route(const ClusterModel& model, const plan::Plan& plan) {
+  const std::vector<bool> behind = behind_switch_of(model);
+  for (std::size_t i = 0; i < plan.shares.size() && i < behind.size(); ++i) {
+    if (plan.shares[i].rows.count > 0 && behind[i]) {
+      return fmt::format(" over the switch's {:.0f} MB/s uplink", model.switch_uplink_bytes_per_s / 1e6);
+    }
+  }
+  if (model.coordinator_send_bytes_per_s > 0.0) {
+    return fmt::format(" over the coordinator's {:.0f} MB/s link", model.coordinator_send_bytes_per_s / 1e6);
+  }
+  return " from the coordinator";
+}
 
-Result<ModelPlanResult> make_model_plan(const plan::PlanRequest& request, const ClusterModel& model) {
+// `rows`' plan as a chain ordered by the links, with its forecast.
+Result<std::pair<plan::Plan, double>> chain_of(const plan::Plan& rows, const ClusterModel& model) {
+  plan::Plan chain = rows;
+  TESSERA_RETURN_IF_ERROR(plan::set_chain(chain));
+  order_chain_by_links(chain, model);
+  const double makespan = predict(model, chain).makespan_s;
+  return std::pair<plan::Plan, double>{std::move(chain), makespan};
+}
+
+// The rows sized for `subset` (indices into model.nodes, ascending) alone, as a plan over every
+// node (the others with 0 rows).
+Result<ModelPlanResult> size_rows_for_nodes(const plan::PlanRequest& request, const ClusterModel& model,
+                                            const std::vector<std::size_t>& subset) {
+  plan::PlanRequest sub_request = request;
+  sub_request.node_names.clear();
+  for (std::size_t node : subset) sub_request.node_names.push_back(request.node_names[node]);
+  Result<ModelPlanResult> sized = size_rows_by_finish_time(sub_request, model_of_nodes(model, subset));
+  if (!sized) return sized;
+  ModelPlanResult whole = *sized;
+  whole.plan.shares.clear();
+  uint64_t begin = 0;
+  for (std::size_t i = 0, s = 0; i < model.nodes.size(); ++i) {
+    const bool taken = s < subset.size() && subset[s] == i;
+    const uint64_t rows = taken ? sized->plan.shares[s++].rows.count : 0;
+    whole.plan.shares.push_back({request.node_names[i], static_cast<double>(rows) / static_cast<double>(request.m),
+                                 partition::RowBlock{begin, rows}, {}});
+    begin += rows;
+  }
+  return whole;
+}
+
+// A chain candidate: its plan, forecast and warnings.
+struct ChainCandidate {
+  plan::Plan plan;
+  double makespan_s = kInfinity;
+  std::vector<std::string> warnings;
+};
+
+// The chain of the fastest j nodes (j = 2, 4, 8, ... and all the usable ones), each with rows
+// sized as if every node got B at its own link's rate (no uplink or coordinator capacity shared
+// for B: nearly what a chain's pipeline gives a node), forecast as a chain by `model`; the
+// soonest, if sooner than `best`. Sizing for the star keeps few nodes behind a thin uplink, and
+// sizing every node for the chain can make it too long (each node adds a hop, and the credits
+// span the whole chain), so a few lengths are tried; the search stops two lengths past the best.
+void search_chain_lengths(const plan::PlanRequest& request, const ClusterModel& model, ChainCandidate& best) {
+  ClusterModel own_links = model;
+  own_links.switch_uplink_bytes_per_s = 0.0;
+  own_links.coordinator_send_bytes_per_s = 0.0;
+  const double size = square_equivalent_size(static_cast<double>(request.m), static_cast<double>(request.n),
+                                             static_cast<double>(request.k));
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    if (excluded_reason(model.nodes[i]).empty()) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return model.nodes[a].speed.gflops_at(size) > model.nodes[b].speed.gflops_at(size);
+  });
+  std::vector<std::size_t> lengths;
+  for (std::size_t length = 2; length < order.size(); length *= 2) lengths.push_back(length);
+  if (order.size() >= 2) lengths.push_back(order.size());
+  std::size_t best_length = 0, since_best = 0;
+  for (std::size_t length : lengths) {
+    if (best_length > 0 && since_best >= 2) break;
+    std::vector<std::size_t> subset(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(length));
+    std::sort(subset.begin(), subset.end());
+    Result<ModelPlanResult> sized = size_rows_for_nodes(request, own_links, subset);
+    if (!sized) continue;
+    Result<std::pair<plan::Plan, double>> chained = chain_of(sized->plan, model);
+    if (!chained) continue;
+    if (chained->second < best.makespan_s) {
+      best.plan = std::move(chained->first);
+      best.makespan_s = chained->second;
+      best.warnings = std::move(sized->warnings);
+      best_length = length;
+      since_best = 0;
+    } else {
+      ++since_best;
+    }
+  }
+  if (best_length == 0) return;
+  for (std::size_t i = best_length; i < order.size(); ++i) {
+    best.warnings.push_back(fmt::format(
+        "node '{}' gets no rows: B forwarded along the fastest {} nodes alone is forecast {:.3f} s, along more no sooner "
+        "(each node adds a hop, and the credits span the whole chain)",
+        model.nodes[order[i]].name, best_length, best.makespan_s));
+  }
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    const std::string reason = excluded_reason(model.nodes[i]);
+    if (!reason.empty()) best.warnings.push_back(excluded_warning(model.nodes[i], reason));
+  }
+}
+
+// Forecasts both ways and sets the plan's distribution: the one asked for, or, unasked, chain
+// when its forecast is at least kChainMargin shorter (model_policy.hpp). The chain is the soonest
+// of the star's rows forwarded and the lengths search_chain_lengths tries.
+Status choose_distribution(const plan::PlanRequest& request, const ClusterModel& model, ModelPlanResult& result) {
+  plan::Plan star = result.plan;
+  star.distribution = plan::Distribution::kStar;
+  star.chain.clear();
+  Result<std::pair<plan::Plan, double>> star_rows_chained = chain_of(star, model);
+  if (!star_rows_chained) return star_rows_chained.status();
+  ChainCandidate best_chain{std::move(star_rows_chained->first), star_rows_chained->second, result.warnings};
+  search_chain_lengths(request, model, best_chain);
+  plan::Plan chain = std::move(best_chain.plan);
+  result.chain_makespan_s = best_chain.makespan_s;
+  std::vector<std::string> chain_warnings = std::move(best_chain.warnings);
+  result.star_makespan_s = predict(model, star).makespan_s;
+  const double star_s = result.star_makespan_s, chain_s = result.chain_makespan_s;
+  const std::size_t links = chain.chain.size();
+  const std::string route = star_route(model, star);
+  if (request.distribution) {
+    const bool chained = *request.distribution == plan::Distribution::kChain;
+    result.plan = chained ? std::move(chain) : std::move(star);
+    if (chained) result.warnings = std::move(chain_warnings);
+    result.distribution_reason =
+        chained ? fmt::format("B forwarded along a chain of {} nodes, as asked: forecast {:.2f} s (sending B to each node{}: {:.2f} s)",
+                              links, chain_s, route, star_s)
+                : fmt::format("B sent to each node{}, as asked: forecast {:.2f} s (forwarded along a chain of {} nodes: {:.2f} s)",
+                              route, star_s, links, chain_s);
+    return Status::ok();
+  }
+  if (chain_s <= star_s * (1.0 - kChainMargin)) {
+    result.plan = std::move(chain);
+    result.warnings = std::move(chain_warnings);
+    result.distribution_reason = fmt::format("B forwarded along a chain of {} nodes: forecast {:.2f} s against {:.2f} s sending B to each node{}",
+                                             links, chain_s, star_s, route);
+    return Status::ok();
+  }
+  result.plan = std::move(star);
+  result.distribution_reason =
+      links < 2 ? fmt::format("B sent{} to the one node taking rows: forecast {:.2f} s (no chain to forward along)", route, star_s)
+                : fmt::format("B sent to each node{}: forecast {:.2f} s against {:.2f} s forwarding it along a chain of {} nodes "
+                              "(a chain is taken when its forecast is at least {:.0f}% shorter)",
+                              route, star_s, chain_s, links, 100.0 * kChainMargin);
+  return Status::ok();
+}
+
+// The model policy's rows with B sent to each node: sized, the best set of nodes, and (on the
+// coordinator's shared host) sized again with the shares of cores the forecasts leave.
+Result<ModelPlanResult> size_star_plan(const plan::PlanRequest& request, const ClusterModel& model) {
   Result<ModelPlanResult> sized = size_rows_by_finish_time(request, model);
   if (sized && request.layout == partition::Layout::kRows) sized = best_node_set(request, model, std::move(*sized));
   if (!sized || !(coordinator_host(model).cores > 0.0)) return sized;
@@ -304,6 +457,28 @@ Result<ModelPlanResult> make_model_plan(const plan::PlanRequest& request, const 
     }
   }
   return best;
+}
+
+}  // namespace
+
+Result<ModelPlanResult> make_model_plan(const plan::PlanRequest& request, const ClusterModel& model) {
+  // The rows are sized for a star: sizing them for a chain would need each node's finish as a
+  // function of every earlier node's rows, which the bisection cannot take; the chain forecast of
+  // the same rows decides whether forwarding pays.
+  Result<ModelPlanResult> sized = size_star_plan(request, model);
+  if (!sized) return sized;
+  TESSERA_RETURN_IF_ERROR(choose_distribution(request, model, *sized));
+  return sized;
+}
+
+void order_chain_by_links(plan::Plan& plan, const ClusterModel& model) {
+  if (plan.distribution != plan::Distribution::kChain) return;
+  const auto to_node = [&](uint32_t node) {
+    return node < model.nodes.size() ? model.nodes[node].link.to_node_bytes_per_s : 0.0;
+  };
+  std::sort(plan.chain.begin(), plan.chain.end(), [&](uint32_t a, uint32_t b) {
+    return to_node(a) != to_node(b) ? to_node(a) > to_node(b) : a < b;
+  });
 }
 
 }  // namespace tessera::balance::model

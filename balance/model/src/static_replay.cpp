@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fluid_replay.hpp"
@@ -33,6 +34,7 @@ constexpr double kResultOverheadBytes = tp::kHeaderSize + tp::kResultPrefixSize;
 // How fast each of a node's activities progresses during one step of the simulation.
 struct StepRates {
   double send = 0.0;    // bytes per second from the coordinator
+  double forward = 0.0; // bytes per second of B this node forwards to the next of the chain
   double job = 1.0;     // seconds of job work per second: below 1 when the node's cores are short
   double result = 0.0;  // bytes per second back to the coordinator
 };
@@ -47,10 +49,28 @@ double time_to_finish(double left, double rate) {
   return rate > 0.0 ? left / rate : kInfinity;
 }
 
+// A node's part in how B travels. Star: B's panels come from the coordinator, each under the
+// node's own credits. Chain: only the chain's head gets them from the coordinator, under credits
+// every chain node must have returned (`credit_gate`); every other node gets them from the node
+// before it, and each node but the last forwards every panel it has received whole.
+struct ChainRole {
+  bool b_from_coordinator = true;
+  const std::vector<double>* credit_gate = nullptr;  // per panel: when every chain node's credit is back
+  bool forwards = false;
+  double forward_latency_s = 0.0;  // to the next node of the chain
+};
+
+// A panel forwarded: when it is whole at the next node of the chain.
+struct HandedOn {
+  std::size_t panel = 0;
+  double arrival = 0.0;
+};
+
 // One node's replay of NodeStreamer::stream() and the worker's job loop.
 class NodeReplay {
  public:
-  NodeReplay(const SimNode& node, const SimShape& shape) : node_(node), shape_(shape) {
+  NodeReplay(const SimNode& node, const SimShape& shape, const ChainRole& role = {})
+      : node_(node), shape_(shape), role_(role) {
     panels_ = shape.panel_count();
     arrival_.assign(panels_, kInfinity);
     credit_.assign(panels_, kInfinity);
@@ -63,9 +83,12 @@ class NodeReplay {
       const double width = static_cast<double>(last ? last_width : shape.panel_width);
       panel_bytes_[last] = 8.0 * width * n + kStoreOverheadBytes + kJobFrameBytes;
       // A job is an m_i x w by w x n GEMM, looked up at its square-equivalent size, plus the CPU
-      // its panel costs the node to receive.
+      // its panel costs the node to receive and, along a chain, to send on. The profile measures
+      // a worker's CPU per byte received only; sending a byte through the same socket stack is
+      // charged at that figure too until a profile measures it.
       const double rate = usable_rate(node.speed->gflops_at(std::cbrt(rows * width * n)) * 1e9);
-      job_seconds_[last] = job_seconds(node.cpu, 2.0 * rows * width * n, rate, panel_bytes_[last]);
+      const double handled_bytes = panel_bytes_[last] * (role.forwards ? 2.0 : 1.0);
+      job_seconds_[last] = job_seconds(node.cpu, 2.0 * rows * width * n, rate, handled_bytes);
     }
     a_receive_seconds_ = job_seconds(node.cpu, 0.0, 1.0, a_bytes_);
     if (node.rows == 0) finish_ = 0.0;
@@ -73,9 +96,16 @@ class NodeReplay {
 
   bool idle() const { return node_.rows == 0; }
   bool sending() const { return sending_; }
+  bool forwarding() const { return forwarding_; }
   bool computing() const { return job_running_; }
   bool returning() const { return result_running(); }
   double link_cap() const { return usable_rate(node_.to_node_bytes_per_s); }
+  // When job `panel`'s credit is back at the coordinator (+inf until the job is done).
+  double credit(std::size_t panel) const { return credit_[panel]; }
+  // Panel `panel` forwarded by the node before this one in the chain is whole here at `arrival`.
+  void receive_forwarded(std::size_t panel, double arrival) { arrival_[panel] = arrival; }
+  // The panels this node finished forwarding in the last advance(), for the next node; cleared.
+  std::vector<HandedOn> take_handed_on() { return std::exchange(handed_on_, {}); }
   double return_cap() const { return usable_rate(node_.from_node_bytes_per_s); }
   double host_cores_wanted() const { return node_.host_cores_wanted; }
   double crowded_share() const { return node_.crowded_share; }
@@ -93,11 +123,18 @@ class NodeReplay {
       if (!a_started_) {
         a_started_ = true;
         start_send(a_bytes_, /*panel=*/std::nullopt);
-      } else if (panels_sent_ < panels_ &&
-                 (panels_sent_ < shape_.panels_in_flight || credit_[panels_sent_ - shape_.panels_in_flight] <= now)) {
+      } else if (role_.b_from_coordinator && panels_sent_ < panels_ &&
+                 (panels_sent_ < shape_.panels_in_flight || gate(panels_sent_ - shape_.panels_in_flight) <= now)) {
         start_send(panel_bytes_[is_last(panels_sent_)], panels_sent_);
         ++panels_sent_;
       }
+    }
+    // Store and forward, panel by panel in order: a panel goes on once it is whole here.
+    if (role_.forwards && !forwarding_ && panels_forwarded_ < panels_ && arrival_[panels_forwarded_] <= now) {
+      forwarding_ = true;
+      forward_panel_ = panels_forwarded_;
+      forward_left_ = panel_bytes_[is_last(panels_forwarded_)];
+      ++panels_forwarded_;
     }
     if (!job_running_ && jobs_done_ < panels_ && a_arrival_ <= now && arrival_[jobs_done_] <= now) {
       job_running_ = true;
@@ -118,14 +155,19 @@ class NodeReplay {
     send_done_ = sending_ ? now + time_to_finish(send_left_, rates_.send) : kInfinity;
     job_done_ = job_running_ ? now + time_to_finish(job_left_, rates_.job) : kInfinity;
     result_done_ = result_running() ? now + time_to_finish(result_left_, rates_.result) : kInfinity;
-    next = std::min({send_done_, job_done_, result_done_});
+    forward_done_ = forwarding_ ? now + time_to_finish(forward_left_, rates_.forward) : kInfinity;
+    next = std::min({send_done_, job_done_, result_done_, forward_done_});
     if (!job_running_ && jobs_done_ < panels_) {
       const double ready = std::max(a_arrival_, arrival_[jobs_done_]);
       if (ready > now) next = std::min(next, ready);
     }
-    if (a_started_ && !sending_ && panels_sent_ < panels_ && panels_sent_ >= shape_.panels_in_flight) {
-      const double credit = credit_[panels_sent_ - shape_.panels_in_flight];
+    if (role_.b_from_coordinator && a_started_ && !sending_ && panels_sent_ < panels_ &&
+        panels_sent_ >= shape_.panels_in_flight) {
+      const double credit = gate(panels_sent_ - shape_.panels_in_flight);
       if (credit > now) next = std::min(next, credit);
+    }
+    if (role_.forwards && !forwarding_ && panels_forwarded_ < panels_ && arrival_[panels_forwarded_] > now) {
+      next = std::min(next, arrival_[panels_forwarded_]);
     }
     return next;
   }
@@ -160,6 +202,14 @@ class NodeReplay {
         job_left_ = std::max(0.0, job_left_ - rates_.job * dt);
       }
     }
+    if (forwarding_) {
+      if (forward_done_ <= to) {
+        forwarding_ = false;
+        handed_on_.push_back({forward_panel_, forward_done_ + role_.forward_latency_s});
+      } else {
+        forward_left_ = std::max(0.0, forward_left_ - rates_.forward * dt);
+      }
+    }
     if (result_running()) {
       if (result_done_ <= to) {
         result_left_ = 0.0;
@@ -175,6 +225,9 @@ class NodeReplay {
   // cores; +inf work (a node that cannot compute) never finishes.
   int is_last(std::size_t panel) const { return panel + 1 == panels_ ? 1 : 0; }
   bool result_running() const { return result_started_ && result_left_ > 0.0; }
+  // When the coordinator may send panel p + panels_in_flight: job p's credit is back (star), or
+  // every chain node's is (chain).
+  double gate(std::size_t panel) const { return role_.credit_gate ? (*role_.credit_gate)[panel] : credit_[panel]; }
 
   void start_send(double bytes, std::optional<std::size_t> panel) {
     sending_ = true;
@@ -184,6 +237,7 @@ class NodeReplay {
 
   SimNode node_;
   SimShape shape_;
+  ChainRole role_;
   std::size_t panels_ = 0;
   double a_bytes_ = 0.0, c_bytes_ = 0.0;
   double panel_bytes_[2] = {0.0, 0.0};  // [0] a full panel, [1] the last one
@@ -205,18 +259,90 @@ class NodeReplay {
   double job_left_ = 0.0, job_done_ = kInfinity;
   double job_work_s_ = 0.0, job_wall_s_ = 0.0;
 
+  bool forwarding_ = false;
+  std::size_t forward_panel_ = 0, panels_forwarded_ = 0;
+  double forward_left_ = 0.0, forward_done_ = kInfinity;
+  std::vector<HandedOn> handed_on_;
+
   bool result_started_ = false;
   double result_left_ = 0.0, result_done_ = kInfinity;
   double finish_ = kInfinity;
 };
 
-// Each step's rates: the coordinator's send capacity (and the switch's uplink, for the nodes behind
-// it) shared max-min fairly by the links that are receiving, results likewise through the uplink; then, on the coordinator's host, its cores shared max-min fairly (as the kernel's fair
-// scheduler shares them between cgroups and processes) by the nodes there that are multiplying,
-// each wanting its quota, and the coordinator, wanting its CPU per byte x the bytes per second it
-// sends and receives. A node short of cores computes at its share / its quota; a coordinator short
-// of them moves bytes more slowly in proportion.
-void step_rates(std::span<const NodeReplay> replays, const SimLinks& links, const SimHost& host, std::vector<StepRates>& rates) {
+// A chain's transfer rates for one step, max-min fair over every link they cross: from the
+// coordinator (A to every node, B to the head), its send capacity, the switch's uplink for nodes
+// behind it and the node's link in; results, the node's link out and the uplink's other
+// direction; B forwarded from node s to node r, s's link out and r's link in (the worker-to-worker
+// path runs at the slower of the two, less what else each carries), crossing the uplink only when
+// one of the two is behind the switch and the other is not (two nodes behind it talk through the
+// switch alone).
+void chain_link_rates(std::span<const NodeReplay> replays, const SimLinks& links,
+                      std::span<const std::ptrdiff_t> next_of, std::vector<StepRates>& rates) {
+  const std::size_t count = replays.size();
+  // Links: [0, count) the nodes' links in, [count, 2 count) their links out, then the
+  // coordinator's send capacity and the uplink's two directions where they limit anything.
+  std::vector<double> capacities;
+  for (const NodeReplay& replay : replays) capacities.push_back(replay.link_cap());
+  for (const NodeReplay& replay : replays) capacities.push_back(replay.return_cap());
+  const auto limiting = [](double capacity) { return capacity > 0.0 && std::isfinite(capacity); };
+  std::optional<std::size_t> coordinator, uplink_down, uplink_up;
+  if (limiting(links.coordinator_bytes_per_s)) {
+    coordinator = capacities.size();
+    capacities.push_back(links.coordinator_bytes_per_s);
+  }
+  if (limiting(links.uplink_bytes_per_s)) {
+    uplink_down = capacities.size();
+    capacities.push_back(links.uplink_bytes_per_s);
+    uplink_up = capacities.size();
+    capacities.push_back(links.uplink_bytes_per_s);
+  }
+  const auto behind = [&](std::size_t node) { return uplink_down && links.behind(node); };
+
+  enum class Kind { kSend, kResult, kForward };
+  struct Transfer {
+    std::size_t node;
+    Kind kind;
+  };
+  std::vector<Transfer> transfers;
+  std::vector<std::vector<std::size_t>> crossed;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (replays[i].sending()) {
+      std::vector<std::size_t> path{i};
+      if (coordinator) path.push_back(*coordinator);
+      if (behind(i)) path.push_back(*uplink_down);
+      transfers.push_back({i, Kind::kSend});
+      crossed.push_back(std::move(path));
+    }
+    if (replays[i].returning()) {
+      std::vector<std::size_t> path{count + i};
+      if (behind(i)) path.push_back(*uplink_up);
+      transfers.push_back({i, Kind::kResult});
+      crossed.push_back(std::move(path));
+    }
+    if (replays[i].forwarding() && next_of[i] >= 0) {
+      const std::size_t to = static_cast<std::size_t>(next_of[i]);
+      std::vector<std::size_t> path{count + i, to};
+      if (behind(to) && !behind(i)) path.push_back(*uplink_down);
+      if (behind(i) && !behind(to)) path.push_back(*uplink_up);
+      transfers.push_back({i, Kind::kForward});
+      crossed.push_back(std::move(path));
+    }
+  }
+  const std::vector<double> shared = max_min_fair_flows(crossed, capacities);
+  for (std::size_t t = 0; t < transfers.size(); ++t) {
+    StepRates& rate = rates[transfers[t].node];
+    switch (transfers[t].kind) {
+      case Kind::kSend: rate.send = shared[t]; break;
+      case Kind::kResult: rate.result = shared[t]; break;
+      case Kind::kForward: rate.forward = shared[t]; break;
+    }
+  }
+}
+
+// A star's transfer rates for one step: the coordinator's send capacity (and the switch's uplink,
+// for the nodes behind it) shared max-min fairly by the links that are receiving, results likewise
+// through the uplink.
+void star_link_rates(std::span<const NodeReplay> replays, const SimLinks& links, std::vector<StepRates>& rates) {
   std::vector<double> caps, return_caps;
   std::vector<bool> behind, returning_behind;
   std::vector<std::size_t> senders, returners;
@@ -238,6 +364,23 @@ void step_rates(std::span<const NodeReplay> replays, const SimLinks& links, cons
   // Results come back over the uplink's other direction; the coordinator receives them as fast.
   const std::vector<double> returned = shared_transfer_rates(return_caps, returning_behind, links.uplink_bytes_per_s, 0.0);
   for (std::size_t r = 0; r < returners.size(); ++r) rates[returners[r]].result = returned[r];
+}
+
+// Each step's rates: the links shared as star_link_rates or (along a chain, next_of not empty)
+// chain_link_rates says; then, on the coordinator's host, its cores shared max-min fairly (as the
+// kernel's fair scheduler shares them between cgroups and processes) by the nodes there that are
+// multiplying, each wanting its quota, and the coordinator, wanting its CPU per byte x the bytes
+// per second it sends and receives (not what nodes forward to each other: that is their work). A
+// node short of cores computes at its share / its quota; a coordinator short of them moves bytes
+// more slowly in proportion.
+void step_rates(std::span<const NodeReplay> replays, const SimLinks& links, const SimHost& host,
+                std::span<const std::ptrdiff_t> next_of, std::vector<StepRates>& rates) {
+  if (next_of.empty()) {
+    star_link_rates(replays, links, rates);
+  } else {
+    for (StepRates& rate : rates) rate = StepRates{};
+    chain_link_rates(replays, links, next_of, rates);
+  }
   if (!(host.cores > 0.0)) return;
 
   std::vector<std::size_t> on_host;
@@ -277,16 +420,42 @@ double job_seconds(const CpuModel& cpu, double flops, double flops_per_s, double
   return (gemm + received_bytes * std::max(cpu.receive_s_per_byte, 0.0)) / cpu.effective_availability();
 }
 
-SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, const SimLinks& links, const SimHost& host) {
+SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, const SimLinks& links, const SimHost& host,
+                    std::span<const std::size_t> chain) {
+  // Along a chain: who forwards to whom, and the credits that let the head take the next panel.
+  std::vector<ChainRole> roles(nodes.size());
+  std::vector<std::ptrdiff_t> next_of;
+  std::vector<double> chain_credit;
+  if (!chain.empty()) {
+    next_of.assign(nodes.size(), -1);
+    chain_credit.assign(shape.panel_count(), kInfinity);
+    for (ChainRole& role : roles) role.b_from_coordinator = false;
+    roles[chain.front()].b_from_coordinator = true;
+    roles[chain.front()].credit_gate = &chain_credit;
+    for (std::size_t c = 0; c + 1 < chain.size(); ++c) {
+      const std::size_t from = chain[c], to = chain[c + 1];
+      next_of[from] = static_cast<std::ptrdiff_t>(to);
+      roles[from].forwards = true;
+      // The latency between two workers is not measured; each one's to the coordinator crosses
+      // the same network, so the larger of the two stands in for it.
+      roles[from].forward_latency_s = std::max(nodes[from].latency_s, nodes[to].latency_s);
+    }
+  }
   std::vector<NodeReplay> replays;
   replays.reserve(nodes.size());
-  for (const SimNode& node : nodes) replays.emplace_back(node, shape);
+  for (std::size_t i = 0; i < nodes.size(); ++i) replays.emplace_back(nodes[i], shape, roles[i]);
 
   std::vector<StepRates> rates(replays.size());
   double now = 0.0;
   for (;;) {
+    // The head may take panel p + panels_in_flight once every chain node's credit for p is back.
+    for (std::size_t p = 0; p < chain_credit.size(); ++p) {
+      double all_back = 0.0;
+      for (std::size_t node : chain) all_back = std::max(all_back, replays[node].credit(p));
+      chain_credit[p] = all_back;
+    }
     for (NodeReplay& replay : replays) replay.start_ready(now);
-    step_rates(replays, links, host, rates);
+    step_rates(replays, links, host, next_of, rates);
     double next = kInfinity;
     for (std::size_t i = 0; i < replays.size(); ++i) {
       if (!replays[i].idle()) next = std::min(next, replays[i].next_event(now, rates[i]));
@@ -294,6 +463,11 @@ SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, const
     if (std::isinf(next)) break;
     for (NodeReplay& replay : replays) {
       if (!replay.idle()) replay.advance(now, next);
+    }
+    for (std::size_t i = 0; i < next_of.size(); ++i) {
+      for (const HandedOn& handed : replays[i].take_handed_on()) {
+        replays[static_cast<std::size_t>(next_of[i])].receive_forwarded(handed.panel, handed.arrival);
+      }
     }
     now = next;
   }
@@ -353,7 +527,18 @@ Prediction predict(const ClusterModel& model, const plan::Plan& plan) {
     return prediction;
   }
   const SimLinks links{model.coordinator_send_bytes_per_s, model.switch_uplink_bytes_per_s, behind_switch_of(model)};
-  SimOutcome outcome = simulate(nodes, shape, links, coordinator_host(model));
+  // A chain entry naming no node, or one already named, is left out: the nodes it would have
+  // reached never get B, and their finish says so (+inf).
+  std::vector<std::size_t> chain;
+  if (plan.distribution == plan::Distribution::kChain) {
+    std::vector<bool> named(node_count, false);
+    for (uint32_t node : plan.chain) {
+      if (node >= node_count || named[node]) continue;
+      named[node] = true;
+      chain.push_back(node);
+    }
+  }
+  SimOutcome outcome = simulate(nodes, shape, links, coordinator_host(model), chain);
   prediction.finish_s = std::move(outcome.finish);
   prediction.host_share = std::move(outcome.availability);
   for (double finish : prediction.finish_s) prediction.makespan_s = std::max(prediction.makespan_s, finish);

@@ -12,6 +12,20 @@
 // job; a job's compute includes the CPU its received bytes cost the node and the node's share of
 // contended cores (CpuModel). Nodes on the coordinator's host (HostModel) share its cores, moment
 // by moment, with each other while they multiply and with the coordinator while it moves bytes.
+//
+// A kChain plan (plan.hpp) is replayed with B forwarded: the coordinator sends each panel once, to
+// plan.chain's head, and every node sends A's rows and C's block over its own link as in a star.
+// A chain node forwards each panel to the next one once it has received it whole (store and
+// forward per panel, pipelined across panels, in order) while it multiplies. Every link a
+// transfer crosses is shared max-min fairly with the other transfers crossing it at that moment:
+// a node's link in (to_node rate) carries its A and the panels reaching it, its link out
+// (from_node rate) its C and the panels it forwards, so a worker-to-worker panel runs at no more
+// than the slower of the sender's link out and the receiver's link in. Between two nodes behind
+// the switch a panel does not cross the uplink; between a node behind it and one that is not, it
+// does. Forwarding costs the node CPU per byte sent as receiving does (CpuModel: the profile has
+// no figure for sending). The coordinator lets panel p + panels_in_flight enter the chain once
+// every chain node has finished job p and its credit is back, so no node holds more than
+// panels_in_flight unfinished panels, as in a star.
 #pragma once
 
 #include <vector>
@@ -35,8 +49,9 @@ struct Prediction {
 // coordinator, wanting coordinator_cpu_s_per_byte x the bytes per second it is moving; a node
 // short of cores computes proportionally slower, a coordinator short of them moves bytes so. A
 // node multiplying while another there multiplies too runs at no more than its crowded_share.
-// REQUIRES: plan.shares has one entry per model node, same order. A node given rows it cannot
-// serve (zero speed or zero bandwidth) finishes at +infinity.
+// REQUIRES: plan.shares has one entry per model node, same order; for kChain, plan.chain names
+// every node with rows once (set_chain). A node given rows it cannot serve (zero speed or zero
+// bandwidth), or with rows but off the chain (it never gets B), finishes at +infinity.
 Prediction predict(const ClusterModel& model, const plan::Plan& plan);
 
 // The `dynamic` policy's forecast: its pull protocol replayed tile by tile. Each tile the driver
