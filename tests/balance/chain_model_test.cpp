@@ -161,8 +161,9 @@ TEST(ChainPredictTest, AForwardingNodePaysTheCpuOfTheBytesItSends) {
 }
 
 TEST(ChainPredictTest, NoNodeHoldsMoreUnfinishedPanelsThanTheCreditsAllow) {
-  // With one credit, the head may take panel p + 1 only once the slowest node finished job p: a
-  // chain whose last node is 10x slower paces everyone, so the head finishes near the slow node.
+  // With one credit, the head may take panel p + 2 only once the slowest node (five hops down:
+  // one extra panel for the way, at most the window) finished job p: a chain whose last node is
+  // 10x slower paces everyone, so the head finishes near the slow node.
   model::ClusterModel model = six_behind_a_slow_uplink();
   model.switch_uplink_bytes_per_s = 0.0;
   model.nodes[5].speed = flat_curve(0.1);
@@ -171,7 +172,7 @@ TEST(ChainPredictTest, NoNodeHoldsMoreUnfinishedPanelsThanTheCreditsAllow) {
   const model::Prediction paced = model::predict(model, plan);
   plan.panels_in_flight = 8;  // every panel may be out at once: the head runs ahead
   const model::Prediction free_running = model::predict(model, plan);
-  EXPECT_GT(paced.finish_s[0], 0.8 * paced.finish_s[5]);
+  EXPECT_GT(paced.finish_s[0], 0.7 * paced.finish_s[5]);
   EXPECT_LT(free_running.finish_s[0], 0.5 * free_running.finish_s[5]);
 }
 

@@ -448,10 +448,16 @@ SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, const
   std::vector<StepRates> rates(replays.size());
   double now = 0.0;
   for (;;) {
-    // The head may take panel p + panels_in_flight once every chain node's credit for p is back.
+    // The head may take panel p + panels_in_flight once the chain node j hops down has its
+    // credit for p - min(j, panels_in_flight) back: one extra panel per hop (up to twice the
+    // window) keeps the pieces travelling to far members from stalling the chain (the driver's
+    // rule, chain_feed.hpp).
     for (std::size_t p = 0; p < chain_credit.size(); ++p) {
       double all_back = 0.0;
-      for (std::size_t node : chain) all_back = std::max(all_back, replays[node].credit(p));
+      for (std::size_t j = 0; j < chain.size(); ++j) {
+        const std::size_t extra = std::min<std::size_t>(j, shape.panels_in_flight);
+        if (p >= extra) all_back = std::max(all_back, replays[chain[j]].credit(p - extra));
+      }
       chain_credit[p] = all_back;
     }
     for (NodeReplay& replay : replays) replay.start_ready(now);

@@ -117,7 +117,10 @@ bool ChainFeed::admitted_locked(std::size_t position, uint64_t piece, uint32_t w
   for (std::size_t p = position + 1; p < segment_end(position); ++p) {
     const Member& member = members_[p];
     if (!member.alive || !member.fed) continue;
-    if (piece >= member.jobs_done + window) return false;
+    // One more piece per hop from the head, up to twice the window: pieces on their way to a far
+    // member count against its window, and without them the chain would wait a hop per piece.
+    const uint64_t hops = std::min<uint64_t>(p - position, window);
+    if (piece >= member.jobs_done + window + hops) return false;
   }
   return true;
 }

@@ -5,9 +5,10 @@
 // set_up() sends FORWARD_SETUP from the tail to the head (a member admits its predecessor's peer
 // link only once its own run is set up). A member that cannot link to its successor cuts the
 // chain there: the successor heads a segment of its own, fed by the coordinator. During the run:
-//  - a segment's head sends piece p only once every live member after it in the segment has
-//    fewer than `window` pieces it has not finished (wait_admission), so a member never holds more
-//    of B than the credit window lets it hold today;
+//  - a segment's head sends piece p only once every live member j hops after it has fewer than
+//    `window` + min(j, `window`) pieces admitted that it has not finished (admitted()): pieces on
+//    their way along the chain count too, so no member ever holds more than twice the credit
+//    window of B, and the extra piece per hop keeps a long chain from waiting a hop per piece;
 //  - a member whose feed breaks (a member before it lost, a forwarding link reported failed, or
 //    no STORED within the deadline) gets the rest of B straight from the coordinator, so the
 //    product is exact or refused as before.

@@ -24,8 +24,9 @@
 // the switch a panel does not cross the uplink; between a node behind it and one that is not, it
 // does. Forwarding costs the node CPU per byte sent as receiving does (CpuModel: the profile has
 // no figure for sending). The coordinator lets panel p + panels_in_flight enter the chain once
-// every chain node has finished job p and its credit is back, so no node holds more than
-// panels_in_flight unfinished panels, as in a star.
+// the node j hops down the chain has its credit for job p - min(j, panels_in_flight) back (the
+// driver's rule): panels on their way count against a node's window, with one extra per hop so
+// that a long chain does not wait a hop per panel; no node holds more than twice the window.
 #pragma once
 
 #include <vector>
