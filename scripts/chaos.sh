@@ -10,7 +10,8 @@
 #        CHAOS_PORT (7391) first of three consecutive loopback ports; CHAOS_SEED random seed;
 #        TESSERA_BIN_DIR (build/bin) where tessera and tessera-worker are;
 #        CHAOS_FAULTS (all three) e.g. "stop-worker" to try only that fault;
-#        CHAOS_CELLS (all six) e.g. "model/rows proportional/3d" to try only those policy/layouts
+#        CHAOS_CELLS (all seven) e.g. "model/rows proportional/chain" to try only those policy/layouts
+#        ("chain": rows with B forwarded from worker to worker, --distribution chain)
 # A hung coordinator's threads are backtraced with gdb (when installed) into chaos-hang-*.txt
 # in the current directory before it is killed.
 #
@@ -109,7 +110,9 @@ window_ms=$(( wall_ms - ${verify_ms:-0} ))
 [ "$window_ms" -ge 300 ] || window_ms=300
 echo "chaos.sh: baseline n=$N took $wall_ms ms, of which the multiply about $window_ms ms; faults land in 100..$window_ms ms"
 
-cells=("even rows" "proportional rows" "proportional 2d" "proportional 3d" "model rows" "dynamic rows")
+# "chain" is the rows layout with B forwarded along the workers (--distribution chain).
+cells=("even rows" "proportional rows" "proportional chain" "proportional 2d" "proportional 3d" "model rows"
+       "dynamic rows")
 faults=(kill-worker stop-worker kill-coordinator)
 if [ -n "${CHAOS_CELLS:-}" ]; then
   cells=()
@@ -129,7 +132,9 @@ run_once() {
   local log="$work/run.log" rc=0 outcome="" why=""
   tried[$key]=$(( ${tried[$key]:-0} + 1 ))
 
-  "$T" multiply "$config" --n "$N" --policy "$policy" --layout "$layout" --fill integers --verify exact \
+  local shape=(--layout "$layout")
+  [ "$layout" != chain ] || shape=(--layout rows --distribution chain)
+  "$T" multiply "$config" --n "$N" --policy "$policy" "${shape[@]}" --fill integers --verify exact \
     > "$log" 2>&1 &
   coordinator_pid=$!
   sleep "$(awk -v ms="$delay_ms" 'BEGIN { printf "%.3f", ms / 1000 }')"
