@@ -347,6 +347,8 @@ tb::session::Session& ClusterHandle::open_session(SessionKind kind, const tb::se
     const tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
     tb::session::SessionOptions options = given;
     options.require_all = require_all_;
+    // Chain multiplies forward B from worker to worker: emulated nodes reach each other where `up` put them.
+    options.peer_hosts = value_or_raise(tb::local::load_peer_hosts(spec, run_dir_));
     Result<tb::session::Session> opened = without_gil([&] { return tb::session::Session::open(spec, options); });
     // A worker whose session we abandoned (Ctrl-C) answers BUSY until it notices the closed
     // connection, which takes it up to the job it is computing; that session was ours, so wait

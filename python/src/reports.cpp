@@ -1,7 +1,8 @@
 #include "reports.hpp"
 
-
 #include <pybind11/stl.h>
+
+#include <algorithm>
 
 #include "errors.hpp"
 #include "tessera/graph/algorithm.hpp"
@@ -67,12 +68,15 @@ py::dict plan_dict(const tb::plan::Plan& plan) {
                            py::arg("rows") = py::make_tuple(share.rows.begin, share.rows.end()),
                            py::arg("blocks") = blocks));
   }
+  py::list chain;
+  for (uint32_t node : plan.chain) chain.append(node < plan.shares.size() ? plan.shares[node].node_name : std::string());
   return py::dict(py::arg("policy") = std::string(tb::plan::policy_name(plan.policy)), py::arg("m") = plan.m,
                   py::arg("n") = plan.n, py::arg("k") = plan.k, py::arg("panel_width") = plan.panel_width,
                   py::arg("panels_in_flight") = plan.panels_in_flight,
                   py::arg("refill_threshold") = plan.refill_threshold,
                   py::arg("layout") = std::string(tp::layout_name(plan.layout)), py::arg("tile_rows") = plan.tile_rows,
-                  py::arg("shares") = shares, py::arg("text") = plan.to_string());
+                  py::arg("distribution") = std::string(tb::plan::distribution_name(plan.distribution)),
+                  py::arg("chain") = chain, py::arg("shares") = shares, py::arg("text") = plan.to_string());
 }
 
 namespace {
@@ -109,6 +113,19 @@ tb::plan::Plan plan_from_dict(const py::dict& dict) {
         share.blocks.push_back({b[0], b[1], b[2], b[3], b[4], b[5]});
       }
       plan.shares.push_back(std::move(share));
+    }
+    // Absent from plans written before chains existed: B then goes to each node.
+    if (dict.contains("distribution")) {
+      plan.distribution = value_or_raise(tb::plan::parse_distribution(dict["distribution"].cast<std::string>()));
+    }
+    if (dict.contains("chain")) {
+      for (const py::handle item : dict["chain"]) {
+        const auto name = item.cast<std::string>();
+        const auto found = std::find_if(plan.shares.begin(), plan.shares.end(),
+                                        [&](const tb::plan::NodeShare& share) { return share.node_name == name; });
+        if (found == plan.shares.end()) raise_status(invalid_argument("the plan's chain names '" + name + "', which has no share"));
+        plan.chain.push_back(static_cast<uint32_t>(found - plan.shares.begin()));
+      }
     }
   } catch (const py::cast_error& error) {
     raise_status(invalid_argument(std::string("the plan has a field of the wrong type: ") + error.what()));

@@ -250,13 +250,15 @@ class Cluster:
         refill_threshold: int = _MULTIPLY.refill_threshold,
         overlap: bool = _MULTIPLY.overlap,
         tile_rows: int = _MULTIPLY.tile_rows,
+        distribution: str = _MULTIPLY.distribution,
     ) -> Plan:
         """The plan ``policy`` gives for C (m x n) = A (m x k) B (k x n) on this cluster, without
         connecting or running anything (what ``tessera model`` prints for each policy).
 
         policy: "even" | "proportional" | "model" | "dynamic"; layout: "rows" | "2d" |
         "square-corner" | "3d" (model and dynamic plan rows only). ``weights`` (proportional
-        only): one per node instead of the measured speeds. Policies that need the profile
+        only): one per node instead of the measured speeds. ``distribution``: "auto" | "star" |
+        "chain", as for multiply(). Policies that need the profile
         raise NotFoundError without one (run ``profile()``).
         """
         with self._lock:
@@ -266,6 +268,7 @@ class Cluster:
                     policy=policy, layout=layout, weights=[float(w) for w in (weights or [])],
                     panel_width=int(panel_width), panels_in_flight=int(panels_in_flight),
                     refill_threshold=int(refill_threshold), overlap=bool(overlap), tile_rows=int(tile_rows),
+                    distribution=str(distribution),
                 ),
             )
         _warn_all(result["warnings"])
@@ -306,6 +309,7 @@ class Cluster:
         node_timeout: float = _MULTIPLY.node_timeout_s,
         allow_nonfinite: bool = _MULTIPLY.allow_nonfinite,
         allow_copy: bool = True,
+        distribution: str = _MULTIPLY.distribution,
     ):
         """C = A @ B on the cluster; returns ``(C, report)``.
 
@@ -320,6 +324,8 @@ class Cluster:
         ``plan``: run this Plan (from ``plan()``) instead of planning; it must be for these
         shapes and this cluster. ``progress(done)`` is called about every 50 ms while credits
         come back, with node -> jobs done. NaN/inf inputs are refused unless ``allow_nonfinite``.
+        ``distribution``: how B reaches the nodes, "{multiply.distribution}" (the model policy chooses by
+        forecast; the others send it to each node) | "star" | "chain" (forwarded from node to node).
 
         The GIL is released while the cluster works. Ctrl-C cancels the run, closes the workers'
         sessions (they are free at once) and raises KeyboardInterrupt.
@@ -350,6 +356,7 @@ class Cluster:
                     seed=int(seed), panel_width=int(panel_width), panels_in_flight=int(panels_in_flight),
                     refill_threshold=int(refill_threshold), overlap=bool(overlap), tile_rows=int(tile_rows),
                     node_timeout_s=float(node_timeout), allow_nonfinite=bool(allow_nonfinite),
+                    distribution=str(distribution),
                 ),
                 out is None, plan.to_dict() if plan is not None else None, progress, notice,
             )

@@ -294,5 +294,32 @@ TEST(ChainPlanTest, UnknownDistributionsAndChainsWithoutFixedRowsAreRefusedNamin
   EXPECT_EQ(rows->chain, (std::vector<uint32_t>{0, 1}));
 }
 
+TEST(ChainPlanTest, AnEditedChainThatMissesANodeOrNamesOneTwiceIsRefused) {
+  plan::PlanRequest request;
+  request.policy = plan::Policy::kEven;
+  request.m = request.n = request.k = 64;
+  request.node_names = {"a", "b", "c"};
+  request.distribution = plan::Distribution::kChain;
+  Result<plan::Plan> made = plan::make_plan(request);
+  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  EXPECT_TRUE(plan::check_distribution(*made).is_ok());
+  const auto refused = [](plan::Plan plan, const std::string& text) {
+    const Status status = plan::check_distribution(plan);
+    return !status.is_ok() && status.message().find(text) != std::string::npos;
+  };
+  plan::Plan edited = *made;
+  edited.chain = {0, 2};
+  EXPECT_TRUE(refused(edited, "'b' has rows but is not in the plan's chain"));
+  edited.chain = {0, 1, 1, 2};
+  EXPECT_TRUE(refused(edited, "lists 'b' twice"));
+  edited.chain = {0, 1, 7};
+  EXPECT_TRUE(refused(edited, "names node 7"));
+  edited = *made;
+  edited.distribution = plan::Distribution::kStar;
+  EXPECT_TRUE(refused(edited, "lists a chain"));
+  edited.chain.clear();
+  EXPECT_TRUE(plan::check_distribution(edited).is_ok());
+}
+
 }  // namespace
 }  // namespace tessera::balance::chain_model_test

@@ -360,7 +360,10 @@ Status FrameConnection::read_exact(std::span<std::byte> out) {
   }
 }
 
-Result<uint32_t> FrameConnection::read_checksummed(std::span<std::byte> out) {
+Result<uint32_t> FrameConnection::read_checksummed(std::span<std::byte> out) { return read_checksummed(out, {}); }
+
+Result<uint32_t> FrameConnection::read_checksummed(std::span<std::byte> out,
+                                                   const std::function<void(std::size_t)>& on_chunk) {
   Crc32c crc;
   for (std::size_t offset = 0; offset < out.size();) {
     // Chunks keep the checked bytes in cache between the copy from the socket and the CRC.
@@ -368,6 +371,7 @@ Result<uint32_t> FrameConnection::read_checksummed(std::span<std::byte> out) {
     TESSERA_RETURN_IF_ERROR(read_exact(chunk));
     crc.update(chunk);
     offset += chunk.size();
+    if (on_chunk) on_chunk(offset);
   }
   return crc.value();
 }

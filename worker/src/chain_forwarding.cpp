@@ -2,7 +2,10 @@
 
 #include "tessera/transport/request.hpp"
 
+#include <array>
 #include <utility>
+
+#include <asio.hpp>
 
 #include <fmt/format.h>
 
@@ -83,15 +86,33 @@ tp::ForwardReady ChainForwarding::setup(SessionContext& coordinator, const tp::F
   return ready;
 }
 
-void ChainForwarding::enqueue_locked(const std::shared_ptr<Tile>& tile) {
-  if (!active_ || next_ == nullptr || !in_range(tile->id())) return;
-  queue_.push_back(tile);
+std::shared_ptr<ChainForwarding::Incoming> ChainForwarding::begin_tile(const std::shared_ptr<Tile>& tile,
+                                                                      uint32_t data_crc32c) {
+  std::lock_guard lock(mutex_);
+  if (!active_ || next_ == nullptr || stopping_ || !in_range(tile->id())) return nullptr;
+  auto incoming = std::make_shared<Incoming>();
+  incoming->tile = tile;
+  incoming->data_crc32c = data_crc32c;
+  queue_.push_back(incoming);
+  queue_changed_.notify_all();
+  return incoming;
+}
+
+void ChainForwarding::arrived(Incoming& incoming, std::size_t bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    incoming.arrived = bytes;
+  }
   queue_changed_.notify_all();
 }
 
-void ChainForwarding::stored_by_coordinator(const std::shared_ptr<Tile>& tile) {
-  std::lock_guard lock(mutex_);
-  enqueue_locked(tile);
+void ChainForwarding::finish_tile(Incoming& incoming, bool ok) {
+  {
+    std::lock_guard lock(mutex_);
+    incoming.finished = true;
+    incoming.ok = ok;
+  }
+  queue_changed_.notify_all();
 }
 
 Status ChainForwarding::accept_peer(uint64_t run_token) const {
@@ -108,7 +129,6 @@ Status ChainForwarding::stored_by_peer(uint64_t run_token, const std::shared_ptr
   if (!in_range(tile->id())) {
     return invalid_argument(fmt::format("tile {} lies outside the run's forwarded ids [{}, {})", tile->id(), first_, last_));
   }
-  enqueue_locked(tile);
   SessionContext* coordinator = coordinator_;
   const tp::Stored stored{run_token, tile->id()};
   // The coordinator's writer thread sends it after anything queued before; the context outlives
@@ -123,30 +143,60 @@ Status ChainForwarding::admit_peer() const {
   return not_found("no forwarding run on this worker");
 }
 
+Status ChainForwarding::forward(tp::FrameConnection& next, Incoming& incoming) {
+  const Tile& tile = *incoming.tile;
+  const tp::TilePrefix prefix{tile.id(), tile.rows(), tile.cols(), incoming.data_crc32c};
+  tp::FrameHeader header;
+  header.type = static_cast<uint16_t>(tp::MessageType::kStore);
+  header.payload_length = tp::store_payload_bytes(prefix);
+  const auto header_bytes = tp::encode_header(header);
+  const auto prefix_bytes = tp::encode_store_prefix(prefix);
+  const std::array<asio::const_buffer, 2> head{asio::buffer(header_bytes), asio::buffer(prefix_bytes)};
+  TESSERA_RETURN_IF_ERROR(next.write_buffers(head));
+  const auto* data = reinterpret_cast<const std::byte*>(tile.data());
+  std::size_t written = 0;
+  while (written < tile.bytes()) {
+    std::size_t ready = 0;
+    {
+      std::unique_lock lock(mutex_);
+      queue_changed_.wait(lock, [&] { return stopping_ || incoming.arrived > written || incoming.finished; });
+      if (stopping_) return cancelled("forwarding stopped");
+      if (incoming.finished && !incoming.ok) {
+        return io_error(fmt::format("tile {} did not arrive whole here, so it cannot be forwarded", tile.id()));
+      }
+      ready = incoming.arrived;
+    }
+    // The bytes below `ready` are written and no longer change: the receiving thread writes
+    // only beyond them.
+    const std::array<asio::const_buffer, 1> part{asio::buffer(data + written, ready - written)};
+    TESSERA_RETURN_IF_ERROR(next.write_buffers(part));
+    written = ready;
+  }
+  return Status::ok();
+}
+
 void ChainForwarding::forward_loop() {
   for (;;) {
-    std::shared_ptr<Tile> tile;
+    std::shared_ptr<Incoming> incoming;
     tp::FrameConnection* next = nullptr;
     {
       std::unique_lock lock(mutex_);
       queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (stopping_) return;
-      tile = std::move(queue_.front());
+      incoming = std::move(queue_.front());
       queue_.pop_front();
       next = next_.get();
     }
-    const std::span<const double> values(tile->data(), tile->size());
-    const Status written =
-        next->write_store({tile->id(), tile->rows(), tile->cols(), tp::tile_crc32c(values)}, values);
+    const Status written = forward(*next, *incoming);
     std::lock_guard lock(mutex_);
     if (stopping_) return;
     if (written.is_ok()) {
       ++tiles_forwarded_;
-      bytes_forwarded_ += tile->bytes();
+      bytes_forwarded_ += incoming->tile->bytes();
       continue;
     }
-    // The next node is gone or refused the tile: say so, so the coordinator feeds the nodes after
-    // this one itself, and stop forwarding for this run.
+    // The next node is gone or refused the tile, or a tile broke off half-way here: say so, so
+    // the coordinator feeds the nodes after this one itself, and stop forwarding for this run.
     queue_.clear();
     next_->shutdown();
     const tp::ForwardReady broken{token_, false,

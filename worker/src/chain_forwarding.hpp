@@ -8,9 +8,14 @@
 // link belongs to the run whose token its first frame (FORWARD_SETUP without a next node) names;
 // the next node answers it with FORWARD_READY (or ERROR, why not) before any tile is sent.
 // A tile of the run's range that arrives, from the coordinator or a peer, is queued for the next
-// node; one that arrives from a peer is also announced to the coordinator with STORED, which sends
-// jobs on it only then. Tiles are shared: one queued here stays alive (and charged to the tile
-// memory cap) until it has been written, whatever the store does with its id meanwhile.
+// node as soon as its prefix is in, and forwarded cut-through: each chunk goes on as it arrives
+// (the STORE's prefix carries the CRC of the data, so the next node checks the same bytes), so a
+// hop costs a chunk's transfer time, not a whole piece's. One that arrives from a peer is also
+// announced to the coordinator with STORED once it is whole, and the coordinator sends jobs on it
+// only then. Tiles are shared: one queued here stays alive (and charged to the tile memory cap)
+// until it has been written, whatever the store does with its id meanwhile. A tile whose own
+// arrival fails half-way cannot be finished downstream: the link to the next node is closed and
+// reported like any failure of it.
 // When the link to the next node fails, the worker tells the coordinator with an unsolicited
 // FORWARD_READY (linked 0, the reason) and drops what it had queued: the coordinator then feeds
 // the nodes after it itself. The run ends with the coordinator's session (end_session).
@@ -35,6 +40,15 @@ namespace tessera::worker {
 
 class ChainForwarding {
  public:
+  // A tile on its way through this worker. Its fields are guarded by the ChainForwarding's mutex.
+  struct Incoming {
+    std::shared_ptr<Tile> tile;
+    uint32_t data_crc32c = 0;
+    std::size_t arrived = 0;  // bytes of data in the tile's memory
+    bool finished = false;
+    bool ok = false;
+  };
+
   ChainForwarding() = default;
   ~ChainForwarding();
   ChainForwarding(const ChainForwarding&) = delete;
@@ -44,12 +58,18 @@ class ChainForwarding {
   // this one and links to its next node (within `timeout`). The answer to send back.
   transport::ForwardReady setup(SessionContext& coordinator, const transport::ForwardSetup& setup,
                                 std::chrono::milliseconds timeout);
-  // A STORE from the coordinator was filed: queued for the next node when it is in the run's range.
-  void stored_by_coordinator(const std::shared_ptr<Tile>& tile);
+  // A tile whose data is about to arrive (from the coordinator or a peer of the current run),
+  // with the CRC its STORE announced. When it is in the run's range and the next node is linked,
+  // it is queued for forwarding and the returned handle reports its progress; else null.
+  std::shared_ptr<Incoming> begin_tile(const std::shared_ptr<Tile>& tile, uint32_t data_crc32c);
+  // The first `bytes` of the tile's data are in its memory.
+  void arrived(Incoming& incoming, std::size_t bytes);
+  // The tile arrived whole and checked (ok), or its arrival failed.
+  void finish_tile(Incoming& incoming, bool ok);
   // A peer link's FORWARD_SETUP: OK when it names the current run.
   Status accept_peer(uint64_t run_token) const;
-  // A tile a peer of run `run_token` forwarded was filed: STORED to the coordinator, and queued
-  // onward. Fails when that run is no longer current (the peer link then ends).
+  // A tile a peer of run `run_token` forwarded was filed whole: STORED to the coordinator. Fails
+  // when that run is no longer current or the tile is outside its range (the peer link then ends).
   Status stored_by_peer(uint64_t run_token, const std::shared_ptr<Tile>& tile);
   // Whether peer links are admitted now (a run is set up).
   Status admit_peer() const;
@@ -58,8 +78,9 @@ class ChainForwarding {
 
  private:
   bool in_range(uint32_t tile_id) const { return tile_id >= first_ && tile_id < last_; }
-  void enqueue_locked(const std::shared_ptr<Tile>& tile);
   void forward_loop();
+  // Writes one tile to the next node as its data arrives. REQUIRES: the forwarding thread.
+  Status forward(transport::FrameConnection& next, Incoming& incoming);
   // REQUIRES: mutex_ not held. Stops the forwarding thread and closes the link.
   void stop_run();
 
@@ -72,7 +93,7 @@ class ChainForwarding {
   std::unique_ptr<transport::FrameConnection> next_;
   std::string next_name_;
   bool stopping_ = false;
-  std::deque<std::shared_ptr<Tile>> queue_;
+  std::deque<std::shared_ptr<Incoming>> queue_;
   std::thread forwarder_;
   uint64_t tiles_forwarded_ = 0, bytes_forwarded_ = 0;
 };

@@ -188,8 +188,10 @@ using GemmJob = TileJob<GemmRowStrips, GemmTask>;
 using AddScaledJob = TileJob<AddScaledRowStrips, AddScaledTask>;
 
 // Reads a STORE (from the coordinator or a peer) into the store: the tile, or null with the
-// session's answer to the failure in `failed`.
-std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHeader& header, SessionStep& failed) {
+// session's answer to the failure in `failed`. A tile the chain forwards goes on to the next node
+// chunk by chunk as it arrives.
+std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding,
+                                    SessionStep& failed) {
   // The prefix is read on its own so the matrix data can go straight into tile memory.
   if (header.payload_length < tp::kTilePrefixSize) {
     failed = context.fail(tp::ErrorCode::kBadFrame,
@@ -221,7 +223,11 @@ std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHead
   // The tile's memory was charged to the cap before it was allocated, and its pages fill as the
   // data arrives (it is not zero-filled), so a STORE that claims more than it sends holds
   // address space within the cap, not memory.
-  const Result<uint32_t> crc = connection.read_checksummed((*tile)->raw_bytes());
+  const std::shared_ptr<ChainForwarding::Incoming> forwarded = forwarding.begin_tile(*tile, prefix->data_crc32c);
+  const Result<uint32_t> crc = connection.read_checksummed((*tile)->raw_bytes(), [&](std::size_t bytes) {
+    if (forwarded) forwarding.arrived(*forwarded, bytes);
+  });
+  if (forwarded) forwarding.finish_tile(*forwarded, crc.is_ok() && *crc == prefix->data_crc32c);
   if (!crc.is_ok()) {
     context.store().release_if_same(prefix->tile_id, tile->get());
     failed = context.read_failed(crc.status(), header.request_id);
@@ -239,9 +245,8 @@ std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHead
 
 SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
   SessionStep failed = SessionStep::kEnd;
-  const std::shared_ptr<Tile> tile = receive_store(context, header, failed);
+  const std::shared_ptr<Tile> tile = receive_store(context, header, forwarding, failed);
   if (tile == nullptr) return failed;
-  forwarding.stored_by_coordinator(tile);
 #ifdef TESSERA_FAULT_HOOKS
   if (const auto limit = fault_hooks().close_after_stores; limit && ++g_stores_received >= *limit) {
     context.connection().shutdown();
@@ -305,8 +310,11 @@ SessionStep handle_peer_store(SessionContext& context, const tp::FrameHeader& he
   if (run_token == nullptr) {
     return context.fail(tp::ErrorCode::kBadFrame, "STORE on a peer link before its FORWARD_SETUP", header.request_id);
   }
+  if (const Status current = forwarding.accept_peer(*run_token); !current.is_ok()) {
+    return context.fail(tp::ErrorCode::kBadFrame, current.message(), header.request_id);
+  }
   SessionStep failed = SessionStep::kEnd;
-  const std::shared_ptr<Tile> tile = receive_store(context, header, failed);
+  const std::shared_ptr<Tile> tile = receive_store(context, header, forwarding, failed);
   if (tile == nullptr) return failed;
   if (const Status filed = forwarding.stored_by_peer(*run_token, tile); !filed.is_ok()) {
     context.store().release_if_same(tile->id(), tile.get());

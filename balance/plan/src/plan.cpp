@@ -59,6 +59,33 @@ Status set_chain(Plan& plan) {
   return Status::ok();
 }
 
+Status check_distribution(const Plan& plan) {
+  if (plan.distribution == Distribution::kStar) {
+    if (!plan.chain.empty()) return invalid_argument("the plan sends B to each node (star) but lists a chain");
+    return Status::ok();
+  }
+  TESSERA_RETURN_IF_ERROR(check_chain(plan.policy, plan.layout));
+  std::vector<bool> listed(plan.shares.size(), false);
+  for (uint32_t node : plan.chain) {
+    if (node >= plan.shares.size()) {
+      return invalid_argument(fmt::format("the plan's chain names node {}, and the plan has {} nodes", node,
+                                          plan.shares.size()));
+    }
+    if (listed[node]) return invalid_argument(fmt::format("the plan's chain lists '{}' twice", plan.shares[node].node_name));
+    if (plan.shares[node].rows.count == 0) {
+      return invalid_argument(fmt::format("the plan's chain lists '{}', which has no rows", plan.shares[node].node_name));
+    }
+    listed[node] = true;
+  }
+  for (std::size_t i = 0; i < plan.shares.size(); ++i) {
+    if (plan.shares[i].rows.count > 0 && !listed[i]) {
+      return invalid_argument(
+          fmt::format("'{}' has rows but is not in the plan's chain: it would never get B", plan.shares[i].node_name));
+    }
+  }
+  return Status::ok();
+}
+
 std::vector<partition::Block> Plan::blocks_of(std::size_t node) const {
   if (layout != partition::Layout::kRows) return shares[node].blocks;
   const partition::RowBlock& rows = shares[node].rows;

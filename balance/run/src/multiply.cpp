@@ -723,7 +723,7 @@ Status check_inputs(const cluster::ClusterConnection& cluster, const plan::Plan&
   if (plan.panel_width == 0) return invalid_argument("plan has no panels");
   TESSERA_RETURN_IF_ERROR(plan::check_credit_window(plan.panels_in_flight, plan.refill_threshold));
   if (plan.policy == plan::Policy::kDynamic && plan.tile_rows == 0) return invalid_argument("a dynamic plan needs tile rows");
-  return Status::ok();
+  return plan::check_distribution(plan);
 }
 
 // A static share must fit the worker's tile memory: its largest tile's A and C plus a queue of

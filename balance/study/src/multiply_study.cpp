@@ -652,6 +652,7 @@ class MultiplyStudyKind final : public StudyKind {
     session::MultiplyOptions multiply;
     multiply.policy = plan::default_choice(policy.policy);
     multiply.layout = policy.layout;
+    multiply.distribution = policy.distribution;
     multiply.panels_in_flight = window;
     multiply.verify = verify_mode_;
     multiply.verify_seed = repetition;
@@ -708,6 +709,7 @@ class MultiplyStudyKind final : public StudyKind {
 }  // namespace
 
 std::string StudyPolicy::name() const {
+  if (distribution) return fmt::format("{}/{}", plan::policy_name(policy), plan::distribution_name(*distribution));
   if (layout == partition::Layout::kRows) return std::string(plan::policy_name(policy));
   return fmt::format("{}/{}", plan::policy_name(policy), partition::layout_name(layout));
 }
@@ -718,7 +720,13 @@ Result<StudyPolicy> parse_study_policy(std::string_view text) {
   Result<plan::Policy> policy = plan::parse_policy(text.substr(0, slash));
   if (!policy) return policy.status();
   parsed.policy = *policy;
-  if (slash != std::string_view::npos) {
+  if (slash != std::string_view::npos && plan::parse_distribution(text.substr(slash + 1)).is_ok()) {
+    // Rows with B sent to each node (star) or forwarded along the nodes (chain).
+    parsed.distribution = *plan::parse_distribution(text.substr(slash + 1));
+    if (parsed.distribution == plan::Distribution::kChain && parsed.policy == plan::Policy::kDynamic) {
+      return invalid_argument(fmt::format("'{}': the dynamic policy has no fixed rows to chain; use a static policy", text));
+    }
+  } else if (slash != std::string_view::npos) {
     Result<partition::Layout> layout = partition::parse_layout(text.substr(slash + 1));
     if (!layout) return layout.status();
     parsed.layout = *layout;

@@ -256,6 +256,10 @@ Result<std::unique_ptr<StudyCluster>> StudyCluster::open(cluster::ClusterSpec sp
   session_options.damaged_profile_is_error = false;
   session_options.connect.required_capabilities = required_capabilities;
   session_options.require_all = require_all;
+  // Chain runs forward B from worker to worker: emulated nodes reach each other where `up` put them.
+  Result<std::vector<std::vector<std::string>>> peer_hosts = local::load_peer_hosts(*reachable, local.run_dir);
+  if (!peer_hosts) return peer_hosts.status();
+  session_options.peer_hosts = std::move(*peer_hosts);
   Result<session::Session> session = session::Session::open(*reachable, session_options);
   if (!session) return session.status();
   for (const cluster::LeftOutNode& node : session->left_out_at_start()) {

@@ -86,6 +86,9 @@ class FrameConnection {
   Status read_exact(std::span<std::byte> out);
   // Reads exactly out.size() bytes in chunks and returns their CRC32C, computed on the way.
   Result<uint32_t> read_checksummed(std::span<std::byte> out);
+  // The same, calling on_chunk(bytes read so far) after each chunk: a worker forwards what has
+  // arrived of a tile while the rest is still coming (cut-through).
+  Result<uint32_t> read_checksummed(std::span<std::byte> out, const std::function<void(std::size_t)>& on_chunk);
   // Reads exactly out.size() bytes of STORE / RESULT data (`message` names which) in chunks,
   // computing their CRC32C on the way; fails with tile_crc_mismatch when it is not
   // tile.data_crc32c. On any failure `out` holds an unknown part of the data: the caller must

@@ -118,6 +118,10 @@ struct PlanRequest {
 // The chain of a rows plan: the nodes with rows, in cluster order. Fails (kInvalidArgument) for
 // another layout or the dynamic policy, which has no fixed rows to chain.
 Status set_chain(Plan& plan);
+// A plan's distribution is whole: kChain with the rows layout, a static policy and a chain that
+// lists every node with rows exactly once and no other; kStar with no chain. kInvalidArgument
+// says what is wrong (plans can come edited from Python's Plan.from_dict).
+Status check_distribution(const Plan& plan);
 
 // The checks every planner makes of a request: dimensions >= 1, at least one node, panel width
 // >= 1, and the credit window (check_credit_window). kInvalidArgument says which.

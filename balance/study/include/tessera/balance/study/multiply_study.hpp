@@ -10,7 +10,8 @@
 //   workload: multiply            optional (the default)
 //   cluster: PATH                 required, a cluster description
 //   policies: [even, ...]         required: even | proportional | model | dynamic, a static one
-//                                 optionally with a layout: proportional/2d, even/3d, ...
+//                                 optionally with a layout: proportional/2d, even/3d, ..., or
+//                                 with how B travels: proportional/chain, model/star, ...
 //   sizes: [2048, ...]            required, square n
 //   repeat: 3                     default 3 (--repeat overrides)
 //   overlap: [on, off]            default [on] = 4 panels in flight; off = 1 (SeqMsg)
@@ -41,15 +42,17 @@ struct CpuSweep {
   bool operator==(const CpuSweep&) const = default;
 };
 
-// A policy as a study compares it: the policy and the layout of its shares ("proportional/2d").
+// A policy as a study compares it: the policy and the layout of its shares ("proportional/2d"),
+// or rows with a chosen distribution of B ("proportional/chain"; unset: the policy's own choice).
 struct StudyPolicy {
   plan::Policy policy = plan::Policy::kEven;
   partition::Layout layout = partition::Layout::kRows;
+  std::optional<plan::Distribution> distribution;
   auto operator<=>(const StudyPolicy&) const = default;
-  std::string name() const;  // "even", "proportional/2d"
+  std::string name() const;  // "even", "proportional/2d", "model/chain"
 };
 inline constexpr StudyPolicy kEvenRows{};
-// "even", "dynamic", "proportional/2d"; the error lists the valid names.
+// "even", "dynamic", "proportional/2d", "proportional/chain"; the error lists the valid names.
 Result<StudyPolicy> parse_study_policy(std::string_view text);
 
 struct Study {
