@@ -67,6 +67,9 @@ class Plan:
             for share in fields["shares"]
         ]
         copy = {key: fields[key] for key in cls._KEYS}
+        # Plans saved before chains existed have neither: B then goes to each node.
+        copy["distribution"] = fields.get("distribution", "star")
+        copy["chain"] = list(fields.get("chain", []))
         copy["shares"] = shares
         copy["text"] = fields.get("text", "")
         return cls(copy)

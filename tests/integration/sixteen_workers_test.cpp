@@ -1,5 +1,6 @@
 // Sixteen real workers on loopback, driven the way a user drives a lab: the cluster file, a quick
-// profile, a multiply under every policy (and the even policy in every layout that takes 16 nodes), a graph run on
+// profile, a multiply under every policy (and the even policy in every layout that takes 16 nodes,
+// and with B forwarded along all sixteen), a graph run on
 // every node and an expression, each verified, then the workers stopped by pid. Tiny sizes and no
 // quotas: the test is about a cluster of that many nodes working at all (connections, plans of 16
 // shares, peer links between 16 graph parts), not about speed. Every command runs under `timeout`,
@@ -62,6 +63,19 @@ TEST_F(SixteenWorkers, ProfileMultiplyUnderEveryPolicyGraphAndExpressionAllVerif
     EXPECT_EQ(document["verified"], true) << multiply.output;
     EXPECT_EQ(document["nodes"].size(), kWorkers) << "every node has its place in the report";
   }
+  // B forwarded along all sixteen: the coordinator sends it once.
+  const std::string chain_report = dir_->file("multiply-chain.json");
+  const testing::CommandResult chain = tessera("multiply " + *config_ +
+                                               " --n 192 --policy even --distribution chain --panel-width 32"
+                                               " --verify exact --report " + chain_report);
+  ASSERT_EQ(chain.exit_code, 0) << chain.output;
+  const nlohmann::json chain_document = nlohmann::json::parse(testing::read_file(chain_report));
+  EXPECT_EQ(chain_document["verified"], true) << chain.output;
+  EXPECT_EQ(chain_document["distribution"], "chain");
+  EXPECT_TRUE(chain_document["chain_notes"].empty()) << chain.output;
+  uint64_t pieces_from_coordinator = 0;
+  for (const nlohmann::json& node : chain_document["nodes"]) pieces_from_coordinator += node["panels"].get<uint64_t>();
+  EXPECT_EQ(pieces_from_coordinator, 192u / 32u) << "each piece of B left the coordinator once";
   for (const std::string layout : {"2d", "3d"}) {
     SCOPED_TRACE(layout);
     const testing::CommandResult multiply =

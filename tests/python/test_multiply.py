@@ -35,6 +35,25 @@ def test_integer_product_equals_numpy_exactly(cluster):
     assert sum(node["rows"] for node in report.nodes) == 301
 
 
+def test_b_forwarded_along_a_chain_gives_the_exact_product(cluster):
+    a = integer_matrix(120, 160, 5)
+    b = integer_matrix(160, 90, 6)
+    plan = cluster.plan(120, 90, 160, policy="even", distribution="chain", panel_width=32)
+    assert plan.to_dict()["distribution"] == "chain" and len(plan.to_dict()["chain"]) >= 2
+    c, report = cluster.multiply(a, b, policy="even", distribution="chain", panel_width=32, verify="exact")
+    assert np.array_equal(c, a @ b)
+    document = report.to_dict()
+    assert document["distribution"] == "chain" and document["chain"].startswith("coordinator -> ")
+    assert sum(node["panels"] for node in document["nodes"]) == 160 // 32  # B left the coordinator once
+    # A plan carries its chain through to_dict / from_dict and runs as it is.
+    c2, again = cluster.multiply(a, b, plan=tessera.Plan.from_dict(plan.to_dict()), verify="exact")
+    assert np.array_equal(c2, a @ b) and again.to_dict()["distribution"] == "chain"
+    with pytest.raises(tessera.InvalidInputError, match="distribution 'ring'"):
+        cluster.multiply(a, b, distribution="ring")
+    with pytest.raises(tessera.InvalidInputError, match="dynamic"):
+        cluster.multiply(a, b, policy="dynamic", distribution="chain")
+
+
 def test_report_has_the_json_fields_as_attributes_and_dict(cluster):
     a = integer_matrix(64, 32, 3)
     b = integer_matrix(32, 48, 4)

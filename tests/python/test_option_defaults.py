@@ -51,7 +51,7 @@ def test_multiply_defaults_are_the_clis():
     for keyword, flag in [("policy", "--policy"), ("layout", "--layout"), ("verify", "--verify"), ("seed", "--seed"),
                           ("panel_width", "--panel-width"), ("panels_in_flight", "--panels-in-flight"),
                           ("refill_threshold", "--refill"), ("overlap", "--overlap"),
-                          ("node_timeout", "--node-timeout")]:
+                          ("node_timeout", "--node-timeout"), ("distribution", "--distribution")]:
         assert flag in flags, f"{flag} shows no default in `tessera multiply --help`"
         assert same(flags[flag], python[keyword]), (keyword, python[keyword], flag, flags[flag])
 
@@ -86,7 +86,7 @@ def test_signatures_read_the_compiled_defaults():
                            ("panel_width", "panel_width"), ("panels_in_flight", "panels_in_flight"),
                            ("refill_threshold", "refill_threshold"), ("overlap", "overlap"),
                            ("tile_rows", "tile_rows"), ("node_timeout", "node_timeout_s"),
-                           ("allow_nonfinite", "allow_nonfinite")]:
+                           ("allow_nonfinite", "allow_nonfinite"), ("distribution", "distribution")]:
         assert python[keyword] == getattr(multiply, field), keyword
     graph = _tessera.GraphSettings()
     python = python_defaults(tessera.Cluster.sssp)
