@@ -554,6 +554,17 @@ SessionStep handle_stats_request(SessionContext& context, tp::IncomingFrame& fra
   return SessionStep::kContinue;
 }
 
+// A handler that reads its frame itself and shares the service's chain forwarding.
+template <typename Handle>
+MessageHandler with_forwarding(tp::MessageType type, const std::shared_ptr<ChainForwarding>& forwarding, Handle handle) {
+  MessageHandler handler;
+  handler.type = type;
+  handler.on_stream = [forwarding, handle](SessionContext& context, const tp::FrameHeader& header) {
+    return handle(context, header, *forwarding);
+  };
+  return handler;
+}
+
 }  // namespace
 
 Service gemm_service() {
@@ -565,18 +576,8 @@ Service gemm_service() {
   service.capability = tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs |
                        tp::kCapabilityForward;
   const auto forwarding = std::make_shared<ChainForwarding>();
-
-  MessageHandler store;
-  store.type = tp::MessageType::kStore;
-  store.on_stream = [forwarding](SessionContext& context, const tp::FrameHeader& header) {
-    return handle_store(context, header, *forwarding);
-  };
-
-  MessageHandler forward_setup;
-  forward_setup.type = tp::MessageType::kForwardSetup;
-  forward_setup.on_stream = [forwarding](SessionContext& context, const tp::FrameHeader& header) {
-    return handle_forward_setup(context, header, *forwarding);
-  };
+  MessageHandler store = with_forwarding(tp::MessageType::kStore, forwarding, handle_store);
+  MessageHandler forward_setup = with_forwarding(tp::MessageType::kForwardSetup, forwarding, handle_forward_setup);
 
   MessageHandler job;
   job.type = tp::MessageType::kJob;
@@ -600,17 +601,8 @@ Service gemm_service() {
   service.handlers = {std::move(probe), std::move(store),         std::move(job),
                       std::move(release), std::move(stats), std::move(forward_setup)};
 
-  MessageHandler peer_setup;
-  peer_setup.type = tp::MessageType::kForwardSetup;
-  peer_setup.on_stream = [forwarding](SessionContext& context, const tp::FrameHeader& header) {
-    return handle_peer_forward_setup(context, header, *forwarding);
-  };
-  MessageHandler peer_store;
-  peer_store.type = tp::MessageType::kStore;
-  peer_store.on_stream = [forwarding](SessionContext& context, const tp::FrameHeader& header) {
-    return handle_peer_store(context, header, *forwarding);
-  };
-  service.peer_handlers = {std::move(peer_setup), std::move(peer_store)};
+  service.peer_handlers = {with_forwarding(tp::MessageType::kForwardSetup, forwarding, handle_peer_forward_setup),
+                           with_forwarding(tp::MessageType::kStore, forwarding, handle_peer_store)};
   service.admit_peer = [forwarding] { return forwarding->admit_peer(); };
   service.on_session_end = [forwarding] { forwarding->end_session(); };
   return service;

@@ -59,15 +59,9 @@ int print_scale(const cluster::ClusterSpec& cluster, const profile::ClusterProfi
     const cluster::ClusterSpec part = first_nodes(cluster, count);
     Result<model::ClusterModel> model = profile::profile_model(profile, part, path);
     if (!model) return report_failure(err, model.status());
-    plan::PlanRequest request;
-    request.policy = plan::Policy::kModel;
-    request.m = m;
-    request.n = n;
-    request.k = k;
-    request.panel_width = options.panel_width;
-    request.panels_in_flight = options.panels_in_flight;
-    request.refill_threshold = options.refill_threshold;
-    for (const cluster::NodeSpec& node : part.nodes) request.node_names.push_back(node.name);
+    session::MultiplyOptions asked = options;
+    asked.policy = plan::ModelPolicy{};
+    asked.layout = partition::Layout::kRows;
     struct Forecast {
       double makespan_s = 0.0;
       std::size_t taking = 0;
@@ -76,8 +70,8 @@ int print_scale(const cluster::ClusterSpec& cluster, const profile::ClusterProfi
     Forecast forecasts[2];
     const plan::Distribution distributions[2] = {plan::Distribution::kStar, plan::Distribution::kChain};
     for (int d = 0; d < 2; ++d) {
-      request.distribution = distributions[d];
-      Result<model::ModelPlanResult> made = model::make_model_plan(request, *model);
+      asked.distribution = distributions[d];
+      Result<session::PlannedMultiply> made = session::plan_policy(part, profile, path, m, n, k, asked);
       if (!made) return report_failure(err, made.status());
       Forecast& forecast = forecasts[d];
       forecast.makespan_s = model::predict(*model, made->plan).makespan_s;
