@@ -240,5 +240,23 @@ TEST(TileStore, IdleBuffersGiveWayWhenTheCapWouldOtherwiseRefuse) {
   EXPECT_EQ(store.idle_bytes(), 0u);
 }
 
+// A peer's forwarded tile is filled while the coordinator's JOBs arrive on another connection:
+// it must not be found under its id until it is whole (a JOB would compute with half a tile).
+TEST(TileStore, AnUnlistedTileIsFoundOnlyOncePublished) {
+  TileStore store(1 << 20);
+  auto listed = store.reserve(7, 4, 4, /*zero_fill=*/true);
+  ASSERT_TRUE(listed.is_ok());
+  auto filling = store.reserve_unlisted(7, 4, 4);
+  ASSERT_TRUE(filling.is_ok()) << filling.status().to_string();
+  EXPECT_EQ(store.find(7), *listed) << "the listed tile stays until the new one is published";
+  EXPECT_EQ((*filling)->id(), 7u);
+  EXPECT_EQ(store.bytes_in_use(), 2u * 4 * 4 * sizeof(double));
+  store.publish(*filling);
+  EXPECT_EQ(store.find(7), *filling);
+  listed->reset();
+  EXPECT_EQ(store.bytes_in_use(), 4u * 4 * sizeof(double)) << "the replaced tile's memory is given back";
+  EXPECT_FALSE(store.reserve_unlisted(8, 1024, 1024).is_ok()) << "the cap holds for unlisted tiles too";
+}
+
 }  // namespace
 }  // namespace tessera::worker

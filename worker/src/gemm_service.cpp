@@ -187,11 +187,15 @@ class TileJob final : public Strips {
 using GemmJob = TileJob<GemmRowStrips, GemmTask>;
 using AddScaledJob = TileJob<AddScaledRowStrips, AddScaledTask>;
 
-// Reads a STORE (from the coordinator or a peer) into the store: the tile, or null with the
-// session's answer to the failure in `failed`. A tile the chain forwards goes on to the next node
-// chunk by chunk as it arrives.
+// Where a STORE comes from. The coordinator's JOBs follow its STOREs on the same connection, so
+// its tile may be listed while it fills; a peer's arrives beside the coordinator's frames, so it
+// is listed only once whole (a JOB must never find half a tile under its id).
+enum class StoreSource { kCoordinator, kPeer };
+
+// Reads a STORE into the store: the tile, or null with the session's answer to the failure in
+// `failed`. A tile the chain forwards goes on to the next node chunk by chunk as it arrives.
 std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding,
-                                    SessionStep& failed) {
+                                    StoreSource source, SessionStep& failed) {
   // The prefix is read on its own so the matrix data can go straight into tile memory.
   if (header.payload_length < tp::kTilePrefixSize) {
     failed = context.fail(tp::ErrorCode::kBadFrame,
@@ -213,7 +217,9 @@ std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHead
     return nullptr;
   }
 
-  auto tile = context.store().reserve(prefix->tile_id, prefix->rows, prefix->cols, /*zero_fill=*/false);
+  const bool from_peer = source == StoreSource::kPeer;
+  auto tile = from_peer ? context.store().reserve_unlisted(prefix->tile_id, prefix->rows, prefix->cols)
+                        : context.store().reserve(prefix->tile_id, prefix->rows, prefix->cols, /*zero_fill=*/false);
   if (!tile.is_ok()) {
     const bool over_cap = tile.status().code() == StatusCode::kResourceExhausted;
     failed = context.fail(over_cap ? tp::ErrorCode::kOutOfMemory : tp::ErrorCode::kBadFrame,
@@ -240,12 +246,13 @@ std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHead
                           header.request_id);
     return nullptr;
   }
+  if (from_peer) context.store().publish(*tile);
   return std::move(tile).value();
 }
 
 SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
   SessionStep failed = SessionStep::kEnd;
-  const std::shared_ptr<Tile> tile = receive_store(context, header, forwarding, failed);
+  const std::shared_ptr<Tile> tile = receive_store(context, header, forwarding, StoreSource::kCoordinator, failed);
   if (tile == nullptr) return failed;
 #ifdef TESSERA_FAULT_HOOKS
   if (const auto limit = fault_hooks().close_after_stores; limit && ++g_stores_received >= *limit) {
@@ -314,7 +321,7 @@ SessionStep handle_peer_store(SessionContext& context, const tp::FrameHeader& he
     return context.fail(tp::ErrorCode::kBadFrame, current.message(), header.request_id);
   }
   SessionStep failed = SessionStep::kEnd;
-  const std::shared_ptr<Tile> tile = receive_store(context, header, forwarding, failed);
+  const std::shared_ptr<Tile> tile = receive_store(context, header, forwarding, StoreSource::kPeer, failed);
   if (tile == nullptr) return failed;
   if (const Status filed = forwarding.stored_by_peer(*run_token, tile); !filed.is_ok()) {
     context.store().release_if_same(tile->id(), tile.get());

@@ -97,6 +97,17 @@ Result<std::shared_ptr<Tile>> TileStore::reserve(uint32_t id, uint32_t rows, uin
   return tile;
 }
 
+Result<std::shared_ptr<Tile>> TileStore::reserve_unlisted(uint32_t id, uint32_t rows, uint32_t cols) {
+  std::lock_guard lock(mutex_);
+  return allocate_locked(id, rows, cols, /*zero_fill=*/false, 0);
+}
+
+void TileStore::publish(const std::shared_ptr<Tile>& tile) {
+  std::shared_ptr<Tile> replaced;  // freed after the lock is released
+  std::lock_guard lock(mutex_);
+  replaced = std::exchange(tiles_[tile->id()], tile);
+}
+
 Result<std::shared_ptr<Tile>> TileStore::allocate_scratch(uint32_t rows, uint32_t cols, bool zero_fill) {
   std::lock_guard lock(mutex_);
   return allocate_locked(0, rows, cols, zero_fill, 0);

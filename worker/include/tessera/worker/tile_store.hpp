@@ -129,6 +129,14 @@ class TileStore {
   // kept), kInvalidArgument for a zero dimension.
   Result<std::shared_ptr<Tile>> reserve(uint32_t id, uint32_t rows, uint32_t cols, bool zero_fill);
 
+  // A rows x cols tile for `id` charged to the cap but not yet in the map: it is filled first
+  // and put under its id by publish(), so nothing that looks `id` up meanwhile (a JOB arriving on
+  // another connection) can see it half-written. The data is not zero-filled. Failures as
+  // reserve(); an old tile under `id` stays listed (and charged) until publish().
+  Result<std::shared_ptr<Tile>> reserve_unlisted(uint32_t id, uint32_t rows, uint32_t cols);
+  // Puts a tile from reserve_unlisted() under its id, replacing any tile listed there.
+  void publish(const std::shared_ptr<Tile>& tile);
+
   // A tile charged to the cap but not in the map (probe matrices, echo bytes). Zero-filled iff
   // `zero_fill`; otherwise the caller writes it before reading it (an echo is read into it).
   Result<std::shared_ptr<Tile>> allocate_scratch(uint32_t rows, uint32_t cols, bool zero_fill = true);
