@@ -47,6 +47,7 @@ tp::ForwardReady ChainForwarding::setup(SessionContext& coordinator, const tp::F
     coordinator_ = &coordinator;
     stopping_ = false;
     tiles_forwarded_ = bytes_forwarded_ = 0;
+    queued_ids_.clear();
   }
   if (setup.next_host.empty()) {
     ready.linked = true;  // the chain's tail: nothing to link
@@ -90,6 +91,9 @@ std::shared_ptr<ChainForwarding::Incoming> ChainForwarding::begin_tile(const std
                                                                       uint32_t data_crc32c) {
   std::lock_guard lock(mutex_);
   if (!active_ || next_ == nullptr || stopping_ || !in_range(tile->id())) return nullptr;
+  // Each piece goes on once: the coordinator sends a piece again only to redo a lost node's rows
+  // here, and the next node gets its own copy for that.
+  if (!queued_ids_.insert(tile->id()).second) return nullptr;
   auto incoming = std::make_shared<Incoming>();
   incoming->tile = tile;
   incoming->data_crc32c = data_crc32c;

@@ -8,7 +8,8 @@
 // link belongs to the run whose token its first frame (FORWARD_SETUP without a next node) names;
 // the next node answers it with FORWARD_READY (or ERROR, why not) before any tile is sent.
 // A tile of the run's range that arrives, from the coordinator or a peer, is queued for the next
-// node as soon as its prefix is in, and forwarded cut-through: each chunk goes on as it arrives
+// node as soon as its prefix is in (once per id and run: a piece sent again to redo a lost node's
+// rows here is not passed on), and forwarded cut-through: each chunk goes on as it arrives
 // (the STORE's prefix carries the CRC of the data, so the next node checks the same bytes), so a
 // hop costs a chunk's transfer time, not a whole piece's. One that arrives from a peer is also
 // announced to the coordinator with STORED once it is whole, and the coordinator sends jobs on it
@@ -30,6 +31,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 
 #include "tessera/core/status.hpp"
 #include "tessera/transport/forward_codec.hpp"
@@ -94,6 +96,7 @@ class ChainForwarding {
   std::string next_name_;
   bool stopping_ = false;
   std::deque<std::shared_ptr<Incoming>> queue_;
+  std::unordered_set<uint32_t> queued_ids_;  // this run's tiles already queued once
   std::thread forwarder_;
   uint64_t tiles_forwarded_ = 0, bytes_forwarded_ = 0;
 };
