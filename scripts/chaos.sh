@@ -18,7 +18,8 @@
 # Outcomes per run:
 #   survived  worker faults: exit 0 and the exact check passed;
 #             coordinator kill: every worker served the next multiply (the run itself is gone)
-#   refused   worker faults: non-zero exit, the message names the faulty node, survivors serve
+#   refused   worker faults: non-zero exit (not 3, a failed check), the message names the faulty
+#             node, survivors serve
 #   BAD       hung past CHAOS_TIMEOUT, a wrong or unverified product, a failure that does not name
 #             the node, or survivors that no longer serve (details are printed under the table)
 #   missed    the run had finished before the fault's moment came; nothing was tested
@@ -179,6 +180,9 @@ run_once() {
     outcome=survived
   elif [ "$rc" -eq 0 ]; then
     if grep -q '^verified: true' "$log"; then outcome=survived; else outcome=bad; why="exit 0 without an exact product"; fi
+  elif [ "$rc" -eq 3 ]; then
+    # The run finished and its product failed the exact check: a wrong answer caught, not a refusal.
+    outcome=bad; why="the product failed verification (exit 3)"
   elif grep -qw "$victim" "$log"; then
     outcome=refused
   else
