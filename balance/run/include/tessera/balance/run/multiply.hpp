@@ -12,6 +12,10 @@
 // credits are back. The last job of a tile returns its block: whole-k blocks go straight into C,
 // blocks of a box that splits k are partial sums added into C as they arrive.
 //
+// A chain plan (plan::Distribution::kChain) sends B's pieces to the chain's head only; every
+// other member gets each piece from the member before it and is sent its job on a piece once its
+// worker says the piece arrived (STORED), under a credit rule that bounds every member to twice
+// the window of B (src/chain_feed.hpp). A member whose feed breaks gets the rest of B directly.
 // Failures: a node that disconnects, dies or misbehaves is dropped and its unfinished tiles go to
 // whoever asks next (or to the node already holding a copy), so the product stays exact; the run
 // fails only when every node has failed (with their common code when they failed alike, e.g.
