@@ -376,11 +376,19 @@ void search_chain_lengths(const plan::PlanRequest& request, const ClusterModel& 
     }
   }
   if (best_length == 0) return;
-  for (std::size_t i = best_length; i < order.size(); ++i) {
+  if (best_length < order.size()) {
+    // One line for all of them: a lab of 64 would otherwise print the same sentence 48 times.
+    std::vector<std::string> names;
+    for (std::size_t i = best_length; i < order.size(); ++i) names.push_back("'" + model.nodes[order[i]].name + "'");
+    const std::string who =
+        names.size() == 1 ? "node " + names.front()
+        : names.size() <= 4
+            ? fmt::format("nodes {}", fmt::join(names, ", "))
+            : fmt::format("{} nodes ({}, {}, ..., {})", names.size(), names[0], names[1], names.back());
     best.warnings.push_back(fmt::format(
-        "node '{}' gets no rows: B forwarded along the fastest {} nodes alone is forecast {:.3f} s, along more no sooner "
-        "(each node adds a hop, and the credits span the whole chain)",
-        model.nodes[order[i]].name, best_length, best.makespan_s));
+        "{} get{} no rows: B forwarded along the fastest {} nodes alone is forecast {:.3f} s, along more no sooner "
+        "(each node adds a hop, and panels on their way count against the credits)",
+        who, names.size() == 1 ? "s" : "", best_length, best.makespan_s));
   }
   for (std::size_t i = 0; i < model.nodes.size(); ++i) {
     const std::string reason = excluded_reason(model.nodes[i]);
