@@ -121,15 +121,15 @@ TEST(ChainPredictTest, AForwardBetweenTwoNodesBehindTheSwitchDoesNotCrossItsUpli
   const plan::Plan plan = chained(plan_with_rows(model, {200, 200, 200, 200, 200, 200}));
   const double all_behind_s = model::predict(model, plan).makespan_s;
   // The same chain with the nodes off the switch but the coordinator's own capacity at the
-  // uplink's 20 MB/s: B and A cross 20 MB/s once either way, so the forecasts stay close (the
-  // switched cluster also returns C, 20 MB, through the uplink); were the five forwards charged
-  // to the uplink, 168 MB more would cross it, 8 s more.
+  // uplink's 20 MB/s: B and A cross 20 MB/s once either way, so the forecasts stay within about
+  // a second (the switched cluster also returns C, 20 MB, through the uplink); were the five
+  // forwards charged to the uplink, 168 MB more would cross it, 8 s more.
   model::ClusterModel direct = model;
   direct.switch_uplink_bytes_per_s = 0.0;
   direct.coordinator_send_bytes_per_s = 20e6;
   const double direct_s = model::predict(direct, plan).makespan_s;
   EXPECT_GE(all_behind_s, direct_s);
-  EXPECT_LT(all_behind_s, 1.3 * direct_s);
+  EXPECT_LT(all_behind_s, direct_s + 2.0);
   // The head off the switch, the second node behind a 5 MB/s uplink: the forward between them
   // crosses the uplink, so B reaches the second node no sooner than over 5 MB/s; with nobody
   // behind the switch it gets B over the 100 MB/s links, long before.

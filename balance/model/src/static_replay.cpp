@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fluid_replay.hpp"
+#include "tessera/transport/frame_connection.hpp"
 #include "host_sharing.hpp"
 #include "tessera/transport/protocol.hpp"
 
@@ -28,6 +29,10 @@ namespace tp = tessera::transport;
 // a tile prefix in front of the matrix data, a JOB a header and a 72-byte body, a RESULT a header
 // and a result prefix. They matter only for tiny shares, but keep predict() byte-exact.
 constexpr double kStoreOverheadBytes = tp::kHeaderSize + tp::kTilePrefixSize;
+// A worker forwards a piece cut-through, this much at a time (FrameConnection::kReadChunkBytes):
+// it may start passing a panel on once the first chunk is in, and sends its last chunk only
+// after receiving it.
+constexpr double kForwardChunkBytes = static_cast<double>(tp::FrameConnection::kReadChunkBytes);
 constexpr double kJobFrameBytes = tp::kHeaderSize + tp::kJobPayloadBytes;
 constexpr double kResultOverheadBytes = tp::kHeaderSize + tp::kResultPrefixSize;
 
@@ -60,10 +65,12 @@ struct ChainRole {
   double forward_latency_s = 0.0;  // to the next node of the chain
 };
 
-// A panel forwarded: when it is whole at the next node of the chain.
+// A panel forwarded to the next node of the chain: when its first chunk is there (`start`, the
+// next node may pass it on from then), or when it is whole there (`arrival`; +inf: not yet).
 struct HandedOn {
   std::size_t panel = 0;
-  double arrival = 0.0;
+  double start = 0.0;
+  double arrival = kInfinity;
 };
 
 // One node's replay of NodeStreamer::stream() and the worker's job loop.
@@ -73,6 +80,7 @@ class NodeReplay {
       : node_(node), shape_(shape), role_(role) {
     panels_ = shape.panel_count();
     arrival_.assign(panels_, kInfinity);
+    forward_ready_.assign(panels_, kInfinity);
     credit_.assign(panels_, kInfinity);
     const double rows = static_cast<double>(node.rows);
     const double n = static_cast<double>(shape.n);
@@ -96,14 +104,20 @@ class NodeReplay {
 
   bool idle() const { return node_.rows == 0; }
   bool sending() const { return sending_; }
-  bool forwarding() const { return forwarding_; }
+  // Moving bytes on: a forward whose bytes are all out but that waits for its panel's last chunk
+  // to arrive here takes no share of the links.
+  bool forwarding() const { return forwarding_ && forward_left_ > 0.0; }
   bool computing() const { return job_running_; }
   bool returning() const { return result_running(); }
   double link_cap() const { return usable_rate(node_.to_node_bytes_per_s); }
   // When job `panel`'s credit is back at the coordinator (+inf until the job is done).
   double credit(std::size_t panel) const { return credit_[panel]; }
-  // Panel `panel` forwarded by the node before this one in the chain is whole here at `arrival`.
-  void receive_forwarded(std::size_t panel, double arrival) { arrival_[panel] = arrival; }
+  // Panel `panel` forwarded by the node before this one in the chain: its first chunk here at
+  // `start`, the whole of it at `arrival` (+inf: not known yet).
+  void receive_forwarded(const HandedOn& handed) {
+    forward_ready_[handed.panel] = std::min(forward_ready_[handed.panel], handed.start);
+    arrival_[handed.panel] = std::min(arrival_[handed.panel], handed.arrival);
+  }
   // The panels this node finished forwarding in the last advance(), for the next node; cleared.
   std::vector<HandedOn> take_handed_on() { return std::exchange(handed_on_, {}); }
   double return_cap() const { return usable_rate(node_.from_node_bytes_per_s); }
@@ -125,16 +139,24 @@ class NodeReplay {
         start_send(a_bytes_, /*panel=*/std::nullopt);
       } else if (role_.b_from_coordinator && panels_sent_ < panels_ &&
                  (panels_sent_ < shape_.panels_in_flight || gate(panels_sent_ - shape_.panels_in_flight) <= now)) {
-        start_send(panel_bytes_[is_last(panels_sent_)], panels_sent_);
+        const double bytes = panel_bytes_[is_last(panels_sent_)];
+        // The head may pass the panel on once its first chunk is in (estimated at its link's rate).
+        forward_ready_[panels_sent_] = now + node_.latency_s + std::min(bytes, kForwardChunkBytes) / link_cap();
+        start_send(bytes, panels_sent_);
         ++panels_sent_;
       }
     }
-    // Store and forward, panel by panel in order: a panel goes on once it is whole here.
-    if (role_.forwards && !forwarding_ && panels_forwarded_ < panels_ && arrival_[panels_forwarded_] <= now) {
+    // Cut-through, panel by panel in order: a panel goes on once its first chunk is here.
+    if (role_.forwards && !forwarding_ && panels_forwarded_ < panels_ && forward_ready_[panels_forwarded_] <= now) {
       forwarding_ = true;
       forward_panel_ = panels_forwarded_;
       forward_left_ = panel_bytes_[is_last(panels_forwarded_)];
       ++panels_forwarded_;
+      // The next node has the first chunk one chunk's time (at this node's link out) and a
+      // latency later, and may pass it on from then.
+      handed_on_.push_back({forward_panel_,
+                            now + role_.forward_latency_s + std::min(forward_left_, kForwardChunkBytes) / return_cap(),
+                            kInfinity});
     }
     if (!job_running_ && jobs_done_ < panels_ && a_arrival_ <= now && arrival_[jobs_done_] <= now) {
       job_running_ = true;
@@ -155,7 +177,10 @@ class NodeReplay {
     send_done_ = sending_ ? now + time_to_finish(send_left_, rates_.send) : kInfinity;
     job_done_ = job_running_ ? now + time_to_finish(job_left_, rates_.job) : kInfinity;
     result_done_ = result_running() ? now + time_to_finish(result_left_, rates_.result) : kInfinity;
-    forward_done_ = forwarding_ ? now + time_to_finish(forward_left_, rates_.forward) : kInfinity;
+    // The last chunk goes on no sooner than one chunk's time after the panel is whole here.
+    forward_done_ = forwarding_ ? std::max(now + time_to_finish(forward_left_, rates_.forward),
+                                           arrival_[forward_panel_] + forward_tail_s())
+                                : kInfinity;
     next = std::min({send_done_, job_done_, result_done_, forward_done_});
     if (!job_running_ && jobs_done_ < panels_) {
       const double ready = std::max(a_arrival_, arrival_[jobs_done_]);
@@ -166,8 +191,8 @@ class NodeReplay {
       const double credit = gate(panels_sent_ - shape_.panels_in_flight);
       if (credit > now) next = std::min(next, credit);
     }
-    if (role_.forwards && !forwarding_ && panels_forwarded_ < panels_ && arrival_[panels_forwarded_] > now) {
-      next = std::min(next, arrival_[panels_forwarded_]);
+    if (role_.forwards && !forwarding_ && panels_forwarded_ < panels_ && forward_ready_[panels_forwarded_] > now) {
+      next = std::min(next, forward_ready_[panels_forwarded_]);
     }
     return next;
   }
@@ -205,7 +230,7 @@ class NodeReplay {
     if (forwarding_) {
       if (forward_done_ <= to) {
         forwarding_ = false;
-        handed_on_.push_back({forward_panel_, forward_done_ + role_.forward_latency_s});
+        handed_on_.push_back({forward_panel_, kInfinity, forward_done_ + role_.forward_latency_s});
       } else {
         forward_left_ = std::max(0.0, forward_left_ - rates_.forward * dt);
       }
@@ -225,6 +250,9 @@ class NodeReplay {
   // cores; +inf work (a node that cannot compute) never finishes.
   int is_last(std::size_t panel) const { return panel + 1 == panels_ ? 1 : 0; }
   bool result_running() const { return result_started_ && result_left_ > 0.0; }
+  double forward_tail_s() const {
+    return std::min(panel_bytes_[is_last(forward_panel_)], kForwardChunkBytes) / return_cap();
+  }
   // When the coordinator may send panel p + panels_in_flight: job p's credit is back (star), or
   // every chain node's is (chain).
   double gate(std::size_t panel) const { return role_.credit_gate ? (*role_.credit_gate)[panel] : credit_[panel]; }
@@ -252,6 +280,7 @@ class NodeReplay {
   std::size_t panels_sent_ = 0;
   double a_arrival_ = kInfinity;
   std::vector<double> arrival_;  // when panel p (and its JOB) is at the node
+  std::vector<double> forward_ready_;  // when panel p's first chunk is here (it may go on)
   std::vector<double> credit_;   // when job p's CREDIT is back at the coordinator
 
   bool job_running_ = false;
@@ -460,7 +489,17 @@ SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, const
       }
       chain_credit[p] = all_back;
     }
+    // What a node passed on reaches the next one: a forward just started (its first chunk's time
+    // there, which the next node wakes for) or just finished (the panel whole there).
+    const auto hand_on = [&] {
+      for (std::size_t i = 0; i < next_of.size(); ++i) {
+        for (const HandedOn& handed : replays[i].take_handed_on()) {
+          replays[static_cast<std::size_t>(next_of[i])].receive_forwarded(handed);
+        }
+      }
+    };
     for (NodeReplay& replay : replays) replay.start_ready(now);
+    hand_on();
     step_rates(replays, links, host, next_of, rates);
     double next = kInfinity;
     for (std::size_t i = 0; i < replays.size(); ++i) {
@@ -470,11 +509,7 @@ SimOutcome simulate(std::span<const SimNode> nodes, const SimShape& shape, const
     for (NodeReplay& replay : replays) {
       if (!replay.idle()) replay.advance(now, next);
     }
-    for (std::size_t i = 0; i < next_of.size(); ++i) {
-      for (const HandedOn& handed : replays[i].take_handed_on()) {
-        replays[static_cast<std::size_t>(next_of[i])].receive_forwarded(handed.panel, handed.arrival);
-      }
-    }
+    hand_on();
     now = next;
   }
 
