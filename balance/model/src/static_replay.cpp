@@ -57,7 +57,7 @@ double time_to_finish(double left, double rate) {
 // A node's part in how B travels. Star: B's panels come from the coordinator, each under the
 // node's own credits. Chain: only the chain's head gets them from the coordinator, under credits
 // every chain node must have returned (`credit_gate`); every other node gets them from the node
-// before it, and each node but the last forwards every panel it has received whole.
+// before it, and each node but the last forwards every panel, cut-through (from its first chunk on).
 struct ChainRole {
   bool b_from_coordinator = true;
   const std::vector<double>* credit_gate = nullptr;  // per panel: when every chain node's credit is back

@@ -15,8 +15,9 @@
 //
 // A kChain plan (plan.hpp) is replayed with B forwarded: the coordinator sends each panel once, to
 // plan.chain's head, and every node sends A's rows and C's block over its own link as in a star.
-// A chain node forwards each panel to the next one once it has received it whole (store and
-// forward per panel, pipelined across panels, in order) while it multiplies. Every link a
+// A chain node forwards each panel to the next one cut-through, as the workers do: it may start
+// once the panel's first 1 MB chunk is in, and sends the last chunk no sooner than a chunk's time
+// after the panel is whole here (in order, pipelined across panels, while it multiplies). Every link a
 // transfer crosses is shared max-min fairly with the other transfers crossing it at that moment:
 // a node's link in (to_node rate) carries its A and the panels reaching it, its link out
 // (from_node rate) its C and the panels it forwards, so a worker-to-worker panel runs at no more
