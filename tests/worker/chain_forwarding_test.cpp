@@ -75,8 +75,9 @@ class ChainForwardingTest : public ::testing::Test {
     return std::move(connection).value();
   }
 
-  tp::ForwardSetup setup_for(int next) const {
-    tp::ForwardSetup setup{kToken, kFirstPiece, kFirstPiece + 2, "", 0};
+  // A run forwarding `pieces` tile ids from kFirstPiece on.
+  tp::ForwardSetup setup_for(int next, uint32_t pieces = 2) const {
+    tp::ForwardSetup setup{kToken, kFirstPiece, kFirstPiece + pieces, "", 0};
     if (next >= 0) {
       setup.next_host = "127.0.0.1";
       setup.next_port = workers_[next].server->port();
@@ -201,16 +202,18 @@ TEST_F(ChainForwardingTest, ANextNodeThatGoesAwayIsReportedToTheCoordinator) {
   auto head = session(0);
   ASSERT_NE(tail, nullptr);
   ASSERT_NE(head, nullptr);
-  ASSERT_TRUE(tp::write_forward_message(*tail, setup_for(-1)).is_ok());
+  // Each id is forwarded once per run: every round stores a new one.
+  constexpr uint32_t kRounds = 200;
+  ASSERT_TRUE(tp::write_forward_message(*tail, setup_for(-1, kRounds)).is_ok());
   ASSERT_TRUE(ready(*tail, true));
-  ASSERT_TRUE(tp::write_forward_message(*head, setup_for(1)).is_ok());
+  ASSERT_TRUE(tp::write_forward_message(*head, setup_for(1, kRounds)).is_ok());
   ASSERT_TRUE(ready(*head, true));
   // The tail's coordinator leaves: its run ends and it closes the head's peer link.
   tail.reset();
   // Pieces keep coming until the head's forwarding write fails; then it reports, unasked.
   bool reported = false;
-  for (uint32_t round = 0; round < 200 && !reported; ++round) {
-    ASSERT_TRUE(store_tile(*head, kFirstPiece + round % 2, Dense::integers(64, 64, 0)).is_ok());
+  for (uint32_t round = 0; round < kRounds && !reported; ++round) {
+    ASSERT_TRUE(store_tile(*head, kFirstPiece + round, Dense::integers(64, 64, 0)).is_ok());
     if (head->wait_readable(20ms)) {
       ASSERT_TRUE(ready(*head, false, "the link to the next node"));
       reported = true;
