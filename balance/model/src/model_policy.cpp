@@ -215,6 +215,59 @@ Result<ModelPlanResult> size_rows_by_finish_time(const plan::PlanRequest& reques
   return result;
 }
 
+// The rows sized for `subset` (indices into model.nodes, ascending) alone, as a plan over every
+// node (the others with 0 rows).
+Result<ModelPlanResult> size_rows_for_nodes(const plan::PlanRequest& request, const ClusterModel& model,
+                                            const std::vector<std::size_t>& subset) {
+  plan::PlanRequest sub_request = request;
+  sub_request.node_names.clear();
+  for (std::size_t node : subset) sub_request.node_names.push_back(request.node_names[node]);
+  Result<ModelPlanResult> sized = size_rows_by_finish_time(sub_request, model_of_nodes(model, subset));
+  if (!sized) return sized;
+  ModelPlanResult whole = *sized;
+  whole.plan.shares.clear();
+  uint64_t begin = 0;
+  for (std::size_t i = 0, s = 0; i < model.nodes.size(); ++i) {
+    const bool taken = s < subset.size() && subset[s] == i;
+    const uint64_t rows = taken ? sized->plan.shares[s++].rows.count : 0;
+    whole.plan.shares.push_back({request.node_names[i], static_cast<double>(rows) / static_cast<double>(request.m),
+                                 partition::RowBlock{begin, rows}, {}});
+    begin += rows;
+  }
+  return whole;
+}
+
+// The nodes that can take rows, fastest first at the request's square-equivalent size (ties in
+// cluster order), and what every plan says of the others (excluded_warning).
+struct UsableNodes {
+  std::vector<std::size_t> fastest_first;
+  std::vector<std::string> excluded;
+};
+UsableNodes usable_fastest_first(const plan::PlanRequest& request, const ClusterModel& model) {
+  UsableNodes usable;
+  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+    const std::string reason = excluded_reason(model.nodes[i]);
+    if (reason.empty()) {
+      usable.fastest_first.push_back(i);
+    } else {
+      usable.excluded.push_back(excluded_warning(model.nodes[i], reason));
+    }
+  }
+  const double size = square_equivalent_size(static_cast<double>(request.m), static_cast<double>(request.n),
+                                             static_cast<double>(request.k));
+  std::stable_sort(usable.fastest_first.begin(), usable.fastest_first.end(), [&](std::size_t a, std::size_t b) {
+    return model.nodes[a].speed.gflops_at(size) > model.nodes[b].speed.gflops_at(size);
+  });
+  return usable;
+}
+
+// The first `count` of `order`, ascending (as size_rows_for_nodes takes them).
+std::vector<std::size_t> first_nodes(const std::vector<std::size_t>& order, std::size_t count) {
+  std::vector<std::size_t> subset(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(count));
+  std::sort(subset.begin(), subset.end());
+  return subset;
+}
+
 // The rows sized for the fastest j nodes alone (j = 1, 2, ...), as plans over every node (the
 // others with 0 rows, so they receive nothing), when one is forecast more than kSubsetMargin sooner
 // than `all`; else `all`. Sizing every node at once assumes they all receive at once: behind a
@@ -225,48 +278,20 @@ Result<ModelPlanResult> best_node_set(const plan::PlanRequest& request, const Cl
   constexpr double kSubsetMargin = 0.02;
   constexpr std::size_t kPastBest = 4;
   if (model.nodes.size() < 2) return all;
-  const double size = square_equivalent_size(static_cast<double>(request.m), static_cast<double>(request.n),
-                                             static_cast<double>(request.k));
-  std::vector<std::size_t> order;
-  std::vector<std::string> excluded;  // what every plan says of nodes that cannot take rows
-  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
-    const std::string reason = excluded_reason(model.nodes[i]);
-    if (reason.empty()) {
-      order.push_back(i);
-    } else {
-      excluded.push_back(excluded_warning(model.nodes[i], reason));
-    }
-  }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return model.nodes[a].speed.gflops_at(size) > model.nodes[b].speed.gflops_at(size);
-  });
+  const UsableNodes usable = usable_fastest_first(request, model);
+  const std::vector<std::size_t>& order = usable.fastest_first;
   const double all_makespan = predict(model, all.plan).makespan_s;
   std::optional<ModelPlanResult> best;
   double best_makespan = all_makespan;
   std::size_t best_count = 0;
   for (std::size_t count = 1; count < order.size() && (best_count == 0 || count <= best_count + kPastBest); ++count) {
-    std::vector<std::size_t> subset(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(count));
-    std::sort(subset.begin(), subset.end());
-    plan::PlanRequest sub_request = request;
-    sub_request.node_names.clear();
-    for (std::size_t node : subset) sub_request.node_names.push_back(request.node_names[node]);
-    Result<ModelPlanResult> sized = size_rows_by_finish_time(sub_request, model_of_nodes(model, subset));
-    if (!sized) continue;
-    ModelPlanResult whole = all;
-    whole.warnings = sized->warnings;
-    uint64_t begin = 0;
-    for (std::size_t i = 0, s = 0; i < model.nodes.size(); ++i) {
-      const bool taken = s < subset.size() && subset[s] == i;
-      const uint64_t rows = taken ? sized->plan.shares[s++].rows.count : 0;
-      whole.plan.shares[i].weight = static_cast<double>(rows) / static_cast<double>(request.m);
-      whole.plan.shares[i].rows = partition::RowBlock{begin, rows};
-      begin += rows;
-    }
-    const double makespan = predict(model, whole.plan).makespan_s;
+    Result<ModelPlanResult> whole = size_rows_for_nodes(request, model, first_nodes(order, count));
+    if (!whole) continue;
+    const double makespan = predict(model, whole->plan).makespan_s;
     if (makespan < (best ? best_makespan : all_makespan * (1.0 - kSubsetMargin))) {
       best_makespan = makespan;
       best_count = count;
-      best = std::move(whole);
+      best = std::move(*whole);
     }
   }
   if (!best) return all;
@@ -277,7 +302,7 @@ Result<ModelPlanResult> best_node_set(const plan::PlanRequest& request, const Cl
         model.nodes[order[i]].name, all_makespan, best_count, best_makespan,
         model.switch_uplink_bytes_per_s > 0.0 ? " and the switch's uplink" : ""));
   }
-  best->warnings.insert(best->warnings.end(), excluded.begin(), excluded.end());
+  best->warnings.insert(best->warnings.end(), usable.excluded.begin(), usable.excluded.end());
   return std::move(*best);
 }
 
@@ -305,28 +330,6 @@ Result<std::pair<plan::Plan, double>> chain_of(const plan::Plan& rows, const Clu
   return std::pair<plan::Plan, double>{std::move(chain), makespan};
 }
 
-// The rows sized for `subset` (indices into model.nodes, ascending) alone, as a plan over every
-// node (the others with 0 rows).
-Result<ModelPlanResult> size_rows_for_nodes(const plan::PlanRequest& request, const ClusterModel& model,
-                                            const std::vector<std::size_t>& subset) {
-  plan::PlanRequest sub_request = request;
-  sub_request.node_names.clear();
-  for (std::size_t node : subset) sub_request.node_names.push_back(request.node_names[node]);
-  Result<ModelPlanResult> sized = size_rows_by_finish_time(sub_request, model_of_nodes(model, subset));
-  if (!sized) return sized;
-  ModelPlanResult whole = *sized;
-  whole.plan.shares.clear();
-  uint64_t begin = 0;
-  for (std::size_t i = 0, s = 0; i < model.nodes.size(); ++i) {
-    const bool taken = s < subset.size() && subset[s] == i;
-    const uint64_t rows = taken ? sized->plan.shares[s++].rows.count : 0;
-    whole.plan.shares.push_back({request.node_names[i], static_cast<double>(rows) / static_cast<double>(request.m),
-                                 partition::RowBlock{begin, rows}, {}});
-    begin += rows;
-  }
-  return whole;
-}
-
 // A chain candidate: its plan, forecast and warnings.
 struct ChainCandidate {
   plan::Plan plan;
@@ -344,24 +347,15 @@ void search_chain_lengths(const plan::PlanRequest& request, const ClusterModel& 
   ClusterModel own_links = model;
   own_links.switch_uplink_bytes_per_s = 0.0;
   own_links.coordinator_send_bytes_per_s = 0.0;
-  const double size = square_equivalent_size(static_cast<double>(request.m), static_cast<double>(request.n),
-                                             static_cast<double>(request.k));
-  std::vector<std::size_t> order;
-  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
-    if (excluded_reason(model.nodes[i]).empty()) order.push_back(i);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return model.nodes[a].speed.gflops_at(size) > model.nodes[b].speed.gflops_at(size);
-  });
+  const UsableNodes usable = usable_fastest_first(request, model);
+  const std::vector<std::size_t>& order = usable.fastest_first;
   std::vector<std::size_t> lengths;
   for (std::size_t length = 2; length < order.size(); length *= 2) lengths.push_back(length);
   if (order.size() >= 2) lengths.push_back(order.size());
   std::size_t best_length = 0, since_best = 0;
   for (std::size_t length : lengths) {
     if (best_length > 0 && since_best >= 2) break;
-    std::vector<std::size_t> subset(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(length));
-    std::sort(subset.begin(), subset.end());
-    Result<ModelPlanResult> sized = size_rows_for_nodes(request, own_links, subset);
+    Result<ModelPlanResult> sized = size_rows_for_nodes(request, own_links, first_nodes(order, length));
     if (!sized) continue;
     Result<std::pair<plan::Plan, double>> chained = chain_of(sized->plan, model);
     if (!chained) continue;
@@ -390,10 +384,7 @@ void search_chain_lengths(const plan::PlanRequest& request, const ClusterModel& 
         "(each node adds a hop, and panels on their way count against the credits)",
         who, names.size() == 1 ? "s" : "", best_length, best.makespan_s));
   }
-  for (std::size_t i = 0; i < model.nodes.size(); ++i) {
-    const std::string reason = excluded_reason(model.nodes[i]);
-    if (!reason.empty()) best.warnings.push_back(excluded_warning(model.nodes[i], reason));
-  }
+  best.warnings.insert(best.warnings.end(), usable.excluded.begin(), usable.excluded.end());
 }
 
 // Forecasts both ways and sets the plan's distribution: the one asked for, or, unasked, chain
