@@ -768,6 +768,13 @@ uint64_t store_payload_bytes(const TilePrefix& tile) {
   return saturating_mul_add(uint64_t{tile.rows} * tile.cols, sizeof(double), kTilePrefixSize);
 }
 
+std::array<std::byte, kHeaderSize> encode_store_header(const TilePrefix& tile) {
+  FrameHeader header;
+  header.type = static_cast<uint16_t>(MessageType::kStore);
+  header.payload_length = store_payload_bytes(tile);
+  return encode_header(header);
+}
+
 uint64_t result_payload_bytes(const TilePrefix& tile) {
   return saturating_mul_add(uint64_t{tile.rows} * tile.cols, sizeof(double), kResultPrefixSize);
 }

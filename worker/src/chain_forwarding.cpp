@@ -36,7 +36,6 @@ tp::ForwardReady ChainForwarding::setup(SessionContext& coordinator, const tp::F
                                         std::chrono::milliseconds timeout) {
   stop_run();
   tp::ForwardReady ready{setup.run_token, false, ""};
-  std::unique_ptr<tp::FrameConnection> next;
   const std::string next_name = fmt::format("{}:{}", setup.next_host, setup.next_port);
   {
     std::lock_guard lock(mutex_);
@@ -119,26 +118,32 @@ void ChainForwarding::finish_tile(Incoming& incoming, bool ok) {
   queue_changed_.notify_all();
 }
 
+Status ChainForwarding::current_run_locked(uint64_t run_token) const {
+  if (active_ && run_token == token_ && coordinator_ != nullptr) return Status::ok();
+  return not_found(fmt::format("forwarding run {} is not this worker's current run", run_token));
+}
+
 Status ChainForwarding::accept_peer(uint64_t run_token) const {
   std::lock_guard lock(mutex_);
-  if (active_ && run_token == token_) return Status::ok();
-  return not_found(fmt::format("forwarding run {} is not this worker's current run", run_token));
+  return current_run_locked(run_token);
 }
 
 Status ChainForwarding::stored_by_peer(uint64_t run_token, const std::shared_ptr<Tile>& tile) {
   std::lock_guard lock(mutex_);
-  if (!active_ || run_token != token_ || coordinator_ == nullptr) {
-    return not_found(fmt::format("forwarding run {} is not this worker's current run", run_token));
-  }
+  TESSERA_RETURN_IF_ERROR(current_run_locked(run_token));
   if (!in_range(tile->id())) {
     return invalid_argument(fmt::format("tile {} lies outside the run's forwarded ids [{}, {})", tile->id(), first_, last_));
   }
+  tell_coordinator_locked(tp::Stored{run_token, tile->id()});
+  return Status::ok();
+}
+
+void ChainForwarding::tell_coordinator_locked(const tp::ForwardMessage& message) {
+  if (coordinator_ == nullptr) return;
   SessionContext* coordinator = coordinator_;
-  const tp::Stored stored{run_token, tile->id()};
   // The coordinator's writer thread sends it after anything queued before; the context outlives
   // the write (end_session, which clears coordinator_, runs before the session's writes are dropped).
-  coordinator->write_later([coordinator, stored] { (void)tp::write_forward_message(coordinator->connection(), stored); });
-  return Status::ok();
+  coordinator->write_later([coordinator, message] { (void)tp::write_forward_message(coordinator->connection(), message); });
 }
 
 Status ChainForwarding::admit_peer() const {
@@ -150,10 +155,7 @@ Status ChainForwarding::admit_peer() const {
 Status ChainForwarding::forward(tp::FrameConnection& next, Incoming& incoming) {
   const Tile& tile = *incoming.tile;
   const tp::TilePrefix prefix{tile.id(), tile.rows(), tile.cols(), incoming.data_crc32c};
-  tp::FrameHeader header;
-  header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-  header.payload_length = tp::store_payload_bytes(prefix);
-  const auto header_bytes = tp::encode_header(header);
+  const auto header_bytes = tp::encode_store_header(prefix);
   const auto prefix_bytes = tp::encode_store_prefix(prefix);
   const std::array<asio::const_buffer, 2> head{asio::buffer(header_bytes), asio::buffer(prefix_bytes)};
   TESSERA_RETURN_IF_ERROR(next.write_buffers(head));
@@ -206,12 +208,8 @@ void ChainForwarding::forward_loop() {
     const tp::ForwardReady broken{token_, false,
                                   fmt::format("the link to the next node {} failed after {} tiles: {}", next_name_,
                                               tiles_forwarded_, written.message())};
-    if (coordinator_ != nullptr) {
-      SessionContext* coordinator = coordinator_;
-      coordinator->log(broken.reason);
-      coordinator->write_later(
-          [coordinator, broken] { (void)tp::write_forward_message(coordinator->connection(), broken); });
-    }
+    if (coordinator_ != nullptr) coordinator_->log(broken.reason);
+    tell_coordinator_locked(broken);
     return;
   }
 }

@@ -80,6 +80,10 @@ class ChainForwarding {
 
  private:
   bool in_range(uint32_t tile_id) const { return tile_id >= first_ && tile_id < last_; }
+  // OK when `run_token` names the run set up by a coordinator session still open. REQUIRES: mutex_.
+  Status current_run_locked(uint64_t run_token) const;
+  // Queues `message` on the coordinator session's writer, if it is still open. REQUIRES: mutex_.
+  void tell_coordinator_locked(const transport::ForwardMessage& message);
   void forward_loop();
   // Writes one tile to the next node as its data arrives. REQUIRES: the forwarding thread.
   Status forward(transport::FrameConnection& next, Incoming& incoming);

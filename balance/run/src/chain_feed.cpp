@@ -79,9 +79,8 @@ std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster
       continue;
     }
     if (!ready->linked && has_next) {
-      notes.push_back(fmt::format("{} does not forward to {} (the coordinator feeds {}): {}", link.spec.name,
-                                  cluster.links()[members[p + 1].node].spec.name,
-                                  cluster.links()[members[p + 1].node].spec.name, ready->reason));
+      notes.push_back(fmt::format("{0} does not forward to {1} (the coordinator feeds {1}): {2}", members[p].name,
+                                  members[p + 1].name, ready->reason));
       members[p + 1].head = true;
     }
   }
@@ -91,7 +90,6 @@ std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster
     if (!plan.chain.empty()) notes.push_back("no two nodes could form a chain: B goes to each node from the coordinator");
     return nullptr;
   }
-  feed->notes_ = notes;
   return feed;
 }
 
@@ -206,11 +204,11 @@ std::vector<std::string> ChainFeed::notes() const {
   return notes_;
 }
 
-std::string ChainFeed::describe(const plan::Plan& plan) const {
+std::string ChainFeed::describe() const {
   std::string text;
   for (const Member& member : members_) {
     text += member.head ? (text.empty() ? "coordinator -> " : " | coordinator -> ") : " -> ";
-    text += plan.shares[member.node].node_name;
+    text += member.name;
   }
   return text;
 }

@@ -40,7 +40,7 @@ class ChainFeed {
 
   // Sets up plan.chain on `cluster` for the tile ids [first_tile_id, last_tile_id). Members that
   // lack kCapabilityForward are left out of the chain (fed directly); a setup that fails cuts the
-  // chain as above (notes() says so). Null when fewer than two members remain: B then goes to
+  // chain as above (`notes` gets a line for each such decision). Null when fewer than two members remain: B then goes to
   // each node as in a star.
   static std::unique_ptr<ChainFeed> set_up(cluster::ClusterConnection& cluster, const plan::Plan& plan,
                                            const PeerHosts& peer_hosts, uint32_t first_tile_id,
@@ -77,13 +77,14 @@ class ChainFeed {
   void link_failed(std::size_t position, const std::string& why);
   // Bytes each node forwarded to its successor (plan order).
   std::vector<uint64_t> forwarded_bytes(std::size_t nodes) const;
+  // What changed the chain while it ran (set_up's own decisions are in its `notes`).
   std::vector<std::string> notes() const;
   // Tells every member the run is over (a FORWARD_SETUP with a fresh token and nothing to
   // forward): its forwarding stops and late pieces are refused. REQUIRES: the node's streaming
   // thread, nothing of the run on its wire but STORED and FORWARD_READY, which are skipped.
   Status end_for(transport::FrameConnection& connection) const;
   // "coordinator -> desktop -> pi1 | coordinator -> pi2" for reports.
-  std::string describe(const plan::Plan& plan) const;
+  std::string describe() const;
 
  private:
   struct Member {

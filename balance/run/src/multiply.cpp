@@ -432,8 +432,8 @@ class TileStreamer {
     return owed(0.0, [&] { return connection_.write_message(tp::Release{{c_tile_id(tile_index)}}); });
   }
 
-  // The worker's cumulative session figures. Asked only when nothing of this run is on the wire,
-  // so the next frame must be the answer.
+  // The worker's cumulative session figures. Asked only when no job of this run is on the wire,
+  // so the next frame is the answer, or a chain's STORED / FORWARD_READY before it.
   Result<tp::Stats> request_stats() {
     return owed(0.0, [&]() -> Result<tp::Stats> {
       TESSERA_RETURN_IF_ERROR(connection_.write_message(tp::StatsRequest{}));
@@ -587,10 +587,11 @@ class TileStreamer {
       // Forwarding stops first; then every piece id goes, also one that came after its job ran.
       TESSERA_RETURN_IF_ERROR(owed(0.0, [&] { return chain_->end_for(connection_); }));
       for (std::size_t piece = 0; piece < work_.pieces.size(); ++piece) {
-        if (!pieces_held_.contains(piece)) release.tile_ids.push_back(static_cast<uint32_t>(kFirstPieceId + piece));
+        release.tile_ids.push_back(static_cast<uint32_t>(kFirstPieceId + piece));
       }
+    } else {
+      for (std::size_t piece : pieces_held_) release.tile_ids.push_back(static_cast<uint32_t>(kFirstPieceId + piece));
     }
-    for (std::size_t piece : pieces_held_) release.tile_ids.push_back(static_cast<uint32_t>(kFirstPieceId + piece));
     for (uint64_t tile : started_) {
       release.tile_ids.push_back(a_tile_id(tile));
       release.tile_ids.push_back(c_tile_id(tile));
@@ -882,8 +883,9 @@ Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan
     return Status(one_kind ? failures.front().code() : StatusCode::kNetworkError, message);
   }
   if (chain) {
-    run.chain = chain->describe(plan);
-    run.chain_notes = chain->notes();
+    run.chain = chain->describe();
+    const std::vector<std::string> notes = chain->notes();
+    run.chain_notes.insert(run.chain_notes.end(), notes.begin(), notes.end());
     const std::vector<uint64_t> forwarded = chain->forwarded_bytes(run.nodes.size());
     for (std::size_t i = 0; i < run.nodes.size(); ++i) run.nodes[i].forwarded_bytes = forwarded[i];
   }

@@ -93,10 +93,7 @@ Result<Work> build_work(const plan::Plan& plan, linalg::MatrixView a, linalg::Ma
     const tp::TilePrefix prefix{static_cast<uint32_t>(kFirstPieceId + p), static_cast<uint32_t>(piece.depth),
                                 static_cast<uint32_t>(piece.cols),
                                 tp::tile_crc32c(std::span<const double>(piece.data, piece.depth * piece.cols))};
-    tp::FrameHeader header;
-    header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-    header.payload_length = tp::store_payload_bytes(prefix);
-    piece.header = tp::encode_header(header);
+    piece.header = tp::encode_store_header(prefix);
     piece.prefix = tp::encode_store_prefix(prefix);
   }
   return work;

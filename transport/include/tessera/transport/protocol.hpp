@@ -427,6 +427,9 @@ std::array<std::byte, kResultPrefixSize> encode_result_prefix(uint64_t job_id, d
 
 // Bytes of a bulk payload for a tile: the prefix plus 8*rows*cols.
 uint64_t store_payload_bytes(const TilePrefix& tile);
+// The frame header of a STORE of `tile`, for a sender that writes the prefix and the data itself
+// (one piece of B encoded once for many nodes; a worker forwarding a tile as it arrives).
+std::array<std::byte, kHeaderSize> encode_store_header(const TilePrefix& tile);
 uint64_t result_payload_bytes(const TilePrefix& tile);
 
 // Decodes a complete payload of the given type. A GRAPH_* type fails with kProtocolError "GRAPH_*
