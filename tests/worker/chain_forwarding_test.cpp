@@ -15,6 +15,7 @@
 #include "tessera/transport/forward_codec.hpp"
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/worker/worker_server.hpp"
+#include "in_process_worker.hpp"
 #include "worker_test_client.hpp"
 
 namespace tessera::worker {
@@ -27,52 +28,19 @@ using testing::gemm_job;
 using testing::read_expect;
 using testing::store_tile;
 
-constexpr char kSecret[] = "chain test secret";
+constexpr uint64_t kTileMemory = 16 << 20;
 constexpr uint64_t kToken = 0x5eed;
 constexpr uint32_t kFirstPiece = 16;
 
-struct Worker {
-  std::unique_ptr<WorkerServer> server;
-  std::jthread runner;
-};
-
 class ChainForwardingTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    for (int i = 0; i < 3; ++i) {
-      WorkerOptions options;
-      options.listen_host = "127.0.0.1";
-      options.port = 0;
-      options.threads = 1;
-      options.secret = kSecret;
-      options.tile_memory_cap = 16 << 20;
-      auto started = WorkerServer::start(options);
-      ASSERT_TRUE(started.is_ok()) << started.status().to_string();
-      workers_[i].server = std::move(started).value();
-      WorkerServer* server = workers_[i].server.get();
-      workers_[i].runner = std::jthread([server] { server->run(); });
-    }
-  }
-
-  // Every server stops, also after a failed assertion.
-  void TearDown() override {
-    for (Worker& worker : workers_) {
-      if (worker.server) worker.server->stop();
-      if (worker.runner.joinable()) worker.runner.join();
-      worker.server.reset();
-    }
-  }
-
   std::unique_ptr<tp::FrameConnection> session(int i, tp::SessionRole role = tp::SessionRole::kCoordinator) {
-    auto connection = tp::FrameConnection::connect("127.0.0.1", workers_[i].server->port(), 5s);
-    EXPECT_TRUE(connection.is_ok()) << connection.status().to_string();
+    tp::Hello hello;
+    std::unique_ptr<tp::FrameConnection> connection = workers_[i].open_session(&hello, role);
     if (!connection) return nullptr;
-    (*connection)->set_read_timeout(10s);
-    auto hello = tp::client_handshake(**connection, kSecret, 5s, role);
-    EXPECT_TRUE(hello.is_ok()) << hello.status().to_string();
-    if (!hello) return nullptr;
-    EXPECT_NE(hello->capabilities & tp::kCapabilityForward, 0u);
-    return std::move(connection).value();
+    EXPECT_NE(hello.capabilities & tp::kCapabilityForward, 0u);
+    connection->set_read_timeout(10s);
+    return connection;
   }
 
   // A run forwarding `pieces` tile ids from kFirstPiece on.
@@ -80,12 +48,15 @@ class ChainForwardingTest : public ::testing::Test {
     tp::ForwardSetup setup{kToken, kFirstPiece, kFirstPiece + pieces, "", 0};
     if (next >= 0) {
       setup.next_host = "127.0.0.1";
-      setup.next_port = workers_[next].server->port();
+      setup.next_port = workers_[next].port();
     }
     return setup;
   }
 
-  std::array<Worker, 3> workers_;
+  // Each stops when the test ends, also after a failed assertion.
+  std::array<testing::InProcessWorker, 3> workers_{testing::InProcessWorker(default_services(), kTileMemory),
+                                                   testing::InProcessWorker(default_services(), kTileMemory),
+                                                   testing::InProcessWorker(default_services(), kTileMemory)};
 };
 
 Result<tp::ForwardMessage> read_forward(tp::FrameConnection& connection) {
@@ -165,7 +136,7 @@ TEST_F(ChainForwardingTest, UnreachableNextNodeIsReportedByName) {
   ASSERT_NE(head, nullptr);
   // Node 1 has no run: it refuses the peer link, and the head says so naming it.
   ASSERT_TRUE(tp::write_forward_message(*head, setup_for(1)).is_ok());
-  const std::string next = "127.0.0.1:" + std::to_string(workers_[1].server->port());
+  const std::string next = "127.0.0.1:" + std::to_string(workers_[1].port());
   EXPECT_TRUE(ready(*head, false, "cannot link to the next node " + next));
 }
 

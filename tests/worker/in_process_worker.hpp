@@ -45,12 +45,15 @@ class InProcessWorker {
   WorkerServer& server() { return *server_; }
   uint16_t port() const { return server_->port(); }
 
-  // A connected, authenticated coordinator session, or nullptr (with a test failure).
-  std::unique_ptr<transport::FrameConnection> open_session(transport::Hello* hello = nullptr) {
+  // A connected, authenticated session in `role` (a coordinator's by default), or nullptr (with a
+  // test failure).
+  std::unique_ptr<transport::FrameConnection> open_session(transport::Hello* hello = nullptr,
+                                                           transport::SessionRole role = transport::SessionRole::kCoordinator) {
     auto connection = transport::FrameConnection::connect("127.0.0.1", port(), std::chrono::seconds(5));
     EXPECT_TRUE(connection.is_ok()) << connection.status().to_string();
     if (!connection.is_ok()) return nullptr;
-    auto handshake = transport::client_handshake(**connection, kInProcessSecret);
+    auto handshake =
+        transport::client_handshake(**connection, kInProcessSecret, transport::kDefaultHandshakeTimeout, role);
     EXPECT_TRUE(handshake.is_ok()) << handshake.status().to_string();
     if (!handshake.is_ok()) return nullptr;
     if (hello != nullptr) *hello = *handshake;
