@@ -63,6 +63,18 @@ TEST(EmulationPlan, ACpuQuotaGetsItsOwnCgroupAndNoNamespace) {
   EXPECT_TRUE(plan.node_address.empty());
 }
 
+// A node's weight follows its quota, so a desktop beside quarter-core boards keeps its core when
+// they all want to run (equal weights cost the desktop 10-15% of its sweeps in the mixed lab).
+TEST(EmulationPlan, CpuWeightIsInProportionToTheQuota) {
+  EXPECT_EQ(local::cgroup_weight(1.0), (local::CgroupWeight{1024, 100}));
+  EXPECT_EQ(local::cgroup_weight(0.25), (local::CgroupWeight{256, 25}));
+  EXPECT_EQ(local::cgroup_weight(2.0), (local::CgroupWeight{2048, 200}));
+  // Within the kernel's ranges at both ends.
+  EXPECT_EQ(local::cgroup_weight(0.0001), (local::CgroupWeight{2, 1}));
+  EXPECT_EQ(local::cgroup_weight(1000.0), (local::CgroupWeight{262144, 10000}));
+  EXPECT_GT(local::cgroup_weight(1.0).v1_shares, local::cgroup_weight(0.5).v1_shares);
+}
+
 TEST(EmulationPlan, LinksGetDistinctSlash30sInTheBenchmarkRangeAndShortInterfaceNames) {
   const cluster::ClusterSpec cluster = cluster_with("a-cluster-with-a-long-name", 16, true, 0.25);
   std::set<uint32_t> subnets;

@@ -57,7 +57,17 @@ TEST(GraphPlacementModel, AloneTheForecastIsSweepsTimesEdgesOverTheRatePlusShipp
   const double ship = model::graph_part_bytes(GraphPartShape{100'000, 1'000'000, 0, 0, 0, 0}) / 1e9;
   EXPECT_DOUBLE_EQ(forecast.nodes[0].ship_s, ship);
   const double slowest = 0.4 + ship + 8.0 * 100'000 / 1e9;
-  EXPECT_NEAR(forecast.total_s, slowest + 0.75 * 0.1 + 0.005, 1e-12) << "a run longer than the poll interval";
+  EXPECT_NEAR(forecast.total_s, slowest + 0.75 * model::poll_gap_s(slowest, 0.1) + 0.005, 1e-12)
+      << "the end noticed within three quarters of the poll gap at the run's end";
+}
+
+// The driver's polls are at most an eighth of the run so far apart, from 5 ms up to the interval.
+TEST(GraphPlacementModel, ThePollGapGrowsWithTheRunUpToTheInterval) {
+  EXPECT_DOUBLE_EQ(model::poll_gap_s(0.0, 0.1), 0.005);
+  EXPECT_DOUBLE_EQ(model::poll_gap_s(0.01, 0.1), 0.005);
+  EXPECT_DOUBLE_EQ(model::poll_gap_s(0.4, 0.1), 0.05);
+  EXPECT_DOUBLE_EQ(model::poll_gap_s(2.0, 0.1), 0.1);
+  EXPECT_DOUBLE_EQ(model::poll_gap_s(2.0, 0.002), 0.002) << "a shorter interval asked for wins";
 }
 
 TEST(GraphPlacementModel, RemoteDeltasCostBothEndsAndTheCutAddsSweeps) {
@@ -226,9 +236,35 @@ TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
   EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s, 4e8);
   EXPECT_DOUBLE_EQ(graph_driver::remembered_costs({node("desktop", 1e8)}, memory)[0].rates.edge_updates_per_s, 1.25e8)
       << "a burst rate above the profile's is capped";
-  EXPECT_DOUBLE_EQ(graph_driver::remembered_costs({node("desktop", 1e9)}, memory)[0].rates.edge_updates_per_s, 5e8)
-      << "and a rate far below it (time spent on deltas, not edges) floored";
-  EXPECT_DOUBLE_EQ(costs[1].rates.edge_updates_per_s, 1e8) << "no memory for pi: its profile rate stands";
+  EXPECT_DOUBLE_EQ(graph_driver::remembered_costs({node("desktop", 4e9)}, memory)[0].rates.edge_updates_per_s, 4e8)
+      << "a rate below it is what this graph's edges cost (connected components' queue: a tenth)";
+  EXPECT_DOUBLE_EQ(costs[1].rates.edge_updates_per_s, 0.8e8)
+      << "no memory for pi: its profile rate, scaled as the desktop's was on this graph (4e8 of 5e8)";
+}
+
+// Nodes that ran the graph alone set its cost factor by their median; each keeps its own rate
+// within the band around its scaled profile, and the others take the scaled profile, so that a
+// graph ten times dearer than the probe does not make an unmeasured node look ten times faster.
+TEST_F(RunMemoryTest, AGraphDearerThanTheProbeScalesEveryNodeAlike) {
+  graph_driver::RunMemory memory;
+  memory.edge_updates_per_s["desktop"] = 5e7;  // a tenth of its 5e8 profile
+  memory.edge_updates_per_s["pi2"] = 0.2e7;    // a fiftieth of its 1e8
+  memory.edge_updates_per_s["pi3"] = 1.5e7;    // above its scaled 1e7 by more than the band allows
+  const std::vector<GraphNodeCosts> costs = graph_driver::remembered_costs(
+      {node("desktop", 5e8), node("pi1", 1e8), node("pi2", 1e8), node("pi3", 1e8)}, memory);
+  // Ratios 0.1, 0.02, 0.15: median 0.1.
+  EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s, 5e7);
+  EXPECT_DOUBLE_EQ(costs[1].rates.edge_updates_per_s, 1e7) << "unmeasured: profile x 0.1";
+  EXPECT_DOUBLE_EQ(costs[2].rates.edge_updates_per_s, 0.5e7) << "floored at half its scaled profile";
+  EXPECT_DOUBLE_EQ(costs[3].rates.edge_updates_per_s, 1.25e7) << "capped at 1.25x its scaled profile";
+  // The desktop's speed against the unmeasured pi1 stays the profile's 5:1.
+  EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s / costs[1].rates.edge_updates_per_s, 5.0);
+
+  graph_driver::RunMemory tiny;
+  tiny.edge_updates_per_s["desktop"] = 1.0;  // a figure no graph gives: the factor stops at 0.01
+  EXPECT_DOUBLE_EQ(graph_driver::remembered_costs({node("desktop", 5e8)}, tiny)[0].rates.edge_updates_per_s, 5e6 * 0.5);
+  EXPECT_DOUBLE_EQ(graph_driver::remembered_costs({node("desktop", 5e8)}, {})[0].rates.edge_updates_per_s, 5e8)
+      << "no memory: the profile's rate";
 }
 
 TEST_F(RunMemoryTest, RatesComeFromRunsAloneDeltaCostsFromRunsWithOthersAndEachSetKeepsItsExtra) {
@@ -272,11 +308,11 @@ TEST_F(RunMemoryTest, RatesComeFromRunsAloneDeltaCostsFromRunsWithOthersAndEachS
   EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s, 4e8);
 
   // Shares of several parts are sized by the rates measured with others (the pi's, floored at half
-  // its profile's 1e8), else by the forecast's (the desktop's, measured alone).
+  // its profile's 1e8 scaled by the graph's 0.8), else by the forecast's (the desktop's, measured alone).
   const std::vector<GraphNodeCosts> shares =
       graph_driver::remembered_share_costs({node("desktop", 5e8, 1e9, 1e-8), node("pi", 1e8, 1e9, 1e-6)}, memory);
   EXPECT_DOUBLE_EQ(shares[0].rates.edge_updates_per_s, 4e8);
-  EXPECT_DOUBLE_EQ(shares[1].rates.edge_updates_per_s, 5e7);
+  EXPECT_DOUBLE_EQ(shares[1].rates.edge_updates_per_s, 4e7);
 }
 
 TEST(GraphPlacementModel, ASetThatRanBeforeIsForecastWithItsOwnExtra) {

@@ -48,8 +48,8 @@ TEST_F(StudyParse, EveryFieldIsParsedAndPathsAreResolvedAgainstTheStudy) {
   EXPECT_EQ(study->description, "every key");
   EXPECT_TRUE(fs::equivalent(study->cluster_path, dir_ / "cluster.yaml"));
   ASSERT_EQ(study->policies.size(), 5u);
-  EXPECT_EQ(study->policies[1], (study::StudyPolicy{plan::Policy::kProportional, partition::Layout::kColumnBased}));
-  EXPECT_EQ(study->policies[4], (study::StudyPolicy{plan::Policy::kEven, partition::Layout::kRecursive3d}));
+  EXPECT_EQ(study->policies[1], (study::StudyPolicy{plan::Policy::kProportional, partition::Layout::kColumnBased, std::nullopt}));
+  EXPECT_EQ(study->policies[4], (study::StudyPolicy{plan::Policy::kEven, partition::Layout::kRecursive3d, std::nullopt}));
   EXPECT_EQ(study->sizes, (std::vector<uint64_t>{64, 128}));
   EXPECT_EQ(study->repeat, 2u);
   EXPECT_EQ(study->windows, (std::vector<uint32_t>{4, 1})) << "overlap on is 4 panels in flight, off is 1";

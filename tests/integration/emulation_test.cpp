@@ -121,6 +121,9 @@ TEST_F(EmulatedCluster, QuarterCoreWorkerNeverGetsMoreThanAQuarterOfACore) {
     if (node.node == "quarter") cgroup = node.cgroup_path;
   }
   ASSERT_FALSE(cgroup.empty()) << "up should have put the quarter node in a cgroup";
+  // Its weight against the other nodes follows the quota (a quarter of the default's).
+  const bool v1 = std::filesystem::exists(cgroup + "/cpu.shares");
+  EXPECT_EQ(testing::read_file(cgroup + (v1 ? "/cpu.shares" : "/cpu.weight")), v1 ? "256\n" : "25\n");
   Result<cluster::ClusterSpec> spec = local::load_reachable_cluster(config_, run_dir_);
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
   const std::vector<int> pids = local::local_cluster_pids(*spec, {run_dir_, "", {}});

@@ -216,12 +216,12 @@ TEST_F(SessionTest, MismatchedShapesAreRefusedBeforeAnythingIsSent) {
   session::Session session = open();
   const linalg::Matrix a(4, 5), b(6, 3);
   linalg::Matrix c(4, 3);
-  Result<session::MultiplyOutcome> outcome = session.multiply(a, b, c, session::MultiplyOptions{.policy = plan::EvenPolicy{}});
+  Result<session::MultiplyOutcome> outcome = session.multiply(a, b, c, session::MultiplyOptions{.policy = plan::EvenPolicy{}, .distribution = std::nullopt});
   ASSERT_FALSE(outcome.is_ok());
   EXPECT_EQ(outcome.status().code(), StatusCode::kInvalidArgument);
   const linalg::Matrix good_b(5, 3);
   linalg::Matrix wrong_c(3, 3);
-  Result<session::MultiplyOutcome> wrong = session.multiply(a, good_b, wrong_c, session::MultiplyOptions{.policy = plan::EvenPolicy{}});
+  Result<session::MultiplyOutcome> wrong = session.multiply(a, good_b, wrong_c, session::MultiplyOptions{.policy = plan::EvenPolicy{}, .distribution = std::nullopt});
   ASSERT_FALSE(wrong.is_ok());
   EXPECT_NE(wrong.status().message().find("C is 3x3"), std::string::npos) << wrong.status().message();
 }

@@ -33,6 +33,20 @@ uint64_t link_bytes(const cluster::NodeLink& link) {
   return link.connection ? link.connection->bytes_sent() + link.connection->bytes_received() : 0;
 }
 
+// A run shorter than a few CPU-quota periods lets a quarter-core node run at a full core's speed
+// before its quota holds it back: its busy-time rate would rank it above the desktop. 0.3 s is
+// three of the kernel's 100 ms periods (fifteen of the emulation's 20 ms ones).
+constexpr double kQuotaTelling_s = 0.3;
+// A node without a quota below its threads has no such bursts: its rate tells after 10 ms, so
+// that runs of 40 ms (connected components on mdual) teach the forecast their edges' cost.
+constexpr double kUncappedTelling_s = 0.01;
+
+// How long a node must have been busy alone for its rate to tell (see above).
+double shortest_telling_busy_s(const cluster::NodeSpec& node) {
+  const bool capped = node.emulate && node.emulate->cpu > 0.0 && node.emulate->cpu < static_cast<double>(std::max(1u, node.threads));
+  return capped ? kQuotaTelling_s : kUncappedTelling_s;
+}
+
 struct CallOutcome {
   Status status;
   bool silent = false;   // shut down by the watchdog: nothing moved for the node timeout
@@ -378,12 +392,9 @@ void Driver::remember_run() {
     const GraphNodeFigures& figures = records_[node].figures;
     names.push_back(figures.name);
     deltas += static_cast<double>(figures.deltas_sent);
-    // A run shorter than a few CPU-quota periods (100 ms) lets a quarter-core node run at a full
-    // core's speed before its quota holds it back: its rate would rank it above the desktop.
-    constexpr double kShortestTelling_s = 0.3;
     if (run.parts <= 1) {
       // Alone, busy time is sweeping: the node's edge rate on this graph.
-      if (figures.edge_updates > 0 && figures.busy_s >= kShortestTelling_s) {
+      if (figures.edge_updates > 0 && figures.busy_s >= shortest_telling_busy_s(cluster_.links()[node].spec)) {
         run.edge_updates_per_s[figures.name] = static_cast<double>(figures.edge_updates) / figures.busy_s;
       }
       continue;
@@ -397,9 +408,10 @@ void Driver::remember_run() {
                             static_cast<double>(figures.deltas_received) * profiled.receive_s_per_delta;
     const double comm_s = deltas_s + static_cast<double>(figures.batches_sent) * profiled.send_s_per_batch +
                           static_cast<double>(figures.batches_received) * profiled.receive_s_per_batch;
-    // The rate its share is sized by next time: busy time less its deltas at the profile's costs.
+    // The rate its share is sized by next time: busy time less its deltas at the profile's costs
+    // (over as long as a quota-limited node's time alone must be to tell).
     const double sweeping_s = std::max(figures.busy_s - deltas_s, 0.5 * figures.busy_s);
-    if (figures.edge_updates > 0 && sweeping_s >= kShortestTelling_s) {
+    if (figures.edge_updates > 0 && sweeping_s >= kQuotaTelling_s) {
       run.share_edge_updates_per_s[figures.name] = static_cast<double>(figures.edge_updates) / sweeping_s;
     }
     const double rate = selection.costs[node].rates.edge_updates_per_s;
@@ -414,7 +426,17 @@ void Driver::remember_run() {
   run.shapes = selection.shapes;
   if (selection.record.forecast) {
     const model::GraphForecast& forecast = *selection.record.forecast;
-    run.extra_s = outcome_.total_s() - (forecast.placement_s + forecast.slowest_node_s + forecast.termination_s);
+    double node_s = forecast.slowest_node_s;
+    if (run.parts == 1 && forecast.nodes.size() == 1) {
+      // Alone, the node's busy time is its edges, which this run teaches the forecast (its rate
+      // above) whether or not the forecast had them right: what is beyond is start-up. Charged
+      // with the forecast's edge time, a first run on a graph dearer than the probe (connected
+      // components: 39 ms forecast at 4 ms) left 0.1 s of "start-up" that made the next forecast
+      // of the node alone too slow and chose two nodes that took three times as long.
+      const model::GraphNodeForecast& alone = forecast.nodes.front();
+      node_s = alone.ship_s + records_[selection.nodes.front()].figures.busy_s + alone.gather_s;
+    }
+    run.extra_s = outcome_.total_s() - (forecast.placement_s + node_s + forecast.termination_s);
   }
   if (selection.metis_seconds && placement_input_.edge_count() > 0) {
     run.metis_s_per_edge = *selection.metis_seconds / static_cast<double>(placement_input_.edge_count());
@@ -816,7 +838,8 @@ Status Driver::run_async() {
   for (;;) {
     TESSERA_RETURN_IF_ERROR(check_limits());
     sleep_until(next_poll);
-    interval = std::min<Clock::duration>(interval * 2, options_.poll_interval);
+    const double gap_s = model::poll_gap_s(seconds_since(started_), std::chrono::duration<double>(options_.poll_interval).count());
+    interval = std::min<Clock::duration>(interval * 2, std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap_s)));
     next_poll += interval;
     if (next_poll < Clock::now()) next_poll = Clock::now() + interval;
     Result<std::vector<tg::NodeProgress>> progress = poll(failed);

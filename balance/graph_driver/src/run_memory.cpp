@@ -18,6 +18,8 @@ using json = nlohmann::json;
 // How far above and below its profiled rate a node's remembered rate is believed.
 constexpr double kRememberedRateCap = 1.25;
 constexpr double kRememberedRateFloor = 0.5;
+// The slowest a graph's edges are believed to be against the probe's (a hundredth).
+constexpr double kLowestGraphCostFactor = 0.01;
 
 // How far a node's remote deltas are believed to cost beyond the profile's figures, either way.
 constexpr double kDeltaScaleLow = 0.25;
@@ -262,23 +264,47 @@ model::GraphWorkload remembered_workload(model::GraphWorkload workload, const Ru
 
 namespace {
 
-// `rate` within a band around the node's profiled rate (measured over many quota periods). Above:
-// a quarter-core node that works in short bursts between waits runs each burst at a whole core's
-// speed until its quota runs out, so its busy-time rate can read four times what it sustains.
-// Below: a node busy mostly with remote deltas (a Pi on R-MAT: 13 M edge updates in 1.3 s busy)
-// would get so small a share that the desktop ends up with 95% of the edges. Within it, a real
-// graph missing the caches more than the probe.
-double within_band(double rate, double profiled) {
-  return profiled > 0.0 ? std::clamp(rate, kRememberedRateFloor * profiled, kRememberedRateCap * profiled) : rate;
+// `rate` within a band around the node's expected rate on this graph (its profiled rate, measured
+// over many quota periods, times the graph's cost factor). Above: a quarter-core node that works
+// in short bursts between waits runs each burst at a whole core's speed until its quota runs out,
+// so its busy-time rate can read four times what it sustains. Below: a node busy mostly with
+// remote deltas (a Pi on R-MAT: 13 M edge updates in 1.3 s busy) would get so small a share that
+// the desktop ends up with 95% of the edges. Within it, one node missing the caches more than another.
+// The top is never above the cap over the profiled rate itself (the factor may have used it up).
+double within_band(double rate, double expected, double profiled) {
+  if (expected <= 0.0) return rate;
+  return std::clamp(rate, kRememberedRateFloor * expected, kRememberedRateCap * std::min(expected, profiled));
+}
+
+// What an edge of this graph and algorithm costs against the profile's probe (the engine's
+// PageRank sweep on R-MAT), as the nodes that ran it alone measured: the median of their rate over
+// their profiled rate. Connected components' best-first queue on mdual ran at a tenth of the
+// probe's rate; held to the probe's band, the forecast put the desktop's 39 ms of edges at 4 ms and
+// the rest into start-up, and a node without its own measurement would have looked ten times too
+// fast beside one with it. At most the band's top (a faster graph than the probe is a burst).
+double graph_cost_factor(const std::vector<model::GraphNodeCosts>& costs, const RunMemory& memory) {
+  std::vector<double> ratios;
+  for (const model::GraphNodeCosts& node : costs) {
+    const auto at = memory.edge_updates_per_s.find(node.name);
+    if (at != memory.edge_updates_per_s.end() && node.rates.edge_updates_per_s > 0.0) {
+      ratios.push_back(at->second / node.rates.edge_updates_per_s);
+    }
+  }
+  if (ratios.empty()) return 1.0;
+  std::sort(ratios.begin(), ratios.end());
+  const std::size_t middle = ratios.size() / 2;
+  const double median = ratios.size() % 2 == 1 ? ratios[middle] : 0.5 * (ratios[middle - 1] + ratios[middle]);
+  return std::clamp(median, kLowestGraphCostFactor, kRememberedRateCap);
 }
 
 }  // namespace
 
 std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory) {
+  const double factor = graph_cost_factor(costs, memory);
   for (model::GraphNodeCosts& node : costs) {
-    if (const auto at = memory.edge_updates_per_s.find(node.name); at != memory.edge_updates_per_s.end()) {
-      node.rates.edge_updates_per_s = within_band(at->second, node.rates.edge_updates_per_s);
-    }
+    const double expected = factor * node.rates.edge_updates_per_s;
+    const auto own = memory.edge_updates_per_s.find(node.name);
+    node.rates.edge_updates_per_s = own != memory.edge_updates_per_s.end() ? within_band(own->second, expected, node.rates.edge_updates_per_s) : expected;
     if (const auto at = memory.delta_cost_scale.find(node.name); at != memory.delta_cost_scale.end()) {
       node.rates.send_s_per_delta *= at->second;
       node.rates.send_s_per_batch *= at->second;
@@ -291,10 +317,12 @@ std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNode
 
 std::vector<model::GraphNodeCosts> remembered_share_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory) {
   const std::vector<model::GraphNodeCosts> forecast = remembered_costs(costs, memory);
+  const double factor = graph_cost_factor(costs, memory);
   for (std::size_t i = 0; i < costs.size(); ++i) {
     const auto at = memory.share_edge_updates_per_s.find(costs[i].name);
     costs[i].rates.edge_updates_per_s = at != memory.share_edge_updates_per_s.end()
-                                            ? within_band(at->second, costs[i].rates.edge_updates_per_s)
+                                            ? within_band(at->second, factor * costs[i].rates.edge_updates_per_s,
+                                                          costs[i].rates.edge_updates_per_s)
                                             : forecast[i].rates.edge_updates_per_s;
   }
   return costs;

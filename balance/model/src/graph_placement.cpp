@@ -44,6 +44,12 @@ double graph_part_bytes(const GraphPartShape& part) {
          kShipBytesPerGhost * static_cast<double>(part.ghosts_out);
 }
 
+double poll_gap_s(double run_s, double poll_interval_s) {
+  constexpr double kGapPerRunSecond = 0.125;
+  constexpr double kQuickestGap = 0.005;
+  return std::min(poll_interval_s, std::max(kQuickestGap, kGapPerRunSecond * run_s));
+}
+
 GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const GraphWorkload& workload,
                                  const GraphCandidate& candidate) {
   GraphForecast forecast;
@@ -103,12 +109,12 @@ GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const
     forecast.slowest_node_s = std::max(forecast.slowest_node_s, forecast.uplink_s);
   }
   // The end is noticed at the first poll after it, confirmed 5 ms later, each poll a round trip to
-  // the slowest-answering node. Polls start 5 ms apart and double up to the interval; for PageRank
-  // and Katz the driver also polls where the residual's decay puts the tolerance, which often
-  // notices the end sooner. This term keeps the plain schedule's three quarters of a gap (an
-  // upper estimate for those): what a set's runs take beyond it is learned per node set
-  // (GraphCandidate::extra_s), negative where the predicted poll did better.
-  const double gap_s = std::min(workload.poll_interval_s, forecast.slowest_node_s);
+  // the slowest-answering node. Polls start 5 ms apart and double up to the gap poll_gap_s allows
+  // at the run's end; for PageRank and Katz the driver also polls where the residual's decay puts
+  // the tolerance, which often notices the end sooner. This term keeps the plain schedule's three
+  // quarters of a gap (an upper estimate for those): what a set's runs take beyond it is learned
+  // per node set (GraphCandidate::extra_s), negative where the predicted poll did better.
+  const double gap_s = poll_gap_s(forecast.slowest_node_s, workload.poll_interval_s);
   forecast.termination_s = 0.75 * gap_s + 0.005 + 2.0 * 2.0 * slowest_latency_s;
   forecast.placement_s = candidate.placement_s;
   forecast.extra_s = candidate.extra_s.value_or(alone ? workload.extra_alone_s : workload.extra_several_s);

@@ -71,6 +71,16 @@ struct NodeEmulation {
 // node name and node index).
 NodeEmulation plan_node_emulation(const cluster::ClusterSpec& cluster, std::size_t node_index, const EmulationSupport& support);
 
+// A node's CPU weight against the other emulated nodes, in proportion to its quota (`cpu` cores):
+// the kernel's default weight (cgroup v1 shares 1024, v2 weight 100) for one core. Competing for
+// the machine's cores, each node then gets its quota whenever the quotas fit in them.
+struct CgroupWeight {
+  uint64_t v1_shares = 1024;  // cpu.shares, 2..262144
+  uint64_t v2_weight = 100;   // cpu.weight, 1..10000
+  bool operator==(const CgroupWeight&) const = default;
+};
+CgroupWeight cgroup_weight(double cpu);
+
 // Creates the cgroup / namespace / veth / qdiscs of `plan`. On failure, what was created is
 // removed again and the message says which step failed and why.
 Status create_node_emulation(const NodeEmulation& plan);
