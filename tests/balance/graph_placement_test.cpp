@@ -87,6 +87,14 @@ TEST(GraphPlacementModel, RemoteDeltasCostBothEndsAndTheCutAddsSweeps) {
   const model::GraphForecast slow = model::forecast_graph_run(linked, workload(1'000'000, 40, 2.0), pair);
   EXPECT_DOUBLE_EQ(slow.nodes[0].send_s, 60.0 * 1000 * 1e-7 + 60.0 * 1000 * 12.0 / 1.2e6) << "and the deltas' bytes over it";
   EXPECT_EQ(forecast.slowest, 1u) << "b pays twice per delta";
+
+  // A rate measured beside others is what several nodes are forecast with; alone, the node's own.
+  std::vector<GraphNodeCosts> measured = costs;
+  measured[0].edge_updates_per_s_with_others = 0.5e8;
+  EXPECT_DOUBLE_EQ(model::forecast_graph_run(measured, workload(1'000'000, 40, 2.0), pair).nodes[0].edges_s,
+                   60.0 * 500'000 / 0.5e8);
+  EXPECT_DOUBLE_EQ(model::forecast_graph_run(measured, workload(1'000'000, 40), alone(0, 100, 1'000'000)).nodes[0].edges_s,
+                   40.0 * 1'000'000 / 1e8);
 }
 
 // Two Pis behind a switch and a desktop off it: the uplink carries both Pis' parts and values and
@@ -243,20 +251,20 @@ TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
 }
 
 // Nodes that ran the graph alone set its cost factor by their median; each keeps its own rate
-// within the band around its scaled profile, and the others take the scaled profile, so that a
+// between half its scaled profile and 1.25x its profile, and the others take the scaled profile, so that a
 // graph ten times dearer than the probe does not make an unmeasured node look ten times faster.
 TEST_F(RunMemoryTest, AGraphDearerThanTheProbeScalesEveryNodeAlike) {
   graph_driver::RunMemory memory;
   memory.edge_updates_per_s["desktop"] = 5e7;  // a tenth of its 5e8 profile
   memory.edge_updates_per_s["pi2"] = 0.2e7;    // a fiftieth of its 1e8
-  memory.edge_updates_per_s["pi3"] = 1.5e7;    // above its scaled 1e7 by more than the band allows
+  memory.edge_updates_per_s["pi3"] = 1.5e8;    // above 1.25x its profile: a burst
   const std::vector<GraphNodeCosts> costs = graph_driver::remembered_costs(
       {node("desktop", 5e8), node("pi1", 1e8), node("pi2", 1e8), node("pi3", 1e8)}, memory);
-  // Ratios 0.1, 0.02, 0.15: median 0.1.
+  // Ratios 0.1, 0.02, 1.5: median 0.1.
   EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s, 5e7);
   EXPECT_DOUBLE_EQ(costs[1].rates.edge_updates_per_s, 1e7) << "unmeasured: profile x 0.1";
   EXPECT_DOUBLE_EQ(costs[2].rates.edge_updates_per_s, 0.5e7) << "floored at half its scaled profile";
-  EXPECT_DOUBLE_EQ(costs[3].rates.edge_updates_per_s, 1.25e7) << "capped at 1.25x its scaled profile";
+  EXPECT_DOUBLE_EQ(costs[3].rates.edge_updates_per_s, 1.25e8) << "capped at 1.25x its profile";
   // The desktop's speed against the unmeasured pi1 stays the profile's 5:1.
   EXPECT_DOUBLE_EQ(costs[0].rates.edge_updates_per_s / costs[1].rates.edge_updates_per_s, 5.0);
 
@@ -309,10 +317,20 @@ TEST_F(RunMemoryTest, RatesComeFromRunsAloneDeltaCostsFromRunsWithOthersAndEachS
 
   // Shares of several parts are sized by the rates measured with others (the pi's, floored at half
   // its profile's 1e8 scaled by the graph's 0.8), else by the forecast's (the desktop's, measured alone).
+  // A node's part may suit its caches better than the probe did: up to 1.25x its profile stands.
   const std::vector<GraphNodeCosts> shares =
       graph_driver::remembered_share_costs({node("desktop", 5e8, 1e9, 1e-8), node("pi", 1e8, 1e9, 1e-6)}, memory);
   EXPECT_DOUBLE_EQ(shares[0].rates.edge_updates_per_s, 4e8);
   EXPECT_DOUBLE_EQ(shares[1].rates.edge_updates_per_s, 4e7);
+  graph_driver::RunMemory fits = memory;
+  fits.share_edge_updates_per_s["pi"] = 1.1e8;  // 1.1x its profile while the graph's factor is 0.8
+  EXPECT_DOUBLE_EQ(graph_driver::remembered_share_costs({node("desktop", 5e8), node("pi", 1e8)}, fits)[1]
+                       .rates.edge_updates_per_s,
+                   1.1e8);
+  // The forecast of several nodes reads the same rate; a node never measured beside others has none.
+  const std::vector<GraphNodeCosts> forecast = graph_driver::remembered_costs({node("desktop", 5e8), node("pi", 1e8)}, fits);
+  EXPECT_DOUBLE_EQ(forecast[1].edge_updates_per_s_with_others, 1.1e8);
+  EXPECT_DOUBLE_EQ(forecast[0].edge_updates_per_s_with_others, 0.0);
 }
 
 TEST(GraphPlacementModel, ASetThatRanBeforeIsForecastWithItsOwnExtra) {

@@ -34,17 +34,19 @@ uint64_t link_bytes(const cluster::NodeLink& link) {
 }
 
 // A run shorter than a few CPU-quota periods lets a quarter-core node run at a full core's speed
-// before its quota holds it back: its busy-time rate would rank it above the desktop. 0.3 s is
-// three of the kernel's 100 ms periods (fifteen of the emulation's 20 ms ones).
-constexpr double kQuotaTelling_s = 0.3;
+// before its quota holds it back: its busy-time rate would rank it above the desktop. Over five
+// periods (0.1 s of the emulation's 20 ms ones) one period's burst is at most a fifth of the
+// time, within the band the memory keeps rates in (run_memory.cpp); 0.3 s, three of the
+// kernel's 100 ms periods, had kept the mesh's 0.13-0.25 s runs from teaching any share rate.
+constexpr double kQuotaPeriodsTelling = 5.0;
 // A node without a quota below its threads has no such bursts: its rate tells after 10 ms, so
 // that runs of 40 ms (connected components on mdual) teach the forecast their edges' cost.
 constexpr double kUncappedTelling_s = 0.01;
 
-// How long a node must have been busy alone for its rate to tell (see above).
+// How long a node must have been busy for its rate to tell (see above).
 double shortest_telling_busy_s(const cluster::NodeSpec& node) {
   const bool capped = node.emulate && node.emulate->cpu > 0.0 && node.emulate->cpu < static_cast<double>(std::max(1u, node.threads));
-  return capped ? kQuotaTelling_s : kUncappedTelling_s;
+  return capped ? kQuotaPeriodsTelling * 1e-6 * static_cast<double>(node.emulate->cpu_period_us) : kUncappedTelling_s;
 }
 
 struct CallOutcome {
@@ -411,10 +413,14 @@ void Driver::remember_run() {
     // The rate its share is sized by next time: busy time less its deltas at the profile's costs
     // (over as long as a quota-limited node's time alone must be to tell).
     const double sweeping_s = std::max(figures.busy_s - deltas_s, 0.5 * figures.busy_s);
-    if (figures.edge_updates > 0 && sweeping_s >= kQuotaTelling_s) {
+    if (figures.edge_updates > 0 && sweeping_s >= shortest_telling_busy_s(cluster_.links()[node].spec)) {
       run.share_edge_updates_per_s[figures.name] = static_cast<double>(figures.edge_updates) / sweeping_s;
     }
-    const double rate = selection.costs[node].rates.edge_updates_per_s;
+    // The rate the forecast of several nodes charged its edges at, so that the scale makes up
+    // exactly what that forecast missed.
+    const model::GraphNodeCosts& forecast_costs = selection.costs[node];
+    const double rate = forecast_costs.edge_updates_per_s_with_others > 0.0 ? forecast_costs.edge_updates_per_s_with_others
+                                                                            : forecast_costs.rates.edge_updates_per_s;
     constexpr double kShortestBusy_s = 0.05;
     if (rate > 0.0 && comm_s > 1e-4 && figures.busy_s >= kShortestBusy_s) {
       const double edges_s = static_cast<double>(figures.edge_updates) / rate;
@@ -426,15 +432,19 @@ void Driver::remember_run() {
   run.shapes = selection.shapes;
   if (selection.record.forecast) {
     const model::GraphForecast& forecast = *selection.record.forecast;
-    double node_s = forecast.slowest_node_s;
-    if (run.parts == 1 && forecast.nodes.size() == 1) {
-      // Alone, the node's busy time is its edges, which this run teaches the forecast (its rate
-      // above) whether or not the forecast had them right: what is beyond is start-up. Charged
-      // with the forecast's edge time, a first run on a graph dearer than the probe (connected
-      // components: 39 ms forecast at 4 ms) left 0.1 s of "start-up" that made the next forecast
-      // of the node alone too slow and chose two nodes that took three times as long.
-      const model::GraphNodeForecast& alone = forecast.nodes.front();
-      node_s = alone.ship_s + records_[selection.nodes.front()].figures.busy_s + alone.gather_s;
+    // Each node's busy time (its edges, and its deltas beside others) is what this run teaches the
+    // forecast through its rates and delta scale, whether or not the forecast had them right, so
+    // the extra is what lies beyond the busiest node's shipping, busy time and gathering: start-up
+    // and waiting. Charged with the forecast's node times instead, a first run on a graph dearer
+    // than the probe (connected components alone: 39 ms forecast at 4 ms; the mesh on four nodes:
+    // the desktop at 0.58x its probe rate) left its error as "start-up" that made the next
+    // forecast of the same set too slow, and auto chose worse sets.
+    double node_s = 0.0;
+    for (const model::GraphNodeForecast& planned : forecast.nodes) {
+      for (std::size_t node : selection.nodes) {
+        const GraphNodeFigures& figures = records_[node].figures;
+        if (figures.name == planned.name) node_s = std::max(node_s, planned.ship_s + figures.busy_s + planned.gather_s);
+      }
     }
     run.extra_s = outcome_.total_s() - (forecast.placement_s + node_s + forecast.termination_s);
   }

@@ -105,7 +105,9 @@ RunMemory remember(RunMemory memory, const RunMeasurement& run);
 
 // Node costs as forecasts read them: each node's edge rate on this graph where it ran it alone,
 // else its profiled rate times what this graph's edges cost against the probe (the median over the
-// nodes that ran it alone), and its delta costs scaled where the memory has a scale.
+// nodes that ran it alone); its rate beside others (edge_updates_per_s_with_others) where a run
+// with others measured one, which forecasts of several nodes use; its delta costs scaled where
+// the memory has a scale.
 std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory);
 // Node costs whose edge rates size the shares of several parts: each node's rate measured with
 // others where the memory has one (within a band around the profile's), else its forecast rate.

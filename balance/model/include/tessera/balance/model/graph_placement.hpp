@@ -39,6 +39,9 @@ namespace tessera::balance::model {
 struct GraphNodeCosts {
   std::string name;
   GraphRates rates;
+  // Its edge rate on this graph beside other nodes, where a past run measured one (its part's
+  // size and cache fit differ from the whole graph's alone); 0: rates.edge_updates_per_s.
+  double edge_updates_per_s_with_others = 0.0;
   double to_node_bytes_per_s = 0.0;    // the coordinator's link to it (shipping the part)
   double from_node_bytes_per_s = 0.0;  // back (the values)
   double busy_latency_s = 0.0;         // one way while it computes (each poll waits for it)
