@@ -165,8 +165,13 @@ TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
   if (c.kind == AlgorithmKind::kPageRank) {
     EXPECT_NEAR(std::accumulate(outcome->values.begin(), outcome->values.end(), 0.0), 1.0, 1e-9);
   }
-  EXPECT_TRUE(outcome->lost_nodes.empty());
-  EXPECT_EQ(outcome->restarts, 0u);
+  // Why a node was lost, should one be: the run survives it, but nothing here should lose one.
+  std::string lost;
+  for (std::size_t i = 0; i < outcome->lost_nodes.size(); ++i) {
+    lost += outcome->lost_nodes[i] + ": " + (i < outcome->lost_reasons.size() ? outcome->lost_reasons[i] : "") + "\n";
+  }
+  EXPECT_TRUE(outcome->lost_nodes.empty()) << lost;
+  EXPECT_EQ(outcome->restarts, 0u) << lost;
   ASSERT_EQ(outcome->nodes.size(), c.workers);
   ASSERT_EQ(outcome->placement.nodes.size(), c.workers);
   // Every vertex and every edge placed exactly once.
