@@ -47,11 +47,12 @@ std::vector<std::map<std::string, std::string>> read_graph_study_csv(const std::
 class TinyGraphStudy : public ::testing::Test {
  protected:
   void SetUp() override {
+    const std::vector<uint16_t> ports = testing::free_loopback_ports(2);
     testing::write_file(dir_.file("cluster.yaml"),
                         "cluster: tiny-graph-study\nsecret: graph-study-secret\nnodes:\n"
-                        "  - {name: a, host: 127.0.0.1, port: " + std::to_string(testing::free_loopback_port()) +
+                        "  - {name: a, host: 127.0.0.1, port: " + std::to_string(ports[0]) +
                             ", threads: 1}\n"
-                            "  - {name: b, host: 127.0.0.1, port: " + std::to_string(testing::free_loopback_port()) +
+                            "  - {name: b, host: 127.0.0.1, port: " + std::to_string(ports[1]) +
                             ", threads: 1}\n");
   }
 

@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,11 +25,26 @@
 
 namespace tessera::testing {
 
-// A port that was free a moment ago (the OS picks it; we close it again).
+// A port that was free a moment ago (the OS picks it; we close it again), and never one this
+// process was given before: the OS may hand a closed port out again before the worker it was
+// meant for has bound it (two of sixteen workers were once given the same port).
 inline uint16_t free_loopback_port() {
-  asio::io_context context;
-  asio::ip::tcp::acceptor acceptor(context, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
+  static std::mutex mutex;
+  static std::set<uint16_t> given;
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (;;) {
+    asio::io_context context;
+    asio::ip::tcp::acceptor acceptor(context, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    const uint16_t port = acceptor.local_endpoint().port();
+    if (given.insert(port).second) return port;
+  }
+}
+
+// `count` distinct ports, each free a moment ago.
+inline std::vector<uint16_t> free_loopback_ports(std::size_t count) {
+  std::vector<uint16_t> ports;
+  for (std::size_t i = 0; i < count; ++i) ports.push_back(free_loopback_port());
+  return ports;
 }
 
 class TempDir {
@@ -211,11 +228,12 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
                                         const std::vector<std::string>& last_fault_flags = {},
                                         const std::vector<std::string>& worker_flags = {}) {
   LocalWorkers workers;
+  const std::vector<uint16_t> ports = free_loopback_ports(count);
   for (std::size_t i = 0; i < count; ++i) {
     balance::cluster::NodeSpec node;
     node.name = std::string(1, static_cast<char>('a' + i));
     node.host = "127.0.0.1";
-    node.port = free_loopback_port();
+    node.port = ports[i];
     node.threads = 1;
     node.line = static_cast<int>(i + 1);
     const bool faulty = !last_fault_flags.empty() && i + 1 == count;
