@@ -20,8 +20,9 @@
 // run = placement_s + the slowest node + extra_s (what past runs took beyond their forecast: this
 // very set's when one ran before, else the workload's figure for one node or several) +
 // termination_s (the polls that notice the end: three
-// quarters of the gap between polls then, which doubles from 5 ms up to the poll interval, plus
-// the confirming poll 5 ms later and the slowest node's busy round trip for each of the two).
+// quarters of the gap between polls then, which doubles from 5 ms up to poll_gap_s of the run's
+// length (an eighth of it, at most the poll interval), plus the confirming poll 5 ms later and the
+// slowest node's busy round trip for each of the two).
 // Pure functions of values; thread-safe.
 #pragma once
 
