@@ -394,9 +394,10 @@ void Driver::remember_run() {
     const GraphNodeFigures& figures = records_[node].figures;
     names.push_back(figures.name);
     deltas += static_cast<double>(figures.deltas_sent);
+    const double telling_s = shortest_telling_busy_s(cluster_.links()[node].spec);
     if (run.parts <= 1) {
       // Alone, busy time is sweeping: the node's edge rate on this graph.
-      if (figures.edge_updates > 0 && figures.busy_s >= shortest_telling_busy_s(cluster_.links()[node].spec)) {
+      if (figures.edge_updates > 0 && figures.busy_s >= telling_s) {
         run.edge_updates_per_s[figures.name] = static_cast<double>(figures.edge_updates) / figures.busy_s;
       }
       continue;
@@ -413,14 +414,12 @@ void Driver::remember_run() {
     // The rate its share is sized by next time: busy time less its deltas at the profile's costs
     // (over as long as a quota-limited node's time alone must be to tell).
     const double sweeping_s = std::max(figures.busy_s - deltas_s, 0.5 * figures.busy_s);
-    if (figures.edge_updates > 0 && sweeping_s >= shortest_telling_busy_s(cluster_.links()[node].spec)) {
+    if (figures.edge_updates > 0 && sweeping_s >= telling_s) {
       run.share_edge_updates_per_s[figures.name] = static_cast<double>(figures.edge_updates) / sweeping_s;
     }
     // The rate the forecast of several nodes charged its edges at, so that the scale makes up
     // exactly what that forecast missed.
-    const model::GraphNodeCosts& forecast_costs = selection.costs[node];
-    const double rate = forecast_costs.edge_updates_per_s_with_others > 0.0 ? forecast_costs.edge_updates_per_s_with_others
-                                                                            : forecast_costs.rates.edge_updates_per_s;
+    const double rate = selection.costs[node].edge_rate(/*alone=*/false);
     constexpr double kShortestBusy_s = 0.05;
     if (rate > 0.0 && comm_s > 1e-4 && figures.busy_s >= kShortestBusy_s) {
       const double edges_s = static_cast<double>(figures.edge_updates) / rate;

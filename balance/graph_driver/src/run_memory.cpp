@@ -324,9 +324,7 @@ std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNode
 
 std::vector<model::GraphNodeCosts> remembered_share_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory) {
   costs = remembered_costs(std::move(costs), memory);
-  for (model::GraphNodeCosts& node : costs) {
-    if (node.edge_updates_per_s_with_others > 0.0) node.rates.edge_updates_per_s = node.edge_updates_per_s_with_others;
-  }
+  for (model::GraphNodeCosts& node : costs) node.rates.edge_updates_per_s = node.edge_rate(/*alone=*/false);
   return costs;
 }
 

@@ -66,9 +66,7 @@ GraphForecast forecast_graph_run(const std::vector<GraphNodeCosts>& costs, const
     GraphNodeForecast out;
     out.name = node.name;
     out.edge_updates = sweeps * static_cast<double>(part.edges);
-    const double edge_rate = !alone && node.edge_updates_per_s_with_others > 0.0 ? node.edge_updates_per_s_with_others
-                                                                                  : rates.edge_updates_per_s;
-    out.edges_s = per_second(out.edge_updates, edge_rate);
+    out.edges_s = per_second(out.edge_updates, node.edge_rate(alone));
     out.deltas_sent = sweeps * static_cast<double>(part.ghosts_out) * workload.delta_fraction;
     const double deltas_received = sweeps * static_cast<double>(part.ghosts_in) * workload.delta_fraction;
     // A delta costs CPU at both ends, and its bytes cross the node's own link (peers reach each

@@ -43,6 +43,10 @@ struct GraphNodeCosts {
   // Its edge rate on this graph beside other nodes, where a past run measured one (its part's
   // size and cache fit differ from the whole graph's alone); 0: rates.edge_updates_per_s.
   double edge_updates_per_s_with_others = 0.0;
+  // The rate its edges are charged at, alone or in a set of several nodes.
+  double edge_rate(bool alone) const {
+    return !alone && edge_updates_per_s_with_others > 0.0 ? edge_updates_per_s_with_others : rates.edge_updates_per_s;
+  }
   double to_node_bytes_per_s = 0.0;    // the coordinator's link to it (shipping the part)
   double from_node_bytes_per_s = 0.0;  // back (the values)
   double busy_latency_s = 0.0;         // one way while it computes (each poll waits for it)
