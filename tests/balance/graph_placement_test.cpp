@@ -172,32 +172,6 @@ TEST(GraphPlacementModel, NodesGrowFromTheFastestAndSharesFollowTheRates) {
   EXPECT_EQ(sets[2], (std::vector<std::size_t>{0, 1, 2}));
 }
 
-// Shares by edge rates give a slow node whose deltas cost as much as its edges a part it cannot
-// finish with the others; equal-time shares move edges to the node that pays less per edge.
-TEST(GraphPlacementModel, EqualTimeSharesGiveEveryNodeTheSameForecastTime) {
-  const std::vector<GraphNodeCosts> costs{node("desktop", 4e8, 1e12, 1e-9), node("pi", 1e8, 1e12, 1e-6)};
-  GraphCandidate pair;
-  pair.nodes = {0, 1};
-  pair.parts = {GraphPartShape{800, 800'000, 20'000, 20'000, 1, 1}, GraphPartShape{200, 200'000, 20'000, 20'000, 1, 1}};
-  pair.cut_edges = 40'000;
-  const GraphWorkload w = workload(1'000'000, 40);
-  const std::vector<double> by_rates{0.8, 0.2};
-  const model::GraphForecast before = model::forecast_graph_run(costs, w, pair);
-  ASSERT_GT(before.nodes[1].total_s, 2.0 * before.nodes[0].total_s) << "the pi's deltas make it the slow one";
-  const std::vector<double> shares = model::equal_time_shares(costs, w, pair, by_rates);
-  ASSERT_EQ(shares.size(), 2u);
-  EXPECT_NEAR(shares[0] + shares[1], 1.0, 1e-12);
-  EXPECT_GT(shares[0], 0.8) << "edges move to the desktop";
-  // Were every cost of a node to grow with its share, the two would now take the same time.
-  const double desktop_s = before.nodes[0].total_s * shares[0] / 0.8, pi_s = before.nodes[1].total_s * shares[1] / 0.2;
-  EXPECT_NEAR(desktop_s, pi_s, 1e-9 * pi_s);
-  GraphCandidate idle = pair;
-  idle.parts[1] = GraphPartShape{};
-  const std::vector<double> kept = model::equal_time_shares(costs, workload(800'000, 40), idle, {0.9, 0.1});
-  EXPECT_DOUBLE_EQ(kept[1], 0.1) << "a node forecast to take no time keeps its share";
-  EXPECT_DOUBLE_EQ(kept[0], 0.9);
-}
-
 TEST(GraphPlacementShape, CountsEachRemoteTargetOncePerPartAndThePartsThatTalk) {
   // 0 -> 2, 1 -> 2, 1 -> 3, 2 -> 0, 3 -> 3; parts {0, 1} and {2, 3}.
   Result<partition::DirectedGraph> graph =
@@ -369,21 +343,6 @@ TEST(GraphPlacementModel, ASetThatRanBeforeIsForecastWithItsOwnExtra) {
   const model::GraphForecast own = model::forecast_graph_run(costs, w, candidate);
   EXPECT_DOUBLE_EQ(own.extra_s, 0.1);
   EXPECT_NEAR(with_workloads - own.total_s, 0.4, 1e-12);
-}
-
-// A run of several parts needed what its least-sweeping part did; the desktop's polishing is not
-// work the next forecast charges every node. Deltas count against each part's own sweeps.
-TEST(RunMemorySweeps, SeveralPartsNeedWhatTheirLeastSweepingPartDid) {
-  const graph_driver::SweepFigures figures = graph_driver::sweep_figures({
-      {1'000'000, 1000, 113e6, 113.0 * 1000 * 0.5},  // the desktop, re-sweeping
-      {100'000, 2000, 3.2e6, 32.0 * 2000 * 0.5},     // a Pi setting the pace
-      {0, 0, 0.0, 0.0},                              // an empty part says nothing
-  });
-  EXPECT_DOUBLE_EQ(figures.updates_per_edge, 32.0);
-  ASSERT_TRUE(figures.delta_fraction.has_value());
-  EXPECT_DOUBLE_EQ(*figures.delta_fraction, 0.5);
-  EXPECT_EQ(graph_driver::sweep_figures({}).updates_per_edge, 0.0);
-  EXPECT_FALSE(graph_driver::sweep_figures({{10, 0, 50.0, 0.0}}).delta_fraction.has_value()) << "alone: no ghosts";
 }
 
 TEST_F(RunMemoryTest, AGarbledOrImplausibleFileIsIgnoredNeverTrusted) {

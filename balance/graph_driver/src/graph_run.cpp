@@ -387,19 +387,13 @@ void Driver::remember_run() {
   run.parts = selection.nodes.size();
   run.updates_per_edge = static_cast<double>(outcome_.edge_updates) / static_cast<double>(outcome_.edges);
   run.cut_fraction = static_cast<double>(selection.candidate.cut_edges) / static_cast<double>(outcome_.edges);
-  std::vector<PartFigures> parts;
-  for (std::size_t i = 0; i < selection.nodes.size() && i < selection.candidate.parts.size(); ++i) {
-    const GraphNodeFigures& figures = records_[selection.nodes[i]].figures;
-    parts.push_back({selection.candidate.parts[i].edges, selection.candidate.parts[i].ghosts_out,
-                     static_cast<double>(figures.edge_updates), static_cast<double>(figures.deltas_sent)});
-  }
-  const SweepFigures sweeps = sweep_figures(parts);
-  if (run.parts > 1 && sweeps.updates_per_edge > 0.0) run.updates_per_edge = sweeps.updates_per_edge;
-  run.delta_fraction = sweeps.delta_fraction;
+  double ghosts = 0.0, deltas = 0.0;
+  for (const model::GraphPartShape& part : selection.candidate.parts) ghosts += static_cast<double>(part.ghosts_out);
   std::vector<std::string> names;
   for (std::size_t node : selection.nodes) {
     const GraphNodeFigures& figures = records_[node].figures;
     names.push_back(figures.name);
+    deltas += static_cast<double>(figures.deltas_sent);
     const double telling_s = shortest_telling_busy_s(cluster_.links()[node].spec);
     if (run.parts <= 1) {
       // Alone, busy time is sweeping: the node's edge rate on this graph.
@@ -433,6 +427,7 @@ void Driver::remember_run() {
     }
   }
   run.set_key = set_key(names);
+  if (ghosts > 0.0 && run.updates_per_edge > 0.0) run.delta_fraction = deltas / (run.updates_per_edge * ghosts);
   run.shapes = selection.shapes;
   if (selection.record.forecast) {
     const model::GraphForecast& forecast = *selection.record.forecast;

@@ -196,25 +196,6 @@ model::GraphCandidate with_remembered_extra(const RunMemory& memory, const Selec
   return candidate;
 }
 
-// `candidate`, placed with `weights`, at the shares that give its nodes equal forecast times
-// (model::equal_time_shares), its shape rescaled to them; nothing when that is not forecast sooner.
-struct Rebalanced {
-  std::vector<double> weights;
-  model::GraphCandidate candidate;
-};
-template <typename RunSeconds>
-std::optional<Rebalanced> rebalanced(const std::vector<model::GraphNodeCosts>& costs, const model::GraphWorkload& workload,
-                                     const model::GraphCandidate& candidate, const std::vector<double>& weights,
-                                     const RunSeconds& run_part_s) {
-  const std::vector<double> shares = shares_of(weights);
-  const std::vector<double> balanced = model::equal_time_shares(costs, workload, candidate, shares);
-  const RunMemory::Shape rescaled = RunMemory::Shape{candidate.cut_edges, candidate.parts, shares}.rescaled(balanced);
-  Rebalanced out{balanced, candidate};
-  out.candidate.parts = rescaled.parts;
-  if (!(run_part_s(out.candidate) < run_part_s(candidate))) return std::nullopt;
-  return out;
-}
-
 }  // namespace
 
 partition::PartitionOptions placement_options(const GraphRunOptions& run, partition::PartitionMethod method,
@@ -333,16 +314,12 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   const bool metis_asked = !options.choose_method && options.method == tp::PartitionMethod::kMetis;
   const bool weigh_cheaply = options.choose_method || (metis_asked && sets.size() > 1);
   std::vector<std::optional<Placed>> placed(sets.size());  // per set, when it was placed to weigh it
-  std::vector<std::vector<double>> set_weights(sets.size());  // per set, the target weights it is weighed with
-  // Shares from the rates are then moved to where the nodes' forecast times are equal.
-  const bool rebalance = options.weights_from_rates && forecastable;
   std::vector<model::GraphCandidate> candidates;
   double spent_s = 0.0;  // every placement made while choosing is part of the run's time
   double best_so_far_s = std::numeric_limits<double>::infinity();
   for (std::size_t index = 0; index < sets.size(); ++index) {
     const std::vector<std::size_t>& set = sets[index];
-    std::vector<double> weights = target_weights_of(options, set.size() > 1 ? selection.share_costs : costs, set);
-    set_weights[index] = weights;
+    const std::vector<double> weights = target_weights_of(options, set.size() > 1 ? selection.share_costs : costs, set);
     const tp::PartitionMethod method = weigh_cheaply && set.size() > 1 ? kCheapMethods[0] : options.method;
     const std::string key = shape_key(tp::method_name(method), names_of(input, set));
     model::GraphCandidate candidate;
@@ -370,13 +347,6 @@ Result<Selection> select_and_place(const SelectionInput& input) {
       selection.shapes[key] = {candidate.cut_edges, candidate.parts, shares_of(weights)};
       placed[index] = std::move(*one);
     }
-    if (rebalance && set.size() > 1) {
-      if (std::optional<Rebalanced> better = rebalanced(costs, workload, candidate, weights, run_part_s)) {
-        set_weights[index] = std::move(better->weights);
-        candidate = std::move(better->candidate);
-        placed[index].reset();  // made for the old weights
-      }
-    }
     if (forecastable) best_so_far_s = std::min(best_so_far_s, run_part_s(candidate));
     candidates.push_back(std::move(candidate));
   }
@@ -391,7 +361,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     }
   }
   selection.nodes = sets[chosen];
-  selection.weights = set_weights[chosen];
+  selection.weights = target_weights_of(options, selection.nodes.size() > 1 ? selection.share_costs : costs, selection.nodes);
   const bool several = selection.nodes.size() > 1;
   // The chosen set placed for real: by METIS when it was asked for; with the locality placements,
   // the better of the two by forecast (a shape kept from a past run or made while weighing saves
@@ -439,31 +409,6 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     }
   }
   Placed winner = std::move(*chosen_placement);
-  if (rebalance && several && winner.method != tp::PartitionMethod::kMetis) {
-    // The shares were balanced on a rescaled shape; a part that grows cuts fewer of its own edges,
-    // so balance once more on the placement itself (a locality placement costs milliseconds).
-    const std::optional<Rebalanced> better = rebalanced(costs, workload, winner_candidate, selection.weights, run_part_s);
-    const auto moved = [&](const std::vector<double>& shares) {
-      const std::vector<double> now = shares_of(selection.weights);
-      for (std::size_t i = 0; i < now.size(); ++i) {
-        if (std::abs(shares[i] - now[i]) > 0.01) return true;
-      }
-      return false;
-    };
-    if (better && moved(better->weights)) {
-      Result<Placed> again = place(input, winner.method, better->weights);
-      if (!again) return again.status();
-      spent_s += again->seconds;
-      model::GraphCandidate candidate = candidate_of(input, selection.nodes, *again);
-      if (run_part_s(candidate) < run_part_s(winner_candidate)) {
-        selection.weights = better->weights;
-        selection.shapes[shape_key(tp::method_name(winner.method), names_of(input, selection.nodes))] = {
-            candidate.cut_edges, candidate.parts, shares_of(selection.weights)};
-        winner_candidate = std::move(candidate);
-        winner = std::move(*again);
-      }
-    }
-  }
   selection.placing.reason = !options.choose_method ? "as asked"
                              : several             ? fmt::format("{}: the better of the locality placements", tp::method_name(winner.method))
                                                    : "one node: nothing to cut";

@@ -232,20 +232,6 @@ RunMemory remember(RunMemory memory, const RunMeasurement& run) {
   return memory;
 }
 
-SweepFigures sweep_figures(const std::vector<PartFigures>& parts) {
-  SweepFigures out;
-  double ghost_sweeps = 0.0, deltas = 0.0;
-  for (const PartFigures& part : parts) {
-    if (part.edges <= 0 || !(part.edge_updates > 0.0)) continue;
-    const double per_edge = part.edge_updates / static_cast<double>(part.edges);
-    if (out.updates_per_edge == 0.0 || per_edge < out.updates_per_edge) out.updates_per_edge = per_edge;
-    ghost_sweeps += per_edge * static_cast<double>(part.ghosts_out);
-    deltas += part.deltas_sent;
-  }
-  if (ghost_sweeps > 0.0) out.delta_fraction = deltas / ghost_sweeps;
-  return out;
-}
-
 model::GraphWorkload remembered_workload(model::GraphWorkload workload, const RunMemory& memory, std::string& source) {
   std::vector<std::string> measured;
   if (memory.updates_per_edge_alone) {

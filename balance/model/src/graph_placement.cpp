@@ -198,26 +198,4 @@ std::vector<double> graph_share_weights(const std::vector<GraphNodeCosts>& costs
   return weights;
 }
 
-std::vector<double> equal_time_shares(const std::vector<GraphNodeCosts>& costs, const GraphWorkload& workload,
-                                      const GraphCandidate& candidate, const std::vector<double>& shares) {
-  const GraphForecast forecast = forecast_graph_run(costs, workload, candidate);
-  // Nodes with a forecast time divide among themselves what the others (none in practice) keep.
-  double untimed_share = 0.0, timed_sum = 0.0;
-  std::vector<double> balanced(shares.size(), 0.0);
-  for (std::size_t i = 0; i < shares.size(); ++i) {
-    const double node_s = forecast.nodes[i].total_s;
-    if (node_s > 0.0) {
-      balanced[i] = shares[i] / node_s;
-      timed_sum += balanced[i];
-    } else {
-      untimed_share += shares[i];
-    }
-  }
-  if (!(timed_sum > 0.0)) return shares;
-  for (std::size_t i = 0; i < shares.size(); ++i) {
-    balanced[i] = forecast.nodes[i].total_s > 0.0 ? balanced[i] / timed_sum * (1.0 - untimed_share) : shares[i];
-  }
-  return balanced;
-}
-
 }  // namespace tessera::balance::model

@@ -103,24 +103,6 @@ struct RunMeasurement {
 };
 RunMemory remember(RunMemory memory, const RunMeasurement& run);
 
-// What a run of several parts needed, from each part's figures: the updates per edge of its
-// least-sweeping part, and the share of ghosts that carried a delta per sweep of their own part.
-// A node done early keeps re-sweeping its part with each batch the slower ones send (the desktop of
-// the LAN lab made 113 edge updates per edge of its part on rmat:20 while the Pis that set the
-// pace made 32); the run's average, charged to every node, made later forecasts of several nodes
-// count that polishing as work the run must do. Parts without edges are skipped.
-struct PartFigures {
-  int64_t edges = 0;
-  int64_t ghosts_out = 0;
-  double edge_updates = 0.0;
-  double deltas_sent = 0.0;
-};
-struct SweepFigures {
-  double updates_per_edge = 0.0;  // 0: no part had edges and updates
-  std::optional<double> delta_fraction;
-};
-SweepFigures sweep_figures(const std::vector<PartFigures>& parts);
-
 // Node costs as forecasts read them: each node's edge rate on this graph where it ran it alone,
 // else its profiled rate times what this graph's edges cost against the probe (the median over the
 // nodes that ran it alone); its rate beside others (edge_updates_per_s_with_others) where a run

@@ -151,17 +151,6 @@ std::vector<std::size_t> nodes_by_graph_speed(const std::vector<GraphNodeCosts>&
 // Target weights for a set: each node's edge updates per second (equal when none is measured).
 std::vector<double> graph_share_weights(const std::vector<GraphNodeCosts>& costs, const std::vector<std::size_t>& nodes);
 
-// Shares under which every node of `candidate` (placed with `shares`, summing to 1) is forecast to
-// take the same time, its remote deltas, shipping and gathering included, were each of its costs
-// to grow in proportion to its share: share_i / T_i, normalised. Shares by edge rates alone size a
-// part by its edges only; on a graph that cuts badly a quarter-core node pays more for its remote
-// deltas than for its edges, so it got a part it could not finish in time while the desktop, done
-// early, kept re-sweeping its own (rmat:20 on the LAN lab, every node: 3.3 s with the desktop at
-// 69% of the edges, 1.7 s at 96%). A node forecast to take no time keeps its share.
-// REQUIRES: shares.size() == candidate.nodes.size().
-std::vector<double> equal_time_shares(const std::vector<GraphNodeCosts>& costs, const GraphWorkload& workload,
-                                      const GraphCandidate& candidate, const std::vector<double>& shares);
-
 // Bytes a part takes on the wire when shipped (CSR, values and deltas), and the values coming back.
 double graph_part_bytes(const GraphPartShape& part);
 
