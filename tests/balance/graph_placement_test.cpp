@@ -229,7 +229,10 @@ TEST_F(RunMemoryTest, AMissingFileIsAnEmptyMemoryAndASavedOneReadsBack) {
   EXPECT_EQ(moved.parts[0].edges, 240) << "a larger share, proportionally more edges";
   EXPECT_EQ(moved.parts[1].vertices, 80);
   EXPECT_EQ(moved.cut_edges, 10);
+  spread.set_key = graph_driver::set_key({"a", "b"});
+  spread.next_shares = {0.7, 0.3};
   memory = graph_driver::remember(memory, spread);
+  EXPECT_EQ(memory.shares_by_set.at(spread.set_key), (std::vector<double>{0.7, 0.3}));
   ASSERT_TRUE(memory.spread_per_cut);
   EXPECT_DOUBLE_EQ(*memory.spread_per_cut, 2.0) << "70 = 35 x (1 + 2 x 0.5)";
   ASSERT_TRUE(graph_driver::save_run_memory(path(), memory).is_ok());
@@ -343,6 +346,53 @@ TEST(GraphPlacementModel, ASetThatRanBeforeIsForecastWithItsOwnExtra) {
   const model::GraphForecast own = model::forecast_graph_run(costs, w, candidate);
   EXPECT_DOUBLE_EQ(own.extra_s, 0.1);
   EXPECT_NEAR(with_workloads - own.total_s, 0.4, 1e-12);
+}
+
+// A part that grows from 68% to 90% of the graph has fewer remote ends, not more: ghosts and the
+// cut follow s (1 - s); vertices and edges the share.
+TEST(RunMemoryShape, ARescaledShapeScalesGhostsByTheEdgesThatCrossBetweenAPartAndTheRest) {
+  const graph_driver::RunMemory::Shape shape{1000, {GraphPartShape{680, 6800, 500, 400, 1, 1}, GraphPartShape{320, 3200, 400, 500, 1, 1}},
+                                             {0.68, 0.32}};
+  const graph_driver::RunMemory::Shape grown = shape.rescaled({0.9, 0.1});
+  EXPECT_EQ(grown.parts[0].vertices, 900);
+  EXPECT_EQ(grown.parts[1].edges, 1000);
+  const double factor = (0.9 * 0.1) / (0.68 * 0.32);
+  EXPECT_EQ(grown.parts[0].ghosts_out, std::llround(500 * factor));
+  EXPECT_EQ(grown.parts[1].ghosts_in, std::llround(500 * factor));
+  EXPECT_LT(grown.parts[0].ghosts_in, 400);
+  EXPECT_EQ(grown.cut_edges, std::llround(1000 * factor)) << "both parts' crossings shrink alike here";
+  EXPECT_EQ(grown.shares, (std::vector<double>{0.9, 0.1}));
+}
+
+// The desktop re-swept its part (113 edge updates per edge against the Pis' 32) while the Pis,
+// busy as long, set the pace: its need is its busy time scaled by 32/113, and shares move toward
+// equal need, halfway and at most twofold per run.
+TEST(RunMemoryShares, SharesMoveTowardEqualNeedHalfwayAndAtMostTwofold) {
+  using graph_driver::PartRun;
+  const std::vector<double> next = graph_driver::shares_for_equal_need({
+      {0.7, 700'000, 113.0 * 700'000, 2.6},  // the desktop, re-sweeping
+      {0.15, 150'000, 32.0 * 150'000, 2.6},  // two Pis setting the pace
+      {0.15, 150'000, 32.0 * 150'000, 2.6},
+  });
+  ASSERT_EQ(next.size(), 3u);
+  EXPECT_NEAR(next[0] + next[1] + next[2], 1.0, 1e-12);
+  EXPECT_GT(next[0], 0.7) << "the desktop's share grows";
+  EXPECT_DOUBLE_EQ(next[1], next[2]);
+  // Undamped, need-equal shares would be 0.7 x 113/32 : 0.15 : 0.15; the move is the geometric
+  // mean of old and balanced, renormalised.
+  const double balanced_sum = 0.7 * 113.0 / 32.0 + 0.3;
+  const double desktop = std::sqrt(0.7 * (0.7 * 113.0 / 32.0 / balanced_sum)), pi = std::sqrt(0.15 * (0.15 / balanced_sum));
+  EXPECT_NEAR(next[0], desktop / (desktop + 2.0 * pi), 1e-12);
+
+  const std::vector<double> even = graph_driver::shares_for_equal_need({{0.5, 100, 4000.0, 1.0}, {0.5, 100, 4000.0, 1.0}});
+  EXPECT_EQ(even, (std::vector<double>{0.5, 0.5})) << "equal need: nothing moves";
+  const std::vector<double> capped = graph_driver::shares_for_equal_need({{0.5, 100, 4000.0, 1.0}, {0.5, 100, 4000.0, 1000.0}});
+  // The slow part's halfway move (to 0.022) is held at half its share, 0.25; the other moves to
+  // sqrt(0.5 x 0.999); then both are renormalised.
+  EXPECT_NEAR(capped[1] / capped[0], 0.25 / std::sqrt(0.5 * (1.0 / 1.001)), 1e-12) << "at most twofold before renormalising";
+  EXPECT_TRUE(graph_driver::shares_for_equal_need({{1.0, 100, 4000.0, 1.0}}).empty()) << "one part: nothing to share";
+  EXPECT_TRUE(graph_driver::shares_for_equal_need({{0.5, 100, 4000.0, 1.0}, {0.5, 0, 0.0, 0.0}}).empty())
+      << "a part without edges or busy time says nothing";
 }
 
 TEST_F(RunMemoryTest, AGarbledOrImplausibleFileIsIgnoredNeverTrusted) {

@@ -427,6 +427,17 @@ void Driver::remember_run() {
     }
   }
   run.set_key = set_key(names);
+  if (options_.weights_from_rates && run.parts > 1) {
+    std::vector<PartRun> parts;
+    const std::vector<double> shares = shares_of(selection.weights);
+    for (std::size_t i = 0; i < run.parts; ++i) {
+      const GraphNodeFigures& figures = records_[selection.nodes[i]].figures;
+      // Busy time is summed over the node's update threads; its need is wall time.
+      const double threads = std::max(1u, cluster_.links()[selection.nodes[i]].spec.threads);
+      parts.push_back({shares[i], figures.edges, static_cast<double>(figures.edge_updates), figures.busy_s / threads});
+    }
+    run.next_shares = shares_for_equal_need(parts);
+  }
   if (ghosts > 0.0 && run.updates_per_edge > 0.0) run.delta_fraction = deltas / (run.updates_per_edge * ghosts);
   run.shapes = selection.shapes;
   if (selection.record.forecast) {

@@ -311,6 +311,17 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   // or auto, the sets are weighed with the chunks placement (or the shape a past run on this graph
   // kept of it), and only the chosen set is placed for real. A set that could not beat the best
   // smaller one even with nothing cut is not placed at all.
+  // A set of several nodes that ran before takes the shares its runs taught (the time each node
+  // needed, RunMemory::shares_by_set); otherwise shares follow the nodes' edge rates.
+  const auto learned_shares = [&](const std::vector<std::size_t>& set) -> const std::vector<double>* {
+    if (set.size() < 2 || !options.weights_from_rates) return nullptr;
+    const auto learned = selection.memory.shares_by_set.find(set_key(names_of(input, set)));
+    return learned != selection.memory.shares_by_set.end() && learned->second.size() == set.size() ? &learned->second : nullptr;
+  };
+  const auto weights_for = [&](const std::vector<std::size_t>& set) {
+    if (const std::vector<double>* learned = learned_shares(set)) return *learned;
+    return target_weights_of(options, set.size() > 1 ? selection.share_costs : costs, set);
+  };
   const bool metis_asked = !options.choose_method && options.method == tp::PartitionMethod::kMetis;
   const bool weigh_cheaply = options.choose_method || (metis_asked && sets.size() > 1);
   std::vector<std::optional<Placed>> placed(sets.size());  // per set, when it was placed to weigh it
@@ -319,7 +330,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   double best_so_far_s = std::numeric_limits<double>::infinity();
   for (std::size_t index = 0; index < sets.size(); ++index) {
     const std::vector<std::size_t>& set = sets[index];
-    const std::vector<double> weights = target_weights_of(options, set.size() > 1 ? selection.share_costs : costs, set);
+    const std::vector<double> weights = weights_for(set);
     const tp::PartitionMethod method = weigh_cheaply && set.size() > 1 ? kCheapMethods[0] : options.method;
     const std::string key = shape_key(tp::method_name(method), names_of(input, set));
     model::GraphCandidate candidate;
@@ -361,7 +372,10 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     }
   }
   selection.nodes = sets[chosen];
-  selection.weights = target_weights_of(options, selection.nodes.size() > 1 ? selection.share_costs : costs, selection.nodes);
+  selection.weights = weights_for(selection.nodes);
+  if (learned_shares(selection.nodes) != nullptr) {
+    selection.record.workload_source += "; shares: what this node set's past runs needed (each node's busy time less its re-sweeping)";
+  }
   const bool several = selection.nodes.size() > 1;
   // The chosen set placed for real: by METIS when it was asked for; with the locality placements,
   // the better of the two by forecast (a shape kept from a past run or made while weighing saves

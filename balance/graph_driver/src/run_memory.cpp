@@ -64,14 +64,23 @@ std::vector<double> shares_of(const std::vector<double>& weights) {
 RunMemory::Shape RunMemory::Shape::rescaled(const std::vector<double>& new_shares) const {
   Shape out = *this;
   out.shares = new_shares;
+  // A part's remote ends grow with its share and with what the others hold, s (1 - s), as the edges
+  // between it and the rest of a graph whose ends fall anywhere: a desktop going from 68% to 90% of
+  // the vertices has fewer ghosts, not more.
+  const auto crossing = [](double share) { return std::max(share * (1.0 - share), 1e-9); };
+  double cut_before = 0.0, cut_after = 0.0;
   for (std::size_t i = 0; i < parts.size() && i < shares.size() && i < new_shares.size(); ++i) {
     const double factor = shares[i] > 0.0 ? new_shares[i] / shares[i] : 1.0;
-    const auto scale = [factor](int64_t value) { return static_cast<int64_t>(std::llround(factor * static_cast<double>(value))); };
-    out.parts[i].vertices = scale(parts[i].vertices);
-    out.parts[i].edges = scale(parts[i].edges);
-    out.parts[i].ghosts_out = scale(parts[i].ghosts_out);
-    out.parts[i].ghosts_in = scale(parts[i].ghosts_in);
+    const double ghost_factor = shares[i] > 0.0 ? crossing(new_shares[i]) / crossing(shares[i]) : 1.0;
+    const auto scale = [](double by, int64_t value) { return static_cast<int64_t>(std::llround(by * static_cast<double>(value))); };
+    out.parts[i].vertices = scale(factor, parts[i].vertices);
+    out.parts[i].edges = scale(factor, parts[i].edges);
+    out.parts[i].ghosts_out = scale(ghost_factor, parts[i].ghosts_out);
+    out.parts[i].ghosts_in = scale(ghost_factor, parts[i].ghosts_in);
+    cut_before += crossing(shares[i]);
+    cut_after += crossing(new_shares[i]);
   }
+  if (cut_before > 0.0) out.cut_edges = static_cast<int64_t>(std::llround(cut_after / cut_before * static_cast<double>(cut_edges)));
   return out;
 }
 
@@ -119,6 +128,19 @@ RunMemory load_run_memory(const std::string& path, std::string* note) {
   read_map("share_edge_updates_per_s", 1.0, 1e12, memory.share_edge_updates_per_s);
   read_map("delta_cost_scale", kDeltaScaleLow, kDeltaScaleHigh, memory.delta_cost_scale);
   read_map("extra_by_set", -10.0, 100.0, memory.extra_by_set);
+  if (const auto sets = document.find("shares_by_set"); sets != document.end() && sets->is_object()) {
+    for (const auto& [key, entry] : sets->items()) {
+      if (!entry.is_array() || entry.empty()) continue;
+      std::vector<double> shares;
+      double sum = 0.0;
+      for (const json& share : entry) {
+        if (!share.is_number() || !plausible(share.get<double>(), 1e-9, 1.0)) break;
+        shares.push_back(share.get<double>());
+        sum += shares.back();
+      }
+      if (shares.size() == entry.size() && std::abs(sum - 1.0) < 1e-6) memory.shares_by_set[key] = std::move(shares);
+    }
+  }
   if (const auto shapes = document.find("shapes"); shapes != document.end() && shapes->is_object()) {
     for (const auto& [key, entry] : shapes->items()) {
       if (!entry.is_object() || !entry.contains("cut_edges") || !entry.contains("parts") || !entry["parts"].is_array()) continue;
@@ -162,6 +184,7 @@ Status save_run_memory(const std::string& path, const RunMemory& memory) {
   document["share_edge_updates_per_s"] = memory.share_edge_updates_per_s;
   document["delta_cost_scale"] = memory.delta_cost_scale;
   document["extra_by_set"] = memory.extra_by_set;
+  document["shares_by_set"] = memory.shares_by_set;
   json shapes = json::object();
   for (const auto& [key, shape] : memory.shapes) {
     json parts = json::array();
@@ -225,11 +248,40 @@ RunMemory remember(RunMemory memory, const RunMeasurement& run) {
           smooth(known == memory.extra_by_set.end() ? std::nullopt : std::optional<double>(known->second));
     }
   }
+  if (!run.set_key.empty() && !run.next_shares.empty()) memory.shares_by_set[run.set_key] = run.next_shares;
+  while (memory.shares_by_set.size() > kMaxRemembered) memory.shares_by_set.erase(memory.shares_by_set.begin());
   for (const auto& [key, shape] : run.shapes) memory.shapes[key] = shape;
   // One shape per method and node set; a bounded memory all the same (keys sort, the first go).
   while (memory.shapes.size() > kMaxRemembered) memory.shapes.erase(memory.shapes.begin());
   while (memory.extra_by_set.size() > kMaxRemembered) memory.extra_by_set.erase(memory.extra_by_set.begin());
   return memory;
+}
+
+std::vector<double> shares_for_equal_need(const std::vector<PartRun>& parts) {
+  if (parts.size() < 2) return {};
+  double least_per_edge = 0.0;
+  for (const PartRun& part : parts) {
+    if (part.edges <= 0 || !(part.edge_updates > 0.0) || !(part.busy_s > 0.0) || !(part.share > 0.0)) return {};
+    const double per_edge = part.edge_updates / static_cast<double>(part.edges);
+    if (least_per_edge == 0.0 || per_edge < least_per_edge) least_per_edge = per_edge;
+  }
+  constexpr double kMostChange = 2.0;
+  std::vector<double> next;
+  double sum = 0.0;
+  for (const PartRun& part : parts) {
+    const double per_edge = part.edge_updates / static_cast<double>(part.edges);
+    const double need_s = part.busy_s * std::min(1.0, least_per_edge / per_edge);
+    next.push_back(part.share / need_s);
+    sum += next.back();
+  }
+  double damped_sum = 0.0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const double balanced = next[i] / sum;
+    next[i] = std::clamp(std::sqrt(parts[i].share * balanced), parts[i].share / kMostChange, parts[i].share * kMostChange);
+    damped_sum += next[i];
+  }
+  for (double& share : next) share /= damped_sum;
+  return next;
 }
 
 model::GraphWorkload remembered_workload(model::GraphWorkload workload, const RunMemory& memory, std::string& source) {

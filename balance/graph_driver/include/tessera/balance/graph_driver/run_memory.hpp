@@ -49,6 +49,10 @@ struct RunMemory {
   // costs give for the deltas and batches it sent and received; smoothed geometrically). The
   // probe measures a delta's encoding and folding; a run adds the sweeps that small batches start.
   std::map<std::string, double> delta_cost_scale;
+  // Node set (set_key) -> the target shares its next run takes (sum 1, the set's order), learned
+  // from its runs by shares_for_equal_need: a set that ran before is sized by the time its nodes
+  // needed rather than by their edge rates alone.
+  std::map<std::string, std::vector<double>> shares_by_set;
   // The shapes of the placements candidate sets were weighed with (shape_key), so that the next
   // run weighs them without placing anything.
   struct Shape {
@@ -56,9 +60,10 @@ struct RunMemory {
     std::vector<model::GraphPartShape> parts;
     std::vector<double> shares;  // the parts' target shares it was made with (sum 1)
     bool operator==(const Shape&) const = default;
-    // The shape for other shares: each part's vertices, edges and ghosts scaled by its share's
-    // change (edge rates move the shares by a few percent from run to run; weighing a set needs
-    // the shape, not the placement). REQUIRES: shares.size() == parts.size().
+    // The shape for other shares: each part's vertices and edges scaled by its share's change,
+    // its ghosts and the cut by the change of s (1 - s) (edge rates move the shares from run to
+    // run, and balancing the nodes' times moves them further; weighing a set needs the shape, not
+    // the placement). REQUIRES: shares.size() == parts.size().
     Shape rescaled(const std::vector<double>& new_shares) const;
   };
   std::map<std::string, Shape> shapes;
@@ -99,9 +104,27 @@ struct RunMeasurement {
   std::optional<double> metis_s_per_edge;
   std::map<std::string, RunMemory::Shape> shapes;  // weighed this run
   std::optional<double> extra_s;  // measured total less the forecast without any extra
+  std::vector<double> next_shares;  // shares_for_equal_need of the run, for its set; empty: none
   std::string set_key;            // the nodes that ran (set_key())
 };
 RunMemory remember(RunMemory memory, const RunMeasurement& run);
+
+// One node's part of a run of several parts, as the shares learn from it.
+struct PartRun {
+  double share = 0.0;  // its target share (the set's shares sum to 1)
+  int64_t edges = 0;   // of its part
+  double edge_updates = 0.0;
+  double busy_s = 0.0;
+};
+// The shares the set's next run should take so that its nodes need the same time. A node's need is
+// its busy time, less the sweeps per edge it made beyond the least-sweeping part's: a node done
+// early keeps re-sweeping its part with each batch the slower ones send, which no share needs (on
+// the LAN lab, rmat:20, the desktop made 113 edge updates per edge of its 69% while the Pis, whose
+// remote deltas cost them more than their edges, made 32 and set the pace; at 96% it made 40, in
+// half the time). Each share moves toward share / need (normalised), halfway (geometric mean) and
+// by at most a factor of 2, so that one noisy run does not swing the next. Empty when a part has no
+// edges, updates or busy time, or there is a single part.
+std::vector<double> shares_for_equal_need(const std::vector<PartRun>& parts);
 
 // Node costs as forecasts read them: each node's edge rate on this graph where it ran it alone,
 // else its profiled rate times what this graph's edges cost against the probe (the median over the
