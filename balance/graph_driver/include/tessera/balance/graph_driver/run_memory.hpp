@@ -3,8 +3,8 @@
 // one node alone needed, the extra sweeps several parts needed per unit of cut fraction, the share
 // of ghost vertices that carried a delta at a flush, each node's edge updates per second on this
 // graph (measured alone), how much more than the profile's figures its remote deltas cost it
-// (measured with others), what each node set took beyond its forecast, and how long METIS took
-// per edge. Keyed by the graph's content hash, the algorithm and
+// (measured with others), what each node set took beyond its forecast and the shares its runs
+// taught, and how long METIS took per edge. Keyed by the graph's content hash, the algorithm and
 // the tolerance and the mode. A file that is missing, unreadable or malformed is an empty memory (a hint, never
 // trusted); saving writes a temporary file and renames it. Used by the driver; values and free
 // functions, thread-safe.
