@@ -6,4 +6,4 @@ set title 'Convergence: cc on copter2, local-mixed-lan'
 set xlabel 'seconds since the parts were shipped'
 set ylabel 'residual (sum |pending delta|, or pending vertices)'
 set logscale y
-plot 'experiments/results/graph-best-node/trace-local-mixed-lan-copter2-cc.dat' index 0 using 1:2 with linespoints title 'all async auto profile', 'experiments/results/graph-best-node/trace-local-mixed-lan-copter2-cc.dat' index 1 using 1:2 with linespoints title 'all sync auto profile'
+plot 'experiments/results/graph-best-node/trace-local-mixed-lan-copter2-cc.dat' index 0 using 1:2 with linespoints title 'all sync auto profile'
