@@ -122,6 +122,20 @@ class FaultyWorkers : public ::testing::Test {
       Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c, hooks);
       ASSERT_TRUE(run.is_ok()) << run.status().to_string();
       EXPECT_EQ(c, expected);
+      uint64_t volume = 0, faulty_volume = 0;
+      for (const run::NodeRunStats& node : run->nodes) {
+        volume += node.volume;
+        if (node.name == "c") faulty_volume += node.volume;
+      }
+      EXPECT_EQ(volume, kM * kN * kK) << "every cell counted once: no tile done twice or half";
+      if (variant.policy == plan::Policy::kDynamic && run->lost_nodes.empty()) {
+        // On a loaded machine the healthy nodes can finish every tile, the faulty node's by a
+        // speculative copy, before its faulty result arrives: then the run ends without it, and
+        // nothing it computed may be in C.
+        EXPECT_GT(run->speculative_copies, 0u) << "the faulty node's tile was covered by a copy";
+        EXPECT_EQ(faulty_volume, 0u) << "the faulty node contributed nothing";
+        continue;
+      }
       ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"c"}) << ::testing::PrintToString(run->lost_reasons);
       ASSERT_EQ(run->lost_reasons.size(), 1u);
       EXPECT_NE(run->lost_reasons[0].find("node 'c'"), std::string::npos) << run->lost_reasons[0];
@@ -132,9 +146,6 @@ class FaultyWorkers : public ::testing::Test {
           << why;
       // Its tiles went to the others: reissued, or (dynamic) finished by a speculative copy.
       EXPECT_TRUE(!run->reissued_tiles.empty() || run->speculative_copies > 0);
-      uint64_t volume = 0;
-      for (const run::NodeRunStats& node : run->nodes) volume += node.volume;
-      EXPECT_EQ(volume, kM * kN * kK) << "every cell counted once: no tile done twice or half";
     }
   }
 
