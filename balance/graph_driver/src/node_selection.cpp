@@ -307,10 +307,6 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     return forecast.total_s - forecast.placement_s;
   };
 
-  // METIS for every candidate set would cost more than the choice can save: with METIS asked for
-  // or auto, the sets are weighed with the chunks placement (or the shape a past run on this graph
-  // kept of it), and only the chosen set is placed for real. A set that could not beat the best
-  // smaller one even with nothing cut is not placed at all.
   // A set of several nodes that ran before takes the shares its runs taught (the time each node
   // needed, RunMemory::shares_by_set); otherwise shares follow the nodes' edge rates.
   const auto learned_shares = [&](const std::vector<std::size_t>& set) -> const std::vector<double>* {
@@ -322,6 +318,11 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     if (const std::vector<double>* learned = learned_shares(set)) return *learned;
     return target_weights_of(options, set.size() > 1 ? selection.share_costs : costs, set);
   };
+
+  // METIS for every candidate set would cost more than the choice can save: with METIS asked for
+  // or auto, the sets are weighed with the chunks placement (or the shape a past run on this graph
+  // kept of it), and only the chosen set is placed for real. A set that could not beat the best
+  // smaller one even with nothing cut is not placed at all.
   const bool metis_asked = !options.choose_method && options.method == tp::PartitionMethod::kMetis;
   const bool weigh_cheaply = options.choose_method || (metis_asked && sets.size() > 1);
   std::vector<std::optional<Placed>> placed(sets.size());  // per set, when it was placed to weigh it

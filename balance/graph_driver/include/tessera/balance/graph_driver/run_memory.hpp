@@ -62,8 +62,8 @@ struct RunMemory {
     bool operator==(const Shape&) const = default;
     // The shape for other shares: each part's vertices and edges scaled by its share's change,
     // its ghosts and the cut by the change of s (1 - s) (edge rates move the shares from run to
-    // run, and balancing the nodes' times moves them further; weighing a set needs the shape, not
-    // the placement). REQUIRES: shares.size() == parts.size().
+    // run, and the shares a node set's runs teach move them further; weighing a set needs the
+    // shape, not the placement). REQUIRES: shares.size() == parts.size().
     Shape rescaled(const std::vector<double>& new_shares) const;
   };
   std::map<std::string, Shape> shapes;
