@@ -390,11 +390,15 @@ void Driver::remember_run() {
   double ghosts = 0.0, deltas = 0.0;
   for (const model::GraphPartShape& part : selection.candidate.parts) ghosts += static_cast<double>(part.ghosts_out);
   std::vector<std::string> names;
+  // Whether every node was busy long enough for its rate, and so its need, to tell (a quarter-core
+  // node's short bursts run at a whole core's speed).
+  bool every_node_tells = true;
   for (std::size_t node : selection.nodes) {
     const GraphNodeFigures& figures = records_[node].figures;
     names.push_back(figures.name);
     deltas += static_cast<double>(figures.deltas_sent);
     const double telling_s = shortest_telling_busy_s(cluster_.links()[node].spec);
+    every_node_tells = every_node_tells && figures.busy_s >= telling_s;
     if (run.parts <= 1) {
       // Alone, busy time is sweeping: the node's edge rate on this graph.
       if (figures.edge_updates > 0 && figures.busy_s >= telling_s) {
@@ -427,13 +431,9 @@ void Driver::remember_run() {
     }
   }
   run.set_key = set_key(names);
-  // A node's need tells only when it was busy long enough for its rate to tell (a quarter-core
-  // node's short bursts run at a whole core's speed): connected components of the small graphs,
+  // Shares learn only where every node's need tells: connected components of the small graphs,
   // 0.1 s runs, had moved the desktop's share to 30% on noise.
-  const bool needs_tell = std::all_of(selection.nodes.begin(), selection.nodes.end(), [&](std::size_t node) {
-    return records_[node].figures.busy_s >= shortest_telling_busy_s(cluster_.links()[node].spec);
-  });
-  if (options_.weights_from_rates && run.parts > 1 && needs_tell) {
+  if (options_.weights_from_rates && run.parts > 1 && every_node_tells) {
     std::vector<PartRun> parts;
     const std::vector<double> shares = shares_of(selection.weights);
     for (std::size_t i = 0; i < run.parts; ++i) {
@@ -455,12 +455,11 @@ void Driver::remember_run() {
     // than the probe (connected components alone: 39 ms forecast at 4 ms; the mesh on four nodes:
     // the desktop at 0.58x its probe rate) left its error as "start-up" that made the next
     // forecast of the same set too slow, and auto chose worse sets.
+    // The forecast's nodes are the chosen candidate's, in selection.nodes' order.
     double node_s = 0.0;
-    for (const model::GraphNodeForecast& planned : forecast.nodes) {
-      for (std::size_t node : selection.nodes) {
-        const GraphNodeFigures& figures = records_[node].figures;
-        if (figures.name == planned.name) node_s = std::max(node_s, planned.ship_s + figures.busy_s + planned.gather_s);
-      }
+    for (std::size_t i = 0; i < forecast.nodes.size() && i < selection.nodes.size(); ++i) {
+      const model::GraphNodeForecast& planned = forecast.nodes[i];
+      node_s = std::max(node_s, planned.ship_s + records_[selection.nodes[i]].figures.busy_s + planned.gather_s);
     }
     run.extra_s = outcome_.total_s() - (forecast.placement_s + node_s + forecast.termination_s);
   }
