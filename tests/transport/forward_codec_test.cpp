@@ -25,11 +25,15 @@ bool refused(uint16_t type, const std::vector<std::byte>& payload, const std::st
 constexpr auto kSetup = static_cast<uint16_t>(MessageType::kForwardSetup);
 constexpr auto kReady = static_cast<uint16_t>(MessageType::kForwardReady);
 constexpr auto kStoredType = static_cast<uint16_t>(MessageType::kStored);
+constexpr auto kSendTileType = static_cast<uint16_t>(MessageType::kSendTile);
+constexpr auto kSentType = static_cast<uint16_t>(MessageType::kSent);
 
 TEST(ForwardCodec, EveryMessageRoundTripsToTheSameBytes) {
   const std::vector<ForwardMessage> samples = {
       ForwardSetup{0x0123456789abcdefull, 16, 48, "pi-3.local", 7003}, ForwardSetup{7, 16, 16, "", 0},
-      ForwardReady{7, true, ""}, ForwardReady{7, false, "pi-3:7003: connection refused"}, Stored{7, 31}};
+      ForwardReady{7, true, ""}, ForwardReady{7, false, "pi-3:7003: connection refused"}, Stored{7, 31},
+      SendTile{7, 0x40000003, "10.77.0.3", 7003}, Sent{7, 0x40000003, true, ""},
+      Sent{7, 0x40000003, false, "10.77.0.3:7003: connection refused"}};
   for (const ForwardMessage& message : samples) {
     const std::vector<std::byte> payload = encode_forward_payload(message);
     const auto type = static_cast<uint16_t>(forward_message_type(message));
@@ -43,6 +47,26 @@ TEST(ForwardCodec, EveryMessageRoundTripsToTheSameBytes) {
   EXPECT_EQ(encode_forward_payload(ForwardSetup{1, 2, 3, "ab", 9}).size(), kForwardSetupFixedBytes + 2);
   EXPECT_EQ(encode_forward_payload(ForwardReady{1, false, "abc"}).size(), kForwardReadyFixedBytes + 3);
   EXPECT_EQ(encode_forward_payload(Stored{1, 2}).size(), kStoredPayloadBytes);
+  EXPECT_EQ(encode_forward_payload(SendTile{1, 2, "pi", 9}).size(), kSendTileFixedBytes + 2);
+  EXPECT_EQ(encode_forward_payload(Sent{1, 2, false, "gone"}).size(), kSentFixedBytes + 4);
+}
+
+TEST(ForwardCodec, ATileSendNamesItsPeerAndASentSaysWhyItFailed) {
+  EXPECT_TRUE(refused(kSendTileType, encode_forward_payload(SendTile{1, 2, "", 7000}), "the host is empty"));
+  EXPECT_TRUE(refused(kSendTileType, encode_forward_payload(SendTile{1, 2, "pi", 0}), "port 0 given with the host"));
+  std::vector<std::byte> send = encode_forward_payload(SendTile{1, 2, "pi", 7000});
+  send[15] = std::byte{4};
+  EXPECT_TRUE(refused(kSendTileType, send, "pad byte 1 is 4"));
+  std::vector<std::byte> sent = encode_forward_payload(Sent{1, 2, true, ""});
+  sent[12] = std::byte{2};
+  EXPECT_TRUE(refused(kSentType, sent, "delivered 2 is neither 0 nor 1"));
+  EXPECT_TRUE(refused(kSentType, encode_forward_payload(Sent{1, 2, true, "x"}), "a delivered tile gives no reason"));
+  EXPECT_TRUE(refused(kSentType, encode_forward_payload(Sent{1, 2, false, ""}), "an undelivered tile gives its reason"));
+  sent = encode_forward_payload(Sent{1, 2, false, "x"});
+  sent[14] = std::byte{1};
+  EXPECT_TRUE(refused(kSentType, sent, "pad byte 1 is 1"));
+  EXPECT_FALSE(check_forward_payload_length(kSendTileType, kSendTileFixedBytes - 1, Limits{}).is_ok());
+  EXPECT_FALSE(check_forward_payload_length(kSentType, kSentFixedBytes + Limits{}.max_string_bytes + 1, Limits{}).is_ok());
 }
 
 TEST(ForwardCodec, InconsistentFieldsAreRefused) {

@@ -198,13 +198,15 @@ TEST(ProtocolPayload, MessageTypesAndNames) {
   }
   EXPECT_FALSE(is_graph_message(kLastTransportMessageType));
   EXPECT_FALSE(is_graph_message(kFirstForwardMessageType));
-  const char* forward_names[] = {"FORWARD_SETUP", "FORWARD_READY", "STORED"};
+  const char* forward_names[] = {"FORWARD_SETUP", "FORWARD_READY", "STORED", "SEND_TILE", "SENT"};
   ASSERT_EQ(std::size(forward_names), std::size_t{kLastMessageType} - kFirstForwardMessageType + 1);
   for (std::size_t i = 0; i < std::size(forward_names); ++i) {
     const auto type = static_cast<uint16_t>(kFirstForwardMessageType + i);
     EXPECT_EQ(message_type_name(type), forward_names[i]);
     EXPECT_TRUE(is_forward_message(type));
-    EXPECT_EQ(capability_of_message(type), kCapabilityForward);
+    // SEND_TILE and SENT have their own bit: they came after the chain's messages.
+    const bool tile_send = type >= static_cast<uint16_t>(MessageType::kSendTile);
+    EXPECT_EQ(capability_of_message(type), tile_send ? kCapabilityTileSend : kCapabilityForward);
   }
   EXPECT_FALSE(is_forward_message(kLastMessageType + 1));
   EXPECT_FALSE(is_graph_message(kLastMessageType + 1));
@@ -891,7 +893,8 @@ TEST(ProtocolVersion2, CapabilityNames) {
   EXPECT_EQ(kCapabilityTransposedJobs, kCapabilityTls << 1);
   EXPECT_EQ(capability_names(kCapabilityTransposedJobs << 1), "graph-probe");
   EXPECT_EQ(capability_names(kCapabilityGraphProbe << 1), "forward");
-  EXPECT_EQ(capability_names(kCapabilityForward << 1), "bit 7");
+  EXPECT_EQ(capability_names(kCapabilityForward << 1), "tile-send");
+  EXPECT_EQ(capability_names(kCapabilityTileSend << 1), "bit 8");
   EXPECT_EQ(capability_names(kCapabilityGraph | (uint64_t{1} << 9)), "graph, bit 9");
 }
 

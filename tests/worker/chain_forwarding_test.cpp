@@ -1,7 +1,9 @@
 // Chain forwarding on real in-process workers over loopback: the coordinator sets the chain up
 // from its tail, stores B's pieces on the head only, and every other node announces each piece
 // with STORED and multiplies with it exactly; a wrong run, a STORE before the run is named, an
-// unreachable next node and a next node that goes away are each refused or reported.
+// unreachable next node and a next node that goes away are each refused or reported. SEND_TILE:
+// a tile computed on one worker reaches the others straight, after the jobs sent before it, and a
+// send to a worker without the run, or of a tile not stored, is answered with why.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -191,6 +193,98 @@ TEST_F(ChainForwardingTest, ANextNodeThatGoesAwayIsReportedToTheCoordinator) {
     }
   }
   EXPECT_TRUE(reported);
+}
+
+// What a SEND_TILE answers: SENT for tile `id`.
+::testing::AssertionResult sent(tp::FrameConnection& connection, uint32_t id, bool delivered,
+                                const std::string& reason_part = "") {
+  Result<tp::ForwardMessage> message = read_forward(connection);
+  if (!message) return ::testing::AssertionFailure() << message.status().to_string();
+  const auto* answer = std::get_if<tp::Sent>(&*message);
+  if (answer == nullptr) return ::testing::AssertionFailure() << "not SENT";
+  if (answer->tile_id != id || answer->delivered != delivered || answer->run_token != kToken) {
+    return ::testing::AssertionFailure() << "tile " << answer->tile_id << " delivered " << answer->delivered << ": "
+                                         << answer->reason;
+  }
+  if (answer->reason.find(reason_part) == std::string::npos) {
+    return ::testing::AssertionFailure() << "reason '" << answer->reason << "' lacks '" << reason_part << "'";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(ChainForwardingTest, AComputedTileIsSentToTheOtherWorkersAfterItsJobs) {
+  std::array<std::unique_ptr<tp::FrameConnection>, 3> coordinator;
+  for (int i = 0; i < 3; ++i) {
+    coordinator[i] = session(i);
+    ASSERT_NE(coordinator[i], nullptr);
+    // A run of tile sends only: no next node, the DAG's ids in range.
+    ASSERT_TRUE(tp::write_forward_message(*coordinator[i], setup_for(-1, 8)).is_ok());
+    ASSERT_TRUE(ready(*coordinator[i], true)) << "node " << i;
+  }
+  // Node 0 computes C = A B into tile kFirstPiece + 2 and, right behind the job (not after its
+  // CREDIT), is told to send it to nodes 1 and 2: the send waits for the job.
+  const Dense a = Dense::integers(96, 80, 3);
+  const Dense b = Dense::integers(80, 64, 4);
+  ASSERT_TRUE(store_tile(*coordinator[0], 100, a).is_ok());
+  ASSERT_TRUE(store_tile(*coordinator[0], 101, b).is_ok());
+  tp::Job job = gemm_job(1, 100, 101, kFirstPiece + 2, 96, 64, 80, tp::kJobCreateOutput);
+  job.c_rows = 96;
+  job.c_cols = 64;
+  ASSERT_TRUE(coordinator[0]->write_message(job, job.job_id).is_ok());
+  for (int to = 1; to < 3; ++to) {
+    const tp::SendTile send{kToken, kFirstPiece + 2, "127.0.0.1", workers_[to].port()};
+    ASSERT_TRUE(tp::write_forward_message(*coordinator[0], send).is_ok());
+  }
+  tp::IncomingFrame frame;
+  ASSERT_TRUE(read_expect<tp::Credit>(*coordinator[0], frame));
+  ASSERT_TRUE(sent(*coordinator[0], kFirstPiece + 2, true));
+  ASSERT_TRUE(sent(*coordinator[0], kFirstPiece + 2, true));
+  const Dense c = testing::multiply(a, b);
+  for (int i = 1; i < 3; ++i) {
+    Result<tp::ForwardMessage> message = read_forward(*coordinator[i]);
+    ASSERT_TRUE(message) << "node " << i << ": " << message.status().to_string();
+    const auto* stored = std::get_if<tp::Stored>(&*message);
+    ASSERT_NE(stored, nullptr);
+    EXPECT_EQ(stored->tile_id, kFirstPiece + 2);
+    // The receiver computes with it: C times an identity-like integer block, checked exactly.
+    const Dense e = Dense::integers(64, 8, 5 + i);
+    ASSERT_TRUE(store_tile(*coordinator[i], 102, e).is_ok());
+    tp::Job use = gemm_job(1, kFirstPiece + 2, 102, 103, 96, 8, 64, tp::kJobCreateOutput | tp::kJobSendResult);
+    use.c_rows = 96;
+    use.c_cols = 8;
+    ASSERT_TRUE(coordinator[i]->write_message(use, use.job_id).is_ok());
+    ASSERT_TRUE(read_expect<tp::Credit>(*coordinator[i], frame));
+    ASSERT_TRUE(read_expect<tp::ResultTile>(*coordinator[i], frame));
+    const auto& result = std::get<tp::ResultTile>(frame.message);
+    const Dense expected = testing::multiply(c, e);
+    ASSERT_EQ(result.data.size(), expected.values.size());
+    for (std::size_t v = 0; v < expected.values.size(); ++v) EXPECT_EQ(result.data[v], expected.values[v]) << "node " << i;
+  }
+}
+
+TEST_F(ChainForwardingTest, ATileSendThatCannotGoIsAnsweredWithWhy) {
+  auto sender = session(0);
+  ASSERT_NE(sender, nullptr);
+  ASSERT_TRUE(tp::write_forward_message(*sender, setup_for(-1, 8)).is_ok());
+  ASSERT_TRUE(ready(*sender, true));
+  ASSERT_TRUE(store_tile(*sender, kFirstPiece, Dense::integers(4, 4, 1)).is_ok());
+  // Node 1 has no run: it refuses the peer link, and the SENT names it.
+  const std::string peer = "127.0.0.1:" + std::to_string(workers_[1].port());
+  ASSERT_TRUE(tp::write_forward_message(*sender, tp::SendTile{kToken, kFirstPiece, "127.0.0.1", workers_[1].port()}).is_ok());
+  EXPECT_TRUE(sent(*sender, kFirstPiece, false, "did not reach " + peer));
+  // Another run's token: refused without trying.
+  ASSERT_TRUE(tp::write_forward_message(*sender, tp::SendTile{kToken + 1, kFirstPiece, "127.0.0.1", workers_[1].port()}).is_ok());
+  Result<tp::ForwardMessage> other = read_forward(*sender);
+  ASSERT_TRUE(other) << other.status().to_string();
+  const auto* refused_send = std::get_if<tp::Sent>(&*other);
+  ASSERT_NE(refused_send, nullptr);
+  EXPECT_FALSE(refused_send->delivered);
+  EXPECT_NE(refused_send->reason.find("is not this worker's current run"), std::string::npos) << refused_send->reason;
+  // A tile that is not stored: the session ends with an ERROR naming it.
+  ASSERT_TRUE(tp::write_forward_message(*sender, tp::SendTile{kToken, kFirstPiece + 5, "127.0.0.1", workers_[1].port()}).is_ok());
+  std::string message;
+  EXPECT_TRUE(testing::read_error(*sender, tp::ErrorCode::kNoSuchTile, &message));
+  EXPECT_NE(message.find("tile " + std::to_string(kFirstPiece + 5) + " is not stored"), std::string::npos) << message;
 }
 
 }  // namespace

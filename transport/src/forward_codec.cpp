@@ -63,6 +63,40 @@ Result<ForwardMessage> decode_stored(std::span<const std::byte> payload) {
   return finish(r, m);
 }
 
+Result<ForwardMessage> decode_send_tile(std::span<const std::byte> payload, const Limits& limits) {
+  SendTile m;
+  PayloadReader r("SEND_TILE", payload);
+  if (!(r.u64("run_token", m.run_token) && r.u32("tile_id", m.tile_id) && r.u16("port", m.port) &&
+        r.zero_padding("pad", 2) && r.string("host", limits.max_string_bytes, m.host))) {
+    return r.status();
+  }
+  if (m.host.empty() || m.port == 0) {
+    r.fail(m.host.empty() ? std::string("the host is empty") : std::string("port 0 given with the host"));
+    return r.status();
+  }
+  return finish(r, std::move(m));
+}
+
+Result<ForwardMessage> decode_sent(std::span<const std::byte> payload, const Limits& limits) {
+  Sent m;
+  uint8_t delivered = 0;
+  PayloadReader r("SENT", payload);
+  if (!(r.u64("run_token", m.run_token) && r.u32("tile_id", m.tile_id) && r.u8("delivered", delivered) &&
+        r.zero_padding("pad", 3) && r.string("reason", limits.max_string_bytes, m.reason))) {
+    return r.status();
+  }
+  if (delivered > 1) {
+    r.fail("delivered " + std::to_string(delivered) + " is neither 0 nor 1");
+    return r.status();
+  }
+  m.delivered = delivered == 1;
+  if (m.delivered != m.reason.empty()) {
+    r.fail(m.delivered ? std::string("a delivered tile gives no reason") : std::string("an undelivered tile gives its reason"));
+    return r.status();
+  }
+  return finish(r, std::move(m));
+}
+
 }  // namespace
 
 MessageType forward_message_type(const ForwardMessage& message) {
@@ -89,11 +123,27 @@ std::vector<std::byte> encode_forward_payload(const ForwardMessage& message) {
           w.zeros(7);
           w.string(m.reason);
           return w.take();
-        } else {
+        } else if constexpr (std::is_same_v<T, Stored>) {
           PayloadWriter w(kStoredPayloadBytes);
           w.u64(m.run_token);
           w.u32(m.tile_id);
           w.zeros(4);
+          return w.take();
+        } else if constexpr (std::is_same_v<T, SendTile>) {
+          PayloadWriter w(kSendTileFixedBytes + m.host.size());
+          w.u64(m.run_token);
+          w.u32(m.tile_id);
+          w.u16(m.port);
+          w.zeros(2);
+          w.string(m.host);
+          return w.take();
+        } else {
+          PayloadWriter w(kSentFixedBytes + m.reason.size());
+          w.u64(m.run_token);
+          w.u32(m.tile_id);
+          w.u8(m.delivered ? 1 : 0);
+          w.zeros(3);
+          w.string(m.reason);
           return w.take();
         }
       },
@@ -105,6 +155,8 @@ Result<ForwardMessage> decode_forward_payload(uint16_t type, std::span<const std
     case static_cast<uint16_t>(MessageType::kForwardSetup): return decode_setup(payload, limits);
     case static_cast<uint16_t>(MessageType::kForwardReady): return decode_ready(payload, limits);
     case static_cast<uint16_t>(MessageType::kStored): return decode_stored(payload);
+    case static_cast<uint16_t>(MessageType::kSendTile): return decode_send_tile(payload, limits);
+    case static_cast<uint16_t>(MessageType::kSent): return decode_sent(payload, limits);
     default: return protocol_error(message_type_name(type) + " is not a forwarding message");
   }
 }
@@ -122,6 +174,14 @@ Status check_forward_payload_length(uint16_t type, uint64_t length, const Limits
       max = kForwardReadyFixedBytes + limits.max_string_bytes;
       break;
     case static_cast<uint16_t>(MessageType::kStored): min = max = kStoredPayloadBytes; break;
+    case static_cast<uint16_t>(MessageType::kSendTile):
+      min = kSendTileFixedBytes;
+      max = kSendTileFixedBytes + limits.max_string_bytes;
+      break;
+    case static_cast<uint16_t>(MessageType::kSent):
+      min = kSentFixedBytes;
+      max = kSentFixedBytes + limits.max_string_bytes;
+      break;
     default: return protocol_error(message_type_name(type) + " is not a forwarding message");
   }
   if (length >= min && length <= max) return Status::ok();

@@ -567,6 +567,8 @@ PayloadBounds payload_bounds(MessageType type, const Limits& limits) {
     case MessageType::kForwardSetup: return {kForwardSetupFixedBytes, kForwardSetupFixedBytes + max_string};
     case MessageType::kForwardReady: return {kForwardReadyFixedBytes, kForwardReadyFixedBytes + max_string};
     case MessageType::kStored: return {kStoredPayloadBytes, kStoredPayloadBytes};
+    case MessageType::kSendTile: return {kSendTileFixedBytes, kSendTileFixedBytes + max_string};
+    case MessageType::kSent: return {kSentFixedBytes, kSentFixedBytes + max_string};
   }
   return {0, 0};
 }
@@ -611,6 +613,7 @@ std::string capability_names(uint64_t capabilities) {
       case kCapabilityTransposedJobs: names += "transpose"; break;
       case kCapabilityGraphProbe: names += "graph-probe"; break;
       case kCapabilityForward: names += "forward"; break;
+      case kCapabilityTileSend: names += "tile-send"; break;
       default: names += "bit " + std::to_string(bit); break;
     }
   }
@@ -655,6 +658,8 @@ std::string message_type_name(uint16_t type) {
     case 29: return "FORWARD_SETUP";
     case 30: return "FORWARD_READY";
     case 31: return "STORED";
+    case 32: return "SEND_TILE";
+    case 33: return "SENT";
     default: return "UNKNOWN(" + std::to_string(type) + ")";
   }
 }
@@ -665,6 +670,9 @@ uint64_t capability_of_message(uint16_t type) {
     return kCapabilityGraphProbe;
   }
   if (is_graph_message(type)) return kCapabilityGraph;
+  if (type == static_cast<uint16_t>(MessageType::kSendTile) || type == static_cast<uint16_t>(MessageType::kSent)) {
+    return kCapabilityTileSend;
+  }
   if (is_forward_message(type)) return kCapabilityForward;
   switch (static_cast<MessageType>(type)) {
     case MessageType::kProbe:

@@ -44,35 +44,23 @@ tp::ForwardReady ChainForwarding::setup(SessionContext& coordinator, const tp::F
     first_ = setup.first_tile_id;
     last_ = setup.last_tile_id;
     coordinator_ = &coordinator;
+    secret_ = coordinator.secret();
+    limits_ = coordinator.limits();
+    wire_ = coordinator.wire();
     stopping_ = false;
     tiles_forwarded_ = bytes_forwarded_ = 0;
+    tiles_sent_ = bytes_sent_ = 0;
     queued_ids_.clear();
   }
   if (setup.next_host.empty()) {
-    ready.linked = true;  // the chain's tail: nothing to link
+    ready.linked = true;  // the chain's tail, or a run of tile sends only: nothing to link
     return ready;
   }
   // The next node admits our peer link only once its own FORWARD_SETUP has come: the coordinator
   // sets the chain up from its tail.
-  auto connection = tp::FrameConnection::connect(setup.next_host, setup.next_port, timeout, coordinator.limits());
-  Status linked = connection.status();
-  if (connection) {
-    Result<tp::Hello> hello =
-        tp::client_handshake(**connection, coordinator.secret(), timeout, tp::SessionRole::kPeer, coordinator.wire());
-    if (!hello) {
-      linked = hello.status();
-    } else if ((hello->capabilities & tp::kCapabilityForward) == 0) {
-      linked = invalid_config("it does not take forwarded tiles (it offers " +
-                              tp::capability_names(hello->capabilities) + ")");
-    } else {
-      linked = tp::write_forward_message(**connection, tp::ForwardSetup{setup.run_token, 0, 0, "", 0});
-      // The next node answers FORWARD_READY once it has taken the link for this run, or ERROR
-      // saying why not (no run there, another run): only then is the link known to carry tiles.
-      if (linked.is_ok()) linked = await_peer_ready(**connection, setup.run_token, timeout);
-    }
-  }
-  if (!linked.is_ok()) {
-    ready.reason = fmt::format("cannot link to the next node {}: {}", next_name, linked.message());
+  Result<std::unique_ptr<tp::FrameConnection>> connection = open_peer_link(setup.next_host, setup.next_port, timeout);
+  if (!connection) {
+    ready.reason = fmt::format("cannot link to the next node {}: {}", next_name, connection.status().message());
     coordinator.log(ready.reason);
     return ready;
   }
@@ -84,6 +72,33 @@ tp::ForwardReady ChainForwarding::setup(SessionContext& coordinator, const tp::F
   }
   ready.linked = true;
   return ready;
+}
+
+Result<std::unique_ptr<tp::FrameConnection>> ChainForwarding::open_peer_link(const std::string& host, uint16_t port,
+                                                                              std::chrono::milliseconds timeout) const {
+  std::string secret;
+  tp::Limits limits;
+  tp::WireMode wire{};
+  uint64_t token = 0;
+  {
+    std::lock_guard lock(mutex_);
+    secret = secret_;
+    limits = limits_;
+    wire = wire_;
+    token = token_;
+  }
+  auto connection = tp::FrameConnection::connect(host, port, timeout, limits);
+  if (!connection) return connection.status();
+  Result<tp::Hello> hello = tp::client_handshake(**connection, secret, timeout, tp::SessionRole::kPeer, wire);
+  if (!hello) return hello.status();
+  if ((hello->capabilities & tp::kCapabilityForward) == 0) {
+    return invalid_config("it does not take forwarded tiles (it offers " + tp::capability_names(hello->capabilities) + ")");
+  }
+  TESSERA_RETURN_IF_ERROR(tp::write_forward_message(**connection, tp::ForwardSetup{token, 0, 0, "", 0}));
+  // The peer answers FORWARD_READY once it has taken the link for this run, or ERROR saying why
+  // not (no run there, another run): only then is the link known to carry tiles.
+  TESSERA_RETURN_IF_ERROR(await_peer_ready(**connection, token, timeout));
+  return std::move(*connection);
 }
 
 std::shared_ptr<ChainForwarding::Incoming> ChainForwarding::begin_tile(const std::shared_ptr<Tile>& tile,
@@ -214,25 +229,108 @@ void ChainForwarding::forward_loop() {
   }
 }
 
+void ChainForwarding::send_to_peer(uint64_t run_token, std::shared_ptr<Tile> tile, const std::string& host,
+                                   uint16_t port) {
+  std::lock_guard lock(mutex_);
+  if (const Status current = current_run_locked(run_token); !current.is_ok() || stopping_) {
+    tell_coordinator_locked(tp::Sent{run_token, tile->id(), false,
+                                     fmt::format("tile {} was not sent to {}:{}: {}", tile->id(), host, port,
+                                                 current.is_ok() ? "the run is ending" : current.message())});
+    return;
+  }
+  sends_.push_back(PeerSend{std::move(tile), host, port});
+  if (!sender_.joinable()) sender_ = std::thread([this] { send_loop(); });
+  queue_changed_.notify_all();
+}
+
+// How long opening a peer link for a SEND_TILE may take: as for the chain's next node.
+constexpr std::chrono::milliseconds kPeerLinkTimeout{5000};
+
+void ChainForwarding::send_loop() {
+  for (;;) {
+    PeerSend send;
+    tp::FrameConnection* link = nullptr;
+    const std::string peer_name = [&] {
+      std::unique_lock lock(mutex_);
+      queue_changed_.wait(lock, [this] { return stopping_ || !sends_.empty(); });
+      if (stopping_) return std::string();
+      send = std::move(sends_.front());
+      sends_.pop_front();
+      return fmt::format("{}:{}", send.host, send.port);
+    }();
+    if (peer_name.empty()) return;
+    Status written = Status::ok();
+    {
+      std::unique_lock lock(mutex_);
+      if (const auto found = peer_links_.find(peer_name); found != peer_links_.end()) link = found->second.get();
+    }
+    if (link == nullptr) {
+      // Opened outside the mutex (a handshake takes a round trip or two); only this thread adds links.
+      Result<std::unique_ptr<tp::FrameConnection>> opened = open_peer_link(send.host, send.port, kPeerLinkTimeout);
+      if (opened) {
+        std::lock_guard lock(mutex_);
+        if (stopping_) return;
+        link = opened->get();
+        peer_links_[peer_name] = std::move(*opened);
+      } else {
+        written = opened.status().with_context("cannot link to it: ");
+      }
+    }
+    if (link != nullptr) {
+      const Tile& tile = *send.tile;
+      const tp::TilePrefix prefix{tile.id(), tile.rows(), tile.cols(), tp::tile_crc32c({tile.data(), tile.size()})};
+      const auto header_bytes = tp::encode_store_header(prefix);
+      const auto prefix_bytes = tp::encode_store_prefix(prefix);
+      const std::array<asio::const_buffer, 3> parts{asio::buffer(header_bytes), asio::buffer(prefix_bytes),
+                                                    asio::buffer(tile.data(), tile.bytes())};
+      written = link->write_buffers(parts);
+    }
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    if (written.is_ok()) {
+      ++tiles_sent_;
+      bytes_sent_ += send.tile->bytes();
+      tell_coordinator_locked(tp::Sent{token_, send.tile->id(), true, ""});
+      continue;
+    }
+    if (const auto found = peer_links_.find(peer_name); found != peer_links_.end()) {
+      found->second->shutdown();
+      peer_links_.erase(found);
+    }
+    const std::string reason = fmt::format("tile {} did not reach {}: {}", send.tile->id(), peer_name, written.message());
+    if (coordinator_ != nullptr) coordinator_->log(reason);
+    tell_coordinator_locked(tp::Sent{token_, send.tile->id(), false, reason});
+  }
+}
+
 void ChainForwarding::stop_run() {
-  std::thread forwarder;
+  std::thread forwarder, sender;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
     if (next_ != nullptr) next_->shutdown();  // a write blocked on a stalled next node returns
+    for (auto& [name, link] : peer_links_) link->shutdown();  // and one blocked on a stalled peer
     forwarder = std::move(forwarder_);
+    sender = std::move(sender_);
   }
   queue_changed_.notify_all();
   if (forwarder.joinable()) forwarder.join();
+  if (sender.joinable()) sender.join();
   std::lock_guard lock(mutex_);
   if (active_ && coordinator_ != nullptr && next_ != nullptr) {
     coordinator_->log(fmt::format("forwarding run {}: {} tiles ({} bytes) forwarded to {}", token_, tiles_forwarded_,
                                   bytes_forwarded_, next_name_));
   }
+  if (active_ && coordinator_ != nullptr && tiles_sent_ > 0) {
+    coordinator_->log(fmt::format("run {}: {} tiles ({} bytes) sent to {} peers", token_, tiles_sent_, bytes_sent_,
+                                  peer_links_.size()));
+  }
   active_ = false;
   coordinator_ = nullptr;
   next_.reset();
   queue_.clear();
+  sends_.clear();
+  peer_links_.clear();
 }
 
 void ChainForwarding::end_session() { stop_run(); }

@@ -19,14 +19,21 @@
 // reported like any failure of it.
 // When the link to the next node fails, the worker tells the coordinator with an unsolicited
 // FORWARD_READY (linked 0, the reason) and drops what it had queued: the coordinator then feeds
-// the nodes after it itself. The run ends with the coordinator's session (end_session).
+// the nodes after it itself.
+// A run also carries SEND_TILEs (expression tiles going from the worker that computed them to the
+// workers that read them): send_to_peer() queues the tile for the run's sending thread, which
+// opens a peer link to each destination on first use (the same FORWARD_SETUP / FORWARD_READY
+// greeting), keeps it for the run, writes the tile as a STORE and answers the coordinator SENT,
+// delivered or why not (a failed link is closed; the next send to that node tries a new one).
+// The run ends with the coordinator's session (end_session) or its next FORWARD_SETUP.
 // Thread-safe: the coordinator's and the peers' connection threads call it concurrently; one
-// forwarding thread per run writes to the next node.
+// forwarding thread per run writes to the next node, one sending thread to the SEND_TILE peers.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,6 +82,11 @@ class ChainForwarding {
   Status stored_by_peer(uint64_t run_token, const std::shared_ptr<Tile>& tile);
   // Whether peer links are admitted now (a run is set up).
   Status admit_peer() const;
+  // SEND_TILE of the coordinator session `coordinator`, once the jobs before it are done (the
+  // caller runs this in the compute pool's order, so `tile` holds their result): `tile` goes to
+  // host:port over a peer link of run `run_token`, and SENT follows. A token that is not the
+  // current run's is answered SENT undelivered at once.
+  void send_to_peer(uint64_t run_token, std::shared_ptr<Tile> tile, const std::string& host, uint16_t port);
   // The coordinator's session ended: the run, its link and its queue go.
   void end_session();
 
@@ -85,6 +97,10 @@ class ChainForwarding {
   // Queues `message` on the coordinator session's writer, if it is still open. REQUIRES: mutex_.
   void tell_coordinator_locked(const transport::ForwardMessage& message);
   void forward_loop();
+  void send_loop();
+  // A peer link of the current run to host:port, greeted and taken (FORWARD_READY), within `timeout`.
+  Result<std::unique_ptr<transport::FrameConnection>> open_peer_link(const std::string& host, uint16_t port,
+                                                                     std::chrono::milliseconds timeout) const;
   // Writes one tile to the next node as its data arrives. REQUIRES: the forwarding thread.
   Status forward(transport::FrameConnection& next, Incoming& incoming);
   // REQUIRES: mutex_ not held. Stops the forwarding thread and closes the link.
@@ -103,6 +119,21 @@ class ChainForwarding {
   std::unordered_set<uint32_t> queued_ids_;  // this run's tiles already queued once
   std::thread forwarder_;
   uint64_t tiles_forwarded_ = 0, bytes_forwarded_ = 0;
+  // What open_peer_link needs of the coordinator's session, copied at setup: a peer link is
+  // opened on the sending thread, which must not reach into a session that may be ending.
+  std::string secret_;
+  transport::Limits limits_;
+  transport::WireMode wire_{};
+  // SEND_TILEs waiting for the sending thread, and its links ("host:port" -> link).
+  struct PeerSend {
+    std::shared_ptr<Tile> tile;
+    std::string host;
+    uint16_t port = 0;
+  };
+  std::deque<PeerSend> sends_;
+  std::map<std::string, std::unique_ptr<transport::FrameConnection>> peer_links_;
+  std::thread sender_;
+  uint64_t tiles_sent_ = 0, bytes_sent_ = 0;
 };
 
 }  // namespace tessera::worker

@@ -330,6 +330,40 @@ SessionStep handle_peer_store(SessionContext& context, const tp::FrameHeader& he
   return SessionStep::kContinue;
 }
 
+// A SEND_TILE in the compute pool's order: tasks run one at a time in submission order, so its
+// completion comes after every job sent before it, and the tile then holds their result.
+class SendAfterJobs final : public PoolTask {
+ public:
+  SendAfterJobs(ChainForwarding& forwarding, tp::SendTile send, std::shared_ptr<Tile> tile)
+      : forwarding_(forwarding), send_(std::move(send)), tile_(std::move(tile)) {}
+  std::size_t part_count(std::size_t) const override { return 1; }
+  void run_part(std::size_t, std::size_t) override {}
+  void complete(double) override { forwarding_.send_to_peer(send_.run_token, std::move(tile_), send_.host, send_.port); }
+
+ private:
+  ChainForwarding& forwarding_;
+  tp::SendTile send_;
+  std::shared_ptr<Tile> tile_;
+};
+
+SessionStep handle_send_tile(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
+  Result<tp::ForwardMessage> message = tp::read_forward_payload(context.connection(), header);
+  if (!message) {
+    return message.status().code() == StatusCode::kProtocolError
+               ? context.fail(tp::ErrorCode::kBadFrame, message.status().message(), header.request_id)
+               : context.read_failed(message.status(), header.request_id);
+  }
+  tp::SendTile send = std::get<tp::SendTile>(std::move(*message));
+  // The tile is in the store now if it is ever to be: a JOB creating it, or its STORE, came first.
+  std::shared_ptr<Tile> tile = context.store().find(send.tile_id);
+  if (!tile) {
+    return context.fail(tp::ErrorCode::kNoSuchTile, fmt::format("SEND_TILE: tile {} is not stored", send.tile_id),
+                        header.request_id);
+  }
+  context.pool().submit(std::make_unique<SendAfterJobs>(forwarding, std::move(send), std::move(tile)));
+  return SessionStep::kContinue;
+}
+
 SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
   const tp::Job& job = std::get<tp::Job>(frame.message);
   const uint64_t request_id = frame.header.request_id;
@@ -580,11 +614,13 @@ Service gemm_service() {
   // JOB's ADD_SCALED op is what kCapabilityExpression promises; it shares STORE and the job queue.
   // kCapabilityTransposedJobs promises JOB's transpose flags, on both ops; kCapabilityForward the
   // chain's FORWARD_SETUP and the peer links that carry B's pieces.
+  // kCapabilityTileSend: SEND_TILE, a stored tile sent to another worker over a peer link.
   service.capability = tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs |
-                       tp::kCapabilityForward;
+                       tp::kCapabilityForward | tp::kCapabilityTileSend;
   const auto forwarding = std::make_shared<ChainForwarding>();
   MessageHandler store = with_forwarding(tp::MessageType::kStore, forwarding, handle_store);
   MessageHandler forward_setup = with_forwarding(tp::MessageType::kForwardSetup, forwarding, handle_forward_setup);
+  MessageHandler send_tile = with_forwarding(tp::MessageType::kSendTile, forwarding, handle_send_tile);
 
   MessageHandler job;
   job.type = tp::MessageType::kJob;
@@ -605,8 +641,8 @@ Service gemm_service() {
   stats.type = tp::MessageType::kStatsRequest;
   stats.on_message = handle_stats_request;
 
-  service.handlers = {std::move(probe), std::move(store),         std::move(job),
-                      std::move(release), std::move(stats), std::move(forward_setup)};
+  service.handlers = {std::move(probe), std::move(store),         std::move(job),           std::move(release),
+                      std::move(stats), std::move(forward_setup), std::move(send_tile)};
 
   service.peer_handlers = {with_forwarding(tp::MessageType::kForwardSetup, forwarding, handle_peer_forward_setup),
                            with_forwarding(tp::MessageType::kStore, forwarding, handle_peer_store)};

@@ -80,6 +80,10 @@ inline constexpr uint64_t kCapabilityGraphProbe = 1ull << 5;
 // The worker takes FORWARD_SETUP and forwards B's pieces to the next node of a chain over a peer
 // link, and files pieces forwarded to it (forward_codec.hpp). Extends the GEMM service.
 inline constexpr uint64_t kCapabilityForward = 1ull << 6;
+// The worker takes SEND_TILE: after the jobs before it, it sends a stored tile to another worker
+// over a peer link of the current forwarding run and answers SENT (forward_codec.hpp). Expression
+// tiles travel worker to worker this way. A bit of its own: it came after kCapabilityForward.
+inline constexpr uint64_t kCapabilityTileSend = 1ull << 7;
 
 // "gemm, graph" for a set of bits; "none" for 0; bits without a name as "bit 9".
 std::string capability_names(uint64_t capabilities);
@@ -123,9 +127,11 @@ enum class MessageType : uint16_t {
   kForwardSetup = 29,  // coordinator -> worker, and a peer link's first frame
   kForwardReady = 30,  // worker -> coordinator: answer to FORWARD_SETUP
   kStored = 31,        // worker -> coordinator: a forwarded tile arrived
+  kSendTile = 32,      // coordinator -> worker: send a stored tile to another worker (kCapabilityTileSend)
+  kSent = 33,          // worker -> coordinator: that tile reached the other worker, or why not
 };
 // Types are numbered 1..kLastMessageType without gaps; a table indexed by type needs this + 1 slots.
-inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kStored);
+inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kSent);
 // Types 1..kLastTransportMessageType have their payloads in Message and decode_payload; the ones
 // after it belong to a service's own codec (the graph service's, today).
 inline constexpr uint16_t kLastTransportMessageType = static_cast<uint16_t>(MessageType::kStats);
@@ -135,7 +141,7 @@ constexpr bool is_graph_message(uint16_t type) {
 }
 inline constexpr uint16_t kFirstForwardMessageType = static_cast<uint16_t>(MessageType::kForwardSetup);
 constexpr bool is_forward_message(uint16_t type) {
-  return type >= kFirstForwardMessageType && type <= static_cast<uint16_t>(MessageType::kStored);
+  return type >= kFirstForwardMessageType && type <= static_cast<uint16_t>(MessageType::kSent);
 }
 
 // The capability bit of the service whose messages include `type` (PROBE, STORE, JOB, RELEASE,
