@@ -193,6 +193,10 @@ int run(int argc, char** argv) {
   eval_cmd->add_flag("--every-node", eval.settings.every_node,
                      "scheduled: give every node tasks, even when fewer nodes (the fastest first) are forecast faster");
   eval_cmd->add_option("--cache-mb", eval.settings.cache_mb, "scheduled: each node's tile cache (default: half its tile memory)");
+  eval_cmd->add_option("--tile-route", eval.settings.tile_route,
+                       "scheduled: tiles between nodes go direct (worker to worker, where every worker can) | "
+                       "through the coordinator")
+      ->capture_default_str();
   eval_cmd->add_option("--policy", eval.settings.policy, "sequence: policy of every product: even | proportional | model | dynamic")
       ->capture_default_str();
   eval_cmd->add_option("--verify", eval.settings.verify, "freivalds | exact | none: the value (scheduled) or each product (sequence)")

@@ -189,7 +189,8 @@ PYBIND11_MODULE(_tessera, module) {
       std::pair{"mode", &EvalSettings::mode}, std::pair{"rewrite", &EvalSettings::rewrite},
       std::pair{"tile", &EvalSettings::tile}, std::pair{"nodes", &EvalSettings::nodes},
       std::pair{"every_node", &EvalSettings::every_node}, std::pair{"cache_mb", &EvalSettings::cache_mb},
-      std::pair{"policy", &EvalSettings::policy}, std::pair{"verify", &EvalSettings::verify});
+      std::pair{"tile_route", &EvalSettings::tile_route}, std::pair{"policy", &EvalSettings::policy},
+      std::pair{"verify", &EvalSettings::verify});
   bind_options<PartitionSettings>(
       module, "PartitionSettings",
       "A graph partitioning's options, as tessera.partition takes them; a default-constructed one holds the defaults "

@@ -119,13 +119,15 @@ class Expression:
 
     def compute(self, *, mode: str = _EVAL.mode, tile: int | None = None, nodes: "Sequence[str] | None" = None,
                 every_node: bool = _EVAL.every_node, policy: str = _EVAL.policy, verify: str = _EVAL.verify,
-                rewrite: bool = _EVAL.rewrite, explain: bool = False, progress: "Callable[[dict], None] | None" = None):
+                rewrite: bool = _EVAL.rewrite, tile_route: str = _EVAL.tile_route, explain: bool = False,
+                progress: "Callable[[dict], None] | None" = None):
         """Evaluates on the cluster; returns ``(numpy array, EvalReport)``.
 
         mode: "scheduled" (tile tasks placed by HEFT with each node's tile cache, intermediates
         kept on the nodes; ``tile`` fixes the tile size, else the simulation picks it; ``nodes``
         names the only nodes to use; the fastest few of them run alone when that is forecast clearly
-        faster, unless ``every_node=True``) or "sequence" (one multiply per product, with ``policy``:
+        faster, unless ``every_node=True``; ``tile_route``: "direct", tiles between nodes go worker
+        to worker where every worker can, or "coordinator") or "sequence" (one multiply per product, with ``policy``:
         "even" | "proportional" | "model" | "dynamic"); verify: "freivalds" | "exact" | "none",
         of the value (scheduled) or of every product (sequence), a failure raising
         VerificationError; rewrite=False evaluates as written; explain=True adds the before/after
@@ -137,4 +139,5 @@ class Expression:
         settings = _tessera.EvalSettings()
         settings.mode, settings.tile, settings.nodes = mode, tile or 0, list(nodes or [])
         settings.every_node, settings.policy, settings.verify, settings.rewrite = bool(every_node), policy, verify, bool(rewrite)
+        settings.tile_route = tile_route
         return self._cluster._evaluate(self._text, self._inputs, settings, explain, progress)

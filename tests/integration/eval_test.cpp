@@ -4,6 +4,7 @@
 // absent nodes are refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <thread>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "process_fixture.hpp"
@@ -185,6 +187,86 @@ TEST_F(EvalTest, TheScheduledReportAddsUp) {
   Result<report::EvalOutcome> unknown = session->evaluate(*e, views, alone);
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("'zz'"), std::string::npos) << unknown.status().to_string();
+}
+
+// Tiles one node computed go straight to the nodes that read them: the value is exact either way,
+// the nodes report the bytes they sent each other, and the coordinator sends less than when every
+// such tile passes through it.
+TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
+  Result<session::Session> session = session::Session::open(cluster_);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  const linalg::Matrix p = small_integers(64, 64, 31);
+  const std::map<std::string, linalg::MatrixView> views = {{"P", linalg::MatrixView(p)}};
+  Result<expr::Expr> e = expr::parse("P^4 + P^2", {{"P", {64, 64}}});
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  Result<linalg::Matrix> local = expr::evaluate(*e, views);
+  ASSERT_TRUE(local.is_ok()) << local.status().to_string();
+  std::map<bool, report::ScheduledEval> runs;
+  for (bool direct : {true, false}) {
+    SCOPED_TRACE(direct ? "direct" : "through the coordinator");
+    session::EvalOptions options;
+    options.tile = 16;
+    options.every_node = true;
+    options.direct_tiles = direct;
+    options.multiply.verify = run::VerifyMode::kExact;
+    Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
+    ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
+    EXPECT_EQ(outcome->value.values, local->values);
+    runs[direct] = *outcome->scheduled;
+    EXPECT_EQ(runs[direct].tile_route, direct ? "direct" : "coordinator");
+    EXPECT_TRUE(runs[direct].route_notes.empty()) << runs[direct].route_notes.front();
+    uint64_t peer_bytes = 0;
+    for (const report::ScheduledNode& node : runs[direct].nodes) peer_bytes += node.peer_bytes_sent;
+    if (direct) {
+      EXPECT_GT(peer_bytes, 0u);
+    } else {
+      EXPECT_EQ(peer_bytes, 0u);
+    }
+    EXPECT_NE(report::eval_report_json(*outcome).find("\"coordinator_bytes_sent\""), std::string::npos);
+  }
+  EXPECT_LT(runs[true].coordinator_bytes_sent, runs[false].coordinator_bytes_sent);
+}
+
+// A link between two workers that fails (here: one node told to reach another at an address nobody
+// listens on) is not a lost node: the same nodes run again with every tile through the
+// coordinator, the value exact, and the report says why.
+TEST_F(EvalTest, AFailedLinkBetweenWorkersRunsAgainThroughTheCoordinator) {
+  session::SessionOptions session_options;
+  const std::size_t count = cluster_.nodes.size();
+  session_options.peer_hosts.assign(count, std::vector<std::string>(count));
+  for (std::size_t from = 0; from < count; ++from) {
+    for (std::size_t to = 0; to < count; ++to) session_options.peer_hosts[from][to] = "127.0.0.2";  // refused
+  }
+  Result<session::Session> session = session::Session::open(cluster_, session_options);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  const linalg::Matrix p = small_integers(64, 64, 32);
+  const std::map<std::string, linalg::MatrixView> views = {{"P", linalg::MatrixView(p)}};
+  Result<expr::Expr> e = expr::parse("P^4", {{"P", {64, 64}}});
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  Result<linalg::Matrix> local = expr::evaluate(*e, views);
+  ASSERT_TRUE(local.is_ok());
+  session::EvalOptions options;
+  options.tile = 16;
+  options.every_node = true;
+  options.multiply.verify = run::VerifyMode::kExact;
+  std::vector<std::string> notices;
+  session::RunControl control;
+  control.on_notice = [&](const std::string& notice) { notices.push_back(notice); };
+  Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options, control);
+  ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
+  EXPECT_EQ(outcome->value.values, local->values);
+  const report::ScheduledEval& run = *outcome->scheduled;
+  EXPECT_EQ(run.attempts, 2u);
+  EXPECT_TRUE(run.lost_nodes.empty());
+  EXPECT_EQ(run.tile_route, "coordinator");
+  // One notice says why (another may say a quick profile is measured first).
+  const auto failed = std::find_if(notices.begin(), notices.end(),
+                                   [](const std::string& notice) { return notice.find("could not send tile") != std::string::npos; });
+  ASSERT_NE(failed, notices.end()) << fmt::format("{}", fmt::join(notices, " | "));
+  EXPECT_NE(failed->find("127.0.0.2"), std::string::npos) << *failed;
+  EXPECT_NE(failed->find("running again with every tile through the coordinator"), std::string::npos) << *failed;
+  ASSERT_EQ(run.route_notes.size(), 1u);
+  EXPECT_EQ(run.route_notes[0], *failed);
 }
 
 TEST_F(EvalTest, TheCliWritesTheResultAndAReportAndRefusesBadExpressionsByColumn) {

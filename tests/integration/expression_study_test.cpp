@@ -91,7 +91,7 @@ TEST_F(TinyExpressionStudy, SequenceModeWritesResultsSummaryPlotAndReport) {
   const auto results = read_csv(out + "/results.csv", &header);
   EXPECT_EQ(header, (std::vector<std::string>{"cluster", "benchmark", "mode", "repeat", "wall_s", "makespan_s",
                                               "predicted_s", "theoretical_s", "fastest_alone_s", "bytes_moved",
-                                              "naive_bytes", "tile", "verified"}));
+                                              "naive_bytes", "tile", "coordinator_bytes_sent", "verified"}));
   ASSERT_EQ(results.size(), 2u);  // 2 benchmarks x 1 mode x 1 repetition
   EXPECT_EQ(results[0].at("benchmark"), "markov");
   EXPECT_EQ(results[1].at("benchmark"), "chain");
@@ -105,7 +105,7 @@ TEST_F(TinyExpressionStudy, SequenceModeWritesResultsSummaryPlotAndReport) {
     EXPECT_GE(std::stod(row.at("wall_s")), std::stod(row.at("makespan_s"))) << "the products run inside the evaluation";
     EXPECT_GT(std::stod(row.at("bytes_moved")), 0.0);
     // What only a scheduled run has stays empty.
-    for (const char* column : {"theoretical_s", "fastest_alone_s", "naive_bytes", "tile"}) {
+    for (const char* column : {"theoretical_s", "fastest_alone_s", "naive_bytes", "tile", "coordinator_bytes_sent"}) {
       EXPECT_EQ(row.at(column), "") << column;
     }
   }

@@ -269,8 +269,9 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank[a] > rank[b]; });
 
   std::vector<double> node_free(nodes, 0.0), link_free(nodes, 0.0);
-  // The switch's uplink toward its nodes: every tile a node behind it receives (all come through
-  // the coordinator) flows through it too, one tile after another as on each node's own link.
+  // The switch's uplink toward its nodes: every tile a node behind it receives through the
+  // coordinator flows through it too, one tile after another as on each node's own link; a tile
+  // sent worker to worker from another node behind the switch does not.
   const std::vector<bool> behind = model::behind_switch_of(model);
   const double uplink_rate = model.switch_uplink_bytes_per_s;
   double uplink_free = 0.0;
@@ -287,6 +288,7 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
     const TileTask& task = dag.tasks[task_index];
     struct Trial {
       double finish = kInfinity, start = 0.0, link = 0.0, receive = 0.0, uplink = 0.0;
+      bool through_uplink = false;
       std::vector<bool> cached;
       std::vector<std::pair<uint64_t, double>> fetched;  // key, ready time on the node
     };
@@ -298,7 +300,8 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
       Trial trial;
       trial.link = link_free[p];
       trial.uplink = uplink_free;
-      const bool through_uplink = behind[p] && uplink_rate > 0.0 && !options.zero_communication;
+      const bool uplink_binds = behind[p] && uplink_rate > 0.0 && !options.zero_communication;
+      bool through_uplink = false;  // the fetch that arrives first crossed the uplink
       double ready = 0.0;
       std::unordered_set<uint64_t> fetched_here;
       for (const TileRef& read : task.reads) {
@@ -320,27 +323,35 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
         const double bytes = dag.tile_bytes(read);
         // The link is busy while the bytes flow; the tile arrives a latency after they are sent.
         double arrival = kInfinity, link_done = kInfinity;
-        const auto consider = [&](double available, const Transfer& t) {
-          const double begin = std::max(trial.link, through_uplink ? std::max(available, trial.uplink) : available);
-          const double sent = begin + (through_uplink ? std::max(t.busy_s, bytes / uplink_rate) : t.busy_s);
+        bool uplink_used = false;
+        const auto consider = [&](double available, const Transfer& t, bool via_uplink) {
+          const double begin = std::max(trial.link, via_uplink ? std::max(available, trial.uplink) : available);
+          const double sent = begin + (via_uplink ? std::max(t.busy_s, bytes / uplink_rate) : t.busy_s);
           if (sent + t.latency_s < arrival) {
             arrival = sent + t.latency_s;
             link_done = sent;
+            uplink_used = via_uplink;
           }
         };
         if (m.input) {
-          consider(0.0, move(kNone, p, bytes));
+          consider(0.0, move(kNone, p, bytes), uplink_binds);
         } else {
-          for (std::size_t q : holders[key]) consider(caches[q].ready(key), move(q, p, bytes));
+          for (std::size_t q : holders[key]) {
+            consider(caches[q].ready(key), move(q, p, bytes), uplink_binds && !(options.peer_transfers && behind[q]));
+          }
         }
         trial.link = link_done;
-        if (through_uplink) trial.uplink = link_done;
+        if (uplink_used) {
+          trial.uplink = link_done;
+          through_uplink = true;
+        }
         ready = std::max(ready, arrival);
         trial.receive += options.zero_communication ? 0.0 : bytes * std::max(model.nodes[p].cpu.receive_s_per_byte, 0.0);
         trial.cached.push_back(false);
         trial.fetched.emplace_back(key, arrival);
         fetched_here.insert(key);
       }
+      trial.through_uplink = through_uplink;
       trial.start = std::max(node_free[p], ready);
       // A tile of the result goes back to the coordinator from the job that finishes it, written by
       // the worker's compute thread before its next job starts: the node pays the send.
@@ -365,7 +376,7 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
     placement.cached = best.cached;
     node_free[p] = best.finish;
     link_free[p] = best.link;
-    if (behind[p] && uplink_rate > 0.0) uplink_free = std::max(uplink_free, best.uplink);
+    if (best.through_uplink) uplink_free = std::max(uplink_free, best.uplink);
     schedule.busy_s[p] += best.finish - best.start;
     // The cache: what this task reads stays, the fetched tiles and the output come in.
     std::unordered_set<uint64_t> reading;
@@ -393,8 +404,9 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
     for (const auto& [key, arrival] : best.fetched) {
       const double bytes = dag.tile_bytes(tile_of(key));
       schedule.bytes_moved += bytes;
-      // A tile from another node goes through the coordinator: in, then out.
-      schedule.coordinator_bytes += dag.matrices[tile_of(key).matrix].input ? bytes : 2.0 * bytes;
+      // A tile from another node goes through the coordinator, in and then out, or worker to worker.
+      const bool input = dag.matrices[tile_of(key).matrix].input;
+      schedule.coordinator_bytes += input ? bytes : options.peer_transfers ? 0.0 : 2.0 * bytes;
       caches[p].insert(key, bytes, arrival);
       if (!dag.matrices[tile_of(key).matrix].input) holders[key].push_back(p);
     }

@@ -35,14 +35,16 @@ std::string format_scheduled(const ScheduledEval& run, double wall_s) {
   }
   out += fmt::format("schedule: {} tile tasks of {} x {}, placed by HEFT with tile caches (predicted: {})\n", run.tasks,
                      run.tile, run.tile, candidates);
-  out += fmt::format("{:<12} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}\n", "node", "tasks",
-                     "share", "start pred", "start meas", "busy pred", "busy meas", "end pred", "end meas", "MB to",
-                     "MB from");
+  out += fmt::format("{:<12} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}\n", "node",
+                     "tasks", "share", "start pred", "start meas", "busy pred", "busy meas", "end pred", "end meas",
+                     "MB to", "MB from", "MB peers");
   for (const ScheduledNode& node : run.nodes) {
-    out += fmt::format("{:<12} {:>6} {:>5.0f}% {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>8.1f} {:>8.1f}\n",
-                       node.name, node.tasks, 100.0 * node.host_share, node.predicted_start_s, node.measured_start_s,
-                       node.predicted_busy_s, node.measured_busy_s, node.predicted_finish_s, node.measured_finish_s,
-                       static_cast<double>(node.bytes_to_node) / 1e6, static_cast<double>(node.bytes_from_node) / 1e6);
+    out += fmt::format(
+        "{:<12} {:>6} {:>5.0f}% {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>8.1f} {:>8.1f} {:>8.1f}\n",
+        node.name, node.tasks, 100.0 * node.host_share, node.predicted_start_s, node.measured_start_s,
+        node.predicted_busy_s, node.measured_busy_s, node.predicted_finish_s, node.measured_finish_s,
+        static_cast<double>(node.bytes_to_node) / 1e6, static_cast<double>(node.bytes_from_node) / 1e6,
+        static_cast<double>(node.peer_bytes_sent) / 1e6);
   }
   out += "(share: of its profiled speed, what the schedule expects the node to keep beside the coordinator's work)\n";
   out += fmt::format("{:<12} {:>6} {:>10} {:>10}\n", "task kind", "tasks", "pred s", "meas s");
@@ -58,8 +60,12 @@ std::string format_scheduled(const ScheduledEval& run, double wall_s) {
                      "({:.2f} of that)\n",
                      run.measured_bytes / 1e6, run.predicted_bytes / 1e6, run.naive_bytes / 1e6,
                      run.naive_bytes > 0.0 ? run.measured_bytes / run.naive_bytes : 0.0);
-  out += fmt::format("coordinator CPU: {:.3f} s measured, {:.3f} s predicted\n", run.measured_coordinator_cpu_s,
-                     run.predicted_coordinator_cpu_s);
+  out += fmt::format("coordinator CPU: {:.3f} s measured, {:.3f} s predicted; it sent {:.1f} MB\n",
+                     run.measured_coordinator_cpu_s, run.predicted_coordinator_cpu_s,
+                     static_cast<double>(run.coordinator_bytes_sent) / 1e6);
+  out += fmt::format("tiles between nodes: {}\n", run.tile_route == "direct" ? "worker to worker (MB peers: sent by each node)"
+                                                                            : "through the coordinator");
+  for (const std::string& note : run.route_notes) out += fmt::format("  {}\n", note);
   if (!run.lost_nodes.empty()) {
     out += fmt::format("lost: {}; rescheduled on the others ({} schedules run)\n", fmt::join(run.lost_nodes, ", "),
                        run.attempts);
@@ -95,7 +101,8 @@ nlohmann::json scheduled_json(const ScheduledEval& run) {
                      {"predicted_finish_s", node.predicted_finish_s},
                      {"measured_finish_s", node.measured_finish_s},
                      {"bytes_to_node", node.bytes_to_node},
-                     {"bytes_from_node", node.bytes_from_node}});
+                     {"bytes_from_node", node.bytes_from_node},
+                     {"peer_bytes_sent", node.peer_bytes_sent}});
   }
   for (const ScheduledTaskKind& kind : run.kinds) {
     kinds.push_back({{"kind", kind.kind}, {"tasks", kind.tasks}, {"predicted_s", kind.predicted_s}, {"measured_s", kind.measured_s}});
@@ -119,6 +126,9 @@ nlohmann::json scheduled_json(const ScheduledEval& run) {
           {"timeline", timeline},
           {"lost_nodes", run.lost_nodes},
           {"attempts", run.attempts},
+          {"tile_route", run.tile_route},
+          {"route_notes", run.route_notes},
+          {"coordinator_bytes_sent", run.coordinator_bytes_sent},
           {"verified", check.mode == run::VerifyMode::kNone ? json(nullptr) : json(check.passed)},
           {"verification_seconds", check.seconds}};
 }

@@ -1,7 +1,8 @@
 #include "chain_feed.hpp"
 
+#include "forward_setup.hpp"
+
 #include <algorithm>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -12,37 +13,12 @@ namespace tessera::balance::run {
 
 namespace tp = tessera::transport;
 
-namespace {
-
-uint64_t fresh_token() {
-  std::random_device device;
-  return (uint64_t{device()} << 32) ^ device();
-}
-
-// FORWARD_SETUP and its FORWARD_READY, skipping what a member may still send of the run before it
-// (STORED, an unsolicited FORWARD_READY of another token).
-Result<tp::ForwardReady> request_setup(tp::FrameConnection& connection, const tp::ForwardSetup& setup) {
-  TESSERA_RETURN_IF_ERROR(tp::write_forward_message(connection, setup));
-  for (;;) {
-    Result<tp::FrameHeader> header =
-        tp::read_reply_header(connection, {tp::MessageType::kForwardReady, tp::MessageType::kStored});
-    if (!header) return header.status();
-    Result<tp::ForwardMessage> reply = tp::read_forward_payload(connection, *header);
-    if (!reply) return reply.status();
-    if (const auto* ready = std::get_if<tp::ForwardReady>(&*reply); ready != nullptr && ready->run_token == setup.run_token) {
-      return *ready;
-    }
-  }
-}
-
-}  // namespace
-
 std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster, const plan::Plan& plan,
                                              const PeerHosts& peer_hosts, uint32_t first_tile_id,
                                              uint32_t last_tile_id, std::chrono::milliseconds timeout,
                                              std::vector<std::string>& notes) {
   std::unique_ptr<ChainFeed> feed(new ChainFeed());
-  feed->token_ = fresh_token();
+  feed->token_ = fresh_forward_token();
   feed->first_ = first_tile_id;
   feed->last_ = last_tile_id;
   for (uint32_t node : plan.chain) {
@@ -68,7 +44,7 @@ std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster
       setup.next_port = next_link.spec.port;
     }
     link.connection->set_read_deadline(timeout);
-    Result<tp::ForwardReady> ready = request_setup(*link.connection, setup);
+    Result<tp::ForwardReady> ready = request_forward_setup(*link.connection, setup);
     link.connection->clear_read_deadline();
     if (!ready) {
       // The member itself failed: the run will find it lost; B goes to it directly meanwhile.
@@ -213,10 +189,6 @@ std::string ChainFeed::describe() const {
   return text;
 }
 
-Status ChainFeed::end_for(tp::FrameConnection& connection) const {
-  uint64_t ended = fresh_token();
-  if (ended == token_) ++ended;
-  return request_setup(connection, tp::ForwardSetup{ended, 0, 0, "", 0}).status();
-}
+Status ChainFeed::end_for(tp::FrameConnection& connection) const { return end_forward_run(connection, token_); }
 
 }  // namespace tessera::balance::run

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,8 +20,11 @@
 #include "tessera/core/time.hpp"
 
 #include "tessera/transport/crc32c.hpp"
+#include "tessera/transport/forward_codec.hpp"
 #include "tessera/transport/protocol.hpp"
 #include "tessera/transport/request.hpp"
+
+#include "forward_setup.hpp"
 
 namespace tessera::balance::run {
 
@@ -107,6 +111,10 @@ struct NodeState {
   std::size_t index = 0;
   tp::FrameConnection* connection = nullptr;
   std::string name;
+  std::size_t link = 0;  // index in cluster.links()
+  std::string host;
+  uint16_t port = 0;
+  uint64_t capabilities = 0;
   std::mutex mutex;
   std::condition_variable changed;
   uint64_t jobs_sent = 0, credits = 0, results_expected = 0, results_received = 0;
@@ -117,9 +125,23 @@ struct NodeState {
   std::unordered_set<uint32_t> stored;  // ids on the worker (sender thread only)
   uint64_t bytes_sent_at_start = 0, bytes_received_at_start = 0;
   DagNodeStats stats;
+  // Tiles from other workers (peer transfers). peer_pending is the sender thread's alone; the
+  // rest are guarded by `mutex`.
+  std::unordered_set<uint32_t> peer_pending;   // ids it gets from a peer, not used yet
+  std::unordered_set<uint32_t> peer_expected;  // every id it gets from a peer in this run
+  std::unordered_set<uint32_t> peer_arrived;   // announced with STORED
+  std::unordered_set<uint32_t> peer_owed;      // sent to it (SENT delivered), STORED still due
+  struct Send {
+    uint32_t id = 0;
+    std::size_t to = 0;  // node index
+    uint64_t bytes = 0;
+  };
+  std::deque<Send> sends_in_flight;  // SEND_TILEs written, SENT still due, in order
 
   // REQUIRES: mutex held.
-  uint64_t owed() const { return (jobs_sent - credits) + (results_expected - results_received); }
+  uint64_t owed() const {
+    return (jobs_sent - credits) + (results_expected - results_received) + sends_in_flight.size() + peer_owed.size();
+  }
 };
 
 class DagRunner {
@@ -134,22 +156,15 @@ class DagRunner {
       cluster::NodeLink& link = cluster.links()[links[p]];
       node->connection = link.connection.get();
       node->name = link.spec.name;
+      node->link = links[p];
+      node->host = link.spec.host;
+      node->port = link.spec.port;
+      node->capabilities = link.hello.capabilities;
       nodes_.push_back(std::move(node));
     }
     node_tasks_.assign(links.size(), {});
     for (std::size_t task : schedule.order) node_tasks_[schedule.tasks[task].node].push_back(task);
-    // Some task fetches an output when the schedule moves it, or when the node that made it
-    // evicted it and needs it again.
-    fetched_.assign(dag.tasks.size(), 0);
-    std::unordered_map<uint64_t, std::size_t> producer;
-    for (std::size_t task = 0; task < dag.tasks.size(); ++task) producer[expr::tile_key(dag.tasks[task].output)] = task;
-    for (std::size_t task = 0; task < dag.tasks.size(); ++task) {
-      const auto& reads = dag.tasks[task].reads;
-      for (std::size_t r = 0; r < reads.size(); ++r) {
-        if (schedule.tasks[task].cached[r]) continue;
-        if (const auto from = producer.find(expr::tile_key(reads[r])); from != producer.end()) fetched_[from->second] = 1;
-      }
-    }
+    for (std::size_t task = 0; task < dag.tasks.size(); ++task) producer_[expr::tile_key(dag.tasks[task].output)] = task;
     // Ids on the workers: one per tile of the DAG, then the scalars and identity blocks.
     uint32_t next = options.first_tile_id;
     for (std::size_t m = 0; m < dag.matrices.size(); ++m) {
@@ -157,7 +172,9 @@ class DagRunner {
       first_id_.push_back(next);
       next += matrix.tile_rows * matrix.tile_cols;
     }
+    dag_ids_end_ = next;
     next_special_id_ = next;
+    plan_moves(/*peers=*/false);
     result_tiles_left_ = dag.matrices[dag.result].tile_rows * dag.matrices[dag.result].tile_cols;
     task_compute_.assign(dag.tasks.size(), 0.0);
     task_sent_.assign(dag.tasks.size(), -1.0);
@@ -172,6 +189,7 @@ class DagRunner {
       node->bytes_sent_at_start = node->connection->bytes_sent();
       node->bytes_received_at_start = node->connection->bytes_received();
     }
+    peers_ = options_.peer_transfers && set_up_peers();
     {
       std::vector<std::jthread> threads;
       for (auto& node : nodes_) {
@@ -184,11 +202,18 @@ class DagRunner {
     DagRun run;
     run.coordinator_cpu_s = process_cpu_seconds() - cpu_at_start;
     run.makespan_s = seconds_between(start_, last_result_.value_or(Clock::now()));
-    run.complete = lost_.empty() && result_tiles_left_.load() == 0;
+    run.complete = lost_.empty() && peer_failure_.empty() && result_tiles_left_.load() == 0;
     for (auto& node : nodes_) {
       // The tiles stay usable for nothing else: every node gives them back, lost or not (a lost
       // node's connection is closed and ignores the write).
       if (!node->failed) release_everything(*node);
+      if (peers_ && !node->failed) {
+        // The workers' run ends: their sends stop, their peer links close, and any STORED or
+        // SENT a stopped run left on the wire is read here, not by the next command.
+        node->connection->set_read_deadline(std::chrono::milliseconds(static_cast<int64_t>(1000.0 * deadline_s())));
+        (void)end_forward_run(*node->connection, token_);
+        node->connection->clear_read_deadline();
+      }
       node->stats.bytes_to_node = node->connection->bytes_sent() - node->bytes_sent_at_start;
       node->stats.bytes_from_node = node->connection->bytes_received() - node->bytes_received_at_start;
       run.nodes.push_back(node->stats);
@@ -197,6 +222,9 @@ class DagRunner {
     run.task_sent_s = task_sent_;
     run.task_done_s = task_done_;
     run.lost = lost_;
+    run.peer_transfers = peers_;
+    run.peer_failure = peer_failure_;
+    run.notes = notes_;
     return run;
   }
 
@@ -206,6 +234,176 @@ class DagRunner {
 
   uint32_t id_of(const TileRef& tile) const {
     return first_id_[tile.matrix] + tile.row * dag_.matrices[tile.matrix].tile_cols + tile.col;
+  }
+
+  // Which moved tiles travel how. A node's first copy of a tile another node computed comes from
+  // that node over a peer link (`peers`): its producer sends it right after the task's jobs. Every
+  // other fetch of a computed tile (a node that evicted it and needs it again, the producer
+  // included, or any fetch without peers) comes from the coordinator's copy, so its producer
+  // returns it.
+  void plan_moves(bool peers) {
+    fetched_.assign(dag_.tasks.size(), 0);
+    peer_targets_.assign(dag_.tasks.size(), {});
+    for (auto& node : nodes_) {
+      node->peer_pending.clear();
+      node->peer_expected.clear();
+      std::unordered_set<uint64_t> had_from_peer;
+      for (std::size_t task : node_tasks_[node->index]) {
+        const auto& reads = dag_.tasks[task].reads;
+        std::unordered_set<uint64_t> this_task;  // a tile read twice by one task is fetched once
+        for (std::size_t r = 0; r < reads.size(); ++r) {
+          if (schedule_.tasks[task].cached[r]) continue;
+          const uint64_t key = expr::tile_key(reads[r]);
+          const auto from = producer_.find(key);
+          if (from == producer_.end() || !this_task.insert(key).second) continue;
+          const std::size_t made_on = schedule_.tasks[from->second].node;
+          if (peers && made_on != node->index && had_from_peer.insert(key).second) {
+            peer_targets_[from->second].push_back(node->index);
+            node->peer_pending.insert(id_of(reads[r]));
+          } else {
+            fetched_[from->second] = 1;
+          }
+        }
+      }
+      node->peer_expected = node->peer_pending;
+    }
+  }
+
+  // Sets every node up for one forwarding run so that tiles can go worker to worker; false (and
+  // the moves planned through the coordinator) when a node cannot, nothing moves between nodes,
+  // or a setup fails (that node's trouble then shows in the run itself).
+  bool set_up_peers() {
+    if (nodes_.size() < 2) return false;
+    constexpr uint64_t kNeeded = tp::kCapabilityForward | tp::kCapabilityTileSend;
+    for (const auto& node : nodes_) {
+      if ((node->capabilities & kNeeded) != kNeeded) {
+        notes_.push_back(fmt::format("tiles between nodes go through the coordinator: {} does not send tiles to other "
+                                     "workers (it offers {})",
+                                     node->name, tp::capability_names(node->capabilities)));
+        return false;
+      }
+    }
+    plan_moves(/*peers=*/true);
+    if (std::all_of(peer_targets_.begin(), peer_targets_.end(), [](const auto& targets) { return targets.empty(); })) {
+      plan_moves(/*peers=*/false);
+      return false;
+    }
+    token_ = fresh_forward_token();
+    for (auto& node : nodes_) {
+      node->connection->set_read_deadline(std::chrono::milliseconds(static_cast<int64_t>(1000.0 * deadline_s())));
+      Result<tp::ForwardReady> ready =
+          request_forward_setup(*node->connection, tp::ForwardSetup{token_, options_.first_tile_id, dag_ids_end_, "", 0});
+      node->connection->clear_read_deadline();
+      if (!ready || !ready->linked) {
+        notes_.push_back(fmt::format("tiles between nodes go through the coordinator: setting up {} failed: {}", node->name,
+                                     ready ? ready->reason : ready.status().message()));
+        plan_moves(/*peers=*/false);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // How `from`'s worker reaches `to`'s.
+  std::string peer_host(const NodeState& from, const NodeState& to) const {
+    const auto& hosts = options_.peer_hosts;
+    if (from.link < hosts.size() && to.link < hosts[from.link].size() && !hosts[from.link][to.link].empty()) {
+      return hosts[from.link][to.link];
+    }
+    return to.host;
+  }
+
+  // A tile send between two workers failed: the run stops, no node is lost.
+  void fail_peer_transfer(const std::string& reason) {
+    {
+      std::lock_guard lock(lost_mutex_);
+      if (peer_failure_.empty()) peer_failure_ = reason;
+    }
+    stop_ = true;
+    tiles_.wake_all();
+    for (auto& other : nodes_) other->changed.notify_all();
+  }
+
+  // After the task's jobs: SEND_TILE its output to every node whose first copy it is.
+  Status send_to_peers(NodeState& node, std::size_t task_index) {
+    const TileRef& output = dag_.tasks[task_index].output;
+    for (std::size_t to : peer_targets_[task_index]) {
+      const NodeState& target = *nodes_[to];
+      const tp::SendTile send{token_, id_of(output), peer_host(node, target), target.port};
+      {
+        std::lock_guard lock(node.mutex);
+        node.sends_in_flight.push_back({send.tile_id, to, static_cast<uint64_t>(dag_.tile_bytes(output))});
+      }
+      watchdog_->begin_owing(node.index);  // its SENT
+      node.changed.notify_all();
+      TESSERA_RETURN_IF_ERROR(writing(node, [&] { return tp::write_forward_message(*node.connection, send); }));
+    }
+    return Status::ok();
+  }
+
+  // A tile this node gets from a peer: waits for its STORED.
+  Status await_peer_tile(NodeState& node, uint32_t id) {
+    {
+      std::unique_lock lock(node.mutex);
+      node.changed.wait(lock, [&] { return stop_.load() || node.peer_arrived.contains(id); });
+      if (!node.peer_arrived.contains(id)) return cancelled("stopped while waiting for a tile from another node");
+    }
+    node.stored.insert(id);
+    return Status::ok();
+  }
+
+  // STORED (a peer's tile arrived) or SENT (a tile this node sent arrived, or why not).
+  Status receive_forward(NodeState& node, const tp::FrameHeader& header) {
+    Result<tp::ForwardMessage> message = tp::read_forward_payload(*node.connection, header);
+    if (!message) return message.status();
+    if (const auto* stored = std::get_if<tp::Stored>(&*message)) {
+      bool owed = false;
+      {
+        std::lock_guard lock(node.mutex);
+        if (!peers_ || stored->run_token != token_ || !node.peer_expected.contains(stored->tile_id) ||
+            !node.peer_arrived.insert(stored->tile_id).second) {
+          return protocol_error(fmt::format("{} announced tile {}, which no node was asked to send it", node.name,
+                                            stored->tile_id));
+        }
+        owed = node.peer_owed.erase(stored->tile_id) != 0;
+      }
+      if (owed) watchdog_->end_owing(node.index);
+      node.changed.notify_all();
+      return Status::ok();
+    }
+    const auto* sent = std::get_if<tp::Sent>(&*message);
+    if (sent == nullptr) return protocol_error(fmt::format("{} sent {} mid-run", node.name, tp::message_type_name(header.type)));
+    NodeState::Send send;
+    {
+      std::lock_guard lock(node.mutex);
+      if (!peers_ || sent->run_token != token_ || node.sends_in_flight.empty() ||
+          node.sends_in_flight.front().id != sent->tile_id) {
+        return protocol_error(fmt::format("{} answered SENT for tile {}, which it was not asked to send next", node.name,
+                                          sent->tile_id));
+      }
+      send = node.sends_in_flight.front();
+      node.sends_in_flight.pop_front();
+    }
+    watchdog_->end_owing(node.index);
+    NodeState& target = *nodes_[send.to];
+    if (!sent->delivered) {
+      fail_peer_transfer(fmt::format("{} could not send tile {} to {}: {}", node.name, send.id, target.name, sent->reason));
+      node.changed.notify_all();
+      return Status::ok();
+    }
+    node.stats.peer_tiles_sent += 1;
+    node.stats.peer_bytes_sent += send.bytes;
+    // The receiver owes its STORED now, unless it came first or the run stopped (its sender then
+    // no longer waits for the tile, and its reader may be done).
+    bool owes = false;
+    {
+      std::lock_guard lock(target.mutex);
+      if (!stop_.load() && !target.peer_arrived.contains(send.id)) owes = target.peer_owed.insert(send.id).second;
+    }
+    if (owes) watchdog_->begin_owing(target.index);
+    target.changed.notify_all();
+    node.changed.notify_all();
+    return Status::ok();
   }
 
   // A node failed: it is dropped, everyone else stops sending.
@@ -286,8 +484,12 @@ class DagRunner {
   }
 
   void release_everything(NodeState& node) {
-    std::vector<uint32_t> ids(node.stored.begin(), node.stored.end());
-    (void)release(node, std::move(ids));
+    std::unordered_set<uint32_t> held = node.stored;
+    {
+      std::lock_guard lock(node.mutex);
+      held.insert(node.peer_arrived.begin(), node.peer_arrived.end());  // also those a stopped run left unused
+    }
+    (void)release(node, std::vector<uint32_t>(held.begin(), held.end()));
   }
 
   // The id of the special tile `key` names in `ids` (a scalar, an identity block), the same on every node.
@@ -350,6 +552,7 @@ class DagRunner {
     if (matrix.identity || placement.cached[r] || node.stored.contains(id_of(read))) return Status::ok();
     const uint64_t rows = dag_.rows_of(read), cols = dag_.cols_of(read);
     if (!matrix.input) {
+      if (node.peer_pending.erase(id_of(read)) != 0) return await_peer_tile(node, id_of(read));
       const HeldTile* held = tiles_.wait(expr::tile_key(read), stop_);
       if (held == nullptr) return cancelled("stopped while waiting for a tile");
       return store(node, id_of(read), rows, cols, held->values.data(), held->crc);
@@ -490,9 +693,12 @@ class DagRunner {
       TESSERA_RETURN_IF_ERROR(send_job(node, task_index, job));
     }
     for (std::size_t r = 0; r < task.reads.size(); ++r) TESSERA_RETURN_IF_ERROR(fetch_read(r));
-    if (jobs.empty()) return store_zero_output(node, task_index);
-    node.stored.insert(id_of(task.output));
-    return Status::ok();
+    if (jobs.empty()) {
+      TESSERA_RETURN_IF_ERROR(store_zero_output(node, task_index));
+    } else {
+      node.stored.insert(id_of(task.output));
+    }
+    return send_to_peers(node, task_index);
   }
 
   void send_all(NodeState& node) {
@@ -532,10 +738,12 @@ class DagRunner {
   }
 
   Status receive(NodeState& node) {
-    Result<tp::FrameHeader> header =
-        tp::read_reply_header(*node.connection, {tp::MessageType::kCredit, tp::MessageType::kResult});
+    Result<tp::FrameHeader> header = tp::read_reply_header(
+        *node.connection,
+        {tp::MessageType::kCredit, tp::MessageType::kResult, tp::MessageType::kStored, tp::MessageType::kSent});
     if (!header) return header.status();
     watchdog_->progress(node.index);
+    if (tp::is_forward_message(header->type)) return receive_forward(node, *header);
     if (header->type == static_cast<uint16_t>(tp::MessageType::kCredit)) {
       Result<tp::IncomingFrame> frame = node.connection->read_payload(*header);
       if (!frame) return frame.status();
@@ -638,6 +846,13 @@ class DagRunner {
   std::vector<std::unique_ptr<NodeState>> nodes_;
   std::vector<std::vector<std::size_t>> node_tasks_;
   std::vector<char> fetched_;  // per task: some node fetches its output (the coordinator keeps a copy)
+  std::unordered_map<uint64_t, std::size_t> producer_;       // computed tile -> its task
+  std::vector<std::vector<std::size_t>> peer_targets_;        // per task: nodes its output is sent to
+  bool peers_ = false;                                        // tiles go worker to worker this run
+  uint64_t token_ = 0;                                        // the workers' forwarding run
+  std::string peer_failure_;                                  // guarded by lost_mutex_
+  std::vector<std::string> notes_;
+  uint32_t dag_ids_end_ = 0;                                  // the DAG's tile ids end here
   std::vector<uint32_t> first_id_;
   std::mutex special_mutex_;
   uint32_t next_special_id_ = 0;
@@ -661,7 +876,13 @@ class DagRunner {
 
 uint64_t DagRun::tile_bytes() const {
   uint64_t bytes = 0;
-  for (const DagNodeStats& node : nodes) bytes += node.tile_bytes_to_node + node.tile_bytes_from_node;
+  for (const DagNodeStats& node : nodes) bytes += node.tile_bytes_to_node + node.tile_bytes_from_node + node.peer_bytes_sent;
+  return bytes;
+}
+
+uint64_t DagRun::coordinator_bytes_sent() const {
+  uint64_t bytes = 0;
+  for (const DagNodeStats& node : nodes) bytes += node.bytes_to_node;
   return bytes;
 }
 

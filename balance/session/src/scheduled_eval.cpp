@@ -59,26 +59,23 @@ struct Candidate {
 
 // `dag` scheduled on the nodes `nodes` of `model` (indices, cluster order).
 Candidate schedule_dag(expr::TaskDag dag, const model::ClusterModel& model, const std::vector<std::size_t>& nodes,
-                       double cache_bytes) {
+                       const expr::ScheduleOptions& options) {
   Candidate candidate;
   candidate.dag = std::move(dag);
   candidate.nodes = nodes;
-  expr::ScheduleOptions options;
-  options.cache_bytes = cache_bytes;
   candidate.schedule = expr::heft(candidate.dag, model::model_of_nodes(model, nodes), options);
   return candidate;
 }
 
 // `dag` on every node, or (unless `every_node`) on the fastest few when that is forecast
 // kFewerNodesMargin faster (expr::heft_on_best_nodes). The nodes are indices into `model`.
-Candidate schedule_on_best_nodes(expr::TaskDag dag, const model::ClusterModel& model, bool every_node, double cache_bytes) {
+Candidate schedule_on_best_nodes(expr::TaskDag dag, const model::ClusterModel& model, bool every_node,
+                                 const expr::ScheduleOptions& options) {
   if (every_node) {
     std::vector<std::size_t> every(model.nodes.size());
     std::iota(every.begin(), every.end(), std::size_t{0});
-    return schedule_dag(std::move(dag), model, every, cache_bytes);
+    return schedule_dag(std::move(dag), model, every, options);
   }
-  expr::ScheduleOptions options;
-  options.cache_bytes = cache_bytes;
   expr::NodeSetSchedule best = expr::heft_on_best_nodes(dag, model, options, kFewerNodesMargin, kRankingSize);
   return Candidate{std::move(dag), std::move(best.schedule), std::move(best.nodes)};
 }
@@ -100,7 +97,8 @@ uint64_t capabilities_needed(const expr::TaskDag& dag) {
 
 Status run_scheduled(cluster::ClusterConnection& connection, const model::ClusterModel& model, const expr::Expr& prepared,
                      const std::map<std::string, linalg::MatrixView>& inputs, const EvalOptions& options,
-                     const RunControl& control, report::EvalOutcome& outcome) {
+                     const std::vector<std::vector<std::string>>& peer_hosts, const RunControl& control,
+                     report::EvalOutcome& outcome) {
   std::vector<cluster::NodeLink>& links = connection.links();
   // The taking part: model index == link index (both in cluster order), checked by name.
   std::vector<std::size_t> taking_part;
@@ -142,9 +140,25 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
       cache_bytes = std::min(cache_bytes, 0.5 * static_cast<double>(links[i].hello.tile_memory_cap));
     }
   }
+  report::ScheduledEval report;
+  // Tiles between nodes go worker to worker when asked and every node's worker can; the schedule
+  // charges the path they take.
+  expr::ScheduleOptions schedule_options;
+  schedule_options.cache_bytes = cache_bytes;
+  schedule_options.peer_transfers = options.direct_tiles;
+  if (options.direct_tiles) {
+    constexpr uint64_t kTileSend = transport::kCapabilityForward | transport::kCapabilityTileSend;
+    for (std::size_t i : taking_part) {
+      if ((links[i].hello.capabilities & kTileSend) == kTileSend) continue;
+      report.route_notes.push_back(fmt::format(
+          "tiles between nodes go through the coordinator: {}'s worker does not send tiles to other workers (it offers {})",
+          links[i].spec.name, transport::capability_names(links[i].hello.capabilities)));
+      schedule_options.peer_transfers = false;
+      break;
+    }
+  }
 
   // The tile size: the largest whose predicted schedule is within kTileTieMargin of the fastest.
-  report::ScheduledEval report;
   const model::ClusterModel part_model = model::model_of_nodes(model, taking_part);
   const uint64_t longest = expr_longest(e);
   std::vector<uint64_t> tiles;
@@ -160,7 +174,7 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
   for (uint64_t tile : tiles) {
     expr::TaskDag dag = expr::lower_to_tasks(e, tile);
     if (options.tile == 0 && !candidates.empty() && dag.tasks.size() > kMostTasks) continue;
-    Candidate candidate = schedule_on_best_nodes(std::move(dag), part_model, options.every_node, cache_bytes);
+    Candidate candidate = schedule_on_best_nodes(std::move(dag), part_model, options.every_node, schedule_options);
     for (std::size_t& node : candidate.nodes) node = taking_part[node];  // from now on: link indices
     report.candidates.emplace_back(candidate.dag.tile, candidate.schedule.makespan_s);
     candidates.push_back(std::move(candidate));
@@ -228,6 +242,8 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
     const double offset = std::chrono::duration<double>(Clock::now() - start).count();
     run::DagRunOptions run_options;
     run_options.node_timeout_s = options.multiply.node_timeout_s;
+    run_options.peer_transfers = schedule_options.peer_transfers;
+    run_options.peer_hosts = peer_hosts;
     Result<run::DagRun> run = run::run_dag(connection, current.nodes, current.dag, current.schedule, input_views, outcome.value,
                                  run_options);
     if (!run) return run.status();
@@ -240,7 +256,11 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
       if (report.attempts == 1 && stats.start_s >= 0.0) node.measured_start_s = stats.start_s;
       node.bytes_to_node += stats.bytes_to_node;
       node.bytes_from_node += stats.bytes_from_node;
+      node.peer_bytes_sent += stats.peer_bytes_sent;
     }
+    report.coordinator_bytes_sent += run->coordinator_bytes_sent();
+    report.tile_route = run->peer_transfers ? "direct" : "coordinator";
+    for (const std::string& note : run->notes) report.route_notes.push_back(note);
     report.measured_bytes += static_cast<double>(run->tile_bytes());
     report.measured_coordinator_cpu_s += run->coordinator_cpu_s;
     for (std::size_t t = 0; t < current.dag.tasks.size(); ++t) {
@@ -257,6 +277,17 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
       break;
     }
     if (control.cancel != nullptr && control.cancel->load()) return cancelled("the evaluation was cancelled");
+    if (run->lost.empty() && !run->peer_failure.empty()) {
+      // A link between two workers failed, not a node: the same nodes again, every tile through
+      // the coordinator, scheduled for that path.
+      const std::string note = fmt::format("{}; running again with every tile through the coordinator", run->peer_failure);
+      report.route_notes.push_back(note);
+      if (control.on_notice) control.on_notice(note);
+      schedule_options.peer_transfers = false;
+      const std::vector<std::size_t> same_nodes = current.nodes;  // link indices == model indices
+      current = schedule_dag(std::move(current.dag), model, same_nodes, schedule_options);
+      continue;
+    }
     std::vector<std::size_t> lost_links;
     for (const run::LostNode& lost : run->lost) {
       lost_links.push_back(current.nodes[lost.node]);
@@ -270,7 +301,7 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
       return network_error(fmt::format("every node was lost ({}){}", fmt::join(report.lost_nodes, ", "), reasons));
     }
     // Every node left takes part again: the set chosen before had the lost one in it.
-    current = schedule_dag(std::move(current.dag), model, taking_part, cache_bytes);
+    current = schedule_dag(std::move(current.dag), model, taking_part, schedule_options);
   }
   for (std::size_t i = 0; i < node_figures.size(); ++i) {
     if (!node_figures[i].name.empty()) report.nodes.push_back(node_figures[i]);

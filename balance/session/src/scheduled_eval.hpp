@@ -18,8 +18,11 @@ namespace tessera::balance::session {
 // REQUIRES: `prepared` has no kPower node and every transpose reads an input
 // (expr::transposes_to_inputs); `inputs` hold its inputs, checked for shape; model.nodes are in
 // the cluster's order. Fills outcome.value and outcome.scheduled.
+// `peer_hosts`: how each node's worker reaches each other node's (hosts[from][to], cluster order;
+// empty: at the nodes' own hosts).
 Status run_scheduled(cluster::ClusterConnection& connection, const model::ClusterModel& model, const expr::Expr& prepared,
                      const std::map<std::string, linalg::MatrixView>& inputs, const EvalOptions& options,
-                     const RunControl& control, report::EvalOutcome& outcome);
+                     const std::vector<std::vector<std::string>>& peer_hosts, const RunControl& control,
+                     report::EvalOutcome& outcome);
 
 }  // namespace tessera::balance::session

@@ -231,6 +231,15 @@ Result<profile::ClusterProfile> Session::measure_profile(const profile::ProfileO
   return profile;
 }
 
+std::vector<std::vector<std::string>> Session::taking_part_peer_hosts() const {
+  std::vector<std::vector<std::string>> hosts =
+      taking_part_only(state_->options.peer_hosts, state_->file_positions, state_->file_node_count);
+  for (std::vector<std::string>& from : hosts) {
+    from = taking_part_only(std::move(from), state_->file_positions, state_->file_node_count);
+  }
+  return hosts;
+}
+
 Status Session::measure_missing_profile(const RunControl& control) {
   if (state_->profile || !state_->options.measure_missing_profile) return Status::ok();
   if (control.on_notice) {
@@ -319,7 +328,8 @@ Result<report::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::ma
     Result<model::ClusterModel> model = profile::profile_model(*state_->profile, state_->cluster, state_->profile_path);
     if (!model) return model.status();
     CancelWatcher watcher(control.cancel, state_->connection);
-    TESSERA_RETURN_IF_ERROR(run_scheduled(state_->connection, *model, outcome.evaluated, inputs, options, control, outcome));
+    TESSERA_RETURN_IF_ERROR(run_scheduled(state_->connection, *model, outcome.evaluated, inputs, options,
+                                          taking_part_peer_hosts(), control, outcome));
     if (options.multiply.verify != run::VerifyMode::kNone && !outcome.scheduled->verification.passed) {
       return verification_failed(fmt::format("the value of {} failed verification: {}", expr::to_string(e),
                                              outcome.scheduled->verification.detail));
@@ -375,10 +385,7 @@ Result<report::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, 
     }
     hooks.on_credit = control.on_credit;
     hooks.deadlines = progress_deadlines(state_->cluster, state_->profile, node_timeout_s);
-    hooks.peer_hosts = taking_part_only(state_->options.peer_hosts, state_->file_positions, state_->file_node_count);
-    for (std::vector<std::string>& from : hooks.peer_hosts) {
-      from = taking_part_only(std::move(from), state_->file_positions, state_->file_node_count);
-    }
+    hooks.peer_hosts = taking_part_peer_hosts();
     return run::run_multiply(state_->connection, plan, a, b, c, hooks);
   }();
   if (cancel_requested(control)) {

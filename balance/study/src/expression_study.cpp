@@ -189,6 +189,7 @@ struct ExpressionRunRecord {
   double bytes_moved = NAN;     // scheduled: tile bytes that travelled; sequence: every byte to and from nodes
   double naive_bytes = NAN;     // scheduled: tile bytes if every intermediate came back to the coordinator
   uint64_t tile = 0;            // scheduled: the tile size that ran; 0 otherwise
+  double coordinator_sent = NAN;  // scheduled: every byte the coordinator wrote to the nodes
   bool verified = false;
 
   double prediction_error() const { return std::abs(predicted_s - makespan_s) / makespan_s; }
@@ -208,6 +209,7 @@ ExpressionRunRecord figures_of(const report::EvalOutcome& outcome) {
     record.bytes_moved = scheduled->measured_bytes;
     record.naive_bytes = scheduled->naive_bytes;
     record.tile = scheduled->tile;
+    record.coordinator_sent = static_cast<double>(scheduled->coordinator_bytes_sent);
     record.verified = scheduled->verification.passed;
     return record;
   }
@@ -313,6 +315,7 @@ std::string_view mode_colour(ExpressionMode mode) {
     case ExpressionMode::kScheduled: return "#4472c4";
     case ExpressionMode::kSequence: return "#ed7d31";
     case ExpressionMode::kFastestAlone: return "#a5a5a5";
+    case ExpressionMode::kViaCoordinator: return "#70ad47";
   }
   return "#000000";
 }
@@ -323,14 +326,14 @@ std::string_view mode_colour(ExpressionMode mode) {
 Status write_csvs(const std::string& out_dir, const ExpressionStudy& study, const std::vector<ExpressionClusterFacts>& clusters,
                   const std::vector<ExpressionRunRecord>& records, const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups) {
   std::string results = "cluster,benchmark,mode,repeat,wall_s,makespan_s,predicted_s,theoretical_s,fastest_alone_s,"
-                        "bytes_moved,naive_bytes,tile,verified\n";
+                        "bytes_moved,naive_bytes,tile,coordinator_bytes_sent,verified\n";
   for (const ExpressionRunRecord& r : records) {
-    results += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", clusters[r.cluster].spec.name,
+    results += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", clusters[r.cluster].spec.name,
                            study.benchmarks[r.benchmark].name, expression_mode_name(r.mode), r.repetition,
                            csv_number(r.wall_s), csv_number(r.makespan_s), csv_number(r.predicted_s),
                            csv_number(r.theoretical_s), csv_number(r.fastest_alone_s), csv_number(r.bytes_moved),
                            csv_number(r.naive_bytes), r.tile == 0 ? "" : std::to_string(r.tile),
-                           r.verified ? "yes" : "no");
+                           csv_number(r.coordinator_sent), r.verified ? "yes" : "no");
   }
   std::string summary = "cluster,benchmark,mode,runs,wall_median_s,wall_min_s,wall_max_s,makespan_median_s,"
                         "makespan_min_s,makespan_max_s,bytes_moved_median,bytes_moved_min,bytes_moved_max,"
@@ -447,6 +450,37 @@ std::string inputs_text(const ExpressionBenchmark& benchmark) {
   return join(benchmark.inputs, ", ", [](const auto& input) { return fmt::format("{} = {}", input.first, input.second); });
 }
 
+// Scheduled runs with tiles worker to worker against the same schedules with every tile through the
+// coordinator, when the study ran both: makespans and what the coordinator sent. Runs interleave, so
+// the ratios of medians compare runs made side by side.
+std::string direct_against_coordinator(const ExpressionStudy& study, const std::vector<ExpressionClusterFacts>& clusters,
+                                       const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups) {
+  std::string rows;
+  for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
+    for (std::size_t benchmark = 0; benchmark < study.benchmarks.size(); ++benchmark) {
+      const ExpressionGroupStats* direct = find_expression_group(groups, {cluster, benchmark, ExpressionMode::kScheduled});
+      const ExpressionGroupStats* via = find_expression_group(groups, {cluster, benchmark, ExpressionMode::kViaCoordinator});
+      if (direct == nullptr || via == nullptr) continue;
+      const double direct_s = direct->median_of(&ExpressionRunRecord::makespan_s);
+      const double via_s = via->median_of(&ExpressionRunRecord::makespan_s);
+      const double direct_sent = direct->median_of(&ExpressionRunRecord::coordinator_sent);
+      const double via_sent = via->median_of(&ExpressionRunRecord::coordinator_sent);
+      rows += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", clusters[cluster].spec.name,
+                          study.benchmarks[benchmark].name, direct->spread(&ExpressionRunRecord::makespan_s),
+                          via->spread(&ExpressionRunRecord::makespan_s), ratio_text(direct_s / via_s),
+                          megabytes_text(direct_sent), megabytes_text(via_sent), ratio_text(direct_sent / via_sent));
+    }
+  }
+  if (rows.empty()) return "";
+  return "\n## Tiles worker to worker against through the coordinator\n\n`scheduled` sends a tile one node computed "
+         "straight to the nodes that read it; `via-coordinator` runs the same kind of schedule with every such tile "
+         "returned to the coordinator and sent on from there. Makespans in seconds, median (min..max); coordinator MB: "
+         "everything the coordinator wrote to the nodes (inputs, jobs, tiles), median.\n\n"
+         "| cluster | benchmark | direct s | via coordinator s | direct / via | coordinator MB direct | coordinator MB via "
+         "| direct / via |\n|---|---|---|---|---|---|---|---|\n" +
+         rows;
+}
+
 std::string report_tables(const ExpressionStudy& study, const std::vector<ExpressionClusterFacts>& clusters,
                           const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups) {
   std::string md;
@@ -472,6 +506,7 @@ std::string report_tables(const ExpressionStudy& study, const std::vector<Expres
       "share | bytes / naive | bytes / sequence |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
       100.0 * kTargetPredictionError, 100.0 * kTargetSpeedupShare, kTargetBytesShare);
   md += targets;
+  md += direct_against_coordinator(study, clusters, groups);
 
   for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
     const ExpressionClusterFacts& facts = clusters[cluster];
@@ -486,20 +521,22 @@ std::string report_tables(const ExpressionStudy& study, const std::vector<Expres
         if (evaluated.empty()) evaluated = stats->runs.front()->evaluated;
         const std::vector<double> tiles =
             stats->values([](const ExpressionRunRecord& r) { return r.tile == 0 ? NAN : static_cast<double>(r.tile); });
-        rows += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", expression_mode_name(mode),
+        rows += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", expression_mode_name(mode),
                             stats->runs.size(), stats->spread(&ExpressionRunRecord::makespan_s),
                             stats->spread(&ExpressionRunRecord::wall_s),
                             seconds_text(stats->median_of(&ExpressionRunRecord::predicted_s)),
                             seconds_text(stats->median_of(&ExpressionRunRecord::theoretical_s)),
                             megabytes_text(stats->median_of(&ExpressionRunRecord::bytes_moved)),
                             megabytes_text(stats->median_of(&ExpressionRunRecord::naive_bytes)),
+                            megabytes_text(stats->median_of(&ExpressionRunRecord::coordinator_sent)),
                             tiles.empty() ? "-" : fmt::format("{:g}", median(tiles)),
                             stats->all_verified() ? "all" : "NOT ALL");
       }
       if (rows.empty()) continue;
       md += fmt::format("\n### {} on {}: `{}`\n\nEvaluated as `{}`.\n\n"
                         "| mode | runs | makespan median (min..max) s | wall median (min..max) s | predicted s | "
-                        "theoretical s | MB moved | naive MB | tile | verified |\n|---|---|---|---|---|---|---|---|---|---|\n",
+                        "theoretical s | MB moved | naive MB | coordinator MB sent | tile | verified |\n"
+                        "|---|---|---|---|---|---|---|---|---|---|---|\n",
                         b.name, facts.spec.name, b.expression, evaluated);
       md += rows;
       const Comparison c = compare(groups, cluster, benchmark);
@@ -522,10 +559,11 @@ std::string report_tables(const ExpressionStudy& study, const std::vector<Expres
 
 std::string expression_study_report(const ExpressionStudy& study, const std::vector<ExpressionClusterFacts>& clusters,
                                     const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups) {
-  std::string md = fmt::format("- Modes: {}. scheduled: the tiled task DAG placed by HEFT with tile caches; sequence: one "
-                               "multiply per product, every intermediate back on the coordinator; fastest-alone: "
-                               "scheduled on the node with the highest profiled GFLOP/s alone. Every run verified "
-                               "(Freivalds).\n",
+  std::string md = fmt::format("- Modes: {}. scheduled: the tiled task DAG placed by HEFT with tile caches, tiles "
+                               "between nodes sent worker to worker; sequence: one multiply per product, every "
+                               "intermediate back on the coordinator; fastest-alone: scheduled on the node with the "
+                               "highest profiled GFLOP/s alone; via-coordinator: scheduled with every tile between "
+                               "nodes through the coordinator. Every run verified (Freivalds).\n",
                                join(study.modes, ", ", expression_mode_name));
   for (const ExpressionClusterFacts& facts : clusters) {
     md += fmt::format("- {}; fastest alone: {}\n", cluster_facts_line(facts), facts.fastest);
@@ -568,6 +606,7 @@ session::EvalOptions eval_options(ExpressionMode mode, const std::string& fastes
   options.multiply.verify = run::VerifyMode::kFreivalds;
   options.mode = mode == ExpressionMode::kSequence ? session::EvalMode::kSequence : session::EvalMode::kScheduled;
   if (mode == ExpressionMode::kFastestAlone) options.only_nodes = {fastest_node};
+  options.direct_tiles = mode != ExpressionMode::kViaCoordinator;
   return options;
 }
 
@@ -649,15 +688,18 @@ std::string_view expression_mode_name(ExpressionMode mode) {
     case ExpressionMode::kScheduled: return "scheduled";
     case ExpressionMode::kSequence: return "sequence";
     case ExpressionMode::kFastestAlone: return "fastest-alone";
+    case ExpressionMode::kViaCoordinator: return "via-coordinator";
   }
   return "unknown";
 }
 
 Result<ExpressionMode> parse_expression_mode(std::string_view name) {
-  for (ExpressionMode mode : {ExpressionMode::kScheduled, ExpressionMode::kSequence, ExpressionMode::kFastestAlone}) {
+  for (ExpressionMode mode : {ExpressionMode::kScheduled, ExpressionMode::kSequence, ExpressionMode::kFastestAlone,
+                              ExpressionMode::kViaCoordinator}) {
     if (name == expression_mode_name(mode)) return mode;
   }
-  return invalid_config(fmt::format("unknown mode {}; use scheduled, sequence or fastest-alone", cluster::single_quoted(name)));
+  return invalid_config(fmt::format("unknown mode {}; use scheduled, sequence, fastest-alone or via-coordinator",
+                                    cluster::single_quoted(name)));
 }
 
 Result<ExpressionStudy> load_expression_study(const std::string& path) {

@@ -14,8 +14,11 @@
 // tiles it received or computed in a cache of `cache_bytes`, evicting the least recently used
 // tile when full; a tile in a node's cache costs nothing to use there, and one that is not is
 // fetched from whoever holds it (the coordinator for inputs, else the node that computed it),
-// queued on the receiving node's link. Intermediates therefore stay where they were made. At the
-// end the result's tiles travel to the coordinator.
+// queued on the receiving node's link. Intermediates therefore stay where they were made. With
+// peer transfers (ScheduleOptions::peer_transfers) a tile from another node travels worker to
+// worker: the coordinator neither sends nor receives it, and between two nodes behind the same
+// switch it does not cross the switch's uplink; without, it goes through the coordinator (in and
+// out again). At the end the result's tiles travel to the coordinator.
 //
 // Node costs come from the performance model (model.hpp): GEMM speed at each job's
 // square-equivalent size (so a vector-matrix tile runs at the memory-bound rate), the node's availability and receive charge, link latency and
@@ -93,7 +96,7 @@ struct Schedule {
   std::vector<std::size_t> order;    // the tasks in the order they were placed
   double makespan_s = 0.0;           // until the result's last tile reached the coordinator
   double bytes_moved = 0.0;          // every tile transfer, the result's return included
-  double coordinator_bytes = 0.0;    // bytes the coordinator sends or receives (a move between nodes twice)
+  double coordinator_bytes = 0.0;    // bytes the coordinator sends or receives (a move between nodes twice, or none worker to worker)
   std::vector<double> busy_s;        // per node: seconds computing
   // Per node: the share of its speed the schedule assumed it keeps on the coordinator's host
   // (host_availability); empty when no node shares it or nothing is short.
@@ -103,6 +106,7 @@ struct Schedule {
 struct ScheduleOptions {
   double cache_bytes = 1e9;         // per node
   bool zero_communication = false;  // every transfer free: the theoretical schedule
+  bool peer_transfers = false;      // tiles between nodes go worker to worker (run::DagRunOptions)
 };
 
 // REQUIRES: model has at least one node that can compute.

@@ -53,6 +53,7 @@ struct ScheduledNode {
   double measured_finish_s = 0.0;  // when its last task's credit came back
   uint64_t bytes_to_node = 0;      // tiles, jobs and headers sent to it
   uint64_t bytes_from_node = 0;    // credits and tiles it returned
+  uint64_t peer_bytes_sent = 0;    // tile data it sent straight to other nodes
 };
 // One task of the first schedule run, forecast against what happened (seconds from the start).
 struct ScheduledTaskTiming {
@@ -85,6 +86,11 @@ struct ScheduledEval {
   std::vector<ScheduledTaskTiming> timeline;  // per task of the first schedule, DAG order (JSON only)
   std::vector<std::string> lost_nodes;   // lost mid-run; the DAG was rescheduled on the others
   uint32_t attempts = 1;                 // schedules run (1 + reschedules after losses)
+  // How tiles moved between nodes in the run that finished: "direct" (worker to worker) or
+  // "coordinator"; with why it was not direct when that was asked for.
+  std::string tile_route;
+  std::vector<std::string> route_notes;
+  uint64_t coordinator_bytes_sent = 0;   // everything the coordinator wrote to the nodes, every attempt
   run::Verification verification;             // the whole expression's value, checked on the coordinator
   // Zero-communication speedup over the fastest node alone: fastest_alone_s / theoretical_makespan_s.
   double theoretical_speedup() const {

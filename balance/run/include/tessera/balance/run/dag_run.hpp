@@ -7,9 +7,16 @@
 // tile is one GEMM JOB per k (the first creates the output), a sum, difference or scale one
 // ADD_SCALED JOB per operand with its scalar as a 1x1 tile, and a transposed read (A' read
 // through A's tiles) sets the JOB's transpose flag for that operand, so a node holding A serves
-// A' too; a transpose that is the whole result is an ADD_SCALED copy with A transposed. A tile the schedule moves
-// from one node to another travels through the coordinator: its producer's last job returns it
-// as RESULT and the coordinator keeps it for whoever fetches it next (kept until the run ends).
+// A' too; a transpose that is the whole result is an ADD_SCALED copy with A transposed.
+// A tile the schedule moves from one node to another goes worker to worker when every node offers
+// transport::kCapabilityTileSend (DagRunOptions::peer_transfers): each node is set up for one
+// forwarding run, and right after a task's jobs its producer is told SEND_TILE for every other
+// node whose first copy of the tile it is; the worker sends it once the jobs are done and answers
+// SENT, the receiver announces it with STORED, and the receiver's sender sends jobs on it only
+// then. A tile a node needs again after evicting it (or its producer needs again) comes from the
+// coordinator as before: its producer's last job returns it as RESULT and the coordinator keeps it
+// for whoever fetches it next (kept until the run ends). Without peer transfers every moved tile
+// goes that way.
 // Identity tiles cost nothing: off-diagonal ones are zero and skipped, a diagonal one is stored
 // once per node. The reader takes CREDITs (the workers' compute seconds per task) and RESULTs
 // (into the result matrix and the coordinator's copies). A node holds at most `jobs_in_flight`
@@ -21,7 +28,10 @@
 // frames is lost; the others stop sending, drain what they owe and release their tiles, and the
 // run comes back incomplete with the lost nodes named, for the caller to schedule the DAG again
 // on the survivors. A tile is in the result only after its whole RESULT arrived and matched its
-// CRC.
+// CRC. A tile send that fails (SENT undelivered: the link between two workers, not a node) stops
+// the run with DagRun::peer_failure and no node lost: the caller runs it again without peer
+// transfers. A node owes the coordinator SENT for each SEND_TILE, and STORED once its tile was
+// sent, so a silent sender or receiver is lost like any node.
 // The caller owns the cluster, the DAG, the schedule and the matrices; not reentrant on one cluster.
 #pragma once
 
@@ -47,6 +57,12 @@ struct DagRunOptions {
   uint32_t jobs_in_flight = 64;
   // Tile ids on the workers start here (apart from the multiply driver's and the profiler's).
   uint32_t first_tile_id = 0x40000000;
+  // Tiles moved between nodes go worker to worker when every node can (kCapabilityTileSend);
+  // false: through the coordinator.
+  bool peer_transfers = true;
+  // How each node's worker reaches each other node's, hosts[from][to] by index in cluster.links()
+  // (local::load_peer_hosts for emulated clusters); empty or short: at the nodes' own hosts.
+  std::vector<std::vector<std::string>> peer_hosts;
 };
 
 struct DagNodeStats {
@@ -59,6 +75,8 @@ struct DagNodeStats {
   uint64_t bytes_from_node = 0;  // everything read from it
   uint64_t tile_bytes_to_node = 0;    // tile data stored on it
   uint64_t tile_bytes_from_node = 0;  // tile data it returned
+  uint64_t peer_tiles_sent = 0;       // tiles it sent to other nodes (SENT delivered)
+  uint64_t peer_bytes_sent = 0;       // their data
 };
 
 struct LostNode {
@@ -77,7 +95,13 @@ struct DagRun {
   std::vector<double> task_sent_s;
   std::vector<double> task_done_s;
   std::vector<LostNode> lost;
-  uint64_t tile_bytes() const;  // tile data moved either way, summed over nodes
+  bool peer_transfers = false;  // tiles between nodes went worker to worker
+  // Why the run stopped when a tile send between two workers failed (no node lost); else empty.
+  std::string peer_failure;
+  // Notes on how tiles travelled (why peer transfers were not used, when asked for).
+  std::vector<std::string> notes;
+  uint64_t tile_bytes() const;  // tile data moved either way, summed over nodes and peer links
+  uint64_t coordinator_bytes_sent() const;  // everything the coordinator wrote to the nodes
 };
 
 // links[p]: the index in cluster.links() of schedule node p. inputs[m]: the data of DAG matrix m

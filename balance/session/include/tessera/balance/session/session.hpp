@@ -129,6 +129,9 @@ struct EvalOptions {
   // ... are scheduled too, and fewer nodes run when they are forecast clearly faster (where
   // moving tiles to slow nodes costs more than their help).
   bool every_node = false;
+  // scheduled: tiles moved between nodes go worker to worker (when every node's worker can),
+  // and the schedule charges that path; false: every tile through the coordinator.
+  bool direct_tiles = true;
 };
 
 // EvalProduct and EvalOutcome are in report/eval_report.hpp, with their table and JSON.
@@ -211,6 +214,8 @@ class Session {
  private:
   // Measures a quick profile when there is none and the options allow it (saying so first).
   Status measure_missing_profile(const RunControl& control);
+  // SessionOptions::peer_hosts narrowed to the nodes taking part, both ways (hosts[from][to]).
+  std::vector<std::vector<std::string>> taking_part_peer_hosts() const;
   Result<report::MultiplyReport> run_plan_within(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                          linalg::MutableMatrixView c, run::VerifyMode verify, uint64_t verify_seed,
                                          const RunControl& control, double node_timeout_s);

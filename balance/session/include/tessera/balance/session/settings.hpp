@@ -92,8 +92,8 @@ Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settin
                                                   const std::string& config_path, const OptionSpelling& spelling);
 
 // An expression evaluation's options by name (`tessera eval`, Python's Expression.compute).
-// Defaults: EvalOptions{}'s mode, rewriting, tile and node choice, MultiplySettings{}' policy and
-// verify mode.
+// Defaults: EvalOptions{}'s mode, rewriting, tile, node choice and tile route, MultiplySettings{}'
+// policy and verify mode.
 struct EvalSettings {
   std::string mode = std::string(eval_mode_name(EvalOptions{}.mode));  // scheduled | sequence
   bool rewrite = EvalOptions{}.rewrite;                                // false: as written
@@ -101,13 +101,15 @@ struct EvalSettings {
   std::vector<std::string> nodes;                // scheduled: only these; empty: every node
   bool every_node = EvalOptions{}.every_node;    // scheduled: every node gets tasks
   double cache_mb = EvalOptions{}.cache_bytes / 1e6;  // scheduled: each node's tile cache; 0: half its tile memory
+  // scheduled: how tiles move between nodes: direct (worker to worker) | coordinator.
+  std::string tile_route = EvalOptions{}.direct_tiles ? "direct" : "coordinator";
   std::string policy = MultiplySettings{}.policy;  // sequence: each product's policy
   std::string verify = MultiplySettings{}.verify;  // the value (scheduled) or each product (sequence)
   bool operator==(const EvalSettings&) const = default;
 };
 
-// `settings` checked and resolved. Fails (kInvalidArgument) on an unknown mode, policy or verify
-// mode (listing the valid ones), or cache_mb negative or not finite; the message names the option
+// `settings` checked and resolved. Fails (kInvalidArgument) on an unknown mode, tile route, policy
+// or verify mode (listing the valid ones), or cache_mb negative or not finite; the message names the option
 // as `spelling` writes it.
 Result<EvalOptions> resolve_eval_settings(const EvalSettings& settings, const std::string& config_path,
                                           const OptionSpelling& spelling);
