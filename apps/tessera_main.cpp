@@ -194,8 +194,8 @@ int run(int argc, char** argv) {
                      "scheduled: give every node tasks, even when fewer nodes (the fastest first) are forecast faster");
   eval_cmd->add_option("--cache-mb", eval.settings.cache_mb, "scheduled: each node's tile cache (default: half its tile memory)");
   eval_cmd->add_option("--tile-route", eval.settings.tile_route,
-                       "scheduled: tiles between nodes go direct (worker to worker, where every worker can) | "
-                       "through the coordinator")
+                       "scheduled: tiles between nodes go direct (worker to worker, where every worker can), "
+                       "through the coordinator, or auto: whichever the schedule forecasts sooner")
       ->capture_default_str();
   eval_cmd->add_option("--policy", eval.settings.policy, "sequence: policy of every product: even | proportional | model | dynamic")
       ->capture_default_str();

@@ -126,8 +126,9 @@ class Expression:
         mode: "scheduled" (tile tasks placed by HEFT with each node's tile cache, intermediates
         kept on the nodes; ``tile`` fixes the tile size, else the simulation picks it; ``nodes``
         names the only nodes to use; the fastest few of them run alone when that is forecast clearly
-        faster, unless ``every_node=True``; ``tile_route``: "direct", tiles between nodes go worker
-        to worker where every worker can, or "coordinator") or "sequence" (one multiply per product, with ``policy``:
+        faster, unless ``every_node=True``; ``tile_route``: "auto", whichever the schedule forecasts
+        sooner, "direct", tiles between nodes worker to worker where every worker can, or
+        "coordinator") or "sequence" (one multiply per product, with ``policy``:
         "even" | "proportional" | "model" | "dynamic"); verify: "freivalds" | "exact" | "none",
         of the value (scheduled) or of every product (sequence), a failure raising
         VerificationError; rewrite=False evaluates as written; explain=True adds the before/after

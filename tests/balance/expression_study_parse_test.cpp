@@ -82,14 +82,15 @@ TEST_F(ExpressionStudyParse, DefaultsAreAllThreeModesAndThreeRepetitions) {
 
 TEST(ExpressionModeNames, RoundTripAndUnknownNamesListTheValidOnes) {
   for (study::ExpressionMode mode : {study::ExpressionMode::kScheduled, study::ExpressionMode::kSequence,
-                                     study::ExpressionMode::kFastestAlone, study::ExpressionMode::kViaCoordinator}) {
+                                     study::ExpressionMode::kFastestAlone, study::ExpressionMode::kDirect,
+                                     study::ExpressionMode::kViaCoordinator}) {
     Result<study::ExpressionMode> parsed = study::parse_expression_mode(study::expression_mode_name(mode));
     ASSERT_TRUE(parsed.is_ok()) << study::expression_mode_name(mode);
     EXPECT_EQ(*parsed, mode);
   }
   Result<study::ExpressionMode> unknown = study::parse_expression_mode("fastest");
   ASSERT_FALSE(unknown.is_ok());
-  EXPECT_NE(unknown.status().message().find("scheduled, sequence, fastest-alone or via-coordinator"), std::string::npos)
+  EXPECT_NE(unknown.status().message().find("scheduled, sequence, fastest-alone, direct or via-coordinator"), std::string::npos)
       << unknown.status().message();
 }
 

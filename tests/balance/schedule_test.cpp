@@ -279,6 +279,61 @@ TEST(Heft, TilesForNodesBehindASwitchQueueOnItsUplink) {
   EXPECT_DOUBLE_EQ(heft(dag, model).makespan_s, free.makespan_s);
 }
 
+// A tile one node computed and two others read: (A * B) is one tile, its product with C three
+// tasks, one per node. Worker to worker the coordinator never carries it; through the coordinator
+// it does, in once and out once per copy.
+TEST(Heft, TilesWorkerToWorkerSpareTheCoordinatorAndCostTheirProducerASendPerCopy) {
+  model::ClusterModel model;
+  model.nodes = {node("a", 1.0, 1e9), node("b", 1.0, 1e9), node("c", 1.0, 1e9)};
+  const TaskDag dag =
+      lower_to_tasks(parsed("(A * B) * C", {{"A", {64, 64}}, {"B", {64, 64}}, {"C", {64, 192}}}), 64);
+  ASSERT_EQ(dag.tasks.size(), 4u);
+  ScheduleOptions via;
+  ScheduleOptions direct;
+  direct.peer_transfers = true;
+  const Schedule through = heft(dag, model, via);
+  const Schedule straight = heft(dag, model, direct);
+  EXPECT_EQ(check_schedule(dag, straight), "");
+  const double tile = 8.0 * 64 * 64;
+  // Inputs go out from the coordinator either way, and the result's three tiles come back.
+  std::set<std::size_t> readers;
+  for (std::size_t t = 1; t < 4; ++t) readers.insert(straight.tasks[t].node);
+  ASSERT_EQ(readers.size(), 3u) << "the three tasks of the second product run on the three nodes";
+  EXPECT_DOUBLE_EQ(through.coordinator_bytes - straight.coordinator_bytes, 2.0 * 2.0 * tile)
+      << "two copies of A * B, each in and out of the coordinator";
+  // The producer's send: with a transfer cost, it pays once per copy worker to worker and once
+  // for the return through the coordinator.
+  for (model::NodeModel& n : model.nodes) n.cpu.receive_s_per_byte = 1e-6;
+  const Schedule charged_via = heft(dag, model, via);
+  const Schedule charged_direct = heft(dag, model, direct);
+  const std::size_t producer = charged_direct.tasks[0].node;
+  ASSERT_EQ(charged_via.tasks[0].node, producer);
+  const double compute = 2.0 * 64 * 64 * 64 / 1e9;
+  const double own_reads = 2.0 * tile * 1e-6;  // A and B received for its own task
+  EXPECT_NEAR(charged_direct.busy_s[producer] - charged_via.busy_s[producer], tile * 1e-6, 1e-9)
+      << "direct: two sends; via the coordinator: one";
+  EXPECT_GE(charged_via.busy_s[producer], compute + own_reads + tile * 1e-6 - 1e-9);
+}
+
+// Two nodes behind a switch with a slow uplink: a tile one computed and the other reads crosses
+// the uplink twice through the coordinator, not at all worker to worker.
+TEST(Heft, ATileBetweenTwoNodesBehindASwitchSkipsTheUplinkWorkerToWorker) {
+  model::ClusterModel model;
+  // Slow nodes: each product tile takes seconds, so the second product's two tasks go to both.
+  model.nodes = {node("p1", 0.01, 125e6), node("p2", 0.01, 125e6)};
+  model.switch_uplink_bytes_per_s = 5e6;
+  for (model::NodeModel& n : model.nodes) n.link.behind_switch = true;
+  const TaskDag dag = lower_to_tasks(parsed("(A * B) * C", {{"A", {256, 256}}, {"B", {256, 256}}, {"C", {256, 512}}}), 256);
+  ScheduleOptions direct;
+  direct.peer_transfers = true;
+  const Schedule through = heft(dag, model);
+  const Schedule straight = heft(dag, model, direct);
+  EXPECT_EQ(check_schedule(dag, straight), "");
+  ASSERT_NE(straight.tasks[1].node, straight.tasks[2].node);
+  EXPECT_DOUBLE_EQ(through.coordinator_bytes - straight.coordinator_bytes, 2.0 * 8.0 * 256 * 256);
+  EXPECT_LT(straight.makespan_s, through.makespan_s) << "the moved tile no longer waits on the uplink";
+}
+
 TEST(CheckSchedule, CatchesAUseOfAnEvictedTileAnEvictionOfAReadAndAnEarlyStart) {
   model::ClusterModel model;
   model.nodes = {node("a", 1.0)};

@@ -207,7 +207,7 @@ TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
     session::EvalOptions options;
     options.tile = 16;
     options.every_node = true;
-    options.direct_tiles = direct;
+    options.tile_route = direct ? session::TileRoute::kDirect : session::TileRoute::kCoordinator;
     options.multiply.verify = run::VerifyMode::kExact;
     Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
@@ -225,6 +225,20 @@ TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
     EXPECT_NE(report::eval_report_json(*outcome).find("\"coordinator_bytes_sent\""), std::string::npos);
   }
   EXPECT_LT(runs[true].coordinator_bytes_sent, runs[false].coordinator_bytes_sent);
+  // auto (the default): both routes scheduled, the one forecast sooner runs, and the report says so.
+  session::EvalOptions options;
+  options.tile = 16;
+  options.every_node = true;
+  options.multiply.verify = run::VerifyMode::kExact;
+  Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
+  ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
+  EXPECT_EQ(outcome->value.values, local->values);
+  ASSERT_EQ(outcome->scheduled->route_notes.size(), 1u);
+  const std::string& note = outcome->scheduled->route_notes[0];
+  EXPECT_NE(note.find(outcome->scheduled->tile_route == "direct" ? "tiles between nodes worker to worker: forecast"
+                                                                  : "tiles between nodes through the coordinator: forecast"),
+            std::string::npos)
+      << note;
 }
 
 // A link between two workers that fails (here: one node told to reach another at an address nobody
@@ -248,6 +262,7 @@ TEST_F(EvalTest, AFailedLinkBetweenWorkersRunsAgainThroughTheCoordinator) {
   session::EvalOptions options;
   options.tile = 16;
   options.every_node = true;
+  options.tile_route = session::TileRoute::kDirect;
   options.multiply.verify = run::VerifyMode::kExact;
   std::vector<std::string> notices;
   session::RunControl control;

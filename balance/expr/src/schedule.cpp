@@ -278,6 +278,7 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
   std::vector<TileCache> caches(nodes);
   std::unordered_map<uint64_t, std::vector<std::size_t>> holders;  // computed tile -> nodes holding it
   std::unordered_map<uint64_t, std::size_t> pending_reads;          // computed tile -> reads not yet placed
+  std::unordered_set<uint64_t> returned;                           // computed tiles sent back to the coordinator
   for (const TileTask& task : dag.tasks) {
     for (const TileRef& read : task.reads) {
       if (!dag.matrices[read.matrix].input && !dag.matrices[read.matrix].identity) ++pending_reads[tile_key(read)];
@@ -291,6 +292,7 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
       bool through_uplink = false;
       std::vector<bool> cached;
       std::vector<std::pair<uint64_t, double>> fetched;  // key, ready time on the node
+      std::vector<std::size_t> sources;                   // per fetched tile: the node it came from (kNone: inputs)
     };
     Trial best;
     std::size_t best_node = 0;
@@ -324,20 +326,22 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
         // The link is busy while the bytes flow; the tile arrives a latency after they are sent.
         double arrival = kInfinity, link_done = kInfinity;
         bool uplink_used = false;
-        const auto consider = [&](double available, const Transfer& t, bool via_uplink) {
+        std::size_t source = kNone;
+        const auto consider = [&](double available, const Transfer& t, bool via_uplink, std::size_t from) {
           const double begin = std::max(trial.link, via_uplink ? std::max(available, trial.uplink) : available);
           const double sent = begin + (via_uplink ? std::max(t.busy_s, bytes / uplink_rate) : t.busy_s);
           if (sent + t.latency_s < arrival) {
             arrival = sent + t.latency_s;
             link_done = sent;
             uplink_used = via_uplink;
+            source = from;
           }
         };
         if (m.input) {
-          consider(0.0, move(kNone, p, bytes), uplink_binds);
+          consider(0.0, move(kNone, p, bytes), uplink_binds, kNone);
         } else {
           for (std::size_t q : holders[key]) {
-            consider(caches[q].ready(key), move(q, p, bytes), uplink_binds && !(options.peer_transfers && behind[q]));
+            consider(caches[q].ready(key), move(q, p, bytes), uplink_binds && !(options.peer_transfers && behind[q]), q);
           }
         }
         trial.link = link_done;
@@ -349,6 +353,7 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
         trial.receive += options.zero_communication ? 0.0 : bytes * std::max(model.nodes[p].cpu.receive_s_per_byte, 0.0);
         trial.cached.push_back(false);
         trial.fetched.emplace_back(key, arrival);
+        trial.sources.push_back(source);
         fetched_here.insert(key);
       }
       trial.through_uplink = through_uplink;
@@ -401,8 +406,18 @@ Schedule heft_once(const TaskDag& dag, const model::ClusterModel& model, const S
       who.erase(std::remove(who.begin(), who.end(), p), who.end());
       placement.evicted.push_back(tile_of(evicted));
     }
-    for (const auto& [key, arrival] : best.fetched) {
+    for (std::size_t f = 0; f < best.fetched.size(); ++f) {
+      const auto& [key, arrival] = best.fetched[f];
       const double bytes = dag.tile_bytes(tile_of(key));
+      // The node a computed tile came from spends the CPU of sending it: once per copy worker to
+      // worker, once for its return to the coordinator otherwise (which then sends every copy).
+      // Charged after its tasks placed so far (the send runs beside its next ones).
+      const std::size_t source = best.sources[f];
+      if (source != kNone && !options.zero_communication && (options.peer_transfers || returned.insert(key).second)) {
+        const double send_s = bytes * std::max(model.nodes[source].cpu.receive_s_per_byte, 0.0);
+        node_free[source] += send_s;
+        schedule.busy_s[source] += send_s;
+      }
       schedule.bytes_moved += bytes;
       // A tile from another node goes through the coordinator, in and then out, or worker to worker.
       const bool input = dag.matrices[tile_of(key).matrix].input;

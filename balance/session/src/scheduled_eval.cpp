@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -55,6 +56,8 @@ struct Candidate {
   expr::TaskDag dag;
   expr::Schedule schedule;
   std::vector<std::size_t> nodes;  // the schedule's nodes, as indices into the model it was made on
+  bool direct = false;             // tiles between nodes worker to worker (the schedule charges that)
+  double other_route_s = NAN;      // the other route's forecast, when both were scheduled
 };
 
 // `dag` scheduled on the nodes `nodes` of `model` (indices, cluster order).
@@ -141,22 +144,25 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
     }
   }
   report::ScheduledEval report;
-  // Tiles between nodes go worker to worker when asked and every node's worker can; the schedule
-  // charges the path they take.
+  // The routes a tile between nodes may take, each scheduled (the schedule charges the path):
+  // worker to worker needs every node's worker to send tiles.
   expr::ScheduleOptions schedule_options;
   schedule_options.cache_bytes = cache_bytes;
-  schedule_options.peer_transfers = options.direct_tiles;
-  if (options.direct_tiles) {
+  bool direct_possible = options.tile_route != TileRoute::kCoordinator;
+  if (direct_possible) {
     constexpr uint64_t kTileSend = transport::kCapabilityForward | transport::kCapabilityTileSend;
     for (std::size_t i : taking_part) {
       if ((links[i].hello.capabilities & kTileSend) == kTileSend) continue;
       report.route_notes.push_back(fmt::format(
           "tiles between nodes go through the coordinator: {}'s worker does not send tiles to other workers (it offers {})",
           links[i].spec.name, transport::capability_names(links[i].hello.capabilities)));
-      schedule_options.peer_transfers = false;
+      direct_possible = false;
       break;
     }
   }
+  std::vector<bool> routes;  // peer_transfers values to schedule, direct first (it wins a tie)
+  if (direct_possible) routes.push_back(true);
+  if (!direct_possible || options.tile_route == TileRoute::kAuto) routes.push_back(false);
 
   // The tile size: the largest whose predicted schedule is within kTileTieMargin of the fastest.
   const model::ClusterModel part_model = model::model_of_nodes(model, taking_part);
@@ -174,7 +180,22 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
   for (uint64_t tile : tiles) {
     expr::TaskDag dag = expr::lower_to_tasks(e, tile);
     if (options.tile == 0 && !candidates.empty() && dag.tasks.size() > kMostTasks) continue;
-    Candidate candidate = schedule_on_best_nodes(std::move(dag), part_model, options.every_node, schedule_options);
+    std::optional<Candidate> chosen;
+    for (bool direct : routes) {
+      expr::ScheduleOptions route_options = schedule_options;
+      route_options.peer_transfers = direct;
+      Candidate tried = schedule_on_best_nodes(dag, part_model, options.every_node, route_options);
+      tried.direct = direct;
+      if (!chosen) {
+        chosen = std::move(tried);
+      } else if (tried.schedule.makespan_s < chosen->schedule.makespan_s) {
+        tried.other_route_s = chosen->schedule.makespan_s;
+        chosen = std::move(tried);
+      } else {
+        chosen->other_route_s = tried.schedule.makespan_s;
+      }
+    }
+    Candidate candidate = std::move(*chosen);
     for (std::size_t& node : candidate.nodes) node = taking_part[node];  // from now on: link indices
     report.candidates.emplace_back(candidate.dag.tile, candidate.schedule.makespan_s);
     candidates.push_back(std::move(candidate));
@@ -182,6 +203,13 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
   std::vector<double> makespans;  // the forecasts just reported, in the same order
   for (const auto& [tile, makespan] : report.candidates) makespans.push_back(makespan);
   Candidate best = std::move(candidates[expr::pick_tile_candidate(makespans, kTileTieMargin)]);
+  schedule_options.peer_transfers = best.direct;
+  if (std::isfinite(best.other_route_s)) {
+    report.route_notes.push_back(fmt::format("tiles between nodes {}: forecast {:.3f} s, {:.3f} s {}",
+                                             best.direct ? "worker to worker" : "through the coordinator",
+                                             best.schedule.makespan_s, best.other_route_s,
+                                             best.direct ? "through the coordinator" : "worker to worker"));
+  }
   report.tile = best.dag.tile;
   report.predicted_makespan_s = best.schedule.makespan_s;
   report.predicted_bytes = best.schedule.bytes_moved;
@@ -242,7 +270,7 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
     const double offset = std::chrono::duration<double>(Clock::now() - start).count();
     run::DagRunOptions run_options;
     run_options.node_timeout_s = options.multiply.node_timeout_s;
-    run_options.peer_transfers = schedule_options.peer_transfers;
+    run_options.peer_transfers = current.direct;
     run_options.peer_hosts = peer_hosts;
     Result<run::DagRun> run = run::run_dag(connection, current.nodes, current.dag, current.schedule, input_views, outcome.value,
                                  run_options);
@@ -259,7 +287,9 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
       node.peer_bytes_sent += stats.peer_bytes_sent;
     }
     report.coordinator_bytes_sent += run->coordinator_bytes_sent();
-    report.tile_route = run->peer_transfers ? "direct" : "coordinator";
+    // Direct when tiles went worker to worker, or would have had any moved (none did); not when
+    // the runner fell back to the coordinator (its notes say why).
+    report.tile_route = run->peer_transfers || (current.direct && run->notes.empty()) ? "direct" : "coordinator";
     for (const std::string& note : run->notes) report.route_notes.push_back(note);
     report.measured_bytes += static_cast<double>(run->tile_bytes());
     report.measured_coordinator_cpu_s += run->coordinator_cpu_s;
@@ -286,6 +316,7 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
       schedule_options.peer_transfers = false;
       const std::vector<std::size_t> same_nodes = current.nodes;  // link indices == model indices
       current = schedule_dag(std::move(current.dag), model, same_nodes, schedule_options);
+      current.direct = false;
       continue;
     }
     std::vector<std::size_t> lost_links;
@@ -301,7 +332,9 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
       return network_error(fmt::format("every node was lost ({}){}", fmt::join(report.lost_nodes, ", "), reasons));
     }
     // Every node left takes part again: the set chosen before had the lost one in it.
+    const bool direct = current.direct;
     current = schedule_dag(std::move(current.dag), model, taking_part, schedule_options);
+    current.direct = direct;
   }
   for (std::size_t i = 0; i < node_figures.size(); ++i) {
     if (!node_figures[i].name.empty()) report.nodes.push_back(node_figures[i]);

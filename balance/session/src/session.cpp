@@ -296,6 +296,22 @@ Result<EvalMode> parse_eval_mode(std::string_view name) {
   return invalid_argument(fmt::format("unknown evaluation mode '{}'; use scheduled or sequence", name));
 }
 
+std::string_view tile_route_name(TileRoute route) {
+  switch (route) {
+    case TileRoute::kAuto: return "auto";
+    case TileRoute::kDirect: return "direct";
+    case TileRoute::kCoordinator: return "coordinator";
+  }
+  return "auto";
+}
+
+Result<TileRoute> parse_tile_route(std::string_view name) {
+  for (TileRoute route : {TileRoute::kAuto, TileRoute::kDirect, TileRoute::kCoordinator}) {
+    if (name == tile_route_name(route)) return route;
+  }
+  return invalid_argument(fmt::format("unknown tile route '{}'; use auto, direct (worker to worker) or coordinator", name));
+}
+
 Result<report::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                                      const EvalOptions& options, const RunControl& control) {
   const auto start = std::chrono::steady_clock::now();

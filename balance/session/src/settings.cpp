@@ -110,12 +110,10 @@ Result<EvalOptions> resolve_eval_settings(const EvalSettings& settings, const st
     return invalid_argument(fmt::format("{} must be a positive number of megabytes (0: half each worker's tile memory)",
                                         spelling.assignment("cache_mb", fmt::format("{}", settings.cache_mb))));
   }
-  if (settings.tile_route != "direct" && settings.tile_route != "coordinator") {
-    return invalid_argument(fmt::format("{} is not a tile route: direct (worker to worker) | coordinator",
-                                        spelling.assignment("tile_route", settings.tile_route, /*text=*/true)));
-  }
+  Result<TileRoute> route = parse_tile_route(settings.tile_route);
+  if (!route) return invalid_argument(fmt::format("{}: {}", spelling.name("tile_route"), route.status().message()));
   EvalOptions options;
-  options.direct_tiles = settings.tile_route == "direct";
+  options.tile_route = *route;
   options.multiply = *products;
   options.rewrite = settings.rewrite;
   options.mode = *mode;

@@ -315,6 +315,7 @@ std::string_view mode_colour(ExpressionMode mode) {
     case ExpressionMode::kScheduled: return "#4472c4";
     case ExpressionMode::kSequence: return "#ed7d31";
     case ExpressionMode::kFastestAlone: return "#a5a5a5";
+    case ExpressionMode::kDirect: return "#ffc000";
     case ExpressionMode::kViaCoordinator: return "#70ad47";
   }
   return "#000000";
@@ -458,7 +459,7 @@ std::string direct_against_coordinator(const ExpressionStudy& study, const std::
   std::string rows;
   for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
     for (std::size_t benchmark = 0; benchmark < study.benchmarks.size(); ++benchmark) {
-      const ExpressionGroupStats* direct = find_expression_group(groups, {cluster, benchmark, ExpressionMode::kScheduled});
+      const ExpressionGroupStats* direct = find_expression_group(groups, {cluster, benchmark, ExpressionMode::kDirect});
       const ExpressionGroupStats* via = find_expression_group(groups, {cluster, benchmark, ExpressionMode::kViaCoordinator});
       if (direct == nullptr || via == nullptr) continue;
       const double direct_s = direct->median_of(&ExpressionRunRecord::makespan_s);
@@ -472,9 +473,10 @@ std::string direct_against_coordinator(const ExpressionStudy& study, const std::
     }
   }
   if (rows.empty()) return "";
-  return "\n## Tiles worker to worker against through the coordinator\n\n`scheduled` sends a tile one node computed "
+  return "\n## Tiles worker to worker against through the coordinator\n\n`direct` sends a tile one node computed "
          "straight to the nodes that read it; `via-coordinator` runs the same kind of schedule with every such tile "
-         "returned to the coordinator and sent on from there. Makespans in seconds, median (min..max); coordinator MB: "
+         "returned to the coordinator and sent on from there (`scheduled` takes the route its schedule forecasts "
+         "sooner). Makespans in seconds, median (min..max); coordinator MB: "
          "everything the coordinator wrote to the nodes (inputs, jobs, tiles), median.\n\n"
          "| cluster | benchmark | direct s | via coordinator s | direct / via | coordinator MB direct | coordinator MB via "
          "| direct / via |\n|---|---|---|---|---|---|---|---|\n" +
@@ -560,10 +562,11 @@ std::string report_tables(const ExpressionStudy& study, const std::vector<Expres
 std::string expression_study_report(const ExpressionStudy& study, const std::vector<ExpressionClusterFacts>& clusters,
                                     const std::map<ExpressionGroupKey, ExpressionGroupStats>& groups) {
   std::string md = fmt::format("- Modes: {}. scheduled: the tiled task DAG placed by HEFT with tile caches, tiles "
-                               "between nodes sent worker to worker; sequence: one multiply per product, every "
+                               "between nodes by the route forecast sooner; sequence: one multiply per product, every "
                                "intermediate back on the coordinator; fastest-alone: scheduled on the node with the "
-                               "highest profiled GFLOP/s alone; via-coordinator: scheduled with every tile between "
-                               "nodes through the coordinator. Every run verified (Freivalds).\n",
+                               "highest profiled GFLOP/s alone; direct and via-coordinator: scheduled with every tile "
+                               "between nodes worker to worker, or through the coordinator. Every run verified "
+                               "(Freivalds).\n",
                                join(study.modes, ", ", expression_mode_name));
   for (const ExpressionClusterFacts& facts : clusters) {
     md += fmt::format("- {}; fastest alone: {}\n", cluster_facts_line(facts), facts.fastest);
@@ -606,7 +609,9 @@ session::EvalOptions eval_options(ExpressionMode mode, const std::string& fastes
   options.multiply.verify = run::VerifyMode::kFreivalds;
   options.mode = mode == ExpressionMode::kSequence ? session::EvalMode::kSequence : session::EvalMode::kScheduled;
   if (mode == ExpressionMode::kFastestAlone) options.only_nodes = {fastest_node};
-  options.direct_tiles = mode != ExpressionMode::kViaCoordinator;
+  options.tile_route = mode == ExpressionMode::kDirect           ? session::TileRoute::kDirect
+                       : mode == ExpressionMode::kViaCoordinator ? session::TileRoute::kCoordinator
+                                                                 : session::TileRoute::kAuto;
   return options;
 }
 
@@ -688,6 +693,7 @@ std::string_view expression_mode_name(ExpressionMode mode) {
     case ExpressionMode::kScheduled: return "scheduled";
     case ExpressionMode::kSequence: return "sequence";
     case ExpressionMode::kFastestAlone: return "fastest-alone";
+    case ExpressionMode::kDirect: return "direct";
     case ExpressionMode::kViaCoordinator: return "via-coordinator";
   }
   return "unknown";
@@ -695,10 +701,10 @@ std::string_view expression_mode_name(ExpressionMode mode) {
 
 Result<ExpressionMode> parse_expression_mode(std::string_view name) {
   for (ExpressionMode mode : {ExpressionMode::kScheduled, ExpressionMode::kSequence, ExpressionMode::kFastestAlone,
-                              ExpressionMode::kViaCoordinator}) {
+                              ExpressionMode::kDirect, ExpressionMode::kViaCoordinator}) {
     if (name == expression_mode_name(mode)) return mode;
   }
-  return invalid_config(fmt::format("unknown mode {}; use scheduled, sequence, fastest-alone or via-coordinator",
+  return invalid_config(fmt::format("unknown mode {}; use scheduled, sequence, fastest-alone, direct or via-coordinator",
                                     cluster::single_quoted(name)));
 }
 

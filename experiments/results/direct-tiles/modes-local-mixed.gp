@@ -10,4 +10,4 @@ set style data histograms
 set style histogram errorbars gap 1 lw 1
 set style fill solid 0.6 border -1
 set boxwidth 0.9
-plot 'experiments/results/direct-tiles/modes-local-mixed.dat' using 2:3:4:xtic(1) lc rgb '#4472c4' title 'scheduled', 'experiments/results/direct-tiles/modes-local-mixed.dat' using 5:6:7 lc rgb '#70ad47' title 'via-coordinator'
+plot 'experiments/results/direct-tiles/modes-local-mixed.dat' using 2:3:4:xtic(1) lc rgb '#4472c4' title 'scheduled', 'experiments/results/direct-tiles/modes-local-mixed.dat' using 5:6:7 lc rgb '#ffc000' title 'direct', 'experiments/results/direct-tiles/modes-local-mixed.dat' using 8:9:10 lc rgb '#70ad47' title 'via-coordinator'

@@ -2,7 +2,7 @@
 //
 //   tessera eval CONFIG "u * P^8" --input P=P.npy --input u=u.npy [--out r.npy] [--explain]
 //                [--no-rewrite] [--mode scheduled|sequence] [--tile N] [--nodes A,B] [--cache-mb MB]
-//                [--tile-route direct|coordinator]
+//                [--tile-route auto|direct|coordinator]
 //                [--policy even|proportional|model|dynamic] [--verify freivalds|exact|none]
 //                [--report FILE.json] [--run-dir DIR] [--profile FILE]
 //

@@ -18,7 +18,9 @@
 // peer transfers (ScheduleOptions::peer_transfers) a tile from another node travels worker to
 // worker: the coordinator neither sends nor receives it, and between two nodes behind the same
 // switch it does not cross the switch's uplink; without, it goes through the coordinator (in and
-// out again). At the end the result's tiles travel to the coordinator.
+// out again). The node a computed tile comes from pays the CPU of sending it (the profile's transfer
+// CPU per byte, as for receiving): once per copy worker to worker, once for its return otherwise.
+// At the end the result's tiles travel to the coordinator.
 //
 // Node costs come from the performance model (model.hpp): GEMM speed at each job's
 // square-equivalent size (so a vector-matrix tile runs at the memory-bound rate), the node's availability and receive charge, link latency and

@@ -116,6 +116,13 @@ enum class EvalMode { kScheduled, kSequence };
 std::string_view eval_mode_name(EvalMode mode);
 Result<EvalMode> parse_eval_mode(std::string_view name);  // scheduled | sequence
 
+// How a scheduled evaluation moves a tile from the node that computed it to another: worker to
+// worker (kDirect), through the coordinator (kCoordinator), or whichever the schedule forecasts
+// sooner (kAuto; direct on a tie, since it spares the coordinator's link).
+enum class TileRoute { kAuto, kDirect, kCoordinator };
+std::string_view tile_route_name(TileRoute route);
+Result<TileRoute> parse_tile_route(std::string_view name);  // auto | direct | coordinator
+
 struct EvalOptions {
   MultiplyOptions multiply;  // sequence: how each product runs; both: verify mode and seed
   bool rewrite = true;       // rewrite by cost first (expr/rewrite.hpp); false: as written
@@ -129,9 +136,9 @@ struct EvalOptions {
   // ... are scheduled too, and fewer nodes run when they are forecast clearly faster (where
   // moving tiles to slow nodes costs more than their help).
   bool every_node = false;
-  // scheduled: tiles moved between nodes go worker to worker (when every node's worker can),
-  // and the schedule charges that path; false: every tile through the coordinator.
-  bool direct_tiles = true;
+  // scheduled: how tiles move between nodes; direct needs every node's worker to send tiles
+  // (transport::kCapabilityTileSend), else they go through the coordinator.
+  TileRoute tile_route = TileRoute::kAuto;
 };
 
 // EvalProduct and EvalOutcome are in report/eval_report.hpp, with their table and JSON.

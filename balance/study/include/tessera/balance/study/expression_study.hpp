@@ -15,7 +15,7 @@
 //                                      expression as `tessera eval` reads it (expr/parse.hpp); every
 //                                      input random:RxC or integers:RxC, seeded by its name as
 //                                      `tessera eval --input` seeds it, and used by the expression
-//   modes: [scheduled, sequence, fastest-alone]   default these three; also via-coordinator
+//   modes: [scheduled, sequence, fastest-alone]   default these three; also direct, via-coordinator
 //   repeat: 3                          default 3 (--repeat overrides)
 // Runs are interleaved: each repetition runs every benchmark in every mode once, so a slow spell
 // of the shared machine hits all of them alike. Not thread-safe.
@@ -33,11 +33,11 @@
 
 namespace tessera::balance::study {
 
-// scheduled: Session::evaluate's scheduled mode on every node (tiles between nodes worker to
-// worker where the workers can); sequence: its sequence mode; fastest-alone: the scheduled mode on
-// the node with the highest profiled GFLOP/s alone; via-coordinator: scheduled with every tile
-// through the coordinator (EvalOptions::direct_tiles false), what direct tiles are measured against.
-enum class ExpressionMode { kScheduled, kSequence, kFastestAlone, kViaCoordinator };
+// scheduled: Session::evaluate's scheduled mode on every node (tiles between nodes by the route
+// the schedule forecasts sooner); sequence: its sequence mode; fastest-alone: the scheduled mode
+// on the node with the highest profiled GFLOP/s alone; direct and via-coordinator: scheduled with
+// every tile between nodes worker to worker, or through the coordinator (TileRoute).
+enum class ExpressionMode { kScheduled, kSequence, kFastestAlone, kDirect, kViaCoordinator };
 std::string_view expression_mode_name(ExpressionMode mode);
 Result<ExpressionMode> parse_expression_mode(std::string_view name);  // the error lists the valid names
 
