@@ -83,7 +83,7 @@ TEST(CoordinatorCapabilities, ClusterConnectNamesOnlyTheNodeThatLacksACapability
   ASSERT_EQ(connected->links().size(), 2u);
   EXPECT_EQ(connected->links()[0].hello.capabilities,
             tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs | tp::kCapabilityForward |
-                tp::kCapabilityTls);
+                tp::kCapabilityTileSend | tp::kCapabilityTls);
   EXPECT_EQ(connected->links()[1].hello.capabilities, kTestCapability | tp::kCapabilityTls);
 }
 

@@ -223,7 +223,7 @@ TEST(GraphService, DefaultWorkerHostsGemmAndGraph) {
   ASSERT_TRUE(table) << table.status().to_string();
   EXPECT_EQ(table->capabilities(),
             tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs | tp::kCapabilityGraph |
-                tp::kCapabilityGraphProbe | tp::kCapabilityForward);
+                tp::kCapabilityGraphProbe | tp::kCapabilityForward | tp::kCapabilityTileSend);
   EXPECT_TRUE(table->takes_peers());
   EXPECT_NE(table->find_peer(static_cast<uint16_t>(tp::MessageType::kGraphDeltas)), nullptr);
   EXPECT_EQ(table->find_peer(static_cast<uint16_t>(tp::MessageType::kJob)), nullptr);

@@ -98,7 +98,7 @@ TEST(ServiceTable, BuildsTheDispatchTableFromTheServices) {
   ASSERT_TRUE(table) << table.status().to_string();
   EXPECT_EQ(table->capabilities(),
             tp::kCapabilityGemm | tp::kCapabilityExpression | tp::kCapabilityTransposedJobs | tp::kCapabilityForward |
-                kTestCapability);
+                tp::kCapabilityTileSend | kTestCapability);
   for (tp::MessageType type : {tp::MessageType::kStore, tp::MessageType::kJob, tp::MessageType::kRelease,
                                tp::MessageType::kCredit, tp::MessageType::kProbe, tp::MessageType::kStatsRequest}) {
     SCOPED_TRACE(tp::message_type_name(static_cast<uint16_t>(type)));
@@ -115,7 +115,7 @@ TEST(ServiceTable, BuildsTheDispatchTableFromTheServices) {
                              static_cast<uint16_t>(tp::MessageType::kResult), uint16_t{99}, uint16_t{0xFFFF}}) {
     EXPECT_EQ(table->find(unhandled), nullptr) << unhandled;
   }
-  EXPECT_EQ(table->describe(), "gemm (PROBE, STORE, JOB, RELEASE, STATS_REQUEST, FORWARD_SETUP; from peers: FORWARD_SETUP, STORE); echo (CREDIT)");
+  EXPECT_EQ(table->describe(), "gemm (PROBE, STORE, JOB, RELEASE, STATS_REQUEST, FORWARD_SETUP, SEND_TILE; from peers: FORWARD_SETUP, STORE); echo (CREDIT)");
 }
 
 TEST(ServiceTable, RefusesConflictingOrMalformedServices) {
