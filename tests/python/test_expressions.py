@@ -60,6 +60,21 @@ def test_a_scheduled_run_reports_its_schedule_and_can_use_one_node(cluster):
         (cluster.array(P) ** 2).compute(tile=0.5)
 
 
+def test_tiles_between_nodes_go_worker_to_worker_or_through_the_coordinator(cluster):
+    P = small_integers(48, 48, 12)
+    sent = {}
+    for route in ("direct", "coordinator"):
+        value, report = (cluster.array(P) ** 4).compute(tile=16, every_node=True, verify="exact", tile_route=route)
+        assert np.array_equal(value, np.linalg.matrix_power(P, 4)), route
+        assert report.scheduled["tile_route"] == route
+        peers = sum(node["peer_bytes_sent"] for node in report.scheduled["nodes"])
+        assert (peers > 0) == (route == "direct"), route
+        sent[route] = report.scheduled["coordinator_bytes_sent"]
+    assert sent["direct"] < sent["coordinator"]
+    with pytest.raises(tessera.InvalidInputError, match="tile_route: unknown tile route 'sideways'"):
+        (cluster.array(P) ** 2).compute(tile_route="sideways")
+
+
 def test_rewriting_is_reported_and_can_be_turned_off(cluster):
     u, P = small_integers(1, 32, 9), small_integers(32, 32, 10)
     expression = cluster.array(u) @ cluster.array(P) ** 8
