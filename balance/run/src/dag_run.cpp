@@ -135,12 +135,14 @@ struct NodeState {
     uint32_t id = 0;
     std::size_t to = 0;  // node index
     uint64_t bytes = 0;
+    bool abandoned = false;  // its receiver was lost: its SENT is no longer owed (read if it comes)
   };
-  std::deque<Send> sends_in_flight;  // SEND_TILEs written, SENT still due, in order
+  std::deque<Send> sends_in_flight;  // SEND_TILEs written, SENT not yet read, in order
+  uint64_t sends_owed = 0;           // those not abandoned
 
   // REQUIRES: mutex held.
   uint64_t owed() const {
-    return (jobs_sent - credits) + (results_expected - results_received) + sends_in_flight.size() + peer_owed.size();
+    return (jobs_sent - credits) + (results_expected - results_received) + sends_owed + peer_owed.size();
   }
 };
 
@@ -333,6 +335,7 @@ class DagRunner {
       {
         std::lock_guard lock(node.mutex);
         node.sends_in_flight.push_back({send.tile_id, to, static_cast<uint64_t>(dag_.tile_bytes(output))});
+        ++node.sends_owed;
       }
       watchdog_->begin_owing(node.index);  // its SENT
       node.changed.notify_all();
@@ -383,7 +386,9 @@ class DagRunner {
       }
       send = node.sends_in_flight.front();
       node.sends_in_flight.pop_front();
+      if (!send.abandoned) --node.sends_owed;
     }
+    if (send.abandoned) return Status::ok();  // its receiver was lost; nothing waits for it
     watchdog_->end_owing(node.index);
     NodeState& target = *nodes_[send.to];
     if (!sent->delivered) {
@@ -418,6 +423,22 @@ class DagRunner {
       lost_.push_back({node.index, reason});
     }
     watchdog_->retire(node.index);
+    // Sends toward it may never finish (a frozen receiver holds its sender's write): their SENT is
+    // no longer owed, so the sender is not taken for silent while it waits on the lost one.
+    for (auto& other : nodes_) {
+      if (other.get() == &node) continue;
+      uint32_t abandoned = 0;
+      {
+        std::lock_guard lock(other->mutex);
+        for (NodeState::Send& send : other->sends_in_flight) {
+          if (send.to != node.index || send.abandoned) continue;
+          send.abandoned = true;
+          --other->sends_owed;
+          ++abandoned;
+        }
+      }
+      for (uint32_t i = 0; i < abandoned; ++i) watchdog_->end_owing(other->index);
+    }
     stop_ = true;
     node.connection->shutdown();
     tiles_.wake_all();
