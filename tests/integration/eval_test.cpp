@@ -345,8 +345,8 @@ class ScheduledLossTest : public ::testing::Test {
   }
 
   // Evaluates P^4 (64 x 64, 16 x 16 tiles: 32 tasks, 128 jobs) while `fault` is done to worker c
-  // 400 ms in, and checks the value against the local one.
-  void expect_exact_despite(int signal, double node_timeout_s) {
+  // 400 ms in, tiles between nodes taking `route`, and checks the value against the local one.
+  void expect_exact_despite(int signal, double node_timeout_s, session::TileRoute route) {
     {
       // Measured, then every node given a's figures: HEFT then spreads the tasks evenly, so c has
       // work when the fault comes however the profile read a loaded machine (c's own delayed
@@ -381,6 +381,7 @@ class ScheduledLossTest : public ::testing::Test {
     options.every_node = true;  // c must have tasks to lose, however the forecasts compare
     options.multiply.verify = run::VerifyMode::kExact;
     options.multiply.node_timeout_s = node_timeout_s;
+    options.tile_route = route;
     const int victim = workers_[2]->pid();
     std::jthread fault([victim, signal] {
       std::this_thread::sleep_for(std::chrono::milliseconds(400));
@@ -394,6 +395,9 @@ class ScheduledLossTest : public ::testing::Test {
     const report::ScheduledEval& run = *outcome->scheduled;
     EXPECT_EQ(run.lost_nodes, std::vector<std::string>{"c"});
     EXPECT_EQ(run.attempts, 2u);
+    uint64_t peer_bytes = 0;
+    for (const report::ScheduledNode& node : run.nodes) peer_bytes += node.peer_bytes_sent;
+    EXPECT_EQ(peer_bytes > 0, route == session::TileRoute::kDirect) << "tiles went the route asked for";
     EXPECT_TRUE(run.verification.passed) << run.verification.detail;
   }
 
@@ -402,9 +406,23 @@ class ScheduledLossTest : public ::testing::Test {
   std::vector<std::unique_ptr<ChildProcess>> workers_;
 };
 
-TEST_F(ScheduledLossTest, AKilledNodesTasksAreComputedAgainOnTheOthers) { expect_exact_despite(SIGKILL, 0.0); }
+TEST_F(ScheduledLossTest, AKilledNodesTasksAreComputedAgainOnTheOthers) {
+  expect_exact_despite(SIGKILL, 0.0, session::TileRoute::kCoordinator);
+}
 
-TEST_F(ScheduledLossTest, AStoppedNodeIsDroppedAfterItsDeadline) { expect_exact_despite(SIGSTOP, 1.0); }
+TEST_F(ScheduledLossTest, AStoppedNodeIsDroppedAfterItsDeadline) {
+  expect_exact_despite(SIGSTOP, 1.0, session::TileRoute::kCoordinator);
+}
+
+// The same with tiles sent worker to worker: c is killed or frozen while it sends or receives
+// them; only c is lost (a node sending to a frozen c is not taken for silent).
+TEST_F(ScheduledLossTest, AKilledNodeAmongWorkerToWorkerTilesIsTheOnlyOneLost) {
+  expect_exact_despite(SIGKILL, 0.0, session::TileRoute::kDirect);
+}
+
+TEST_F(ScheduledLossTest, AStoppedNodeAmongWorkerToWorkerTilesIsTheOnlyOneLost) {
+  expect_exact_despite(SIGSTOP, 1.0, session::TileRoute::kDirect);
+}
 
 // Left out by name (the others evaluate it), or with --require-all refused by name.
 TEST_F(EvalTest, AnAbsentNodeIsNamed) {
