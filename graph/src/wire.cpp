@@ -177,14 +177,7 @@ std::vector<std::byte> encode_fixed(const GraphProbeResult& m) {
 // --- Decoding ------------------------------------------------------------------------------
 
 // The message's own fields are read with a PayloadReader; these add the checks a graph layout
-// needs on top: enum values, 0/1 booleans.
-bool read_bool(tp::PayloadReader& r, std::string_view field, bool& out) {
-  uint8_t value = 0;
-  if (!r.u8(field, value)) return false;
-  if (value > 1) return r.fail(std::string(field) + " " + std::to_string(value) + " is neither 0 nor 1");
-  out = value == 1;
-  return true;
-}
+// needs on top: enum values.
 
 bool read_algorithm(tp::PayloadReader& r, AlgorithmSpec& spec) {
   uint8_t kind = 0;
@@ -226,7 +219,7 @@ bool read_progress(tp::PayloadReader& r, EngineProgress& p) {
          r.u64("edge_updates", p.edge_updates) && r.u64("batches_sent", p.batches_sent) &&
          r.u64("batches_received", p.batches_received) && r.u64("deltas_sent", p.deltas_sent) &&
          r.u64("deltas_received", p.deltas_received) && r.f64("busy_seconds", p.busy_seconds) &&
-         r.f64("idle_seconds", p.idle_seconds) && read_bool(r, "running", p.running) &&
+         r.f64("idle_seconds", p.idle_seconds) && r.boolean("running", p.running) &&
          r.zero_padding("progress pad", 7);
 }
 
@@ -264,7 +257,7 @@ Result<GraphMessage> decode_load(std::span<const std::byte> payload, const tp::L
   if (!(r.u64("run_id", m.setup.run_id) && read_algorithm(r, m.setup.algorithm) &&
         read_engine_options(r, m.setup.engine) && r.u32("part_index", part.part_index) &&
         r.u32("part_count", part.part_count) && r.u32("local_count", part.local_count) &&
-        r.u32("ghost_count", ghost_count) && r.u64("edge_count", edge_count) && read_bool(r, "weighted", weighted) &&
+        r.u32("ghost_count", ghost_count) && r.u64("edge_count", edge_count) && r.boolean("weighted", weighted) &&
         r.zero_padding("part pad", 7))) {
     return r.status();
   }
@@ -381,7 +374,7 @@ Result<GraphMessage> decode_values(std::span<const std::byte> payload) {
   GraphValues m;
   uint64_t count = 0;
   tp::PayloadReader r("GRAPH_VALUES", payload);
-  if (!(r.u64("count", count) && read_bool(r, "final", m.final) && r.zero_padding("pad", 7))) return r.status();
+  if (!(r.u64("count", count) && r.boolean("final", m.final) && r.zero_padding("pad", 7))) return r.status();
   uint64_t bytes = 0;
   const bool fits = total_bytes({{count, sizeof(double)}}, bytes);
   if (!expect_remaining(r, fits, bytes, "count " + std::to_string(count) + " values")) return r.status();

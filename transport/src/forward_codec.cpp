@@ -36,17 +36,11 @@ Result<ForwardMessage> decode_setup(std::span<const std::byte> payload, const Li
 
 Result<ForwardMessage> decode_ready(std::span<const std::byte> payload, const Limits& limits) {
   ForwardReady m;
-  uint8_t linked = 0;
   PayloadReader r("FORWARD_READY", payload);
-  if (!(r.u64("run_token", m.run_token) && r.u8("linked", linked) && r.zero_padding("pad", 7) &&
+  if (!(r.u64("run_token", m.run_token) && r.boolean("linked", m.linked) && r.zero_padding("pad", 7) &&
         r.string("reason", limits.max_string_bytes, m.reason))) {
     return r.status();
   }
-  if (linked > 1) {
-    r.fail("linked " + std::to_string(linked) + " is neither 0 nor 1");
-    return r.status();
-  }
-  m.linked = linked == 1;
   if (m.linked && !m.reason.empty()) {
     r.fail("a linked node gives no reason");
     return r.status();
@@ -79,17 +73,11 @@ Result<ForwardMessage> decode_send_tile(std::span<const std::byte> payload, cons
 
 Result<ForwardMessage> decode_sent(std::span<const std::byte> payload, const Limits& limits) {
   Sent m;
-  uint8_t delivered = 0;
   PayloadReader r("SENT", payload);
-  if (!(r.u64("run_token", m.run_token) && r.u32("tile_id", m.tile_id) && r.u8("delivered", delivered) &&
+  if (!(r.u64("run_token", m.run_token) && r.u32("tile_id", m.tile_id) && r.boolean("delivered", m.delivered) &&
         r.zero_padding("pad", 3) && r.string("reason", limits.max_string_bytes, m.reason))) {
     return r.status();
   }
-  if (delivered > 1) {
-    r.fail("delivered " + std::to_string(delivered) + " is neither 0 nor 1");
-    return r.status();
-  }
-  m.delivered = delivered == 1;
   if (m.delivered != m.reason.empty()) {
     r.fail(m.delivered ? std::string("a delivered tile gives no reason") : std::string("an undelivered tile gives its reason"));
     return r.status();

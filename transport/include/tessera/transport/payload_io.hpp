@@ -89,6 +89,14 @@ class PayloadReader {
   bool u16(std::string_view field, uint16_t& out) { return get(field, 2, out); }
   bool u32(std::string_view field, uint32_t& out) { return get(field, 4, out); }
   bool u64(std::string_view field, uint64_t& out) { return get(field, 8, out); }
+  // One byte that must be 0 or 1 ("linked 2 is neither 0 nor 1" otherwise).
+  bool boolean(std::string_view field, bool& out) {
+    uint8_t value = 0;
+    if (!u8(field, value)) return false;
+    if (value > 1) return fail(std::string(field) + " " + std::to_string(value) + " is neither 0 nor 1");
+    out = value == 1;
+    return true;
+  }
   bool f64(std::string_view field, double& out) {
     uint64_t bits = 0;
     if (!get(field, 8, bits)) return false;
