@@ -1,5 +1,6 @@
 // A cluster where a node does not answer at the start, against real worker processes on loopback
-// TCP (issue 32, section 3): three workers, one of them killed by pid before the run.
+// TCP (users expect to run on the nodes that answer, as Dask and Ray do): three workers, one of
+// them killed by pid before the run.
 //  - `tessera multiply`, `graph` and `eval` run on the two that answer, exit 0 with a verified
 //    answer, print one warning naming the node left out and why, and record it in --report;
 //  - with --require-all each refuses, naming the node;

@@ -195,9 +195,11 @@ TEST_F(EvalTest, TheScheduledReportAddsUp) {
 TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
   Result<session::Session> session = session::Session::open(cluster_);
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
-  const linalg::Matrix p = small_integers(64, 64, 31);
+  // Tiles of 256: each task's compute outweighs moving a tile, so every node gets tasks whatever
+  // the profile says of latency (with 16-square tiles one node can be forecast to do it all).
+  const linalg::Matrix p = small_integers(768, 768, 31);
   const std::map<std::string, linalg::MatrixView> views = {{"P", linalg::MatrixView(p)}};
-  Result<expr::Expr> e = expr::parse("P^4 + P^2", {{"P", {64, 64}}});
+  Result<expr::Expr> e = expr::parse("P^4 + P^2", {{"P", {768, 768}}});
   ASSERT_TRUE(e.is_ok()) << e.status().to_string();
   Result<linalg::Matrix> local = expr::evaluate(*e, views);
   ASSERT_TRUE(local.is_ok()) << local.status().to_string();
@@ -205,7 +207,7 @@ TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
   for (bool direct : {true, false}) {
     SCOPED_TRACE(direct ? "direct" : "through the coordinator");
     session::EvalOptions options;
-    options.tile = 16;
+    options.tile = 256;
     options.every_node = true;
     options.tile_route = direct ? session::TileRoute::kDirect : session::TileRoute::kCoordinator;
     options.multiply.verify = run::VerifyMode::kExact;
@@ -227,7 +229,7 @@ TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
   EXPECT_LT(runs[true].coordinator_bytes_sent, runs[false].coordinator_bytes_sent);
   // auto (the default): both routes scheduled, the one forecast sooner runs, and the report says so.
   session::EvalOptions options;
-  options.tile = 16;
+  options.tile = 256;
   options.every_node = true;
   options.multiply.verify = run::VerifyMode::kExact;
   Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
@@ -253,14 +255,14 @@ TEST_F(EvalTest, AFailedLinkBetweenWorkersRunsAgainThroughTheCoordinator) {
   }
   Result<session::Session> session = session::Session::open(cluster_, session_options);
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
-  const linalg::Matrix p = small_integers(64, 64, 32);
+  const linalg::Matrix p = small_integers(768, 768, 32);  // 256 tiles: every node gets tasks
   const std::map<std::string, linalg::MatrixView> views = {{"P", linalg::MatrixView(p)}};
-  Result<expr::Expr> e = expr::parse("P^4", {{"P", {64, 64}}});
+  Result<expr::Expr> e = expr::parse("P^4", {{"P", {768, 768}}});
   ASSERT_TRUE(e.is_ok()) << e.status().to_string();
   Result<linalg::Matrix> local = expr::evaluate(*e, views);
   ASSERT_TRUE(local.is_ok());
   session::EvalOptions options;
-  options.tile = 16;
+  options.tile = 256;
   options.every_node = true;
   options.tile_route = session::TileRoute::kDirect;
   options.multiply.verify = run::VerifyMode::kExact;

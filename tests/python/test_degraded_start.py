@@ -1,5 +1,5 @@
-"""A node that does not answer when a call connects (issue 32, section 3): three real workers, the
-third killed by pid before any call. By default the call runs on the other two with a
+"""A node that does not answer when a call connects (a call runs on the nodes that answer): three
+real workers, the third killed by pid before any call. By default the call runs on the other two with a
 TesseraWarning naming it, the answer exact and the report's ``left_out_at_start`` saying why;
 ``Cluster(require_all=True)`` refuses, naming it, as ``--require-all`` does."""
 

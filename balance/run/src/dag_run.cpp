@@ -212,7 +212,7 @@ class DagRunner {
       if (peers_ && !node->failed) {
         // The workers' run ends: their sends stop, their peer links close, and any STORED or
         // SENT a stopped run left on the wire is read here, not by the next command.
-        node->connection->set_read_deadline(std::chrono::milliseconds(static_cast<int64_t>(1000.0 * deadline_s())));
+        node->connection->set_read_deadline(deadline());
         (void)end_forward_run(*node->connection, token_);
         node->connection->clear_read_deadline();
       }
@@ -292,7 +292,7 @@ class DagRunner {
     }
     token_ = fresh_forward_token();
     for (auto& node : nodes_) {
-      node->connection->set_read_deadline(std::chrono::milliseconds(static_cast<int64_t>(1000.0 * deadline_s())));
+      node->connection->set_read_deadline(deadline());
       Result<tp::ForwardReady> ready =
           request_forward_setup(*node->connection, tp::ForwardSetup{token_, options_.first_tile_id, dag_ids_end_, "", 0});
       node->connection->clear_read_deadline();
@@ -836,6 +836,10 @@ class DagRunner {
         break;
       }
     }
+  }
+
+  std::chrono::milliseconds deadline() const {
+    return std::chrono::milliseconds(static_cast<int64_t>(1000.0 * deadline_s()));
   }
 
   double deadline_s() const {
