@@ -10,8 +10,9 @@
 #        CHAOS_PORT (7391) first of three consecutive loopback ports; CHAOS_SEED random seed;
 #        TESSERA_BIN_DIR (build/bin) where tessera and tessera-worker are;
 #        CHAOS_FAULTS (all three) e.g. "stop-worker" to try only that fault;
-#        CHAOS_CELLS (all seven) e.g. "model/rows proportional/chain" to try only those policy/layouts
-#        ("chain": rows with B forwarded from worker to worker, --distribution chain)
+#        CHAOS_CELLS (all eight) e.g. "model/rows proportional/chain" to try only those policy/layouts
+#        ("chain": rows with B forwarded from worker to worker, --distribution chain; "2d-chain": the
+#        2d layout, each group of columns' B along its own chain)
 # A hung coordinator's threads are backtraced with gdb (when installed) into chaos-hang-*.txt
 # in the current directory before it is killed.
 #
@@ -111,9 +112,10 @@ window_ms=$(( wall_ms - ${verify_ms:-0} ))
 [ "$window_ms" -ge 300 ] || window_ms=300
 echo "chaos.sh: baseline n=$N took $wall_ms ms, of which the multiply about $window_ms ms; faults land in 100..$window_ms ms"
 
-# "chain" is the rows layout with B forwarded along the workers (--distribution chain).
-cells=("even rows" "proportional rows" "proportional chain" "proportional 2d" "proportional 3d" "model rows"
-       "dynamic rows")
+# "chain" is the rows layout with B forwarded along the workers (--distribution chain), "2d-chain"
+# the 2d layout with each group of columns' B forwarded along its own chain.
+cells=("even rows" "proportional rows" "proportional chain" "proportional 2d" "proportional 2d-chain"
+       "proportional 3d" "model rows" "dynamic rows")
 faults=(kill-worker stop-worker kill-coordinator)
 if [ -n "${CHAOS_CELLS:-}" ]; then
   cells=()
@@ -135,6 +137,7 @@ run_once() {
 
   local shape=(--layout "$layout")
   [ "$layout" != chain ] || shape=(--layout rows --distribution chain)
+  [ "$layout" != 2d-chain ] || shape=(--layout 2d --distribution chain)
   "$T" multiply "$config" --n "$N" --policy "$policy" "${shape[@]}" --fill integers --verify exact \
     > "$log" 2>&1 &
   coordinator_pid=$!

@@ -273,16 +273,16 @@ TEST(ChainPlanTest, UnknownDistributionsAndChainsWithoutFixedRowsAreRefusedNamin
   EXPECT_NE(dynamic.status().message().find("use distribution 'star'"), std::string::npos) << dynamic.status().to_string();
 
   request.policy = plan::Policy::kEven;
-  request.layout = partition::Layout::kColumnBased;
-  Result<plan::Plan> two_d = plan::make_plan(request);
-  ASSERT_FALSE(two_d.is_ok());
-  EXPECT_NE(two_d.status().message().find("use distribution 'star'"), std::string::npos) << two_d.status().to_string();
+  request.layout = partition::Layout::kRecursive3d;
+  Result<plan::Plan> three_d = plan::make_plan(request);
+  ASSERT_FALSE(three_d.is_ok());
+  EXPECT_NE(three_d.status().message().find("use distribution 'star'"), std::string::npos) << three_d.status().to_string();
 
   // set_chain on a plan already made refuses the same way and leaves it a star.
   request.distribution.reset();
-  Result<plan::Plan> star_2d = plan::make_plan(request);
-  ASSERT_TRUE(star_2d.is_ok()) << star_2d.status().to_string();
-  plan::Plan plan = *star_2d;
+  Result<plan::Plan> star_3d = plan::make_plan(request);
+  ASSERT_TRUE(star_3d.is_ok()) << star_3d.status().to_string();
+  plan::Plan plan = *star_3d;
   EXPECT_FALSE(plan::set_chain(plan).is_ok());
   EXPECT_EQ(plan.distribution, plan::Distribution::kStar);
   EXPECT_TRUE(plan.chain.empty());
@@ -309,7 +309,7 @@ TEST(ChainPlanTest, AnEditedChainThatMissesANodeOrNamesOneTwiceIsRefused) {
   };
   plan::Plan edited = *made;
   edited.chain = {0, 2};
-  EXPECT_TRUE(refused(edited, "'b' has rows but is not in the plan's chain"));
+  EXPECT_TRUE(refused(edited, "'b' has work but is not in the plan's chain"));
   edited.chain = {0, 1, 1, 2};
   EXPECT_TRUE(refused(edited, "lists 'b' twice"));
   edited.chain = {0, 1, 7};
@@ -319,6 +319,44 @@ TEST(ChainPlanTest, AnEditedChainThatMissesANodeOrNamesOneTwiceIsRefused) {
   EXPECT_TRUE(refused(edited, "lists a chain"));
   edited.chain.clear();
   EXPECT_TRUE(plan::check_distribution(edited).is_ok());
+}
+
+// The 2d layout: one chain per group of columns, the groups one after another; each starts with a
+// node the coordinator feeds, and an edited chain that splits a group is refused.
+TEST(ChainPlanTest, A2dPlanChainsEachGroupOfColumns) {
+  plan::PlanRequest request;
+  request.policy = plan::Policy::kEven;
+  request.layout = partition::Layout::kColumnBased;
+  request.m = request.n = request.k = 256;
+  request.panel_width = 64;
+  request.node_names = {"a", "b", "c", "d"};
+  request.distribution = plan::Distribution::kChain;
+  Result<plan::Plan> made = plan::make_plan(request);
+  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  EXPECT_TRUE(plan::check_distribution(*made).is_ok());
+  ASSERT_EQ(made->chain.size(), 4u);
+  // Members of one chain read the same columns; a head reads columns the node before it does not.
+  const std::vector<std::size_t> heads = plan::chain_heads(*made);
+  ASSERT_GE(heads.size(), 2u) << made->to_string();
+  EXPECT_EQ(heads.front(), 0u);
+  const auto columns = [&](std::size_t position) {
+    const partition::Block& box = made->shares[made->chain[position]].blocks.at(0);
+    return std::pair{box.col_begin, box.cols};
+  };
+  for (std::size_t position = 1; position < made->chain.size(); ++position) {
+    const bool head = std::find(heads.begin(), heads.end(), position) != heads.end();
+    EXPECT_EQ(head, columns(position) != columns(position - 1)) << position;
+  }
+  EXPECT_NE(made->to_string().find(" | coordinator -> "), std::string::npos) << made->to_string();
+  // Four equal nodes: two groups of two, a -> b and c -> d.
+  EXPECT_EQ(made->chain, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(heads, (std::vector<std::size_t>{0, 2}));
+  // A chain that returns to a group of columns after another is refused.
+  plan::Plan edited = *made;
+  edited.chain = {0, 2, 1, 3};
+  const Status split = plan::check_distribution(edited);
+  ASSERT_FALSE(split.is_ok());
+  EXPECT_NE(split.message().find("returns to the columns of 'b'"), std::string::npos) << split.to_string();
 }
 
 }  // namespace

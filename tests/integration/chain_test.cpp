@@ -44,9 +44,10 @@ class ChainMultiply : public ::testing::Test {
     cluster_.reset();
   }
 
-  plan::Plan chain_plan() const {
+  plan::Plan chain_plan(partition::Layout layout = partition::Layout::kRows) const {
     plan::PlanRequest request;
     request.policy = plan::Policy::kEven;
+    request.layout = layout;
     request.m = kM;
     request.n = kN;
     request.k = kK;
@@ -105,6 +106,38 @@ TEST_F(ChainMultiply, TheCoordinatorSendsBOnceAndEveryNodeForwardsIt) {
   Result<run::MultiplyRun> again = multiply(plan, c);
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
   EXPECT_EQ(c, expected_);
+}
+
+// The 2d layout: one chain per group of columns (two groups of two here). Each group's head gets
+// its columns of B from the coordinator, its other member gets them along the chain, and the
+// coordinator sends B once in all (each half once).
+TEST_F(ChainMultiply, A2dPlanForwardsEachGroupsColumnsAlongItsOwnChain) {
+  const plan::Plan plan = chain_plan(partition::Layout::kColumnBased);
+  ASSERT_EQ(plan.chain.size(), kNodes);
+  const std::vector<std::size_t> heads = plan::chain_heads(plan);
+  ASSERT_EQ(heads, (std::vector<std::size_t>{0, 2})) << plan.to_string();
+  linalg::Matrix c;
+  Result<run::MultiplyRun> run = multiply(plan, c);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(c, expected_);
+  const std::string head0 = name(plan.chain[0]), next0 = name(plan.chain[1]);
+  const std::string head1 = name(plan.chain[2]), next1 = name(plan.chain[3]);
+  EXPECT_EQ(run->chain, "coordinator -> " + head0 + " -> " + next0 + " | coordinator -> " + head1 + " -> " + next1);
+  EXPECT_TRUE(run->chain_notes.empty()) << ::testing::PrintToString(run->chain_notes);
+  const uint64_t pieces = kK / kPanel;
+  for (std::size_t position : {std::size_t{0}, std::size_t{2}}) {
+    const run::NodeRunStats& head = run->nodes[plan.chain[position]];
+    const run::NodeRunStats& member = run->nodes[plan.chain[position + 1]];
+    EXPECT_EQ(head.panels, pieces) << "the head of chain " << position;
+    EXPECT_EQ(member.panels, 0u) << "the member after head " << position;
+    EXPECT_EQ(member.pieces_by_chain, pieces) << "the member after head " << position;
+    EXPECT_GT(head.forwarded_bytes, 0u);
+  }
+  uint64_t sent = 0;
+  for (const run::NodeRunStats& node : run->nodes) sent += node.bytes_to_node;
+  const uint64_t a_bytes = kM * kK * sizeof(double), b_bytes = kK * kN * sizeof(double);
+  // Each node gets its rows of A (two groups: A's rows twice over), and B once in all.
+  EXPECT_LT(sent, 2 * a_bytes + b_bytes + b_bytes / 4) << "B went to more than one node per group";
 }
 
 // Kills (SIGKILL) or freezes (SIGSTOP) chain member `victim` (the second by default) once it has
@@ -182,6 +215,23 @@ TEST_F(ChainMultiply, AMemberThatCannotReachItsSuccessorSplitsTheChain) {
       << run->chain_notes[0];
   EXPECT_EQ(run->nodes[2].panels, kK / kPanel);  // the second segment's head
   EXPECT_EQ(run->nodes[3].panels, 0u);
+}
+
+// A 2d chain's member killed after its first job: it is lost, its box reissued, the product exact.
+TEST_F(ChainMultiply, A2dChainMemberKilledMidRunIsLostAndTheProductIsExact) {
+  const plan::Plan plan = chain_plan(partition::Layout::kColumnBased);
+  std::atomic<bool> done{false};
+  const std::size_t victim = plan.chain[1];
+  linalg::Matrix c;
+  Result<run::MultiplyRun> run =
+      multiply(plan, c, fault_on_first_credit(cluster_->processes[victim]->pid(), SIGKILL, done, victim));
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(c, expected_);
+  EXPECT_TRUE(done.load());
+  ASSERT_EQ(run->lost_nodes, std::vector<std::string>{name(victim)}) << ::testing::PrintToString(run->lost_reasons);
+  uint64_t volume = 0;
+  for (const run::NodeRunStats& node : run->nodes) volume += node.volume;
+  EXPECT_EQ(volume, kM * kN * kK) << "every cell counted once";
 }
 
 }  // namespace

@@ -52,6 +52,11 @@ def test_b_forwarded_along_a_chain_gives_the_exact_product(cluster):
         cluster.multiply(a, b, distribution="ring")
     with pytest.raises(tessera.InvalidInputError, match="dynamic"):
         cluster.multiply(a, b, policy="dynamic", distribution="chain")
+    # The 2d layout: a chain per group of columns, exact; 3d has none to chain.
+    c3, two_d = cluster.multiply(a, b, policy="even", layout="2d", distribution="chain", panel_width=32, verify="exact")
+    assert np.array_equal(c3, a @ b) and two_d.to_dict()["distribution"] == "chain"
+    with pytest.raises(tessera.InvalidInputError, match="3d"):
+        cluster.multiply(a, b, policy="even", layout="3d", distribution="chain")
 
 
 def test_report_has_the_json_fields_as_attributes_and_dict(cluster):

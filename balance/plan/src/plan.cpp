@@ -1,6 +1,7 @@
 #include "tessera/balance/plan/plan.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -40,23 +41,61 @@ Result<Distribution> parse_distribution(std::string_view name) {
 
 namespace {
 Status check_chain(Policy policy, partition::Layout layout) {
-  if (layout != partition::Layout::kRows || policy == Policy::kDynamic) {
-    return invalid_argument(fmt::format("distribution 'chain' forwards B along the nodes of a static rows plan; the {} "
-                                        "policy with layout '{}' has none (use distribution 'star')",
+  const bool chained_layout = layout == partition::Layout::kRows || layout == partition::Layout::kColumnBased;
+  if (!chained_layout || policy == Policy::kDynamic) {
+    return invalid_argument(fmt::format("distribution 'chain' forwards B along the nodes of a static rows or 2d plan; "
+                                        "the {} policy with layout '{}' has none (use distribution 'star')",
                                         policy_name(policy), partition::layout_name(layout)));
   }
   return Status::ok();
+}
+
+// The columns of C whose B a node of a chained plan reads: all of them in the rows layout, its
+// box's in the 2d layout; none when it has no work. A 2d node must hold one box spanning all of k.
+Result<std::optional<std::pair<uint64_t, uint64_t>>> chain_columns(const Plan& plan, std::size_t node) {
+  using Columns = std::optional<std::pair<uint64_t, uint64_t>>;
+  if (plan.layout == partition::Layout::kRows) {
+    return plan.shares[node].rows.count > 0 ? Columns{{0, plan.n}} : Columns{};
+  }
+  const std::vector<partition::Block>& blocks = plan.shares[node].blocks;
+  if (blocks.empty()) return Columns{};
+  if (blocks.size() != 1 || blocks[0].k_begin != 0 || blocks[0].depth != plan.k) {
+    return invalid_argument(fmt::format("'{}' holds {} boxes of the 2d plan; a chain forwards B to nodes with one box "
+                                        "each, spanning all of k (use distribution 'star')",
+                                        plan.shares[node].node_name, blocks.size()));
+  }
+  return Columns{{blocks[0].col_begin, blocks[0].cols}};
 }
 }  // namespace
 
 Status set_chain(Plan& plan) {
   TESSERA_RETURN_IF_ERROR(check_chain(plan.policy, plan.layout));
+  // One chain per group of columns (the rows layout has one group): the groups one after another,
+  // each in cluster order, so a member whose columns differ from the one before heads a chain.
+  std::vector<std::pair<std::pair<uint64_t, uint64_t>, uint32_t>> members;
+  for (std::size_t i = 0; i < plan.shares.size(); ++i) {
+    Result<std::optional<std::pair<uint64_t, uint64_t>>> columns = chain_columns(plan, i);
+    if (!columns) return columns.status();
+    if (*columns) members.emplace_back(**columns, static_cast<uint32_t>(i));
+  }
+  std::stable_sort(members.begin(), members.end(),
+                   [](const auto& a, const auto& b) { return a.first.first < b.first.first; });
   plan.distribution = Distribution::kChain;
   plan.chain.clear();
-  for (std::size_t i = 0; i < plan.shares.size(); ++i) {
-    if (plan.shares[i].rows.count > 0) plan.chain.push_back(static_cast<uint32_t>(i));
-  }
+  for (const auto& [columns, node] : members) plan.chain.push_back(node);
   return Status::ok();
+}
+
+std::vector<std::size_t> chain_heads(const Plan& plan) {
+  std::vector<std::size_t> heads;
+  std::optional<std::pair<uint64_t, uint64_t>> previous;
+  for (std::size_t position = 0; position < plan.chain.size(); ++position) {
+    Result<std::optional<std::pair<uint64_t, uint64_t>>> columns = chain_columns(plan, plan.chain[position]);
+    const std::optional<std::pair<uint64_t, uint64_t>> these = columns ? *columns : std::nullopt;
+    if (position == 0 || these != previous) heads.push_back(position);
+    previous = these;
+  }
+  return heads;
 }
 
 Status check_distribution(const Plan& plan) {
@@ -66,21 +105,35 @@ Status check_distribution(const Plan& plan) {
   }
   TESSERA_RETURN_IF_ERROR(check_chain(plan.policy, plan.layout));
   std::vector<bool> listed(plan.shares.size(), false);
+  std::vector<std::pair<uint64_t, uint64_t>> groups_done;  // column groups whose chain has ended
+  std::optional<std::pair<uint64_t, uint64_t>> current;
   for (uint32_t node : plan.chain) {
     if (node >= plan.shares.size()) {
       return invalid_argument(fmt::format("the plan's chain names node {}, and the plan has {} nodes", node,
                                           plan.shares.size()));
     }
     if (listed[node]) return invalid_argument(fmt::format("the plan's chain lists '{}' twice", plan.shares[node].node_name));
-    if (plan.shares[node].rows.count == 0) {
-      return invalid_argument(fmt::format("the plan's chain lists '{}', which has no rows", plan.shares[node].node_name));
+    Result<std::optional<std::pair<uint64_t, uint64_t>>> columns = chain_columns(plan, node);
+    if (!columns) return columns.status();
+    if (!*columns) {
+      return invalid_argument(fmt::format("the plan's chain lists '{}', which has no work", plan.shares[node].node_name));
+    }
+    if (*columns != current) {
+      if (std::find(groups_done.begin(), groups_done.end(), **columns) != groups_done.end()) {
+        return invalid_argument(fmt::format("the plan's chain returns to the columns of '{}' after others: the nodes "
+                                            "of one group of columns must follow each other",
+                                            plan.shares[node].node_name));
+      }
+      if (current) groups_done.push_back(*current);
+      current = *columns;
     }
     listed[node] = true;
   }
   for (std::size_t i = 0; i < plan.shares.size(); ++i) {
-    if (plan.shares[i].rows.count > 0 && !listed[i]) {
+    Result<std::optional<std::pair<uint64_t, uint64_t>>> columns = chain_columns(plan, i);
+    if (columns && *columns && !listed[i]) {
       return invalid_argument(
-          fmt::format("'{}' has rows but is not in the plan's chain: it would never get B", plan.shares[i].node_name));
+          fmt::format("'{}' has work but is not in the plan's chain: it would never get B", plan.shares[i].node_name));
     }
   }
   return Status::ok();
@@ -119,9 +172,14 @@ std::string Plan::to_string() const {
     out += fmt::format("  tiles of {} rows handed out on demand (smaller ones first and last)\n", tile_rows);
   }
   if (distribution == Distribution::kChain) {
+    const std::vector<std::size_t> heads = chain_heads(*this);
     std::string order;
-    for (uint32_t node : chain) order += (order.empty() ? "" : " -> ") + shares[node].node_name;
-    out += fmt::format("  B forwarded along the chain: coordinator -> {}\n", order);
+    for (std::size_t position = 0; position < chain.size(); ++position) {
+      const bool head = std::find(heads.begin(), heads.end(), position) != heads.end();
+      order += head ? (order.empty() ? "coordinator -> " : " | coordinator -> ") : " -> ";
+      order += shares[chain[position]].node_name;
+    }
+    out += fmt::format("  B forwarded along the chain{}: {}\n", heads.size() > 1 ? "s" : "", order);
   }
   for (const NodeShare& share : shares) {
     if (layout == partition::Layout::kRows) {
@@ -212,6 +270,7 @@ Result<Plan> make_plan(const PlanRequest& request) {
     for (std::size_t i = 0; i < node_count; ++i) {
       plan.shares.push_back({request.node_names[i], (*normalised)[i], {0, 0}, std::move((*blocks)[i])});
     }
+    if (request.distribution == Distribution::kChain) TESSERA_RETURN_IF_ERROR(set_chain(plan));
     return plan;
   }
   Result<std::vector<partition::RowBlock>> blocks =

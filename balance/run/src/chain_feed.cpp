@@ -30,6 +30,14 @@ std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster
     }
     feed->members_.push_back(Member{node, link.spec.name});
   }
+  // Each group of columns is a chain of its own (the 2d layout's; the rows layout has one): its
+  // first member is a head the coordinator feeds.
+  const std::vector<std::size_t> heads = plan::chain_heads(plan);
+  for (Member& member : feed->members_) {
+    const auto position = static_cast<std::size_t>(
+        std::find(plan.chain.begin(), plan.chain.end(), member.node) - plan.chain.begin());
+    member.head = std::find(heads.begin(), heads.end(), position) != heads.end();
+  }
   // From the tail: each member links to the one after it, which must already be set up.
   std::vector<Member>& members = feed->members_;
   for (std::size_t p = members.size(); p-- > 0;) {

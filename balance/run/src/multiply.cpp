@@ -307,7 +307,7 @@ class TileStreamer {
       bool send = true;
       if (chain_member_tile(tile)) {
         if (chain_->is_head(*chain_position_)) {
-          TESSERA_RETURN_IF_ERROR(await_admission(piece_index));
+          TESSERA_RETURN_IF_ERROR(await_admission(current.next_piece));  // its place in its chain's k order
         } else {
           TESSERA_RETURN_IF_ERROR(await_piece(piece_index));
           send = !chain_arrived_.contains(piece_index);
@@ -456,10 +456,11 @@ class TileStreamer {
 
   // --- The chain (plan::Distribution::kChain; chain_feed.hpp) ---
 
-  // The node's own planned tile reads every piece of B in order, as every chain member's does:
-  // its pieces come through the chain. Spare pieces of a lost node's tile come directly.
+  // The node's own planned tile reads every piece of its chain's B (all of B in the rows layout,
+  // its columns' in the 2d layout) in k order, as every member of its chain does: those pieces
+  // come through the chain. Spare pieces of a lost node's tile come directly.
   bool chain_member_tile(const WorkTile& tile) const {
-    return chain_position_ && !tile.parent && tile.assigned == index_ && tile.pieces.size() == work_.pieces.size();
+    return chain_position_ && !tile.parent && tile.assigned == index_ && tile.block.depth == plan_.k;
   }
 
   // STORED (a piece arrived from the member before this node) or FORWARD_READY (this node's link

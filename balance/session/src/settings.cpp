@@ -52,9 +52,9 @@ Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settin
     }
     distribution = *parsed;
   }
-  if (distribution == plan::Distribution::kChain &&
-      (*layout != partition::Layout::kRows || *policy == plan::Policy::kDynamic)) {
-    return invalid_argument(fmt::format("{} forwards B along the nodes of a static rows plan; {} has none",
+  const bool chained_layout = *layout == partition::Layout::kRows || *layout == partition::Layout::kColumnBased;
+  if (distribution == plan::Distribution::kChain && (!chained_layout || *policy == plan::Policy::kDynamic)) {
+    return invalid_argument(fmt::format("{} forwards B along the nodes of a static rows or 2d plan; {} has none",
                                         spelling.assignment("distribution", "chain", /*text=*/true),
                                         *policy == plan::Policy::kDynamic
                                             ? spelling.assignment("policy", "dynamic", /*text=*/true)

@@ -65,10 +65,12 @@ struct NodeShare {
 };
 
 // How B's pieces reach the nodes. kStar: the coordinator sends every node each piece it reads
-// (B crosses the coordinator's link once per node). kChain (rows layout, static policies): the
-// coordinator sends each piece once, to the first node of Plan::chain, and every node forwards the
-// pieces it receives to the next node of the chain over a worker-to-worker link while it computes
-// (the pipelined broadcast of Tinetti and Luque), so the coordinator's link carries B once.
+// (B crosses the coordinator's link once per node). kChain (rows and 2d layouts, static
+// policies): the coordinator sends each piece once, to the first node of a chain, and every node
+// forwards the pieces it receives to the next node of the chain over a worker-to-worker link while
+// it computes (the pipelined broadcast of Tinetti and Luque), so the coordinator's link carries B
+// once. The rows layout has one chain (every node reads all of B); the 2d layout one per group of
+// columns (its nodes read the same columns of B), the chains one after another in Plan::chain.
 enum class Distribution { kStar, kChain };
 std::string_view distribution_name(Distribution distribution);
 // Fails with the valid names: "unknown distribution 'ring'; use one of: star, chain".
@@ -84,7 +86,8 @@ struct Plan {
   uint64_t tile_rows = 0;        // kDynamic: rows per tile handed out; 0 otherwise
   std::vector<NodeShare> shares; // one per node, cluster order
   Distribution distribution = Distribution::kStar;
-  // kChain: the nodes with rows, in forwarding order (the coordinator feeds chain[0]); empty for kStar.
+  // kChain: the nodes with work, in forwarding order: the coordinator feeds chain[0] and every node
+  // whose columns of B differ from the one before it (chain_heads); empty for kStar.
   std::vector<uint32_t> chain;
   bool operator==(const Plan&) const = default;
 
@@ -115,12 +118,17 @@ struct PlanRequest {
   std::optional<Distribution> distribution;
 };
 
-// The chain of a rows plan: the nodes with rows, in cluster order. Fails (kInvalidArgument) for
-// another layout or the dynamic policy, which has no fixed rows to chain.
+// The chain of a rows plan: the nodes with rows, in cluster order; of a 2d plan: its groups of
+// columns left to right, each group's nodes in cluster order. Fails (kInvalidArgument) for another
+// layout, the dynamic policy (no fixed rows to chain), or a 2d node holding several boxes.
 Status set_chain(Plan& plan);
-// A plan's distribution is whole: kChain with the rows layout, a static policy and a chain that
-// lists every node with rows exactly once and no other; kStar with no chain. kInvalidArgument
-// says what is wrong (plans can come edited from Python's Plan.from_dict).
+// The positions in plan.chain that start a chain (the coordinator feeds them): the first, and each
+// node whose columns of B differ from the node's before it. REQUIRES: check_distribution passed.
+std::vector<std::size_t> chain_heads(const Plan& plan);
+// A plan's distribution is whole: kChain with the rows or 2d layout, a static policy and a chain
+// that lists every node with work exactly once and no other, the nodes of one group of columns
+// together; kStar with no chain. kInvalidArgument says what is wrong (plans can come edited from
+// Python's Plan.from_dict).
 Status check_distribution(const Plan& plan);
 
 // The checks every planner makes of a request: dimensions >= 1, at least one node, panel width
