@@ -31,12 +31,14 @@ std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster
     feed->members_.push_back(Member{node, link.spec.name});
   }
   // Each group of columns is a chain of its own (the 2d layout's; the rows layout has one): its
-  // first member is a head the coordinator feeds.
+  // first member is a head the coordinator feeds (also when the group's first node was left out).
   const std::vector<std::size_t> heads = plan::chain_heads(plan);
-  for (Member& member : feed->members_) {
-    const auto position = static_cast<std::size_t>(
-        std::find(plan.chain.begin(), plan.chain.end(), member.node) - plan.chain.begin());
-    member.head = std::find(heads.begin(), heads.end(), position) != heads.end();
+  const auto group_of = [&](std::size_t node) {
+    const auto position = static_cast<std::size_t>(std::find(plan.chain.begin(), plan.chain.end(), node) - plan.chain.begin());
+    return static_cast<std::size_t>(std::upper_bound(heads.begin(), heads.end(), position) - heads.begin());
+  };
+  for (std::size_t m = 0; m < feed->members_.size(); ++m) {
+    feed->members_[m].head = m == 0 || group_of(feed->members_[m].node) != group_of(feed->members_[m - 1].node);
   }
   // From the tail: each member links to the one after it, which must already be set up.
   std::vector<Member>& members = feed->members_;
