@@ -278,12 +278,8 @@ void ChainForwarding::send_loop() {
     }
     if (link != nullptr) {
       const Tile& tile = *send.tile;
-      const tp::TilePrefix prefix{tile.id(), tile.rows(), tile.cols(), tp::tile_crc32c({tile.data(), tile.size()})};
-      const auto header_bytes = tp::encode_store_header(prefix);
-      const auto prefix_bytes = tp::encode_store_prefix(prefix);
-      const std::array<asio::const_buffer, 3> parts{asio::buffer(header_bytes), asio::buffer(prefix_bytes),
-                                                    asio::buffer(tile.data(), tile.bytes())};
-      written = link->write_buffers(parts);
+      const std::span<const double> data(tile.data(), tile.size());
+      written = link->write_store({tile.id(), tile.rows(), tile.cols(), tp::tile_crc32c(data)}, data);
     }
     std::lock_guard lock(mutex_);
     if (stopping_) return;

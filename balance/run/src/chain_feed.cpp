@@ -49,8 +49,7 @@ std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster
     if (has_next) {
       const std::size_t next = members[p + 1].node;
       const cluster::NodeLink& next_link = cluster.links()[next];
-      const bool routed = members[p].node < peer_hosts.size() && next < peer_hosts[members[p].node].size();
-      setup.next_host = routed ? peer_hosts[members[p].node][next] : next_link.spec.host;
+      setup.next_host = peer_host(peer_hosts, members[p].node, next, next_link.spec.host);
       setup.next_port = next_link.spec.port;
     }
     link.connection->set_read_deadline(timeout);

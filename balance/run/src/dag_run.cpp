@@ -306,15 +306,6 @@ class DagRunner {
     return true;
   }
 
-  // How `from`'s worker reaches `to`'s.
-  std::string peer_host(const NodeState& from, const NodeState& to) const {
-    const auto& hosts = options_.peer_hosts;
-    if (from.link < hosts.size() && to.link < hosts[from.link].size() && !hosts[from.link][to.link].empty()) {
-      return hosts[from.link][to.link];
-    }
-    return to.host;
-  }
-
   // A tile send between two workers failed: the run stops, no node is lost.
   void fail_peer_transfer(const std::string& reason) {
     {
@@ -331,7 +322,8 @@ class DagRunner {
     const TileRef& output = dag_.tasks[task_index].output;
     for (std::size_t to : peer_targets_[task_index]) {
       const NodeState& target = *nodes_[to];
-      const tp::SendTile send{token_, id_of(output), peer_host(node, target), target.port};
+      const tp::SendTile send{token_, id_of(output), peer_host(options_.peer_hosts, node.link, target.link, target.host),
+                              target.port};
       {
         std::lock_guard lock(node.mutex);
         node.sends_in_flight.push_back({send.tile_id, to, static_cast<uint64_t>(dag_.tile_bytes(output))});

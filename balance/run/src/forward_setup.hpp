@@ -5,12 +5,19 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "tessera/core/status.hpp"
 #include "tessera/transport/forward_codec.hpp"
 #include "tessera/transport/frame_connection.hpp"
 
 namespace tessera::balance::run {
+
+// How worker `from` reaches worker `to` (indices in cluster.links()): hosts[from][to] when given
+// (local::load_peer_hosts for emulated clusters), else `to`'s own host (`fallback`).
+std::string peer_host(const std::vector<std::vector<std::string>>& hosts, std::size_t from, std::size_t to,
+                      const std::string& fallback);
 
 // A random token naming one run on the workers.
 uint64_t fresh_forward_token();
