@@ -7,12 +7,18 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/socket.h>
+
+#include <asio.hpp>
 
 #include "tessera/transport/forward_codec.hpp"
 #include "tessera/transport/frame_connection.hpp"
@@ -286,6 +292,101 @@ TEST_F(ChainForwardingTest, ATileSendThatCannotGoIsAnsweredWithWhy) {
   EXPECT_TRUE(testing::read_error(*sender, tp::ErrorCode::kNoSuchTile, &message));
   EXPECT_NE(message.find("tile " + std::to_string(kFirstPiece + 5) + " is not stored"), std::string::npos) << message;
 }
+
+// A loopback listener in front of a worker: closes the first `to_close` connections it accepts
+// as soon as they arrive (what a worker does to the handshakes it evicts when many peers dial it
+// at once) and relays the next one, byte for byte both ways, to the worker; then it accepts no
+// more. Closes everything when it goes away.
+class ClosingRelay {
+ public:
+  ClosingRelay(uint16_t worker_port, int to_close)
+      : acceptor_(io_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+        worker_port_(worker_port), to_close_(to_close) {
+    accepting_ = std::jthread([this] { accept_loop(); });
+  }
+  ~ClosingRelay() {
+    std::error_code ignored;
+    // Wakes an accept still waiting (closing the descriptor would not, on Linux).
+    ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& socket : sockets_) socket->shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    }
+    accepting_.join();
+    pumps_.clear();  // joins
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  int closed() const { return closed_.load(); }
+
+ private:
+  void accept_loop() {
+    for (;;) {
+      auto client = std::make_shared<asio::ip::tcp::socket>(io_);
+      std::error_code error;
+      acceptor_.accept(*client, error);
+      if (error) return;
+      if (closed_.load() < to_close_) {
+        client->close(error);
+        ++closed_;
+        continue;
+      }
+      auto worker = std::make_shared<asio::ip::tcp::socket>(io_);
+      worker->connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), worker_port_), error);
+      if (error) return;
+      std::lock_guard lock(mutex_);
+      sockets_.push_back(client);
+      sockets_.push_back(worker);
+      pumps_.emplace_back([client, worker] { pump(*client, *worker); });
+      pumps_.emplace_back([client, worker] { pump(*worker, *client); });
+      return;
+    }
+  }
+  static void pump(asio::ip::tcp::socket& from, asio::ip::tcp::socket& to) {
+    std::array<char, 64 * 1024> buffer;
+    std::error_code error;
+    for (;;) {
+      const std::size_t n = from.read_some(asio::buffer(buffer), error);
+      if (error || asio::write(to, asio::buffer(buffer.data(), n), error) != n || error) break;
+    }
+    to.shutdown(asio::ip::tcp::socket::shutdown_send, error);
+  }
+
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  const uint16_t worker_port_;
+  const int to_close_;
+  std::atomic<int> closed_{0};
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<asio::ip::tcp::socket>> sockets_;
+  std::vector<std::jthread> pumps_;
+  std::jthread accepting_;  // last: starts once the rest is built
+};
+
+// A worker that many peers dial at once evicts its oldest unauthenticated connections, which the
+// evicted dialler sees only as the connection closing mid-handshake: it tries again until its
+// deadline, and the tile arrives.
+TEST_F(ChainForwardingTest, ATileSendWhoseHandshakeIsClosedTriesAgainAndArrives) {
+  auto receiver = session(1);
+  ASSERT_NE(receiver, nullptr);
+  ASSERT_TRUE(tp::write_forward_message(*receiver, setup_for(-1, 8)).is_ok());
+  ASSERT_TRUE(ready(*receiver, true));
+  auto sender = session(0);
+  ASSERT_NE(sender, nullptr);
+  ASSERT_TRUE(tp::write_forward_message(*sender, setup_for(-1, 8)).is_ok());
+  ASSERT_TRUE(ready(*sender, true));
+  ASSERT_TRUE(store_tile(*sender, kFirstPiece, Dense::integers(32, 32, 7)).is_ok());
+
+  ClosingRelay evicting(workers_[1].port(), 3);
+  ASSERT_TRUE(tp::write_forward_message(*sender, tp::SendTile{kToken, kFirstPiece, "127.0.0.1", evicting.port()}).is_ok());
+  ASSERT_TRUE(sent(*sender, kFirstPiece, true));
+  EXPECT_EQ(evicting.closed(), 3) << "three handshakes closed, the fourth got in";
+  Result<tp::ForwardMessage> message = read_forward(*receiver);
+  ASSERT_TRUE(message) << message.status().to_string();
+  const auto* stored = std::get_if<tp::Stored>(&*message);
+  ASSERT_NE(stored, nullptr);
+  EXPECT_EQ(stored->tile_id, kFirstPiece);
+}
+
 
 }  // namespace
 }  // namespace tessera::worker

@@ -1,5 +1,7 @@
 #include "chain_forwarding.hpp"
 
+#include "peer_dial.hpp"
+
 #include "tessera/transport/request.hpp"
 
 #include <array>
@@ -87,18 +89,17 @@ Result<std::unique_ptr<tp::FrameConnection>> ChainForwarding::open_peer_link(con
     wire = wire_;
     token = token_;
   }
-  auto connection = tp::FrameConnection::connect(host, port, timeout, limits);
-  if (!connection) return connection.status();
-  Result<tp::Hello> hello = tp::client_handshake(**connection, secret, timeout, tp::SessionRole::kPeer, wire);
-  if (!hello) return hello.status();
-  if ((hello->capabilities & tp::kCapabilityForward) == 0) {
-    return invalid_config("it does not take forwarded tiles (it offers " + tp::capability_names(hello->capabilities) + ")");
+  Result<PeerLink> link = dial_peer(PeerDial{host, port, secret, limits, wire, timeout});
+  if (!link) return link.status();
+  if ((link->hello.capabilities & tp::kCapabilityForward) == 0) {
+    return invalid_config("it does not take forwarded tiles (it offers " +
+                          tp::capability_names(link->hello.capabilities) + ")");
   }
-  TESSERA_RETURN_IF_ERROR(tp::write_forward_message(**connection, tp::ForwardSetup{token, 0, 0, "", 0}));
+  TESSERA_RETURN_IF_ERROR(tp::write_forward_message(*link->connection, tp::ForwardSetup{token, 0, 0, "", 0}));
   // The peer answers FORWARD_READY once it has taken the link for this run, or ERROR saying why
   // not (no run there, another run): only then is the link known to carry tiles.
-  TESSERA_RETURN_IF_ERROR(await_peer_ready(**connection, token, timeout));
-  return std::move(*connection);
+  TESSERA_RETURN_IF_ERROR(await_peer_ready(*link->connection, token, timeout));
+  return std::move(link->connection);
 }
 
 std::shared_ptr<ChainForwarding::Incoming> ChainForwarding::begin_tile(const std::shared_ptr<Tile>& tile,

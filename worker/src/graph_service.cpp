@@ -25,6 +25,7 @@
 #include "tessera/graph/wire_codec.hpp"
 #include "tessera/transport/auth.hpp"
 #include "tessera/transport/frame_connection.hpp"
+#include "peer_dial.hpp"
 #include "worker_log.hpp"
 #ifdef TESSERA_FAULT_HOOKS
 #include "tessera/worker/fault_hooks.hpp"
@@ -145,18 +146,16 @@ class PeerLinks final : public gr::Outbound {
       const gr::PeerEndpoint& peer = setup.peers[to];
       const std::string who = fmt::format("run {}: part {} cannot open its peer link to part {} at {}", run_id_,
                                           from_part, to, endpoint_text(peer));
-      auto connection = tp::FrameConnection::connect(peer.host, peer.port, timeout, context.limits());
-      if (!connection) return network_error(fmt::format("{}: {}", who, connection.status().message()));
       // Peer links are as private as the coordinator's link that set up the run.
-      Result<tp::Hello> hello = tp::client_handshake(**connection, context.secret(), timeout, tp::SessionRole::kPeer,
-                                                     context.wire());
-      if (!hello) return Status(hello.status().code(), fmt::format("{}: {}", who, hello.status().message()));
-      if ((hello->capabilities & tp::kCapabilityGraph) == 0) {
+      Result<PeerLink> link =
+          dial_peer(PeerDial{peer.host, peer.port, context.secret(), context.limits(), context.wire(), timeout});
+      if (!link) return Status(link.status().code(), fmt::format("{}: {}", who, link.status().message()));
+      if ((link->hello.capabilities & tp::kCapabilityGraph) == 0) {
         return invalid_config(fmt::format("{}: that worker does not host the graph service (it offers {})", who,
-                                          tp::capability_names(hello->capabilities)));
+                                          tp::capability_names(link->hello.capabilities)));
       }
-      TESSERA_RETURN_IF_ERROR(write(**connection, gr::GraphPeerHello{run_id_, from_part}).with_context(who + ": "));
-      links_[to] = std::move(*connection);
+      TESSERA_RETURN_IF_ERROR(write(*link->connection, gr::GraphPeerHello{run_id_, from_part}).with_context(who + ": "));
+      links_[to] = std::move(link->connection);
     }
     return Status::ok();
   }
