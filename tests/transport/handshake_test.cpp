@@ -101,6 +101,34 @@ TEST(Handshake, SameSecretSucceedsOnBothSides) {
   EXPECT_TRUE(std::holds_alternative<Bye>(bye->message));
 }
 
+// The worker asks its caller, once the MAC is right, whether the connection is still wanted (it
+// may have been evicted by newer ones meanwhile): refused, no AUTH_OK goes out and the client sees
+// the connection close, never a session that is not there.
+TEST(Handshake, AConnectionNotAdmittedAfterItsMacCheckGetsNoAuthOk) {
+  auto pair = make_loopback();
+  ASSERT_TRUE(pair);
+  int asked = 0;
+  int wrong_macs = 0;
+  Status worker_status = internal_error("worker did not run");
+  PeerThread worker(*pair->server, [&] {
+    ServerHandshakeHooks hooks;
+    hooks.on_wrong_mac = [&] { ++wrong_macs; };
+    hooks.admit = [&] {
+      ++asked;
+      return false;
+    };
+    worker_status = server_handshake(*pair->server, pi_hello(), "correct horse", WireMode::kPlain, hooks);
+    pair->server->shutdown();  // what the worker does with a connection it did not admit
+  });
+  Result<Hello> seen = client_handshake(*pair->client, "correct horse");
+  worker.join();
+  EXPECT_EQ(seen.status().code(), StatusCode::kNetworkError) << seen.status().to_string();
+  EXPECT_EQ(worker_status.code(), StatusCode::kNetworkError) << worker_status.to_string();
+  EXPECT_NE(worker_status.message().find("closed before it was admitted"), std::string::npos) << worker_status.to_string();
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(wrong_macs, 0);
+}
+
 TEST(Handshake, AnyRoleServerTellsAPeerWorkerFromTheCoordinator) {
   for (SessionRole role : {SessionRole::kCoordinator, SessionRole::kPeer}) {
     SCOPED_TRACE(std::string(role_name(role)));

@@ -565,7 +565,7 @@ namespace {
 // server_handshake and server_handshake_any_role: the worker's side, accepting a peer worker's
 // MAC label too when `accept_peers`.
 Result<SessionRole> answer_hello(FrameConnection& connection, const Hello& hello, std::string_view secret,
-                                 bool accept_peers, WireMode minimum, const std::function<void()>& on_wrong_mac) {
+                                 bool accept_peers, WireMode minimum, const ServerHandshakeHooks& hooks) {
   const std::string who = (accept_peers ? "coordinator or peer worker " : "coordinator ") + connection.peer();
   if (secret.empty()) return invalid_argument("handshake with " + who + ": the shared secret is empty");
   if (std::all_of(hello.challenge.begin(), hello.challenge.end(), [](uint8_t b) { return b == 0; })) {
@@ -590,7 +590,7 @@ Result<SessionRole> answer_hello(FrameConnection& connection, const Hello& hello
   const bool peer = accept_peers && mac_equal(auth->mac, peer_mac(secret, hello.challenge, auth->challenge));
   if (!coordinator && !peer) {
     const std::string whose = accept_peers ? "MAC (as coordinator or as peer worker)" : "coordinator's MAC";
-    if (on_wrong_mac) on_wrong_mac();
+    if (hooks.on_wrong_mac) hooks.on_wrong_mac();
     connection.write_error(ErrorCode::kAuthFailed, whose + " does not match the worker's secret");
     return auth_failed(who + ": " + whose + " does not match the secret; check that both sides use the same "
                              "secret file");
@@ -601,6 +601,10 @@ Result<SessionRole> answer_hello(FrameConnection& connection, const Hello& hello
                             "encrypted in the cluster file";
     connection.write_error(ErrorCode::kAuthRequired, why);
     return protocol_error("handshake with " + who + ": refused a plain link: " + why);
+  }
+  if (hooks.admit && !hooks.admit()) {
+    return network_error("handshake with " + who + ": its connection was closed before it was admitted (too many "
+                         "connections were handshaking)");
   }
   AuthOk ok;
   ok.mac = worker_mac(secret, auth->challenge, hello.challenge);
@@ -613,14 +617,14 @@ Result<SessionRole> answer_hello(FrameConnection& connection, const Hello& hello
 }  // namespace
 
 Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret,
-                        WireMode minimum, const std::function<void()>& on_wrong_mac) {
-  return answer_hello(connection, hello, secret, /*accept_peers=*/false, minimum, on_wrong_mac).status();
+                        WireMode minimum, const ServerHandshakeHooks& hooks) {
+  return answer_hello(connection, hello, secret, /*accept_peers=*/false, minimum, hooks).status();
 }
 
 Result<SessionRole> server_handshake_any_role(FrameConnection& connection, const Hello& hello,
                                               std::string_view secret, WireMode minimum,
-                                              const std::function<void()>& on_wrong_mac) {
-  return answer_hello(connection, hello, secret, /*accept_peers=*/true, minimum, on_wrong_mac);
+                                              const ServerHandshakeHooks& hooks) {
+  return answer_hello(connection, hello, secret, /*accept_peers=*/true, minimum, hooks);
 }
 
 }  // namespace tessera::transport

@@ -294,7 +294,7 @@ struct WorkerServer::Impl : ServerCore {
   // `finished`, which the connection's own thread sets last.
   struct ConnectionState {
     std::atomic<bool> finished{false};
-    bool authenticated = false;  // past the handshake: never evicted
+    bool authenticated = false;  // past its MAC check (the handshake's admit): never evicted
     bool evicted = false;        // shut down to make room for a newer connection
   };
 
@@ -347,7 +347,8 @@ class Session {
 
   // Sends HELLO (with the services' capabilities) and checks the AUTH of a coordinator, or of a
   // peer worker when a service takes peer links; false (logged) if it fails or times out.
-  bool handshake();
+  // `admit` is asked once the MAC is right, before AUTH_OK: false (evicted meanwhile) fails it.
+  bool handshake(const std::function<bool()>& admit);
   // Why handshake() failed.
   const Status& last_failure() const { return last_failure_; }
   // Who authenticated. REQUIRES: handshake() succeeded.
@@ -399,7 +400,7 @@ void Session::serve() {
                        totals.compute_cpu_seconds, io_share));
 }
 
-bool Session::handshake() {
+bool Session::handshake(const std::function<bool()>& admit) {
   tp::Hello hello;
   hello.worker_version = worker_version();
   hello.arch = server_.facts_.arch;
@@ -417,15 +418,16 @@ bool Session::handshake() {
   connection_->set_read_deadline(server_.options_.handshake_timeout);
   // Only a worker hosting a service with peer handlers accepts the peer label at all.
   // Counted before the ERROR goes out, so the peer's next attempt already finds it counted.
-  const auto count_failure = [this] {
+  tp::ServerHandshakeHooks hooks;
+  hooks.on_wrong_mac = [this] {
     server_.auth_throttle_.record_failure(connection_->peer_host(), std::chrono::steady_clock::now());
   };
+  hooks.admit = admit;
   Result<tp::SessionRole> role = tp::SessionRole::kCoordinator;
   if (server_.services_.takes_peers()) {
-    role = tp::server_handshake_any_role(*connection_, hello, server_.options_.secret, server_.options_.wire,
-                                         count_failure);
+    role = tp::server_handshake_any_role(*connection_, hello, server_.options_.secret, server_.options_.wire, hooks);
   } else if (Status status = tp::server_handshake(*connection_, hello, server_.options_.secret, server_.options_.wire,
-                                                  count_failure);
+                                                  hooks);
              !status.is_ok()) {
     role = std::move(status);
   }
@@ -810,14 +812,21 @@ void WorkerServer::Impl::serve_connection(const std::shared_ptr<tp::FrameConnect
   Session session(*this, connection);
   const std::string source = connection->peer_host();
   if (!wait_for_turn(connection, state, source)) return;
-  const bool authenticated = !stopping_ && session.handshake();
+  // Past its MAC check a connection is marked authenticated before AUTH_OK goes out, so from then
+  // on no newcomer evicts it; one evicted before that gets no AUTH_OK (its dialler tries again).
+  const auto admit = [this, &state] {
+    std::lock_guard lock(connections_mutex_);
+    if (state->evicted) return false;
+    state->authenticated = true;
+    return true;
+  };
+  const bool authenticated = !stopping_ && session.handshake(admit);
   // A wrong MAC was counted inside the handshake (before its ERROR was sent).
   if (authenticated && !stopping_) auth_throttle_.record_success(source);
   bool evicted = false;
   {
     std::lock_guard lock(connections_mutex_);
     evicted = state->evicted;
-    state->authenticated = authenticated && !evicted;
   }
   if (!authenticated || evicted) {
     // An evicted connection was logged when it was evicted.

@@ -196,15 +196,23 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
 // A client whose AUTH asks for TLS gets AUTH_OK with kFrameFlagStartTls and the connection is
 // encrypted on success. `minimum` kEncrypted refuses a client that does not ask
 // (ERROR(kAuthRequired) naming the setting, kProtocolError); kPlain accepts both.
-// `on_wrong_mac`, when given, is called on a wrong MAC before the ERROR is written: a caller that
-// counts failures (the worker's auth throttle) has counted this one before the peer can know it
-// failed and try again.
+// `hooks` lets the caller act at two points of it (ServerHandshakeHooks).
+struct ServerHandshakeHooks {
+  // A wrong MAC, before the ERROR is written: a caller that counts failures (the worker's auth
+  // throttle) has counted this one before the peer can know it failed and try again.
+  std::function<void()> on_wrong_mac;
+  // The MAC is right, before AUTH_OK is written: false refuses the connection (no AUTH_OK is
+  // written; kNetworkError). The worker evicts unauthenticated connections when too many
+  // handshake at once; one evicted between its MAC check and AUTH_OK must not be told it is in
+  // while its socket is being closed, or it would write into a link that is gone.
+  std::function<bool()> admit;
+};
 Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret,
-                        WireMode minimum = WireMode::kPlain, const std::function<void()>& on_wrong_mac = {});
+                        WireMode minimum = WireMode::kPlain, const ServerHandshakeHooks& hooks = {});
 // The same, accepting AUTH from a coordinator or from a peer worker (either MAC label), and
 // returning which one authenticated. A MAC that matches neither label fails as above.
 Result<SessionRole> server_handshake_any_role(FrameConnection& connection, const Hello& hello,
                                               std::string_view secret, WireMode minimum = WireMode::kPlain,
-                                              const std::function<void()>& on_wrong_mac = {});
+                                              const ServerHandshakeHooks& hooks = {});
 
 }  // namespace tessera::transport
