@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -106,6 +107,37 @@ TEST_F(Deadlines, AWorkerStoppedWhileBeingProfiledFailsTheProfileNamingIt) {
   Result<profile::ClusterProfile> profile = profile::run_profile(*connection, cluster_, std::nullopt, options);
   ASSERT_FALSE(profile.is_ok());
   EXPECT_LT(seconds_since(start), 70.0) << "bounded by the silence limit, or the per-node budget at worst";
+  EXPECT_NE(profile.status().message().find("node 'b'"), std::string::npos) << profile.status().message();
+}
+
+// The last stage of a profile sends to every node at once (the coordinator's send capacity). A
+// node stopped then fills its socket and the write to it blocks, which no read bound catches: the
+// stage's own deadline ends it, naming the node. Here every node's own figures are reused, so that
+// stage is the only one that talks to the nodes.
+TEST_F(Deadlines, AWorkerStoppedWhileTheCoordinatorsSendCapacityIsMeasuredFailsNamingIt) {
+  start_workers(2);
+  Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
+  ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
+  profile::ProfileOptions options;
+  options.quick = true;
+  options.silent_node_seconds = 1.0;
+  Result<profile::ClusterProfile> first = profile::run_profile(*connection, cluster_, std::nullopt, options);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  profile::ClusterProfile previous = *first;
+  previous.coordinator_send_bytes_per_s = 0.0;  // not measured: the next profile measures only that
+
+  const int stopped_pid = workers_[1]->pid();
+  ContinueOnExit resume(stopped_pid);
+  ASSERT_EQ(::kill(stopped_pid, SIGSTOP), 0);
+  const auto start = Clock::now();
+  auto second = std::async(std::launch::async, [&] { return profile::run_profile(*connection, cluster_, previous, options); });
+  if (second.wait_for(std::chrono::seconds(90)) != std::future_status::ready) {
+    ::kill(stopped_pid, SIGCONT);  // lets the blocked write go on, so the call returns and the test ends
+    FAIL() << "the send-capacity stage did not end within 90 s of a node being stopped";
+  }
+  Result<profile::ClusterProfile> profile = second.get();
+  ASSERT_FALSE(profile.is_ok());
+  EXPECT_LT(seconds_since(start), 60.0) << "bounded by the stage's deadline";
   EXPECT_NE(profile.status().message().find("node 'b'"), std::string::npos) << profile.status().message();
 }
 

@@ -116,9 +116,12 @@ struct CoordinatorCapacity {
 };
 
 // `which`: the links to send to (indices into cluster.links() and nodes), all when empty. The
-// same measurement, restricted to the nodes behind the switch, is the switch's uplink.
+// same measurement, restricted to the nodes behind the switch, is the switch's uplink. Each send
+// is watched: a stopped node's socket fills and the write to it blocks, which no read bound
+// catches, so the watchdog shuts its link once the sends are four times late (counted as if they
+// went one after another, each at its node's own measured rate) plus 5 s.
 Result<CoordinatorCapacity> coordinator_send_capacity(cluster::ClusterConnection& cluster, const std::vector<NodeProfile>& nodes,
-                                                      bool quick, const std::vector<double>& source,
+                                                      bool quick, double silent_seconds, const std::vector<double>& source,
                                                       std::vector<std::size_t> which = {}) {
   const double target = quick ? kQuickBandwidthProbeSeconds : kBandwidthProbeSeconds;
   if (which.empty()) {
@@ -126,16 +129,22 @@ Result<CoordinatorCapacity> coordinator_send_capacity(cluster::ClusterConnection
   }
   std::vector<uint32_t> rows(which.size());
   std::vector<Result<double>> seconds(which.size(), Result<double>(0.0));
+  double one_after_another_s = 0.0;
   for (std::size_t w = 0; w < which.size(); ++w) {
-    const double bytes = std::clamp(nodes[which[w]].link.to_node_bytes_per_s * target, double{1u << 20},
-                                    static_cast<double>(kMaxProbeBytes));
+    const double rate = nodes[which[w]].link.to_node_bytes_per_s;
+    const double bytes = std::clamp(rate * target, double{1u << 20}, static_cast<double>(kMaxProbeBytes));
     rows[w] = probes::probe_rows(static_cast<std::size_t>(bytes));
+    one_after_another_s += rate > 0.0 ? bytes / rate : target;
   }
+  const auto budget = std::chrono::seconds(static_cast<int64_t>(std::ceil(4.0 * one_after_another_s)) + 5);
   const double cpu_before = process_cpu_seconds();
   {
     std::vector<std::jthread> senders;
     for (std::size_t w = 0; w < which.size(); ++w) {
-      senders.emplace_back([&, w] { seconds[w] = probes::time_to_node(cluster.links()[which[w]], rows[w], source); });
+      senders.emplace_back([&, w] {
+        cluster::NodeLink& link = cluster.links()[which[w]];
+        seconds[w] = watched(link, budget, silent_seconds, [&] { return probes::time_to_node(link, rows[w], source); });
+      });
     }
   }
   const double cpu_spent = process_cpu_seconds() - cpu_before;
@@ -401,7 +410,7 @@ Result<ClusterProfile> run_profile(cluster::ClusterConnection& cluster, const cl
   }
   if (any_measured || !previous || previous->coordinator_send_bytes_per_s <= 0.0) {
     if (progress) progress("coordinator", "send capacity to all nodes at once", false);
-    Result<CoordinatorCapacity> capacity = coordinator_send_capacity(cluster, profile.nodes, options.quick, source);
+    Result<CoordinatorCapacity> capacity = coordinator_send_capacity(cluster, profile.nodes, options.quick, options.silent_node_seconds, source);
     if (!capacity) return capacity.status();
     profile.coordinator_send_bytes_per_s = capacity->bytes_per_s;
     profile.coordinator_cpu_s_per_byte = capacity->cpu_s_per_byte;
@@ -423,7 +432,7 @@ Result<ClusterProfile> run_profile(cluster::ClusterConnection& cluster, const cl
   }
   if (!behind.empty() && (any_measured || !previous || previous->switch_uplink_bytes_per_s <= 0.0)) {
     if (progress) progress("switch", "uplink: every node behind it receiving at once", false);
-    Result<CoordinatorCapacity> uplink = coordinator_send_capacity(cluster, profile.nodes, options.quick, source, behind);
+    Result<CoordinatorCapacity> uplink = coordinator_send_capacity(cluster, profile.nodes, options.quick, options.silent_node_seconds, source, behind);
     if (!uplink) return uplink.status();
     profile.switch_uplink_bytes_per_s = uplink->bytes_per_s_until_last;
     if (progress) {
