@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <thread>
 
 namespace tessera::balance {
@@ -76,6 +77,32 @@ TEST(TileBoard, ALostTileWithSparesIsSharedByTheSurvivors) {
     EXPECT_FALSE(board.all_done());
     EXPECT_TRUE(board.finish(t, t == 2 ? 2 : 1));
   }
+  EXPECT_TRUE(board.all_done());
+}
+
+// Spares cut for particular nodes go to those nodes; one cut for a node lost before goes to
+// whoever asks.
+TEST(TileBoard, SparesGoToTheNodesTheyWereCutForOrToAnyoneWhenThatNodeIsLost) {
+  run::Work work;
+  // Tile 0 (node 0) has spares for nodes 1 and 2; tile 3 (node 1) for nodes 0 and 2.
+  work.tiles = {tile(0, 9, 0), tile(0, 6, 1, 0), tile(6, 3, 2, 0), tile(9, 9, 1), tile(9, 6, 0, 3), tile(15, 3, 2, 3)};
+  run::TileBoard board(work);
+  ASSERT_EQ(take(board, 0), 0u);
+  ASSERT_EQ(take(board, 1), 3u);
+  std::vector<uint64_t> reissued;
+  board.node_lost(0, reissued);
+  EXPECT_EQ(take(board, 2), 2u) << "node 2's piece of tile 0, not node 1's larger one";
+  EXPECT_EQ(take(board, 2), std::nullopt) << "node 1's piece waits for node 1";
+  board.node_lost(1, reissued);
+  // Tile 3's spare for node 0 (lost first) goes to whoever asks, and so does node 1's piece of tile 0.
+  std::set<uint64_t> taken;
+  for (int i = 0; i < 3; ++i) {
+    std::optional<uint64_t> t = take(board, 2);
+    ASSERT_TRUE(t.has_value()) << i;
+    taken.insert(*t);
+  }
+  EXPECT_EQ(taken, (std::set<uint64_t>{1, 4, 5}));
+  for (uint64_t t : {1u, 2u, 4u, 5u}) EXPECT_TRUE(board.finish(t, 2));
   EXPECT_TRUE(board.all_done());
 }
 

@@ -88,36 +88,61 @@ TEST_P(WorkTest, StaticTilesCoverEveryCellOnceAndReadWholePieces) {
   }
 }
 
-TEST_P(WorkTest, EachStaticTileHasOneSparePieceForEveryOtherNode) {
-  const plan::Plan plan = plan_of(plan::Policy::kProportional, GetParam(), 64, 48, 40, {0.55, 0.2, 0.15, 0.1});
+TEST_P(WorkTest, EachStaticTileHasASparePieceForEveryOtherNodeSizedByItsShare) {
+  const std::vector<double> weights{0.55, 0.2, 0.15, 0.1};
+  const plan::Plan plan = plan_of(plan::Policy::kProportional, GetParam(), 64, 48, 40, weights);
   const linalg::Matrix a(64, 40), b(40, 48);
   Result<run::Work> work = run::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
-  std::map<std::size_t, std::vector<Block>> spares;
+  std::map<std::size_t, std::vector<const run::WorkTile*>> spares;
   for (const run::WorkTile& tile : work->tiles) {
-    if (tile.parent) {
-      EXPECT_EQ(tile.assigned, -1) << "spares go to whoever asks";
-      spares[*tile.parent].push_back(tile.block);
-    }
+    if (tile.parent) spares[*tile.parent].push_back(&tile);
   }
+  std::size_t checked = 0;
   for (std::size_t t = 0; t < work->tiles.size(); ++t) {
     const run::WorkTile& tile = work->tiles[t];
     if (tile.parent) continue;
-    EXPECT_GE(tile.assigned, 0);
-    const std::vector<Block>& pieces = spares[t];
-    if (tile.block.rows < 2) continue;
-    ASSERT_EQ(pieces.size(), std::min<uint64_t>(3, tile.block.rows));
+    ASSERT_GE(tile.assigned, 0);
+    const std::vector<const run::WorkTile*>& pieces = spares[t];
     uint64_t row = tile.block.row_begin;
-    for (const Block& piece : pieces) {  // the spares cut the tile's rows in order, all columns and ks kept
-      EXPECT_EQ(piece.row_begin, row);
-      EXPECT_EQ(piece.col_begin, tile.block.col_begin);
-      EXPECT_EQ(piece.cols, tile.block.cols);
-      EXPECT_EQ(piece.k_begin, tile.block.k_begin);
-      EXPECT_EQ(piece.depth, tile.block.depth);
-      row += piece.rows;
+    double others_weight = 0.0;
+    for (std::size_t j = 0; j < weights.size(); ++j) others_weight += static_cast<int>(j) == tile.assigned ? 0.0 : plan.shares[j].weight;
+    for (const run::WorkTile* piece : pieces) {  // the spares cut the tile's rows in order, all columns and ks kept
+      EXPECT_NE(piece->assigned, tile.assigned) << "a spare is for another node";
+      ASSERT_GE(piece->assigned, 0) << "each spare is cut for a node";
+      EXPECT_EQ(piece->block.row_begin, row);
+      EXPECT_EQ(piece->block.col_begin, tile.block.col_begin);
+      EXPECT_EQ(piece->block.cols, tile.block.cols);
+      EXPECT_EQ(piece->block.k_begin, tile.block.k_begin);
+      EXPECT_EQ(piece->block.depth, tile.block.depth);
+      // Its rows follow its node's share of the others' (within the rounding of a row either side).
+      const double wanted = static_cast<double>(tile.block.rows) * plan.shares[piece->assigned].weight / others_weight;
+      EXPECT_NEAR(static_cast<double>(piece->block.rows), wanted, 1.0) << "tile " << t << " node " << piece->assigned;
+      row += piece->block.rows;
     }
-    EXPECT_EQ(row, tile.block.row_begin + tile.block.rows);
+    if (!pieces.empty()) {
+      EXPECT_EQ(row, tile.block.row_begin + tile.block.rows);
+      ++checked;
+    }
   }
+  EXPECT_GT(checked, 0u);
+  // The node with the largest share gets the largest piece of a tile of the smallest.
+  for (std::size_t t = 0; t < work->tiles.size(); ++t) {
+    if (work->tiles[t].parent || work->tiles[t].assigned != 3 || work->tiles[t].block.rows < 20) continue;
+    const auto& pieces = spares[t];
+    ASSERT_EQ(pieces.size(), 3u);
+    EXPECT_GT(pieces[0]->block.rows, pieces[1]->block.rows + pieces[2]->block.rows) << "0.55 against 0.2 + 0.15";
+  }
+}
+
+// A node the plan gives no work (the model policy leaves a node out) gets no spare either.
+TEST(Work, ANodeWithoutAShareGetsNoSparePieces) {
+  const plan::Plan plan = plan_of(plan::Policy::kProportional, Layout::kRows, 60, 16, 16, {0.5, 0.5, 0.0});
+  const linalg::Matrix a(60, 16), b(16, 16);
+  Result<run::Work> work = run::build_work(plan, a, b);
+  ASSERT_TRUE(work.is_ok()) << work.status().to_string();
+  for (const run::WorkTile& tile : work->tiles) EXPECT_NE(tile.assigned, 2);
+  for (const run::WorkTile& tile : work->tiles) EXPECT_FALSE(tile.parent) << "one other node with a share takes a tile whole";
 }
 
 std::string layout_test_name(const ::testing::TestParamInfo<Layout>& info) {

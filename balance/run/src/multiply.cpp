@@ -734,7 +734,8 @@ Status check_inputs(const cluster::ClusterConnection& cluster, const plan::Plan&
 Status check_memory(const cluster::ClusterConnection& cluster, const plan::Plan& plan, const Work& work) {
   if (work.keep_pieces) return Status::ok();
   for (const WorkTile& tile : work.tiles) {
-    if (tile.assigned < 0) continue;  // spare pieces are smaller than the tile they stand in for
+    // Spare pieces run only for a lost node, and are smaller than the tile they stand in for.
+    if (tile.assigned < 0 || tile.parent) continue;
     const cluster::NodeLink& link = cluster.links()[static_cast<std::size_t>(tile.assigned)];
     const Block& box = tile.block;
     const uint64_t piece_depth = std::min<uint64_t>(plan.panel_width, box.depth);

@@ -101,7 +101,14 @@ void TileBoard::node_lost(int node, std::vector<uint64_t>& reissued) {
     reissued.push_back(t);
     if (!entry.spares.empty()) {
       entry.state = State::kSplit;
-      for (std::size_t spare : entry.spares) entries_[spare].state = State::kPending;
+      for (std::size_t spare : entry.spares) {
+        Entry& piece = entries_[spare];
+        piece.state = State::kPending;
+        // A piece meant for a node lost before: whoever asks.
+        if (piece.assigned >= 0 && static_cast<std::size_t>(piece.assigned) < lost_.size() && lost_[piece.assigned]) {
+          piece.assigned = -1;
+        }
+      }
       remaining_ += entry.spares.size() - 1;
       continue;
     }

@@ -1,6 +1,7 @@
 #include "tessera/balance/run/work.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -41,17 +42,34 @@ Result<Work> build_work(const plan::Plan& plan, linalg::MatrixView a, linalg::Ma
     if (Status cover = partition::check_cover(boxes, plan.m, plan.n, plan.k); !cover.is_ok()) {
       return cover.with_context("the plan does not cover C exactly once: ");
     }
-    // Spare row pieces of every tile, one per other node: if the tile's node is lost, the
-    // survivors share its work instead of one of them taking it whole.
+    // Spare row pieces of every tile, one for each other node the plan gives work, sized by the
+    // shares the policy aimed for: if the tile's node is lost, each survivor redoes the part of it
+    // that its share says it can, so they finish together (and each gets B once for it) instead
+    // of a slow node taking as many rows as a fast one.
     const std::size_t planned = work.tiles.size();
     for (std::size_t t = 0; t < planned; ++t) {
       const Block block = work.tiles[t].block;
-      const uint64_t count = std::min<uint64_t>(nodes - 1, block.rows);
-      for (uint64_t p = 0; count >= 2 && p < count; ++p) {
+      const int owner = work.tiles[t].assigned;
+      std::vector<std::size_t> others;
+      double others_weight = 0.0;
+      for (std::size_t j = 0; j < nodes; ++j) {
+        if (static_cast<int>(j) == owner || plan.shares[j].weight <= 0.0) continue;
+        others.push_back(j);
+        others_weight += plan.shares[j].weight;
+      }
+      if (others.size() < 2) continue;  // one survivor (or none) takes the tile whole
+      double weight_before = 0.0;
+      uint64_t row = block.row_begin;
+      for (std::size_t j : others) {
+        weight_before += plan.shares[j].weight;
+        const auto end = block.row_begin + static_cast<uint64_t>(std::llround(static_cast<double>(block.rows) *
+                                                                              weight_before / others_weight));
+        if (end <= row) continue;  // a share too small for a whole row of this tile
         Block piece = block;
-        piece.row_begin = block.row_begin + block.rows * p / count;
-        piece.rows = block.row_begin + block.rows * (p + 1) / count - piece.row_begin;
-        work.tiles.push_back({piece, -1, work.tiles[t].delta, {}, {}, t});
+        piece.row_begin = row;
+        piece.rows = end - row;
+        work.tiles.push_back({piece, static_cast<int>(j), work.tiles[t].delta, {}, {}, t});
+        row = end;
       }
     }
   }

@@ -68,8 +68,10 @@ class TileBoard {
   bool all_done() const;
 
   // A node failed: each of its running tiles passes to the node holding a copy, if any; the rest
-  // of its tiles, running or not yet started, go to whoever asks next (listed in `reissued`),
-  // as their spare row pieces where they have them, so the survivors share them.
+  // of its tiles, running or not yet started, are handed out again (listed in `reissued`): as
+  // their spare row pieces where they have them, each to the node it was cut for (whoever asks,
+  // if that node was lost too), else whole to whoever asks. Its own spare pieces of other nodes'
+  // tiles that it had not finished go to whoever asks.
   void node_lost(int node, std::vector<uint64_t>& reissued);
 
   // Every node failed: take() returns nothing from now on.

@@ -44,11 +44,13 @@ struct BPiece {
 // One unit of work: a box of the m x n x k space, C[box rows, box cols] += A[rows, ks] * B[ks, cols].
 struct WorkTile {
   partition::Block block;
-  int assigned = -1;                // static plans: the node it belongs to; -1: whoever asks
+  int assigned = -1;                // static plans: the node it belongs to (a spare: the node
+                                    // that redoes it); -1: whoever asks
   bool delta = false;               // covers part of k: the result is a partial sum added into C
   std::vector<double> a_packed;     // A[rows, ks] when the box covers part of k; else sent from A
   std::vector<std::size_t> pieces;  // the B pieces it reads, in k order (one job each)
-  // Static plans: a spare row piece of that tile, dormant unless the tile's node is lost.
+  // Static plans: a spare row piece of that tile, dormant unless the tile's node is lost. A
+  // tile's spares cut its rows in order, one per other node with a share, sized by the shares.
   std::optional<std::size_t> parent;
 };
 
