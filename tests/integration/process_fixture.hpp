@@ -214,7 +214,28 @@ inline bool wait_until_listening(const balance::cluster::NodeSpec& node) {
   return false;
 }
 
-// Starts `count` real tessera-worker processes named a, b, c, ... on free loopback ports, one
+// The port a worker started with --listen 127.0.0.1:0 says it listens on (its first line,
+// "tessera-worker VERSION listening on 127.0.0.1:PORT ..."), waiting up to 10 s for it; 0 if it
+// never says.
+inline uint16_t listening_port(const std::string& log_path) {
+  const std::string marker = "listening on 127.0.0.1:";
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    std::ifstream log(log_path);
+    std::string line;
+    while (std::getline(log, line)) {
+      const std::size_t at = line.find(marker);
+      if (at == std::string::npos) continue;
+      const unsigned long port = std::strtoul(line.c_str() + at + marker.size(), nullptr, 10);
+      if (port > 0 && port <= 65535) return static_cast<uint16_t>(port);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return 0;
+}
+
+// Starts `count` real tessera-worker processes named a, b, c, ... on loopback ports they pick
+// themselves (--listen 127.0.0.1:0, the port read back from the worker's "listening on" line, so
+// two test binaries running at once never reach for the same port), one
 // compute thread each, with the secret read from `secret_file`; waits until each accepts
 // connections. With `last_fault_flags`, the last one is the test twin tessera-worker-faulty
 // started with those flags (worker/include/tessera/worker/fault_hooks.hpp); every worker also
@@ -228,25 +249,31 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
                                         const std::vector<std::string>& last_fault_flags = {},
                                         const std::vector<std::string>& worker_flags = {}) {
   LocalWorkers workers;
-  const std::vector<uint16_t> ports = free_loopback_ports(count);
+  std::vector<std::string> logs;
   for (std::size_t i = 0; i < count; ++i) {
     balance::cluster::NodeSpec node;
     node.name = std::string(1, static_cast<char>('a' + i));
     node.host = "127.0.0.1";
-    node.port = ports[i];
     node.threads = 1;
     node.line = static_cast<int>(i + 1);
     const bool faulty = !last_fault_flags.empty() && i + 1 == count;
     std::vector<std::string> args{faulty ? TESSERA_FAULTY_WORKER_BINARY : TESSERA_WORKER_BINARY,
-                                  "--listen", node.endpoint(), "--threads", "1", "--secret-file", secret_file};
+                                  "--listen", "127.0.0.1:0", "--threads", "1", "--secret-file", secret_file};
     if (faulty) args.insert(args.end(), last_fault_flags.begin(), last_fault_flags.end());
     args.insert(args.end(), worker_flags.begin(), worker_flags.end());
-    workers.processes.push_back(
-        std::make_unique<ChildProcess>(std::move(args), dir.file("worker" + std::to_string(i) + ".log")));
+    logs.push_back(dir.file("worker" + std::to_string(i) + ".log"));
+    // A log left by a worker started before in the same folder would name that worker's port.
+    std::error_code ignored;
+    std::filesystem::remove(logs.back(), ignored);
+    workers.processes.push_back(std::make_unique<ChildProcess>(std::move(args), logs.back()));
     workers.nodes.push_back(node);
   }
-  for (const balance::cluster::NodeSpec& node : workers.nodes) {
-    if (!wait_until_listening(node)) ADD_FAILURE() << "worker " << node.name << " never listened on " << node.endpoint();
+  for (std::size_t i = 0; i < count; ++i) {
+    balance::cluster::NodeSpec& node = workers.nodes[i];
+    node.port = listening_port(logs[i]);
+    if (node.port == 0 || !wait_until_listening(node)) {
+      ADD_FAILURE() << "worker " << node.name << " never said it listened (log " << logs[i] << ")";
+    }
   }
   return workers;
 }
