@@ -6,69 +6,20 @@
 
 #include <gtest/gtest.h>
 
-#include <signal.h>
-
 #include <algorithm>
 #include <map>
-#include <sstream>
 
 #include "process_fixture.hpp"
-#include "tessera/balance/cluster/cluster_spec.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "study_fixture.hpp"
 
 namespace tessera::balance {
 namespace {
 
-// The study's CSVs hold no quoted cells: a row is its cells split at commas, by column name.
-std::vector<std::map<std::string, std::string>> read_csv(const std::string& path, std::vector<std::string>* header) {
-  const auto split = [](const std::string& line) {
-    std::vector<std::string> cells;
-    std::stringstream text(line);
-    for (std::string cell; std::getline(text, cell, ',');) cells.push_back(cell);
-    if (!line.empty() && line.back() == ',') cells.emplace_back();
-    return cells;
-  };
-  std::istringstream text(testing::read_file(path));
-  std::string line;
-  std::getline(text, line);
-  *header = split(line);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(text, line)) {
-    const std::vector<std::string> cells = split(line);
-    EXPECT_EQ(cells.size(), header->size()) << line;
-    std::map<std::string, std::string> row;
-    for (std::size_t i = 0; i < header->size() && i < cells.size(); ++i) row[(*header)[i]] = cells[i];
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 using testing::is_png;
 
-class TinyExpressionStudy : public ::testing::Test {
+class TinyExpressionStudy : public testing::TwoNodeStudyTest {
  protected:
-  void SetUp() override {
-    const std::vector<uint16_t> ports = testing::free_loopback_ports(2);
-    testing::write_file(dir_.file("cluster.yaml"),
-                        "cluster: tiny-expressions\nsecret: expression-study-secret\nnodes:\n"
-                        "  - {name: a, host: 127.0.0.1, port: " + std::to_string(ports[0]) +
-                            ", threads: 1}\n"
-                            "  - {name: b, host: 127.0.0.1, port: " + std::to_string(ports[1]) +
-                            ", threads: 1}\n");
-  }
-
-  // Whatever happened, no worker of the study survives the test.
-  void TearDown() override {
-    for (int pid : live_workers()) ::kill(pid, SIGKILL);
-  }
-
-  std::vector<int> live_workers() {
-    Result<cluster::ClusterSpec> spec = cluster::load_cluster_spec(dir_.file("cluster.yaml"));
-    if (!spec) return {};
-    return local::local_cluster_pids(*spec, {dir_.file("run"), "", {}});
-  }
-
-  testing::TempDir dir_;
+  TinyExpressionStudy() : TwoNodeStudyTest("tiny-expressions", "expression-study-secret") {}
 };
 
 TEST_F(TinyExpressionStudy, SequenceModeWritesResultsSummaryPlotAndReport) {
@@ -88,7 +39,7 @@ TEST_F(TinyExpressionStudy, SequenceModeWritesResultsSummaryPlotAndReport) {
   EXPECT_TRUE(live_workers().empty()) << "the study must stop the cluster it started";
 
   std::vector<std::string> header;
-  const auto results = read_csv(out + "/results.csv", &header);
+  const auto results = testing::read_study_csv(out + "/results.csv", &header);
   EXPECT_EQ(header, (std::vector<std::string>{"cluster", "benchmark", "mode", "repeat", "wall_s", "makespan_s",
                                               "predicted_s", "theoretical_s", "fastest_alone_s", "bytes_moved",
                                               "naive_bytes", "tile", "coordinator_bytes_sent", "verified"}));
@@ -110,7 +61,7 @@ TEST_F(TinyExpressionStudy, SequenceModeWritesResultsSummaryPlotAndReport) {
     }
   }
 
-  const auto summary = read_csv(out + "/summary.csv", &header);
+  const auto summary = testing::read_study_csv(out + "/summary.csv", &header);
   ASSERT_EQ(summary.size(), 2u);
   for (std::size_t i = 0; i < summary.size(); ++i) {
     EXPECT_EQ(summary[i].at("benchmark"), results[i].at("benchmark"));

@@ -5,69 +5,20 @@
 
 #include <gtest/gtest.h>
 
-#include <signal.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <sstream>
 
 #include "process_fixture.hpp"
-#include "tessera/balance/cluster/cluster_spec.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "study_fixture.hpp"
 
 namespace tessera::balance {
 namespace {
 
-// The study's CSVs hold no quoted cells: a row is its cells split at commas, by column name.
-std::vector<std::map<std::string, std::string>> read_graph_study_csv(const std::string& path, std::vector<std::string>* header) {
-  const auto split = [](const std::string& line) {
-    std::vector<std::string> cells;
-    std::stringstream text(line);
-    for (std::string cell; std::getline(text, cell, ',');) cells.push_back(cell);
-    if (!line.empty() && line.back() == ',') cells.emplace_back();
-    return cells;
-  };
-  std::istringstream text(testing::read_file(path));
-  std::string line;
-  std::getline(text, line);
-  *header = split(line);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(text, line)) {
-    const std::vector<std::string> cells = split(line);
-    EXPECT_EQ(cells.size(), header->size()) << line;
-    std::map<std::string, std::string> row;
-    for (std::size_t i = 0; i < header->size() && i < cells.size(); ++i) row[(*header)[i]] = cells[i];
-    rows.push_back(row);
-  }
-  return rows;
-}
-
-class TinyGraphStudy : public ::testing::Test {
+class TinyGraphStudy : public testing::TwoNodeStudyTest {
  protected:
-  void SetUp() override {
-    const std::vector<uint16_t> ports = testing::free_loopback_ports(2);
-    testing::write_file(dir_.file("cluster.yaml"),
-                        "cluster: tiny-graph-study\nsecret: graph-study-secret\nnodes:\n"
-                        "  - {name: a, host: 127.0.0.1, port: " + std::to_string(ports[0]) +
-                            ", threads: 1}\n"
-                            "  - {name: b, host: 127.0.0.1, port: " + std::to_string(ports[1]) +
-                            ", threads: 1}\n");
-  }
-
-  // Whatever happened, no worker of the study survives the test.
-  void TearDown() override {
-    for (int pid : live_workers()) ::kill(pid, SIGKILL);
-  }
-
-  std::vector<int> live_workers() {
-    Result<cluster::ClusterSpec> spec = cluster::load_cluster_spec(dir_.file("cluster.yaml"));
-    if (!spec) return {};
-    return local::local_cluster_pids(*spec, {dir_.file("run"), "", {}});
-  }
-
-  testing::TempDir dir_;
+  TinyGraphStudy() : TwoNodeStudyTest("tiny-graph-study", "graph-study-secret") {}
 };
 
 TEST_F(TinyGraphStudy, BestNodeAgainstAutoWithAWarmUpPass) {
@@ -90,7 +41,7 @@ TEST_F(TinyGraphStudy, BestNodeAgainstAutoWithAWarmUpPass) {
   EXPECT_TRUE(std::filesystem::is_directory(out + "/graph-cache/tiny-graph-study"));
 
   std::vector<std::string> header;
-  const auto results = read_graph_study_csv(out + "/results.csv", &header);
+  const auto results = testing::read_study_csv(out + "/results.csv", &header);
   for (const char* column : {"nodes", "partition", "repetition", "warmup", "taking_part", "placement_method",
                              "placement_cached", "total_s", "placement_s", "wall_s", "forecast_s", "verified"}) {
     EXPECT_NE(std::find(header.begin(), header.end(), column), header.end()) << column;
@@ -118,7 +69,7 @@ TEST_F(TinyGraphStudy, BestNodeAgainstAutoWithAWarmUpPass) {
   EXPECT_EQ(results[0].at("warmup"), "yes") << "the warm-up pass runs first";
   EXPECT_EQ(results[1].at("warmup"), "yes");
 
-  const auto summary = read_graph_study_csv(out + "/summary.csv", &header);
+  const auto summary = testing::read_study_csv(out + "/summary.csv", &header);
   ASSERT_EQ(summary.size(), 2u);  // warm-ups are in no group
   for (const auto& group : summary) {
     SCOPED_TRACE(group.at("nodes"));

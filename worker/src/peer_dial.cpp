@@ -26,7 +26,8 @@ std::chrono::milliseconds jittered(std::chrono::milliseconds pause) {
 }  // namespace
 
 Result<PeerLink> dial_peer(const PeerDial& dial) {
-  const auto deadline = std::chrono::steady_clock::now() + dial.timeout;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + dial.timeout;
   std::chrono::milliseconds pause = kFirstPause;
   for (int tries = 1;; ++tries) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -42,8 +43,9 @@ Result<PeerLink> dial_peer(const PeerDial& dial) {
     const auto resume = std::chrono::steady_clock::now() + jittered(pause);
     if (!crowded || resume >= deadline) {
       if (tries == 1) return hello.status();
-      return Status(hello.status().code(), fmt::format("{} (after {} tries in {} ms)", hello.status().message(), tries,
-                                                       dial.timeout.count()));
+      const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      return Status(hello.status().code(),
+                    fmt::format("{} (after {} tries in {} ms)", hello.status().message(), tries, spent.count()));
     }
     std::this_thread::sleep_until(resume);
     pause = std::min(pause * 2, kLongestPause);
