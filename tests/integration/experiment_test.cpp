@@ -9,8 +9,7 @@
 #include <sstream>
 
 #include "process_fixture.hpp"
-#include "tessera/balance/cluster/cluster_spec.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "study_fixture.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -54,40 +53,9 @@ Csv read_csv(const std::string& path) {
 
 using testing::is_png;
 
-class TinyStudy : public ::testing::Test {
+class TinyStudy : public testing::TwoNodeStudyTest {
  protected:
-  void SetUp() override {
-    const std::vector<uint16_t> ports = testing::free_loopback_ports(2);
-    testing::write_file(dir_.file("cluster.yaml"),
-                        "cluster: tiny-study\nsecret: study-secret\nnodes:\n"
-                        "  - {name: a, host: 127.0.0.1, port: " + std::to_string(ports[0]) +
-                            ", threads: 1}\n"
-                            "  - {name: b, host: 127.0.0.1, port: " + std::to_string(ports[1]) +
-                            ", threads: 1}\n");
-  }
-
-  // Whatever happened, no worker of the study survives the test.
-  void TearDown() override {
-    for (const char* name : {"tiny-study", "tiny-study-n1"}) {
-      cluster::ClusterSpec spec;
-      if (Result<cluster::ClusterSpec> loaded = cluster::load_cluster_spec(dir_.file("cluster.yaml"))) spec = *loaded;
-      spec.name = name;
-      for (int pid : local::local_cluster_pids(spec, {dir_.file("run"), "", {}})) ::kill(pid, SIGKILL);
-    }
-  }
-
-  std::vector<int> live_workers() {
-    std::vector<int> pids;
-    for (const char* name : {"tiny-study", "tiny-study-n1"}) {
-      Result<cluster::ClusterSpec> spec = cluster::load_cluster_spec(dir_.file("cluster.yaml"));
-      if (!spec) continue;
-      spec->name = name;
-      for (int pid : local::local_cluster_pids(*spec, {dir_.file("run"), "", {}})) pids.push_back(pid);
-    }
-    return pids;
-  }
-
-  testing::TempDir dir_;
+  TinyStudy() : TwoNodeStudyTest("tiny-study", "study-secret", {"tiny-study-n1"}) {}
 };
 
 TEST_F(TinyStudy, WritesResultsSummaryPlotsAndReport) {

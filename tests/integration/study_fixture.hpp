@@ -47,10 +47,12 @@ inline std::vector<std::map<std::string, std::string>> read_study_csv(const std:
 }
 
 // dir_/cluster.yaml: cluster `cluster` of nodes a and b on loopback, one thread each, for a study
-// to bring up with its run directory in dir_/run.
+// to bring up with its run directory in dir_/run. `also_named`: the clusters the study derives
+// from it under other names (a node-count sweep runs "NAME-n1"), whose workers are watched too.
 class TwoNodeStudyTest : public ::testing::Test {
  protected:
-  TwoNodeStudyTest(std::string cluster, std::string secret) : cluster_(std::move(cluster)), secret_(std::move(secret)) {}
+  TwoNodeStudyTest(std::string cluster, std::string secret, std::vector<std::string> also_named = {})
+      : cluster_(std::move(cluster)), secret_(std::move(secret)), also_named_(std::move(also_named)) {}
 
   void SetUp() override {
     const std::vector<uint16_t> ports = free_loopback_ports(2);
@@ -67,10 +69,16 @@ class TwoNodeStudyTest : public ::testing::Test {
     for (int pid : live_workers()) ::kill(pid, SIGKILL);
   }
 
+  // The pids of the workers of this cluster (and of those derived from it) still running.
   std::vector<int> live_workers() {
     Result<balance::cluster::ClusterSpec> spec = balance::cluster::load_cluster_spec(dir_.file("cluster.yaml"));
     if (!spec) return {};
-    return balance::local::local_cluster_pids(*spec, {dir_.file("run"), "", {}});
+    std::vector<int> pids = balance::local::local_cluster_pids(*spec, {dir_.file("run"), "", {}});
+    for (const std::string& name : also_named_) {
+      spec->name = name;
+      for (int pid : balance::local::local_cluster_pids(*spec, {dir_.file("run"), "", {}})) pids.push_back(pid);
+    }
+    return pids;
   }
 
   TempDir dir_;
@@ -78,6 +86,7 @@ class TwoNodeStudyTest : public ::testing::Test {
  private:
   const std::string cluster_;
   const std::string secret_;
+  const std::vector<std::string> also_named_;
 };
 
 }  // namespace tessera::testing
