@@ -39,10 +39,14 @@ Result<Distribution> parse_distribution(std::string_view name) {
   return invalid_argument(fmt::format("unknown distribution '{}'; use one of: star, chain", name));
 }
 
+bool chain_possible(Policy policy, partition::Layout layout) {
+  const bool chained_layout = layout == partition::Layout::kRows || layout == partition::Layout::kColumnBased;
+  return chained_layout && policy != Policy::kDynamic;
+}
+
 namespace {
 Status check_chain(Policy policy, partition::Layout layout) {
-  const bool chained_layout = layout == partition::Layout::kRows || layout == partition::Layout::kColumnBased;
-  if (!chained_layout || policy == Policy::kDynamic) {
+  if (!chain_possible(policy, layout)) {
     return invalid_argument(fmt::format("distribution 'chain' forwards B along the nodes of a static rows or 2d plan; "
                                         "the {} policy with layout '{}' has none (use distribution 'star')",
                                         policy_name(policy), partition::layout_name(layout)));
@@ -50,10 +54,12 @@ Status check_chain(Policy policy, partition::Layout layout) {
   return Status::ok();
 }
 
-// The columns of C whose B a node of a chained plan reads: all of them in the rows layout, its
-// box's in the 2d layout; none when it has no work. A 2d node must hold one box spanning all of k.
-Result<std::optional<std::pair<uint64_t, uint64_t>>> chain_columns(const Plan& plan, std::size_t node) {
-  using Columns = std::optional<std::pair<uint64_t, uint64_t>>;
+// The columns of C whose B a node of a chained plan reads (first column, count): all of them in
+// the rows layout, its box's in the 2d layout; none when it has no work.
+using Columns = std::optional<std::pair<uint64_t, uint64_t>>;
+
+// A node's Columns. A 2d node must hold one box spanning all of k.
+Result<Columns> chain_columns(const Plan& plan, std::size_t node) {
   if (plan.layout == partition::Layout::kRows) {
     return plan.shares[node].rows.count > 0 ? Columns{{0, plan.n}} : Columns{};
   }
@@ -74,7 +80,7 @@ Status set_chain(Plan& plan) {
   // each in cluster order, so a member whose columns differ from the one before heads a chain.
   std::vector<std::pair<std::pair<uint64_t, uint64_t>, uint32_t>> members;
   for (std::size_t i = 0; i < plan.shares.size(); ++i) {
-    Result<std::optional<std::pair<uint64_t, uint64_t>>> columns = chain_columns(plan, i);
+    Result<Columns> columns = chain_columns(plan, i);
     if (!columns) return columns.status();
     if (*columns) members.emplace_back(**columns, static_cast<uint32_t>(i));
   }
@@ -88,10 +94,11 @@ Status set_chain(Plan& plan) {
 
 std::vector<std::size_t> chain_heads(const Plan& plan) {
   std::vector<std::size_t> heads;
-  std::optional<std::pair<uint64_t, uint64_t>> previous;
+  Columns previous;
   for (std::size_t position = 0; position < plan.chain.size(); ++position) {
-    Result<std::optional<std::pair<uint64_t, uint64_t>>> columns = chain_columns(plan, plan.chain[position]);
-    const std::optional<std::pair<uint64_t, uint64_t>> these = columns ? *columns : std::nullopt;
+    Result<Columns> columns = chain_columns(plan, plan.chain[position]);
+    Columns these;
+    if (columns.is_ok()) these = *columns;
     if (position == 0 || these != previous) heads.push_back(position);
     previous = these;
   }
@@ -106,14 +113,14 @@ Status check_distribution(const Plan& plan) {
   TESSERA_RETURN_IF_ERROR(check_chain(plan.policy, plan.layout));
   std::vector<bool> listed(plan.shares.size(), false);
   std::vector<std::pair<uint64_t, uint64_t>> groups_done;  // column groups whose chain has ended
-  std::optional<std::pair<uint64_t, uint64_t>> current;
+  Columns current;
   for (uint32_t node : plan.chain) {
     if (node >= plan.shares.size()) {
       return invalid_argument(fmt::format("the plan's chain names node {}, and the plan has {} nodes", node,
                                           plan.shares.size()));
     }
     if (listed[node]) return invalid_argument(fmt::format("the plan's chain lists '{}' twice", plan.shares[node].node_name));
-    Result<std::optional<std::pair<uint64_t, uint64_t>>> columns = chain_columns(plan, node);
+    Result<Columns> columns = chain_columns(plan, node);
     if (!columns) return columns.status();
     if (!*columns) {
       return invalid_argument(fmt::format("the plan's chain lists '{}', which has no work", plan.shares[node].node_name));
@@ -130,7 +137,7 @@ Status check_distribution(const Plan& plan) {
     listed[node] = true;
   }
   for (std::size_t i = 0; i < plan.shares.size(); ++i) {
-    Result<std::optional<std::pair<uint64_t, uint64_t>>> columns = chain_columns(plan, i);
+    Result<Columns> columns = chain_columns(plan, i);
     if (columns && *columns && !listed[i]) {
       return invalid_argument(
           fmt::format("'{}' has work but is not in the plan's chain: it would never get B", plan.shares[i].node_name));

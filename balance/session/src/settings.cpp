@@ -52,8 +52,7 @@ Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settin
     }
     distribution = *parsed;
   }
-  const bool chained_layout = *layout == partition::Layout::kRows || *layout == partition::Layout::kColumnBased;
-  if (distribution == plan::Distribution::kChain && (!chained_layout || *policy == plan::Policy::kDynamic)) {
+  if (distribution == plan::Distribution::kChain && !plan::chain_possible(*policy, *layout)) {
     return invalid_argument(fmt::format("{} forwards B along the nodes of a static rows or 2d plan; {} has none",
                                         spelling.assignment("distribution", "chain", /*text=*/true),
                                         *policy == plan::Policy::kDynamic

@@ -118,6 +118,9 @@ struct PlanRequest {
   std::optional<Distribution> distribution;
 };
 
+// Whether B can travel along a chain under `policy` and `layout`: a static policy with the rows or
+// 2d layout (set_chain, and the CLI and Python settings, ask this one question).
+bool chain_possible(Policy policy, partition::Layout layout);
 // The chain of a rows plan: the nodes with rows, in cluster order; of a 2d plan: its groups of
 // columns left to right, each group's nodes in cluster order. Fails (kInvalidArgument) for another
 // layout, the dynamic policy (no fixed rows to chain), or a 2d node holding several boxes.
