@@ -9,6 +9,7 @@
 #include <exception>
 #include <iostream>
 #include <new>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 
@@ -17,6 +18,7 @@
 #include "tessera/balance/cli/graph_command.hpp"
 #include "tessera/balance/cli/keygen_command.hpp"
 #include "tessera/balance/cli/partition_command.hpp"
+#include "tessera/core/strings.hpp"
 
 namespace tb = tessera::balance;
 
@@ -48,7 +50,9 @@ int main(int argc, char** argv) {
     std::cerr << "tessera: out of memory; the inputs (or --n) are larger than this machine can hold, or other "
                  "programs use the memory. Try smaller matrices\n";
   } catch (const std::exception& error) {
-    std::cerr << "tessera: internal error: " << error.what() << "; please report it with the command you ran\n";
+    // what() may quote input (a library's exception text), so it is escaped like report_failure's.
+    std::cerr << "tessera: internal error: " << tessera::printable_message(error.what())
+              << "; please report it with the command you ran\n";
   } catch (...) {
     std::cerr << "tessera: internal error (unknown exception); please report it with the command you ran\n";
   }
@@ -313,7 +317,12 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error) == 0 ? 0 : tb::cli::kExitBadInput;
+    // CLI11's messages quote the arguments as given (a file name can hold any byte), so its
+    // error text is escaped like every other message; help goes to stdout as it is.
+    std::ostringstream message;
+    const int code = app.exit(error, std::cout, message);
+    std::cerr << tessera::printable_message(message.str());
+    return code == 0 ? 0 : tb::cli::kExitBadInput;
   }
   if (*n_opt) multiply.n = n;
   if (*m_opt) multiply.m = m;

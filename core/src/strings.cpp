@@ -11,9 +11,8 @@ bool same_letter(char a, char b) {
   return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
 }
 
-}  // namespace
-
-std::string printable(std::string_view text) {
+// printable() and printable_message() in one: `keep_newlines` is their only difference.
+std::string escaped(std::string_view text, bool keep_newlines) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
@@ -26,7 +25,7 @@ std::string printable(std::string_view text) {
   while (i < text.size()) {
     const auto byte = static_cast<unsigned char>(text[i]);
     if (byte < 0x80) {
-      if (byte < 0x20 || byte == 0x7f) {
+      if ((byte < 0x20 && !(keep_newlines && byte == '\n')) || byte == 0x7f) {
         escape(byte);
       } else {
         out += static_cast<char>(byte);
@@ -60,11 +59,25 @@ std::string printable(std::string_view text) {
       ++i;
       continue;
     }
+    // U+0080..U+009F (C2 80..C2 9F) are the C1 controls: U+009B is CSI, the same as ESC [, to a
+    // terminal that honours 8-bit controls. Both bytes are escaped, as for any other control.
+    if (byte == 0xc2 && static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      escape(byte);
+      escape(static_cast<unsigned char>(text[i + 1]));
+      i += 2;
+      continue;
+    }
     out.append(text.substr(i, length));
     i += length;
   }
   return out;
 }
+
+}  // namespace
+
+std::string printable(std::string_view text) { return escaped(text, /*keep_newlines=*/false); }
+
+std::string printable_message(std::string_view text) { return escaped(text, /*keep_newlines=*/true); }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> previous(b.size() + 1), current(b.size() + 1);

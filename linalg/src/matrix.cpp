@@ -118,7 +118,7 @@ class HeaderParser {
         header.shape = parse_shape();
         seen_shape = true;
       } else {
-        fail("header has unknown key '" + key + "'; expected only descr, fortran_order and shape");
+        fail("header has unknown key '" + printable(key) + "'; expected only descr, fortran_order and shape");
       }
       skip_space();
       if (peek() == ',') {
@@ -152,7 +152,7 @@ class HeaderParser {
     // Show the dict without its padding, and not all of a megabyte of garbage.
     std::string shown(text_.substr(0, 200));
     while (!shown.empty() && std::isspace(static_cast<unsigned char>(shown.back()))) shown.pop_back();
-    fail("malformed header at byte " + std::to_string(pos_) + ": expected " + expected + " in \"" + shown +
+    fail("malformed header at byte " + std::to_string(pos_) + ": expected " + expected + " in \"" + printable(shown) +
          (text_.size() > 200 ? "..." : "") + "\"; re-save the array with np.save(path, a)");
   }
 
@@ -280,7 +280,7 @@ Matrix read_npy_or_throw(std::ifstream& in, uint64_t file_size) {
   const HeaderParser::Header header = HeaderParser(header_text).parse();
 
   if (header.descr != "<f8") {
-    fail("dtype '" + header.descr + "' (" + describe_dtype(header.descr) +
+    fail("dtype '" + printable(header.descr) + "' (" + describe_dtype(header.descr) +
          "); Tessera needs float64 little-endian '<f8': " + kFixDtype);
   }
   if (header.fortran_order) {
@@ -351,18 +351,20 @@ Result<Matrix> read_npy(const std::string& path) {
   // whose size is known and fixed.
   if (Result<uint64_t> size = regular_file_size(path, ".npy file"); !size) return size.status();
   std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path + ": cannot open: " + std::strerror(errno));
+  // Every message names the file as printable() shows it: a path can hold any byte.
+  const std::string shown = printable(path);
+  if (!in) return io_error(shown + ": cannot open: " + std::strerror(errno));
   in.seekg(0, std::ios::end);
   const std::streamoff end = in.tellg();
   in.seekg(0, std::ios::beg);
-  if (end < 0 || !in) return io_error(path + ": cannot determine the file size");
+  if (end < 0 || !in) return io_error(shown + ": cannot determine the file size");
   try {
     return read_npy_or_throw(in, static_cast<uint64_t>(end));
   } catch (const NpyError& e) {
-    if (e.out_of_memory) return resource_exhausted(path + ": " + e.message);
-    return invalid_argument(path + ": " + e.message);
+    if (e.out_of_memory) return resource_exhausted(shown + ": " + e.message);
+    return invalid_argument(shown + ": " + e.message);
   } catch (const std::bad_alloc&) {
-    return resource_exhausted(path + ": not enough memory for the matrix");
+    return resource_exhausted(shown + ": not enough memory for the matrix");
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "edge_generators.hpp"
 #include "tessera/core/memory.hpp"
+#include "tessera/core/strings.hpp"
 #include "text_formats.hpp"
 
 namespace tessera::partition {
@@ -91,7 +92,7 @@ class CsrBuilder {
 Result<DirectedGraph> built(int64_t vertex_count, std::vector<DirectedEdge> edges, bool weighted,
                             const std::string& source_name) {
   Result<DirectedGraph> graph = build_directed_graph(vertex_count, std::move(edges), weighted);
-  if (!graph) return graph.status().with_context(source_name + ": ");
+  if (!graph) return graph.status().with_context(printable(source_name) + ": ");
   return graph;
 }
 
@@ -327,9 +328,10 @@ Result<DirectedGraph> parse_directed_metis_graph(std::string_view text, const st
 Result<DirectedGraph> read_directed_graph_file(const std::string& path) {
   const std::optional<detail::GraphFormat> format = detail::graph_format_of(path, /*snap_extensions=*/true);
   if (!format) {
-    return invalid_argument(fmt::format("{}: unknown graph file extension '{}'; use .mtx (Matrix Market), "
+    const std::string extension = detail::lower(std::filesystem::path(path).extension().string());
+    return invalid_argument(fmt::format("{}: unknown graph file extension {}; use .mtx (Matrix Market), "
                                         ".graph/.metis (METIS) or .edges/.el/.txt/.snap/.edgelist (SNAP edge list)",
-                                        path, detail::lower(std::filesystem::path(path).extension().string())));
+                                        printable(path), detail::quoted(extension)));
   }
   Result<std::string> text = detail::read_graph_text(path, "; use a smaller graph");
   if (!text) return text.status();

@@ -10,6 +10,7 @@
 
 #include "tessera/core/files.hpp"
 #include "tessera/core/memory.hpp"
+#include "tessera/core/strings.hpp"
 #include "tessera/partition/tiling.hpp"
 #include "text_formats.hpp"
 
@@ -55,6 +56,11 @@ std::string lower(std::string_view text) {
   return out;
 }
 
+std::string quoted(std::string_view token) { return "'" + printable(token) + "'"; }
+
+Source::Source(const std::string& name, std::string_view index_limit)
+    : name_(printable(name)), index_limit_(index_limit) {}
+
 Status Source::error(int line, const std::string& what) const {
   return invalid_argument(fmt::format("{}:{}: {}", name_, line, what));
 }
@@ -65,10 +71,10 @@ Result<int64_t> Source::integer(std::string_view token, int line, std::string_vi
   int64_t value = 0;
   const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
   if (ec == std::errc::result_out_of_range) {
-    return error(line, fmt::format("{} '{}' is too large", what, token));
+    return error(line, fmt::format("{} {} is too large", what, quoted(token)));
   }
   if (ec != std::errc() || end != token.data() + token.size()) {
-    return error(line, fmt::format("{} '{}' is not an integer", what, token));
+    return error(line, fmt::format("{} {} is not an integer", what, quoted(token)));
   }
   return value;
 }
@@ -77,7 +83,7 @@ Status Source::number(std::string_view token, int line) const {
   double value = 0;
   const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
   if ((ec != std::errc() && ec != std::errc::result_out_of_range) || end != token.data() + token.size()) {
-    return error(line, fmt::format("value '{}' is not a number", token));
+    return error(line, fmt::format("value {} is not a number", quoted(token)));
   }
   return Status::ok();
 }
@@ -86,14 +92,16 @@ Result<double> Source::finite_real(std::string_view token, int line, std::string
   double value = 0;
   const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
   if (ec == std::errc::result_out_of_range) {
-    return error(line, fmt::format("{} '{}' is beyond the range of a double; use a value of magnitude "
+    return error(line, fmt::format("{} {} is beyond the range of a double; use a value of magnitude "
                                    "between 1e-300 and 1e300",
-                                   what, token));
+                                   what, quoted(token)));
   }
   if (ec != std::errc() || end != token.data() + token.size()) {
-    return error(line, fmt::format("{} '{}' is not a number; write a decimal like 2 or 0.5", what, token));
+    return error(line, fmt::format("{} {} is not a number; write a decimal like 2 or 0.5", what, quoted(token)));
   }
-  if (!std::isfinite(value)) return error(line, fmt::format("{} '{}' is not finite; use a finite number", what, token));
+  if (!std::isfinite(value)) {
+    return error(line, fmt::format("{} {} is not finite; use a finite number", what, quoted(token)));
+  }
   return value;
 }
 
@@ -119,14 +127,17 @@ Status scan_matrix_market(std::string_view text, const Source& source,
   header.field = lower(banner[3]);
   header.symmetry = lower(banner[4]);
   if (format == "array") return source.error(1, "dense 'array' format is not supported; use 'coordinate'");
-  if (format != "coordinate") return source.error(1, fmt::format("unknown format '{}'; use 'coordinate'", banner[2]));
+  if (format != "coordinate") {
+    return source.error(1, fmt::format("unknown format {}; use 'coordinate'", quoted(banner[2])));
+  }
   if (header.field == "complex") return source.error(1, "complex matrices are not supported; use real, integer or pattern");
   if (header.field != "real" && header.field != "integer" && header.field != "pattern" && header.field != "double") {
-    return source.error(1, fmt::format("unknown field '{}'; use real, integer or pattern", banner[3]));
+    return source.error(1, fmt::format("unknown field {}; use real, integer or pattern", quoted(banner[3])));
   }
   if (header.symmetry == "hermitian") return source.error(1, "hermitian matrices are not supported (complex)");
   if (header.symmetry != "general" && header.symmetry != "symmetric" && header.symmetry != "skew-symmetric") {
-    return source.error(1, fmt::format("unknown symmetry '{}'; use general, symmetric or skew-symmetric", banner[4]));
+    return source.error(1, fmt::format("unknown symmetry {}; use general, symmetric or skew-symmetric",
+                                       quoted(banner[4])));
   }
   const bool symmetric = header.symmetric();
   const std::size_t entry_tokens = header.field == "pattern" ? 2 : 3;
@@ -254,7 +265,8 @@ Result<int64_t> scan_metis_graph(std::string_view text, const Source& source,
     const bool digits = !fmt_code.empty() && fmt_code.size() <= 3 &&
                         std::all_of(fmt_code.begin(), fmt_code.end(), [](char c) { return c == '0' || c == '1'; });
     if (!digits) {
-      return source.error(header_line, fmt::format("FMT '{}' is not one of 0, 1, 10, 11, 100, 101, 110, 111", fmt_code));
+      return source.error(header_line,
+                          fmt::format("FMT {} is not one of 0, 1, 10, 11, 100, 101, 110, 111", quoted(fmt_code)));
     }
     const std::string padded = std::string(3 - fmt_code.size(), '0') + std::string(fmt_code);
     has_size = padded[0] == '1';
@@ -371,11 +383,12 @@ std::optional<GraphFormat> graph_format_of(const std::string& path, bool snap_ex
 Result<std::string> read_graph_text(const std::string& path, std::string_view remedy) {
   Result<uint64_t> size = regular_file_size(path, "graph file");
   if (!size) return size.status();
-  TESSERA_RETURN_IF_ERROR(check_fits_in_memory(*size, fmt::format("{} ({} as text)", path, format_bytes(*size)), remedy));
+  TESSERA_RETURN_IF_ERROR(
+      check_fits_in_memory(*size, fmt::format("{} ({} as text)", printable(path), format_bytes(*size)), remedy));
   Result<std::string> read = read_regular_file(path, *size, "graph file");
   if (!read) {
     return read.status().code() == StatusCode::kResourceExhausted
-               ? io_error(fmt::format("{} grew while it was read; read it again when it is complete", path))
+               ? io_error(fmt::format("{} grew while it was read; read it again when it is complete", printable(path)))
                : read.status();
   }
   return read;
@@ -389,7 +402,7 @@ namespace {
 
 Result<Graph> built(const GraphInput& input, const std::string& source_name, GraphBuildStats* stats) {
   Result<Graph> graph = build_graph(input, stats);
-  if (!graph) return graph.status().with_context(source_name + ": ");
+  if (!graph) return graph.status().with_context(printable(source_name) + ": ");
   return graph;
 }
 
@@ -418,7 +431,7 @@ Result<Graph> parse_matrix_market(std::string_view text, const std::string& sour
       });
   TESSERA_RETURN_IF_ERROR(scanned);
   Result<Graph> graph = graph_of_pattern(rows, cols, std::move(entries), stats);
-  if (!graph) return graph.status().with_context(source_name + ": ");
+  if (!graph) return graph.status().with_context(source.name() + ": ");
   return graph;
 }
 
@@ -502,9 +515,10 @@ Result<Graph> parse_edge_list(std::string_view text, const std::string& source_n
 Result<Graph> read_graph_file(const std::string& path, GraphBuildStats* stats) {
   const std::optional<detail::GraphFormat> format = detail::graph_format_of(path, /*snap_extensions=*/false);
   if (!format) {
-    return invalid_argument(fmt::format("{}: unknown graph file extension '{}'; use .mtx (Matrix Market), .graph "
+    const std::string extension = detail::lower(std::filesystem::path(path).extension().string());
+    return invalid_argument(fmt::format("{}: unknown graph file extension {}; use .mtx (Matrix Market), .graph "
                                         "(METIS) or .edges/.el/.txt (edge list)",
-                                        path, detail::lower(std::filesystem::path(path).extension().string())));
+                                        printable(path), detail::quoted(extension)));
   }
   Result<std::string> text = detail::read_graph_text(path, "; partition a smaller graph");
   if (!text) return text.status();

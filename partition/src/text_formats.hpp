@@ -46,18 +46,23 @@ std::vector<std::string_view> split(std::string_view line);
 bool is_blank(std::string_view line);
 std::string lower(std::string_view text);
 
-// Messages all read "FILE:LINE: ...". `index_limit` names the 32-bit limit a reader enforces in
-// its messages ("METIS' 32-bit limit"); both outlive the Source.
+// A token from the file as a message quotes it: "'x'", with control bytes and invalid UTF-8 as
+// \xNN (core's printable), so a hostile file cannot put terminal escapes on the screen.
+std::string quoted(std::string_view token);
+
+// Messages all read "FILE:LINE: ..."; the name is kept as printable() shows it, since a path can
+// hold any byte too. `index_limit` names the 32-bit limit a reader enforces in its messages
+// ("METIS' 32-bit limit") and outlives the Source.
 class Source {
  public:
-  explicit Source(const std::string& name, std::string_view index_limit = "METIS' 32-bit limit")
-      : name_(name), index_limit_(index_limit) {}
+  explicit Source(const std::string& name, std::string_view index_limit = "METIS' 32-bit limit");
   const std::string& name() const { return name_; }
   std::string_view index_limit() const { return index_limit_; }
 
   Status error(int line, const std::string& what) const;
   Status error(const std::string& what) const;
   // Whole numbers; `what` names the token in the message ("row index 'x' is not an integer").
+  // These three quote a bad token through quoted().
   Result<int64_t> integer(std::string_view token, int line, std::string_view what) const;
   // Syntax only: a value that overflows a double still passes.
   Status number(std::string_view token, int line) const;
@@ -65,7 +70,7 @@ class Source {
   Result<double> finite_real(std::string_view token, int line, std::string_view what) const;
 
  private:
-  const std::string& name_;
+  std::string name_;
   std::string_view index_limit_;
 };
 

@@ -248,7 +248,7 @@ py::list ClusterHandle::started() const { return py::cast(started_); }
 py::list ClusterHandle::status() {
   const tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
   const tb::local::LocalClusterOptions options = local_options();
-  return reachability_list(without_gil([&] { return tb::local::cluster_status(spec, options); }));
+  return reachability_list(value_or_raise(without_gil([&] { return tb::local::cluster_status(spec, options); })));
 }
 
 py::object ClusterHandle::saved_profile() const {

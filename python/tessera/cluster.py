@@ -186,7 +186,8 @@ class Cluster:
         """Connect to every node at once with a short timeout, as ``tessera status``: one dict per
         node (name, endpoint, state: "reachable" | "BUSY" | "REFUSED" | "UNREACHABLE", reachable,
         busy, detail, load: the host's 1-minute load average or None when the node did not report
-        one, cores: None when the node did not answer, local_pid)."""
+        one, cores: None when the node did not answer, local_pid). Raises ConfigError, as a run
+        would, when the cluster's secret cannot be read (a secret_file others can read, ...)."""
         with self._lock:
             return self._handle.status()
 

@@ -77,8 +77,20 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenFile{"bad-wire.yaml", 3, {"wire is 'tls'", "wire: plain", "wire: encrypted"}},
         BrokenFile{"two-documents.yaml", 5, {"a second YAML document starts here", "remove this '---' line"}},
         BrokenFile{"unterminated-quote.yaml", 2, {"unterminated quote", "add the closing \""}},
-        // The name's bytes 0xff and ESC are shown escaped, never raw.
-        BrokenFile{"non-utf8-name.yaml", 4, {"'pi\\xff\\x1b[2J'", "not a valid name"}}),
+        // The name's byte 0xff (not UTF-8) and its U+009B (CSI to some terminals) are shown
+        // escaped, never raw.
+        BrokenFile{"non-utf8-name.yaml", 4, {"'pi\\xff\\xc2\\x9b2J'", "not a valid name"}},
+        // A YAML file is text: control bytes are refused by name at their line.
+        BrokenFile{"nul-byte.yaml", 4, {"holds the byte \\x00 (NUL)", "remove the NUL byte at line 4"}},
+        BrokenFile{"escape-byte.yaml", 2, {"holds the byte \\x1b (ESC)", "remove the ESC byte at line 2"}},
+        // yaml-cpp's own message quotes the byte 0x91 it stopped at: escaped.
+        BrokenFile{"bad-escape-non-utf8.yaml", 2, {"YAML syntax error: unknown escape character: \\x91"}},
+        // 1,000 levels: yaml-cpp's guard gives up first, and the message is still the documented one.
+        BrokenFile{"deep-nesting.yaml", 7, {"nests deeper than 64 levels", "flatten it"}},
+        BrokenFile{"tagged-secret.yaml", 2,
+                   {"secret has the YAML tag '!!binary'", "tags are not supported", "write the value itself"}},
+        BrokenFile{"leading-zero-port.yaml", 6,
+                   {"node 'a' has port: 016513: a leading zero is ambiguous (octal in YAML 1.1); write port: 16513"}}),
     [](const testing::TestParamInfo<BrokenFile>& param_info) {
       std::string name = param_info.param.file.substr(0, param_info.param.file.find('.'));
       for (char& ch : name) {

@@ -292,6 +292,18 @@ TEST(GraphOptions, ModesAndTolerances) {
   EXPECT_EQ(*graph_driver::run_tolerance(components, 1e-3), 0.0);  // cc and sssp stop with nothing pending
 }
 
+// A graph read from an empty file is refused naming the file; an unnamed one is "the graph".
+TEST(GraphChecks, AGraphWithoutVerticesIsRefusedByName) {
+  const partition::DirectedGraph empty;
+  const graph::AlgorithmSpec pagerank;
+  const Status named = graph_driver::check_graph_run(empty, pagerank, "data/empty.edges");
+  EXPECT_EQ(named.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(named.message(), "data/empty.edges has no vertices, so there is nothing to compute; give a graph with at "
+                             "least one edge (a line 'U V' in an edge list)");
+  EXPECT_EQ(graph_driver::check_graph_run(empty, pagerank).message().rfind("the graph has no vertices", 0), 0u);
+  EXPECT_EQ(graph_driver::check_graph_run(empty, pagerank, "e\x1b[2J.edges").message().rfind("e\\x1b[2J.edges has", 0), 0u);
+}
+
 std::vector<cluster::NodeSpec> three_nodes() {
   std::vector<cluster::NodeSpec> nodes(3);
   for (std::size_t i = 0; i < nodes.size(); ++i) {

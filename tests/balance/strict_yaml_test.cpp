@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tessera/core/strings.hpp"
+
 namespace tessera::balance {
 namespace {
 
@@ -89,6 +91,133 @@ TEST(StrictYaml, RefusesNestingPastTheLimit) {
   expect_has(status.message(), "nests deeper than 64 levels");
   const std::string shallow = std::string(cluster::kMaxYamlDepth, '[') + std::string(cluster::kMaxYamlDepth, ']') + "\n";
   EXPECT_TRUE(read_text(shallow).is_ok());
+}
+
+// yaml-cpp's own guard stops at 500 levels with "bad file"; every depth past 64, in every way of
+// nesting, gets the same message at the line where the nesting goes too deep.
+TEST(StrictYaml, EveryDepthPastTheLimitGetsTheSameMessage) {
+  for (const int depth : {65, 66, 100, 499, 500, 501, 1000, 5000}) {
+    SCOPED_TRACE(depth);
+    std::string block_map;
+    for (int i = 0; i < depth; ++i) block_map += std::string(static_cast<std::size_t>(i), ' ') + "k:\n";
+    block_map += std::string(static_cast<std::size_t>(depth), ' ') + "v\n";
+    std::string block_list = "cluster: lab\nnodes:\n  ";
+    for (int i = 0; i < depth; ++i) block_list += "- ";
+    block_list += "x\n";
+    std::string flow_map = "a: 1\nb: ";
+    for (int i = 0; i < depth; ++i) flow_map += "{a: ";
+    flow_map += "1" + std::string(static_cast<std::size_t>(depth), '}') + "\n";
+    const std::string flow_list =
+        "a: 1\nb: 2\nc: " + std::string(static_cast<std::size_t>(depth), '[') + std::string(static_cast<std::size_t>(depth), ']') + "\n";
+    for (const auto& [text, lines] : std::vector<std::pair<std::string, std::pair<int, int>>>{
+             {block_map, {64, 66}}, {block_list, {3, 3}}, {flow_map, {2, 2}}, {flow_list, {3, 3}}}) {
+      const Status status = read_text(text);
+      ASSERT_FALSE(status.is_ok()) << text.substr(0, 80);
+      EXPECT_EQ(status.code(), StatusCode::kInvalidConfig);
+      expect_has(status.message(), "nests deeper than 64 levels");
+      expect_has(status.message(), "; flatten it");
+      const int line = std::stoi(status.message().substr(std::string("doc.yaml:").size()));
+      EXPECT_GE(line, lines.first) << status.message().substr(0, 200);
+      EXPECT_LE(line, lines.second) << status.message().substr(0, 200);
+    }
+  }
+}
+
+// A YAML file is text: a NUL, an escape or another control byte is refused at its line by name,
+// before yaml-cpp reads it ("unknown escape character: X" said nothing useful).
+TEST(StrictYaml, ControlBytesAreRefusedAtTheirLine) {
+  for (const auto& [byte, shown] : std::vector<std::pair<char, std::string>>{
+           {'\0', "\\x00 (NUL)"}, {'\x1b', "\\x1b (ESC)"}, {'\x07', "\\x07 (BEL)"}, {'\x7f', "\\x7f (DEL)"},
+           {'\x01', "\\x01 (SOH)"}, {'\x1f', "\\x1f (US)"}}) {
+    SCOPED_TRACE(shown);
+    const Status refused = read_text(std::string("a: 1\nb: 2\nc: x") + byte + "y\n");
+    ASSERT_FALSE(refused.is_ok());
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidConfig);
+    const std::string name = shown.substr(shown.find('(') + 1, shown.size() - shown.find('(') - 2);
+    expect_has(refused.message(), "doc.yaml:3: this line holds the byte " + shown +
+                                      ", and a YAML file is text; remove the " + name + " byte at line 3");
+    EXPECT_EQ(refused.message().find(byte), std::string::npos);
+  }
+  // Tabs, carriage returns and text that is not ASCII are not binary content.
+  EXPECT_TRUE(read_text("a:\t1\r\nb: n\xc3\xb6de \xe2\x82\xac\r\n").is_ok());
+}
+
+// yaml-cpp's own messages quote the byte it stopped at; that byte is escaped too.
+TEST(StrictYaml, SyntaxErrorsQuoteTheFileEscaped) {
+  const Status syntax = read_text("a: 1\nb: \"\\\x91x\x91\"\n");
+  ASSERT_FALSE(syntax.is_ok());
+  expect_has(syntax.message(), "doc.yaml:2: YAML syntax error: unknown escape character: \\x91");
+  EXPECT_EQ(syntax.message().find('\x91'), std::string::npos) << syntax.message();
+  EXPECT_EQ(printable_message(syntax.message()), syntax.message());
+}
+
+// yaml-cpp keeps a tag and ignores it (`!!binary` is never decoded), so any tag is refused.
+TEST(StrictYaml, TagsAreRefusedWhereverTheyAre) {
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"cluster: lab\nsecret: !!binary aGVsbG8=\n",
+            "doc.yaml:2: secret has the YAML tag '!!binary'; tags are not supported (Tessera would ignore it and read the "
+            "value as written): remove '!!binary' and write the value itself as plain text"},
+           {"port: !!int 7070\n", "doc.yaml:1: port has the YAML tag '!!int'"},
+           {"secret: !vault x\n", "doc.yaml:1: secret has the YAML tag '!vault'"},
+           {"secret: ! x\n", "doc.yaml:1: secret has the YAML tag '!'"},
+           {"secret: !<tag:x> y\n", "doc.yaml:1: secret has the YAML tag '!<tag:x>'"},
+           {"secret: &s !!str y\n", "doc.yaml:1: secret has the YAML tag '!!str'"},
+           {"nodes:\n  - {name: a, port: !!str 7070}\n", "doc.yaml:2: nodes[0].port has the YAML tag '!!str'"},
+           {"sizes: [1, !!int 2]\n", "doc.yaml:1: sizes[1] has the YAML tag '!!int'"},
+           {"emulate: !!map {cpu: 1}\n", "doc.yaml:1: emulate has the YAML tag '!!map'"},
+           {"!!str cluster: lab\n", "doc.yaml:1: the key 'cluster' in the top level has the YAML tag '!!str'"},
+           {"secret: !\x1b[2J x\n", "doc.yaml:1: secret has the YAML tag '!\\x1b[2J'"}}) {
+    SCOPED_TRACE(text);
+    const Status refused = read_text(text);
+    ASSERT_FALSE(refused.is_ok());
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidConfig);
+    if (text.find('\x1b') != std::string::npos) {
+      // A raw ESC is refused as binary content before any tag is looked at.
+      expect_has(refused.message(), "ESC byte");
+    } else {
+      expect_has(refused.message(), expected);
+    }
+  }
+  // A '!' inside a value, or quoted at its start, is text, not a tag.
+  for (const std::string text : {"a: it!s\n", "a: '!x'\n", "a: \"!x\"\n", "a: [x!, 'y']\n", "a: x # !tag\n"}) {
+    const Status read = read_text(text);
+    EXPECT_TRUE(read.is_ok()) << text << ": " << read.to_string();
+  }
+}
+
+// "016513" is 16513 to YAML 1.2 and 7499 to YAML 1.1 (octal); the typed getters refuse it.
+TEST(StrictYaml, NumbersWithALeadingZeroAreRefused) {
+  const std::vector<std::string> keys = {"port", "ratio", "sizes", "cpus"};
+  auto fails = [&](const std::string& text, std::function<void(const cluster::YamlMap&)> get) {
+    return failure(text, [&](const YAML::Node& root) {
+      const cluster::YamlMap map(root, cluster::yaml_line(root, 1), keys, "node 'a'");
+      get(map);
+    });
+  };
+  const auto port = [](const cluster::YamlMap& m) { (void)m.integer("port", 1, 65535, "7070"); };
+  const auto ratio = [](const cluster::YamlMap& m) { (void)m.number("ratio", cluster::NumberRange{-100, 100}, "0.5"); };
+  EXPECT_EQ(fails("port: 016513\n", port),
+            "doc.yaml:1: node 'a' has port: 016513: a leading zero is ambiguous (octal in YAML 1.1); write port: 16513");
+  expect_has(fails("port: +0080\n", port), "node 'a' has port: +0080: a leading zero is ambiguous (octal in YAML 1.1); "
+                                            "write port: +80");
+  expect_has(fails("port: '08'\n", port), "write port: 8");
+  expect_has(fails("ratio: 00\n", ratio), "ratio: 00: a leading zero is ambiguous (octal in YAML 1.1); write ratio: 0");
+  expect_has(fails("ratio: -05.5\n", ratio), "write ratio: -5.5");
+  expect_has(fails("ratio: 00.5\n", ratio), "write ratio: 0.5");
+  EXPECT_EQ(fails("sizes: [1, 016]\n", [](const cluster::YamlMap& m) { (void)m.integer_list("sizes", 1, 99, "[1]"); }),
+            "doc.yaml:1: node 'a' has '016' in sizes: a leading zero is ambiguous (octal in YAML 1.1); write 16");
+  expect_has(fails("cpus:\n  - 0.5\n  - 01.5\n",
+                   [](const cluster::YamlMap& m) { (void)m.number_list("cpus", cluster::NumberRange{0, 64}, "[1]"); }),
+             "doc.yaml:3: node 'a' has '01.5' in cpus: a leading zero is ambiguous");
+  // A zero on its own, or before the point or an exponent, is no octal.
+  Status fine = read_text("port: 0\nratio: 0.5\nsizes: [0, 10]\ncpus: [0e3, -0.25, +0]\n", [&](const YAML::Node& root) {
+    const cluster::YamlMap map(root, 1, keys, "here");
+    EXPECT_EQ(map.integer("port", 0, 9, "1"), 0u);
+    EXPECT_EQ(map.number("ratio", cluster::NumberRange{0, 1}, "0.1"), 0.5);
+    EXPECT_EQ(map.integer_list("sizes", 0, 10, "[1]"), (std::vector<uint64_t>{0, 10}));
+    EXPECT_EQ(map.number_list("cpus", cluster::NumberRange{-1, 1}, "[1]"), (std::vector<double>{0, -0.25, 0}));
+  });
+  EXPECT_TRUE(fine.is_ok()) << fine.to_string();
 }
 
 // Aliases let a few lines stand for millions of values; the check stops counting, it does not hang.

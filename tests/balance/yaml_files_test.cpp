@@ -62,7 +62,9 @@ INSTANTIATE_TEST_SUITE_P(
                                {"unknown key 'sizez' in the study", "valid keys are study, description, cluster",
                                 "did you mean 'sizes'?"}},
                     BrokenFile{"bad-size.yaml", 6, {"'big' in sizes", "sizes must be integers 1..65536"}},
-                    BrokenFile{"both-windows.yaml", 6, {"give overlap or panels_in_flight, not both"}}),
+                    BrokenFile{"both-windows.yaml", 6, {"give overlap or panels_in_flight, not both"}},
+                    BrokenFile{"leading-zero.yaml", 6,
+                               {"'01024' in sizes: a leading zero is ambiguous (octal in YAML 1.1); write 1024"}}),
     instance_name);
 
 TEST(StudyFile, GoodStudyReadsEveryField) {
@@ -166,7 +168,8 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(BrokenFile{"unknown-key.profile.yaml", 7, {"unknown key 'gflop' in node 'pi'", "did you mean 'gflops'?"}},
                     BrokenFile{"duplicate-key.profile.yaml", 9,
                                {"key 'latency_s' appears twice in nodes[0].link (first on line 6)"}},
-                    BrokenFile{"wrong-type.profile.yaml", 5, {"node 'desktop' has threads: four", "threads must be an integer"}}),
+                    BrokenFile{"wrong-type.profile.yaml", 5, {"node 'desktop' has threads: four", "threads must be an integer"}},
+                    BrokenFile{"tagged.profile.yaml", 4, {"nodes[0].gflops has the YAML tag '!!float'", "tags are not supported"}}),
     instance_name);
 
 TEST(ProfileFile, GoodProfileReadsEveryField) {

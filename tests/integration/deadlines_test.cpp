@@ -259,7 +259,7 @@ TEST_F(Deadlines, StatusShowsABusyWorkerWithItsSessionPeerApartFromUnreachable) 
   workers_[1]->stop();
   local::LocalClusterOptions options;
   options.run_dir = dir_.file("run");
-  const std::vector<local::NodeReachability> status = local::cluster_status(cluster_, options);
+  const std::vector<local::NodeReachability> status = *local::cluster_status(cluster_, options);
   ASSERT_EQ(status.size(), 2u);
   EXPECT_FALSE(status[0].reachable);
   EXPECT_TRUE(status[0].busy);
@@ -314,7 +314,7 @@ TEST_F(Deadlines, StatusWaitsForSilentNodesTogetherAndTellsARefusalFromADownNode
   local::LocalClusterOptions options;
   options.run_dir = dir_.file("run");
   const auto begun = Clock::now();
-  const std::vector<local::NodeReachability> status = local::cluster_status(lab, options, milliseconds(1000));
+  const std::vector<local::NodeReachability> status = *local::cluster_status(lab, options, milliseconds(1000));
   const double took = seconds_since(begun);
   ASSERT_EQ(status.size(), 6u);
   EXPECT_EQ(status[0].reach, local::Reach::kReachable) << status[0].detail;
@@ -329,12 +329,12 @@ TEST_F(Deadlines, StatusWaitsForSilentNodesTogetherAndTellsARefusalFromADownNode
   cluster::ClusterSpec wrong = cluster_;
   wrong.secret = "not-the-secret";
   wrong.secret_file.clear();
-  const std::vector<local::NodeReachability> refused = local::cluster_status(wrong, options, milliseconds(2000));
+  const std::vector<local::NodeReachability> refused = *local::cluster_status(wrong, options, milliseconds(2000));
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_EQ(refused[0].reach, local::Reach::kRefused) << refused[0].detail;
   EXPECT_EQ(local::reach_name(refused[0].reach), "REFUSED");
   workers_[0]->stop();
-  const std::vector<local::NodeReachability> down = local::cluster_status(cluster_, options, milliseconds(2000));
+  const std::vector<local::NodeReachability> down = *local::cluster_status(cluster_, options, milliseconds(2000));
   EXPECT_EQ(down[0].reach, local::Reach::kUnreachable) << down[0].detail;
 }
 

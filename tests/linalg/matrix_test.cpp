@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "tessera/core/strings.hpp"
+
 namespace tessera::linalg {
 namespace {
 
@@ -224,6 +226,23 @@ TEST_F(NpyFiles, CorruptHeaderBytesNeverCrash) {
         EXPECT_EQ(m->values.size(), m->rows * m->cols);
       }
     }
+  }
+}
+
+// hostile-descr.npy and hostile-shape.npy (make_npy_instances.py) put an ESC ] title sequence, a
+// BEL, a NUL, 0x91 (not UTF-8) and an ESC [ clear-screen into the header's descr and shape.
+TEST(ReadNpy, HostileHeaderBytesAreQuotedEscaped) {
+  for (const auto& [name, phrase] : std::vector<std::pair<std::string, std::string>>{
+           {"hostile-descr.npy", "dtype '<f8\\x1b]0;PWNED\\x07\\x00\\x91\\x1b[2J'"},
+           {"hostile-shape.npy", "'shape': (2, \\x1b]0;PWNED\\x07\\x00\\x91\\x1b[2J)"}}) {
+    SCOPED_TRACE(name);
+    auto m = read_npy(kNpyDir + name);
+    ASSERT_FALSE(m.is_ok());
+    const std::string message = m.status().message();
+    EXPECT_EQ(message.rfind(kNpyDir + name + ": ", 0), 0u) << message;
+    expect_has(message, phrase);
+    for (const char raw : {'\x1b', '\x07', '\0', '\x91'}) EXPECT_EQ(message.find(raw), std::string::npos) << message;
+    EXPECT_EQ(printable_message(message), message);
   }
 }
 

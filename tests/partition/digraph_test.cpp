@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tessera/core/strings.hpp"
 #include "tessera/partition/graph_io.hpp"
 
 namespace tessera::partition {
@@ -234,6 +235,21 @@ TEST(ReadDirected, BrokenFilesNameFileAndLine) {
   expect_rejected(directed("truncated.graph"), 4, "ends after 2 of the 4 vertex lines");
   expect_rejected(directed("short-list.graph"), 2, "should hold 6 entries (each undirected edge from both ends) or 3");
   expect_rejected(instance("too-many-lines.graph"), 4, "more vertex lines than the 2");
+}
+
+// The directed readers (what `tessera graph` reads) quote a hostile token escaped too.
+TEST(ReadDirected, HostileBytesAreQuotedEscaped) {
+  for (const auto& [name, line] : std::vector<std::pair<std::string, int>>{
+           {"hostile-token.edges", 2}, {"hostile-value.mtx", 3}, {"hostile-neighbour.graph", 3}}) {
+    SCOPED_TRACE(name);
+    const Result<DirectedGraph> graph = read_directed_graph_file(instance(name));
+    ASSERT_FALSE(graph.is_ok());
+    const std::string message = graph.status().message();
+    EXPECT_EQ(message.rfind(instance(name) + ":" + std::to_string(line) + ": ", 0), 0u) << message;
+    EXPECT_NE(message.find("'\\x1b]0;PWNED\\x07\\x00\\x91\\x1b[2J'"), std::string::npos) << message;
+    for (const char raw : {'\x1b', '\x07', '\0', '\x91'}) EXPECT_EQ(message.find(raw), std::string::npos) << message;
+    EXPECT_EQ(printable_message(message), message);
+  }
 }
 
 TEST(ReadDirected, UnknownExtensionAndMissingFile) {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tessera/core/memory.hpp"
+#include "tessera/core/strings.hpp"
 
 namespace tessera::partition {
 namespace {
@@ -192,6 +193,30 @@ TEST(EdgeList, BrokenFiles) {
   expect_rejected("mixed-columns.edges", 2, "line 1 has 3");
   expect_rejected("zero-weight.edges", 1, "edge weight 0");
   expect_rejected("huge-id.edges", 1, "32-bit", StatusCode::kResourceExhausted);
+}
+
+// The hostile-* instances hold an ESC ] title sequence, a BEL, a NUL, 0x91 (not UTF-8) and an
+// ESC [ clear-screen in the token the message quotes; it must quote them as \xNN.
+void expect_quoted_escaped(const Status& status, int line, const std::string& name) {
+  SCOPED_TRACE(name);
+  const std::string message = status.message();
+  EXPECT_EQ(message.rfind(instance(name) + ":" + std::to_string(line) + ": ", 0), 0u) << message;
+  EXPECT_NE(message.find("'\\x1b]0;PWNED\\x07\\x00\\x91\\x1b[2J'"), std::string::npos) << message;
+  for (const char raw : {'\x1b', '\x07', '\0', '\x91'}) EXPECT_EQ(message.find(raw), std::string::npos) << message;
+  EXPECT_EQ(printable_message(message), message) << "nothing left to escape";
+}
+
+TEST(HostileBytes, EveryReaderQuotesThemEscaped) {
+  expect_quoted_escaped(read_graph_file(instance("hostile-token.edges")).status(), 2, "hostile-token.edges");
+  expect_quoted_escaped(read_graph_file(instance("hostile-value.mtx")).status(), 3, "hostile-value.mtx");
+  expect_quoted_escaped(read_graph_file(instance("hostile-neighbour.graph")).status(), 3, "hostile-neighbour.graph");
+  // The banner's words and the file's name are quoted the same way.
+  const Status banner = parse_matrix_market("%%MatrixMarket matrix coordinate re\x1b[2Jal general\n1 1 0\n",
+                                            "in\x07put\xff.mtx")
+                            .status();
+  EXPECT_EQ(banner.message(), "in\\x07put\\xff.mtx:1: unknown field 're\\x1b[2Jal'; use real, integer or pattern");
+  const Status fmt_code = parse_metis_graph("1 0 1\x1b\n\n", "g.graph").status();
+  EXPECT_EQ(fmt_code.message(), "g.graph:1: FMT '1\\x1b' is not one of 0, 1, 10, 11, 100, 101, 110, 111");
 }
 
 TEST(ReadGraphFile, UnknownExtensionAndMissingFile) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/cli/commands.hpp"
+#include "tessera/core/strings.hpp"
 
 namespace tessera::balance::cli {
 
@@ -30,8 +31,11 @@ profile::ProfileProgress profile_progress_printer(std::ostream& err) {
   };
 }
 
+// Every error and every left-out warning passes through printable_message: the readers quote
+// what they read from a file through printable() already, and this second pass (which leaves
+// their \xNN as they are) catches any quoting site that was missed.
 int report_failure(std::ostream& err, const Status& status) {
-  err << "tessera: " << status.message() << "\n";
+  err << "tessera: " << printable_message(status.message()) << "\n";
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kInvalidConfig:
@@ -48,7 +52,7 @@ int report_failure(std::ostream& err, const Status& status) {
 
 void print_left_out(std::ostream& err, const session::Session& session) {
   for (const cluster::LeftOutNode& node : session.left_out_at_start()) {
-    err << "warning: " << cluster::left_out_warning(node) << "\n";
+    err << "warning: " << printable_message(cluster::left_out_warning(node)) << "\n";
   }
 }
 

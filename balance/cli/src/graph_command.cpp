@@ -210,7 +210,9 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   const tg::AlgorithmSpec spec = options->algorithm;
   options->peer_hosts = std::move(*peer_hosts);
   // Everything that needs only the graph fails here, before a connection is made.
-  if (Status checked = graph_driver::check_graph_run(*graph, spec); !checked) return report_failure(err, checked);
+  if (Status checked = graph_driver::check_graph_run(*graph, spec, graph_source(command)); !checked) {
+    return report_failure(err, checked);
+  }
   Result<double> tolerance = graph_driver::run_tolerance(spec, command.settings.tolerance);
   if (!tolerance) return report_failure(err, tolerance.status());
   const std::string profile_path =

@@ -125,14 +125,22 @@ Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
     return inputs;
   }
   if (!command.n && !command.m && !command.k) return invalid_argument("give --n N (or --m/--n/--k, or --a/--b)");
+  // Every dimension is one of the flags given or copied from one, so checking the flags given
+  // checks them all, and the message can name the flag that was written.
+  constexpr uint64_t kMaxDim = 1u << 20;
+  for (const auto& [field, value] : {std::pair{"m", command.m}, std::pair{"n", command.n}, std::pair{"k", command.k}}) {
+    if (!value || (*value >= 1 && *value <= kMaxDim)) continue;
+    const std::string given = flag_spelling().assignment(field, std::to_string(*value));
+    if (*value == 0) {
+      return invalid_argument(fmt::format("{}: a matrix needs at least one row and one column; give {} 1 or more",
+                                          given, flag_spelling().name(field)));
+    }
+    return invalid_argument(fmt::format("{} is over {}, the largest matrix dimension supported; give {} {} or less",
+                                        given, kMaxDim, flag_spelling().name(field), kMaxDim));
+  }
   const uint64_t n = command.n.value_or(command.m.value_or(command.k.value_or(0)));
   const uint64_t m = command.m.value_or(n);
   const uint64_t k = command.k.value_or(n);
-  if (m == 0 || n == 0 || k == 0) return invalid_argument("matrix dimensions must be >= 1");
-  constexpr uint64_t kMaxDim = 1u << 20;
-  if (m > kMaxDim || n > kMaxDim || k > kMaxDim) {
-    return invalid_argument(fmt::format("dimensions above {} are not supported", kMaxDim));
-  }
   linalg::FillKind fill = linalg::FillKind::kUniform;
   if (command.fill == "integers") {
     fill = linalg::FillKind::kIntegers;

@@ -59,12 +59,14 @@ struct StatusLine {
   std::vector<std::string> changed;
 };
 
-std::vector<StatusLine> status_lines(const cluster::ClusterSpec& cluster, const StatusCommand& command,
-                                     const std::optional<profile::ClusterProfile>& profile) {
+Result<std::vector<StatusLine>> status_lines(const cluster::ClusterSpec& cluster, const StatusCommand& command,
+                                             const std::optional<profile::ClusterProfile>& profile) {
+  Result<std::vector<local::NodeReachability>> nodes =
+      local::cluster_status(cluster, command.lifecycle.local, std::chrono::milliseconds(command.deadline_ms));
+  if (!nodes) return nodes.status();
   std::vector<StatusLine> lines;
   const auto now = std::chrono::system_clock::now();
-  for (local::NodeReachability& node :
-       local::cluster_status(cluster, command.lifecycle.local, std::chrono::milliseconds(command.deadline_ms))) {
+  for (local::NodeReachability& node : *nodes) {
     StatusLine line{std::move(node), std::nullopt, {}};
     if (profile) {
       for (const profile::NodeProfile& profiled : profile->nodes) {
@@ -141,7 +143,11 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
         err << "tessera: ignoring the saved profile: " << loaded.status().message() << "\n";
       }
     }
-    const std::vector<StatusLine> lines = status_lines(*cluster, command, profile);
+    // A secret that cannot be had (a secret_file others can read, ...) is bad input, exit 2, as
+    // for multiply; each node UNREACHABLE with exit 1 would hide it behind the network.
+    Result<std::vector<StatusLine>> checked = status_lines(*cluster, command, profile);
+    if (!checked) return report_failure(err, checked.status());
+    const std::vector<StatusLine>& lines = *checked;
     bool all_reachable = true;
     for (const StatusLine& line : lines) all_reachable &= line.node.reachable;
     if (command.json) {

@@ -140,6 +140,7 @@ EmulationSpec parse_emulate(const YAML::Node& value, int line, const std::string
             fail_at(link_line, link_where + " has loss: " + printable(text) +
                                 "; loss must be a percentage 0..100, e.g. loss: 0.5");
           }
+          refuse_leading_zero(number, link_line, link_where + " has loss: " + printable(text), "loss");
           spec.link_loss_percent = *loss;
         }
       }

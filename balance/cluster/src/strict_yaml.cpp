@@ -1,6 +1,8 @@
 #include "tessera/balance/cluster/strict_yaml.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 
 #include "tessera/core/files.hpp"
 #include "tessera/core/strings.hpp"
@@ -19,6 +22,138 @@ namespace {
 constexpr std::size_t kMaxYamlValues = 1'000'000;
 
 std::string where_of(const std::string& path) { return path.empty() ? "the top level" : path; }
+
+// The 1-based line of byte `pos` of `text`.
+int line_at(std::string_view text, std::size_t pos) {
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
+}
+
+// A YAML file is text (YAML 1.2, 5.1: no C0 control but tab, line feed and carriage return, no
+// DEL). A NUL or an escape byte means a binary file or a corrupt one, and yaml-cpp would read it
+// into a value or stumble over it with "unknown escape character"; refuse it by name instead.
+// Bytes that are not UTF-8 are left to the parser: a Latin-1 name is a mistake the checks below
+// quote (escaped), not binary content.
+void check_is_text(std::string_view text) {
+  for (std::size_t pos = 0; pos < text.size(); ++pos) {
+    const auto byte = static_cast<unsigned char>(text[pos]);
+    if (byte >= 0x20 && byte != 0x7f) continue;
+    if (byte == '\t' || byte == '\n' || byte == '\r') continue;
+    // The ASCII names; tab, line feed and carriage return never get here.
+    static constexpr std::array<const char*, 32> kNames = {
+        "NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS",  "HT", "LF",  "VT",  "FF", "CR",  "SO",  "SI",
+        "DLE", "DC1", "DC2", "DC3", "DC4", "NAK", "SYN", "ETB", "CAN", "EM", "SUB", "ESC", "FS", "GS",  "RS",  "US"};
+    const char* name = byte == 0x7f ? "DEL" : kNames[byte];
+    const int line = line_at(text, pos);
+    fail_at(line, fmt::format("this line holds the byte {1} ({0}), and a YAML file is text; remove the {0} byte at "
+                              "line {2} (a file that is binary throughout is not a Tessera YAML file: is it the right "
+                              "one?)",
+                              name, printable(text.substr(pos, 1)), line));
+  }
+}
+
+// The first line where the document nests deeper than kMaxYamlDepth, for when yaml-cpp gives up
+// on depth first (its own guard stops at a recursion depth of 500, a few hundred levels, and
+// reports only "bad file", at a mark that is not where the nesting went too deep). Counts flow brackets outside quotes and comments, and
+// block levels by indentation and "- " indicators; block scalars' lines are skipped. An
+// estimate, asked only after yaml-cpp refused the depth, never to refuse a file it read.
+std::optional<int> too_deep_line(std::string_view text) {
+  std::vector<std::size_t> block_columns;  // the column of each open block level
+  int flow_depth = 0;
+  char quote = 0;                           // the open quote of a flow scalar, or 0
+  // The indentation a block scalar's lines exceed; npos outside one. (Not an optional: g++ 12
+  // warns that one may be read uninitialised.)
+  std::size_t block_scalar = std::string_view::npos;
+  int line = 0;
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view content = text.substr(start, end - start);
+    start = end + 1;
+    ++line;
+    const std::size_t indent = std::min(content.find_first_not_of(' '), content.size());
+    const bool blank = indent == content.size() || content[indent] == '#' || content[indent] == '\r';
+    if (block_scalar != std::string_view::npos) {
+      if (blank || indent > block_scalar) continue;
+      block_scalar = std::string_view::npos;
+    }
+    if (blank && quote == 0) continue;
+    std::size_t i = indent;
+    if (quote == 0 && flow_depth == 0) {
+      while (!block_columns.empty() && block_columns.back() > indent) block_columns.pop_back();
+      if (block_columns.empty() || block_columns.back() < indent) block_columns.push_back(indent);
+      // "- - x": every indicator opens a level of its own on the same line.
+      while (i + 1 < content.size() && content[i] == '-' && (content[i + 1] == ' ' || content[i + 1] == '\t')) {
+        i = std::min(content.find_first_not_of(" \t", i + 1), content.size());
+        block_columns.push_back(i);
+      }
+    }
+    if (static_cast<int>(block_columns.size()) + flow_depth > kMaxYamlDepth) return line;
+    char last = 0;
+    for (; i < content.size(); ++i) {
+      const char c = content[i];
+      if (quote != 0) {
+        if (quote == '"' && c == '\\') {
+          ++i;
+        } else if (c == quote) {
+          quote = 0;
+        }
+        continue;
+      }
+      if (c == '#' && (i == 0 || content[i - 1] == ' ' || content[i - 1] == '\t')) break;
+      // A quote opens a quoted scalar only where a value starts ("it's" is plain text).
+      if ((c == '"' || c == '\'') && (last == 0 || std::string_view(":-[{,?").find(last) != std::string_view::npos)) {
+        quote = c;
+      } else if (c == '[' || c == '{') {
+        if (++flow_depth + static_cast<int>(block_columns.size()) > kMaxYamlDepth) return line;
+      } else if ((c == ']' || c == '}') && flow_depth > 0) {
+        --flow_depth;
+      }
+      if (c != ' ' && c != '\t' && c != '\r') last = c;
+    }
+    // "key: |" or "key: >-": the lines below, indented past this one, are the scalar's text.
+    if (quote == 0 && flow_depth == 0 && (last == '|' || last == '>' || last == '-' || last == '+' ||
+                                          std::isdigit(static_cast<unsigned char>(last)))) {
+      const std::size_t indicator = content.find_last_of("|>");
+      if (indicator != std::string_view::npos &&
+          content.find_first_not_of("+-0123456789 \t\r", indicator + 1) == std::string_view::npos &&
+          (indicator == 0 || content[indicator - 1] == ' ')) {
+        block_scalar = indent;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// The tag written on `node` ("!!binary", "!secret", "!<tag:x>"), or none. yaml-cpp gives every
+// quoted scalar the tag "!", the same as a written "! x", so for a scalar what was written is read
+// from the text at its mark, which is where its tag (or an anchor before it) starts. A block
+// mapping's mark is its first key's, so for collections only the tag yaml-cpp resolved counts.
+std::optional<std::string> written_tag(const YAML::Node& node, std::string_view text) {
+  const int mark = node.Mark().pos;
+  std::size_t at = mark >= 0 && node.IsScalar() ? static_cast<std::size_t>(mark) : text.size();
+  if (at < text.size() && text[at] == '&') {  // "&anchor !tag value"
+    at = std::min(text.find_first_of(" \t\r\n", at), text.size());
+    at = std::min(text.find_first_not_of(" \t", at), text.size());
+  }
+  if (at < text.size() && text[at] == '!') {
+    const std::size_t end = std::min(text.find_first_of(" \t\r\n,[]{}", at), text.size());
+    return std::string(text.substr(at, end - at));
+  }
+  const std::string& tag = node.Tag();
+  if (tag.empty() || tag == "?" || tag == "!") return std::nullopt;
+  // Shown as it was most likely written: "tag:yaml.org,2002:map" is "!!map".
+  constexpr std::string_view kCoreSchema = "tag:yaml.org,2002:";
+  return tag.starts_with(kCoreSchema) ? "!!" + tag.substr(kCoreSchema.size()) : tag;
+}
+
+// yaml-cpp keeps a tag and then ignores it: `secret: !!binary aGk=` is read as the text "aGk=",
+// not decoded. Tessera converts nothing by tag, so a tag would only ever be ignored; refuse it.
+void check_untagged(const YAML::Node& node, std::string_view text, int line, const std::string& what) {
+  const std::optional<std::string> tag = written_tag(node, text);
+  if (!tag) return;
+  fail_at(line, fmt::format("{} has the YAML tag {}; tags are not supported (Tessera would ignore it and read the "
+                            "value as written): remove {} and write the value itself as plain text",
+                            what, single_quoted(*tag), single_quoted(*tag)));
+}
 
 // yaml-cpp ends a quoted scalar that is never closed at the end of the file, without a word: the
 // rest of the file becomes one value (`cluster: "lab` then read as a cluster named "lab secret: x
@@ -45,11 +180,13 @@ void check_quote_closed(const YAML::Node& scalar, std::string_view text, int lin
 }
 
 // yaml-cpp keeps every repeated key and its lookups return the first, so a repeated key would be
-// ignored without a word; this walk refuses it wherever it is (and unterminated quotes, above).
+// ignored without a word; this walk refuses it wherever it is (and unterminated quotes and tags,
+// above).
 void check_unique_keys(const YAML::Node& node, const std::string& path, int depth, int parent_line,
                        std::size_t& values_left, std::string_view text) {
   const int line = yaml_line(node, parent_line);
   if (node.IsScalar()) check_quote_closed(node, text, line);
+  check_untagged(node, text, line, where_of(path));
   if (depth > kMaxYamlDepth) {
     fail_at(line, fmt::format("{} nests deeper than {} levels; flatten it", where_of(path), kMaxYamlDepth));
   }
@@ -72,7 +209,11 @@ void check_unique_keys(const YAML::Node& node, const std::string& path, int dept
       } else {
         check_unique_keys(it->first, path, depth + 1, key_line, values_left, text);
       }
-      if (it->first.IsScalar()) check_quote_closed(it->first, text, key_line);
+      if (it->first.IsScalar()) {
+        check_quote_closed(it->first, text, key_line);
+        check_untagged(it->first, text, key_line,
+                       "the key " + single_quoted(it->first.Scalar()) + " in " + where_of(path));
+      }
       check_unique_keys(it->second, child_path, depth + 1, key_line, values_left, text);
     }
   } else if (node.IsSequence()) {
@@ -135,6 +276,7 @@ Status read_yaml(std::string_view text, const std::string& source_name,
     return invalid_config(fmt::format("{}:{}: {}{}", printable(source_name), line, message, suffix));
   };
   try {
+    check_is_text(text);
     // LoadAll, not Load: Load silently returns the first of several documents (`---`), and the
     // rest of the file would be ignored.
     const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
@@ -150,12 +292,19 @@ Status read_yaml(std::string_view text, const std::string& source_name,
     return Status::ok();
   } catch (const YamlError& e) {
     return at(e.line, e.message);
+  } catch (const YAML::DeepRecursion& e) {
+    // What check_unique_keys says of nesting yaml-cpp could read, said of deeper nesting too.
+    return at(too_deep_line(text).value_or(mark_line(e.mark)),
+              fmt::format("the document nests deeper than {} levels here; flatten it", kMaxYamlDepth));
   } catch (const YAML::ParserException& e) {
-    return at(mark_line(e.mark), "YAML syntax error: " + e.msg + "; check the indentation, colons and brackets there");
+    // yaml-cpp's messages quote the byte it stumbled on ("unknown escape character: X") raw.
+    return at(mark_line(e.mark),
+              "YAML syntax error: " + printable(e.msg) + "; check the indentation, colons and brackets there");
   } catch (const YAML::Exception& e) {
-    return at(mark_line(e.mark), "cannot read the YAML: " + e.msg + "; simplify the file to plain keys and lists");
+    return at(mark_line(e.mark),
+              "cannot read the YAML: " + printable(e.msg) + "; simplify the file to plain keys and lists");
   } catch (const std::exception& e) {
-    return at(1, std::string("cannot read the YAML: ") + e.what());
+    return at(1, "cannot read the YAML: " + printable(e.what()));
   }
 }
 
@@ -195,6 +344,17 @@ std::optional<double> parse_number(std::string_view text) {
   return value;
 }
 
+void refuse_leading_zero(std::string_view number, int line, std::string_view said, std::string_view key) {
+  const std::size_t sign = !number.empty() && (number.front() == '+' || number.front() == '-') ? 1 : 0;
+  const auto digit_at = [&](std::size_t i) { return i < number.size() && number[i] >= '0' && number[i] <= '9'; };
+  if (!digit_at(sign) || number[sign] != '0' || !digit_at(sign + 1)) return;
+  std::size_t first = sign;
+  while (number[first] == '0' && digit_at(first + 1)) ++first;  // "007" -> "7", "00" -> "0", "00.5" -> "0.5"
+  const std::string fixed = std::string(number.substr(0, sign)) + std::string(number.substr(first));
+  fail_at(line, fmt::format("{}: a leading zero is ambiguous (octal in YAML 1.1); write {}{}", said,
+                            key.empty() ? "" : fmt::format("{}: ", key), printable(fixed)));
+}
+
 bool NumberRange::contains(double value) const {
   return (low_included ? value >= low : value > low) && (high_included ? value <= high : value < high);
 }
@@ -218,6 +378,7 @@ uint64_t yaml_integer(const YAML::Node& value, int line, std::string_view key, s
   std::optional<uint64_t> parsed;
   if (value.IsScalar()) parsed = parse_unsigned(value.Scalar());
   if (!parsed) fail_at(line, fmt::format("{} has {}: {}; {}", where, key, scalar_or_description(value), rule));
+  refuse_leading_zero(value.Scalar(), line, fmt::format("{} has {}: {}", where, key, printable(value.Scalar())), key);
   if (*parsed < low || *parsed > high) {
     fail_at(line, fmt::format("{} has {}: {}, out of range; {}", where, key, printable(value.Scalar()), rule));
   }
@@ -228,6 +389,9 @@ double yaml_number(const YAML::Node& value, int line, std::string_view key, std:
                    const NumberRange& range, std::string_view example) {
   std::optional<double> parsed;
   if (value.IsScalar()) parsed = parse_number(value.Scalar());
+  if (parsed) {
+    refuse_leading_zero(value.Scalar(), line, fmt::format("{} has {}: {}", where, key, printable(value.Scalar())), key);
+  }
   if (!parsed || !range.contains(*parsed)) {
     fail_at(line, fmt::format("{} has {}: {}; {} must be a number in {}, e.g. {}: {}", where, key,
                               scalar_or_description(value), key, range.to_string(), key, example));
@@ -323,6 +487,10 @@ std::optional<std::vector<uint64_t>> YamlMap::integer_list(std::string_view key,
   for (const Entry& item : *items) {
     std::optional<uint64_t> value;
     if (item.value.IsScalar()) value = parse_unsigned(item.value.Scalar());
+    if (value) {
+      refuse_leading_zero(item.value.Scalar(), item.line,
+                          fmt::format("{} has {} in {}", where_, describe_yaml(item.value), key), "");
+    }
     if (!value || *value < low || *value > high) {
       fail_at(item.line, fmt::format("{} has {} in {}; {} must be integers {}..{}, e.g. {}: {}", where_,
                                      describe_yaml(item.value), key, key, low, high, key, example));
@@ -340,6 +508,10 @@ std::optional<std::vector<double>> YamlMap::number_list(std::string_view key, co
   for (const Entry& item : *items) {
     std::optional<double> value;
     if (item.value.IsScalar()) value = parse_number(item.value.Scalar());
+    if (value) {
+      refuse_leading_zero(item.value.Scalar(), item.line,
+                          fmt::format("{} has {} in {}", where_, describe_yaml(item.value), key), "");
+    }
     if (!value || !range.contains(*value)) {
       fail_at(item.line, fmt::format("{} has {} in {}; {} must be numbers in {}, e.g. {}: {}", where_,
                                      describe_yaml(item.value), key, key, range.to_string(), key, example));

@@ -6,13 +6,19 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/core/strings.hpp"
 #include "tessera/graph/reference.hpp"
 
 namespace tessera::balance::graph_driver {
 
-Status check_graph_run(const partition::DirectedGraph& graph, const graph::AlgorithmSpec& spec) {
+Status check_graph_run(const partition::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
+                       std::string_view graph_name) {
   TESSERA_RETURN_IF_ERROR(graph::check_spec(spec));
-  if (graph.vertex_count <= 0) return invalid_argument("the graph has no vertices; there is nothing to compute");
+  if (graph.vertex_count <= 0) {
+    return invalid_argument(fmt::format("{} has no vertices, so there is nothing to compute; give a graph with at "
+                                        "least one edge (a line 'U V' in an edge list)",
+                                        printable(graph_name)));
+  }
   if (spec.source && *spec.source >= graph.vertex_count) {
     return invalid_argument(fmt::format("--source {} is out of range; the graph's vertices are 0..{}", *spec.source,
                                         graph.vertex_count - 1));

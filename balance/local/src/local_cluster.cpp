@@ -472,7 +472,7 @@ std::optional<double> NodeReachability::load() const {
 
 namespace {
 
-NodeReachability check_node(const cluster::NodeSpec& node, const Result<std::string>& secret, const std::string& dir,
+NodeReachability check_node(const cluster::NodeSpec& node, const std::string& secret, const std::string& dir,
                             std::chrono::milliseconds deadline) {
   const auto begun = std::chrono::steady_clock::now();
   NodeReachability entry;
@@ -480,9 +480,7 @@ NodeReachability check_node(const cluster::NodeSpec& node, const Result<std::str
   entry.endpoint = node.endpoint();
   const int pid = read_pid(pid_path(dir, node));
   if (pid != 0 && is_live_worker(pid)) entry.local_pid = pid;
-  if (!secret) {
-    entry.detail = secret.status().message();
-  } else if (Result<cluster::NodeLink> link = cluster::connect_node(node, *secret, deadline); link) {
+  if (Result<cluster::NodeLink> link = cluster::connect_node(node, secret, deadline); link) {
     entry.reachable = true;
     entry.reach = Reach::kReachable;
     entry.hello = link->hello;
@@ -515,9 +513,13 @@ NodeReachability check_node(const cluster::NodeSpec& node, const Result<std::str
 
 }  // namespace
 
-std::vector<NodeReachability> cluster_status(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options,
-                                             std::chrono::milliseconds deadline) {
+Result<std::vector<NodeReachability>> cluster_status(const cluster::ClusterSpec& cluster,
+                                                     const LocalClusterOptions& options,
+                                                     std::chrono::milliseconds deadline) {
+  // Without the secret no handshake can be tried: the reason is the cluster file's, not any
+  // node's (each shown UNREACHABLE with it would send someone to look at the network).
   const Result<std::string> secret = cluster.resolve_secret();
+  if (!secret) return secret.status();
   const std::string dir = cluster_dir(cluster, options);
   std::vector<NodeReachability> report(cluster.nodes.size());
   {
@@ -526,7 +528,7 @@ std::vector<NodeReachability> cluster_status(const cluster::ClusterSpec& cluster
     std::vector<std::jthread> checks;
     checks.reserve(cluster.nodes.size());
     for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
-      checks.emplace_back([&, i] { report[i] = check_node(cluster.nodes[i], secret, dir, deadline); });
+      checks.emplace_back([&, i] { report[i] = check_node(cluster.nodes[i], *secret, dir, deadline); });
     }
   }
   return report;

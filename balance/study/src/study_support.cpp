@@ -206,8 +206,10 @@ Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& labe
                        std::ostream& progress) {
   cluster::ClusterSpec recorded = spec;
   local::apply_emulated_endpoints(recorded, local::cluster_run_dir(recorded, local));
+  Result<std::vector<local::NodeReachability>> status = local::cluster_status(recorded, local);
+  if (!status) return status.status();
   bool all_reachable = true;
-  for (const local::NodeReachability& node : local::cluster_status(recorded, local)) all_reachable &= node.reachable;
+  for (const local::NodeReachability& node : *status) all_reachable &= node.reachable;
   if (all_reachable) {
     progress << fmt::format("using the running cluster '{}'\n", spec.name);
     return false;

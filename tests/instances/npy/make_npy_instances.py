@@ -66,3 +66,7 @@ write('unknown-key.npy', npy(header()[:-1] + "'extra': 1, }", F8))
 ones = [1.0] * 200
 ones[12 * 10 + 7] = float('nan')
 write('nan-at-12-7.npy', npy(header(shape='(20, 10)'), struct.pack('<200d', *ones)))
+# Terminal escapes, a NUL and a byte that is not UTF-8 in the header: messages quote them escaped.
+HOSTILE = '\x1b]0;PWNED\x07\x00\x91\x1b[2J'
+write('hostile-descr.npy', npy(header(descr="'<f8" + HOSTILE + "'"), F8))
+write('hostile-shape.npy', npy(header(shape='(2, ' + HOSTILE + ')'), F8))

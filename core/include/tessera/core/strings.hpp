@@ -37,9 +37,17 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 std::string_view closest_match(std::string_view word, std::span<const std::string> candidates);
 
 // `text` as it may appear in a message: valid UTF-8 is kept, every byte that is not part of a
-// valid UTF-8 sequence, and every control character (tab, newline, escape, DEL, ...), is written
-// as \xNN. Text read from a file (a name, a key, a value, a path) goes through this before it is
-// quoted, so a message never puts raw bytes or terminal escapes on someone's screen.
+// valid UTF-8 sequence, and every control character (tab, newline, escape, DEL, and the C1
+// controls U+0080..U+009F, which some terminals take for escapes too), is written as \xNN, one
+// per byte. Text read from a file (a name, a key, a value, a path) goes through this before it is
+// quoted, so a message never puts raw bytes or terminal escapes on someone's screen. Backslashes
+// are kept, so what it returns comes back unchanged: printable(printable(t)) == printable(t).
 std::string printable(std::string_view text);
+
+// A whole message made safe for a terminal: printable(), but with its newlines kept, so a
+// message of several lines still reads as lines. Idempotent like printable(): text already
+// escaped (by printable() where it quoted a file) is returned unchanged. What the CLI prints on
+// stderr goes through this, behind the quoting sites, in case one of them was missed.
+std::string printable_message(std::string_view text);
 
 }  // namespace tessera

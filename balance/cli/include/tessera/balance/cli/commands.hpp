@@ -29,7 +29,8 @@ inline constexpr int kExitVerificationFailed = 3;
 inline constexpr int kExitInterrupted = 130;
 
 // Prints "tessera: <message>" to `err` and returns the exit code for the status's kind, the one
-// mapping every subcommand uses.
+// mapping every subcommand uses. The message is printed through core's printable_message: no
+// control byte but newline, no invalid UTF-8, whatever a reader let through.
 int report_failure(std::ostream& err, const Status& status);
 
 // How the CLI names an option of session/settings.hpp in a message: `--panels-in-flight 4`, the

@@ -46,8 +46,10 @@ struct YamlError {
 // file"): kIoError when it cannot be opened or read, kResourceExhausted when it is larger.
 Result<std::string> read_yaml_file(const std::string& path, std::string_view kind);
 
-// Parses `text` (one document), refuses a key repeated anywhere or nesting deeper than
-// kMaxYamlDepth, then calls read(root); root may be null for an empty document. A YamlError from
+// Parses `text` (one document), refuses a control byte (NUL, ESC, ...: the file is not text), a
+// key repeated anywhere, a YAML tag on any node, or nesting deeper than kMaxYamlDepth, then calls
+// read(root); root may be null for an empty document. Every message is printable() (yaml-cpp's
+// own syntax errors too), so no byte of the file reaches a terminal raw. A YamlError from
 // `read`, and any yaml-cpp error, come back as kInvalidConfig "SOURCE:LINE: message", with
 // " (remedy)" appended when `remedy` is given. Never throws.
 Status read_yaml(std::string_view text, const std::string& source_name,
@@ -65,6 +67,13 @@ std::optional<uint64_t> parse_unsigned(std::string_view text);
 // A finite decimal number (an optional leading '+'); no "nan", "inf" or trailing text.
 std::optional<double> parse_number(std::string_view text);
 
+// Fails at `line` when `number` is written with a leading zero ("016513", "-05.5"): YAML 1.1
+// reads such a number as octal and YAML 1.2 as decimal, so it means different things to
+// different tools. The message is `said` (what was written: "node 'a' has port: 016513"), why,
+// and the number without the zero ("write port: 16513"; just "write 16513" when `key` is empty).
+// The typed getters below call it on every number they read.
+void refuse_leading_zero(std::string_view number, int line, std::string_view said, std::string_view key);
+
 // The values a number may take, and how a message writes them: "(0, 64]", "[0, 100]".
 struct NumberRange {
   double low = 0;
@@ -77,7 +86,8 @@ struct NumberRange {
 
 // Typed reads of one value; `key` and `where` ("node 'pi1'") name it in the message, `example`
 // is a valid value shown in the fix ("key: example"). Each fails at `line` when the value is not
-// what it must be.
+// what it must be, and a number also when it has a leading zero (refuse_leading_zero). A tag on
+// any value (`!!binary`, `!secret`) is refused before, by read_yaml.
 // Non-empty text: "node 'a' has kind a list; kind must be non-empty text, e.g. kind: pi".
 std::string yaml_text(const YAML::Node& value, int line, std::string_view key, std::string_view where,
                       std::string_view example);

@@ -302,8 +302,11 @@ struct GraphOutcome {
 Result<GraphOutcome> run_graph(cluster::ClusterConnection& cluster, const partition::DirectedGraph& graph,
                                const GraphRunOptions& options, const GraphHooks& hooks = {});
 
-// Checks that need only the graph (step 1 above). OK or kInvalidArgument naming what to fix.
-Status check_graph_run(const partition::DirectedGraph& graph, const graph::AlgorithmSpec& spec);
+// Checks that need only the graph (step 1 above). OK or kInvalidArgument naming what to fix;
+// `graph_name` names the graph where a message is about the graph itself (its file, or a
+// generator spec: "web.edges has no vertices ...").
+Status check_graph_run(const partition::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
+                       std::string_view graph_name = "the graph");
 
 // The tolerance a run of `spec` stops at: 0 for cc/sssp, else `requested` or the default.
 // Fails on a requested tolerance that is not > 0 and finite.

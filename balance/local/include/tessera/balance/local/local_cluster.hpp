@@ -117,8 +117,11 @@ struct NodeReachability {
 
 // Connects to every node (local or not) at once, each with `deadline` for the connection and the
 // handshake, and reports each, in cluster order: absent hosts cost about one deadline together,
-// not one each.
-std::vector<NodeReachability> cluster_status(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options,
-                                             std::chrono::milliseconds deadline = std::chrono::milliseconds(2000));
+// not one each. Fails (kInvalidConfig, resolve_secret's message: a secret_file others can read,
+// one that is missing or empty) before connecting when the cluster's secret cannot be had, since
+// then no node can be checked; a run would fail with the same message.
+Result<std::vector<NodeReachability>> cluster_status(
+    const cluster::ClusterSpec& cluster, const LocalClusterOptions& options,
+    std::chrono::milliseconds deadline = std::chrono::milliseconds(2000));
 
 }  // namespace tessera::balance::local
