@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -81,6 +82,24 @@ TEST(VerifyExpression, NonFiniteValuesFail) {
   EXPECT_FALSE(check.passed);
   EXPECT_NE(check.detail.find("[0][3]"), std::string::npos) << check.detail;
   EXPECT_NE(check.detail.find("inf"), std::string::npos) << check.detail;
+}
+
+// Finite inputs whose value overflows: both modes refuse it alike, naming the first entry (as
+// the product check does; issue 40).
+TEST(VerifyExpression, AValueThatOverflowedFailsInBothModesAlike) {
+  Case c = make_case("P^3 - 0.5 * P", kShapes, linalg::FillKind::kUniform);
+  linalg::Matrix& p = c.values.at("P");  // the views read this memory
+  std::fill(p.values.begin(), p.values.end(), 1e200);
+  Result<linalg::Matrix> value = expr::evaluate(c.e, c.views);
+  ASSERT_TRUE(value.is_ok()) << value.status().to_string();
+  ASSERT_TRUE(std::isinf(value->at(0, 0)));
+  const run::Verification freivalds = run::verify_expression(c.e, c.views, *value, run::VerifyMode::kFreivalds, 7);
+  const run::Verification exact = run::verify_expression(c.e, c.views, *value, run::VerifyMode::kExact, 7);
+  EXPECT_FALSE(freivalds.passed);
+  EXPECT_FALSE(exact.passed);
+  EXPECT_NE(exact.detail.find("[0][0] is +inf"), std::string::npos) << exact.detail;
+  EXPECT_NE(exact.detail.find("overflows"), std::string::npos) << exact.detail;
+  EXPECT_EQ(freivalds.detail, exact.detail);
 }
 
 TEST(VerifyExpression, NoneChecksNothing) {

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "tessera/linalg/gemm.hpp"
 
@@ -191,6 +193,86 @@ TEST(VerifyTest, FirstNonFiniteNamesItsPosition) {
   EXPECT_EQ(run::describe_nonfinite("A", *first), "A[12][7] is NaN");
   a.at(12, 7) = 0.0;
   EXPECT_EQ(run::describe_nonfinite("B", *run::first_nonfinite(a)), "B[15][1] is +inf");
+}
+
+// Issue 40: finite inputs whose product overflows (A's entries 1.7e308, B all ones) made C all
+// +inf; the exact check passed it (its local product overflowed alike) while Freivalds failed it.
+// Both must refuse it, with the same sentence naming the first cell.
+TEST(VerifyTest, BothModesRefuseAProductOfFiniteInputsThatOverflowedAndNameItsFirstCell) {
+  linalg::Matrix a(6, 5), b(5, 4);
+  std::fill(a.values.begin(), a.values.end(), 1.7e308);
+  std::fill(b.values.begin(), b.values.end(), 1.0);
+  const linalg::Matrix c = product(a, b);
+  ASSERT_TRUE(std::isinf(c.at(0, 0)));
+  std::string details[2];
+  int index = 0;
+  for (run::VerifyMode mode : {run::VerifyMode::kExact, run::VerifyMode::kFreivalds}) {
+    const run::Verification check = run::verify_product(a, b, c, mode, 1);
+    EXPECT_FALSE(check.passed) << run::verify_mode_name(mode) << ": " << check.detail;
+    EXPECT_NE(check.detail.find("overflowed"), std::string::npos) << check.detail;
+    EXPECT_NE(check.detail.find("C[0][0] is +inf"), std::string::npos) << check.detail;
+    EXPECT_TRUE(std::isinf(check.max_error_ratio));
+    details[index++] = check.detail;
+  }
+  EXPECT_EQ(details[0], details[1]);
+}
+
+// The first unexplained non-finite entry in row-major order is named, wherever it is, whichever
+// thread of Freivalds' pass over C reads it; a NaN a node made up is refused the same way.
+TEST(VerifyTest, TheFirstNonFiniteEntryOfCIsNamedInEitherModeWithAnyThreadCount) {
+  linalg::Matrix a = linalg::random_matrix(1031, 7, 41);
+  linalg::Matrix b = linalg::random_matrix(7, 9, 42);
+  // Row 700 of A times column 3 of B overflows; its other columns stay finite.
+  a.at(700, 0) = a.at(700, 1) = 6e307;
+  for (std::size_t j = 0; j < b.cols; ++j) b.at(0, j) = b.at(1, j) = 0.25;
+  b.at(0, 3) = b.at(1, 3) = 2.0;
+  linalg::Matrix c = product(a, b);
+  ASSERT_TRUE(std::isinf(c.at(700, 3)));
+  ASSERT_TRUE(std::isfinite(c.at(700, 2)));
+  c.at(900, 5) = std::numeric_limits<double>::quiet_NaN();  // later in row-major order
+  for (run::VerifyMode mode : {run::VerifyMode::kExact, run::VerifyMode::kFreivalds}) {
+    const run::ProductCheck check = run::ProductCheck::prepare(a, b, mode, 3);
+    for (int threads : {1, 4}) {
+      const run::Verification verdict = check.finish(c, threads);
+      EXPECT_FALSE(verdict.passed);
+      EXPECT_NE(verdict.detail.find("C[700][3] is +inf"), std::string::npos) << verdict.detail;
+    }
+  }
+  c.at(700, 3) = 1.0;  // wrong, but finite: the NaN is now the first non-finite entry
+  for (run::VerifyMode mode : {run::VerifyMode::kExact, run::VerifyMode::kFreivalds}) {
+    const run::Verification verdict = run::verify_product(a, b, c, mode, 3);
+    EXPECT_FALSE(verdict.passed);
+    EXPECT_NE(verdict.detail.find("C[900][5] is NaN"), std::string::npos) << verdict.detail;
+  }
+}
+
+// With non-finite inputs (--allow-nonfinite), a non-finite entry is explained where its row of A
+// or its column of B holds one, and compared there as before; one elsewhere is an overflow.
+TEST_P(VerifyModes, NonFiniteInputsExplainOnlyTheirOwnRowsAndColumns) {
+  linalg::Matrix a = linalg::random_matrix(10, 6, 51);
+  linalg::Matrix b = linalg::random_matrix(6, 8, 52);
+  a.at(2, 4) = std::numeric_limits<double>::quiet_NaN();  // row 2 of C is NaN
+  // Row 7 of C is 1e308 x (B[0][j] + B[1][j]) + a little: finite, except in column 5.
+  a.at(7, 0) = a.at(7, 1) = 1e308;
+  for (std::size_t j = 0; j < b.cols; ++j) b.at(0, j) = b.at(1, j) = 0.25;
+  b.at(0, 5) = b.at(1, 5) = 1.0;
+  b.at(1, 6) = -std::numeric_limits<double>::infinity();  // column 6 of C is infinite or NaN
+  const linalg::Matrix c = product(a, b);
+  ASSERT_TRUE(std::isinf(c.at(7, 5)));
+  const run::Verification check = run::verify_product(a, b, c, GetParam(), 1);
+  EXPECT_FALSE(check.passed);
+  EXPECT_NE(check.detail.find("C[7][5] is +inf"), std::string::npos) << check.detail;
+  EXPECT_NE(check.detail.find("row 7 of A and column 5 of B"), std::string::npos) << check.detail;
+
+  b.at(0, 5) = b.at(1, 5) = 0.5;  // no overflow left: the explained non-finite entries pass
+  const linalg::Matrix fine = product(a, b);
+  for (std::size_t j = 0; j < fine.cols; ++j) {
+    if (j != 6) {
+      ASSERT_TRUE(std::isfinite(fine.at(7, j))) << j;
+    }
+  }
+  const run::Verification passed = run::verify_product(a, b, fine, GetParam(), 1);
+  EXPECT_TRUE(passed.passed) << passed.detail;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, VerifyModes, ::testing::Values(run::VerifyMode::kFreivalds, run::VerifyMode::kExact));

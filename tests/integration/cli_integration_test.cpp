@@ -3,12 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <regex>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -382,6 +384,31 @@ TEST_F(CliCluster, NonFiniteInputIsRefusedWithItsPositionUnlessAllowed) {
   }
 }
 
+// Issue 40: finite inputs whose product overflows (A's entries 1.7e308, B all ones: C all +inf).
+// The exact check passed it and Freivalds failed it; both must fail it the same way, exiting as
+// a failed verification (3) with stderr naming the overflow and its first cell.
+TEST_F(CliCluster, AProductThatOverflowsFailsVerificationInEveryMode) {
+  ASSERT_EQ(run("up").exit_code, 0);
+  linalg::Matrix a(20, 10), b(10, 6);
+  std::fill(a.values.begin(), a.values.end(), 1.7e308);
+  std::fill(b.values.begin(), b.values.end(), 1.0);
+  ASSERT_TRUE(linalg::write_npy(dir_.file("a.npy"), a).is_ok());
+  ASSERT_TRUE(linalg::write_npy(dir_.file("b.npy"), b).is_ok());
+  const std::string files = " --a " + dir_.file("a.npy") + " --b " + dir_.file("b.npy") + " --policy even";
+  for (const char* verify : {"", " --verify freivalds", " --verify exact"}) {
+    const std::string stderr_path = dir_.file("stderr.txt");
+    // stderr alone to a file (the subshell's own 2>&1 then only merges what is left).
+    const testing::CommandResult multiply =
+        run_command("(" + std::string(TESSERA_CLI_BINARY) + " multiply " + config_ + " --run-dir " + run_dir_ + files +
+                    verify + " 2>" + stderr_path + ")");
+    const std::string errors = testing::read_file(stderr_path);
+    EXPECT_EQ(multiply.exit_code, 3) << verify << ": " << multiply.output << errors;
+    EXPECT_NE(errors.find("verification FAILED: the product overflowed"), std::string::npos) << verify << ": " << errors;
+    EXPECT_NE(errors.find("C[0][0] is +inf"), std::string::npos) << verify << ": " << errors;
+    EXPECT_NE(multiply.output.find("verified: false"), std::string::npos) << verify << ": " << multiply.output;
+  }
+}
+
 TEST_F(CliCluster, CtrlCOfAMultiplyFreesTheWorkersForTheNextOne) {
   ASSERT_EQ(run("up").exit_code, 0);
   const std::string log = dir_.file("interrupted.log");
@@ -469,6 +496,173 @@ TEST_F(CliCluster, InlineSecretInAReadableConfigIsWarnedAbout) {
   ASSERT_EQ(::chmod(config_.c_str(), 0600), 0);
   testing::CommandResult again = run("up");
   EXPECT_EQ(again.output.find("holds the secret inline"), std::string::npos) << again.output;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Terminal escapes in input files (issue 40): what `tessera` prints on stderr about a hostile file
+// holds no control byte but newline, no DEL, no C1 control and only valid UTF-8, whichever reader
+// found the problem. The instances hold ESC ] 0;PWNED BEL (sets a terminal's title), ESC [ 2J
+// (clears it), a NUL and 0x91 (a Windows-1252 quote, not UTF-8). None of these commands gets as
+// far as connecting, so no workers are started.
+
+// Whether `text` can go to a terminal as it is. Written here, not with core's printable, so the
+// test does not trust the code it tests: UTF-8 per RFC 3629 (no overlong forms, no surrogates,
+// nothing above U+10FFFF).
+bool terminal_safe(std::string_view text, std::string& why) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const auto at = [&](const char* what) {
+      why = std::string(what) + " at byte " + std::to_string(i);
+      return false;
+    };
+    if (byte < 0x80) {
+      if (byte == 0x7f || (byte < 0x20 && byte != '\n')) return at("a control byte");
+      ++i;
+      continue;
+    }
+    std::size_t length = 0;
+    uint32_t code_point = 0;
+    if (byte >= 0xc2 && byte <= 0xdf) {
+      length = 2;
+      code_point = byte & 0x1fu;
+    } else if (byte >= 0xe0 && byte <= 0xef) {
+      length = 3;
+      code_point = byte & 0x0fu;
+    } else if (byte >= 0xf0 && byte <= 0xf4) {
+      length = 4;
+      code_point = byte & 0x07u;
+    } else {
+      return at("a byte that starts no UTF-8 sequence");
+    }
+    if (i + length > text.size()) return at("a UTF-8 sequence cut short");
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xc0u) != 0x80u) return at("a bad UTF-8 continuation byte");
+      code_point = (code_point << 6) | (next & 0x3fu);
+    }
+    const uint32_t smallest = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000;
+    if (code_point < smallest || code_point > 0x10ffff || (code_point >= 0xd800 && code_point <= 0xdfff)) {
+      return at("an overlong, surrogate or out-of-range UTF-8 sequence");
+    }
+    if (code_point <= 0x9f) return at("a C1 control");
+    i += length;
+  }
+  return true;
+}
+
+// The checker itself, so that the tests below can fail.
+TEST(TerminalSafe, RefusesEveryKindOfUnsafeByte) {
+  std::string why;
+  for (const std::string_view unsafe : {std::string_view("\x1b[2J"), std::string_view("\x07"), std::string_view("\0", 1),
+                                        std::string_view("\x91"), std::string_view("\x7f"), std::string_view("\t"),
+                                        std::string_view("\xc2\x9b"), std::string_view("\xed\xa0\x80"),
+                                        std::string_view("\xc0\xaf"), std::string_view("\xe2\x82")}) {
+    EXPECT_FALSE(terminal_safe(unsafe, why)) << ::testing::PrintToString(std::string(unsafe));
+  }
+  EXPECT_TRUE(terminal_safe("tessera: a.edges:2: vertex id '\\x1b' is not an integer\nn\xc3\xb6" "de \xe2\x82\xac\n", why)) << why;
+}
+
+class CliHostileInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = dir_.file("cluster.yaml");
+    testing::write_file(config_, "cluster: hostile\nsecret: s\nnodes:\n  - name: a\n    host: 127.0.0.1\n    port: " +
+                                     std::to_string(testing::free_loopback_port()) + "\n");
+    ::chmod(config_.c_str(), 0600);
+  }
+
+  // stderr alone (stdout to /dev/null) and the exit code of `tessera ARGUMENTS`.
+  testing::CommandResult stderr_of(const std::string& arguments) {
+    return run_command("(" + std::string(TESSERA_CLI_BINARY) + " " + arguments + " 2>&1 >/dev/null)");
+  }
+
+  // The command fails with exit 2 and a safe stderr that holds every phrase.
+  void expect_refused_safely(const std::string& arguments, const std::vector<std::string>& phrases) {
+    SCOPED_TRACE(arguments);
+    const testing::CommandResult result = stderr_of(arguments);
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    std::string why;
+    EXPECT_TRUE(terminal_safe(result.output, why)) << why << " in: " << ::testing::PrintToString(result.output);
+    EXPECT_EQ(result.output.rfind("tessera: ", 0), 0u) << result.output;
+    for (const std::string& phrase : phrases) {
+      EXPECT_NE(result.output.find(phrase), std::string::npos) << "missing \"" << phrase << "\" in: " << result.output;
+    }
+  }
+
+  static std::string instance(const std::string& name) { return std::string(TESSERA_TEST_INSTANCES) + "/" + name; }
+
+  testing::TempDir dir_;
+  std::string config_;
+  const std::string run_dir_ = " --run-dir " + dir_.file("run");
+};
+
+TEST_F(CliHostileInput, GraphFilesOfEveryFormatAreQuotedEscaped) {
+  const std::string token = "'\\x1b]0;PWNED\\x07\\x00\\x91\\x1b[2J'";
+  for (const auto& [file, line] : std::vector<std::pair<std::string, int>>{
+           {"graphs/hostile-token.edges", 2}, {"graphs/hostile-value.mtx", 3}, {"graphs/hostile-neighbour.graph", 3}}) {
+    const std::string located = instance(file) + ":" + std::to_string(line) + ": ";
+    // `graph` reads the file with the directed readers, `partition` with the undirected ones.
+    expect_refused_safely("graph " + config_ + run_dir_ + " --algorithm pagerank --graph " + instance(file),
+                          {located, token});
+    expect_refused_safely("partition " + instance(file) + " --weights 1,1", {located, token});
+  }
+  // A file name holds any byte too; it is escaped where the message names it.
+  const std::string named = dir_.file("x\x1b]0;PWNED\x07.edges");
+  testing::write_file(named, "0 one\n");
+  expect_refused_safely("partition '" + named + "' --weights 1,1",
+                        {"x\\x1b]0;PWNED\\x07.edges:1: vertex id 'one' is not an integer"});
+}
+
+TEST_F(CliHostileInput, NpyHeaderFieldsAreQuotedEscaped) {
+  ASSERT_TRUE(linalg::write_npy(dir_.file("b.npy"), linalg::random_matrix(3, 2, 1)).is_ok());
+  expect_refused_safely("multiply " + config_ + run_dir_ + " --a " + instance("npy/hostile-descr.npy") + " --b " +
+                            dir_.file("b.npy"),
+                        {instance("npy/hostile-descr.npy") + ": dtype '<f8\\x1b]0;PWNED\\x07\\x00\\x91\\x1b[2J'"});
+  expect_refused_safely("multiply " + config_ + run_dir_ + " --a " + instance("npy/hostile-shape.npy") + " --b " +
+                            dir_.file("b.npy"),
+                        {instance("npy/hostile-shape.npy") + ": malformed header", "(2, \\x1b]0;PWNED\\x07\\x00\\x91\\x1b[2J)"});
+}
+
+TEST_F(CliHostileInput, ClusterFilesWithBinaryBytesOrBrokenSyntaxAreRefusedSafely) {
+  for (const auto& [file, phrase] : std::vector<std::pair<std::string, std::string>>{
+           {"config/escape-byte.yaml", ":2: this line holds the byte \\x1b (ESC), and a YAML file is text; remove the ESC"},
+           {"config/nul-byte.yaml", ":4: this line holds the byte \\x00 (NUL), and a YAML file is text; remove the NUL"},
+           {"config/bad-escape-non-utf8.yaml", ":2: YAML syntax error: unknown escape character: \\x91"},
+           {"config/non-utf8-name.yaml", ":4: name 'pi\\xff\\xc2\\x9b2J' in node #1 is not a valid name"},
+           {"config/deep-nesting.yaml", ":7: the document nests deeper than 64 levels here; flatten it"},
+           {"config/tagged-secret.yaml", ":2: secret has the YAML tag '!!binary'; tags are not supported"},
+           {"config/leading-zero-port.yaml", ":6: node 'a' has port: 016513: a leading zero is ambiguous (octal in YAML "
+                                             "1.1); write port: 16513"}}) {
+    expect_refused_safely("status " + instance(file) + run_dir_, {instance(file) + phrase});
+  }
+  // A binary file from start to end (an .npy given as the cluster file).
+  expect_refused_safely("status " + instance("npy/good-v1.npy") + run_dir_, {instance("npy/good-v1.npy") + ":1: "});
+}
+
+TEST_F(CliHostileInput, TheFlagsAndTheEmptyGraphAreNamed) {
+  expect_refused_safely("multiply " + config_ + run_dir_ + " --n 4000000000",
+                        {"--n 4000000000 is over 1048576, the largest matrix dimension supported; give --n 1048576 or less"});
+  expect_refused_safely("multiply " + config_ + run_dir_ + " --n 8 --k 0",
+                        {"--k 0: a matrix needs at least one row and one column"});
+  expect_refused_safely("graph " + config_ + run_dir_ + " --algorithm pagerank --graph " + instance("graphs/empty.edges"),
+                        {instance("graphs/empty.edges") + " has no vertices, so there is nothing to compute"});
+}
+
+// A secret_file others can read is the cluster file's problem, not the nodes': status says so
+// once, with the chmod that fixes it, and exits 2 as multiply does.
+TEST_F(CliHostileInput, StatusRefusesASecretFileOthersCanReadAsMultiplyDoes) {
+  const std::string secret = dir_.file("cluster.secret");
+  testing::write_file(secret, "s3cret\n");
+  ASSERT_EQ(::chmod(secret.c_str(), 0644), 0);
+  testing::write_file(config_, "cluster: hostile\nsecret_file: cluster.secret\nnodes:\n  - name: a\n    host: 127.0.0.1\n"
+                               "    port: " + std::to_string(testing::free_loopback_port()) + "\n");
+  const testing::CommandResult multiply = stderr_of("multiply " + config_ + " --n 8" + run_dir_);
+  const testing::CommandResult status = stderr_of("status " + config_ + run_dir_);
+  EXPECT_EQ(multiply.exit_code, 2) << multiply.output;
+  EXPECT_EQ(status.exit_code, 2) << status.output;
+  EXPECT_NE(status.output.find("chmod 600 " + secret), std::string::npos) << status.output;
+  EXPECT_EQ(status.output.find("UNREACHABLE"), std::string::npos) << status.output;
+  EXPECT_EQ(status.output, multiply.output);
 }
 
 // Progress lines: node b is the test twin that holds every CREDIT back 200 ms, so the run lasts

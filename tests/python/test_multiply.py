@@ -109,6 +109,17 @@ def test_arrays_that_cannot_be_real_matrices_are_refused(cluster):
         cluster.multiply(nan, b)
 
 
+def test_a_product_that_overflows_fails_verification_in_every_mode(cluster):
+    # Issue 40: finite inputs whose product overflows are not verified by either check.
+    a = np.full((20, 10), 1.7e308)
+    b = np.ones((10, 6))
+    for verify in ("freivalds", "exact"):
+        with pytest.raises(tessera.VerificationError, match=r"the product overflowed.*C\[0\]\[0\] is \+inf") as caught:
+            cluster.multiply(a, b, verify=verify, policy="even")
+        assert caught.value.report.verified is False
+        assert np.isinf(caught.value.result).all()
+
+
 def test_out_receives_the_product_in_place(cluster):
     a = integer_matrix(50, 40, 8)
     b = integer_matrix(40, 30, 9)

@@ -229,6 +229,29 @@ TEST(TileStore, FreedBuffersAreReusedForTheSameSizeAlsoAfterClear) {
   EXPECT_LE(store.idle_bytes(), 1024u * 1024u);
 }
 
+// A GEMM probe's matrices (issue 40): kept for reuse, they stayed resident after the session.
+TEST(TileStore, ScratchReturnedToTheSystemIsNeverKeptIdle) {
+  TileStore store(4 * 1024 * 1024);  // up to 1 MiB may stay idle
+  auto kept = store.allocate_scratch(128, 128);  // 128 KiB, kept for reuse by default
+  auto returned = store.allocate_scratch(128, 128, /*zero_fill=*/true, AfterUse::kReturnToSystem);
+  ASSERT_TRUE(kept.is_ok());
+  ASSERT_TRUE(returned.is_ok());
+  EXPECT_EQ(store.bytes_in_use(), 2u * 128u * 128u * 8u);
+  returned->reset();
+  EXPECT_EQ(store.bytes_in_use(), 128u * 128u * 8u);
+  EXPECT_EQ(store.idle_bytes(), 0u);
+  kept->reset();
+  EXPECT_EQ(store.bytes_in_use(), 0u);
+  EXPECT_EQ(store.idle_bytes(), 128u * 128u * 8u);
+  // It may take an idle buffer of its size; that one then goes back to the system too.
+  auto reusing = store.allocate_scratch(128, 128, /*zero_fill=*/false, AfterUse::kReturnToSystem);
+  ASSERT_TRUE(reusing.is_ok());
+  EXPECT_EQ(store.idle_bytes(), 0u);
+  reusing->reset();
+  EXPECT_EQ(store.idle_bytes(), 0u);
+  EXPECT_EQ(store.bytes_in_use(), 0u);
+}
+
 TEST(TileStore, IdleBuffersGiveWayWhenTheCapWouldOtherwiseRefuse) {
   TileStore store(1024 * 1024);  // 256 KiB may stay idle
   ASSERT_TRUE(store.reserve(1, 128, 256, false).is_ok());  // 256 KiB

@@ -13,6 +13,7 @@
 
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/worker/compute_pool.hpp"
+#include "tessera/worker/gemm_service.hpp"
 #include "worker_test_client.hpp"
 
 namespace tessera::worker {
@@ -889,6 +890,43 @@ TEST_F(WorkerServerTest, GemmProbeReportsSpeed) {
   probe.size = 64;  // scratch beyond the cap
   ASSERT_TRUE(session->write_message(probe).is_ok());
   EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory));
+}
+
+// Issue 40: a probe no core could finish a repetition of within kProbeRepetitionSeconds is
+// refused before its matrices are allocated (this worker's 64 KiB cap would otherwise answer out
+// of memory), naming the size and the bound for its thread count.
+TEST_F(WorkerServerTest, AGemmProbeBeyondTheThreadsBoundIsRefusedBeforeAllocating) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  Watchdog watchdog(*session, 30s);
+  tp::Probe probe;
+  probe.kind = tp::ProbeKind::kGemm;
+  probe.size = 8192;  // within Limits::max_probe_size
+  probe.min_seconds = 0.05;
+  ASSERT_TRUE(session->write_message(probe).is_ok());
+  std::string message;
+  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadFrame, &message));
+  EXPECT_NE(message.find("GEMM probe of size 8192 refused"), std::string::npos) << message;
+  EXPECT_NE(message.find("on 2 compute threads"), std::string::npos) << message;
+  EXPECT_NE(message.find("up to size 7937"), std::string::npos) << message;
+  EXPECT_TRUE(read_closed(*session));
+}
+
+TEST(GemmProbeBound, GrowsWithTheThreadsUpToTheProtocolLimit) {
+  EXPECT_EQ(gemm_probe_size_bound(1, 8192), 6299u);
+  EXPECT_EQ(gemm_probe_size_bound(0, 8192), 6299u);  // 0 threads counts as one
+  EXPECT_EQ(gemm_probe_size_bound(2, 8192), 7937u);
+  EXPECT_EQ(gemm_probe_size_bound(3, 8192), 8192u);
+  EXPECT_EQ(gemm_probe_size_bound(64, 8192), 8192u);
+  EXPECT_EQ(gemm_probe_size_bound(1, 1024), 1024u);
+  for (uint32_t threads : {1u, 2u, 3u, 7u, 16u}) {
+    const double bound = gemm_probe_size_bound(threads, 1u << 20);
+    const double most = threads * kProbeFastestThreadFlops * kProbeRepetitionSeconds;
+    EXPECT_LE(2.0 * bound * bound * bound, most) << threads;
+    EXPECT_GT(2.0 * (bound + 1) * (bound + 1) * (bound + 1), most) << threads;
+  }
+  // The coordinator's own probes (up to 2048) are never refused by it.
+  EXPECT_GE(gemm_probe_size_bound(1, 8192), 2048u);
 }
 
 TEST_F(WorkerServerTest, UnexpectedMessageIsBadFrame) {

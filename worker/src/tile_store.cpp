@@ -26,8 +26,8 @@ namespace detail {
 
 TileMemory::~TileMemory() { drop_idle(); }
 
-void TileMemory::give_back(void* data, std::size_t bytes) {
-  {
+void TileMemory::give_back(void* data, std::size_t bytes, bool keep) {
+  if (keep) {
     std::lock_guard lock(mutex);
     if (idle_bytes + bytes <= idle_cap) {
       idle.emplace(bytes, data);
@@ -69,10 +69,11 @@ void TileMemory::drop_idle() {
 
 }  // namespace detail
 
-Tile::Tile(uint32_t id, uint32_t rows, uint32_t cols, double* data, std::shared_ptr<detail::TileMemory> memory)
-    : id_(id), rows_(rows), cols_(cols), data_(data), memory_(std::move(memory)) {}
+Tile::Tile(uint32_t id, uint32_t rows, uint32_t cols, double* data, std::shared_ptr<detail::TileMemory> memory,
+           AfterUse after_use)
+    : id_(id), rows_(rows), cols_(cols), data_(data), after_use_(after_use), memory_(std::move(memory)) {}
 
-Tile::~Tile() { memory_->give_back(data_, bytes()); }
+Tile::~Tile() { memory_->give_back(data_, bytes(), after_use_ == AfterUse::kKeepForReuse); }
 
 TileStore::TileStore(uint64_t cap_bytes)
     : cap_bytes_(cap_bytes), memory_(std::make_shared<detail::TileMemory>(cap_bytes / 4)) {}
@@ -108,13 +109,14 @@ void TileStore::publish(const std::shared_ptr<Tile>& tile) {
   replaced = std::exchange(tiles_[tile->id()], tile);
 }
 
-Result<std::shared_ptr<Tile>> TileStore::allocate_scratch(uint32_t rows, uint32_t cols, bool zero_fill) {
+Result<std::shared_ptr<Tile>> TileStore::allocate_scratch(uint32_t rows, uint32_t cols, bool zero_fill,
+                                                         AfterUse after_use) {
   std::lock_guard lock(mutex_);
-  return allocate_locked(0, rows, cols, zero_fill, 0);
+  return allocate_locked(0, rows, cols, zero_fill, 0, after_use);
 }
 
-Result<std::shared_ptr<Tile>> TileStore::allocate_locked(uint32_t id, uint32_t rows, uint32_t cols,
-                                                         bool zero_fill, uint64_t bytes_freed_by_replace) {
+Result<std::shared_ptr<Tile>> TileStore::allocate_locked(uint32_t id, uint32_t rows, uint32_t cols, bool zero_fill,
+                                                         uint64_t bytes_freed_by_replace, AfterUse after_use) {
   if (rows == 0 || cols == 0) {
     return invalid_argument(describe(id, rows, cols) + " has a zero dimension");
   }
@@ -150,7 +152,7 @@ Result<std::shared_ptr<Tile>> TileStore::allocate_locked(uint32_t id, uint32_t r
   }
   if (zero_fill) std::memset(memory, 0, static_cast<std::size_t>(bytes));
   // make_shared cannot reach the private constructor; the tile is small next to its data anyway.
-  return std::shared_ptr<Tile>(new Tile(id, rows, cols, static_cast<double*>(memory), memory_));
+  return std::shared_ptr<Tile>(new Tile(id, rows, cols, static_cast<double*>(memory), memory_, after_use));
 }
 
 Result<MemoryCharge> TileStore::charge(uint64_t bytes, std::string_view what) {

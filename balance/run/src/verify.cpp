@@ -174,22 +174,74 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 // C x for every round, rows split among `threads` threads (C is read once; after the run the
-// coordinator's cores are free, and this pass is what the user waits for).
+// coordinator's cores are free, and this pass is what the user waits for). With `row_finite`
+// (m entries), also whether each row of C is all finite, found in the same pass.
 void c_products(linalg::MatrixView c, std::span<const std::vector<double>> x, std::span<std::vector<double>> cx,
-                int threads) {
+                int threads, std::vector<char>* row_finite) {
   const std::size_t parts = std::clamp<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), 1,
                                                     std::max<std::size_t>(c.rows / 256, 1));
   auto run_part = [&](std::size_t part) {
     const std::size_t begin = c.rows * part / parts, end = c.rows * (part + 1) / parts;
     std::vector<std::vector<double>> y(x.size(), std::vector<double>(end - begin)), unused;
+    std::vector<char> finite(row_finite != nullptr ? end - begin : 0);
     const linalg::MatrixView rows{c.data + begin * c.ld, end - begin, c.cols, c.ld};
-    fused_products(rows, x, {}, /*magnitude=*/false, y, unused, nullptr);
+    fused_products(rows, x, {}, /*magnitude=*/false, y, unused, row_finite != nullptr ? &finite : nullptr);
     for (std::size_t r = 0; r < x.size(); ++r) std::copy(y[r].begin(), y[r].end(), cx[r].begin() + begin);
+    if (row_finite != nullptr) std::copy(finite.begin(), finite.end(), row_finite->begin() + begin);
   };
   std::vector<std::thread> helpers;
   for (std::size_t part = 1; part < parts; ++part) helpers.emplace_back(run_part, part);
   run_part(0);
   for (std::thread& helper : helpers) helper.join();
+}
+
+// The first entry of C, in row-major order from `first_row` on, that is NaN or infinite although
+// row i of A and column j of B hold only finite values. Such an entry has a finite exact value,
+// so C holding it means the product (or one of its partial sums) overflowed the range of doubles,
+// or a node returned garbage: either way C is not the exact answer, and comparing it with a local
+// product proves nothing, since that overflows the same way (an all-inf C once passed the exact
+// check). Where row i of A or column j of B holds a NaN or an infinity (inputs accepted with
+// --allow-nonfinite), a non-finite entry is what the product gives, and the comparison decides.
+// Reads A and B once; called only once C is known to hold a non-finite entry.
+std::optional<NonFiniteEntry> first_unexplained_nonfinite(linalg::MatrixView a, linalg::MatrixView b,
+                                                          linalg::MatrixView c, std::size_t first_row) {
+  std::vector<char> a_row_finite(a.rows, 1), b_column_finite(b.cols, 1);
+  for (std::size_t i = 0; i < a.rows; ++i) {
+    const double* row = a.row(i);
+    for (std::size_t l = 0; l < a.cols; ++l) {
+      if (!std::isfinite(row[l])) {
+        a_row_finite[i] = 0;
+        break;
+      }
+    }
+  }
+  for (std::size_t l = 0; l < b.rows; ++l) {
+    const double* row = b.row(l);
+    for (std::size_t j = 0; j < b.cols; ++j) {
+      if (!std::isfinite(row[j])) b_column_finite[j] = 0;
+    }
+  }
+  for (std::size_t i = first_row; i < c.rows; ++i) {
+    if (!a_row_finite[i]) continue;
+    const double* row = c.row(i);
+    for (std::size_t j = 0; j < c.cols; ++j) {
+      if (b_column_finite[j] && !std::isfinite(row[j])) return NonFiniteEntry{i, j, row[j]};
+    }
+  }
+  return std::nullopt;
+}
+
+// The verdict on a C that holds `entry` (from first_unexplained_nonfinite).
+Verification overflowed(VerifyMode mode, const NonFiniteEntry& entry) {
+  Verification result;
+  result.mode = mode;
+  result.passed = false;
+  result.max_error_ratio = std::numeric_limits<double>::infinity();
+  result.detail = fmt::format("the product overflowed or is not finite: {} (0-based [row][column]), although row {} "
+                              "of A and column {} of B hold only finite values (a double reaches about 1.8e308); "
+                              "an overflowed product is not an exact answer",
+                              describe_nonfinite("C", entry), entry.row, entry.col);
+  return result;
 }
 
 }  // namespace
@@ -251,7 +303,22 @@ Verification ProductCheck::finish(linalg::MatrixView c, int threads) const {
     result.detail = "not verified";
     return result;
   }
+  // C's finiteness comes first, in both modes, so that they agree on an overflowed product: the
+  // exact check alone would pass an all-inf C whose local product overflows alike. Checked here
+  // in one pass over C before the local product; Freivalds finds the non-finite rows in its own
+  // pass over C below.
+  const auto refuse_overflow = [&](std::size_t first_row) -> std::optional<Verification> {
+    const std::optional<NonFiniteEntry> unexplained = first_unexplained_nonfinite(a, b, c, first_row);
+    if (!unexplained) return std::nullopt;
+    Verification refused = overflowed(mode_, *unexplained);
+    refused.overlapped_seconds = prepare_seconds_;
+    refused.seconds = seconds_since(start);
+    return refused;
+  };
   if (mode_ == VerifyMode::kExact || b_nonfinite_) {
+    if (const std::optional<NonFiniteEntry> first = first_nonfinite(c)) {
+      if (std::optional<Verification> refused = refuse_overflow(first->row)) return *refused;
+    }
     linalg::Matrix reference(m, n);
     linalg::gemm(m, n, k, 1.0, a.data, a.ld, b.data, b.ld, 0.0, reference.values.data(), n);
     const linalg::Matrix abs_a = absolute(a), abs_b = absolute(b);
@@ -270,9 +337,16 @@ Verification ProductCheck::finish(linalg::MatrixView c, int threads) const {
     // The bound covers both the rounding in C (length k) and in Cx / A(Bx) (length n, k).
     const double factor = kBoundSafety * static_cast<double>(k + n + 2) * kUnitRoundoff;
     std::vector<std::vector<double>> cx(x_.size(), std::vector<double>(m));
+    std::vector<char> c_row_finite(m, 1);
     for (std::size_t first = 0; first < x_.size(); first += kFusedRounds) {  // C read once per kFusedRounds
       const std::size_t count = std::min(kFusedRounds, x_.size() - first);
-      c_products(c, std::span(x_).subspan(first, count), std::span(cx).subspan(first, count), threads);
+      c_products(c, std::span(x_).subspan(first, count), std::span(cx).subspan(first, count), threads,
+                 first == 0 ? &c_row_finite : nullptr);
+    }
+    const auto nonfinite_row = std::find(c_row_finite.begin(), c_row_finite.end(), 0);
+    if (nonfinite_row != c_row_finite.end()) {
+      const auto first_row = static_cast<std::size_t>(nonfinite_row - c_row_finite.begin());
+      if (std::optional<Verification> refused = refuse_overflow(first_row)) return *refused;
     }
     for (std::size_t r = 0; r < x_.size(); ++r) {
       for (std::size_t i = 0; i < m; ++i) {

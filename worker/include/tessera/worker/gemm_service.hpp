@@ -12,14 +12,36 @@
 // straight from tile memory. RELEASE drops tiles.
 // PROBE measures GEMM speed on the pool, or echoes bytes back (link latency). STATS_REQUEST
 // returns the session's figures so far (see transport::Stats).
+// A GEMM probe is bounded by what the worker can do: one repetition (2 size^3 flops) must fit in
+// kProbeRepetitionSeconds, checked before anything is allocated at a rate no core reaches
+// (gemm_probe_size_bound) and again after the warm-up at the rate the worker measured; either
+// refusal is ERROR(BAD_FRAME) naming the size and the bound. The product runs in blocks of about
+// 20 ms, and between blocks the probe looks for its coordinator having gone (or the worker
+// stopping), so it stops within ~50 ms plus a block and frees its matrices, which are returned
+// to the system rather than kept for reuse.
 // The service keeps no state of its own: everything lives in the session's SessionContext, and
 // its handlers follow the threading rules of service.hpp.
 #pragma once
+
+#include <cstdint>
 
 #include "tessera/worker/service.hpp"
 
 namespace tessera::worker {
 
 Service gemm_service();
+
+// The longest one GEMM probe repetition may take. The coordinator's probes (sizes 128 to 2048,
+// the reference 1024) take well under a second on any node it profiles; a probe must never hold
+// the session for tens of seconds (an 8192 on one thread took over 20 s).
+inline constexpr double kProbeRepetitionSeconds = 5.0;
+// DGEMM flops per second no single core reaches (an AVX-512 Xeon core measured 72-81 GFLOP/s
+// with OpenBLAS), so the size bound refuses only probes no worker of that thread count could do.
+inline constexpr double kProbeFastestThreadFlops = 100e9;
+
+// The largest GEMM probe size a worker with `threads` compute threads takes: the largest n with
+// 2 n^3 <= threads * kProbeFastestThreadFlops * kProbeRepetitionSeconds, at most `protocol_max`
+// (transport::Limits::max_probe_size). 6299 for one thread, 7937 for two.
+uint32_t gemm_probe_size_bound(uint32_t threads, uint32_t protocol_max);
 
 }  // namespace tessera::worker

@@ -11,7 +11,8 @@
 // of the same size needs the same tiles again, and fresh memory from the system costs a page
 // fault and a kernel zero-fill per 4 KiB, measured as a large part of the worker's communication
 // CPU. Idle buffers do not count against the cap; they are dropped first when an allocation would
-// not fit otherwise, and by drop_idle_buffers().
+// not fit otherwise, and by drop_idle_buffers(). Scratch that is not worth keeping (a GEMM probe's
+// matrices, which no run reuses) is allocated with AfterUse::kReturnToSystem and freed at once.
 #pragma once
 
 #include <atomic>
@@ -42,7 +43,8 @@ struct TileMemory {
   std::mutex mutex;
   std::multimap<std::size_t, void*> idle;  // bytes -> buffer
   uint64_t idle_bytes = 0;
-  void give_back(void* data, std::size_t bytes);
+  // Un-charges `bytes` and keeps the buffer for reuse (within idle_cap) if `keep`, else frees it.
+  void give_back(void* data, std::size_t bytes, bool keep);
   // Raises `charged` by `bytes` if the result stays within `limit`; false, nothing changed,
   // otherwise. Atomic against every other charge and release.
   bool try_charge(uint64_t bytes, uint64_t limit);
@@ -50,6 +52,12 @@ struct TileMemory {
   void drop_idle();
 };
 }  // namespace detail
+
+// What happens to a tile's memory once its last reference is gone.
+enum class AfterUse {
+  kKeepForReuse,    // kept as an idle buffer for the next tile of that size (within a quarter of the cap)
+  kReturnToSystem,  // freed at once: one-off scratch that would only sit in resident memory
+};
 
 class Tile {
  public:
@@ -74,12 +82,14 @@ class Tile {
 
  private:
   friend class TileStore;
-  Tile(uint32_t id, uint32_t rows, uint32_t cols, double* data, std::shared_ptr<detail::TileMemory> memory);
+  Tile(uint32_t id, uint32_t rows, uint32_t cols, double* data, std::shared_ptr<detail::TileMemory> memory,
+       AfterUse after_use);
 
   uint32_t id_;
   uint32_t rows_;
   uint32_t cols_;
   double* data_;
+  AfterUse after_use_;
   double compute_seconds_ = 0.0;
   // Shared with the store so a tile outliving the store (held by a job) still un-charges safely.
   std::shared_ptr<detail::TileMemory> memory_;
@@ -139,7 +149,9 @@ class TileStore {
 
   // A tile charged to the cap but not in the map (probe matrices, echo bytes). Zero-filled iff
   // `zero_fill`; otherwise the caller writes it before reading it (an echo is read into it).
-  Result<std::shared_ptr<Tile>> allocate_scratch(uint32_t rows, uint32_t cols, bool zero_fill = true);
+  // `after_use`: whether its memory is kept for reuse once freed (see AfterUse).
+  Result<std::shared_ptr<Tile>> allocate_scratch(uint32_t rows, uint32_t cols, bool zero_fill = true,
+                                                 AfterUse after_use = AfterUse::kKeepForReuse);
 
   // `bytes` charged to the cap without allocating anything, for memory the caller is about to
   // allocate in its own form (see MemoryCharge). Failure: kResourceExhausted naming `what` when
@@ -168,8 +180,9 @@ class TileStore {
   std::size_t tile_count() const;
 
  private:
-  Result<std::shared_ptr<Tile>> allocate_locked(uint32_t id, uint32_t rows, uint32_t cols,
-                                                bool zero_fill, uint64_t bytes_freed_by_replace);
+  Result<std::shared_ptr<Tile>> allocate_locked(uint32_t id, uint32_t rows, uint32_t cols, bool zero_fill,
+                                                uint64_t bytes_freed_by_replace,
+                                                AfterUse after_use = AfterUse::kKeepForReuse);
 
   const uint64_t cap_bytes_;
   std::shared_ptr<detail::TileMemory> memory_;

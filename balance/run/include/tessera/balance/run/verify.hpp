@@ -15,6 +15,11 @@
 // infinite). Freivalds cannot see through them (one NaN in B makes every A(Bx) NaN), so it checks
 // the rows of A that are finite as usual and compares the other rows exactly; a non-finite entry
 // in B reaches every row of C, so then every entry is compared exactly (the cost of kExact).
+// Both modes first look for a NaN or an infinity in C that the inputs cannot explain: one at
+// [i][j] although row i of A and column j of B are finite (with finite inputs, any non-finite
+// entry). The exact value there is finite, so the product overflowed (or a node sent garbage) and
+// the check fails naming the first such entry, in either mode alike: comparing with a local
+// product would not catch it, since that overflows the same way.
 // The check comes in two halves so a multiply can overlap most of it with the run: ProductCheck
 // reads A and B (everything Freivalds needs except C) while the cluster computes, and finish()
 // then reads C alone once it is complete. verify_product does both in a row.
@@ -77,6 +82,8 @@ class ProductCheck {
   static ProductCheck prepare(linalg::MatrixView a, linalg::MatrixView b, VerifyMode mode, uint64_t seed,
                               int freivalds_rounds = 2);
   // REQUIRES: c is m x n and complete. The Freivalds pass over C uses up to `threads` threads.
+  // An unexplained NaN or infinity in C (above) fails with "the product overflowed or is not
+  // finite: C[i][j] is +inf ...", naming the first one in row-major order.
   Verification finish(linalg::MatrixView c, int threads = 1) const;
 
  private:
