@@ -199,7 +199,7 @@ TEST(ProtocolPayload, MessageTypesAndNames) {
   EXPECT_FALSE(is_graph_message(kLastTransportMessageType));
   EXPECT_FALSE(is_graph_message(kFirstForwardMessageType));
   const char* forward_names[] = {"FORWARD_SETUP", "FORWARD_READY", "STORED", "SEND_TILE", "SENT"};
-  ASSERT_EQ(std::size(forward_names), std::size_t{kLastMessageType} - kFirstForwardMessageType + 1);
+  ASSERT_EQ(std::size(forward_names), std::size_t{kLastMessageType} - kFirstForwardMessageType);
   for (std::size_t i = 0; i < std::size(forward_names); ++i) {
     const auto type = static_cast<uint16_t>(kFirstForwardMessageType + i);
     EXPECT_EQ(message_type_name(type), forward_names[i]);
@@ -208,6 +208,11 @@ TEST(ProtocolPayload, MessageTypesAndNames) {
     const bool tile_send = type >= static_cast<uint16_t>(MessageType::kSendTile);
     EXPECT_EQ(capability_of_message(type), tile_send ? kCapabilityTileSend : kCapabilityForward);
   }
+  // HELD, the handshake's, came last: no service's.
+  EXPECT_EQ(message_type_name(kLastMessageType), "HELD");
+  EXPECT_FALSE(is_forward_message(kLastMessageType));
+  EXPECT_FALSE(is_graph_message(kLastMessageType));
+  EXPECT_EQ(capability_of_message(kLastMessageType), 0u);
   EXPECT_FALSE(is_forward_message(kLastMessageType + 1));
   EXPECT_FALSE(is_graph_message(kLastMessageType + 1));
   EXPECT_EQ(capability_of_message(static_cast<uint16_t>(MessageType::kStore)), kCapabilityGemm);
@@ -341,10 +346,28 @@ TEST(ProtocolPayload, UnknownTypeIsRejected) {
 }
 
 TEST(ProtocolPayload, ForwardingPayloadsAreLeftToTheirCodec) {
-  for (uint16_t type = kFirstForwardMessageType; type <= kLastMessageType; ++type) {
+  for (uint16_t type = kFirstForwardMessageType; type <= static_cast<uint16_t>(MessageType::kSent); ++type) {
     EXPECT_TRUE(fails_with(decode_payload(type, {}, Limits{}).status(), StatusCode::kProtocolError,
                            message_type_name(type) + ": forwarding payloads are decoded by forward_codec.hpp"));
   }
+}
+
+// HELD has a layout of its own, read by the client's handshake alone.
+TEST(ProtocolPayload, HeldRoundTripsWithItsLayoutAndNothingElse) {
+  const std::vector<std::byte> bytes = encode_held(Held{3200, 7});
+  ASSERT_EQ(bytes.size(), kHeldPayloadBytes);
+  EXPECT_EQ(bytes[0], std::byte{0x80});  // 3200 = 0x0C80, little-endian
+  EXPECT_EQ(bytes[1], std::byte{0x0C});
+  EXPECT_EQ(bytes[4], std::byte{7});
+  Result<Held> decoded = decode_held(bytes);
+  ASSERT_TRUE(decoded) << decoded.status().to_string();
+  EXPECT_EQ(*decoded, (Held{3200, 7}));
+  std::vector<std::byte> longer = bytes;
+  longer.push_back(std::byte{0});
+  EXPECT_FALSE(decode_held(longer));
+  EXPECT_FALSE(decode_held(std::span(bytes).first(7)));
+  EXPECT_TRUE(fails_with(decode_payload(static_cast<uint16_t>(MessageType::kHeld), bytes, Limits{}).status(),
+                         StatusCode::kProtocolError, "HELD: its payload is decoded by decode_held"));
 }
 
 TEST(ProtocolPayload, GraphPayloadsAreLeftToTheGraphCodec) {
@@ -687,11 +710,11 @@ TEST(ProtocolValidation, CreditFields) {
 }
 
 TEST(ProtocolValidation, ErrorCodesAndStrings) {
-  for (uint32_t code : {0u, 11u, 0xFFFFFFFFu}) {
+  for (uint32_t code : {0u, 12u, 0xFFFFFFFFu}) {
     std::vector<std::byte> payload = encode_payload(Error{ErrorCode::kBusy, "x"});
     put_le(payload, 0, code, 4);
     EXPECT_TRUE(fails_with(decode_status(MessageType::kError, payload), StatusCode::kProtocolError,
-                           "ERROR: code " + std::to_string(code) + " out of range 1..10"));
+                           "ERROR: code " + std::to_string(code) + " out of range 1..11"));
   }
   Limits small;
   small.max_string_bytes = 3;

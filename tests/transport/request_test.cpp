@@ -114,6 +114,7 @@ TEST(Request, EveryErrorCodeMapsToItsStatusCode) {
       {ErrorCode::kBusy, StatusCode::kBusy, "busy"},
       {ErrorCode::kCorrupt, StatusCode::kNetworkError, "a checksum mismatch"},
       {ErrorCode::kPeerFailed, StatusCode::kNetworkError, "a failed peer link"},
+      {ErrorCode::kThrottled, StatusCode::kBusy, "throttling after failed authentications"},
   };
   auto pair = make_loopback();
   ASSERT_TRUE(pair);

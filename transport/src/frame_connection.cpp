@@ -20,6 +20,7 @@
 #include "tessera/transport/auth.hpp"
 #include "tessera/transport/crc32c.hpp"
 #include "tessera/transport/request.hpp"
+#include "client_handshake.hpp"
 #include "tls_channel.hpp"
 
 namespace tessera::transport {
@@ -47,6 +48,7 @@ std::string error_code_name(ErrorCode code) {
     case ErrorCode::kInternal: return "INTERNAL";
     case ErrorCode::kCorrupt: return "CORRUPT";
     case ErrorCode::kPeerFailed: return "PEER_FAILED";
+    case ErrorCode::kThrottled: return "THROTTLED";
   }
   return "UNKNOWN(" + std::to_string(static_cast<uint32_t>(code)) + ")";
 }
@@ -89,9 +91,9 @@ Status remote_error(const Error& error, const std::string& who) {
 // allocate a large payload (a STORE, an echo PROBE) by sending it first. `refusal` answers a
 // frame of a type not in `expected`. A peer of another protocol version is refused with both
 // versions and `upgrade_hint`, in a frame its version can read.
-Result<IncomingFrame> read_handshake_frame(FrameConnection& connection, const std::string& who,
-                                           std::initializer_list<MessageType> expected, ErrorCode refusal,
-                                           std::string_view expectation, std::string_view upgrade_hint) {
+Result<FrameHeader> read_handshake_header(FrameConnection& connection, const std::string& who,
+                                          std::initializer_list<MessageType> expected, ErrorCode refusal,
+                                          std::string_view expectation, std::string_view upgrade_hint) {
   std::array<std::byte, kHeaderSize> header_bytes{};
   if (Status read = connection.read_exact(header_bytes); !read.is_ok()) {
     return read.with_context("handshake with " + who + ": ");
@@ -115,11 +117,56 @@ Result<IncomingFrame> read_handshake_frame(FrameConnection& connection, const st
     connection.write_error(refusal, what, header->request_id);
     return protocol_error("handshake with " + who + ": " + what);
   }
-  Result<IncomingFrame> frame = connection.read_payload(*header);
+  return header;
+}
+
+// The payload of a frame whose header read_handshake_header admitted.
+Result<IncomingFrame> read_handshake_payload(FrameConnection& connection, const std::string& who,
+                                             const FrameHeader& header) {
+  Result<IncomingFrame> frame = connection.read_payload(header);
   if (frame) return frame;
   const Status status = frame.status();
   if (status.code() == StatusCode::kProtocolError) connection.write_error(ErrorCode::kBadFrame, status.message());
   return status.with_context("handshake with " + who + ": ");
+}
+
+Result<IncomingFrame> read_handshake_frame(FrameConnection& connection, const std::string& who,
+                                           std::initializer_list<MessageType> expected, ErrorCode refusal,
+                                           std::string_view expectation, std::string_view upgrade_hint) {
+  Result<FrameHeader> header = read_handshake_header(connection, who, expected, refusal, expectation, upgrade_hint);
+  if (!header) return header.status();
+  return read_handshake_payload(connection, who, *header);
+}
+
+// How long a client waits for its verdict in all once the worker has said it holds the answer
+// (HELD), and how much past each HELD's estimate: the worker keeps a hold under 3.2 s and the line
+// of answers ahead of one under half a minute, and says so again while the answer waits.
+constexpr std::chrono::milliseconds kLongestHeldVerdict{60000};
+constexpr std::chrono::milliseconds kHeldVerdictMargin{2000};
+
+// The worker's answer to AUTH (AUTH_OK or ERROR), read past any HELD notices, each of which moves
+// the read deadline to its estimate (plus a margin), never past kLongestHeldVerdict from now.
+Result<IncomingFrame> read_verdict(FrameConnection& connection, const std::string& who, std::string_view upgrade_hint) {
+  const auto cap = std::chrono::steady_clock::now() + kLongestHeldVerdict;
+  for (;;) {
+    Result<FrameHeader> header =
+        read_handshake_header(connection, who, {MessageType::kAuthOk, MessageType::kError, MessageType::kHeld},
+                              ErrorCode::kBadFrame, "instead of AUTH_OK", upgrade_hint);
+    if (!header) return header.status();
+    if (header->type != static_cast<uint16_t>(MessageType::kHeld)) return read_handshake_payload(connection, who, *header);
+    // decode_header admitted only HELD's exact length.
+    std::array<std::byte, kHeldPayloadBytes> payload{};
+    if (Status read = connection.read_exact(payload); !read.is_ok()) return read.with_context("handshake with " + who + ": ");
+    Result<Held> held = decode_held(payload);
+    if (!held) {
+      connection.write_error(ErrorCode::kBadFrame, held.status().message());
+      return held.status().with_context("handshake with " + who + ": ");
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const auto until = std::min(cap, now + std::chrono::milliseconds(held->verdict_within_ms) + kHeldVerdictMargin);
+    connection.set_read_deadline(
+        std::max(std::chrono::duration_cast<std::chrono::milliseconds>(until - now), std::chrono::milliseconds(1)));
+  }
 }
 
 }  // namespace
@@ -504,6 +551,14 @@ std::string FrameConnection::peer_host() const { return peer_host_; }
 
 Result<Hello> client_handshake(FrameConnection& connection, std::string_view secret, std::chrono::milliseconds timeout,
                                SessionRole role, WireMode wire) {
+  bool throttled = false;
+  return client_handshake_noting_throttle(connection, secret, timeout, role, wire, throttled);
+}
+
+Result<Hello> client_handshake_noting_throttle(FrameConnection& connection, std::string_view secret,
+                                               std::chrono::milliseconds timeout, SessionRole role, WireMode wire,
+                                               bool& throttled) {
+  throttled = false;
   const std::string who = "worker " + connection.peer();
   if (secret.empty()) return invalid_argument("handshake with " + who + ": the shared secret is empty");
   // One bound for both reads: a worker that accepted but stopped (SIGSTOP: the kernel still
@@ -533,13 +588,18 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
   Status sent = connection.write_message(auth, 0, encrypt ? kFrameFlagStartTls : 0);
   if (!sent.is_ok()) return sent.with_context("handshake with " + who + ": ");
 
-  Result<IncomingFrame> answer = read_handshake_frame(connection, who, {MessageType::kAuthOk, MessageType::kError},
-                                                      ErrorCode::kBadFrame, "instead of AUTH_OK", worker_upgrade);
+  Result<IncomingFrame> answer = read_verdict(connection, who, worker_upgrade);
   if (!answer) return answer.status();
   if (const auto* error = std::get_if<Error>(&answer->message)) {
     if (error->code == ErrorCode::kAuthFailed) {
       return auth_failed(who + ": worker rejected the secret (" + error->message +
                          "); check that both sides use the same secret file");
+    }
+    if (error->code == ErrorCode::kThrottled) {
+      // Not this side's secret: the worker did not look at it.
+      throttled = true;
+      return Status(StatusCode::kBusy, who + " is throttling connections from this address after failed "
+                                           "authentications from it: " + error->message);
     }
     // The secret was right; the worker wants encryption the cluster file did not ask for.
     if (error->code == ErrorCode::kAuthRequired && !encrypt) return invalid_config(who + ": " + error->message);
@@ -588,9 +648,13 @@ Result<SessionRole> answer_hello(FrameConnection& connection, const Hello& hello
   // does not tell a peer which label came close.
   const bool coordinator = mac_equal(auth->mac, coordinator_mac(secret, hello.challenge, auth->challenge));
   const bool peer = accept_peers && mac_equal(auth->mac, peer_mac(secret, hello.challenge, auth->challenge));
+  if (hooks.on_answer) {
+    if (Status held = hooks.on_answer(coordinator || peer); !held.is_ok()) {
+      return held.with_context("handshake with " + who + ": ");
+    }
+  }
   if (!coordinator && !peer) {
     const std::string whose = accept_peers ? "MAC (as coordinator or as peer worker)" : "coordinator's MAC";
-    if (hooks.on_wrong_mac) hooks.on_wrong_mac();
     connection.write_error(ErrorCode::kAuthFailed, whose + " does not match the worker's secret");
     return auth_failed(who + ": " + whose + " does not match the secret; check that both sides use the same "
                              "secret file");
@@ -601,10 +665,6 @@ Result<SessionRole> answer_hello(FrameConnection& connection, const Hello& hello
                             "encrypted in the cluster file";
     connection.write_error(ErrorCode::kAuthRequired, why);
     return protocol_error("handshake with " + who + ": refused a plain link: " + why);
-  }
-  if (hooks.admit && !hooks.admit()) {
-    return network_error("handshake with " + who + ": its connection was closed before it was admitted (too many "
-                         "connections were handshaking)");
   }
   AuthOk ok;
   ok.mac = worker_mac(secret, auth->challenge, hello.challenge);
@@ -625,6 +685,14 @@ Result<SessionRole> server_handshake_any_role(FrameConnection& connection, const
                                               std::string_view secret, WireMode minimum,
                                               const ServerHandshakeHooks& hooks) {
   return answer_hello(connection, hello, secret, /*accept_peers=*/true, minimum, hooks);
+}
+
+Status write_held(FrameConnection& connection, const Held& held) {
+  const std::vector<std::byte> payload = encode_held(held);
+  FrameHeader header;
+  header.type = static_cast<uint16_t>(MessageType::kHeld);
+  const std::array<asio::const_buffer, 1> parts{asio::buffer(payload)};
+  return connection.write_frame(header, parts);
 }
 
 }  // namespace tessera::transport

@@ -389,9 +389,9 @@ Result<Message> decode_error(std::span<const std::byte> payload, const Limits& l
   if (!(r.u32("code", code) && r.string("message", limits.max_string_bytes, m.message) && r.finish())) {
     return r.status();
   }
-  if (code < static_cast<uint32_t>(ErrorCode::kBadFrame) || code > static_cast<uint32_t>(ErrorCode::kPeerFailed)) {
+  if (code < static_cast<uint32_t>(ErrorCode::kBadFrame) || code > static_cast<uint32_t>(ErrorCode::kThrottled)) {
     return out_of_range("ERROR", "code", code, static_cast<uint32_t>(ErrorCode::kBadFrame),
-                        static_cast<uint32_t>(ErrorCode::kPeerFailed));
+                        static_cast<uint32_t>(ErrorCode::kThrottled));
   }
   m.code = static_cast<ErrorCode>(code);
   return Message(std::move(m));
@@ -569,6 +569,7 @@ PayloadBounds payload_bounds(MessageType type, const Limits& limits) {
     case MessageType::kStored: return {kStoredPayloadBytes, kStoredPayloadBytes};
     case MessageType::kSendTile: return {kSendTileFixedBytes, kSendTileFixedBytes + max_string};
     case MessageType::kSent: return {kSentFixedBytes, kSentFixedBytes + max_string};
+    case MessageType::kHeld: return {kHeldPayloadBytes, kHeldPayloadBytes};
   }
   return {0, 0};
 }
@@ -660,6 +661,7 @@ std::string message_type_name(uint16_t type) {
     case 31: return "STORED";
     case 32: return "SEND_TILE";
     case 33: return "SENT";
+    case 34: return "HELD";
     default: return "UNKNOWN(" + std::to_string(type) + ")";
   }
 }
@@ -814,8 +816,28 @@ Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload
       if (is_forward_message(type)) {
         return protocol_error(message_type_name(type) + ": forwarding payloads are decoded by forward_codec.hpp");
       }
+      if (type == static_cast<uint16_t>(MessageType::kHeld)) {
+        return protocol_error("HELD: its payload is decoded by decode_held, during the handshake only");
+      }
       return protocol_error("message type " + std::to_string(type) + " unknown (valid 1.." + std::to_string(kMaxType) + ")");
   }
+}
+
+std::vector<std::byte> encode_held(const Held& held) {
+  PayloadWriter w(kHeldPayloadBytes);
+  w.u32(held.verdict_within_ms);
+  w.u32(held.answers_ahead);
+  return w.take();
+}
+
+Result<Held> decode_held(std::span<const std::byte> payload) {
+  Held held;
+  PayloadReader r("HELD", payload);
+  if (!(r.u32("verdict_within_ms", held.verdict_within_ms) && r.u32("answers_ahead", held.answers_ahead) &&
+        r.finish())) {
+    return r.status();
+  }
+  return held;
 }
 
 Result<TilePrefix> decode_store_prefix(std::span<const std::byte, kTilePrefixSize> prefix, uint64_t payload_length,

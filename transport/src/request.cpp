@@ -22,6 +22,7 @@ std::string error_code_phrase(ErrorCode code) {
     case ErrorCode::kInternal: return "an internal error";
     case ErrorCode::kCorrupt: return "a checksum mismatch";
     case ErrorCode::kPeerFailed: return "a failed peer link";
+    case ErrorCode::kThrottled: return "throttling after failed authentications";
   }
   return "error code " + std::to_string(static_cast<uint32_t>(code));
 }
@@ -66,6 +67,8 @@ StatusCode status_code_of(ErrorCode code) {
     case ErrorCode::kCorrupt: return StatusCode::kNetworkError;
     // A link between two workers failed; which worker is to blame the message says.
     case ErrorCode::kPeerFailed: return StatusCode::kNetworkError;
+    // Not a wrong secret: the address is slowed down for someone else's; a later try gets in.
+    case ErrorCode::kThrottled: return StatusCode::kBusy;
   }
   return StatusCode::kInternal;
 }

@@ -1,6 +1,6 @@
 #include "chain_forwarding.hpp"
 
-#include "peer_dial.hpp"
+#include "tessera/transport/dial.hpp"
 
 #include "tessera/transport/request.hpp"
 
@@ -89,7 +89,7 @@ Result<std::unique_ptr<tp::FrameConnection>> ChainForwarding::open_peer_link(con
     wire = wire_;
     token = token_;
   }
-  Result<PeerLink> link = dial_peer(PeerDial{host, port, secret, limits, wire, timeout});
+  Result<tp::DialedWorker> link = tp::dial_worker(tp::Dial{host, port, secret, tp::SessionRole::kPeer, wire, limits, timeout});
   if (!link) return link.status();
   if ((link->hello.capabilities & tp::kCapabilityForward) == 0) {
     return invalid_config("it does not take forwarded tiles (it offers " +

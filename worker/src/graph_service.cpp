@@ -25,7 +25,7 @@
 #include "tessera/graph/wire_codec.hpp"
 #include "tessera/transport/auth.hpp"
 #include "tessera/transport/frame_connection.hpp"
-#include "peer_dial.hpp"
+#include "tessera/transport/dial.hpp"
 #include "worker_log.hpp"
 #ifdef TESSERA_FAULT_HOOKS
 #include "tessera/worker/fault_hooks.hpp"
@@ -147,8 +147,8 @@ class PeerLinks final : public gr::Outbound {
       const std::string who = fmt::format("run {}: part {} cannot open its peer link to part {} at {}", run_id_,
                                           from_part, to, endpoint_text(peer));
       // Peer links are as private as the coordinator's link that set up the run.
-      Result<PeerLink> link =
-          dial_peer(PeerDial{peer.host, peer.port, context.secret(), context.limits(), context.wire(), timeout});
+      Result<tp::DialedWorker> link = tp::dial_worker(
+          tp::Dial{peer.host, peer.port, context.secret(), tp::SessionRole::kPeer, context.wire(), context.limits(), timeout});
       if (!link) return Status(link.status().code(), fmt::format("{}: {}", who, link.status().message()));
       if ((link->hello.capabilities & tp::kCapabilityGraph) == 0) {
         return invalid_config(fmt::format("{}: that worker does not host the graph service (it offers {})", who,

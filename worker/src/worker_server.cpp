@@ -55,6 +55,11 @@ constexpr auto kClaimWait = std::chrono::seconds(10);
 // How often a waiting session looks whether another coordinator asked it to yield: the newcomer
 // waits about this long for the worker, and an idle session wakes this often.
 constexpr auto kYieldPoll = std::chrono::milliseconds(100);
+// How long an answer may wait in line for a held place (AuthThrottle) before it is refused: the
+// line is bounded so that it moves through in under half a minute, so this is only reached when
+// places free more slowly than they should. How often it looks whether its turn has come.
+constexpr auto kLongestWaitInLine = std::chrono::seconds(45);
+constexpr auto kLinePoll = std::chrono::milliseconds(20);
 // An authenticated peer that stops sending half-way through a frame for this long is gone. 60 s:
 // the previous default idle bound, long enough for a stalled Wi-Fi link to recover.
 constexpr auto kFrameStallTimeout = std::chrono::milliseconds(60000);
@@ -173,6 +178,9 @@ class SessionSlot {
   // The session had a frame, or work of it progressed: its idle clock restarts. Called for every
   // frame, so it takes no lock.
   void touch() { last_activity_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+  // The session is handling a frame (a GEMM probe can take seconds in its handler): it is not idle
+  // meanwhile, whatever its clock says. Called around every handler, so it takes no lock.
+  void set_in_frame(bool in_frame) { in_frame_.store(in_frame, std::memory_order_relaxed); }
 
   // True once another coordinator has asked this session to yield (see claim()).
   bool yield_requested() const { return yield_requested_.load(std::memory_order_relaxed); }
@@ -227,6 +235,7 @@ class SessionSlot {
 
  private:
   Clock::duration idle_locked() const {
+    if (in_frame_.load(std::memory_order_relaxed)) return Clock::duration::zero();
     const Clock::duration since = Clock::now().time_since_epoch() -
                                   Clock::duration(last_activity_ns_.load(std::memory_order_relaxed));
     return std::max(since, Clock::duration::zero());
@@ -239,6 +248,7 @@ class SessionSlot {
   bool stopping_ = false;
   std::atomic<bool> yield_requested_{false};
   std::atomic<Clock::rep> last_activity_ns_{0};
+  std::atomic<bool> in_frame_{false};
   std::string peer_;
 };
 
@@ -271,7 +281,7 @@ struct ServerCore {
   ComputePool pool_;
   SessionSlot slot_;
   LogLimiter unauthenticated_log_;  // lines about connections that have not authenticated
-  AuthThrottle auth_throttle_;      // per-address delays after failed authentications
+  AuthThrottle auth_throttle_;      // per-address holds of answers after failed authentications
   std::atomic<bool> stopping_{false};
 };
 
@@ -294,7 +304,9 @@ struct WorkerServer::Impl : ServerCore {
   // `finished`, which the connection's own thread sets last.
   struct ConnectionState {
     std::atomic<bool> finished{false};
-    bool authenticated = false;  // past its MAC check (the handshake's admit): never evicted
+    // Its answer to the challenge has arrived: it no longer takes a handshake slot and is never
+    // evicted (it may be held by the auth throttle, which newer connections must not cut short).
+    bool answered = false;
     bool evicted = false;        // shut down to make room for a newer connection
   };
 
@@ -306,10 +318,12 @@ struct WorkerServer::Impl : ServerCore {
   void evict_for(const std::string& source);
   void serve_connection(const std::shared_ptr<tp::FrameConnection>& connection,
                         const std::shared_ptr<ConnectionState>& state);
-  // Waits, on the connection's thread, for the turn the auth throttle gives `source`: false (the
-  // connection refused with ERROR, or stopped or evicted meanwhile) when it must not handshake.
-  bool wait_for_turn(const std::shared_ptr<tp::FrameConnection>& connection,
-                     const std::shared_ptr<ConnectionState>& state, const std::string& source);
+  // The handshake's on_answer for a connection from `source`: takes it out of the handshake slots
+  // (failing if it was evicted before its answer came), holds the answer for as long as the auth
+  // throttle says (on the connection's own thread), then counts the verdict. A refusal (too many
+  // answers from `source` held already, or the worker stopping) is written as ERROR here.
+  Status answer_arrived(tp::FrameConnection& connection, ConnectionState& state, const std::string& source,
+                        bool mac_right);
   // Joins connection threads that have finished (all of them when `all`), which closes their
   // sockets: a peer that hung up must not leave its socket in CLOSE-WAIT.
   void join_connections(bool all);
@@ -347,8 +361,8 @@ class Session {
 
   // Sends HELLO (with the services' capabilities) and checks the AUTH of a coordinator, or of a
   // peer worker when a service takes peer links; false (logged) if it fails or times out.
-  // `admit` is asked once the MAC is right, before AUTH_OK: false (evicted meanwhile) fails it.
-  bool handshake(const std::function<bool()>& admit);
+  // `on_answer` is the handshake hook between the MAC check and the verdict (ServerHandshakeHooks).
+  bool handshake(const std::function<Status(bool mac_right)>& on_answer);
   // Why handshake() failed.
   const Status& last_failure() const { return last_failure_; }
   // Who authenticated. REQUIRES: handshake() succeeded.
@@ -400,7 +414,7 @@ void Session::serve() {
                        totals.compute_cpu_seconds, io_share));
 }
 
-bool Session::handshake(const std::function<bool()>& admit) {
+bool Session::handshake(const std::function<Status(bool mac_right)>& on_answer) {
   tp::Hello hello;
   hello.worker_version = worker_version();
   hello.arch = server_.facts_.arch;
@@ -417,12 +431,8 @@ bool Session::handshake(const std::function<bool()>& admit) {
   // must not keep its slot either.
   connection_->set_read_deadline(server_.options_.handshake_timeout);
   // Only a worker hosting a service with peer handlers accepts the peer label at all.
-  // Counted before the ERROR goes out, so the peer's next attempt already finds it counted.
   tp::ServerHandshakeHooks hooks;
-  hooks.on_wrong_mac = [this] {
-    server_.auth_throttle_.record_failure(connection_->peer_host(), std::chrono::steady_clock::now());
-  };
-  hooks.admit = admit;
+  hooks.on_answer = on_answer;
   Result<tp::SessionRole> role = tp::SessionRole::kCoordinator;
   if (server_.services_.takes_peers()) {
     role = tp::server_handshake_any_role(*connection_, hello, server_.options_.secret, server_.options_.wire, hooks);
@@ -475,10 +485,12 @@ SessionStep Session::serve_frame() {
   auto header = connection_->read_header();
   if (!header.is_ok()) return context_.read_failed(header.status(), 0);
   const MessageHandler* handler = server_.services_.find(header->type);
+  // A long frame (a big STORE on a slow link, a probe) is activity until its handler returns.
+  server_.slot_.set_in_frame(true);
   const SessionStep step = handler == nullptr        ? handle_unrouted(*header)
                            : handler->on_stream ? handler->on_stream(context_, *header)
                                                 : deliver_decoded(*handler, *header);
-  // A long frame (a big STORE on a slow link) is activity until its last byte.
+  server_.slot_.set_in_frame(false);
   server_.slot_.touch();
   return step;
 }
@@ -691,7 +703,7 @@ void WorkerServer::Impl::on_accept_failed(const std::error_code& ec) {
 
 void WorkerServer::Impl::evict_for(const std::string& source) {
   const auto handshaking = [](const ConnectionThread& entry) {
-    return !entry.state->authenticated && !entry.state->evicted && !entry.state->finished;
+    return !entry.state->answered && !entry.state->evicted && !entry.state->finished;
   };
   std::size_t total = 0;
   std::size_t from_source = 0;
@@ -771,58 +783,90 @@ void WorkerServer::Impl::on_accept(tcp::socket socket) {
   if (stopping_) connection->shutdown();
 }
 
-bool WorkerServer::Impl::wait_for_turn(const std::shared_ptr<tp::FrameConnection>& connection,
-                                       const std::shared_ptr<ConnectionState>& state, const std::string& source) {
-  const AuthThrottle::Admission admission = auth_throttle_.admit(source, std::chrono::steady_clock::now());
-  if (admission.refused) {
-    const double retry_s = std::chrono::duration<double>(admission.retry_after).count();
-    const std::string refusal = fmt::format("too many failed authentications from {}; try again in {:.1f} s "
-                                            "(check that the coordinator has the worker's secret)",
-                                            source, retry_s);
-    unauthenticated_log_.log(source, "throttled", fmt::format("connection from {} refused: {}", connection->peer(), refusal));
-    // Sent before any HELLO: the peer never gets a challenge to answer, so this costs no guess.
-    connection->write_error(tp::ErrorCode::kAuthFailed, refusal);
-    connection->shutdown();
-    return false;
-  }
-  if (admission.wait <= std::chrono::steady_clock::duration::zero()) return true;
-  unauthenticated_log_.log(source, "throttled",
-                           fmt::format("connection from {} waits {} ms before its handshake: failed authentications "
-                                       "from {}",
-                                       connection->peer(),
-                                       std::chrono::duration_cast<std::chrono::milliseconds>(admission.wait).count(),
-                                       source));
-  // The deadline is the admission's wait (at most the throttle's max_delay); slices so that
-  // stop() and eviction end the wait early.
-  const auto deadline = std::chrono::steady_clock::now() + admission.wait;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (stopping_) return false;
-    {
-      std::lock_guard lock(connections_mutex_);
-      if (state->evicted) return false;
+Status WorkerServer::Impl::answer_arrived(tp::FrameConnection& connection, ConnectionState& state,
+                                          const std::string& source, bool mac_right) {
+  {
+    std::lock_guard lock(connections_mutex_);
+    if (state.evicted) {
+      return network_error("its connection was closed before its answer was read (too many connections were "
+                           "handshaking)");
     }
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(deadline - std::chrono::steady_clock::now(),
-                                                                              kYieldPoll));
+    state.answered = true;
   }
-  return true;
+  using Kind = AuthThrottle::Hold::Kind;
+  const auto milliseconds = [](std::chrono::steady_clock::duration span) {
+    return static_cast<uint32_t>(std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(span).count(),
+                                                      0, INT32_MAX));
+  };
+  const auto throttled = [&](std::string refusal) {
+    unauthenticated_log_.log(source, "throttled", fmt::format("connection from {} refused: {}", connection.peer(), refusal));
+    connection.write_error(tp::ErrorCode::kThrottled, refusal);
+    return Status(StatusCode::kBusy, std::move(refusal));
+  };
+  const AuthThrottle::Hold hold = auth_throttle_.hold(source, /*wrong=*/!mac_right, std::chrono::steady_clock::now());
+  if (hold.kind == Kind::kNow) return Status::ok();
+  // Its MAC was computed, but from here on nothing depends on it until the verdict goes out.
+  if (hold.kind == Kind::kRefused) {
+    return throttled(fmt::format("{} answers from {} are waiting after failed authentications from that address "
+                                 "(someone there is using a wrong secret); this connection's answer was not "
+                                 "checked; try again in {:.1f} s",
+                                 hold.queued, source, std::chrono::duration<double>(hold.retry_after).count()));
+  }
+  std::chrono::steady_clock::duration wait = hold.wait;
+  if (hold.kind == Kind::kQueued) {
+    // In line for a place: the client is told, and told again each second, when to expect its
+    // verdict, so that it waits instead of giving up; a client that leaves gives its turn back.
+    const auto given_up = std::chrono::steady_clock::now() + kLongestWaitInLine;
+    auto next_notice = std::chrono::steady_clock::now();
+    std::size_t ahead = hold.ahead;
+    for (;;) {
+      const auto now = std::chrono::steady_clock::now();
+      if (std::optional<std::chrono::steady_clock::duration> started = auth_throttle_.start(source, hold.ticket, now, &ahead)) {
+        wait = *started;
+        break;
+      }
+      if (stopping_ || connection.peer_closed() || now >= given_up) {
+        auth_throttle_.abandon(source, hold.ticket);
+        if (stopping_) return network_error("the worker is stopping");
+        if (now >= given_up) return throttled(fmt::format("its answer waited {} s in line for a place after failed "
+                                                          "authentications from {}; try again",
+                                                          kLongestWaitInLine.count() / 1000, source));
+        return network_error("the client left while its answer waited in line");
+      }
+      if (now >= next_notice) {
+        (void)tp::write_held(connection, {milliseconds(hold.wait), static_cast<uint32_t>(ahead)});
+        next_notice = now + std::chrono::seconds(1);
+      }
+      std::this_thread::sleep_for(kLinePoll);
+    }
+  }
+  unauthenticated_log_.log(
+      source, "throttled",
+      fmt::format("connection from {}: its answer is held {} ms before the verdict: failed authentications from {}",
+                  connection.peer(), milliseconds(wait), source));
+  (void)tp::write_held(connection, {milliseconds(wait), 0});
+  // Sliced so that stop() ends the hold early; nothing else may (the hold is what a guess costs).
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (!stopping_ && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(deadline - std::chrono::steady_clock::now(), kYieldPoll));
+  }
+  auth_throttle_.release(source, /*wrong=*/!mac_right, std::chrono::steady_clock::now());
+  if (stopping_) return network_error("the worker is stopping");
+  return Status::ok();
 }
 
 void WorkerServer::Impl::serve_connection(const std::shared_ptr<tp::FrameConnection>& connection,
                                           const std::shared_ptr<ConnectionState>& state) {
   Session session(*this, connection);
   const std::string source = connection->peer_host();
-  if (!wait_for_turn(connection, state, source)) return;
-  // Past its MAC check a connection is marked authenticated before AUTH_OK goes out, so from then
-  // on no newcomer evicts it; one evicted before that gets no AUTH_OK (its dialler tries again).
-  const auto admit = [this, &state] {
-    std::lock_guard lock(connections_mutex_);
-    if (state->evicted) return false;
-    state->authenticated = true;
-    return true;
+  // Once its answer has arrived a connection leaves the handshake slots, so no newcomer evicts it
+  // while it is held or after AUTH_OK; one evicted before that gets no answer (its dialler tries
+  // again). A wrong MAC is counted there too, before its ERROR goes out.
+  const auto on_answer = [this, &connection, &state, &source](bool mac_right) {
+    return answer_arrived(*connection, *state, source, mac_right);
   };
-  const bool authenticated = !stopping_ && session.handshake(admit);
-  // A wrong MAC was counted inside the handshake (before its ERROR was sent).
-  if (authenticated && !stopping_) auth_throttle_.record_success(source);
+  const bool authenticated = !stopping_ && session.handshake(on_answer);
   bool evicted = false;
   {
     std::lock_guard lock(connections_mutex_);

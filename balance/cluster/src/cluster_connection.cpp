@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "tessera/transport/dial.hpp"
+
 namespace tessera::balance::cluster {
 
 namespace {
@@ -15,16 +17,21 @@ namespace {
 Result<NodeLink> attempt_node(const NodeSpec& node, const std::string& secret, std::chrono::milliseconds timeout,
                               uint64_t required_capabilities, std::string& reason) {
   const std::string who = fmt::format("node '{}' ({})", node.name, node.endpoint());
-  auto connection = transport::FrameConnection::connect(node.host, node.port, timeout);
-  if (!connection) {
-    reason = fmt::format("{}; is tessera-worker running there? (for a local cluster: tessera up CONFIG)",
-                         connection.status().message());
-    return network_error(fmt::format("{} is unreachable: {}", who, reason));
-  }
-  Result<transport::Hello> hello =
-      transport::client_handshake(**connection, secret, timeout, transport::SessionRole::kCoordinator, node.wire);
-  if (!hello) {
-    const Status& failure = hello.status();
+  transport::Dial dial;
+  dial.host = node.host;
+  dial.port = node.port;
+  dial.secret = secret;
+  dial.wire = node.wire;
+  dial.timeout = timeout;
+  transport::DialStage failed_at{};
+  Result<transport::DialedWorker> dialed = transport::dial_worker(dial, &failed_at);
+  if (!dialed) {
+    const Status& failure = dialed.status();
+    if (failed_at == transport::DialStage::kConnect) {
+      reason = fmt::format("{}; is tessera-worker running there? (for a local cluster: tessera up CONFIG)",
+                           failure.message());
+      return network_error(fmt::format("{} is unreachable: {}", who, reason));
+    }
     if (failure.code() == StatusCode::kAuthFailed) {
       reason = fmt::format("refused the shared secret ({}); the cluster file's secret must match the worker's "
                            "--secret/--secret-file",
@@ -34,7 +41,7 @@ Result<NodeLink> attempt_node(const NodeSpec& node, const std::string& secret, s
     reason = fmt::format("handshake failed: {}", failure.message());
     return Status(failure.code(), fmt::format("{}: {}", who, reason));
   }
-  NodeLink link{node, std::move(*hello), std::move(*connection)};
+  NodeLink link{node, std::move(dialed->hello), std::move(dialed->connection)};
   const uint64_t missing = required_capabilities & ~link.hello.capabilities;
   if (missing != 0) {
     say_goodbye(link);

@@ -176,9 +176,12 @@ inline constexpr std::chrono::milliseconds kDefaultHandshakeTimeout{10000};
 
 // Coordinator side of the handshake: reads HELLO, sends AUTH, expects AUTH_OK with a valid MAC.
 // Reading HELLO and AUTH_OK together takes at most `timeout` (kNetworkError "no frame from H:P
-// within N s" otherwise); the connection's read bounds are as before afterwards.
+// within N s" otherwise), unless the worker says it holds the answer (HELD, protocol.hpp): each
+// HELD moves the deadline to its estimate plus 2 s, never past 60 s after AUTH went out. The
+// connection's read bounds are as before afterwards.
 // Failure: kAuthFailed ("worker rejected the secret" / "worker's answer does not match the
-// secret"), kProtocolError (a worker of another protocol version: "worker H:P speaks Tessera
+// secret"), kBusy ("worker H:P is throttling connections from this address": it would not look at
+// the answer, another program there having failed to authenticate too often), kProtocolError (a worker of another protocol version: "worker H:P speaks Tessera
 // protocol v1, this build speaks v2; upgrade tessera-worker on H"), kNetworkError. On success
 // returns the worker's HELLO; checking its capabilities is the caller's business.
 // `wire` kEncrypted: AUTH asks for TLS (kFrameFlagStartTls) and the connection is encrypted on
@@ -200,16 +203,16 @@ Result<Hello> client_handshake(FrameConnection& connection, std::string_view sec
 // A client whose AUTH asks for TLS gets AUTH_OK with kFrameFlagStartTls and the connection is
 // encrypted on success. `minimum` kEncrypted refuses a client that does not ask
 // (ERROR(kAuthRequired) naming the setting, kProtocolError); kPlain accepts both.
-// `hooks` lets the caller act at two points of it (ServerHandshakeHooks).
+// `hooks` lets the caller act between the MAC check and the answer (ServerHandshakeHooks).
 struct ServerHandshakeHooks {
-  // A wrong MAC, before the ERROR is written: a caller that counts failures (the worker's auth
-  // throttle) has counted this one before the peer can know it failed and try again.
-  std::function<void()> on_wrong_mac;
-  // The MAC is right, before AUTH_OK is written: false refuses the connection (no AUTH_OK is
-  // written; kNetworkError). The worker evicts unauthenticated connections when too many
-  // handshake at once; one evicted between its MAC check and AUTH_OK must not be told it is in
-  // while its socket is being closed, or it would write into a link that is gone.
-  std::function<bool()> admit;
+  // AUTH has arrived and its MAC is checked (`mac_right`), before any answer is written. The
+  // caller may hold the connection here (the worker's auth throttle holds every answer from an
+  // address that failed too often, right or wrong alike, so that the wait tells nothing) and
+  // learns the verdict from `mac_right`: a caller that counts failures has counted this one before
+  // the peer can know it failed and try again. A failed Status refuses the connection with no
+  // answer written by the handshake (the caller writes its own ERROR, if any, before returning)
+  // and is the handshake's result. Not set: every answer goes out at once.
+  std::function<Status(bool mac_right)> on_answer;
 };
 Status server_handshake(FrameConnection& connection, const Hello& hello, std::string_view secret,
                         WireMode minimum = WireMode::kPlain, const ServerHandshakeHooks& hooks = {});
@@ -218,5 +221,8 @@ Status server_handshake(FrameConnection& connection, const Hello& hello, std::st
 Result<SessionRole> server_handshake_any_role(FrameConnection& connection, const Hello& hello,
                                               std::string_view secret, WireMode minimum = WireMode::kPlain,
                                               const ServerHandshakeHooks& hooks = {});
+// HELD, from a ServerHandshakeHooks::on_answer that holds the answer: tells the client when to
+// expect its verdict (protocol.hpp).
+Status write_held(FrameConnection& connection, const Held& held);
 
 }  // namespace tessera::transport

@@ -129,9 +129,12 @@ enum class MessageType : uint16_t {
   kStored = 31,        // worker -> coordinator: a forwarded tile arrived
   kSendTile = 32,      // coordinator -> worker: send a stored tile to another worker (kCapabilityTileSend)
   kSent = 33,          // worker -> coordinator: that tile reached the other worker, or why not
+  // The handshake's: the worker holds the answer to its challenge (its address failed to
+  // authenticate too often); the verdict comes later. Payload below (encode_held / decode_held).
+  kHeld = 34,
 };
 // Types are numbered 1..kLastMessageType without gaps; a table indexed by type needs this + 1 slots.
-inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kSent);
+inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kHeld);
 // Types 1..kLastTransportMessageType have their payloads in Message and decode_payload; the ones
 // after it belong to a service's own codec (the graph service's, today).
 inline constexpr uint16_t kLastTransportMessageType = static_cast<uint16_t>(MessageType::kStats);
@@ -143,6 +146,25 @@ inline constexpr uint16_t kFirstForwardMessageType = static_cast<uint16_t>(Messa
 constexpr bool is_forward_message(uint16_t type) {
   return type >= kFirstForwardMessageType && type <= static_cast<uint16_t>(MessageType::kSent);
 }
+
+// HELD: u32 verdict_within_ms | u32 answers_ahead   (kHeldPayloadBytes, 8)
+// Sent by a worker between AUTH and its verdict (AUTH_OK or ERROR), to a client whose address it
+// throttles, once when it starts holding the answer and again while the answer waits for a place:
+// the verdict is expected within verdict_within_ms from now, behind answers_ahead other answers
+// from the same address (0: the hold has started). Sent alike for right and wrong answers, so it
+// tells nothing of the verdict; a client uses it to wait that long instead of its usual deadline
+// (client_handshake, within a cap of its own). Before it came (later in v2, without a version
+// change) a client took any frame but AUTH_OK or ERROR as a broken worker; a worker sends HELD
+// only to an address it throttles, where such a client would not get in in time anyway.
+struct Held {
+  uint32_t verdict_within_ms = 0;
+  uint32_t answers_ahead = 0;
+  bool operator==(const Held&) const = default;
+};
+inline constexpr std::size_t kHeldPayloadBytes = 8;
+std::vector<std::byte> encode_held(const Held& held);
+// kProtocolError unless the payload is exactly kHeldPayloadBytes.
+Result<Held> decode_held(std::span<const std::byte> payload);
 
 // The capability bit of the service whose messages include `type` (PROBE, STORE, JOB, RELEASE,
 // STATS_REQUEST: gemm; GRAPH_*: graph); 0 for the session's own messages and unknown types. Lets
@@ -345,6 +367,7 @@ enum class ErrorCode : uint32_t {
   kInternal = 8,
   kCorrupt = 9,       // a STORE's data does not match its CRC32C: damaged in transit
   kPeerFailed = 10,   // a worker-to-worker link failed: a peer was unreachable or its data never came
+  kThrottled = 11,    // too many answers from this address are held after its failed authentications
 };
 
 // ERROR: u32 code | str message

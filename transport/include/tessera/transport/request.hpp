@@ -28,7 +28,8 @@ namespace tessera::transport {
 // The StatusCode a peer's ERROR code stands for: kOutOfMemory -> kResourceExhausted,
 // kNoSuchTile -> kNotFound, kAuthFailed/kAuthRequired -> kAuthFailed, kBadFrame/kBadJob ->
 // kProtocolError (the coordinator sent something the worker could not accept), kBusy -> kBusy,
-// kCorrupt/kPeerFailed -> kNetworkError, kInternal and values outside the enum -> kInternal.
+// kCorrupt/kPeerFailed -> kNetworkError, kThrottled -> kBusy (the address is slowed down for
+// failed authentications; a later try gets in), kInternal and values outside the enum -> kInternal.
 StatusCode status_code_of(ErrorCode code);
 
 // A peer's ERROR as a Status: code from status_code_of(), message

@@ -20,13 +20,16 @@
 //
 // No peer can hold the worker: connections handshake concurrently, each must send AUTH within
 // handshake_timeout, and when max_handshaking are handshaking (or max_handshaking_per_source
-// from one address) a newcomer evicts the oldest unauthenticated one (of that address) instead
-// of being refused, so silent connections cannot lock the real coordinator out. An authenticated
-// session that has sent nothing for idle_timeout while the worker has no work of it in progress
-// yields the worker to the next coordinator that authenticates; repeated failed authentications
-// from one address are slowed down (auth_throttle.hpp). Finished connections are closed and joined as they end; when accept() runs out of file
-// descriptors the server backs off and serves again once descriptors are free. Lines about
-// unauthenticated connections are rate-limited per source address.
+// from one address) a newcomer evicts the oldest one that has not answered yet (of that address)
+// instead of being refused, so silent connections cannot lock the real coordinator out. A
+// connection that has answered leaves those slots. Repeated failed authentications from one
+// address make the worker hold each later answer from it, right or wrong, before the verdict
+// (auth_throttle.hpp): never queued behind another, so a guesser beside a coordinator delays it
+// by one hold at most. An authenticated session that has sent nothing for idle_timeout while the
+// worker has no work of it in progress yields the worker to the next coordinator that
+// authenticates. Finished connections are closed and joined as they end; when accept() runs out
+// of file descriptors the server backs off and serves again once descriptors are free. Lines
+// about unauthenticated connections are rate-limited per source address.
 #pragma once
 
 #include <chrono>
@@ -65,13 +68,13 @@ struct WorkerOptions {
   // while a lone coordinator may be quiet on one link for much longer (profiling the other nodes
   // one at a time, partitioning), which must not cost it the node. 0 = never yield.
   std::chrono::milliseconds idle_timeout{10000};
-  // Unauthenticated connections at once, in total and from one source address. A newcomer
-  // beyond either bound evicts the oldest such connection (from that address), so one address
-  // holds at most half the slots and the newest connection always gets its chance.
+  // Connections that have not answered the challenge yet, in total and from one source address.
+  // A newcomer beyond either bound evicts the oldest such connection (from that address), so one
+  // address holds at most half the slots and the newest connection always gets its chance.
   std::size_t max_handshaking = 16;
   std::size_t max_handshaking_per_source = 8;
-  // Failed authentications from one address beyond a few make its next connections wait before
-  // their handshake (on their own threads; other addresses and the accept loop never wait).
+  // Failed authentications from one address beyond a few make the worker hold its next answers
+  // before their verdict (on their own threads; other addresses and the accept loop never wait).
   AuthThrottleOptions auth_throttle;
 };
 
