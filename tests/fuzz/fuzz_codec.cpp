@@ -152,6 +152,17 @@ void check_forward_payloads(std::span<const std::byte> payload) {
   }
 }
 
+// HELD, read by the client's handshake alone: exactly its length, re-encoding to its own bytes.
+void check_held(std::span<const std::byte> payload) {
+  Result<Held> held = decode_held(payload);
+  if (!held) return;
+  if (payload.size() != kHeldPayloadBytes) property_failed("HELD accepted at another length", static_cast<uint16_t>(MessageType::kHeld));
+  const std::vector<std::byte> encoded = encode_held(*held);
+  if (!std::equal(encoded.begin(), encoded.end(), payload.begin(), payload.end())) {
+    property_failed("HELD does not re-encode to its own bytes", static_cast<uint16_t>(MessageType::kHeld));
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -183,6 +194,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_bulk_prefixes(aligned, aligned.size());
   check_graph_payloads(aligned);
   check_forward_payloads(aligned);
+  check_held(aligned);
   if (claimed_length != aligned.size()) check_bulk_prefixes(aligned, claimed_length);
   return 0;
 }
