@@ -99,8 +99,9 @@ struct DeltaBatch {
   std::vector<uint32_t> slots;
   std::vector<double> deltas;
   // The sender's residual per edge when it sent the batch (0: not known). An async receiver
-  // leaves alone vertices far below the mean of its own and its senders' (engine.cpp, peer
-  // level), so a fast part lets small deltas add up while the slower parts still hold more.
+  // leaves alone vertices far below the mean of its own and its senders' (the peer level,
+  // src/priority_levels.hpp), so a fast part lets small deltas add up while the slower parts
+  // still hold more.
   float sender_scale = 0.0f;
 };
 

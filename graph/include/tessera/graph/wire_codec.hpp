@@ -28,6 +28,7 @@
 //   GRAPH_PEER_HELLO u64 run_id | u32 from_part | pad[4]                                     [16]
 //   GRAPH_DELTAS    u64 run_id | u64 step | u32 from_part | u32 to_part | u32 count
 //                   | f32 sender_scale (IEEE-754 binary32; 0: not known) | u32 slots[count] | f64 deltas[count]
+//   GRAPH_PROBE, GRAPH_PROBE_RESULT: see probe_messages.hpp
 // A GRAPH_LOAD's arrays follow each other without alignment padding; they are as the GraphPart
 // holds them, so the coordinator sends them from its own memory (see PayloadParts).
 //
@@ -38,19 +39,22 @@
 // GraphPart::validate()'s, which the worker runs next; spec and option ranges are check_spec's
 // and Engine::create's. Every accepted payload re-encodes to the same bytes. Failures are
 // kProtocolError naming the message, the field and the value.
-// Pure functions, no global state; thread-safe.
+// No sockets: the connection layer (wire.hpp: the coordinator's calls, the frame I/O) includes
+// this header, never the other way round. Pure functions, no global state; thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <variant>
 #include <vector>
 
 #include "tessera/core/status.hpp"
+#include "tessera/graph/algorithm.hpp"
 #include "tessera/graph/engine.hpp"
 #include "tessera/graph/part.hpp"
-#include "tessera/graph/wire.hpp"
+#include "tessera/graph/probe_messages.hpp"
 #include "tessera/transport/protocol.hpp"
 
 namespace tessera::graph {
@@ -71,6 +75,30 @@ inline constexpr std::size_t kNodeProgressBytes = kProgressBytes + 24;
 inline constexpr std::size_t kValuesFixedBytes = 16;  // + 8 per value
 inline constexpr std::size_t kPeerHelloBytes = 16;
 inline constexpr std::size_t kDeltasFixedBytes = 32;  // + 12 per delta
+
+struct PeerEndpoint {
+  std::string host;  // as the receiving worker reaches the peer
+  uint16_t port = 0;
+  bool operator==(const PeerEndpoint&) const = default;
+};
+
+// What a GRAPH_LOAD sets up besides the part.
+struct RunSetup {
+  uint64_t run_id = 0;               // batches of another run are dropped
+  AlgorithmSpec algorithm;
+  EngineOptions engine;
+  std::vector<PeerEndpoint> peers;   // one per part, in part order; the receiver's own is ignored
+  bool operator==(const RunSetup&) const = default;
+};
+
+// What GRAPH_PROGRESS carries: the engine's figures plus the worker's peer-link traffic.
+struct NodeProgress {
+  EngineProgress engine;
+  uint64_t peer_bytes_sent = 0;
+  uint64_t peer_bytes_received = 0;
+  uint64_t memory_bytes = 0;  // part + engine state
+  bool operator==(const NodeProgress&) const = default;
+};
 
 struct GraphLoad {
   RunSetup setup;
@@ -136,7 +164,11 @@ struct GraphDeltas {
   }
 };
 
-// GraphMessage, the variant of all of the above in wire-type order, is declared in wire.hpp.
+// Every GRAPH_* message (GraphProbe and GraphProbeResult in probe_messages.hpp). Alternatives in
+// wire-type order: index + transport::kFirstGraphMessageType == the message type.
+using GraphMessage = std::variant<GraphLoad, GraphReady, GraphStart, GraphStep, GraphStepDone, GraphProgressRequest,
+                                  GraphProgress, GraphValuesRequest, GraphValues, GraphStop, GraphPeerHello,
+                                  GraphDeltas, GraphProbe, GraphProbeResult>;
 transport::MessageType graph_message_type(const GraphMessage& message);
 
 // A payload as the pieces one gathered write sends: `head` holds what the codec encoded, `parts`
