@@ -1,4 +1,4 @@
-// Status -> Python exception, in one place: the class comes from tessera.errors._from_status (the
+// Status -> Python exception, in one place: the class comes from tessera.errors.error_for_status (the
 // table of Status codes to classes lives there, beside the classes and their docstrings), the
 // message is the C++ Status message unchanged. REQUIRES: the GIL is held.
 #pragma once

@@ -1,5 +1,4 @@
-// tessera._tessera: the compiled half of the Python package. Exposes ClusterHandle (as
-// _Cluster), graphs for the graph algorithms (DirectedGraph) and for partitioning (Graph), and
+// tessera._tessera: the compiled half of the Python package. Exposes ClusterHandle, graphs for the graph algorithms (DirectedGraph) and for partitioning (Graph), and
 // partition_graph. Users call the pure-Python package (python/tessera/), which documents the
 // API, applies the array conversion rule and wraps results in classes; this layer does only what
 // needs C++. Errors arrive as the exceptions of tessera/errors.py (errors.hpp).
@@ -205,7 +204,7 @@ PYBIND11_MODULE(_tessera, module) {
       std::pair{"only_nodes", &ProfileOptions::only_nodes}, std::pair{"reference_size", &ProfileOptions::reference_size},
       std::pair{"window_seconds", &ProfileOptions::window_seconds});
 
-  py::class_<ClusterHandle>(module, "_Cluster")
+  py::class_<ClusterHandle>(module, "ClusterHandle")
       .def(py::init<std::string, std::string, std::string, std::string, bool, bool>(), py::arg("config_path"),
            py::arg("run_dir"), py::arg("profile_path"), py::arg("worker_binary"), py::arg("keep_connected"),
            py::arg("require_all"))

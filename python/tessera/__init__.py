@@ -36,8 +36,9 @@ none of the others; :mod:`tessera.arrays` (the array rule above) imports errors;
 the option defaults it shares with ``tessera multiply``); :mod:`tessera.graphs` (graph inputs, ``partition()``)
 imports errors, results and the compiled module; :mod:`tessera.cluster` (``Cluster``,
 ``TesseraWarning``) imports all of them, and none imports it: ``partition()`` knows a Cluster by
-the method it offers, and an Expression calls back the cluster that made it. This file only
-re-exports their public names.
+its ``profile_weights()`` method, and ``Expression.compute()`` calls ``evaluate()`` on the cluster
+that made it. The pure-Python modules call each other by public names only. This file only
+re-exports the names users call.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The rule is the package docstring's (``help(tessera)``, "Arrays"): a 2-D C-contiguous float64
 array is used in place; any other 2-D real array is converted with one copy unless
-``allow_copy=False``; ``out=`` is never converted. Used by :class:`tessera.Cluster`'s
-``multiply()`` and ``array()``.
+``allow_copy=False``; ``out=`` is never converted. :func:`as_matrix` and :func:`check_out` are
+what :class:`tessera.Cluster`'s ``multiply()`` and ``array()`` call.
 """
 
 from __future__ import annotations
@@ -14,9 +14,13 @@ import numpy as np
 
 from .errors import InvalidInputError
 
+__all__ = ["as_matrix", "check_out"]
 
-def _as_matrix(value: Any, name: str, allow_copy: bool) -> np.ndarray:
-    """The 2-D C-contiguous float64 array the library reads, by the rule in the module docstring."""
+
+def as_matrix(value: Any, name: str, allow_copy: bool) -> np.ndarray:
+    """The 2-D C-contiguous float64 array the library reads, by the rule in the module docstring:
+    ``value`` itself when it already is one, else a converted copy (refused when ``allow_copy`` is
+    False). Raises InvalidInputError, naming the argument ``name``, for what the rule refuses."""
     array = np.asarray(value)
     if array.ndim != 2:
         raise InvalidInputError(f"{name} has shape {array.shape} ({array.ndim}-D); give a 2-D array")
@@ -35,7 +39,10 @@ def _as_matrix(value: Any, name: str, allow_copy: bool) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.float64)
 
 
-def _check_out(out: Any, rows: int, cols: int) -> np.ndarray:
+def check_out(out: Any, rows: int, cols: int) -> np.ndarray:
+    """``out`` itself, once it is checked to be what C is written into: a numpy float64 array of
+    shape (rows, cols), C-contiguous and writeable (never converted). Raises InvalidInputError
+    saying which of these it is not."""
     if not isinstance(out, np.ndarray):
         raise InvalidInputError(f"out must be a numpy.ndarray, not {type(out).__name__}")
     if out.shape != (rows, cols):

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import _tessera
-from .arrays import _as_matrix, _check_out
+from .arrays import as_matrix, check_out
 from .errors import InvalidInputError, VerificationError
 from .expressions import Expression
 from .graphs import directed_graph
@@ -33,6 +33,7 @@ _log = logging.getLogger("tessera")
 # them here, at import, so help() shows the values.
 _MULTIPLY = _tessera.MultiplySettings()
 _GRAPH = _tessera.GraphSettings()
+_EVAL = _tessera.EvalSettings()
 _PROFILE = _tessera.ProfileOptions()
 
 
@@ -120,7 +121,7 @@ class Cluster:
         keep_connected: bool = False,
         require_all: bool = _tessera.default_require_all,
     ):
-        self._handle = _tessera._Cluster(
+        self._handle = _tessera.ClusterHandle(
             os.fspath(config),
             os.fspath(run_dir) if run_dir is not None else "",
             os.fspath(profile_path) if profile_path is not None else "",
@@ -229,10 +230,15 @@ class Cluster:
         _warn_all(result["warnings"])
         return result
 
-    def _partition_weights(self) -> tuple:
-        """(node names, measured speeds): the parts and target weights :func:`tessera.partition`
-        makes of this cluster (graphs.py looks for this method instead of importing Cluster)."""
-        return self._handle.profile_weights()
+    def profile_weights(self) -> tuple:
+        """``(names, weights)``: the node names, cluster order, and each node's weight from the
+        saved profile (its measured GFLOP/s at the reference size), the weights the proportional
+        policy and ``tessera partition --cluster`` use; :func:`tessera.partition` given this
+        cluster makes its nodes the parts with these targets. Raises NotFoundError when no profile
+        is saved or it lacks a node (run ``profile()``)."""
+        with self._lock:
+            names, weights = self._handle.profile_weights()
+        return list(names), list(weights)
 
     # -- planning -------------------------------------------------------------------------------
     def plan(
@@ -337,13 +343,13 @@ class Cluster:
         ``.result`` hold the report and C).
         """
         entry = time.perf_counter()
-        a = _as_matrix(A, "A", allow_copy)
-        b = _as_matrix(B, "B", allow_copy)
+        a = as_matrix(A, "A", allow_copy)
+        b = as_matrix(B, "B", allow_copy)
         if a.shape[1] != b.shape[0]:
             raise InvalidInputError(
                 f"A is {a.shape[0]}x{a.shape[1]} and B is {b.shape[0]}x{b.shape[1]}: A's columns must equal B's rows"
             )
-        c = _check_out(out, a.shape[0], b.shape[1]) if out is not None else np.empty((a.shape[0], b.shape[1]))
+        c = check_out(out, a.shape[0], b.shape[1]) if out is not None else np.empty((a.shape[0], b.shape[1]))
         if out is not None and (np.may_share_memory(c, a) or np.may_share_memory(c, b)):
             # C is written while A and B are still being read: the product would be garbage.
             raise InvalidInputError("out overlaps A or B; pass an array of its own")
@@ -362,9 +368,9 @@ class Cluster:
                 out is None, plan.to_dict() if plan is not None else None, progress, notice,
             )
         _warn_all(plan_warnings)
-        report = Report(json.loads(text), Plan(plan_fields, plan_warnings), plan_warnings, notices, table)
+        fields = json.loads(text)
         timing["call_s"] = time.perf_counter() - entry
-        report.__dict__["timing"] = timing
+        report = Report(fields, Plan(plan_fields, plan_warnings), plan_warnings, notices, table, timing)
         if report.verified is False:
             raise VerificationError(
                 f"verification FAILED: {report.verification['detail']}", report=report, result=c
@@ -375,7 +381,7 @@ class Cluster:
     def array(self, value: Any, *, allow_copy: bool = True) -> Expression:
         """A lazy expression of this 2-D array (see :class:`Expression`); converted to C-contiguous
         float64 by the module's rule. Nothing is sent until ``compute()``."""
-        matrix = _as_matrix(value, "array", allow_copy)
+        matrix = as_matrix(value, "array", allow_copy)
         with self._lock:
             name = f"x{self._next_array}"
             self._next_array += 1
@@ -385,13 +391,43 @@ class Cluster:
         """The identity, sized by the sum it stands in: ``cluster.identity() + A + A @ A``."""
         return Expression(self, "I", {}, None)
 
-    def _evaluate(self, text: str, inputs: dict, settings: "_tessera.EvalSettings", explain: bool,
-                  progress: "Callable[[dict], None] | None"):
+    def evaluate(
+        self,
+        expression: Expression,
+        *,
+        mode: str = _EVAL.mode,
+        tile: int | None = None,
+        nodes: "Sequence[str] | None" = None,
+        every_node: bool = _EVAL.every_node,
+        policy: str = _EVAL.policy,
+        verify: str = _EVAL.verify,
+        rewrite: bool = _EVAL.rewrite,
+        tile_route: str = _EVAL.tile_route,
+        explain: bool = False,
+        progress: "Callable[[dict], None] | None" = None,
+    ):
+        """Evaluate ``expression`` (built from :meth:`array` and :meth:`identity`) on this cluster,
+        as ``tessera eval`` does; returns ``(numpy array, EvalReport)``. ``expression.compute()``
+        calls this on the cluster that made the expression; the keywords are compute()'s (see
+        :meth:`Expression.compute`), with its defaults. Raises InvalidInputError for something
+        that is not an Expression, an identity alone (it has no size) or a bad option,
+        VerificationError when the value fails verification."""
+        if not isinstance(expression, Expression):
+            raise InvalidInputError(
+                f"evaluate() takes an Expression (cluster.array(...) @ ...), not {type(expression).__name__}")
+        if expression.shape is None:
+            raise InvalidInputError("an identity alone has no size")
+        if tile is not None and (not isinstance(tile, int) or tile < 1):
+            raise InvalidInputError(f"tile must be a positive whole number, not {tile!r}")
+        settings = _tessera.EvalSettings()
+        settings.mode, settings.tile, settings.nodes = mode, tile or 0, list(nodes or [])
+        settings.every_node, settings.policy, settings.verify = bool(every_node), policy, verify
+        settings.rewrite, settings.tile_route = bool(rewrite), tile_route
         notices, notice = _notice_collector()
 
         with self._lock:
             values, rows, cols, report_text, table, left_out = self._handle.evaluate(
-                text, inputs, settings, bool(explain), progress, notice)
+                expression.text, dict(expression.arrays), settings, bool(explain), progress, notice)
         _warn_all(left_out)
         return values.reshape(rows, cols), EvalReport(json.loads(report_text), table, notices)
 

@@ -39,6 +39,7 @@ __all__ = [
     "NotFoundError",
     "VerificationError",
     "CancelledError",
+    "error_for_status",
 ]
 
 
@@ -141,6 +142,8 @@ _BY_CODE = {
 }
 
 
-def _from_status(code: str, message: str) -> TesseraError:
-    """The exception for a C++ Status (called by the compiled module; also usable from tests)."""
+def error_for_status(code: str, message: str) -> TesseraError:
+    """The exception a C++ ``Status`` becomes: the ``TesseraError`` subclass for its code name
+    (``"Busy"`` -> ``BusyError``, an unknown code -> ``TesseraError``) carrying ``message`` and
+    ``code``. The compiled module raises every failure through this."""
     return _BY_CODE.get(code, TesseraError)(message, code)

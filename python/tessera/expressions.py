@@ -1,21 +1,22 @@
 """Matrix expressions built lazily on a cluster (``cluster.array(A) @ cluster.array(B) + ...``).
 
 An :class:`Expression` only records the text in ``tessera eval``'s grammar, the arrays it names
-and its shape, checking shapes as it is built; ``compute()`` hands it to the cluster it came from,
-which evaluates it and returns the value with an :class:`EvalReport`.
+and its shape, checking shapes as it is built; ``compute()`` hands it to the cluster it came from
+(:meth:`Cluster.evaluate`), which evaluates it and returns the value with an :class:`EvalReport`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from . import _tessera
 from .errors import InvalidInputError
 
-# compute()'s defaults are `tessera eval`'s, read at import from the one C++ definition
-# (EvalSettings in balance/session/settings.hpp); its checks are made there too.
+# compute()'s defaults, like Cluster.evaluate's, are `tessera eval`'s, read at import from the one
+# C++ definition (EvalSettings in balance/session/settings.hpp), which also makes their checks.
 _EVAL = _tessera.EvalSettings()
 
 if TYPE_CHECKING:  # for the annotations only: cluster.py imports this module, not the reverse
@@ -47,6 +48,12 @@ class Expression:
     def text(self) -> str:
         """The expression in ``tessera eval``'s grammar, arrays named x0, x1, ..."""
         return self._text
+
+    @property
+    def arrays(self) -> Mapping[str, np.ndarray]:
+        """The arrays ``text`` names, by name (x0, x1, ...), as a read-only mapping: the
+        C-contiguous float64 arrays :meth:`Cluster.array` made, not copied again."""
+        return MappingProxyType(self._inputs)
 
     def _other(self, other: Any) -> "Expression":
         if not isinstance(other, Expression):
@@ -121,7 +128,8 @@ class Expression:
                 every_node: bool = _EVAL.every_node, policy: str = _EVAL.policy, verify: str = _EVAL.verify,
                 rewrite: bool = _EVAL.rewrite, tile_route: str = _EVAL.tile_route, explain: bool = False,
                 progress: "Callable[[dict], None] | None" = None):
-        """Evaluates on the cluster; returns ``(numpy array, EvalReport)``.
+        """Evaluates on the cluster that made this expression (``cluster.evaluate(self, ...)``);
+        returns ``(numpy array, EvalReport)``.
 
         mode: "scheduled" (tile tasks placed by HEFT with each node's tile cache, intermediates
         kept on the nodes; ``tile`` fixes the tile size, else the simulation picks it; ``nodes``
@@ -133,12 +141,6 @@ class Expression:
         of the value (scheduled) or of every product (sequence), a failure raising
         VerificationError; rewrite=False evaluates as written; explain=True adds the before/after
         trees to the report's table. Ctrl-C cancels and raises KeyboardInterrupt."""
-        if self.shape is None:
-            raise InvalidInputError("an identity alone has no size")
-        if tile is not None and (not isinstance(tile, int) or tile < 1):
-            raise InvalidInputError(f"tile must be a positive whole number, not {tile!r}")
-        settings = _tessera.EvalSettings()
-        settings.mode, settings.tile, settings.nodes = mode, tile or 0, list(nodes or [])
-        settings.every_node, settings.policy, settings.verify, settings.rewrite = bool(every_node), policy, verify, bool(rewrite)
-        settings.tile_route = tile_route
-        return self._cluster._evaluate(self._text, self._inputs, settings, explain, progress)
+        return self._cluster.evaluate(self, mode=mode, tile=tile, nodes=nodes, every_node=every_node, policy=policy,
+                                      verify=verify, rewrite=rewrite, tile_route=tile_route, explain=explain,
+                                      progress=progress)

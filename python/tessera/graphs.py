@@ -167,7 +167,8 @@ def partition(
         graph: a scipy.sparse matrix, ``(src, dst)`` edge arrays, a file path or a generator spec
             (see :func:`partition_graph_input`).
         weights: one target weight per part (any scale), or a :class:`Cluster`, whose nodes become
-            the parts weighted by their measured speeds (``tessera partition --cluster``).
+            the parts weighted by their measured speeds, ``Cluster.profile_weights()``
+            (``tessera partition --cluster``).
         method: "metis" | "contiguous" | "hash".
         imbalance: allowed max part weight / target (metis), >= 1.
         objective: "cut" | "volume" (metis).
@@ -178,11 +179,10 @@ def partition(
     built, stats = partition_graph_input(
         graph, num_vertices=num_vertices, edge_weights=edge_weights, vertex_weights=vertex_weights, seed=seed
     )
-    # A Cluster is known by the method it offers rather than by isinstance: cluster.py imports
-    # this module, so importing Cluster here would make the two depend on each other.
-    cluster_weights = getattr(weights, "_partition_weights", None)
-    if cluster_weights is not None:
-        names, targets = cluster_weights()
+    # A Cluster is known by its public profile_weights() rather than by isinstance: cluster.py
+    # imports this module, so importing Cluster here would make the two depend on each other.
+    if hasattr(weights, "profile_weights"):
+        names, targets = weights.profile_weights()
     else:
         targets = [float(w) for w in weights]
         names = [f"part{i}" for i in range(len(targets))]

@@ -151,12 +151,14 @@ class Report(_Record):
     ``str(report)`` is the table ``tessera multiply`` prints; ``to_dict()`` the JSON document.
     """
 
-    def __init__(self, fields: dict, plan: Plan, warnings_: Sequence[str], notices: Sequence[str], table: str):
+    def __init__(self, fields: dict, plan: Plan, warnings_: Sequence[str], notices: Sequence[str], table: str,
+                 timing: dict):
         super().__init__(fields)
         self.__dict__["plan"] = plan
         self.__dict__["warnings"] = list(warnings_)
         self.__dict__["notices"] = list(notices)
         self.__dict__["_table"] = table
+        self.__dict__["timing"] = dict(timing)
 
     def __str__(self) -> str:
         return self._table

@@ -95,7 +95,7 @@ def test_not_found_without_a_profile(tmp_path, local):
 def test_verification_error_carries_the_report():
     # A real worker cannot return a wrong product that passes the driver's checksums (a corrupted
     # RESULT is refused and reissued), so the class is checked through the one code table.
-    error = tessera.errors._from_status("VerificationFailed", "verification FAILED: max error 3")
+    error = tessera.errors.error_for_status("VerificationFailed", "verification FAILED: max error 3")
     assert type(error) is tessera.VerificationError and str(error) == "verification FAILED: max error 3"
     assert tessera.VerificationError("x", report="r").report == "r"
 
@@ -110,5 +110,5 @@ def test_every_status_code_has_its_class():
         "Internal": tessera.TesseraError,
     }
     for code, cls in expected.items():
-        error = tessera.errors._from_status(code, "message")
+        error = tessera.errors.error_for_status(code, "message")
         assert type(error) is cls and error.code == code and str(error) == "message"

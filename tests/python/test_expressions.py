@@ -3,6 +3,8 @@ workers: integer inputs keep every product exact, so the results must equal nump
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,21 @@ def test_shapes_are_checked_as_the_expression_is_built(cluster):
         cluster.identity().compute()
     assert (a.T @ a).shape == (4, 4)
     assert (cluster.identity() + a.T @ a).shape == (4, 4)
+
+
+def test_compute_is_evaluate_on_the_cluster_that_made_the_expression(cluster):
+    P = small_integers(24, 24, 13)
+    expression = cluster.array(P) ** 3
+    # The arrays the text names, read-only, as the cluster reads them.
+    [name] = set(re.findall(r"x\d+", expression.text))
+    assert list(expression.arrays) == [name] and np.array_equal(expression.arrays[name], P)
+    with pytest.raises(TypeError):
+        expression.arrays[name] = P
+    computed, _ = expression.compute(tile=8, verify="exact")
+    evaluated, report = cluster.evaluate(expression, tile=8, verify="exact")
+    assert np.array_equal(computed, evaluated) and np.array_equal(evaluated, np.linalg.matrix_power(P, 3))
+    assert report.scheduled["tile"] == 8
+    with pytest.raises(tessera.InvalidInputError, match="takes an Expression"):
+        cluster.evaluate(P)
+    with pytest.raises(tessera.InvalidInputError, match="has no size"):
+        cluster.evaluate(cluster.identity())

@@ -73,6 +73,10 @@ def test_report_has_the_json_fields_as_attributes_and_dict(cluster):
     assert "node1" in str(report) and "node2" in str(report)  # the CLI's table
     assert "verified" in repr(report)
     assert report.plan.policy == "even" and report.plan.m == 64
+    # Where the call's time went: measured in C++ and, for the whole call, here.
+    for key in ("call_s", "input_check_s", "session_open_s", "driver_s", "session_close_s"):
+        assert report.timing[key] >= 0.0, key
+    assert report.timing["call_s"] >= report.timing["driver_s"]
 
 
 @pytest.mark.parametrize(

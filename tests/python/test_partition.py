@@ -71,6 +71,12 @@ def test_generator_spec_and_cluster_weights(cluster, cli):
                                   cluster.config_path)
     assert_same(result, parts, report)
     assert [p["name"] for p in result.part_figures] == ["node1", "node2"]
+    # A Cluster's parts are its profile_weights(): the same targets as a list give the same parts.
+    names, weights = cluster.profile_weights()
+    assert names == cluster.nodes
+    measured = {node["name"]: node["gflops"] for node in cluster.saved_profile()["nodes"]}
+    assert weights == [measured[name] for name in names]
+    assert np.array_equal(tessera.partition("mesh2d:30x30", weights).parts, result.parts)
 
 
 def test_bad_weights_are_invalid_input():
