@@ -21,10 +21,13 @@
 #include <fmt/format.h>
 
 #include "tessera/core/stats.hpp"
+#include "tessera/gemm/codec.hpp"
+#include "tessera/gemm/wire_io.hpp"
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/transport/protocol.hpp"
 #include "tessera/worker/thread_cpu.hpp"
 
+namespace gemm = tessera::gemm;
 namespace tp = tessera::transport;
 using Clock = std::chrono::steady_clock;
 
@@ -65,8 +68,10 @@ std::unique_ptr<Pair> connect_pair(tp::WireMode wire) {
 RunFigures run(tp::WireMode wire, uint64_t total_bytes, const std::vector<double>& tile) {
   std::unique_ptr<Pair> pair = connect_pair(wire);
   const uint64_t frames = std::max<uint64_t>(1, total_bytes / (tile.size() * sizeof(double)));
-  tp::TilePrefix prefix{1, 1, static_cast<uint32_t>(tile.size()), tp::tile_crc32c(tile)};
-  const auto prefix_bytes = tp::encode_store_prefix(prefix);
+  // Rows of 1024 doubles (a MiB is 128 of them), so every --tile-mib stays within the codec's
+  // max_tile_dim, as a worker checks it.
+  const gemm::TilePrefix prefix{1, static_cast<uint32_t>(tile.size() / 1024), 1024, gemm::tile_crc32c(tile)};
+  const gemm::Limits limits;
   double sender_cpu = 0, receiver_cpu = 0;
   tessera::Status received = tessera::Status::ok();
   const auto start = Clock::now();
@@ -79,18 +84,23 @@ RunFigures run(tp::WireMode wire, uint64_t total_bytes, const std::vector<double
         received = header.status();
         break;
       }
-      std::array<std::byte, tp::kTilePrefixSize> prefix_in{};
+      // As the worker's STORE handler: the prefix checked against the header, then the data
+      // streamed into place with its CRC32C computed on the way.
+      std::array<std::byte, gemm::kTilePrefixSize> prefix_in{};
       received = pair->server->read_exact(prefix_in);
-      if (received.is_ok()) received = pair->server->read_tile_data("STORE", prefix, std::as_writable_bytes(std::span(landing)));
+      if (!received.is_ok()) break;
+      tessera::Result<gemm::TilePrefix> stored = gemm::decode_store_prefix(prefix_in, header->payload_length, limits);
+      if (!stored) {
+        received = stored.status();
+        break;
+      }
+      received = gemm::read_tile_data(*pair->server, "STORE", *stored, std::as_writable_bytes(std::span(landing)));
     }
     receiver_cpu = tessera::worker::thread_cpu_seconds() - cpu0;
   });
   const double cpu0 = tessera::worker::thread_cpu_seconds();
-  const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix_bytes), asio::buffer(tile)};
-  tp::FrameHeader header;
-  header.type = static_cast<uint16_t>(tp::MessageType::kStore);
   for (uint64_t i = 0; i < frames; ++i) {
-    if (tessera::Status sent = pair->client->write_frame(header, parts); !sent.is_ok()) {
+    if (tessera::Status sent = gemm::write_store(*pair->client, prefix, tile); !sent.is_ok()) {
       throw std::runtime_error(sent.to_string());
     }
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Tessera's libFuzzer harnesses (tests/fuzz/) for a bounded time each, from the committed
 # seed corpora. Builds them with clang, ASan and UBSan in build-fuzz/ (only the harnesses and the
-# libraries they link: core, transport, and for the graph payloads graph and partition), so the
+# libraries they link: core, transport, gemm, and for the graph payloads graph and partition), so the
 # g++ build in build/ is untouched.
 #
 #   scripts/fuzz.sh [SECONDS] [--merge] [HARNESS...]

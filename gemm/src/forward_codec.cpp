@@ -1,11 +1,16 @@
-#include "tessera/transport/forward_codec.hpp"
+#include "tessera/gemm/forward_codec.hpp"
 
 #include <string>
 
-#include "tessera/transport/frame_connection.hpp"
 #include "tessera/transport/payload_io.hpp"
 
-namespace tessera::transport {
+namespace tessera::gemm {
+
+using transport::is_forward_message;
+using transport::kFirstForwardMessageType;
+using transport::message_type_name;
+using transport::PayloadReader;
+using transport::PayloadWriter;
 
 namespace {
 
@@ -177,23 +182,4 @@ Status check_forward_payload_length(uint16_t type, uint64_t length, const Limits
                         std::to_string(min) + ".." + std::to_string(max));
 }
 
-Result<ForwardMessage> read_forward_payload(FrameConnection& connection, const FrameHeader& header) {
-  TESSERA_RETURN_IF_ERROR(
-      check_forward_payload_length(header.type, header.payload_length, connection.limits()).with_context(connection.peer() + ": "));
-  std::vector<std::byte> payload;
-  TESSERA_RETURN_IF_ERROR(connection.read_growing(payload, header.payload_length));
-  Result<ForwardMessage> message = decode_forward_payload(header.type, payload, connection.limits());
-  if (!message) return message.status().with_context(connection.peer() + ": ");
-  return message;
-}
-
-Status write_forward_message(FrameConnection& connection, const ForwardMessage& message, uint64_t request_id) {
-  const std::vector<std::byte> payload = encode_forward_payload(message);
-  FrameHeader header;
-  header.type = static_cast<uint16_t>(forward_message_type(message));
-  header.request_id = request_id;
-  const std::array<asio::const_buffer, 1> parts{asio::buffer(payload.data(), payload.size())};
-  return connection.write_frame(header, parts);
-}
-
-}  // namespace tessera::transport
+}  // namespace tessera::gemm

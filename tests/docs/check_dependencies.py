@@ -3,8 +3,8 @@
 
     python3 tests/docs/check_dependencies.py [REPOSITORY_ROOT]
 
-Reads every CMakeLists.txt of core/ linalg/ partition/ transport/ graph/ worker/ balance/*/ and
-python/: each `tessera_add_library(<name> ... PUBLIC ... PRIVATE ...)` (cmake/TesseraLibrary.cmake)
+Reads every CMakeLists.txt of the project's libraries (any folder but tests/, bench/, apps/,
+cmake/ and build trees, at any depth) and python/: each `tessera_add_library(<name> ... PUBLIC ... PRIVATE ...)` (cmake/TesseraLibrary.cmake)
 and each `target_link_libraries(<target> ...)` of such a target or of the Python module
 (`pybind11_add_module(_tessera ...)`, the library `python`). A first-party link is `tessera::<name>`
 (`tessera::warnings`, compile flags only, is not one). Libraries are named by their target, not
@@ -64,9 +64,12 @@ def expand(arguments, variables):
 
 def cmake_links(root):
     """{library: {first-party link: 'FILE:LINE'}} from the CMake files, and each library's file."""
-    folders = ["core", "linalg", "partition", "transport", "graph", "worker", "python"]
-    files = [os.path.join(root, f, "CMakeLists.txt") for f in folders]
-    files += sorted(glob.glob(os.path.join(root, "balance", "*", "CMakeLists.txt")))
+    skipped = {"tests", "bench", "apps", "cmake", "peers", "deploy", "docs", "experiments", "configs"}
+    files = []
+    for top in sorted(os.listdir(root)):
+        if top in skipped or top.startswith((".", "build")) or not os.path.isdir(os.path.join(root, top)):
+            continue
+        files += sorted(glob.glob(os.path.join(root, top, "**", "CMakeLists.txt"), recursive=True))
     links, homes = {}, {}
     for path in files:
         if not os.path.exists(path):

@@ -1,57 +1,76 @@
-// libFuzzer harness for the pure wire codecs (transport/protocol.hpp, and the graph service's
-// graph/wire_codec.hpp for the GRAPH_* payloads): the first line of defence against a hostile
-// peer, since every frame a worker or coordinator reads goes through one of them.
+// libFuzzer harness for the pure wire codecs: transport's session codec (transport/protocol.hpp),
+// the GEMM service's (gemm/codec.hpp, and gemm/forward_codec.hpp for the forwarding messages) and
+// the graph service's (graph/wire_codec.hpp): the first line of defence against a hostile peer,
+// since every frame a worker or coordinator reads goes through one of them.
 //
 // Input: 32 header bytes and a payload (a whole frame, as in tests/instances/frames/*.bin), or
 // anything shorter. Checks, beyond "never crash" (ASan/UBSan) and "never allocate far more than
 // the input" (libFuzzer's -malloc_limit_mb, set by scripts/fuzz.sh):
 //   - a header that decodes re-encodes to the same 32 bytes;
-//   - every type's decoder runs over the payload bytes, not only the header's type, so the
-//     layouts are explored even when the header is broken;
-//   - a decoded non-bulk message re-encodes to bytes that decode to an equal message, whose
-//     encoding is byte-identical (encode o decode is the identity on accepted messages);
-//   - the bulk prefix decoders accept exactly the prefixes decode_payload accepts, and an
+//   - every codec's decoder runs over the payload bytes for every type, not only the header's, so
+//     the layouts are explored even when the header is broken; each accepts its own types only;
+//   - a decoded session or non-bulk GEMM message re-encodes to bytes that decode to an equal
+//     message, whose encoding is byte-identical (encode o decode is the identity on accepted
+//     messages); an accepted GEMM payload lies within its type's length bounds
+//     (check_gemm_payload_length), and an accepted STORE / RESULT is its prefix and data again;
+//   - the bulk prefix decoders accept exactly the prefixes decode_gemm_payload accepts, and an
 //     accepted prefix re-encodes to the same bytes;
 //   - every graph decoder runs over the payload too; an accepted graph payload lies within its
 //     type's length bounds and re-encodes to exactly its own bytes (the graph layouts are
 //     canonical: no field the decoder tolerates in two spellings), which decode again; the same for
-//     the forwarding codec (transport/forward_codec.hpp).
+//     the forwarding codec (gemm/forward_codec.hpp).
+#include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
-#include <concepts>
 #include <span>
 #include <type_traits>
 #include <variant>
 #include <vector>
 
+#include "tessera/gemm/codec.hpp"
+#include "tessera/gemm/forward_codec.hpp"
 #include "tessera/graph/wire_codec.hpp"
-#include "tessera/transport/forward_codec.hpp"
 #include "tessera/transport/protocol.hpp"
 
 namespace {
 
 using namespace tessera::transport;
+namespace gemm = tessera::gemm;
 using tessera::Result;
 
 // Default limits are what a desktop worker runs with; the harness must hold under them, not under
 // a friendlier set.
 const Limits kLimits{};
+const gemm::Limits kGemmLimits = gemm::limits_for(kLimits);
 
 [[noreturn]] void property_failed(const char* what, uint16_t type) {
   std::fprintf(stderr, "fuzz_codec: property violated for %s: %s\n", message_type_name(type).c_str(), what);
   std::abort();
 }
 
-bool is_bulk(uint16_t type) {
-  return type == static_cast<uint16_t>(MessageType::kStore) || type == static_cast<uint16_t>(MessageType::kResult);
+// The session's messages: decode(encode(m)) == m and encode is stable, for a message
+// decode_payload accepted.
+void check_session_round_trip(uint16_t type, const Message& decoded) {
+  if (!is_session_message(type)) property_failed("session codec accepted another type", type);
+  if (static_cast<uint16_t>(message_type(decoded)) != type) property_failed("decoded as another type", type);
+  const std::vector<std::byte> encoded = encode_payload(decoded);
+  Result<Message> again = decode_payload(type, encoded, kLimits);
+  if (!again) {
+    std::fprintf(stderr, "re-decode error: %s\n", again.status().message().c_str());
+    property_failed("re-encoded payload does not decode", type);
+  }
+  // Compared by encoding as well as by value: values alone would miss a field the encoder drops,
+  // bytes alone would miss one the decoder mangles.
+  if (!(*again == decoded)) property_failed("re-decoded message differs", type);
+  if (encode_payload(*again) != encoded) property_failed("encoding is not stable", type);
 }
 
-// Message has no operator== (STORE and RESULT hold spans); every non-bulk alternative has one.
-bool same_message(const Message& a, const Message& b) {
+// GemmMessage has no operator== (STORE and RESULT hold spans); every non-bulk alternative has one.
+bool same_gemm_message(const gemm::GemmMessage& a, const gemm::GemmMessage& b) {
   if (a.index() != b.index()) return false;
   return std::visit(
       [&b](const auto& left) {
@@ -65,45 +84,65 @@ bool same_message(const Message& a, const Message& b) {
       a);
 }
 
-// decode(encode(m)) == m and encode is stable, for a message decode_payload accepted.
-void check_round_trip(uint16_t type, const Message& decoded) {
-  if (static_cast<uint16_t>(message_type(decoded)) != type) property_failed("decoded as another type", type);
-  if (is_bulk(type)) return;  // bulk payloads are sent as prefix + caller memory; checked below
-  const std::vector<std::byte> encoded = encode_payload(decoded);
-  Result<Message> again = decode_payload(type, encoded, kLimits);
+// The GEMM service's messages, for a payload decode_gemm_payload accepted: only its types, within
+// their length bounds; a non-bulk one round trips as above, a bulk one is its prefix and data.
+void check_gemm_round_trip(uint16_t type, const gemm::GemmMessage& decoded, std::span<const std::byte> payload) {
+  if (!gemm::is_gemm_message(type)) property_failed("GEMM codec accepted another type", type);
+  if (static_cast<uint16_t>(gemm::gemm_message_type(decoded)) != type) property_failed("decoded as another type", type);
+  if (!gemm::check_gemm_payload_length(type, payload.size(), kGemmLimits).is_ok()) {
+    property_failed("GEMM payload accepted outside its length bounds", type);
+  }
+  if (const auto* store = std::get_if<gemm::Store>(&decoded)) {
+    const auto prefix = gemm::encode_store_prefix(store->tile);
+    if (payload.size() != prefix.size() + store->data.size_bytes() ||
+        std::memcmp(payload.data(), prefix.data(), prefix.size()) != 0 ||
+        static_cast<const void*>(store->data.data()) != static_cast<const void*>(payload.data() + prefix.size())) {
+      property_failed("STORE is not its prefix and its data in place", type);
+    }
+    return;
+  }
+  if (const auto* result = std::get_if<gemm::ResultTile>(&decoded)) {
+    const auto prefix = gemm::encode_result_prefix(result->job_id, result->compute_seconds, result->tile);
+    if (payload.size() != prefix.size() + result->data.size_bytes() ||
+        std::memcmp(payload.data(), prefix.data(), prefix.size()) != 0 ||
+        static_cast<const void*>(result->data.data()) != static_cast<const void*>(payload.data() + prefix.size())) {
+      property_failed("RESULT is not its prefix and its data in place", type);
+    }
+    return;
+  }
+  const std::vector<std::byte> encoded = gemm::encode_gemm_payload(decoded);
+  Result<gemm::GemmMessage> again = gemm::decode_gemm_payload(type, encoded, kGemmLimits);
   if (!again) {
     std::fprintf(stderr, "re-decode error: %s\n", again.status().message().c_str());
     property_failed("re-encoded payload does not decode", type);
   }
-  // Compared by encoding as well as by value: values alone would miss a field the encoder drops,
-  // bytes alone would miss one the decoder mangles.
-  if (!same_message(*again, decoded)) property_failed("re-decoded message differs", type);
-  if (encode_payload(*again) != encoded) property_failed("encoding is not stable", type);
+  if (!same_gemm_message(*again, decoded)) property_failed("re-decoded message differs", type);
+  if (gemm::encode_gemm_payload(*again) != encoded) property_failed("encoding is not stable", type);
 }
 
 void check_bulk_prefixes(std::span<const std::byte> payload, uint64_t payload_length) {
-  if (payload.size() >= kTilePrefixSize) {
-    const auto prefix = payload.first<kTilePrefixSize>();
-    Result<TilePrefix> tile = decode_store_prefix(prefix, payload_length, kLimits);
+  if (payload.size() >= gemm::kTilePrefixSize) {
+    const auto prefix = payload.first<gemm::kTilePrefixSize>();
+    Result<gemm::TilePrefix> tile = gemm::decode_store_prefix(prefix, payload_length, kGemmLimits);
     if (tile) {
-      const auto encoded = encode_store_prefix(*tile);
-      if (std::memcmp(encoded.data(), prefix.data(), kTilePrefixSize) != 0) {
+      const auto encoded = gemm::encode_store_prefix(*tile);
+      if (std::memcmp(encoded.data(), prefix.data(), gemm::kTilePrefixSize) != 0) {
         property_failed("store prefix does not re-encode to its bytes", static_cast<uint16_t>(MessageType::kStore));
       }
-      if (store_payload_bytes(*tile) != payload_length) {
+      if (gemm::store_payload_bytes(*tile) != payload_length) {
         property_failed("store prefix accepted for another length", static_cast<uint16_t>(MessageType::kStore));
       }
     }
   }
-  if (payload.size() >= kResultPrefixSize) {
-    const auto prefix = payload.first<kResultPrefixSize>();
-    Result<ResultPrefix> result = decode_result_prefix(prefix, payload_length, kLimits);
+  if (payload.size() >= gemm::kResultPrefixSize) {
+    const auto prefix = payload.first<gemm::kResultPrefixSize>();
+    Result<gemm::ResultPrefix> result = gemm::decode_result_prefix(prefix, payload_length, kGemmLimits);
     if (result) {
-      const auto encoded = encode_result_prefix(result->job_id, result->compute_seconds, result->tile);
-      if (std::memcmp(encoded.data(), prefix.data(), kResultPrefixSize) != 0) {
+      const auto encoded = gemm::encode_result_prefix(result->job_id, result->compute_seconds, result->tile);
+      if (std::memcmp(encoded.data(), prefix.data(), gemm::kResultPrefixSize) != 0) {
         property_failed("result prefix does not re-encode to its bytes", static_cast<uint16_t>(MessageType::kResult));
       }
-      if (result_payload_bytes(result->tile) != payload_length) {
+      if (gemm::result_payload_bytes(result->tile) != payload_length) {
         property_failed("result prefix accepted for another length", static_cast<uint16_t>(MessageType::kResult));
       }
     }
@@ -136,16 +175,16 @@ void check_graph_payloads(std::span<const std::byte> payload) {
 // properties: only its types, within their length bounds, re-encoding to its own bytes.
 void check_forward_payloads(std::span<const std::byte> payload) {
   for (uint16_t type = kFirstForwardMessageType - 1; type <= kLastMessageType + 1; ++type) {
-    Result<ForwardMessage> message = decode_forward_payload(type, payload, kLimits);
+    Result<gemm::ForwardMessage> message = gemm::decode_forward_payload(type, payload, kGemmLimits);
     if (!message) continue;
     if (!is_forward_message(type)) property_failed("forward codec accepted another type", type);
-    if (static_cast<uint16_t>(forward_message_type(*message)) != type) {
+    if (static_cast<uint16_t>(gemm::forward_message_type(*message)) != type) {
       property_failed("forward payload decoded as another type", type);
     }
-    if (!check_forward_payload_length(type, payload.size(), kLimits).is_ok()) {
+    if (!gemm::check_forward_payload_length(type, payload.size(), kGemmLimits).is_ok()) {
       property_failed("forward payload accepted outside its length bounds", type);
     }
-    const std::vector<std::byte> encoded = encode_forward_payload(*message);
+    const std::vector<std::byte> encoded = gemm::encode_forward_payload(*message);
     if (encoded.size() != payload.size() || !std::equal(encoded.begin(), encoded.end(), payload.begin())) {
       property_failed("forward payload does not re-encode to its own bytes", type);
     }
@@ -181,14 +220,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     payload = payload.subspan(kHeaderSize);
   }
 
-  // A copy in operator new's memory: decode_payload views bulk data in place and requires the
+  // A copy in operator new's memory: decode_gemm_payload views bulk data in place and requires the
   // alignment FrameConnection's buffers have; libFuzzer's own buffer promises none.
   const std::vector<std::byte> aligned(payload.begin(), payload.end());
   for (uint16_t type = 0; type <= kLastMessageType + 1; ++type) {
     Result<Message> message = decode_payload(type, aligned, kLimits);
     if (message) {
       if (type < 1 || type > kLastMessageType) property_failed("unknown type accepted", type);
-      check_round_trip(type, *message);
+      check_session_round_trip(type, *message);
+    }
+    Result<gemm::GemmMessage> gemm_message = gemm::decode_gemm_payload(type, aligned, kGemmLimits);
+    if (gemm_message) {
+      if (type < 1 || type > kLastMessageType) property_failed("unknown type accepted", type);
+      check_gemm_round_trip(type, *gemm_message, aligned);
     }
   }
   check_bulk_prefixes(aligned, aligned.size());

@@ -20,6 +20,7 @@
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/local/local_cluster.hpp"
 #include "tessera/balance/profile/profile.hpp"
+#include "tessera/gemm/wire_io.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -168,16 +169,13 @@ TEST_F(EmulatedCluster, ShapedLinkCarriesAbout100Mbit) {
   ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
   transport::FrameConnection& link = *connection->links()[0].connection;
   // The echo crosses the link once each way; each direction is shaped to 100 Mbit/s on its own.
-  transport::Probe probe;
-  probe.kind = transport::ProbeKind::kEcho;
+  gemm::Probe probe;
+  probe.kind = gemm::ProbeKind::kEcho;
   probe.echo.assign(6u << 20, 0x5a);
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(link.write_message(probe).is_ok());
-  Result<transport::IncomingFrame> reply = link.read_frame();
+  Result<gemm::ProbeResult> echoed = gemm::request_reply<gemm::ProbeResult>(link, probe);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ASSERT_TRUE(reply.is_ok()) << reply.status().to_string();
-  const auto* echoed = std::get_if<transport::ProbeResult>(&reply->message);
-  ASSERT_NE(echoed, nullptr);
+  ASSERT_TRUE(echoed.is_ok()) << echoed.status().to_string();
   ASSERT_EQ(echoed->echo.size(), probe.echo.size());
   const double mbit_per_s = 2.0 * static_cast<double>(probe.echo.size()) * 8.0 / seconds / 1e6;
   std::printf("echo of %zu bytes took %.3f s: %.1f Mbit/s per direction\n", probe.echo.size(), seconds, mbit_per_s);
@@ -210,14 +208,10 @@ TEST_F(EmulatedCluster, NodesBehindASwitchShareItsUplinkAndDownRemovesIt) {
     for (std::size_t i = 0; i < 2; ++i) {
       echoes.emplace_back([&, i] {
         transport::FrameConnection& link = *connection->links()[i].connection;
-        transport::Probe probe;
-        probe.kind = transport::ProbeKind::kEcho;
+        gemm::Probe probe;
+        probe.kind = gemm::ProbeKind::kEcho;
         probe.echo.assign(kBytes, 0x5a);
-        if (Status sent = link.write_message(probe); !sent) {
-          seconds[i] = sent;
-          return;
-        }
-        Result<transport::IncomingFrame> reply = link.read_frame();
+        Result<gemm::ProbeResult> reply = gemm::request_reply<gemm::ProbeResult>(link, probe);
         if (!reply) {
           seconds[i] = reply.status();
           return;

@@ -18,6 +18,7 @@
 #include "process_fixture.hpp"
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/transport/protocol.hpp"
+#include "tessera/gemm/wire_io.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -86,15 +87,14 @@ class GemmProbeWorker : public ::testing::Test {
   void small_probe() {
     std::unique_ptr<tp::FrameConnection> session = open_session();
     ASSERT_NE(session, nullptr);
-    tp::Probe probe;
-    probe.kind = tp::ProbeKind::kGemm;
+    gemm::Probe probe;
+    probe.kind = gemm::ProbeKind::kGemm;
     probe.size = 256;
     probe.min_seconds = 0.05;
-    ASSERT_TRUE(session->write_message(probe).is_ok());
-    Result<tp::IncomingFrame> reply = session->read_frame();
+    // Any other reply (an ERROR, another type) fails with the worker's reason or the type's name.
+    Result<gemm::ProbeResult> reply = gemm::request_reply<gemm::ProbeResult>(*session, probe);
     ASSERT_TRUE(reply.is_ok()) << reply.status().to_string();
-    ASSERT_TRUE(std::holds_alternative<tp::ProbeResult>(reply->message)) << tp::message_type_name(reply->header.type);
-    EXPECT_GT(std::get<tp::ProbeResult>(reply->message).gflops, 0.0);
+    EXPECT_GT(reply->gflops, 0.0);
     ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
   }
 
@@ -123,13 +123,13 @@ TEST_F(GemmProbeWorker, AProbeBeyondWhatTheThreadsCanDoIsRefusedNamingTheSizeAnd
   const uint64_t before = settled_rss();
   std::unique_ptr<tp::FrameConnection> session = open_session();
   ASSERT_NE(session, nullptr);
-  tp::Probe probe;
-  probe.kind = tp::ProbeKind::kGemm;
+  gemm::Probe probe;
+  probe.kind = gemm::ProbeKind::kGemm;
   probe.size = 8192;
   probe.min_seconds = 1.0;
   const auto sent = Clock::now();
-  ASSERT_TRUE(session->write_message(probe).is_ok());
-  Result<tp::IncomingFrame> reply = session->read_frame();
+  ASSERT_TRUE(gemm::write_message(*session, probe).is_ok());
+  Result<tp::IncomingFrame> reply = session->read_frame();  // the refusal: an ERROR, the session's
   ASSERT_TRUE(reply.is_ok()) << reply.status().to_string();
   ASSERT_TRUE(std::holds_alternative<tp::Error>(reply->message)) << tp::message_type_name(reply->header.type);
   EXPECT_LT(Clock::now() - sent, 5s);  // at once, not after a repetition
@@ -155,11 +155,11 @@ TEST_F(GemmProbeWorker, AProbeWhoseCoordinatorClosesStopsAndGivesItsMemoryBack) 
   constexpr uint64_t kMatrixBytes = uint64_t{kSize} * kSize * sizeof(double);
   std::unique_ptr<tp::FrameConnection> session = open_session();
   ASSERT_NE(session, nullptr);
-  tp::Probe probe;
-  probe.kind = tp::ProbeKind::kGemm;
+  gemm::Probe probe;
+  probe.kind = gemm::ProbeKind::kGemm;
   probe.size = kSize;
   probe.min_seconds = 20.0;
-  ASSERT_TRUE(session->write_message(probe).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session, probe).is_ok());
 
   // Wait until the worker holds its three matrices (filled, so resident), then a little longer so
   // the product is under way.

@@ -16,6 +16,7 @@
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/run/multiply.hpp"
+#include "tessera/gemm/wire_io.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -86,15 +87,15 @@ TEST_F(WorkerErrors, AStoreOverTheCapIsReportedAsOutOfMemory) {
   tp::FrameConnection& connection = *cluster->links()[0].connection;
 
   const std::vector<double> tile(256 * 1024, 1.0);
-  const auto prefix = tp::encode_store_prefix(tp::TilePrefix{7, 256, 1024});
+  const auto prefix = gemm::encode_store_prefix(gemm::TilePrefix{7, 256, 1024});
   const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix), asio::buffer(tile)};
   tp::FrameHeader store;
   store.type = static_cast<uint16_t>(tp::MessageType::kStore);
   Status outcome = connection.write_frame(store, parts);
   if (outcome.is_ok()) {
-    tp::Probe echo;
-    echo.kind = tp::ProbeKind::kEcho;
-    outcome = tp::request_reply<tp::ProbeResult>(connection, echo).status();
+    gemm::Probe echo;
+    echo.kind = gemm::ProbeKind::kEcho;
+    outcome = gemm::request_reply<gemm::ProbeResult>(connection, echo).status();
   }
   if (outcome.code() == StatusCode::kNetworkError) {
     if (std::optional<Status> parting = tp::read_parting_error(connection)) outcome = *parting;

@@ -296,9 +296,13 @@ TEST(Handshake, AnyFrameBeforeAuthGetsAuthRequired) {
   Result<IncomingFrame> hello = pair->client->read_frame();
   ASSERT_TRUE(hello) << hello.status().to_string();
   ASSERT_TRUE(std::holds_alternative<Hello>(hello->message));
-  Job job;
-  job.m = job.n = job.k = 8;
-  ASSERT_TRUE(pair->client->write_message(job, 17).is_ok());
+  // A JOB (the GEMM service's; its layout does not matter before AUTH).
+  const std::vector<std::byte> job(72);
+  const std::array<asio::const_buffer, 1> parts{asio::buffer(job)};
+  FrameHeader job_header;
+  job_header.type = static_cast<uint16_t>(MessageType::kJob);
+  job_header.request_id = 17;
+  ASSERT_TRUE(pair->client->write_frame(job_header, parts).is_ok());
 
   Result<IncomingFrame> reply = pair->client->read_frame();
   worker.join();

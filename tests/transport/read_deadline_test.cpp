@@ -38,9 +38,9 @@ TEST(ReadDeadline, IdleBoundRestartsWithEveryByte) {
   ASSERT_NE(pair, nullptr);
   // A frame dribbled over about 1.6 s in 50 ms steps still arrives under a 2 s idle bound.
   pair->server->set_read_timeout(milliseconds(2000));
-  const std::vector<std::byte> payload = encode_payload(Message{Probe{ProbeKind::kEcho, 0, 0.0, {1, 2, 3, 4}}});
+  const std::vector<std::byte> payload = encode_payload(Message{Error{ErrorCode::kInternal, "abcd"}});
   FrameHeader header;
-  header.type = static_cast<uint16_t>(MessageType::kProbe);
+  header.type = static_cast<uint16_t>(MessageType::kError);
   header.payload_length = payload.size();
   std::vector<std::byte> bytes;
   const auto header_bytes = encode_header(header);
@@ -55,7 +55,7 @@ TEST(ReadDeadline, IdleBoundRestartsWithEveryByte) {
   });
   Result<IncomingFrame> frame = pair->server->read_frame();
   ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
-  EXPECT_EQ(std::get<Probe>(frame->message).echo, (std::vector<uint8_t>{1, 2, 3, 4}));
+  EXPECT_EQ(std::get<Error>(frame->message), (Error{ErrorCode::kInternal, "abcd"}));
   writer.join();
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,9 @@ constexpr uint64_t kTestCapability = uint64_t{1} << 20;
 std::vector<worker::Service> non_gemm_services() {
   worker::MessageHandler credit;
   credit.type = tp::MessageType::kCredit;
-  credit.on_message = [](worker::SessionContext&, tp::IncomingFrame&) { return worker::SessionStep::kContinue; };
+  credit.on_message = [](worker::SessionContext&, const tp::FrameHeader&, std::span<const std::byte>) {
+    return worker::SessionStep::kContinue;
+  };
   return {worker::Service{"test", kTestCapability, {credit}}};
 }
 

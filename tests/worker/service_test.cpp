@@ -6,11 +6,13 @@
 #include <chrono>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "in_process_worker.hpp"
 #include "tessera/worker/gemm_service.hpp"
+#include "tessera/gemm/wire_io.hpp"
 #include "worker_test_client.hpp"
 
 namespace tessera::worker {
@@ -35,7 +37,9 @@ constexpr uint64_t kTestCapability = uint64_t{1} << 20;
 MessageHandler decoded(tp::MessageType type) {
   MessageHandler handler;
   handler.type = type;
-  handler.on_message = [](SessionContext&, tp::IncomingFrame&) { return SessionStep::kContinue; };
+  handler.on_message = [](SessionContext&, const tp::FrameHeader&, std::span<const std::byte>) {
+    return SessionStep::kContinue;
+  };
   return handler;
 }
 
@@ -46,7 +50,7 @@ class SumIdsTask final : public PoolTask {
       : context_(context), ids_(std::move(ids)), request_id_(request_id) {}
   std::size_t part_count(std::size_t) const override { return 1; }
   void run_part(std::size_t, std::size_t) override { sum_ = std::accumulate(ids_.begin(), ids_.end(), uint64_t{0}); }
-  void complete(double) override { (void)context_.connection().write_message(tp::Credit{sum_, 1, 0.0}, request_id_); }
+  void complete(double) override { (void)gemm::write_message(context_.connection(), gemm::Credit{sum_, 1, 0.0}, request_id_); }
 
  private:
   SessionContext& context_;
@@ -67,23 +71,31 @@ struct TestService {
     service.capability = kTestCapability;
     MessageHandler credit;
     credit.type = tp::MessageType::kCredit;
-    credit.on_message = [](SessionContext& context, tp::IncomingFrame& frame) {
-      const auto& asked = std::get<tp::Credit>(frame.message);
-      const Status written =
-          context.connection().write_message(tp::Credit{asked.job_id + 1, asked.credits * 2, 0.0}, frame.header.request_id);
-      return written.is_ok() ? SessionStep::kContinue : context.read_failed(written, frame.header.request_id);
+    // The service decodes the payload it is handed with its own codec, as the GEMM service does.
+    credit.on_message = [](SessionContext& context, const tp::FrameHeader& header, std::span<const std::byte> payload) {
+      Result<gemm::GemmMessage> decoded =
+          gemm::decode_gemm_payload(header.type, payload, gemm::limits_for(context.limits()));
+      if (!decoded) return context.fail(tp::ErrorCode::kBadFrame, decoded.status().message(), header.request_id);
+      const auto& asked = std::get<gemm::Credit>(*decoded);
+      const Status written = gemm::write_message(context.connection(),
+                                                 gemm::Credit{asked.job_id + 1, asked.credits * 2, 0.0}, header.request_id);
+      return written.is_ok() ? SessionStep::kContinue : context.read_failed(written, header.request_id);
     };
     MessageHandler release;
     release.type = tp::MessageType::kRelease;
-    release.on_message = [](SessionContext& context, tp::IncomingFrame& frame) {
-      auto& ids = std::get<tp::Release>(frame.message).tile_ids;
-      context.pool().submit(std::make_unique<SumIdsTask>(context, std::move(ids), frame.header.request_id));
+    release.on_message = [](SessionContext& context, const tp::FrameHeader& header, std::span<const std::byte> payload) {
+      Result<gemm::GemmMessage> decoded =
+          gemm::decode_gemm_payload(header.type, payload, gemm::limits_for(context.limits()));
+      if (!decoded) return context.fail(tp::ErrorCode::kBadFrame, decoded.status().message(), header.request_id);
+      auto& ids = std::get<gemm::Release>(*decoded).tile_ids;
+      context.pool().submit(std::make_unique<SumIdsTask>(context, std::move(ids), header.request_id));
       return SessionStep::kContinue;
     };
     MessageHandler probe;
     probe.type = tp::MessageType::kProbe;
     probe.max_payload_bytes = [](const tp::Limits&) -> uint64_t { return 24; };
-    probe.on_message = [seen = probes_seen](SessionContext&, tp::IncomingFrame&) {
+    probe.on_message = [seen = probes_seen](SessionContext&, const tp::FrameHeader&, std::span<const std::byte> payload) {
+      EXPECT_LE(payload.size(), 24u);
       ++*seen;
       return SessionStep::kContinue;
     };
@@ -171,18 +183,18 @@ TEST(ServiceDispatch, RegisteredServiceReceivesItsMessageTypes) {
   Watchdog watchdog(*session, 30s);
   EXPECT_EQ(hello.capabilities, kTestCapability | tp::kCapabilityTls) << "HELLO advertises the hosted services' bits";
 
-  tp::IncomingFrame frame;
+  testing::AnyFrame frame;
   for (uint64_t job_id : {10u, 20u}) {
-    ASSERT_TRUE(session->write_message(tp::Credit{job_id, 3, 0.0}, job_id + 1000).is_ok());
-    ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
-    EXPECT_EQ(std::get<tp::Credit>(frame.message).job_id, job_id + 1);
-    EXPECT_EQ(std::get<tp::Credit>(frame.message).credits, 6u);
+    ASSERT_TRUE(gemm::write_message(*session, gemm::Credit{job_id, 3, 0.0}, job_id + 1000).is_ok());
+    ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
+    EXPECT_EQ(std::get<gemm::Credit>(frame.message).job_id, job_id + 1);
+    EXPECT_EQ(std::get<gemm::Credit>(frame.message).credits, 6u);
     EXPECT_EQ(frame.header.request_id, job_id + 1000);
   }
   // A handler may hand work to the compute pool; the task answers from its completion.
-  ASSERT_TRUE(session->write_message(tp::Release{{1, 2, 39}}, 7).is_ok());
-  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
-  EXPECT_EQ(std::get<tp::Credit>(frame.message).job_id, 42u);
+  ASSERT_TRUE(gemm::write_message(*session, gemm::Release{{1, 2, 39}}, 7).is_ok());
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
+  EXPECT_EQ(std::get<gemm::Credit>(frame.message).job_id, 42u);
   EXPECT_EQ(frame.header.request_id, 7u);
 
   ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
@@ -192,13 +204,14 @@ TEST(ServiceDispatch, RegisteredServiceReceivesItsMessageTypes) {
 TEST(ServiceDispatch, UnhandledTypeGetsBadFrameAndEndsTheSession) {
   InProcessWorker worker({TestService{}.make()});
   ASSERT_TRUE(worker.running());
-  for (tp::Message message : std::vector<tp::Message>{testing::gemm_job(1, 1, 2, 3, 4, 4, 4), tp::StatsRequest{}}) {
+  for (const gemm::GemmMessage& message :
+       std::vector<gemm::GemmMessage>{testing::gemm_job(1, 1, 2, 3, 4, 4, 4), gemm::StatsRequest{}}) {
     auto session = worker.open_session();
     ASSERT_NE(session, nullptr);
     Watchdog watchdog(*session, 30s);
-    const std::string name = tp::message_type_name(static_cast<uint16_t>(tp::message_type(message)));
+    const std::string name = tp::message_type_name(static_cast<uint16_t>(gemm::gemm_message_type(message)));
     SCOPED_TRACE(name);
-    ASSERT_TRUE(session->write_message(message, 5).is_ok());
+    ASSERT_TRUE(gemm::write_message(*session, message, 5).is_ok());
     std::string why;
     EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadFrame, &why));
     EXPECT_TRUE(contains(why, "unexpected " + name + " from the coordinator: no service of this worker handles it "
@@ -214,10 +227,10 @@ TEST(ServiceDispatch, PayloadBoundIsCheckedBeforeTheHandlerRuns) {
   auto session = worker.open_session();
   ASSERT_NE(session, nullptr);
   Watchdog watchdog(*session, 30s);
-  tp::Probe small{tp::ProbeKind::kEcho, 0, 0.0, {1, 2, 3, 4}};  // 24 bytes: within the bound
-  ASSERT_TRUE(session->write_message(small).is_ok());
-  tp::Probe large{tp::ProbeKind::kEcho, 0, 0.0, std::vector<uint8_t>(5)};  // 25 bytes
-  ASSERT_TRUE(session->write_message(large).is_ok());
+  gemm::Probe small{gemm::ProbeKind::kEcho, 0, 0.0, {1, 2, 3, 4}};  // 24 bytes: within the bound
+  ASSERT_TRUE(gemm::write_message(*session, small).is_ok());
+  gemm::Probe large{gemm::ProbeKind::kEcho, 0, 0.0, std::vector<uint8_t>(5)};  // 25 bytes
+  ASSERT_TRUE(gemm::write_message(*session, large).is_ok());
   std::string why;
   EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadFrame, &why));
   EXPECT_TRUE(contains(why, "PROBE payload of 25 bytes exceeds the 24-byte limit"));

@@ -17,6 +17,7 @@
 #include "tessera/transport/auth.hpp"
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/worker/gemm_service.hpp"
+#include "tessera/gemm/wire_io.hpp"
 #include "worker_test_client.hpp"
 
 namespace tessera::worker {
@@ -209,11 +210,11 @@ TEST(WorkerLifecycle, GemmProbeStopsWhenTheCoordinatorLeaves) {
   {
     auto session = worker.open_session();
     ASSERT_TRUE(session.is_ok()) << session.status().to_string();
-    tp::Probe probe;
-    probe.kind = tp::ProbeKind::kGemm;
+    gemm::Probe probe;
+    probe.kind = gemm::ProbeKind::kGemm;
     probe.size = 64;
     probe.min_seconds = 30.0;  // the protocol's longest, unless the probe notices nobody waits
-    ASSERT_TRUE((*session)->write_message(probe, 1).is_ok());
+    ASSERT_TRUE(gemm::write_message(*(*session), probe, 1).is_ok());
     std::this_thread::sleep_for(milliseconds(200));  // let the probe start
   }  // the coordinator leaves
   // The worker is free again once the probe has stopped; until then it answers BUSY.

@@ -26,6 +26,7 @@
 
 #include "tessera/transport/auth.hpp"
 #include "tessera/transport/frame_connection.hpp"
+#include "tessera/gemm/wire_io.hpp"
 #include "worker_test_client.hpp"
 
 #ifndef TESSERA_WORKER_BINARY
@@ -213,7 +214,7 @@ TEST_F(WorkerProcessTest, GarbageBytesGetAnErrorAndTheWorkerKeepsRunning) {
   {
     auto connection = connect();
     ASSERT_NE(connection, nullptr);
-    tp::IncomingFrame hello;
+    testing::AnyFrame hello;
     ASSERT_TRUE(read_expect<tp::Hello>(*connection, hello));
     const asio::const_buffer part = asio::buffer(garbage.data(), garbage.size());
     (void)connection->write_buffers({&part, 1});
@@ -229,7 +230,7 @@ TEST_F(WorkerProcessTest, GarbageBytesGetAnErrorAndTheWorkerKeepsRunning) {
     const auto bytes = tp::encode_header(header);
     const asio::const_buffer part = asio::buffer(bytes);
     (void)connection->write_buffers({&part, 1});
-    tp::IncomingFrame hello;
+    testing::AnyFrame hello;
     ASSERT_TRUE(read_expect<tp::Hello>(*connection, hello));
     expect_rejected_and_alive(*connection);
   }
@@ -275,15 +276,15 @@ TEST_F(WorkerProcessTest, CorrectSessionMultipliesExactly) {
   const Dense expected = testing::multiply(a, b);
   ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
   ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
-  auto job = gemm_job(42, 1, 2, 3, 9, 7, 6, tp::kJobCreateOutput | tp::kJobReleaseA | tp::kJobSendResult);
+  auto job = gemm_job(42, 1, 2, 3, 9, 7, 6, gemm::kJobCreateOutput | gemm::kJobReleaseA | gemm::kJobSendResult);
   job.c_rows = 9;
   job.c_cols = 7;
-  ASSERT_TRUE(session->write_message(job).is_ok());
-  tp::IncomingFrame frame;
-  ASSERT_TRUE(read_expect<tp::Credit>(*session, frame));
-  EXPECT_EQ(std::get<tp::Credit>(frame.message).job_id, 42u);
-  ASSERT_TRUE(read_expect<tp::ResultTile>(*session, frame));
-  const auto& result = std::get<tp::ResultTile>(frame.message);
+  ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
+  testing::AnyFrame frame;
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
+  EXPECT_EQ(std::get<gemm::Credit>(frame.message).job_id, 42u);
+  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session, frame));
+  const auto& result = std::get<gemm::ResultTile>(frame.message);
   ASSERT_EQ(result.data.size(), expected.values.size());
   for (std::size_t i = 0; i < expected.values.size(); ++i) EXPECT_EQ(result.data[i], expected.values[i]) << i;
   ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());

@@ -16,6 +16,8 @@
 
 #include <asio.hpp>
 
+#include "tessera/gemm/codec.hpp"
+#include "tessera/gemm/wire_io.hpp"
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/transport/protocol.hpp"
 
@@ -101,17 +103,13 @@ inline Dense transpose(const Dense& a) {
 }
 
 inline Status store_tile(tp::FrameConnection& connection, uint32_t id, const Dense& tile) {
-  const auto prefix = tp::encode_store_prefix(tp::TilePrefix{id, tile.rows, tile.cols, tp::tile_crc32c(tile.values)});
-  const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix),
-                                                asio::buffer(tile.values.data(), tile.values.size() * sizeof(double))};
-  tp::FrameHeader header;
-  header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-  return connection.write_frame(header, parts);
+  return gemm::write_store(connection, gemm::TilePrefix{id, tile.rows, tile.cols, gemm::tile_crc32c(tile.values)},
+                           tile.values);
 }
 
-inline tp::Job gemm_job(uint64_t job_id, uint32_t a, uint32_t b, uint32_t c, uint32_t m, uint32_t n, uint32_t k,
+inline gemm::Job gemm_job(uint64_t job_id, uint32_t a, uint32_t b, uint32_t c, uint32_t m, uint32_t n, uint32_t k,
                         uint32_t flags = 0) {
-  tp::Job job;
+  gemm::Job job;
   job.job_id = job_id;
   job.a_tile = a;
   job.b_tile = b;
@@ -124,17 +122,54 @@ inline tp::Job gemm_job(uint64_t job_id, uint32_t a, uint32_t b, uint32_t c, uin
 }
 
 // C[0:m, 0:n] += s * A[0:m, 0:n] with s the single entry of the 1x1 tile `scalar`.
-inline tp::Job add_scaled_job(uint64_t job_id, uint32_t a, uint32_t scalar, uint32_t c, uint32_t m, uint32_t n,
+inline gemm::Job add_scaled_job(uint64_t job_id, uint32_t a, uint32_t scalar, uint32_t c, uint32_t m, uint32_t n,
                               uint32_t flags = 0) {
-  tp::Job job = gemm_job(job_id, a, scalar, c, m, n, 0, flags);
-  job.op = tp::JobOp::kAddScaled;
+  gemm::Job job = gemm_job(job_id, a, scalar, c, m, n, 0, flags);
+  job.op = gemm::JobOp::kAddScaled;
   return job;
+}
+
+// Any message of a coordinator session with a GEMM worker: the session's own (transport) or the
+// GEMM service's (gemm/codec.hpp), so that a test reads replies in order whichever codec they are.
+using AnyMessage = std::variant<tp::Hello, tp::Auth, tp::AuthOk, tp::Error, tp::Bye, gemm::Probe, gemm::ProbeResult,
+                                gemm::Store, gemm::Job, gemm::Credit, gemm::ResultTile, gemm::Release,
+                                gemm::StatsRequest, gemm::Stats>;
+
+// A frame read whole and decoded by its codec. STORE / RESULT data views `payload`: keep the frame.
+struct AnyFrame {
+  tp::FrameHeader header;
+  std::vector<std::byte> payload;
+  AnyMessage message;
+};
+
+// Reads the next frame: a session message through the connection, a GEMM one through
+// gemm::read_payload. Another service's frame (forwarding, graph) is kProtocolError naming it,
+// its payload left unread.
+inline Result<AnyFrame> read_any_frame(tp::FrameConnection& connection) {
+  Result<tp::FrameHeader> header = connection.read_header();
+  if (!header) return header.status();
+  auto as_any = [](auto&& message) {
+    return std::visit([](auto&& m) { return AnyMessage(std::move(m)); }, std::move(message));
+  };
+  if (tp::is_session_message(header->type)) {
+    Result<tp::IncomingFrame> frame = connection.read_payload(*header);
+    if (!frame) return frame.status();
+    return AnyFrame{frame->header, std::move(frame->payload), as_any(std::move(frame->message))};
+  }
+  if (gemm::is_gemm_message(header->type)) {
+    Result<gemm::GemmFrame> frame = gemm::read_payload(connection, *header);
+    if (!frame) return frame.status();
+    // Moving the vector keeps its heap buffer, so STORE/RESULT spans stay valid.
+    return AnyFrame{frame->header, std::move(frame->payload), as_any(std::move(frame->message))};
+  }
+  return protocol_error(connection.peer() + " sent " + tp::message_type_name(header->type) +
+                        ", neither a session nor a GEMM message");
 }
 
 // Reads the next frame and expects message type T; fails the test otherwise.
 template <typename T>
-::testing::AssertionResult read_expect(tp::FrameConnection& connection, tp::IncomingFrame& frame) {
-  auto read = connection.read_frame();
+::testing::AssertionResult read_expect(tp::FrameConnection& connection, AnyFrame& frame) {
+  auto read = read_any_frame(connection);
   if (!read.is_ok()) return ::testing::AssertionFailure() << "read failed: " << read.status().to_string();
   frame = std::move(read).value();
   if (!std::holds_alternative<T>(frame.message)) {
@@ -150,7 +185,7 @@ template <typename T>
 // Reads the next frame and expects ERROR with `code`.
 inline ::testing::AssertionResult read_error(tp::FrameConnection& connection, tp::ErrorCode code,
                                              std::string* message = nullptr) {
-  tp::IncomingFrame frame;
+  AnyFrame frame;
   auto result = read_expect<tp::Error>(connection, frame);
   if (!result) return result;
   const auto& error = std::get<tp::Error>(frame.message);
@@ -162,10 +197,10 @@ inline ::testing::AssertionResult read_error(tp::FrameConnection& connection, tp
   return ::testing::AssertionSuccess();
 }
 
-// The connection has been closed by the worker: the next read fails.
+// The connection has been closed by the worker: the next read fails (no frame header arrives).
 inline ::testing::AssertionResult read_closed(tp::FrameConnection& connection) {
-  auto read = connection.read_frame();
-  if (read.is_ok()) return ::testing::AssertionFailure() << "got " << tp::message_type_name(read->header.type);
+  auto read = connection.read_header();
+  if (read.is_ok()) return ::testing::AssertionFailure() << "got " << tp::message_type_name(read->type);
   return ::testing::AssertionSuccess();
 }
 

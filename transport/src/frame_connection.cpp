@@ -234,10 +234,6 @@ Result<std::unique_ptr<FrameConnection>> FrameConnection::connect(const std::str
 }
 
 Status FrameConnection::write_message(const Message& message, uint64_t request_id, uint32_t flags) {
-  if (std::holds_alternative<Store>(message) || std::holds_alternative<ResultTile>(message)) {
-    return internal_error("write_message: " + message_type_name(static_cast<uint16_t>(message_type(message))) +
-                          " carries matrix data; send it with write_frame (prefix + data)");
-  }
   try {
     const std::vector<std::byte> payload = encode_payload(message);
     FrameHeader header;
@@ -249,14 +245,6 @@ Status FrameConnection::write_message(const Message& message, uint64_t request_i
   } catch (const std::exception& e) {
     return internal_error("write to " + peer_ + ": cannot encode message: " + e.what());
   }
-}
-
-Status FrameConnection::write_store(const TilePrefix& tile, std::span<const double> data) {
-  const auto prefix = encode_store_prefix(tile);
-  FrameHeader header;
-  header.type = static_cast<uint16_t>(MessageType::kStore);
-  const std::array<asio::const_buffer, 2> parts{asio::buffer(prefix), asio::buffer(data.data(), data.size_bytes())};
-  return write_frame(header, parts);
 }
 
 Status FrameConnection::write_frame(FrameHeader header, std::span<const asio::const_buffer> payload_parts) {
@@ -423,13 +411,6 @@ Result<uint32_t> FrameConnection::read_checksummed(std::span<std::byte> out,
   return crc.value();
 }
 
-Status FrameConnection::read_tile_data(std::string_view message, const TilePrefix& tile, std::span<std::byte> out) {
-  Result<uint32_t> crc = read_checksummed(out);
-  if (!crc) return crc.status();
-  if (*crc != tile.data_crc32c) return tile_crc_mismatch(message, tile, *crc).with_context(peer_ + ": ");
-  return Status::ok();
-}
-
 Status FrameConnection::read_growing(std::vector<std::byte>& out, uint64_t size) {
   uint64_t remaining = size;
   while (remaining > 0) {
@@ -493,31 +474,16 @@ Result<IncomingFrame> FrameConnection::read_payload(const FrameHeader& header) {
   // payload_length with an allocation.
   Result<FrameHeader> checked = decode_header(encode_header(header), limits_);
   if (!checked) return checked.status().with_context(peer_ + ": ");
+  if (!is_session_message(header.type)) {
+    return protocol_error(peer_ + ": " + message_type_name(header.type) +
+                          " is a service's message; read it with that service's codec");
+  }
   const uint64_t length = header.payload_length;
-  const auto type = static_cast<MessageType>(header.type);
   try {
     std::vector<std::byte> payload;
-    if (type == MessageType::kStore || type == MessageType::kResult) {
-      // Bulk frames are the only ones whose size is not bounded by small per-type limits, so the
-      // prefix must agree with payload_length before the data buffer exists.
-      std::array<std::byte, kResultPrefixSize> prefix{};
-      const std::size_t prefix_size = type == MessageType::kStore ? kTilePrefixSize : kResultPrefixSize;
-      TESSERA_RETURN_IF_ERROR(read_exact(std::span(prefix.data(), prefix_size)));
-      const Status prefix_status =
-          type == MessageType::kStore
-              ? decode_store_prefix(std::span<const std::byte, kTilePrefixSize>(prefix.data(), kTilePrefixSize), length,
-                                    limits_)
-                    .status()
-              : decode_result_prefix(prefix, length, limits_).status();
-      if (!prefix_status.is_ok()) return prefix_status.with_context(peer_ + ": ");
-      payload.assign(prefix.begin(), prefix.begin() + static_cast<std::ptrdiff_t>(prefix_size));
-      TESSERA_RETURN_IF_ERROR(read_growing(payload, length - prefix_size));
-    } else {
-      TESSERA_RETURN_IF_ERROR(read_growing(payload, length));
-    }
+    TESSERA_RETURN_IF_ERROR(read_growing(payload, length));
     Result<Message> message = decode_payload(header.type, payload, limits_);
     if (!message) return message.status().with_context(peer_ + ": ");
-    // Moving the vector keeps its heap buffer, so STORE/RESULT spans stay valid.
     return IncomingFrame{header, std::move(payload), std::move(*message)};
   } catch (const std::bad_alloc&) {
     return resource_exhausted(peer_ + ": cannot allocate " + std::to_string(length) + " bytes for a " +

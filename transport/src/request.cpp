@@ -93,12 +93,6 @@ Result<FrameHeader> read_reply_header(FrameConnection& connection, std::initiali
                         " was expected");
 }
 
-Result<IncomingFrame> read_reply(FrameConnection& connection, std::initializer_list<MessageType> expected) {
-  Result<FrameHeader> header = read_reply_header(connection, expected);
-  if (!header) return header.status();
-  return connection.read_payload(*header);
-}
-
 std::optional<Status> read_parting_error(FrameConnection& connection) {
   connection.shutdown();
   for (;;) {

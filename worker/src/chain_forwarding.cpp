@@ -3,6 +3,7 @@
 #include "tessera/transport/dial.hpp"
 
 #include "tessera/transport/request.hpp"
+#include "tessera/gemm/wire_io.hpp"
 
 #include <array>
 #include <utility>
@@ -20,10 +21,10 @@ namespace {
 Status await_peer_ready(tp::FrameConnection& connection, uint64_t run_token, std::chrono::milliseconds timeout) {
   connection.set_read_deadline(timeout);
   Result<tp::FrameHeader> header = tp::read_reply_header(connection, {tp::MessageType::kForwardReady});
-  Result<tp::ForwardMessage> reply = header ? tp::read_forward_payload(connection, *header) : header.status();
+  Result<gemm::ForwardMessage> reply = header ? gemm::read_forward_payload(connection, *header) : header.status();
   connection.clear_read_deadline();
   if (!reply) return reply.status();
-  const auto* ready = std::get_if<tp::ForwardReady>(&*reply);
+  const auto* ready = std::get_if<gemm::ForwardReady>(&*reply);
   if (ready == nullptr || !ready->linked || ready->run_token != run_token) {
     return protocol_error(fmt::format("it did not take the link for run {}", run_token));
   }
@@ -34,10 +35,10 @@ Status await_peer_ready(tp::FrameConnection& connection, uint64_t run_token, std
 
 ChainForwarding::~ChainForwarding() { stop_run(); }
 
-tp::ForwardReady ChainForwarding::setup(SessionContext& coordinator, const tp::ForwardSetup& setup,
+gemm::ForwardReady ChainForwarding::setup(SessionContext& coordinator, const gemm::ForwardSetup& setup,
                                         std::chrono::milliseconds timeout) {
   stop_run();
-  tp::ForwardReady ready{setup.run_token, false, ""};
+  gemm::ForwardReady ready{setup.run_token, false, ""};
   const std::string next_name = fmt::format("{}:{}", setup.next_host, setup.next_port);
   {
     std::lock_guard lock(mutex_);
@@ -95,7 +96,7 @@ Result<std::unique_ptr<tp::FrameConnection>> ChainForwarding::open_peer_link(con
     return invalid_config("it does not take forwarded tiles (it offers " +
                           tp::capability_names(link->hello.capabilities) + ")");
   }
-  TESSERA_RETURN_IF_ERROR(tp::write_forward_message(*link->connection, tp::ForwardSetup{token, 0, 0, "", 0}));
+  TESSERA_RETURN_IF_ERROR(gemm::write_forward_message(*link->connection, gemm::ForwardSetup{token, 0, 0, "", 0}));
   // The peer answers FORWARD_READY once it has taken the link for this run, or ERROR saying why
   // not (no run there, another run): only then is the link known to carry tiles.
   TESSERA_RETURN_IF_ERROR(await_peer_ready(*link->connection, token, timeout));
@@ -150,16 +151,16 @@ Status ChainForwarding::stored_by_peer(uint64_t run_token, const std::shared_ptr
   if (!in_range(tile->id())) {
     return invalid_argument(fmt::format("tile {} lies outside the run's forwarded ids [{}, {})", tile->id(), first_, last_));
   }
-  tell_coordinator_locked(tp::Stored{run_token, tile->id()});
+  tell_coordinator_locked(gemm::Stored{run_token, tile->id()});
   return Status::ok();
 }
 
-void ChainForwarding::tell_coordinator_locked(const tp::ForwardMessage& message) {
+void ChainForwarding::tell_coordinator_locked(const gemm::ForwardMessage& message) {
   if (coordinator_ == nullptr) return;
   SessionContext* coordinator = coordinator_;
   // The coordinator's writer thread sends it after anything queued before; the context outlives
   // the write (end_session, which clears coordinator_, runs before the session's writes are dropped).
-  coordinator->write_later([coordinator, message] { (void)tp::write_forward_message(coordinator->connection(), message); });
+  coordinator->write_later([coordinator, message] { (void)gemm::write_forward_message(coordinator->connection(), message); });
 }
 
 Status ChainForwarding::admit_peer() const {
@@ -170,9 +171,9 @@ Status ChainForwarding::admit_peer() const {
 
 Status ChainForwarding::forward(tp::FrameConnection& next, Incoming& incoming) {
   const Tile& tile = *incoming.tile;
-  const tp::TilePrefix prefix{tile.id(), tile.rows(), tile.cols(), incoming.data_crc32c};
-  const auto header_bytes = tp::encode_store_header(prefix);
-  const auto prefix_bytes = tp::encode_store_prefix(prefix);
+  const gemm::TilePrefix prefix{tile.id(), tile.rows(), tile.cols(), incoming.data_crc32c};
+  const auto header_bytes = gemm::encode_store_header(prefix);
+  const auto prefix_bytes = gemm::encode_store_prefix(prefix);
   const std::array<asio::const_buffer, 2> head{asio::buffer(header_bytes), asio::buffer(prefix_bytes)};
   TESSERA_RETURN_IF_ERROR(next.write_buffers(head));
   const auto* data = reinterpret_cast<const std::byte*>(tile.data());
@@ -221,7 +222,7 @@ void ChainForwarding::forward_loop() {
     // the coordinator feeds the nodes after this one itself, and stop forwarding for this run.
     queue_.clear();
     next_->shutdown();
-    const tp::ForwardReady broken{token_, false,
+    const gemm::ForwardReady broken{token_, false,
                                   fmt::format("the link to the next node {} failed after {} tiles: {}", next_name_,
                                               tiles_forwarded_, written.message())};
     if (coordinator_ != nullptr) coordinator_->log(broken.reason);
@@ -234,7 +235,7 @@ void ChainForwarding::send_to_peer(uint64_t run_token, std::shared_ptr<Tile> til
                                    uint16_t port) {
   std::lock_guard lock(mutex_);
   if (const Status current = current_run_locked(run_token); !current.is_ok() || stopping_) {
-    tell_coordinator_locked(tp::Sent{run_token, tile->id(), false,
+    tell_coordinator_locked(gemm::Sent{run_token, tile->id(), false,
                                      fmt::format("tile {} was not sent to {}:{}: {}", tile->id(), host, port,
                                                  current.is_ok() ? "the run is ending" : current.message())});
     return;
@@ -280,14 +281,14 @@ void ChainForwarding::send_loop() {
     if (link != nullptr) {
       const Tile& tile = *send.tile;
       const std::span<const double> data(tile.data(), tile.size());
-      written = link->write_store({tile.id(), tile.rows(), tile.cols(), tp::tile_crc32c(data)}, data);
+      written = gemm::write_store(*link, {tile.id(), tile.rows(), tile.cols(), gemm::tile_crc32c(data)}, data);
     }
     std::lock_guard lock(mutex_);
     if (stopping_) return;
     if (written.is_ok()) {
       ++tiles_sent_;
       bytes_sent_ += send.tile->bytes();
-      tell_coordinator_locked(tp::Sent{token_, send.tile->id(), true, ""});
+      tell_coordinator_locked(gemm::Sent{token_, send.tile->id(), true, ""});
       continue;
     }
     if (const auto found = peer_links_.find(peer_name); found != peer_links_.end()) {
@@ -296,7 +297,7 @@ void ChainForwarding::send_loop() {
     }
     const std::string reason = fmt::format("tile {} did not reach {}: {}", send.tile->id(), peer_name, written.message());
     if (coordinator_ != nullptr) coordinator_->log(reason);
-    tell_coordinator_locked(tp::Sent{token_, send.tile->id(), false, reason});
+    tell_coordinator_locked(gemm::Sent{token_, send.tile->id(), false, reason});
   }
 }
 

@@ -41,7 +41,7 @@
 #include <unordered_set>
 
 #include "tessera/core/status.hpp"
-#include "tessera/transport/forward_codec.hpp"
+#include "tessera/gemm/forward_codec.hpp"
 #include "tessera/worker/service.hpp"
 #include "tessera/worker/tile_store.hpp"
 
@@ -65,7 +65,7 @@ class ChainForwarding {
 
   // FORWARD_SETUP from the coordinator of `coordinator`'s session: ends the previous run, starts
   // this one and links to its next node (within `timeout`). The answer to send back.
-  transport::ForwardReady setup(SessionContext& coordinator, const transport::ForwardSetup& setup,
+  gemm::ForwardReady setup(SessionContext& coordinator, const gemm::ForwardSetup& setup,
                                 std::chrono::milliseconds timeout);
   // A tile whose data is about to arrive (from the coordinator or a peer of the current run),
   // with the CRC its STORE announced. When it is in the run's range and the next node is linked,
@@ -95,7 +95,7 @@ class ChainForwarding {
   // OK when `run_token` names the run set up by a coordinator session still open. REQUIRES: mutex_.
   Status current_run_locked(uint64_t run_token) const;
   // Queues `message` on the coordinator session's writer, if it is still open. REQUIRES: mutex_.
-  void tell_coordinator_locked(const transport::ForwardMessage& message);
+  void tell_coordinator_locked(const gemm::ForwardMessage& message);
   void forward_loop();
   void send_loop();
   // A peer link of the current run to host:port, greeted and taken (FORWARD_READY), within `timeout`.

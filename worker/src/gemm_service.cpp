@@ -29,7 +29,8 @@
 #include <malloc.h>  // malloc_trim
 #endif
 
-#include "tessera/transport/forward_codec.hpp"
+#include "tessera/gemm/forward_codec.hpp"
+#include "tessera/gemm/wire_io.hpp"
 #include "tessera/worker/thread_cpu.hpp"
 
 #include "chain_forwarding.hpp"
@@ -64,10 +65,10 @@ namespace {
 
 // Sends a RESULT of tile `tile_id` whose values are `data` (rows x cols): the CRC pass reads the
 // memory the gathered write sends right after, so the check value is of the bytes as sent.
-void write_result(tp::FrameConnection& connection, const tp::Job& job, uint32_t tile_id, uint32_t rows, uint32_t cols,
+void write_result(tp::FrameConnection& connection, const gemm::Job& job, uint32_t tile_id, uint32_t rows, uint32_t cols,
                   double compute_seconds, std::span<const double> data, uint64_t request_id) {
-  const tp::TilePrefix prefix{tile_id, rows, cols, tp::tile_crc32c(data)};
-  const auto result_prefix = tp::encode_result_prefix(job.job_id, compute_seconds, prefix);
+  const gemm::TilePrefix prefix{tile_id, rows, cols, gemm::tile_crc32c(data)};
+  const auto result_prefix = gemm::encode_result_prefix(job.job_id, compute_seconds, prefix);
   tp::FrameHeader header;
   header.type = static_cast<uint16_t>(tp::MessageType::kResult);
   header.request_id = request_id;
@@ -83,7 +84,7 @@ void write_result(tp::FrameConnection& connection, const tp::Job& job, uint32_t 
     }
     std::size_t data_bytes = data.size_bytes();
     if (cut_after) data_bytes = static_cast<std::size_t>(std::min<uint64_t>(*cut_after, data_bytes));
-    header.payload_length = tp::result_payload_bytes(prefix);
+    header.payload_length = gemm::result_payload_bytes(prefix);
     const auto header_bytes = tp::encode_header(header);
     const std::array<asio::const_buffer, 3> parts{asio::buffer(header_bytes), asio::buffer(result_prefix),
                                                   asio::buffer(sent.data(), data_bytes)};
@@ -124,12 +125,12 @@ struct JobTiles {
 // The bookkeeping after an accepted JOB's computation, on the pool thread that finished it:
 // charges the time to C, releases what the flags say, counts the job, then sends the CREDIT (and
 // RESULT). The session outlives it: it waits for the pool to go idle before it ends.
-void complete_job(SessionContext& context, const tp::Job& job, uint64_t request_id, JobTiles& tiles,
+void complete_job(SessionContext& context, const gemm::Job& job, uint64_t request_id, JobTiles& tiles,
                   double seconds) {
   tiles.c->add_compute_seconds(seconds);
   TileStore& store = context.store();
-  if ((job.flags & tp::kJobReleaseA) != 0) store.release_if_same(job.a_tile, tiles.a.get());
-  if ((job.flags & tp::kJobReleaseB) != 0) store.release_if_same(job.b_tile, tiles.b.get());
+  if ((job.flags & gemm::kJobReleaseA) != 0) store.release_if_same(job.a_tile, tiles.a.get());
+  if ((job.flags & gemm::kJobReleaseB) != 0) store.release_if_same(job.b_tile, tiles.b.get());
   // Drop our references before the CREDIT: the coordinator may answer it with a STORE that
   // needs the released memory under the cap.
   tiles.a.reset();
@@ -145,7 +146,7 @@ void complete_job(SessionContext& context, const tp::Job& job, uint64_t request_
   }
 #endif
   const Tile& c = *tiles.c;
-  const bool send_result = (job.flags & tp::kJobSendResult) != 0;
+  const bool send_result = (job.flags & gemm::kJobSendResult) != 0;
   // The CREDIT and RESULT go out on the session's writer thread, the RESULT from a copy of C
   // (charged to the store's cap) so that a later job may write C while it travels. A failed write
   // means the peer is gone; the session's reader notices and ends the session.
@@ -160,14 +161,14 @@ void complete_job(SessionContext& context, const tp::Job& job, uint64_t request_
   if (!send_result || copy) {
     context.write_later([&connection, job, request_id, seconds, copy, id = c.id(), rows = c.rows(), cols = c.cols(),
                          compute_seconds = c.compute_seconds()] {
-      (void)connection.write_message(tp::Credit{job.job_id, 1, seconds}, request_id);
+      (void)gemm::write_message(connection, gemm::Credit{job.job_id, 1, seconds}, request_id);
       if (copy) write_result(connection, job, id, rows, cols, compute_seconds, {copy->data(), copy->size()}, request_id);
     });
   } else {
     // A large tile, or no memory for a copy: what is queued goes first, then this job's replies
     // from C itself.
     context.flush_writes();
-    (void)connection.write_message(tp::Credit{job.job_id, 1, seconds}, request_id);
+    (void)gemm::write_message(connection, gemm::Credit{job.job_id, 1, seconds}, request_id);
     write_result(connection, job, c.id(), c.rows(), c.cols(), c.compute_seconds(), {c.data(), c.size()}, request_id);
   }
   ComputePool::count_as_io(thread_cpu_seconds() - write_cpu_start);
@@ -179,13 +180,13 @@ void complete_job(SessionContext& context, const tp::Job& job, uint64_t request_
 template <typename Strips, typename Task>
 class TileJob final : public Strips {
  public:
-  TileJob(const Task& task, SessionContext& context, const tp::Job& job, uint64_t request_id, JobTiles tiles)
+  TileJob(const Task& task, SessionContext& context, const gemm::Job& job, uint64_t request_id, JobTiles tiles)
       : Strips(task), context_(context), job_(job), request_id_(request_id), tiles_(std::move(tiles)) {}
   void complete(double seconds) override { complete_job(context_, job_, request_id_, tiles_, seconds); }
 
  private:
   SessionContext& context_;
-  tp::Job job_;
+  gemm::Job job_;
   uint64_t request_id_;
   JobTiles tiles_;
 };
@@ -202,21 +203,21 @@ enum class StoreSource { kCoordinator, kPeer };
 std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding,
                                     StoreSource source, SessionStep& failed) {
   // The prefix is read on its own so the matrix data can go straight into tile memory.
-  if (header.payload_length < tp::kTilePrefixSize) {
+  if (header.payload_length < gemm::kTilePrefixSize) {
     failed = context.fail(tp::ErrorCode::kBadFrame,
                           fmt::format("STORE payload of {} bytes is shorter than its {}-byte tile prefix",
-                                      header.payload_length, tp::kTilePrefixSize),
+                                      header.payload_length, gemm::kTilePrefixSize),
                           header.request_id);
     return nullptr;
   }
   tp::FrameConnection& connection = context.connection();
-  std::array<std::byte, tp::kTilePrefixSize> prefix_bytes{};
+  std::array<std::byte, gemm::kTilePrefixSize> prefix_bytes{};
   const Status prefix_read = connection.read_exact(prefix_bytes);
   if (!prefix_read.is_ok()) {
     failed = context.read_failed(prefix_read, header.request_id);
     return nullptr;
   }
-  auto prefix = tp::decode_store_prefix(prefix_bytes, header.payload_length, context.limits());
+  auto prefix = gemm::decode_store_prefix(prefix_bytes, header.payload_length, gemm::limits_for(context.limits()));
   if (!prefix.is_ok()) {
     failed = context.fail(tp::ErrorCode::kBadFrame, prefix.status().message(), header.request_id);
     return nullptr;
@@ -247,7 +248,7 @@ std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHead
   if (*crc != prefix->data_crc32c) {
     // Never keep damaged data under the id: a JOB naming it would compute with it.
     context.store().release_if_same(prefix->tile_id, tile->get());
-    failed = context.fail(tp::ErrorCode::kCorrupt, tp::tile_crc_mismatch("STORE", *prefix, *crc).message(),
+    failed = context.fail(tp::ErrorCode::kCorrupt, gemm::tile_crc_mismatch("STORE", *prefix, *crc).message(),
                           header.request_id);
     return nullptr;
   }
@@ -269,16 +270,16 @@ SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header,
 }
 
 // FORWARD_SETUP read and decoded; anything else under that type ends the session.
-std::optional<tp::ForwardSetup> read_forward_setup(SessionContext& context, const tp::FrameHeader& header,
+std::optional<gemm::ForwardSetup> read_forward_setup(SessionContext& context, const tp::FrameHeader& header,
                                                    SessionStep& failed) {
-  Result<tp::ForwardMessage> message = tp::read_forward_payload(context.connection(), header);
+  Result<gemm::ForwardMessage> message = gemm::read_forward_payload(context.connection(), header);
   if (!message) {
     failed = message.status().code() == StatusCode::kProtocolError
                  ? context.fail(tp::ErrorCode::kBadFrame, message.status().message(), header.request_id)
                  : context.read_failed(message.status(), header.request_id);
     return std::nullopt;
   }
-  return std::get<tp::ForwardSetup>(std::move(*message));
+  return std::get<gemm::ForwardSetup>(std::move(*message));
 }
 
 // How long FORWARD_SETUP waits for the next node's link: a handshake on a LAN takes milliseconds;
@@ -287,10 +288,10 @@ constexpr std::chrono::milliseconds kNextNodeTimeout{5000};
 
 SessionStep handle_forward_setup(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
   SessionStep failed = SessionStep::kEnd;
-  const std::optional<tp::ForwardSetup> setup = read_forward_setup(context, header, failed);
+  const std::optional<gemm::ForwardSetup> setup = read_forward_setup(context, header, failed);
   if (!setup) return failed;
-  const tp::ForwardReady ready = forwarding.setup(context, *setup, kNextNodeTimeout);
-  const Status written = tp::write_forward_message(context.connection(), ready, header.request_id);
+  const gemm::ForwardReady ready = forwarding.setup(context, *setup, kNextNodeTimeout);
+  const Status written = gemm::write_forward_message(context.connection(), ready, header.request_id);
   if (!written.is_ok()) return context.read_failed(written, header.request_id);
   return SessionStep::kContinue;
 }
@@ -299,7 +300,7 @@ SessionStep handle_forward_setup(SessionContext& context, const tp::FrameHeader&
 SessionStep handle_peer_forward_setup(SessionContext& context, const tp::FrameHeader& header,
                                       const ChainForwarding& forwarding) {
   SessionStep failed = SessionStep::kEnd;
-  const std::optional<tp::ForwardSetup> setup = read_forward_setup(context, header, failed);
+  const std::optional<gemm::ForwardSetup> setup = read_forward_setup(context, header, failed);
   if (!setup) return failed;
   if (context.service_state().has_value()) {
     return context.fail(tp::ErrorCode::kBadFrame, "a second FORWARD_SETUP on one peer link", header.request_id);
@@ -312,7 +313,7 @@ SessionStep handle_peer_forward_setup(SessionContext& context, const tp::FrameHe
   }
   context.service_state() = setup->run_token;
   const Status written =
-      tp::write_forward_message(context.connection(), tp::ForwardReady{setup->run_token, true, ""}, header.request_id);
+      gemm::write_forward_message(context.connection(), gemm::ForwardReady{setup->run_token, true, ""}, header.request_id);
   if (!written.is_ok()) return context.read_failed(written, header.request_id);
   return SessionStep::kContinue;
 }
@@ -339,7 +340,7 @@ SessionStep handle_peer_store(SessionContext& context, const tp::FrameHeader& he
 // completion comes after every job sent before it, and the tile then holds their result.
 class SendAfterJobs final : public PoolTask {
  public:
-  SendAfterJobs(ChainForwarding& forwarding, tp::SendTile send, std::shared_ptr<Tile> tile)
+  SendAfterJobs(ChainForwarding& forwarding, gemm::SendTile send, std::shared_ptr<Tile> tile)
       : forwarding_(forwarding), send_(std::move(send)), tile_(std::move(tile)) {}
   std::size_t part_count(std::size_t) const override { return 1; }
   void run_part(std::size_t, std::size_t) override {}
@@ -347,18 +348,18 @@ class SendAfterJobs final : public PoolTask {
 
  private:
   ChainForwarding& forwarding_;
-  tp::SendTile send_;
+  gemm::SendTile send_;
   std::shared_ptr<Tile> tile_;
 };
 
 SessionStep handle_send_tile(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
-  Result<tp::ForwardMessage> message = tp::read_forward_payload(context.connection(), header);
+  Result<gemm::ForwardMessage> message = gemm::read_forward_payload(context.connection(), header);
   if (!message) {
     return message.status().code() == StatusCode::kProtocolError
                ? context.fail(tp::ErrorCode::kBadFrame, message.status().message(), header.request_id)
                : context.read_failed(message.status(), header.request_id);
   }
-  tp::SendTile send = std::get<tp::SendTile>(std::move(*message));
+  gemm::SendTile send = std::get<gemm::SendTile>(std::move(*message));
   // The tile is in the store now if it is ever to be: a JOB creating it, or its STORE, came first.
   std::shared_ptr<Tile> tile = context.store().find(send.tile_id);
   if (!tile) {
@@ -369,20 +370,18 @@ SessionStep handle_send_tile(SessionContext& context, const tp::FrameHeader& hea
   return SessionStep::kContinue;
 }
 
-SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
-  const tp::Job& job = std::get<tp::Job>(frame.message);
-  const uint64_t request_id = frame.header.request_id;
+SessionStep handle_job(SessionContext& context, const gemm::Job& job, uint64_t request_id) {
   auto bad = [&](tp::ErrorCode code, const std::string& why) {
     return context.fail(code, fmt::format("job {}: {}", job.job_id, why), request_id);
   };
-  const bool add_scaled = job.op == tp::JobOp::kAddScaled;
-  const bool transpose_a = (job.flags & tp::kJobTransposeA) != 0;
-  const bool transpose_b = (job.flags & tp::kJobTransposeB) != 0;
-  if (job.op != tp::JobOp::kGemmAccumulate && !add_scaled) {
+  const bool add_scaled = job.op == gemm::JobOp::kAddScaled;
+  const bool transpose_a = (job.flags & gemm::kJobTransposeA) != 0;
+  const bool transpose_b = (job.flags & gemm::kJobTransposeB) != 0;
+  if (job.op != gemm::JobOp::kGemmAccumulate && !add_scaled) {
     return bad(tp::ErrorCode::kBadJob, fmt::format("unknown op {}", static_cast<uint32_t>(job.op)));
   }
-  if ((job.flags & ~tp::kJobKnownFlags) != 0) {
-    return bad(tp::ErrorCode::kBadJob, fmt::format("unknown flag bits {:#x}", job.flags & ~tp::kJobKnownFlags));
+  if ((job.flags & ~gemm::kJobKnownFlags) != 0) {
+    return bad(tp::ErrorCode::kBadJob, fmt::format("unknown flag bits {:#x}", job.flags & ~gemm::kJobKnownFlags));
   }
   if (add_scaled) {
     if (job.m == 0 || job.n == 0 || job.k != 0) {
@@ -430,11 +429,11 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
                              tiles.b->rows(), tiles.b->cols()));
     }
   }
-  const bool create = (job.flags & tp::kJobCreateOutput) != 0;
+  const bool create = (job.flags & gemm::kJobCreateOutput) != 0;
   const uint32_t c_rows = create ? job.c_rows : 0;
   const uint32_t c_cols = create ? job.c_cols : 0;
   if (create) {
-    const uint32_t max_dim = context.limits().max_tile_dim;
+    const uint32_t max_dim = gemm::limits_for(context.limits()).max_tile_dim;
     if (c_rows == 0 || c_cols == 0 || c_rows > max_dim || c_cols > max_dim) {
       return bad(tp::ErrorCode::kBadJob, fmt::format("output tile {} x {} must have dimensions in 1..{}",
                                                      c_rows, c_cols, max_dim));
@@ -495,9 +494,9 @@ SessionStep handle_job(SessionContext& context, tp::IncomingFrame& frame) {
   return SessionStep::kContinue;
 }
 
-SessionStep handle_release(SessionContext& context, tp::IncomingFrame& frame) {
+SessionStep handle_release(SessionContext& context, const gemm::Release& release, uint64_t) {
   // Releasing an id that is not stored is harmless: the goal (it is gone) already holds.
-  for (uint32_t id : std::get<tp::Release>(frame.message).tile_ids) context.store().release(id);
+  for (uint32_t id : release.tile_ids) context.store().release(id);
   return SessionStep::kContinue;
 }
 
@@ -591,19 +590,19 @@ void return_free_memory() {
 SessionStep handle_probe(SessionContext& context, const tp::FrameHeader& header) {
   const uint64_t request_id = header.request_id;
   tp::FrameConnection& connection = context.connection();
-  if (header.payload_length < tp::kProbeFixedBytes) {
+  if (header.payload_length < gemm::kProbeFixedBytes) {
     return context.fail(tp::ErrorCode::kBadFrame,
                         fmt::format("PROBE payload of {} bytes is shorter than its {} fixed bytes",
-                                    header.payload_length, tp::kProbeFixedBytes),
+                                    header.payload_length, gemm::kProbeFixedBytes),
                         request_id);
   }
-  std::array<std::byte, tp::kProbeFixedBytes> fixed{};
+  std::array<std::byte, gemm::kProbeFixedBytes> fixed{};
   if (const Status read = connection.read_exact(fixed); !read.is_ok()) return context.read_failed(read, request_id);
-  Result<tp::Probe> decoded = tp::decode_probe_prefix(fixed, header.payload_length, context.limits());
+  Result<gemm::Probe> decoded = gemm::decode_probe_prefix(fixed, header.payload_length, gemm::limits_for(context.limits()));
   if (!decoded.is_ok()) return context.fail(tp::ErrorCode::kBadFrame, decoded.status().message(), request_id);
-  const tp::Probe& probe = *decoded;
+  const gemm::Probe& probe = *decoded;
   // decode_probe_prefix bounded it by Limits::max_echo_bytes (a u32).
-  const auto echo_length = static_cast<std::size_t>(header.payload_length - tp::kProbeFixedBytes);
+  const auto echo_length = static_cast<std::size_t>(header.payload_length - gemm::kProbeFixedBytes);
   std::shared_ptr<Tile> echo;
   if (echo_length > 0) {
     // Echo bytes are charged to the tile-memory cap before they are allocated, as tiles are, and
@@ -617,10 +616,10 @@ SessionStep handle_probe(SessionContext& context, const tp::FrameHeader& header)
     const Status read = connection.read_exact(echo->raw_bytes().first(echo_length));
     if (!read.is_ok()) return context.read_failed(read, request_id);
   }
-  tp::ProbeResult result;
+  gemm::ProbeResult result;
   result.kind = probe.kind;
-  if (probe.kind == tp::ProbeKind::kEcho) {
-    const auto prefix = tp::encode_probe_result_prefix(result, static_cast<uint32_t>(echo_length));
+  if (probe.kind == gemm::ProbeKind::kEcho) {
+    const auto prefix = gemm::encode_probe_result_prefix(result, static_cast<uint32_t>(echo_length));
     tp::FrameHeader reply;
     reply.type = static_cast<uint16_t>(tp::MessageType::kProbeResult);
     reply.request_id = request_id;
@@ -635,7 +634,7 @@ SessionStep handle_probe(SessionContext& context, const tp::FrameHeader& header)
   if (size == 0) return context.fail(tp::ErrorCode::kBadFrame, "GEMM probe of size 0", request_id);
   ComputePool& pool = context.pool();
   const uint32_t threads = pool.threads();
-  const uint32_t bound = gemm_probe_size_bound(threads, context.limits().max_probe_size);
+  const uint32_t bound = gemm_probe_size_bound(threads, gemm::limits_for(context.limits()).max_probe_size);
   if (size > bound) {
     return context.fail(tp::ErrorCode::kBadFrame,
                         fmt::format("GEMM probe of size {} refused: one repetition ({:.3g} flops) would take more "
@@ -700,19 +699,22 @@ SessionStep handle_probe(SessionContext& context, const tp::FrameHeader& header)
     at_repetition_start = product.run_block();
   } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_up_start).count() < kWarmUpSeconds);
   // The size bound above assumed the fastest core; this is the node's own rate (a slow node, or
-  // one under a CPU quota, can be far below it).
+  // one under a CPU quota or sharing its cores, can be far below it). A repetition the node could
+  // not finish within the longest a probe may be asked to last would only hold the session until
+  // the coordinator gives up on it; anything shorter is measured, however slow.
   const double expected_seconds = probe_flops(size) / product.flops_per_second();
-  if (expected_seconds > kProbeRepetitionSeconds) {
+  const double longest_seconds = gemm::limits_for(context.limits()).max_probe_seconds;
+  if (expected_seconds > longest_seconds) {
     probe_cpu();
     release();
     const double rate = product.flops_per_second();
-    const auto largest = static_cast<uint32_t>(std::cbrt(rate * kProbeRepetitionSeconds / 2.0));
+    const auto largest = static_cast<uint32_t>(std::cbrt(rate * longest_seconds / 2.0));
     return context.fail(tp::ErrorCode::kBadFrame,
                         fmt::format("GEMM probe of size {} refused: one repetition would take about {:.1f} s at the "
                                     "{:.2f} GFLOP/s this worker measured ({} compute thread{}), more than the {:g} s "
-                                    "a repetition may take; probe up to size {} here",
+                                    "a probe may last; probe up to size {} here",
                                     size, expected_seconds, rate / 1e9, threads, threads == 1 ? "" : "s",
-                                    kProbeRepetitionSeconds, largest),
+                                    longest_seconds, largest),
                         request_id);
   }
   // Finish the repetition the warm-up was in (untimed), so that the timed ones are whole.
@@ -738,15 +740,34 @@ SessionStep handle_probe(SessionContext& context, const tp::FrameHeader& header)
   result.gflops = seconds > 0.0 ? probe_flops(size) * repetitions / seconds / 1e9 : 0.0;
   context.log(fmt::format("GEMM probe {} x {}: {} reps in {:.3f} s, {:.2f} GFLOP/s", size, size, repetitions,
                           seconds, result.gflops));
-  const Status written = context.connection().write_message(result, request_id);
+  const Status written = gemm::write_message(context.connection(), result, request_id);
   if (!written.is_ok()) return context.read_failed(written, request_id);
   return SessionStep::kContinue;
 }
 
-SessionStep handle_stats_request(SessionContext& context, tp::IncomingFrame& frame) {
-  const Status written = context.connection().write_message(context.stats(), frame.header.request_id);
-  if (!written.is_ok()) return context.read_failed(written, frame.header.request_id);
+SessionStep handle_stats_request(SessionContext& context, const gemm::StatsRequest&, uint64_t request_id) {
+  const Status written = gemm::write_message(context.connection(), context.stats(), request_id);
+  if (!written.is_ok()) return context.read_failed(written, request_id);
   return SessionStep::kContinue;
+}
+
+// A handler of a message read whole and decoded by the GEMM codec; a payload the codec refuses is
+// answered with `refusal` (kBadJob for a JOB whose op, flags or extents are wrong).
+template <typename Message>
+MessageHandler decoded(tp::MessageType type, SessionStep (*handle)(SessionContext&, const Message&, uint64_t),
+                       tp::ErrorCode refusal = tp::ErrorCode::kBadFrame) {
+  MessageHandler handler;
+  handler.type = type;
+  handler.on_message = [handle, refusal](SessionContext& context, const tp::FrameHeader& header,
+                                         std::span<const std::byte> payload) {
+    Result<gemm::GemmMessage> message = gemm::decode_gemm_payload(header.type, payload, gemm::limits_for(context.limits()));
+    if (!message) return context.fail(refusal, message.status().message(), header.request_id);
+    return handle(context, std::get<Message>(*message), header.request_id);
+  };
+  handler.check_length = [](uint16_t frame_type, uint64_t length, const tp::Limits& limits) {
+    return gemm::check_gemm_payload_length(frame_type, length, gemm::limits_for(limits));
+  };
+  return handler;
 }
 
 // A handler that reads its frame itself and shares the service's chain forwarding.
@@ -785,24 +806,19 @@ Service gemm_service() {
   MessageHandler forward_setup = with_forwarding(tp::MessageType::kForwardSetup, forwarding, handle_forward_setup);
   MessageHandler send_tile = with_forwarding(tp::MessageType::kSendTile, forwarding, handle_send_tile);
 
-  MessageHandler job;
-  job.type = tp::MessageType::kJob;
-  job.on_message = handle_job;
   // The codec already checks a JOB's op, flags and extents; those failures are bad jobs.
-  job.decode_failure = tp::ErrorCode::kBadJob;
+  MessageHandler job = decoded(tp::MessageType::kJob, handle_job, tp::ErrorCode::kBadJob);
 
-  MessageHandler release;
-  release.type = tp::MessageType::kRelease;
-  release.on_message = handle_release;
-  release.max_payload_bytes = [](const tp::Limits& limits) { return tp::release_payload_bytes(limits.max_release_tiles); };
+  MessageHandler release = decoded(tp::MessageType::kRelease, handle_release);
+  release.max_payload_bytes = [](const tp::Limits& limits) {
+    return gemm::release_payload_bytes(gemm::limits_for(limits).max_release_tiles);
+  };
 
   MessageHandler probe;
   probe.type = tp::MessageType::kProbe;
   probe.on_stream = handle_probe;
 
-  MessageHandler stats;
-  stats.type = tp::MessageType::kStatsRequest;
-  stats.on_message = handle_stats_request;
+  MessageHandler stats = decoded(tp::MessageType::kStatsRequest, handle_stats_request);
 
   service.handlers = {std::move(probe), std::move(store),         std::move(job),           std::move(release),
                       std::move(stats), std::move(forward_setup), std::move(send_tile)};

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "tessera/worker/thread_cpu.hpp"
+#include "tessera/gemm/wire_io.hpp"
 #include "worker_log.hpp"
 
 namespace tessera::worker {
@@ -90,9 +91,9 @@ void SessionContext::add_connection_compute_cpu(double seconds) {
   connection_compute_cpu_ += std::max(seconds, 0.0);
 }
 
-tp::Stats SessionContext::stats() const {
+gemm::Stats SessionContext::stats() const {
   const ComputePool::Totals pool = pool_.totals();
-  tp::Stats out;
+  gemm::Stats out;
   out.session_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const double connection_cpu = thread_cpu_seconds() - connection_cpu_start_;
   out.io_cpu_seconds = std::max(connection_cpu - connection_compute_cpu_, 0.0) +

@@ -16,6 +16,7 @@
 #include "tessera/transport/frame_connection.hpp"
 #include "host_sharing.hpp"
 #include "tessera/transport/protocol.hpp"
+#include "tessera/gemm/codec.hpp"
 
 namespace tessera::balance::model {
 
@@ -28,13 +29,13 @@ namespace tp = tessera::transport;
 // Wire overheads of the multiply driver's frames (transport/protocol.hpp): a STORE is a header and
 // a tile prefix in front of the matrix data, a JOB a header and a 72-byte body, a RESULT a header
 // and a result prefix. They matter only for tiny shares, but keep predict() byte-exact.
-constexpr double kStoreOverheadBytes = tp::kHeaderSize + tp::kTilePrefixSize;
+constexpr double kStoreOverheadBytes = tp::kHeaderSize + gemm::kTilePrefixSize;
 // A worker forwards a piece cut-through, this much at a time (FrameConnection::kReadChunkBytes):
 // it may start passing a panel on once the first chunk is in, and sends its last chunk only
 // after receiving it.
 constexpr double kForwardChunkBytes = static_cast<double>(tp::FrameConnection::kReadChunkBytes);
-constexpr double kJobFrameBytes = tp::kHeaderSize + tp::kJobPayloadBytes;
-constexpr double kResultOverheadBytes = tp::kHeaderSize + tp::kResultPrefixSize;
+constexpr double kJobFrameBytes = tp::kHeaderSize + gemm::kJobPayloadBytes;
+constexpr double kResultOverheadBytes = tp::kHeaderSize + gemm::kResultPrefixSize;
 
 // How fast each of a node's activities progresses during one step of the simulation.
 struct StepRates {

@@ -18,6 +18,7 @@
 #include "tessera/core/time.hpp"
 #include "tessera/graph/wire.hpp"
 #include "tessera/transport/request.hpp"
+#include "tessera/gemm/client.hpp"
 
 namespace tessera::balance::profile::probes {
 
@@ -43,12 +44,12 @@ Status explain_lost_link(cluster::NodeLink& link, const Status& failure) {
 
 namespace {
 
-const char* probe_kind_name(tp::ProbeKind kind) { return kind == tp::ProbeKind::kGemm ? "GEMM" : "echo"; }
+const char* probe_kind_name(gemm::ProbeKind kind) { return kind == gemm::ProbeKind::kGemm ? "GEMM" : "echo"; }
 
 // One probe round trip; returns the answer and the wall time it took.
-Result<tp::ProbeResult> exchange(cluster::NodeLink& link, const tp::Probe& probe, double& seconds) {
+Result<gemm::ProbeResult> exchange(cluster::NodeLink& link, const gemm::Probe& probe, double& seconds) {
   const auto start = Clock::now();
-  Result<tp::ProbeResult> result = tp::request_reply<tp::ProbeResult>(*link.connection, probe);
+  Result<gemm::ProbeResult> result = gemm::GemmClient(*link.connection).probe(probe);
   seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!result) return result.status().with_context(who_of(link) + ": probe failed: ");
   if (result->kind != probe.kind) {
@@ -61,12 +62,12 @@ Result<tp::ProbeResult> exchange(cluster::NodeLink& link, const tp::Probe& probe
 }  // namespace
 
 Result<GemmWindow> gemm_window(cluster::NodeLink& link, uint32_t size, double window_seconds) {
-  tp::Probe probe;
-  probe.kind = tp::ProbeKind::kGemm;
+  gemm::Probe probe;
+  probe.kind = gemm::ProbeKind::kGemm;
   probe.size = size;
   probe.min_seconds = window_seconds;
   double wall = 0.0;
-  Result<tp::ProbeResult> result = exchange(link, probe, wall);
+  Result<gemm::ProbeResult> result = exchange(link, probe, wall);
   if (!result) return result.status();
   if (!(result->gflops > 0.0) || !std::isfinite(result->gflops)) {
     return protocol_error(fmt::format("{} reported a GEMM rate of {} GFLOP/s", who_of(link), result->gflops));
@@ -78,8 +79,8 @@ namespace {
 
 // The worker's session counters (CPU split into compute and communication, bytes), read before
 // and after a probe to learn what the probe cost the node's CPU.
-Result<tp::Stats> worker_stats(cluster::NodeLink& link) {
-  Result<tp::Stats> stats = tp::request_reply<tp::Stats>(*link.connection, tp::StatsRequest{});
+Result<gemm::Stats> worker_stats(cluster::NodeLink& link) {
+  Result<gemm::Stats> stats = gemm::GemmClient(*link.connection).stats();
   if (!stats) return stats.status().with_context(who_of(link) + ": asking for its CPU counters: ");
   return stats;
 }
@@ -110,12 +111,12 @@ Result<GemmWindow> gemm_rate(cluster::NodeLink& link, uint32_t size, double wind
 
 Result<double> round_trip_seconds(cluster::NodeLink& link, int pings) {
   std::vector<double> trips;
-  tp::Probe probe;
-  probe.kind = tp::ProbeKind::kEcho;
+  gemm::Probe probe;
+  probe.kind = gemm::ProbeKind::kEcho;
   probe.echo.assign(64, 0x33);
   for (int i = 0; i < pings; ++i) {
     double seconds = 0.0;
-    Result<tp::ProbeResult> result = exchange(link, probe, seconds);
+    Result<gemm::ProbeResult> result = exchange(link, probe, seconds);
     if (!result) return result.status();
     trips.push_back(seconds);
   }
@@ -139,31 +140,28 @@ uint32_t probe_rows(std::size_t bytes) {
 
 namespace {
 
-Status write_store(cluster::NodeLink& link, uint32_t tile_id, uint32_t rows, uint32_t cols, const double* data) {
-  const std::span<const double> values(data, std::size_t{rows} * cols);
-  return link.connection->write_store({tile_id, rows, cols, tp::tile_crc32c(values)}, values);
-}
-
+// The next answer of a link probe, which must be a `Reply` (a CREDIT, a PROBE_RESULT).
 template <typename Reply>
-Result<Reply> read_link_probe_reply(cluster::NodeLink& link) {
-  Result<Reply> reply = tp::read_reply<Reply>(*link.connection);
+Result<Reply> read_link_probe_reply(cluster::NodeLink& link, gemm::GemmClient& client) {
+  Result<gemm::GemmClient::Reply> reply = client.next({gemm::message_type_of<Reply>()});
   if (!reply) return reply.status().with_context(who_of(link) + ": link probe failed: ");
-  return reply;
+  return std::get<Reply>(std::move(*reply));
 }
 
 }  // namespace
 
 // The STORE, then an echo that the worker answers only after it has read the whole STORE.
 Result<double> time_to_node(cluster::NodeLink& link, uint32_t rows, const std::vector<double>& data) {
+  gemm::GemmClient client(*link.connection);
   const auto start = Clock::now();
-  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeTile, rows, kProbeColumns, data.data()));
-  tp::Probe echo;
-  echo.kind = tp::ProbeKind::kEcho;
-  TESSERA_RETURN_IF_ERROR(link.connection->write_message(echo));
-  Result<tp::ProbeResult> reply = read_link_probe_reply<tp::ProbeResult>(link);
-  if (!reply) return reply.status();
+  TESSERA_RETURN_IF_ERROR(client.store(kProbeTile, rows, kProbeColumns, data.data()));
+  gemm::Probe echo;
+  echo.kind = gemm::ProbeKind::kEcho;
+  Result<gemm::ProbeResult> reply = client.probe(echo);
+  if (!reply) return reply.status().with_context(who_of(link) + ": link probe failed: ");
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeTile}}));
+  const uint32_t released[] = {kProbeTile};
+  TESSERA_RETURN_IF_ERROR(client.release(released));
   return seconds;
 }
 
@@ -172,11 +170,11 @@ namespace {
 // Seconds to move `rows` x 1024 doubles from the node: a 1x1x1 job whose output tile is that
 // large, created beforehand so that only the RESULT is timed.
 // Stores 1x1 tiles of 1.0 as kProbeA and kProbeB and returns a 1x1x1 job reading them into kProbeC.
-Result<tp::Job> unit_job(cluster::NodeLink& link) {
+Result<gemm::Job> unit_job(gemm::GemmClient& client) {
   const double one = 1.0;
-  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
-  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeB, 1, 1, &one));
-  tp::Job job;
+  TESSERA_RETURN_IF_ERROR(client.store(kProbeA, 1, 1, &one));
+  TESSERA_RETURN_IF_ERROR(client.store(kProbeB, 1, 1, &one));
+  gemm::Job job;
   job.a_tile = kProbeA;
   job.b_tile = kProbeB;
   job.c_tile = kProbeC;
@@ -185,49 +183,37 @@ Result<tp::Job> unit_job(cluster::NodeLink& link) {
 }
 
 Result<double> time_from_node(cluster::NodeLink& link, uint32_t rows, std::vector<double>& landing, uint64_t& job_id) {
-  Result<tp::Job> unit = unit_job(link);
+  gemm::GemmClient client(*link.connection);
+  Result<gemm::Job> unit = unit_job(client);
   if (!unit) return unit.status();
-  tp::Job job = *unit;
+  gemm::Job job = *unit;
   job.c_rows = rows;
   job.c_cols = kProbeColumns;
   job.job_id = job_id++;
-  job.flags = tp::kJobCreateOutput;
-  TESSERA_RETURN_IF_ERROR(link.connection->write_message(job));
-  if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
+  job.flags = gemm::kJobCreateOutput;
+  TESSERA_RETURN_IF_ERROR(client.job(job));
+  if (Result<gemm::Credit> credit = read_link_probe_reply<gemm::Credit>(link, client); !credit) return credit.status();
 
   landing.assign(std::size_t{rows} * kProbeColumns, 0.0);
   job.job_id = job_id++;
-  job.flags = tp::kJobSendResult;
+  job.flags = gemm::kJobSendResult;
   const auto start = Clock::now();
-  TESSERA_RETURN_IF_ERROR(link.connection->write_message(job));
+  TESSERA_RETURN_IF_ERROR(client.job(job));
   double seconds = 0.0;
-  bool have_credit = false, have_result = false;
-  while (!have_credit || !have_result) {
-    Result<tp::FrameHeader> header =
-        tp::read_reply_header(*link.connection, {tp::MessageType::kResult, tp::MessageType::kCredit});
-    if (!header) return header.status().with_context(who_of(link) + ": link probe failed: ");
-    if (header->type == static_cast<uint16_t>(tp::MessageType::kResult)) {
-      std::array<std::byte, tp::kResultPrefixSize> prefix_bytes;
-      TESSERA_RETURN_IF_ERROR(link.connection->read_exact(prefix_bytes));
-      Result<tp::ResultPrefix> prefix =
-          tp::decode_result_prefix(prefix_bytes, header->payload_length, link.connection->limits());
-      if (!prefix) return prefix.status();
-      if (prefix->tile.rows != rows || prefix->tile.cols != kProbeColumns) {
-        return protocol_error(fmt::format("{} returned a {}x{} probe tile for {}x{}", who_of(link),
-                                          prefix->tile.rows, prefix->tile.cols, rows, kProbeColumns));
-      }
-      TESSERA_RETURN_IF_ERROR(link.connection->read_tile_data(
-          "RESULT", prefix->tile,
-          std::span<std::byte>(reinterpret_cast<std::byte*>(landing.data()), landing.size() * sizeof(double))));
-      seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      have_result = true;
-      continue;
+  while (client.owes()) {
+    Result<gemm::GemmClient::Reply> reply = client.next({tp::MessageType::kResult, tp::MessageType::kCredit});
+    if (!reply) return reply.status().with_context(who_of(link) + ": link probe failed: ");
+    const auto* result = std::get_if<gemm::GemmClient::ResultHeader>(&*reply);
+    if (result == nullptr) continue;  // the job's CREDIT
+    if (result->tile.rows != rows || result->tile.cols != kProbeColumns) {
+      return protocol_error(fmt::format("{} returned a {}x{} probe tile for {}x{}", who_of(link), result->tile.rows,
+                                        result->tile.cols, rows, kProbeColumns));
     }
-    Result<tp::IncomingFrame> credit = link.connection->read_payload(*header);
-    if (!credit) return credit.status().with_context(who_of(link) + ": link probe failed: ");
-    have_credit = true;
+    TESSERA_RETURN_IF_ERROR(client.read_result(*result, landing));
+    seconds = std::chrono::duration<double>(Clock::now() - start).count();
   }
-  TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeA, kProbeB, kProbeC}}));
+  const uint32_t released[] = {kProbeA, kProbeB, kProbeC};
+  TESSERA_RETURN_IF_ERROR(client.release(released));
   return seconds;
 }
 
@@ -235,24 +221,26 @@ Result<double> time_from_node(cluster::NodeLink& link, uint32_t rows, std::vecto
 // back, from the first written to the last CREDIT read, divided by `count` (decoding, queueing,
 // waking the compute thread, the CREDIT). The best of `repeats`: interference only adds.
 Result<double> job_overhead(cluster::NodeLink& link, int count, int repeats, uint64_t& job_id) {
-  Result<tp::Job> unit = unit_job(link);
+  gemm::GemmClient client(*link.connection);
+  Result<gemm::Job> unit = unit_job(client);
   if (!unit) return unit.status();
-  tp::Job job = *unit;
+  gemm::Job job = *unit;
   job.c_rows = job.c_cols = 1;
   double best = std::numeric_limits<double>::infinity();
   for (int repeat = 0; repeat < repeats; ++repeat) {
     const auto start = Clock::now();
     for (int i = 0; i < count; ++i) {
       job.job_id = job_id++;
-      job.flags = (repeat == 0 && i == 0) ? tp::kJobCreateOutput : 0u;
-      TESSERA_RETURN_IF_ERROR(link.connection->write_message(job));
+      job.flags = (repeat == 0 && i == 0) ? gemm::kJobCreateOutput : 0u;
+      TESSERA_RETURN_IF_ERROR(client.job(job));
     }
     for (int i = 0; i < count; ++i) {
-      if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
+      if (Result<gemm::Credit> credit = read_link_probe_reply<gemm::Credit>(link, client); !credit) return credit.status();
     }
     best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count() / count);
   }
-  TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeA, kProbeB, kProbeC}}));
+  const uint32_t released[] = {kProbeA, kProbeB, kProbeC};
+  TESSERA_RETURN_IF_ERROR(client.release(released));
   return best;
 }
 
@@ -262,20 +250,21 @@ Result<double> job_overhead(cluster::NodeLink& link, int count, int repeats, uin
 struct MadeTile {
   uint32_t tile = 0, rows = 0, cols = 0;
 };
-Status make_tiles_on_worker(cluster::NodeLink& link, const std::vector<MadeTile>& tiles, uint64_t& job_id) {
+Status make_tiles_on_worker(cluster::NodeLink& link, gemm::GemmClient& client, const std::vector<MadeTile>& tiles,
+                            uint64_t& job_id) {
   const double one = 1.0;
-  TESSERA_RETURN_IF_ERROR(write_store(link, kProbeA, 1, 1, &one));
-  tp::Job make;
+  TESSERA_RETURN_IF_ERROR(client.store(kProbeA, 1, 1, &one));
+  gemm::Job make;
   make.a_tile = make.b_tile = kProbeA;
   make.m = make.n = make.k = 1;
-  make.flags = tp::kJobCreateOutput;
+  make.flags = gemm::kJobCreateOutput;
   for (const MadeTile& made : tiles) {
     make.job_id = job_id++;
     make.c_tile = made.tile;
     make.c_rows = made.rows;
     make.c_cols = made.cols;
-    TESSERA_RETURN_IF_ERROR(link.connection->write_message(make));
-    if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
+    TESSERA_RETURN_IF_ERROR(client.job(make));
+    if (Result<gemm::Credit> credit = read_link_probe_reply<gemm::Credit>(link, client); !credit) return credit.status();
   }
   return Status::ok();
 }
@@ -295,13 +284,14 @@ constexpr uint32_t kVectorProbeFirstMatrix = 0xFFFFFF10u;
 Result<double> vector_gflops(cluster::NodeLink& link, int count, int repeats, uint64_t& job_id) {
   const uint32_t n = kVectorProbeSize;
   std::vector<MadeTile> made{{kProbeC, 1, n}, {kProbeTile, 1, n}};
-  tp::Release release{{kProbeA, kProbeC, kProbeTile}};
+  std::vector<uint32_t> released{kProbeA, kProbeC, kProbeTile};
   for (uint32_t i = 0; i < kVectorProbeMatrices; ++i) {
     made.push_back({kVectorProbeFirstMatrix + i, n, n});
-    release.tile_ids.push_back(kVectorProbeFirstMatrix + i);
+    released.push_back(kVectorProbeFirstMatrix + i);
   }
-  TESSERA_RETURN_IF_ERROR(make_tiles_on_worker(link, made, job_id));
-  tp::Job job;
+  gemm::GemmClient client(*link.connection);
+  TESSERA_RETURN_IF_ERROR(make_tiles_on_worker(link, client, made, job_id));
+  gemm::Job job;
   job.a_tile = kProbeC;  // 1 x n (zeros: the same arithmetic and memory traffic as any values)
   job.c_tile = kProbeTile;
   job.m = 1;
@@ -312,15 +302,15 @@ Result<double> vector_gflops(cluster::NodeLink& link, int count, int repeats, ui
     for (int i = 0; i < count; ++i) {
       job.job_id = job_id++;
       job.b_tile = kVectorProbeFirstMatrix + static_cast<uint32_t>(i) % kVectorProbeMatrices;
-      TESSERA_RETURN_IF_ERROR(link.connection->write_message(job));
+      TESSERA_RETURN_IF_ERROR(client.job(job));
     }
     for (int i = 0; i < count; ++i) {
-      if (Result<tp::Credit> credit = read_link_probe_reply<tp::Credit>(link); !credit) return credit.status();
+      if (Result<gemm::Credit> credit = read_link_probe_reply<gemm::Credit>(link, client); !credit) return credit.status();
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     best = std::max(best, 2.0 * n * n * count / std::max(seconds, 1e-9) / 1e9);
   }
-  TESSERA_RETURN_IF_ERROR(link.connection->write_message(release));
+  TESSERA_RETURN_IF_ERROR(client.release(released));
   return best;
 }
 
@@ -396,13 +386,13 @@ Result<NodeProfile> measure_node_compute(cluster::NodeLink& link, const ProfileO
     // Skip sizes whose single GEMM would outlast two windows at the rate seen so far.
     if (!is_reference && last_rate > 0.0 && flops / (last_rate * 1e9) > 2.0 * window) continue;
     say(fmt::format("GEMM {}x{}", size, size));
-    Result<tp::Stats> before = is_reference ? worker_stats(link) : Result<tp::Stats>(tp::Stats{});
+    Result<gemm::Stats> before = is_reference ? worker_stats(link) : Result<gemm::Stats>(gemm::Stats{});
     if (!before) return before.status();
     const auto window_start = Clock::now();
     Result<GemmWindow> rate = gemm_rate(link, size, window, windows);
     if (!rate) return rate.status();
     if (is_reference) {
-      Result<tp::Stats> after = worker_stats(link);
+      Result<gemm::Stats> after = worker_stats(link);
       if (!after) return after.status();
       const double wall = std::chrono::duration<double>(Clock::now() - window_start).count();
       node.compute_cores = (after->compute_cpu_seconds - before->compute_cpu_seconds) / std::max(wall, 1e-9);
@@ -438,11 +428,11 @@ Status measure_node_link(cluster::NodeLink& link, const ProfileOptions& options,
   const double target = options.quick ? kQuickBandwidthProbeSeconds : kBandwidthProbeSeconds;
   const int repeats = options.quick ? 1 : 2;
   say("bandwidth to node");
-  Result<tp::Stats> before_receive = worker_stats(link);
+  Result<gemm::Stats> before_receive = worker_stats(link);
   if (!before_receive) return before_receive.status();
   Result<double> to_node = bandwidth(link, true, *round_trip, target, repeats, source, job_id);
   if (!to_node) return to_node.status();
-  Result<tp::Stats> after_receive = worker_stats(link);
+  Result<gemm::Stats> after_receive = worker_stats(link);
   if (!after_receive) return after_receive.status();
   const double received = static_cast<double>(after_receive->bytes_received - before_receive->bytes_received);
   if (received > 0.0) {
@@ -534,51 +524,46 @@ constexpr uint32_t kBusyX = 0xFFFFFF04u, kBusyY = 0xFFFFFF05u, kBusyZ = 0xFFFFFF
 
 Result<double> busy_round_trip(cluster::NodeLink& link, int pings, uint64_t job_id) {
   constexpr uint32_t n = kBusyLoadSize;
-  TESSERA_RETURN_IF_ERROR(make_tiles_on_worker(link, {{kBusyX, n, n}, {kBusyY, n, n}, {kBusyZ, n, n}}, job_id));
-  tp::Job load;
+  gemm::GemmClient client(*link.connection);
+  TESSERA_RETURN_IF_ERROR(make_tiles_on_worker(link, client, {{kBusyX, n, n}, {kBusyY, n, n}, {kBusyZ, n, n}}, job_id));
+  gemm::Job load;
   load.a_tile = kBusyX;
   load.b_tile = kBusyY;
   load.c_tile = kBusyZ;
   load.m = load.n = load.k = kBusyLoadSize;
-  int in_flight = 0;
   const auto send_load = [&]() -> Status {
     load.job_id = job_id++;
-    ++in_flight;
-    return link.connection->write_message(load);
+    return client.job(load);
   };
   for (int i = 0; i < kBusyJobsInFlight; ++i) TESSERA_RETURN_IF_ERROR(send_load());
   std::vector<double> trips;
-  tp::Probe echo;
-  echo.kind = tp::ProbeKind::kEcho;
+  gemm::Probe echo;
+  echo.kind = gemm::ProbeKind::kEcho;
   echo.echo.assign(64, 0x33);
   bool echo_out = false;
   Clock::time_point echo_sent;
-  while (static_cast<int>(trips.size()) < pings || in_flight > 0) {
+  while (static_cast<int>(trips.size()) < pings || client.owes()) {
     if (!echo_out && static_cast<int>(trips.size()) < pings) {
       // The k-th echo waits (7k mod pings) / pings of the spread: every phase once, in mixed order.
       const auto step = (7 * static_cast<int64_t>(trips.size())) % pings;
       std::this_thread::sleep_for(kBusyEchoSpread * step / pings);
-      TESSERA_RETURN_IF_ERROR(link.connection->write_message(echo));
+      TESSERA_RETURN_IF_ERROR(client.send_probe(echo));
       echo_sent = Clock::now();
       echo_out = true;
     }
-    Result<tp::FrameHeader> header =
-        tp::read_reply_header(*link.connection, {tp::MessageType::kCredit, tp::MessageType::kProbeResult});
-    if (!header) return header.status().with_context(who_of(link) + ": busy latency probe failed: ");
-    const bool is_echo = header->type == static_cast<uint16_t>(tp::MessageType::kProbeResult);
-    Result<tp::IncomingFrame> frame = link.connection->read_payload(*header);
-    if (!frame) return frame.status().with_context(who_of(link) + ": busy latency probe failed: ");
-    if (is_echo) {
+    Result<gemm::GemmClient::Reply> reply = client.next({tp::MessageType::kCredit, tp::MessageType::kProbeResult});
+    if (!reply) return reply.status().with_context(who_of(link) + ": busy latency probe failed: ");
+    if (std::holds_alternative<gemm::ProbeResult>(*reply)) {
       if (!echo_out) return protocol_error(fmt::format("{} answered an echo it was not sent", who_of(link)));
       trips.push_back(std::chrono::duration<double>(Clock::now() - echo_sent).count());
       echo_out = false;
       continue;
     }
-    --in_flight;
     // Keep the node busy until the last echo is back, then let the queue drain.
     if (static_cast<int>(trips.size()) < pings) TESSERA_RETURN_IF_ERROR(send_load());
   }
-  TESSERA_RETURN_IF_ERROR(link.connection->write_message(tp::Release{{kProbeA, kBusyX, kBusyY, kBusyZ}}));
+  const uint32_t released[] = {kProbeA, kBusyX, kBusyY, kBusyZ};
+  TESSERA_RETURN_IF_ERROR(client.release(released));
   double total = 0.0;
   for (double trip : trips) total += trip;
   return trips.empty() ? 0.0 : total / static_cast<double>(trips.size());

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/transport/forward_codec.hpp"
+#include "tessera/gemm/forward_codec.hpp"
 #include "tessera/transport/request.hpp"
 
 namespace tessera::balance::run {
@@ -44,7 +44,7 @@ std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster
   std::vector<Member>& members = feed->members_;
   for (std::size_t p = members.size(); p-- > 0;) {
     cluster::NodeLink& link = cluster.links()[members[p].node];
-    tp::ForwardSetup setup{feed->token_, first_tile_id, last_tile_id, "", 0};
+    gemm::ForwardSetup setup{feed->token_, first_tile_id, last_tile_id, "", 0};
     const bool has_next = p + 1 < members.size() && !members[p + 1].head;
     if (has_next) {
       const std::size_t next = members[p + 1].node;
@@ -53,7 +53,7 @@ std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster
       setup.next_port = next_link.spec.port;
     }
     link.connection->set_read_deadline(timeout);
-    Result<tp::ForwardReady> ready = request_forward_setup(*link.connection, setup);
+    Result<gemm::ForwardReady> ready = gemm::GemmClient(*link.connection).set_up_forwarding(setup);
     link.connection->clear_read_deadline();
     if (!ready) {
       // The member itself failed: the run will find it lost; B goes to it directly meanwhile.
@@ -198,6 +198,6 @@ std::string ChainFeed::describe() const {
   return text;
 }
 
-Status ChainFeed::end_for(tp::FrameConnection& connection) const { return end_forward_run(connection, token_); }
+Status ChainFeed::end_for(gemm::GemmClient& client) const { return client.end_forwarding(token_); }
 
 }  // namespace tessera::balance::run

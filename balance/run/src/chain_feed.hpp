@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/gemm/client.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/core/status.hpp"
 
@@ -82,7 +83,7 @@ class ChainFeed {
   // Tells every member the run is over (a FORWARD_SETUP with a fresh token and nothing to
   // forward): its forwarding stops and late pieces are refused. REQUIRES: the node's streaming
   // thread, nothing of the run on its wire but STORED and FORWARD_READY, which are skipped.
-  Status end_for(transport::FrameConnection& connection) const;
+  Status end_for(gemm::GemmClient& client) const;
   // "coordinator -> desktop -> pi1 | coordinator -> pi2" for reports.
   std::string describe() const;
 

@@ -20,7 +20,7 @@
 #include "tessera/core/time.hpp"
 
 #include "tessera/transport/crc32c.hpp"
-#include "tessera/transport/forward_codec.hpp"
+#include "tessera/gemm/client.hpp"
 #include "tessera/transport/protocol.hpp"
 #include "tessera/transport/request.hpp"
 
@@ -70,7 +70,7 @@ class CoordinatorTiles {
     HeldTile* tile = slot(key);
     std::call_once(tile->packed, [&] {
       tile->values = pack();
-      tile->crc = tp::tile_crc32c(tile->values);
+      tile->crc = gemm::tile_crc32c(tile->values);
     });
     return tile;
   }
@@ -110,6 +110,7 @@ class CoordinatorTiles {
 struct NodeState {
   std::size_t index = 0;
   tp::FrameConnection* connection = nullptr;
+  std::unique_ptr<gemm::GemmClient> client;  // over `connection`; what it owes of jobs and results
   std::string name;
   std::size_t link = 0;  // index in cluster.links()
   std::string host;
@@ -117,7 +118,6 @@ struct NodeState {
   uint64_t capabilities = 0;
   std::mutex mutex;
   std::condition_variable changed;
-  uint64_t jobs_sent = 0, credits = 0, results_expected = 0, results_received = 0;
   bool sender_done = false;
   bool failed = false;
   std::unordered_map<uint64_t, std::size_t> job_task;  // job id -> task
@@ -140,10 +140,9 @@ struct NodeState {
   std::deque<Send> sends_in_flight;  // SEND_TILEs written, SENT not yet read, in order
   uint64_t sends_owed = 0;           // those not abandoned
 
-  // REQUIRES: mutex held.
-  uint64_t owed() const {
-    return (jobs_sent - credits) + (results_expected - results_received) + sends_owed + peer_owed.size();
-  }
+  // REQUIRES: mutex held (the client's own counters change under it too, so a wait on `changed`
+  // sees them move).
+  uint64_t owed() const { return client->jobs_owed() + client->results_owed() + sends_owed + peer_owed.size(); }
 };
 
 class DagRunner {
@@ -157,6 +156,7 @@ class DagRunner {
       node->index = p;
       cluster::NodeLink& link = cluster.links()[links[p]];
       node->connection = link.connection.get();
+      node->client = std::make_unique<gemm::GemmClient>(*link.connection);
       node->name = link.spec.name;
       node->link = links[p];
       node->host = link.spec.host;
@@ -213,7 +213,7 @@ class DagRunner {
         // The workers' run ends: their sends stop, their peer links close, and any STORED or
         // SENT a stopped run left on the wire is read here, not by the next command.
         node->connection->set_read_deadline(deadline());
-        (void)end_forward_run(*node->connection, token_);
+        (void)node->client->end_forwarding(token_);
         node->connection->clear_read_deadline();
       }
       node->stats.bytes_to_node = node->connection->bytes_sent() - node->bytes_sent_at_start;
@@ -293,8 +293,8 @@ class DagRunner {
     token_ = fresh_forward_token();
     for (auto& node : nodes_) {
       node->connection->set_read_deadline(deadline());
-      Result<tp::ForwardReady> ready =
-          request_forward_setup(*node->connection, tp::ForwardSetup{token_, options_.first_tile_id, dag_ids_end_, "", 0});
+      Result<gemm::ForwardReady> ready =
+          node->client->set_up_forwarding(gemm::ForwardSetup{token_, options_.first_tile_id, dag_ids_end_, "", 0});
       node->connection->clear_read_deadline();
       if (!ready || !ready->linked) {
         notes_.push_back(fmt::format("tiles between nodes go through the coordinator: setting up {} failed: {}", node->name,
@@ -322,7 +322,7 @@ class DagRunner {
     const TileRef& output = dag_.tasks[task_index].output;
     for (std::size_t to : peer_targets_[task_index]) {
       const NodeState& target = *nodes_[to];
-      const tp::SendTile send{token_, id_of(output), peer_host(options_.peer_hosts, node.link, target.link, target.host),
+      const gemm::SendTile send{token_, id_of(output), peer_host(options_.peer_hosts, node.link, target.link, target.host),
                               target.port};
       {
         std::lock_guard lock(node.mutex);
@@ -331,7 +331,7 @@ class DagRunner {
       }
       watchdog_->begin_owing(node.index);  // its SENT
       node.changed.notify_all();
-      TESSERA_RETURN_IF_ERROR(writing(node, [&] { return tp::write_forward_message(*node.connection, send); }));
+      TESSERA_RETURN_IF_ERROR(writing(node, [&] { return node.client->forward(send); }));
     }
     return Status::ok();
   }
@@ -348,10 +348,8 @@ class DagRunner {
   }
 
   // STORED (a peer's tile arrived) or SENT (a tile this node sent arrived, or why not).
-  Status receive_forward(NodeState& node, const tp::FrameHeader& header) {
-    Result<tp::ForwardMessage> message = tp::read_forward_payload(*node.connection, header);
-    if (!message) return message.status();
-    if (const auto* stored = std::get_if<tp::Stored>(&*message)) {
+  Status receive_forward(NodeState& node, const gemm::ForwardMessage& message) {
+    if (const auto* stored = std::get_if<gemm::Stored>(&message)) {
       bool owed = false;
       {
         std::lock_guard lock(node.mutex);
@@ -366,8 +364,8 @@ class DagRunner {
       node.changed.notify_all();
       return Status::ok();
     }
-    const auto* sent = std::get_if<tp::Sent>(&*message);
-    if (sent == nullptr) return protocol_error(fmt::format("{} sent {} mid-run", node.name, tp::message_type_name(header.type)));
+    const auto* sent = std::get_if<gemm::Sent>(&message);
+    if (sent == nullptr) return protocol_error(fmt::format("{} sent {} mid-run", node.name, tp::message_type_name(static_cast<uint16_t>(gemm::forward_message_type(message)))));
     NodeState::Send send;
     {
       std::lock_guard lock(node.mutex);
@@ -449,14 +447,12 @@ class DagRunner {
   // `crc`: the data's CRC32C when already known (a held tile's), else computed here.
   Status store(NodeState& node, uint32_t id, uint64_t rows, uint64_t cols, const double* data,
                std::optional<uint32_t> crc = std::nullopt) {
-    const std::span<const double> values(data, rows * cols);
     Status status = writing(node, [&] {
-      return node.connection->write_store(
-          {id, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), crc ? *crc : tp::tile_crc32c(values)}, values);
+      return node.client->store(id, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), data, crc);
     });
     if (status) {
       node.stored.insert(id);
-      node.stats.tile_bytes_to_node += values.size_bytes();
+      node.stats.tile_bytes_to_node += rows * cols * sizeof(double);
     }
     return status;
   }
@@ -465,18 +461,10 @@ class DagRunner {
   // row gathered into the write: nothing is copied on the coordinator.
   Status store_rows(NodeState& node, uint32_t id, const linalg::MatrixView& source, uint64_t row0, uint64_t col0,
                     uint64_t rows, uint64_t cols, uint32_t crc) {
-    const auto prefix = tp::encode_store_prefix({id, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), crc});
-    std::vector<asio::const_buffer> parts;
-    parts.reserve(rows + 1);
-    parts.push_back(asio::buffer(prefix));
-    if (col0 == 0 && cols == source.cols && source.contiguous()) {
-      parts.push_back(asio::buffer(source.row(row0), rows * cols * sizeof(double)));  // whole rows: one piece
-    } else {
-      for (uint64_t i = 0; i < rows; ++i) parts.push_back(asio::buffer(source.row(row0 + i) + col0, cols * sizeof(double)));
-    }
-    tp::FrameHeader header;
-    header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-    Status status = writing(node, [&] { return node.connection->write_frame(header, parts); });
+    Status status = writing(node, [&] {
+      return node.client->store_rows(id, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
+                                     source.row(row0) + col0, source.ld, crc);
+    });
     if (status) {
       node.stored.insert(id);
       node.stats.tile_bytes_to_node += rows * cols * sizeof(double);
@@ -486,14 +474,7 @@ class DagRunner {
 
   Status release(NodeState& node, std::vector<uint32_t> ids) {
     for (uint32_t id : ids) node.stored.erase(id);
-    const std::size_t chunk = node.connection->limits().max_release_tiles;
-    for (std::size_t from = 0; from < ids.size(); from += chunk) {
-      tp::Release message;
-      message.tile_ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(from),
-                              ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), from + chunk)));
-      TESSERA_RETURN_IF_ERROR(writing(node, [&] { return node.connection->write_message(message); }));
-    }
-    return Status::ok();
+    return writing(node, [&] { return node.client->release(ids); });
   }
 
   void release_everything(NodeState& node) {
@@ -593,23 +574,26 @@ class DagRunner {
   // Waits for room in the node's job window; false when the run stops first.
   bool wait_for_room(NodeState& node) {
     std::unique_lock lock(node.mutex);
-    node.changed.wait(lock, [&] { return stop_.load() || node.jobs_sent - node.credits < options_.jobs_in_flight; });
+    node.changed.wait(lock, [&] { return stop_.load() || node.client->jobs_owed() < options_.jobs_in_flight; });
     return !stop_.load();
   }
 
-  Status send_job(NodeState& node, std::size_t task_index, tp::Job job) {
+  Status send_job(NodeState& node, std::size_t task_index, gemm::Job job) {
     if (!wait_for_room(node)) return cancelled("stopped");
     {
       std::lock_guard lock(node.mutex);
       job.job_id = node.next_job_id++;
       node.job_task[job.job_id] = task_index;
-      ++node.jobs_sent;
-      if ((job.flags & tp::kJobSendResult) != 0) ++node.results_expected;
     }
-    watchdog_->begin_owing(node.index, (job.flags & tp::kJobSendResult) != 0 ? 2 : 1);
+    watchdog_->begin_owing(node.index, (job.flags & gemm::kJobSendResult) != 0 ? 2 : 1);
     ++node.stats.jobs;
+    // The client counts the job as owed before it writes it, so its CREDIT is never early.
+    Status written = writing(node, [&] { return node.client->job(job); });
+    {
+      std::lock_guard lock(node.mutex);  // the reader may wait on what the job made owed
+    }
     node.changed.notify_all();
-    return writing(node, [&] { return node.connection->write_message(job, job.job_id); });
+    return written;
   }
 
   // The task's output as zeros, stored from here (every operand was a zero tile).
@@ -624,8 +608,8 @@ class DagRunner {
   Status compute(NodeState& node, std::size_t task_index) {
     const expr::TileTask& task = dag_.tasks[task_index];
     const uint64_t rows = dag_.rows_of(task.output), cols = dag_.cols_of(task.output);
-    const uint32_t send_result = returns(task_index) ? tp::kJobSendResult : 0u;
-    std::vector<tp::Job> jobs;
+    const uint32_t send_result = returns(task_index) ? gemm::kJobSendResult : 0u;
+    std::vector<gemm::Job> jobs;
     // Per job, the reads it needs: k and depth + k for a product's step k, r (twice) for a sum's operand r.
     std::vector<std::array<std::size_t, 2>> job_reads;
     switch (task.op) {
@@ -639,16 +623,16 @@ class DagRunner {
           Result<std::optional<uint32_t>> b = operand(node, right);
           if (!b) return b.status();
           if (!*a || !*b) continue;
-          tp::Job job;
-          job.op = tp::JobOp::kGemmAccumulate;
+          gemm::Job job;
+          job.op = gemm::JobOp::kGemmAccumulate;
           job.a_tile = **a;
           job.b_tile = **b;
           job.m = static_cast<uint32_t>(rows);
           job.n = static_cast<uint32_t>(cols);
           // A transposed operand is read from the tile as stored, its rows and columns swapped.
           job.k = static_cast<uint32_t>(reads_transposed(left) ? dag_.rows_of(left) : dag_.cols_of(left));
-          if (reads_transposed(left)) job.flags |= tp::kJobTransposeA;
-          if (reads_transposed(right)) job.flags |= tp::kJobTransposeB;
+          if (reads_transposed(left)) job.flags |= gemm::kJobTransposeA;
+          if (reads_transposed(right)) job.flags |= gemm::kJobTransposeB;
           jobs.push_back(job);
           job_reads.push_back({k, depth + k});
         }
@@ -666,14 +650,14 @@ class DagRunner {
           const double scalar = task.op == Op::kScale ? node_expr.scalar : (task.op == Op::kDifference && r == 1 ? -1.0 : 1.0);
           Result<uint32_t> s = scalar_tile(node, scalar);
           if (!s) return s.status();
-          tp::Job job;
-          job.op = tp::JobOp::kAddScaled;
+          gemm::Job job;
+          job.op = gemm::JobOp::kAddScaled;
           job.a_tile = **a;
           job.b_tile = *s;
           job.m = static_cast<uint32_t>(rows);
           job.n = static_cast<uint32_t>(cols);
           job.k = 0;
-          if (reads_transposed(task.reads[r])) job.flags |= tp::kJobTransposeA;
+          if (reads_transposed(task.reads[r])) job.flags |= gemm::kJobTransposeA;
           jobs.push_back(job);
           job_reads.push_back({r, r});
         }
@@ -694,10 +678,10 @@ class DagRunner {
     for (std::size_t j = 0; j < jobs.size(); ++j) {
       TESSERA_RETURN_IF_ERROR(fetch_read(job_reads[j][0]));
       TESSERA_RETURN_IF_ERROR(fetch_read(job_reads[j][1]));
-      tp::Job& job = jobs[j];
+      gemm::Job& job = jobs[j];
       job.c_tile = id_of(task.output);
       if (j == 0) {
-        job.flags |= tp::kJobCreateOutput;
+        job.flags |= gemm::kJobCreateOutput;
         job.c_rows = static_cast<uint32_t>(rows);
         job.c_cols = static_cast<uint32_t>(cols);
       }
@@ -746,21 +730,18 @@ class DagRunner {
       --result_tiles_left_;
     }
     if (fetched_[task] == 0) return;
-    const uint32_t checksum = crc ? *crc : tp::tile_crc32c(values);
+    const uint32_t checksum = crc ? *crc : gemm::tile_crc32c(values);
     tiles_.put(expr::tile_key(tile), std::move(values), checksum);
   }
 
   Status receive(NodeState& node) {
-    Result<tp::FrameHeader> header = tp::read_reply_header(
-        *node.connection,
+    Result<gemm::GemmClient::Reply> reply = node.client->next(
         {tp::MessageType::kCredit, tp::MessageType::kResult, tp::MessageType::kStored, tp::MessageType::kSent});
-    if (!header) return header.status();
+    if (!reply) return reply.status();
     watchdog_->progress(node.index);
-    if (tp::is_forward_message(header->type)) return receive_forward(node, *header);
-    if (header->type == static_cast<uint16_t>(tp::MessageType::kCredit)) {
-      Result<tp::IncomingFrame> frame = node.connection->read_payload(*header);
-      if (!frame) return frame.status();
-      const tp::Credit& credit = std::get<tp::Credit>(frame->message);
+    if (auto* forwarded = std::get_if<gemm::ForwardMessage>(&*reply)) return receive_forward(node, *forwarded);
+    if (const auto* credited = std::get_if<gemm::Credit>(&*reply)) {
+      const gemm::Credit credit = *credited;
       std::size_t task = 0;
       {
         std::lock_guard lock(node.mutex);
@@ -769,7 +750,6 @@ class DagRunner {
           return protocol_error(fmt::format("{} sent a CREDIT for job {} it was not given", node.name, credit.job_id));
         }
         task = found->second;
-        node.credits += 1;
       }
       watchdog_->end_owing(node.index);
       task_compute_[task] += credit.compute_seconds;
@@ -780,35 +760,29 @@ class DagRunner {
       node.changed.notify_all();
       return Status::ok();
     }
-    std::array<std::byte, tp::kResultPrefixSize> prefix_bytes;
-    TESSERA_RETURN_IF_ERROR(node.connection->read_exact(prefix_bytes));
-    Result<tp::ResultPrefix> prefix =
-        tp::decode_result_prefix(prefix_bytes, header->payload_length, node.connection->limits());
-    if (!prefix) return prefix.status();
+    const auto& prefix = std::get<gemm::GemmClient::ResultHeader>(*reply);
     std::size_t task = 0;
     {
       std::lock_guard lock(node.mutex);
-      const auto found = node.job_task.find(prefix->job_id);
-      if (found == node.job_task.end() || node.results_received >= node.results_expected) {
-        return protocol_error(fmt::format("{} sent a RESULT for job {} that asked for none", node.name, prefix->job_id));
+      const auto found = node.job_task.find(prefix.job_id);
+      if (found == node.job_task.end() || node.client->results_owed() == 0) {
+        return protocol_error(fmt::format("{} sent a RESULT for job {} that asked for none", node.name, prefix.job_id));
       }
       task = found->second;
     }
     const TileRef& output = dag_.tasks[task].output;
-    if (prefix->tile.tile_id != id_of(output) || prefix->tile.rows != dag_.rows_of(output) || prefix->tile.cols != dag_.cols_of(output)) {
+    if (prefix.tile.tile_id != id_of(output) || prefix.tile.rows != dag_.rows_of(output) || prefix.tile.cols != dag_.cols_of(output)) {
       return protocol_error(fmt::format("{} sent tile {} ({}x{}) where tile {} ({}x{}) was due", node.name,
-                                        prefix->tile.tile_id, prefix->tile.rows, prefix->tile.cols, id_of(output),
+                                        prefix.tile.tile_id, prefix.tile.rows, prefix.tile.cols, id_of(output),
                                         dag_.rows_of(output), dag_.cols_of(output)));
     }
     std::vector<double> values(dag_.rows_of(output) * dag_.cols_of(output));
-    TESSERA_RETURN_IF_ERROR(node.connection->read_tile_data(
-        "RESULT", prefix->tile, std::span<std::byte>(reinterpret_cast<std::byte*>(values.data()), values.size() * sizeof(double))));
+    TESSERA_RETURN_IF_ERROR(node.client->read_result(prefix, values));
     node.stats.tile_bytes_from_node += values.size() * sizeof(double);
-    // read_tile_data checked the data against the prefix's CRC, so it is the data's.
-    deliver(task, std::move(values), prefix->tile.data_crc32c);
+    // read_result checked the data against the prefix's CRC, so it is the data's.
+    deliver(task, std::move(values), prefix.tile.data_crc32c);
     {
-      std::lock_guard lock(node.mutex);
-      ++node.results_received;
+      std::lock_guard lock(node.mutex);  // the sender may wait on what this result made no longer owed
     }
     watchdog_->end_owing(node.index);
     node.stats.finish_s = seconds_between(start_, Clock::now());
@@ -849,7 +823,7 @@ class DagRunner {
       NodeState& node = *nodes_[silence.node];
       std::lock_guard lock(node.mutex);
       return fmt::format("{} is unresponsive: no frame for {:.1f} s while {} jobs were in flight", node.name,
-                         silence.quiet_s, node.jobs_sent - node.credits);
+                         silence.quiet_s, node.client->jobs_owed());
     };
     options.on_silent = [this](std::size_t index, const std::string& reason) { lose(*nodes_[index], reason); };
     return options;

@@ -1,16 +1,12 @@
-// The coordinator's side of a forwarding run on one worker (transport/forward_codec.hpp), shared by
-// the multiply's chain (chain_feed.hpp) and the DAG runner's worker-to-worker tiles (dag_run.cpp):
-// a fresh run token, FORWARD_SETUP with its answer, and ending a run. Internal to the run library.
-// Pure functions on one connection; the caller owns the connection and reads nothing else meanwhile.
+// What the multiply's chain (chain_feed.hpp) and the DAG runner's worker-to-worker tiles (dag_run.cpp)
+// share of a forwarding run, beside the GEMM client's FORWARD_SETUP (gemm/client.hpp): how one worker
+// reaches another, and a fresh run token. Internal to the run library. Pure functions.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "tessera/core/status.hpp"
-#include "tessera/transport/forward_codec.hpp"
-#include "tessera/transport/frame_connection.hpp"
 
 namespace tessera::balance::run {
 
@@ -21,15 +17,5 @@ std::string peer_host(const std::vector<std::vector<std::string>>& hosts, std::s
 
 // A random token naming one run on the workers.
 uint64_t fresh_forward_token();
-
-// FORWARD_SETUP and its FORWARD_READY, skipping what the worker may still send of a run before it
-// (STORED, SENT, an unsolicited FORWARD_READY of another token).
-Result<transport::ForwardReady> request_forward_setup(transport::FrameConnection& connection,
-                                                      const transport::ForwardSetup& setup);
-
-// Ends the worker's run `token` (a FORWARD_SETUP with a fresh token and nothing to forward): its
-// forwarding and sends stop, its peer links close, late pieces are refused, and what it still sent
-// of the run is read and dropped.
-Status end_forward_run(transport::FrameConnection& connection, uint64_t token);
 
 }  // namespace tessera::balance::run

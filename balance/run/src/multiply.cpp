@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/cluster/silent_node_watchdog.hpp"
-#include "tessera/transport/forward_codec.hpp"
+#include "tessera/gemm/forward_codec.hpp"
 #include "chain_feed.hpp"
 #include "tessera/balance/run/tile_board.hpp"
 #include "tessera/balance/run/work.hpp"
@@ -217,7 +217,7 @@ class TileStreamer {
   TileStreamer(int index, cluster::NodeLink& link, const plan::Plan& plan, const Work& work, TileBoard& board, linalg::MatrixView a,
                Output& output, Clock::time_point start, const MultiplyHooks& hooks, NodeProgress& progress,
                ChainFeed* chain)
-      : index_(index), connection_(*link.connection), plan_(plan), work_(work), board_(board), a_(a),
+      : index_(index), connection_(*link.connection), client_(*link.connection), plan_(plan), work_(work), board_(board), a_(a),
         output_(output), start_(start), hooks_(hooks), progress_(progress), credits_(plan.panels_in_flight),
         chain_(chain),
         chain_position_(chain != nullptr ? chain->position_of(static_cast<std::size_t>(index)) : std::nullopt) {}
@@ -226,13 +226,13 @@ class TileStreamer {
     stats_ = &stats;
     const uint64_t sent_before = connection_.bytes_sent();
     const uint64_t received_before = connection_.bytes_received();
-    Result<tp::Stats> worker_before = request_stats();
+    Result<gemm::Stats> worker_before = request_stats();
     bytes_sent_at_last_job_ = connection_.bytes_sent();
     Status status = worker_before.is_ok() ? stream(stats) : worker_before.status();
     if (status.is_ok()) status = wind_down();
     if (status.is_ok()) {
       // A failure here still goes through the byte counts and the progress context below.
-      Result<tp::Stats> worker_after = request_stats();
+      Result<gemm::Stats> worker_after = request_stats();
       if (worker_after) {
         stats.worker_io_cpu_s = worker_after->io_cpu_seconds - worker_before->io_cpu_seconds;
         stats.worker_compute_cpu_s = worker_after->compute_cpu_seconds - worker_before->compute_cpu_seconds;
@@ -252,7 +252,8 @@ class TileStreamer {
       if (std::optional<Status> parting = tp::read_parting_error(connection_)) status = *parting;
     }
     if (!status.is_ok()) {
-      status = status.with_context(fmt::format("after {} of the {} jobs sent to it were done: ", credits_received_, jobs_sent_));
+      status = status.with_context(
+          fmt::format("after {} of the {} jobs sent to it were done: ", client_.jobs_credited(), client_.jobs_sent()));
     }
     return status;
   }
@@ -292,9 +293,8 @@ class TileStreamer {
     return timed(static_cast<double>(values.size_bytes()), [&] {
       // The CRC pass reads the memory the write sends right after (no copy), and counts as
       // communication time.
-      return connection_.write_store({a_tile_id(tile_index), static_cast<uint32_t>(box.rows),
-                                      static_cast<uint32_t>(box.depth), tp::tile_crc32c(values)},
-                                     values);
+      return client_.store(a_tile_id(tile_index), static_cast<uint32_t>(box.rows), static_cast<uint32_t>(box.depth),
+                           values.data());
     });
   }
 
@@ -314,21 +314,18 @@ class TileStreamer {
         }
       }
       if (send) {
-        const std::array<asio::const_buffer, 3> parts{asio::buffer(piece.header), asio::buffer(piece.prefix),
-                                                      asio::buffer(piece.data, piece.bytes())};
-        TESSERA_RETURN_IF_ERROR(
-            timed(static_cast<double>(piece.bytes()), [&] { return connection_.write_buffers(parts); }));
+        TESSERA_RETURN_IF_ERROR(timed(static_cast<double>(piece.bytes()), [&] { return client_.store(piece.store); }));
         ++pieces_sent_;
       }
       // A dynamic node keeps its pieces for the tiles it pulls later; a static one has them
       // released by the job that used them, so it never holds more than its queue depth of them.
       if (work_.keep_pieces) pieces_held_.insert(piece_index);
     }
-    tp::Job job;
+    gemm::Job job;
     job.job_id = next_job_id_++;
-    if (!work_.keep_pieces) job.flags |= tp::kJobReleaseB;
-    if (current.next_piece == 0) job.flags |= tp::kJobCreateOutput;
-    if (last) job.flags |= tp::kJobSendResult | tp::kJobReleaseA;
+    if (!work_.keep_pieces) job.flags |= gemm::kJobReleaseB;
+    if (current.next_piece == 0) job.flags |= gemm::kJobCreateOutput;
+    if (last) job.flags |= gemm::kJobSendResult | gemm::kJobReleaseA;
     job.a_tile = a_tile_id(current.tile);
     job.b_tile = static_cast<uint32_t>(kFirstPieceId + piece_index);
     job.c_tile = c_tile_id(current.tile);
@@ -338,43 +335,34 @@ class TileStreamer {
     job.k = static_cast<uint32_t>(piece.depth);
     job.c_rows = job.m;
     job.c_cols = job.n;
-    TESSERA_RETURN_IF_ERROR(timed(0.0, [&] { return connection_.write_message(job, job.job_id); }));
+    TESSERA_RETURN_IF_ERROR(timed(0.0, [&] { return client_.job(job); }));
     const uint64_t sent_now = connection_.bytes_sent();
     progress_.job_sent(static_cast<double>(sent_now - bytes_sent_at_last_job_),
                        last ? static_cast<double>(tile.block.rows * tile.block.cols * sizeof(double)) : 0.0,
                        2.0 * static_cast<double>(job.m) * static_cast<double>(job.n) * static_cast<double>(job.k));
     bytes_sent_at_last_job_ = sent_now;
-    ++jobs_sent_;
     --credits_;
-    if (last) ++results_expected_;
     return Status::ok();
   }
 
   Status receive(NodeRunStats& stats) {
-    Result<tp::FrameHeader> header = tp::read_reply_header(
-        connection_, {tp::MessageType::kCredit, tp::MessageType::kResult, tp::MessageType::kStored,
-                      tp::MessageType::kForwardReady});
-    if (!header) return header.status();
+    Result<gemm::GemmClient::Reply> reply = client_.next(
+        {tp::MessageType::kCredit, tp::MessageType::kResult, tp::MessageType::kStored, tp::MessageType::kForwardReady});
+    if (!reply) return reply.status();
     progress_.heard();
-    if (header->type == static_cast<uint16_t>(tp::MessageType::kResult)) return receive_result(*header, stats);
-    if (tp::is_forward_message(header->type)) return receive_forwarding(*header);
-    Result<tp::IncomingFrame> frame = connection_.read_payload(*header);
-    if (!frame) return frame.status();
-    const uint32_t credits = std::get<tp::Credit>(frame->message).credits;
+    if (const auto* result = std::get_if<gemm::GemmClient::ResultHeader>(&*reply)) return receive_result(*result, stats);
+    if (const auto* forwarded = std::get_if<gemm::ForwardMessage>(&*reply)) return receive_forwarding(*forwarded);
+    const uint32_t credits = std::get<gemm::Credit>(*reply).credits;
     credits_ += credits;
     progress_.jobs_answered(credits);
     if (chain_position_) chain_->jobs_done(*chain_position_, credits);
-    ++credits_received_;
-    if (hooks_.on_credit) hooks_.on_credit(static_cast<std::size_t>(index_), credits_received_);
+    if (hooks_.on_credit) hooks_.on_credit(static_cast<std::size_t>(index_), client_.jobs_credited());
     return Status::ok();
   }
 
-  Status receive_result(const tp::FrameHeader& header, NodeRunStats& stats) {
+  Status receive_result(const gemm::GemmClient::ResultHeader& result, NodeRunStats& stats) {
     const auto before = Clock::now();
-    std::array<std::byte, tp::kResultPrefixSize> prefix_bytes;
-    TESSERA_RETURN_IF_ERROR(connection_.read_exact(prefix_bytes));
-    Result<tp::ResultPrefix> prefix = tp::decode_result_prefix(prefix_bytes, header.payload_length, connection_.limits());
-    if (!prefix) return prefix.status();
+    const gemm::GemmClient::ResultHeader* prefix = &result;
     const uint32_t id = prefix->tile.tile_id;
     const uint64_t tile_index = (id - kTileIdBase - 1) / 2;
     if (id < kTileIdBase || (id - kTileIdBase) % 2 != 1 || tile_index >= work_.tiles.size() ||
@@ -393,16 +381,12 @@ class TileStreamer {
       // Whole rows of C: read straight into place. If this read fails half-way those rows hold
       // garbage, but the tile is not done, so the result that does finish it (the reissue or a
       // speculative copy) overwrites every one of its cells.
-      TESSERA_RETURN_IF_ERROR(connection_.read_tile_data(
-          "RESULT", prefix->tile,
-          std::span<std::byte>(reinterpret_cast<std::byte*>(output_.row(box.row_begin)), values * sizeof(double))));
+      TESSERA_RETURN_IF_ERROR(client_.read_result(result, std::span<double>(output_.row(box.row_begin), values)));
     } else {
       // Partial sums are added, so they must be whole and checked before they touch C: added
       // twice or half would be wrong for good.
       scratch_.resize(values);
-      TESSERA_RETURN_IF_ERROR(connection_.read_tile_data(
-          "RESULT", prefix->tile,
-          std::span<std::byte>(reinterpret_cast<std::byte*>(scratch_.data()), values * sizeof(double))));
+      TESSERA_RETURN_IF_ERROR(client_.read_result(result, scratch_));
     }
     progress_.result_received(static_cast<double>(values * sizeof(double)));
     // finish() may wait for another node still reading its copy of this tile into C: a wait on
@@ -426,30 +410,28 @@ class TileStreamer {
     }
     comm_seconds_ += seconds_between(before, Clock::now());
     stats.compute_s += prefix->compute_seconds;
-    --results_expected_;
     in_flight_.erase(tile_index);
     // Even a small write blocks once a stopped node has let its socket buffer fill: it counts as owed.
-    return owed(0.0, [&] { return connection_.write_message(tp::Release{{c_tile_id(tile_index)}}); });
+    const uint32_t released[] = {c_tile_id(tile_index)};
+    return owed(0.0, [&] { return client_.release(released); });
   }
 
   // The worker's cumulative session figures. Asked only when no job of this run is on the wire,
   // so the next frame is the answer, or a chain's STORED / FORWARD_READY before it.
-  Result<tp::Stats> request_stats() {
-    return owed(0.0, [&]() -> Result<tp::Stats> {
-      TESSERA_RETURN_IF_ERROR(connection_.write_message(tp::StatsRequest{}));
+  Result<gemm::Stats> request_stats() {
+    return owed(0.0, [&]() -> Result<gemm::Stats> {
+      TESSERA_RETURN_IF_ERROR(client_.request_stats());
       for (;;) {
         // A chain member may announce a piece before the answer.
-        Result<tp::FrameHeader> header = tp::read_reply_header(
-            connection_, {tp::MessageType::kStats, tp::MessageType::kStored, tp::MessageType::kForwardReady});
-        if (!header) return header.status();
+        Result<gemm::GemmClient::Reply> reply =
+            client_.next({tp::MessageType::kStats, tp::MessageType::kStored, tp::MessageType::kForwardReady});
+        if (!reply) return reply.status();
         progress_.heard();
-        if (tp::is_forward_message(header->type)) {
-          TESSERA_RETURN_IF_ERROR(receive_forwarding(*header));
+        if (const auto* forwarded = std::get_if<gemm::ForwardMessage>(&*reply)) {
+          TESSERA_RETURN_IF_ERROR(receive_forwarding(*forwarded));
           continue;
         }
-        Result<tp::IncomingFrame> frame = connection_.read_payload(*header);
-        if (!frame) return frame.status();
-        return std::get<tp::Stats>(std::move(frame->message));
+        return std::get<gemm::Stats>(*reply);
       }
     });
   }
@@ -465,14 +447,12 @@ class TileStreamer {
 
   // STORED (a piece arrived from the member before this node) or FORWARD_READY (this node's link
   // to its successor failed, or the answer to the run's end).
-  Status receive_forwarding(const tp::FrameHeader& header) {
-    Result<tp::ForwardMessage> message = tp::read_forward_payload(connection_, header);
-    if (!message) return message.status();
+  Status receive_forwarding(const gemm::ForwardMessage& message) {
     if (!chain_position_) {
       return protocol_error(fmt::format("unexpected {}: this node is not in a forwarding chain",
-                                        tp::message_type_name(header.type)));
+                                        tp::message_type_name(static_cast<uint16_t>(gemm::forward_message_type(message)))));
     }
-    if (const auto* stored = std::get_if<tp::Stored>(&*message)) {
+    if (const auto* stored = std::get_if<gemm::Stored>(&message)) {
       if (stored->run_token != chain_->run_token()) return Status::ok();  // a late one of an earlier run
       if (stored->tile_id < chain_->first_tile_id() || stored->tile_id >= chain_->last_tile_id()) {
         return protocol_error(fmt::format("STORED for tile {}, outside the run's pieces", stored->tile_id));
@@ -481,7 +461,7 @@ class TileStreamer {
       if (chain_arrived_.insert(piece).second) chain_->forwarded_to(*chain_position_, work_.pieces[piece].bytes());
       return Status::ok();
     }
-    const auto& ready = std::get<tp::ForwardReady>(*message);
+    const auto& ready = std::get<gemm::ForwardReady>(message);
     if (ready.run_token == chain_->run_token() && !ready.linked) {
       chain_->link_failed(*chain_position_, fmt::format("{}: {}", connection_.peer(), ready.reason));
     }
@@ -531,12 +511,12 @@ class TileStreamer {
     return std::max(hooks_.deadlines.floor_s, hooks_.deadlines.node_timeout_s);
   }
 
-  bool outstanding() const { return jobs_sent_ > credits_received_ || results_expected_ > 0; }
+  bool outstanding() const { return client_.owes(); }
 
   // The Pi thesis' refill rule: with jobs still queued at the node, wait until `refill_threshold`
   // credits are back before sending again, so jobs go out in bursts rather than one per credit.
   bool may_send() const {
-    return credits_ > 0 && (credits_ >= plan_.refill_threshold || jobs_sent_ == credits_received_);
+    return credits_ > 0 && (credits_ >= plan_.refill_threshold || client_.jobs_owed() == 0);
   }
 
   Status stream(NodeRunStats& stats) {
@@ -583,22 +563,22 @@ class TileStreamer {
   Status wind_down() {
     NodeRunStats ignored;
     while (outstanding()) TESSERA_RETURN_IF_ERROR(receive(ignored));
-    tp::Release release;
+    std::vector<uint32_t> release;
     if (chain_position_) {
       // Forwarding stops first; then every piece id goes, also one that came after its job ran.
-      TESSERA_RETURN_IF_ERROR(owed(0.0, [&] { return chain_->end_for(connection_); }));
+      TESSERA_RETURN_IF_ERROR(owed(0.0, [&] { return chain_->end_for(client_); }));
       for (std::size_t piece = 0; piece < work_.pieces.size(); ++piece) {
-        release.tile_ids.push_back(static_cast<uint32_t>(kFirstPieceId + piece));
+        release.push_back(static_cast<uint32_t>(kFirstPieceId + piece));
       }
     } else {
-      for (std::size_t piece : pieces_held_) release.tile_ids.push_back(static_cast<uint32_t>(kFirstPieceId + piece));
+      for (std::size_t piece : pieces_held_) release.push_back(static_cast<uint32_t>(kFirstPieceId + piece));
     }
     for (uint64_t tile : started_) {
-      release.tile_ids.push_back(a_tile_id(tile));
-      release.tile_ids.push_back(c_tile_id(tile));
+      release.push_back(a_tile_id(tile));
+      release.push_back(c_tile_id(tile));
     }
-    if (release.tile_ids.empty()) return Status::ok();
-    return owed(0.0, [&] { return connection_.write_message(release); });
+    if (release.empty()) return Status::ok();
+    return owed(0.0, [&] { return client_.release(release); });
   }
 
   // Seconds `node` needs for `tile` from now, by its expected link and GEMM rates: A, the B pieces
@@ -667,6 +647,7 @@ class TileStreamer {
 
   int index_;
   tp::FrameConnection& connection_;
+  gemm::GemmClient client_;  // over connection_: every frame of the run, and what the node owes
   const plan::Plan& plan_;
   const Work& work_;
   TileBoard& board_;
@@ -678,9 +659,6 @@ class TileStreamer {
   uint64_t bytes_sent_at_last_job_ = 0;  // what went out since is charged to the next job
   uint32_t credits_;
   uint64_t next_job_id_ = 1;
-  uint64_t jobs_sent_ = 0;
-  uint64_t credits_received_ = 0;
-  uint64_t results_expected_ = 0;
   uint64_t pieces_sent_ = 0;
   std::set<std::size_t> pieces_held_;
   std::set<uint64_t> in_flight_;

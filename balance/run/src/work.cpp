@@ -1,4 +1,5 @@
 #include "tessera/balance/run/work.hpp"
+#include "tessera/gemm/wire_io.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -88,7 +89,7 @@ Result<Work> build_work(const plan::Plan& plan, linalg::MatrixView a, linalg::Ma
       const uint64_t end = std::min(panel_end, box.k_begin + box.depth);
       const auto key = std::make_tuple(k, end - k, box.col_begin, box.cols);
       auto [it, inserted] = piece_index.emplace(key, work.pieces.size());
-      if (inserted) work.pieces.push_back(BPiece{k, end - k, box.col_begin, box.cols, {}, {}, {}, nullptr});
+      if (inserted) work.pieces.push_back(BPiece{k, end - k, box.col_begin, box.cols, {}, {}, nullptr});
       tile.pieces.push_back(it->second);
       k = end;
     }
@@ -108,11 +109,9 @@ Result<Work> build_work(const plan::Plan& plan, linalg::MatrixView a, linalg::Ma
       }
       piece.data = piece.packed.data();
     }
-    const tp::TilePrefix prefix{static_cast<uint32_t>(kFirstPieceId + p), static_cast<uint32_t>(piece.depth),
-                                static_cast<uint32_t>(piece.cols),
-                                tp::tile_crc32c(std::span<const double>(piece.data, piece.depth * piece.cols))};
-    piece.header = tp::encode_store_header(prefix);
-    piece.prefix = tp::encode_store_prefix(prefix);
+    piece.store = gemm::encode_store(static_cast<uint32_t>(kFirstPieceId + p), static_cast<uint32_t>(piece.depth),
+                                     static_cast<uint32_t>(piece.cols),
+                                     std::span<const double>(piece.data, piece.depth * piece.cols));
   }
   return work;
 }

@@ -1,8 +1,8 @@
 // The forwarding messages: how tiles travel from one worker to another instead of through the
 // coordinator: B's pieces along a chain of workers (plan::Distribution::kChain), and expression
 // tiles from the worker that computed them to the workers that read them (SEND_TILE). Like the
-// graph service's GRAPH_* frames, their payloads are not part of transport::Message; this codec
-// encodes and decodes them.
+// graph service's GRAPH_* frames, their payloads are the GEMM service's (this codec, beside
+// codec.hpp); reading and writing them over a connection is wire_io.hpp's.
 //
 //   FORWARD_SETUP  coordinator -> worker: the run's token, the tile ids to forward [first, last),
 //                  and the next node of the chain (empty host: this node is the chain's tail).
@@ -42,10 +42,10 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
-#include "tessera/transport/frame_connection.hpp"
+#include "tessera/gemm/codec.hpp"
 #include "tessera/transport/protocol.hpp"
 
-namespace tessera::transport {
+namespace tessera::gemm {
 
 struct ForwardSetup {
   uint64_t run_token = 0;
@@ -99,8 +99,4 @@ Result<ForwardMessage> decode_forward_payload(uint16_t type, std::span<const std
 // The payload lengths a forwarding type may have, checked against the header before reading.
 Status check_forward_payload_length(uint16_t type, uint64_t length, const Limits& limits);
 
-// Reads the payload of a frame whose header says it is a forwarding message and decodes it.
-Result<ForwardMessage> read_forward_payload(FrameConnection& connection, const FrameHeader& header);
-Status write_forward_message(FrameConnection& connection, const ForwardMessage& message, uint64_t request_id = 0);
-
-}  // namespace tessera::transport
+}  // namespace tessera::gemm

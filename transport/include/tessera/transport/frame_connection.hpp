@@ -43,8 +43,7 @@ namespace tessera::transport {
 
 class TlsChannel;
 
-// A frame read whole: header, its payload bytes, and the decoded message. For STORE/RESULT the
-// message's data span points into `payload`, so keep the IncomingFrame alive while using it.
+// One of the session's frames read whole: header, its payload bytes, and the decoded message.
 struct IncomingFrame {
   FrameHeader header;
   std::vector<std::byte> payload;
@@ -71,14 +70,12 @@ class FrameConnection {
                                                           std::chrono::milliseconds timeout,
                                                           Limits limits = {});
 
-  // Encodes and writes a non-bulk message with the header `flags`. REQUIRES: not Store / ResultTile.
+  // Encodes and writes one of the session's messages with the header `flags` (a service's
+  // messages are written through its codec, with write_frame).
   Status write_message(const Message& message, uint64_t request_id = 0, uint32_t flags = 0);
   // Writes header + payload parts with one gathered write; the header's payload_length is set
   // to the parts' total. Matrix memory can be sent this way without copying.
   Status write_frame(FrameHeader header, std::span<const asio::const_buffer> payload_parts);
-  // A STORE of `data` (tile.rows x tile.cols doubles, row-major) under `tile`, written straight
-  // from `data`'s memory. REQUIRES: tile.data_crc32c is tile_crc32c(data).
-  Status write_store(const TilePrefix& tile, std::span<const double> data);
   // Writes the same pre-encoded frame bytes as another connection did (marshal-once broadcast).
   Status write_buffers(std::span<const asio::const_buffer> frame_parts);
   // ERROR frame; errors writing it are ignored (the peer may already be gone).
@@ -93,16 +90,12 @@ class FrameConnection {
   // The same, calling on_chunk(bytes read so far) after each chunk: a worker forwards what has
   // arrived of a tile while the rest is still coming (cut-through).
   Result<uint32_t> read_checksummed(std::span<std::byte> out, const std::function<void(std::size_t)>& on_chunk);
-  // Reads exactly out.size() bytes of STORE / RESULT data (`message` names which) in chunks,
-  // computing their CRC32C on the way; fails with tile_crc_mismatch when it is not
-  // tile.data_crc32c. On any failure `out` holds an unknown part of the data: the caller must
-  // not use it.
-  Status read_tile_data(std::string_view message, const TilePrefix& tile, std::span<std::byte> out);
   // Reads bytes into `out` (appended) until it holds `size` more, growing it chunk by chunk as
   // data arrives. On failure `out` holds whatever arrived.
   Status read_growing(std::vector<std::byte>& out, uint64_t size);
-  // Reads the payload of `header` and decodes it (for STORE / RESULT checking the data's CRC).
-  // The buffer grows as the payload arrives (see read_growing), never to a merely claimed size.
+  // Reads the payload of `header`, one of the session's messages, and decodes it. The buffer grows
+  // as the payload arrives (see read_growing), never to a merely claimed size. A service's
+  // message is refused (kProtocolError) before anything is read: its codec reads it.
   Result<IncomingFrame> read_payload(const FrameHeader& header);
   // read_header() + read_payload().
   Result<IncomingFrame> read_frame();

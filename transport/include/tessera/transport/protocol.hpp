@@ -1,4 +1,6 @@
-// Tessera wire protocol v2: frame layout, message types, capabilities and the pure codec.
+// Tessera wire protocol v2: frame layout, the registry of message types, error codes and
+// capabilities, and the session's own messages (HELLO, AUTH, AUTH_OK, HELD, ERROR, BYE) with their
+// pure codec.
 //
 // Every frame is a fixed 32-byte little-endian header followed by `payload_length` bytes:
 //   magic u32 ("TSRA") | version u16 | type u16 | flags u32 | reserved u32 (must be 0)
@@ -14,10 +16,12 @@
 // Message types are additive within a version: the GRAPH_* types came later in v2, and a
 // coordinator sends them only to a worker whose HELLO has kCapabilityGraph.
 //
-// The codec is pure: no sockets, no global state, thread-safe. Decoding checks every length,
-// dimension and count against `Limits` BEFORE reserving memory, so a peer can never make us
-// allocate what it merely claims. Bulk messages (STORE, RESULT) carry matrix data; their decoded
-// form holds a view into the caller's payload buffer, so the data is not copied.
+// Transport frames every service's messages but decodes only the session's: the type numbers
+// below are a registry (one list, so that no two services' messages collide), and each service's
+// payloads are its own codec's (the GEMM service's in gemm/codec.hpp and gemm/forward_codec.hpp,
+// the graph service's in graph/wire_codec.hpp). The codec is pure: no sockets, no global state,
+// thread-safe. Decoding checks every length against `Limits` BEFORE reserving memory, so a peer
+// can never make us allocate what it merely claims.
 #pragma once
 
 #include <array>
@@ -39,7 +43,6 @@ inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kHeaderSize = 32;
 inline constexpr std::size_t kChallengeSize = 32;  // random nonce bytes
 inline constexpr std::size_t kMacSize = 32;        // HMAC-SHA256 output
-inline constexpr std::size_t kTilePrefixSize = 16;  // tile_id, rows, cols, data_crc32c (u32 each)
 
 // Payload sizes of the layouts below. Code outside the codec that sizes a buffer, bounds a read
 // or predicts traffic uses these instead of restating numbers.
@@ -47,14 +50,7 @@ inline constexpr std::size_t kHelloFixedBytes = 2 + 3 * 2 + 4 + 4 + 8 + 8 + 8 + 
 inline constexpr std::size_t kHelloLoadBytes = 4;  // HELLO's optional trailing load_milli
 inline constexpr std::size_t kAuthPayloadBytes = kMacSize + kChallengeSize;
 inline constexpr std::size_t kAuthOkPayloadBytes = kMacSize;
-inline constexpr std::size_t kProbeFixedBytes = 1 + 3 + 4 + 8 + 4;                   // + echo bytes
-inline constexpr std::size_t kProbeResultFixedBytes = 1 + 3 + 4 + 4 + 4 + 8 + 8 + 4;  // + echo bytes
-inline constexpr std::size_t kJobPayloadBytes = 8 + 4 * 16;
-inline constexpr std::size_t kCreditPayloadBytes = 8 + 4 + 4 + 8;
 inline constexpr std::size_t kErrorFixedBytes = 4 + 2;  // + message bytes
-inline constexpr std::size_t kReleaseFixedBytes = 4;    // + 4 per tile id
-inline constexpr std::size_t kStatsPayloadBytes = 4 * 8 + 3 * 8;
-constexpr uint64_t release_payload_bytes(uint64_t tile_count) { return kReleaseFixedBytes + 4 * tile_count; }
 
 // Capability bits, as advertised in HELLO: the union of the bits of the services a worker hosts.
 // A coordinator refuses a worker that lacks a capability its run needs. Bits this build does not
@@ -92,6 +88,7 @@ std::string capability_names(uint64_t capabilities);
 // "peer speaks Tessera protocol v1, this build speaks v2".
 std::string version_mismatch(uint16_t peer_version);
 
+// Every type number of the protocol, whoever's payload it carries.
 enum class MessageType : uint16_t {
   kHello = 1,        // worker -> coordinator, first frame of every session
   kAuth = 2,         // coordinator -> worker, answer to HELLO's challenge
@@ -107,8 +104,8 @@ enum class MessageType : uint16_t {
   kRelease = 12,     // coordinator -> worker: drop tiles from the store
   kStatsRequest = 13,  // coordinator -> worker: send STATS for this session
   kStats = 14,         // worker -> coordinator: the session's cumulative CPU, time and byte figures
-  // The graph service's messages. Their payloads are not part of Message: transport only frames
-  // them, graph/wire_codec.hpp encodes and decodes them (layouts documented there).
+  // Types 4..9 and 12..14 are the GEMM service's (gemm/codec.hpp). The graph service's messages
+  // follow; transport only frames them, graph/wire_codec.hpp encodes and decodes them.
   kGraphLoad = 15,             // coordinator -> worker: run setup and the worker's part of the graph
   kGraphReady = 16,            // worker -> coordinator: answer to GRAPH_LOAD, GRAPH_START, GRAPH_STOP
   kGraphStart = 17,            // coordinator -> worker: connect to the peers, start the async engine
@@ -123,7 +120,7 @@ enum class MessageType : uint16_t {
   kGraphDeltas = 26,           // worker -> worker: a batch of deltas for the receiver's vertices
   kGraphProbe = 27,            // coordinator -> worker: measure the node's graph rates (kCapabilityGraphProbe)
   kGraphProbeResult = 28,      // worker -> coordinator: the measured rates
-  // B's pieces forwarded along a chain of workers (kCapabilityForward); payloads in forward_codec.hpp.
+  // B's pieces forwarded along a chain of workers (kCapabilityForward); payloads in gemm/forward_codec.hpp.
   kForwardSetup = 29,  // coordinator -> worker, and a peer link's first frame
   kForwardReady = 30,  // worker -> coordinator: answer to FORWARD_SETUP
   kStored = 31,        // worker -> coordinator: a forwarded tile arrived
@@ -135,9 +132,13 @@ enum class MessageType : uint16_t {
 };
 // Types are numbered 1..kLastMessageType without gaps; a table indexed by type needs this + 1 slots.
 inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kHeld);
-// Types 1..kLastTransportMessageType have their payloads in Message and decode_payload; the ones
-// after it belong to a service's own codec (the graph service's, today).
-inline constexpr uint16_t kLastTransportMessageType = static_cast<uint16_t>(MessageType::kStats);
+// The session's own types, whose payloads are Message and decode_payload's: HELLO, AUTH, AUTH_OK,
+// ERROR, BYE (HELD has decode_held, read by the handshake alone).
+constexpr bool is_session_message(uint16_t type) {
+  return type == static_cast<uint16_t>(MessageType::kHello) || type == static_cast<uint16_t>(MessageType::kAuth) ||
+         type == static_cast<uint16_t>(MessageType::kAuthOk) || type == static_cast<uint16_t>(MessageType::kError) ||
+         type == static_cast<uint16_t>(MessageType::kBye);
+}
 inline constexpr uint16_t kFirstGraphMessageType = static_cast<uint16_t>(MessageType::kGraphLoad);
 constexpr bool is_graph_message(uint16_t type) {
   return type >= kFirstGraphMessageType && type <= static_cast<uint16_t>(MessageType::kGraphProbeResult);
@@ -174,15 +175,11 @@ uint64_t capability_of_message(uint16_t type);
 // Name for messages and logs ("STORE"); "UNKNOWN(77)" for values outside the enum.
 std::string message_type_name(uint16_t type);
 
-// Bounds checked before any allocation. Defaults suit a desktop; a worker may lower them.
+// Bounds checked before any allocation. Defaults suit a desktop; a worker may lower them. A
+// service's codec adds its own (gemm::Limits).
 struct Limits {
   uint64_t max_payload_bytes = 2ull << 30;  // 2 GiB: one A block of 16384 x 16384 doubles
-  uint32_t max_tile_dim = 1u << 20;         // rows or cols of one tile
   uint32_t max_string_bytes = 4096;         // any string field
-  uint32_t max_echo_bytes = 256u << 20;     // PROBE echo payload
-  uint32_t max_probe_size = 8192;           // GEMM probe dimension
-  double max_probe_seconds = 30.0;          // GEMM probe duration
-  uint32_t max_release_tiles = 65536;       // ids in one RELEASE
 };
 
 struct FrameHeader {
@@ -234,128 +231,6 @@ struct AuthOk {
   bool operator==(const AuthOk&) const = default;
 };
 
-// kEcho: the worker returns the echo bytes unchanged (round-trip latency).
-// kGemm: the worker multiplies size x size matrices repeatedly on all its compute threads for at
-//        least min_seconds of wall time (after a short untimed warm-up) and reports the rate.
-// Link bandwidth is measured with STORE and RESULT themselves, the path a multiply's data takes.
-enum class ProbeKind : uint8_t { kEcho = 0, kGemm = 1 };
-
-// PROBE: u8 kind | u8 pad[3] | u32 size | f64 min_seconds | u32 echo_length | bytes echo
-//        (kProbeFixedBytes plus the echo)
-// size: the GEMM dimension (kGemm, 1..max_probe_size); 0..max_probe_size and unused for kEcho.
-struct Probe {
-  ProbeKind kind = ProbeKind::kGemm;
-  uint32_t size = 0;
-  double min_seconds = 0.0;
-  std::vector<uint8_t> echo;
-  bool operator==(const Probe&) const = default;
-};
-
-// PROBE_RESULT: u8 kind | u8 pad[3] | u32 size | u32 repetitions | u32 pad | f64 seconds
-//               | f64 gflops | u32 echo_length | bytes echo   (kProbeResultFixedBytes plus the echo)
-// kGemm: size, repetitions, seconds and gflops describe the measurement. kEcho: echo is the
-// request's.
-struct ProbeResult {
-  ProbeKind kind = ProbeKind::kGemm;
-  uint32_t size = 0;
-  uint32_t repetitions = 0;
-  double seconds = 0.0;
-  double gflops = 0.0;
-  std::vector<uint8_t> echo;
-  bool operator==(const ProbeResult&) const = default;
-};
-
-// Tile prefix shared by STORE and RESULT: u32 tile_id | u32 rows | u32 cols | u32 data_crc32c,
-// followed by rows*cols doubles in row-major order. payload_length must equal
-// kTilePrefixSize + 8*rows*cols (+ 16 for RESULT's job_id and compute_seconds, see below).
-// data_crc32c is the CRC32C (crc32c.hpp) of the 8*rows*cols data bytes exactly as sent; the
-// sender computes it over the memory it then sends, the receiver over the bytes as they arrive,
-// and a mismatch refuses the whole payload (tile_crc_mismatch). The prefix's own fields are
-// checked against the header and the limits instead.
-struct TilePrefix {
-  uint32_t tile_id = 0;
-  uint32_t rows = 0;
-  uint32_t cols = 0;
-  uint32_t data_crc32c = 0;
-  bool operator==(const TilePrefix&) const = default;
-};
-
-// CRC32C of a tile's data as it travels (host doubles, little-endian).
-uint32_t tile_crc32c(std::span<const double> data);
-
-// The refusal of a tile whose data does not match its prefix's CRC: kNetworkError (the bytes were
-// damaged between the sender's memory and ours, a lost transfer) whose message contains
-// "checksum mismatch" and names `message` ("STORE", "RESULT"), the tile and both values.
-Status tile_crc_mismatch(std::string_view message, const TilePrefix& tile, uint32_t computed);
-
-// STORE: tile prefix | data   (store_payload_bytes). `data` views the decoded payload buffer.
-struct Store {
-  TilePrefix tile;
-  std::span<const double> data;
-};
-
-// What a JOB computes (see the layout below). kAddScaled needs kCapabilityExpression.
-enum class JobOp : uint32_t { kGemmAccumulate = 1, kAddScaled = 2 };
-
-// JOB flag bits.
-inline constexpr uint32_t kJobCreateOutput = 1u << 0;  // create c_tile zero-filled, c_rows x c_cols
-inline constexpr uint32_t kJobReleaseA = 1u << 1;      // drop a_tile from the store after the job
-inline constexpr uint32_t kJobReleaseB = 1u << 2;      // drop b_tile from the store after the job
-inline constexpr uint32_t kJobSendResult = 1u << 3;    // send c_tile as RESULT after the job
-inline constexpr uint32_t kJobTransposeA = 1u << 4;    // the job reads op(A) = A^T (kCapabilityTransposedJobs)
-inline constexpr uint32_t kJobTransposeB = 1u << 5;    // op(B) = B^T; GEMM_ACCUMULATE only
-inline constexpr uint32_t kJobKnownFlags = 0x3F;
-
-// JOB: u64 job_id | u32 op | u32 flags | u32 a_tile | u32 b_tile | u32 c_tile
-//      | u32 a_row | u32 a_col | u32 b_row | u32 b_col | u32 c_row | u32 c_col
-//      | u32 m | u32 n | u32 k | u32 c_rows | u32 c_cols            (kJobPayloadBytes, 72)
-// op kGemmAccumulate (1), k >= 1:
-//   C[c_row:c_row+m, c_col:c_col+n] += A[a_row:a_row+m, a_col:a_col+k] * B[b_row:b_row+k, b_col:b_col+n]
-// op kAddScaled (2), k == 0 (anything else is refused):
-//   C[c_row:c_row+m, c_col:c_col+n] += s * A[a_row:a_row+m, a_col:a_col+n], s = B[b_row][b_col]
-//   The coordinator keeps scalars as 1x1 tiles, so s = -1 makes a difference and s = 1 a sum;
-//   s is read when the job runs, like the operands of a product.
-// Jobs of both ops run in arrival order with respect to each other, so a job reading a C sees
-// every earlier job's accumulation; the accumulation is in place, so c_tile must differ from
-// a_tile and b_tile. The flags mean the same for both ops (with kJobCreateOutput, C starts at
-// zero, so ADD_SCALED then writes C = s * A).
-// Transposed operands: with kJobTransposeA a job reads op(A) = A^T, and (a_row, a_col) place the
-// block of A as stored, so its extents swap:
-//   op 1: C[c_row:+m, c_col:+n] += A[a_row:a_row+k, a_col:a_col+m]^T * op(B)   (A's block k x m)
-//   op 2: C[c_row:+m, c_col:+n] += s * A[a_row:a_row+n, a_col:a_col+m]^T       (A's block n x m)
-// kJobTransposeB, op 1 only (op 2 refuses it: B holds its scalar), reads op(B) = B^T, the n x k
-// block B[b_row:b_row+n, b_col:b_col+k]. The decoder checks each block's extents as stored.
-struct Job {
-  uint64_t job_id = 0;
-  JobOp op = JobOp::kGemmAccumulate;
-  uint32_t flags = 0;
-  uint32_t a_tile = 0, b_tile = 0, c_tile = 0;
-  uint32_t a_row = 0, a_col = 0;
-  uint32_t b_row = 0, b_col = 0;
-  uint32_t c_row = 0, c_col = 0;
-  uint32_t m = 0, n = 0, k = 0;
-  uint32_t c_rows = 0, c_cols = 0;  // only read with kJobCreateOutput
-  bool operator==(const Job&) const = default;
-};
-
-// CREDIT: u64 job_id | u32 credits | u32 pad | f64 compute_seconds   (kCreditPayloadBytes, 24)
-struct Credit {
-  uint64_t job_id = 0;
-  uint32_t credits = 1;
-  double compute_seconds = 0.0;  // wall time the job spent in the compute pool
-  bool operator==(const Credit&) const = default;
-};
-
-// RESULT: u64 job_id | f64 compute_seconds | tile prefix | data   (result_payload_bytes)
-// compute_seconds: total compute time spent on this tile's jobs.
-struct ResultTile {
-  uint64_t job_id = 0;
-  double compute_seconds = 0.0;
-  TilePrefix tile;
-  std::span<const double> data;
-};
-inline constexpr std::size_t kResultPrefixSize = 16 + kTilePrefixSize;
-
 enum class ErrorCode : uint32_t {
   kBadFrame = 1,      // header or payload failed validation
   kAuthRequired = 2,  // something other than AUTH before authentication
@@ -383,43 +258,8 @@ struct Bye {
   bool operator==(const Bye&) const = default;
 };
 
-// RELEASE: u32 count | u32 tile_id[count]   (release_payload_bytes(count))
-struct Release {
-  std::vector<uint32_t> tile_ids;
-  bool operator==(const Release&) const = default;
-};
-
-// STATS_REQUEST: empty payload. Answered with STATS carrying the same request_id.
-struct StatsRequest {
-  bool operator==(const StatsRequest&) const = default;
-};
-
-// STATS: f64 session_seconds | f64 io_cpu_seconds | f64 compute_cpu_seconds
-//        | f64 compute_wall_seconds | u64 jobs | u64 bytes_received | u64 bytes_sent
-//        (kStatsPayloadBytes, 56)
-// Cumulative figures of the current session, counted from the moment the worker accepted the
-// authenticated session (the handshake itself is not included). Every double is finite and >= 0.
-// io_cpu_seconds is thread CPU time spent on communication: the session's connection thread
-// (reading, decoding and checking frames, filing tiles) plus the CREDIT/RESULT writes that run on
-// compute threads. compute_cpu_seconds is the compute threads' CPU time on JOBs (of every op) and
-// GEMM probes, with the bookkeeping after each job; compute_wall_seconds sums that work's wall
-// time. Time spent blocked counts as neither. jobs counts JOBs finished (CREDIT sent); the byte counts are the
-// session's socket traffic in both directions, frame headers included.
-struct Stats {
-  double session_seconds = 0.0;
-  double io_cpu_seconds = 0.0;
-  double compute_cpu_seconds = 0.0;
-  double compute_wall_seconds = 0.0;
-  uint64_t jobs = 0;
-  uint64_t bytes_received = 0;
-  uint64_t bytes_sent = 0;
-  bool operator==(const Stats&) const = default;
-};
-
-// Alternatives are listed in wire-type order (index + 1 == MessageType), types 1 ..
-// kLastTransportMessageType; GRAPH_* payloads are the graph codec's.
-using Message = std::variant<Hello, Auth, AuthOk, Probe, ProbeResult, Store, Job, Credit,
-                             ResultTile, Error, Bye, Release, StatsRequest, Stats>;
+// One of the session's own messages, decoded.
+using Message = std::variant<Hello, Auth, AuthOk, Error, Bye>;
 
 MessageType message_type(const Message& message);
 
@@ -427,10 +267,10 @@ MessageType message_type(const Message& message);
 
 std::array<std::byte, kHeaderSize> encode_header(const FrameHeader& header);
 
-// Checks magic, version, reserved bits, known type and payload_length <= limits (for GRAPH_* types
-// only max_payload_bytes: their layouts are the graph codec's to check). The error
-// message says which field is wrong and its value; another version is refused with
-// version_mismatch().
+// Checks magic, version, reserved bits, known type and payload_length <= limits (the session's
+// types against their layouts; every other type only against max_payload_bytes: its layout is its
+// service's codec's to check before the payload is read). The error message says which field is
+// wrong and its value; another version is refused with version_mismatch().
 Result<FrameHeader> decode_header(std::span<const std::byte, kHeaderSize> bytes, const Limits& limits);
 
 // The version a header declares when it carries Tessera's magic but is not this build's version;
@@ -443,52 +283,12 @@ std::optional<uint16_t> foreign_protocol_version(std::span<const std::byte, kHea
 // any other version gets ours.
 std::vector<std::byte> encode_version_refusal(uint16_t peer_version, std::string_view message);
 
-// Payload of a non-bulk message (everything except Store and ResultTile, whose matrix data is
-// sent from the caller's memory: see encode_tile_prefix / encode_result_prefix).
-// REQUIRES: message does not hold Store or ResultTile.
+// Payload of a session message.
 std::vector<std::byte> encode_payload(const Message& message);
 
-// The bytes that precede the matrix data of a STORE / RESULT payload. The full payload is the
-// prefix followed by 8*rows*cols bytes of row-major doubles.
-std::array<std::byte, kTilePrefixSize> encode_store_prefix(const TilePrefix& tile);
-std::array<std::byte, kResultPrefixSize> encode_result_prefix(uint64_t job_id, double compute_seconds,
-                                                              const TilePrefix& tile);
-
-// Bytes of a bulk payload for a tile: the prefix plus 8*rows*cols.
-uint64_t store_payload_bytes(const TilePrefix& tile);
-// The frame header of a STORE of `tile`, for a sender that writes the prefix and the data itself
-// (one piece of B encoded once for many nodes; a worker forwarding a tile as it arrives).
-std::array<std::byte, kHeaderSize> encode_store_header(const TilePrefix& tile);
-uint64_t result_payload_bytes(const TilePrefix& tile);
-
-// Decodes a complete payload of the given type. A GRAPH_* type fails with kProtocolError "GRAPH_*
-// payloads are decoded by the graph service" (see graph/wire_codec.hpp). Fails with kProtocolError on truncation,
-// trailing bytes, out-of-limit sizes, unknown enum values or reserved fields not zero, and for
-// STORE / RESULT with tile_crc_mismatch when the data does not match data_crc32c. Store and
-// ResultTile data spans point into `payload`, whose data must therefore be 8-byte aligned
-// (kInvalidArgument otherwise; FrameConnection's buffers always are).
+// Decodes a complete payload of one of the session's types. Any other type fails with
+// kProtocolError naming the codec it belongs to. Fails with kProtocolError on truncation,
+// trailing bytes, out-of-limit sizes, unknown enum values or reserved fields not zero.
 Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload, const Limits& limits);
-
-// Bulk prefixes alone, for readers that stream the matrix data straight into its destination.
-// `payload_length` is the header's; it must match the prefix's dimensions exactly. The data's
-// CRC is the reader's to check once the data is in (Crc32c over the bytes as they arrive).
-Result<TilePrefix> decode_store_prefix(std::span<const std::byte, kTilePrefixSize> prefix,
-                                       uint64_t payload_length, const Limits& limits);
-// PROBE's fixed part alone (echo left empty), for a reader that streams the echo bytes into memory
-// it has charged first. Its echo_length must equal payload_length - kProbeFixedBytes.
-Result<Probe> decode_probe_prefix(std::span<const std::byte, kProbeFixedBytes> prefix, uint64_t payload_length,
-                                  const Limits& limits);
-// PROBE_RESULT's fixed part for `result` (its echo is ignored) followed by `echo_length` echo
-// bytes the caller sends from its own memory.
-std::array<std::byte, kProbeResultFixedBytes> encode_probe_result_prefix(const ProbeResult& result,
-                                                                        uint32_t echo_length);
-
-struct ResultPrefix {
-  uint64_t job_id = 0;
-  double compute_seconds = 0.0;
-  TilePrefix tile;
-};
-Result<ResultPrefix> decode_result_prefix(std::span<const std::byte, kResultPrefixSize> prefix,
-                                          uint64_t payload_length, const Limits& limits);
 
 }  // namespace tessera::transport

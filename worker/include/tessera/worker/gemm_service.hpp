@@ -11,11 +11,13 @@
 // sums); each finished job returns a CREDIT, and kJobSendResult returns the output tile as RESULT
 // straight from tile memory. RELEASE drops tiles.
 // PROBE measures GEMM speed on the pool, or echoes bytes back (link latency). STATS_REQUEST
-// returns the session's figures so far (see transport::Stats).
-// A GEMM probe is bounded by what the worker can do: one repetition (2 size^3 flops) must fit in
-// kProbeRepetitionSeconds, checked before anything is allocated at a rate no core reaches
-// (gemm_probe_size_bound) and again after the warm-up at the rate the worker measured; either
-// refusal is ERROR(BAD_FRAME) naming the size and the bound. The product runs in blocks of about
+// returns the session's figures so far (see gemm::Stats).
+// A GEMM probe is bounded by what the worker can do: before anything is allocated, one
+// repetition (2 size^3 flops) must fit in kProbeRepetitionSeconds at a rate no core reaches
+// (gemm_probe_size_bound); after the warm-up, at the rate the worker measured, it must fit in the
+// longest a probe may last (gemm::Limits::max_probe_seconds), so a slow or crowded node still
+// measures the sizes a profile asks for. Either refusal is ERROR(BAD_FRAME) naming the size and
+// the bound. The product runs in blocks of about
 // 20 ms, and between blocks the probe looks for its coordinator having gone (or the worker
 // stopping), so it stops within ~50 ms plus a block and frees its matrices, which are returned
 // to the system rather than kept for reuse.
@@ -26,6 +28,7 @@
 #include <cstdint>
 
 #include "tessera/worker/service.hpp"
+#include "tessera/gemm/wire_io.hpp"
 
 namespace tessera::worker {
 

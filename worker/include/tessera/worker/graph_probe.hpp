@@ -1,5 +1,5 @@
 // The graph probe: what a graph run costs on this node, measured on the worker itself for
-// `tessera profile` (GRAPH_PROBE -> GRAPH_PROBE_RESULT, layouts in graph/wire.hpp) and read by the
+// `tessera profile` (GRAPH_PROBE -> GRAPH_PROBE_RESULT, layouts in graph/probe_messages.hpp) and read by the
 // graph placement model as model::GraphRates.
 //
 // The worker generates the probe graph (R-MAT, bounded by graph::check_graph_probe and charged to
@@ -28,7 +28,7 @@
 #include <functional>
 
 #include "tessera/core/status.hpp"
-#include "tessera/graph/wire.hpp"
+#include "tessera/graph/probe_messages.hpp"
 #include "tessera/worker/service.hpp"
 
 namespace tessera::worker {

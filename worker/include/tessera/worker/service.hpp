@@ -29,12 +29,14 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "tessera/core/status.hpp"
+#include "tessera/gemm/codec.hpp"
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/transport/protocol.hpp"
 #include "tessera/worker/compute_pool.hpp"
@@ -43,7 +45,7 @@
 namespace tessera::worker {
 
 // Payloads read whole into memory are at most this big unless a handler says otherwise: control
-// frames are small (a JOB is transport::kJobPayloadBytes), and a peer must not make the worker
+// frames are small (a JOB is gemm::kJobPayloadBytes), and a peer must not make the worker
 // allocate a large buffer merely by claiming one.
 inline constexpr uint64_t kMaxControlPayloadBytes = 64 * 1024;
 
@@ -85,8 +87,8 @@ class SessionContext {
   // One job finished; call before its CREDIT goes out so a STATS_REQUEST read after the CREDIT
   // includes it. Any thread.
   void count_finished_job() { jobs_finished_.fetch_add(1); }
-  // The session's figures since start_counting(); see transport::Stats. REQUIRES: connection thread.
-  transport::Stats stats() const;
+  // The session's figures since start_counting(); see gemm::Stats. REQUIRES: connection thread.
+  gemm::Stats stats() const;
 
   // --- Ending the session; each returns SessionStep::kEnd for the handler to return ---
   // Logs, sends ERROR(code, message) answering request_id, and ends the session.
@@ -146,8 +148,10 @@ class SessionContext {
 
 // How one message type is answered. Exactly one of on_message and on_stream is set.
 struct MessageHandler {
-  // Gets the frame read whole and decoded.
-  using OnMessage = std::function<SessionStep(SessionContext&, transport::IncomingFrame&)>;
+  // Gets the frame's payload read whole (within max_payload_bytes), for the service to decode with
+  // its own codec.
+  using OnMessage =
+      std::function<SessionStep(SessionContext&, const transport::FrameHeader&, std::span<const std::byte> payload)>;
   // Gets only the header and reads exactly header.payload_length bytes from the connection
   // itself (or ends the session): for bulk data that goes straight to its destination.
   using OnStream = std::function<SessionStep(SessionContext&, const transport::FrameHeader&)>;
@@ -158,8 +162,10 @@ struct MessageHandler {
   // on_message only: the largest payload accepted, checked against the header before anything is
   // read or allocated. nullptr: kMaxControlPayloadBytes.
   uint64_t (*max_payload_bytes)(const transport::Limits&) = nullptr;
-  // on_message only: the ERROR code for a payload the codec refuses (e.g. kBadJob for JOB).
-  transport::ErrorCode decode_failure = transport::ErrorCode::kBadFrame;
+  // on_message only, optional: whether a payload of `length` bytes fits the type's layout (its
+  // codec's bounds), checked from the header alone before anything is read; a failure is answered
+  // with ERROR(kBadFrame) and its message.
+  Status (*check_length)(uint16_t type, uint64_t length, const transport::Limits&) = nullptr;
 };
 
 struct Service {

@@ -18,6 +18,7 @@
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/partition/block_tiling.hpp"
 #include "tessera/transport/protocol.hpp"
+#include "tessera/gemm/client.hpp"
 
 namespace tessera::balance::run {
 
@@ -34,8 +35,7 @@ inline uint32_t c_tile_id(uint64_t tile) { return static_cast<uint32_t>(kTileIdB
 // point into B itself, narrower ones into one packed copy made up front.
 struct BPiece {
   uint64_t k_begin = 0, depth = 0, col_begin = 0, cols = 0;
-  std::array<std::byte, transport::kHeaderSize> header{};
-  std::array<std::byte, transport::kTilePrefixSize> prefix{};
+  gemm::EncodedStore store;  // its STORE, encoded once for every node that reads it
   std::vector<double> packed;
   const double* data = nullptr;
   std::size_t bytes() const { return depth * cols * sizeof(double); }

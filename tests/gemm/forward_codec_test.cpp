@@ -1,6 +1,6 @@
 // The forwarding messages' codec: round trips to the same bytes, the documented sizes, and the
 // refusals a hostile peer meets (lengths, padding, inconsistent fields).
-#include "tessera/transport/forward_codec.hpp"
+#include "tessera/gemm/forward_codec.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-namespace tessera::transport {
+namespace tessera::gemm {
+
 namespace {
 
 bool refused(uint16_t type, const std::vector<std::byte>& payload, const std::string& text) {
@@ -37,7 +38,7 @@ TEST(ForwardCodec, EveryMessageRoundTripsToTheSameBytes) {
   for (const ForwardMessage& message : samples) {
     const std::vector<std::byte> payload = encode_forward_payload(message);
     const auto type = static_cast<uint16_t>(forward_message_type(message));
-    EXPECT_TRUE(is_forward_message(type));
+    EXPECT_TRUE(transport::is_forward_message(type));
     EXPECT_TRUE(check_forward_payload_length(type, payload.size(), Limits{}).is_ok());
     Result<ForwardMessage> decoded = decode_forward_payload(type, payload, Limits{});
     ASSERT_TRUE(decoded) << decoded.status().to_string();
@@ -119,13 +120,13 @@ TEST(ForwardCodec, TheFuzzCorpusSeedsDecodeAsTheirTypes) {
     SCOPED_TRACE(entry.path().filename().string());
     std::ifstream file(entry.path(), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    ASSERT_GE(bytes.size(), kHeaderSize);
-    std::array<std::byte, kHeaderSize> header_bytes{};
-    std::memcpy(header_bytes.data(), bytes.data(), kHeaderSize);
-    Result<FrameHeader> header = decode_header(header_bytes, Limits{});
+    ASSERT_GE(bytes.size(), transport::kHeaderSize);
+    std::array<std::byte, transport::kHeaderSize> header_bytes{};
+    std::memcpy(header_bytes.data(), bytes.data(), transport::kHeaderSize);
+    Result<FrameHeader> header = transport::decode_header(header_bytes, transport::Limits{});
     ASSERT_TRUE(header) << header.status().to_string();
-    std::vector<std::byte> payload(bytes.size() - kHeaderSize);
-    std::memcpy(payload.data(), bytes.data() + kHeaderSize, payload.size());
+    std::vector<std::byte> payload(bytes.size() - transport::kHeaderSize);
+    std::memcpy(payload.data(), bytes.data() + transport::kHeaderSize, payload.size());
     Result<ForwardMessage> message = decode_forward_payload(header->type, payload, Limits{});
     ASSERT_TRUE(message) << message.status().to_string();
     EXPECT_EQ(encode_forward_payload(*message), payload);
@@ -135,4 +136,4 @@ TEST(ForwardCodec, TheFuzzCorpusSeedsDecodeAsTheirTypes) {
 }
 
 }  // namespace
-}  // namespace tessera::transport
+}  // namespace tessera::gemm
