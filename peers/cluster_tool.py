@@ -7,7 +7,7 @@
       that the study never touches another user's cluster, run folder or ports. Prints the new name.
   cluster_tool.py nodes EMULATION_JSON
       One line per node, in cluster order, of what `tessera up` recorded in emulation.json
-      (balance/local/include/tessera/balance/local/emulation.hpp):
+      (emulation/include/tessera/emulation/emulation.hpp):
         name cgroup_path netns host_address node_address
       with "-" for what the node does not have (no cgroup: not CPU-emulated; no netns: it lives in
       the root network namespace).

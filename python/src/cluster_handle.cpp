@@ -197,8 +197,8 @@ std::vector<std::string> ClusterHandle::node_names() const {
   return names;
 }
 
-tb::local::LocalClusterOptions ClusterHandle::local_options() const {
-  tb::local::LocalClusterOptions options;
+tessera::emulation::LocalClusterOptions ClusterHandle::local_options() const {
+  tessera::emulation::LocalClusterOptions options;
   options.run_dir = run_dir_;
   options.worker_binary = worker_binary_;
   return options;
@@ -206,7 +206,7 @@ tb::local::LocalClusterOptions ClusterHandle::local_options() const {
 
 py::dict ClusterHandle::up(bool no_emulation, double start_timeout_s) {
   const tb::cluster::ClusterSpec spec = value_or_raise(tb::cluster::load_cluster_spec(config_path_));
-  tb::local::LocalClusterOptions options = local_options();
+  tessera::emulation::LocalClusterOptions options = local_options();
   options.no_emulation = no_emulation;
   options.start_timeout = std::chrono::milliseconds(static_cast<int64_t>(start_timeout_s * 1000.0));
   py::list warnings;
@@ -217,14 +217,14 @@ py::dict ClusterHandle::up(bool no_emulation, double start_timeout_s) {
                                 "at this machine's full speed.",
                                 config_path_));
   }
-  for (const std::string& warning : tb::local::secret_exposure_warnings(spec)) warnings.append(warning);
-  const std::vector<tb::local::NodeLifecycle> nodes =
-      value_or_raise(without_gil([&] { return tb::local::local_cluster_up(spec, options); }));
-  for (const tb::local::NodeLifecycle& node : nodes) {
-    if (node.state == tb::local::NodeState::kStarted) started_.push_back(node.name);
+  for (const std::string& warning : tessera::emulation::secret_exposure_warnings(spec)) warnings.append(warning);
+  const std::vector<tessera::emulation::NodeLifecycle> nodes =
+      value_or_raise(without_gil([&] { return tessera::emulation::local_cluster_up(spec, options); }));
+  for (const tessera::emulation::NodeLifecycle& node : nodes) {
+    if (node.state == tessera::emulation::NodeState::kStarted) started_.push_back(node.name);
   }
   return py::dict(py::arg("nodes") = lifecycle_list(nodes), py::arg("warnings") = warnings,
-                  py::arg("run_dir") = tb::local::cluster_run_dir(spec, options));
+                  py::arg("run_dir") = tessera::emulation::cluster_run_dir(spec, options));
 }
 
 py::list ClusterHandle::down(bool only_started) {
@@ -236,9 +236,9 @@ py::list ClusterHandle::down(bool only_started) {
     });
     if (spec.nodes.empty()) return py::list();
   }
-  const tb::local::LocalClusterOptions options = local_options();
-  const std::vector<tb::local::NodeLifecycle> nodes =
-      value_or_raise(without_gil([&] { return tb::local::local_cluster_down(spec, options); }));
+  const tessera::emulation::LocalClusterOptions options = local_options();
+  const std::vector<tessera::emulation::NodeLifecycle> nodes =
+      value_or_raise(without_gil([&] { return tessera::emulation::local_cluster_down(spec, options); }));
   started_.clear();
   return lifecycle_list(nodes);
 }
@@ -246,9 +246,9 @@ py::list ClusterHandle::down(bool only_started) {
 py::list ClusterHandle::started() const { return py::cast(started_); }
 
 py::list ClusterHandle::status() {
-  const tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
-  const tb::local::LocalClusterOptions options = local_options();
-  return reachability_list(value_or_raise(without_gil([&] { return tb::local::cluster_status(spec, options); })));
+  const tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
+  const tessera::emulation::LocalClusterOptions options = local_options();
+  return reachability_list(value_or_raise(without_gil([&] { return tessera::emulation::cluster_status(spec, options); })));
 }
 
 py::object ClusterHandle::saved_profile() const {
@@ -259,7 +259,7 @@ py::object ClusterHandle::saved_profile() const {
 }
 
 py::dict ClusterHandle::profile(const tb::profile::ProfileOptions& options, const py::object& progress) {
-  tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
+  tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
   ok_or_raise(tb::session::check_profile_options(options, spec, config_path_, keyword_spelling()));
   // As `tessera profile`: a damaged saved profile is set aside (and replaced), not an error.
   drop_session();
@@ -344,11 +344,11 @@ py::dict ClusterHandle::predict(const py::dict& plan_fields) const {
 tb::session::Session& ClusterHandle::open_session(SessionKind kind, const tb::session::SessionOptions& given) {
   if (session_ && session_kind_ != kind) drop_session();
   if (!session_) {
-    const tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
+    const tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
     tb::session::SessionOptions options = given;
     options.require_all = require_all_;
     // Chain multiplies forward B from worker to worker: emulated nodes reach each other where `up` put them.
-    options.peer_hosts = value_or_raise(tb::local::load_peer_hosts(spec, run_dir_));
+    options.peer_hosts = value_or_raise(tessera::emulation::load_peer_hosts(spec, run_dir_));
     Result<tb::session::Session> opened = without_gil([&] { return tb::session::Session::open(spec, options); });
     // A worker whose session we abandoned (Ctrl-C) answers BUSY until it notices the closed
     // connection, which takes it up to the job it is computing; that session was ours, so wait
@@ -526,8 +526,8 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
 
 py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const tb::session::GraphSettings& settings,
                                const std::string& weights, const py::object& progress, const py::object& notice) {
-  tb::cluster::ClusterSpec spec = value_or_raise(tb::local::load_reachable_cluster(config_path_, run_dir_));
-  const std::vector<std::vector<std::string>> peer_hosts = value_or_raise(tb::local::load_peer_hosts(spec, run_dir_));
+  tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
+  const std::vector<std::vector<std::string>> peer_hosts = value_or_raise(tessera::emulation::load_peer_hosts(spec, run_dir_));
   tb::graph_driver::GraphRunOptions options =
       value_or_raise(tb::session::graph_run_options(settings, graph, keyword_spelling()));
   const tg::AlgorithmSpec algorithm = options.algorithm;

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/session/settings.hpp"
 #include "tessera/partition/digraph.hpp"
@@ -108,7 +108,7 @@ class ClusterHandle {
   balance::session::Session& open_session(SessionKind kind, const balance::session::SessionOptions& options);
   void finish_call();    // closes the session unless keep_connected
   void drop_session();   // closes it whatever keep_connected says
-  balance::local::LocalClusterOptions local_options() const;
+  emulation::LocalClusterOptions local_options() const;
 
   std::string config_path_;
   std::string run_dir_;

@@ -12,20 +12,20 @@ namespace tessera::python {
 namespace tb = tessera::balance;
 namespace tp = tessera::partition;
 
-py::list lifecycle_list(const std::vector<tb::local::NodeLifecycle>& nodes) {
+py::list lifecycle_list(const std::vector<tessera::emulation::NodeLifecycle>& nodes) {
   py::list list;
-  for (const tb::local::NodeLifecycle& node : nodes) {
-    list.append(py::dict(py::arg("name") = node.name, py::arg("state") = std::string(tb::local::node_state_name(node.state)),
+  for (const tessera::emulation::NodeLifecycle& node : nodes) {
+    list.append(py::dict(py::arg("name") = node.name, py::arg("state") = std::string(tessera::emulation::node_state_name(node.state)),
                          py::arg("pid") = node.pid, py::arg("detail") = node.detail));
   }
   return list;
 }
 
-py::list reachability_list(const std::vector<tb::local::NodeReachability>& nodes) {
+py::list reachability_list(const std::vector<tessera::emulation::NodeReachability>& nodes) {
   py::list list;
-  for (const tb::local::NodeReachability& node : nodes) {
+  for (const tessera::emulation::NodeReachability& node : nodes) {
     list.append(py::dict(py::arg("name") = node.name, py::arg("endpoint") = node.endpoint,
-                         py::arg("state") = std::string(tb::local::reach_name(node.reach)),
+                         py::arg("state") = std::string(tessera::emulation::reach_name(node.reach)),
                          py::arg("reachable") = node.reachable, py::arg("busy") = node.busy,
                          py::arg("detail") = node.detail,
                          py::arg("load") = node.load() ? py::object(py::float_(*node.load())) : py::object(py::none()),

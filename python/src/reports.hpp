@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
@@ -21,8 +21,8 @@ namespace tessera::python {
 
 namespace py = pybind11;
 
-py::list lifecycle_list(const std::vector<balance::local::NodeLifecycle>& nodes);
-py::list reachability_list(const std::vector<balance::local::NodeReachability>& nodes);
+py::list lifecycle_list(const std::vector<emulation::NodeLifecycle>& nodes);
+py::list reachability_list(const std::vector<emulation::NodeReachability>& nodes);
 py::dict profile_dict(const balance::profile::ClusterProfile& profile, const std::string& path);
 
 // Plan <-> dict: policy, m, n, k, panel_width, panels_in_flight, refill_threshold, layout,

@@ -1,6 +1,6 @@
 // What `tessera up` would create for emulated nodes, planned without root: names, addresses and
 // the state file that lets `down` undo exactly that.
-#include "tessera/balance/local/emulation.hpp"
+#include "tessera/emulation/emulation.hpp"
 
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -41,22 +41,22 @@ uint32_t address_of(const std::string& text) {
   return ntohl(address.s_addr);
 }
 
-local::EmulationSupport v1_support() {
-  local::EmulationSupport support;
-  support.cgroup = local::CgroupVersion::kV1;
+emulation::EmulationSupport v1_support() {
+  emulation::EmulationSupport support;
+  support.cgroup = emulation::CgroupVersion::kV1;
   support.cgroup_root = "/sys/fs/cgroup/cpu";
   return support;
 }
 
 TEST(EmulationPlan, APlainNodeGetsNothing) {
-  const local::NodeEmulation plan = local::plan_node_emulation(cluster_with("plain", 1, false, 0.0), 0, v1_support());
-  local::NodeEmulation nothing;
+  const emulation::NodeEmulation plan = emulation::plan_node_emulation(cluster_with("plain", 1, false, 0.0), 0, v1_support());
+  emulation::NodeEmulation nothing;
   nothing.node = "node0";
   EXPECT_EQ(plan, nothing);
 }
 
 TEST(EmulationPlan, ACpuQuotaGetsItsOwnCgroupAndNoNamespace) {
-  const local::NodeEmulation plan = local::plan_node_emulation(cluster_with("lab", 2, false, 0.25), 1, v1_support());
+  const emulation::NodeEmulation plan = emulation::plan_node_emulation(cluster_with("lab", 2, false, 0.25), 1, v1_support());
   EXPECT_EQ(plan.cpu, 0.25);
   EXPECT_EQ(plan.cgroup_path, "/sys/fs/cgroup/cpu/tessera/lab/node1");
   EXPECT_TRUE(plan.netns.empty());
@@ -66,13 +66,13 @@ TEST(EmulationPlan, ACpuQuotaGetsItsOwnCgroupAndNoNamespace) {
 // A node's weight follows its quota, so a desktop beside quarter-core boards keeps its core when
 // they all want to run (equal weights cost the desktop 10-15% of its sweeps in the mixed lab).
 TEST(EmulationPlan, CpuWeightIsInProportionToTheQuota) {
-  EXPECT_EQ(local::cgroup_weight(1.0), (local::CgroupWeight{1024, 100}));
-  EXPECT_EQ(local::cgroup_weight(0.25), (local::CgroupWeight{256, 25}));
-  EXPECT_EQ(local::cgroup_weight(2.0), (local::CgroupWeight{2048, 200}));
+  EXPECT_EQ(emulation::cgroup_weight(1.0), (emulation::CgroupWeight{1024, 100}));
+  EXPECT_EQ(emulation::cgroup_weight(0.25), (emulation::CgroupWeight{256, 25}));
+  EXPECT_EQ(emulation::cgroup_weight(2.0), (emulation::CgroupWeight{2048, 200}));
   // Within the kernel's ranges at both ends.
-  EXPECT_EQ(local::cgroup_weight(0.0001), (local::CgroupWeight{2, 1}));
-  EXPECT_EQ(local::cgroup_weight(1000.0), (local::CgroupWeight{262144, 10000}));
-  EXPECT_GT(local::cgroup_weight(1.0).v1_shares, local::cgroup_weight(0.5).v1_shares);
+  EXPECT_EQ(emulation::cgroup_weight(0.0001), (emulation::CgroupWeight{2, 1}));
+  EXPECT_EQ(emulation::cgroup_weight(1000.0), (emulation::CgroupWeight{262144, 10000}));
+  EXPECT_GT(emulation::cgroup_weight(1.0).v1_shares, emulation::cgroup_weight(0.5).v1_shares);
 }
 
 TEST(EmulationPlan, LinksGetDistinctSlash30sInTheBenchmarkRangeAndShortInterfaceNames) {
@@ -80,7 +80,7 @@ TEST(EmulationPlan, LinksGetDistinctSlash30sInTheBenchmarkRangeAndShortInterface
   std::set<uint32_t> subnets;
   std::set<std::string> names;
   for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
-    const local::NodeEmulation plan = local::plan_node_emulation(cluster, i, v1_support());
+    const emulation::NodeEmulation plan = emulation::plan_node_emulation(cluster, i, v1_support());
     const uint32_t host = address_of(plan.host_address), node = address_of(plan.node_address);
     EXPECT_EQ(host & ~3u, node & ~3u) << "both ends in one /30";
     EXPECT_EQ(host & 3u, 1u);
@@ -93,18 +93,18 @@ TEST(EmulationPlan, LinksGetDistinctSlash30sInTheBenchmarkRangeAndShortInterface
     }
     EXPECT_EQ(plan.rate, "100mbit");
     EXPECT_TRUE(plan.host_forwarding) << "peers behind the host need the host end to forward";
-    EXPECT_EQ(plan, local::plan_node_emulation(cluster, i, v1_support())) << "planning is deterministic";
+    EXPECT_EQ(plan, emulation::plan_node_emulation(cluster, i, v1_support())) << "planning is deterministic";
   }
 }
 
 TEST(EmulationPlan, NodesBehindTheSwitchShareOneUplinkPairAndTheOthersHaveNone) {
   cluster::ClusterSpec cluster = cluster_with("switched", 3, true, 0.25);
   cluster.network_switch = cluster::SwitchSpec{"200mbit", 2.5e7, {cluster.nodes[1].name, cluster.nodes[2].name}, 1};
-  const local::NodeEmulation off = local::plan_node_emulation(cluster, 0, v1_support());
+  const emulation::NodeEmulation off = emulation::plan_node_emulation(cluster, 0, v1_support());
   EXPECT_TRUE(off.uplink_rate.empty());
   EXPECT_TRUE(off.uplink_to_nodes_ifb.empty());
-  const local::NodeEmulation one = local::plan_node_emulation(cluster, 1, v1_support());
-  const local::NodeEmulation two = local::plan_node_emulation(cluster, 2, v1_support());
+  const emulation::NodeEmulation one = emulation::plan_node_emulation(cluster, 1, v1_support());
+  const emulation::NodeEmulation two = emulation::plan_node_emulation(cluster, 2, v1_support());
   EXPECT_EQ(one.uplink_rate, "200mbit");
   EXPECT_EQ(one.uplink_to_nodes_ifb, two.uplink_to_nodes_ifb);
   EXPECT_EQ(one.uplink_from_nodes_ifb, two.uplink_from_nodes_ifb);
@@ -115,17 +115,17 @@ TEST(EmulationPlan, NodesBehindTheSwitchShareOneUplinkPairAndTheOthersHaveNone) 
 TEST(EmulationPlan, StateFileRoundTripsAndAMissingOneMeansNothingWasCreated) {
   const fs::path dir = fs::temp_directory_path() / ("tessera-emulation-plan-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string path = local::emulation_state_path(dir.string());
-  Result<std::vector<local::NodeEmulation>> none = local::load_emulation_state(path);
+  const std::string path = emulation::emulation_state_path(dir.string());
+  Result<std::vector<emulation::NodeEmulation>> none = emulation::load_emulation_state(path);
   ASSERT_TRUE(none.is_ok()) << none.status().to_string();
   EXPECT_TRUE(none->empty());
 
   cluster::ClusterSpec cluster = cluster_with("roundtrip", 3, true, 0.5);
   cluster.network_switch = cluster::SwitchSpec{"1gbit", 1.25e8, {cluster.nodes[2].name}, 1};
-  std::vector<local::NodeEmulation> plans;
-  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) plans.push_back(local::plan_node_emulation(cluster, i, v1_support()));
-  ASSERT_TRUE(local::save_emulation_state(path, plans).is_ok());
-  Result<std::vector<local::NodeEmulation>> loaded = local::load_emulation_state(path);
+  std::vector<emulation::NodeEmulation> plans;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) plans.push_back(emulation::plan_node_emulation(cluster, i, v1_support()));
+  ASSERT_TRUE(emulation::save_emulation_state(path, plans).is_ok());
+  Result<std::vector<emulation::NodeEmulation>> loaded = emulation::load_emulation_state(path);
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
   EXPECT_EQ(*loaded, plans);
   fs::remove_all(dir);
@@ -135,11 +135,11 @@ TEST(EmulationPlan, StateFileRoundTripsAndAMissingOneMeansNothingWasCreated) {
 TEST(EmulationPeers, EachWorkerReachesEachPeerByItsOwnRoad) {
   cluster::ClusterSpec cluster = cluster_with("peers", 3, true, 0.0);
   cluster.nodes[0].emulate.reset();
-  std::vector<local::NodeEmulation> state;
-  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) state.push_back(local::plan_node_emulation(cluster, i, v1_support()));
+  std::vector<emulation::NodeEmulation> state;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) state.push_back(emulation::plan_node_emulation(cluster, i, v1_support()));
   ASSERT_TRUE(state[0].netns.empty());
-  ASSERT_TRUE(local::has_namespaced_nodes(state));
-  const std::vector<std::vector<std::string>> hosts = local::peer_hosts(cluster, state);
+  ASSERT_TRUE(emulation::has_namespaced_nodes(state));
+  const std::vector<std::vector<std::string>> hosts = emulation::peer_hosts(cluster, state);
   ASSERT_EQ(hosts.size(), 3u);
   // The root-namespace worker reaches namespaced peers at their node addresses, itself at its host.
   EXPECT_EQ(hosts[0], (std::vector<std::string>{"127.0.0.1", state[1].node_address, state[2].node_address}));
@@ -155,12 +155,12 @@ TEST(EmulationPeers, EachWorkerReachesEachPeerByItsOwnRoad) {
 TEST(EmulationPeers, WithoutNamespacesEveryoneUsesTheSpecHosts) {
   cluster::ClusterSpec cluster = cluster_with("plain-peers", 2, false, 0.5);
   cluster.nodes[1].host = "localhost";
-  std::vector<local::NodeEmulation> state;
-  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) state.push_back(local::plan_node_emulation(cluster, i, v1_support()));
-  EXPECT_FALSE(local::has_namespaced_nodes(state));
+  std::vector<emulation::NodeEmulation> state;
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) state.push_back(emulation::plan_node_emulation(cluster, i, v1_support()));
+  EXPECT_FALSE(emulation::has_namespaced_nodes(state));
   const std::vector<std::vector<std::string>> expected = {{"127.0.0.1", "localhost"}, {"127.0.0.1", "localhost"}};
-  EXPECT_EQ(local::peer_hosts(cluster, state), expected);
-  EXPECT_EQ(local::peer_hosts(cluster, {}), expected) << "no state file: nothing was emulated";
+  EXPECT_EQ(emulation::peer_hosts(cluster, state), expected);
+  EXPECT_EQ(emulation::peer_hosts(cluster, {}), expected) << "no state file: nothing was emulated";
 }
 
 }  // namespace

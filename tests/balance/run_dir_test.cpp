@@ -1,6 +1,6 @@
 // The run directory must be private before the secret goes in it, and a cluster's secret_file
 // must be a small regular file: both checked without starting any process.
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,8 +33,8 @@ class PrivateDirs : public ::testing::Test {
 
 TEST_F(PrivateDirs, A0700DirectoryOfOursIsPrivate) {
   ASSERT_EQ(::mkdir(path("run").c_str(), 0700), 0);
-  EXPECT_TRUE(local::check_private_dir(path("run")).is_ok());
-  EXPECT_EQ(local::check_private_dir(path("absent")).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(emulation::check_private_dir(path("run")).is_ok());
+  EXPECT_EQ(emulation::check_private_dir(path("absent")).code(), StatusCode::kNotFound);
 }
 
 TEST_F(PrivateDirs, GroupOrOtherBitsAreRefusedWithTheFix) {
@@ -42,7 +42,7 @@ TEST_F(PrivateDirs, GroupOrOtherBitsAreRefusedWithTheFix) {
     const std::string run = path("run-" + std::to_string(mode));
     ASSERT_EQ(::mkdir(run.c_str(), 0700), 0);
     ASSERT_EQ(::chmod(run.c_str(), mode), 0);
-    const Status checked = local::check_private_dir(run);
+    const Status checked = emulation::check_private_dir(run);
     ASSERT_FALSE(checked.is_ok()) << mode;
     EXPECT_EQ(checked.code(), StatusCode::kInvalidConfig);
     EXPECT_NE(checked.message().find("chmod 700 " + run), std::string::npos) << checked.message();
@@ -52,18 +52,18 @@ TEST_F(PrivateDirs, GroupOrOtherBitsAreRefusedWithTheFix) {
 TEST_F(PrivateDirs, ASymlinkIsRefusedEvenToAPrivateDirectory) {
   ASSERT_EQ(::mkdir(path("real").c_str(), 0700), 0);
   fs::create_symlink(path("real"), path("link"));
-  const Status checked = local::check_private_dir(path("link"));
+  const Status checked = emulation::check_private_dir(path("link"));
   ASSERT_FALSE(checked.is_ok());
   EXPECT_NE(checked.message().find("is a symbolic link"), std::string::npos) << checked.message();
   std::ofstream(path("file")) << "x";
-  EXPECT_NE(local::check_private_dir(path("file")).message().find("is a regular file, not a directory"), std::string::npos);
+  EXPECT_NE(emulation::check_private_dir(path("file")).message().find("is a regular file, not a directory"), std::string::npos);
 }
 
 TEST_F(PrivateDirs, ADirectoryOfAnotherUserIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
   ASSERT_EQ(::mkdir(path("theirs").c_str(), 0700), 0);
   ASSERT_EQ(::chown(path("theirs").c_str(), 65534, 65534), 0);
-  const Status checked = local::check_private_dir(path("theirs"));
+  const Status checked = emulation::check_private_dir(path("theirs"));
   ASSERT_FALSE(checked.is_ok());
   EXPECT_NE(checked.message().find("belongs to uid 65534, not to you"), std::string::npos) << checked.message();
 }
@@ -75,11 +75,11 @@ TEST_F(PrivateDirs, DefaultRunDirFollowsXdgRuntimeDir) {
   const std::string runtime_copy = saved_runtime ? saved_runtime : "";
   ::unsetenv("TESSERA_RUN_DIR");
   ::setenv("XDG_RUNTIME_DIR", "/run/user/4242", 1);
-  EXPECT_EQ(local::default_run_dir(), "/run/user/4242/tessera");
+  EXPECT_EQ(emulation::default_run_dir(), "/run/user/4242/tessera");
   ::unsetenv("XDG_RUNTIME_DIR");
-  EXPECT_EQ(local::default_run_dir(), "/tmp/tessera-" + std::to_string(::getuid()));
+  EXPECT_EQ(emulation::default_run_dir(), "/tmp/tessera-" + std::to_string(::getuid()));
   ::setenv("TESSERA_RUN_DIR", "/somewhere", 1);
-  EXPECT_EQ(local::default_run_dir(), "/somewhere");
+  EXPECT_EQ(emulation::default_run_dir(), "/somewhere");
   if (saved_run_dir) ::setenv("TESSERA_RUN_DIR", run_dir_copy.c_str(), 1); else ::unsetenv("TESSERA_RUN_DIR");
   if (saved_runtime) ::setenv("XDG_RUNTIME_DIR", runtime_copy.c_str(), 1); else ::unsetenv("XDG_RUNTIME_DIR");
 }
@@ -120,7 +120,7 @@ TEST_F(PrivateDirs, SecretFilesMustBeSmallRegularFiles) {
   ASSERT_EQ(::chmod(path("good.secret").c_str(), 0600), 0);
   const cluster::ClusterSpec good = cluster_with_secret_file(path("good.secret"));
   EXPECT_EQ(*good.resolve_secret(), "s3cret");
-  EXPECT_TRUE(local::secret_exposure_warnings(good).empty());
+  EXPECT_TRUE(emulation::secret_exposure_warnings(good).empty());
 }
 
 // A secret_file others can read or change is refused where it is read, by the run directory's

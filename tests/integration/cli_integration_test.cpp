@@ -17,7 +17,7 @@
 
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/linalg/matrix.hpp"
@@ -45,7 +45,7 @@ class CliCluster : public ::testing::Test {
     run("down");
     Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
     if (!cluster) return;
-    for (int pid : local::local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
+    for (int pid : emulation::local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
   }
 
   testing::CommandResult run(const std::string& subcommand, const std::string& extra = "") {
@@ -55,7 +55,7 @@ class CliCluster : public ::testing::Test {
 
   std::vector<int> live_pids() {
     Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
-    return cluster ? local::local_cluster_pids(*cluster, {run_dir_, "", {}}) : std::vector<int>{};
+    return cluster ? emulation::local_cluster_pids(*cluster, {run_dir_, "", {}}) : std::vector<int>{};
   }
 
   testing::TempDir dir_;

@@ -24,7 +24,7 @@
 #include "tessera/balance/profile/profile.hpp"
 #include "reference_product.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/report/report.hpp"
 
 namespace tessera::balance {
@@ -257,9 +257,9 @@ TEST_F(Deadlines, StatusShowsABusyWorkerWithItsSessionPeerApartFromUnreachable) 
   Result<cluster::NodeLink> holder = cluster::connect_node(cluster_.nodes[0], kSecret, milliseconds(5000));
   ASSERT_TRUE(holder.is_ok()) << holder.status().to_string();
   workers_[1]->stop();
-  local::LocalClusterOptions options;
+  emulation::LocalClusterOptions options;
   options.run_dir = dir_.file("run");
-  const std::vector<local::NodeReachability> status = *local::cluster_status(cluster_, options);
+  const std::vector<emulation::NodeReachability> status = *emulation::cluster_status(cluster_, options);
   ASSERT_EQ(status.size(), 2u);
   EXPECT_FALSE(status[0].reachable);
   EXPECT_TRUE(status[0].busy);
@@ -311,16 +311,16 @@ TEST_F(Deadlines, StatusWaitsForSilentNodesTogetherAndTellsARefusalFromADownNode
     node.port = silent.back()->port();
     lab.nodes.push_back(node);
   }
-  local::LocalClusterOptions options;
+  emulation::LocalClusterOptions options;
   options.run_dir = dir_.file("run");
   const auto begun = Clock::now();
-  const std::vector<local::NodeReachability> status = *local::cluster_status(lab, options, milliseconds(1000));
+  const std::vector<emulation::NodeReachability> status = *emulation::cluster_status(lab, options, milliseconds(1000));
   const double took = seconds_since(begun);
   ASSERT_EQ(status.size(), 6u);
-  EXPECT_EQ(status[0].reach, local::Reach::kReachable) << status[0].detail;
+  EXPECT_EQ(status[0].reach, emulation::Reach::kReachable) << status[0].detail;
   ASSERT_TRUE(status[0].hello.has_value());
   for (std::size_t i = 1; i < status.size(); ++i) {
-    EXPECT_EQ(status[i].reach, local::Reach::kUnreachable) << status[i].name << ": " << status[i].detail;
+    EXPECT_EQ(status[i].reach, emulation::Reach::kUnreachable) << status[i].name << ": " << status[i].detail;
     EXPECT_GE(status[i].seconds, 0.9) << status[i].name << " did not wait for its deadline";
   }
   EXPECT_LT(took, 3.5) << "five silent nodes of 1 s each took " << took << " s: checked one after another?";
@@ -329,13 +329,13 @@ TEST_F(Deadlines, StatusWaitsForSilentNodesTogetherAndTellsARefusalFromADownNode
   cluster::ClusterSpec wrong = cluster_;
   wrong.secret = "not-the-secret";
   wrong.secret_file.clear();
-  const std::vector<local::NodeReachability> refused = *local::cluster_status(wrong, options, milliseconds(2000));
+  const std::vector<emulation::NodeReachability> refused = *emulation::cluster_status(wrong, options, milliseconds(2000));
   ASSERT_EQ(refused.size(), 1u);
-  EXPECT_EQ(refused[0].reach, local::Reach::kRefused) << refused[0].detail;
-  EXPECT_EQ(local::reach_name(refused[0].reach), "REFUSED");
+  EXPECT_EQ(refused[0].reach, emulation::Reach::kRefused) << refused[0].detail;
+  EXPECT_EQ(emulation::reach_name(refused[0].reach), "REFUSED");
   workers_[0]->stop();
-  const std::vector<local::NodeReachability> down = *local::cluster_status(cluster_, options, milliseconds(2000));
-  EXPECT_EQ(down[0].reach, local::Reach::kUnreachable) << down[0].detail;
+  const std::vector<emulation::NodeReachability> down = *emulation::cluster_status(cluster_, options, milliseconds(2000));
+  EXPECT_EQ(down[0].reach, emulation::Reach::kUnreachable) << down[0].detail;
 }
 
 }  // namespace

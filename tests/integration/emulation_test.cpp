@@ -1,7 +1,7 @@
 // The emulated testbed for real: cgroup CPU quotas, network namespaces and tc-shaped veth links,
 // set up by `tessera up` and measured through the workers. Needs root and cgroups; skips with
 // the reason otherwise.
-#include "tessera/balance/local/emulation.hpp"
+#include "tessera/emulation/emulation.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/gemm/wire_io.hpp"
 
@@ -32,7 +32,7 @@ using testing::run_command;
 class EmulatedCluster : public ::testing::Test {
  protected:
   void SetUp() override {
-    const local::EmulationSupport support = local::detect_emulation_support();
+    const emulation::EmulationSupport support = emulation::detect_emulation_support();
     if (!support.missing.empty()) GTEST_SKIP() << "CPU emulation unavailable: " << support.missing;
     if (!support.link_missing.empty()) GTEST_SKIP() << "link emulation unavailable: " << support.link_missing;
     run_dir_ = dir_.file("run");
@@ -44,11 +44,11 @@ class EmulatedCluster : public ::testing::Test {
     run("down");
     Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
     if (!cluster) return;
-    for (int pid : local::local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
-    Result<std::vector<local::NodeEmulation>> state = local::load_emulation_state(local::emulation_state_path(run_dir_ + "/" + cluster->name));
+    for (int pid : emulation::local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
+    Result<std::vector<emulation::NodeEmulation>> state = emulation::load_emulation_state(emulation::emulation_state_path(run_dir_ + "/" + cluster->name));
     if (state) {
-      for (const local::NodeEmulation& node : *state) (void)local::remove_node_emulation(node);
-      (void)local::remove_uplink(*state);
+      for (const emulation::NodeEmulation& node : *state) (void)emulation::remove_node_emulation(node);
+      (void)emulation::remove_uplink(*state);
     }
   }
 
@@ -69,15 +69,15 @@ class EmulatedCluster : public ::testing::Test {
   }
 
   cluster::ClusterSpec reachable_cluster() {
-    Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(config_, run_dir_);
+    Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(config_, run_dir_);
     EXPECT_TRUE(cluster.is_ok()) << cluster.status().to_string();
     return cluster.is_ok() ? *cluster : cluster::ClusterSpec{};
   }
 
-  std::vector<local::NodeEmulation> recorded_emulation() {
-    Result<std::vector<local::NodeEmulation>> state = local::load_emulation_state(local::emulation_state_path(run_dir_ + "/" + cluster_name_));
+  std::vector<emulation::NodeEmulation> recorded_emulation() {
+    Result<std::vector<emulation::NodeEmulation>> state = emulation::load_emulation_state(emulation::emulation_state_path(run_dir_ + "/" + cluster_name_));
     EXPECT_TRUE(state.is_ok());
-    return state.is_ok() ? *state : std::vector<local::NodeEmulation>{};
+    return state.is_ok() ? *state : std::vector<emulation::NodeEmulation>{};
   }
 
   testing::TempDir dir_;
@@ -118,16 +118,16 @@ TEST_F(EmulatedCluster, QuarterCoreWorkerNeverGetsMoreThanAQuarterOfACore) {
   testing::CommandResult up = run("up");
   ASSERT_EQ(up.exit_code, 0) << up.output;
   std::string cgroup;
-  for (const local::NodeEmulation& node : recorded_emulation()) {
+  for (const emulation::NodeEmulation& node : recorded_emulation()) {
     if (node.node == "quarter") cgroup = node.cgroup_path;
   }
   ASSERT_FALSE(cgroup.empty()) << "up should have put the quarter node in a cgroup";
   // Its weight against the other nodes follows the quota (a quarter of the default's).
   const bool v1 = std::filesystem::exists(cgroup + "/cpu.shares");
   EXPECT_EQ(testing::read_file(cgroup + (v1 ? "/cpu.shares" : "/cpu.weight")), v1 ? "256\n" : "25\n");
-  Result<cluster::ClusterSpec> spec = local::load_reachable_cluster(config_, run_dir_);
+  Result<cluster::ClusterSpec> spec = emulation::load_reachable_cluster(config_, run_dir_);
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
-  const std::vector<int> pids = local::local_cluster_pids(*spec, {run_dir_, "", {}});
+  const std::vector<int> pids = emulation::local_cluster_pids(*spec, {run_dir_, "", {}});
   ASSERT_EQ(pids.size(), 2u);
   const int quarter_pid = pids[1];  // cluster order: uncapped, quarter
   const std::optional<double> before = process_cpu_seconds(quarter_pid);
@@ -191,10 +191,10 @@ TEST_F(EmulatedCluster, NodesBehindASwitchShareItsUplinkAndDownRemovesIt) {
   testing::CommandResult up = run("up");
   ASSERT_EQ(up.exit_code, 0) << up.output;
   EXPECT_NE(up.output.find("behind the switch (uplink 100mbit)"), std::string::npos) << up.output;
-  const std::vector<local::NodeEmulation> state = recorded_emulation();
+  const std::vector<emulation::NodeEmulation> state = recorded_emulation();
   ASSERT_EQ(state.size(), 2u);
   EXPECT_EQ(state[0].uplink_to_nodes_ifb, state[1].uplink_to_nodes_ifb) << "one uplink for both";
-  const std::vector<std::string> leftovers = local::leftover_emulation(state);
+  const std::vector<std::string> leftovers = emulation::leftover_emulation(state);
   EXPECT_EQ(std::count_if(leftovers.begin(), leftovers.end(), [](const std::string& item) { return item.starts_with("ifb "); }), 2);
 
   const cluster::ClusterSpec cluster = reachable_cluster();
@@ -233,7 +233,7 @@ TEST_F(EmulatedCluster, NodesBehindASwitchShareItsUplinkAndDownRemovesIt) {
 
   testing::CommandResult down = run("down");
   ASSERT_EQ(down.exit_code, 0) << down.output;
-  EXPECT_TRUE(local::leftover_emulation(state).empty());
+  EXPECT_TRUE(emulation::leftover_emulation(state).empty());
 }
 
 // Workers in UTS namespaces of their own name distinct hosts, as machines of a lab do: the
@@ -285,17 +285,17 @@ TEST(ProfileByHost, NodesOfDistinctHostsAreMeasuredAndNamedByTheirHost) {
 TEST_F(EmulatedCluster, DownRemovesProcessesCgroupsNamespacesAndVeths) {
   write_config("emu-down", node_yaml("desk", "{cpu: 0.5}") + node_yaml("pi", "{cpu: 0.25, link: {rate: 100mbit}}"));
   ASSERT_EQ(run("up").exit_code, 0);
-  const std::vector<local::NodeEmulation> state = recorded_emulation();
+  const std::vector<emulation::NodeEmulation> state = recorded_emulation();
   ASSERT_EQ(state.size(), 2u);
-  EXPECT_EQ(local::leftover_emulation(state).size(), 4u);  // 2 cgroups, 1 namespace, 1 veth
+  EXPECT_EQ(emulation::leftover_emulation(state).size(), 4u);  // 2 cgroups, 1 namespace, 1 veth
   Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
   ASSERT_TRUE(cluster.is_ok());
-  const std::vector<int> pids = local::local_cluster_pids(*cluster, {run_dir_, "", {}});
+  const std::vector<int> pids = emulation::local_cluster_pids(*cluster, {run_dir_, "", {}});
   ASSERT_EQ(pids.size(), 2u);
 
   testing::CommandResult down = run("down");
   ASSERT_EQ(down.exit_code, 0) << down.output;
-  EXPECT_TRUE(local::leftover_emulation(state).empty());
+  EXPECT_TRUE(emulation::leftover_emulation(state).empty());
   for (int pid : pids) EXPECT_FALSE(testing::process_alive(pid)) << pid;
   EXPECT_TRUE(recorded_emulation().empty());
 }
@@ -303,10 +303,10 @@ TEST_F(EmulatedCluster, DownRemovesProcessesCgroupsNamespacesAndVeths) {
 TEST_F(EmulatedCluster, DownCleansUpAfterTheCoordinatorIsKilledMidRun) {
   write_config("emu-kill", node_yaml("desk", "{cpu: 0.5}") + node_yaml("pi", "{cpu: 0.25, link: {rate: 100mbit}}"));
   ASSERT_EQ(run("up").exit_code, 0);
-  const std::vector<local::NodeEmulation> state = recorded_emulation();
+  const std::vector<emulation::NodeEmulation> state = recorded_emulation();
   Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
   ASSERT_TRUE(cluster.is_ok());
-  const std::vector<int> pids = local::local_cluster_pids(*cluster, {run_dir_, "", {}});
+  const std::vector<int> pids = emulation::local_cluster_pids(*cluster, {run_dir_, "", {}});
   {
     testing::ChildProcess coordinator({TESSERA_CLI_BINARY, "multiply", config_, "--run-dir", run_dir_, "--n", "2048",
                                        "--policy", "even"},
@@ -317,20 +317,20 @@ TEST_F(EmulatedCluster, DownCleansUpAfterTheCoordinatorIsKilledMidRun) {
   }
   testing::CommandResult down = run("down");
   ASSERT_EQ(down.exit_code, 0) << down.output;
-  EXPECT_TRUE(local::leftover_emulation(state).empty());
+  EXPECT_TRUE(emulation::leftover_emulation(state).empty());
   for (int pid : pids) EXPECT_FALSE(testing::process_alive(pid)) << pid;
 }
 
 TEST_F(EmulatedCluster, UpCleansWhatACrashedRunLeftBehind) {
   write_config("emu-crash", node_yaml("pi", "{cpu: 0.25, link: {rate: 100mbit}}"));
   ASSERT_EQ(run("up").exit_code, 0);
-  const std::vector<local::NodeEmulation> state = recorded_emulation();
+  const std::vector<emulation::NodeEmulation> state = recorded_emulation();
   Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_);
   ASSERT_TRUE(cluster.is_ok());
   // A crash: the worker dies, its namespace and cgroup stay.
-  for (int pid : local::local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
+  for (int pid : emulation::local_cluster_pids(*cluster, {run_dir_, "", {}})) ::kill(pid, SIGKILL);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(local::leftover_emulation(state).empty());
+  EXPECT_FALSE(emulation::leftover_emulation(state).empty());
 
   testing::CommandResult up = run("up");
   ASSERT_EQ(up.exit_code, 0) << up.output;
@@ -338,7 +338,7 @@ TEST_F(EmulatedCluster, UpCleansWhatACrashedRunLeftBehind) {
   testing::CommandResult status = run("status");
   EXPECT_EQ(status.exit_code, 0) << status.output;
   ASSERT_EQ(run("down").exit_code, 0);
-  EXPECT_TRUE(local::leftover_emulation(state).empty());
+  EXPECT_TRUE(emulation::leftover_emulation(state).empty());
 }
 
 TEST_F(EmulatedCluster, WithoutPrivilegesUpRefusesUnlessToldToRunUnthrottled) {
@@ -449,7 +449,7 @@ TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
   write_config("emu-slow", node_yaml("steady", "{cpu: 0.5}") + node_yaml("slowed", "{cpu: 0.5}"));
   ASSERT_EQ(run("up").exit_code, 0);
   std::string quota_file;
-  for (const local::NodeEmulation& node : recorded_emulation()) {
+  for (const emulation::NodeEmulation& node : recorded_emulation()) {
     if (node.node == "slowed") {
       quota_file = std::filesystem::exists(node.cgroup_path + "/cpu.cfs_quota_us") ? node.cgroup_path + "/cpu.cfs_quota_us"
                                                                                    : node.cgroup_path + "/cpu.max";

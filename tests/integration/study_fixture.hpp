@@ -16,7 +16,7 @@
 
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 
 namespace tessera::testing {
 
@@ -73,10 +73,10 @@ class TwoNodeStudyTest : public ::testing::Test {
   std::vector<int> live_workers() {
     Result<balance::cluster::ClusterSpec> spec = balance::cluster::load_cluster_spec(dir_.file("cluster.yaml"));
     if (!spec) return {};
-    std::vector<int> pids = balance::local::local_cluster_pids(*spec, {dir_.file("run"), "", {}});
+    std::vector<int> pids = emulation::local_cluster_pids(*spec, {dir_.file("run"), "", {}});
     for (const std::string& name : also_named_) {
       spec->name = name;
-      for (int pid : balance::local::local_cluster_pids(*spec, {dir_.file("run"), "", {}})) pids.push_back(pid);
+      for (int pid : emulation::local_cluster_pids(*spec, {dir_.file("run"), "", {}})) pids.push_back(pid);
     }
     return pids;
   }

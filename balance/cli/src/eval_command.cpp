@@ -14,7 +14,7 @@
 #include "command_support.hpp"
 #include "tessera/balance/cli/commands.hpp"
 #include "tessera/balance/expr/parse.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/report/eval_report.hpp"
 #include "tessera/balance/run/verify.hpp"
 #include "tessera/balance/session/session.hpp"
@@ -105,9 +105,9 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
     }
   }
 
-  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.config_path, command.run_dir);
+  Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
-  for (const std::string& warning : local::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  for (const std::string& warning : emulation::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   session_options.require_all = command.require_all;

@@ -12,7 +12,7 @@
 #include "tessera/balance/cli/commands.hpp"
 #include "tessera/balance/cli/progress_line.hpp"
 #include "tessera/balance/graph_driver/graph_report.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/experiment.hpp"
 #include "tessera/core/strings.hpp"
@@ -196,11 +196,11 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   };
   Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
   if (!progress_mode) return report_failure(err, progress_mode.status());
-  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.config_path, command.run_dir);
+  Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
-  Result<std::vector<std::vector<std::string>>> peer_hosts = local::load_peer_hosts(*cluster, command.run_dir);
+  Result<std::vector<std::vector<std::string>>> peer_hosts = emulation::load_peer_hosts(*cluster, command.run_dir);
   if (!peer_hosts) return report_failure(err, peer_hosts.status());
-  for (const std::string& warning : local::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  for (const std::string& warning : emulation::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
 
   Result<tp::DirectedGraph> graph = load_graph(command);
   if (!graph) return report_failure(err, graph.status());

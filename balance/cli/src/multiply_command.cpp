@@ -169,11 +169,11 @@ Result<session::MultiplyOptions> multiply_options(const MultiplyCommand& command
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err) {
   Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
   if (!progress_mode) return report_failure(err, progress_mode.status());
-  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.config_path, command.run_dir);
+  Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
   Result<session::MultiplyOptions> options = multiply_options(command, cluster->nodes.size(), cluster->source_path);
   if (!options) return report_failure(err, options.status());
-  for (const std::string& warning : local::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  for (const std::string& warning : emulation::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
   const auto interrupted = [&command] { return command.interrupted != nullptr && command.interrupted->load(); };
   const auto report_interrupted = [&err] {
     err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
@@ -186,7 +186,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   session_options.require_all = command.require_all;
-  Result<std::vector<std::vector<std::string>>> peer_hosts = local::load_peer_hosts(*cluster, command.run_dir);
+  Result<std::vector<std::vector<std::string>>> peer_hosts = emulation::load_peer_hosts(*cluster, command.run_dir);
   if (!peer_hosts) return report_failure(err, peer_hosts.status());
   session_options.peer_hosts = std::move(*peer_hosts);
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);

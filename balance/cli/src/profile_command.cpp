@@ -44,7 +44,7 @@ void print_profile(std::ostream& out, const profile::ClusterProfile& profile, co
 }  // namespace
 
 int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err) {
-  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.config_path, command.run_dir);
+  Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
   if (Status checked = session::check_profile_options(command.measure, *cluster, command.config_path, flag_spelling());
       !checked) {

@@ -54,19 +54,19 @@ std::string age_text(double seconds) {
 }
 
 struct StatusLine {
-  local::NodeReachability node;
+  emulation::NodeReachability node;
   std::optional<double> profile_age_s;  // none: the node has no saved profile entry
   std::vector<std::string> changed;
 };
 
 Result<std::vector<StatusLine>> status_lines(const cluster::ClusterSpec& cluster, const StatusCommand& command,
                                              const std::optional<profile::ClusterProfile>& profile) {
-  Result<std::vector<local::NodeReachability>> nodes =
-      local::cluster_status(cluster, command.lifecycle.local, std::chrono::milliseconds(command.deadline_ms));
+  Result<std::vector<emulation::NodeReachability>> nodes =
+      emulation::cluster_status(cluster, command.lifecycle.local, std::chrono::milliseconds(command.deadline_ms));
   if (!nodes) return nodes.status();
   std::vector<StatusLine> lines;
   const auto now = std::chrono::system_clock::now();
-  for (local::NodeReachability& node : *nodes) {
+  for (emulation::NodeReachability& node : *nodes) {
     StatusLine line{std::move(node), std::nullopt, {}};
     if (profile) {
       for (const profile::NodeProfile& profiled : profile->nodes) {
@@ -85,7 +85,7 @@ Result<std::vector<StatusLine>> status_lines(const cluster::ClusterSpec& cluster
 // "0.42/2": the 1-minute load average over the cores it is measured against, so "3.9/4" on a Pi
 // and "3.9/16" on a desktop read differently at a glance, and the first number is still the one
 // `uptime` prints on the node. "-" when the node did not report one.
-std::string load_text(const local::NodeReachability& node) {
+std::string load_text(const emulation::NodeReachability& node) {
   const std::optional<double> load = node.load();
   if (!load) return "-";
   return node.hello->cores > 0 ? fmt::format("{:.2f}/{}", *load, node.hello->cores) : fmt::format("{:.2f}", *load);
@@ -95,10 +95,10 @@ std::string status_json(const std::string& cluster_name, const std::string& prof
                         const std::vector<StatusLine>& lines) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const StatusLine& line : lines) {
-    const local::NodeReachability& node = line.node;
+    const emulation::NodeReachability& node = line.node;
     nlohmann::json entry = {{"name", node.name},
                             {"endpoint", node.endpoint},
-                            {"state", local::reach_name(node.reach)},
+                            {"state", emulation::reach_name(node.reach)},
                             {"detail", node.detail},
                             {"check_s", node.seconds},
                             {"wire", node.wire.empty() ? nlohmann::json(nullptr) : nlohmann::json(node.wire)},
@@ -121,7 +121,7 @@ std::string status_json(const std::string& cluster_name, const std::string& prof
 }  // namespace
 
 int command_status(const StatusCommand& command, std::ostream& out, std::ostream& err) {
-  Result<cluster::ClusterSpec> cluster = local::load_reachable_cluster(command.lifecycle.config_path, command.lifecycle.local.run_dir);
+  Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(command.lifecycle.config_path, command.lifecycle.local.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
   if (command.deadline_ms < 50 || command.deadline_ms > 60000) {
     return report_failure(err, invalid_argument(fmt::format("--deadline-ms {} must be within 50..60000", command.deadline_ms)));
@@ -156,7 +156,7 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
       if (redraw) out << "\x1b[H\x1b[2J" << fmt::format("{}  (every {:g} s; Ctrl-C stops)\n", utc_now(UtcFormat::kReadable), command.watch_s);
       out << fmt::format("{:<12} {:<22} {:<12} {:<8} {}\n", "node", "endpoint", "state", "load", "detail");
       for (const StatusLine& line : lines) {
-        const local::NodeReachability& node = line.node;
+        const emulation::NodeReachability& node = line.node;
         std::string profiled;
         if (profile && node.reachable) {
           profiled = line.profile_age_s ? fmt::format("; profiled {} ago", age_text(*line.profile_age_s)) : "; not in the profile";
@@ -164,7 +164,7 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
             profiled += fmt::format(", changed since ({}): tessera profile --node {}", join(line.changed, ", "), node.name);
           }
         }
-        out << fmt::format("{:<12} {:<22} {:<12} {:<8} {}{}{}\n", node.name, node.endpoint, local::reach_name(node.reach),
+        out << fmt::format("{:<12} {:<22} {:<12} {:<8} {}{}{}\n", node.name, node.endpoint, emulation::reach_name(node.reach),
                            load_text(node), node.detail, profiled,
                            node.local_pid != 0 ? fmt::format(" [local pid {}]", node.local_pid) : "");
       }

@@ -11,7 +11,7 @@
 namespace tessera::balance::run {
 
 // How worker `from` reaches worker `to` (indices in cluster.links()): hosts[from][to] when given
-// (local::load_peer_hosts for emulated clusters), else `to`'s own host (`fallback`).
+// (emulation::load_peer_hosts for emulated clusters), else `to`'s own host (`fallback`).
 std::string peer_host(const std::vector<std::vector<std::string>>& hosts, std::size_t from, std::size_t to,
                       const std::string& fallback);
 

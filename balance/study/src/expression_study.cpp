@@ -19,7 +19,7 @@
 #include "tessera/balance/cluster/strict_yaml.hpp"
 #include "tessera/balance/expr/parse.hpp"
 #include "tessera/balance/expr/rewrite.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/core/stats.hpp"
 #include "tessera/core/strings.hpp"

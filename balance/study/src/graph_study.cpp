@@ -18,7 +18,7 @@
 #include "study_runner.hpp"
 #include "study_support.hpp"
 #include "tessera/balance/cluster/strict_yaml.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/core/stats.hpp"
 #include "tessera/core/strings.hpp"
@@ -844,7 +844,7 @@ class GraphStudyKind final : public StudyKind {
 
   Status use_cluster(StudyCluster& cluster, std::size_t index) override {
     clusters_.push_back(ClusterFacts{study_.cluster_paths[index], cluster.spec(), cluster.speeds()});
-    Result<graph_driver::PeerHosts> peer_hosts = local::load_peer_hosts(cluster.spec(), options_.run_dir);
+    Result<graph_driver::PeerHosts> peer_hosts = emulation::load_peer_hosts(cluster.spec(), options_.run_dir);
     if (!peer_hosts) return peer_hosts.status();
     peer_hosts_ = std::move(*peer_hosts);
     // best and auto rank the nodes by their graph rates. The runner profiles every cluster in

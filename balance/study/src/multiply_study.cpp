@@ -627,7 +627,7 @@ class MultiplyStudyKind final : public StudyKind {
   // The clusters are the variants, derived from the study's one cluster file in prepare().
   std::size_t cluster_count() const override { return variants_.size(); }
 
-  Result<std::unique_ptr<StudyCluster>> open_cluster(std::size_t index, const local::LocalClusterOptions& local,
+  Result<std::unique_ptr<StudyCluster>> open_cluster(std::size_t index, const emulation::LocalClusterOptions& local,
                                                      std::ostream& progress) override {
     const Variant& variant = variants_[index];
     return StudyCluster::open(variant.spec, variant.config_path, variant.label, local, outline().required_capabilities,

@@ -32,7 +32,7 @@ Status run_study(StudyKind& kind, const ExperimentOptions& options, std::ostream
   const uint32_t repeat = options.repeat.value_or(outline.repeat);
   const uint32_t passes = outline.warmup + repeat;  // warm-ups first (StudyOutline::warmup)
   const std::size_t cells = kind.cells();
-  local::LocalClusterOptions local;
+  emulation::LocalClusterOptions local;
   local.run_dir = options.run_dir;
   const std::string started_at = utc_now(UtcFormat::kReadable);
   const auto start = std::chrono::steady_clock::now();

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "study_support.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/study_common.hpp"
 #include "tessera/core/status.hpp"
@@ -92,7 +92,7 @@ class StudyKind {
   virtual Status prepare(const std::string& out_dir, std::ostream& progress) = 0;
   // By default the clusters are the files outline().cluster_paths names.
   virtual std::size_t cluster_count() const { return outline_.cluster_paths.size(); }
-  virtual Result<std::unique_ptr<StudyCluster>> open_cluster(std::size_t index, const local::LocalClusterOptions& local,
+  virtual Result<std::unique_ptr<StudyCluster>> open_cluster(std::size_t index, const emulation::LocalClusterOptions& local,
                                                              std::ostream& progress) {
     return StudyCluster::open(outline_.cluster_paths[index], local, outline_.required_capabilities,
                               outline_.require_all, progress);

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "tessera/balance/local/emulation.hpp"
+#include "tessera/emulation/emulation.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/core/subprocess.hpp"
 
@@ -202,25 +202,25 @@ namespace {
 // where it really listens: nodes with shaped links answer at the namespace addresses `tessera up`
 // recorded in the run directory, not at the config's loopback addresses, so asking the config
 // would miss a cluster the user started and then stop it at the end of the study.
-Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& label, const local::LocalClusterOptions& local,
+Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& label, const emulation::LocalClusterOptions& local,
                        std::ostream& progress) {
   cluster::ClusterSpec recorded = spec;
-  local::apply_emulated_endpoints(recorded, local::cluster_run_dir(recorded, local));
-  Result<std::vector<local::NodeReachability>> status = local::cluster_status(recorded, local);
+  emulation::apply_emulated_endpoints(recorded, emulation::cluster_run_dir(recorded, local));
+  Result<std::vector<emulation::NodeReachability>> status = emulation::cluster_status(recorded, local);
   if (!status) return status.status();
   bool all_reachable = true;
-  for (const local::NodeReachability& node : *status) all_reachable &= node.reachable;
+  for (const emulation::NodeReachability& node : *status) all_reachable &= node.reachable;
   if (all_reachable) {
     progress << fmt::format("using the running cluster '{}'\n", spec.name);
     return false;
   }
-  Result<std::vector<local::NodeLifecycle>> up = local::local_cluster_up(spec, local);
+  Result<std::vector<emulation::NodeLifecycle>> up = emulation::local_cluster_up(spec, local);
   if (!up) return up.status();
   // Workers the user started (recorded pids that are alive) are never ours to stop, even when
   // some node did not answer above and up had to start the others.
   std::vector<std::string> kept;
-  for (const local::NodeLifecycle& node : *up) {
-    if (node.state == local::NodeState::kAlreadyRunning) kept.push_back(node.name);
+  for (const emulation::NodeLifecycle& node : *up) {
+    if (node.state == emulation::NodeState::kAlreadyRunning) kept.push_back(node.name);
   }
   if (!kept.empty()) {
     progress << fmt::format("cluster '{}' was already running ({}); the study uses it and leaves it running\n",
@@ -233,7 +233,7 @@ Result<bool> ensure_up(const cluster::ClusterSpec& spec, const std::string& labe
 
 }  // namespace
 
-Result<std::unique_ptr<StudyCluster>> StudyCluster::open(const std::string& path, const local::LocalClusterOptions& local,
+Result<std::unique_ptr<StudyCluster>> StudyCluster::open(const std::string& path, const emulation::LocalClusterOptions& local,
                                                          uint64_t required_capabilities, bool require_all,
                                                          std::ostream& progress) {
   Result<cluster::ClusterSpec> spec = cluster::load_cluster_spec(path);
@@ -243,7 +243,7 @@ Result<std::unique_ptr<StudyCluster>> StudyCluster::open(const std::string& path
 }
 
 Result<std::unique_ptr<StudyCluster>> StudyCluster::open(cluster::ClusterSpec spec, const std::string& path,
-                                                         const std::string& label, const local::LocalClusterOptions& local,
+                                                         const std::string& label, const emulation::LocalClusterOptions& local,
                                                          uint64_t required_capabilities, bool require_all,
                                                          std::ostream& progress) {
   std::unique_ptr<StudyCluster> cluster(new StudyCluster(std::move(spec), local, progress));
@@ -251,7 +251,7 @@ Result<std::unique_ptr<StudyCluster>> StudyCluster::open(cluster::ClusterSpec sp
   if (!started) return started.status();
   cluster->started_ = *started;
   // From here the destructor stops what was started, whatever fails next.
-  Result<cluster::ClusterSpec> reachable = local::load_reachable_cluster(path, local.run_dir);
+  Result<cluster::ClusterSpec> reachable = emulation::load_reachable_cluster(path, local.run_dir);
   if (!reachable) return reachable.status();
   cluster->reachable_ = *reachable;
   session::SessionOptions session_options;
@@ -259,7 +259,7 @@ Result<std::unique_ptr<StudyCluster>> StudyCluster::open(cluster::ClusterSpec sp
   session_options.connect.required_capabilities = required_capabilities;
   session_options.require_all = require_all;
   // Chain runs forward B from worker to worker: emulated nodes reach each other where `up` put them.
-  Result<std::vector<std::vector<std::string>>> peer_hosts = local::load_peer_hosts(*reachable, local.run_dir);
+  Result<std::vector<std::vector<std::string>>> peer_hosts = emulation::load_peer_hosts(*reachable, local.run_dir);
   if (!peer_hosts) return peer_hosts.status();
   session_options.peer_hosts = std::move(*peer_hosts);
   Result<session::Session> session = session::Session::open(*reachable, session_options);
@@ -284,7 +284,7 @@ Result<std::unique_ptr<StudyCluster>> StudyCluster::open(cluster::ClusterSpec sp
 StudyCluster::~StudyCluster() {
   if (session_) session_->close();
   if (started_) {
-    (void)local::local_cluster_down(spec_, local_);
+    (void)emulation::local_cluster_down(spec_, local_);
     progress_ << fmt::format("stopped cluster '{}'\n", spec_.name);
   }
 }

@@ -21,7 +21,7 @@
 
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/balance/cluster/strict_yaml.hpp"
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/study/study_common.hpp"  // run_gnuplot, kPlotHeader: defined in study_support.cpp
 #include "tessera/core/status.hpp"
@@ -162,13 +162,13 @@ Result<std::string> make_output_folder(const std::string& out_dir, const std::st
 // cluster 'NAME'"), whether the study got through it or not. Not thread-safe.
 class StudyCluster {
  public:
-  static Result<std::unique_ptr<StudyCluster>> open(const std::string& path, const local::LocalClusterOptions& local,
+  static Result<std::unique_ptr<StudyCluster>> open(const std::string& path, const emulation::LocalClusterOptions& local,
                                                     uint64_t required_capabilities, bool require_all,
                                                     std::ostream& progress);
   // The same for a spec already in hand, whose file is at `path` (a variant the study derived and
   // wrote); `label` names it in the "started cluster" line.
   static Result<std::unique_ptr<StudyCluster>> open(cluster::ClusterSpec spec, const std::string& path,
-                                                    const std::string& label, const local::LocalClusterOptions& local,
+                                                    const std::string& label, const emulation::LocalClusterOptions& local,
                                                     uint64_t required_capabilities, bool require_all,
                                                     std::ostream& progress);
   ~StudyCluster();
@@ -183,12 +183,12 @@ class StudyCluster {
   std::vector<double> speeds() const;
 
  private:
-  StudyCluster(cluster::ClusterSpec spec, local::LocalClusterOptions local, std::ostream& progress)
+  StudyCluster(cluster::ClusterSpec spec, emulation::LocalClusterOptions local, std::ostream& progress)
       : spec_(std::move(spec)), local_(std::move(local)), progress_(progress) {}
   cluster::ClusterSpec spec_;  // as the file says: what is stopped at the end
   cluster::ClusterSpec taking_part_;
   cluster::ClusterSpec reachable_;
-  local::LocalClusterOptions local_;
+  emulation::LocalClusterOptions local_;
   std::ostream& progress_;
   bool started_ = false;
   std::optional<session::Session> session_;

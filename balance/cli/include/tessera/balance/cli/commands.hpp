@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/settings.hpp"
 #include "tessera/balance/study/experiment.hpp"
 
@@ -39,7 +39,7 @@ const session::OptionSpelling& flag_spelling();
 
 struct LifecycleCommand {
   std::string config_path;
-  local::LocalClusterOptions local;
+  emulation::LocalClusterOptions local;
 };
 int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream& err);
 int command_down(const LifecycleCommand& command, std::ostream& out, std::ostream& err);

@@ -1,7 +1,7 @@
 // Peer endpoints of a graph run: how each worker reaches each other worker for its deltas.
 //
 // The coordinator knows where IT reaches every node (NodeSpec host:port), but a worker may have
-// to take another road: in an emulated local cluster (balance/local/emulation.hpp) a worker in a
+// to take another road: in an emulated local cluster (emulation/emulation.hpp) a worker in a
 // network namespace reaches a root-namespace worker through its own veth, not at 127.0.0.1. A
 // PeerHosts matrix says, per receiving node, which host it uses for each peer; the port is always
 // the peer's own. An empty matrix means "the peer's NodeSpec host for everyone", right for any

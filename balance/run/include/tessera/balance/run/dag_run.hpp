@@ -61,7 +61,7 @@ struct DagRunOptions {
   // false: through the coordinator.
   bool peer_transfers = true;
   // How each node's worker reaches each other node's, hosts[from][to] by index in cluster.links()
-  // (local::load_peer_hosts for emulated clusters); empty or short: at the nodes' own hosts.
+  // (emulation::load_peer_hosts for emulated clusters); empty or short: at the nodes' own hosts.
   std::vector<std::vector<std::string>> peer_hosts;
 };
 

@@ -92,7 +92,7 @@ struct SessionOptions {
   // multiply() measures a quick profile (and saves it) when the policy needs one and none exists.
   bool measure_missing_profile = true;
   // How each node's worker reaches each other node's, hosts[receiver][peer] in cluster-file order
-  // (local::load_peer_hosts for emulated clusters); empty: at the nodes' hosts. Multiplies whose
+  // (emulation::load_peer_hosts for emulated clusters); empty: at the nodes' hosts. Multiplies whose
   // plan forwards B along a chain use it.
   std::vector<std::vector<std::string>> peer_hosts;
 };

@@ -1,4 +1,4 @@
-#include "tessera/balance/local/emulation.hpp"
+#include "tessera/emulation/emulation.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,7 +20,7 @@
 #include "tessera/core/strings.hpp"
 #include "tessera/core/subprocess.hpp"
 
-namespace tessera::balance::local {
+namespace tessera::emulation {
 
 namespace fs = std::filesystem;
 
@@ -519,4 +519,4 @@ std::vector<std::string> leftover_emulation(const std::vector<NodeEmulation>& no
   return leftovers;
 }
 
-}  // namespace tessera::balance::local
+}  // namespace tessera::emulation

@@ -1,4 +1,4 @@
-#include "tessera/balance/local/local_cluster.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -19,12 +19,12 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/local/emulation.hpp"
+#include "tessera/emulation/emulation.hpp"
 #include "tessera/core/files.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/core/subprocess.hpp"
 
-namespace tessera::balance::local {
+namespace tessera::emulation {
 
 namespace fs = std::filesystem;
 
@@ -534,4 +534,4 @@ Result<std::vector<NodeReachability>> cluster_status(const cluster::ClusterSpec&
   return report;
 }
 
-}  // namespace tessera::balance::local
+}  // namespace tessera::emulation

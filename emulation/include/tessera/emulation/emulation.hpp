@@ -33,7 +33,9 @@
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::local {
+namespace tessera::emulation {
+
+namespace cluster = balance::cluster;
 
 enum class CgroupVersion { kNone, kV1, kV2 };
 
@@ -119,4 +121,4 @@ std::vector<std::vector<std::string>> peer_hosts(const cluster::ClusterSpec& clu
 // `tessera status`.
 std::vector<std::string> leftover_emulation(const std::vector<NodeEmulation>& nodes);
 
-}  // namespace tessera::balance::local
+}  // namespace tessera::emulation

@@ -25,7 +25,9 @@
 #include "tessera/core/status.hpp"
 #include "tessera/transport/protocol.hpp"
 
-namespace tessera::balance::local {
+namespace tessera::emulation {
+
+namespace cluster = balance::cluster;
 
 struct LocalClusterOptions {
   std::string run_dir;        // empty: default_run_dir()
@@ -124,4 +126,4 @@ Result<std::vector<NodeReachability>> cluster_status(
     const cluster::ClusterSpec& cluster, const LocalClusterOptions& options,
     std::chrono::milliseconds deadline = std::chrono::milliseconds(2000));
 
-}  // namespace tessera::balance::local
+}  // namespace tessera::emulation
