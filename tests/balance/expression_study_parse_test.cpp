@@ -2,7 +2,7 @@
 // each benchmark's expression is checked against its generated inputs' shapes, and every broken
 // file is refused with its file, line and what to write instead. Running one:
 // tests/integration/expression_study_test.cpp.
-#include "tessera/balance/study/expression_study.hpp"
+#include "tessera/experiment/expression_study.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "tessera/balance/study/graph_study.hpp"
+#include "tessera/experiment/graph_study.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -50,8 +50,8 @@ TEST_F(ExpressionStudyParse, EveryFieldIsParsedAndPathsAreResolvedAgainstTheStud
                                  "  - {name: leontief, expression: \"I + A + A^2\", inputs: {A: \"random:8x8\"}}\n"
                                  "modes: [sequence, fastest-alone]\n"
                                  "repeat: 2\n");
-  EXPECT_EQ(study::study_workload(path), "expressions");
-  Result<study::ExpressionStudy> study = study::load_expression_study(path);
+  EXPECT_EQ(experiment::study_workload(path), "expressions");
+  Result<experiment::ExpressionStudy> study = experiment::load_expression_study(path);
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
   EXPECT_EQ(study->name, "expr-all");
   EXPECT_EQ(study->description, "every key");
@@ -60,35 +60,35 @@ TEST_F(ExpressionStudyParse, EveryFieldIsParsedAndPathsAreResolvedAgainstTheStud
                                                              (dir_.parent_path() / "b.yaml").string()}));
   ASSERT_EQ(study->benchmarks.size(), 3u);
   EXPECT_EQ(study->benchmarks[0],
-            (study::ExpressionBenchmark{"markov", "u * P^16", {{"u", "random:1x64"}, {"P", "random:64x64"}}}))
+            (experiment::ExpressionBenchmark{"markov", "u * P^16", {{"u", "random:1x64"}, {"P", "random:64x64"}}}))
       << "inputs keep the file's order";
   EXPECT_EQ(study->benchmarks[1].expression, "(A' * A)^4 * h");
   EXPECT_EQ(study->benchmarks[1].inputs.front(), (std::pair<std::string, std::string>{"A", "integers:40x64"}));
   EXPECT_EQ(study->benchmarks[2].name, "leontief");
-  EXPECT_EQ(study->modes, (std::vector<study::ExpressionMode>{study::ExpressionMode::kSequence, study::ExpressionMode::kFastestAlone}));
+  EXPECT_EQ(study->modes, (std::vector<experiment::ExpressionMode>{experiment::ExpressionMode::kSequence, experiment::ExpressionMode::kFastestAlone}));
   EXPECT_EQ(study->repeat, 2u);
 }
 
 TEST_F(ExpressionStudyParse, DefaultsAreAllThreeModesAndThreeRepetitions) {
-  Result<study::ExpressionStudy> study = study::load_expression_study(
+  Result<experiment::ExpressionStudy> study = experiment::load_expression_study(
       write("d.yaml", "study: d\nworkload: expressions\nclusters: [c.yaml]\n"
                       "benchmarks: [{name: chain, expression: \"A * B\", inputs: {A: \"random:4x3\", B: \"random:3x5\"}}]\n"));
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
-  EXPECT_EQ(study->modes, (std::vector<study::ExpressionMode>{study::ExpressionMode::kScheduled, study::ExpressionMode::kSequence,
-                                                       study::ExpressionMode::kFastestAlone}));
+  EXPECT_EQ(study->modes, (std::vector<experiment::ExpressionMode>{experiment::ExpressionMode::kScheduled, experiment::ExpressionMode::kSequence,
+                                                       experiment::ExpressionMode::kFastestAlone}));
   EXPECT_EQ(study->repeat, 3u);
   EXPECT_TRUE(study->description.empty());
 }
 
 TEST(ExpressionModeNames, RoundTripAndUnknownNamesListTheValidOnes) {
-  for (study::ExpressionMode mode : {study::ExpressionMode::kScheduled, study::ExpressionMode::kSequence,
-                                     study::ExpressionMode::kFastestAlone, study::ExpressionMode::kDirect,
-                                     study::ExpressionMode::kViaCoordinator}) {
-    Result<study::ExpressionMode> parsed = study::parse_expression_mode(study::expression_mode_name(mode));
-    ASSERT_TRUE(parsed.is_ok()) << study::expression_mode_name(mode);
+  for (experiment::ExpressionMode mode : {experiment::ExpressionMode::kScheduled, experiment::ExpressionMode::kSequence,
+                                     experiment::ExpressionMode::kFastestAlone, experiment::ExpressionMode::kDirect,
+                                     experiment::ExpressionMode::kViaCoordinator}) {
+    Result<experiment::ExpressionMode> parsed = experiment::parse_expression_mode(experiment::expression_mode_name(mode));
+    ASSERT_TRUE(parsed.is_ok()) << experiment::expression_mode_name(mode);
     EXPECT_EQ(*parsed, mode);
   }
-  Result<study::ExpressionMode> unknown = study::parse_expression_mode("fastest");
+  Result<experiment::ExpressionMode> unknown = experiment::parse_expression_mode("fastest");
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("scheduled, sequence, fastest-alone, direct or via-coordinator"), std::string::npos)
       << unknown.status().message();
@@ -139,7 +139,7 @@ TEST_F(ExpressionStudyParse, BrokenStudiesAreRefusedWithFileLineAndFix) {
   for (const BrokenStudy& c : cases) {
     SCOPED_TRACE(c.yaml);
     const std::string path = write("broken.yaml", c.yaml);
-    Result<study::ExpressionStudy> study = study::load_expression_study(path);
+    Result<experiment::ExpressionStudy> study = experiment::load_expression_study(path);
     ASSERT_FALSE(study.is_ok());
     EXPECT_EQ(study.status().code(), StatusCode::kInvalidConfig);
     const std::string message = study.status().message();

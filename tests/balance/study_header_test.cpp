@@ -1,7 +1,7 @@
 // The keys every study file shares (study, description, workload, cluster or clusters, repeat) are
 // read by one parser for the three kinds of study: the same checks and messages whichever kind
 // loads the file, at the key's line.
-#include "tessera/balance/study/study_common.hpp"
+#include "tessera/experiment/study.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "tessera/balance/study/expression_study.hpp"
-#include "tessera/balance/study/graph_study.hpp"
-#include "tessera/balance/study/multiply_study.hpp"
+#include "tessera/experiment/expression_study.hpp"
+#include "tessera/experiment/graph_study.hpp"
+#include "tessera/experiment/multiply_study.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -37,11 +37,11 @@ class StudyHeader : public ::testing::Test {
   std::vector<std::string> messages_of_all_kinds(const std::string& multiply, const std::string& graph,
                                                  const std::string& expressions) {
     std::vector<std::string> messages;
-    Result<study::Study> m = study::load_study(write(multiply));
+    Result<experiment::Study> m = experiment::load_study(write(multiply));
     messages.push_back(m ? "" : m.status().message());
-    Result<study::GraphStudy> g = study::load_graph_study(write(graph));
+    Result<experiment::GraphStudy> g = experiment::load_graph_study(write(graph));
     messages.push_back(g ? "" : g.status().message());
-    Result<study::ExpressionStudy> e = study::load_expression_study(write(expressions));
+    Result<experiment::ExpressionStudy> e = experiment::load_expression_study(write(expressions));
     messages.push_back(e ? "" : e.status().message());
     return messages;
   }
@@ -84,8 +84,8 @@ TEST_F(StudyHeader, CommonKeysLandInEveryKindAndRepeatIsChecked) {
       head + "cluster: c.yaml\n" + kMultiplyRest, head + "workload: graph\nclusters: [c.yaml]\n" + kGraphRest,
       head + "workload: expressions\nclusters: [c.yaml]\n" + kExpressionRest);
   for (const std::string& message : ok) EXPECT_EQ(message, "");
-  Result<study::GraphStudy> graph =
-      study::load_graph_study(write(head + "workload: graph\nclusters: [c.yaml]\n" + kGraphRest));
+  Result<experiment::GraphStudy> graph =
+      experiment::load_graph_study(write(head + "workload: graph\nclusters: [c.yaml]\n" + kGraphRest));
   ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
   EXPECT_EQ(graph->name, "s");
   EXPECT_EQ(graph->description, "words");

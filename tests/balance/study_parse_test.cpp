@@ -1,7 +1,8 @@
 // Study files parsed without running anything: every field lands where it belongs (overlap and
 // credit windows become the windows a study compares) and policy names with layouts are checked.
 // Broken studies and the shipped ones: yaml_files_test.cpp.
-#include "tessera/balance/study/experiment.hpp"
+#include "tessera/experiment/multiply_study.hpp"
+#include "tessera/experiment/study.hpp"
 
 #include <gtest/gtest.h>
 
@@ -42,14 +43,14 @@ TEST_F(StudyParse, EveryFieldIsParsedAndPathsAreResolvedAgainstTheStudy) {
                                  "overlap: [on, off]\n"
                                  "node_counts: [1]\n"
                                  "verify: exact\n");
-  Result<study::Study> study = study::load_study(path);
+  Result<experiment::Study> study = experiment::load_study(path);
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
   EXPECT_EQ(study->name, "all-fields");
   EXPECT_EQ(study->description, "every key");
   EXPECT_TRUE(fs::equivalent(study->cluster_path, dir_ / "cluster.yaml"));
   ASSERT_EQ(study->policies.size(), 5u);
-  EXPECT_EQ(study->policies[1], (study::StudyPolicy{plan::Policy::kProportional, partition::Layout::kColumnBased, std::nullopt}));
-  EXPECT_EQ(study->policies[4], (study::StudyPolicy{plan::Policy::kEven, partition::Layout::kRecursive3d, std::nullopt}));
+  EXPECT_EQ(study->policies[1], (experiment::StudyPolicy{plan::Policy::kProportional, partition::Layout::kColumnBased, std::nullopt}));
+  EXPECT_EQ(study->policies[4], (experiment::StudyPolicy{plan::Policy::kEven, partition::Layout::kRecursive3d, std::nullopt}));
   EXPECT_EQ(study->sizes, (std::vector<uint64_t>{64, 128}));
   EXPECT_EQ(study->repeat, 2u);
   EXPECT_EQ(study->windows, (std::vector<uint32_t>{4, 1})) << "overlap on is 4 panels in flight, off is 1";
@@ -58,23 +59,23 @@ TEST_F(StudyParse, EveryFieldIsParsedAndPathsAreResolvedAgainstTheStudy) {
 }
 
 TEST_F(StudyParse, ACreditWindowListReplacesOverlap) {
-  Result<study::Study> study =
-      study::load_study(write("w.yaml", "study: w\ncluster: cluster.yaml\npolicies: [even]\nsizes: [8]\npanels_in_flight: [1, 40]\n"));
+  Result<experiment::Study> study =
+      experiment::load_study(write("w.yaml", "study: w\ncluster: cluster.yaml\npolicies: [even]\nsizes: [8]\npanels_in_flight: [1, 40]\n"));
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
   EXPECT_EQ(study->windows, (std::vector<uint32_t>{1, 40}));
   EXPECT_EQ(study->repeat, 3u) << "the default";
 }
 
 TEST(StudyPolicyNames, PoliciesWithLayoutsParseAndUnknownNamesListTheValidOnes) {
-  Result<study::StudyPolicy> square = study::parse_study_policy("proportional/square-corner");
+  Result<experiment::StudyPolicy> square = experiment::parse_study_policy("proportional/square-corner");
   ASSERT_TRUE(square.is_ok()) << square.status().to_string();
   EXPECT_EQ(square->name(), "proportional/square-corner");
-  EXPECT_EQ(study::parse_study_policy("even")->name(), "even");
-  Result<study::StudyPolicy> unknown = study::parse_study_policy("fastest");
+  EXPECT_EQ(experiment::parse_study_policy("even")->name(), "even");
+  Result<experiment::StudyPolicy> unknown = experiment::parse_study_policy("fastest");
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("proportional"), std::string::npos) << unknown.status().message();
-  EXPECT_FALSE(study::parse_study_policy("dynamic/2d").is_ok()) << "dynamic plans rows only";
-  EXPECT_FALSE(study::parse_study_policy("even/4d").is_ok());
+  EXPECT_FALSE(experiment::parse_study_policy("dynamic/2d").is_ok()) << "dynamic plans rows only";
+  EXPECT_FALSE(experiment::parse_study_policy("even/4d").is_ok());
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Studies and saved profiles are read by the strict YAML reader: repeated and unknown keys and
 // wrong types are refused with the file and line, as in cluster files.
-#include "tessera/balance/study/experiment.hpp"
-#include "tessera/balance/study/expression_study.hpp"
-#include "tessera/balance/study/graph_study.hpp"
+#include "tessera/experiment/multiply_study.hpp"
+#include "tessera/experiment/study.hpp"
+#include "tessera/experiment/expression_study.hpp"
+#include "tessera/experiment/graph_study.hpp"
 
 #include <unistd.h>
 
@@ -48,7 +49,7 @@ class BrokenStudy : public testing::TestWithParam<BrokenFile> {};
 TEST_P(BrokenStudy, FailsWithFileLineAndFix) {
   const BrokenFile& c = GetParam();
   const std::string path = kInstances + "study/" + c.file;
-  Result<study::Study> study = study::load_study(path);
+  Result<experiment::Study> study = experiment::load_study(path);
   ASSERT_FALSE(study.is_ok()) << c.file << " parsed";
   EXPECT_EQ(study.status().code(), StatusCode::kInvalidConfig) << study.status().to_string();
   EXPECT_EQ(study.status().message().rfind(path + ":" + std::to_string(c.line) + ": ", 0), 0u) << study.status().message();
@@ -69,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(StudyFile, GoodStudyReadsEveryField) {
   const std::string path = kInstances + "study/good.yaml";
-  Result<study::Study> study = study::load_study(path);
+  Result<experiment::Study> study = experiment::load_study(path);
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
   EXPECT_EQ(study->name, "lab-check");
   EXPECT_EQ(study->description, "every field once");
@@ -112,7 +113,7 @@ TEST(StudyFile, RefusesBadValuesFromText) {
   for (const Case& c : cases) {
     const std::string path = temp_path("study.yaml");
     std::ofstream(path) << c.yaml;
-    Result<study::Study> study = study::load_study(path);
+    Result<experiment::Study> study = experiment::load_study(path);
     ASSERT_FALSE(study.is_ok()) << c.yaml;
     EXPECT_EQ(study.status().code(), StatusCode::kInvalidConfig);
     expect_has(study.status().message(), path + ":" + std::to_string(c.line) + ": ");
@@ -128,17 +129,17 @@ TEST(StudyFile, EveryShippedStudyStillLoads) {
   int expression_studies = 0;
   for (const auto& entry : std::filesystem::directory_iterator(experiments)) {
     if (entry.path().extension() != ".yaml") continue;
-    const std::string workload = study::study_workload(entry.path().string());
+    const std::string workload = experiment::study_workload(entry.path().string());
     if (workload == "graph") {
-      Result<study::GraphStudy> study = study::load_graph_study(entry.path().string());
+      Result<experiment::GraphStudy> study = experiment::load_graph_study(entry.path().string());
       EXPECT_TRUE(study.is_ok()) << study.status().to_string();
       ++graph_studies;
     } else if (workload == "expressions") {
-      Result<study::ExpressionStudy> study = study::load_expression_study(entry.path().string());
+      Result<experiment::ExpressionStudy> study = experiment::load_expression_study(entry.path().string());
       EXPECT_TRUE(study.is_ok()) << study.status().to_string();
       ++expression_studies;
     } else {
-      Result<study::Study> study = study::load_study(entry.path().string());
+      Result<experiment::Study> study = experiment::load_study(entry.path().string());
       EXPECT_TRUE(study.is_ok()) << study.status().to_string();
     }
     ++loaded;
@@ -220,8 +221,8 @@ TEST(GraphStudyFile, ReadsEveryFieldAndRefusesBadOnesWithFileLine) {
   std::ofstream(path) << "study: g\nworkload: graph\nclusters: [../configs/local.yaml]\ngraphs: [rmat:10, web.edges]\n"
                          "algorithms: [pagerank, sssp]\nmodes: [async, sync]\npartitions: [metis, hash]\n"
                          "weights: [profile, equal]\ntolerance: 1e-7\nsource: 3\nrepeat: 2\n";
-  EXPECT_EQ(study::study_workload(path), "graph");
-  Result<study::GraphStudy> study = study::load_graph_study(path);
+  EXPECT_EQ(experiment::study_workload(path), "graph");
+  Result<experiment::GraphStudy> study = experiment::load_graph_study(path);
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
   EXPECT_EQ(study->graphs.front(), "rmat:10");
   EXPECT_EQ(study->graphs.back(), "/tmp/web.edges");  // files are relative to the study file
@@ -242,7 +243,7 @@ TEST(GraphStudyFile, ReadsEveryFieldAndRefusesBadOnesWithFileLine) {
   };
   for (const auto& [text, phrase] : broken) {
     std::ofstream(path, std::ios::trunc) << text;
-    Result<study::GraphStudy> bad = study::load_graph_study(path);
+    Result<experiment::GraphStudy> bad = experiment::load_graph_study(path);
     ASSERT_FALSE(bad.is_ok()) << text;
     EXPECT_EQ(bad.status().code(), StatusCode::kInvalidConfig);
     EXPECT_NE(bad.status().message().find(phrase), std::string::npos) << bad.status().message();
@@ -254,20 +255,20 @@ TEST(GraphStudyFile, WithoutTheNewKeysEveryRunIsOnEveryNodeWithAFreshCache) {
   const std::string path = temp_path("graph-defaults.yaml");
   std::ofstream(path) << "study: g\nworkload: graph\nclusters: [a.yaml]\ngraphs: [rmat:8]\nalgorithms: [cc]\n"
                          "modes: [async, sync]\npartitions: [metis, hash]\n";
-  Result<study::GraphStudy> study = study::load_graph_study(path);
+  Result<experiment::GraphStudy> study = experiment::load_graph_study(path);
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
   ASSERT_EQ(study->nodes.size(), 1u);
   EXPECT_EQ(study->nodes.front().mode, graph_driver::NodeChoice::Mode::kAll);
   EXPECT_TRUE(study->variants.empty());
   EXPECT_EQ(study->warmup, 0u);
-  EXPECT_EQ(study->cache, study::GraphCache::kFresh);
+  EXPECT_EQ(study->cache, experiment::GraphCache::kFresh);
   // The product, nodes outermost: all x {async, sync} x {metis, hash}.
-  const std::vector<study::GraphVariant> variants = study::graph_variants(*study);
+  const std::vector<experiment::GraphVariant> variants = experiment::graph_variants(*study);
   ASSERT_EQ(variants.size(), 4u);
   EXPECT_EQ(variants[1].mode, graph_driver::GraphMode::kAsync);
   EXPECT_EQ(variants[1].partition.method, partition::PartitionMethod::kHash);
   EXPECT_FALSE(variants[1].partition.automatic);
-  for (const study::GraphVariant& variant : variants) EXPECT_EQ(variant.nodes.mode, graph_driver::NodeChoice::Mode::kAll);
+  for (const experiment::GraphVariant& variant : variants) EXPECT_EQ(variant.nodes.mode, graph_driver::NodeChoice::Mode::kAll);
   std::filesystem::remove(path);
 }
 
@@ -276,7 +277,7 @@ TEST(GraphStudyFile, ReadsNodesAutoPartitionsVariantsWarmupAndCache) {
   const std::string head = "study: g\nworkload: graph\nclusters: [a.yaml]\ngraphs: [rmat:8]\nalgorithms: [pagerank]\n";
   std::ofstream(path) << head
                       << "nodes: [best, auto, all, \"desktop,pi1\"]\npartitions: [auto, fennel]\nwarmup: 2\ncache: none\n";
-  Result<study::GraphStudy> product = study::load_graph_study(path);
+  Result<experiment::GraphStudy> product = experiment::load_graph_study(path);
   ASSERT_TRUE(product.is_ok()) << product.status().to_string();
   ASSERT_EQ(product->nodes.size(), 4u);
   EXPECT_EQ(product->nodes[0].mode, graph_driver::NodeChoice::Mode::kBest);
@@ -284,11 +285,11 @@ TEST(GraphStudyFile, ReadsNodesAutoPartitionsVariantsWarmupAndCache) {
   EXPECT_EQ(product->nodes[2].mode, graph_driver::NodeChoice::Mode::kAll);
   EXPECT_EQ(product->nodes[3].listed, (std::vector<std::string>{"desktop", "pi1"}));
   EXPECT_TRUE(product->partitions[0].automatic);
-  EXPECT_EQ(study::graph_partition_name(product->partitions[0]), "auto");
-  EXPECT_EQ(study::graph_partition_name(product->partitions[1]), "fennel");
+  EXPECT_EQ(experiment::graph_partition_name(product->partitions[0]), "auto");
+  EXPECT_EQ(experiment::graph_partition_name(product->partitions[1]), "fennel");
   EXPECT_EQ(product->warmup, 2u);
-  EXPECT_EQ(product->cache, study::GraphCache::kNone);
-  EXPECT_EQ(study::graph_variants(*product).size(), 8u);
+  EXPECT_EQ(product->cache, experiment::GraphCache::kNone);
+  EXPECT_EQ(experiment::graph_variants(*product).size(), 8u);
 
   // Variants replace the product; a key a variant leaves out takes the study-level value.
   std::ofstream(path, std::ios::trunc) << head << "partitions: [auto]\nvariants:\n"
@@ -296,9 +297,9 @@ TEST(GraphStudyFile, ReadsNodesAutoPartitionsVariantsWarmupAndCache) {
                                           "  - {nodes: auto}\n"
                                           "  - {nodes: all, partition: metis}\n"
                                           "  - {nodes: all, mode: sync}\n";
-  Result<study::GraphStudy> chosen = study::load_graph_study(path);
+  Result<experiment::GraphStudy> chosen = experiment::load_graph_study(path);
   ASSERT_TRUE(chosen.is_ok()) << chosen.status().to_string();
-  const std::vector<study::GraphVariant> variants = study::graph_variants(*chosen);
+  const std::vector<experiment::GraphVariant> variants = experiment::graph_variants(*chosen);
   ASSERT_EQ(variants.size(), 4u);
   EXPECT_EQ(variants[0].nodes.mode, graph_driver::NodeChoice::Mode::kBest);
   EXPECT_TRUE(variants[0].partition.automatic);
@@ -308,7 +309,7 @@ TEST(GraphStudyFile, ReadsNodesAutoPartitionsVariantsWarmupAndCache) {
   EXPECT_EQ(variants[2].partition.method, partition::PartitionMethod::kMetis);
   EXPECT_EQ(variants[3].mode, graph_driver::GraphMode::kSync);
   EXPECT_TRUE(variants[3].partition.automatic);
-  EXPECT_EQ(chosen->cache, study::GraphCache::kFresh);
+  EXPECT_EQ(chosen->cache, experiment::GraphCache::kFresh);
   std::filesystem::remove(path);
 }
 
@@ -340,7 +341,7 @@ TEST(GraphStudyFile, RefusesBadNodesVariantsWarmupAndCacheAtTheirLine) {
   const std::string path = temp_path("graph-bad.yaml");
   for (const Case& c : cases) {
     std::ofstream(path, std::ios::trunc) << c.yaml;
-    Result<study::GraphStudy> bad = study::load_graph_study(path);
+    Result<experiment::GraphStudy> bad = experiment::load_graph_study(path);
     ASSERT_FALSE(bad.is_ok()) << c.yaml;
     EXPECT_EQ(bad.status().code(), StatusCode::kInvalidConfig) << c.yaml;
     expect_has(bad.status().message(), path + ":" + std::to_string(c.line) + ": ");

@@ -1,6 +1,7 @@
 // `tessera experiment` end to end on a tiny study with real workers: the files it writes, the
 // statistics in them, the plots, and a clean stop on Ctrl-C.
-#include "tessera/balance/study/experiment.hpp"
+#include "tessera/experiment/multiply_study.hpp"
+#include "tessera/experiment/study.hpp"
 
 #include <gtest/gtest.h>
 

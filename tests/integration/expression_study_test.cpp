@@ -2,7 +2,7 @@
 // writes and what is in them, the clusters it started stopped again, and a broken study refused
 // with its file and line. The scheduled modes need the scheduled executor; the sequence mode runs
 // here.
-#include "tessera/balance/study/expression_study.hpp"
+#include "tessera/experiment/expression_study.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // `tessera experiment` on a tiny graph study with real workers on loopback: the best node alone
 // against the set the placement model picks, one warm-up pass, and what results.csv, summary.csv
 // and report.md say of them. No timing is asserted (a loaded 2-core machine runs this).
-#include "tessera/balance/study/graph_study.hpp"
+#include "tessera/experiment/graph_study.hpp"
 
 #include <gtest/gtest.h>
 

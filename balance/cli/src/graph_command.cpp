@@ -14,7 +14,8 @@
 #include "tessera/balance/graph_driver/graph_report.hpp"
 #include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
-#include "tessera/balance/study/experiment.hpp"
+#include "tessera/experiment/multiply_study.hpp"
+#include "tessera/experiment/study.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/linalg/matrix.hpp"
@@ -168,7 +169,7 @@ Status write_trace_png(const std::string& path, const graph_driver::GraphOutcome
   }
   if (data.empty()) return invalid_argument("no positive residual to plot (the run converged at its first poll)");
   const bool linear = tg::is_linear(outcome.algorithm);
-  std::string script = study::kPlotHeader;
+  std::string script = experiment::kPlotHeader;
   script += "$trace << EOD\n" + data + "EOD\n";
   script += fmt::format("set output '{}'\n", path);
   script += fmt::format("set title \"{}, {}: residual over time\"\n", tg::describe(outcome.algorithm),
@@ -180,7 +181,7 @@ Status write_trace_png(const std::string& path, const graph_driver::GraphOutcome
   script += "plot $trace using 1:2 with linespoints title 'residual'\n";
   const std::string script_path = path + ".gp";
   TESSERA_RETURN_IF_ERROR(write_text(script_path, script, "gnuplot script"));
-  Status plotted = study::run_gnuplot(script_path);
+  Status plotted = experiment::run_gnuplot(script_path);
   std::error_code error;
   std::filesystem::remove(script_path, error);
   return plotted;

@@ -18,7 +18,8 @@
 
 #include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/settings.hpp"
-#include "tessera/balance/study/experiment.hpp"
+#include "tessera/experiment/multiply_study.hpp"
+#include "tessera/experiment/study.hpp"
 
 namespace tessera::balance::cli {
 
@@ -122,7 +123,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
 struct ExperimentCommand {
   std::string study_path;
   // --out (out_dir), --repeat, --run-dir, the command line for report.md, and the interrupt flag.
-  study::ExperimentOptions options;
+  experiment::ExperimentOptions options;
 };
 int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err);
 

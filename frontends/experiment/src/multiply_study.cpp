@@ -1,7 +1,7 @@
 // The multiply study (multiply_study.hpp): variants of one cluster x sizes x credit windows x
 // policies, each run repeated back to back, and its tables, plots and report sections. The
 // loop, the cluster's lifecycle and report.md's frame are the study runner's (study_runner.hpp).
-#include "tessera/balance/study/multiply_study.hpp"
+#include "tessera/experiment/multiply_study.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -16,20 +16,20 @@
 #include <yaml-cpp/yaml.h>
 
 #include "study_runner.hpp"
-#include "study_support.hpp"
+#include "study_io.hpp"
 #include "tessera/balance/cluster/strict_yaml.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/core/stats.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance::study {
+namespace tessera::experiment {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-using namespace support;
+using namespace steps;
 
 // ---------------------------------------------------------------------------------------------
 // Study file
@@ -750,4 +750,4 @@ Status run_experiment(const Study& study, const ExperimentOptions& options, std:
   return run_study(kind, options, progress);
 }
 
-}  // namespace tessera::balance::study
+}  // namespace tessera::experiment

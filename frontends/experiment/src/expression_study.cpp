@@ -1,7 +1,7 @@
 // The expression study (expression_study.hpp): benchmarks evaluated on clusters in each mode,
 // repetitions interleaved, every run verified, and its tables, plots and report sections. The
 // loop, the clusters' lifecycle and report.md's frame are the study runner's (study_runner.hpp).
-#include "tessera/balance/study/expression_study.hpp"
+#include "tessera/experiment/expression_study.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -15,7 +15,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "study_runner.hpp"
-#include "study_support.hpp"
+#include "study_io.hpp"
 #include "tessera/balance/cluster/strict_yaml.hpp"
 #include "tessera/balance/expr/parse.hpp"
 #include "tessera/balance/expr/rewrite.hpp"
@@ -25,11 +25,11 @@
 #include "tessera/core/strings.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance::study {
+namespace tessera::experiment {
 
 namespace {
 
-using namespace support;
+using namespace steps;
 
 // What the scheduled evaluation is held to (docs/performance.md), stated next to the figures they apply to.
 constexpr double kTargetPredictionError = 0.10;  // |predicted - measured| / measured makespan
@@ -720,4 +720,4 @@ Status run_expression_study(const ExpressionStudy& study, const ExperimentOption
   return run_study(kind, options, progress);
 }
 
-}  // namespace tessera::balance::study
+}  // namespace tessera::experiment

@@ -8,7 +8,7 @@
 
 #include "tessera/core/time.hpp"
 
-namespace tessera::balance::study::support {
+namespace tessera::experiment::steps {
 
 RunCounter::RunCounter(std::ostream& progress, std::size_t total)
     : progress_(progress), total_(total), start_(std::chrono::steady_clock::now()) {}
@@ -79,4 +79,4 @@ Status run_study(StudyKind& kind, const ExperimentOptions& options, std::ostream
   return outcome;
 }
 
-}  // namespace tessera::balance::study::support
+}  // namespace tessera::experiment::steps

@@ -23,10 +23,10 @@
 #include "tessera/balance/cluster/strict_yaml.hpp"
 #include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
-#include "tessera/balance/study/study_common.hpp"  // run_gnuplot, kPlotHeader: defined in study_support.cpp
+#include "tessera/experiment/study.hpp"  // run_gnuplot, kPlotHeader: defined in study_io.cpp
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::study::support {
+namespace tessera::experiment::steps {
 
 
 // A study's name names its output folder.
@@ -195,4 +195,4 @@ class StudyCluster {
   profile::ClusterProfile profile_;
 };
 
-}  // namespace tessera::balance::study::support
+}  // namespace tessera::experiment::steps

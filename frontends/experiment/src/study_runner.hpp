@@ -16,14 +16,14 @@
 #include <utility>
 #include <vector>
 
-#include "study_support.hpp"
+#include "study_io.hpp"
 #include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
-#include "tessera/balance/study/study_common.hpp"
+#include "tessera/experiment/study.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/transport/protocol.hpp"
 
-namespace tessera::balance::study::support {
+namespace tessera::experiment::steps {
 
 // What run_study needs to know of a study besides its runs.
 struct StudyOutline {
@@ -118,4 +118,4 @@ class StudyKind {
 // run fails or the study is interrupted; the files hold what finished.
 Status run_study(StudyKind& kind, const ExperimentOptions& options, std::ostream& progress);
 
-}  // namespace tessera::balance::study::support
+}  // namespace tessera::experiment::steps

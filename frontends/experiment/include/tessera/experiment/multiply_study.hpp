@@ -31,10 +31,20 @@
 #include <vector>
 
 #include "tessera/balance/plan/plan.hpp"
-#include "tessera/balance/study/study_common.hpp"
+#include "tessera/experiment/study.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::study {
+namespace tessera::experiment {
+
+// The coordinator libraries a study drives, by their short names.
+namespace cluster = balance::cluster;
+namespace expr = balance::expr;
+namespace graph_driver = balance::graph_driver;
+namespace plan = balance::plan;
+namespace profile = balance::profile;
+namespace report = balance::report;
+namespace run = balance::run;
+namespace session = balance::session;
 
 struct CpuSweep {
   std::string kind;
@@ -76,4 +86,4 @@ Result<Study> load_study(const std::string& path);
 // the study is interrupted; partial results are still written.
 Status run_experiment(const Study& study, const ExperimentOptions& options, std::ostream& progress);
 
-}  // namespace tessera::balance::study
+}  // namespace tessera::experiment

@@ -2,7 +2,7 @@
 // taking part, modes, placements and weights, warm-up passes then repetitions interleaved, and its
 // tables, plots and report sections (the cluster against its best node among them).
 // The loop, the clusters' lifecycle and report.md's frame are the study runner's (study_runner.hpp).
-#include "tessera/balance/study/graph_study.hpp"
+#include "tessera/experiment/graph_study.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "study_runner.hpp"
-#include "study_support.hpp"
+#include "study_io.hpp"
 #include "tessera/balance/cluster/strict_yaml.hpp"
 #include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
@@ -25,13 +25,13 @@
 #include "tessera/graph/reference.hpp"
 #include "tessera/partition/generators.hpp"
 
-namespace tessera::balance::study {
+namespace tessera::experiment {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-using namespace support;
+using namespace steps;
 
 // ---------------------------------------------------------------------------------------------
 // Study file
@@ -991,4 +991,4 @@ Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options
   return run_study(kind, options, progress);
 }
 
-}  // namespace tessera::balance::study
+}  // namespace tessera::experiment

@@ -1,4 +1,4 @@
-#include "study_support.hpp"
+#include "study_io.hpp"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include "tessera/core/strings.hpp"
 #include "tessera/core/subprocess.hpp"
 
-namespace tessera::balance::study {
+namespace tessera::experiment {
 
 const char* const kPlotHeader =
     "set terminal pngcairo size 960,540 font 'DejaVu Sans,11'\nset grid ytics\nset key below horizontal\n";
@@ -45,7 +45,7 @@ std::string study_workload(const std::string& path) {
   return workload;
 }
 
-namespace support {
+namespace steps {
 
 Result<std::string> make_output_folder(const std::string& out_dir, const std::string& study_name,
                                        const std::string& subfolder) {
@@ -298,5 +298,5 @@ std::vector<double> StudyCluster::speeds() const {
   return speeds;
 }
 
-}  // namespace support
-}  // namespace tessera::balance::study
+}  // namespace steps
+}  // namespace tessera::experiment

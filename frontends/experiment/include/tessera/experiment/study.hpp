@@ -13,7 +13,17 @@
 #include "tessera/balance/session/session.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::study {
+namespace tessera::experiment {
+
+// The coordinator libraries a study drives, by their short names.
+namespace cluster = balance::cluster;
+namespace expr = balance::expr;
+namespace graph_driver = balance::graph_driver;
+namespace plan = balance::plan;
+namespace profile = balance::profile;
+namespace report = balance::report;
+namespace run = balance::run;
+namespace session = balance::session;
 
 struct ExperimentOptions {
   std::string out_dir;                  // empty: experiments/results/<study>
@@ -37,4 +47,4 @@ extern const char* const kPlotHeader;
 // when the file cannot be read or parsed: the study's loader then reports that properly).
 std::string study_workload(const std::string& path);
 
-}  // namespace tessera::balance::study
+}  // namespace tessera::experiment

@@ -47,12 +47,22 @@
 #include <vector>
 
 #include "tessera/balance/graph_driver/graph_run.hpp"
-#include "tessera/balance/study/study_common.hpp"
+#include "tessera/experiment/study.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
-namespace tessera::balance::study {
+namespace tessera::experiment {
+
+// The coordinator libraries a study drives, by their short names.
+namespace cluster = balance::cluster;
+namespace expr = balance::expr;
+namespace graph_driver = balance::graph_driver;
+namespace plan = balance::plan;
+namespace profile = balance::profile;
+namespace report = balance::report;
+namespace run = balance::run;
+namespace session = balance::session;
 
 // A placement as a study names it: one method, or auto (GraphRunOptions::choose_method).
 struct GraphPartition {
@@ -106,4 +116,4 @@ Result<GraphStudy> load_graph_study(const std::string& path);
 // or the study is interrupted (which fails it).
 Status run_graph_study(const GraphStudy& study, const ExperimentOptions& options, std::ostream& progress);
 
-}  // namespace tessera::balance::study
+}  // namespace tessera::experiment

@@ -3,7 +3,7 @@
 // clusters and compares how they run: scheduled (the tiled task DAG placed by HEFT with tile
 // caches), as the naive sequence of verified multiplies, and scheduled on the cluster's fastest
 // node alone. Every run is verified; one that fails verification fails the study naming it. It
-// writes results.csv, summary.csv, PNG plots and report.md like the other studies (study_common.hpp).
+// writes results.csv, summary.csv, PNG plots and report.md like the other studies (study.hpp).
 //
 // Schema (YAML, strict; paths relative to the study file):
 //   study: NAME                        required; names the output folder
@@ -28,10 +28,20 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/balance/study/study_common.hpp"
+#include "tessera/experiment/study.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::study {
+namespace tessera::experiment {
+
+// The coordinator libraries a study drives, by their short names.
+namespace cluster = balance::cluster;
+namespace expr = balance::expr;
+namespace graph_driver = balance::graph_driver;
+namespace plan = balance::plan;
+namespace profile = balance::profile;
+namespace report = balance::report;
+namespace run = balance::run;
+namespace session = balance::session;
 
 // scheduled: Session::evaluate's scheduled mode on every node (tiles between nodes by the route
 // the schedule forecasts sooner); sequence: its sequence mode; fastest-alone: the scheduled mode
@@ -67,4 +77,4 @@ Result<ExpressionStudy> load_expression_study(const std::string& path);
 // (an error, or a value that fails verification) or the study is interrupted (which fails it).
 Status run_expression_study(const ExpressionStudy& study, const ExperimentOptions& options, std::ostream& progress);
 
-}  // namespace tessera::balance::study
+}  // namespace tessera::experiment
