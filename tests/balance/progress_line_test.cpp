@@ -1,7 +1,7 @@
 // Progress lines without a terminal or a clock: when a line may be drawn (not in the first second,
 // at most five times a second), what it says (shares per node, ETA), how it fits a narrow
 // terminal, the ETA formulas, and the printer driven by an injected clock.
-#include "tessera/balance/cli/progress_line.hpp"
+#include "tessera/cli/progress_line.hpp"
 
 #include <gtest/gtest.h>
 

@@ -8,10 +8,10 @@
 #include <variant>
 #include <vector>
 
-#include "tessera/balance/cli/commands.hpp"
-#include "tessera/balance/cli/eval_command.hpp"
-#include "tessera/balance/cli/graph_command.hpp"
-#include "tessera/balance/cli/partition_command.hpp"
+#include "tessera/cli/commands.hpp"
+#include "tessera/cli/eval_command.hpp"
+#include "tessera/cli/graph_command.hpp"
+#include "tessera/cli/partition_command.hpp"
 #include "tessera/partition/digraph.hpp"
 
 namespace tessera::balance::session {

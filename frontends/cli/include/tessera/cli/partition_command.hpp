@@ -25,7 +25,7 @@
 
 #include "tessera/balance/session/settings.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 struct PartitionCommand {
   std::string input;            // file or generator spec
@@ -41,4 +41,4 @@ struct PartitionCommand {
 
 int command_partition(const PartitionCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace tessera::balance::cli
+}  // namespace tessera::cli

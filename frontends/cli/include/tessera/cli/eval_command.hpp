@@ -25,7 +25,7 @@
 
 #include "tessera/balance/session/settings.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 struct EvalCommand {
   std::string config_path;
@@ -46,4 +46,4 @@ struct EvalCommand {
 };
 int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace tessera::balance::cli
+}  // namespace tessera::cli

@@ -1,5 +1,5 @@
 // `tessera multiply`: C = A x B on the cluster from random or .npy inputs, verified and reported.
-#include "tessera/balance/cli/commands.hpp"
+#include "tessera/cli/commands.hpp"
 
 #include <unistd.h>
 
@@ -9,16 +9,17 @@
 
 #include <fmt/format.h>
 
-#include "command_support.hpp"
-#include "tessera/balance/cli/progress_line.hpp"
+#include "command_output.hpp"
+#include "tessera/cli/progress_line.hpp"
 #include "tessera/balance/report/report.hpp"
 #include "tessera/balance/run/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/session/settings.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
+#include "subcommands.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 namespace {
 
@@ -253,4 +254,67 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   return kExitOk;
 }
 
-}  // namespace tessera::balance::cli
+Subcommand add_multiply_command(CLI::App& app) {
+  auto command = std::make_shared<MultiplyCommand>();
+  auto sizes = std::make_shared<MatrixSizeFlags>();
+  CLI::App* sub = app.add_subcommand("multiply", "C = A x B spread over the cluster, verified");
+  sub->add_option("config", command->config_path, "cluster description (YAML)")->required();
+  CLI::Option* n_opt = sub->add_option("--n", sizes->n, "columns of C (and rows/inner size unless --m/--k)");
+  CLI::Option* m_opt = sub->add_option("--m", sizes->m, "rows of A and C");
+  CLI::Option* k_opt = sub->add_option("--k", sizes->k, "columns of A, rows of B");
+  sub->add_option("--run-dir", command->run_dir, "run directory of `tessera up` (for emulated endpoints)");
+  sub->add_option("--policy", command->settings.policy, "even | proportional | model | dynamic")->capture_default_str();
+  sub->add_option("--tile-rows", command->settings.tile_rows, "dynamic: rows per tile (default about m / (8 x nodes))");
+  sub->add_option("--weights", command->settings.weights, "relative powers, one per node (comma separated)")
+      ->delimiter(',');
+  sub->add_option("--profile", command->profile_path, "profile file (default: CONFIG with .profile.yaml)");
+  sub->add_option("--seed", command->settings.seed, "seed of the random inputs")->capture_default_str();
+  sub->add_option("--fill", command->fill, "random values: uniform in [-1,1) | integers in [-8,8]")
+      ->capture_default_str();
+  sub->add_option("--verify", command->settings.verify, "freivalds | exact | none")->capture_default_str();
+  sub->add_option("--report", command->report_path, "write the report as JSON");
+  sub->add_option("--a", command->a_path, "A as .npy (float64, C order)");
+  sub->add_option("--b", command->b_path, "B as .npy (float64, C order)");
+  sub->add_option("--out", command->out_path, "write C as .npy");
+  sub->add_option("--panel-width", command->settings.panel_width, "rows of B per panel (1 to 1048576)")
+      ->capture_default_str();
+  sub->add_option("--panels-in-flight", command->settings.panels_in_flight,
+                           "panels a node may hold unacknowledged (1 to 1024)")
+      ->capture_default_str();
+  sub->add_option("--refill", command->settings.refill_threshold,
+                           "send jobs once this many credits are back (1 = as each returns; <= panels in flight)")
+      ->capture_default_str();
+  sub->add_option("--layout", command->settings.layout,
+                           "even/proportional: rows | 2d (column-based rectangles) | square-corner | 3d (splits k)")
+      ->capture_default_str();
+  sub->add_option("--distribution", command->settings.distribution,
+                           "how B reaches the nodes: star (the coordinator sends it to each) | chain (each node "
+                           "forwards it to the next) | auto (the model policy chooses by forecast; others: star)")
+      ->capture_default_str();
+  sub->add_option("--overlap", command->overlap,
+                           "on: panels travel while nodes compute; off: one panel at a time (SeqMsg)")
+      ->capture_default_str();
+  sub->add_flag("--show-plan", command->show_plan, "print the plan before running it");
+  sub->add_flag("--require-all", command->require_all, kRequireAllHelp);
+  sub->add_flag("--allow-nonfinite", command->settings.allow_nonfinite,
+                         "accept NaN/inf in --a/--b (refused by default); verification counts matching NaN/inf as equal");
+  sub->add_option("--node-timeout", command->settings.node_timeout_s,
+                           "seconds a node that owes frames may stay silent before it is dropped as unresponsive "
+                           "and its tiles reissued; 0 = from the profile's link and GEMM speeds, at least 10 s")
+      ->capture_default_str();
+  sub->add_option("--progress", command->progress,
+                           "auto: a progress line (jobs done per node, ETA) on stderr when it is a terminal and the "
+                           "run lasts over a second | always | never")
+      ->capture_default_str();
+
+  return {sub, [command, sizes, n_opt, m_opt, k_opt](const Invocation& call) {
+            if (*n_opt) command->n = sizes->n;
+            if (*m_opt) command->m = sizes->m;
+            if (*k_opt) command->k = sizes->k;
+            // Ctrl-C closes the workers' sessions at once, so a multiply started right after finds them free.
+            command->interrupted = &call.stop_cleanly_on_interrupt();
+            return command_multiply(*command, call.out, call.err);
+          }};
+}
+
+}  // namespace tessera::cli

@@ -34,7 +34,7 @@
 
 #include "tessera/balance/session/settings.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 struct GraphCommand {
   std::string config_path;
@@ -62,4 +62,4 @@ struct GraphCommand {
 
 int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace tessera::balance::cli
+}  // namespace tessera::cli

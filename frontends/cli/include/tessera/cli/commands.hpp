@@ -21,7 +21,18 @@
 #include "tessera/experiment/multiply_study.hpp"
 #include "tessera/experiment/study.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
+
+// The coordinator libraries the commands call, by their short names.
+namespace cluster = balance::cluster;
+namespace expr = balance::expr;
+namespace graph_driver = balance::graph_driver;
+namespace model = balance::model;
+namespace plan = balance::plan;
+namespace profile = balance::profile;
+namespace report = balance::report;
+namespace run = balance::run;
+namespace session = balance::session;
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRunFailed = 1;
@@ -127,4 +138,4 @@ struct ExperimentCommand {
 };
 int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err);
 
-}  // namespace tessera::balance::cli
+}  // namespace tessera::cli

@@ -1,19 +1,20 @@
 // `tessera profile`: measure the nodes, save the profile, print it.
-#include "tessera/balance/cli/commands.hpp"
+#include "tessera/cli/commands.hpp"
 
 #include <chrono>
 #include <ostream>
 
 #include <fmt/format.h>
 
-#include "command_support.hpp"
+#include "command_output.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/session/settings.hpp"
 #include "tessera/core/strings.hpp"
+#include "subcommands.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 namespace {
 
@@ -77,4 +78,24 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
   return kExitOk;
 }
 
-}  // namespace tessera::balance::cli
+Subcommand add_profile_command(CLI::App& app) {
+  auto command = std::make_shared<ProfileCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "profile", "measure every node: GEMM speed curve, link latency and bandwidth; saved and reused");
+  sub->add_option("config", command->config_path, "cluster description (YAML)")->required();
+  sub->add_option("--run-dir", command->run_dir, "run directory of `tessera up` (for emulated endpoints)");
+  sub->add_option("--out", command->profile_path, "profile file (default: CONFIG with .command->yaml)");
+  sub->add_flag("--refresh", command->measure.refresh, "re-measure every node, even unchanged ones");
+  sub->add_flag("--require-all", command->require_all, kRequireAllHelp);
+  sub->add_flag("--quick", command->measure.quick, "one GEMM size in one window, small link transfers");
+  sub->add_option("--node", command->measure.only_nodes, "re-measure only this node (repeatable)");
+  sub->add_option("--probe-size", command->measure.reference_size, "reference GEMM size (its rate gives pw_i)")
+      ->capture_default_str();
+  sub->add_option("--window-seconds", command->measure.window_seconds,
+                          "timed window per GEMM measurement (0.05 to 30)")
+      ->capture_default_str();
+
+  return {sub, [command](const Invocation& call) { return command_profile(*command, call.out, call.err); }};
+}
+
+}  // namespace tessera::cli

@@ -1,5 +1,5 @@
 // `tessera model`: each policy's plan and predicted finish times, without running anything.
-#include "tessera/balance/cli/commands.hpp"
+#include "tessera/cli/commands.hpp"
 
 #include <optional>
 #include <ostream>
@@ -12,8 +12,9 @@
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/session/session.hpp"
+#include "subcommands.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 namespace {
 
@@ -133,4 +134,27 @@ int command_model(const ModelCommand& command, std::ostream& out, std::ostream& 
   return kExitOk;
 }
 
-}  // namespace tessera::balance::cli
+Subcommand add_model_command(CLI::App& app) {
+  auto command = std::make_shared<ModelCommand>();
+  auto sizes = std::make_shared<MatrixSizeFlags>();
+  CLI::App* sub = app.add_subcommand("model", "print each policy's plan and predicted finish times (runs nothing)");
+  sub->add_option("config", command->config_path, "cluster description (YAML)")->required();
+  sub->add_option("--profile", command->profile_path, "profile file (default: CONFIG with .profile.yaml)");
+  CLI::Option* n_opt = sub->add_option("--n", sizes->n, "columns of C (and rows/inner size unless --m/--k)");
+  CLI::Option* m_opt = sub->add_option("--m", sizes->m, "rows of A and C");
+  CLI::Option* k_opt = sub->add_option("--k", sizes->k, "columns of A, rows of B");
+  sub->add_option("--panel-width", command->panel_width, "rows of B per panel")->capture_default_str();
+  sub->add_option("--panels-in-flight", command->panels_in_flight, "panels a node may hold unacknowledged")
+      ->capture_default_str();
+  sub->add_flag("--scale", command->scale,
+                      "instead: the model policy's makespan against the number of nodes (the first 1, 2, 4, ... of the file)");
+
+  return {sub, [command, sizes, n_opt, m_opt, k_opt](const Invocation& call) {
+            if (*n_opt) command->n = sizes->n;
+            if (*m_opt) command->m = sizes->m;
+            if (*k_opt) command->k = sizes->k;
+            return command_model(*command, call.out, call.err);
+          }};
+}
+
+}  // namespace tessera::cli

@@ -1,12 +1,13 @@
 // `tessera up` and `tessera down`: start and stop the local workers of a cluster file.
-#include "tessera/balance/cli/commands.hpp"
+#include "tessera/cli/commands.hpp"
 
 #include <ostream>
 
 #include <fmt/format.h>
+#include "subcommands.hpp"
 
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream& err) {
   Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(command.config_path);
@@ -42,4 +43,23 @@ int command_down(const LifecycleCommand& command, std::ostream& out, std::ostrea
   return kExitOk;
 }
 
-}  // namespace tessera::balance::cli
+void add_lifecycle_options(CLI::App* sub, LifecycleCommand& lifecycle) {
+  sub->add_option("config", lifecycle.config_path, "cluster description (YAML)")->required();
+  sub->add_option("--run-dir", lifecycle.local.run_dir, "where pid files and logs live, a private (0700) folder (default $TESSERA_RUN_DIR, else "
+                                                        "$XDG_RUNTIME_DIR/tessera, else /tmp/tessera-UID)");
+}
+
+std::vector<Subcommand> add_lifecycle_commands(CLI::App& app) {
+  auto up_command = std::make_shared<LifecycleCommand>();
+  CLI::App* up = app.add_subcommand("up", "start one local worker process per node of CONFIG");
+  add_lifecycle_options(up, *up_command);
+  up->add_flag("--no-emulation", up_command->local.no_emulation,
+               "ignore emulate: settings and run every node unthrottled (no root needed)");
+  auto down_command = std::make_shared<LifecycleCommand>();
+  CLI::App* down = app.add_subcommand("down", "stop the workers `tessera up` started for CONFIG");
+  add_lifecycle_options(down, *down_command);
+  return {{up, [up_command](const Invocation& call) { return command_up(*up_command, call.out, call.err); }},
+          {down, [down_command](const Invocation& call) { return command_down(*down_command, call.out, call.err); }}};
+}
+
+}  // namespace tessera::cli

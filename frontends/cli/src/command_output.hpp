@@ -7,8 +7,9 @@
 
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/session/session.hpp"
+#include "tessera/cli/commands.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 // Progress of a profile measurement: on a terminal one line per node, rewritten in place; in a
 // log only each node's final line. Writes to `err`, which must outlive the returned function.
@@ -18,4 +19,4 @@ profile::ProfileProgress profile_progress_printer(std::ostream& err);
 // before the run so that whoever waits knows at once which nodes share the work.
 void print_left_out(std::ostream& err, const session::Session& session);
 
-}  // namespace tessera::balance::cli
+}  // namespace tessera::cli

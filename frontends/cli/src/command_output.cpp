@@ -1,4 +1,4 @@
-#include "command_support.hpp"
+#include "command_output.hpp"
 
 #include <unistd.h>
 
@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "tessera/balance/cli/commands.hpp"
+#include "tessera/cli/commands.hpp"
 #include "tessera/core/strings.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 const session::OptionSpelling& flag_spelling() {
   static const session::OptionSpelling spelling(session::OptionSpelling::Style::kFlag,
@@ -56,4 +56,4 @@ void print_left_out(std::ostream& err, const session::Session& session) {
   }
 }
 
-}  // namespace tessera::balance::cli
+}  // namespace tessera::cli

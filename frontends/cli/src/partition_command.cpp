@@ -1,4 +1,4 @@
-#include "tessera/balance/cli/partition_command.hpp"
+#include "tessera/cli/partition_command.hpp"
 
 #include <chrono>
 #include <fstream>
@@ -8,13 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/balance/cluster/cluster_spec.hpp"
-#include "tessera/balance/cli/commands.hpp"
+#include "tessera/cli/commands.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/partition/generators.hpp"
 #include "tessera/partition/graph_io.hpp"
 #include "tessera/partition/graph_partition.hpp"
+#include "subcommands.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 namespace {
 
 namespace tp = tessera::partition;
@@ -168,4 +169,29 @@ int command_partition(const PartitionCommand& command, std::ostream& out, std::o
   return kExitOk;
 }
 
-}  // namespace tessera::balance::cli
+Subcommand add_partition_command(CLI::App& app) {
+  auto command = std::make_shared<PartitionCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "partition", "partition a graph, sparse matrix or generated instance by node weights (METIS); print its quality");
+  sub->add_option("input", command->input,
+                            "graph file (.mtx, .graph, .edges/.el/.txt) or generator: mesh2d:NXxNY, mesh3d:NXxNYxNZ, "
+                            "rmat:SCALE[:EF], lognormal:N")
+      ->required();
+  CLI::Option* partition_weights_opt =
+      sub->add_option("--weights", command->weights, "relative part weights (comma separated)")
+          ->delimiter(',');
+  sub->add_option("--cluster", command->config_path, "take the parts and weights from this cluster's profile")
+      ->excludes(partition_weights_opt);
+  sub->add_option("--profile", command->profile_path, "profile file (default: CONFIG with .profile.yaml)");
+  sub->add_option("--method", command->settings.method, "metis | contiguous | hash")->capture_default_str();
+  sub->add_option("--imbalance", command->settings.imbalance, "allowed max part weight / target")
+      ->capture_default_str();
+  sub->add_option("--objective", command->settings.objective, "cut | volume (metis)")->capture_default_str();
+  sub->add_option("--seed", command->settings.seed, "METIS seed, hash key, generator seed")->capture_default_str();
+  sub->add_option("--out", command->out_path, "write one part number per vertex, one per line");
+  sub->add_option("--report", command->report_path, "write the quality as JSON");
+
+  return {sub, [command](const Invocation& call) { return command_partition(*command, call.out, call.err); }};
+}
+
+}  // namespace tessera::cli

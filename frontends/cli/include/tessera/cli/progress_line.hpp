@@ -33,7 +33,7 @@
 
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 // --progress: auto (only when stderr is a terminal, the default), always, never.
 enum class ProgressMode { kAuto, kAlways, kNever };
@@ -218,4 +218,4 @@ class ProgressPrinter {
 // A printer's options for stderr: lines as wide as stderr's terminal (terminal_columns).
 ProgressPrinter::Options stderr_progress_options();
 
-}  // namespace tessera::balance::cli
+}  // namespace tessera::cli

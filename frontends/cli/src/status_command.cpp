@@ -1,5 +1,5 @@
 // `tessera status`: every node checked at once, against the saved profile.
-#include "tessera/balance/cli/commands.hpp"
+#include "tessera/cli/commands.hpp"
 
 #include <unistd.h>
 
@@ -15,8 +15,9 @@
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/core/time.hpp"
+#include "subcommands.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 namespace {
 
@@ -182,4 +183,19 @@ int command_status(const StatusCommand& command, std::ostream& out, std::ostream
   }
 }
 
-}  // namespace tessera::balance::cli
+Subcommand add_status_command(CLI::App& app) {
+  auto command = std::make_shared<StatusCommand>();
+  CLI::App* status = app.add_subcommand("status", "show whether each node of CONFIG answers, all checked at once");
+  add_lifecycle_options(status, command->lifecycle);
+  status->add_flag("--json", command->json, "print the nodes' states as one JSON document");
+  status->add_option("--watch", command->watch_s, "redraw every SECONDS until Ctrl-C");
+  status->add_option("--deadline-ms", command->deadline_ms, "how long each node may take to connect and authenticate")
+      ->capture_default_str();
+  status->add_option("--profile", command->profile_path, "profile file (default: CONFIG with .profile.yaml)");
+  return {status, [command](const Invocation& call) {
+            command->interrupted = &call.stop_cleanly_on_interrupt();
+            return command_status(*command, call.out, call.err);
+          }};
+}
+
+}  // namespace tessera::cli

@@ -1,4 +1,4 @@
-#include "tessera/balance/cli/keygen_command.hpp"
+#include "tessera/cli/keygen_command.hpp"
 
 #include <sys/stat.h>
 
@@ -8,11 +8,12 @@
 
 #include <fmt/format.h>
 
-#include "tessera/balance/cli/commands.hpp"
+#include "tessera/cli/commands.hpp"
 #include "tessera/core/files.hpp"
 #include "tessera/transport/auth.hpp"
+#include "subcommands.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -73,4 +74,15 @@ int command_keygen(const KeygenCommand& command, std::ostream& out, std::ostream
   return kExitOk;
 }
 
-}  // namespace tessera::balance::cli
+Subcommand add_keygen_command(CLI::App& app) {
+  auto command = std::make_shared<KeygenCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "keygen", "write a new random cluster secret to PATH (mode 0600) for secret_file: and /etc/tessera/secret");
+  sub->add_option("path", command->path,
+                         "where to write it (default $XDG_CONFIG_HOME/tessera/secret, else ~/.config/tessera/secret)");
+  sub->add_flag("--force", command->force, "replace an existing regular file at PATH (never a link)");
+
+  return {sub, [command](const Invocation& call) { return command_keygen(*command, call.out, call.err); }};
+}
+
+}  // namespace tessera::cli

@@ -1,5 +1,5 @@
 // `tessera experiment`: replay a study file (multiply, graph or expressions).
-#include "tessera/balance/cli/commands.hpp"
+#include "tessera/cli/commands.hpp"
 
 #include <ostream>
 
@@ -7,8 +7,9 @@
 #include "tessera/experiment/study.hpp"
 #include "tessera/experiment/expression_study.hpp"
 #include "tessera/experiment/graph_study.hpp"
+#include "subcommands.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 int command_experiment(const ExperimentCommand& command, std::ostream& out, std::ostream& err) {
   const experiment::ExperimentOptions& options = command.options;
@@ -35,4 +36,27 @@ int command_experiment(const ExperimentCommand& command, std::ostream& out, std:
   return kExitOk;
 }
 
-}  // namespace tessera::balance::cli
+Subcommand add_experiment_command(CLI::App& app) {
+  auto command = std::make_shared<ExperimentCommand>();
+  auto repeat = std::make_shared<uint32_t>(0);
+  CLI::App* sub =
+      app.add_subcommand("experiment", "replay a study: every combination, CSV, plots and report.md");
+  sub->add_option("study", command->study_path, "study file (YAML), e.g. experiments/balanced-vs-even.yaml")
+      ->required();
+  sub->add_option("--out", command->options.out_dir, "output folder (default experiments/results/STUDY)");
+  CLI::Option* repeat_opt =
+      sub->add_option("--repeat", *repeat, "repetitions per combination (default: the study's)")
+          ->check(CLI::Range(1u, 1000u));
+  sub->add_option("--run-dir", command->options.run_dir, "run directory for the clusters it starts");
+  sub->add_flag("--require-all", command->options.require_all, kRequireAllHelp);
+
+  return {sub, [command, repeat, repeat_opt](const Invocation& call) {
+            if (*repeat_opt) command->options.repeat = *repeat;
+            command->options.command_line = call.command_line;
+            // Ctrl-C or a TERM stops the study cleanly: it shuts the sessions down and stops its clusters.
+            command->options.interrupted = &call.stop_cleanly_on_interrupt();
+            return command_experiment(*command, call.out, call.err);
+          }};
+}
+
+}  // namespace tessera::cli

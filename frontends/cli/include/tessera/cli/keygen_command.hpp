@@ -15,7 +15,7 @@
 #include <iosfwd>
 #include <string>
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 struct KeygenCommand {
   std::string path;    // empty: default_secret_path()
@@ -27,4 +27,4 @@ int command_keygen(const KeygenCommand& command, std::ostream& out, std::ostream
 // $HOME/.config/tessera/secret; "tessera.secret" (in the working folder) when HOME is unset too.
 std::string default_secret_path();
 
-}  // namespace tessera::balance::cli
+}  // namespace tessera::cli

@@ -1,4 +1,4 @@
-#include "tessera/balance/cli/eval_command.hpp"
+#include "tessera/cli/eval_command.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,16 +11,17 @@
 
 #include <fmt/format.h>
 
-#include "command_support.hpp"
-#include "tessera/balance/cli/commands.hpp"
+#include "command_output.hpp"
+#include "tessera/cli/commands.hpp"
 #include "tessera/balance/expr/parse.hpp"
 #include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/report/eval_report.hpp"
 #include "tessera/balance/run/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/linalg/matrix.hpp"
+#include "subcommands.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 namespace {
 
@@ -147,4 +148,47 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   return kExitOk;
 }
 
-}  // namespace tessera::balance::cli
+Subcommand add_eval_command(CLI::App& app) {
+  auto command = std::make_shared<EvalCommand>();
+  auto no_rewrite = std::make_shared<bool>(false);
+  CLI::App* sub = app.add_subcommand(
+      "eval", "evaluate a matrix expression (u * P^8, A*B*C*D, I + A + A^2) with each product on the cluster, verified");
+  sub->add_option("config", command->config_path, "cluster description (YAML)")->required();
+  sub->add_option("expression", command->expression,
+                       "products * or @, sums + -, scalars (2 * A), transposes A' or A.T, powers A^k, I; e.g. \"u * P^8\"")
+      ->required();
+  sub->add_option("--input", command->inputs, "NAME=FILE.npy, NAME=random:ROWSxCOLS or NAME=integers:ROWSxCOLS (repeat)")
+      ->required();
+  sub->add_option("--out", command->out_path, "write the result as .npy");
+  sub->add_option("--report", command->report_path, "write the expression, its costs and every product's figures as JSON");
+  sub->add_flag("--explain", command->explain, "print the expression before and after rewriting, with their costs");
+  sub->add_flag("--no-rewrite", *no_rewrite, "evaluate as written (no reordering, powers by squaring)");
+  sub->add_flag("--require-all", command->require_all, kRequireAllHelp);
+  sub->add_option("--mode", command->settings.mode,
+                       "scheduled: tile tasks placed by HEFT, intermediates kept on the nodes | sequence: one "
+                       "multiply per product, every intermediate back here")
+      ->capture_default_str();
+  sub->add_option("--tile", command->settings.tile, "scheduled: tile size (default: the fastest predicted of 256..4096)");
+  sub->add_option("--nodes", command->settings.nodes, "scheduled: only these nodes (comma-separated names)")->delimiter(',');
+  sub->add_flag("--every-node", command->settings.every_node,
+                     "scheduled: give every node tasks, even when fewer nodes (the fastest first) are forecast faster");
+  sub->add_option("--cache-mb", command->settings.cache_mb, "scheduled: each node's tile cache (default: half its tile memory)");
+  sub->add_option("--tile-route", command->settings.tile_route,
+                       "scheduled: tiles between nodes go direct (worker to worker, where every worker can), "
+                       "through the coordinator, or auto: whichever the schedule forecasts sooner")
+      ->capture_default_str();
+  sub->add_option("--policy", command->settings.policy, "sequence: policy of every product: even | proportional | model | dynamic")
+      ->capture_default_str();
+  sub->add_option("--verify", command->settings.verify, "freivalds | exact | none: the value (scheduled) or each product (sequence)")
+      ->capture_default_str();
+  sub->add_option("--run-dir", command->run_dir, "run directory of `tessera up` (for emulated endpoints)");
+  sub->add_option("--profile", command->profile_path, "profile file (default: CONFIG with .profile.yaml)");
+
+  return {sub, [command, no_rewrite](const Invocation& call) {
+            command->settings.rewrite = !*no_rewrite;
+            command->interrupted = &call.stop_cleanly_on_interrupt();
+            return command_eval(*command, call.out, call.err);
+          }};
+}
+
+}  // namespace tessera::cli

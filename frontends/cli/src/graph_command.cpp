@@ -1,4 +1,4 @@
-#include "tessera/balance/cli/graph_command.hpp"
+#include "tessera/cli/graph_command.hpp"
 
 #include <unistd.h>
 
@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "command_support.hpp"
-#include "tessera/balance/cli/commands.hpp"
-#include "tessera/balance/cli/progress_line.hpp"
+#include "command_output.hpp"
+#include "tessera/cli/commands.hpp"
+#include "tessera/cli/progress_line.hpp"
 #include "tessera/balance/graph_driver/graph_report.hpp"
 #include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
@@ -20,8 +20,9 @@
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/partition/digraph.hpp"
+#include "subcommands.hpp"
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 namespace {
 
 namespace tp = tessera::partition;
@@ -289,4 +290,83 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   return kExitOk;
 }
 
-}  // namespace tessera::balance::cli
+Subcommand add_graph_command(CLI::App& app) {
+  auto command = std::make_shared<GraphCommand>();
+  // Flags whose absence means "the algorithm's default", so they are read only when given.
+  struct Numbers {
+    double tolerance = 0.0;
+    int64_t source = 0;
+    double beta = 0.0;
+  };
+  auto numbers = std::make_shared<Numbers>();
+  CLI::App* sub = app.add_subcommand(
+      "graph", "PageRank, Katz, connected components or shortest paths on the cluster's graph services, verified");
+  sub->add_option("config", command->config_path, "cluster description (YAML)")->required();
+  sub->add_option("--algorithm", command->settings.algorithm, "pagerank | katz | cc | sssp")->required();
+  CLI::Option* graph_file_opt =
+      sub->add_option("--graph", command->graph_path, "graph file: .mtx, .graph/.metis, .edges/.el/.txt/.snap");
+  sub->add_option("--generate", command->generate, "generator: rmat:SCALE[:EF], lognormal:N, mesh2d:NXxNY, mesh3d:NXxNYxNZ")
+      ->excludes(graph_file_opt);
+  sub->add_option("--partition", command->settings.partition,
+                        "auto (locality placement; METIS where the forecast says it pays) | metis | contiguous | hash")
+      ->capture_default_str();
+  sub->add_option("--nodes", command->settings.nodes,
+                        "auto (the set forecast fastest, left-out nodes named with why) | all | node names a,b,c")
+      ->capture_default_str();
+  sub->add_option("--placement-cache", command->settings.placement_cache,
+                        "keep placements and past runs' figures here (default $XDG_CACHE_HOME or ~/.cache, tessera/graphs; none: off)");
+  sub->add_option("--weights", command->weights,
+                        "profile | equal | w1,w2,... (default: profile when one exists, else equal)");
+  sub->add_option("--mode", command->settings.mode, "async (accumulative updates, no barriers) | sync (Jacobi steps)")
+      ->capture_default_str();
+  CLI::Option* tolerance_opt = sub->add_option("--tolerance", numbers->tolerance,
+                                        "pagerank/katz: stop at sum |pending delta| <= T (default 1e-6)");
+  CLI::Option* source_opt = sub->add_option("--source", numbers->source, "sssp (required) and katz: the source vertex");
+  sub->add_option("--damping", command->settings.damping, "pagerank damping")->capture_default_str();
+  CLI::Option* beta_opt = sub->add_option("--beta", numbers->beta, "katz: attenuation, below 1/lambda_max");
+  sub->add_option("--label", command->settings.label, "cc: label components by their max or min vertex id")
+      ->capture_default_str();
+  sub->add_option("--seed", command->settings.seed, "generator seed, METIS seed, hash key")->capture_default_str();
+  sub->add_option("--out", command->out_path, "write the values: .txt (one per line) or .npy (float64, N x 1)");
+  sub->add_option("--report", command->report_path, "write figures and the convergence trace as JSON");
+  sub->add_option("--trace-png", command->trace_png_path, "plot the residual over time (gnuplot)");
+  sub->add_flag("--verify", command->settings.verify, "compare with a reference computed here (exit 3 when it differs)");
+  sub->add_flag("--require-all", command->require_all, kRequireAllHelp);
+  sub->add_option("--poll-ms", command->settings.poll_ms, "async: progress poll interval")->capture_default_str();
+  sub->add_option("--level-fraction", command->settings.level_fraction,
+                        "async pagerank/katz: common priority level = F x residual per edge, sent with every poll "
+                        "(0 = off)")
+      ->capture_default_str();
+  sub->add_option("--batch-age-ms", command->settings.batch_age_ms,
+                        "async: a batch of deltas for another node leaves at the latest this long after its first delta")
+      ->capture_default_str();
+  sub->add_option("--batch-entries", command->settings.batch_entries,
+                        "a batch of deltas for another node leaves once it holds this many")
+      ->capture_default_str();
+  sub->add_option("--priority-fraction", command->settings.priority_fraction,
+                        "async pagerank/katz: share of a part's pending vertices (sampled, by |dv| / out-degree) updated per "
+                        "sweep; 1 = every pending vertex")
+      ->capture_default_str();
+  sub->add_option("--snapshot-ms", command->settings.snapshot_ms, "values fetched from every node this often (restart points)")
+      ->capture_default_str();
+  sub->add_option("--node-timeout", command->settings.node_timeout_s,
+                        "seconds a node may stay silent during a call before it is lost")
+      ->capture_default_str();
+  sub->add_option("--max-seconds", command->settings.max_seconds, "give up when the run takes longer")->capture_default_str();
+  sub->add_option("--run-dir", command->run_dir, "run directory of `tessera up` (for emulated endpoints)");
+  sub->add_option("--profile", command->profile_path, "profile file (default: CONFIG with .profile.yaml)");
+  sub->add_option("--progress", command->progress,
+                        "auto: a progress line (residual, ETA) on stderr when it is a terminal and the run lasts "
+                        "over a second | always | never")
+      ->capture_default_str();
+
+  return {sub, [command, numbers, tolerance_opt, source_opt, beta_opt](const Invocation& call) {
+            if (*tolerance_opt) command->settings.tolerance = numbers->tolerance;
+            if (*source_opt) command->settings.source = numbers->source;
+            if (*beta_opt) command->settings.beta = numbers->beta;
+            command->interrupted = &call.stop_cleanly_on_interrupt();
+            return command_graph(*command, call.out, call.err);
+          }};
+}
+
+}  // namespace tessera::cli

@@ -1,4 +1,4 @@
-#include "tessera/balance/cli/progress_line.hpp"
+#include "tessera/cli/progress_line.hpp"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-namespace tessera::balance::cli {
+namespace tessera::cli {
 
 namespace {
 
@@ -286,4 +286,4 @@ ProgressPrinter::Options stderr_progress_options() {
   return options;
 }
 
-}  // namespace tessera::balance::cli
+}  // namespace tessera::cli
