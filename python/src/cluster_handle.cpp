@@ -1,6 +1,6 @@
 #include "cluster_handle.hpp"
 
-#include "tessera/balance/graph_driver/graph_report.hpp"
+#include "tessera/balance/graphs/graph_report.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -59,7 +59,7 @@ class ProgressBox {
     std::lock_guard<std::mutex> lock(mutex_);
     notices_.push_back(std::move(text));
   }
-  void trace(const tb::graph_driver::TracePoint& point) {
+  void trace(const tb::graphs::TracePoint& point) {
     std::lock_guard<std::mutex> lock(mutex_);
     trace_ = point;
   }
@@ -68,7 +68,7 @@ class ProgressBox {
   void deliver(const py::object& progress, const py::object& notice) {
     std::vector<std::string> notices;
     std::vector<uint64_t> jobs;
-    std::optional<tb::graph_driver::TracePoint> trace;
+    std::optional<tb::graphs::TracePoint> trace;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       notices.swap(notices_);
@@ -99,7 +99,7 @@ class ProgressBox {
   std::vector<uint64_t> jobs_done_;
   bool credits_changed_ = false;
   std::vector<std::string> notices_;
-  std::optional<tb::graph_driver::TracePoint> trace_;
+  std::optional<tb::graphs::TracePoint> trace_;
 };
 
 // As the CLI's check_finite: NaN and infinities are usually a bug upstream.
@@ -528,21 +528,21 @@ py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const tb::session
                                const std::string& weights, const py::object& progress, const py::object& notice) {
   tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
   const std::vector<std::vector<std::string>> peer_hosts = value_or_raise(tessera::emulation::load_peer_hosts(spec, run_dir_));
-  tb::graph_driver::GraphRunOptions options =
+  tb::graphs::GraphRunOptions options =
       value_or_raise(tb::session::graph_run_options(settings, graph, keyword_spelling()));
   const tg::AlgorithmSpec algorithm = options.algorithm;
   options.peer_hosts = peer_hosts;
   // Everything that needs only the graph fails here, before a connection is made.
-  ok_or_raise(without_gil([&] { return tb::graph_driver::check_graph_run(graph, algorithm); }));
-  value_or_raise(tb::graph_driver::run_tolerance(algorithm, settings.tolerance));
+  ok_or_raise(without_gil([&] { return tb::graphs::check_graph_run(graph, algorithm); }));
+  value_or_raise(tb::graphs::run_tolerance(algorithm, settings.tolerance));
   std::vector<std::string> names;
   for (const tb::cluster::NodeSpec& node : spec.nodes) names.push_back(node.name);
   ProgressBox box(names);
   const std::string path = profile_path();
   if (!weights.empty()) {
-    options.weights = value_or_raise(tb::graph_driver::parse_target_weights(weights));
+    options.weights = value_or_raise(tb::graphs::parse_target_weights(weights));
   } else if (std::error_code error; std::filesystem::exists(path, error)) {
-    options.weights = value_or_raise(tb::graph_driver::parse_target_weights("profile"));
+    options.weights = value_or_raise(tb::graphs::parse_target_weights("profile"));
   } else {
     box.notice(fmt::format("note: no profile at {}; sharing the graph equally (run cluster.profile() or `tessera "
                            "profile {}` to weight the nodes by speed)",
@@ -552,25 +552,25 @@ py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const tb::session
   tb::session::SessionOptions session_options;
   session_options.profile_path = profile_path_;
   session_options.connect.required_capabilities = transport::kCapabilityGraph;
-  session_options.damaged_profile_is_error = options.weights.source == tb::graph_driver::TargetWeights::Source::kProfile;
+  session_options.damaged_profile_is_error = options.weights.source == tb::graphs::TargetWeights::Source::kProfile;
   session_options.measure_missing_profile = false;
   std::atomic<bool> cancel{false};
   tb::session::RunControl control;
   control.cancel = &cancel;
   control.on_notice = [&box](const std::string& text) { box.notice(text); };
-  control.on_graph_progress = [&box](const tb::graph_driver::TracePoint& point) { box.trace(point); };
+  control.on_graph_progress = [&box](const tb::graphs::TracePoint& point) { box.trace(point); };
   try {
     tb::session::Session& session = open_session(SessionKind::kGraph, session_options);
-    Result<tb::graph_driver::GraphOutcome> outcome = run_interruptible(
+    Result<tb::graphs::GraphOutcome> outcome = run_interruptible(
         cancel, [&] { return session.graph(graph, std::move(options), control); },
         [&] { box.deliver(progress, notice); });
     if (!outcome) raise_status(outcome.status());
     const std::vector<std::string> warnings = left_out_warnings(session);
     finish_call();
     // The JSON of `tessera graph --report` (graph_report.hpp), with the settings given here.
-    const tb::graph_driver::GraphReportHeader header{spec.name, "",
+    const tb::graphs::GraphReportHeader header{spec.name, "",
                                        {{"poll_ms", settings.poll_ms}, {"seed", static_cast<double>(settings.seed)}}};
-    std::string report = tb::graph_driver::graph_report_json(header, graph, *outcome, /*indent=*/-1);
+    std::string report = tb::graphs::graph_report_json(header, graph, *outcome, /*indent=*/-1);
     return py::make_tuple(to_numpy(std::move(outcome->values)), std::move(report), warnings);
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();

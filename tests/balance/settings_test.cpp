@@ -148,14 +148,14 @@ TEST(FrontEndSettings, DefaultGraphSettingsResolveToTheDriversDefaults) {
   const partition::DirectedGraph graph = settings_test_graph();
   GraphSettings settings;
   settings.algorithm = "pagerank";
-  Result<graph_driver::GraphRunOptions> resolved = graph_run_options(settings, graph, kFlags);
+  Result<graphs::GraphRunOptions> resolved = graph_run_options(settings, graph, kFlags);
   ASSERT_TRUE(resolved.is_ok()) << resolved.status().message();
-  const auto fields = [](const graph_driver::GraphRunOptions& o) {
+  const auto fields = [](const graphs::GraphRunOptions& o) {
     return std::tie(o.algorithm, o.mode, o.method, o.seed, o.tolerance, o.poll_interval, o.snapshot_interval,
                     o.node_timeout_s, o.max_wall_s, o.priority_level_fraction, o.engine.batch_max_age,
                     o.engine.batch_max_entries, o.engine.priority_fraction, o.verify);
   };
-  EXPECT_TRUE(fields(*resolved) == fields(graph_driver::GraphRunOptions{}));
+  EXPECT_TRUE(fields(*resolved) == fields(graphs::GraphRunOptions{}));
 }
 
 TEST(FrontEndSettings, GraphAlgorithmChecksNameTheOptionInEachSpelling) {

@@ -258,17 +258,17 @@ TEST(GraphStudyFile, WithoutTheNewKeysEveryRunIsOnEveryNodeWithAFreshCache) {
   Result<experiment::GraphStudy> study = experiment::load_graph_study(path);
   ASSERT_TRUE(study.is_ok()) << study.status().to_string();
   ASSERT_EQ(study->nodes.size(), 1u);
-  EXPECT_EQ(study->nodes.front().mode, graph_driver::NodeChoice::Mode::kAll);
+  EXPECT_EQ(study->nodes.front().mode, graphs::NodeChoice::Mode::kAll);
   EXPECT_TRUE(study->variants.empty());
   EXPECT_EQ(study->warmup, 0u);
   EXPECT_EQ(study->cache, experiment::GraphCache::kFresh);
   // The product, nodes outermost: all x {async, sync} x {metis, hash}.
   const std::vector<experiment::GraphVariant> variants = experiment::graph_variants(*study);
   ASSERT_EQ(variants.size(), 4u);
-  EXPECT_EQ(variants[1].mode, graph_driver::GraphMode::kAsync);
+  EXPECT_EQ(variants[1].mode, graphs::GraphMode::kAsync);
   EXPECT_EQ(variants[1].partition.method, partition::PartitionMethod::kHash);
   EXPECT_FALSE(variants[1].partition.automatic);
-  for (const experiment::GraphVariant& variant : variants) EXPECT_EQ(variant.nodes.mode, graph_driver::NodeChoice::Mode::kAll);
+  for (const experiment::GraphVariant& variant : variants) EXPECT_EQ(variant.nodes.mode, graphs::NodeChoice::Mode::kAll);
   std::filesystem::remove(path);
 }
 
@@ -280,9 +280,9 @@ TEST(GraphStudyFile, ReadsNodesAutoPartitionsVariantsWarmupAndCache) {
   Result<experiment::GraphStudy> product = experiment::load_graph_study(path);
   ASSERT_TRUE(product.is_ok()) << product.status().to_string();
   ASSERT_EQ(product->nodes.size(), 4u);
-  EXPECT_EQ(product->nodes[0].mode, graph_driver::NodeChoice::Mode::kBest);
-  EXPECT_EQ(product->nodes[1].mode, graph_driver::NodeChoice::Mode::kAuto);
-  EXPECT_EQ(product->nodes[2].mode, graph_driver::NodeChoice::Mode::kAll);
+  EXPECT_EQ(product->nodes[0].mode, graphs::NodeChoice::Mode::kBest);
+  EXPECT_EQ(product->nodes[1].mode, graphs::NodeChoice::Mode::kAuto);
+  EXPECT_EQ(product->nodes[2].mode, graphs::NodeChoice::Mode::kAll);
   EXPECT_EQ(product->nodes[3].listed, (std::vector<std::string>{"desktop", "pi1"}));
   EXPECT_TRUE(product->partitions[0].automatic);
   EXPECT_EQ(experiment::graph_partition_name(product->partitions[0]), "auto");
@@ -301,13 +301,13 @@ TEST(GraphStudyFile, ReadsNodesAutoPartitionsVariantsWarmupAndCache) {
   ASSERT_TRUE(chosen.is_ok()) << chosen.status().to_string();
   const std::vector<experiment::GraphVariant> variants = experiment::graph_variants(*chosen);
   ASSERT_EQ(variants.size(), 4u);
-  EXPECT_EQ(variants[0].nodes.mode, graph_driver::NodeChoice::Mode::kBest);
+  EXPECT_EQ(variants[0].nodes.mode, graphs::NodeChoice::Mode::kBest);
   EXPECT_TRUE(variants[0].partition.automatic);
-  EXPECT_EQ(variants[1].nodes.mode, graph_driver::NodeChoice::Mode::kAuto);
-  EXPECT_EQ(variants[1].mode, graph_driver::GraphMode::kAsync);
+  EXPECT_EQ(variants[1].nodes.mode, graphs::NodeChoice::Mode::kAuto);
+  EXPECT_EQ(variants[1].mode, graphs::GraphMode::kAsync);
   EXPECT_FALSE(variants[2].partition.automatic);
   EXPECT_EQ(variants[2].partition.method, partition::PartitionMethod::kMetis);
-  EXPECT_EQ(variants[3].mode, graph_driver::GraphMode::kSync);
+  EXPECT_EQ(variants[3].mode, graphs::GraphMode::kSync);
   EXPECT_TRUE(variants[3].partition.automatic);
   EXPECT_EQ(chosen->cache, experiment::GraphCache::kFresh);
   std::filesystem::remove(path);

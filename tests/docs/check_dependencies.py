@@ -8,7 +8,7 @@ cmake/ and build trees, at any depth) and python/: each `tessera_add_library(<na
 and each `target_link_libraries(<target> ...)` of such a target or of the Python module
 (`pybind11_add_module(_tessera ...)`, the library `python`). A first-party link is `tessera::<name>`
 (`tessera::warnings`, compile flags only, is not one). Libraries are named by their target, not
-their folder, so `tessera_add_library(graph_driver ...)` is `graph_driver` in whichever folder it
+their folder, so `tessera_add_library(graphs ...)` is `graphs` in whichever folder it
 sits. The architecture page's table with the header `| library | folder | owns | links |` gives,
 per library, its first-party links in backticks in the `links` column.
 

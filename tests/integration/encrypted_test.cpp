@@ -98,19 +98,19 @@ TEST_F(EncryptedCluster, GraphRunsBetweenWorkersThatRefusePlainPeerLinks) {
   session::Session session = open(cluster_->spec, transport::kCapabilityGraph);
   const partition::DirectedGraph graph =
       partition::read_directed_graph_file(std::string(TESSERA_TEST_INSTANCES) + "/graphs/directed/components.edges").value();
-  for (graph_driver::GraphMode mode : {graph_driver::GraphMode::kAsync, graph_driver::GraphMode::kSync}) {
-    graph_driver::GraphRunOptions options;
+  for (graphs::GraphMode mode : {graphs::GraphMode::kAsync, graphs::GraphMode::kSync}) {
+    graphs::GraphRunOptions options;
     options.algorithm.kind = graph::AlgorithmKind::kPageRank;
     options.mode = mode;
     options.method = partition::PartitionMethod::kHash;  // the most cut edges: the most peer traffic
-    options.weights.source = graph_driver::TargetWeights::Source::kEqual;
+    options.weights.source = graphs::TargetWeights::Source::kEqual;
     options.verify = true;
-    Result<graph_driver::GraphOutcome> outcome = session.graph(graph, options);
+    Result<graphs::GraphOutcome> outcome = session.graph(graph, options);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
     ASSERT_TRUE(outcome->verification.has_value());
     EXPECT_TRUE(outcome->verification->passed) << outcome->verification->detail;
     uint64_t batches = 0;
-    for (const graph_driver::GraphNodeFigures& node : outcome->nodes) batches += node.batches_received;
+    for (const graphs::GraphNodeFigures& node : outcome->nodes) batches += node.batches_received;
     EXPECT_GT(batches, 0u) << "the run must have used its peer links";
   }
   session.close();

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "process_fixture.hpp"
-#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/partition/digraph.hpp"
 
@@ -53,14 +53,14 @@ class HeldDeltas : public ::testing::Test {
     ASSERT_TRUE(graph) << graph.status().message();
     Result<session::Session> session = session::Session::open(cluster_->spec, graph_session());
     ASSERT_TRUE(session) << session.status().message();
-    graph_driver::GraphRunOptions options;
+    graphs::GraphRunOptions options;
     options.algorithm = spec;
-    options.mode = graph_driver::GraphMode::kAsync;
+    options.mode = graphs::GraphMode::kAsync;
     options.poll_interval = std::chrono::milliseconds(10);
     options.node_timeout_s = 20.0;
     options.max_wall_s = 60.0;
     options.verify = true;
-    Result<graph_driver::GraphOutcome> outcome = session->graph(*graph, options);
+    Result<graphs::GraphOutcome> outcome = session->graph(*graph, options);
     ASSERT_TRUE(outcome) << outcome.status().message();
 
     ASSERT_TRUE(outcome->verification.has_value());
@@ -77,7 +77,7 @@ class HeldDeltas : public ::testing::Test {
     ASSERT_EQ(outcome->nodes.size(), 3u);
     uint64_t sent = 0;
     uint64_t received = 0;
-    for (const graph_driver::GraphNodeFigures& node : outcome->nodes) {
+    for (const graphs::GraphNodeFigures& node : outcome->nodes) {
       sent += node.batches_sent;
       received += node.batches_received;
     }
@@ -88,14 +88,14 @@ class HeldDeltas : public ::testing::Test {
     // the run (what a rule that ignored the batch counters would have done, losing the batches).
     uint64_t in_flight = 0;
     uint64_t settled_but_in_flight = 0;
-    for (const graph_driver::TracePoint& point : outcome->trace) {
+    for (const graphs::TracePoint& point : outcome->trace) {
       if (point.batches_sent == point.batches_received) continue;
       ++in_flight;
       if (point.residual <= outcome->tolerance) ++settled_but_in_flight;
     }
     EXPECT_GT(in_flight, 0u);
     EXPECT_GT(settled_but_in_flight, 0u) << "no poll saw the residual within the tolerance while batches were held";
-    const graph_driver::TracePoint& last = outcome->trace.back();
+    const graphs::TracePoint& last = outcome->trace.back();
     EXPECT_EQ(last.batches_sent, last.batches_received);
     RecordProperty("polls", static_cast<int>(outcome->polls));
     RecordProperty("polls_in_flight", static_cast<int>(in_flight));

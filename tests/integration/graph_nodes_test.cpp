@@ -14,8 +14,8 @@
 
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/graph_driver/run_memory.hpp"
-#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graphs/run_memory.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
 #include "tessera/partition/digraph.hpp"
 
 namespace tessera::balance {
@@ -23,10 +23,10 @@ namespace {
 
 namespace tg = tessera::graph;
 namespace tpart = tessera::partition;
-using graph_driver::NodeChoice;
+using graphs::NodeChoice;
 
-graph_driver::GraphRunOptions fast_options() {
-  graph_driver::GraphRunOptions options;
+graphs::GraphRunOptions fast_options() {
+  graphs::GraphRunOptions options;
   options.poll_interval = std::chrono::milliseconds(10);
   options.snapshot_interval = std::chrono::milliseconds(200);
   options.node_timeout_s = 20.0;
@@ -35,8 +35,8 @@ graph_driver::GraphRunOptions fast_options() {
   return options;
 }
 
-model::GraphNodeCosts costs_of(const std::string& name, double edges_per_s, double per_delta_s) {
-  model::GraphNodeCosts costs;
+graphs::GraphNodeCosts costs_of(const std::string& name, double edges_per_s, double per_delta_s) {
+  graphs::GraphNodeCosts costs;
   costs.name = name;
   costs.rates.edge_updates_per_s = edges_per_s;
   costs.rates.send_s_per_delta = per_delta_s;
@@ -76,12 +76,12 @@ class GraphNodes : public ::testing::Test {
   }
   // The first node fast, the others slow with dear deltas: on a graph that cuts badly the model
   // keeps the first alone.
-  std::vector<model::GraphNodeCosts> lopsided_costs() const {
+  std::vector<graphs::GraphNodeCosts> lopsided_costs() const {
     const std::vector<std::string> all = names();
     return {costs_of(all[0], 5e8, 1e-8), costs_of(all[1], 1e7, 2e-5), costs_of(all[2], 1e7, 2e-5)};
   }
 
-  static void expect_verified(const Result<graph_driver::GraphOutcome>& outcome) {
+  static void expect_verified(const Result<graphs::GraphOutcome>& outcome) {
     ASSERT_TRUE(outcome) << outcome.status().message();
     ASSERT_TRUE(outcome->verification.has_value());
     EXPECT_TRUE(outcome->verification->passed) << outcome->verification->detail;
@@ -96,10 +96,10 @@ testing::LocalCluster* GraphNodes::cluster_ = nullptr;
 
 TEST_F(GraphNodes, AutoLeavesOutNodesWhoseDeltasCostMoreThanTheySaveAndSaysWhy) {
   const tpart::DirectedGraph graph = *tpart::generate_directed_graph("rmat:11", 3);
-  graph_driver::GraphRunOptions options = fast_options();
+  graphs::GraphRunOptions options = fast_options();
   options.node_costs = lopsided_costs();
   options.choose_method = true;
-  const Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection_, graph, options);
+  const Result<graphs::GraphOutcome> outcome = graphs::run_graph(*connection_, graph, options);
   expect_verified(outcome);
   EXPECT_EQ(outcome->choice.mode, "auto");
   EXPECT_EQ(outcome->choice.taking_part, std::vector<std::string>{names()[0]});
@@ -119,11 +119,11 @@ TEST_F(GraphNodes, AllBestAndAListRunWhatTheyNameAndAnUnknownNameIsRefused) {
   const tpart::DirectedGraph graph = *tpart::generate_directed_graph("mesh2d:30x20", 3);
   for (const std::string& choice : {std::string("all"), std::string("best"), names()[2] + "," + names()[1]}) {
     SCOPED_TRACE(choice);
-    graph_driver::GraphRunOptions options = fast_options();
+    graphs::GraphRunOptions options = fast_options();
     options.algorithm.kind = tg::AlgorithmKind::kConnectedComponents;
     options.node_costs = lopsided_costs();
-    options.nodes = *graph_driver::parse_node_choice(choice);
-    const Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection_, graph, options);
+    options.nodes = *graphs::parse_node_choice(choice);
+    const Result<graphs::GraphOutcome> outcome = graphs::run_graph(*connection_, graph, options);
     expect_verified(outcome);
     const std::vector<std::string> expected = choice == "all"    ? names()
                                               : choice == "best" ? std::vector<std::string>{names()[0]}
@@ -131,23 +131,23 @@ TEST_F(GraphNodes, AllBestAndAListRunWhatTheyNameAndAnUnknownNameIsRefused) {
     EXPECT_EQ(outcome->choice.taking_part, expected);
     EXPECT_TRUE(outcome->choice.left_out.empty()) << "only auto explains a choice";
   }
-  graph_driver::GraphRunOptions options = fast_options();
-  options.nodes = *graph_driver::parse_node_choice("nosuchnode");
-  const Result<graph_driver::GraphOutcome> refused = graph_driver::run_graph(*connection_, graph, options);
+  graphs::GraphRunOptions options = fast_options();
+  options.nodes = *graphs::parse_node_choice("nosuchnode");
+  const Result<graphs::GraphOutcome> refused = graphs::run_graph(*connection_, graph, options);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("nosuchnode"), std::string::npos) << refused.status().message();
   EXPECT_NE(refused.status().message().find(names()[0]), std::string::npos) << "lists the nodes there are";
 
   options.nodes.mode = NodeChoice::Mode::kBest;  // no graph rates
-  const Result<graph_driver::GraphOutcome> no_rates = graph_driver::run_graph(*connection_, graph, options);
+  const Result<graphs::GraphOutcome> no_rates = graphs::run_graph(*connection_, graph, options);
   ASSERT_FALSE(no_rates);
   EXPECT_NE(no_rates.status().message().find("tessera profile"), std::string::npos) << no_rates.status().message();
 }
 
 TEST_F(GraphNodes, WithoutGraphRatesAutoTakesEveryNodeAndSaysWhy) {
   const tpart::DirectedGraph graph = *tpart::generate_directed_graph("rmat:10", 5);
-  const Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection_, graph, fast_options());
+  const Result<graphs::GraphOutcome> outcome = graphs::run_graph(*connection_, graph, fast_options());
   expect_verified(outcome);
   EXPECT_EQ(outcome->choice.taking_part, names());
   EXPECT_FALSE(outcome->choice.forecast.has_value());
@@ -157,14 +157,14 @@ TEST_F(GraphNodes, WithoutGraphRatesAutoTakesEveryNodeAndSaysWhy) {
 TEST_F(GraphNodes, AMetisPlacementIsReusedByTheNextRunAndADamagedEntryIgnored) {
   testing::TempDir cache;
   const tpart::DirectedGraph graph = *tpart::generate_directed_graph("lognormal:3000", 9);
-  graph_driver::GraphRunOptions options = fast_options();
+  graphs::GraphRunOptions options = fast_options();
   options.nodes.mode = NodeChoice::Mode::kAll;
   options.method = tpart::PartitionMethod::kMetis;
   options.cache_dir = cache.file("graphs");
-  const Result<graph_driver::GraphOutcome> first = graph_driver::run_graph(*connection_, graph, options);
+  const Result<graphs::GraphOutcome> first = graphs::run_graph(*connection_, graph, options);
   expect_verified(first);
   EXPECT_FALSE(first->placing.cached);
-  const Result<graph_driver::GraphOutcome> second = graph_driver::run_graph(*connection_, graph, options);
+  const Result<graphs::GraphOutcome> second = graphs::run_graph(*connection_, graph, options);
   expect_verified(second);
   EXPECT_TRUE(second->placing.cached) << second->placing.cache_note;
   EXPECT_EQ(second->placement.quality.edge_cut, first->placement.quality.edge_cut);
@@ -179,14 +179,14 @@ TEST_F(GraphNodes, AMetisPlacementIsReusedByTheNextRunAndADamagedEntryIgnored) {
     ++damaged;
   }
   ASSERT_GT(damaged, 0);
-  const Result<graph_driver::GraphOutcome> third = graph_driver::run_graph(*connection_, graph, options);
+  const Result<graphs::GraphOutcome> third = graphs::run_graph(*connection_, graph, options);
   expect_verified(third);
   EXPECT_FALSE(third->placing.cached);
   EXPECT_NE(third->placing.cache_note.find("ignored"), std::string::npos) << third->placing.cache_note;
 
   // A different graph of the same size never reuses it.
   const tpart::DirectedGraph other = *tpart::generate_directed_graph("lognormal:3000", 10);
-  const Result<graph_driver::GraphOutcome> fourth = graph_driver::run_graph(*connection_, other, options);
+  const Result<graphs::GraphOutcome> fourth = graphs::run_graph(*connection_, other, options);
   expect_verified(fourth);
   EXPECT_FALSE(fourth->placing.cached);
 }
@@ -194,13 +194,13 @@ TEST_F(GraphNodes, AMetisPlacementIsReusedByTheNextRunAndADamagedEntryIgnored) {
 TEST_F(GraphNodes, TheSecondRunOnAGraphForecastsFromWhatTheFirstMeasured) {
   testing::TempDir cache;
   const tpart::DirectedGraph graph = *tpart::generate_directed_graph("rmat:10", 11);
-  graph_driver::GraphRunOptions options = fast_options();
+  graphs::GraphRunOptions options = fast_options();
   options.node_costs = lopsided_costs();
   options.cache_dir = cache.file("graphs");
-  const Result<graph_driver::GraphOutcome> first = graph_driver::run_graph(*connection_, graph, options);
+  const Result<graphs::GraphOutcome> first = graphs::run_graph(*connection_, graph, options);
   expect_verified(first);
   EXPECT_EQ(first->choice.workload_source.find("measured by past runs"), std::string::npos) << first->choice.workload_source;
-  const Result<graph_driver::GraphOutcome> second = graph_driver::run_graph(*connection_, graph, options);
+  const Result<graphs::GraphOutcome> second = graphs::run_graph(*connection_, graph, options);
   expect_verified(second);
   EXPECT_NE(second->choice.workload_source.find("measured by past runs"), std::string::npos) << second->choice.workload_source;
 }
@@ -208,23 +208,23 @@ TEST_F(GraphNodes, TheSecondRunOnAGraphForecastsFromWhatTheFirstMeasured) {
 TEST_F(GraphNodes, ASetThatRanIsForecastWithWhatItTookBeyondItsForecastAndItsRatesAreNotTakenForAlone) {
   testing::TempDir cache;
   const tpart::DirectedGraph graph = *tpart::generate_directed_graph("rmat:10", 5);
-  graph_driver::GraphRunOptions options = fast_options();
+  graphs::GraphRunOptions options = fast_options();
   options.node_costs = lopsided_costs();
-  options.nodes = *graph_driver::parse_node_choice("all");
+  options.nodes = *graphs::parse_node_choice("all");
   options.cache_dir = cache.file("graphs");
-  const Result<graph_driver::GraphOutcome> first = graph_driver::run_graph(*connection_, graph, options);
+  const Result<graphs::GraphOutcome> first = graphs::run_graph(*connection_, graph, options);
   expect_verified(first);
   std::vector<std::string> memories;
   for (const auto& entry : std::filesystem::directory_iterator(options.cache_dir)) {
     if (entry.path().filename().string().starts_with("run-")) memories.push_back(entry.path().string());
   }
   ASSERT_EQ(memories.size(), 1u);
-  const graph_driver::RunMemory memory = graph_driver::load_run_memory(memories[0]);
-  const std::string every = graph_driver::set_key(names());
+  const graphs::RunMemory memory = graphs::load_run_memory(memories[0]);
+  const std::string every = graphs::set_key(names());
   ASSERT_EQ(memory.extra_by_set.count(every), 1u) << "the set that ran keeps its own extra";
   EXPECT_TRUE(memory.edge_updates_per_s.empty()) << "with others, busy time is not an edge rate";
 
-  const Result<graph_driver::GraphOutcome> second = graph_driver::run_graph(*connection_, graph, options);
+  const Result<graphs::GraphOutcome> second = graphs::run_graph(*connection_, graph, options);
   expect_verified(second);
   ASSERT_TRUE(second->choice.forecast.has_value());
   EXPECT_DOUBLE_EQ(second->choice.forecast->extra_s, memory.extra_by_set.at(every));

@@ -23,7 +23,7 @@
 
 #include "process_fixture.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/graph/reference.hpp"
 #include "tessera/partition/digraph.hpp"
@@ -46,8 +46,8 @@ tpart::DirectedGraph load(const std::string& input) {
 }
 
 // Short intervals: the graphs converge in milliseconds, and polls are what the runs wait for.
-graph_driver::GraphRunOptions fast_options(const tg::AlgorithmSpec& spec) {
-  graph_driver::GraphRunOptions options;
+graphs::GraphRunOptions fast_options(const tg::AlgorithmSpec& spec) {
+  graphs::GraphRunOptions options;
   options.algorithm = spec;
   options.poll_interval = std::chrono::milliseconds(10);
   options.snapshot_interval = std::chrono::milliseconds(200);
@@ -94,7 +94,7 @@ struct Case {
   tg::AlgorithmKind kind;
   const char* graph;
   tpart::PartitionMethod method;
-  graph_driver::GraphMode mode;
+  graphs::GraphMode mode;
   std::size_t workers;
   std::optional<int64_t> source = std::nullopt;
   bool max_label = true;
@@ -108,32 +108,32 @@ using tpart::PartitionMethod;
 // at least once across the cases.
 const Case kCases[] = {
     {"pagerank_components_metis_async_3", AlgorithmKind::kPageRank, "components.edges", PartitionMethod::kMetis,
-     graph_driver::GraphMode::kAsync, 3},
+     graphs::GraphMode::kAsync, 3},
     {"pagerank_lognormal_hash_sync_2", AlgorithmKind::kPageRank, "lognormal:3000", PartitionMethod::kHash,
-     graph_driver::GraphMode::kSync, 2},
+     graphs::GraphMode::kSync, 2},
     {"pagerank_rmat_contiguous_async_7", AlgorithmKind::kPageRank, "rmat:11", PartitionMethod::kContiguous,
-     graph_driver::GraphMode::kAsync, 7},
-    {"pagerank_tiny_metis_sync_1", AlgorithmKind::kPageRank, "tiny.snap", PartitionMethod::kMetis, graph_driver::GraphMode::kSync, 1},
+     graphs::GraphMode::kAsync, 7},
+    {"pagerank_tiny_metis_sync_1", AlgorithmKind::kPageRank, "tiny.snap", PartitionMethod::kMetis, graphs::GraphMode::kSync, 1},
     {"katz_components_metis_sync_3", AlgorithmKind::kKatz, "components.edges", PartitionMethod::kMetis,
-     graph_driver::GraphMode::kSync, 3},
-    {"katz_from_source_rmat_hash_async_7", AlgorithmKind::kKatz, "rmat:10", PartitionMethod::kHash, graph_driver::GraphMode::kAsync, 7,
+     graphs::GraphMode::kSync, 3},
+    {"katz_from_source_rmat_hash_async_7", AlgorithmKind::kKatz, "rmat:10", PartitionMethod::kHash, graphs::GraphMode::kAsync, 7,
      int64_t{1}},
-    {"katz_tiny_contiguous_async_2", AlgorithmKind::kKatz, "tiny.snap", PartitionMethod::kContiguous, graph_driver::GraphMode::kAsync,
+    {"katz_tiny_contiguous_async_2", AlgorithmKind::kKatz, "tiny.snap", PartitionMethod::kContiguous, graphs::GraphMode::kAsync,
      2},
     {"cc_components_contiguous_sync_7", AlgorithmKind::kConnectedComponents, "components.edges",
-     PartitionMethod::kContiguous, graph_driver::GraphMode::kSync, 7},
+     PartitionMethod::kContiguous, graphs::GraphMode::kSync, 7},
     {"cc_min_rmat_metis_async_2", AlgorithmKind::kConnectedComponents, "rmat:10", PartitionMethod::kMetis,
-     graph_driver::GraphMode::kAsync, 2, std::nullopt, false},
-    {"cc_tiny_hash_async_1", AlgorithmKind::kConnectedComponents, "tiny.snap", PartitionMethod::kHash, graph_driver::GraphMode::kAsync,
+     graphs::GraphMode::kAsync, 2, std::nullopt, false},
+    {"cc_tiny_hash_async_1", AlgorithmKind::kConnectedComponents, "tiny.snap", PartitionMethod::kHash, graphs::GraphMode::kAsync,
      1},
     {"sssp_components_hash_async_3", AlgorithmKind::kShortestPaths, "components.edges", PartitionMethod::kHash,
-     graph_driver::GraphMode::kAsync, 3, int64_t{0}},
-    {"sssp_mesh_metis_sync_2", AlgorithmKind::kShortestPaths, "mesh2d:24x17", PartitionMethod::kMetis, graph_driver::GraphMode::kSync,
+     graphs::GraphMode::kAsync, 3, int64_t{0}},
+    {"sssp_mesh_metis_sync_2", AlgorithmKind::kShortestPaths, "mesh2d:24x17", PartitionMethod::kMetis, graphs::GraphMode::kSync,
      2, int64_t{5}},
     {"sssp_lognormal_contiguous_async_7", AlgorithmKind::kShortestPaths, "lognormal:2000", PartitionMethod::kContiguous,
-     graph_driver::GraphMode::kAsync, 7, int64_t{3}},
+     graphs::GraphMode::kAsync, 7, int64_t{3}},
     {"sssp_weighted_hash_sync_1", AlgorithmKind::kShortestPaths, "components.edges", PartitionMethod::kHash,
-     graph_driver::GraphMode::kSync, 1, int64_t{10}},
+     graphs::GraphMode::kSync, 1, int64_t{10}},
 };
 
 class GraphMatrix : public GraphRuns, public ::testing::WithParamInterface<Case> {};
@@ -147,16 +147,16 @@ TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
   spec.source = c.source;
   spec.max_label = c.max_label;
   if (c.kind == AlgorithmKind::kKatz) spec.beta = 0.5 / tg::spectral_radius_bounds(graph).upper;
-  graph_driver::GraphRunOptions options = fast_options(spec);
+  graphs::GraphRunOptions options = fast_options(spec);
   options.method = c.method;
   options.mode = c.mode;
   // Unequal targets, so that the placement's weighting is exercised too.
-  options.weights.source = graph_driver::TargetWeights::Source::kExplicit;
+  options.weights.source = graphs::TargetWeights::Source::kExplicit;
   for (std::size_t i = 0; i < c.workers; ++i) options.weights.weights.push_back(1.0 + static_cast<double>(i % 3));
 
   Result<cluster::ClusterConnection> connection = connect_for_graphs(first(c.workers));
   ASSERT_TRUE(connection) << connection.status().message();
-  Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection, graph, options);
+  Result<graphs::GraphOutcome> outcome = graphs::run_graph(*connection, graph, options);
   ASSERT_TRUE(outcome) << outcome.status().message();
 
   ASSERT_TRUE(outcome->verification.has_value());
@@ -181,7 +181,7 @@ TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
             outcome->edges);
   // Nothing is in flight at the end: every batch sent was received.
   uint64_t sent = 0, received = 0, updates = 0;
-  for (const graph_driver::GraphNodeFigures& node : outcome->nodes) {
+  for (const graphs::GraphNodeFigures& node : outcome->nodes) {
     sent += node.batches_sent;
     received += node.batches_received;
     updates += node.updates;
@@ -194,7 +194,7 @@ TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
   EXPECT_GT(updates, 0u);
   EXPECT_LE(outcome->residual, outcome->tolerance);
   EXPECT_FALSE(outcome->trace.empty());
-  if (c.mode == graph_driver::GraphMode::kSync) {
+  if (c.mode == graphs::GraphMode::kSync) {
     EXPECT_GT(outcome->steps, 0u);
   }
 }
@@ -209,13 +209,13 @@ TEST_F(GraphRuns, ASpecTheGraphCannotTakeIsRefusedBeforeAnythingIsShipped) {
   tg::AlgorithmSpec sssp;
   sssp.kind = AlgorithmKind::kShortestPaths;
   sssp.source = 30;
-  Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection, graph, fast_options(sssp));
+  Result<graphs::GraphOutcome> outcome = graphs::run_graph(*connection, graph, fast_options(sssp));
   ASSERT_FALSE(outcome);
   EXPECT_EQ(outcome.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(outcome.status().message().find("--source 30"), std::string::npos) << outcome.status().message();
   const tpart::DirectedGraph negative = load("weighted.edges");
   sssp.source = 0;
-  outcome = graph_driver::run_graph(*connection, negative, fast_options(sssp));
+  outcome = graphs::run_graph(*connection, negative, fast_options(sssp));
   ASSERT_FALSE(outcome);
   EXPECT_NE(outcome.status().message().find("edge 2 -> 0 has weight -1"), std::string::npos)
       << outcome.status().message();
@@ -224,8 +224,8 @@ TEST_F(GraphRuns, ASpecTheGraphCannotTakeIsRefusedBeforeAnythingIsShipped) {
 // SIGKILL of one worker in the middle of a run: its part restarts on the survivors from its last
 // snapshot, the answer is still verified, and the outcome names the node.
 TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
-  for (graph_driver::GraphMode mode : {graph_driver::GraphMode::kAsync, graph_driver::GraphMode::kSync}) {
-    SCOPED_TRACE(std::string(graph_driver::graph_mode_name(mode)));
+  for (graphs::GraphMode mode : {graphs::GraphMode::kAsync, graphs::GraphMode::kSync}) {
+    SCOPED_TRACE(std::string(graphs::graph_mode_name(mode)));
     testing::TempDir dir;
     testing::LocalCluster cluster = testing::start_local_cluster("graph-kill", "kill-secret", 3, dir);
     Result<cluster::ClusterConnection> connection = connect_for_graphs(cluster.spec);
@@ -233,7 +233,7 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
     // Big enough to take a while on one core per worker, with a tight tolerance.
     const tpart::DirectedGraph graph = load("lognormal:40000");
     tg::AlgorithmSpec pagerank;
-    graph_driver::GraphRunOptions options = fast_options(pagerank);
+    graphs::GraphRunOptions options = fast_options(pagerank);
     options.tolerance = 1e-10;
     options.method = PartitionMethod::kContiguous;
     options.mode = mode;
@@ -245,11 +245,11 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
     std::atomic<bool> killed{false};
     double killed_at = 0.0;
     std::jthread killer;
-    graph_driver::GraphHooks hooks;
+    graphs::GraphHooks hooks;
     // After a snapshot or two (a quiet machine ran sync to 1e-6 within 0.15 s once), while the
     // residual is still far from the tolerance; from another
     // thread a few milliseconds later, so that the kill may land inside a step or a poll.
-    hooks.on_progress = [&](const graph_driver::TracePoint& point) {
+    hooks.on_progress = [&](const graphs::TracePoint& point) {
       if (!killer.joinable() && point.time_s > 0.08 && point.residual > 1e-6) {
         killed_at = point.time_s;
         killer = std::jthread([&] {
@@ -261,7 +261,7 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
     };
     std::string notices;
     hooks.on_notice = [&](const std::string& notice) { notices += notice + "\n"; };
-    Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection, graph, options, hooks);
+    Result<graphs::GraphOutcome> outcome = graphs::run_graph(*connection, graph, options, hooks);
     if (killer.joinable()) killer.join();
     ASSERT_TRUE(killed) << "the run converged before the worker could be killed; use a bigger graph";
     ASSERT_TRUE(outcome) << outcome.status().message() << "\n" << notices;
@@ -283,11 +283,11 @@ TEST(GraphFailures, WithNoSurvivorTheRunFailsNamingTheNodes) {
   Result<cluster::ClusterConnection> connection = connect_for_graphs(cluster.spec);
   ASSERT_TRUE(connection) << connection.status().message();
   const tpart::DirectedGraph graph = load("lognormal:40000");
-  graph_driver::GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
+  graphs::GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
   options.tolerance = 1e-12;
-  graph_driver::GraphHooks hooks;
-  hooks.on_progress = [&](const graph_driver::TracePoint&) { cluster.processes[0]->kill_now(); };
-  Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(*connection, graph, options, hooks);
+  graphs::GraphHooks hooks;
+  hooks.on_progress = [&](const graphs::TracePoint&) { cluster.processes[0]->kill_now(); };
+  Result<graphs::GraphOutcome> outcome = graphs::run_graph(*connection, graph, options, hooks);
   ASSERT_FALSE(outcome);
   EXPECT_EQ(outcome.status().code(), StatusCode::kNetworkError);
   EXPECT_NE(outcome.status().message().find("every node was lost"), std::string::npos) << outcome.status().message();
@@ -357,20 +357,20 @@ TEST(GraphSession, ProfileWeightsNeedAProfileAndCancellingFreesTheWorkers) {
   Result<session::Session> session = session::Session::open(cluster.spec, session_options);
   ASSERT_TRUE(session) << session.status().message();
   const tpart::DirectedGraph graph = load("lognormal:40000");
-  graph_driver::GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
-  options.weights.source = graph_driver::TargetWeights::Source::kProfile;
-  Result<graph_driver::GraphOutcome> refused = session->graph(graph, options);
+  graphs::GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
+  options.weights.source = graphs::TargetWeights::Source::kProfile;
+  Result<graphs::GraphOutcome> refused = session->graph(graph, options);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.status().code(), StatusCode::kNotFound);
   EXPECT_NE(refused.status().message().find("tessera profile"), std::string::npos) << refused.status().message();
 
-  options.weights = graph_driver::TargetWeights{};
+  options.weights = graphs::TargetWeights{};
   options.tolerance = 1e-13;
   std::atomic<bool> cancel{false};
   session::RunControl control;
   control.cancel = &cancel;
-  control.on_graph_progress = [&](const graph_driver::TracePoint&) { cancel = true; };
-  Result<graph_driver::GraphOutcome> cancelled_run = session->graph(graph, options, control);
+  control.on_graph_progress = [&](const graphs::TracePoint&) { cancel = true; };
+  Result<graphs::GraphOutcome> cancelled_run = session->graph(graph, options, control);
   ASSERT_FALSE(cancelled_run);
   EXPECT_EQ(cancelled_run.status().code(), StatusCode::kCancelled) << cancelled_run.status().message();
 
@@ -382,7 +382,7 @@ TEST(GraphSession, ProfileWeightsNeedAProfileAndCancellingFreesTheWorkers) {
   }
   ASSERT_TRUE(again) << again.status().message();
   options.tolerance = 1e-6;
-  Result<graph_driver::GraphOutcome> outcome = again->graph(graph, options);
+  Result<graphs::GraphOutcome> outcome = again->graph(graph, options);
   ASSERT_TRUE(outcome) << outcome.status().message();
   ASSERT_TRUE(outcome->verification.has_value());
   EXPECT_TRUE(outcome->verification->passed) << outcome->verification->detail;

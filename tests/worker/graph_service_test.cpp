@@ -13,7 +13,7 @@
 
 #include "../graph/graph_fixtures.hpp"
 #include "in_process_worker.hpp"
-#include "tessera/balance/graph_driver/termination.hpp"
+#include "tessera/balance/graphs/termination.hpp"
 #include "tessera/graph/part.hpp"
 #include "tessera/graph/state.hpp"
 #include "tessera/graph/wire.hpp"
@@ -108,8 +108,8 @@ class GraphCluster {
   }
 
   // What the coordinator's termination rule reads from each worker.
-  Result<std::vector<bal::graph_driver::NodeCounters>> poll() {
-    std::vector<bal::graph_driver::NodeCounters> counters;
+  Result<std::vector<bal::graphs::NodeCounters>> poll() {
+    std::vector<bal::graphs::NodeCounters> counters;
     for (uint32_t i = 0; i < size(); ++i) {
       Result<gr::NodeProgress> progress = gr::request_progress(session(i));
       if (!progress) return progress.status();
@@ -124,14 +124,14 @@ class GraphCluster {
     return settle(tolerance);
   }
 
-  // Polls until the coordinator's own termination rule (balance/graph_driver/termination.hpp) holds:
+  // Polls until the coordinator's own termination rule (balance/graphs/termination.hpp) holds:
   // on two consecutive polls nothing updated, sent or received, every batch sent was received,
   // and the residual is within the tolerance.
   Status settle(double tolerance) {
-    bal::graph_driver::TerminationDetector detector(tolerance);
+    bal::graphs::TerminationDetector detector(tolerance);
     const auto deadline = std::chrono::steady_clock::now() + 45s;
     while (std::chrono::steady_clock::now() < deadline) {
-      Result<std::vector<bal::graph_driver::NodeCounters>> counters = poll();
+      Result<std::vector<bal::graphs::NodeCounters>> counters = poll();
       if (!counters) return counters.status();
       ++polls_;
       if (detector.observe(*counters)) return Status::ok();
@@ -142,7 +142,7 @@ class GraphCluster {
 
   // Sync steps until a step leaves nothing pending and sends nothing.
   Status run_sync(int max_steps) {
-    bal::graph_driver::SyncLedger ledger(size());  // the coordinator's bookkeeping of what each step must wait for
+    bal::graphs::SyncLedger ledger(size());  // the coordinator's bookkeeping of what each step must wait for
     for (uint64_t step = 1; step <= static_cast<uint64_t>(max_steps); ++step) {
       std::vector<std::vector<uint64_t>> sent_to;
       double residual = 0.0;

@@ -430,13 +430,13 @@ namespace {
 // What each node costs a graph run, cluster order, from the saved profile: its graph rates (zero
 // when the profile has none for it), its link, and the switch's uplink for a node behind it (as
 // measured, or as the cluster file gives it until a profile has measured it).
-std::vector<model::GraphNodeCosts> graph_node_costs(const profile::ClusterProfile& profile, const cluster::ClusterSpec& cluster) {
-  std::vector<model::GraphNodeCosts> costs;
+std::vector<graphs::GraphNodeCosts> graph_node_costs(const profile::ClusterProfile& profile, const cluster::ClusterSpec& cluster) {
+  std::vector<graphs::GraphNodeCosts> costs;
   const double uplink = !cluster.network_switch                    ? 0.0
                         : profile.switch_uplink_bytes_per_s > 0.0 ? profile.switch_uplink_bytes_per_s
                                                                    : cluster.network_switch->uplink_bytes_per_s;
   for (const cluster::NodeSpec& spec : cluster.nodes) {
-    model::GraphNodeCosts node;
+    graphs::GraphNodeCosts node;
     node.name = spec.name;
     if (cluster.behind_switch(static_cast<std::size_t>(&spec - cluster.nodes.data()))) node.switch_uplink_bytes_per_s = uplink;
     if (const profile::NodeProfile* measured = profile.find(spec.name)) {
@@ -452,7 +452,7 @@ std::vector<model::GraphNodeCosts> graph_node_costs(const profile::ClusterProfil
 
 }  // namespace
 
-Result<graph_driver::GraphOutcome> Session::graph(const partition::DirectedGraph& graph, graph_driver::GraphRunOptions options,
+Result<graphs::GraphOutcome> Session::graph(const partition::DirectedGraph& graph, graphs::GraphRunOptions options,
                                    const RunControl& control) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
   TESSERA_RETURN_IF_ERROR(check_not_left_out(options.nodes.listed, state_->left_out));
@@ -461,12 +461,12 @@ Result<graph_driver::GraphOutcome> Session::graph(const partition::DirectedGraph
   for (std::vector<std::string>& receiver : options.peer_hosts) {
     receiver = taking_part_only(std::move(receiver), state_->file_positions, state_->file_node_count);
   }
-  if (options.weights.source == graph_driver::TargetWeights::Source::kExplicit) {
+  if (options.weights.source == graphs::TargetWeights::Source::kExplicit) {
     options.weights.weights =
         taking_part_only(std::move(options.weights.weights), state_->file_positions, state_->file_node_count);
   }
   std::string weights_source;
-  if (options.weights.source == graph_driver::TargetWeights::Source::kProfile) {
+  if (options.weights.source == graphs::TargetWeights::Source::kProfile) {
     if (!state_->profile) {
       return not_found(fmt::format("--weights profile needs the nodes' measured speeds, and there is no profile at {}; "
                                    "run `tessera profile {}` or use --weights equal",
@@ -474,27 +474,27 @@ Result<graph_driver::GraphOutcome> Session::graph(const partition::DirectedGraph
     }
     Result<std::vector<double>> speeds = profile_weights(*state_->profile, state_->cluster, state_->profile_path);
     if (!speeds) return speeds.status();
-    options.weights = graph_driver::TargetWeights{graph_driver::TargetWeights::Source::kExplicit, std::move(*speeds)};
+    options.weights = graphs::TargetWeights{graphs::TargetWeights::Source::kExplicit, std::move(*speeds)};
     weights_source = fmt::format("profile {}", state_->profile_path);
   }
   if (options.node_costs.empty() && state_->profile) options.node_costs = graph_node_costs(*state_->profile, state_->cluster);
   // With graph rates measured, a node's share follows its edge updates per second, not its GEMM speed.
   if (!weights_source.empty() && !options.node_costs.empty() &&
       std::all_of(options.node_costs.begin(), options.node_costs.end(),
-                  [](const model::GraphNodeCosts& node) { return node.rates.measured(); })) {
+                  [](const graphs::GraphNodeCosts& node) { return node.rates.measured(); })) {
     options.weights.weights.clear();
-    for (const model::GraphNodeCosts& node : options.node_costs) options.weights.weights.push_back(node.rates.edge_updates_per_s);
+    for (const graphs::GraphNodeCosts& node : options.node_costs) options.weights.weights.push_back(node.rates.edge_updates_per_s);
     options.weights_from_rates = true;
     weights_source += " (graph edge rates)";
   }
   if (options.secret.empty()) {
     if (Result<std::string> secret = state_->cluster.resolve_secret()) options.secret = std::move(*secret);
   }
-  graph_driver::GraphHooks hooks;
+  graphs::GraphHooks hooks;
   hooks.cancel = control.cancel;
   hooks.on_notice = control.on_notice;
   hooks.on_progress = control.on_graph_progress;
-  Result<graph_driver::GraphOutcome> outcome = graph_driver::run_graph(state_->connection, graph, options, hooks);
+  Result<graphs::GraphOutcome> outcome = graphs::run_graph(state_->connection, graph, options, hooks);
   if (cancel_requested(control)) {
     close();
     return cancelled("the graph run was cancelled; the workers' sessions were closed");

@@ -178,14 +178,14 @@ Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, cons
   return spec;
 }
 
-Result<graph_driver::GraphRunOptions> graph_run_options(const GraphSettings& settings,
+Result<graphs::GraphRunOptions> graph_run_options(const GraphSettings& settings,
                                                         const partition::DirectedGraph& graph,
                                                         const OptionSpelling& spelling) {
   Result<graph::AlgorithmSpec> spec = graph_algorithm(settings, graph, spelling);
   if (!spec) return spec.status();
-  graph_driver::GraphRunOptions options;
+  graphs::GraphRunOptions options;
   options.algorithm = *spec;
-  Result<graph_driver::GraphMode> mode = graph_driver::parse_graph_mode(settings.mode);
+  Result<graphs::GraphMode> mode = graphs::parse_graph_mode(settings.mode);
   if (!mode) return mode.status().with_context(spelling.name("mode") + ": ");
   options.mode = *mode;
   if (settings.partition == "auto") {
@@ -199,7 +199,7 @@ Result<graph_driver::GraphRunOptions> graph_run_options(const GraphSettings& set
     }
     options.method = *method;
   }
-  Result<graph_driver::NodeChoice> nodes = graph_driver::parse_node_choice(settings.nodes);
+  Result<graphs::NodeChoice> nodes = graphs::parse_node_choice(settings.nodes);
   if (!nodes) return nodes.status();
   options.nodes = std::move(*nodes);
   options.cache_dir = placement_cache_dir(settings.placement_cache);

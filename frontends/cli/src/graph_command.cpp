@@ -11,7 +11,7 @@
 #include "command_output.hpp"
 #include "tessera/cli/commands.hpp"
 #include "tessera/cli/progress_line.hpp"
-#include "tessera/balance/graph_driver/graph_report.hpp"
+#include "tessera/balance/graphs/graph_report.hpp"
 #include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/experiment/multiply_study.hpp"
@@ -42,14 +42,14 @@ std::string graph_source(const GraphCommand& command) {
 }
 
 // --weights as given, or `profile` when a profile exists and `equal` (with a note) when not.
-Result<graph_driver::TargetWeights> target_weights(const GraphCommand& command, const std::string& profile_path, std::ostream& err) {
-  if (!command.weights.empty()) return graph_driver::parse_target_weights(command.weights);
+Result<graphs::TargetWeights> target_weights(const GraphCommand& command, const std::string& profile_path, std::ostream& err) {
+  if (!command.weights.empty()) return graphs::parse_target_weights(command.weights);
   std::error_code error;
-  if (std::filesystem::exists(profile_path, error)) return graph_driver::parse_target_weights("profile");
+  if (std::filesystem::exists(profile_path, error)) return graphs::parse_target_weights("profile");
   err << fmt::format("note: no profile at {}; sharing the graph equally (run `tessera profile {}` to weight the nodes "
                      "by speed)\n",
                      profile_path, command.config_path);
-  return graph_driver::TargetWeights{};
+  return graphs::TargetWeights{};
 }
 
 std::string bytes_text(uint64_t bytes) {
@@ -64,7 +64,7 @@ double share_of(int64_t part, int64_t total) {
   return total > 0 ? static_cast<double>(part) / static_cast<double>(total) : 0.0;
 }
 
-void print_placement(std::ostream& out, const std::string& title, const graph_driver::PlacementSummary& placement) {
+void print_placement(std::ostream& out, const std::string& title, const graphs::PlacementSummary& placement) {
   int64_t vertices = 0, edges = 0;
   for (int64_t v : placement.vertices) vertices += v;
   for (int64_t e : placement.edges) edges += e;
@@ -79,8 +79,8 @@ void print_placement(std::ostream& out, const std::string& title, const graph_dr
   }
 }
 
-void print_choice(std::ostream& out, const graph_driver::GraphOutcome& outcome) {
-  const graph_driver::NodeChoiceRecord& choice = outcome.choice;
+void print_choice(std::ostream& out, const graphs::GraphOutcome& outcome) {
+  const graphs::NodeChoiceRecord& choice = outcome.choice;
   out << fmt::format("nodes ({}): {}\n", choice.mode, join(choice.taking_part, ", "));
   for (const std::string& sentence : choice.left_out) out << "  " << sentence << "\n";
   if (choice.forecast) {
@@ -94,8 +94,8 @@ void print_choice(std::ostream& out, const graph_driver::GraphOutcome& outcome) 
   if (!outcome.placing.cache_note.empty()) out << "  " << outcome.placing.cache_note << "\n";
 }
 
-void print_outcome(std::ostream& out, const graph_driver::GraphOutcome& outcome) {
-  out << fmt::format("{}, {}, tolerance {:g}\n", tg::describe(outcome.algorithm), graph_driver::graph_mode_name(outcome.mode),
+void print_outcome(std::ostream& out, const graphs::GraphOutcome& outcome) {
+  out << fmt::format("{}, {}, tolerance {:g}\n", tg::describe(outcome.algorithm), graphs::graph_mode_name(outcome.mode),
                      outcome.tolerance);
   print_choice(out, outcome);
   print_placement(out, fmt::format("plan ({} by weights {})", outcome.placing.method, outcome.weights),
@@ -104,11 +104,11 @@ void print_outcome(std::ostream& out, const graph_driver::GraphOutcome& outcome)
   out << fmt::format("{:<12} {:>9} {:>10} {:>11} {:>12} {:>15} {:>10} {:>10} {:>8} {:>8} {:>10} {:>20}\n", "node",
                      "vertices", "edges", "updates", "edge upd", "batches out/in", "coord", "peer", "busy s", "idle s",
                      "forecast s", "memory (B/edge)");
-  for (const graph_driver::GraphNodeFigures& node : outcome.nodes) {
+  for (const graphs::GraphNodeFigures& node : outcome.nodes) {
     // The node's forecast: its ship, edge, delta and gather seconds, set against busy + idle.
     std::string forecast = "-";
     if (outcome.choice.forecast) {
-      for (const model::GraphNodeForecast& predicted : outcome.choice.forecast->nodes) {
+      for (const graphs::GraphNodeForecast& predicted : outcome.choice.forecast->nodes) {
         if (predicted.name == node.name) forecast = fmt::format("{:.3f}", predicted.total_s);
       }
     }
@@ -127,7 +127,7 @@ void print_outcome(std::ostream& out, const graph_driver::GraphOutcome& outcome)
                      outcome.edge_updates, outcome.edge_updates_per_s,
                      outcome.residual, outcome.polls,
                      outcome.polls > 0 ? 1e3 * outcome.poll_s / static_cast<double>(outcome.polls) : 0.0,
-                     outcome.mode == graph_driver::GraphMode::kSync ? fmt::format(", {} steps", outcome.steps) : "");
+                     outcome.mode == graphs::GraphMode::kSync ? fmt::format(", {} steps", outcome.steps) : "");
   std::string lost = "none";
   if (!outcome.lost_nodes.empty()) {
     lost.clear();
@@ -163,9 +163,9 @@ Status write_values(const std::string& path, const std::vector<double>& values) 
 }
 
 // Residual over time, log y, through a script with the data inline (nothing left beside the PNG).
-Status write_trace_png(const std::string& path, const graph_driver::GraphOutcome& outcome) {
+Status write_trace_png(const std::string& path, const graphs::GraphOutcome& outcome) {
   std::string data;
-  for (const graph_driver::TracePoint& point : outcome.trace) {
+  for (const graphs::TracePoint& point : outcome.trace) {
     if (point.residual > 0.0) data += fmt::format("{} {}\n", point.time_s, point.residual);
   }
   if (data.empty()) return invalid_argument("no positive residual to plot (the run converged at its first poll)");
@@ -174,7 +174,7 @@ Status write_trace_png(const std::string& path, const graph_driver::GraphOutcome
   script += "$trace << EOD\n" + data + "EOD\n";
   script += fmt::format("set output '{}'\n", path);
   script += fmt::format("set title \"{}, {}: residual over time\"\n", tg::describe(outcome.algorithm),
-                        graph_driver::graph_mode_name(outcome.mode));
+                        graphs::graph_mode_name(outcome.mode));
   script += fmt::format("set xlabel 'time since the parts were shipped (s)'\nset ylabel '{}'\nset logscale y\n"
                         "set format y '10^{{%L}}'\n",
                         linear ? "sum |pending delta|" : "vertices with a pending delta");
@@ -207,19 +207,19 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   Result<tp::DirectedGraph> graph = load_graph(command);
   if (!graph) return report_failure(err, graph.status());
   out << fmt::format("{}: {}\n", graph_source(command), tp::describe(*graph));
-  Result<graph_driver::GraphRunOptions> options = session::graph_run_options(command.settings, *graph, flag_spelling());
+  Result<graphs::GraphRunOptions> options = session::graph_run_options(command.settings, *graph, flag_spelling());
   if (!options) return report_failure(err, options.status());
   const tg::AlgorithmSpec spec = options->algorithm;
   options->peer_hosts = std::move(*peer_hosts);
   // Everything that needs only the graph fails here, before a connection is made.
-  if (Status checked = graph_driver::check_graph_run(*graph, spec, graph_source(command)); !checked) {
+  if (Status checked = graphs::check_graph_run(*graph, spec, graph_source(command)); !checked) {
     return report_failure(err, checked);
   }
-  Result<double> tolerance = graph_driver::run_tolerance(spec, command.settings.tolerance);
+  Result<double> tolerance = graphs::run_tolerance(spec, command.settings.tolerance);
   if (!tolerance) return report_failure(err, tolerance.status());
   const std::string profile_path =
       command.profile_path.empty() ? profile::default_profile_path(command.config_path) : command.profile_path;
-  Result<graph_driver::TargetWeights> weights = target_weights(command, profile_path, err);
+  Result<graphs::TargetWeights> weights = target_weights(command, profile_path, err);
   if (!weights) return report_failure(err, weights.status());
   options->weights = std::move(*weights);
   if (interrupted()) return report_interrupted();
@@ -228,7 +228,7 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   session_options.profile_path = command.profile_path;
   session_options.connect.required_capabilities = transport::kCapabilityGraph;
   // Only weights taken from the profile need it intact.
-  session_options.damaged_profile_is_error = options->weights.source == graph_driver::TargetWeights::Source::kProfile;
+  session_options.damaged_profile_is_error = options->weights.source == graphs::TargetWeights::Source::kProfile;
   session_options.measure_missing_profile = false;
   session_options.require_all = command.require_all;
   const std::string cluster_name = cluster->name;
@@ -244,13 +244,13 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   session::RunControl control;
   control.cancel = command.interrupted;
   control.on_notice = [&progress](const std::string& notice) { progress.notice(notice); };
-  control.on_graph_progress = [&progress, &trend](const graph_driver::TracePoint& point) {
+  control.on_graph_progress = [&progress, &trend](const graphs::TracePoint& point) {
     progress.update([&] { trend.add(point.time_s, point.residual); });
   };
   progress.start([&trend, &tolerance, eta_target](double elapsed_s) {
     return graph_progress_text(trend.latest(), *tolerance, elapsed_s, trend.eta_s(eta_target));
   });
-  Result<graph_driver::GraphOutcome> outcome = session->graph(*graph, std::move(*options), control);
+  Result<graphs::GraphOutcome> outcome = session->graph(*graph, std::move(*options), control);
   progress.stop();  // the line is gone before anything else is written
   if (interrupted()) {
     session->close();
@@ -265,14 +265,14 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
     out << "values written to " << command.out_path << "\n";
   }
   if (!command.report_path.empty()) {
-    graph_driver::GraphReportHeader header{cluster_name, graph_source(command),
+    graphs::GraphReportHeader header{cluster_name, graph_source(command),
                              {{"poll_ms", command.settings.poll_ms},
                               {"level_fraction", command.settings.level_fraction},
                               {"batch_age_ms", command.settings.batch_age_ms},
                               {"batch_entries", command.settings.batch_entries},
                               {"priority_fraction", command.settings.priority_fraction},
                               {"seed", static_cast<double>(command.settings.seed)}}};
-    const std::string text = graph_driver::graph_report_json(header, *graph, *outcome) + "\n";
+    const std::string text = graphs::graph_report_json(header, *graph, *outcome) + "\n";
     if (Status written = write_text(command.report_path, text, "report"); !written) return report_failure(err, written);
     out << "report written to " << command.report_path << "\n";
   }

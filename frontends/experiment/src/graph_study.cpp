@@ -47,12 +47,12 @@ constexpr std::string_view kVariantsExample = "[{nodes: best, mode: async}, {nod
 
 // Node choices as labels and CSV cells: "all", "auto", "best", or the listed names joined by '+'
 // (a comma would split the CSV cell).
-std::string nodes_label(const graph_driver::NodeChoice& choice) {
-  return choice.mode == graph_driver::NodeChoice::Mode::kListed ? join(choice.listed, "+") : graph_driver::describe(choice);
+std::string nodes_label(const graphs::NodeChoice& choice) {
+  return choice.mode == graphs::NodeChoice::Mode::kListed ? join(choice.listed, "+") : graphs::describe(choice);
 }
 
-Result<graph_driver::NodeChoice> parse_study_nodes(const std::string& text) {
-  Result<graph_driver::NodeChoice> choice = graph_driver::parse_node_choice(text);
+Result<graphs::NodeChoice> parse_study_nodes(const std::string& text) {
+  Result<graphs::NodeChoice> choice = graphs::parse_node_choice(text);
   if (!choice) {
     // The driver words it for the command line ("--nodes ..."); a study file has the key nodes.
     std::string message = choice.status().message();
@@ -63,7 +63,7 @@ Result<graph_driver::NodeChoice> parse_study_nodes(const std::string& text) {
 }
 
 std::string variant_label(const GraphVariant& variant) {
-  return fmt::format("{} {} {}", nodes_label(variant.nodes), graph_driver::graph_mode_name(variant.mode),
+  return fmt::format("{} {} {}", nodes_label(variant.nodes), graphs::graph_mode_name(variant.mode),
                      graph_partition_name(variant.partition));
 }
 
@@ -83,12 +83,12 @@ std::vector<GraphVariant> parse_variants(const cluster::YamlMap& keys, const Gra
     const cluster::YamlMap fields(item.value, item.line, kVariantKeys, where);
     GraphVariant variant = defaults;
     if (std::optional<std::string> nodes = fields.text("nodes", "best")) {
-      Result<graph_driver::NodeChoice> parsed = parse_study_nodes(*nodes);
+      Result<graphs::NodeChoice> parsed = parse_study_nodes(*nodes);
       if (!parsed) cluster::fail_at(fields.find("nodes")->line, fmt::format("{}: {}", where, parsed.status().message()));
       variant.nodes = *parsed;
     }
     if (std::optional<std::string> mode = fields.text("mode", "async")) {
-      Result<graph_driver::GraphMode> parsed = graph_driver::parse_graph_mode(*mode);
+      Result<graphs::GraphMode> parsed = graphs::parse_graph_mode(*mode);
       if (!parsed) cluster::fail_at(fields.find("mode")->line, fmt::format("{}: {}", where, parsed.status().message()));
       variant.mode = *parsed;
     }
@@ -143,7 +143,7 @@ GraphStudy parse_graph_study(const YAML::Node& root, const std::string& path) {
   study.algorithms = parsed_list<graph::AlgorithmKind>(keys, "algorithms", "[pagerank, cc]", graph::parse_algorithm);
   if (study.algorithms.empty()) keys.fail_missing("algorithms", "[pagerank, cc]");
   if (keys.has("modes")) {
-    study.modes = parsed_list<graph_driver::GraphMode>(keys, "modes", "[async, sync]", graph_driver::parse_graph_mode);
+    study.modes = parsed_list<graphs::GraphMode>(keys, "modes", "[async, sync]", graphs::parse_graph_mode);
     refuse_repeats(keys, "modes", study.modes);
   }
   if (keys.has("partitions")) {
@@ -151,7 +151,7 @@ GraphStudy parse_graph_study(const YAML::Node& root, const std::string& path) {
     refuse_repeats(keys, "partitions", study.partitions);
   }
   if (keys.has("nodes")) {
-    study.nodes = parsed_list<graph_driver::NodeChoice>(keys, "nodes", "[best, auto, all]", parse_study_nodes);
+    study.nodes = parsed_list<graphs::NodeChoice>(keys, "nodes", "[best, auto, all]", parse_study_nodes);
     refuse_repeats(keys, "nodes", study.nodes);
   }
   if (keys.has("variants")) {
@@ -203,21 +203,21 @@ struct GraphRunRecord {
   double fast_share = NAN;
   uint32_t repetition = 0;  // 1.. among the warm-ups, or among the timed runs
   bool warmup = false;      // untimed: in the CSV files, in no median
-  graph_driver::GraphOutcome outcome;
+  graphs::GraphOutcome outcome;
 };
 
 // "desktop+pi1": the nodes that took part in a run.
-std::string taking_part(const graph_driver::GraphOutcome& outcome) { return join(outcome.choice.taking_part, "+"); }
+std::string taking_part(const graphs::GraphOutcome& outcome) { return join(outcome.choice.taking_part, "+"); }
 
 // Runs compared with each other: everything but the repetition. The nodes are the requested
 // choice (auto may take different sets from run to run; GraphGroupStats::sets counts them).
-using GraphGroupKey = std::tuple<std::size_t, std::string, graph::AlgorithmKind, std::string, graph_driver::GraphMode,
+using GraphGroupKey = std::tuple<std::size_t, std::string, graph::AlgorithmKind, std::string, graphs::GraphMode,
                                  GraphPartition, std::string>;
 GraphGroupKey key_of(const GraphRunRecord& r) {
   return {r.cluster, r.graph, r.algorithm, nodes_label(r.variant.nodes), r.variant.mode, r.variant.partition, r.weights};
 }
 const std::string& key_nodes(const GraphGroupKey& key) { return std::get<3>(key); }
-graph_driver::GraphMode key_mode(const GraphGroupKey& key) { return std::get<4>(key); }
+graphs::GraphMode key_mode(const GraphGroupKey& key) { return std::get<4>(key); }
 const GraphPartition& key_partition(const GraphGroupKey& key) { return std::get<5>(key); }
 const std::string& key_weights(const GraphGroupKey& key) { return std::get<6>(key); }
 
@@ -239,7 +239,7 @@ std::map<GraphGroupKey, GraphGroupStats> summarise(const std::vector<GraphRunRec
   std::map<GraphGroupKey, GraphGroupStats> groups;
   for (const GraphRunRecord& record : records) {
     if (record.warmup) continue;
-    const graph_driver::GraphOutcome& o = record.outcome;
+    const graphs::GraphOutcome& o = record.outcome;
     GraphGroupStats& stats = groups[key_of(record)];
     stats.wall.push_back(o.wall_s);
     stats.total.push_back(o.total_s());
@@ -272,7 +272,7 @@ std::string placement_text(const GraphPartition& placement, const GraphGroupStat
 
 std::string group_label(const GraphGroupKey& key) {
   return fmt::format("{} {} {} {} {}", algorithm_name(std::get<2>(key)), key_nodes(key),
-                     graph_driver::graph_mode_name(key_mode(key)), graph_partition_name(key_partition(key)),
+                     graphs::graph_mode_name(key_mode(key)), graph_partition_name(key_partition(key)),
                      key_weights(key));
 }
 
@@ -301,10 +301,10 @@ Status write_csvs(const std::string& out_dir, const std::vector<ClusterFacts>& c
   std::string traces = "run," + key_columns + ",repetition,warmup,time_s,residual,edge_updates\n";
   std::size_t run = 0;
   for (const GraphRunRecord& r : records) {
-    const graph_driver::GraphOutcome& o = r.outcome;
+    const graphs::GraphOutcome& o = r.outcome;
     const std::string prefix =
         fmt::format("{},{},{},{},{},{},{}", clusters[r.cluster].spec.name, r.graph, algorithm_name(r.algorithm),
-                    nodes_label(r.variant.nodes), graph_driver::graph_mode_name(r.variant.mode),
+                    nodes_label(r.variant.nodes), graphs::graph_mode_name(r.variant.mode),
                     graph_partition_name(r.variant.partition), r.weights);
     const char* warmup = r.warmup ? "yes" : "no";
     results += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", prefix,
@@ -317,14 +317,14 @@ Status write_csvs(const std::string& out_dir, const std::vector<ClusterFacts>& c
                            join(o.lost_nodes, ";"), o.verification && o.verification->passed ? "yes" : "no",
                            o.verification ? csv_number(o.verification->l1_error) : "",
                            o.verification ? std::to_string(o.verification->mismatches) : "");
-    for (const graph_driver::GraphNodeFigures& n : o.nodes) {
+    for (const graphs::GraphNodeFigures& n : o.nodes) {
       nodes += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", prefix, r.repetition, warmup,
                            n.name, n.vertices, n.edges, n.updates, n.edge_updates, n.batches_sent, n.batches_received,
                            n.peer_bytes_sent, n.peer_bytes_received, csv_number(n.busy_s), csv_number(n.idle_s),
                            n.memory_bytes, csv_number(n.bytes_per_edge()), n.lost ? "yes" : "no",
                            n.left_out ? "yes" : "no");
     }
-    for (const graph_driver::TracePoint& point : o.trace) {
+    for (const graphs::TracePoint& point : o.trace) {
       traces += fmt::format("{},{},{},{},{},{},{}\n", run, prefix, r.repetition, warmup, csv_number(point.time_s),
                             csv_number(point.residual), point.edge_updates);
     }
@@ -343,7 +343,7 @@ Status write_summary(const std::string& out_dir, const std::vector<ClusterFacts>
   for (const auto& [key, stats] : groups) {
     csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", clusters[std::get<0>(key)].spec.name,
                        std::get<1>(key), algorithm_name(std::get<2>(key)), key_nodes(key),
-                       graph_driver::graph_mode_name(key_mode(key)), graph_partition_name(key_partition(key)),
+                       graphs::graph_mode_name(key_mode(key)), graph_partition_name(key_partition(key)),
                        key_weights(key), stats.wall.size(), csv_number(stats.total_median()),
                        csv_number(minimum(stats.total)), csv_number(maximum(stats.total)),
                        csv_number(stats.wall_median()), csv_number(minimum(stats.wall)), csv_number(maximum(stats.wall)),
@@ -391,7 +391,7 @@ void plot_traces(const std::string& out_dir, const std::vector<ClusterFacts>& cl
     if (!r.warmup && r.repetition == 1 && std::isnan(r.fast_share)) panels[{r.cluster, r.graph, r.algorithm}].push_back(&r);
   }
   for (const auto& [panel, runs] : panels) {
-    std::set<graph_driver::GraphMode> modes;
+    std::set<graphs::GraphMode> modes;
     for (const GraphRunRecord* r : runs) modes.insert(r->variant.mode);
     if (modes.size() < 2) continue;
     const auto& [cluster, graph, algorithm] = panel;
@@ -403,7 +403,7 @@ void plot_traces(const std::string& out_dir, const std::vector<ClusterFacts>& cl
     int block = 0;
     for (const GraphRunRecord* r : runs) {
       std::string points;
-      for (const graph_driver::TracePoint& point : r->outcome.trace) {
+      for (const graphs::TracePoint& point : r->outcome.trace) {
         if (point.residual > 0) points += fmt::format("{:.6g} {:.6g}\n", point.time_s, point.residual);
       }
       if (points.empty()) {
@@ -439,7 +439,7 @@ void plot_load_ratio(const std::string& out_dir, const std::vector<ClusterFacts>
     for (const auto& [key, stats] : groups) {
       if (std::get<0>(key) != cluster || std::isnan(stats.fast_share)) continue;
       const std::string label = fmt::format("{} {} {} {} {}", file_stem(std::get<1>(key)), algorithm_name(std::get<2>(key)),
-                                            key_nodes(key), graph_driver::graph_mode_name(key_mode(key)),
+                                            key_nodes(key), graphs::graph_mode_name(key_mode(key)),
                                             graph_partition_name(key_partition(key)));
       series[label] += fmt::format("{:.6g} {:.6g} {:.6g} {:.6g}\n", stats.fast_share, stats.wall_median(),
                                    minimum(stats.wall), maximum(stats.wall));
@@ -492,7 +492,7 @@ void plot_totals(const std::string& out_dir, const std::vector<ClusterFacts>& cl
     std::map<std::pair<std::string, std::string>, const GraphGroupStats*> cells;  // (graph, series) -> stats
     for (const auto& [key, stats] : groups) {
       if (std::get<0>(key) != cluster || std::get<2>(key) != algorithm || !std::isnan(stats.fast_share)) continue;
-      const std::string label = fmt::format("{} {} {} {}", key_nodes(key), graph_driver::graph_mode_name(key_mode(key)),
+      const std::string label = fmt::format("{} {} {} {}", key_nodes(key), graphs::graph_mode_name(key_mode(key)),
                                             graph_partition_name(key_partition(key)), key_weights(key));
       if (std::find(series.begin(), series.end(), label) == series.end()) series.push_back(label);
       if (std::find(graphs.begin(), graphs.end(), std::get<1>(key)) == graphs.end()) graphs.push_back(std::get<1>(key));
@@ -585,7 +585,7 @@ std::string best_node_verdict(const GraphGroupStats& best, const GraphGroupStats
 // "Cluster against its best node": per cluster, graph, algorithm, mode and weights, the best node
 // alone against auto (each of its placements) and all.
 std::string best_node_section(const std::vector<ClusterFacts>& clusters, const std::map<GraphGroupKey, GraphGroupStats>& groups) {
-  using Row = std::tuple<std::size_t, std::string, graph::AlgorithmKind, graph_driver::GraphMode, std::string>;
+  using Row = std::tuple<std::size_t, std::string, graph::AlgorithmKind, graphs::GraphMode, std::string>;
   std::map<Row, std::map<std::string, std::vector<std::pair<GraphPartition, const GraphGroupStats*>>>> rows;
   for (const auto& [key, stats] : groups) {
     if (!std::isnan(stats.fast_share)) continue;
@@ -615,7 +615,7 @@ std::string best_node_section(const std::vector<ClusterFacts>& clusters, const s
       const GraphGroupStats* judged = stats != nullptr ? stats : whole;
       table += fmt::format(
           "| {} | {} | {} | {} {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", clusters[cluster].spec.name, graph,
-          algorithm_name(algorithm), graph_driver::graph_mode_name(mode), graph_partition_name(placement), weights,
+          algorithm_name(algorithm), graphs::graph_mode_name(mode), graph_partition_name(placement), weights,
           counts_text(alone.sets), spread_text(alone.total), stats ? spread_text(stats->total) : "-",
           stats ? ratio_text(alone.total_median() / stats->total_median()) : "-", stats ? counts_text(stats->sets) : "-",
           whole ? spread_text(whole->total) : "-", whole ? ratio_text(alone.total_median() / whole->total_median()) : "-",
@@ -646,9 +646,9 @@ std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::ma
     const auto& [cluster, graph, algorithm, nodes, mode, placement, weight] = key;
     const std::string name = clusters[cluster].spec.name;
     // Work is compared on the same nodes: auto's sets may differ between the modes.
-    if (mode == graph_driver::GraphMode::kAsync && nodes == "all") {
+    if (mode == graphs::GraphMode::kAsync && nodes == "all") {
       if (const GraphGroupStats* sync =
-              find_graph_group(groups, {cluster, graph, algorithm, nodes, graph_driver::GraphMode::kSync, placement, weight})) {
+              find_graph_group(groups, {cluster, graph, algorithm, nodes, graphs::GraphMode::kSync, placement, weight})) {
         modes += fmt::format("| {} | {} | {} | {} {} | {:.3g} | {:.3g} | {:.2f} | {:.3f} | {:.3f} | {:.2f}x | {:.3f} | {:.3f} |\n",
                              name, graph, algorithm_name(algorithm), placement_text(placement, stats), weight,
                              stats.updates_median(), sync->updates_median(), stats.updates_median() / sync->updates_median(),
@@ -661,7 +661,7 @@ std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::ma
         if (const GraphGroupStats* base =
                 find_graph_group(groups, {cluster, graph, algorithm, nodes, mode, GraphPartition{false, other}, weight})) {
           placements += fmt::format("| {} | {} | {} {} {} {} | metis vs {} | {} vs {} | {:.3f} vs {:.3f} | {:+.1f}% |\n",
-                                    name, graph, algorithm_name(algorithm), nodes, graph_driver::graph_mode_name(mode),
+                                    name, graph, algorithm_name(algorithm), nodes, graphs::graph_mode_name(mode),
                                     weight, partition::method_name(other), stats.edge_cut, base->edge_cut,
                                     stats.wall_median(), base->wall_median(),
                                     100.0 * (1.0 - stats.wall_median() / base->wall_median()));
@@ -675,7 +675,7 @@ std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::ma
         const double slowest = *std::min_element(speeds.begin(), speeds.end());
         const double ideal = total / (static_cast<double>(speeds.size()) * slowest);
         weights += fmt::format("| {} | {} | {} {} {} {} | {:.3f} | {:.3f} | {:.2f}x | {:.2f}x |\n", name, graph,
-                               algorithm_name(algorithm), nodes, graph_driver::graph_mode_name(mode),
+                               algorithm_name(algorithm), nodes, graphs::graph_mode_name(mode),
                                graph_partition_name(placement), stats.wall_median(), equal->wall_median(),
                                equal->wall_median() / stats.wall_median(), ideal);
       }
@@ -703,7 +703,7 @@ std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::ma
   // Load ratio: best share against the profile's, and the cluster against its fastest node alone.
   std::string shares;
   for (std::size_t cluster = 0; cluster < clusters.size(); ++cluster) {
-    std::map<std::tuple<std::string, graph::AlgorithmKind, std::string, graph_driver::GraphMode, GraphPartition>,
+    std::map<std::tuple<std::string, graph::AlgorithmKind, std::string, graphs::GraphMode, GraphPartition>,
              std::vector<std::pair<double, const GraphGroupStats*>>>
         sweeps;
     for (const auto& [key, stats] : groups) {
@@ -720,7 +720,7 @@ std::string comparisons(const std::vector<ClusterFacts>& clusters, const std::ma
       auto alone = std::find_if(points.begin(), points.end(), [](const auto& p) { return p.first >= 1.0; });
       shares += fmt::format("| {} | {} | {} {} {} {} | {:.2f} | {:.2f} ({:.3f} s) | {} |\n", clusters[cluster].spec.name,
                             std::get<0>(sweep), algorithm_name(std::get<1>(sweep)), std::get<2>(sweep),
-                            graph_driver::graph_mode_name(std::get<3>(sweep)), graph_partition_name(std::get<4>(sweep)),
+                            graphs::graph_mode_name(std::get<3>(sweep)), graph_partition_name(std::get<4>(sweep)),
                             total > 0 ? speeds.front() / total : NAN, best->first, best->second->wall_median(),
                             alone == points.end() ? std::string("-")
                                                   : fmt::format("{:.3f} s ({:.2f}x)", alone->second->wall_median(),
@@ -762,7 +762,7 @@ std::string graph_study_report(const GraphStudy& study, const std::vector<Cluste
   for (const auto& [key, stats] : groups) {
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3f} | {} | {:.4g} | {} | {} |\n",
                       clusters[std::get<0>(key)].spec.name, std::get<1>(key), algorithm_name(std::get<2>(key)),
-                      key_nodes(key), graph_driver::graph_mode_name(key_mode(key)),
+                      key_nodes(key), graphs::graph_mode_name(key_mode(key)),
                       placement_text(key_partition(key), stats), key_weights(key), stats.wall.size(),
                       spread_text(stats.total), stats.wall_median(), counts_text(stats.sets, ", "),
                       stats.updates_median(), stats.edge_cut, stats.all_verified ? "all" : "NOT ALL");
@@ -802,8 +802,8 @@ std::vector<Combination> combinations(const GraphStudy& study) {
 }
 
 // The first node gets `share` of the weight, the others split the rest evenly.
-graph_driver::TargetWeights share_weights(double share, std::size_t nodes) {
-  graph_driver::TargetWeights weights{graph_driver::TargetWeights::Source::kExplicit, std::vector<double>(nodes, 0.0)};
+graphs::TargetWeights share_weights(double share, std::size_t nodes) {
+  graphs::TargetWeights weights{graphs::TargetWeights::Source::kExplicit, std::vector<double>(nodes, 0.0)};
   weights.weights[0] = share;
   for (std::size_t i = 1; i < nodes; ++i) weights.weights[i] = (1.0 - share) / static_cast<double>(nodes - 1);
   return weights;
@@ -844,14 +844,14 @@ class GraphStudyKind final : public StudyKind {
 
   Status use_cluster(StudyCluster& cluster, std::size_t index) override {
     clusters_.push_back(ClusterFacts{study_.cluster_paths[index], cluster.spec(), cluster.speeds()});
-    Result<graph_driver::PeerHosts> peer_hosts = emulation::load_peer_hosts(cluster.spec(), options_.run_dir);
+    Result<graphs::PeerHosts> peer_hosts = emulation::load_peer_hosts(cluster.spec(), options_.run_dir);
     if (!peer_hosts) return peer_hosts.status();
     peer_hosts_ = std::move(*peer_hosts);
     // best and auto rank the nodes by their graph rates. The runner profiles every cluster in
     // full (not --quick), which measures them on every worker with the graph service; a node
     // still without them would fail each best run, so say so once, before any run.
     const bool ranks_nodes = std::any_of(combos_.begin(), combos_.end(), [](const Combination& combo) {
-      return combo.variant.nodes.mode == graph_driver::NodeChoice::Mode::kBest;
+      return combo.variant.nodes.mode == graphs::NodeChoice::Mode::kBest;
     });
     if (ranks_nodes) {
       for (const cluster::NodeSpec& node : cluster.spec().nodes) {
@@ -887,7 +887,7 @@ class GraphStudyKind final : public StudyKind {
     // The runner numbers the warm-up passes first (StudyOutline::warmup).
     const bool warmup = pass <= study_.warmup;
     const uint32_t repetition = warmup ? pass : pass - study_.warmup;
-    graph_driver::GraphRunOptions run;
+    graphs::GraphRunOptions run;
     run.algorithm.kind = combo.algorithm;
     if (combo.algorithm == graph::AlgorithmKind::kKatz) run.algorithm.beta = katz_betas_[graph_spec];
     if (combo.algorithm == graph::AlgorithmKind::kShortestPaths) run.algorithm.source = study_.source;
@@ -902,12 +902,12 @@ class GraphStudyKind final : public StudyKind {
     if (!std::isnan(combo.fast_share)) {
       run.weights = share_weights(combo.fast_share, spec.nodes.size());
     } else {
-      run.weights.source = combo.weights == "profile" ? graph_driver::TargetWeights::Source::kProfile
-                                                      : graph_driver::TargetWeights::Source::kEqual;
+      run.weights.source = combo.weights == "profile" ? graphs::TargetWeights::Source::kProfile
+                                                      : graphs::TargetWeights::Source::kEqual;
     }
     const std::string what = fmt::format("{} {} {} {} {}", spec.name, graph_spec, algorithm_name(combo.algorithm),
                                          variant_label(combo.variant), combo.weights);
-    Result<graph_driver::GraphOutcome> ran = cluster.session().graph(graphs_.at(graph_spec), run, control);
+    Result<graphs::GraphOutcome> ran = cluster.session().graph(graphs_.at(graph_spec), run, control);
     if (!ran) return ran.status().with_context(what + ": ");
     counter.finished(fmt::format("{} {}{}: {:.3f} s ({:.3f} s placing) on {}, {} edge updates{}", what,
                                  warmup ? "warm-up " : "#", repetition, ran->total_s(), ran->placement_s, taking_part(*ran),
@@ -939,7 +939,7 @@ class GraphStudyKind final : public StudyKind {
   std::map<std::string, partition::DirectedGraph> graphs_;
   std::map<std::string, double> katz_betas_;
   std::vector<ClusterFacts> clusters_;
-  graph_driver::PeerHosts peer_hosts_;
+  graphs::PeerHosts peer_hosts_;
   std::string cache_root_;  // <out_dir>/graph-cache, or empty (cache: none)
   std::string cache_dir_;   // the current cluster's folder in it
   std::vector<GraphRunRecord> records_;
@@ -966,8 +966,8 @@ std::string graph_partition_name(const GraphPartition& placement) {
 std::vector<GraphVariant> graph_variants(const GraphStudy& study) {
   if (!study.variants.empty()) return study.variants;
   std::vector<GraphVariant> out;
-  for (const graph_driver::NodeChoice& nodes : study.nodes) {
-    for (graph_driver::GraphMode mode : study.modes) {
+  for (const graphs::NodeChoice& nodes : study.nodes) {
+    for (graphs::GraphMode mode : study.modes) {
       for (const GraphPartition& placement : study.partitions) out.push_back({nodes, mode, placement});
     }
   }

@@ -26,7 +26,7 @@ namespace tessera::cli {
 // The coordinator libraries the commands call, by their short names.
 namespace cluster = balance::cluster;
 namespace expr = balance::expr;
-namespace graph_driver = balance::graph_driver;
+namespace graphs = balance::graphs;
 namespace model = balance::model;
 namespace plan = balance::plan;
 namespace profile = balance::profile;

@@ -36,7 +36,7 @@ namespace tessera::experiment {
 // The coordinator libraries a study drives, by their short names.
 namespace cluster = balance::cluster;
 namespace expr = balance::expr;
-namespace graph_driver = balance::graph_driver;
+namespace graphs = balance::graphs;
 namespace plan = balance::plan;
 namespace profile = balance::profile;
 namespace report = balance::report;

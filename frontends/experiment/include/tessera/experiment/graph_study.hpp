@@ -1,4 +1,4 @@
-// Graph studies: a study file with `workload: graph` replays graph runs (balance/graph_driver) over one
+// Graph studies: a study file with `workload: graph` replays graph runs (balance/graphs) over one
 // or more local clusters and compares modes (async vs sync), placements (metis | contiguous |
 // hash | chunks | fennel | auto), the nodes taking part (the whole cluster, the set the placement
 // model picks, the best node alone), target weights (profile vs equal) or the share given to the
@@ -46,7 +46,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
 #include "tessera/experiment/study.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
@@ -57,7 +57,7 @@ namespace tessera::experiment {
 // The coordinator libraries a study drives, by their short names.
 namespace cluster = balance::cluster;
 namespace expr = balance::expr;
-namespace graph_driver = balance::graph_driver;
+namespace graphs = balance::graphs;
 namespace plan = balance::plan;
 namespace profile = balance::profile;
 namespace report = balance::report;
@@ -79,8 +79,8 @@ enum class GraphCache { kFresh, kNone };
 
 // One combination of nodes, mode and placement (a `variants:` item, or one of the product).
 struct GraphVariant {
-  graph_driver::NodeChoice nodes{graph_driver::NodeChoice::Mode::kAll, {}};
-  graph_driver::GraphMode mode = graph_driver::GraphMode::kAsync;
+  graphs::NodeChoice nodes{graphs::NodeChoice::Mode::kAll, {}};
+  graphs::GraphMode mode = graphs::GraphMode::kAsync;
   GraphPartition partition;
   bool operator==(const GraphVariant&) const = default;
 };
@@ -92,13 +92,13 @@ struct GraphStudy {
   std::vector<std::string> cluster_paths;  // resolved
   std::vector<std::string> graphs;         // generator specs, or resolved file paths
   std::vector<graph::AlgorithmKind> algorithms;
-  std::vector<graph_driver::GraphMode> modes = {graph_driver::GraphMode::kAsync};
+  std::vector<graphs::GraphMode> modes = {graphs::GraphMode::kAsync};
   std::vector<GraphPartition> partitions = {GraphPartition{}};
-  std::vector<graph_driver::NodeChoice> nodes = {graph_driver::NodeChoice{graph_driver::NodeChoice::Mode::kAll, {}}};
+  std::vector<graphs::NodeChoice> nodes = {graphs::NodeChoice{graphs::NodeChoice::Mode::kAll, {}}};
   std::vector<GraphVariant> variants;              // non-empty: replaces nodes x modes x partitions
   std::vector<std::string> weights = {"profile"};  // "profile" | "equal"
   std::vector<double> fast_shares;                 // non-empty: replaces weights
-  double tolerance = graph_driver::kDefaultGraphTolerance;
+  double tolerance = graphs::kDefaultGraphTolerance;
   std::optional<double> beta;
   int64_t source = 0;
   uint32_t warmup = 0;

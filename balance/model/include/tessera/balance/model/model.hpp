@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "tessera/balance/model/cluster_model.hpp"
-#include "tessera/balance/model/graph_placement.hpp"
 #include "tessera/balance/model/host.hpp"
 #include "tessera/balance/model/model_policy.hpp"
 #include "tessera/balance/model/replay.hpp"

@@ -23,7 +23,7 @@
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
-#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
@@ -74,7 +74,7 @@ struct RunControl {
   // Progress of a profile measured on the way (see ProfileProgress).
   profile::ProfileProgress on_profile_progress;
   // A graph run's residual after each poll or step (called on the calling thread).
-  std::function<void(const graph_driver::TracePoint&)> on_graph_progress;
+  std::function<void(const graphs::TracePoint&)> on_graph_progress;
 };
 
 struct SessionOptions {
@@ -201,7 +201,7 @@ class Session {
                                   linalg::MutableMatrixView c, run::VerifyMode verify, uint64_t verify_seed,
                                   const RunControl& control = {});
 
-  // Runs a graph algorithm over every node (balance/graph_driver/graph_run.hpp) and returns the values
+  // Runs a graph algorithm over every node (balance/graphs/graph_run.hpp) and returns the values
   // with the run's figures. options.weights `profile` becomes the nodes' measured speeds (fails
   // with kNotFound naming `tessera profile` when there is no profile); options.secret defaults
   // to the cluster's, so a node that ends its session with an ERROR is reconnected. Open the
@@ -209,7 +209,7 @@ class Session {
   // workers without the graph service at connect time (they fail the run by name otherwise).
   // control.cancel stops the run (kCancelled; the session is closed), control.on_notice hears
   // about lost nodes and restarts. A failed verification is a success whose outcome says so.
-  Result<graph_driver::GraphOutcome> graph(const partition::DirectedGraph& graph, graph_driver::GraphRunOptions options,
+  Result<graphs::GraphOutcome> graph(const partition::DirectedGraph& graph, graphs::GraphRunOptions options,
                              const RunControl& control = {});
 
   // The model's forecast of `plan`; none without a profile or for layouts the model cannot replay.

@@ -4,7 +4,7 @@
 // binds its flags to these fields and the Python module its keyword arguments (its signatures
 // read the defaults from a default-constructed value at import time), so a default or a check
 // cannot differ between the two. The resolved values the facade runs with are MultiplyOptions
-// (session.hpp) and graph_driver::GraphRunOptions; each default here is read from those.
+// (session.hpp) and graphs::GraphRunOptions; each default here is read from those.
 //
 // A failed check names the option through the caller's OptionSpelling, so the CLI says
 // `--refill 9 must be between 1 and --panels-in-flight 4` and Python `refill_threshold=9 must be
@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
@@ -123,7 +123,7 @@ struct GraphSettings {
   double damping = graph::AlgorithmSpec{}.damping;  // pagerank
   std::optional<double> beta;       // katz, required: below 1/lambda_max
   std::string label = graph::AlgorithmSpec{}.max_label ? "max" : "min";  // cc: max | min
-  std::string mode = std::string(graph_driver::graph_mode_name(graph_driver::GraphRunOptions{}.mode));
+  std::string mode = std::string(graphs::graph_mode_name(graphs::GraphRunOptions{}.mode));
   // auto (default): the locality placement, METIS where the forecast says it pays; or a method name.
   std::string partition = "auto";
   // auto (default): the nodes the graph placement model forecasts fastest; all; or names a,b,c.
@@ -131,13 +131,13 @@ struct GraphSettings {
   // Where placements and past runs' figures are kept: empty (default) $XDG_CACHE_HOME/tessera/graphs
   // or ~/.cache/tessera/graphs; "none": nothing is read or written.
   std::string placement_cache;
-  uint64_t seed = graph_driver::GraphRunOptions{}.seed;  // METIS seed, hash key (and generators')
-  bool verify = graph_driver::GraphRunOptions{}.verify;
-  uint32_t poll_ms = static_cast<uint32_t>(graph_driver::GraphRunOptions{}.poll_interval.count());
-  uint32_t snapshot_ms = static_cast<uint32_t>(graph_driver::GraphRunOptions{}.snapshot_interval.count());
-  double node_timeout_s = graph_driver::GraphRunOptions{}.node_timeout_s;
-  double max_seconds = graph_driver::GraphRunOptions{}.max_wall_s;
-  double level_fraction = graph_driver::GraphRunOptions{}.priority_level_fraction;  // 0: off
+  uint64_t seed = graphs::GraphRunOptions{}.seed;  // METIS seed, hash key (and generators')
+  bool verify = graphs::GraphRunOptions{}.verify;
+  uint32_t poll_ms = static_cast<uint32_t>(graphs::GraphRunOptions{}.poll_interval.count());
+  uint32_t snapshot_ms = static_cast<uint32_t>(graphs::GraphRunOptions{}.snapshot_interval.count());
+  double node_timeout_s = graphs::GraphRunOptions{}.node_timeout_s;
+  double max_seconds = graphs::GraphRunOptions{}.max_wall_s;
+  double level_fraction = graphs::GraphRunOptions{}.priority_level_fraction;  // 0: off
   double batch_age_ms =
       std::chrono::duration<double, std::milli>(graph::EngineOptions{}.batch_max_age).count();
   uint32_t batch_entries = graph::EngineOptions{}.batch_max_entries;
@@ -156,7 +156,7 @@ Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, cons
 // level_fraction in [0, 1], batch_age_ms in [0, 10000], batch_entries in 1..2^24,
 // priority_fraction in (0, 1]. Weights and peer hosts are the caller's (they need the file
 // system). Fails (kInvalidArgument) naming the option as `spelling` writes it.
-Result<graph_driver::GraphRunOptions> graph_run_options(const GraphSettings& settings,
+Result<graphs::GraphRunOptions> graph_run_options(const GraphSettings& settings,
                                                         const partition::DirectedGraph& graph,
                                                         const OptionSpelling& spelling);
 

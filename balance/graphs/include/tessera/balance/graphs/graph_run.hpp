@@ -42,15 +42,15 @@
 #include <vector>
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/graph_driver/peers.hpp"
-#include "tessera/balance/model/graph_placement.hpp"
+#include "tessera/balance/graphs/peers.hpp"
+#include "tessera/balance/graphs/graph_placement.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/graph/engine.hpp"
 #include "tessera/partition/digraph.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 enum class GraphMode { kAsync, kSync };
 // "async" | "sync"; anything else fails listing both.
@@ -103,7 +103,7 @@ struct GraphRunOptions {
   NodeChoice nodes;
   // What each node costs a graph run, cluster order (Session::graph fills it from the profile);
   // empty or unmeasured: `nodes` auto takes every node and says why.
-  std::vector<model::GraphNodeCosts> node_costs;
+  std::vector<graphs::GraphNodeCosts> node_costs;
   // Each part's target weight is its node's edge updates per second: the profile's graph rates, or
   // what past runs on the same graph measured (run_memory.hpp), instead of `weights` (Session::graph
   // sets it for --weights profile when every node has graph rates).
@@ -243,7 +243,7 @@ struct NodeChoiceRecord {
   std::vector<std::string> left_out;     // one sentence per node left out, naming it and why
   // auto, and all/listed when the nodes' costs are known: the forecast of the set that ran, and
   // of every candidate the choice weighed (names, forecast total seconds).
-  std::optional<model::GraphForecast> forecast;
+  std::optional<graphs::GraphForecast> forecast;
   std::vector<std::pair<std::vector<std::string>, double>> candidates;
   std::string bound;                     // forecast_bound of the set that ran
   std::string workload_source;           // where the sweeps per edge came from
@@ -322,4 +322,4 @@ Result<GraphVerification> verify_graph(const partition::DirectedGraph& graph, co
 std::optional<double> katz_error_amplification(const partition::DirectedGraph& graph, double beta,
                                                int max_iterations = 100000);
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

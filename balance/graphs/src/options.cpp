@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
-#include "tessera/balance/graph_driver/graph_run.hpp"
-#include "tessera/balance/graph_driver/peers.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
+#include "tessera/balance/graphs/peers.hpp"
 #include "tessera/core/strings.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 Result<GraphMode> parse_graph_mode(std::string_view name) {
   if (name == "async") return GraphMode::kAsync;
@@ -136,4 +136,4 @@ Result<std::vector<std::vector<graph::PeerEndpoint>>> peer_endpoints(std::span<c
   return endpoints;
 }
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

@@ -34,7 +34,9 @@
 
 #include "tessera/balance/model/graph_rates.hpp"
 
-namespace tessera::balance::model {
+namespace tessera::balance::graphs {
+
+using model::GraphRates;
 
 // What one node costs a graph run (rates from the profile, or from the last run on this graph).
 struct GraphNodeCosts {
@@ -161,4 +163,4 @@ double graph_part_bytes(const GraphPartShape& part);
 // times a second. The driver schedules by it and the forecast charges it.
 double poll_gap_s(double run_s, double poll_interval_s);
 
-}  // namespace tessera::balance::model
+}  // namespace tessera::balance::graphs

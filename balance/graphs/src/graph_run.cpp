@@ -1,4 +1,4 @@
-#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,16 +10,16 @@
 #include <fmt/format.h>
 
 #include "tessera/balance/cluster/silent_node_watchdog.hpp"
-#include "tessera/balance/graph_driver/node_selection.hpp"
-#include "tessera/balance/graph_driver/priority_levels.hpp"
-#include "tessera/balance/graph_driver/termination.hpp"
+#include "tessera/balance/graphs/node_selection.hpp"
+#include "tessera/balance/graphs/priority_levels.hpp"
+#include "tessera/balance/graphs/termination.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/part.hpp"
 #include "tessera/graph/state.hpp"
 #include "tessera/graph/wire.hpp"
 #include "tessera/partition/placement_cache.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 namespace {
 
@@ -388,7 +388,7 @@ void Driver::remember_run() {
   run.updates_per_edge = static_cast<double>(outcome_.edge_updates) / static_cast<double>(outcome_.edges);
   run.cut_fraction = static_cast<double>(selection.candidate.cut_edges) / static_cast<double>(outcome_.edges);
   double ghosts = 0.0, deltas = 0.0;
-  for (const model::GraphPartShape& part : selection.candidate.parts) ghosts += static_cast<double>(part.ghosts_out);
+  for (const graphs::GraphPartShape& part : selection.candidate.parts) ghosts += static_cast<double>(part.ghosts_out);
   std::vector<std::string> names;
   // Whether every node was busy long enough for its rate, and so its need, to tell (a quarter-core
   // node's short bursts run at a whole core's speed).
@@ -447,7 +447,7 @@ void Driver::remember_run() {
   if (ghosts > 0.0 && run.updates_per_edge > 0.0) run.delta_fraction = deltas / (run.updates_per_edge * ghosts);
   run.shapes = selection.shapes;
   if (selection.record.forecast) {
-    const model::GraphForecast& forecast = *selection.record.forecast;
+    const graphs::GraphForecast& forecast = *selection.record.forecast;
     // Each node's busy time (its edges, and its deltas beside others) is what this run teaches the
     // forecast through its rates and delta scale, whether or not the forecast had them right, so
     // the extra is what lies beyond the busiest node's shipping, busy time and gathering: start-up
@@ -458,7 +458,7 @@ void Driver::remember_run() {
     // The forecast's nodes are the chosen candidate's, in selection.nodes' order.
     double node_s = 0.0;
     for (std::size_t i = 0; i < forecast.nodes.size() && i < selection.nodes.size(); ++i) {
-      const model::GraphNodeForecast& planned = forecast.nodes[i];
+      const graphs::GraphNodeForecast& planned = forecast.nodes[i];
       node_s = std::max(node_s, planned.ship_s + records_[selection.nodes[i]].figures.busy_s + planned.gather_s);
     }
     run.extra_s = outcome_.total_s() - (forecast.placement_s + node_s + forecast.termination_s);
@@ -863,7 +863,7 @@ Status Driver::run_async() {
   for (;;) {
     TESSERA_RETURN_IF_ERROR(check_limits());
     sleep_until(next_poll);
-    const double gap_s = model::poll_gap_s(seconds_since(started_), std::chrono::duration<double>(options_.poll_interval).count());
+    const double gap_s = graphs::poll_gap_s(seconds_since(started_), std::chrono::duration<double>(options_.poll_interval).count());
     interval = std::min<Clock::duration>(interval * 2, std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap_s)));
     next_poll += interval;
     if (next_poll < Clock::now()) next_poll = Clock::now() + interval;
@@ -1046,4 +1046,4 @@ Result<GraphOutcome> run_graph(cluster::ClusterConnection& cluster, const partit
   return driver.run();
 }
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

@@ -1,8 +1,8 @@
-#include "tessera/balance/graph_driver/termination.hpp"
+#include "tessera/balance/graphs/termination.hpp"
 
 #include <fmt/format.h>
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 namespace {
 
@@ -86,4 +86,4 @@ void SyncLedger::record_step(std::span<const std::vector<uint64_t>> sent_to) {
   for (std::size_t i = 0; i < received_total_.size(); ++i) received_total_[i] += expected_[i];
 }
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

@@ -1,4 +1,4 @@
-#include "tessera/balance/graph_driver/graph_report.hpp"
+#include "tessera/balance/graphs/graph_report.hpp"
 
 #include <cmath>
 
@@ -7,7 +7,7 @@
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 namespace {
 
 using json = nlohmann::json;
@@ -32,9 +32,9 @@ json placement_json(const PlacementSummary& placement) {
           {"parts", std::move(parts)}};
 }
 
-json forecast_json(const model::GraphForecast& forecast) {
+json forecast_json(const graphs::GraphForecast& forecast) {
   json nodes = json::array();
-  for (const model::GraphNodeForecast& node : forecast.nodes) {
+  for (const graphs::GraphNodeForecast& node : forecast.nodes) {
     nodes.push_back({{"name", node.name}, {"total_s", node.total_s}, {"ship_s", node.ship_s}, {"edges_s", node.edges_s},
                      {"send_s", node.send_s}, {"receive_s", node.receive_s}, {"gather_s", node.gather_s},
                      {"edge_updates", node.edge_updates}, {"deltas_sent", node.deltas_sent}});
@@ -142,4 +142,4 @@ std::string graph_report_json(const GraphReportHeader& header, const tp::Directe
 }
 
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

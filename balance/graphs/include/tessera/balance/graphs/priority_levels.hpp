@@ -22,10 +22,10 @@
 #include <span>
 #include <vector>
 
-#include "tessera/balance/graph_driver/termination.hpp"
+#include "tessera/balance/graphs/termination.hpp"
 #include "tessera/graph/engine.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 class PriorityLevels {
  public:
@@ -50,4 +50,4 @@ class PriorityLevels {
   std::chrono::steady_clock::time_point previous_at_;
 };
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

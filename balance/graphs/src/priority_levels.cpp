@@ -1,9 +1,9 @@
-#include "tessera/balance/graph_driver/priority_levels.hpp"
+#include "tessera/balance/graphs/priority_levels.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 PriorityLevels::PriorityLevels(double fraction, uint64_t edges, double tolerance)
     : fraction_(std::clamp(std::isfinite(fraction) ? fraction : 0.0, 0.0, 1.0)),
@@ -39,4 +39,4 @@ std::vector<graph::PriorityLevel> PriorityLevels::observe(std::span<const NodeCo
   return levels;
 }
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 // What one poll read from one node (graph::EngineProgress, the fields termination needs).
 struct NodeCounters {
@@ -90,4 +90,4 @@ class SyncLedger {
   std::vector<uint64_t> received_total_;
 };
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

@@ -9,18 +9,18 @@
 #include <string>
 #include <vector>
 
-#include "tessera/balance/graph_driver/graph_run.hpp"
-#include "tessera/balance/graph_driver/run_memory.hpp"
-#include "tessera/balance/model/graph_placement.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
+#include "tessera/balance/graphs/run_memory.hpp"
+#include "tessera/balance/graphs/graph_placement.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/partition/digraph.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 // Part shapes of `part_of` (one entry per vertex of `graph`, in [0, parts)) and the number of
 // directed edges whose ends lie in different parts.
 struct PlacementShape {
-  std::vector<model::GraphPartShape> parts;
+  std::vector<graphs::GraphPartShape> parts;
   int64_t cut_edges = 0;
 };
 PlacementShape placement_shape(const partition::DirectedGraph& graph, std::span<const int32_t> part_of, uint32_t parts);
@@ -30,12 +30,12 @@ PlacementShape placement_shape(const partition::DirectedGraph& graph, std::span<
 // 0.6 that asynchronous Gauss-Seidel sweeps needed on the graphs measured (docs/graphs.md); 2 for
 // cc and sssp (most labels settle in one or two waves on low-diameter graphs). Remote deltas add
 // `spread_per_cut` per unit of cut fraction (measured on R-MAT and meshes, docs/graphs.md).
-model::GraphWorkload default_workload(const graph::AlgorithmSpec& spec, double tolerance,
+graphs::GraphWorkload default_workload(const graph::AlgorithmSpec& spec, double tolerance,
                                       const partition::DirectedGraph& graph, double poll_interval_s);
 
 // The candidate node sets of `auto`: among `usable` (cluster indices), the fastest alone, the
-// fastest two, ..., all (model::nodes_by_graph_speed order).
-std::vector<std::vector<std::size_t>> candidate_sets(const std::vector<model::GraphNodeCosts>& costs,
+// fastest two, ..., all (graphs::nodes_by_graph_speed order).
+std::vector<std::vector<std::size_t>> candidate_sets(const std::vector<graphs::GraphNodeCosts>& costs,
                                                      const std::vector<std::size_t>& usable);
 
 // The nodes of the run and its first placement, chosen as options.nodes says (NodeChoice), with
@@ -58,10 +58,10 @@ struct Selection {
   PlacementRecord placing;
   // What the forecast used, for learning from the run (remember).
   RunMemory memory;
-  std::vector<model::GraphNodeCosts> costs;  // the options' costs with remembered edge rates
-  std::vector<model::GraphNodeCosts> share_costs;  // whose rates size the shares of several parts
-  model::GraphWorkload workload;
-  model::GraphCandidate candidate;           // the chosen set as placed
+  std::vector<graphs::GraphNodeCosts> costs;  // the options' costs with remembered edge rates
+  std::vector<graphs::GraphNodeCosts> share_costs;  // whose rates size the shares of several parts
+  graphs::GraphWorkload workload;
+  graphs::GraphCandidate candidate;           // the chosen set as placed
   std::optional<double> metis_seconds;       // METIS ran (not read from the cache) and took this
   std::map<std::string, RunMemory::Shape> shapes;  // placements weighed this run (shape_key)
 };
@@ -78,7 +78,7 @@ partition::PartitionOptions placement_options(const GraphRunOptions& run, partit
 // The target weights of `nodes` (cluster indices): with options.weights_from_rates each node's
 // edge updates per second in `costs` (the profile's, or what past runs on the graph measured),
 // else the explicit weights of those nodes, or equal. All zero: equal.
-std::vector<double> target_weights_of(const GraphRunOptions& options, const std::vector<model::GraphNodeCosts>& costs,
+std::vector<double> target_weights_of(const GraphRunOptions& options, const std::vector<graphs::GraphNodeCosts>& costs,
                                       const std::vector<std::size_t>& nodes);
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

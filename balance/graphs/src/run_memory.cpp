@@ -1,4 +1,4 @@
-#include "tessera/balance/graph_driver/run_memory.hpp"
+#include "tessera/balance/graphs/run_memory.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "tessera/core/files.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 namespace {
 
 using json = nlohmann::json;
@@ -188,7 +188,7 @@ Status save_run_memory(const std::string& path, const RunMemory& memory) {
   json shapes = json::object();
   for (const auto& [key, shape] : memory.shapes) {
     json parts = json::array();
-    for (const model::GraphPartShape& part : shape.parts) {
+    for (const graphs::GraphPartShape& part : shape.parts) {
       parts.push_back({part.vertices, part.edges, part.ghosts_out, part.ghosts_in, part.peers_out, part.peers_in});
     }
     shapes[key] = {{"cut_edges", shape.cut_edges}, {"parts", std::move(parts)}, {"shares", shape.shares}};
@@ -284,7 +284,7 @@ std::vector<double> shares_for_equal_need(const std::vector<PartRun>& parts) {
   return next;
 }
 
-model::GraphWorkload remembered_workload(model::GraphWorkload workload, const RunMemory& memory, std::string& source) {
+graphs::GraphWorkload remembered_workload(graphs::GraphWorkload workload, const RunMemory& memory, std::string& source) {
   std::vector<std::string> measured;
   if (memory.updates_per_edge_alone) {
     workload.updates_per_edge_alone = *memory.updates_per_edge_alone;
@@ -336,9 +336,9 @@ double within_band(double rate, double expected, double profiled) {
 // probe's rate; held to the probe's band, the forecast put the desktop's 39 ms of edges at 4 ms and
 // the rest into start-up, and a node without its own measurement would have looked ten times too
 // fast beside one with it. At most the band's top (a faster graph than the probe is a burst).
-double graph_cost_factor(const std::vector<model::GraphNodeCosts>& costs, const RunMemory& memory) {
+double graph_cost_factor(const std::vector<graphs::GraphNodeCosts>& costs, const RunMemory& memory) {
   std::vector<double> ratios;
-  for (const model::GraphNodeCosts& node : costs) {
+  for (const graphs::GraphNodeCosts& node : costs) {
     const auto at = memory.edge_updates_per_s.find(node.name);
     if (at != memory.edge_updates_per_s.end() && node.rates.edge_updates_per_s > 0.0) {
       ratios.push_back(at->second / node.rates.edge_updates_per_s);
@@ -353,9 +353,9 @@ double graph_cost_factor(const std::vector<model::GraphNodeCosts>& costs, const 
 
 }  // namespace
 
-std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory) {
+std::vector<graphs::GraphNodeCosts> remembered_costs(std::vector<graphs::GraphNodeCosts> costs, const RunMemory& memory) {
   const double factor = graph_cost_factor(costs, memory);
-  for (model::GraphNodeCosts& node : costs) {
+  for (graphs::GraphNodeCosts& node : costs) {
     const double profiled = node.rates.edge_updates_per_s;
     const double expected = factor * profiled;
     const auto alone = memory.edge_updates_per_s.find(node.name);
@@ -374,10 +374,10 @@ std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNode
   return costs;
 }
 
-std::vector<model::GraphNodeCosts> remembered_share_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory) {
+std::vector<graphs::GraphNodeCosts> remembered_share_costs(std::vector<graphs::GraphNodeCosts> costs, const RunMemory& memory) {
   costs = remembered_costs(std::move(costs), memory);
-  for (model::GraphNodeCosts& node : costs) node.rates.edge_updates_per_s = node.edge_rate(/*alone=*/false);
+  for (graphs::GraphNodeCosts& node : costs) node.rates.edge_updates_per_s = node.edge_rate(/*alone=*/false);
   return costs;
 }
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

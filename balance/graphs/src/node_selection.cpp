@@ -1,4 +1,4 @@
-#include "tessera/balance/graph_driver/node_selection.hpp"
+#include "tessera/balance/graphs/node_selection.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +12,7 @@
 #include "tessera/core/strings.hpp"
 #include "tessera/partition/placement_cache.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 PlacementShape placement_shape(const partition::DirectedGraph& graph, std::span<const int32_t> part_of, uint32_t parts) {
   PlacementShape shape;
@@ -24,7 +24,7 @@ PlacementShape placement_shape(const partition::DirectedGraph& graph, std::span<
   std::vector<std::vector<int64_t>> by_part(parts);
   for (int64_t v = 0; v < graph.vertex_count; ++v) by_part[static_cast<std::size_t>(part_of[v])].push_back(v);
   for (uint32_t p = 0; p < parts; ++p) {
-    model::GraphPartShape& part = shape.parts[p];
+    graphs::GraphPartShape& part = shape.parts[p];
     part.vertices = static_cast<int64_t>(by_part[p].size());
     for (int64_t u : by_part[p]) {
       const auto begin = graph.offsets[static_cast<std::size_t>(u)], end = graph.offsets[static_cast<std::size_t>(u) + 1];
@@ -52,9 +52,9 @@ PlacementShape placement_shape(const partition::DirectedGraph& graph, std::span<
   return shape;
 }
 
-model::GraphWorkload default_workload(const graph::AlgorithmSpec& spec, double tolerance,
+graphs::GraphWorkload default_workload(const graph::AlgorithmSpec& spec, double tolerance,
                                       const partition::DirectedGraph& graph, double poll_interval_s) {
-  model::GraphWorkload workload;
+  graphs::GraphWorkload workload;
   workload.vertices = graph.vertex_count;
   workload.edges = graph.edge_count();
   workload.poll_interval_s = poll_interval_s;
@@ -71,10 +71,10 @@ model::GraphWorkload default_workload(const graph::AlgorithmSpec& spec, double t
   return workload;
 }
 
-std::vector<std::vector<std::size_t>> candidate_sets(const std::vector<model::GraphNodeCosts>& costs,
+std::vector<std::vector<std::size_t>> candidate_sets(const std::vector<graphs::GraphNodeCosts>& costs,
                                                      const std::vector<std::size_t>& usable) {
   std::vector<std::size_t> order;
-  for (std::size_t node : model::nodes_by_graph_speed(costs)) {
+  for (std::size_t node : graphs::nodes_by_graph_speed(costs)) {
     if (std::find(usable.begin(), usable.end(), node) != usable.end()) order.push_back(node);
   }
   std::vector<std::vector<std::size_t>> sets;
@@ -100,7 +100,7 @@ constexpr tp::PartitionMethod kCheapMethods[] = {tp::PartitionMethod::kChunks, t
 // (rmat:18, 2026-11-27: 2.2-2.7 s for 8.4 M edges; meshes are about three times faster).
 constexpr double kMetisSecondsPerEdge = 3e-7;
 
-bool all_measured(const std::vector<model::GraphNodeCosts>& costs, const std::vector<std::size_t>& nodes) {
+bool all_measured(const std::vector<graphs::GraphNodeCosts>& costs, const std::vector<std::size_t>& nodes) {
   if (costs.empty()) return false;
   return std::all_of(nodes.begin(), nodes.end(), [&](std::size_t node) { return costs[node].rates.measured(); });
 }
@@ -160,9 +160,9 @@ Result<Placed> place(const SelectionInput& input, tp::PartitionMethod method, co
   return placed;
 }
 
-model::GraphCandidate candidate_of(const SelectionInput& input, const std::vector<std::size_t>& nodes, const Placed& placed) {
+graphs::GraphCandidate candidate_of(const SelectionInput& input, const std::vector<std::size_t>& nodes, const Placed& placed) {
   PlacementShape shape = placement_shape(input.graph, placed.partition.part, static_cast<uint32_t>(nodes.size()));
-  model::GraphCandidate candidate;
+  graphs::GraphCandidate candidate;
   candidate.nodes = nodes;
   candidate.parts = std::move(shape.parts);
   candidate.cut_edges = shape.cut_edges;
@@ -174,7 +174,7 @@ model::GraphCandidate candidate_of(const SelectionInput& input, const std::vecto
 // `candidate` (its nodes set) with the parts and cut a past run kept for `key`, rescaled to
 // `weights`; false when the memory has no shape of that many parts for it.
 bool take_remembered_shape(const RunMemory& memory, const std::string& key, const std::vector<double>& weights,
-                           model::GraphCandidate& candidate) {
+                           graphs::GraphCandidate& candidate) {
   const auto known = memory.shapes.find(key);
   if (known == memory.shapes.end() || known->second.parts.size() != candidate.nodes.size()) return false;
   const RunMemory::Shape shape = known->second.rescaled(shares_of(weights));
@@ -190,7 +190,7 @@ std::vector<std::string> names_of(const SelectionInput& input, const std::vector
 }
 
 // `candidate` with what past runs of its very node set took beyond their forecast, when one ran.
-model::GraphCandidate with_remembered_extra(const RunMemory& memory, const SelectionInput& input, model::GraphCandidate candidate) {
+graphs::GraphCandidate with_remembered_extra(const RunMemory& memory, const SelectionInput& input, graphs::GraphCandidate candidate) {
   const auto known = memory.extra_by_set.find(set_key(names_of(input, candidate.nodes)));
   if (known != memory.extra_by_set.end()) candidate.extra_s = known->second;
   return candidate;
@@ -209,10 +209,10 @@ partition::PartitionOptions placement_options(const GraphRunOptions& run, partit
   return options;
 }
 
-std::vector<double> target_weights_of(const GraphRunOptions& options, const std::vector<model::GraphNodeCosts>& costs,
+std::vector<double> target_weights_of(const GraphRunOptions& options, const std::vector<graphs::GraphNodeCosts>& costs,
                                       const std::vector<std::size_t>& nodes) {
   if (options.weights_from_rates && costs.size() > *std::max_element(nodes.begin(), nodes.end())) {
-    return model::graph_share_weights(costs, nodes);
+    return graphs::graph_share_weights(costs, nodes);
   }
   std::vector<double> weights;
   bool any = false;
@@ -234,7 +234,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   if (!memory_note.empty()) selection.placing.cache_note = memory_note;
   selection.costs = remembered_costs(options.node_costs, selection.memory);
   selection.share_costs = remembered_share_costs(options.node_costs, selection.memory);
-  const std::vector<model::GraphNodeCosts>& costs = selection.costs;
+  const std::vector<graphs::GraphNodeCosts>& costs = selection.costs;
   std::vector<std::size_t> every(count);
   for (std::size_t i = 0; i < count; ++i) every[i] = i;
 
@@ -268,7 +268,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
             "--nodes best needs every node's graph rates, and the profile has none for some; run `tessera profile` "
             "on the cluster first, or name the node with --nodes NAME");
       }
-      sets.push_back({model::nodes_by_graph_speed(costs).front()});
+      sets.push_back({graphs::nodes_by_graph_speed(costs).front()});
       break;
     case NodeChoice::Mode::kAuto:
       selection.record.mode = "auto";
@@ -290,7 +290,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   std::erase_if(sets, [](const std::vector<std::size_t>& set) { return set.empty(); });
   if (sets.empty()) return invalid_argument("no node is left to take part (every one has weight 0)");
 
-  model::GraphWorkload workload = default_workload(options.algorithm, input.tolerance, input.graph,
+  graphs::GraphWorkload workload = default_workload(options.algorithm, input.tolerance, input.graph,
                                                    std::chrono::duration<double>(options.poll_interval).count());
   if (selection.record.workload_source.empty()) {
     std::string source = fmt::format("estimated {:.3g} edge updates per edge alone, x(1 + {:g} x cut fraction) spread",
@@ -301,9 +301,9 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   const double metis_s_per_edge = selection.memory.metis_s_per_edge.value_or(kMetisSecondsPerEdge);
   const bool forecastable = std::all_of(sets.begin(), sets.end(),
                                        [&](const std::vector<std::size_t>& set) { return all_measured(costs, set); });
-  const auto run_part_s = [&](const model::GraphCandidate& candidate) {
-    const model::GraphForecast forecast =
-        model::forecast_graph_run(costs, workload, with_remembered_extra(selection.memory, input, candidate));
+  const auto run_part_s = [&](const graphs::GraphCandidate& candidate) {
+    const graphs::GraphForecast forecast =
+        graphs::forecast_graph_run(costs, workload, with_remembered_extra(selection.memory, input, candidate));
     return forecast.total_s - forecast.placement_s;
   };
 
@@ -326,7 +326,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   const bool metis_asked = !options.choose_method && options.method == tp::PartitionMethod::kMetis;
   const bool weigh_cheaply = options.choose_method || (metis_asked && sets.size() > 1);
   std::vector<std::optional<Placed>> placed(sets.size());  // per set, when it was placed to weigh it
-  std::vector<model::GraphCandidate> candidates;
+  std::vector<graphs::GraphCandidate> candidates;
   double spent_s = 0.0;  // every placement made while choosing is part of the run's time
   double best_so_far_s = std::numeric_limits<double>::infinity();
   for (std::size_t index = 0; index < sets.size(); ++index) {
@@ -334,12 +334,12 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     const std::vector<double> weights = weights_for(set);
     const tp::PartitionMethod method = weigh_cheaply && set.size() > 1 ? kCheapMethods[0] : options.method;
     const std::string key = shape_key(tp::method_name(method), names_of(input, set));
-    model::GraphCandidate candidate;
+    graphs::GraphCandidate candidate;
     candidate.nodes = set;
     candidate.method = std::string(tp::method_name(method));
     if (!take_remembered_shape(selection.memory, key, weights, candidate)) {
       if (forecastable && set.size() > 1) {
-        model::GraphCandidate uncut = candidate;
+        graphs::GraphCandidate uncut = candidate;
         uncut.parts.assign(set.size(), {});
         for (std::size_t i = 0; i < set.size(); ++i) {
           const double share = weights[i] / std::accumulate(weights.begin(), weights.end(), 0.0);
@@ -363,9 +363,9 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     candidates.push_back(std::move(candidate));
   }
   std::size_t chosen = 0;
-  for (model::GraphCandidate& candidate : candidates) candidate = with_remembered_extra(selection.memory, input, std::move(candidate));
+  for (graphs::GraphCandidate& candidate : candidates) candidate = with_remembered_extra(selection.memory, input, std::move(candidate));
   if (forecastable) {
-    model::GraphNodeChoice choice = model::choose_graph_nodes(costs, workload, candidates);
+    graphs::GraphNodeChoice choice = graphs::choose_graph_nodes(costs, workload, candidates);
     chosen = choice.chosen;
     selection.record.left_out = std::move(choice.left_out);
     for (std::size_t i = 0; i < candidates.size(); ++i) {
@@ -383,7 +383,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   // placing to compare, so a warm run places only the one it uses).
   const bool metis_for_chosen = several && metis_asked && weigh_cheaply;
   std::optional<Placed> chosen_placement = std::move(placed[chosen]);
-  model::GraphCandidate winner_candidate = candidates[chosen];
+  graphs::GraphCandidate winner_candidate = candidates[chosen];
   if (metis_for_chosen) {
     Result<Placed> metis = place(input, tp::PartitionMethod::kMetis, selection.weights);
     if (!metis) return metis.status();
@@ -397,7 +397,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     std::optional<tp::PartitionMethod> best_method;
     for (tp::PartitionMethod method : methods) {
       const std::string key = shape_key(tp::method_name(method), chosen_names);
-      model::GraphCandidate candidate = candidates[chosen];
+      graphs::GraphCandidate candidate = candidates[chosen];
       if (chosen_placement && chosen_placement->method == method) {
         // weighed with this very placement
       } else if (!take_remembered_shape(selection.memory, key, selection.weights, candidate)) {
@@ -437,8 +437,8 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     if (!note.empty()) selection.placing.cache_note = note;
     if (!metis) {
       const double metis_s = metis_s_per_edge * static_cast<double>(input.placement_graph.edge_count());
-      model::GraphCandidate uncut = winner_candidate;
-      for (model::GraphPartShape& part : uncut.parts) part.ghosts_out = part.ghosts_in = part.peers_out = part.peers_in = 0;
+      graphs::GraphCandidate uncut = winner_candidate;
+      for (graphs::GraphPartShape& part : uncut.parts) part.ghosts_out = part.ghosts_in = part.peers_out = part.peers_in = 0;
       uncut.cut_edges = 0;
       const double best_case_s = metis_s + run_part_s(uncut);
       if (best_case_s < cheap_run_s) {
@@ -454,7 +454,7 @@ Result<Selection> select_and_place(const SelectionInput& input) {
     }
     if (metis) {
       spent_s += metis->seconds;
-      model::GraphCandidate with_metis = candidate_of(input, selection.nodes, *metis);
+      graphs::GraphCandidate with_metis = candidate_of(input, selection.nodes, *metis);
       const double metis_run_s = run_part_s(with_metis);
       if (metis_run_s < cheap_run_s) {
         selection.placing.reason = fmt::format("metis{}: its cut saves {:.3g} s of the run's forecast",
@@ -473,8 +473,8 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   selection.workload = workload;
   selection.candidate = winner_candidate;
   if (forecastable) {
-    selection.record.forecast = model::forecast_graph_run(costs, workload, winner_candidate);
-    selection.record.bound = model::forecast_bound(*selection.record.forecast);
+    selection.record.forecast = graphs::forecast_graph_run(costs, workload, winner_candidate);
+    selection.record.bound = graphs::forecast_bound(*selection.record.forecast);
   }
   selection.partition = std::move(winner.partition);
   selection.method = winner.method;
@@ -485,4 +485,4 @@ Result<Selection> select_and_place(const SelectionInput& input) {
   return selection;
 }
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
 #include "tessera/partition/digraph.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 struct GraphReportHeader {
   std::string cluster;
@@ -25,4 +25,4 @@ struct GraphReportHeader {
 std::string graph_report_json(const GraphReportHeader& header, const partition::DirectedGraph& graph,
                               const GraphOutcome& outcome, int indent = 2);
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

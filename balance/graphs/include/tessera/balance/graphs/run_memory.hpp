@@ -17,11 +17,11 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/balance/model/graph_placement.hpp"
+#include "tessera/balance/graphs/graph_placement.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 struct RunMemory {
   std::optional<double> updates_per_edge_alone;
@@ -57,7 +57,7 @@ struct RunMemory {
   // run weighs them without placing anything.
   struct Shape {
     int64_t cut_edges = 0;
-    std::vector<model::GraphPartShape> parts;
+    std::vector<graphs::GraphPartShape> parts;
     std::vector<double> shares;  // the parts' target shares it was made with (sum 1)
     bool operator==(const Shape&) const = default;
     // The shape for other shares: each part's vertices and edges scaled by its share's change,
@@ -89,7 +89,7 @@ RunMemory load_run_memory(const std::string& path, std::string* note = nullptr);
 Status save_run_memory(const std::string& path, const RunMemory& memory);
 
 // `workload` with what the memory measured in place of the estimates; `source` says which.
-model::GraphWorkload remembered_workload(model::GraphWorkload workload, const RunMemory& memory, std::string& source);
+graphs::GraphWorkload remembered_workload(graphs::GraphWorkload workload, const RunMemory& memory, std::string& source);
 
 // The memory after a run: `parts` parts (1: alone), `updates_per_edge` and `cut_fraction` as
 // measured, each node's edge rate, the ghosts' share sending, METIS' time per edge if it ran.
@@ -131,9 +131,9 @@ std::vector<double> shares_for_equal_need(const std::vector<PartRun>& parts);
 // nodes that ran it alone); its rate beside others (edge_updates_per_s_with_others) where a run
 // with others measured one, which forecasts of several nodes use; its delta costs scaled where
 // the memory has a scale.
-std::vector<model::GraphNodeCosts> remembered_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory);
+std::vector<graphs::GraphNodeCosts> remembered_costs(std::vector<graphs::GraphNodeCosts> costs, const RunMemory& memory);
 // Node costs whose edge rates size the shares of several parts: each node's rate measured with
 // others where the memory has one (within a band around the profile's), else its forecast rate.
-std::vector<model::GraphNodeCosts> remembered_share_costs(std::vector<model::GraphNodeCosts> costs, const RunMemory& memory);
+std::vector<graphs::GraphNodeCosts> remembered_share_costs(std::vector<graphs::GraphNodeCosts> costs, const RunMemory& memory);
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

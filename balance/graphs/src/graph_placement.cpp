@@ -1,4 +1,4 @@
-#include "tessera/balance/model/graph_placement.hpp"
+#include "tessera/balance/graphs/graph_placement.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace tessera::balance::model {
+namespace tessera::balance::graphs {
 namespace {
 
 // Wire bytes per shipped vertex (offset, value, delta) and per edge (its target slot), plus a ghost
@@ -198,4 +198,4 @@ std::vector<double> graph_share_weights(const std::vector<GraphNodeCosts>& costs
   return weights;
 }
 
-}  // namespace tessera::balance::model
+}  // namespace tessera::balance::graphs

@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "tessera/balance/graph_driver/graph_run.hpp"
+#include "tessera/balance/graphs/graph_run.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/reference.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 Status check_graph_run(const partition::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
                        std::string_view graph_name) {
@@ -110,4 +110,4 @@ Result<GraphVerification> verify_graph(const partition::DirectedGraph& graph, co
   return verification;
 }
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs

@@ -17,7 +17,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/graph/wire.hpp"
 
-namespace tessera::balance::graph_driver {
+namespace tessera::balance::graphs {
 
 // hosts[receiver][peer], both cluster node indices; empty, or nodes x nodes.
 using PeerHosts = std::vector<std::vector<std::string>>;
@@ -30,4 +30,4 @@ Result<std::vector<std::vector<graph::PeerEndpoint>>> peer_endpoints(std::span<c
                                                                       const PeerHosts& hosts,
                                                                       std::span<const std::size_t> part_nodes);
 
-}  // namespace tessera::balance::graph_driver
+}  // namespace tessera::balance::graphs
