@@ -12,6 +12,11 @@
 
 namespace tessera::gemm {
 
+uint64_t new_forward_token() {
+  std::random_device device;
+  return (uint64_t{device()} << 32) ^ device();
+}
+
 EncodedStore encode_store(uint32_t tile_id, uint32_t rows, uint32_t cols, std::span<const double> data) {
   const TilePrefix tile{tile_id, rows, cols, tile_crc32c(data)};
   EncodedStore encoded;
@@ -84,8 +89,7 @@ Result<ForwardReady> GemmClient::set_up_forwarding(const ForwardSetup& setup) {
 }
 
 Status GemmClient::end_forwarding(uint64_t token) {
-  std::random_device device;
-  uint64_t ended = (uint64_t{device()} << 32) ^ device();
+  uint64_t ended = new_forward_token();
   if (ended == token) ++ended;
   return set_up_forwarding(ForwardSetup{ended, 0, 0, "", 0}).status();
 }

@@ -33,7 +33,7 @@ Per variant, two timings:
                 every block of C exists on some worker (C is not gathered): the multiply alone on
                 distributed data, like pdgemm alone.
 C of the end-to-end run is checked with Freivalds' test within the bound Tessera's verifier uses
-(balance/run/src/verify.cpp); a wrong product exits 3.
+(balance/multiply/src/verify.cpp); a wrong product exits 3.
 
 Per timed product the task stream (distributed's get_task_stream) and the scheduler's "stealing"
 events are recorded: per worker, the tasks it computed by key prefix, their compute and transfer

@@ -22,7 +22,7 @@
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/report/report.hpp"
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/algorithm.hpp"
@@ -104,19 +104,19 @@ class ProgressBox {
 
 // As the CLI's check_finite: NaN and infinities are usually a bug upstream.
 Status check_finite(linalg::MatrixView matrix, std::string_view name) {
-  const std::optional<tb::run::NonFiniteEntry> entry = tb::run::first_nonfinite(matrix);
+  const std::optional<tb::multiply::NonFiniteEntry> entry = tb::multiply::first_nonfinite(matrix);
   if (!entry) return Status::ok();
   return invalid_argument(fmt::format("{} (0-based [row][column]); fix the input, or pass allow_nonfinite=True to "
                                       "multiply it anyway (verification then counts matching NaN/inf entries as "
                                       "equal)",
-                                      tb::run::describe_nonfinite(name, *entry)));
+                                      tb::multiply::describe_nonfinite(name, *entry)));
 }
 
 // The CLI's check_multiply_fits with A and B already in memory: refuses, before anything more is
 // allocated, a multiply whose working memory cannot fit: C (unless it is the caller's `out`), the
 // copy of B's pieces the driver encodes, and verification's copies (|A| and |B| for the rounding
 // bound; exact also a reference C and its magnitude).
-Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::run::VerifyMode verify, bool allocates_c) {
+Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::multiply::VerifyMode verify, bool allocates_c) {
   uint64_t doubles = 0;
   const auto add = [&doubles](uint64_t rows, uint64_t cols) {
     const uint64_t term = saturating_bytes(rows, cols, 1);
@@ -124,21 +124,21 @@ Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::run::VerifyM
   };
   if (allocates_c) add(m, n);
   add(k, n);
-  if (verify != tb::run::VerifyMode::kNone) {
+  if (verify != tb::multiply::VerifyMode::kNone) {
     add(m, k);
     add(k, n);
   }
-  if (verify == tb::run::VerifyMode::kExact) {
+  if (verify == tb::multiply::VerifyMode::kExact) {
     add(m, n);
     add(m, n);
   }
   const std::string held = std::string(allocates_c ? "C, " : "") + "a copy of B" +
-                           (verify == tb::run::VerifyMode::kNone ? "" : " and the verification's copies") +
+                           (verify == tb::multiply::VerifyMode::kNone ? "" : " and the verification's copies") +
                            ", besides A and B already in memory";
   return check_fits_in_memory(saturating_bytes(doubles, 1, sizeof(double)),
                               fmt::format("multiplying A {}x{} by B {}x{} ({})", m, k, k, n, held),
                               std::string("; multiply smaller matrices") +
-                                  (verify == tb::run::VerifyMode::kNone ? "" : " or pass verify=\"none\""));
+                                  (verify == tb::multiply::VerifyMode::kNone ? "" : " or pass verify=\"none\""));
 }
 
 }  // namespace

@@ -211,7 +211,7 @@ TEST(ReportTest, JsonHasTheDocumentedKeys) {
   report.run.imbalance = 1.1;
   report.run.nodes.push_back({"a", 60, 0.6, 1000, 500, 0.4, 0.05, 0.1, 0.5, 4});
   report.run.nodes.push_back({"b", 40, 0.4, 800, 400, 0.3, 0.04, 0.2, 0.45, 4});
-  report.verification.mode = run::VerifyMode::kFreivalds;
+  report.verification.mode = multiply::VerifyMode::kFreivalds;
   report.verification.passed = true;
   const nlohmann::json json = nlohmann::json::parse(report::report_json(report));
   EXPECT_EQ(json["policy"], "proportional");
@@ -252,7 +252,7 @@ TEST(ReportTest, JsonHasTheDocumentedKeys) {
   EXPECT_NE(report::format_report_table(report).find("host's cores shared with the coordinator: b 80%"), std::string::npos)
       << report::format_report_table(report);
 
-  report.verification.mode = run::VerifyMode::kNone;
+  report.verification.mode = multiply::VerifyMode::kNone;
   EXPECT_TRUE(nlohmann::json::parse(report::report_json(report))["verified"].is_null());
 
   const std::string table = report::format_report_table(report);

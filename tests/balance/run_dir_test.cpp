@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "tessera/balance/cluster/cluster_spec.hpp"
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 #include "tessera/linalg/matrix.hpp"
 
 namespace tessera::balance {
@@ -156,9 +156,9 @@ TEST_F(PrivateDirs, ASecretFileOfAnotherUserIsRefusedWithTheChown) {
 TEST(NonFiniteInstance, TheNpyInstanceNamesItsNaN) {
   Result<linalg::Matrix> a = linalg::read_npy(std::string(TESSERA_TEST_INSTANCES) + "/npy/nan-at-12-7.npy");
   ASSERT_TRUE(a.is_ok()) << a.status().to_string();
-  const std::optional<run::NonFiniteEntry> entry = run::first_nonfinite(*a);
+  const std::optional<multiply::NonFiniteEntry> entry = multiply::first_nonfinite(*a);
   ASSERT_TRUE(entry.has_value());
-  EXPECT_EQ(run::describe_nonfinite("A", *entry), "A[12][7] is NaN");
+  EXPECT_EQ(multiply::describe_nonfinite("A", *entry), "A[12][7] is NaN");
 }
 
 }  // namespace

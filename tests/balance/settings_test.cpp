@@ -259,7 +259,7 @@ TEST(FrontEndSettings, EvalSettingsBecomeTheEvaluationsOptions) {
   EXPECT_TRUE(resolved->every_node);
   EXPECT_DOUBLE_EQ(resolved->cache_bytes, 64e6);
   EXPECT_TRUE(std::holds_alternative<plan::EvenPolicy>(resolved->multiply.policy));
-  EXPECT_EQ(resolved->multiply.verify, run::VerifyMode::kExact);
+  EXPECT_EQ(resolved->multiply.verify, multiply::VerifyMode::kExact);
 }
 
 TEST(FrontEndSettings, EvalChecksNameTheOptionInEachSpelling) {

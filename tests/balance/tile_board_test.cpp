@@ -1,6 +1,6 @@
 // The tile board alone: which tile a node gets, what a lost node's tiles become, who wins a
 // speculative copy, and when the run is complete.
-#include "tessera/balance/run/tile_board.hpp"
+#include "tessera/balance/multiply/tile_board.hpp"
 
 #include <gtest/gtest.h>
 
@@ -14,23 +14,23 @@ namespace {
 
 using partition::Block;
 
-run::WorkTile tile(uint64_t row_begin, uint64_t rows, int assigned, std::optional<std::size_t> parent = std::nullopt) {
-  run::WorkTile t;
+multiply::WorkTile tile(uint64_t row_begin, uint64_t rows, int assigned, std::optional<std::size_t> parent = std::nullopt) {
+  multiply::WorkTile t;
   t.block = Block{row_begin, rows, 0, 4, 0, 4};
   t.assigned = assigned;
   t.parent = parent;
   return t;
 }
 
-std::optional<uint64_t> take(run::TileBoard& board, int node) {
+std::optional<uint64_t> take(multiply::TileBoard& board, int node) {
   bool copy = false;
   return board.take(node, false, copy);
 }
 
 TEST(TileBoard, StaticNodesTakeTheirOwnTilesThenTheRunIsDone) {
-  run::Work work;
+  multiply::Work work;
   work.tiles = {tile(0, 4, 0), tile(4, 4, 1), tile(8, 4, 0)};
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   EXPECT_EQ(take(board, 1), 1u);
   EXPECT_EQ(take(board, 1), std::nullopt) << "node 1 has no more of its own and must not take node 0's";
   EXPECT_EQ(take(board, 0), 0u);
@@ -44,9 +44,9 @@ TEST(TileBoard, StaticNodesTakeTheirOwnTilesThenTheRunIsDone) {
 }
 
 TEST(TileBoard, ALostNodesTilesAreReissuedToWhoeverAsks) {
-  run::Work work;
+  multiply::Work work;
   work.tiles = {tile(0, 4, 0), tile(4, 4, 1), tile(8, 4, 1)};
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   ASSERT_EQ(take(board, 1), 1u);  // running on node 1, tile 2 still pending there
   std::vector<uint64_t> reissued;
   board.node_lost(1, reissued);
@@ -60,9 +60,9 @@ TEST(TileBoard, ALostNodesTilesAreReissuedToWhoeverAsks) {
 }
 
 TEST(TileBoard, ALostTileWithSparesIsSharedByTheSurvivors) {
-  run::Work work;
+  multiply::Work work;
   work.tiles = {tile(0, 9, 0), tile(0, 3, -1, 0), tile(3, 3, -1, 0), tile(6, 3, -1, 0), tile(9, 3, 1)};
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   ASSERT_EQ(take(board, 0), 0u);
   EXPECT_EQ(take(board, 1), 4u);
   EXPECT_EQ(take(board, 1), std::nullopt) << "spares stay dormant while their tile's node lives";
@@ -83,10 +83,10 @@ TEST(TileBoard, ALostTileWithSparesIsSharedByTheSurvivors) {
 // Spares cut for particular nodes go to those nodes; one cut for a node lost before goes to
 // whoever asks.
 TEST(TileBoard, SparesGoToTheNodesTheyWereCutForOrToAnyoneWhenThatNodeIsLost) {
-  run::Work work;
+  multiply::Work work;
   // Tile 0 (node 0) has spares for nodes 1 and 2; tile 3 (node 1) for nodes 0 and 2.
   work.tiles = {tile(0, 9, 0), tile(0, 6, 1, 0), tile(6, 3, 2, 0), tile(9, 9, 1), tile(9, 6, 0, 3), tile(15, 3, 2, 3)};
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   ASSERT_EQ(take(board, 0), 0u);
   ASSERT_EQ(take(board, 1), 3u);
   std::vector<uint64_t> reissued;
@@ -107,10 +107,10 @@ TEST(TileBoard, SparesGoToTheNodesTheyWereCutForOrToAnyoneWhenThatNodeIsLost) {
 }
 
 TEST(TileBoard, DynamicIdleNodesCopyTheOldestRunningTileAndTheFirstResultWins) {
-  run::Work work;
+  multiply::Work work;
   work.speculate = true;
   work.tiles = {tile(0, 4, -1), tile(4, 4, -1)};
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   bool copy = true;
   EXPECT_EQ(board.take(0, false, copy), 0u);
   EXPECT_FALSE(copy);
@@ -131,16 +131,16 @@ TEST(TileBoard, DynamicIdleNodesCopyTheOldestRunningTileAndTheFirstResultWins) {
 }
 
 TEST(TileBoard, ACopyIsHandedOutOnlyWhereTheFilterSaysItPaysAndSettledTilesAreSeen) {
-  run::Work work;
+  multiply::Work work;
   work.speculate = true;
   work.tiles = {tile(0, 4, -1), tile(4, 4, -1), tile(8, 4, -1)};
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   bool copy = false;
   ASSERT_EQ(board.take(0, false, copy), 0u);
   ASSERT_EQ(board.take(1, false, copy), 1u);
   ASSERT_EQ(board.take(1, false, copy), 2u);
   std::vector<std::pair<uint64_t, int>> asked;
-  const run::TileBoard::CopyFilter only_tile_2 = [&](uint64_t t, int owner, double running_s) {
+  const multiply::TileBoard::CopyFilter only_tile_2 = [&](uint64_t t, int owner, double running_s) {
     asked.emplace_back(t, owner);
     EXPECT_GE(running_s, 0.0);
     return t == 2;
@@ -149,7 +149,7 @@ TEST(TileBoard, ACopyIsHandedOutOnlyWhereTheFilterSaysItPaysAndSettledTilesAreSe
   EXPECT_EQ(board.take(3, false, copy, only_tile_2), 2u);
   EXPECT_TRUE(copy);
   EXPECT_EQ(asked.size(), 3u);
-  const run::TileBoard::CopyFilter never = [](uint64_t, int, double) { return false; };
+  const multiply::TileBoard::CopyFilter never = [](uint64_t, int, double) { return false; };
   EXPECT_EQ(board.take(4, false, copy, never), std::nullopt) << "no copy pays: nothing to do";
   EXPECT_EQ(board.copies(), 1u);
 
@@ -160,10 +160,10 @@ TEST(TileBoard, ACopyIsHandedOutOnlyWhereTheFilterSaysItPaysAndSettledTilesAreSe
 }
 
 TEST(TileBoard, AWaitingNodeWhoseCopiesDoNotPayWakesWhenTheRunEnds) {
-  run::Work work;
+  multiply::Work work;
   work.speculate = true;
   work.tiles = {tile(0, 4, -1)};
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   bool copy = false;
   ASSERT_EQ(board.take(0, false, copy), 0u);
   std::optional<uint64_t> taken = 7;
@@ -177,20 +177,20 @@ TEST(TileBoard, AWaitingNodeWhoseCopiesDoNotPayWakesWhenTheRunEnds) {
 }
 
 TEST(TileBoard, ANodeWhoseStartDoesNotPayTakesNoFreshTileUntilTheOthersAreLost) {
-  run::Work work;
+  multiply::Work work;
   work.tiles = {tile(0, 4, -1), tile(4, 4, -1), tile(8, 4, -1)};
   work.speculate = true;
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   std::size_t seen_remaining = 0;
   bool saw_others_started = false;
   // Node 2 pays for its first tile only once both others are gone.
-  const run::TileBoard::StartFilter slow_start = [&](uint64_t, const run::TileBoard::BoardView& view) {
+  const multiply::TileBoard::StartFilter slow_start = [&](uint64_t, const multiply::TileBoard::BoardView& view) {
     seen_remaining = view.remaining;
     saw_others_started = view.started.size() > 1 && view.started[0] && view.started[1];
     return view.lost.size() > 1 && view.lost[0] && view.lost[1];
   };
   // Its copies would not pay either (the driver's copy filter counts all of B too).
-  const run::TileBoard::CopyFilter no_copies = [](uint64_t, int, double) { return false; };
+  const multiply::TileBoard::CopyFilter no_copies = [](uint64_t, int, double) { return false; };
   bool copy = false;
   EXPECT_EQ(board.take(2, false, copy, no_copies, slow_start), std::nullopt);
   EXPECT_EQ(seen_remaining, 3u);
@@ -212,10 +212,10 @@ TEST(TileBoard, ANodeWhoseStartDoesNotPayTakesNoFreshTileUntilTheOthersAreLost) 
 }
 
 TEST(TileBoard, ALostOwnerHandsARunningTileToItsCopyHolder) {
-  run::Work work;
+  multiply::Work work;
   work.speculate = true;
   work.tiles = {tile(0, 4, -1)};
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   bool copy = false;
   ASSERT_EQ(board.take(0, false, copy), 0u);
   ASSERT_EQ(board.take(1, false, copy), 0u);
@@ -228,9 +228,9 @@ TEST(TileBoard, ALostOwnerHandsARunningTileToItsCopyHolder) {
 }
 
 TEST(TileBoard, AWaitingNodeWakesWhenALostTileComesBackOrTheRunAborts) {
-  run::Work work;
+  multiply::Work work;
   work.tiles = {tile(0, 4, -1)};
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   ASSERT_EQ(take(board, 0), 0u);
   std::optional<uint64_t> got;
   std::jthread waiter([&] {
@@ -242,7 +242,7 @@ TEST(TileBoard, AWaitingNodeWakesWhenALostTileComesBackOrTheRunAborts) {
   waiter.join();
   EXPECT_EQ(got, 0u);
 
-  run::TileBoard aborted(work);
+  multiply::TileBoard aborted(work);
   ASSERT_EQ(take(aborted, 0), 0u);
   std::jthread second([&] {
     bool copy = false;
@@ -263,9 +263,9 @@ namespace {
 // A node that began reading a result into C and then failed did not finish the tile: the tile is
 // handed out again, and the node that finishes it is first.
 TEST(TileBoardReceive, AResultThatFailsHalfWayLeavesTheTileToBeReissued) {
-  run::Work work;
+  multiply::Work work;
   work.tiles = {tile(0, 4, 0), tile(4, 4, 1)};
-  run::TileBoard board(work);
+  multiply::TileBoard board(work);
   ASSERT_EQ(take(board, 0), 0u);
   ASSERT_EQ(take(board, 1), 1u);
   EXPECT_TRUE(board.begin_receive(0, 0));
@@ -287,10 +287,10 @@ TEST(TileBoardReceive, AResultThatFailsHalfWayLeavesTheTileToBeReissued) {
 TEST(TileBoardReceive, ASecondResultWaitsForTheOneLandingInC) {
   for (bool receiver_fails : {false, true}) {
     SCOPED_TRACE(receiver_fails);
-    run::Work work;
+    multiply::Work work;
     work.speculate = true;
     work.tiles = {tile(0, 4, -1)};
-    run::TileBoard board(work);
+    multiply::TileBoard board(work);
     bool copy = false;
     ASSERT_EQ(board.take(0, false, copy), 0u);
     ASSERT_EQ(board.take(1, false, copy), 0u);

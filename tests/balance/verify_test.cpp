@@ -1,4 +1,4 @@
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 
 #include <gtest/gtest.h>
 
@@ -30,14 +30,14 @@ linalg::Matrix naive_product(const linalg::Matrix& a, const linalg::Matrix& b) {
   return c;
 }
 
-class VerifyModes : public ::testing::TestWithParam<run::VerifyMode> {};
+class VerifyModes : public ::testing::TestWithParam<multiply::VerifyMode> {};
 
 TEST_P(VerifyModes, AcceptsCorrectProductsSummedInAnyOrder) {
   const linalg::Matrix a = linalg::random_matrix(123, 457, 1);
   const linalg::Matrix b = linalg::random_matrix(457, 89, 2);
-  const run::Verification blas = run::verify_product(a, b, product(a, b), GetParam(), 7);
+  const multiply::Verification blas = multiply::verify_product(a, b, product(a, b), GetParam(), 7);
   EXPECT_TRUE(blas.passed) << blas.detail;
-  const run::Verification naive = run::verify_product(a, b, naive_product(a, b), GetParam(), 7);
+  const multiply::Verification naive = multiply::verify_product(a, b, naive_product(a, b), GetParam(), 7);
   EXPECT_TRUE(naive.passed) << naive.detail << " ratio " << naive.max_error_ratio;
 }
 
@@ -46,7 +46,7 @@ TEST_P(VerifyModes, RejectsOneWrongEntry) {
   const linalg::Matrix b = linalg::random_matrix(200, 50, 4);
   linalg::Matrix c = product(a, b);
   c.at(17, 23) += 1e-6;  // far above rounding (~1e-13 here), far below the entries (~10)
-  const run::Verification check = run::verify_product(a, b, c, GetParam(), 9);
+  const multiply::Verification check = multiply::verify_product(a, b, c, GetParam(), 9);
   EXPECT_FALSE(check.passed);
   EXPECT_NE(check.detail.find("17"), std::string::npos) << check.detail;
 }
@@ -57,8 +57,8 @@ TEST_P(VerifyModes, RejectsAMissingPanelContribution) {
   const linalg::Matrix full = product(a, b);
   for (std::size_t p = 32; p < 64; ++p)
     for (std::size_t j = 0; j < b.cols; ++j) b.at(p, j) = 0.0;
-  EXPECT_FALSE(run::verify_product(a, linalg::random_matrix(96, 30, 6), product(a, b), GetParam(), 1).passed);
-  EXPECT_TRUE(run::verify_product(a, linalg::random_matrix(96, 30, 6), full, GetParam(), 1).passed);
+  EXPECT_FALSE(multiply::verify_product(a, linalg::random_matrix(96, 30, 6), product(a, b), GetParam(), 1).passed);
+  EXPECT_TRUE(multiply::verify_product(a, linalg::random_matrix(96, 30, 6), full, GetParam(), 1).passed);
 }
 
 TEST_P(VerifyModes, RejectsNaN) {
@@ -66,17 +66,17 @@ TEST_P(VerifyModes, RejectsNaN) {
   const linalg::Matrix b = linalg::random_matrix(8, 8, 2);
   linalg::Matrix c = product(a, b);
   c.at(3, 3) = std::numeric_limits<double>::quiet_NaN();
-  EXPECT_FALSE(run::verify_product(a, b, c, GetParam(), 1).passed);
+  EXPECT_FALSE(multiply::verify_product(a, b, c, GetParam(), 1).passed);
 }
 
 TEST_P(VerifyModes, IntegerInputsAreExact) {
   const linalg::Matrix a = linalg::random_matrix(30, 70, 1, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(70, 20, 2, linalg::FillKind::kIntegers);
-  const run::Verification check = run::verify_product(a, b, naive_product(a, b), GetParam(), 3);
+  const multiply::Verification check = multiply::verify_product(a, b, naive_product(a, b), GetParam(), 3);
   EXPECT_TRUE(check.passed);
   // The exact check compares C itself, which is exact here; Freivalds multiplies by real-valued
   // vectors, so its two sides differ by rounding.
-  if (GetParam() == run::VerifyMode::kExact) {
+  if (GetParam() == multiply::VerifyMode::kExact) {
     EXPECT_EQ(check.max_abs_error, 0.0);
   }
 }
@@ -90,19 +90,19 @@ TEST_P(VerifyModes, NonFiniteInputsVerifyWhenCMatchesTheReference) {
   a.at(6, 0) = std::numeric_limits<double>::infinity();
   const linalg::Matrix c = product(a, b);
   ASSERT_TRUE(std::isnan(c.at(4, 0)));
-  const run::Verification check = run::verify_product(a, b, c, GetParam(), 1);
+  const multiply::Verification check = multiply::verify_product(a, b, c, GetParam(), 1);
   EXPECT_TRUE(check.passed) << check.detail;
 
   linalg::Matrix wrong = c;
   wrong.at(4, 5) = 1.0;  // a NaN row that came back finite
-  EXPECT_FALSE(run::verify_product(a, b, wrong, GetParam(), 1).passed);
+  EXPECT_FALSE(multiply::verify_product(a, b, wrong, GetParam(), 1).passed);
   wrong = c;
   wrong.at(9, 3) += 1.0;  // a finite row that is wrong
-  EXPECT_FALSE(run::verify_product(a, b, wrong, GetParam(), 1).passed);
+  EXPECT_FALSE(multiply::verify_product(a, b, wrong, GetParam(), 1).passed);
   wrong = c;
   wrong.at(6, 1) = -wrong.at(6, 1);  // the wrong infinity
   ASSERT_TRUE(std::isinf(wrong.at(6, 1)));
-  const run::Verification flipped = run::verify_product(a, b, wrong, GetParam(), 1);
+  const multiply::Verification flipped = multiply::verify_product(a, b, wrong, GetParam(), 1);
   EXPECT_FALSE(flipped.passed);
   EXPECT_NE(flipped.detail.find("C[6][1]"), std::string::npos) << flipped.detail;
 }
@@ -112,14 +112,14 @@ TEST_P(VerifyModes, NonFiniteBIsComparedEntryByEntry) {
   linalg::Matrix b = linalg::random_matrix(8, 6, 4);
   b.at(5, 2) = -std::numeric_limits<double>::infinity();
   const linalg::Matrix c = product(a, b);
-  const run::Verification check = run::verify_product(a, b, c, GetParam(), 1);
+  const multiply::Verification check = multiply::verify_product(a, b, c, GetParam(), 1);
   EXPECT_TRUE(check.passed) << check.detail;
-  if (GetParam() == run::VerifyMode::kFreivalds) {
+  if (GetParam() == multiply::VerifyMode::kFreivalds) {
     EXPECT_NE(check.detail.find("compared with a local BLAS product instead"), std::string::npos) << check.detail;
   }
   linalg::Matrix wrong = c;
   wrong.at(7, 4) *= 2.0;
-  EXPECT_FALSE(run::verify_product(a, b, wrong, GetParam(), 1).passed);
+  EXPECT_FALSE(multiply::verify_product(a, b, wrong, GetParam(), 1).passed);
 }
 
 TEST(VerifyTest, FreivaldsWithMoreRoundsThanOnePassServesAndRaggedSizesStillCatchesOneWrongEntry) {
@@ -128,13 +128,13 @@ TEST(VerifyTest, FreivaldsWithMoreRoundsThanOnePassServesAndRaggedSizesStillCatc
   const linalg::Matrix b = linalg::random_matrix(29, 13, 12);
   linalg::Matrix c = product(a, b);
   for (int rounds : {1, 2, 4, 5, 9}) {
-    const run::Verification good = run::verify_product(a, b, c, run::VerifyMode::kFreivalds, 3, rounds);
+    const multiply::Verification good = multiply::verify_product(a, b, c, multiply::VerifyMode::kFreivalds, 3, rounds);
     EXPECT_TRUE(good.passed) << rounds << ": " << good.detail;
     EXPECT_NE(good.detail.find(std::to_string(rounds) + " Freivalds rounds"), std::string::npos) << good.detail;
   }
   c.at(36, 12) += 1e-6;  // the last row and column: the tails of both loops
   for (int rounds : {1, 5}) {
-    const run::Verification bad = run::verify_product(a, b, c, run::VerifyMode::kFreivalds, 3, rounds);
+    const multiply::Verification bad = multiply::verify_product(a, b, c, multiply::VerifyMode::kFreivalds, 3, rounds);
     EXPECT_FALSE(bad.passed) << rounds;
     EXPECT_NE(bad.detail.find("row 36"), std::string::npos) << bad.detail;
   }
@@ -145,10 +145,10 @@ TEST(VerifyTest, ACheckPreparedFromAAndBBeforeCExistsJudgesTheCThatArrivesLater)
   const linalg::Matrix a = linalg::random_matrix(1031, 64, 21);  // rows split over threads unevenly
   const linalg::Matrix b = linalg::random_matrix(64, 40, 22);
   linalg::Matrix c(1031, 40);
-  const run::ProductCheck check = run::ProductCheck::prepare(a, b, run::VerifyMode::kFreivalds, 5, 5);
+  const multiply::ProductCheck check = multiply::ProductCheck::prepare(a, b, multiply::VerifyMode::kFreivalds, 5, 5);
   c = product(a, b);
   for (int threads : {1, 2, 3, 4}) {
-    const run::Verification good = check.finish(c, threads);
+    const multiply::Verification good = check.finish(c, threads);
     EXPECT_TRUE(good.passed) << threads << ": " << good.detail;
     EXPECT_GE(good.overlapped_seconds, 0.0);
   }
@@ -157,14 +157,14 @@ TEST(VerifyTest, ACheckPreparedFromAAndBBeforeCExistsJudgesTheCThatArrivesLater)
     linalg::Matrix wrong = c;
     wrong.at(row, 39) += 1e-3;
     for (int threads : {1, 4}) {
-      const run::Verification bad = check.finish(wrong, threads);
+      const multiply::Verification bad = check.finish(wrong, threads);
       EXPECT_FALSE(bad.passed) << row << " " << threads;
       EXPECT_NE(bad.detail.find(fmt::format("row {}:", row)), std::string::npos) << bad.detail;
     }
   }
   // The prepared check gives verify_product's verdict and figures for the same seed.
-  const run::Verification together = run::verify_product(a, b, c, run::VerifyMode::kFreivalds, 5, 5);
-  const run::Verification split = check.finish(c, 2);
+  const multiply::Verification together = multiply::verify_product(a, b, c, multiply::VerifyMode::kFreivalds, 5, 5);
+  const multiply::Verification split = check.finish(c, 2);
   EXPECT_EQ(together.max_error_ratio, split.max_error_ratio);
   EXPECT_EQ(together.detail, split.detail);
   EXPECT_EQ(together.overlapped_seconds, 0.0);  // verify_product waited for both halves
@@ -174,25 +174,25 @@ TEST(VerifyTest, APreparedCheckStillComparesNonFiniteRowsOfAEntryByEntry) {
   linalg::Matrix a = linalg::random_matrix(600, 12, 31);
   a.at(444, 3) = std::numeric_limits<double>::quiet_NaN();
   const linalg::Matrix b = linalg::random_matrix(12, 9, 32);
-  const run::ProductCheck check = run::ProductCheck::prepare(a, b, run::VerifyMode::kFreivalds, 2);
+  const multiply::ProductCheck check = multiply::ProductCheck::prepare(a, b, multiply::VerifyMode::kFreivalds, 2);
   linalg::Matrix c = product(a, b);
   EXPECT_TRUE(check.finish(c, 3).passed);
   c.at(444, 8) = 1.0;  // a NaN row's entry replaced by a number: Freivalds alone could not see it
-  const run::Verification bad = check.finish(c, 3);
+  const multiply::Verification bad = check.finish(c, 3);
   EXPECT_FALSE(bad.passed);
   EXPECT_NE(bad.detail.find("C[444][8]"), std::string::npos) << bad.detail;
 }
 
 TEST(VerifyTest, FirstNonFiniteNamesItsPosition) {
   linalg::Matrix a = linalg::random_matrix(20, 10, 1);
-  EXPECT_FALSE(run::first_nonfinite(a).has_value());
+  EXPECT_FALSE(multiply::first_nonfinite(a).has_value());
   a.at(15, 1) = std::numeric_limits<double>::infinity();
   a.at(12, 7) = std::numeric_limits<double>::quiet_NaN();
-  const std::optional<run::NonFiniteEntry> first = run::first_nonfinite(a);
+  const std::optional<multiply::NonFiniteEntry> first = multiply::first_nonfinite(a);
   ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(run::describe_nonfinite("A", *first), "A[12][7] is NaN");
+  EXPECT_EQ(multiply::describe_nonfinite("A", *first), "A[12][7] is NaN");
   a.at(12, 7) = 0.0;
-  EXPECT_EQ(run::describe_nonfinite("B", *run::first_nonfinite(a)), "B[15][1] is +inf");
+  EXPECT_EQ(multiply::describe_nonfinite("B", *multiply::first_nonfinite(a)), "B[15][1] is +inf");
 }
 
 // Issue 40: finite inputs whose product overflows (A's entries 1.7e308, B all ones) made C all
@@ -206,9 +206,9 @@ TEST(VerifyTest, BothModesRefuseAProductOfFiniteInputsThatOverflowedAndNameItsFi
   ASSERT_TRUE(std::isinf(c.at(0, 0)));
   std::string details[2];
   int index = 0;
-  for (run::VerifyMode mode : {run::VerifyMode::kExact, run::VerifyMode::kFreivalds}) {
-    const run::Verification check = run::verify_product(a, b, c, mode, 1);
-    EXPECT_FALSE(check.passed) << run::verify_mode_name(mode) << ": " << check.detail;
+  for (multiply::VerifyMode mode : {multiply::VerifyMode::kExact, multiply::VerifyMode::kFreivalds}) {
+    const multiply::Verification check = multiply::verify_product(a, b, c, mode, 1);
+    EXPECT_FALSE(check.passed) << multiply::verify_mode_name(mode) << ": " << check.detail;
     EXPECT_NE(check.detail.find("overflowed"), std::string::npos) << check.detail;
     EXPECT_NE(check.detail.find("C[0][0] is +inf"), std::string::npos) << check.detail;
     EXPECT_TRUE(std::isinf(check.max_error_ratio));
@@ -230,17 +230,17 @@ TEST(VerifyTest, TheFirstNonFiniteEntryOfCIsNamedInEitherModeWithAnyThreadCount)
   ASSERT_TRUE(std::isinf(c.at(700, 3)));
   ASSERT_TRUE(std::isfinite(c.at(700, 2)));
   c.at(900, 5) = std::numeric_limits<double>::quiet_NaN();  // later in row-major order
-  for (run::VerifyMode mode : {run::VerifyMode::kExact, run::VerifyMode::kFreivalds}) {
-    const run::ProductCheck check = run::ProductCheck::prepare(a, b, mode, 3);
+  for (multiply::VerifyMode mode : {multiply::VerifyMode::kExact, multiply::VerifyMode::kFreivalds}) {
+    const multiply::ProductCheck check = multiply::ProductCheck::prepare(a, b, mode, 3);
     for (int threads : {1, 4}) {
-      const run::Verification verdict = check.finish(c, threads);
+      const multiply::Verification verdict = check.finish(c, threads);
       EXPECT_FALSE(verdict.passed);
       EXPECT_NE(verdict.detail.find("C[700][3] is +inf"), std::string::npos) << verdict.detail;
     }
   }
   c.at(700, 3) = 1.0;  // wrong, but finite: the NaN is now the first non-finite entry
-  for (run::VerifyMode mode : {run::VerifyMode::kExact, run::VerifyMode::kFreivalds}) {
-    const run::Verification verdict = run::verify_product(a, b, c, mode, 3);
+  for (multiply::VerifyMode mode : {multiply::VerifyMode::kExact, multiply::VerifyMode::kFreivalds}) {
+    const multiply::Verification verdict = multiply::verify_product(a, b, c, mode, 3);
     EXPECT_FALSE(verdict.passed);
     EXPECT_NE(verdict.detail.find("C[900][5] is NaN"), std::string::npos) << verdict.detail;
   }
@@ -259,7 +259,7 @@ TEST_P(VerifyModes, NonFiniteInputsExplainOnlyTheirOwnRowsAndColumns) {
   b.at(1, 6) = -std::numeric_limits<double>::infinity();  // column 6 of C is infinite or NaN
   const linalg::Matrix c = product(a, b);
   ASSERT_TRUE(std::isinf(c.at(7, 5)));
-  const run::Verification check = run::verify_product(a, b, c, GetParam(), 1);
+  const multiply::Verification check = multiply::verify_product(a, b, c, GetParam(), 1);
   EXPECT_FALSE(check.passed);
   EXPECT_NE(check.detail.find("C[7][5] is +inf"), std::string::npos) << check.detail;
   EXPECT_NE(check.detail.find("row 7 of A and column 5 of B"), std::string::npos) << check.detail;
@@ -271,24 +271,24 @@ TEST_P(VerifyModes, NonFiniteInputsExplainOnlyTheirOwnRowsAndColumns) {
       ASSERT_TRUE(std::isfinite(fine.at(7, j))) << j;
     }
   }
-  const run::Verification passed = run::verify_product(a, b, fine, GetParam(), 1);
+  const multiply::Verification passed = multiply::verify_product(a, b, fine, GetParam(), 1);
   EXPECT_TRUE(passed.passed) << passed.detail;
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, VerifyModes, ::testing::Values(run::VerifyMode::kFreivalds, run::VerifyMode::kExact));
+INSTANTIATE_TEST_SUITE_P(Modes, VerifyModes, ::testing::Values(multiply::VerifyMode::kFreivalds, multiply::VerifyMode::kExact));
 
 TEST(VerifyTest, NoneChecksNothingAndSaysSo) {
   const linalg::Matrix a(2, 2), b(2, 2);
-  const run::Verification check = run::verify_product(a, b, linalg::Matrix(2, 2), run::VerifyMode::kNone, 1);
+  const multiply::Verification check = multiply::verify_product(a, b, linalg::Matrix(2, 2), multiply::VerifyMode::kNone, 1);
   EXPECT_FALSE(check.passed);
   EXPECT_EQ(check.detail, "not verified");
 }
 
 TEST(VerifyTest, ModeNames) {
-  EXPECT_EQ(*run::parse_verify_mode("freivalds"), run::VerifyMode::kFreivalds);
-  EXPECT_EQ(*run::parse_verify_mode("exact"), run::VerifyMode::kExact);
-  EXPECT_EQ(*run::parse_verify_mode("none"), run::VerifyMode::kNone);
-  EXPECT_NE(run::parse_verify_mode("maybe").status().message().find("freivalds, exact, none"), std::string::npos);
+  EXPECT_EQ(*multiply::parse_verify_mode("freivalds"), multiply::VerifyMode::kFreivalds);
+  EXPECT_EQ(*multiply::parse_verify_mode("exact"), multiply::VerifyMode::kExact);
+  EXPECT_EQ(*multiply::parse_verify_mode("none"), multiply::VerifyMode::kNone);
+  EXPECT_NE(multiply::parse_verify_mode("maybe").status().message().find("freivalds, exact, none"), std::string::npos);
 }
 
 }  // namespace

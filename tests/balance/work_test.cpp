@@ -1,7 +1,7 @@
 // Building a run's work from a plan, without sockets: tiles cover the m x n x k space exactly
 // once, B pieces are shared where boxes meet, spare pieces split each static tile, and dynamic
 // row tiles start and end small.
-#include "tessera/balance/run/work.hpp"
+#include "tessera/balance/multiply/work.hpp"
 
 #include <gtest/gtest.h>
 
@@ -36,9 +36,9 @@ plan::Plan plan_of(plan::Policy policy, Layout layout, uint64_t m, uint64_t n, u
 }
 
 // How often each (row, col, k) cell is covered by the tiles that are live at the start (no spares).
-std::vector<int> coverage(const run::Work& work, const plan::Plan& plan) {
+std::vector<int> coverage(const multiply::Work& work, const plan::Plan& plan) {
   std::vector<int> count(plan.m * plan.n * plan.k, 0);
-  for (const run::WorkTile& tile : work.tiles) {
+  for (const multiply::WorkTile& tile : work.tiles) {
     if (tile.parent) continue;
     const Block& b = tile.block;
     for (uint64_t r = b.row_begin; r < b.row_begin + b.rows; ++r)
@@ -54,7 +54,7 @@ TEST_P(WorkTest, StaticTilesCoverEveryCellOnceAndReadWholePieces) {
   const uint64_t m = 37, n = 29, k = 41;  // divisible by nothing useful
   const linalg::Matrix a = linalg::random_matrix(m, k, 3), b = linalg::random_matrix(k, n, 4);
   const plan::Plan plan = plan_of(plan::Policy::kProportional, GetParam(), m, n, k, {0.6, 0.25, 0.15});  // square-corner needs a node over half
-  Result<run::Work> work = run::build_work(plan, a, b);
+  Result<multiply::Work> work = multiply::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
   for (int covered : coverage(*work, plan)) ASSERT_EQ(covered, 1);
   EXPECT_FALSE(work->keep_pieces);
@@ -62,7 +62,7 @@ TEST_P(WorkTest, StaticTilesCoverEveryCellOnceAndReadWholePieces) {
 
   // Every piece is used, distinct, within one panel, and its data is B's (straight or packed).
   std::set<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> keys;
-  for (const run::BPiece& piece : work->pieces) {
+  for (const multiply::BPiece& piece : work->pieces) {
     EXPECT_TRUE(keys.emplace(piece.k_begin, piece.depth, piece.col_begin, piece.cols).second);
     EXPECT_EQ(piece.k_begin / plan.panel_width, (piece.k_begin + piece.depth - 1) / plan.panel_width);
     ASSERT_NE(piece.data, nullptr);
@@ -74,10 +74,10 @@ TEST_P(WorkTest, StaticTilesCoverEveryCellOnceAndReadWholePieces) {
     }
   }
   // A tile's pieces walk its k range in order, without gaps.
-  for (const run::WorkTile& tile : work->tiles) {
+  for (const multiply::WorkTile& tile : work->tiles) {
     uint64_t k_next = tile.block.k_begin;
     for (std::size_t p : tile.pieces) {
-      const run::BPiece& piece = work->pieces[p];
+      const multiply::BPiece& piece = work->pieces[p];
       EXPECT_EQ(piece.k_begin, k_next);
       EXPECT_EQ(piece.col_begin, tile.block.col_begin);
       EXPECT_EQ(piece.cols, tile.block.cols);
@@ -92,22 +92,22 @@ TEST_P(WorkTest, EachStaticTileHasASparePieceForEveryOtherNodeSizedByItsShare) {
   const std::vector<double> weights{0.55, 0.2, 0.15, 0.1};
   const plan::Plan plan = plan_of(plan::Policy::kProportional, GetParam(), 64, 48, 40, weights);
   const linalg::Matrix a(64, 40), b(40, 48);
-  Result<run::Work> work = run::build_work(plan, a, b);
+  Result<multiply::Work> work = multiply::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
-  std::map<std::size_t, std::vector<const run::WorkTile*>> spares;
-  for (const run::WorkTile& tile : work->tiles) {
+  std::map<std::size_t, std::vector<const multiply::WorkTile*>> spares;
+  for (const multiply::WorkTile& tile : work->tiles) {
     if (tile.parent) spares[*tile.parent].push_back(&tile);
   }
   std::size_t checked = 0;
   for (std::size_t t = 0; t < work->tiles.size(); ++t) {
-    const run::WorkTile& tile = work->tiles[t];
+    const multiply::WorkTile& tile = work->tiles[t];
     if (tile.parent) continue;
     ASSERT_GE(tile.assigned, 0);
-    const std::vector<const run::WorkTile*>& pieces = spares[t];
+    const std::vector<const multiply::WorkTile*>& pieces = spares[t];
     uint64_t row = tile.block.row_begin;
     double others_weight = 0.0;
     for (std::size_t j = 0; j < weights.size(); ++j) others_weight += static_cast<int>(j) == tile.assigned ? 0.0 : plan.shares[j].weight;
-    for (const run::WorkTile* piece : pieces) {  // the spares cut the tile's rows in order, all columns and ks kept
+    for (const multiply::WorkTile* piece : pieces) {  // the spares cut the tile's rows in order, all columns and ks kept
       EXPECT_NE(piece->assigned, tile.assigned) << "a spare is for another node";
       ASSERT_GE(piece->assigned, 0) << "each spare is cut for a node";
       EXPECT_EQ(piece->block.row_begin, row);
@@ -139,10 +139,10 @@ TEST_P(WorkTest, EachStaticTileHasASparePieceForEveryOtherNodeSizedByItsShare) {
 TEST(Work, ANodeWithoutAShareGetsNoSparePieces) {
   const plan::Plan plan = plan_of(plan::Policy::kProportional, Layout::kRows, 60, 16, 16, {0.5, 0.5, 0.0});
   const linalg::Matrix a(60, 16), b(16, 16);
-  Result<run::Work> work = run::build_work(plan, a, b);
+  Result<multiply::Work> work = multiply::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
-  for (const run::WorkTile& tile : work->tiles) EXPECT_NE(tile.assigned, 2);
-  for (const run::WorkTile& tile : work->tiles) EXPECT_FALSE(tile.parent) << "one other node with a share takes a tile whole";
+  for (const multiply::WorkTile& tile : work->tiles) EXPECT_NE(tile.assigned, 2);
+  for (const multiply::WorkTile& tile : work->tiles) EXPECT_FALSE(tile.parent) << "one other node with a share takes a tile whole";
 }
 
 std::string layout_test_name(const ::testing::TestParamInfo<Layout>& info) {
@@ -186,11 +186,11 @@ TEST(WorkDynamic, RowTilesStartAndEndSmallAndCoverEveryRowOnce) {
 TEST(WorkDynamic, DynamicWorkIsPulledAndSpeculative) {
   const plan::Plan plan = plan_of(plan::Policy::kDynamic, Layout::kRows, 200, 30, 50, {1, 1}, 32);
   const linalg::Matrix a(200, 50), b(50, 30);
-  Result<run::Work> work = run::build_work(plan, a, b);
+  Result<multiply::Work> work = multiply::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
   EXPECT_TRUE(work->keep_pieces);
   EXPECT_TRUE(work->speculate);
-  for (const run::WorkTile& tile : work->tiles) {
+  for (const multiply::WorkTile& tile : work->tiles) {
     EXPECT_EQ(tile.assigned, -1);
     EXPECT_FALSE(tile.parent.has_value());
     EXPECT_EQ(tile.pieces.size(), 4u);  // ceil(50 / 16) panels, shared by every tile
@@ -201,14 +201,14 @@ TEST(WorkDynamic, DynamicWorkIsPulledAndSpeculative) {
 TEST_P(WorkTest, JobCountsAreEachNodesTilesTimesTheirPieces) {
   const plan::Plan plan = plan_of(plan::Policy::kProportional, GetParam(), 64, 48, 40, {0.55, 0.2, 0.15, 0.1});
   const linalg::Matrix a(64, 40), b(40, 48);
-  Result<run::Work> work = run::build_work(plan, a, b);
+  Result<multiply::Work> work = multiply::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
-  const run::JobCounts counts = run::count_jobs(*work, plan.shares.size());
+  const multiply::JobCounts counts = multiply::count_jobs(*work, plan.shares.size());
   ASSERT_EQ(counts.per_node.size(), 4u);
   uint64_t summed = 0;
   for (std::size_t node = 0; node < counts.per_node.size(); ++node) {
     uint64_t expected = 0;
-    for (const run::WorkTile& tile : work->tiles) {
+    for (const multiply::WorkTile& tile : work->tiles) {
       if (!tile.parent && tile.assigned == static_cast<int>(node)) expected += tile.pieces.size();
     }
     EXPECT_EQ(counts.per_node[node], expected) << "node " << node;
@@ -221,18 +221,18 @@ TEST_P(WorkTest, JobCountsAreEachNodesTilesTimesTheirPieces) {
 TEST(WorkDynamic, DynamicJobsAreKnownOnlyInTotal) {
   const plan::Plan plan = plan_of(plan::Policy::kDynamic, Layout::kRows, 200, 30, 50, {1, 1, 1}, 32);
   const linalg::Matrix a(200, 50), b(50, 30);
-  Result<run::Work> work = run::build_work(plan, a, b);
+  Result<multiply::Work> work = multiply::build_work(plan, a, b);
   ASSERT_TRUE(work.is_ok()) << work.status().to_string();
-  const run::JobCounts counts = run::count_jobs(*work, 3);
+  const multiply::JobCounts counts = multiply::count_jobs(*work, 3);
   EXPECT_EQ(counts.per_node, (std::vector<uint64_t>{0, 0, 0}));
   EXPECT_EQ(counts.total, 4u * work->tiles.size());  // ceil(50 / 16) pieces per tile
 }
 
 TEST(WorkIds, TileIdsNeverCollideWithPieces) {
   for (uint64_t t : {0u, 1u, 1000u}) {
-    EXPECT_GT(run::a_tile_id(t), run::kFirstPieceId);
-    EXPECT_NE(run::a_tile_id(t), run::c_tile_id(t));
-    EXPECT_EQ(run::c_tile_id(t), run::a_tile_id(t) + 1);
+    EXPECT_GT(multiply::a_tile_id(t), multiply::kFirstPieceId);
+    EXPECT_NE(multiply::a_tile_id(t), multiply::c_tile_id(t));
+    EXPECT_EQ(multiply::c_tile_id(t), multiply::a_tile_id(t) + 1);
   }
 }
 

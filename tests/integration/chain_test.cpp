@@ -16,7 +16,7 @@
 #include "reference_product.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/plan/plan.hpp"
-#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/multiply/multiply.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -60,12 +60,12 @@ class ChainMultiply : public ::testing::Test {
     return plan.is_ok() ? *plan : plan::Plan{};
   }
 
-  Result<run::MultiplyRun> multiply(const plan::Plan& plan, linalg::Matrix& c, const run::MultiplyHooks& hooks = {}) {
+  Result<multiply::MultiplyRun> multiply(const plan::Plan& plan, linalg::Matrix& c, const multiply::MultiplyHooks& hooks = {}) {
     Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_->spec);
     if (!connection) return connection.status();
     c = linalg::Matrix(kM, kN);
     for (double& value : c.values) value = -7.0;  // nothing of an earlier C may survive
-    return run::run_multiply(*connection, plan, a_, b_, c, hooks);
+    return multiply::run_multiply(*connection, plan, a_, b_, c, hooks);
   }
 
   const std::string& name(std::size_t i) const { return cluster_->spec.nodes[i].name; }
@@ -79,7 +79,7 @@ TEST_F(ChainMultiply, TheCoordinatorSendsBOnceAndEveryNodeForwardsIt) {
   const plan::Plan plan = chain_plan();
   ASSERT_EQ(plan.chain.size(), kNodes);
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = multiply(plan, c);
+  Result<multiply::MultiplyRun> run = multiply(plan, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, expected_);
   EXPECT_EQ(run->chain, "coordinator -> " + name(0) + " -> " + name(1) + " -> " + name(2) + " -> " + name(3));
@@ -97,13 +97,13 @@ TEST_F(ChainMultiply, TheCoordinatorSendsBOnceAndEveryNodeForwardsIt) {
   EXPECT_EQ(run->nodes[kNodes - 1].forwarded_bytes, 0u);
   // B crossed the coordinator's link once: what it sent is about A plus one B (plus frames).
   uint64_t sent = 0;
-  for (const run::NodeRunStats& node : run->nodes) sent += node.bytes_to_node;
+  for (const multiply::NodeRunStats& node : run->nodes) sent += node.bytes_to_node;
   const uint64_t a_bytes = kM * kK * sizeof(double);
   EXPECT_LT(sent, a_bytes + b_bytes + b_bytes / 4) << "B went to more than one node from the coordinator";
   EXPECT_GE(sent, a_bytes + b_bytes);
 
   // The same workers serve a second chain run at once (the run's end reset their forwarding).
-  Result<run::MultiplyRun> again = multiply(plan, c);
+  Result<multiply::MultiplyRun> again = multiply(plan, c);
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
   EXPECT_EQ(c, expected_);
 }
@@ -117,7 +117,7 @@ TEST_F(ChainMultiply, A2dPlanForwardsEachGroupsColumnsAlongItsOwnChain) {
   const std::vector<std::size_t> heads = plan::chain_heads(plan);
   ASSERT_EQ(heads, (std::vector<std::size_t>{0, 2})) << plan.to_string();
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = multiply(plan, c);
+  Result<multiply::MultiplyRun> run = multiply(plan, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, expected_);
   const std::string head0 = name(plan.chain[0]), next0 = name(plan.chain[1]);
@@ -126,15 +126,15 @@ TEST_F(ChainMultiply, A2dPlanForwardsEachGroupsColumnsAlongItsOwnChain) {
   EXPECT_TRUE(run->chain_notes.empty()) << ::testing::PrintToString(run->chain_notes);
   const uint64_t pieces = kK / kPanel;
   for (std::size_t position : {std::size_t{0}, std::size_t{2}}) {
-    const run::NodeRunStats& head = run->nodes[plan.chain[position]];
-    const run::NodeRunStats& member = run->nodes[plan.chain[position + 1]];
+    const multiply::NodeRunStats& head = run->nodes[plan.chain[position]];
+    const multiply::NodeRunStats& member = run->nodes[plan.chain[position + 1]];
     EXPECT_EQ(head.panels, pieces) << "the head of chain " << position;
     EXPECT_EQ(member.panels, 0u) << "the member after head " << position;
     EXPECT_EQ(member.pieces_by_chain, pieces) << "the member after head " << position;
     EXPECT_GT(head.forwarded_bytes, 0u);
   }
   uint64_t sent = 0;
-  for (const run::NodeRunStats& node : run->nodes) sent += node.bytes_to_node;
+  for (const multiply::NodeRunStats& node : run->nodes) sent += node.bytes_to_node;
   const uint64_t a_bytes = kM * kK * sizeof(double), b_bytes = kK * kN * sizeof(double);
   // Each node gets its rows of A (two groups: A's rows twice over), and B once in all.
   EXPECT_LT(sent, 2 * a_bytes + b_bytes + b_bytes / 4) << "B went to more than one node per group";
@@ -142,8 +142,8 @@ TEST_F(ChainMultiply, A2dPlanForwardsEachGroupsColumnsAlongItsOwnChain) {
 
 // Kills (SIGKILL) or freezes (SIGSTOP) chain member `victim` (the second by default) once it has
 // finished one job, by pid, from the coordinator's credit hook.
-run::MultiplyHooks fault_on_first_credit(int pid, int signal, std::atomic<bool>& done, std::size_t victim = 1) {
-  run::MultiplyHooks hooks;
+multiply::MultiplyHooks fault_on_first_credit(int pid, int signal, std::atomic<bool>& done, std::size_t victim = 1) {
+  multiply::MultiplyHooks hooks;
   hooks.on_credit = [pid, signal, &done, victim](std::size_t node, uint64_t) {
     if (node == victim && !done.exchange(true)) ::kill(pid, signal);
   };
@@ -153,7 +153,7 @@ run::MultiplyHooks fault_on_first_credit(int pid, int signal, std::atomic<bool>&
 TEST_F(ChainMultiply, AMemberKilledMidChainIsLostAndTheNodesAfterItAreFedByTheCoordinator) {
   std::atomic<bool> done{false};
   linalg::Matrix c;
-  Result<run::MultiplyRun> run =
+  Result<multiply::MultiplyRun> run =
       multiply(chain_plan(), c, fault_on_first_credit(cluster_->processes[1]->pid(), SIGKILL, done));
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, expected_);
@@ -163,7 +163,7 @@ TEST_F(ChainMultiply, AMemberKilledMidChainIsLostAndTheNodesAfterItAreFedByTheCo
   EXPECT_GT(run->nodes[2].panels, 0u);
   EXPECT_FALSE(run->chain_notes.empty());
   uint64_t volume = 0;
-  for (const run::NodeRunStats& node : run->nodes) volume += node.volume;
+  for (const multiply::NodeRunStats& node : run->nodes) volume += node.volume;
   EXPECT_EQ(volume, kM * kN * kK) << "every cell counted once";
 }
 
@@ -177,7 +177,7 @@ TEST_F(ChainMultiply, ALostTailsRowsAreRedoneWhileTheHeadStillForwardsEveryPiece
     if (round > 0) SetUp();
     std::atomic<bool> done{false};
     linalg::Matrix c;
-    Result<run::MultiplyRun> run =
+    Result<multiply::MultiplyRun> run =
         multiply(chain_plan(), c, fault_on_first_credit(cluster_->processes[3]->pid(), SIGKILL, done, 3));
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, expected_);
@@ -188,11 +188,11 @@ TEST_F(ChainMultiply, ALostTailsRowsAreRedoneWhileTheHeadStillForwardsEveryPiece
 
 TEST_F(ChainMultiply, AFrozenMemberIsDroppedAsUnresponsiveAndTheProductIsExact) {
   std::atomic<bool> done{false};
-  run::MultiplyHooks hooks = fault_on_first_credit(cluster_->processes[1]->pid(), SIGSTOP, done);
+  multiply::MultiplyHooks hooks = fault_on_first_credit(cluster_->processes[1]->pid(), SIGSTOP, done);
   hooks.deadlines.node_timeout_s = 2.0;
   hooks.deadlines.floor_s = 2.0;
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = multiply(chain_plan(), c, hooks);
+  Result<multiply::MultiplyRun> run = multiply(chain_plan(), c, hooks);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, expected_);
   ASSERT_EQ(run->lost_nodes, std::vector<std::string>{name(1)}) << ::testing::PrintToString(run->lost_reasons);
@@ -201,11 +201,11 @@ TEST_F(ChainMultiply, AFrozenMemberIsDroppedAsUnresponsiveAndTheProductIsExact) 
 
 TEST_F(ChainMultiply, AMemberThatCannotReachItsSuccessorSplitsTheChain) {
   // The second member is told to reach the third at a port nobody listens on.
-  run::MultiplyHooks hooks;
+  multiply::MultiplyHooks hooks;
   hooks.peer_hosts.assign(kNodes, std::vector<std::string>(kNodes, "127.0.0.1"));
   hooks.peer_hosts[1][2] = "127.0.0.2";  // loopback, but no worker listens there
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = multiply(chain_plan(), c, hooks);
+  Result<multiply::MultiplyRun> run = multiply(chain_plan(), c, hooks);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, expected_);
   EXPECT_TRUE(run->lost_nodes.empty()) << ::testing::PrintToString(run->lost_reasons);
@@ -223,14 +223,14 @@ TEST_F(ChainMultiply, A2dChainMemberKilledMidRunIsLostAndTheProductIsExact) {
   std::atomic<bool> done{false};
   const std::size_t victim = plan.chain[1];
   linalg::Matrix c;
-  Result<run::MultiplyRun> run =
+  Result<multiply::MultiplyRun> run =
       multiply(plan, c, fault_on_first_credit(cluster_->processes[victim]->pid(), SIGKILL, done, victim));
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, expected_);
   EXPECT_TRUE(done.load());
   ASSERT_EQ(run->lost_nodes, std::vector<std::string>{name(victim)}) << ::testing::PrintToString(run->lost_reasons);
   uint64_t volume = 0;
-  for (const run::NodeRunStats& node : run->nodes) volume += node.volume;
+  for (const multiply::NodeRunStats& node : run->nodes) volume += node.volume;
   EXPECT_EQ(volume, kM * kN * kK) << "every cell counted once";
 }
 

@@ -155,7 +155,7 @@ TEST_F(Deadlines, WorkerStoppedMidRunIsDroppedAsUnresponsiveAndTheProductStaysEx
   options.policy = plan::ProportionalPolicy{{1.0, 1.0, 1.0}};
   options.panel_width = 32;  // 13 jobs per node: node b has more to do after its first credit
   options.panels_in_flight = 2;
-  options.verify = run::VerifyMode::kExact;
+  options.verify = multiply::VerifyMode::kExact;
   options.node_timeout_s = 2.0;
   session::RunControl control;
   std::atomic<bool> stopped{false};
@@ -170,7 +170,7 @@ TEST_F(Deadlines, WorkerStoppedMidRunIsDroppedAsUnresponsiveAndTheProductStaysEx
   EXPECT_EQ(c, reference_product(a, b));
   EXPECT_TRUE(outcome->report.verification.passed);
 
-  const run::MultiplyRun& run = outcome->report.run;
+  const multiply::MultiplyRun& run = outcome->report.run;
   ASSERT_EQ(run.lost_nodes, std::vector<std::string>{"b"});
   ASSERT_EQ(run.lost_reasons.size(), 1u);
   EXPECT_NE(run.lost_reasons[0].find("node 'b' (" + cluster_.nodes[1].endpoint() + ") unresponsive: no frame for 2 s"),

@@ -150,7 +150,7 @@ TEST_F(DegradedStart, TheSessionNarrowsTheFilesPerNodeWeightsAndTheProductIsExac
   linalg::Matrix c(101, 33);
   session::MultiplyOptions options;
   options.policy = plan::ProportionalPolicy{{1.0, 3.0, 5.0}};  // one per node of the file
-  options.verify = run::VerifyMode::kExact;
+  options.verify = multiply::VerifyMode::kExact;
   Result<session::MultiplyOutcome> outcome = session->multiply(a, b, c, options);
   ASSERT_TRUE(outcome) << outcome.status().message();
   EXPECT_TRUE(outcome->report.verification.passed) << outcome->report.verification.detail;

@@ -1,6 +1,6 @@
 // The dynamic (pull) policy against real workers: exact products for awkward sizes, a worker
 // killed mid-run whose tiles the others finish, sessions still usable afterwards.
-#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/multiply/multiply.hpp"
 
 #include <gtest/gtest.h>
 
@@ -42,7 +42,7 @@ class DynamicWorkers : public ::testing::Test {
   // A 600 x 600 dynamic multiply on three new workers whose profile-like expectations are
   // `expected` (the links are all loopback: only the expectations differ); checks that the
   // product is exact and every row came back once.
-  Result<run::MultiplyRun> run_expecting(const std::vector<run::NodeExpectation>& expected) {
+  Result<multiply::MultiplyRun> run_expecting(const std::vector<multiply::NodeExpectation>& expected) {
     start_workers(3);
     Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
     if (!connection) return connection.status();
@@ -50,9 +50,9 @@ class DynamicWorkers : public ::testing::Test {
     const linalg::Matrix a = linalg::random_matrix(n, n, 5, linalg::FillKind::kIntegers);
     const linalg::Matrix b = linalg::random_matrix(n, n, 6, linalg::FillKind::kIntegers);
     linalg::Matrix c;
-    run::MultiplyHooks hooks;
+    multiply::MultiplyHooks hooks;
     hooks.deadlines.nodes = expected;
-    Result<run::MultiplyRun> run = run::run_multiply(*connection, dynamic_plan(n, n, n, 32), a, b, c, hooks);
+    Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, dynamic_plan(n, n, n, 32), a, b, c, hooks);
     if (run) {
       EXPECT_EQ(c, reference_product(a, b));
       EXPECT_EQ(total_rows(*run), n);
@@ -60,9 +60,9 @@ class DynamicWorkers : public ::testing::Test {
     return run;
   }
 
-  static uint64_t total_rows(const run::MultiplyRun& run) {
+  static uint64_t total_rows(const multiply::MultiplyRun& run) {
     uint64_t rows = 0;
-    for (const run::NodeRunStats& node : run.nodes) rows += node.rows;
+    for (const multiply::NodeRunStats& node : run.nodes) rows += node.rows;
     return rows;
   }
 
@@ -80,7 +80,7 @@ TEST_F(DynamicWorkers, ManySmallTilesAndUnevenSizesAreExact) {
     const linalg::Matrix a = linalg::random_matrix(n, n, n, linalg::FillKind::kIntegers);
     const linalg::Matrix b = linalg::random_matrix(n, n, n + 1, linalg::FillKind::kIntegers);
     linalg::Matrix c;
-    Result<run::MultiplyRun> run = run::run_multiply(*connection, dynamic_plan(n, n, n, 64), a, b, c);
+    Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, dynamic_plan(n, n, n, 64), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, reference_product(a, b)) << "n=" << n;
     EXPECT_EQ(total_rows(*run), n) << "every row delivered exactly once";
@@ -91,7 +91,7 @@ TEST_F(DynamicWorkers, ManySmallTilesAndUnevenSizesAreExact) {
 
 TEST_F(DynamicWorkers, ANodeWhoseLinkCannotPayForBSitsTheRunOutAndReceivesNothing) {
   // a and b fast, c behind a 10 kB/s link: B alone (2.9 MB) would take it about 5 minutes.
-  Result<run::MultiplyRun> run = run_expecting({{1e9, 1e9, 1e9}, {1e9, 1e9, 1e9}, {1e4, 1e4, 1e9}});
+  Result<multiply::MultiplyRun> run = run_expecting({{1e9, 1e9, 1e9}, {1e9, 1e9, 1e9}, {1e4, 1e4, 1e9}});
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(run->nodes[2].rows, 0u) << "c must not start a tile it cannot pay for";
   EXPECT_EQ(run->nodes[2].tiles, 0u);
@@ -104,7 +104,7 @@ TEST_F(DynamicWorkers, WhenBDominatesEveryNodesFirstTileTheBestStarterStillStart
   // Every node expects B (2.9 MB at 1 MB/s) to take longer than the whole product's compute: by
   // the start rule alone none would pay, so the nodes that would start soonest (here all, equal)
   // must start anyway, or the run would never end.
-  Result<run::MultiplyRun> run = run_expecting({{1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}});
+  Result<multiply::MultiplyRun> run = run_expecting({{1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}, {1e6, 1e6, 1e9}});
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
 }
 
@@ -116,7 +116,7 @@ TEST_F(DynamicWorkers, SessionsServeTheNextMultiplyAfterADynamicOne) {
   const linalg::Matrix b = linalg::random_matrix(200, 150, 2, linalg::FillKind::kIntegers);
   for (int round = 0; round < 3; ++round) {
     linalg::Matrix c;
-    Result<run::MultiplyRun> run = run::run_multiply(*connection, dynamic_plan(300, 150, 200, 32, 48), a, b, c);
+    Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, dynamic_plan(300, 150, 200, 32, 48), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, reference_product(a, b)) << "round " << round;
   }
@@ -129,13 +129,13 @@ TEST_F(DynamicWorkers, AWorkerKilledMidRunLosesItsTilesToTheOthersAndTheProductI
   const linalg::Matrix a = linalg::random_matrix(1200, 1200, 7, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(1200, 1200, 8, linalg::FillKind::kIntegers);
   std::atomic<bool> killed{false};
-  run::MultiplyHooks hooks;
+  multiply::MultiplyHooks hooks;
   // kill -9 node 'c' at its first credit: it then holds a tile it will never finish.
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 2 && !killed.exchange(true)) workers_[2]->kill_now();
   };
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*connection, dynamic_plan(1200, 1200, 1200, 64), a, b, c, hooks);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, dynamic_plan(1200, 1200, 1200, 64), a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
@@ -151,7 +151,7 @@ TEST_F(DynamicWorkers, WhenEveryWorkerDiesTheRunFailsNamingThem) {
   ASSERT_TRUE(connection.is_ok());
   const linalg::Matrix a = linalg::random_matrix(400, 400, 1);
   const linalg::Matrix b = linalg::random_matrix(400, 400, 2);
-  run::MultiplyHooks hooks;
+  multiply::MultiplyHooks hooks;
   std::atomic<bool> killed{false};
   hooks.on_credit = [&](std::size_t, uint64_t) {
     if (!killed.exchange(true)) {
@@ -159,7 +159,7 @@ TEST_F(DynamicWorkers, WhenEveryWorkerDiesTheRunFailsNamingThem) {
     }
   };
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*connection, dynamic_plan(400, 400, 400, 32, 32), a, b, c, hooks);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, dynamic_plan(400, 400, 400, 32, 32), a, b, c, hooks);
   ASSERT_FALSE(run.is_ok());
   EXPECT_NE(run.status().message().find("every node failed"), std::string::npos) << run.status().message();
   EXPECT_NE(run.status().message().find("node 'a'"), std::string::npos) << run.status().message();

@@ -437,7 +437,7 @@ TEST_F(EmulatedCluster, ProfileIsMeasuredSavedReusedAndDrivesTheModelPolicy) {
 }  // namespace
 }  // namespace tessera::balance
 
-#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/multiply/multiply.hpp"
 #include "reference_product.hpp"
 
 namespace tessera::balance {
@@ -470,7 +470,7 @@ TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
   const linalg::Matrix a = linalg::random_matrix(1536, 1536, 3, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(1536, 1536, 4, linalg::FillKind::kIntegers);
   std::atomic<bool> slowed{false};
-  run::MultiplyHooks hooks;
+  multiply::MultiplyHooks hooks;
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 1 && !slowed.exchange(true)) {
       const bool v1 = quota_file.ends_with("cfs_quota_us");
@@ -478,7 +478,7 @@ TEST_F(EmulatedCluster, DynamicGivesLessToANodeSlowedMidRun) {
     }
   };
   linalg::Matrix c;
-  Result<run::MultiplyRun> result = run::run_multiply(*connection, *plan, a, b, c, hooks);
+  Result<multiply::MultiplyRun> result = multiply::run_multiply(*connection, *plan, a, b, c, hooks);
   ASSERT_TRUE(slowed.load());
   ASSERT_TRUE(result.is_ok()) << result.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));

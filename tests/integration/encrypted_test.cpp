@@ -78,7 +78,7 @@ TEST_F(EncryptedCluster, EveryPolicyAndLayoutMultipliesExactlyOverTls) {
     options.policy = c.policy;
     options.layout = c.layout;
     options.panel_width = 48;
-    options.verify = run::VerifyMode::kExact;
+    options.verify = multiply::VerifyMode::kExact;
     linalg::Matrix product(m, n);
     Result<session::MultiplyOutcome> outcome = session.multiply(a, b, product, options);
     const std::string name(plan::policy_name(plan::policy_kind(c.policy)));

@@ -78,7 +78,7 @@ TEST_F(EvalTest, EveryBenchmarkShapeMatchesTheLocalValueExactly) {
         options.mode = mode;
         options.tile = tile;
         options.multiply.policy = plan::EvenPolicy{};
-        options.multiply.verify = run::VerifyMode::kExact;
+        options.multiply.verify = multiply::VerifyMode::kExact;
         Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
         ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
         EXPECT_EQ(outcome->value.values, local->values);
@@ -122,7 +122,7 @@ TEST_F(EvalTest, InputTilesSentFromTheCallersRowsAreExact) {
     ASSERT_TRUE(local.is_ok()) << local.status().to_string();
     session::EvalOptions options;
     options.tile = 256;
-    options.multiply.verify = run::VerifyMode::kExact;
+    options.multiply.verify = multiply::VerifyMode::kExact;
     Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
     EXPECT_EQ(outcome->value.values, local->values);
@@ -210,7 +210,7 @@ TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
     options.tile = 256;
     options.every_node = true;
     options.tile_route = direct ? session::TileRoute::kDirect : session::TileRoute::kCoordinator;
-    options.multiply.verify = run::VerifyMode::kExact;
+    options.multiply.verify = multiply::VerifyMode::kExact;
     Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
     EXPECT_EQ(outcome->value.values, local->values);
@@ -231,7 +231,7 @@ TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
   session::EvalOptions options;
   options.tile = 256;
   options.every_node = true;
-  options.multiply.verify = run::VerifyMode::kExact;
+  options.multiply.verify = multiply::VerifyMode::kExact;
   Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
   ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
   EXPECT_EQ(outcome->value.values, local->values);
@@ -265,7 +265,7 @@ TEST_F(EvalTest, AFailedLinkBetweenWorkersRunsAgainThroughTheCoordinator) {
   options.tile = 256;
   options.every_node = true;
   options.tile_route = session::TileRoute::kDirect;
-  options.multiply.verify = run::VerifyMode::kExact;
+  options.multiply.verify = multiply::VerifyMode::kExact;
   std::vector<std::string> notices;
   session::RunControl control;
   control.on_notice = [&](const std::string& notice) { notices.push_back(notice); };
@@ -381,7 +381,7 @@ class ScheduledLossTest : public ::testing::Test {
     session::EvalOptions options;
     options.tile = 16;
     options.every_node = true;  // c must have tasks to lose, however the forecasts compare
-    options.multiply.verify = run::VerifyMode::kExact;
+    options.multiply.verify = multiply::VerifyMode::kExact;
     options.multiply.node_timeout_s = node_timeout_s;
     options.tile_route = route;
     const int victim = workers_[2]->pid();

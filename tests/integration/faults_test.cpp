@@ -16,7 +16,7 @@
 #include "reference_product.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/plan/plan.hpp"
-#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/multiply/multiply.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -106,7 +106,7 @@ class FaultyWorkers : public ::testing::Test {
   // product is exact and the faulty node is named, its lost reason containing one of `reasons`.
   // `lost_reasons`, when given, collects the faulty node's lost reason of every variant.
   void expect_exact_without_the_faulty_node(const std::vector<std::string>& fault_flags,
-                                            const std::vector<std::string>& reasons, const run::MultiplyHooks& hooks = {},
+                                            const std::vector<std::string>& reasons, const multiply::MultiplyHooks& hooks = {},
                                             std::vector<std::string>* lost_reasons = nullptr) {
     const linalg::Matrix a = linalg::random_matrix(kM, kK, 31, linalg::FillKind::kIntegers);
     const linalg::Matrix b = linalg::random_matrix(kK, kN, 32, linalg::FillKind::kIntegers);
@@ -119,11 +119,11 @@ class FaultyWorkers : public ::testing::Test {
       const plan::Plan plan = plan_for(variant);
       linalg::Matrix c(kM, kN);
       for (double& value : c.values) value = -7.0;  // nothing of an earlier C may survive
-      Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c, hooks);
+      Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan, a, b, c, hooks);
       ASSERT_TRUE(run.is_ok()) << run.status().to_string();
       EXPECT_EQ(c, expected);
       uint64_t volume = 0, faulty_volume = 0;
-      for (const run::NodeRunStats& node : run->nodes) {
+      for (const multiply::NodeRunStats& node : run->nodes) {
         volume += node.volume;
         if (node.name == "c") faulty_volume += node.volume;
       }
@@ -168,7 +168,7 @@ TEST_F(FaultyWorkers, ANodeFrozenMidResultIsDroppedAsUnresponsiveAndTheProductIs
   // Its job's CREDIT is in before the RESULT stops short: the coordinator then owes no job to the
   // node but still a result, and must count the silence against its deadline (this hung before).
   // The frozen worker is killed by pid when the fixture stops it (SIGKILL ends a stopped process).
-  run::MultiplyHooks hooks;
+  multiply::MultiplyHooks hooks;
   hooks.deadlines.node_timeout_s = 2.0;
   std::vector<std::string> reasons;
   ASSERT_NO_FATAL_FAILURE(expect_exact_without_the_faulty_node({"--fault-stop-after-result-bytes", "1000"},
@@ -203,7 +203,7 @@ TEST_F(FaultyWorkers, TheOnlyNodeDyingMidResultFailsTheRunNamingIt) {
       Result<cluster::ClusterConnection> connection = cluster::ClusterConnection::connect(cluster_);
       ASSERT_TRUE(connection.is_ok()) << connection.status().to_string();
       linalg::Matrix c;
-      Result<run::MultiplyRun> run = run::run_multiply(*connection, plan_for(variant), a, b, c);
+      Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan_for(variant), a, b, c);
       ASSERT_FALSE(run.is_ok()) << "a run whose only node failed must not claim a product";
       EXPECT_NE(run.status().message().find("node 'a'"), std::string::npos) << run.status().to_string();
     }

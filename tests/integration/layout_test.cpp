@@ -9,7 +9,7 @@
 #include "process_fixture.hpp"
 #include "reference_product.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/multiply/multiply.hpp"
 #include "tessera/balance/plan/plan.hpp"
 
 namespace tessera::balance {
@@ -43,15 +43,15 @@ class LayoutWorkers : public ::testing::Test {
     return plan.is_ok() ? *plan : plan::Plan{};
   }
 
-  static uint64_t total_volume(const run::MultiplyRun& run) {
+  static uint64_t total_volume(const multiply::MultiplyRun& run) {
     uint64_t volume = 0;
-    for (const run::NodeRunStats& node : run.nodes) volume += node.volume;
+    for (const multiply::NodeRunStats& node : run.nodes) volume += node.volume;
     return volume;
   }
 
-  static uint64_t bytes_to_nodes(const run::MultiplyRun& run) {
+  static uint64_t bytes_to_nodes(const multiply::MultiplyRun& run) {
     uint64_t bytes = 0;
-    for (const run::NodeRunStats& node : run.nodes) bytes += node.bytes_to_node;
+    for (const multiply::NodeRunStats& node : run.nodes) bytes += node.bytes_to_node;
     return bytes;
   }
 
@@ -73,7 +73,7 @@ TEST_F(LayoutWorkers, EveryLayoutGivesTheExactProductForUnevenSizes) {
     SCOPED_TRACE(std::string(partition::layout_name(layout)));
     const plan::Plan plan = plan_for(layout, 301, 257, 411, {4, 1, 1}, 50);
     linalg::Matrix c;
-    Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c);
+    Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan, a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, expected);
     EXPECT_EQ(total_volume(*run), 301u * 257u * 411u);
@@ -98,7 +98,7 @@ TEST_F(LayoutWorkers, SplittingKSendsPartialSumsThatTheCoordinatorAdds) {
   ASSERT_TRUE(splits_k) << plan.to_string();
   linalg::Matrix c(96, 80);
   for (double& value : c.values) value = 12345.0;  // whatever C held before must not leak in
-  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
 }
@@ -110,9 +110,9 @@ TEST_F(LayoutWorkers, RectanglesMoveFewerBytesThanRowBlocks) {
   const linalg::Matrix a = linalg::random_matrix(512, 512, 1);
   const linalg::Matrix b = linalg::random_matrix(512, 512, 2);
   linalg::Matrix rows_c, blocks_c;
-  Result<run::MultiplyRun> rows = run::run_multiply(*connection, plan_for(Layout::kRows, 512, 512, 512, {}), a, b, rows_c);
-  Result<run::MultiplyRun> blocks =
-      run::run_multiply(*connection, plan_for(Layout::kColumnBased, 512, 512, 512, {}), a, b, blocks_c);
+  Result<multiply::MultiplyRun> rows = multiply::run_multiply(*connection, plan_for(Layout::kRows, 512, 512, 512, {}), a, b, rows_c);
+  Result<multiply::MultiplyRun> blocks =
+      multiply::run_multiply(*connection, plan_for(Layout::kColumnBased, 512, 512, 512, {}), a, b, blocks_c);
   ASSERT_TRUE(rows.is_ok()) << rows.status().to_string();
   ASSERT_TRUE(blocks.is_ok()) << blocks.status().to_string();
   // Four row blocks each need all of B: 2 MiB of A in all plus 4 x 2 MiB of B = 10 MiB. Four
@@ -133,9 +133,9 @@ TEST_F(LayoutWorkers, RefillThresholdSendsInBurstsAndStaysExact) {
     const plan::Plan plan = plan_for(Layout::kRows, 200, 150, 700, {2, 1}, 16, 8, refill);
     linalg::Matrix c;
     std::atomic<uint64_t> credits{0};
-    run::MultiplyHooks hooks;
+    multiply::MultiplyHooks hooks;
     hooks.on_credit = [&](std::size_t, uint64_t) { ++credits; };
-    Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c, hooks);
+    Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan, a, b, c, hooks);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, reference_product(a, b));
     EXPECT_EQ(credits.load(), 2u * 44u) << "one credit per job: 44 panels of 16 per node";
@@ -150,12 +150,12 @@ TEST_F(LayoutWorkers, ANodeKilledDuringA3dRunLeavesAnExactProduct) {
   const linalg::Matrix b = linalg::random_matrix(4000, 128, 10, linalg::FillKind::kIntegers);
   const plan::Plan plan = plan_for(Layout::kRecursive3d, 128, 128, 4000, {}, 64);
   std::atomic<bool> killed{false};
-  run::MultiplyHooks hooks;
+  multiply::MultiplyHooks hooks;
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 3 && !killed.exchange(true)) workers_[3]->kill_now();
   };
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c, hooks);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan, a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));

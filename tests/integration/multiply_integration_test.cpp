@@ -1,5 +1,5 @@
 // End-to-end multiplies against real tessera-worker processes over loopback TCP.
-#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/multiply/multiply.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include "reference_product.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/plan/plan.hpp"
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -67,12 +67,12 @@ TEST_F(LocalWorkers, ThreeWorkersMultiplyExactlyWithWeights532) {
   EXPECT_EQ(plan.shares[2].rows.count, 60u);
 
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
 
   ASSERT_EQ(run->nodes.size(), 3u);
-  for (const run::NodeRunStats& node : run->nodes) {
+  for (const multiply::NodeRunStats& node : run->nodes) {
     EXPECT_GT(node.finish_s, 0.0) << node.name;
     EXPECT_GT(node.compute_s, 0.0) << node.name;
     EXPECT_LE(node.finish_s, run->makespan_s) << node.name;
@@ -87,8 +87,8 @@ TEST_F(LocalWorkers, ThreeWorkersMultiplyExactlyWithWeights532) {
     EXPECT_LT(*node.worker_comm_share(), 1.0) << node.name;
   }
   EXPECT_GE(run->imbalance, 1.0);
-  EXPECT_TRUE(run::verify_product(a, b, c, run::VerifyMode::kExact, 1).passed);
-  EXPECT_TRUE(run::verify_product(a, b, c, run::VerifyMode::kFreivalds, 1).passed);
+  EXPECT_TRUE(multiply::verify_product(a, b, c, multiply::VerifyMode::kExact, 1).passed);
+  EXPECT_TRUE(multiply::verify_product(a, b, c, multiply::VerifyMode::kFreivalds, 1).passed);
 }
 
 TEST_F(LocalWorkers, UnevenSizesAndEvenPolicyWithRealValues) {
@@ -100,11 +100,11 @@ TEST_F(LocalWorkers, UnevenSizesAndEvenPolicyWithRealValues) {
   // Panel width 50 leaves a last panel of 33 rows.
   const plan::Plan plan = plan_for(plan::Policy::kEven, 101, 77, 333, {}, 50);
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  const run::Verification exact = run::verify_product(a, b, c, run::VerifyMode::kExact, 2);
+  const multiply::Verification exact = multiply::verify_product(a, b, c, multiply::VerifyMode::kExact, 2);
   EXPECT_TRUE(exact.passed) << exact.detail;
-  EXPECT_TRUE(run::verify_product(a, b, c, run::VerifyMode::kFreivalds, 2).passed);
+  EXPECT_TRUE(multiply::verify_product(a, b, c, multiply::VerifyMode::kFreivalds, 2).passed);
 }
 
 TEST_F(LocalWorkers, SessionsAreReusableForSeveralMultiplies) {
@@ -115,7 +115,7 @@ TEST_F(LocalWorkers, SessionsAreReusableForSeveralMultiplies) {
     const linalg::Matrix a = linalg::random_matrix(40, 30, seed, linalg::FillKind::kIntegers);
     const linalg::Matrix b = linalg::random_matrix(30, 20, seed + 100, linalg::FillKind::kIntegers);
     linalg::Matrix c;
-    Result<run::MultiplyRun> run = run::run_multiply(*connection, plan_for(plan::Policy::kProportional, 40, 20, 30, {3, 1}, 7), a, b, c);
+    Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan_for(plan::Policy::kProportional, 40, 20, 30, {3, 1}, 7), a, b, c);
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     EXPECT_EQ(c, reference_product(a, b)) << "seed " << seed;
   }
@@ -130,7 +130,7 @@ TEST_F(LocalWorkers, ZeroWeightNodeGetsNoRowsAndResultStillExact) {
   const plan::Plan plan = plan_for(plan::Policy::kProportional, 50, 30, 40, {1, 0, 1});
   EXPECT_EQ(plan.shares[1].rows.count, 0u);
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan, a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
   EXPECT_EQ(run->nodes[1].finish_s, 0.0);
@@ -178,13 +178,13 @@ TEST_F(LocalWorkers, WorkerKilledMidRunUnderAStaticPlanLosesItsBlockToTheOthers)
   const linalg::Matrix b = linalg::random_matrix(2000, 300, 4, linalg::FillKind::kIntegers);
   const plan::Plan plan = plan_for(plan::Policy::kEven, 400, 300, 2000, {}, 32);
   std::atomic<bool> killed{false};
-  run::MultiplyHooks hooks;
+  multiply::MultiplyHooks hooks;
   // kill -9 node 'b' when it returns its first credit: most of its panels are still to come.
   hooks.on_credit = [&](std::size_t node, uint64_t) {
     if (node == 1 && !killed.exchange(true)) workers_[1]->kill_now();
   };
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan, a, b, c, hooks);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan, a, b, c, hooks);
   ASSERT_TRUE(killed.load());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
@@ -195,12 +195,12 @@ TEST_F(LocalWorkers, WorkerKilledMidRunUnderAStaticPlanLosesItsBlockToTheOthers)
   EXPECT_EQ(run->reissued_tiles, std::vector<uint64_t>{1}) << "b's one block";
   EXPECT_EQ(run->nodes[1].rows, 0u);
   uint64_t rows = 0;
-  for (const run::NodeRunStats& node : run->nodes) rows += node.rows;
+  for (const multiply::NodeRunStats& node : run->nodes) rows += node.rows;
   EXPECT_EQ(rows, 400u);
   // b's block went out as three spare row pieces, one per other node, not whole to one survivor:
   // three own blocks plus three pieces were delivered.
   uint64_t delivered = 0;
-  for (const run::NodeRunStats& node : run->nodes) delivered += node.tiles;
+  for (const multiply::NodeRunStats& node : run->nodes) delivered += node.tiles;
   EXPECT_EQ(delivered, 6u);
   EXPECT_EQ(run->tiles, 4u);
   // The survivors stay up for the next session.
@@ -216,7 +216,7 @@ TEST_F(LocalWorkers, AShareLargerThanTheWorkersTileMemoryIsRefusedBeforeSending)
   const linalg::Matrix a = linalg::random_matrix(400, 400, 1);
   const linalg::Matrix b = linalg::random_matrix(400, 400, 2);
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan_for(plan::Policy::kEven, 400, 400, 400, {}), a, b, c);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan_for(plan::Policy::kEven, 400, 400, 400, {}), a, b, c);
   ASSERT_FALSE(run.is_ok());
   EXPECT_EQ(run.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(run.status().message().find("node 'a'"), std::string::npos) << run.status().message();
@@ -230,7 +230,7 @@ TEST_F(LocalWorkers, MismatchedDimensionsAreRefusedBeforeSending) {
   const linalg::Matrix a = linalg::random_matrix(10, 12, 1);
   const linalg::Matrix b = linalg::random_matrix(13, 5, 2);
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*connection, plan_for(plan::Policy::kEven, 10, 5, 12, {}), a, b, c);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*connection, plan_for(plan::Policy::kEven, 10, 5, 12, {}), a, b, c);
   ASSERT_FALSE(run.is_ok());
   EXPECT_EQ(run.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(run.status().message().find("B is 13x5"), std::string::npos) << run.status().message();

@@ -56,7 +56,7 @@ TEST_F(SessionTest, MultipliesStridedCallerOwnedMatricesExactlyAndLeavesThePaddi
   session::MultiplyOptions options;
   options.policy = plan::EvenPolicy{};
   options.panel_width = 32;
-  options.verify = run::VerifyMode::kExact;
+  options.verify = multiply::VerifyMode::kExact;
   Result<session::MultiplyOutcome> outcome = session.multiply(a_view, b, c_view, options);
   ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
   EXPECT_TRUE(outcome->report.verification.passed) << outcome->report.verification.detail;

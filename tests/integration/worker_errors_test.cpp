@@ -15,7 +15,7 @@
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
-#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/multiply/multiply.hpp"
 #include "tessera/gemm/wire_io.hpp"
 
 namespace tessera::balance {
@@ -115,7 +115,7 @@ TEST_F(WorkerErrors, AMultiplyOnAWorkerOutOfMemoryFailsAsResourceExhausted) {
   const linalg::Matrix a = linalg::random_matrix(1024, 4096, 1, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(4096, 64, 2, linalg::FillKind::kIntegers);
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*cluster, plan_for(plan::Policy::kDynamic, 1024, 64, 4096, 256), a, b, c);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*cluster, plan_for(plan::Policy::kDynamic, 1024, 64, 4096, 256), a, b, c);
   ASSERT_FALSE(run.is_ok());
   EXPECT_EQ(run.status().code(), StatusCode::kResourceExhausted) << run.status().to_string();
   EXPECT_TRUE(contains(run.status().message(), "every node failed"));
@@ -136,7 +136,7 @@ TEST_F(WorkerErrors, ANodeOutOfMemoryIsLostWithItsReasonAndTheRunStaysExact) {
   const linalg::Matrix a = linalg::random_matrix(200, 3000, 3, linalg::FillKind::kIntegers);
   const linalg::Matrix b = linalg::random_matrix(3000, 50, 4, linalg::FillKind::kIntegers);
   linalg::Matrix c;
-  Result<run::MultiplyRun> run = run::run_multiply(*cluster, plan_for(plan::Policy::kEven, 200, 50, 3000), a, b, c);
+  Result<multiply::MultiplyRun> run = multiply::run_multiply(*cluster, plan_for(plan::Policy::kEven, 200, 50, 3000), a, b, c);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   EXPECT_EQ(c, reference_product(a, b));
   ASSERT_EQ(run->lost_nodes, std::vector<std::string>{"small"});

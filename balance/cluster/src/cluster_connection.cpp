@@ -67,6 +67,12 @@ std::string left_out_warning(const LeftOutNode& node) {
   return fmt::format("node '{}' left out: {}", node.node, node.reason);
 }
 
+std::string peer_host(const std::vector<std::vector<std::string>>& hosts, std::size_t from, std::size_t to,
+                      const std::string& fallback) {
+  if (from < hosts.size() && to < hosts[from].size() && !hosts[from][to].empty()) return hosts[from][to];
+  return fallback;
+}
+
 Result<NodeLink> connect_node(const NodeSpec& node, const std::string& secret, std::chrono::milliseconds timeout,
                               uint64_t required_capabilities) {
   std::string reason;

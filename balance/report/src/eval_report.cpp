@@ -15,7 +15,7 @@ nlohmann::json cost_json(const expr::Cost& cost) {
           {"moved_bytes", cost.moved_bytes}};
 }
 
-bool checked(const MultiplyReport& report) { return report.verification.mode != run::VerifyMode::kNone; }
+bool checked(const MultiplyReport& report) { return report.verification.mode != multiply::VerifyMode::kNone; }
 
 double makespan_sum(const EvalOutcome& outcome) {
   double sum = 0.0;
@@ -70,10 +70,10 @@ std::string format_scheduled(const ScheduledEval& run, double wall_s) {
     out += fmt::format("lost: {}; rescheduled on the others ({} schedules run)\n", fmt::join(run.lost_nodes, ", "),
                        run.attempts);
   }
-  const run::Verification& check = run.verification;
+  const multiply::Verification& check = run.verification;
   out += fmt::format("verified: {}{}\n",
-                     check.mode == run::VerifyMode::kNone ? "not checked" : (check.passed ? "yes" : "NO"),
-                     check.mode == run::VerifyMode::kNone ? "" : fmt::format(" ({}, {}, {:.3f} s)", run::verify_mode_name(check.mode), check.detail, check.seconds));
+                     check.mode == multiply::VerifyMode::kNone ? "not checked" : (check.passed ? "yes" : "NO"),
+                     check.mode == multiply::VerifyMode::kNone ? "" : fmt::format(" ({}, {}, {:.3f} s)", multiply::verify_mode_name(check.mode), check.detail, check.seconds));
   out += fmt::format("total: {:.3f} s wall\n", wall_s);
   return out;
 }
@@ -107,7 +107,7 @@ nlohmann::json scheduled_json(const ScheduledEval& run) {
   for (const ScheduledTaskKind& kind : run.kinds) {
     kinds.push_back({{"kind", kind.kind}, {"tasks", kind.tasks}, {"predicted_s", kind.predicted_s}, {"measured_s", kind.measured_s}});
   }
-  const run::Verification& check = run.verification;
+  const multiply::Verification& check = run.verification;
   return {{"tile", run.tile},
           {"candidates", candidates},
           {"tasks", run.tasks},
@@ -129,7 +129,7 @@ nlohmann::json scheduled_json(const ScheduledEval& run) {
           {"tile_route", run.tile_route},
           {"route_notes", run.route_notes},
           {"coordinator_bytes_sent", run.coordinator_bytes_sent},
-          {"verified", check.mode == run::VerifyMode::kNone ? json(nullptr) : json(check.passed)},
+          {"verified", check.mode == multiply::VerifyMode::kNone ? json(nullptr) : json(check.passed)},
           {"verification_seconds", check.seconds}};
 }
 

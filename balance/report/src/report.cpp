@@ -16,9 +16,9 @@ std::optional<double> MultiplyReport::prediction_error() const {
 
 namespace {
 
-uint64_t coordinator_bytes_sent(const run::MultiplyRun& run) {
+uint64_t coordinator_bytes_sent(const multiply::MultiplyRun& run) {
   uint64_t bytes = 0;
-  for (const run::NodeRunStats& node : run.nodes) bytes += node.bytes_to_node;
+  for (const multiply::NodeRunStats& node : run.nodes) bytes += node.bytes_to_node;
   return bytes;
 }
 
@@ -34,7 +34,7 @@ std::string format_report_table(const MultiplyReport& report) {
                      "rows", "weight", "MB in", "MB out", "compute", "comm", "idle", "finish", "predicted",
                      "comm CPU");
   for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
-    const run::NodeRunStats& node = report.run.nodes[i];
+    const multiply::NodeRunStats& node = report.run.nodes[i];
     const std::string kind = i < report.nodes.size() && !report.nodes[i].kind.empty() ? report.nodes[i].kind : "-";
     const std::string predicted = report.prediction && i < report.prediction->finish_s.size()
                                       ? fmt::format("{:.3f}s", report.prediction->finish_s[i])
@@ -79,7 +79,7 @@ std::string format_report_table(const MultiplyReport& report) {
   }
   if (!report.run.chain.empty()) {
     uint64_t forwarded = 0;
-    for (const run::NodeRunStats& node : report.run.nodes) forwarded += node.forwarded_bytes;
+    for (const multiply::NodeRunStats& node : report.run.nodes) forwarded += node.forwarded_bytes;
     out += fmt::format("B forwarded along the chain {}: the coordinator sent {:.1f} MB in all, the nodes forwarded "
                        "{:.1f} MB\n",
                        report.run.chain, 1e-6 * static_cast<double>(coordinator_bytes_sent(report.run)),
@@ -97,8 +97,8 @@ std::string format_report_table(const MultiplyReport& report) {
                        tiles.empty() ? "none were left" : tiles);
     for (const std::string& reason : report.run.lost_reasons) out += fmt::format("  {}\n", reason);
   }
-  const run::Verification& check = report.verification;
-  if (check.mode == run::VerifyMode::kNone) {
+  const multiply::Verification& check = report.verification;
+  if (check.mode == multiply::VerifyMode::kNone) {
     out += "verified: not checked (--verify none)\n";
   } else {
     const std::string during = check.overlapped_seconds > 0.0
@@ -115,7 +115,7 @@ std::string report_json(const MultiplyReport& report) {
   const plan::Plan& plan = report.plan;
   json nodes = json::array();
   for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
-    const run::NodeRunStats& node = report.run.nodes[i];
+    const multiply::NodeRunStats& node = report.run.nodes[i];
     json entry = {{"name", node.name},
                   {"rows", node.rows},
                   {"weight", node.weight},
@@ -146,7 +146,7 @@ std::string report_json(const MultiplyReport& report) {
                                         : json(nullptr);
     nodes.push_back(std::move(entry));
   }
-  const run::Verification& check = report.verification;
+  const multiply::Verification& check = report.verification;
   json left_out = json::array();
   for (const cluster::LeftOutNode& node : report.left_out_at_start) {
     left_out.push_back({{"node", node.node}, {"reason", node.reason}});
@@ -175,9 +175,9 @@ std::string report_json(const MultiplyReport& report) {
                    {"predicted_makespan_s", report.prediction ? json(report.prediction->makespan_s) : json(nullptr)},
                    {"prediction_error",
                     report.prediction_error() ? json(*report.prediction_error()) : json(nullptr)},
-                   {"verified", check.mode == run::VerifyMode::kNone ? json(nullptr) : json(check.passed)},
+                   {"verified", check.mode == multiply::VerifyMode::kNone ? json(nullptr) : json(check.passed)},
                    {"verification",
-                    {{"mode", std::string(run::verify_mode_name(check.mode))},
+                    {{"mode", std::string(multiply::verify_mode_name(check.mode))},
                      {"max_error_ratio", check.max_error_ratio},
                      {"max_abs_error", check.max_abs_error},
                      {"seconds", check.seconds},

@@ -12,8 +12,8 @@
 #include <fmt/ranges.h>
 
 #include "tessera/balance/expr/schedule.hpp"
-#include "tessera/balance/run/dag_run.hpp"
-#include "tessera/balance/run/verify_expression.hpp"
+#include "tessera/balance/multiply/dag_run.hpp"
+#include "tessera/balance/multiply/verify_expression.hpp"
 
 namespace tessera::balance::session {
 
@@ -268,16 +268,16 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
       if (current.dag.matrices[m].input) input_views[m] = inputs.at(current.dag.matrices[m].node->name);
     }
     const double offset = std::chrono::duration<double>(Clock::now() - start).count();
-    run::DagRunOptions run_options;
+    multiply::DagRunOptions run_options;
     run_options.node_timeout_s = options.multiply.node_timeout_s;
     run_options.peer_transfers = current.direct;
     run_options.peer_hosts = peer_hosts;
-    Result<run::DagRun> run = run::run_dag(connection, current.nodes, current.dag, current.schedule, input_views, outcome.value,
+    Result<multiply::DagRun> run = multiply::run_dag(connection, current.nodes, current.dag, current.schedule, input_views, outcome.value,
                                  run_options);
     if (!run) return run.status();
     for (std::size_t p = 0; p < current.nodes.size(); ++p) {
       report::ScheduledNode& node = node_figures[current.nodes[p]];
-      const run::DagNodeStats& stats = run->nodes[p];
+      const multiply::DagNodeStats& stats = run->nodes[p];
       node.tasks += stats.tasks;
       node.measured_busy_s += stats.compute_s;
       if (stats.tasks > 0) node.measured_finish_s = std::max(node.measured_finish_s, offset + stats.finish_s);
@@ -320,7 +320,7 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
       continue;
     }
     std::vector<std::size_t> lost_links;
-    for (const run::LostNode& lost : run->lost) {
+    for (const multiply::LostNode& lost : run->lost) {
       lost_links.push_back(current.nodes[lost.node]);
       report.lost_nodes.push_back(links[current.nodes[lost.node]].spec.name);
       if (control.on_notice) control.on_notice(fmt::format("lost {}: {}; rescheduling on the others", report.lost_nodes.back(), lost.reason));
@@ -328,7 +328,7 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
     std::erase_if(taking_part, [&](std::size_t i) { return std::find(lost_links.begin(), lost_links.end(), i) != lost_links.end(); });
     if (taking_part.empty()) {
       std::string reasons;
-      for (const run::LostNode& lost : run->lost) reasons += fmt::format("; {}", lost.reason);
+      for (const multiply::LostNode& lost : run->lost) reasons += fmt::format("; {}", lost.reason);
       return network_error(fmt::format("every node was lost ({}){}", fmt::join(report.lost_nodes, ", "), reasons));
     }
     // Every node left takes part again: the set chosen before had the lost one in it.
@@ -340,7 +340,7 @@ Status run_scheduled(cluster::ClusterConnection& connection, const model::Cluste
     if (!node_figures[i].name.empty()) report.nodes.push_back(node_figures[i]);
   }
   for (auto& [name, kind] : kinds) report.kinds.push_back(kind);
-  report.verification = run::verify_expression(prepared, inputs, outcome.value, options.multiply.verify,
+  report.verification = multiply::verify_expression(prepared, inputs, outcome.value, options.multiply.verify,
                                           options.multiply.verify_seed);
   outcome.scheduled = std::move(report);
   return Status::ok();

@@ -87,12 +87,12 @@ Status check_not_left_out(const std::vector<std::string>& names, const std::vect
 
 // The run's progress deadlines: the caller's fixed one, or per node from the profile's figures
 // (plain numbers: run does not depend on profile). A node the profile lacks gets the floor.
-run::ProgressDeadlines progress_deadlines(const cluster::ClusterSpec& cluster, const std::optional<profile::ClusterProfile>& profile,
+multiply::ProgressDeadlines progress_deadlines(const cluster::ClusterSpec& cluster, const std::optional<profile::ClusterProfile>& profile,
                                      double node_timeout_s) {
-  run::ProgressDeadlines deadlines;
+  multiply::ProgressDeadlines deadlines;
   deadlines.node_timeout_s = node_timeout_s;
   for (const cluster::NodeSpec& node : cluster.nodes) {
-    run::NodeExpectation expectation;
+    multiply::NodeExpectation expectation;
     if (const profile::NodeProfile* measured = profile ? profile->find(node.name) : nullptr) {
       if (measured->has_link) {
         expectation.to_node_bytes_per_s = measured->link.to_node_bytes_per_s;
@@ -346,7 +346,7 @@ Result<report::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::ma
     CancelWatcher watcher(control.cancel, state_->connection);
     TESSERA_RETURN_IF_ERROR(run_scheduled(state_->connection, *model, outcome.evaluated, inputs, options,
                                           taking_part_peer_hosts(), control, outcome));
-    if (options.multiply.verify != run::VerifyMode::kNone && !outcome.scheduled->verification.passed) {
+    if (options.multiply.verify != multiply::VerifyMode::kNone && !outcome.scheduled->verification.passed) {
       return verification_failed(fmt::format("the value of {} failed verification: {}", expr::to_string(e),
                                              outcome.scheduled->verification.detail));
     }
@@ -360,8 +360,8 @@ Result<report::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::ma
     if (!product) return product.status();
     const std::string label = fmt::format("product {} ({}x{} by {}x{})", outcome.products.size() + 1, a.rows, a.cols,
                                           b.rows, b.cols);
-    const run::Verification& check = product->report.verification;
-    if (options.multiply.verify != run::VerifyMode::kNone && !check.passed) {
+    const multiply::Verification& check = product->report.verification;
+    if (options.multiply.verify != multiply::VerifyMode::kNone && !check.passed) {
       return verification_failed(fmt::format("{} failed verification: {}", label, check.detail));
     }
     outcome.products.push_back({label, std::move(product->report), std::move(product->warnings)});
@@ -375,13 +375,13 @@ Result<report::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::ma
 }
 
 Result<report::MultiplyReport> Session::run_plan(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
-                                         linalg::MutableMatrixView c, run::VerifyMode verify, uint64_t verify_seed,
+                                         linalg::MutableMatrixView c, multiply::VerifyMode verify, uint64_t verify_seed,
                                          const RunControl& control) {
   return run_plan_within(plan, a, b, c, verify, verify_seed, control, 0.0);
 }
 
 Result<report::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
-                                                linalg::MutableMatrixView c, run::VerifyMode verify, uint64_t verify_seed,
+                                                linalg::MutableMatrixView c, multiply::VerifyMode verify, uint64_t verify_seed,
                                                 const RunControl& control, double node_timeout_s) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
   // Forecast first, so a progress display can count down from it while the run goes on.
@@ -389,20 +389,20 @@ Result<report::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, 
   // The half of the check that reads only A and B runs beside the transfers, at the lowest
   // priority so it takes only CPU the coordinator and the local workers leave idle; after the run
   // only C remains to be read.
-  std::future<run::ProductCheck> check = std::async(std::launch::async, [&] {
+  std::future<multiply::ProductCheck> check = std::async(std::launch::async, [&] {
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);  // this thread only (Linux)
-    return run::ProductCheck::prepare(a, b, verify, verify_seed);
+    return multiply::ProductCheck::prepare(a, b, verify, verify_seed);
   });
-  Result<run::MultiplyRun> run = [&] {
+  Result<multiply::MultiplyRun> run = [&] {
     CancelWatcher watcher(control.cancel, state_->connection);
-    run::MultiplyHooks hooks;
+    multiply::MultiplyHooks hooks;
     if (control.on_run_start) {
-      hooks.on_start = [&](const run::JobCounts& jobs) { control.on_run_start(RunStart{plan, jobs, prediction}); };
+      hooks.on_start = [&](const multiply::JobCounts& jobs) { control.on_run_start(RunStart{plan, jobs, prediction}); };
     }
     hooks.on_credit = control.on_credit;
     hooks.deadlines = progress_deadlines(state_->cluster, state_->profile, node_timeout_s);
     hooks.peer_hosts = taking_part_peer_hosts();
-    return run::run_multiply(state_->connection, plan, a, b, c, hooks);
+    return multiply::run_multiply(state_->connection, plan, a, b, c, hooks);
   }();
   if (cancel_requested(control)) {
     close();

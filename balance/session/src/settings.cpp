@@ -30,7 +30,7 @@ Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settin
                                                   const std::string& config_path, const OptionSpelling& spelling) {
   Result<plan::Policy> policy = plan::parse_policy(settings.policy);
   if (!policy) return policy.status();
-  Result<run::VerifyMode> verify_mode = run::parse_verify_mode(settings.verify);
+  Result<multiply::VerifyMode> verify_mode = multiply::parse_verify_mode(settings.verify);
   if (!verify_mode) return verify_mode.status();
   if (*policy != plan::Policy::kProportional && !settings.weights.empty()) {
     return invalid_argument(fmt::format("{} applies to {} only", spelling.name("weights"),

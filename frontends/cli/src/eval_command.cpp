@@ -16,7 +16,7 @@
 #include "tessera/balance/expr/parse.hpp"
 #include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/report/eval_report.hpp"
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/linalg/matrix.hpp"
 #include "subcommands.hpp"
@@ -71,9 +71,9 @@ Result<std::map<std::string, linalg::Matrix>> load_inputs(const std::vector<std:
                                             "at least one row and one column",
                                             name, source, read->rows, read->cols));
       }
-      if (const std::optional<run::NonFiniteEntry> entry = run::first_nonfinite(*read)) {
+      if (const std::optional<multiply::NonFiniteEntry> entry = multiply::first_nonfinite(*read)) {
         return invalid_argument(fmt::format("--input {}: {} holds NaN or infinite values: {} (0-based [row][column])",
-                                            name, source, run::describe_nonfinite(name, *entry)));
+                                            name, source, multiply::describe_nonfinite(name, *entry)));
       }
       return read;
     }();

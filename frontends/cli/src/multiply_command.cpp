@@ -12,7 +12,7 @@
 #include "command_output.hpp"
 #include "tessera/cli/progress_line.hpp"
 #include "tessera/balance/report/report.hpp"
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/session/settings.hpp"
 #include "tessera/core/memory.hpp"
@@ -76,12 +76,12 @@ Status check_multiply_fits(uint64_t m, uint64_t n, uint64_t k, const std::string
 // A NaN or infinity in an input is refused unless --allow-nonfinite: usually it is a bug
 // upstream, and a product full of NaN is not what anyone meant to compute.
 Status check_finite(const linalg::Matrix& matrix, std::string_view name, const std::string& path) {
-  const std::optional<run::NonFiniteEntry> entry = run::first_nonfinite(matrix);
+  const std::optional<multiply::NonFiniteEntry> entry = multiply::first_nonfinite(matrix);
   if (!entry) return Status::ok();
   return invalid_argument(fmt::format("{}: {} (0-based [row][column]); fix the input, or pass --allow-nonfinite to "
                                       "multiply it anyway (verification then counts matching NaN/inf entries as "
                                       "equal)",
-                                      path, run::describe_nonfinite(name, *entry)));
+                                      path, multiply::describe_nonfinite(name, *entry)));
 }
 
 // A zero-sized .npy is a valid file but no multiply's input; said here, naming the file, before
@@ -247,7 +247,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
     if (Status written = linalg::write_npy(command.out_path, c); !written) return report_failure(err, written);
     out << "C written to " << command.out_path << "\n";
   }
-  if (options->verify != run::VerifyMode::kNone && !report.verification.passed) {
+  if (options->verify != multiply::VerifyMode::kNone && !report.verification.passed) {
     err << "tessera: verification FAILED: " << report.verification.detail << "\n";
     return kExitVerificationFailed;
   }

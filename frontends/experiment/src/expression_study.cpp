@@ -222,7 +222,7 @@ ExpressionRunRecord figures_of(const report::EvalOutcome& outcome) {
     record.makespan_s += report.run.makespan_s;
     // A sum of forecasts only when every product had one.
     record.predicted_s += report.prediction ? report.prediction->makespan_s : NAN;
-    for (const run::NodeRunStats& node : report.run.nodes) {
+    for (const multiply::NodeRunStats& node : report.run.nodes) {
       record.bytes_moved += static_cast<double>(node.bytes_to_node + node.bytes_from_node);
     }
     record.verified &= report.verification.passed;
@@ -606,7 +606,7 @@ Result<PreparedBenchmark> prepare_benchmark(const ExpressionBenchmark& benchmark
 
 session::EvalOptions eval_options(ExpressionMode mode, const std::string& fastest_node) {
   session::EvalOptions options;
-  options.multiply.verify = run::VerifyMode::kFreivalds;
+  options.multiply.verify = multiply::VerifyMode::kFreivalds;
   options.mode = mode == ExpressionMode::kSequence ? session::EvalMode::kSequence : session::EvalMode::kScheduled;
   if (mode == ExpressionMode::kFastestAlone) options.only_nodes = {fastest_node};
   options.tile_route = mode == ExpressionMode::kDirect           ? session::TileRoute::kDirect

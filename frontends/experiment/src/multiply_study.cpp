@@ -102,7 +102,7 @@ Study parse_study(const YAML::Node& root, const std::string& path) {
     study.sweep = parsed;
   }
   if (std::optional<std::string> verify = keys.text("verify", "freivalds")) {
-    if (Result<run::VerifyMode> mode = run::parse_verify_mode(*verify); !mode) {
+    if (Result<multiply::VerifyMode> mode = multiply::parse_verify_mode(*verify); !mode) {
       cluster::fail_at(keys.find("verify")->line, mode.status().message());
     }
     study.verify = *verify;
@@ -276,7 +276,7 @@ std::map<GroupKey, GroupStats> summarise(const std::vector<RunRecord>& records,
       if (auto error = run->report.prediction_error()) errors.push_back(*error);
       gflops.push_back(run->report.run.gflops);
       imbalance.push_back(run->report.run.imbalance);
-      stats.all_verified &= run->report.verification.mode == run::VerifyMode::kNone || run->report.verification.passed;
+      stats.all_verified &= run->report.verification.mode == multiply::VerifyMode::kNone || run->report.verification.passed;
     }
     stats.makespan_median = median(makespans);
     stats.makespan_min = *std::min_element(makespans.begin(), makespans.end());
@@ -323,7 +323,7 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
       "idle_s,finish_s,predicted_finish_s,worker_io_cpu_s,worker_compute_cpu_s\n";
   for (const RunRecord& record : records) {
     const report::MultiplyReport& report = record.report;
-    const bool checked = report.verification.mode != run::VerifyMode::kNone;
+    const bool checked = report.verification.mode != multiply::VerifyMode::kNone;
     results += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
                            record.cluster, record.node_count, csv_optional(record.sweep_cpu),
                            record.policy.name(), overlap_name(record.window), record.n, record.repetition,
@@ -334,7 +334,7 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
                            checked ? (report.verification.passed ? "true" : "false") : "", report.plan.panel_width,
                            report.plan.panels_in_flight, csv_optional(report.run.worker_comm_share()));
     for (std::size_t i = 0; i < report.run.nodes.size(); ++i) {
-      const run::NodeRunStats& node = report.run.nodes[i];
+      const multiply::NodeRunStats& node = report.run.nodes[i];
       const std::string kind = i < report.nodes.size() ? report.nodes[i].kind : "";
       const std::string predicted =
           report.prediction && i < report.prediction->finish_s.size() ? csv_number(report.prediction->finish_s[i]) : "";
@@ -448,8 +448,8 @@ void plot_timeline(const std::string& out_dir, const Study& study, const std::ve
   for (const auto& [policy, stats] : shown) compared += (compared.empty() ? "" : " against ") + policy.name();
   std::string data = "# label compute waiting idle_after\n";
   for (const auto& [policy, stats] : shown) {
-    const run::MultiplyRun& run = stats->median_run->report.run;
-    for (const run::NodeRunStats& node : run.nodes) {
+    const multiply::MultiplyRun& run = stats->median_run->report.run;
+    for (const multiply::NodeRunStats& node : run.nodes) {
       const double compute = std::min(node.compute_s, node.finish_s);
       const double waiting = std::max(0.0, node.finish_s - compute);
       const double after = std::max(0.0, run.makespan_s - node.finish_s);
@@ -610,7 +610,7 @@ class MultiplyStudyKind final : public StudyKind {
         options_(options) {}
 
   Status prepare(const std::string& out_dir, std::ostream&) override {
-    Result<run::VerifyMode> verify_mode = run::parse_verify_mode(study_.verify);
+    Result<multiply::VerifyMode> verify_mode = multiply::parse_verify_mode(study_.verify);
     if (!verify_mode) return verify_mode.status();
     verify_mode_ = *verify_mode;
     Result<cluster::ClusterSpec> base = cluster::load_cluster_spec(study_.cluster_path);
@@ -666,7 +666,7 @@ class MultiplyStudyKind final : public StudyKind {
         record.report.run.makespan_s,
         record.report.prediction ? fmt::format("predicted {:.3f} s", record.report.prediction->makespan_s)
                                  : std::string("no forecast"),
-        record.report.verification.passed || verify_mode_ == run::VerifyMode::kNone ? "" : " NOT VERIFIED"));
+        record.report.verification.passed || verify_mode_ == multiply::VerifyMode::kNone ? "" : " NOT VERIFIED"));
     records_.push_back(std::move(record));
     return Status::ok();
   }
@@ -698,7 +698,7 @@ class MultiplyStudyKind final : public StudyKind {
 
   const Study& study_;
   const ExperimentOptions& options_;
-  run::VerifyMode verify_mode_{};
+  multiply::VerifyMode verify_mode_{};
   std::vector<Variant> variants_;
   std::optional<SizeMatrices> matrices_;
   std::vector<RunRecord> records_;

@@ -36,6 +36,9 @@ struct EncodedStore {
   std::span<const double> data;
   uint64_t bytes() const { return data.size_bytes(); }
 };
+// A random token naming one forwarding run on the workers (ForwardSetup::run_token).
+uint64_t new_forward_token();
+
 // The STORE of `data` (rows x cols doubles, row-major) under `tile_id`; its CRC is computed here.
 EncodedStore encode_store(uint32_t tile_id, uint32_t rows, uint32_t cols, std::span<const double> data);
 

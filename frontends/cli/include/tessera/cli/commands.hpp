@@ -31,7 +31,7 @@ namespace model = balance::model;
 namespace plan = balance::plan;
 namespace profile = balance::profile;
 namespace report = balance::report;
-namespace run = balance::run;
+namespace multiply = balance::multiply;
 namespace session = balance::session;
 
 inline constexpr int kExitOk = 0;

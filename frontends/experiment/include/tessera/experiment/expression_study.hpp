@@ -40,7 +40,7 @@ namespace graphs = balance::graphs;
 namespace plan = balance::plan;
 namespace profile = balance::profile;
 namespace report = balance::report;
-namespace run = balance::run;
+namespace multiply = balance::multiply;
 namespace session = balance::session;
 
 // scheduled: Session::evaluate's scheduled mode on every node (tiles between nodes by the route

@@ -61,7 +61,7 @@ namespace graphs = balance::graphs;
 namespace plan = balance::plan;
 namespace profile = balance::profile;
 namespace report = balance::report;
-namespace run = balance::run;
+namespace multiply = balance::multiply;
 namespace session = balance::session;
 
 // A placement as a study names it: one method, or auto (GraphRunOptions::choose_method).

@@ -43,7 +43,7 @@ namespace graphs = balance::graphs;
 namespace plan = balance::plan;
 namespace profile = balance::profile;
 namespace report = balance::report;
-namespace run = balance::run;
+namespace multiply = balance::multiply;
 namespace session = balance::session;
 
 struct CpuSweep {

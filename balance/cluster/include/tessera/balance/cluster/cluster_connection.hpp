@@ -76,6 +76,12 @@ class ClusterConnection {
   std::vector<LeftOutNode> left_out_;
 };
 
+// How worker `from` reaches worker `to` (indices in cluster.links()): hosts[from][to] when given
+// (emulation::load_peer_hosts for emulated clusters, whose nodes reach each other through their
+// namespaces' links), else `to`'s own host (`fallback`).
+std::string peer_host(const std::vector<std::vector<std::string>>& hosts, std::size_t from, std::size_t to,
+                      const std::string& fallback);
+
 // One node: connect + handshake. Used by connect() and by `tessera status` / `tessera up`.
 // A node whose HELLO lacks one of `required_capabilities` is said goodbye to and refused with
 // kInvalidConfig naming the node, its address, what it offers and what is missing.

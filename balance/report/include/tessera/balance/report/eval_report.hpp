@@ -21,7 +21,7 @@
 #include "tessera/balance/expr/expression.hpp"
 #include "tessera/balance/expr/rewrite.hpp"
 #include "tessera/balance/report/report.hpp"
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 #include "tessera/linalg/matrix.hpp"
 
 namespace tessera::balance::report {
@@ -91,7 +91,7 @@ struct ScheduledEval {
   std::string tile_route;
   std::vector<std::string> route_notes;
   uint64_t coordinator_bytes_sent = 0;   // everything the coordinator wrote to the nodes, every attempt
-  run::Verification verification;             // the whole expression's value, checked on the coordinator
+  multiply::Verification verification;             // the whole expression's value, checked on the coordinator
   // Zero-communication speedup over the fastest node alone: fastest_alone_s / theoretical_makespan_s.
   double theoretical_speedup() const {
     return theoretical_makespan_s > 0.0 ? fastest_alone_s / theoretical_makespan_s : 0.0;

@@ -17,9 +17,9 @@
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/balance/model/model.hpp"
-#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/multiply/multiply.hpp"
 #include "tessera/balance/plan/plan.hpp"
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 #include "tessera/core/status.hpp"
 
 namespace tessera::balance::report {
@@ -27,8 +27,8 @@ namespace tessera::balance::report {
 struct MultiplyReport {
   std::string cluster;
   plan::Plan plan;
-  run::MultiplyRun run;
-  run::Verification verification;
+  multiply::MultiplyRun run;
+  multiply::Verification verification;
   std::vector<cluster::NodeSpec> nodes;  // for kind and endpoint, plan order
   // Nodes of the cluster file that did not answer at the start, and why; the plan leaves them out.
   std::vector<cluster::LeftOutNode> left_out_at_start;

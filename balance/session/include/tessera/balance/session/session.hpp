@@ -29,8 +29,8 @@
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/report/eval_report.hpp"
 #include "tessera/balance/report/report.hpp"
-#include "tessera/balance/run/multiply.hpp"
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/multiply.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/linalg/matrix.hpp"
 
@@ -45,7 +45,7 @@ struct MultiplyOptions {
   uint64_t panel_width = 256;      // rows of B per panel, clipped to k
   uint32_t panels_in_flight = 4;   // queue depth per node; 1 = no overlap (send, wait, send)
   uint32_t refill_threshold = 1;   // credits back before the next burst, 1..panels_in_flight
-  run::VerifyMode verify = run::VerifyMode::kFreivalds;
+  multiply::VerifyMode verify = multiply::VerifyMode::kFreivalds;
   uint64_t verify_seed = 1;
   // Seconds a node that owes us frames may stay silent before the run drops it as unresponsive
   // and reissues its tiles. 0 (default): derived per node from the profile's link speeds and GEMM
@@ -56,7 +56,7 @@ struct MultiplyOptions {
 // What a multiply is about to do, told once when its work is cut, before the first frame is sent.
 struct RunStart {
   plan::Plan plan;
-  run::JobCounts jobs;                       // credits expected per node (0s under dynamic) and in total
+  multiply::JobCounts jobs;                       // credits expected per node (0s under dynamic) and in total
   std::optional<model::Prediction> forecast;  // the model's, as the report will carry it; none without one
 };
 
@@ -198,7 +198,7 @@ class Session {
   // forecasts as multiply() does. Silent nodes are dropped after the derived deadline
   // (MultiplyOptions::node_timeout_s = 0).
   Result<report::MultiplyReport> run_plan(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
-                                  linalg::MutableMatrixView c, run::VerifyMode verify, uint64_t verify_seed,
+                                  linalg::MutableMatrixView c, multiply::VerifyMode verify, uint64_t verify_seed,
                                   const RunControl& control = {});
 
   // Runs a graph algorithm over every node (balance/graphs/graph_run.hpp) and returns the values
@@ -224,7 +224,7 @@ class Session {
   // SessionOptions::peer_hosts narrowed to the nodes taking part, both ways (hosts[from][to]).
   std::vector<std::vector<std::string>> taking_part_peer_hosts() const;
   Result<report::MultiplyReport> run_plan_within(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
-                                         linalg::MutableMatrixView c, run::VerifyMode verify, uint64_t verify_seed,
+                                         linalg::MutableMatrixView c, multiply::VerifyMode verify, uint64_t verify_seed,
                                          const RunControl& control, double node_timeout_s);
   struct State;
   explicit Session(std::unique_ptr<State> state);

@@ -59,7 +59,7 @@ struct MultiplySettings {
   std::string layout = std::string(partition::layout_name(MultiplyOptions{}.layout));
   // star | chain | auto (MultiplyOptions::distribution unset).
   std::string distribution = "auto";
-  std::string verify = std::string(run::verify_mode_name(MultiplyOptions{}.verify));
+  std::string verify = std::string(multiply::verify_mode_name(MultiplyOptions{}.verify));
   std::vector<double> weights;  // proportional only, one per node; empty: the profile's speeds
   // Freivalds' random vector (and, in the CLI, the random inputs' seed).
   uint64_t seed = MultiplyOptions{}.verify_seed;

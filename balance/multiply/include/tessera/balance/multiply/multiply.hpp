@@ -39,12 +39,12 @@
 #include <vector>
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/run/work.hpp"
+#include "tessera/balance/multiply/work.hpp"
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 struct NodeRunStats {
   std::string name;
@@ -160,4 +160,4 @@ Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan
 Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan::Plan& plan, linalg::MatrixView a,
                                  linalg::MatrixView b, linalg::Matrix& c, const MultiplyHooks& hooks = {});
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

@@ -31,7 +31,7 @@
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 class ChainFeed {
  public:
@@ -111,4 +111,4 @@ class ChainFeed {
   std::vector<std::string> notes_;
 };
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

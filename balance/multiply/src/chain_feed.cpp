@@ -1,6 +1,5 @@
 #include "chain_feed.hpp"
 
-#include "forward_setup.hpp"
 
 #include <algorithm>
 
@@ -9,7 +8,7 @@
 #include "tessera/gemm/forward_codec.hpp"
 #include "tessera/transport/request.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 namespace tp = tessera::transport;
 
@@ -18,7 +17,7 @@ std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster
                                              uint32_t last_tile_id, std::chrono::milliseconds timeout,
                                              std::vector<std::string>& notes) {
   std::unique_ptr<ChainFeed> feed(new ChainFeed());
-  feed->token_ = fresh_forward_token();
+  feed->token_ = gemm::new_forward_token();
   feed->first_ = first_tile_id;
   feed->last_ = last_tile_id;
   for (uint32_t node : plan.chain) {
@@ -49,7 +48,7 @@ std::unique_ptr<ChainFeed> ChainFeed::set_up(cluster::ClusterConnection& cluster
     if (has_next) {
       const std::size_t next = members[p + 1].node;
       const cluster::NodeLink& next_link = cluster.links()[next];
-      setup.next_host = peer_host(peer_hosts, members[p].node, next, next_link.spec.host);
+      setup.next_host = cluster::peer_host(peer_hosts, members[p].node, next, next_link.spec.host);
       setup.next_port = next_link.spec.port;
     }
     link.connection->set_read_deadline(timeout);
@@ -200,4 +199,4 @@ std::string ChainFeed::describe() const {
 
 Status ChainFeed::end_for(gemm::GemmClient& client) const { return client.end_forwarding(token_); }
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

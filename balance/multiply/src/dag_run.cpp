@@ -1,4 +1,4 @@
-#include "tessera/balance/run/dag_run.hpp"
+#include "tessera/balance/multiply/dag_run.hpp"
 
 #include <algorithm>
 #include <array>
@@ -24,9 +24,8 @@
 #include "tessera/transport/protocol.hpp"
 #include "tessera/transport/request.hpp"
 
-#include "forward_setup.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 namespace {
 
@@ -290,7 +289,7 @@ class DagRunner {
       plan_moves(/*peers=*/false);
       return false;
     }
-    token_ = fresh_forward_token();
+    token_ = gemm::new_forward_token();
     for (auto& node : nodes_) {
       node->connection->set_read_deadline(deadline());
       Result<gemm::ForwardReady> ready =
@@ -322,7 +321,7 @@ class DagRunner {
     const TileRef& output = dag_.tasks[task_index].output;
     for (std::size_t to : peer_targets_[task_index]) {
       const NodeState& target = *nodes_[to];
-      const gemm::SendTile send{token_, id_of(output), peer_host(options_.peer_hosts, node.link, target.link, target.host),
+      const gemm::SendTile send{token_, id_of(output), cluster::peer_host(options_.peer_hosts, node.link, target.link, target.host),
                               target.port};
       {
         std::lock_guard lock(node.mutex);
@@ -904,4 +903,4 @@ Result<DagRun> run_dag(cluster::ClusterConnection& cluster, const std::vector<st
   return runner.run();
 }
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

@@ -21,13 +21,13 @@
 #include <string>
 
 #include "tessera/balance/expr/expression.hpp"
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 // REQUIRES: `inputs` hold every input of `e` with its shape; `value` is e's shape.
 Verification verify_expression(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                                linalg::MatrixView value, VerifyMode mode, uint64_t seed, int rounds = 2);
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

@@ -37,7 +37,7 @@
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 enum class VerifyMode { kNone, kFreivalds, kExact };
 std::string_view verify_mode_name(VerifyMode mode);
@@ -102,4 +102,4 @@ class ProductCheck {
 Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::MatrixView c, VerifyMode mode,
                             uint64_t seed, int freivalds_rounds = 2);
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

@@ -20,7 +20,7 @@
 #include "tessera/transport/protocol.hpp"
 #include "tessera/gemm/client.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 // Tile ids on the worker: B pieces from kFirstPieceId, then A of tile t and its C above
 // kTileIdBase (kept apart from the profiler's ids).
@@ -78,4 +78,4 @@ JobCounts count_jobs(const Work& work, std::size_t nodes);
 // exactly once or needs more tiles or pieces than the worker's tile ids can name.
 Result<Work> build_work(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b);
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

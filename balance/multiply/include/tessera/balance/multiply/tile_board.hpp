@@ -19,9 +19,9 @@
 #include <optional>
 #include <vector>
 
-#include "tessera/balance/run/work.hpp"
+#include "tessera/balance/multiply/work.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 class TileBoard {
  public:
@@ -109,4 +109,4 @@ class TileBoard {
   uint64_t copy_wins_ = 0;
 };
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

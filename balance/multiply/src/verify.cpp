@@ -1,4 +1,4 @@
-#include "tessera/balance/run/verify.hpp"
+#include "tessera/balance/multiply/verify.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@
 
 #include "tessera/linalg/gemm.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 namespace {
 
@@ -398,4 +398,4 @@ Verification verify_product(linalg::MatrixView a, linalg::MatrixView b, linalg::
   return result;
 }
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

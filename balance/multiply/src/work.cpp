@@ -1,4 +1,4 @@
-#include "tessera/balance/run/work.hpp"
+#include "tessera/balance/multiply/work.hpp"
 #include "tessera/gemm/wire_io.hpp"
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 namespace tp = tessera::transport;
 using partition::Block;
@@ -116,4 +116,4 @@ Result<Work> build_work(const plan::Plan& plan, linalg::MatrixView a, linalg::Ma
   return work;
 }
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

@@ -1,6 +1,6 @@
-#include "tessera/balance/run/tile_board.hpp"
+#include "tessera/balance/multiply/tile_board.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 TileBoard::TileBoard(const Work& work) : speculate_(work.speculate), entries_(work.tiles.size()) {
   for (std::size_t t = 0; t < entries_.size(); ++t) {
@@ -171,4 +171,4 @@ std::optional<uint64_t> TileBoard::pick_locked(int node, bool& is_copy, const Co
   return oldest;
 }
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

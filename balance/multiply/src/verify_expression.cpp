@@ -1,4 +1,4 @@
-#include "tessera/balance/run/verify_expression.hpp"
+#include "tessera/balance/multiply/verify_expression.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "tessera/balance/expr/evaluate.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 namespace {
 
@@ -231,4 +231,4 @@ Verification verify_expression(const expr::Expr& e, const std::map<std::string, 
   return finish(check);
 }
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply

@@ -1,4 +1,4 @@
-#include "tessera/balance/run/multiply.hpp"
+#include "tessera/balance/multiply/multiply.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -17,12 +17,12 @@
 #include "tessera/balance/cluster/silent_node_watchdog.hpp"
 #include "tessera/gemm/forward_codec.hpp"
 #include "chain_feed.hpp"
-#include "tessera/balance/run/tile_board.hpp"
-#include "tessera/balance/run/work.hpp"
+#include "tessera/balance/multiply/tile_board.hpp"
+#include "tessera/balance/multiply/work.hpp"
 #include "tessera/core/time.hpp"
 #include "tessera/transport/request.hpp"
 
-namespace tessera::balance::run {
+namespace tessera::balance::multiply {
 
 namespace {
 
@@ -875,4 +875,4 @@ Result<MultiplyRun> run_multiply(cluster::ClusterConnection& cluster, const plan
   return run;
 }
 
-}  // namespace tessera::balance::run
+}  // namespace tessera::balance::multiply
