@@ -21,7 +21,7 @@
 #include "tessera/balance/expr/parse.hpp"
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/profile/profile.hpp"
-#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/multiply/report.hpp"
 #include "tessera/balance/multiply/verify.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
@@ -457,7 +457,7 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
             ~Stopwatch() { seconds = std::chrono::duration<double>(Clock::now() - start).count(); }
           } stopwatch{driver_s, driver_start};
           if (!given_plan) return session.multiply(a_view, b_view, c_view, *options, control);
-          Result<tb::report::MultiplyReport> report =
+          Result<tb::multiply::MultiplyReport> report =
               session.run_plan(*given_plan, a_view, b_view, c_view, options->verify, options->verify_seed, control);
           if (!report) return report.status();
           return tb::session::MultiplyOutcome{std::move(*report), {}};
@@ -473,8 +473,8 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
     py::dict timing(py::arg("input_check_s") = check_s, py::arg("output_fill_s") = fill_s,
                     py::arg("session_open_s") = open_s,
                     py::arg("driver_s") = driver_s, py::arg("session_close_s") = close_s);
-    return py::make_tuple(tb::report::report_json(outcome->report), plan_dict(outcome->report.plan),
-                          py::cast(warnings), tb::report::format_report_table(outcome->report), timing);
+    return py::make_tuple(tb::multiply::report_json(outcome->report), plan_dict(outcome->report.plan),
+                          py::cast(warnings), tb::multiply::format_report_table(outcome->report), timing);
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();
     drop_session();
@@ -506,15 +506,15 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
   control.on_notice = [&box](const std::string& text) { box.notice(text); };
   try {
     tb::session::Session& session = open_session(SessionKind::kMultiply, session_options);
-    Result<tb::report::EvalOutcome> outcome = run_interruptible(
+    Result<tb::expr::EvalOutcome> outcome = run_interruptible(
         cancel, [&] { return session.evaluate(parsed, views, options, control); },
         [&] { box.deliver(progress, notice); });
     if (!outcome) raise_status(outcome.status());
     const std::vector<std::string> warnings = left_out_warnings(session);
     finish_call();
     const std::size_t rows = outcome->value.rows, cols = outcome->value.cols;
-    std::string report = tb::report::eval_report_json(*outcome);
-    std::string table = tb::report::format_eval_table(*outcome, explain);
+    std::string report = tb::expr::eval_report_json(*outcome);
+    std::string table = tb::expr::format_eval_table(*outcome, explain);
     return py::make_tuple(to_numpy(std::move(outcome->value.values)), rows, cols, std::move(report), std::move(table),
                           warnings);
   } catch (...) {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/multiply/report.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -202,7 +202,7 @@ TEST(ProfileTest, WeightsFollowClusterOrderAndNameMissingNodes) {
 }
 
 TEST(ReportTest, JsonHasTheDocumentedKeys) {
-  report::MultiplyReport report;
+  multiply::MultiplyReport report;
   report.cluster = "lab";
   report.plan.policy = plan::Policy::kProportional;
   report.plan.m = report.plan.n = report.plan.k = 100;
@@ -213,7 +213,7 @@ TEST(ReportTest, JsonHasTheDocumentedKeys) {
   report.run.nodes.push_back({"b", 40, 0.4, 800, 400, 0.3, 0.04, 0.2, 0.45, 4});
   report.verification.mode = multiply::VerifyMode::kFreivalds;
   report.verification.passed = true;
-  const nlohmann::json json = nlohmann::json::parse(report::report_json(report));
+  const nlohmann::json json = nlohmann::json::parse(multiply::report_json(report));
   EXPECT_EQ(json["policy"], "proportional");
   EXPECT_EQ(json["n"], 100);
   EXPECT_EQ(json["verified"], true);
@@ -235,7 +235,7 @@ TEST(ReportTest, JsonHasTheDocumentedKeys) {
   // A node that did not answer at the start: named with its reason, apart from the nodes that ran.
   const cluster::LeftOutNode absent{"c", "connect to 127.0.0.1:7203 failed: Connection refused", StatusCode::kNetworkError};
   report.left_out_at_start.push_back(absent);
-  const nlohmann::json left_out = nlohmann::json::parse(report::report_json(report))["left_out_at_start"];
+  const nlohmann::json left_out = nlohmann::json::parse(multiply::report_json(report))["left_out_at_start"];
   ASSERT_EQ(left_out.size(), 1u);
   EXPECT_EQ(left_out[0]["node"], "c");
   EXPECT_EQ(left_out[0]["reason"], absent.reason);
@@ -243,19 +243,19 @@ TEST(ReportTest, JsonHasTheDocumentedKeys) {
   report.left_out_at_start.clear();
 
   report.prediction = model::Prediction{{0.45, 0.55}, 0.55, {1.0, 0.8}};
-  const nlohmann::json predicted = nlohmann::json::parse(report::report_json(report));
+  const nlohmann::json predicted = nlohmann::json::parse(multiply::report_json(report));
   EXPECT_DOUBLE_EQ(predicted["nodes"][1]["predicted_host_share"].get<double>(), 0.8);
   EXPECT_DOUBLE_EQ(predicted["predicted_makespan_s"].get<double>(), 0.55);
   EXPECT_NEAR(predicted["prediction_error"].get<double>(), 0.1, 1e-12);  // |0.55 - 0.5| / 0.5
   EXPECT_DOUBLE_EQ(predicted["nodes"][1]["predicted_finish_s"].get<double>(), 0.55);
-  EXPECT_NE(report::format_report_table(report).find("prediction error 10.0%"), std::string::npos);
-  EXPECT_NE(report::format_report_table(report).find("host's cores shared with the coordinator: b 80%"), std::string::npos)
-      << report::format_report_table(report);
+  EXPECT_NE(multiply::format_report_table(report).find("prediction error 10.0%"), std::string::npos);
+  EXPECT_NE(multiply::format_report_table(report).find("host's cores shared with the coordinator: b 80%"), std::string::npos)
+      << multiply::format_report_table(report);
 
   report.verification.mode = multiply::VerifyMode::kNone;
-  EXPECT_TRUE(nlohmann::json::parse(report::report_json(report))["verified"].is_null());
+  EXPECT_TRUE(nlohmann::json::parse(multiply::report_json(report))["verified"].is_null());
 
-  const std::string table = report::format_report_table(report);
+  const std::string table = multiply::format_report_table(report);
   EXPECT_NE(table.find("makespan 0.500 s"), std::string::npos) << table;
   EXPECT_NE(table.find("not checked"), std::string::npos) << table;
 }

@@ -1,7 +1,7 @@
 // The whole-expression check: the true value passes under Freivalds and the exact check, with
 // integer and real inputs, transposes on inputs, powers and sums; one wrong entry, a NaN or a
 // value that overflowed fails, naming where.
-#include "tessera/balance/multiply/verify_expression.hpp"
+#include "tessera/balance/expr/verify_expression.hpp"
 
 #include <gtest/gtest.h>
 
@@ -51,7 +51,7 @@ TEST(VerifyExpression, TheTrueValuePassesEitherWay) {
       SCOPED_TRACE(text);
       const Case c = make_case(text, kShapes, fill);
       for (multiply::VerifyMode mode : {multiply::VerifyMode::kFreivalds, multiply::VerifyMode::kExact}) {
-        const multiply::Verification check = multiply::verify_expression(c.e, c.views, c.value, mode, 7);
+        const multiply::Verification check = expr::verify_expression(c.e, c.views, c.value, mode, 7);
         EXPECT_TRUE(check.passed) << multiply::verify_mode_name(mode) << ": " << check.detail;
         EXPECT_LE(check.max_error_ratio, 1.0);
       }
@@ -66,10 +66,10 @@ TEST(VerifyExpression, OneWrongEntryFailsAndIsNamed) {
     const std::size_t row = c.value.rows / 2, col = c.value.cols - 1;
     // Far beyond rounding: |E| |x| of a power of a random matrix dwarfs its (cancelling) entries.
     c.value.at(row, col) += 1e-3 * (std::fabs(c.value.at(row, col)) + 1.0);
-    const multiply::Verification freivalds = multiply::verify_expression(c.e, c.views, c.value, multiply::VerifyMode::kFreivalds, 7);
+    const multiply::Verification freivalds = expr::verify_expression(c.e, c.views, c.value, multiply::VerifyMode::kFreivalds, 7);
     EXPECT_FALSE(freivalds.passed);
     EXPECT_NE(freivalds.detail.find("row " + std::to_string(row)), std::string::npos) << freivalds.detail;
-    const multiply::Verification exact = multiply::verify_expression(c.e, c.views, c.value, multiply::VerifyMode::kExact, 7);
+    const multiply::Verification exact = expr::verify_expression(c.e, c.views, c.value, multiply::VerifyMode::kExact, 7);
     EXPECT_FALSE(exact.passed);
     EXPECT_NE(exact.detail.find(fmt::format("[{}][{}]", row, col)), std::string::npos) << exact.detail;
   }
@@ -78,7 +78,7 @@ TEST(VerifyExpression, OneWrongEntryFailsAndIsNamed) {
 TEST(VerifyExpression, NonFiniteValuesFail) {
   Case c = make_case("u * P^6", kShapes, linalg::FillKind::kUniform);
   c.value.at(0, 3) = std::numeric_limits<double>::infinity();
-  const multiply::Verification check = multiply::verify_expression(c.e, c.views, c.value, multiply::VerifyMode::kFreivalds, 7);
+  const multiply::Verification check = expr::verify_expression(c.e, c.views, c.value, multiply::VerifyMode::kFreivalds, 7);
   EXPECT_FALSE(check.passed);
   EXPECT_NE(check.detail.find("[0][3]"), std::string::npos) << check.detail;
   EXPECT_NE(check.detail.find("inf"), std::string::npos) << check.detail;
@@ -93,8 +93,8 @@ TEST(VerifyExpression, AValueThatOverflowedFailsInBothModesAlike) {
   Result<linalg::Matrix> value = expr::evaluate(c.e, c.views);
   ASSERT_TRUE(value.is_ok()) << value.status().to_string();
   ASSERT_TRUE(std::isinf(value->at(0, 0)));
-  const multiply::Verification freivalds = multiply::verify_expression(c.e, c.views, *value, multiply::VerifyMode::kFreivalds, 7);
-  const multiply::Verification exact = multiply::verify_expression(c.e, c.views, *value, multiply::VerifyMode::kExact, 7);
+  const multiply::Verification freivalds = expr::verify_expression(c.e, c.views, *value, multiply::VerifyMode::kFreivalds, 7);
+  const multiply::Verification exact = expr::verify_expression(c.e, c.views, *value, multiply::VerifyMode::kExact, 7);
   EXPECT_FALSE(freivalds.passed);
   EXPECT_FALSE(exact.passed);
   EXPECT_NE(exact.detail.find("[0][0] is +inf"), std::string::npos) << exact.detail;
@@ -104,7 +104,7 @@ TEST(VerifyExpression, AValueThatOverflowedFailsInBothModesAlike) {
 
 TEST(VerifyExpression, NoneChecksNothing) {
   const Case c = make_case("u * P^6", kShapes, linalg::FillKind::kUniform);
-  const multiply::Verification check = multiply::verify_expression(c.e, c.views, c.value, multiply::VerifyMode::kNone, 7);
+  const multiply::Verification check = expr::verify_expression(c.e, c.views, c.value, multiply::VerifyMode::kNone, 7);
   EXPECT_FALSE(check.passed);
   EXPECT_EQ(check.mode, multiply::VerifyMode::kNone);
 }

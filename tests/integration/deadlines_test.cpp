@@ -25,7 +25,7 @@
 #include "reference_product.hpp"
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/emulation/local_cluster.hpp"
-#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/multiply/report.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -181,7 +181,7 @@ TEST_F(Deadlines, WorkerStoppedMidRunIsDroppedAsUnresponsiveAndTheProductStaysEx
   // reissue or through spare copies they had already taken, whichever came first.
   EXPECT_EQ(run.nodes[1].volume, 0u);
   EXPECT_EQ(run.nodes[0].volume + run.nodes[2].volume, uint64_t{240} * 150 * 400);
-  EXPECT_NE(report::format_report_table(outcome->report).find("unresponsive"), std::string::npos);
+  EXPECT_NE(multiply::format_report_table(outcome->report).find("unresponsive"), std::string::npos);
   session->close();
 }
 

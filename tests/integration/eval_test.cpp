@@ -79,12 +79,12 @@ TEST_F(EvalTest, EveryBenchmarkShapeMatchesTheLocalValueExactly) {
         options.tile = tile;
         options.multiply.policy = plan::EvenPolicy{};
         options.multiply.verify = multiply::VerifyMode::kExact;
-        Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
+        Result<expr::EvalOutcome> outcome = session->evaluate(*e, views, options);
         ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
         EXPECT_EQ(outcome->value.values, local->values);
         if (mode == session::EvalMode::kSequence) {
           EXPECT_EQ(outcome->products.size(), expr::cost(outcome->evaluated).products);
-          for (const report::EvalProduct& product : outcome->products) {
+          for (const expr::EvalProduct& product : outcome->products) {
             EXPECT_TRUE(product.report.verification.passed) << product.expression;
           }
         } else {
@@ -123,7 +123,7 @@ TEST_F(EvalTest, InputTilesSentFromTheCallersRowsAreExact) {
     session::EvalOptions options;
     options.tile = 256;
     options.multiply.verify = multiply::VerifyMode::kExact;
-    Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
+    Result<expr::EvalOutcome> outcome = session->evaluate(*e, views, options);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
     EXPECT_EQ(outcome->value.values, local->values);
     EXPECT_TRUE(outcome->scheduled->verification.passed) << outcome->scheduled->verification.detail;
@@ -145,12 +145,12 @@ TEST_F(EvalTest, TheScheduledReportAddsUp) {
     ASSERT_TRUE(e.is_ok()) << e.status().to_string();
     session::EvalOptions options;
     options.tile = 16;
-    Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
+    Result<expr::EvalOutcome> outcome = session->evaluate(*e, views, options);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
-    const report::ScheduledEval& run = *outcome->scheduled;
+    const expr::ScheduledEval& run = *outcome->scheduled;
     uint64_t node_tasks = 0, kind_tasks = 0;
-    for (const report::ScheduledNode& node : run.nodes) node_tasks += node.tasks;
-    for (const report::ScheduledTaskKind& kind : run.kinds) kind_tasks += kind.tasks;
+    for (const expr::ScheduledNode& node : run.nodes) node_tasks += node.tasks;
+    for (const expr::ScheduledTaskKind& kind : run.kinds) kind_tasks += kind.tasks;
     EXPECT_EQ(node_tasks, run.tasks);
     EXPECT_EQ(kind_tasks, run.tasks);
     EXPECT_EQ(run.nodes.size(), 3u);
@@ -164,13 +164,13 @@ TEST_F(EvalTest, TheScheduledReportAddsUp) {
     EXPECT_TRUE(run.verification.passed) << run.verification.detail;
     // The timeline: every task, each sent before it was done, done by the end, forecast in order.
     ASSERT_EQ(run.timeline.size(), run.tasks);
-    for (const report::ScheduledTaskTiming& task : run.timeline) {
+    for (const expr::ScheduledTaskTiming& task : run.timeline) {
       EXPECT_GE(task.sent_s, 0.0) << task.node << " " << task.kind;
       EXPECT_GE(task.done_s, task.sent_s) << task.node << " " << task.kind;
       EXPECT_LE(task.done_s, run.measured_makespan_s + 1e-9);
       EXPECT_LE(task.predicted_start_s, task.predicted_finish_s);
     }
-    EXPECT_NE(report::eval_report_json(*outcome).find("\"timeline\""), std::string::npos);
+    EXPECT_NE(expr::eval_report_json(*outcome).find("\"timeline\""), std::string::npos);
   }
   // On one named node alone: it does every task; a name that is not in the cluster is refused.
   Result<expr::Expr> e = expr::parse("P^4", {{"P", {64, 64}}});
@@ -178,13 +178,13 @@ TEST_F(EvalTest, TheScheduledReportAddsUp) {
   session::EvalOptions alone;
   alone.tile = 16;
   alone.only_nodes = {"b"};
-  Result<report::EvalOutcome> outcome = session->evaluate(*e, views, alone);
+  Result<expr::EvalOutcome> outcome = session->evaluate(*e, views, alone);
   ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
   ASSERT_EQ(outcome->scheduled->nodes.size(), 1u);
   EXPECT_EQ(outcome->scheduled->nodes[0].name, "b");
   EXPECT_EQ(outcome->scheduled->nodes[0].tasks, outcome->scheduled->tasks);
   alone.only_nodes = {"zz"};
-  Result<report::EvalOutcome> unknown = session->evaluate(*e, views, alone);
+  Result<expr::EvalOutcome> unknown = session->evaluate(*e, views, alone);
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("'zz'"), std::string::npos) << unknown.status().to_string();
 }
@@ -203,28 +203,28 @@ TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
   ASSERT_TRUE(e.is_ok()) << e.status().to_string();
   Result<linalg::Matrix> local = expr::evaluate(*e, views);
   ASSERT_TRUE(local.is_ok()) << local.status().to_string();
-  std::map<bool, report::ScheduledEval> runs;
+  std::map<bool, expr::ScheduledEval> runs;
   for (bool direct : {true, false}) {
     SCOPED_TRACE(direct ? "direct" : "through the coordinator");
     session::EvalOptions options;
     options.tile = 256;
     options.every_node = true;
-    options.tile_route = direct ? session::TileRoute::kDirect : session::TileRoute::kCoordinator;
+    options.tile_route = direct ? expr::TileRoute::kDirect : expr::TileRoute::kCoordinator;
     options.multiply.verify = multiply::VerifyMode::kExact;
-    Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
+    Result<expr::EvalOutcome> outcome = session->evaluate(*e, views, options);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
     EXPECT_EQ(outcome->value.values, local->values);
     runs[direct] = *outcome->scheduled;
     EXPECT_EQ(runs[direct].tile_route, direct ? "direct" : "coordinator");
     EXPECT_TRUE(runs[direct].route_notes.empty()) << runs[direct].route_notes.front();
     uint64_t peer_bytes = 0;
-    for (const report::ScheduledNode& node : runs[direct].nodes) peer_bytes += node.peer_bytes_sent;
+    for (const expr::ScheduledNode& node : runs[direct].nodes) peer_bytes += node.peer_bytes_sent;
     if (direct) {
       EXPECT_GT(peer_bytes, 0u);
     } else {
       EXPECT_EQ(peer_bytes, 0u);
     }
-    EXPECT_NE(report::eval_report_json(*outcome).find("\"coordinator_bytes_sent\""), std::string::npos);
+    EXPECT_NE(expr::eval_report_json(*outcome).find("\"coordinator_bytes_sent\""), std::string::npos);
   }
   EXPECT_LT(runs[true].coordinator_bytes_sent, runs[false].coordinator_bytes_sent);
   // auto (the default): both routes scheduled, the one forecast sooner runs, and the report says so.
@@ -232,7 +232,7 @@ TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
   options.tile = 256;
   options.every_node = true;
   options.multiply.verify = multiply::VerifyMode::kExact;
-  Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
+  Result<expr::EvalOutcome> outcome = session->evaluate(*e, views, options);
   ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
   EXPECT_EQ(outcome->value.values, local->values);
   ASSERT_EQ(outcome->scheduled->route_notes.size(), 1u);
@@ -264,15 +264,15 @@ TEST_F(EvalTest, AFailedLinkBetweenWorkersRunsAgainThroughTheCoordinator) {
   session::EvalOptions options;
   options.tile = 256;
   options.every_node = true;
-  options.tile_route = session::TileRoute::kDirect;
+  options.tile_route = expr::TileRoute::kDirect;
   options.multiply.verify = multiply::VerifyMode::kExact;
   std::vector<std::string> notices;
   session::RunControl control;
   control.on_notice = [&](const std::string& notice) { notices.push_back(notice); };
-  Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options, control);
+  Result<expr::EvalOutcome> outcome = session->evaluate(*e, views, options, control);
   ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
   EXPECT_EQ(outcome->value.values, local->values);
-  const report::ScheduledEval& run = *outcome->scheduled;
+  const expr::ScheduledEval& run = *outcome->scheduled;
   EXPECT_EQ(run.attempts, 2u);
   EXPECT_TRUE(run.lost_nodes.empty());
   EXPECT_EQ(run.tile_route, "coordinator");
@@ -348,7 +348,7 @@ class ScheduledLossTest : public ::testing::Test {
 
   // Evaluates P^4 (64 x 64, 16 x 16 tiles: 32 tasks, 128 jobs) while `fault` is done to worker c
   // 400 ms in, tiles between nodes taking `route`, and checks the value against the local one.
-  void expect_exact_despite(int signal, double node_timeout_s, session::TileRoute route) {
+  void expect_exact_despite(int signal, double node_timeout_s, expr::TileRoute route) {
     {
       // Measured, then every node given a's figures: HEFT then spreads the tasks evenly, so c has
       // work when the fault comes however the profile read a loaded machine (c's own delayed
@@ -389,17 +389,17 @@ class ScheduledLossTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(400));
       ::kill(victim, signal);
     });
-    Result<report::EvalOutcome> outcome = session->evaluate(*e, views, options);
+    Result<expr::EvalOutcome> outcome = session->evaluate(*e, views, options);
     fault.join();
     if (signal == SIGSTOP) ::kill(victim, SIGCONT);
     ASSERT_TRUE(outcome.is_ok()) << outcome.status().to_string();
     EXPECT_EQ(outcome->value.values, local->values);
-    const report::ScheduledEval& run = *outcome->scheduled;
+    const expr::ScheduledEval& run = *outcome->scheduled;
     EXPECT_EQ(run.lost_nodes, std::vector<std::string>{"c"});
     EXPECT_EQ(run.attempts, 2u);
     uint64_t peer_bytes = 0;
-    for (const report::ScheduledNode& node : run.nodes) peer_bytes += node.peer_bytes_sent;
-    EXPECT_EQ(peer_bytes > 0, route == session::TileRoute::kDirect) << "tiles went the route asked for";
+    for (const expr::ScheduledNode& node : run.nodes) peer_bytes += node.peer_bytes_sent;
+    EXPECT_EQ(peer_bytes > 0, route == expr::TileRoute::kDirect) << "tiles went the route asked for";
     EXPECT_TRUE(run.verification.passed) << run.verification.detail;
   }
 
@@ -409,21 +409,21 @@ class ScheduledLossTest : public ::testing::Test {
 };
 
 TEST_F(ScheduledLossTest, AKilledNodesTasksAreComputedAgainOnTheOthers) {
-  expect_exact_despite(SIGKILL, 0.0, session::TileRoute::kCoordinator);
+  expect_exact_despite(SIGKILL, 0.0, expr::TileRoute::kCoordinator);
 }
 
 TEST_F(ScheduledLossTest, AStoppedNodeIsDroppedAfterItsDeadline) {
-  expect_exact_despite(SIGSTOP, 1.0, session::TileRoute::kCoordinator);
+  expect_exact_despite(SIGSTOP, 1.0, expr::TileRoute::kCoordinator);
 }
 
 // The same with tiles sent worker to worker: c is killed or frozen while it sends or receives
 // them; only c is lost (a node sending to a frozen c is not taken for silent).
 TEST_F(ScheduledLossTest, AKilledNodeAmongWorkerToWorkerTilesIsTheOnlyOneLost) {
-  expect_exact_despite(SIGKILL, 0.0, session::TileRoute::kDirect);
+  expect_exact_despite(SIGKILL, 0.0, expr::TileRoute::kDirect);
 }
 
 TEST_F(ScheduledLossTest, AStoppedNodeAmongWorkerToWorkerTilesIsTheOnlyOneLost) {
-  expect_exact_despite(SIGSTOP, 1.0, session::TileRoute::kDirect);
+  expect_exact_despite(SIGSTOP, 1.0, expr::TileRoute::kDirect);
 }
 
 // Left out by name (the others evaluate it), or with --require-all refused by name.

@@ -14,7 +14,7 @@
 
 #include "tessera/balance/expr/evaluate.hpp"
 #include "tessera/balance/expr/rewrite.hpp"
-#include "scheduled_eval.hpp"
+#include "tessera/balance/expr/scheduled_eval.hpp"
 
 namespace tessera::balance::session {
 
@@ -280,7 +280,7 @@ Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixVi
   }
   Result<PlannedMultiply> planned = plan(a.rows, b.cols, a.cols, taking_part);
   if (!planned) return planned.status();
-  Result<report::MultiplyReport> report =
+  Result<multiply::MultiplyReport> report =
       run_plan_within(planned->plan, a, b, c, options.verify, options.verify_seed, control, options.node_timeout_s);
   if (!report) return report.status();
   return MultiplyOutcome{std::move(*report), std::move(planned->warnings)};
@@ -296,26 +296,10 @@ Result<EvalMode> parse_eval_mode(std::string_view name) {
   return invalid_argument(fmt::format("unknown evaluation mode '{}'; use scheduled or sequence", name));
 }
 
-std::string_view tile_route_name(TileRoute route) {
-  switch (route) {
-    case TileRoute::kAuto: return "auto";
-    case TileRoute::kDirect: return "direct";
-    case TileRoute::kCoordinator: return "coordinator";
-  }
-  return "auto";
-}
-
-Result<TileRoute> parse_tile_route(std::string_view name) {
-  for (TileRoute route : {TileRoute::kAuto, TileRoute::kDirect, TileRoute::kCoordinator}) {
-    if (name == tile_route_name(route)) return route;
-  }
-  return invalid_argument(fmt::format("unknown tile route '{}'; use auto, direct (worker to worker) or coordinator", name));
-}
-
-Result<report::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
+Result<expr::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                                      const EvalOptions& options, const RunControl& control) {
   const auto start = std::chrono::steady_clock::now();
-  report::EvalOutcome outcome;
+  expr::EvalOutcome outcome;
   outcome.written = e;
   outcome.rewritten = options.rewrite;
   outcome.left_out_at_start = state_->left_out;
@@ -344,8 +328,19 @@ Result<report::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::ma
     Result<model::ClusterModel> model = profile::profile_model(*state_->profile, state_->cluster, state_->profile_path);
     if (!model) return model.status();
     CancelWatcher watcher(control.cancel, state_->connection);
-    TESSERA_RETURN_IF_ERROR(run_scheduled(state_->connection, *model, outcome.evaluated, inputs, options,
-                                          taking_part_peer_hosts(), control, outcome));
+    expr::ScheduledEvalOptions scheduled;
+    scheduled.tile = options.tile;
+    scheduled.cache_bytes = options.cache_bytes;
+    scheduled.only_nodes = options.only_nodes;
+    scheduled.every_node = options.every_node;
+    scheduled.tile_route = options.tile_route;
+    scheduled.node_timeout_s = options.multiply.node_timeout_s;
+    scheduled.verify = options.multiply.verify;
+    scheduled.verify_seed = options.multiply.verify_seed;
+    scheduled.peer_hosts = taking_part_peer_hosts();
+    scheduled.cancel = control.cancel;
+    scheduled.on_notice = control.on_notice;
+    TESSERA_RETURN_IF_ERROR(expr::run_scheduled(state_->connection, *model, outcome.evaluated, inputs, scheduled, outcome));
     if (options.multiply.verify != multiply::VerifyMode::kNone && !outcome.scheduled->verification.passed) {
       return verification_failed(fmt::format("the value of {} failed verification: {}", expr::to_string(e),
                                              outcome.scheduled->verification.detail));
@@ -374,13 +369,13 @@ Result<report::EvalOutcome> Session::evaluate(const expr::Expr& e, const std::ma
   return outcome;
 }
 
-Result<report::MultiplyReport> Session::run_plan(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+Result<multiply::MultiplyReport> Session::run_plan(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                          linalg::MutableMatrixView c, multiply::VerifyMode verify, uint64_t verify_seed,
                                          const RunControl& control) {
   return run_plan_within(plan, a, b, c, verify, verify_seed, control, 0.0);
 }
 
-Result<report::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+Result<multiply::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                                 linalg::MutableMatrixView c, multiply::VerifyMode verify, uint64_t verify_seed,
                                                 const RunControl& control, double node_timeout_s) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
@@ -409,7 +404,7 @@ Result<report::MultiplyReport> Session::run_plan_within(const plan::Plan& plan, 
     return cancelled("the run was cancelled; the workers' sessions were closed");
   }
   if (!run) return run.status();
-  report::MultiplyReport report;
+  multiply::MultiplyReport report;
   report.cluster = state_->cluster.name;
   report.plan = plan;
   report.run = std::move(*run);

@@ -109,7 +109,7 @@ Result<EvalOptions> resolve_eval_settings(const EvalSettings& settings, const st
     return invalid_argument(fmt::format("{} must be a positive number of megabytes (0: half each worker's tile memory)",
                                         spelling.assignment("cache_mb", fmt::format("{}", settings.cache_mb))));
   }
-  Result<TileRoute> route = parse_tile_route(settings.tile_route);
+  Result<expr::TileRoute> route = expr::parse_tile_route(settings.tile_route);
   if (!route) return invalid_argument(fmt::format("{}: {}", spelling.name("tile_route"), route.status().message()));
   EvalOptions options;
   options.tile_route = *route;

@@ -15,7 +15,7 @@
 #include "tessera/cli/commands.hpp"
 #include "tessera/balance/expr/parse.hpp"
 #include "tessera/emulation/local_cluster.hpp"
-#include "tessera/balance/report/eval_report.hpp"
+#include "tessera/balance/expr/eval_report.hpp"
 #include "tessera/balance/multiply/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/linalg/matrix.hpp"
@@ -119,7 +119,7 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   session::RunControl control;
   control.cancel = command.interrupted;
   control.on_notice = [&err](const std::string& notice) { err << notice << "\n"; };
-  Result<report::EvalOutcome> outcome = session->evaluate(*parsed, views, *options, control);
+  Result<expr::EvalOutcome> outcome = session->evaluate(*parsed, views, *options, control);
   const bool interrupted = command.interrupted != nullptr && command.interrupted->load();
   session->close();
   if (interrupted) {
@@ -128,13 +128,13 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   }
   if (!outcome) return report_failure(err, outcome.status());
 
-  for (const report::EvalProduct& product : outcome->products) {
+  for (const expr::EvalProduct& product : outcome->products) {
     for (const std::string& warning : product.warnings) err << "warning: " << warning << "\n";
   }
-  out << report::format_eval_table(*outcome, command.explain);
+  out << expr::format_eval_table(*outcome, command.explain);
   if (!command.report_path.empty()) {
     std::ofstream file(command.report_path, std::ios::trunc);
-    if (!(file << report::eval_report_json(*outcome) << "\n") || !file.flush()) {
+    if (!(file << expr::eval_report_json(*outcome) << "\n") || !file.flush()) {
       return report_failure(err, io_error(fmt::format("cannot write report {}", command.report_path)));
     }
     out << "report written to " << command.report_path << "\n";

@@ -11,7 +11,7 @@
 
 #include "command_output.hpp"
 #include "tessera/cli/progress_line.hpp"
-#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/multiply/report.hpp"
 #include "tessera/balance/multiply/verify.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/session/settings.hpp"
@@ -235,12 +235,12 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   if (!outcome) return report_failure(err, outcome.status());
   session->close();
   for (const std::string& warning : outcome->warnings) err << "warning: " << warning << "\n";
-  const report::MultiplyReport& report = outcome->report;
+  const multiply::MultiplyReport& report = outcome->report;
   if (command.show_plan) out << report.plan.to_string() << "\n";
-  out << report::format_report_table(report);
+  out << multiply::format_report_table(report);
 
   if (!command.report_path.empty()) {
-    if (Status written = report::write_report_json(command.report_path, report); !written) return report_failure(err, written);
+    if (Status written = multiply::write_report_json(command.report_path, report); !written) return report_failure(err, written);
     out << "report written to " << command.report_path << "\n";
   }
   if (!command.out_path.empty()) {

@@ -197,11 +197,11 @@ struct ExpressionRunRecord {
 };
 
 // The figures of one evaluation, whichever mode ran it.
-ExpressionRunRecord figures_of(const report::EvalOutcome& outcome) {
+ExpressionRunRecord figures_of(const expr::EvalOutcome& outcome) {
   ExpressionRunRecord record;
   record.evaluated = expr::to_string(outcome.evaluated);
   record.wall_s = outcome.seconds;
-  if (const std::optional<report::ScheduledEval>& scheduled = outcome.scheduled) {
+  if (const std::optional<expr::ScheduledEval>& scheduled = outcome.scheduled) {
     record.makespan_s = scheduled->measured_makespan_s;
     record.predicted_s = scheduled->predicted_makespan_s;
     record.theoretical_s = scheduled->theoretical_makespan_s;
@@ -217,8 +217,8 @@ ExpressionRunRecord figures_of(const report::EvalOutcome& outcome) {
   record.predicted_s = 0.0;
   record.bytes_moved = 0.0;
   record.verified = true;
-  for (const report::EvalProduct& product : outcome.products) {
-    const report::MultiplyReport& report = product.report;
+  for (const expr::EvalProduct& product : outcome.products) {
+    const multiply::MultiplyReport& report = product.report;
     record.makespan_s += report.run.makespan_s;
     // A sum of forecasts only when every product had one.
     record.predicted_s += report.prediction ? report.prediction->makespan_s : NAN;
@@ -609,9 +609,9 @@ session::EvalOptions eval_options(ExpressionMode mode, const std::string& fastes
   options.multiply.verify = multiply::VerifyMode::kFreivalds;
   options.mode = mode == ExpressionMode::kSequence ? session::EvalMode::kSequence : session::EvalMode::kScheduled;
   if (mode == ExpressionMode::kFastestAlone) options.only_nodes = {fastest_node};
-  options.tile_route = mode == ExpressionMode::kDirect           ? session::TileRoute::kDirect
-                       : mode == ExpressionMode::kViaCoordinator ? session::TileRoute::kCoordinator
-                                                                 : session::TileRoute::kAuto;
+  options.tile_route = mode == ExpressionMode::kDirect           ? expr::TileRoute::kDirect
+                       : mode == ExpressionMode::kViaCoordinator ? expr::TileRoute::kCoordinator
+                                                                 : expr::TileRoute::kAuto;
   return options;
 }
 
@@ -648,7 +648,7 @@ class ExpressionStudyKind final : public StudyKind {
     const std::string& cluster_name = cluster.spec().name;
     const std::string label = fmt::format("{} {} on {} #{}", study_.benchmarks[benchmark].name,
                                           expression_mode_name(mode), cluster_name, repetition);
-    Result<report::EvalOutcome> ran = cluster.session().evaluate(
+    Result<expr::EvalOutcome> ran = cluster.session().evaluate(
         prepared_[benchmark].expression, prepared_[benchmark].views, eval_options(mode, clusters_.back().fastest), control);
     if (!ran) return ran.status().with_context(label + ": ");
     ExpressionRunRecord record = figures_of(*ran);

@@ -234,7 +234,7 @@ struct RunRecord {
   uint32_t window = true;
   uint64_t n = 0;
   uint32_t repetition = 0;
-  report::MultiplyReport report;
+  multiply::MultiplyReport report;
 };
 
 struct GroupKey {
@@ -322,7 +322,7 @@ Status write_results(const std::string& out_dir, const Study& study, const std::
       "study,variant,policy,overlap,n,repetition,node,kind,rows,weight,bytes_to_node,bytes_from_node,compute_s,comm_s,"
       "idle_s,finish_s,predicted_finish_s,worker_io_cpu_s,worker_compute_cpu_s\n";
   for (const RunRecord& record : records) {
-    const report::MultiplyReport& report = record.report;
+    const multiply::MultiplyReport& report = record.report;
     const bool checked = report.verification.mode != multiply::VerifyMode::kNone;
     results += fmt::format("{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", study.name, record.variant,
                            record.cluster, record.node_count, csv_optional(record.sweep_cpu),

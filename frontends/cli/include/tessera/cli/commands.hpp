@@ -30,7 +30,6 @@ namespace graphs = balance::graphs;
 namespace model = balance::model;
 namespace plan = balance::plan;
 namespace profile = balance::profile;
-namespace report = balance::report;
 namespace multiply = balance::multiply;
 namespace session = balance::session;
 

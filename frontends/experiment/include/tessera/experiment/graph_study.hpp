@@ -60,7 +60,6 @@ namespace expr = balance::expr;
 namespace graphs = balance::graphs;
 namespace plan = balance::plan;
 namespace profile = balance::profile;
-namespace report = balance::report;
 namespace multiply = balance::multiply;
 namespace session = balance::session;
 

@@ -108,7 +108,7 @@ struct Schedule {
 struct ScheduleOptions {
   double cache_bytes = 1e9;         // per node
   bool zero_communication = false;  // every transfer free: the theoretical schedule
-  bool peer_transfers = false;      // tiles between nodes go worker to worker (multiply::DagRunOptions)
+  bool peer_transfers = false;      // tiles between nodes go worker to worker (expr::DagRunOptions)
 };
 
 // REQUIRES: model has at least one node that can compute.

@@ -27,8 +27,9 @@
 #include "tessera/balance/model/model.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
-#include "tessera/balance/report/eval_report.hpp"
-#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/expr/eval_report.hpp"
+#include "tessera/balance/expr/scheduled_eval.hpp"
+#include "tessera/balance/multiply/report.hpp"
 #include "tessera/balance/multiply/multiply.hpp"
 #include "tessera/balance/multiply/verify.hpp"
 #include "tessera/core/status.hpp"
@@ -103,7 +104,7 @@ struct PlannedMultiply {
 };
 
 struct MultiplyOutcome {
-  report::MultiplyReport report;              // plan, run statistics, verification, prediction, nodes left out
+  multiply::MultiplyReport report;              // plan, run statistics, verification, prediction, nodes left out
   std::vector<std::string> warnings;  // from planning
 };
 
@@ -115,13 +116,6 @@ struct MultiplyOutcome {
 enum class EvalMode { kScheduled, kSequence };
 std::string_view eval_mode_name(EvalMode mode);
 Result<EvalMode> parse_eval_mode(std::string_view name);  // scheduled | sequence
-
-// How a scheduled evaluation moves a tile from the node that computed it to another: worker to
-// worker (kDirect), through the coordinator (kCoordinator), or whichever the schedule forecasts
-// sooner (kAuto; direct on a tie, since it spares the coordinator's link).
-enum class TileRoute { kAuto, kDirect, kCoordinator };
-std::string_view tile_route_name(TileRoute route);
-Result<TileRoute> parse_tile_route(std::string_view name);  // auto | direct | coordinator
 
 struct EvalOptions {
   MultiplyOptions multiply;  // sequence: how each product runs; both: verify mode and seed
@@ -138,10 +132,10 @@ struct EvalOptions {
   bool every_node = false;
   // scheduled: how tiles move between nodes; direct needs every node's worker to send tiles
   // (transport::kCapabilityTileSend), else they go through the coordinator.
-  TileRoute tile_route = TileRoute::kAuto;
+  expr::TileRoute tile_route = expr::TileRoute::kAuto;
 };
 
-// EvalProduct and EvalOutcome are in report/eval_report.hpp, with their table and JSON.
+// EvalProduct and EvalOutcome are in expr/eval_report.hpp, with their table and JSON.
 
 class Session {
  public:
@@ -191,13 +185,13 @@ class Session {
   // DAG that keeps them on the nodes is not built yet). A product that fails verification stops
   // the evaluation with kVerificationFailed naming it; inputs missing or misshapen are refused by
   // name. REQUIRES: `inputs` hold every input of `e`.
-  Result<report::EvalOutcome> evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
+  Result<expr::EvalOutcome> evaluate(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                                const EvalOptions& options, const RunControl& control = {});
 
   // Runs an existing plan (its shares must name this cluster's nodes in order), then verifies and
   // forecasts as multiply() does. Silent nodes are dropped after the derived deadline
   // (MultiplyOptions::node_timeout_s = 0).
-  Result<report::MultiplyReport> run_plan(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+  Result<multiply::MultiplyReport> run_plan(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                   linalg::MutableMatrixView c, multiply::VerifyMode verify, uint64_t verify_seed,
                                   const RunControl& control = {});
 
@@ -223,7 +217,7 @@ class Session {
   Status measure_missing_profile(const RunControl& control);
   // SessionOptions::peer_hosts narrowed to the nodes taking part, both ways (hosts[from][to]).
   std::vector<std::vector<std::string>> taking_part_peer_hosts() const;
-  Result<report::MultiplyReport> run_plan_within(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
+  Result<multiply::MultiplyReport> run_plan_within(const plan::Plan& plan, linalg::MatrixView a, linalg::MatrixView b,
                                          linalg::MutableMatrixView c, multiply::VerifyMode verify, uint64_t verify_seed,
                                          const RunControl& control, double node_timeout_s);
   struct State;

@@ -102,7 +102,7 @@ struct EvalSettings {
   bool every_node = EvalOptions{}.every_node;    // scheduled: every node gets tasks
   double cache_mb = EvalOptions{}.cache_bytes / 1e6;  // scheduled: each node's tile cache; 0: half its tile memory
   // scheduled: how tiles move between nodes: auto | direct (worker to worker) | coordinator.
-  std::string tile_route = std::string(tile_route_name(EvalOptions{}.tile_route));
+  std::string tile_route = std::string(expr::tile_route_name(EvalOptions{}.tile_route));
   std::string policy = MultiplySettings{}.policy;  // sequence: each product's policy
   std::string verify = MultiplySettings{}.verify;  // the value (scheduled) or each product (sequence)
   bool operator==(const EvalSettings&) const = default;

@@ -1,10 +1,10 @@
-#include "tessera/balance/report/eval_report.hpp"
+#include "tessera/balance/expr/eval_report.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-namespace tessera::balance::report {
+namespace tessera::balance::expr {
 
 namespace {
 
@@ -15,7 +15,7 @@ nlohmann::json cost_json(const expr::Cost& cost) {
           {"moved_bytes", cost.moved_bytes}};
 }
 
-bool checked(const MultiplyReport& report) { return report.verification.mode != multiply::VerifyMode::kNone; }
+bool checked(const multiply::MultiplyReport& report) { return report.verification.mode != multiply::VerifyMode::kNone; }
 
 double makespan_sum(const EvalOutcome& outcome) {
   double sum = 0.0;
@@ -150,7 +150,7 @@ std::string format_eval_table(const EvalOutcome& outcome, bool explain) {
   if (outcome.scheduled) return out + format_scheduled(*outcome.scheduled, outcome.seconds);
   out += fmt::format("{:<8} {:<26} {:<13} {:>11} {:>9}\n", "product", "shape", "policy", "makespan s", "verified");
   for (std::size_t i = 0; i < outcome.products.size(); ++i) {
-    const MultiplyReport& report = outcome.products[i].report;
+    const multiply::MultiplyReport& report = outcome.products[i].report;
     const plan::Plan& plan = report.plan;
     out += fmt::format("{:<8} {:<26} {:<13} {:>11.3f} {:>9}\n", i + 1,
                        fmt::format("{}x{} by {}x{}", plan.m, plan.k, plan.k, plan.n), plan::policy_name(plan.policy),
@@ -166,7 +166,7 @@ std::string eval_report_json(const EvalOutcome& outcome) {
   using nlohmann::json;
   json products = json::array();
   for (const EvalProduct& product : outcome.products) {
-    const MultiplyReport& report = product.report;
+    const multiply::MultiplyReport& report = product.report;
     products.push_back({{"m", report.plan.m},
                         {"n", report.plan.n},
                         {"k", report.plan.k},
@@ -194,4 +194,4 @@ std::string eval_report_json(const EvalOutcome& outcome) {
   return document.dump(2);
 }
 
-}  // namespace tessera::balance::report
+}  // namespace tessera::balance::expr

@@ -20,16 +20,16 @@
 
 #include "tessera/balance/expr/expression.hpp"
 #include "tessera/balance/expr/rewrite.hpp"
-#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/multiply/report.hpp"
 #include "tessera/balance/multiply/verify.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance::report {
+namespace tessera::balance::expr {
 
 // One product of an evaluated expression, run on the cluster.
 struct EvalProduct {
   std::string expression;  // which product and its shapes: "product 2 (1x4096 by 4096x4096)"
-  MultiplyReport report;
+  multiply::MultiplyReport report;
   std::vector<std::string> warnings;  // from planning it
 };
 
@@ -116,4 +116,4 @@ struct EvalOutcome {
 std::string format_eval_table(const EvalOutcome& outcome, bool explain);
 std::string eval_report_json(const EvalOutcome& outcome);
 
-}  // namespace tessera::balance::report
+}  // namespace tessera::balance::expr

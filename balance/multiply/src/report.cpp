@@ -1,4 +1,4 @@
-#include "tessera/balance/report/report.hpp"
+#include "tessera/balance/multiply/report.hpp"
 
 #include <cmath>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-namespace tessera::balance::report {
+namespace tessera::balance::multiply {
 
 std::optional<double> MultiplyReport::prediction_error() const {
   if (!prediction || !(run.makespan_s > 0.0)) return std::nullopt;
@@ -203,4 +203,4 @@ Status write_report_json(const std::string& path, const MultiplyReport& report) 
   return Status::ok();
 }
 
-}  // namespace tessera::balance::report
+}  // namespace tessera::balance::multiply

@@ -1,4 +1,4 @@
-#include "tessera/balance/multiply/dag_run.hpp"
+#include "tessera/balance/expr/dag_run.hpp"
 
 #include <algorithm>
 #include <array>
@@ -25,7 +25,7 @@
 #include "tessera/transport/request.hpp"
 
 
-namespace tessera::balance::multiply {
+namespace tessera::balance::expr {
 
 namespace {
 
@@ -903,4 +903,4 @@ Result<DagRun> run_dag(cluster::ClusterConnection& cluster, const std::vector<st
   return runner.run();
 }
 
-}  // namespace tessera::balance::multiply
+}  // namespace tessera::balance::expr

@@ -22,7 +22,7 @@
 #include "tessera/balance/multiply/verify.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::report {
+namespace tessera::balance::multiply {
 
 struct MultiplyReport {
   std::string cluster;
@@ -42,4 +42,4 @@ std::string format_report_table(const MultiplyReport& report);
 std::string report_json(const MultiplyReport& report);  // pretty-printed
 Status write_report_json(const std::string& path, const MultiplyReport& report);
 
-}  // namespace tessera::balance::report
+}  // namespace tessera::balance::multiply

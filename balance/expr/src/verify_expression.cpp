@@ -1,4 +1,4 @@
-#include "tessera/balance/multiply/verify_expression.hpp"
+#include "tessera/balance/expr/verify_expression.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "tessera/balance/expr/evaluate.hpp"
 
-namespace tessera::balance::multiply {
+namespace tessera::balance::expr {
 
 namespace {
 
@@ -135,10 +135,10 @@ expr::Expr magnitude_tree(const expr::Expr& e) {
   return std::make_shared<const expr::Node>(std::move(node));
 }
 
-Verification exact_check(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
+multiply::Verification exact_check(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
                          linalg::MatrixView value, double depth) {
-  Verification check;
-  check.mode = VerifyMode::kExact;
+  multiply::Verification check;
+  check.mode = multiply::VerifyMode::kExact;
   Result<linalg::Matrix> local = expr::evaluate(e, inputs);
   if (!local) {
     check.detail = fmt::format("the local evaluation failed: {}", local.status().message());
@@ -159,7 +159,7 @@ Verification exact_check(const expr::Expr& e, const std::map<std::string, linalg
   for (std::size_t i = 0; i < value.rows; ++i) {
     for (std::size_t j = 0; j < value.cols; ++j) {
       const double difference = std::fabs(value.at(i, j) - local->at(i, j));
-      const double bound = kBoundSafety * 2.0 * depth * kUnitRoundoff * magnitude->at(i, j);
+      const double bound = multiply::kBoundSafety * 2.0 * depth * multiply::kUnitRoundoff * magnitude->at(i, j);
       check.max_abs_error = std::max(check.max_abs_error, difference);
       if (!(difference <= bound)) {
         check.max_error_ratio = bound > 0.0 ? difference / bound : std::numeric_limits<double>::infinity();
@@ -177,29 +177,29 @@ Verification exact_check(const expr::Expr& e, const std::map<std::string, linalg
 
 }  // namespace
 
-Verification verify_expression(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
-                               linalg::MatrixView value, VerifyMode mode, uint64_t seed, int rounds) {
+multiply::Verification verify_expression(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
+                               linalg::MatrixView value, multiply::VerifyMode mode, uint64_t seed, int rounds) {
   const auto start = std::chrono::steady_clock::now();
   std::unordered_map<const expr::Node*, double> memo;
   const double depth = rounding_depth(e, memo);
-  Verification check;
+  multiply::Verification check;
   check.mode = mode;
-  if (mode == VerifyMode::kNone) return check;
-  const auto finish = [&](Verification done) {
+  if (mode == multiply::VerifyMode::kNone) return check;
+  const auto finish = [&](multiply::Verification done) {
     done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return done;
   };
-  if (const std::optional<NonFiniteEntry> bad = first_nonfinite(value)) {
+  if (const std::optional<multiply::NonFiniteEntry> bad = multiply::first_nonfinite(value)) {
     check.detail = fmt::format("{}: the expression overflows doubles or a worker returned garbage",
-                               describe_nonfinite("the value", *bad));
+                               multiply::describe_nonfinite("the value", *bad));
     return finish(check);
   }
-  if (mode == VerifyMode::kExact) return finish(exact_check(e, inputs, value, depth));
+  if (mode == multiply::VerifyMode::kExact) return finish(exact_check(e, inputs, value, depth));
 
   const std::size_t count = static_cast<std::size_t>(std::max(rounds, 1));
   std::mt19937_64 rng(seed);
   Pushed x{linalg::Matrix(value.cols, count), linalg::Matrix(value.cols, count)};
-  x.value.values = freivalds_vector(value.cols * count, rng);
+  x.value.values = multiply::freivalds_vector(value.cols * count, rng);
   for (std::size_t i = 0; i < x.value.values.size(); ++i) x.magnitude.values[i] = std::fabs(x.value.values[i]);
   Pusher pusher(inputs);
   std::optional<Pushed> expected = pusher.push(e, x);
@@ -214,7 +214,7 @@ Verification verify_expression(const expr::Expr& e, const std::map<std::string, 
         got_magnitude += std::fabs(row[j]) * x.magnitude.at(j, q);
       }
       const double difference = std::fabs(got - expected->value.at(i, q));
-      const double bound = kBoundSafety * kUnitRoundoff *
+      const double bound = multiply::kBoundSafety * multiply::kUnitRoundoff *
                            ((2.0 * depth + length) * expected->magnitude.at(i, q) + length * got_magnitude);
       check.max_abs_error = std::max(check.max_abs_error, difference);
       if (!(difference <= bound)) {
@@ -231,4 +231,4 @@ Verification verify_expression(const expr::Expr& e, const std::map<std::string, 
   return finish(check);
 }
 
-}  // namespace tessera::balance::multiply
+}  // namespace tessera::balance::expr

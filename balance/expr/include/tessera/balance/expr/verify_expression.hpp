@@ -24,10 +24,10 @@
 #include "tessera/balance/multiply/verify.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance::multiply {
+namespace tessera::balance::expr {
 
 // REQUIRES: `inputs` hold every input of `e` with its shape; `value` is e's shape.
-Verification verify_expression(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
-                               linalg::MatrixView value, VerifyMode mode, uint64_t seed, int rounds = 2);
+multiply::Verification verify_expression(const expr::Expr& e, const std::map<std::string, linalg::MatrixView>& inputs,
+                               linalg::MatrixView value, multiply::VerifyMode mode, uint64_t seed, int rounds = 2);
 
-}  // namespace tessera::balance::multiply
+}  // namespace tessera::balance::expr

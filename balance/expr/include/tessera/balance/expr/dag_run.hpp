@@ -45,7 +45,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/linalg/matrix.hpp"
 
-namespace tessera::balance::multiply {
+namespace tessera::balance::expr {
 
 struct DagRunOptions {
   // > 0: how long a node that owes frames may stay silent; 0: max(floor_s, 4 x the schedule's makespan).
@@ -115,4 +115,4 @@ Result<DagRun> run_dag(cluster::ClusterConnection& cluster, const std::vector<st
                        const expr::Schedule& schedule, const std::vector<linalg::MatrixView>& inputs,
                        linalg::MutableMatrixView result, const DagRunOptions& options = {});
 
-}  // namespace tessera::balance::multiply
+}  // namespace tessera::balance::expr
