@@ -205,27 +205,22 @@ std::string cluster_run_dir(const cluster::ClusterSpec& cluster, const LocalClus
   return (fs::path(options.run_dir.empty() ? default_run_dir() : options.run_dir) / cluster.name).string();
 }
 
-Result<cluster::ClusterSpec> load_reachable_cluster(const std::string& config_path, const std::string& run_dir) {
+Result<ReachableCluster> load_reachable_cluster(const std::string& config_path, const std::string& run_dir) {
   Result<cluster::ClusterSpec> cluster = cluster::load_cluster_spec(config_path);
-  if (!cluster) return cluster;
+  if (!cluster) return cluster.status();
   LocalClusterOptions options;
   options.run_dir = run_dir;
+  const std::string dir = cluster_run_dir(*cluster, options);
   // The recorded endpoints decide where the coordinator connects: only a private folder is trusted.
-  TESSERA_RETURN_IF_ERROR(check_run_dirs(run_dir.empty() ? default_run_dir() : run_dir,
-                                         cluster_run_dir(*cluster, options), false));
-  apply_emulated_endpoints(*cluster, cluster_run_dir(*cluster, options));
-  return cluster;
-}
-
-Result<std::vector<std::vector<std::string>>> load_peer_hosts(const cluster::ClusterSpec& cluster, const std::string& run_dir) {
-  LocalClusterOptions options;
-  options.run_dir = run_dir;
-  const std::string dir = cluster_run_dir(cluster, options);
   TESSERA_RETURN_IF_ERROR(check_run_dirs(run_dir.empty() ? default_run_dir() : run_dir, dir, false));
+  ReachableCluster reachable;
+  reachable.warnings = secret_exposure_warnings(*cluster);
   Result<std::vector<NodeEmulation>> state = load_emulation_state(emulation_state_path(dir));
   if (!state) return state.status();
-  if (!has_namespaced_nodes(*state)) return std::vector<std::vector<std::string>>{};
-  return peer_hosts(cluster, *state);
+  if (has_namespaced_nodes(*state)) reachable.peer_hosts = peer_hosts(*cluster, *state);
+  apply_emulated_endpoints(*cluster, dir);
+  reachable.spec = std::move(*cluster);
+  return reachable;
 }
 
 std::string_view node_state_name(NodeState state) {

@@ -102,44 +102,6 @@ class ProgressBox {
   std::optional<tb::graphs::TracePoint> trace_;
 };
 
-// As the CLI's check_finite: NaN and infinities are usually a bug upstream.
-Status check_finite(linalg::MatrixView matrix, std::string_view name) {
-  const std::optional<tb::multiply::NonFiniteEntry> entry = tb::multiply::first_nonfinite(matrix);
-  if (!entry) return Status::ok();
-  return invalid_argument(fmt::format("{} (0-based [row][column]); fix the input, or pass allow_nonfinite=True to "
-                                      "multiply it anyway (verification then counts matching NaN/inf entries as "
-                                      "equal)",
-                                      tb::multiply::describe_nonfinite(name, *entry)));
-}
-
-// The CLI's check_multiply_fits with A and B already in memory: refuses, before anything more is
-// allocated, a multiply whose working memory cannot fit: C (unless it is the caller's `out`), the
-// copy of B's pieces the driver encodes, and verification's copies (|A| and |B| for the rounding
-// bound; exact also a reference C and its magnitude).
-Status check_working_memory(uint64_t m, uint64_t n, uint64_t k, tb::multiply::VerifyMode verify, bool allocates_c) {
-  uint64_t doubles = 0;
-  const auto add = [&doubles](uint64_t rows, uint64_t cols) {
-    const uint64_t term = saturating_bytes(rows, cols, 1);
-    doubles = doubles > UINT64_MAX - term ? UINT64_MAX : doubles + term;
-  };
-  if (allocates_c) add(m, n);
-  add(k, n);
-  if (verify != tb::multiply::VerifyMode::kNone) {
-    add(m, k);
-    add(k, n);
-  }
-  if (verify == tb::multiply::VerifyMode::kExact) {
-    add(m, n);
-    add(m, n);
-  }
-  const std::string held = std::string(allocates_c ? "C, " : "") + "a copy of B" +
-                           (verify == tb::multiply::VerifyMode::kNone ? "" : " and the verification's copies") +
-                           ", besides A and B already in memory";
-  return check_fits_in_memory(saturating_bytes(doubles, 1, sizeof(double)),
-                              fmt::format("multiplying A {}x{} by B {}x{} ({})", m, k, k, n, held),
-                              std::string("; multiply smaller matrices") +
-                                  (verify == tb::multiply::VerifyMode::kNone ? "" : " or pass verify=\"none\""));
-}
 
 }  // namespace
 
@@ -246,7 +208,7 @@ py::list ClusterHandle::down(bool only_started) {
 py::list ClusterHandle::started() const { return py::cast(started_); }
 
 py::list ClusterHandle::status() {
-  const tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
+  const tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_)).spec;
   const tessera::emulation::LocalClusterOptions options = local_options();
   return reachability_list(value_or_raise(without_gil([&] { return tessera::emulation::cluster_status(spec, options); })));
 }
@@ -259,15 +221,15 @@ py::object ClusterHandle::saved_profile() const {
 }
 
 py::dict ClusterHandle::profile(const tb::profile::ProfileOptions& options, const py::object& progress) {
-  tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
-  ok_or_raise(tb::session::check_profile_options(options, spec, config_path_, keyword_spelling()));
+  tessera::emulation::ReachableCluster cluster = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
+  ok_or_raise(tb::session::check_profile_options(options, cluster.spec, config_path_, keyword_spelling()));
   // As `tessera profile`: a damaged saved profile is set aside (and replaced), not an error.
   drop_session();
   tb::session::SessionOptions session_options;
   session_options.profile_path = profile_path_;
   session_options.damaged_profile_is_error = false;
   session_options.require_all = require_all_;
-  tb::session::Session session = value_or_raise(without_gil([&] { return tb::session::Session::open(std::move(spec), session_options); }));
+  tb::session::Session session = value_or_raise(without_gil([&] { return tb::session::Session::open(std::move(cluster), session_options); }));
   std::vector<std::string> names;
   for (const tb::cluster::NodeSpec& node : session.cluster().nodes) names.push_back(node.name);
   ProgressBox box(names);
@@ -344,12 +306,11 @@ py::dict ClusterHandle::predict(const py::dict& plan_fields) const {
 tb::session::Session& ClusterHandle::open_session(SessionKind kind, const tb::session::SessionOptions& given) {
   if (session_ && session_kind_ != kind) drop_session();
   if (!session_) {
-    const tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
+    const tessera::emulation::ReachableCluster cluster =
+        value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
     tb::session::SessionOptions options = given;
     options.require_all = require_all_;
-    // Chain multiplies forward B from worker to worker: emulated nodes reach each other where `up` put them.
-    options.peer_hosts = value_or_raise(tessera::emulation::load_peer_hosts(spec, run_dir_));
-    Result<tb::session::Session> opened = without_gil([&] { return tb::session::Session::open(spec, options); });
+    Result<tb::session::Session> opened = without_gil([&] { return tb::session::Session::open(cluster, options); });
     // A worker whose session we abandoned (Ctrl-C) answers BUSY until it notices the closed
     // connection, which takes it up to the job it is computing; that session was ours, so wait
     // for it rather than fail the next call or leave the worker out of it.
@@ -361,7 +322,7 @@ tb::session::Session& ClusterHandle::open_session(SessionKind kind, const tb::se
       opened = without_gil([&] {
         if (opened) opened->close();
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        return tb::session::Session::open(spec, options);
+        return tb::session::Session::open(cluster, options);
       });
     }
     abandoned_at_.reset();
@@ -413,8 +374,8 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
   const Clock::time_point check_start = Clock::now();
   if (!settings.allow_nonfinite) {
     ok_or_raise(without_gil([&] {
-      Status finite = check_finite(a_view, "A");
-      return finite ? check_finite(b_view, "B") : finite;
+      Status finite = tb::session::check_finite_input(a_view, "A", "", keyword_spelling());
+      return finite ? tb::session::check_finite_input(b_view, "B", "", keyword_spelling()) : finite;
     }));
   }
   const double check_s = seconds_since(check_start);
@@ -423,7 +384,8 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
   // scripts/bench-python.sh measured a median makespan of 2.33 s against the CLI's 2.04 s for
   // n = 4096 on configs/local.yaml). The CLI's C is zero-filled when it is allocated, before the
   // run; this does the same.
-  ok_or_raise(check_working_memory(a_view.rows, b_view.cols, a_view.cols, options->verify, fill_output));
+  ok_or_raise(tb::session::check_multiply_memory(a_view.rows, b_view.cols, a_view.cols, options->verify, true, fill_output,
+                                                "; multiply smaller matrices", keyword_spelling()));
   const Clock::time_point fill_start = Clock::now();
   if (fill_output) without_gil([&] { c_view.fill(0.0); });
   const double fill_s = seconds_since(fill_start);
@@ -492,7 +454,7 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
   for (const auto& [key, value] : inputs) {
     const std::string name = key.cast<std::string>();
     const linalg::MatrixView view = input_view(value.cast<py::array>(), name);
-    ok_or_raise(without_gil([&] { return check_finite(view, name); }));
+    ok_or_raise(without_gil([&] { return tb::session::check_finite_input(view, name, "", keyword_spelling()); }));
     views.emplace(name, view);
     shapes.emplace(name, tb::expr::Shape{view.rows, view.cols});
   }
@@ -526,12 +488,10 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
 
 py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const tb::session::GraphSettings& settings,
                                const std::string& weights, const py::object& progress, const py::object& notice) {
-  tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_));
-  const std::vector<std::vector<std::string>> peer_hosts = value_or_raise(tessera::emulation::load_peer_hosts(spec, run_dir_));
+  const tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_)).spec;
   tb::graphs::GraphRunOptions options =
       value_or_raise(tb::session::graph_run_options(settings, graph, keyword_spelling()));
   const tg::AlgorithmSpec algorithm = options.algorithm;
-  options.peer_hosts = peer_hosts;
   // Everything that needs only the graph fails here, before a connection is made.
   ok_or_raise(without_gil([&] { return tb::graphs::check_graph_run(graph, algorithm); }));
   value_or_raise(tb::graphs::run_tolerance(algorithm, settings.tolerance));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <variant>
@@ -12,6 +13,7 @@
 #include "tessera/cli/eval_command.hpp"
 #include "tessera/cli/graph_command.hpp"
 #include "tessera/cli/partition_command.hpp"
+#include "tessera/linalg/matrix.hpp"
 #include "tessera/partition/digraph.hpp"
 
 namespace tessera::balance::session {
@@ -316,6 +318,51 @@ TEST(FrontEndSettings, PartitionSettingsHoldThePartitionersDefaultsAndNameBadOpt
     const Status objective = resolve_partition_settings(bad_objective, *spelling).status();
     EXPECT_EQ(objective.message().rfind(spelling->name("objective") + ": ", 0), 0u) << objective.message();
   }
+}
+
+}  // namespace
+}  // namespace tessera::balance::session
+
+namespace tessera::balance::session {
+namespace {
+
+// The one check of a multiply's working memory (the CLI's and Python's), in both spellings.
+TEST(MultiplyChecks, WorkingMemoryBeyondTheMachineIsRefusedNamingWhatWouldNotFit) {
+  EXPECT_TRUE(check_multiply_memory(64, 64, 64, multiply::VerifyMode::kExact, false, true, "; use a smaller --n", kFlags));
+  // Shapes that a .npy header can claim: m x n wraps 64 bits, the check saturates.
+  constexpr uint64_t kHuge = uint64_t{1} << 40;
+  const Status a_alone = check_multiply_memory(kHuge, 1, kHuge, multiply::VerifyMode::kNone, false, true,
+                                               "; use a smaller --n", kFlags);
+  ASSERT_FALSE(a_alone);
+  EXPECT_NE(a_alone.message().find("A 1099511627776x1099511627776"), std::string::npos) << a_alone.message();
+  EXPECT_EQ(a_alone.message().find("--verify none"), std::string::npos) << "nothing to drop: " << a_alone.message();
+  // A and B already held: the total names what the run would add, and the way out by verify.
+  const Status total = check_multiply_memory(kHuge, kHuge, 2, multiply::VerifyMode::kFreivalds, true, true,
+                                             "; multiply smaller matrices", kKeywords);
+  ASSERT_FALSE(total);
+  EXPECT_NE(total.message().find("besides A and B already in memory"), std::string::npos) << total.message();
+  EXPECT_NE(total.message().find("verify=\"none\""), std::string::npos) << total.message();
+  const Status flags = check_multiply_memory(kHuge, kHuge, 2, multiply::VerifyMode::kExact, true, false,
+                                             "; multiply smaller matrices", kFlags);
+  ASSERT_FALSE(flags);
+  EXPECT_NE(flags.message().find("--verify none"), std::string::npos) << flags.message();
+  EXPECT_EQ(flags.message().find("(C, "), std::string::npos) << "the caller's C is not counted: " << flags.message();
+}
+
+TEST(MultiplyChecks, ANonFiniteInputIsRefusedNamingItsCellFileAndSwitch) {
+  linalg::Matrix m(2, 3);
+  EXPECT_TRUE(check_finite_input(m, "A", "a.npy", kFlags));
+  m.at(1, 2) = std::numeric_limits<double>::quiet_NaN();
+  const Status file = check_finite_input(m, "A", "a\x1b]0;x\a.npy", kFlags);
+  ASSERT_FALSE(file);
+  EXPECT_EQ(file.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(file.message().find("A[1][2] is NaN"), std::string::npos) << file.message();
+  EXPECT_NE(file.message().find("--allow-nonfinite"), std::string::npos) << file.message();
+  EXPECT_EQ(file.message().find('\x1b'), std::string::npos) << "the file name is quoted escaped";
+  const Status memory = check_finite_input(m, "A", "", kKeywords);
+  ASSERT_FALSE(memory);
+  EXPECT_EQ(memory.message().rfind("A[1][2] is NaN", 0), 0u) << memory.message();
+  EXPECT_NE(memory.message().find("allow_nonfinite=True"), std::string::npos) << memory.message();
 }
 
 }  // namespace

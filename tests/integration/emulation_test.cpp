@@ -69,9 +69,9 @@ class EmulatedCluster : public ::testing::Test {
   }
 
   cluster::ClusterSpec reachable_cluster() {
-    Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(config_, run_dir_);
+    Result<emulation::ReachableCluster> cluster = emulation::load_reachable_cluster(config_, run_dir_);
     EXPECT_TRUE(cluster.is_ok()) << cluster.status().to_string();
-    return cluster.is_ok() ? *cluster : cluster::ClusterSpec{};
+    return cluster.is_ok() ? cluster->spec : cluster::ClusterSpec{};
   }
 
   std::vector<emulation::NodeEmulation> recorded_emulation() {
@@ -125,9 +125,9 @@ TEST_F(EmulatedCluster, QuarterCoreWorkerNeverGetsMoreThanAQuarterOfACore) {
   // Its weight against the other nodes follows the quota (a quarter of the default's).
   const bool v1 = std::filesystem::exists(cgroup + "/cpu.shares");
   EXPECT_EQ(testing::read_file(cgroup + (v1 ? "/cpu.shares" : "/cpu.weight")), v1 ? "256\n" : "25\n");
-  Result<cluster::ClusterSpec> spec = emulation::load_reachable_cluster(config_, run_dir_);
-  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
-  const std::vector<int> pids = emulation::local_cluster_pids(*spec, {run_dir_, "", {}});
+  Result<emulation::ReachableCluster> reachable = emulation::load_reachable_cluster(config_, run_dir_);
+  ASSERT_TRUE(reachable.is_ok()) << reachable.status().to_string();
+  const std::vector<int> pids = emulation::local_cluster_pids(reachable->spec, {run_dir_, "", {}});
   ASSERT_EQ(pids.size(), 2u);
   const int quarter_pid = pids[1];  // cluster order: uncapped, quarter
   const std::optional<double> before = process_cpu_seconds(quarter_pid);

@@ -166,6 +166,11 @@ Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 Session::~Session() { close(); }
 
+Result<Session> Session::open(emulation::ReachableCluster cluster, SessionOptions options) {
+  if (options.peer_hosts.empty()) options.peer_hosts = std::move(cluster.peer_hosts);
+  return open(std::move(cluster.spec), std::move(options));
+}
+
 Result<Session> Session::open(cluster::ClusterSpec cluster, SessionOptions options) {
   auto state = std::make_unique<State>();
   state->profile_path =
@@ -451,7 +456,8 @@ Result<graphs::GraphOutcome> Session::graph(const partition::DirectedGraph& grap
                                    const RunControl& control) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
   TESSERA_RETURN_IF_ERROR(check_not_left_out(options.nodes.listed, state_->left_out));
-  // Made from the cluster file by the caller; the run has only the nodes that answered.
+  // In cluster-file order, the caller's or the session's; the run has only the nodes that answered.
+  if (options.peer_hosts.empty()) options.peer_hosts = state_->options.peer_hosts;
   options.peer_hosts = taking_part_only(std::move(options.peer_hosts), state_->file_positions, state_->file_node_count);
   for (std::vector<std::string>& receiver : options.peer_hosts) {
     receiver = taking_part_only(std::move(receiver), state_->file_positions, state_->file_node_count);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/reference.hpp"
 
@@ -24,6 +25,10 @@ std::string OptionSpelling::name(std::string_view field) const {
 std::string OptionSpelling::assignment(std::string_view field, std::string_view value, bool text) const {
   if (style_ == Style::kFlag) return fmt::format("{} {}", name(field), value);
   return text ? fmt::format("{}=\"{}\"", name(field), value) : fmt::format("{}={}", name(field), value);
+}
+
+std::string OptionSpelling::switched_on(std::string_view field) const {
+  return style_ == Style::kFlag ? name(field) : fmt::format("{}=True", name(field));
 }
 
 Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settings, std::size_t node_count,
@@ -265,6 +270,56 @@ Status check_profile_options(const profile::ProfileOptions& options, const clust
     }
   }
   return Status::ok();
+}
+
+Status check_multiply_memory(uint64_t m, uint64_t n, uint64_t k, multiply::VerifyMode verify, bool inputs_in_memory,
+                             bool allocates_c, std::string_view remedy, const OptionSpelling& spelling) {
+  if (!inputs_in_memory) {
+    TESSERA_RETURN_IF_ERROR(check_fits_in_memory(saturating_bytes(m, k, sizeof(double)), fmt::format("A {}x{}", m, k),
+                                                 std::string(remedy)));
+    TESSERA_RETURN_IF_ERROR(check_fits_in_memory(saturating_bytes(k, n, sizeof(double)), fmt::format("B {}x{}", k, n),
+                                                 std::string(remedy)));
+  }
+  uint64_t doubles = 0;
+  const auto add = [&doubles](uint64_t rows, uint64_t cols) {
+    const uint64_t term = saturating_bytes(rows, cols, 1);
+    doubles = doubles > UINT64_MAX - term ? UINT64_MAX : doubles + term;
+  };
+  if (allocates_c) add(m, n);
+  add(k, n);
+  if (!inputs_in_memory) {
+    add(m, k);
+    add(k, n);
+  }
+  const bool verified = verify != multiply::VerifyMode::kNone;
+  if (verified) {
+    add(m, k);
+    add(k, n);
+  }
+  if (verify == multiply::VerifyMode::kExact) {
+    add(m, n);
+    add(m, n);
+  }
+  std::string held = inputs_in_memory ? "" : "A, B, ";
+  if (allocates_c) held += "C, ";
+  held += "a copy of B";
+  if (verified) held += " and the verification's copies";
+  if (inputs_in_memory) held += ", besides A and B already in memory";
+  return check_fits_in_memory(saturating_bytes(doubles, 1, sizeof(double)),
+                              fmt::format("multiplying A {}x{} by B {}x{} ({})", m, k, k, n, held),
+                              std::string(remedy) +
+                                  (verified ? " or " + spelling.assignment("verify", "none", true) : std::string()));
+}
+
+Status check_finite_input(linalg::MatrixView matrix, std::string_view name, std::string_view source,
+                          const OptionSpelling& spelling) {
+  const std::optional<multiply::NonFiniteEntry> entry = multiply::first_nonfinite(matrix);
+  if (!entry) return Status::ok();
+  return invalid_argument(fmt::format("{}{} (0-based [row][column]); fix the input, or pass {} to multiply it anyway "
+                                      "(verification then counts matching NaN/inf entries as equal)",
+                                      source.empty() ? "" : printable(source) + ": ",
+                                      multiply::describe_nonfinite(name, *entry),
+                                      spelling.switched_on("allow_nonfinite")));
 }
 
 }  // namespace tessera::balance::session

@@ -56,4 +56,8 @@ void print_left_out(std::ostream& err, const session::Session& session) {
   }
 }
 
+void print_warnings(std::ostream& err, const std::vector<std::string>& warnings) {
+  for (const std::string& warning : warnings) err << "warning: " << printable_message(warning) << "\n";
+}
+
 }  // namespace tessera::cli

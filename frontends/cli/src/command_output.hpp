@@ -4,6 +4,8 @@
 #pragma once
 
 #include <iosfwd>
+#include <string>
+#include <vector>
 
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/session/session.hpp"
@@ -18,5 +20,8 @@ profile::ProfileProgress profile_progress_printer(std::ostream& err);
 // One "warning: node 'pi2' left out: REASON" line per node `session` left out at the start, printed
 // before the run so that whoever waits knows at once which nodes share the work.
 void print_left_out(std::ostream& err, const session::Session& session);
+
+// One "warning: ..." line each, before the run (the cluster file's exposed secret, say).
+void print_warnings(std::ostream& err, const std::vector<std::string>& warnings);
 
 }  // namespace tessera::cli

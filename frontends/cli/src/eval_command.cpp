@@ -106,9 +106,9 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
     }
   }
 
-  Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
+  Result<emulation::ReachableCluster> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
-  for (const std::string& warning : emulation::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  print_warnings(err, cluster->warnings);
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   session_options.require_all = command.require_all;
@@ -129,7 +129,7 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   if (!outcome) return report_failure(err, outcome.status());
 
   for (const expr::EvalProduct& product : outcome->products) {
-    for (const std::string& warning : product.warnings) err << "warning: " << warning << "\n";
+    print_warnings(err, product.warnings);
   }
   out << expr::format_eval_table(*outcome, command.explain);
   if (!command.report_path.empty()) {

@@ -198,11 +198,9 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   };
   Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
   if (!progress_mode) return report_failure(err, progress_mode.status());
-  Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
+  Result<emulation::ReachableCluster> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
-  Result<std::vector<std::vector<std::string>>> peer_hosts = emulation::load_peer_hosts(*cluster, command.run_dir);
-  if (!peer_hosts) return report_failure(err, peer_hosts.status());
-  for (const std::string& warning : emulation::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  print_warnings(err, cluster->warnings);
 
   Result<tp::DirectedGraph> graph = load_graph(command);
   if (!graph) return report_failure(err, graph.status());
@@ -210,7 +208,6 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   Result<graphs::GraphRunOptions> options = session::graph_run_options(command.settings, *graph, flag_spelling());
   if (!options) return report_failure(err, options.status());
   const tg::AlgorithmSpec spec = options->algorithm;
-  options->peer_hosts = std::move(*peer_hosts);
   // Everything that needs only the graph fails here, before a connection is made.
   if (Status checked = graphs::check_graph_run(*graph, spec, graph_source(command)); !checked) {
     return report_failure(err, checked);
@@ -231,7 +228,7 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   session_options.damaged_profile_is_error = options->weights.source == graphs::TargetWeights::Source::kProfile;
   session_options.measure_missing_profile = false;
   session_options.require_all = command.require_all;
-  const std::string cluster_name = cluster->name;
+  const std::string cluster_name = cluster->spec.name;
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return interrupted() ? report_interrupted() : report_failure(err, session.status());
   print_left_out(err, *session);
@@ -280,7 +277,7 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
     if (Status plotted = write_trace_png(command.trace_png_path, *outcome); plotted) {
       out << "trace plotted to " << command.trace_png_path << "\n";
     } else {
-      err << "warning: no trace plot: " << plotted.message() << "\n";
+      err << "warning: no trace plot: " << printable_message(plotted.message()) << "\n";
     }
   }
   if (outcome->verification && !outcome->verification->passed) {

@@ -18,7 +18,7 @@ int command_up(const LifecycleCommand& command, std::ostream& out, std::ostream&
     err << "WARNING: --no-emulation: the emulate: settings of " << command.config_path
         << " are IGNORED; every node runs UNTHROTTLED at this machine's full speed.\n";
   }
-  for (const std::string& warning : emulation::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  print_warnings(err, emulation::secret_exposure_warnings(*cluster));
   Result<std::vector<emulation::NodeLifecycle>> nodes = emulation::local_cluster_up(*cluster, command.local);
   if (!nodes) return report_failure(err, nodes.status());
   for (std::size_t i = 0; i < nodes->size(); ++i) {

@@ -118,7 +118,7 @@ int command_model(const ModelCommand& command, std::ostream& out, std::ostream& 
     options.policy = plan::default_choice(policy);
     Result<session::PlannedMultiply> planned = session::plan_policy(*cluster, *profile, path, m, *n, k, options);
     if (!planned) return report_failure(err, planned.status());
-    for (const std::string& warning : planned->warnings) err << "warning: " << warning << "\n";
+    print_warnings(err, planned->warnings);
     const plan::Plan& plan = planned->plan;
     const model::Prediction prediction = model::predict(*model, plan);
     out << "\n" << plan.to_string();

@@ -27,63 +27,6 @@ struct Inputs {
   linalg::Matrix a, b;
 };
 
-// Doubles the multiply holds besides A and B: C, a second copy of B's pieces as the driver encodes
-// them, and the copies verification makes (|A| and |B| for the rounding bound; the exact check
-// also a reference C and its magnitude).
-// Saturating: .npy shapes are bounded by their files, not by 2^20, and m x n could wrap.
-uint64_t working_doubles(uint64_t m, uint64_t n, uint64_t k, const std::string& verify, bool count_inputs) {
-  const auto add = [](uint64_t& total, uint64_t x, uint64_t y) {
-    const uint64_t term = saturating_bytes(x, y, 1);
-    total = total > UINT64_MAX - term ? UINT64_MAX : total + term;
-  };
-  uint64_t doubles = 0;
-  add(doubles, m, n);
-  add(doubles, k, n);
-  if (count_inputs) {
-    add(doubles, m, k);
-    add(doubles, k, n);
-  }
-  if (verify == "freivalds" || verify == "exact") {
-    add(doubles, m, k);
-    add(doubles, k, n);
-  }
-  if (verify == "exact") {
-    add(doubles, m, n);
-    add(doubles, m, n);
-  }
-  return doubles;
-}
-
-// Refuses, before anything is allocated, a multiply whose matrices cannot fit in this machine's
-// memory; names the first matrix that alone does not fit, or the total.
-Status check_multiply_fits(uint64_t m, uint64_t n, uint64_t k, const std::string& verify, bool inputs_allocated,
-                           const std::string& remedy) {
-  if (!inputs_allocated) {
-    TESSERA_RETURN_IF_ERROR(check_fits_in_memory(saturating_bytes(m, k, sizeof(double)), fmt::format("A {}x{}", m, k),
-                                                 remedy));
-    TESSERA_RETURN_IF_ERROR(check_fits_in_memory(saturating_bytes(k, n, sizeof(double)), fmt::format("B {}x{}", k, n),
-                                                 remedy));
-  }
-  const uint64_t doubles = working_doubles(m, n, k, verify, !inputs_allocated);
-  const std::string held = std::string(inputs_allocated ? "C" : "A, B, C") + ", a copy of B" +
-                           (verify == "none" ? "" : " and the verification's copies") +
-                           (inputs_allocated ? ", besides A and B already read" : "");
-  return check_fits_in_memory(saturating_bytes(doubles, 1, sizeof(double)),
-                              fmt::format("multiplying A {}x{} by B {}x{} ({})", m, k, k, n, held),
-                              remedy + (verify == "none" ? "" : " or --verify none"));
-}
-
-// A NaN or infinity in an input is refused unless --allow-nonfinite: usually it is a bug
-// upstream, and a product full of NaN is not what anyone meant to compute.
-Status check_finite(const linalg::Matrix& matrix, std::string_view name, const std::string& path) {
-  const std::optional<multiply::NonFiniteEntry> entry = multiply::first_nonfinite(matrix);
-  if (!entry) return Status::ok();
-  return invalid_argument(fmt::format("{}: {} (0-based [row][column]); fix the input, or pass --allow-nonfinite to "
-                                      "multiply it anyway (verification then counts matching NaN/inf entries as "
-                                      "equal)",
-                                      path, multiply::describe_nonfinite(name, *entry)));
-}
-
 // A zero-sized .npy is a valid file but no multiply's input; said here, naming the file, before
 // the cluster is connected and profiled (the planner's own check would come after both).
 Status check_not_empty(const linalg::Matrix& matrix, std::string_view name, const std::string& path) {
@@ -93,7 +36,7 @@ Status check_not_empty(const linalg::Matrix& matrix, std::string_view name, cons
                                       printable(path), name, matrix.rows, matrix.cols));
 }
 
-Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
+Result<Inputs> prepare_inputs(const MultiplyCommand& command, multiply::VerifyMode verify) {
   Inputs inputs;
   if (command.a_path.empty() != command.b_path.empty()) {
     return invalid_argument("give both --a and --b, or neither (random inputs from --seed)");
@@ -102,11 +45,15 @@ Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
     Result<linalg::Matrix> a = linalg::read_npy(command.a_path);
     if (!a) return a.status();
     TESSERA_RETURN_IF_ERROR(check_not_empty(*a, "A", command.a_path));
-    if (!command.settings.allow_nonfinite) TESSERA_RETURN_IF_ERROR(check_finite(*a, "A", command.a_path));
+    if (!command.settings.allow_nonfinite) {
+      TESSERA_RETURN_IF_ERROR(session::check_finite_input(*a, "A", command.a_path, flag_spelling()));
+    }
     Result<linalg::Matrix> b = linalg::read_npy(command.b_path);
     if (!b) return b.status();
     TESSERA_RETURN_IF_ERROR(check_not_empty(*b, "B", command.b_path));
-    if (!command.settings.allow_nonfinite) TESSERA_RETURN_IF_ERROR(check_finite(*b, "B", command.b_path));
+    if (!command.settings.allow_nonfinite) {
+      TESSERA_RETURN_IF_ERROR(session::check_finite_input(*b, "B", command.b_path, flag_spelling()));
+    }
     if (a->cols != b->rows) {
       return invalid_argument(fmt::format("{} is {}x{} and {} is {}x{}: A's columns must equal B's rows",
                                           command.a_path, a->rows, a->cols, command.b_path, b->rows, b->cols));
@@ -119,8 +66,8 @@ Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
                                           "when giving --a/--b",
                                           a->rows, a->cols, b->rows, b->cols));
     }
-    TESSERA_RETURN_IF_ERROR(check_multiply_fits(a->rows, b->cols, a->cols, command.settings.verify, true,
-                                                "; multiply smaller matrices"));
+    TESSERA_RETURN_IF_ERROR(session::check_multiply_memory(a->rows, b->cols, a->cols, verify, true, true,
+                                                           "; multiply smaller matrices", flag_spelling()));
     inputs.a = std::move(*a);
     inputs.b = std::move(*b);
     return inputs;
@@ -148,7 +95,8 @@ Result<Inputs> prepare_inputs(const MultiplyCommand& command) {
   } else if (command.fill != "uniform") {
     return invalid_argument(fmt::format("unknown --fill '{}'; use uniform or integers", command.fill));
   }
-  TESSERA_RETURN_IF_ERROR(check_multiply_fits(m, n, k, command.settings.verify, false, "; use a smaller --n (or --m/--k)"));
+  TESSERA_RETURN_IF_ERROR(session::check_multiply_memory(m, n, k, verify, false, true, "; use a smaller --n (or --m/--k)",
+                                                         flag_spelling()));
   inputs.a = linalg::random_matrix(m, k, command.settings.seed, fill);
   inputs.b = linalg::random_matrix(k, n, command.settings.seed + 1, fill);
   return inputs;
@@ -170,26 +118,23 @@ Result<session::MultiplyOptions> multiply_options(const MultiplyCommand& command
 int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ostream& err) {
   Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
   if (!progress_mode) return report_failure(err, progress_mode.status());
-  Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
+  Result<emulation::ReachableCluster> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
-  Result<session::MultiplyOptions> options = multiply_options(command, cluster->nodes.size(), cluster->source_path);
+  Result<session::MultiplyOptions> options = multiply_options(command, cluster->spec.nodes.size(), cluster->spec.source_path);
   if (!options) return report_failure(err, options.status());
-  for (const std::string& warning : emulation::secret_exposure_warnings(*cluster)) err << "warning: " << warning << "\n";
+  print_warnings(err, cluster->warnings);
   const auto interrupted = [&command] { return command.interrupted != nullptr && command.interrupted->load(); };
   const auto report_interrupted = [&err] {
     err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
     return kExitInterrupted;
   };
-  Result<Inputs> inputs = prepare_inputs(command);
+  Result<Inputs> inputs = prepare_inputs(command, options->verify);
   if (!inputs) return report_failure(err, inputs.status());
   if (interrupted()) return report_interrupted();
 
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   session_options.require_all = command.require_all;
-  Result<std::vector<std::vector<std::string>>> peer_hosts = emulation::load_peer_hosts(*cluster, command.run_dir);
-  if (!peer_hosts) return report_failure(err, peer_hosts.status());
-  session_options.peer_hosts = std::move(*peer_hosts);
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return interrupted() ? report_interrupted() : report_failure(err, session.status());
   print_left_out(err, *session);
@@ -234,7 +179,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   }
   if (!outcome) return report_failure(err, outcome.status());
   session->close();
-  for (const std::string& warning : outcome->warnings) err << "warning: " << warning << "\n";
+  print_warnings(err, outcome->warnings);
   const multiply::MultiplyReport& report = outcome->report;
   if (command.show_plan) out << report.plan.to_string() << "\n";
   out << multiply::format_report_table(report);

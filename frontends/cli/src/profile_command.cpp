@@ -45,9 +45,9 @@ void print_profile(std::ostream& out, const profile::ClusterProfile& profile, co
 }  // namespace
 
 int command_profile(const ProfileCommand& command, std::ostream& out, std::ostream& err) {
-  Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
+  Result<emulation::ReachableCluster> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
   if (!cluster) return report_failure(err, cluster.status());
-  if (Status checked = session::check_profile_options(command.measure, *cluster, command.config_path, flag_spelling());
+  if (Status checked = session::check_profile_options(command.measure, cluster->spec, command.config_path, flag_spelling());
       !checked) {
     return report_failure(err, checked);
   }
@@ -55,7 +55,7 @@ int command_profile(const ProfileCommand& command, std::ostream& out, std::ostre
   session_options.profile_path = command.profile_path;
   session_options.damaged_profile_is_error = false;
   session_options.require_all = command.require_all;
-  const std::string cluster_name = cluster->name;
+  const std::string cluster_name = cluster->spec.name;
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
   if (!session) return report_failure(err, session.status());
   print_left_out(err, *session);

@@ -122,8 +122,11 @@ std::string status_json(const std::string& cluster_name, const std::string& prof
 }  // namespace
 
 int command_status(const StatusCommand& command, std::ostream& out, std::ostream& err) {
-  Result<cluster::ClusterSpec> cluster = emulation::load_reachable_cluster(command.lifecycle.config_path, command.lifecycle.local.run_dir);
-  if (!cluster) return report_failure(err, cluster.status());
+  Result<emulation::ReachableCluster> reachable =
+      emulation::load_reachable_cluster(command.lifecycle.config_path, command.lifecycle.local.run_dir);
+  if (!reachable) return report_failure(err, reachable.status());
+  print_warnings(err, reachable->warnings);
+  const cluster::ClusterSpec* cluster = &reachable->spec;
   if (command.deadline_ms < 50 || command.deadline_ms > 60000) {
     return report_failure(err, invalid_argument(fmt::format("--deadline-ms {} must be within 50..60000", command.deadline_ms)));
   }

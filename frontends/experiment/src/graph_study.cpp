@@ -844,9 +844,6 @@ class GraphStudyKind final : public StudyKind {
 
   Status use_cluster(StudyCluster& cluster, std::size_t index) override {
     clusters_.push_back(ClusterFacts{study_.cluster_paths[index], cluster.spec(), cluster.speeds()});
-    Result<graphs::PeerHosts> peer_hosts = emulation::load_peer_hosts(cluster.spec(), options_.run_dir);
-    if (!peer_hosts) return peer_hosts.status();
-    peer_hosts_ = std::move(*peer_hosts);
     // best and auto rank the nodes by their graph rates. The runner profiles every cluster in
     // full (not --quick), which measures them on every worker with the graph service; a node
     // still without them would fail each best run, so say so once, before any run.
@@ -898,7 +895,6 @@ class GraphStudyKind final : public StudyKind {
     run.cache_dir = cache_dir_;
     run.tolerance = study_.tolerance;
     run.verify = true;
-    run.peer_hosts = peer_hosts_;
     if (!std::isnan(combo.fast_share)) {
       run.weights = share_weights(combo.fast_share, spec.nodes.size());
     } else {
@@ -939,7 +935,6 @@ class GraphStudyKind final : public StudyKind {
   std::map<std::string, partition::DirectedGraph> graphs_;
   std::map<std::string, double> katz_betas_;
   std::vector<ClusterFacts> clusters_;
-  graphs::PeerHosts peer_hosts_;
   std::string cache_root_;  // <out_dir>/graph-cache, or empty (cache: none)
   std::string cache_dir_;   // the current cluster's folder in it
   std::vector<GraphRunRecord> records_;

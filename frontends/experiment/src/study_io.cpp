@@ -251,18 +251,14 @@ Result<std::unique_ptr<StudyCluster>> StudyCluster::open(cluster::ClusterSpec sp
   if (!started) return started.status();
   cluster->started_ = *started;
   // From here the destructor stops what was started, whatever fails next.
-  Result<cluster::ClusterSpec> reachable = emulation::load_reachable_cluster(path, local.run_dir);
+  Result<emulation::ReachableCluster> reachable = emulation::load_reachable_cluster(path, local.run_dir);
   if (!reachable) return reachable.status();
-  cluster->reachable_ = *reachable;
+  cluster->reachable_ = reachable->spec;
   session::SessionOptions session_options;
   session_options.damaged_profile_is_error = false;
   session_options.connect.required_capabilities = required_capabilities;
   session_options.require_all = require_all;
-  // Chain runs forward B from worker to worker: emulated nodes reach each other where `up` put them.
-  Result<std::vector<std::vector<std::string>>> peer_hosts = emulation::load_peer_hosts(*reachable, local.run_dir);
-  if (!peer_hosts) return peer_hosts.status();
-  session_options.peer_hosts = std::move(*peer_hosts);
-  Result<session::Session> session = session::Session::open(*reachable, session_options);
+  Result<session::Session> session = session::Session::open(std::move(*reachable), session_options);
   if (!session) return session.status();
   for (const cluster::LeftOutNode& node : session->left_out_at_start()) {
     progress << "warning: " << cluster::left_out_warning(node) << "\n";

@@ -51,15 +51,21 @@ std::vector<std::string> secret_exposure_warnings(const cluster::ClusterSpec& cl
 // <run_dir>/<cluster name>
 std::string cluster_run_dir(const cluster::ClusterSpec& cluster, const LocalClusterOptions& options);
 
-// The cluster as the coordinator must reach it: nodes that `tessera up` put in a network
-// namespace get the namespace's address. Loads the YAML and applies the run directory's state.
-Result<cluster::ClusterSpec> load_reachable_cluster(const std::string& config_path, const std::string& run_dir);
+// A cluster file as this machine reaches it, what every front end opens a session on.
+struct ReachableCluster {
+  // Nodes that `tessera up` put in a network namespace have the namespace's address.
+  cluster::ClusterSpec spec;
+  // How the workers reach each other (emulation.hpp's peer_hosts), hosts[receiver][peer], when
+  // `tessera up` put some of them in network namespaces; empty when it put none there (each
+  // worker then reaches the others at their YAML hosts).
+  std::vector<std::vector<std::string>> peer_hosts;
+  // secret_exposure_warnings(spec), for the front end to show.
+  std::vector<std::string> warnings;
+};
 
-// How the cluster's workers reach each other (emulation.hpp's peer_hosts), hosts[receiver][peer],
-// when `tessera up` put some of them in network namespaces; empty when it put none there (each
-// worker then reaches the others at their YAML hosts). Checks the run directory like
-// load_reachable_cluster; a damaged state file fails naming it.
-Result<std::vector<std::vector<std::string>>> load_peer_hosts(const cluster::ClusterSpec& cluster, const std::string& run_dir);
+// Loads the YAML and applies the run directory's state (only a private run directory is
+// trusted: check_private_dir). Fails naming the file, or a damaged state file.
+Result<ReachableCluster> load_reachable_cluster(const std::string& config_path, const std::string& run_dir);
 
 enum class NodeState { kStarted, kAlreadyRunning, kStopped, kNotRunning, kStaleRemoved };
 std::string_view node_state_name(NodeState state);

@@ -33,6 +33,7 @@
 #include "tessera/balance/multiply/multiply.hpp"
 #include "tessera/balance/multiply/verify.hpp"
 #include "tessera/core/status.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 #include "tessera/linalg/matrix.hpp"
 
 namespace tessera::balance::session {
@@ -93,8 +94,8 @@ struct SessionOptions {
   // multiply() measures a quick profile (and saves it) when the policy needs one and none exists.
   bool measure_missing_profile = true;
   // How each node's worker reaches each other node's, hosts[receiver][peer] in cluster-file order
-  // (emulation::load_peer_hosts for emulated clusters); empty: at the nodes' hosts. Multiplies whose
-  // plan forwards B along a chain use it.
+  // (ReachableCluster::peer_hosts for emulated clusters); empty: at the nodes' hosts. Chain
+  // multiplies, worker-to-worker tiles and graph runs (unless GraphRunOptions gives some) use it.
   std::vector<std::vector<std::string>> peer_hosts;
 };
 
@@ -144,6 +145,10 @@ class Session {
   // naming each node and why when none answers (or, with require_all, when any does not), and
   // naming a node that lacks a service the session needs.
   static Result<Session> open(cluster::ClusterSpec cluster, SessionOptions options = {});
+  // The same on a cluster file as this machine reaches it (emulation::load_reachable_cluster, the
+  // one call every front end makes): its emulated endpoints, and its peer hosts unless `options`
+  // gives some.
+  static Result<Session> open(emulation::ReachableCluster cluster, SessionOptions options = {});
 
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;

@@ -45,6 +45,8 @@ class OptionSpelling {
   // The option set to `value`: "--policy proportional" | "policy=\"proportional\"" (text) or
   // "panels_in_flight=4".
   std::string assignment(std::string_view field, std::string_view value, bool text = false) const;
+  // A switch turned on: "--allow-nonfinite" | "allow_nonfinite=True".
+  std::string switched_on(std::string_view field) const;
 
  private:
   Style style_;
@@ -90,6 +92,22 @@ inline constexpr uint32_t kMaxPanelsInFlight = 1024;
 // 0..86400; the message names the option as `spelling` writes it.
 Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settings, std::size_t node_count,
                                                   const std::string& config_path, const OptionSpelling& spelling);
+
+// Refuses, before anything more is allocated, a multiply of A (m x k) by B (k x n) whose working
+// memory cannot fit in this machine's memory (core/memory.hpp): C unless the caller gives its own
+// (`allocates_c` false), the copy of B's pieces the driver encodes, and verification's copies
+// (|A| and |B| for the rounding bound; exact also a reference C and its magnitude); and A and B
+// themselves unless `inputs_in_memory`, each alone first so that the message names the matrix
+// that cannot fit. `remedy` says what to shrink ("; use a smaller --n"); the way out through
+// verify is spelled by `spelling`. Saturating: shapes from files can make m x n wrap.
+Status check_multiply_memory(uint64_t m, uint64_t n, uint64_t k, multiply::VerifyMode verify, bool inputs_in_memory,
+                             bool allocates_c, std::string_view remedy, const OptionSpelling& spelling);
+
+// A NaN or infinity in input `name` (read from `source`, a file; empty: given in memory) is
+// refused, naming its first cell, unless allow_nonfinite is set: usually it is a bug upstream,
+// and a product full of NaN is not what anyone meant to compute.
+Status check_finite_input(linalg::MatrixView matrix, std::string_view name, std::string_view source,
+                          const OptionSpelling& spelling);
 
 // An expression evaluation's options by name (`tessera eval`, Python's Expression.compute).
 // Defaults: EvalOptions{}'s mode, rewriting, tile, node choice and tile route, MultiplySettings{}'
