@@ -27,11 +27,11 @@
 #include "tessera/graph/engine.hpp"
 #include "tessera/graph/part.hpp"
 #include "tessera/graph/state.hpp"
-#include "tessera/partition/digraph.hpp"
-#include "tessera/partition/generators.hpp"
+#include "tessera/graphdata/digraph.hpp"
+#include "tessera/graphdata/generators.hpp"
 
 namespace tg = tessera::graph;
-namespace tp = tessera::partition;
+namespace graphdata = tessera::graphdata;
 
 namespace {
 
@@ -148,14 +148,14 @@ int main(int argc, char** argv) {
   }
 
   const Clock::time_point load_start = Clock::now();
-  tessera::Result<tp::DirectedGraph> loaded = tp::is_generator_spec(graph_spec)
-                                                  ? tp::generate_directed_graph(graph_spec, seed)
-                                                  : tp::read_directed_graph_file(graph_spec);
+  tessera::Result<graphdata::DirectedGraph> loaded = graphdata::is_generator_spec(graph_spec)
+                                                  ? graphdata::generate_directed_graph(graph_spec, seed)
+                                                  : graphdata::read_directed_graph_file(graph_spec);
   if (!loaded) {
     fmt::print(stderr, "{}\n", loaded.status().to_string());
     return 1;
   }
-  tp::DirectedGraph graph = spec.kind == tg::AlgorithmKind::kConnectedComponents ? tp::symmetrised(*loaded)
+  graphdata::DirectedGraph graph = spec.kind == tg::AlgorithmKind::kConnectedComponents ? graphdata::symmetrised(*loaded)
                                                                                   : std::move(*loaded);
   if (spec.source && *spec.source >= graph.vertex_count) {
     fmt::print(stderr, "--source {} is not a vertex of {} ({} vertices)\n", *spec.source, graph_spec, graph.vertex_count);
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   options.threads = threads;
   options.priority_fraction = priority;
   options.idle_residual = tolerance / threads;
-  fmt::print("graph {} (seed {}): {}; loaded and placed in {:.1f} s\n", graph_spec, seed, tp::describe(graph),
+  fmt::print("graph {} (seed {}): {}; loaded and placed in {:.1f} s\n", graph_spec, seed, graphdata::describe(graph),
              load_seconds);
   fmt::print("{}, tolerance {:g}, {} update thread(s), priority fraction {:g}; part {:.1f} bytes/edge\n",
              tg::describe(spec), tolerance, threads, priority,

@@ -22,19 +22,20 @@
 
 #include <fmt/format.h>
 
-#include "tessera/partition/digraph.hpp"
-#include "tessera/partition/generators.hpp"
-#include "tessera/partition/graph_io.hpp"
+#include "tessera/graphdata/digraph.hpp"
+#include "tessera/graphdata/generators.hpp"
+#include "tessera/graphdata/graph_io.hpp"
 #include "tessera/partition/graph_partition.hpp"
 #include "tessera/partition/placement_cache.hpp"
 
 namespace tp = tessera::partition;
+namespace graphdata = tessera::graphdata;
 
 namespace {
 
 struct Instance {
   std::string name;
-  tp::Graph graph;
+  graphdata::Graph graph;
 };
 
 struct WeightSet {
@@ -104,14 +105,14 @@ int placement_bench(int argc, char** argv) {
   fmt::print("|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
   std::vector<std::string> cache_lines;
   for (const std::string& spec : specs) {
-    tessera::Result<tp::DirectedGraph> directed = tp::is_generator_spec(spec)
-                                                      ? tp::generate_directed_graph(spec, seed)
-                                                      : tp::read_directed_graph_file(spec);
+    tessera::Result<graphdata::DirectedGraph> directed = graphdata::is_generator_spec(spec)
+                                                      ? graphdata::generate_directed_graph(spec, seed)
+                                                      : graphdata::read_directed_graph_file(spec);
     if (!directed) {
       std::fprintf(stderr, "%s: %s\n", spec.c_str(), directed.status().to_string().c_str());
       return 1;
     }
-    tessera::Result<tp::Graph> graph = tp::placement_graph(*directed);
+    tessera::Result<graphdata::Graph> graph = graphdata::placement_graph(*directed);
     if (!graph) {
       std::fprintf(stderr, "%s: %s\n", spec.c_str(), graph.status().to_string().c_str());
       return 1;
@@ -201,14 +202,14 @@ int main(int argc, char** argv) {
 
   std::vector<Instance> graphs;
   for (const char* spec : {"mesh2d:200x200", "mesh3d:30x30x30", "rmat:16", "lognormal:50000"}) {
-    tessera::Result<tp::Graph> graph = tp::generate_graph(spec, seed);
+    tessera::Result<graphdata::Graph> graph = graphdata::generate_graph(spec, seed);
     if (!graph) {
       std::fprintf(stderr, "%s\n", graph.status().to_string().c_str());
       return 1;
     }
     graphs.push_back({spec, std::move(*graph)});
   }
-  tessera::Result<tp::Graph> karate = tp::read_graph_file(instances + "/karate.mtx");
+  tessera::Result<graphdata::Graph> karate = graphdata::read_graph_file(instances + "/karate.mtx");
   if (!karate) {
     std::fprintf(stderr, "%s\n", karate.status().to_string().c_str());
     return 1;
@@ -219,7 +220,7 @@ int main(int argc, char** argv) {
   const std::vector<tp::PartitionMethod>& methods = kAllMethods;
 
   fmt::print("Instances (seed {}):\n\n", seed);
-  for (const Instance& instance : graphs) fmt::print("- `{}`: {}\n", instance.name, tp::describe(instance.graph));
+  for (const Instance& instance : graphs) fmt::print("- `{}`: {}\n", instance.name, graphdata::describe(instance.graph));
   fmt::print("\n| instance | weights | method | imbalance | max \\|w-t\\|/t | edge cut | comm volume | time (ms) |\n");
   fmt::print("|---|---|---|---:|---:|---:|---:|---:|\n");
   for (const Instance& instance : graphs) {

@@ -124,7 +124,7 @@ namespace {
 
 // Builds part p; ghost_of (kNotGhost everywhere, one entry per global vertex) is scratch and is
 // left as it was found, so one array can serve every part in turn.
-GraphPart build_one_part(const partition::DirectedGraph& graph, const Placement& placement, uint32_t p,
+GraphPart build_one_part(const graphdata::DirectedGraph& graph, const Placement& placement, uint32_t p,
                          std::span<const double> value, std::span<const double> delta, std::vector<uint32_t>& ghost_of) {
   std::vector<uint32_t> remote;
   {
@@ -196,7 +196,7 @@ GraphPart build_one_part(const partition::DirectedGraph& graph, const Placement&
 
 }  // namespace
 
-std::vector<GraphPart> build_parts(const partition::DirectedGraph& graph, const Placement& placement,
+std::vector<GraphPart> build_parts(const graphdata::DirectedGraph& graph, const Placement& placement,
                                    std::span<const double> value, std::span<const double> delta) {
   std::vector<GraphPart> parts;
   // One scratch array serves every part: entries set for a part are reset before the next, so the
@@ -206,7 +206,7 @@ std::vector<GraphPart> build_parts(const partition::DirectedGraph& graph, const 
   return parts;
 }
 
-GraphPart build_part(const partition::DirectedGraph& graph, const Placement& placement, uint32_t part,
+GraphPart build_part(const graphdata::DirectedGraph& graph, const Placement& placement, uint32_t part,
                      std::span<const double> value, std::span<const double> delta) {
   std::vector<uint32_t> ghost_of(static_cast<std::size_t>(graph.vertex_count), kNotGhost);
   return build_one_part(graph, placement, part, value, delta, ghost_of);

@@ -13,7 +13,7 @@
 namespace tessera::graph {
 namespace {
 
-using partition::DirectedGraph;
+using graphdata::DirectedGraph;
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 

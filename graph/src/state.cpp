@@ -6,13 +6,13 @@
 namespace tessera::graph {
 namespace {
 
-std::size_t vertex_total(const partition::DirectedGraph& graph) { return static_cast<std::size_t>(graph.vertex_count); }
+std::size_t vertex_total(const graphdata::DirectedGraph& graph) { return static_cast<std::size_t>(graph.vertex_count); }
 
-double edge_weight(const partition::DirectedGraph& graph, uint64_t e) { return graph.weighted() ? graph.weights[e] : 1.0; }
+double edge_weight(const graphdata::DirectedGraph& graph, uint64_t e) { return graph.weighted() ? graph.weights[e] : 1.0; }
 
 // b: the initial delta, which for every algorithm is also the constant term of the fixed point
 // x = b (+) g(A, x).
-std::vector<double> constant_term(const partition::DirectedGraph& graph, const AlgorithmSpec& spec) {
+std::vector<double> constant_term(const graphdata::DirectedGraph& graph, const AlgorithmSpec& spec) {
   const std::size_t n = vertex_total(graph);
   switch (spec.kind) {
     case AlgorithmKind::kPageRank: return std::vector<double>(n, (1.0 - spec.damping) / static_cast<double>(n));
@@ -51,14 +51,14 @@ struct CompensatedSum {
 
 }  // namespace
 
-VertexState initial_state(const partition::DirectedGraph& graph, const AlgorithmSpec& spec) {
+VertexState initial_state(const graphdata::DirectedGraph& graph, const AlgorithmSpec& spec) {
   VertexState state;
   state.value.assign(vertex_total(graph), identity_of(accumulate_of(spec)));
   state.delta = constant_term(graph, spec);
   return state;
 }
 
-VertexState restart_state(const partition::DirectedGraph& graph, const AlgorithmSpec& spec, std::span<const double> x) {
+VertexState restart_state(const graphdata::DirectedGraph& graph, const AlgorithmSpec& spec, std::span<const double> x) {
   const std::size_t n = vertex_total(graph);
   const Accumulate op = accumulate_of(spec);
   VertexState state;

@@ -37,7 +37,7 @@ uint64_t mix64(uint64_t x) {
 
 // Vertex weights as the partitioners see them: a graph whose vertices all weigh 0 would make
 // every target 0 and every balance undefined, so it is treated as unit-weighted.
-int64_t effective_weight(const Graph& graph, int32_t v) {
+int64_t effective_weight(const graphdata::Graph& graph, int32_t v) {
   return graph.total_vertex_weight() == 0 ? 1 : graph.vertex_weight(v);
 }
 
@@ -53,7 +53,7 @@ std::vector<std::size_t> active_parts(const std::vector<double>& targets) {
 // target (LPT scheduling with speeds): within one vertex's weight of the targets, cuts nothing when
 // there are no edges, and never leaves a part empty while another holds two vertices it could
 // share.
-std::vector<int32_t> greedy_by_target(const Graph& graph, const std::vector<double>& targets,
+std::vector<int32_t> greedy_by_target(const graphdata::Graph& graph, const std::vector<double>& targets,
                                       const std::vector<std::size_t>& active) {
   const int32_t n = graph.vertex_count();
   std::vector<int32_t> order(static_cast<std::size_t>(n));
@@ -107,7 +107,7 @@ struct MethodResult {
   std::string note;
 };
 
-Result<MethodResult> partition_metis(const Graph& graph, const PartitionOptions& options,
+Result<MethodResult> partition_metis(const graphdata::Graph& graph, const PartitionOptions& options,
                                      const std::vector<double>& targets) {
   std::vector<std::size_t> active = active_parts(targets);
   const int32_t n = graph.vertex_count();
@@ -207,7 +207,7 @@ Result<MethodResult> partition_metis(const Graph& graph, const PartitionOptions&
   return result;
 }
 
-MethodResult partition_contiguous(const Graph& graph, const std::vector<double>& targets) {
+MethodResult partition_contiguous(const graphdata::Graph& graph, const std::vector<double>& targets) {
   const int32_t n = graph.vertex_count();
   int64_t total = 0;
   for (int32_t v = 0; v < n; ++v) total += effective_weight(graph, v);
@@ -248,7 +248,7 @@ std::size_t last_active_part(const std::vector<double>& targets) {
 // with the parts because each extra part adds mirror/message work per vertex; with 4 parts it is
 // 24, so on a mesh (4 entries per vertex) the split is nearly by vertex weight and on R-MAT
 // (about 30 entries per vertex) edges count about as much as vertices.
-MethodResult partition_chunks(const Graph& graph, const std::vector<double>& targets) {
+MethodResult partition_chunks(const graphdata::Graph& graph, const std::vector<double>& targets) {
   const int32_t n = graph.vertex_count();
   const std::vector<std::size_t> active = active_parts(targets);
   const int64_t alpha = 8 * static_cast<int64_t>(active.size() - 1);
@@ -287,7 +287,7 @@ MethodResult partition_chunks(const Graph& graph, const std::vector<double>& tar
 // their targets and with equal targets the penalty is the paper's. The hard cap keeps a part
 // within `imbalance` of its target; when no part can take v under it (a heavy vertex late in the
 // stream), v goes to the part whose load relative to its target stays lowest.
-MethodResult partition_fennel(const Graph& graph, const std::vector<double>& targets, double imbalance) {
+MethodResult partition_fennel(const graphdata::Graph& graph, const std::vector<double>& targets, double imbalance) {
   const int32_t n = graph.vertex_count();
   const std::vector<std::size_t> active = active_parts(targets);
   const double k = static_cast<double>(active.size());
@@ -366,7 +366,7 @@ MethodResult partition_fennel(const Graph& graph, const std::vector<double>& tar
   return result;
 }
 
-MethodResult partition_hash(const Graph& graph, const std::vector<double>& targets, uint64_t seed) {
+MethodResult partition_hash(const graphdata::Graph& graph, const std::vector<double>& targets, uint64_t seed) {
   const int32_t n = graph.vertex_count();
   std::vector<double> cumulative(targets.size());
   std::partial_sum(targets.begin(), targets.end(), cumulative.begin());
@@ -445,7 +445,7 @@ Status metis_status(int metis_code, std::string_view call) {
   }
 }
 
-Result<PartitionQuality> evaluate_partition(const Graph& graph, std::span<const int32_t> part,
+Result<PartitionQuality> evaluate_partition(const graphdata::Graph& graph, std::span<const int32_t> part,
                                             std::span<const double> target_weights) {
   Result<std::vector<double>> targets = normalise_weights(target_weights);
   if (!targets) return targets.status();
@@ -497,11 +497,11 @@ Result<PartitionQuality> evaluate_partition(const Graph& graph, std::span<const 
   return quality;
 }
 
-Result<Partition> partition_graph(const Graph& graph, const PartitionOptions& options) {
+Result<Partition> partition_graph(const graphdata::Graph& graph, const PartitionOptions& options) {
   Result<std::vector<double>> normalised = normalise_weights(options.target_weights);
   if (!normalised) return normalised.status().with_context("target weights: ");
   TESSERA_RETURN_IF_ERROR(check_imbalance(options.imbalance));
-  if (options.target_weights.size() > static_cast<std::size_t>(kMaxGraphIndex)) {
+  if (options.target_weights.size() > static_cast<std::size_t>(graphdata::kMaxGraphIndex)) {
     return invalid_argument(fmt::format("{} parts is above METIS' limit", options.target_weights.size()));
   }
   const std::vector<double>& targets = normalised.value();
@@ -550,8 +550,8 @@ Result<Partition> partition_graph(const Graph& graph, const PartitionOptions& op
 
 // Here rather than in tiling.cpp, beside the partitioner it calls: a worker-only build has the
 // tile graph (graph_io reads matrix patterns through it) but no partitioner.
-Result<Partition> partition_tiles(std::span<const Tile> tiles, const PartitionOptions& options) {
-  Result<Graph> graph = tile_graph(tiles);
+Result<Partition> partition_tiles(std::span<const graphdata::Tile> tiles, const PartitionOptions& options) {
+  Result<graphdata::Graph> graph = graphdata::tile_graph(tiles);
   if (!graph) return graph.status();
   return partition_graph(*graph, options);
 }

@@ -82,7 +82,7 @@ std::string errno_text(int error) { return std::error_code(error, std::generic_c
 
 }  // namespace
 
-uint64_t graph_content_hash(const Graph& graph) {
+uint64_t graph_content_hash(const graphdata::Graph& graph) {
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
   auto add_value = [&](int64_t value) { XXH3_64bits_update(state, &value, sizeof(value)); };
@@ -101,11 +101,11 @@ uint64_t graph_content_hash(const Graph& graph) {
   return hash;
 }
 
-Result<PlacementKey> placement_key(const Graph& graph, const PartitionOptions& options) {
+Result<PlacementKey> placement_key(const graphdata::Graph& graph, const PartitionOptions& options) {
   return placement_key(graph_content_hash(graph), graph, options);
 }
 
-Result<PlacementKey> placement_key(uint64_t graph_hash, const Graph& graph, const PartitionOptions& options) {
+Result<PlacementKey> placement_key(uint64_t graph_hash, const graphdata::Graph& graph, const PartitionOptions& options) {
   Result<std::vector<double>> weights = normalise_weights(options.target_weights);
   if (!weights) return weights.status().with_context("target weights: ");
   PlacementKey key;
@@ -232,7 +232,7 @@ Status store_placement(const std::filesystem::path& dir, const PlacementKey& key
 }
 
 Result<std::optional<Partition>> load_placement(const std::filesystem::path& dir, const PlacementKey& key,
-                                                const Graph& graph, std::string* reason) {
+                                                const graphdata::Graph& graph, std::string* reason) {
   if (key.vertices != graph.vertex_count() || key.edges != graph.edge_count()) {
     return invalid_argument(fmt::format("the placement key is for {} vertices and {} edges, the graph has {}",
                                         key.vertices, key.edges, describe(graph)));

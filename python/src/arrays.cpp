@@ -9,7 +9,7 @@
 
 #include "errors.hpp"
 #include "run_control.hpp"
-#include "tessera/partition/graph_io.hpp"
+#include "tessera/graphdata/graph_io.hpp"
 
 namespace tessera::python {
 
@@ -68,11 +68,11 @@ linalg::MutableMatrixView output_view(const py::array& array, uint64_t rows, uin
           static_cast<std::size_t>(cols)};
 }
 
-tp::DirectedGraph directed_graph_from_edges(int64_t vertex_count, const IndexArray& sources, const IndexArray& targets,
+graphdata::DirectedGraph directed_graph_from_edges(int64_t vertex_count, const IndexArray& sources, const IndexArray& targets,
                                             const py::object& weights) {
   check_same_length(sources, targets);
   const std::span<const int64_t> from = span_of(sources), to = span_of(targets);
-  std::vector<tp::DirectedEdge> edges(from.size());
+  std::vector<graphdata::DirectedEdge> edges(from.size());
   for (std::size_t i = 0; i < edges.size(); ++i) edges[i] = {from[i], to[i], 1.0};
   const bool weighted = !weights.is_none();
   if (weighted) {
@@ -84,11 +84,11 @@ tp::DirectedGraph directed_graph_from_edges(int64_t vertex_count, const IndexArr
     for (std::size_t i = 0; i < edges.size(); ++i) edges[i].weight = values.data()[i];
   }
   return value_or_raise(
-      without_gil([&] { return tp::build_directed_graph(vertex_count, std::move(edges), weighted); }));
+      without_gil([&] { return graphdata::build_directed_graph(vertex_count, std::move(edges), weighted); }));
 }
 
-tp::Graph graph_from_coordinates(int64_t rows, int64_t cols, const IndexArray& row_index, const IndexArray& col_index,
-                                 tp::GraphBuildStats* stats) {
+graphdata::Graph graph_from_coordinates(int64_t rows, int64_t cols, const IndexArray& row_index, const IndexArray& col_index,
+                                 graphdata::GraphBuildStats* stats) {
   check_same_length(row_index, col_index);
   if (rows < 0 || cols < 0) raise_status(invalid_argument("a matrix shape cannot be negative"));
   const std::span<const int64_t> row = span_of(row_index), col = span_of(col_index);
@@ -100,15 +100,15 @@ tp::Graph graph_from_coordinates(int64_t rows, int64_t cols, const IndexArray& r
     }
     entries[e] = {row[e], col[e]};
   }
-  return value_or_raise(without_gil([&] { return tp::graph_of_pattern(rows, cols, std::move(entries), stats); }));
+  return value_or_raise(without_gil([&] { return graphdata::graph_of_pattern(rows, cols, std::move(entries), stats); }));
 }
 
-tp::Graph graph_from_edges(int64_t vertex_count, const IndexArray& sources, const IndexArray& targets,
+graphdata::Graph graph_from_edges(int64_t vertex_count, const IndexArray& sources, const IndexArray& targets,
                            const py::object& edge_weights, const py::object& vertex_weights,
-                           tp::GraphBuildStats* stats) {
+                           graphdata::GraphBuildStats* stats) {
   check_same_length(sources, targets);
   const std::span<const int64_t> from = span_of(sources), to = span_of(targets);
-  tp::GraphInput input;
+  graphdata::GraphInput input;
   input.vertex_count = vertex_count;
   input.edges.resize(from.size());
   for (std::size_t i = 0; i < from.size(); ++i) input.edges[i] = {from[i], to[i], 1};
@@ -125,7 +125,7 @@ tp::Graph graph_from_edges(int64_t vertex_count, const IndexArray& sources, cons
     const auto weights = vertex_weights.cast<IndexArray>();
     input.vertex_weights.assign(weights.data(), weights.data() + weights.size());
   }
-  return value_or_raise(without_gil([&] { return tp::build_graph(input, stats); }));
+  return value_or_raise(without_gil([&] { return graphdata::build_graph(input, stats); }));
 }
 
 py::array_t<double> to_numpy(std::vector<double>&& values) {

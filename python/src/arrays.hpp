@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "tessera/linalg/matrix.hpp"
-#include "tessera/partition/digraph.hpp"
-#include "tessera/partition/graph.hpp"
+#include "tessera/graphdata/digraph.hpp"
+#include "tessera/graphdata/graph.hpp"
 
 namespace tessera::python {
 
@@ -32,20 +32,20 @@ linalg::MatrixView input_view(const py::array& array, std::string_view name);
 linalg::MutableMatrixView output_view(const py::array& array, uint64_t rows, uint64_t cols);
 
 // A DirectedGraph of the edges src[i] -> dst[i] (weights[i] when `weights` is not None).
-partition::DirectedGraph directed_graph_from_edges(int64_t vertex_count, const IndexArray& sources,
+graphdata::DirectedGraph directed_graph_from_edges(int64_t vertex_count, const IndexArray& sources,
                                                    const IndexArray& targets, const py::object& weights);
 
 // The undirected graph `tessera partition` builds from a Matrix Market file with these nonzero
 // coordinates (row-net model, graph_io.hpp): square -> rows adjacent where A(i,j) or A(j,i) is
 // nonzero, rectangular -> rows adjacent when they share a column; vertex weight = the row's
 // nonzeros. `stats` receives the clean-up counts.
-partition::Graph graph_from_coordinates(int64_t rows, int64_t cols, const IndexArray& row_index,
-                                        const IndexArray& col_index, partition::GraphBuildStats* stats);
+graphdata::Graph graph_from_coordinates(int64_t rows, int64_t cols, const IndexArray& row_index,
+                                        const IndexArray& col_index, graphdata::GraphBuildStats* stats);
 // The undirected graph of an edge list, as `tessera partition` reads a .edges file (symmetrised,
 // self-loops dropped, duplicates merged), with optional integer edge and vertex weights.
-partition::Graph graph_from_edges(int64_t vertex_count, const IndexArray& sources, const IndexArray& targets,
+graphdata::Graph graph_from_edges(int64_t vertex_count, const IndexArray& sources, const IndexArray& targets,
                                   const py::object& edge_weights, const py::object& vertex_weights,
-                                  partition::GraphBuildStats* stats);
+                                  graphdata::GraphBuildStats* stats);
 
 // A 1-D float64 array owning `values` (moved, not copied).
 py::array_t<double> to_numpy(std::vector<double>&& values);

@@ -486,7 +486,7 @@ py::tuple ClusterHandle::evaluate(const std::string& expression, const py::dict&
   }
 }
 
-py::tuple ClusterHandle::graph(const tp::DirectedGraph& graph, const tb::session::GraphSettings& settings,
+py::tuple ClusterHandle::graph(const graphdata::DirectedGraph& graph, const tb::session::GraphSettings& settings,
                                const std::string& weights, const py::object& progress, const py::object& notice) {
   const tb::cluster::ClusterSpec spec = value_or_raise(tessera::emulation::load_reachable_cluster(config_path_, run_dir_)).spec;
   tb::graphs::GraphRunOptions options =

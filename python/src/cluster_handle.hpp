@@ -31,7 +31,7 @@
 #include "tessera/emulation/local_cluster.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/balance/session/settings.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::python {
 
@@ -97,7 +97,7 @@ class ClusterHandle {
   // Runs a graph algorithm; returns (values float64 array, outcome JSON text, warnings: one per
   // node left out at the start). `weights`:
   // "profile" | "equal" | "w1,w2,..."; empty: profile when a profile exists, else equal.
-  py::tuple graph(const partition::DirectedGraph& graph, const balance::session::GraphSettings& settings,
+  py::tuple graph(const graphdata::DirectedGraph& graph, const balance::session::GraphSettings& settings,
                   const std::string& weights, const py::object& progress, const py::object& notice);
 
   // Closes a kept session (BYE to every node). Idempotent.

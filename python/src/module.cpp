@@ -21,13 +21,14 @@
 #include "errors.hpp"
 #include "reports.hpp"
 #include "run_control.hpp"
-#include "tessera/partition/digraph.hpp"
-#include "tessera/partition/generators.hpp"
-#include "tessera/partition/graph_io.hpp"
+#include "tessera/graphdata/digraph.hpp"
+#include "tessera/graphdata/generators.hpp"
+#include "tessera/graphdata/graph_io.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
 namespace py = pybind11;
 namespace tp = tessera::partition;
+namespace graphdata = tessera::graphdata;
 namespace ts = tessera::balance::session;
 using tessera::python::ClusterHandle;
 using tessera::python::IndexArray;
@@ -37,7 +38,7 @@ using tessera::python::without_gil;
 
 namespace {
 
-py::dict stats_dict(const tp::GraphBuildStats& stats) {
+py::dict stats_dict(const graphdata::GraphBuildStats& stats) {
   return py::dict(py::arg("self_loops_removed") = stats.self_loops_removed,
                   py::arg("duplicates_merged") = stats.duplicates_merged);
 }
@@ -64,19 +65,19 @@ PYBIND11_MODULE(_tessera, module) {
   // Cluster(require_all=...)'s default, the CLI's without --require-all.
   module.attr("default_require_all") = tessera::balance::session::SessionOptions{}.require_all;
 
-  py::class_<tp::DirectedGraph>(module, "DirectedGraph",
+  py::class_<graphdata::DirectedGraph>(module, "DirectedGraph",
                                 "A directed graph in CSR form (out-edges), the input of the graph algorithms. Make one "
                                 "with tessera.directed_graph().")
-      .def_property_readonly("vertex_count", [](const tp::DirectedGraph& g) { return g.vertex_count; })
-      .def_property_readonly("edge_count", &tp::DirectedGraph::edge_count)
-      .def_property_readonly("weighted", &tp::DirectedGraph::weighted)
-      .def("__repr__", [](const tp::DirectedGraph& g) { return "<tessera.DirectedGraph: " + tp::describe(g) + ">"; });
+      .def_property_readonly("vertex_count", [](const graphdata::DirectedGraph& g) { return g.vertex_count; })
+      .def_property_readonly("edge_count", &graphdata::DirectedGraph::edge_count)
+      .def_property_readonly("weighted", &graphdata::DirectedGraph::weighted)
+      .def("__repr__", [](const graphdata::DirectedGraph& g) { return "<tessera.DirectedGraph: " + graphdata::describe(g) + ">"; });
 
-  py::class_<tp::Graph>(module, "Graph",
+  py::class_<graphdata::Graph>(module, "Graph",
                         "An undirected graph as METIS partitions it. Make one with tessera.partition_graph_input().")
-      .def_property_readonly("vertex_count", &tp::Graph::vertex_count)
-      .def_property_readonly("edge_count", &tp::Graph::edge_count)
-      .def("__repr__", [](const tp::Graph& g) { return "<tessera.Graph: " + tp::describe(g) + ">"; });
+      .def_property_readonly("vertex_count", &graphdata::Graph::vertex_count)
+      .def_property_readonly("edge_count", &graphdata::Graph::edge_count)
+      .def("__repr__", [](const graphdata::Graph& g) { return "<tessera.Graph: " + graphdata::describe(g) + ">"; });
 
   module.def(
       "directed_graph_from_edges",
@@ -86,21 +87,21 @@ PYBIND11_MODULE(_tessera, module) {
       py::arg("vertex_count"), py::arg("src"), py::arg("dst"), py::arg("weights") = py::none());
   module.def(
       "read_directed_graph",
-      [](const std::string& path) { return value_or_raise(without_gil([&] { return tp::read_directed_graph_file(path); })); },
+      [](const std::string& path) { return value_or_raise(without_gil([&] { return graphdata::read_directed_graph_file(path); })); },
       py::arg("path"));
   module.def(
       "generate_directed_graph",
       [](const std::string& spec, uint64_t seed) {
-        return value_or_raise(without_gil([&] { return tp::generate_directed_graph(spec, seed); }));
+        return value_or_raise(without_gil([&] { return graphdata::generate_directed_graph(spec, seed); }));
       },
       py::arg("spec"), py::arg("seed") = 1);
-  module.def("is_generator_spec", [](const std::string& text) { return tp::is_generator_spec(text); });
+  module.def("is_generator_spec", [](const std::string& text) { return graphdata::is_generator_spec(text); });
 
   module.def(
       "graph_from_coordinates",
       [](int64_t rows, int64_t cols, const IndexArray& row, const IndexArray& col) {
-        tp::GraphBuildStats stats;
-        tp::Graph graph = tessera::python::graph_from_coordinates(rows, cols, row, col, &stats);
+        graphdata::GraphBuildStats stats;
+        graphdata::Graph graph = tessera::python::graph_from_coordinates(rows, cols, row, col, &stats);
         return py::make_tuple(std::move(graph), stats_dict(stats));
       },
       py::arg("rows"), py::arg("cols"), py::arg("row"), py::arg("col"));
@@ -108,8 +109,8 @@ PYBIND11_MODULE(_tessera, module) {
       "graph_from_edges",
       [](int64_t vertex_count, const IndexArray& sources, const IndexArray& targets, const py::object& edge_weights,
          const py::object& vertex_weights) {
-        tp::GraphBuildStats stats;
-        tp::Graph graph =
+        graphdata::GraphBuildStats stats;
+        graphdata::Graph graph =
             tessera::python::graph_from_edges(vertex_count, sources, targets, edge_weights, vertex_weights, &stats);
         return py::make_tuple(std::move(graph), stats_dict(stats));
       },
@@ -118,22 +119,22 @@ PYBIND11_MODULE(_tessera, module) {
   module.def(
       "read_graph",
       [](const std::string& path) {
-        tp::GraphBuildStats stats;
-        tp::Graph graph = value_or_raise(without_gil([&] { return tp::read_graph_file(path, &stats); }));
+        graphdata::GraphBuildStats stats;
+        graphdata::Graph graph = value_or_raise(without_gil([&] { return graphdata::read_graph_file(path, &stats); }));
         return py::make_tuple(std::move(graph), stats_dict(stats));
       },
       py::arg("path"));
   module.def(
       "generate_graph",
       [](const std::string& spec, uint64_t seed) {
-        tp::Graph graph = value_or_raise(without_gil([&] { return tp::generate_graph(spec, seed); }));
+        graphdata::Graph graph = value_or_raise(without_gil([&] { return graphdata::generate_graph(spec, seed); }));
         return py::make_tuple(std::move(graph), stats_dict({}));
       },
       py::arg("spec"), py::arg("seed") = 1);
 
   module.def(
       "partition_graph",
-      [](const tp::Graph& graph, const std::vector<double>& weights, const std::vector<std::string>& names,
+      [](const graphdata::Graph& graph, const std::vector<double>& weights, const std::vector<std::string>& names,
          const ts::PartitionSettings& settings) {
         tp::PartitionOptions options = value_or_raise(ts::resolve_partition_settings(settings, tessera::python::keyword_spelling()));
         options.target_weights = weights;

@@ -14,7 +14,7 @@
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/balance/profile/profile.hpp"
 #include "tessera/balance/session/session.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
 namespace tessera::python {

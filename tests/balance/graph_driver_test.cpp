@@ -294,7 +294,7 @@ TEST(GraphOptions, ModesAndTolerances) {
 
 // A graph read from an empty file is refused naming the file; an unnamed one is "the graph".
 TEST(GraphChecks, AGraphWithoutVerticesIsRefusedByName) {
-  const partition::DirectedGraph empty;
+  const graphdata::DirectedGraph empty;
   const graph::AlgorithmSpec pagerank;
   const Status named = graphs::check_graph_run(empty, pagerank, "data/empty.edges");
   EXPECT_EQ(named.code(), StatusCode::kInvalidArgument);

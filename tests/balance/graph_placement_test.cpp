@@ -9,7 +9,7 @@
 #include "tessera/balance/graphs/node_selection.hpp"
 #include "tessera/balance/graphs/run_memory.hpp"
 #include "tessera/balance/graphs/graph_placement.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -174,8 +174,8 @@ TEST(GraphPlacementModel, NodesGrowFromTheFastestAndSharesFollowTheRates) {
 
 TEST(GraphPlacementShape, CountsEachRemoteTargetOncePerPartAndThePartsThatTalk) {
   // 0 -> 2, 1 -> 2, 1 -> 3, 2 -> 0, 3 -> 3; parts {0, 1} and {2, 3}.
-  Result<partition::DirectedGraph> graph =
-      partition::build_directed_graph(4, {{0, 2}, {1, 2}, {1, 3}, {2, 0}, {3, 3}}, false);
+  Result<graphdata::DirectedGraph> graph =
+      graphdata::build_directed_graph(4, {{0, 2}, {1, 2}, {1, 3}, {2, 0}, {3, 3}}, false);
   ASSERT_TRUE(graph.is_ok());
   const std::vector<int32_t> part_of{0, 0, 1, 1};
   const graphs::PlacementShape shape = graphs::placement_shape(*graph, part_of, 2);
@@ -191,7 +191,7 @@ TEST(GraphPlacementShape, CountsEachRemoteTargetOncePerPartAndThePartsThatTalk) 
 }
 
 TEST(GraphPlacementShape, DefaultSweepsFollowTheToleranceForPageRank) {
-  Result<partition::DirectedGraph> graph = partition::build_directed_graph(2, {{0, 1}, {1, 0}}, false);
+  Result<graphdata::DirectedGraph> graph = graphdata::build_directed_graph(2, {{0, 1}, {1, 0}}, false);
   ASSERT_TRUE(graph.is_ok());
   graph::AlgorithmSpec spec;
   const double loose = graphs::default_workload(spec, 1e-3, *graph, 0.1).updates_per_edge_alone;

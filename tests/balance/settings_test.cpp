@@ -14,7 +14,7 @@
 #include "tessera/cli/graph_command.hpp"
 #include "tessera/cli/partition_command.hpp"
 #include "tessera/linalg/matrix.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::balance::session {
 namespace {
@@ -24,8 +24,8 @@ namespace {
 const OptionSpelling& kFlags = cli::flag_spelling();
 const OptionSpelling kKeywords(OptionSpelling::Style::kKeyword, {{"node_timeout_s", "node_timeout"}});
 
-partition::DirectedGraph settings_test_graph() {
-  Result<partition::DirectedGraph> graph = partition::generate_directed_graph("rmat:5", 1);
+graphdata::DirectedGraph settings_test_graph() {
+  Result<graphdata::DirectedGraph> graph = graphdata::generate_directed_graph("rmat:5", 1);
   EXPECT_TRUE(graph.is_ok()) << graph.status().message();
   return std::move(*graph);
 }
@@ -147,7 +147,7 @@ TEST(FrontEndSettings, OneCheckEachFrontEndSpellsItsOwnWay) {
 }
 
 TEST(FrontEndSettings, DefaultGraphSettingsResolveToTheDriversDefaults) {
-  const partition::DirectedGraph graph = settings_test_graph();
+  const graphdata::DirectedGraph graph = settings_test_graph();
   GraphSettings settings;
   settings.algorithm = "pagerank";
   Result<graphs::GraphRunOptions> resolved = graph_run_options(settings, graph, kFlags);
@@ -161,7 +161,7 @@ TEST(FrontEndSettings, DefaultGraphSettingsResolveToTheDriversDefaults) {
 }
 
 TEST(FrontEndSettings, GraphAlgorithmChecksNameTheOptionInEachSpelling) {
-  const partition::DirectedGraph graph = settings_test_graph();
+  const graphdata::DirectedGraph graph = settings_test_graph();
   GraphSettings katz;
   katz.algorithm = "katz";
   const std::string flag_message = graph_algorithm(katz, graph, kFlags).status().message();
@@ -194,7 +194,7 @@ TEST(FrontEndSettings, GraphAlgorithmChecksNameTheOptionInEachSpelling) {
 }
 
 TEST(FrontEndSettings, GraphRunChecksNameTheOptionInEachSpelling) {
-  const partition::DirectedGraph graph = settings_test_graph();
+  const graphdata::DirectedGraph graph = settings_test_graph();
   struct Mistake {
     std::function<void(GraphSettings&)> make;
     std::string flag_message;     // the message's start, as the CLI says it

@@ -162,16 +162,16 @@ struct RunConfig {
 };
 
 struct Cluster {
-  const partition::DirectedGraph& graph;
+  const graphdata::DirectedGraph& graph;
   AlgorithmSpec spec;
   RunConfig config;
   Placement placement;
   std::unique_ptr<Router> router;
   std::vector<std::unique_ptr<Engine>> engines;
 
-  Cluster(const partition::DirectedGraph& g, const AlgorithmSpec& s, const RunConfig& c)
+  Cluster(const graphdata::DirectedGraph& g, const AlgorithmSpec& s, const RunConfig& c)
       : Cluster(g, s, c, initial_state(g, s)) {}
-  Cluster(const partition::DirectedGraph& g, const AlgorithmSpec& s, const RunConfig& c, const VertexState& state)
+  Cluster(const graphdata::DirectedGraph& g, const AlgorithmSpec& s, const RunConfig& c, const VertexState& state)
       : graph(g), spec(s), config(c) {
     placement = make_placement(fixtures::scattered_placement(graph.vertex_count, config.parts), config.parts);
     router = std::make_unique<Router>(config.latency);
@@ -298,13 +298,13 @@ class EveryAlgorithm : public ::testing::TestWithParam<AlgorithmCase> {};
 TEST_P(EveryAlgorithm, MatchesTheFixedPointOnEveryPlacementAndMode) {
   const AlgorithmSpec spec = GetParam().spec;
   const bool cc = spec.kind == AlgorithmKind::kConnectedComponents;
-  std::vector<std::pair<std::string, partition::DirectedGraph>> graphs = {
+  std::vector<std::pair<std::string, graphdata::DirectedGraph>> graphs = {
       {"awkward", fixtures::awkward_graph()},
       {"random", fixtures::random_graph(300, 1800, 17, /*weighted=*/true)},
       {"unweighted random", fixtures::random_graph(150, 600, 23, /*weighted=*/false)},
   };
   for (auto& [name, graph] : graphs) {
-    if (cc) graph = partition::symmetrised(graph);
+    if (cc) graph = graphdata::symmetrised(graph);
     const std::vector<double> expected = fixtures::fixed_point(graph, spec);
     ASSERT_TRUE(std::all_of(expected.begin(), expected.end(), [](double x) { return !std::isnan(x); }));
     std::vector<double> sync_one_part;
@@ -337,10 +337,10 @@ INSTANTIATE_TEST_SUITE_P(Engine, EveryAlgorithm, ::testing::ValuesIn(algorithm_c
                          [](const ::testing::TestParamInfo<AlgorithmCase>& param_info) { return param_info.param.name; });
 
 TEST(Engine, SeveralUpdateThreadsPerPart) {
-  const partition::DirectedGraph graph = fixtures::random_graph(400, 3000, 29, true);
-  const partition::DirectedGraph symmetric = partition::symmetrised(graph);
+  const graphdata::DirectedGraph graph = fixtures::random_graph(400, 3000, 29, true);
+  const graphdata::DirectedGraph symmetric = graphdata::symmetrised(graph);
   for (const AlgorithmCase& c : algorithm_cases()) {
-    const partition::DirectedGraph& input = c.spec.kind == AlgorithmKind::kConnectedComponents ? symmetric : graph;
+    const graphdata::DirectedGraph& input = c.spec.kind == AlgorithmKind::kConnectedComponents ? symmetric : graph;
     const std::vector<double> expected = fixtures::fixed_point(input, c.spec);
     for (uint32_t threads : {2u, 3u}) {
       for (uint32_t parts : {1u, 2u}) {
@@ -361,7 +361,7 @@ TEST(Engine, SeveralUpdateThreadsPerPart) {
 // --- Closed forms ---------------------------------------------------------------------------
 
 TEST(Engine, DirectedCyclePageRankIsUniform) {
-  const partition::DirectedGraph cycle = fixtures::directed_cycle(12);
+  const graphdata::DirectedGraph cycle = fixtures::directed_cycle(12);
   const AlgorithmSpec spec{.kind = AlgorithmKind::kPageRank};
   for (Mode mode : {Mode::kSync, Mode::kAsync}) {
     Cluster run(cycle, spec, {.parts = 3, .mode = mode});
@@ -373,7 +373,7 @@ TEST(Engine, DirectedCyclePageRankIsUniform) {
 }
 
 TEST(Engine, PathKatzIsAGeometricSeries) {
-  const partition::DirectedGraph path = fixtures::directed_path(10);
+  const graphdata::DirectedGraph path = fixtures::directed_path(10);
   const AlgorithmSpec spec{.kind = AlgorithmKind::kKatz, .beta = 0.5, .source = 0};
   for (Mode mode : {Mode::kSync, Mode::kAsync}) {
     Cluster run(path, spec, {.parts = 2, .mode = mode});
@@ -387,7 +387,7 @@ TEST(Engine, PathKatzIsAGeometricSeries) {
 // along which g was applied. On a path each vertex receives exactly one delta, so whatever the
 // timing every vertex is updated once: 9 edges, and 10 updates (the dangling end folds for free).
 TEST(Engine, BothModesCountOneEdgeUpdatePerEdgeRelaxed) {
-  const partition::DirectedGraph path = fixtures::directed_path(10);
+  const graphdata::DirectedGraph path = fixtures::directed_path(10);
   const AlgorithmSpec spec{.kind = AlgorithmKind::kKatz, .beta = 0.5, .source = 0};
   for (uint32_t parts : {1u, 2u, 3u}) {
     for (Mode mode : {Mode::kSync, Mode::kAsync}) {
@@ -404,7 +404,7 @@ TEST(Engine, BothModesCountOneEdgeUpdatePerEdgeRelaxed) {
 TEST(Engine, GridShortestPathsAreManhattanDistances) {
   const uint32_t nx = 9;
   const uint32_t ny = 6;
-  const partition::DirectedGraph unit = fixtures::grid(nx, ny, /*weighted=*/false);
+  const graphdata::DirectedGraph unit = fixtures::grid(nx, ny, /*weighted=*/false);
   for (Mode mode : {Mode::kSync, Mode::kAsync}) {
     Cluster run(unit, {.kind = AlgorithmKind::kShortestPaths, .source = 0}, {.parts = 3, .mode = mode});
     ASSERT_TRUE(run.run());
@@ -417,14 +417,14 @@ TEST(Engine, GridShortestPathsAreManhattanDistances) {
   //   (0,0) -1- (1,0) -2- (2,0)
   //     1         2         3
   //   (0,1) -2- (1,1) -3- (2,1)
-  const partition::DirectedGraph weighted = fixtures::grid(3, 2, /*weighted=*/true);
+  const graphdata::DirectedGraph weighted = fixtures::grid(3, 2, /*weighted=*/true);
   Cluster run(weighted, {.kind = AlgorithmKind::kShortestPaths, .source = 0}, {.parts = 2, .mode = Mode::kAsync});
   ASSERT_TRUE(run.run());
   EXPECT_EQ(run.values(), (std::vector<double>{0, 1, 3, 1, 3, 6}));
 }
 
 TEST(Engine, ConnectedComponentLabels) {
-  const partition::DirectedGraph symmetric = partition::symmetrised(fixtures::awkward_graph());
+  const graphdata::DirectedGraph symmetric = graphdata::symmetrised(fixtures::awkward_graph());
   for (Mode mode : {Mode::kSync, Mode::kAsync}) {
     Cluster largest(symmetric, {.kind = AlgorithmKind::kConnectedComponents}, {.parts = 3, .mode = mode});
     ASSERT_TRUE(largest.run());
@@ -441,7 +441,7 @@ TEST(Engine, ConnectedComponentLabels) {
 // slot order would carry each of the grid's labels one hop per pass (hundreds of updates per
 // vertex on a large mesh).
 TEST(Engine, BestFirstUpdatesEachVertexOnceOnOnePart) {
-  const partition::DirectedGraph grid = partition::symmetrised(fixtures::grid(30, 20, /*weighted=*/false));
+  const graphdata::DirectedGraph grid = graphdata::symmetrised(fixtures::grid(30, 20, /*weighted=*/false));
   const struct {
     std::string name;
     AlgorithmSpec spec;
@@ -463,7 +463,7 @@ TEST(Engine, BestFirstUpdatesEachVertexOnceOnOnePart) {
 // Maiter's sampled threshold (priority_fraction < 1) instead of whole sweeps: pagerank and katz
 // still reach their fixed points, on one part and several, with fewer edge updates per sweep.
 TEST(Engine, SampledPriorityReachesTheFixedPoint) {
-  const partition::DirectedGraph graph = fixtures::random_graph(300, 2400, 23, true);
+  const graphdata::DirectedGraph graph = fixtures::random_graph(300, 2400, 23, true);
   for (const AlgorithmCase& c : {algorithm_cases()[0], algorithm_cases()[1]}) {
     for (uint32_t parts : {1u, 3u}) {
       Cluster run(graph, c.spec, {.parts = parts, .priority_fraction = 0.25});
@@ -477,7 +477,7 @@ TEST(Engine, SampledPriorityReachesTheFixedPoint) {
 // Jacobi steps of a min/max algorithm from the queued frontier: sssp along a path moves one hop
 // per step, with exactly one vertex pending after each.
 TEST(Engine, SyncShortestPathsAdvanceOneHopPerStep) {
-  const partition::DirectedGraph path = fixtures::directed_path(200);
+  const graphdata::DirectedGraph path = fixtures::directed_path(200);
   Cluster run(path, {.kind = AlgorithmKind::kShortestPaths, .source = 0}, {.parts = 1, .mode = Mode::kSync});
   for (uint64_t step = 0; step < 5; ++step) {
     Result<StepReport> report = run.engines[0]->step(step);
@@ -491,7 +491,7 @@ TEST(Engine, SyncShortestPathsAdvanceOneHopPerStep) {
 // and sends them only when it has nothing else to do: far fewer batches, each a sum, and the
 // same fixed point.
 TEST(Engine, BusyLinksCoalesceDeltasUntilTheEngineIdles) {
-  const partition::DirectedGraph graph = fixtures::random_graph(3000, 30000, 29, false);
+  const graphdata::DirectedGraph graph = fixtures::random_graph(3000, 30000, 29, false);
   const AlgorithmCase pagerank = algorithm_cases()[0];
   uint64_t batches[2] = {0, 0};
   for (bool busy : {false, true}) {
@@ -510,7 +510,7 @@ TEST(Engine, BusyLinksCoalesceDeltasUntilTheEngineIdles) {
 TEST(Engine, NotDoneWhileDeltasAreInFlight) {
   for (const AlgorithmCase& c : {algorithm_cases()[0], algorithm_cases()[5]}) {
     SCOPED_TRACE(c.name);
-    const partition::DirectedGraph graph = fixtures::grid(8, 8, /*weighted=*/true);
+    const graphdata::DirectedGraph graph = fixtures::grid(8, 8, /*weighted=*/true);
     const std::vector<double> expected = fixtures::fixed_point(graph, c.spec);
     Cluster run(graph, c.spec, {.parts = 3});
     run.router->hold();
@@ -533,7 +533,7 @@ TEST(Engine, NotDoneWhileDeltasAreInFlight) {
 }
 
 TEST(Engine, APriorityLevelHoldsUpdatesBackUntilItIsLowered) {
-  const partition::DirectedGraph graph = fixtures::grid(8, 8, /*weighted=*/false);
+  const graphdata::DirectedGraph graph = fixtures::grid(8, 8, /*weighted=*/false);
   const AlgorithmCase pagerank = algorithm_cases()[0];  // a copy: the vector is a temporary
   Cluster run(graph, pagerank.spec, {.parts = 2});
   // Far above any |dv| / degree: even after the engines lower their own floors 4x, nothing is
@@ -555,7 +555,7 @@ TEST(Engine, APriorityLevelHoldsUpdatesBackUntilItIsLowered) {
 // others' residual + its own) / E, lifted for a poll when nothing moved. Every sum algorithm
 // still reaches its fixed point, on several parts and with slow links.
 TEST(Engine, ConvergesUnderTheCoordinatorsPriorityLevels) {
-  const partition::DirectedGraph graph = fixtures::random_graph(300, 2400, 17, true);
+  const graphdata::DirectedGraph graph = fixtures::random_graph(300, 2400, 17, true);
   for (const AlgorithmCase& c : algorithm_cases()) {
     if (!is_linear(c.spec)) continue;
     for (uint32_t parts : {1u, 3u}) {
@@ -593,7 +593,7 @@ TEST(Engine, ConvergesUnderTheCoordinatorsPriorityLevels) {
 }
 
 TEST(Engine, SlowLinksStillConvergeToTheFixedPoint) {
-  const partition::DirectedGraph graph = fixtures::random_graph(200, 1200, 31, true);
+  const graphdata::DirectedGraph graph = fixtures::random_graph(200, 1200, 31, true);
   for (const AlgorithmCase& c : {algorithm_cases()[0], algorithm_cases()[5]}) {
     for (Mode mode : {Mode::kSync, Mode::kAsync}) {
       SCOPED_TRACE(c.name);
@@ -608,7 +608,7 @@ TEST(Engine, SlowLinksStillConvergeToTheFixedPoint) {
 // moves dv into v and passes d * dv on. So value_sum + residual / (1 - d) must be 1 whenever the
 // figures account for every delta.
 TEST(Engine, PageRankMassIsAccountedFor) {
-  partition::DirectedGraph graph = fixtures::random_graph(250, 1500, 37, false);
+  graphdata::DirectedGraph graph = fixtures::random_graph(250, 1500, 37, false);
   std::vector<fixtures::Edge> edges;
   for (uint32_t u = 0; u < graph.vertex_count; ++u) {
     edges.push_back({u, (u + 1) % 250});  // nothing dangles
@@ -636,7 +636,7 @@ TEST(Engine, PageRankMassIsAccountedFor) {
 }
 
 TEST(Engine, SyncModeIsDeterministic) {
-  const partition::DirectedGraph graph = fixtures::random_graph(200, 1500, 41, true);
+  const graphdata::DirectedGraph graph = fixtures::random_graph(200, 1500, 41, true);
   const AlgorithmSpec spec{.kind = AlgorithmKind::kPageRank};
   std::vector<double> first;
   uint64_t first_steps = 0;
@@ -654,7 +654,7 @@ TEST(Engine, SyncModeIsDeterministic) {
 }
 
 TEST(Engine, SnapshotsOnlyMoveTowardsTheAnswer) {
-  const partition::DirectedGraph graph = fixtures::random_graph(400, 3000, 43, true);
+  const graphdata::DirectedGraph graph = fixtures::random_graph(400, 3000, 43, true);
   for (const AlgorithmCase& c : {algorithm_cases()[0], algorithm_cases()[5]}) {
     SCOPED_TRACE(c.name);
     const std::vector<double> expected = fixtures::fixed_point(graph, c.spec);
@@ -818,7 +818,7 @@ class FailingOutbound final : public Outbound {
 };
 
 TEST(Engine, AnOutboundFailureStopsTheEngine) {
-  const partition::DirectedGraph graph = fixtures::random_graph(100, 600, 47, false);
+  const graphdata::DirectedGraph graph = fixtures::random_graph(100, 600, 47, false);
   const Placement placement = make_placement(fixtures::scattered_placement(100, 2), 2);
   const AlgorithmSpec spec{.kind = AlgorithmKind::kPageRank};
   const VertexState state = initial_state(graph, spec);
@@ -875,7 +875,7 @@ TEST(Engine, CreateRefusesBadInput) {
 }
 
 TEST(Engine, MemoryBytesCoverThePartAndTheAccumulators) {
-  const partition::DirectedGraph graph = fixtures::random_graph(300, 3000, 53, true);
+  const graphdata::DirectedGraph graph = fixtures::random_graph(300, 3000, 53, true);
   const AlgorithmSpec spec{.kind = AlgorithmKind::kPageRank};
   const VertexState state = initial_state(graph, spec);
   std::vector<GraphPart> parts = build_parts(graph, make_placement(std::vector<int32_t>(300, 0), 1), state.value,

@@ -10,7 +10,7 @@
 
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/graph/state.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::graph::fixtures {
 
@@ -20,24 +20,24 @@ struct Edge {
   double weight = 1.0;
 };
 
-// The graph of `edges` through partition::build_directed_graph (the CSR every input takes).
+// The graph of `edges` through graphdata::build_directed_graph (the CSR every input takes).
 // REQUIRES: endpoints < vertex_count and finite weights (a fixture bug otherwise).
-inline partition::DirectedGraph make_graph(int64_t vertex_count, const std::vector<Edge>& edges, bool weighted = false) {
-  std::vector<partition::DirectedEdge> directed;
+inline graphdata::DirectedGraph make_graph(int64_t vertex_count, const std::vector<Edge>& edges, bool weighted = false) {
+  std::vector<graphdata::DirectedEdge> directed;
   directed.reserve(edges.size());
   for (const Edge& edge : edges) directed.push_back({edge.from, edge.to, edge.weight});
-  Result<partition::DirectedGraph> graph = partition::build_directed_graph(vertex_count, std::move(directed), weighted);
+  Result<graphdata::DirectedGraph> graph = graphdata::build_directed_graph(vertex_count, std::move(directed), weighted);
   if (!graph.is_ok()) std::abort();  // a fixture bug, not a test outcome
   return std::move(*graph);
 }
 
-inline partition::DirectedGraph directed_cycle(uint32_t n) {
+inline graphdata::DirectedGraph directed_cycle(uint32_t n) {
   std::vector<Edge> edges;
   for (uint32_t v = 0; v < n; ++v) edges.push_back({v, (v + 1) % n});
   return make_graph(n, edges);
 }
 
-inline partition::DirectedGraph directed_path(uint32_t n) {
+inline graphdata::DirectedGraph directed_path(uint32_t n) {
   std::vector<Edge> edges;
   for (uint32_t v = 0; v + 1 < n; ++v) edges.push_back({v, v + 1});
   return make_graph(n, edges);
@@ -45,7 +45,7 @@ inline partition::DirectedGraph directed_path(uint32_t n) {
 
 // nx * ny grid, edges both ways; the weight of an edge is 1 + (x + y) % 3 when weighted (integers,
 // so sums of weights are exact and distances compare with ==).
-inline partition::DirectedGraph grid(uint32_t nx, uint32_t ny, bool weighted) {
+inline graphdata::DirectedGraph grid(uint32_t nx, uint32_t ny, bool weighted) {
   std::vector<Edge> edges;
   const auto id = [&](uint32_t x, uint32_t y) { return x + nx * y; };
   for (uint32_t y = 0; y < ny; ++y) {
@@ -67,7 +67,7 @@ inline partition::DirectedGraph grid(uint32_t nx, uint32_t ny, bool weighted) {
 // Everything awkward at once, 14 vertices: dangling vertices (3, 7, 12), self-loops (1, 5),
 // isolated vertices (10, 13), three weakly connected components plus the isolated ones, a
 // parallel edge (0->1 twice), zero-weight edges, and a cycle.
-inline partition::DirectedGraph awkward_graph() {
+inline graphdata::DirectedGraph awkward_graph() {
   return make_graph(14,
                     {{0, 1, 2},  {0, 1, 1},  {1, 1, 1},  {1, 2, 0},  {2, 0, 3},  {2, 3, 1},  {4, 2, 2},
                      {5, 5, 1},  {5, 6, 0},  {6, 7, 1},  {6, 8, 2},  {8, 5, 1},  {8, 9, 1},  {9, 6, 4},
@@ -77,7 +77,7 @@ inline partition::DirectedGraph awkward_graph() {
 
 // Deterministic random multigraph with a few hubs (self-loops and repeats allowed); weights are
 // small integers (0 included) when weighted.
-inline partition::DirectedGraph random_graph(uint32_t n, uint32_t m, uint64_t seed, bool weighted) {
+inline graphdata::DirectedGraph random_graph(uint32_t n, uint32_t m, uint64_t seed, bool weighted) {
   uint64_t state = seed;
   const auto next = [&] {
     uint64_t x = (state += 0x9e3779b97f4a7c15ULL);
@@ -99,7 +99,7 @@ inline partition::DirectedGraph random_graph(uint32_t n, uint32_t m, uint64_t se
 
 // Synchronous iteration from `state` until no delta is pending (min/max) or sum |dv| < 1e-15
 // (sum): the fixed point every schedule must reach.
-inline std::vector<double> iterate_to_fixed_point(const partition::DirectedGraph& graph, const AlgorithmSpec& spec,
+inline std::vector<double> iterate_to_fixed_point(const graphdata::DirectedGraph& graph, const AlgorithmSpec& spec,
                                                   VertexState state) {
   const Accumulate op = accumulate_of(spec);
   const auto n = static_cast<std::size_t>(graph.vertex_count);
@@ -127,7 +127,7 @@ inline std::vector<double> iterate_to_fixed_point(const partition::DirectedGraph
   return x;
 }
 
-inline std::vector<double> fixed_point(const partition::DirectedGraph& graph, const AlgorithmSpec& spec) {
+inline std::vector<double> fixed_point(const graphdata::DirectedGraph& graph, const AlgorithmSpec& spec) {
   return iterate_to_fixed_point(graph, spec, initial_state(graph, spec));
 }
 

@@ -27,7 +27,7 @@ std::vector<int32_t> contiguous_placement(int64_t vertex_count, uint32_t parts) 
 
 using GlobalEdge = std::tuple<uint32_t, uint32_t, double>;
 
-std::vector<GlobalEdge> global_edges(const partition::DirectedGraph& graph) {
+std::vector<GlobalEdge> global_edges(const graphdata::DirectedGraph& graph) {
   std::vector<GlobalEdge> edges;
   for (uint32_t u = 0; u < graph.vertex_count; ++u) {
     for (uint64_t e = graph.offsets[u]; e < graph.offsets[u + 1]; ++e) {
@@ -39,7 +39,7 @@ std::vector<GlobalEdge> global_edges(const partition::DirectedGraph& graph) {
 }
 
 // Checks every invariant of build_parts' output against the global graph and placement.
-void expect_parts_cover(const partition::DirectedGraph& graph, const Placement& placement,
+void expect_parts_cover(const graphdata::DirectedGraph& graph, const Placement& placement,
                         const std::vector<GraphPart>& parts, const std::vector<double>& value,
                         const std::vector<double>& delta) {
   ASSERT_EQ(parts.size(), placement.part_count);
@@ -107,10 +107,10 @@ TEST(Placement, SlotsAscendPerPart) {
 }
 
 TEST(BuildParts, EveryVertexAndEdgeOnceUnderManyPlacements) {
-  const std::vector<partition::DirectedGraph> graphs = {
+  const std::vector<graphdata::DirectedGraph> graphs = {
       fixtures::awkward_graph(), fixtures::random_graph(200, 1500, 3, true), fixtures::random_graph(97, 400, 5, false),
       fixtures::directed_cycle(5), make_graph(0, {})};
-  for (const partition::DirectedGraph& graph : graphs) {
+  for (const graphdata::DirectedGraph& graph : graphs) {
     std::vector<double> value(static_cast<std::size_t>(graph.vertex_count));
     std::vector<double> delta(value.size());
     for (std::size_t v = 0; v < value.size(); ++v) {
@@ -129,7 +129,7 @@ TEST(BuildParts, EveryVertexAndEdgeOnceUnderManyPlacements) {
 }
 
 TEST(BuildParts, OnePartHasNoGhostsAndKeepsTheGraph) {
-  const partition::DirectedGraph graph = fixtures::awkward_graph();
+  const graphdata::DirectedGraph graph = fixtures::awkward_graph();
   const std::vector<double> zeros(static_cast<std::size_t>(graph.vertex_count), 0.0);
   const std::vector<GraphPart> parts = build_parts(graph, make_placement(std::vector<int32_t>(zeros.size(), 0), 1),
                                                    zeros, zeros);
@@ -142,7 +142,7 @@ TEST(BuildParts, OnePartHasNoGhostsAndKeepsTheGraph) {
 
 TEST(BuildParts, GhostsAreSharedByEveryEdgeToTheSameVertex) {
   // 0 and 1 in part 0 both point at 2 and 3 in part 1: two ghosts, four edges.
-  const partition::DirectedGraph graph = make_graph(4, {{0, 2}, {0, 3}, {1, 3}, {1, 2}, {1, 2}});
+  const graphdata::DirectedGraph graph = make_graph(4, {{0, 2}, {0, 3}, {1, 3}, {1, 2}, {1, 2}});
   const std::vector<double> zeros(4, 0.0);
   const std::vector<GraphPart> parts = build_parts(graph, make_placement(std::vector<int32_t>{0, 0, 1, 1}, 2), zeros, zeros);
   EXPECT_EQ(parts[0].ghosts, (std::vector<GhostRef>{{1, 0}, {1, 1}}));
@@ -152,7 +152,7 @@ TEST(BuildParts, GhostsAreSharedByEveryEdgeToTheSameVertex) {
 }
 
 TEST(ScatterValues, RoundTripsThroughParts) {
-  const partition::DirectedGraph graph = fixtures::random_graph(50, 200, 9, false);
+  const graphdata::DirectedGraph graph = fixtures::random_graph(50, 200, 9, false);
   const Placement placement = make_placement(fixtures::scattered_placement(50, 3), 3);
   std::vector<double> value(50);
   for (std::size_t v = 0; v < value.size(); ++v) value[v] = static_cast<double>(v * v);
@@ -163,8 +163,8 @@ TEST(ScatterValues, RoundTripsThroughParts) {
 }
 
 TEST(GraphPart, MemoryBytesCountsTheArrays) {
-  const partition::DirectedGraph small = fixtures::random_graph(100, 100, 1, true);
-  const partition::DirectedGraph large = fixtures::random_graph(100, 10000, 1, true);
+  const graphdata::DirectedGraph small = fixtures::random_graph(100, 100, 1, true);
+  const graphdata::DirectedGraph large = fixtures::random_graph(100, 10000, 1, true);
   const std::vector<double> zeros(100, 0.0);
   const Placement placement = make_placement(std::vector<int32_t>(100, 0), 1);
   const uint64_t small_bytes = build_parts(small, placement, zeros, zeros)[0].memory_bytes();

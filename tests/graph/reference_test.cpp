@@ -15,15 +15,15 @@
 namespace tessera::graph {
 namespace {
 
-using partition::DirectedEdge;
-using partition::DirectedGraph;
+using graphdata::DirectedEdge;
+using graphdata::DirectedGraph;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 // A real graph from libmetis-doc (scripts/setup.sh): a 2D finite element mesh, undirected.
 constexpr const char* kMetis4elt = "/usr/share/doc/libmetis-dev/examples/graphs/4elt.graph";
 
 DirectedGraph graph_of(int64_t vertices, std::vector<DirectedEdge> edges, bool weighted = false) {
-  Result<DirectedGraph> graph = partition::build_directed_graph(vertices, std::move(edges), weighted);
+  Result<DirectedGraph> graph = graphdata::build_directed_graph(vertices, std::move(edges), weighted);
   EXPECT_TRUE(graph.is_ok()) << graph.status().to_string();
   return graph.is_ok() ? *graph : DirectedGraph{};
 }
@@ -45,7 +45,7 @@ DirectedGraph complete(int64_t n) {
 }
 
 DirectedGraph generated(const char* spec, uint64_t seed = 1) {
-  Result<DirectedGraph> graph = partition::generate_directed_graph(spec, seed);
+  Result<DirectedGraph> graph = graphdata::generate_directed_graph(spec, seed);
   EXPECT_TRUE(graph.is_ok()) << graph.status().to_string();
   return graph.is_ok() ? *graph : DirectedGraph{};
 }
@@ -193,7 +193,7 @@ TEST(ReferenceComponents, WeaklyConnectedWithIsolatedVertices) {
 TEST(ReferenceComponents, GeneratedAndRealGraphsLabelConsistently) {
   std::vector<DirectedGraph> graphs = {generated("rmat:11:2"), generated("lognormal:3000")};
   if (std::filesystem::exists(kMetis4elt)) {
-    Result<DirectedGraph> real = partition::read_directed_graph_file(kMetis4elt);
+    Result<DirectedGraph> real = graphdata::read_directed_graph_file(kMetis4elt);
     ASSERT_TRUE(real.is_ok()) << real.status().to_string();
     graphs.push_back(*real);
   }

@@ -35,10 +35,10 @@ double l1_norm(const std::vector<double>& a) {
 }
 
 // 0 -> 1, 0 -> 2, 1 -> 2, 2 -> 0, 3 -> 2; 3 has no in-edges, nothing dangles.
-partition::DirectedGraph four_vertices() { return make_graph(4, {{0, 1}, {0, 2}, {1, 2}, {2, 0}, {3, 2}}); }
+graphdata::DirectedGraph four_vertices() { return make_graph(4, {{0, 1}, {0, 2}, {1, 2}, {2, 0}, {3, 2}}); }
 
 TEST(InitialState, FollowsTheAlgorithmTable) {
-  const partition::DirectedGraph graph = four_vertices();
+  const graphdata::DirectedGraph graph = four_vertices();
   const VertexState pagerank = initial_state(graph, kPageRank);
   EXPECT_EQ(pagerank.value, std::vector<double>(4, 0.0));
   EXPECT_EQ(pagerank.delta, std::vector<double>(4, (1.0 - 0.85) / 4));
@@ -69,7 +69,7 @@ TEST(RestartState, LinearResidualByHand) {
 
 TEST(RestartState, DanglingVerticesContributeNothing) {
   // 0 -> 1, 1 dangles: (A x)_0 = 0 whatever x_1 is.
-  const partition::DirectedGraph graph = make_graph(2, {{0, 1}});
+  const graphdata::DirectedGraph graph = make_graph(2, {{0, 1}});
   const VertexState state = restart_state(graph, kPageRank, std::vector<double>{0.2, 7.0});
   EXPECT_DOUBLE_EQ(state.delta[0], 0.075 - 0.2);
   EXPECT_DOUBLE_EQ(state.delta[1], 0.075 + 0.85 * 0.2 - 7.0);
@@ -77,7 +77,7 @@ TEST(RestartState, DanglingVerticesContributeNothing) {
 
 TEST(RestartState, KatzUsesWeights) {
   // 0 -(2)-> 1, 1 -(0.5)-> 1: (A x)_1 = beta * (2 x_0 + 0.5 x_1).
-  const partition::DirectedGraph graph = make_graph(2, {{0, 1, 2.0}, {1, 1, 0.5}}, true);
+  const graphdata::DirectedGraph graph = make_graph(2, {{0, 1, 2.0}, {1, 1, 0.5}}, true);
   const VertexState state = restart_state(graph, kKatzAll, std::vector<double>{1.0, 4.0});
   EXPECT_DOUBLE_EQ(state.delta[0], 1.0 - 1.0);
   EXPECT_DOUBLE_EQ(state.delta[1], 1.0 + 0.1 * (2.0 + 2.0) - 4.0);
@@ -85,12 +85,12 @@ TEST(RestartState, KatzUsesWeights) {
 
 TEST(RestartState, AtTheFixedPointTheResidualVanishes) {
   // A directed cycle's unnormalised PageRank is 1/N everywhere: b + d/N - 1/N = 0 exactly.
-  const partition::DirectedGraph cycle = fixtures::directed_cycle(8);
+  const graphdata::DirectedGraph cycle = fixtures::directed_cycle(8);
   const VertexState at_cycle = restart_state(cycle, kPageRank, std::vector<double>(8, 1.0 / 8));
   EXPECT_LT(l1_norm(at_cycle.delta), 1e-16);
   // Any graph: restart from the iterated fixed point leaves a residual at rounding level.
   for (const AlgorithmSpec& spec : {kPageRank, kKatzAll, kKatzFrom2}) {
-    const partition::DirectedGraph graph = fixtures::random_graph(300, 2000, 11, spec.kind == AlgorithmKind::kKatz);
+    const graphdata::DirectedGraph graph = fixtures::random_graph(300, 2000, 11, spec.kind == AlgorithmKind::kKatz);
     const std::vector<double> x = fixtures::fixed_point(graph, spec);
     const VertexState state = restart_state(graph, spec, x);
     EXPECT_LT(l1_norm(state.delta), 1e-12 * l1_norm(x)) << describe(spec);
@@ -99,7 +99,7 @@ TEST(RestartState, AtTheFixedPointTheResidualVanishes) {
 
 TEST(RestartState, LinearFromGarbageReachesTheSameFixedPoint) {
   for (const AlgorithmSpec& spec : {kPageRank, kKatzAll}) {
-    const partition::DirectedGraph graph = fixtures::awkward_graph();
+    const graphdata::DirectedGraph graph = fixtures::awkward_graph();
     const std::vector<double> expected = fixtures::fixed_point(graph, spec);
     std::vector<double> garbage(expected.size());
     for (std::size_t v = 0; v < garbage.size(); ++v) garbage[v] = (v % 3 == 0) ? -5.0 + static_cast<double>(v) : 1e3;
@@ -112,7 +112,7 @@ TEST(RestartState, LinearFromGarbageReachesTheSameFixedPoint) {
 TEST(RestartState, MinMaxRepropagatesReachedValues) {
   // sssp on 0 -(1)-> 1 -(1)-> 2 -(1)-> 3, 0 -(5)-> 3. A snapshot that knows 1 at distance 1 and
   // nothing else: dv = b (+) relax(x) offers 2 to vertex 2 and keeps 0 at the source.
-  const partition::DirectedGraph graph = make_graph(4, {{0, 1, 1}, {1, 2, 1}, {2, 3, 1}, {0, 3, 5}}, true);
+  const graphdata::DirectedGraph graph = make_graph(4, {{0, 1, 1}, {1, 2, 1}, {2, 3, 1}, {0, 3, 5}}, true);
   const std::vector<double> x = {kInf, 1.0, kInf, kInf};
   const VertexState state = restart_state(graph, kSsspFrom0, x);
   EXPECT_EQ(state.value, x);
@@ -120,7 +120,7 @@ TEST(RestartState, MinMaxRepropagatesReachedValues) {
   EXPECT_EQ(fixtures::iterate_to_fixed_point(graph, kSsspFrom0, state), (std::vector<double>{0, 1, 2, 3}));
 
   // cc max on the symmetrised awkward graph: a snapshot with some labels already spread.
-  const partition::DirectedGraph symmetric = partition::symmetrised(fixtures::awkward_graph());
+  const graphdata::DirectedGraph symmetric = graphdata::symmetrised(fixtures::awkward_graph());
   const std::vector<double> expected = fixtures::fixed_point(symmetric, kCcMax);
   std::vector<double> partial(expected.size(), -kInf);
   partial[4] = 4.0;

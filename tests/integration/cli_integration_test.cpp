@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <regex>
 #include <sstream>
+#include <string>
 #include <string_view>
-#include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -409,33 +411,6 @@ TEST_F(CliCluster, AProductThatOverflowsFailsVerificationInEveryMode) {
   }
 }
 
-TEST_F(CliCluster, CtrlCOfAMultiplyFreesTheWorkersForTheNextOne) {
-  ASSERT_EQ(run("up").exit_code, 0);
-  const std::string log = dir_.file("interrupted.log");
-  // Big enough to still be running after the pause on a loaded machine (seconds of GEMM on one
-  // thread per worker), small enough to allocate anywhere.
-  testing::ChildProcess multiply({TESSERA_CLI_BINARY, "multiply", config_, "--run-dir", run_dir_, "--n", "4000",
-                                  "--policy", "even", "--verify", "none"},
-                                 log);
-  // Wait until the run streams (the log names the quick profile or nothing yet; give it time to
-  // connect), then interrupt it by pid as a terminal's Ctrl-C would.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  multiply.signal(SIGINT);
-  const int code = multiply.wait_exit(std::chrono::seconds(20));
-  std::ifstream log_file(log);
-  const std::string output((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
-  if (code == 0) GTEST_SKIP() << "the multiply finished before the interrupt; nothing to test here:\n" << output;
-  EXPECT_EQ(code, 130) << output;
-  EXPECT_NE(output.find("interrupted"), std::string::npos) << output;
-
-  // At once, not after the workers finish the abandoned jobs: no BUSY.
-  const auto start = std::chrono::steady_clock::now();
-  testing::CommandResult next = run("multiply", "--n 200 --policy even");
-  EXPECT_EQ(next.exit_code, 0) << next.output;
-  EXPECT_EQ(next.output.find("busy"), std::string::npos) << next.output;
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
-}
-
 TEST_F(CliCluster, UpWritesTheSecretPrivatelyAndNeverThroughALink) {
   // Another user's trap: the cluster's secret is a symlink to a file they want it written into.
   const std::string cluster_dir = run_dir_ + "/cli-test";
@@ -719,6 +694,77 @@ TEST_F(CliProgress, AutoOnAFileAndNeverPrintNothing) {
   const Streams bad = multiply("--progress sometimes");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("unknown --progress 'sometimes'; use auto"), std::string::npos) << bad.err;
+}
+
+// Ctrl-C of a multiply, caught in the middle of the run however fast or loaded this machine is:
+// node b is the test twin that holds every CREDIT back kCreditDelayMs, so b's 16 jobs take at
+// least 16 x kCreditDelayMs, and the multiply is interrupted once its progress line shows the run
+// streaming (the line is first drawn a second into the run, long before b's last CREDIT).
+class CliInterrupt : public ::testing::Test {
+ protected:
+  static constexpr int kCreditDelayMs = 1000;
+
+  void SetUp() override {
+    cluster_ = testing::start_local_cluster("interrupt", "interrupt-secret", 2, dir_, "",
+                                            {"--fault-delay-credits-ms", std::to_string(kCreditDelayMs)});
+    config_ = testing::write_cluster_file(dir_, cluster_.spec);
+    ::chmod(config_.c_str(), 0600);  // else every run warns about the inline secret
+  }
+
+  // A multiply in a process of its own (stopped by pid when it goes, also after a failed
+  // assertion), its stdout and stderr to `log`.
+  std::unique_ptr<testing::ChildProcess> start_multiply(const std::vector<std::string>& flags, const std::string& log) {
+    std::vector<std::string> args{TESSERA_CLI_BINARY, "multiply", config_};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return std::make_unique<testing::ChildProcess>(std::move(args), log);
+  }
+
+  testing::TempDir dir_;
+  testing::LocalCluster cluster_;
+  std::string config_;
+};
+
+// Waits until `log` holds `marker`, for at most `timeout`; false if `child` exits first.
+bool wait_for_output(testing::ChildProcess& child, const std::string& log, std::string_view marker,
+                     std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (testing::read_file(log).find(marker) != std::string::npos) return true;
+    (void)child.wait_exit(std::chrono::milliseconds(50));
+    if (child.pid() == 0) return testing::read_file(log).find(marker) != std::string::npos;
+  }
+  return false;
+}
+
+TEST_F(CliInterrupt, CtrlCOfAMultiplyFreesTheWorkersForTheNextOne) {
+  // n 256 in 16-row panels: 16 jobs per node under the even plan, and all 16 in flight, so b has
+  // its whole share queued when the interrupt comes. Run to the end, that queue would keep b
+  // busy for longer than a newcomer waits for a closing session (kClaimWait, 10 s), and the next
+  // multiply would be told BUSY.
+  const std::string log = dir_.file("interrupted.log");
+  auto multiply = start_multiply({"--n", "256", "--panel-width", "16", "--panels-in-flight", "16", "--policy", "even",
+                                  "--verify", "none", "--progress", "always"},
+                                 log);
+  // The bound only makes a run that never starts fail instead of hang.
+  ASSERT_TRUE(wait_for_output(*multiply, log, "\rmultiply ", std::chrono::seconds(180)))
+      << "no progress line from the multiply:\n" << testing::read_file(log);
+  // By pid, as a terminal's Ctrl-C would.
+  multiply->signal(SIGINT);
+  const int code = multiply->wait_exit(std::chrono::seconds(60));
+  const std::string output = testing::read_file(log);
+  ASSERT_NE(code, 0) << "the multiply finished before the interrupt, though b's credits alone take "
+                     << 16 * kCreditDelayMs << " ms:\n" << output;
+  EXPECT_EQ(code, 130) << output;
+  EXPECT_NE(output.find("interrupted"), std::string::npos) << output;
+
+  // At once, not after the workers finish the abandoned jobs: no BUSY.
+  const std::string next_log = dir_.file("next.log");
+  auto next = start_multiply({"--n", "200", "--policy", "even"}, next_log);
+  const int next_code = next->wait_exit(std::chrono::seconds(120));
+  const std::string next_output = testing::read_file(next_log);
+  EXPECT_EQ(next_code, 0) << next_output;
+  EXPECT_NE(next_output.find("verified: true"), std::string::npos) << next_output;
+  EXPECT_EQ(next_output.find("busy"), std::string::npos) << next_output;
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include "reference_product.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/graph/reference.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -96,8 +96,8 @@ TEST_F(EncryptedCluster, EveryPolicyAndLayoutMultipliesExactlyOverTls) {
 
 TEST_F(EncryptedCluster, GraphRunsBetweenWorkersThatRefusePlainPeerLinks) {
   session::Session session = open(cluster_->spec, transport::kCapabilityGraph);
-  const partition::DirectedGraph graph =
-      partition::read_directed_graph_file(std::string(TESSERA_TEST_INSTANCES) + "/graphs/directed/components.edges").value();
+  const graphdata::DirectedGraph graph =
+      graphdata::read_directed_graph_file(std::string(TESSERA_TEST_INSTANCES) + "/graphs/directed/components.edges").value();
   for (graphs::GraphMode mode : {graphs::GraphMode::kAsync, graphs::GraphMode::kSync}) {
     graphs::GraphRunOptions options;
     options.algorithm.kind = graph::AlgorithmKind::kPageRank;

@@ -16,7 +16,7 @@
 #include "process_fixture.hpp"
 #include "tessera/balance/graphs/graph_run.hpp"
 #include "tessera/balance/session/session.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -49,7 +49,7 @@ class HeldDeltas : public ::testing::Test {
 
   // Runs `spec` async on rmat:12 over the three workers and checks what termination promises.
   static void expect_termination_waits_for_held_batches(const tg::AlgorithmSpec& spec) {
-    Result<partition::DirectedGraph> graph = partition::generate_directed_graph("rmat:12", 7);
+    Result<graphdata::DirectedGraph> graph = graphdata::generate_directed_graph("rmat:12", 7);
     ASSERT_TRUE(graph) << graph.status().message();
     Result<session::Session> session = session::Session::open(cluster_->spec, graph_session());
     ASSERT_TRUE(session) << session.status().message();

@@ -16,7 +16,7 @@
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/balance/graphs/run_memory.hpp"
 #include "tessera/balance/graphs/graph_run.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -95,7 +95,7 @@ testing::TempDir* GraphNodes::dir_ = nullptr;
 testing::LocalCluster* GraphNodes::cluster_ = nullptr;
 
 TEST_F(GraphNodes, AutoLeavesOutNodesWhoseDeltasCostMoreThanTheySaveAndSaysWhy) {
-  const tpart::DirectedGraph graph = *tpart::generate_directed_graph("rmat:11", 3);
+  const graphdata::DirectedGraph graph = *graphdata::generate_directed_graph("rmat:11", 3);
   graphs::GraphRunOptions options = fast_options();
   options.node_costs = lopsided_costs();
   options.choose_method = true;
@@ -116,7 +116,7 @@ TEST_F(GraphNodes, AutoLeavesOutNodesWhoseDeltasCostMoreThanTheySaveAndSaysWhy) 
 }
 
 TEST_F(GraphNodes, AllBestAndAListRunWhatTheyNameAndAnUnknownNameIsRefused) {
-  const tpart::DirectedGraph graph = *tpart::generate_directed_graph("mesh2d:30x20", 3);
+  const graphdata::DirectedGraph graph = *graphdata::generate_directed_graph("mesh2d:30x20", 3);
   for (const std::string& choice : {std::string("all"), std::string("best"), names()[2] + "," + names()[1]}) {
     SCOPED_TRACE(choice);
     graphs::GraphRunOptions options = fast_options();
@@ -146,7 +146,7 @@ TEST_F(GraphNodes, AllBestAndAListRunWhatTheyNameAndAnUnknownNameIsRefused) {
 }
 
 TEST_F(GraphNodes, WithoutGraphRatesAutoTakesEveryNodeAndSaysWhy) {
-  const tpart::DirectedGraph graph = *tpart::generate_directed_graph("rmat:10", 5);
+  const graphdata::DirectedGraph graph = *graphdata::generate_directed_graph("rmat:10", 5);
   const Result<graphs::GraphOutcome> outcome = graphs::run_graph(*connection_, graph, fast_options());
   expect_verified(outcome);
   EXPECT_EQ(outcome->choice.taking_part, names());
@@ -156,7 +156,7 @@ TEST_F(GraphNodes, WithoutGraphRatesAutoTakesEveryNodeAndSaysWhy) {
 
 TEST_F(GraphNodes, AMetisPlacementIsReusedByTheNextRunAndADamagedEntryIgnored) {
   testing::TempDir cache;
-  const tpart::DirectedGraph graph = *tpart::generate_directed_graph("lognormal:3000", 9);
+  const graphdata::DirectedGraph graph = *graphdata::generate_directed_graph("lognormal:3000", 9);
   graphs::GraphRunOptions options = fast_options();
   options.nodes.mode = NodeChoice::Mode::kAll;
   options.method = tpart::PartitionMethod::kMetis;
@@ -185,7 +185,7 @@ TEST_F(GraphNodes, AMetisPlacementIsReusedByTheNextRunAndADamagedEntryIgnored) {
   EXPECT_NE(third->placing.cache_note.find("ignored"), std::string::npos) << third->placing.cache_note;
 
   // A different graph of the same size never reuses it.
-  const tpart::DirectedGraph other = *tpart::generate_directed_graph("lognormal:3000", 10);
+  const graphdata::DirectedGraph other = *graphdata::generate_directed_graph("lognormal:3000", 10);
   const Result<graphs::GraphOutcome> fourth = graphs::run_graph(*connection_, other, options);
   expect_verified(fourth);
   EXPECT_FALSE(fourth->placing.cached);
@@ -193,7 +193,7 @@ TEST_F(GraphNodes, AMetisPlacementIsReusedByTheNextRunAndADamagedEntryIgnored) {
 
 TEST_F(GraphNodes, TheSecondRunOnAGraphForecastsFromWhatTheFirstMeasured) {
   testing::TempDir cache;
-  const tpart::DirectedGraph graph = *tpart::generate_directed_graph("rmat:10", 11);
+  const graphdata::DirectedGraph graph = *graphdata::generate_directed_graph("rmat:10", 11);
   graphs::GraphRunOptions options = fast_options();
   options.node_costs = lopsided_costs();
   options.cache_dir = cache.file("graphs");
@@ -207,7 +207,7 @@ TEST_F(GraphNodes, TheSecondRunOnAGraphForecastsFromWhatTheFirstMeasured) {
 
 TEST_F(GraphNodes, ASetThatRanIsForecastWithWhatItTookBeyondItsForecastAndItsRatesAreNotTakenForAlone) {
   testing::TempDir cache;
-  const tpart::DirectedGraph graph = *tpart::generate_directed_graph("rmat:10", 5);
+  const graphdata::DirectedGraph graph = *graphdata::generate_directed_graph("rmat:10", 5);
   graphs::GraphRunOptions options = fast_options();
   options.node_costs = lopsided_costs();
   options.nodes = *graphs::parse_node_choice("all");

@@ -26,7 +26,7 @@
 #include "tessera/balance/graphs/graph_run.hpp"
 #include "tessera/balance/session/session.hpp"
 #include "tessera/graph/reference.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 #include "tessera/transport/frame_connection.hpp"
 
 namespace tessera::balance {
@@ -37,12 +37,12 @@ namespace tpart = tessera::partition;
 
 const std::string kDirected = std::string(TESSERA_TEST_INSTANCES) + "/graphs/directed/";
 
-tpart::DirectedGraph load(const std::string& input) {
-  Result<tpart::DirectedGraph> graph = input.find(':') != std::string::npos
-                                        ? tpart::generate_directed_graph(input, 7)
-                                        : tpart::read_directed_graph_file(kDirected + input);
+graphdata::DirectedGraph load(const std::string& input) {
+  Result<graphdata::DirectedGraph> graph = input.find(':') != std::string::npos
+                                        ? graphdata::generate_directed_graph(input, 7)
+                                        : graphdata::read_directed_graph_file(kDirected + input);
   EXPECT_TRUE(graph) << input << ": " << graph.status().message();
-  return graph ? std::move(*graph) : tpart::DirectedGraph{};
+  return graph ? std::move(*graph) : graphdata::DirectedGraph{};
 }
 
 // Short intervals: the graphs converge in milliseconds, and polls are what the runs wait for.
@@ -140,7 +140,7 @@ class GraphMatrix : public GraphRuns, public ::testing::WithParamInterface<Case>
 
 TEST_P(GraphMatrix, VerifiedAgainstTheReference) {
   const Case& c = GetParam();
-  const tpart::DirectedGraph graph = load(c.graph);
+  const graphdata::DirectedGraph graph = load(c.graph);
   ASSERT_GT(graph.vertex_count, 0);
   tg::AlgorithmSpec spec;
   spec.kind = c.kind;
@@ -205,7 +205,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, GraphMatrix, ::testing::ValuesIn(kCases),
 TEST_F(GraphRuns, ASpecTheGraphCannotTakeIsRefusedBeforeAnythingIsShipped) {
   Result<cluster::ClusterConnection> connection = connect_for_graphs(first(2));
   ASSERT_TRUE(connection) << connection.status().message();
-  const tpart::DirectedGraph graph = load("components.edges");
+  const graphdata::DirectedGraph graph = load("components.edges");
   tg::AlgorithmSpec sssp;
   sssp.kind = AlgorithmKind::kShortestPaths;
   sssp.source = 30;
@@ -213,7 +213,7 @@ TEST_F(GraphRuns, ASpecTheGraphCannotTakeIsRefusedBeforeAnythingIsShipped) {
   ASSERT_FALSE(outcome);
   EXPECT_EQ(outcome.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(outcome.status().message().find("--source 30"), std::string::npos) << outcome.status().message();
-  const tpart::DirectedGraph negative = load("weighted.edges");
+  const graphdata::DirectedGraph negative = load("weighted.edges");
   sssp.source = 0;
   outcome = graphs::run_graph(*connection, negative, fast_options(sssp));
   ASSERT_FALSE(outcome);
@@ -231,7 +231,7 @@ TEST(GraphFailures, AWorkerKilledMidRunIsNamedAndTheRunStillConverges) {
     Result<cluster::ClusterConnection> connection = connect_for_graphs(cluster.spec);
     ASSERT_TRUE(connection) << connection.status().message();
     // Big enough to take a while on one core per worker, with a tight tolerance.
-    const tpart::DirectedGraph graph = load("lognormal:40000");
+    const graphdata::DirectedGraph graph = load("lognormal:40000");
     tg::AlgorithmSpec pagerank;
     graphs::GraphRunOptions options = fast_options(pagerank);
     options.tolerance = 1e-10;
@@ -282,7 +282,7 @@ TEST(GraphFailures, WithNoSurvivorTheRunFailsNamingTheNodes) {
   testing::LocalCluster cluster = testing::start_local_cluster("graph-none", "none-secret", 1, dir);
   Result<cluster::ClusterConnection> connection = connect_for_graphs(cluster.spec);
   ASSERT_TRUE(connection) << connection.status().message();
-  const tpart::DirectedGraph graph = load("lognormal:40000");
+  const graphdata::DirectedGraph graph = load("lognormal:40000");
   graphs::GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
   options.tolerance = 1e-12;
   graphs::GraphHooks hooks;
@@ -356,7 +356,7 @@ TEST(GraphSession, ProfileWeightsNeedAProfileAndCancellingFreesTheWorkers) {
   session_options.connect.required_capabilities = transport::kCapabilityGraph;
   Result<session::Session> session = session::Session::open(cluster.spec, session_options);
   ASSERT_TRUE(session) << session.status().message();
-  const tpart::DirectedGraph graph = load("lognormal:40000");
+  const graphdata::DirectedGraph graph = load("lognormal:40000");
   graphs::GraphRunOptions options = fast_options(tg::AlgorithmSpec{});
   options.weights.source = graphs::TargetWeights::Source::kProfile;
   Result<graphs::GraphOutcome> refused = session->graph(graph, options);

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tessera/partition/generators.hpp"
-#include "tessera/partition/graph_io.hpp"
+#include "tessera/graphdata/generators.hpp"
+#include "tessera/graphdata/graph_io.hpp"
 
 namespace tessera::partition {
 namespace {
@@ -17,16 +17,16 @@ const std::vector<PartitionMethod> kMethods = {PartitionMethod::kMetis, Partitio
                                                PartitionMethod::kHash, PartitionMethod::kChunks,
                                                PartitionMethod::kFennel};
 
-Graph instance(const std::string& name) {
-  Result<Graph> graph = read_graph_file(std::string(TESSERA_TEST_INSTANCES) + "/graphs/" + name);
+graphdata::Graph instance(const std::string& name) {
+  Result<graphdata::Graph> graph = graphdata::read_graph_file(std::string(TESSERA_TEST_INSTANCES) + "/graphs/" + name);
   EXPECT_TRUE(graph.is_ok()) << graph.status().to_string();
-  return graph.is_ok() ? *graph : Graph{};
+  return graph.is_ok() ? *graph : graphdata::Graph{};
 }
 
-Graph generated(const std::string& spec) {
-  Result<Graph> graph = generate_graph(spec, 1);
+graphdata::Graph generated(const std::string& spec) {
+  Result<graphdata::Graph> graph = graphdata::generate_graph(spec, 1);
   EXPECT_TRUE(graph.is_ok()) << graph.status().to_string();
-  return graph.is_ok() ? *graph : Graph{};
+  return graph.is_ok() ? *graph : graphdata::Graph{};
 }
 
 PartitionOptions options_for(PartitionMethod method, std::vector<double> weights) {
@@ -37,7 +37,7 @@ PartitionOptions options_for(PartitionMethod method, std::vector<double> weights
 }
 
 // Every vertex in exactly one part in range, zero-weight parts empty, quality consistent with part.
-void expect_valid(const Graph& graph, const Partition& partition, const std::vector<double>& weights) {
+void expect_valid(const graphdata::Graph& graph, const Partition& partition, const std::vector<double>& weights) {
   ASSERT_EQ(partition.part.size(), static_cast<std::size_t>(graph.vertex_count()));
   std::vector<int64_t> counts(weights.size(), 0);
   for (int32_t p : partition.part) {
@@ -56,7 +56,7 @@ void expect_valid(const Graph& graph, const Partition& partition, const std::vec
   EXPECT_EQ(*recomputed, partition.quality);
 }
 
-Partition partition_ok(const Graph& graph, const PartitionOptions& options) {
+Partition partition_ok(const graphdata::Graph& graph, const PartitionOptions& options) {
   Result<Partition> partition = partition_graph(graph, options);
   EXPECT_TRUE(partition.is_ok()) << partition.status().to_string();
   if (!partition.is_ok()) return {};
@@ -67,7 +67,7 @@ Partition partition_ok(const Graph& graph, const PartitionOptions& options) {
 TEST(Quality, HandComputedPath) {
   // 0-1-2-3 with parts {0,0,1,2}: cut edges {1,2},{2,3}; vertex 1 sees part 1, vertex 2 sees
   // parts 0 and 2, vertex 3 sees part 1: volume 4.
-  Result<Graph> path = build_graph({.vertex_count = 4, .edges = {{0, 1}, {1, 2}, {2, 3}}});
+  Result<graphdata::Graph> path = graphdata::build_graph({.vertex_count = 4, .edges = {{0, 1}, {1, 2}, {2, 3}}});
   ASSERT_TRUE(path.is_ok());
   Result<PartitionQuality> quality = evaluate_partition(*path, std::vector<int32_t>{0, 0, 1, 2}, std::vector<double>{2, 1, 1});
   ASSERT_TRUE(quality.is_ok());
@@ -84,7 +84,7 @@ TEST(Quality, HandComputedPath) {
 }
 
 TEST(Quality, EdgeWeightsCountInTheCut) {
-  Graph graph = instance("weighted.graph");
+  graphdata::Graph graph = instance("weighted.graph");
   // Vertices 1..3 (0-based 0..2) against the rest: cut edges 1-5 (1), 2-4 (1), 3-5 (3), 3-4 (2).
   Result<PartitionQuality> quality =
       evaluate_partition(graph, std::vector<int32_t>{0, 0, 0, 1, 1, 1, 1}, std::vector<double>{1, 1});
@@ -109,7 +109,7 @@ TEST(Options, ParseNames) {
 }
 
 TEST(Options, BadTargetsAndImbalance) {
-  Graph mesh = generated("mesh2d:10x10");
+  graphdata::Graph mesh = generated("mesh2d:10x10");
   for (const std::vector<double>& weights : std::vector<std::vector<double>>{
            {}, {0, 0}, {1, -1}, {1, std::numeric_limits<double>::quiet_NaN()}, {std::numeric_limits<double>::infinity()}}) {
     Result<Partition> partition = partition_graph(mesh, options_for(PartitionMethod::kMetis, weights));
@@ -126,7 +126,7 @@ TEST(Options, BadTargetsAndImbalance) {
 
 // Trap: METIS 5.1 divides by zero for nparts = 1; one part with a target is never sent to METIS.
 TEST(MetisTraps, OnePart) {
-  Graph mesh = generated("mesh2d:30x30");
+  graphdata::Graph mesh = generated("mesh2d:30x30");
   for (const std::vector<double>& weights : std::vector<std::vector<double>>{{1}, {0, 3, 0}}) {
     Partition partition = partition_ok(mesh, options_for(PartitionMethod::kMetis, weights));
     const auto expected = static_cast<int32_t>(weights.size() == 1 ? 0 : 1);
@@ -139,7 +139,7 @@ TEST(MetisTraps, OnePart) {
 
 // Trap: METIS rejects tpwgts of 0; zero-weight parts are left out and the rest renumbered.
 TEST(MetisTraps, ZeroWeightPartsGetNothing) {
-  Graph mesh = generated("mesh2d:40x40");
+  graphdata::Graph mesh = generated("mesh2d:40x40");
   const std::vector<double> weights = {0, 2, 0, 1, 1, 0};
   for (PartitionMethod method : kMethods) {
     SCOPED_TRACE(std::string(method_name(method)));
@@ -153,7 +153,7 @@ TEST(MetisTraps, ZeroWeightPartsGetNothing) {
 
 TEST(MetisTraps, EmptyGraph) {
   for (PartitionMethod method : kMethods) {
-    Partition partition = partition_ok(Graph{}, options_for(method, {1, 2, 3}));
+    Partition partition = partition_ok(graphdata::Graph{}, options_for(method, {1, 2, 3}));
     EXPECT_TRUE(partition.part.empty());
     EXPECT_EQ(partition.quality.edge_cut, 0);
   }
@@ -170,7 +170,7 @@ TEST(MetisTraps, OneVertex) {
 
 // Trap: no edges. METIS is not called; the greedy placement balances by target exactly.
 TEST(MetisTraps, NoEdges) {
-  Result<Graph> isolated = build_graph({.vertex_count = 100});
+  Result<graphdata::Graph> isolated = graphdata::build_graph({.vertex_count = 100});
   ASSERT_TRUE(isolated.is_ok());
   Partition partition = partition_ok(*isolated, options_for(PartitionMethod::kMetis, {0.4, 0.2, 0.2, 0.2}));
   EXPECT_EQ(partition.quality.parts[0].weight, 40);
@@ -181,7 +181,7 @@ TEST(MetisTraps, NoEdges) {
 }
 
 TEST(MetisTraps, WeightedVerticesWithoutEdges) {
-  Result<Graph> graph = build_graph({.vertex_count = 5, .vertex_weights = {9, 1, 4, 3, 3}});
+  Result<graphdata::Graph> graph = graphdata::build_graph({.vertex_count = 5, .vertex_weights = {9, 1, 4, 3, 3}});
   ASSERT_TRUE(graph.is_ok());
   Partition partition = partition_ok(*graph, options_for(PartitionMethod::kMetis, {1, 1}));
   EXPECT_EQ(partition.quality.parts[0].weight, 10);
@@ -190,7 +190,7 @@ TEST(MetisTraps, WeightedVerticesWithoutEdges) {
 
 // Trap: more parts than vertices. Every vertex gets its own part, heaviest targets first.
 TEST(MetisTraps, MorePartsThanVertices) {
-  Graph manual = instance("manual.graph");  // 7 vertices
+  graphdata::Graph manual = instance("manual.graph");  // 7 vertices
   for (std::size_t parts : {7u, 8u, 16u}) {
     SCOPED_TRACE(parts);
     std::vector<double> weights(parts, 1.0);
@@ -207,7 +207,7 @@ TEST(MetisTraps, MorePartsThanVertices) {
 
 // Trap: targets that do not sum to 1 in METIS' float arithmetic.
 TEST(MetisTraps, WeightsNotSummingToOne) {
-  Graph mesh = generated("mesh2d:60x60");
+  graphdata::Graph mesh = generated("mesh2d:60x60");
   for (const std::vector<double>& weights : std::vector<std::vector<double>>{
            {1, 1, 1},
            {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1},
@@ -224,7 +224,7 @@ TEST(MetisTraps, WeightsNotSummingToOne) {
 // A share below one unit of vertex weight: left out of the METIS call (its recursive bisection
 // would split off an empty subgraph and print to stdout), unless no part reaches one unit.
 TEST(MetisTraps, TargetsBelowOneVertex) {
-  Graph mesh = generated("mesh2d:20x20");
+  graphdata::Graph mesh = generated("mesh2d:20x20");
   Partition tiny = partition_ok(mesh, options_for(PartitionMethod::kMetis, {1e6, 1, 1, 1e6}));
   EXPECT_EQ(tiny.quality.parts[1].vertices, 0);
   EXPECT_EQ(tiny.quality.parts[2].vertices, 0);
@@ -232,11 +232,11 @@ TEST(MetisTraps, TargetsBelowOneVertex) {
   Partition alone = partition_ok(mesh, options_for(PartitionMethod::kMetis, {1e6, 1}));
   EXPECT_EQ(alone.quality.parts[0].vertices, 400);
   // One unit of weight in total, three parts: nobody reaches one unit; METIS gets all three.
-  GraphInput input{.vertex_count = 10};
+  graphdata::GraphInput input{.vertex_count = 10};
   input.vertex_weights.assign(10, 0);
   input.vertex_weights[3] = 1;
   for (int64_t v = 1; v < 10; ++v) input.edges.push_back({v - 1, v});
-  Result<Graph> light = build_graph(input);
+  Result<graphdata::Graph> light = graphdata::build_graph(input);
   ASSERT_TRUE(light.is_ok());
   partition_ok(*light, options_for(PartitionMethod::kMetis, {1, 1, 1}));
 }
@@ -270,15 +270,15 @@ TEST(MetisTraps, SelfLoopsAndDuplicatesFromFiles) {
 }
 
 TEST(Invariants, SweepMethodsGraphsAndPartCounts) {
-  const std::vector<Graph> graphs = {generated("mesh2d:37x23"), generated("mesh3d:7x9x5"), generated("rmat:10"),
+  const std::vector<graphdata::Graph> graphs = {generated("mesh2d:37x23"), generated("mesh3d:7x9x5"), generated("rmat:10"),
                                      generated("lognormal:700"), instance("karate.mtx"), instance("weighted.graph"),
                                      instance("rectangular.mtx")};
-  for (const Graph& graph : graphs) {
+  for (const graphdata::Graph& graph : graphs) {
     for (std::size_t parts : {1u, 2u, 3u, 7u, 16u}) {
       std::vector<double> weights(parts);
       for (std::size_t p = 0; p < parts; ++p) weights[p] = static_cast<double>(1 + (p * 5) % 16);  // 1:1 .. 1:16
       for (PartitionMethod method : kMethods) {
-        SCOPED_TRACE(describe(graph) + " parts=" + std::to_string(parts) + " " + std::string(method_name(method)));
+        SCOPED_TRACE(graphdata::describe(graph) + " parts=" + std::to_string(parts) + " " + std::string(method_name(method)));
         partition_ok(graph, options_for(method, weights));
       }
     }
@@ -286,8 +286,8 @@ TEST(Invariants, SweepMethodsGraphsAndPartCounts) {
 }
 
 TEST(Invariants, SameSeedSamePartitionFiveTimes) {
-  const std::vector<Graph> graphs = {generated("mesh2d:50x50"), generated("rmat:11")};
-  for (const Graph& graph : graphs) {
+  const std::vector<graphdata::Graph> graphs = {generated("mesh2d:50x50"), generated("rmat:11")};
+  for (const graphdata::Graph& graph : graphs) {
     for (PartitionMethod method : kMethods) {
       for (Objective objective : {Objective::kCut, Objective::kVolume}) {
         PartitionOptions options = options_for(method, {0.4, 0.2, 0.2, 0.2});
@@ -301,7 +301,7 @@ TEST(Invariants, SameSeedSamePartitionFiveTimes) {
 }
 
 TEST(Invariants, DifferentSeedsMayDiffer) {
-  Graph mesh = generated("mesh2d:50x50");
+  graphdata::Graph mesh = generated("mesh2d:50x50");
   PartitionOptions options = options_for(PartitionMethod::kHash, {1, 1});
   const Partition a = partition_ok(mesh, options);
   options.seed = 2;
@@ -310,7 +310,7 @@ TEST(Invariants, DifferentSeedsMayDiffer) {
 
 // The targets on the 200x200 mesh: weights within 3% and METIS' cut at most a third of hash's.
 TEST(Quality, MeshWithinToleranceAndCutBelowAThirdOfHash) {
-  Graph mesh = generated("mesh2d:200x200");
+  graphdata::Graph mesh = generated("mesh2d:200x200");
   for (const std::vector<double>& weights : std::vector<std::vector<double>>{{1, 1, 1, 1}, {0.4, 0.2, 0.2, 0.2}}) {
     Partition metis = partition_ok(mesh, options_for(PartitionMethod::kMetis, weights));
     Partition hash = partition_ok(mesh, options_for(PartitionMethod::kHash, weights));
@@ -325,7 +325,7 @@ TEST(Quality, MeshWithinToleranceAndCutBelowAThirdOfHash) {
 }
 
 TEST(Quality, VolumeObjectiveRuns) {
-  Graph mesh = generated("mesh2d:100x100");
+  graphdata::Graph mesh = generated("mesh2d:100x100");
   PartitionOptions options = options_for(PartitionMethod::kMetis, {1, 2, 3});
   options.objective = Objective::kVolume;
   Partition volume = partition_ok(mesh, options);
@@ -336,12 +336,12 @@ TEST(Quality, VolumeObjectiveRuns) {
 
 TEST(Quality, VertexWeightsAreBalancedNotVertexCounts) {
   // Vertex weights 1..100 along a path: balanced parts hold very different vertex counts.
-  GraphInput input{.vertex_count = 100};
+  graphdata::GraphInput input{.vertex_count = 100};
   for (int64_t v = 0; v < 100; ++v) {
     input.vertex_weights.push_back(v + 1);
     if (v > 0) input.edges.push_back({v - 1, v});
   }
-  Result<Graph> path = build_graph(input);
+  Result<graphdata::Graph> path = graphdata::build_graph(input);
   ASSERT_TRUE(path.is_ok());
   for (PartitionMethod method : {PartitionMethod::kMetis, PartitionMethod::kContiguous}) {
     Partition partition = partition_ok(*path, options_for(method, {1, 1}));
@@ -352,13 +352,13 @@ TEST(Quality, VertexWeightsAreBalancedNotVertexCounts) {
 }
 
 TEST(Quality, ContiguousIsBlocksInVertexOrder) {
-  Graph mesh = generated("mesh2d:10x10");
+  graphdata::Graph mesh = generated("mesh2d:10x10");
   Partition partition = partition_ok(mesh, options_for(PartitionMethod::kContiguous, {1, 0, 3}));
   for (std::size_t v = 0; v < partition.part.size(); ++v) EXPECT_EQ(partition.part[v], v < 25 ? 0 : 2) << v;
 }
 
 TEST(Quality, ZeroTotalVertexWeightStillPartitions) {
-  Result<Graph> graph = build_graph({.vertex_count = 40, .edges = {{0, 1}, {1, 2}, {5, 6}}, .vertex_weights = std::vector<int64_t>(40, 0)});
+  Result<graphdata::Graph> graph = graphdata::build_graph({.vertex_count = 40, .edges = {{0, 1}, {1, 2}, {5, 6}}, .vertex_weights = std::vector<int64_t>(40, 0)});
   ASSERT_TRUE(graph.is_ok());
   for (PartitionMethod method : kMethods) partition_ok(*graph, options_for(method, {1, 1}));
 }
@@ -367,7 +367,7 @@ TEST(Quality, ZeroTotalVertexWeightStillPartitions) {
 // vertex's cost of each target in alpha * weight + adjacency entries, which on a mesh (degrees 2..4)
 // is within 0.5% of the vertex weight; fennel caps every part at imbalance (1.03) times its target.
 TEST(CheapMethods, HonourWeightsOnAMesh) {
-  Graph mesh = generated("mesh2d:200x200");
+  graphdata::Graph mesh = generated("mesh2d:200x200");
   for (const std::vector<double>& weights :
        std::vector<std::vector<double>>{{1, 1, 1, 1}, {4, 1, 1, 1}, {0.4, 0.2, 0.2, 0.2}, {1, 0, 3, 0}}) {
     Partition hash = partition_ok(mesh, options_for(PartitionMethod::kHash, weights));
@@ -396,7 +396,7 @@ TEST(CheapMethods, HonourWeightsOnAMesh) {
 // On skewed degrees chunks balances vertex cost plus edges, not vertex weight alone: check its own
 // measure, alpha * weight + adjacency entries with alpha = 8 * (active parts - 1), per part.
 TEST(CheapMethods, ChunksBalanceVerticesAndEdgesOnRmat) {
-  Graph graph = generated("rmat:12");
+  graphdata::Graph graph = generated("rmat:12");
   const std::vector<double> weights = {4, 0, 1, 1, 1};
   Partition chunks = partition_ok(graph, options_for(PartitionMethod::kChunks, weights));
   const int64_t alpha = 8 * 3;
@@ -417,7 +417,7 @@ TEST(CheapMethods, ChunksBalanceVerticesAndEdgesOnRmat) {
 }
 
 TEST(CheapMethods, FennelBeatsHashOnRmatAndRespectsTheCap) {
-  Graph graph = generated("rmat:12");
+  graphdata::Graph graph = generated("rmat:12");
   for (double imbalance : {1.03, 1.1}) {
     PartitionOptions options = options_for(PartitionMethod::kFennel, {4, 1, 1, 1});
     options.imbalance = imbalance;
@@ -433,10 +433,10 @@ TEST(CheapMethods, OnePartAndTinyGraphs) {
     SCOPED_TRACE(std::string(method_name(method)));
     Partition one = partition_ok(generated("mesh2d:10x10"), options_for(method, {0, 2, 0}));
     EXPECT_EQ(one.quality.parts[1].vertices, 100);
-    Result<Graph> pair = build_graph({.vertex_count = 2, .edges = {{0, 1}}});
+    Result<graphdata::Graph> pair = graphdata::build_graph({.vertex_count = 2, .edges = {{0, 1}}});
     ASSERT_TRUE(pair.is_ok());
     partition_ok(*pair, options_for(method, {1, 1, 1, 1}));
-    partition_ok(Graph{}, options_for(method, {1, 1}));
+    partition_ok(graphdata::Graph{}, options_for(method, {1, 1}));
   }
 }
 

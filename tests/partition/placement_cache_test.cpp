@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tessera/partition/generators.hpp"
+#include "tessera/graphdata/generators.hpp"
 
 namespace tessera::partition {
 namespace {
@@ -26,7 +26,7 @@ class PlacementCacheTest : public ::testing::Test {
            ("tessera-placement-cache-test-" + std::to_string(::getpid()) + "-" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
-    Result<Graph> mesh = generate_graph("mesh2d:30x20", 1);
+    Result<graphdata::Graph> mesh = graphdata::generate_graph("mesh2d:30x20", 1);
     ASSERT_TRUE(mesh.is_ok());
     graph_ = std::move(*mesh);
     options_.method = PartitionMethod::kChunks;
@@ -34,7 +34,7 @@ class PlacementCacheTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  PlacementKey key_for(const Graph& graph, const PartitionOptions& options) {
+  PlacementKey key_for(const graphdata::Graph& graph, const PartitionOptions& options) {
     Result<PlacementKey> key = placement_key(graph, options);
     EXPECT_TRUE(key.is_ok()) << key.status().to_string();
     return key.is_ok() ? *key : PlacementKey{};
@@ -47,7 +47,7 @@ class PlacementCacheTest : public ::testing::Test {
     return *partition;
   }
   // Loads and expects a miss whose reason contains `expected`.
-  void expect_miss(const PlacementKey& key, const Graph& graph, const std::string& expected) {
+  void expect_miss(const PlacementKey& key, const graphdata::Graph& graph, const std::string& expected) {
     std::string reason;
     Result<std::optional<Partition>> loaded = load_placement(dir_, key, graph, &reason);
     ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
@@ -65,14 +65,14 @@ class PlacementCacheTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  Graph graph_;
+  graphdata::Graph graph_;
   PartitionOptions options_;
 };
 
 TEST_F(PlacementCacheTest, HashSeesContentNotJustSizes) {
-  Result<Graph> a = build_graph({.vertex_count = 4, .edges = {{0, 1}, {2, 3}}});
-  Result<Graph> b = build_graph({.vertex_count = 4, .edges = {{0, 2}, {1, 3}}});
-  Result<Graph> weighted = build_graph({.vertex_count = 4, .edges = {{0, 1}, {2, 3}}, .vertex_weights = {1, 1, 1, 2}});
+  Result<graphdata::Graph> a = graphdata::build_graph({.vertex_count = 4, .edges = {{0, 1}, {2, 3}}});
+  Result<graphdata::Graph> b = graphdata::build_graph({.vertex_count = 4, .edges = {{0, 2}, {1, 3}}});
+  Result<graphdata::Graph> weighted = graphdata::build_graph({.vertex_count = 4, .edges = {{0, 1}, {2, 3}}, .vertex_weights = {1, 1, 1, 2}});
   ASSERT_TRUE(a.is_ok() && b.is_ok() && weighted.is_ok());
   EXPECT_EQ(graph_content_hash(*a), graph_content_hash(*a));
   EXPECT_NE(graph_content_hash(*a), graph_content_hash(*b));
@@ -124,11 +124,11 @@ TEST_F(PlacementCacheTest, HeaderNotMatchingTheKeyIsIgnoredWithAReason) {
   const fs::path original = file_of(key_for(graph_, options_));
   struct Case {
     PartitionOptions options;
-    Graph graph;
+    graphdata::Graph graph;
     std::string reason;
   };
   // Same sizes, different edges: a 30x20 mesh against a 20x30 mesh (600 vertices, 1150 edges each).
-  Result<Graph> transposed = generate_graph("mesh2d:20x30", 1);
+  Result<graphdata::Graph> transposed = graphdata::generate_graph("mesh2d:20x30", 1);
   ASSERT_TRUE(transposed.is_ok());
   ASSERT_EQ(transposed->vertex_count(), graph_.vertex_count());
   ASSERT_EQ(transposed->edge_count(), graph_.edge_count());
@@ -233,7 +233,7 @@ TEST_F(PlacementCacheTest, PartIdsOutOfRangeOrInZeroPartsAreIgnored) {
 
 TEST_F(PlacementCacheTest, KeyNotDescribingTheGraphIsAnError) {
   const PlacementKey key = key_for(graph_, options_);
-  Result<Graph> other = generate_graph("mesh2d:5x5", 1);
+  Result<graphdata::Graph> other = graphdata::generate_graph("mesh2d:5x5", 1);
   ASSERT_TRUE(other.is_ok());
   EXPECT_EQ(load_placement(dir_, key, *other).status().code(), StatusCode::kInvalidArgument);
 }

@@ -91,7 +91,7 @@ class GraphCluster {
   tp::FrameConnection& session(uint32_t i) { return *sessions_[i]; }
 
   // The graph cut by part_of, shipped to the workers with initial values.
-  Status load(const partition::DirectedGraph& graph, const gr::AlgorithmSpec& spec, std::span<const int32_t> part_of,
+  Status load(const graphdata::DirectedGraph& graph, const gr::AlgorithmSpec& spec, std::span<const int32_t> part_of,
               double tolerance, uint64_t run_id = 1) {
     placement_ = gr::make_placement(part_of, size());
     const gr::VertexState state = gr::initial_state(graph, spec);
@@ -205,7 +205,7 @@ gr::AlgorithmSpec sssp_from(int64_t source) {
 
 // A one-part run's part for the raw-protocol tests: a directed path of n vertices, all owned.
 gr::GraphLoad path_load(uint32_t n, uint32_t part_count = 1, uint64_t run_id = 5) {
-  const partition::DirectedGraph graph = gr::fixtures::directed_path(n);
+  const graphdata::DirectedGraph graph = gr::fixtures::directed_path(n);
   std::vector<int32_t> part_of(n, 0);
   const gr::Placement placement = gr::make_placement(part_of, part_count);
   const gr::VertexState state = gr::initial_state(graph, pagerank());
@@ -237,7 +237,7 @@ TEST(GraphService, DefaultWorkerHostsGemmAndGraph) {
 
 TEST(GraphService, PageRankOnADirectedCycleReachesTheUniformFixedPoint) {
   constexpr uint32_t kVertices = 60;
-  const partition::DirectedGraph graph = gr::fixtures::directed_cycle(kVertices);
+  const graphdata::DirectedGraph graph = gr::fixtures::directed_cycle(kVertices);
   for (uint32_t workers : {2u, 3u}) {
     SCOPED_TRACE(std::to_string(workers) + " workers");
     GraphCluster cluster(workers);
@@ -254,7 +254,7 @@ TEST(GraphService, PageRankOnADirectedCycleReachesTheUniformFixedPoint) {
 TEST(GraphService, ShortestPathsOnAGridAreExactAsync) {
   constexpr uint32_t kWidth = 7;
   constexpr uint32_t kHeight = 5;
-  const partition::DirectedGraph graph = gr::fixtures::grid(kWidth, kHeight, /*weighted=*/false);
+  const graphdata::DirectedGraph graph = gr::fixtures::grid(kWidth, kHeight, /*weighted=*/false);
   for (uint32_t workers : {2u, 3u}) {
     SCOPED_TRACE(std::to_string(workers) + " workers");
     GraphCluster cluster(workers);
@@ -274,7 +274,7 @@ TEST(GraphService, ShortestPathsOnAGridAreExactAsync) {
 TEST(GraphService, SyncStepsWaitForEachOthersBatchesAndReachTheSameDistances) {
   constexpr uint32_t kWidth = 6;
   constexpr uint32_t kHeight = 6;
-  const partition::DirectedGraph graph = gr::fixtures::grid(kWidth, kHeight, /*weighted=*/false);
+  const graphdata::DirectedGraph graph = gr::fixtures::grid(kWidth, kHeight, /*weighted=*/false);
   GraphCluster cluster(3);
   ASSERT_TRUE(cluster.ready());
   const std::vector<int32_t> part_of = gr::fixtures::scattered_placement(graph.vertex_count, 3);
@@ -550,7 +550,7 @@ TEST(GraphService, APeerLinkTakesPeerMessagesOnlyAndRefusesBadBatches) {
 
 TEST(GraphService, ASecondCoordinatorIsRefusedAsBusyWhilePeerLinksAreOpen) {
   constexpr uint32_t kVertices = 40;
-  const partition::DirectedGraph graph = gr::fixtures::directed_cycle(kVertices);
+  const graphdata::DirectedGraph graph = gr::fixtures::directed_cycle(kVertices);
   GraphCluster cluster(2);
   ASSERT_TRUE(cluster.ready());
   const double tolerance = 1e-12;

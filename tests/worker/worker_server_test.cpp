@@ -3,12 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tessera/transport/frame_connection.hpp"
@@ -25,21 +31,235 @@ using namespace std::chrono_literals;
 using testing::add_scaled_job;
 using testing::Dense;
 using testing::gemm_job;
-using testing::read_closed;
 using testing::read_error;
 using testing::read_expect;
 using testing::store_tile;
-using testing::Watchdog;
 
 constexpr char kSecret[] = "in-process test secret";
 constexpr uint64_t kCapBytes = 64 * 1024;
+// How long stop() may take to make run() return; only a server that never stops reaches it.
+constexpr std::chrono::seconds kStopDeadline{30};
 
+// Shuts `connection` down once `timeout` has passed, as testing::Watchdog does, and remembers
+// that it did: a read that failed because of the deadline must not pass for the worker closing
+// the session, or a worker that never answers would pass every test that expects a close.
+class SessionDeadline {
+ public:
+  SessionDeadline(tp::FrameConnection& connection, std::chrono::seconds timeout)
+      : timeout_(timeout), thread_([this, &connection] {
+          std::unique_lock lock(mutex_);
+          if (!cv_.wait_for(lock, timeout_, [this] { return done_; })) {
+            expired_ = true;
+            connection.shutdown();
+          }
+        }) {}
+  ~SessionDeadline() { (void)finish(); }
+  SessionDeadline(const SessionDeadline&) = delete;
+  SessionDeadline& operator=(const SessionDeadline&) = delete;
+
+  bool expired() const { return expired_; }
+  std::chrono::seconds timeout() const { return timeout_; }
+  // Ends the wait; whether the deadline had passed by then.
+  bool finish() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return expired_;
+  }
+
+ private:
+  const std::chrono::seconds timeout_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::atomic<bool> expired_{false};
+  std::thread thread_;  // last: it starts once the members it reads exist
+};
+
+// One connection to the worker under test, under a SessionDeadline: if the worker stops
+// answering, the connection is shut down and the test fails (when the session is closed or
+// destroyed) instead of hanging. Empty (false) when connecting failed.
+class Session {
+ public:
+  Session() = default;
+  Session(std::unique_ptr<tp::FrameConnection> connection, std::chrono::seconds deadline)
+      : connection_(std::move(connection)),
+        deadline_(connection_ ? std::make_unique<SessionDeadline>(*connection_, deadline) : nullptr) {}
+  Session(Session&&) noexcept = default;
+  Session& operator=(Session&& other) noexcept {
+    if (this != &other) {
+      close();
+      connection_ = std::move(other.connection_);
+      deadline_ = std::move(other.deadline_);
+      hello_ = other.hello_;
+    }
+    return *this;
+  }
+  ~Session() { close(); }
+
+  explicit operator bool() const { return connection_ != nullptr; }
+  tp::FrameConnection& operator*() const { return *connection_; }
+  tp::FrameConnection* operator->() const { return connection_.get(); }
+  // The worker's HELLO, once handshake() succeeded.
+  const tp::Hello& hello() const { return hello_; }
+
+  // Reads the worker's HELLO and answers it with `secret`.
+  Status handshake(std::string_view secret) {
+    Result<tp::Hello> hello = tp::client_handshake(*connection_, secret);
+    if (!hello) return hello.status();
+    hello_ = *hello;
+    return Status::ok();
+  }
+
+  // The worker has closed the connection: the next read finds no frame, and not because the
+  // deadline shut the connection down.
+  ::testing::AssertionResult closed_by_worker() {
+    ::testing::AssertionResult closed = testing::read_closed(*connection_);
+    if (closed && deadline_->expired()) {
+      return ::testing::AssertionFailure() << "the connection was shut down by the test's " << deadline_->timeout().count()
+                                           << " s deadline, not closed by the worker";
+    }
+    return closed;
+  }
+
+  // Ends the deadline's wait (a failure if it had passed) and closes the connection.
+  void close() {
+    if (deadline_ && deadline_->finish()) {
+      ADD_FAILURE() << "the worker did not answer within the session's " << deadline_->timeout().count()
+                    << " s deadline; the connection was shut down";
+    }
+    deadline_.reset();  // before the connection it watches
+    connection_.reset();
+  }
+
+ private:
+  std::unique_ptr<tp::FrameConnection> connection_;
+  std::unique_ptr<SessionDeadline> deadline_;
+  tp::Hello hello_;
+};
+
+// A WorkerServer serving on a thread of its own, so that a test can bound its wait for run() to
+// return. A run() that does not return leaves the server and its thread running (leaked, never
+// destroyed under run()), so that the binary goes on to report the failure instead of hanging.
+class ServerThread {
+ public:
+  explicit ServerThread(std::unique_ptr<WorkerServer> server) : server_(std::move(server)) {
+    std::promise<void> returned;
+    returned_ = returned.get_future();
+    thread_ = std::thread([server = server_.get(), returned = std::move(returned)]() mutable {
+      server->run();
+      returned.set_value();
+    });
+  }
+  ~ServerThread() {
+    if (thread_.joinable()) {
+      EXPECT_TRUE(stop());
+    }
+  }
+  ServerThread(const ServerThread&) = delete;
+  ServerThread& operator=(const ServerThread&) = delete;
+
+  WorkerServer& server() const { return *server_; }
+
+  // run() has returned, or returns within `deadline`.
+  ::testing::AssertionResult returned_within(std::chrono::seconds deadline) {
+    if (!server_) return ::testing::AssertionFailure() << "run() never returned";
+    if (!thread_.joinable()) return ::testing::AssertionSuccess();
+    if (returned_.wait_for(deadline) != std::future_status::ready) {
+      thread_.detach();
+      (void)server_.release();
+      return ::testing::AssertionFailure() << "run() had not returned " << deadline.count() << " s later";
+    }
+    thread_.join();
+    return ::testing::AssertionSuccess();
+  }
+  // stop(), then run() returns within `deadline`.
+  ::testing::AssertionResult stop(std::chrono::seconds deadline = kStopDeadline) {
+    if (server_ && thread_.joinable()) server_->stop();
+    return returned_within(deadline);
+  }
+
+ private:
+  std::unique_ptr<WorkerServer> server_;
+  std::future<void> returned_;
+  std::thread thread_;
+};
+
+// Tiles to STORE, by id.
+using Tiles = std::vector<std::pair<uint32_t, Dense>>;
+
+::testing::AssertionResult store_tiles(tp::FrameConnection& connection, const Tiles& tiles) {
+  for (const auto& [id, tile] : tiles) {
+    if (Status stored = store_tile(connection, id, tile); !stored.is_ok()) {
+      return ::testing::AssertionFailure() << "STORE of tile " << id << ": " << stored.to_string();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Reads the next frame and expects ERROR with `code` and a message that holds `reason`.
+::testing::AssertionResult read_error_saying(tp::FrameConnection& connection, tp::ErrorCode code,
+                                             std::string_view reason) {
+  std::string message;
+  if (::testing::AssertionResult read = read_error(connection, code, &message); !read) return read;
+  if (message.find(reason) == std::string::npos) {
+    return ::testing::AssertionFailure() << "ERROR \"" << message << "\" does not say \"" << reason << "\"";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// An orderly end: BYE, answered by BYE (the worker is free again once it has answered).
+::testing::AssertionResult say_bye(tp::FrameConnection& connection) {
+  if (Status sent = connection.write_message(tp::Bye{}); !sent.is_ok()) {
+    return ::testing::AssertionFailure() << "BYE: " << sent.to_string();
+  }
+  testing::AnyFrame frame;
+  return read_expect<tp::Bye>(connection, frame);
+}
+
+// `job` creating its C as a new c_rows x c_cols tile.
+gemm::Job creating_output(gemm::Job job, uint32_t c_rows, uint32_t c_cols) {
+  job.flags |= gemm::kJobCreateOutput;
+  job.c_rows = c_rows;
+  job.c_cols = c_cols;
+  return job;
+}
+
+// Where a job's blocks start inside its stored tiles.
+struct BlockOffsets {
+  uint32_t a_row = 0, a_col = 0, b_row = 0, b_col = 0, c_row = 0, c_col = 0;
+};
+gemm::Job placed(gemm::Job job, const BlockOffsets& at) {
+  job.a_row = at.a_row;
+  job.a_col = at.a_col;
+  job.b_row = at.b_row;
+  job.b_col = at.b_col;
+  job.c_row = at.c_row;
+  job.c_col = at.c_col;
+  return job;
+}
+
+// `job` with `edit` applied: one case of a table that bends a valid job.
+template <typename Edit>
+gemm::Job edited(gemm::Job job, Edit edit) {
+  edit(job);
+  return job;
+}
+
+// A worker server on a loopback port, serving on its own thread; stopped (with a deadline) after
+// every test, also one whose assertion failed.
 class WorkerServerTest : public ::testing::Test {
  protected:
   static constexpr uint32_t kThreads = 2;
 
   virtual uint64_t cap_bytes() const { return kCapBytes; }
   virtual uint32_t threads() const { return kThreads; }
+  // How long a connection of the test may wait for the worker; only a worker that fails to
+  // answer ever reaches it.
+  virtual std::chrono::seconds deadline() const { return 60s; }
 
   void SetUp() override {
     WorkerOptions options;
@@ -50,42 +270,69 @@ class WorkerServerTest : public ::testing::Test {
     options.tile_memory_cap = cap_bytes();
     auto started = WorkerServer::start(options);
     ASSERT_TRUE(started.is_ok()) << started.status().to_string();
-    server_ = std::move(started).value();
-    runner_ = std::jthread([this] { server_->run(); });
+    server_.emplace(std::move(started).value());
   }
 
-  // Runs even when an assertion failed, so the server never outlives its test.
   void TearDown() override {
-    if (server_) server_->stop();
-    if (runner_.joinable()) runner_.join();
+    if (server_) {
+      EXPECT_TRUE(server_->stop()) << "stopping the worker after the test";
+    }
     server_.reset();
   }
 
-  std::unique_ptr<tp::FrameConnection> connect() {
-    auto connection = tp::FrameConnection::connect("127.0.0.1", server_->port(), 5s);
+  WorkerServer& server() { return server_->server(); }
+
+  // A connection whose HELLO is still unread.
+  Session connect() {
+    auto connection = tp::FrameConnection::connect("127.0.0.1", server().port(), 5s);
     EXPECT_TRUE(connection.is_ok()) << connection.status().to_string();
-    return connection.is_ok() ? std::move(connection).value() : nullptr;
+    if (!connection.is_ok()) return {};
+    return Session(std::move(connection).value(), deadline());
   }
 
   // A connected, authenticated coordinator session.
-  std::unique_ptr<tp::FrameConnection> open_session(tp::Hello* hello = nullptr) {
-    auto connection = connect();
-    if (!connection) return nullptr;
-    auto handshake = tp::client_handshake(*connection, kSecret);
-    EXPECT_TRUE(handshake.is_ok()) << handshake.status().to_string();
-    if (!handshake.is_ok()) return nullptr;
-    if (hello != nullptr) *hello = *handshake;
-    return connection;
+  Session open_session() {
+    Session session = connect();
+    if (!session) return session;
+    const Status handshake = session.handshake(kSecret);
+    EXPECT_TRUE(handshake.is_ok()) << handshake.to_string();
+    if (!handshake.is_ok()) return {};
+    return session;
   }
 
-  std::unique_ptr<WorkerServer> server_;
-  std::jthread runner_;
+  // A new session stores `tiles` and sends `job`; the worker must answer ERROR(code) saying
+  // `reason`, and end the session.
+  void expect_job_refused(const Tiles& tiles, const gemm::Job& job, tp::ErrorCode code, std::string_view reason = "") {
+    Session session = open_session();
+    ASSERT_TRUE(session);
+    ASSERT_TRUE(store_tiles(*session, tiles));
+    ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
+    EXPECT_TRUE(read_error_saying(*session, code, reason));
+    EXPECT_TRUE(session.closed_by_worker());
+  }
+
+  std::optional<ServerThread> server_;
 };
 
-TEST_F(WorkerServerTest, HandshakeReportsNodeFacts) {
-  tp::Hello hello;
-  auto session = open_session(&hello);
-  ASSERT_NE(session, nullptr);
+// The worker with one coordinator session open (session_), for what a session does.
+class WorkerSessionTest : public WorkerServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(WorkerServerTest::SetUp());
+    session_ = open_session();
+    ASSERT_TRUE(session_);
+  }
+
+  void TearDown() override {
+    session_.close();  // its deadline's verdict is the test's, before the worker stops
+    WorkerServerTest::TearDown();
+  }
+
+  Session session_;
+};
+
+TEST_F(WorkerSessionTest, HandshakeReportsNodeFacts) {
+  const tp::Hello& hello = session_.hello();
   EXPECT_EQ(hello.worker_version, worker_version());
   EXPECT_EQ(hello.threads, 2u);
   EXPECT_EQ(hello.tile_memory_cap, kCapBytes);
@@ -100,16 +347,15 @@ TEST_F(WorkerServerTest, HandshakeReportsNodeFacts) {
   // Linux always reports its load; the value itself moves with whatever else runs here.
   EXPECT_TRUE(hello.load_milli.has_value());
   EXPECT_TRUE(read_load_milli().has_value());
-  EXPECT_EQ(server_->services().describe(),
+  EXPECT_EQ(server().services().describe(),
             "gemm (PROBE, STORE, JOB, RELEASE, STATS_REQUEST, FORWARD_SETUP, SEND_TILE; from peers: FORWARD_SETUP, STORE); graph (GRAPH_LOAD, GRAPH_START, GRAPH_STEP, "
             "GRAPH_PROGRESS_REQUEST, GRAPH_VALUES_REQUEST, GRAPH_STOP; from peers: GRAPH_PEER_HELLO, GRAPH_DELTAS); "
             "graph-probe (GRAPH_PROBE)");
 }
 
 TEST_F(WorkerServerTest, V1CoordinatorIsToldBothVersionsInItsOwnFraming) {
-  auto connection = connect();
-  ASSERT_NE(connection, nullptr);
-  Watchdog watchdog(*connection, 20s);
+  Session connection = connect();
+  ASSERT_TRUE(connection);
   testing::AnyFrame frame;
   ASSERT_TRUE(read_expect<tp::Hello>(*connection, frame));
   // What a v1 coordinator would send if it got this far: AUTH in a v1 header.
@@ -131,50 +377,42 @@ TEST_F(WorkerServerTest, V1CoordinatorIsToldBothVersionsInItsOwnFraming) {
   auto error = tp::decode_payload(static_cast<uint16_t>(tp::MessageType::kError), reply, tp::Limits{});
   ASSERT_TRUE(error) << error.status().to_string();
   EXPECT_EQ(std::get<tp::Error>(*error).message, "peer speaks Tessera protocol v1, this build speaks v2");
-  EXPECT_TRUE(read_closed(*connection));
-  EXPECT_NE(open_session(), nullptr) << "the worker must accept the next (v2) coordinator";
+  EXPECT_TRUE(connection.closed_by_worker());
+  EXPECT_TRUE(open_session()) << "the worker must accept the next (v2) coordinator";
 }
 
 TEST_F(WorkerServerTest, WrongSecretIsRefused) {
-  auto connection = connect();
-  ASSERT_NE(connection, nullptr);
-  Watchdog watchdog(*connection, 20s);
-  auto handshake = tp::client_handshake(*connection, "not the secret");
+  Session connection = connect();
+  ASSERT_TRUE(connection);
+  const Status handshake = connection.handshake("not the secret");
   ASSERT_FALSE(handshake.is_ok());
-  EXPECT_EQ(handshake.status().code(), StatusCode::kAuthFailed) << handshake.status().to_string();
+  EXPECT_EQ(handshake.code(), StatusCode::kAuthFailed) << handshake.to_string();
   // The worker is free again for the real coordinator.
-  EXPECT_NE(open_session(), nullptr);
+  EXPECT_TRUE(open_session());
 }
 
-TEST_F(WorkerServerTest, StreamedPanelsAccumulateIntoTheExactProduct) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
+TEST_F(WorkerSessionTest, StreamedPanelsAccumulateIntoTheExactProduct) {
   const Dense a = Dense::integers(3, 5, 1);
   const Dense b = Dense::integers(5, 4, 2);
   const Dense expected = testing::multiply(a, b);
   // B travels as two k-panels (rows 0..1 and 2..4); each job adds its panel's product into C.
-  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
-  ASSERT_TRUE(store_tile(*session, 10, b.rows_range(0, 2)).is_ok());
-  ASSERT_TRUE(store_tile(*session, 11, b.rows_range(2, 3)).is_ok());
-  auto first = gemm_job(100, 1, 10, 50, 3, 4, 2, gemm::kJobCreateOutput | gemm::kJobReleaseB);
-  first.c_rows = 3;
-  first.c_cols = 4;
-  ASSERT_TRUE(gemm::write_message(*session, first, 7).is_ok());
+  ASSERT_TRUE(store_tiles(*session_, {{1, a}, {10, b.rows_range(0, 2)}, {11, b.rows_range(2, 3)}}));
+  ASSERT_TRUE(gemm::write_message(*session_, creating_output(gemm_job(100, 1, 10, 50, 3, 4, 2, gemm::kJobReleaseB), 3, 4), 7)
+                  .is_ok());
   auto second = gemm_job(101, 1, 11, 50, 3, 4, 3, gemm::kJobReleaseB | gemm::kJobSendResult);
   second.a_col = 2;
-  ASSERT_TRUE(gemm::write_message(*session, second, 8).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, second, 8).is_ok());
 
   testing::AnyFrame frame;
-  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
   EXPECT_EQ(std::get<gemm::Credit>(frame.message).job_id, 100u);
   EXPECT_EQ(std::get<gemm::Credit>(frame.message).credits, 1u);
   EXPECT_EQ(frame.header.request_id, 7u);
   const double first_seconds = std::get<gemm::Credit>(frame.message).compute_seconds;
-  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
   EXPECT_EQ(std::get<gemm::Credit>(frame.message).job_id, 101u);
   const double second_seconds = std::get<gemm::Credit>(frame.message).compute_seconds;
-  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session_, frame));
   const auto& result = std::get<gemm::ResultTile>(frame.message);
   EXPECT_EQ(result.job_id, 101u);
   EXPECT_EQ(frame.header.request_id, 8u);
@@ -184,34 +422,22 @@ TEST_F(WorkerServerTest, StreamedPanelsAccumulateIntoTheExactProduct) {
   for (std::size_t i = 0; i < expected.values.size(); ++i) EXPECT_EQ(result.data[i], expected.values[i]) << i;
 
   // kJobReleaseB dropped both panels; A is still there. Referencing a panel is now an error.
-  auto stale = gemm_job(102, 1, 10, 50, 3, 4, 2);
-  ASSERT_TRUE(gemm::write_message(*session, stale).is_ok());
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kNoSuchTile));
-  EXPECT_TRUE(read_closed(*session));
+  ASSERT_TRUE(gemm::write_message(*session_, gemm_job(102, 1, 10, 50, 3, 4, 2)).is_ok());
+  EXPECT_TRUE(read_error(*session_, tp::ErrorCode::kNoSuchTile));
+  EXPECT_TRUE(session_.closed_by_worker());
 }
 
-TEST_F(WorkerServerTest, JobsOnSubRectanglesOfLargerTiles) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
+TEST_F(WorkerSessionTest, JobsOnSubRectanglesOfLargerTiles) {
   const Dense a = Dense::integers(6, 7, 3);
   const Dense b = Dense::integers(8, 9, 4);
-  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
+  ASSERT_TRUE(store_tiles(*session_, {{1, a}, {2, b}}));
   // C[1:4, 2:7] += A[2:5, 1:5] * B[3:7, 4:9], inside a 5 x 8 output tile.
-  auto job = gemm_job(1, 1, 2, 3, 3, 5, 4, gemm::kJobCreateOutput | gemm::kJobSendResult);
-  job.a_row = 2;
-  job.a_col = 1;
-  job.b_row = 3;
-  job.b_col = 4;
-  job.c_row = 1;
-  job.c_col = 2;
-  job.c_rows = 5;
-  job.c_cols = 8;
-  ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
+  const gemm::Job job = placed(creating_output(gemm_job(1, 1, 2, 3, 3, 5, 4, gemm::kJobSendResult), 5, 8),
+                               {.a_row = 2, .a_col = 1, .b_row = 3, .b_col = 4, .c_row = 1, .c_col = 2});
+  ASSERT_TRUE(gemm::write_message(*session_, job).is_ok());
   testing::AnyFrame frame;
-  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
-  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
+  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session_, frame));
   const auto& result = std::get<gemm::ResultTile>(frame.message);
   ASSERT_EQ(result.data.size(), 40u);
   for (uint32_t i = 0; i < 5; ++i)
@@ -221,25 +447,16 @@ TEST_F(WorkerServerTest, JobsOnSubRectanglesOfLargerTiles) {
         for (uint32_t p = 0; p < 4; ++p) expected += a.at(i - 1 + 2, 1 + p) * b.at(3 + p, j - 2 + 4);
       EXPECT_EQ(result.data[i * 8 + j], expected) << i << "," << j;
     }
-  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
-  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+  ASSERT_TRUE(say_bye(*session_));
 }
 
-TEST_F(WorkerServerTest, JobOutsideItsTileGetsBadJobAndEndsTheSession) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
-  ASSERT_TRUE(store_tile(*session, 1, Dense::integers(3, 5, 0)).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, Dense::integers(5, 4, 0)).is_ok());
-  auto job = gemm_job(9, 1, 2, 3, 3, 4, 6, gemm::kJobCreateOutput);  // k = 6 > A's 5 columns
-  job.c_rows = 3;
-  job.c_cols = 4;
-  ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
-  std::string message;
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadJob, &message));
-  EXPECT_NE(message.find("job 9"), std::string::npos) << message;
-  EXPECT_TRUE(read_closed(*session));
-  EXPECT_NE(open_session(), nullptr) << "the worker must accept the next session";
+TEST_F(WorkerSessionTest, JobOutsideItsTileGetsBadJobAndEndsTheSession) {
+  ASSERT_TRUE(store_tiles(*session_, {{1, Dense::integers(3, 5, 0)}, {2, Dense::integers(5, 4, 0)}}));
+  // k = 6 > A's 5 columns
+  ASSERT_TRUE(gemm::write_message(*session_, creating_output(gemm_job(9, 1, 2, 3, 3, 4, 6), 3, 4)).is_ok());
+  EXPECT_TRUE(read_error_saying(*session_, tp::ErrorCode::kBadJob, "job 9"));
+  EXPECT_TRUE(session_.closed_by_worker());
+  EXPECT_TRUE(open_session()) << "the worker must accept the next session";
 }
 
 TEST_F(WorkerServerTest, InvalidJobsAreRejected) {
@@ -248,34 +465,19 @@ TEST_F(WorkerServerTest, InvalidJobsAreRejected) {
     gemm::Job job;
     tp::ErrorCode code;
   };
-  auto with = [](gemm::Job job, auto edit) {
-    edit(job);
-    return job;
-  };
   const gemm::Job ok = gemm_job(1, 1, 2, 3, 3, 4, 5);
   const Case cases[] = {
-      {"m zero", with(ok, [](gemm::Job& j) { j.m = 0; }), tp::ErrorCode::kBadJob},
-      {"no such A", with(ok, [](gemm::Job& j) { j.a_tile = 77; }), tp::ErrorCode::kNoSuchTile},
+      {"m zero", edited(ok, [](gemm::Job& j) { j.m = 0; }), tp::ErrorCode::kBadJob},
+      {"no such A", edited(ok, [](gemm::Job& j) { j.a_tile = 77; }), tp::ErrorCode::kNoSuchTile},
       {"no such C", ok, tp::ErrorCode::kNoSuchTile},
-      {"C aliases A", with(ok, [](gemm::Job& j) { j.c_tile = 1; }), tp::ErrorCode::kBadJob},
-      {"B overflow", with(ok, [](gemm::Job& j) { j.b_col = 0xFFFFFFFF; }), tp::ErrorCode::kBadJob},
-      {"C rect outside created tile",
-       with(ok, [](gemm::Job& j) { j.flags = gemm::kJobCreateOutput; j.c_rows = 3; j.c_cols = 3; }),
-       tp::ErrorCode::kBadJob},
-      {"created tile over the cap",
-       with(ok, [](gemm::Job& j) { j.flags = gemm::kJobCreateOutput; j.c_rows = 1000; j.c_cols = 1000; }),
-       tp::ErrorCode::kOutOfMemory},
+      {"C aliases A", edited(ok, [](gemm::Job& j) { j.c_tile = 1; }), tp::ErrorCode::kBadJob},
+      {"B overflow", edited(ok, [](gemm::Job& j) { j.b_col = 0xFFFFFFFF; }), tp::ErrorCode::kBadJob},
+      {"C rect outside created tile", creating_output(ok, 3, 3), tp::ErrorCode::kBadJob},
+      {"created tile over the cap", creating_output(ok, 1000, 1000), tp::ErrorCode::kOutOfMemory},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto session = open_session();
-    ASSERT_NE(session, nullptr);
-    Watchdog watchdog(*session, 30s);
-    ASSERT_TRUE(store_tile(*session, 1, Dense::integers(3, 5, 0)).is_ok());
-    ASSERT_TRUE(store_tile(*session, 2, Dense::integers(5, 4, 0)).is_ok());
-    ASSERT_TRUE(gemm::write_message(*session, c.job).is_ok());
-    EXPECT_TRUE(read_error(*session, c.code));
-    EXPECT_TRUE(read_closed(*session));
+    expect_job_refused({{1, Dense::integers(3, 5, 0)}, {2, Dense::integers(5, 4, 0)}}, c.job, c.code);
   }
 }
 
@@ -288,31 +490,20 @@ Dense scalar(double value) {
 
 // (3 A - A2) B computed as an expression is: C = 3 A (created), C += -1 A2, D = C B. The sum
 // never leaves the worker, and the product must see both additions (jobs run in order).
-TEST_F(WorkerServerTest, AddScaledSumsStayOnTheWorkerAndFeedAProduct) {
-  tp::Hello hello;
-  auto session = open_session(&hello);
-  ASSERT_NE(session, nullptr);
-  EXPECT_NE(hello.capabilities & tp::kCapabilityExpression, 0u) << tp::capability_names(hello.capabilities);
-  Watchdog watchdog(*session, 30s);
+TEST_F(WorkerSessionTest, AddScaledSumsStayOnTheWorkerAndFeedAProduct) {
+  EXPECT_NE(session_.hello().capabilities & tp::kCapabilityExpression, 0u)
+      << tp::capability_names(session_.hello().capabilities);
   const Dense a = Dense::integers(3, 4, 1);
   const Dense a2 = Dense::integers(3, 4, 5);
   const Dense b = Dense::integers(4, 2, 2);
-  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, a2).is_ok());
-  ASSERT_TRUE(store_tile(*session, 3, b).is_ok());
-  ASSERT_TRUE(store_tile(*session, 5, scalar(3.0)).is_ok());
-  ASSERT_TRUE(store_tile(*session, 6, scalar(-1.0)).is_ok());
+  ASSERT_TRUE(store_tiles(*session_, {{1, a}, {2, a2}, {3, b}, {5, scalar(3.0)}, {6, scalar(-1.0)}}));
 
-  auto first = add_scaled_job(200, 1, 5, 10, 3, 4, gemm::kJobCreateOutput);
-  first.c_rows = 3;
-  first.c_cols = 4;
-  ASSERT_TRUE(gemm::write_message(*session, first, 1).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, creating_output(add_scaled_job(200, 1, 5, 10, 3, 4), 3, 4), 1).is_ok());
   // The difference's result is sent too, so the sum itself is checked, not only the product.
-  ASSERT_TRUE(gemm::write_message(*session, add_scaled_job(201, 2, 6, 10, 3, 4, gemm::kJobSendResult), 2).is_ok());
-  auto product = gemm_job(202, 10, 3, 11, 3, 2, 4, gemm::kJobCreateOutput | gemm::kJobReleaseA | gemm::kJobSendResult);
-  product.c_rows = 3;
-  product.c_cols = 2;
-  ASSERT_TRUE(gemm::write_message(*session, product, 3).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, add_scaled_job(201, 2, 6, 10, 3, 4, gemm::kJobSendResult), 2).is_ok());
+  const gemm::Job product =
+      creating_output(gemm_job(202, 10, 3, 11, 3, 2, 4, gemm::kJobReleaseA | gemm::kJobSendResult), 3, 2);
+  ASSERT_TRUE(gemm::write_message(*session_, product, 3).is_ok());
 
   Dense difference(3, 4);
   for (uint32_t i = 0; i < 3; ++i)
@@ -320,16 +511,16 @@ TEST_F(WorkerServerTest, AddScaledSumsStayOnTheWorkerAndFeedAProduct) {
   const Dense expected = testing::multiply(difference, b);
 
   testing::AnyFrame frame;
-  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
   EXPECT_EQ(std::get<gemm::Credit>(frame.message).job_id, 200u);
   EXPECT_EQ(std::get<gemm::Credit>(frame.message).credits, 1u);
   EXPECT_EQ(frame.header.request_id, 1u);
   const double first_seconds = std::get<gemm::Credit>(frame.message).compute_seconds;
   EXPECT_GE(first_seconds, 0.0);
-  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
   EXPECT_EQ(std::get<gemm::Credit>(frame.message).job_id, 201u);
   const double second_seconds = std::get<gemm::Credit>(frame.message).compute_seconds;
-  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session_, frame));
   {
     const auto& result = std::get<gemm::ResultTile>(frame.message);
     EXPECT_EQ(result.job_id, 201u);
@@ -339,9 +530,9 @@ TEST_F(WorkerServerTest, AddScaledSumsStayOnTheWorkerAndFeedAProduct) {
     ASSERT_EQ(result.data.size(), difference.values.size());
     for (std::size_t i = 0; i < difference.values.size(); ++i) EXPECT_EQ(result.data[i], difference.values[i]) << i;
   }
-  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
   EXPECT_EQ(std::get<gemm::Credit>(frame.message).job_id, 202u);
-  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session_, frame));
   {
     const auto& result = std::get<gemm::ResultTile>(frame.message);
     EXPECT_EQ(result.job_id, 202u);
@@ -351,45 +542,32 @@ TEST_F(WorkerServerTest, AddScaledSumsStayOnTheWorkerAndFeedAProduct) {
     for (std::size_t i = 0; i < expected.values.size(); ++i) EXPECT_EQ(result.data[i], expected.values[i]) << i;
   }
 
-  ASSERT_TRUE(gemm::write_message(*session, gemm::StatsRequest{}, 4).is_ok());
-  ASSERT_TRUE(read_expect<gemm::Stats>(*session, frame));
+  ASSERT_TRUE(gemm::write_message(*session_, gemm::StatsRequest{}, 4).is_ok());
+  ASSERT_TRUE(read_expect<gemm::Stats>(*session_, frame));
   EXPECT_EQ(std::get<gemm::Stats>(frame.message).jobs, 3u) << "ADD_SCALED jobs count like GEMM jobs";
 
   // kJobReleaseA on the product dropped the sum's tile 10; the operands are still there.
-  ASSERT_TRUE(gemm::write_message(*session, add_scaled_job(203, 10, 5, 12, 3, 4)).is_ok());
-  std::string message;
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kNoSuchTile, &message));
-  EXPECT_NE(message.find("job 203: a_tile 10 is not stored"), std::string::npos) << message;
-  EXPECT_TRUE(read_closed(*session));
+  ASSERT_TRUE(gemm::write_message(*session_, add_scaled_job(203, 10, 5, 12, 3, 4)).is_ok());
+  EXPECT_TRUE(read_error_saying(*session_, tp::ErrorCode::kNoSuchTile, "job 203: a_tile 10 is not stored"));
+  EXPECT_TRUE(session_.closed_by_worker());
 }
 
 // A scaled block inside larger tiles: C[1:3, 2:6] += B[1][2] * A[2:4, 1:5] in a new 4 x 7 C (the
 // rest stays zero), the scalar taken from inside a 2 x 3 tile; then the scalar's tile released
 // by kJobReleaseB, so the next job naming it is refused.
-TEST_F(WorkerServerTest, AddScaledOnSubRectanglesReadsTheScalarAtItsPosition) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
+TEST_F(WorkerSessionTest, AddScaledOnSubRectanglesReadsTheScalarAtItsPosition) {
   const Dense a = Dense::integers(5, 6, 3);
   Dense b(2, 3);
   for (uint32_t i = 0; i < 2; ++i)
     for (uint32_t j = 0; j < 3; ++j) b.at(i, j) = 10.0 * i + j + 1;  // every entry differs
   b.at(1, 2) = -2.0;
-  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
-  auto job = add_scaled_job(1, 1, 2, 3, 2, 4, gemm::kJobCreateOutput | gemm::kJobReleaseB | gemm::kJobSendResult);
-  job.a_row = 2;
-  job.a_col = 1;
-  job.b_row = 1;
-  job.b_col = 2;
-  job.c_row = 1;
-  job.c_col = 2;
-  job.c_rows = 4;
-  job.c_cols = 7;
-  ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
+  ASSERT_TRUE(store_tiles(*session_, {{1, a}, {2, b}}));
+  gemm::Job job = placed(creating_output(add_scaled_job(1, 1, 2, 3, 2, 4, gemm::kJobReleaseB | gemm::kJobSendResult), 4, 7),
+                         {.a_row = 2, .a_col = 1, .b_row = 1, .b_col = 2, .c_row = 1, .c_col = 2});
+  ASSERT_TRUE(gemm::write_message(*session_, job).is_ok());
   testing::AnyFrame frame;
-  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
-  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
+  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session_, frame));
   const auto& result = std::get<gemm::ResultTile>(frame.message);
   ASSERT_EQ(result.data.size(), 28u);
   for (uint32_t i = 0; i < 4; ++i)
@@ -400,9 +578,9 @@ TEST_F(WorkerServerTest, AddScaledOnSubRectanglesReadsTheScalarAtItsPosition) {
     }
   job.flags = 0;
   job.job_id = 2;
-  ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kNoSuchTile));
-  EXPECT_TRUE(read_closed(*session));
+  ASSERT_TRUE(gemm::write_message(*session_, job).is_ok());
+  EXPECT_TRUE(read_error(*session_, tp::ErrorCode::kNoSuchTile));
+  EXPECT_TRUE(session_.closed_by_worker());
 }
 
 TEST_F(WorkerServerTest, InvalidAddScaledJobsAreRejected) {
@@ -412,47 +590,34 @@ TEST_F(WorkerServerTest, InvalidAddScaledJobsAreRejected) {
     tp::ErrorCode code;
     const char* reason;
   };
-  auto with = [](gemm::Job job, auto edit) {
-    edit(job);
-    return job;
-  };
   // Stored: A 3 x 4 (tile 1), the scalar 1 x 1 (tile 2), C 3 x 4 (tile 3).
+  const Tiles tiles = {{1, Dense::integers(3, 4, 0)}, {2, scalar(2.0)}, {3, Dense::integers(3, 4, 1)}};
   const gemm::Job ok = add_scaled_job(1, 1, 2, 3, 3, 4);
   const Case cases[] = {
-      {"scalar row outside B", with(ok, [](gemm::Job& j) { j.b_row = 1; }), tp::ErrorCode::kBadJob,
+      {"scalar row outside B", edited(ok, [](gemm::Job& j) { j.b_row = 1; }), tp::ErrorCode::kBadJob,
        "scalar at row 1, col 0 lies outside b_tile 2 (1 x 1)"},
-      {"scalar col outside B", with(ok, [](gemm::Job& j) { j.b_col = 1; }), tp::ErrorCode::kBadJob,
+      {"scalar col outside B", edited(ok, [](gemm::Job& j) { j.b_col = 1; }), tp::ErrorCode::kBadJob,
        "lies outside b_tile 2"},
-      {"A rect outside A", with(ok, [](gemm::Job& j) { j.a_col = 1; }), tp::ErrorCode::kBadJob,
+      {"A rect outside A", edited(ok, [](gemm::Job& j) { j.a_col = 1; }), tp::ErrorCode::kBadJob,
        "A rows 0+3, cols 1+4 lie outside a_tile 1 (3 x 4)"},
-      {"A rows outside A", with(ok, [](gemm::Job& j) { j.m = 4; j.flags = gemm::kJobCreateOutput; j.c_rows = 4; j.c_cols = 4; }),
-       tp::ErrorCode::kBadJob, "lie outside a_tile 1"},
-      {"C rect outside C", with(ok, [](gemm::Job& j) { j.c_row = 1; j.m = 3; j.a_row = 0; }), tp::ErrorCode::kBadJob,
+      {"A rows outside A", edited(creating_output(ok, 4, 4), [](gemm::Job& j) { j.m = 4; }), tp::ErrorCode::kBadJob,
+       "lie outside a_tile 1"},
+      {"C rect outside C", edited(ok, [](gemm::Job& j) { j.c_row = 1; j.m = 3; j.a_row = 0; }), tp::ErrorCode::kBadJob,
        "C rows 1+3, cols 0+4 lie outside c_tile 3 (3 x 4)"},
-      {"k not zero", with(ok, [](gemm::Job& j) { j.k = 1; }), tp::ErrorCode::kBadJob, "k 1 must be 0 for op 2"},
-      {"unknown op", with(ok, [](gemm::Job& j) { j.op = static_cast<gemm::JobOp>(3); }), tp::ErrorCode::kBadJob,
+      {"k not zero", edited(ok, [](gemm::Job& j) { j.k = 1; }), tp::ErrorCode::kBadJob, "k 1 must be 0 for op 2"},
+      {"unknown op", edited(ok, [](gemm::Job& j) { j.op = static_cast<gemm::JobOp>(3); }), tp::ErrorCode::kBadJob,
        "op 3 unknown"},
-      {"C aliases A", with(ok, [](gemm::Job& j) { j.c_tile = 1; }), tp::ErrorCode::kBadJob, "must differ"},
-      {"C aliases the scalar", with(ok, [](gemm::Job& j) { j.c_tile = 2; j.flags = gemm::kJobCreateOutput; j.c_rows = 3; j.c_cols = 4; }),
+      {"C aliases A", edited(ok, [](gemm::Job& j) { j.c_tile = 1; }), tp::ErrorCode::kBadJob, "must differ"},
+      {"C aliases the scalar", edited(creating_output(ok, 3, 4), [](gemm::Job& j) { j.c_tile = 2; }),
        tp::ErrorCode::kBadJob, "must differ"},
-      {"no such A", with(ok, [](gemm::Job& j) { j.a_tile = 77; }), tp::ErrorCode::kNoSuchTile, "a_tile 77 is not stored"},
-      {"no such scalar", with(ok, [](gemm::Job& j) { j.b_tile = 78; }), tp::ErrorCode::kNoSuchTile,
+      {"no such A", edited(ok, [](gemm::Job& j) { j.a_tile = 77; }), tp::ErrorCode::kNoSuchTile, "a_tile 77 is not stored"},
+      {"no such scalar", edited(ok, [](gemm::Job& j) { j.b_tile = 78; }), tp::ErrorCode::kNoSuchTile,
        "b_tile 78 is not stored"},
-      {"no such C", with(ok, [](gemm::Job& j) { j.c_tile = 79; }), tp::ErrorCode::kNoSuchTile, "c_tile 79 is not stored"},
+      {"no such C", edited(ok, [](gemm::Job& j) { j.c_tile = 79; }), tp::ErrorCode::kNoSuchTile, "c_tile 79 is not stored"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto session = open_session();
-    ASSERT_NE(session, nullptr);
-    Watchdog watchdog(*session, 30s);
-    ASSERT_TRUE(store_tile(*session, 1, Dense::integers(3, 4, 0)).is_ok());
-    ASSERT_TRUE(store_tile(*session, 2, scalar(2.0)).is_ok());
-    ASSERT_TRUE(store_tile(*session, 3, Dense::integers(3, 4, 1)).is_ok());
-    ASSERT_TRUE(gemm::write_message(*session, c.job).is_ok());
-    std::string message;
-    EXPECT_TRUE(read_error(*session, c.code, &message));
-    EXPECT_NE(message.find(c.reason), std::string::npos) << message;
-    EXPECT_TRUE(read_closed(*session));
+    expect_job_refused(tiles, c.job, c.code, c.reason);
   }
 }
 
@@ -487,16 +652,12 @@ double op_at(const Dense& x, bool transposed, uint32_t row, uint32_t col, uint32
 // C[1:4, 2:7] += op(A) * op(B) in a new 5 x 8 C, the blocks at offsets inside larger tiles:
 // op(A) = A[2:6, 1:4]^T (A's block k x m = 4 x 3) or A[2:5, 1:5]; op(B) = B[3:8, 4:8]^T (n x k
 // = 5 x 4) or B[3:7, 4:9]. The same two stored tiles serve every combination.
-TEST_F(WorkerServerTest, TransposedOperandsOnSubRectanglesGiveTheExactProduct) {
-  tp::Hello hello;
-  auto session = open_session(&hello);
-  ASSERT_NE(session, nullptr);
-  EXPECT_NE(hello.capabilities & tp::kCapabilityTransposedJobs, 0u) << tp::capability_names(hello.capabilities);
-  Watchdog watchdog(*session, 30s);
+TEST_F(WorkerSessionTest, TransposedOperandsOnSubRectanglesGiveTheExactProduct) {
+  EXPECT_NE(session_.hello().capabilities & tp::kCapabilityTransposedJobs, 0u)
+      << tp::capability_names(session_.hello().capabilities);
   const Dense a = Dense::integers(7, 6, 3);
   const Dense b = Dense::integers(8, 9, 4);
-  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
+  ASSERT_TRUE(store_tiles(*session_, {{1, a}, {2, b}}));
   constexpr uint32_t m = 3, n = 5, k = 4;
   const uint32_t flag_sets[] = {gemm::kJobTransposeA, gemm::kJobTransposeB, gemm::kJobTransposeA | gemm::kJobTransposeB};
   uint64_t job_id = 1;
@@ -504,102 +665,67 @@ TEST_F(WorkerServerTest, TransposedOperandsOnSubRectanglesGiveTheExactProduct) {
     SCOPED_TRACE(flags);
     const bool transpose_a = (flags & gemm::kJobTransposeA) != 0;
     const bool transpose_b = (flags & gemm::kJobTransposeB) != 0;
-    auto job = gemm_job(job_id, 1, 2, 10 + static_cast<uint32_t>(job_id), m, n, k,
-                        flags | gemm::kJobCreateOutput | gemm::kJobSendResult);
-    job.a_row = 2;
-    job.a_col = 1;
-    job.b_row = 3;
-    job.b_col = 4;
-    job.c_row = 1;
-    job.c_col = 2;
-    job.c_rows = 5;
-    job.c_cols = 8;
-    ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
+    const gemm::Job job =
+        placed(creating_output(gemm_job(job_id, 1, 2, 10 + static_cast<uint32_t>(job_id), m, n, k, flags | gemm::kJobSendResult), 5, 8),
+               {.a_row = 2, .a_col = 1, .b_row = 3, .b_col = 4, .c_row = 1, .c_col = 2});
+    ASSERT_TRUE(gemm::write_message(*session_, job).is_ok());
     Dense expected(5, 8);
     for (uint32_t i = 0; i < m; ++i)
       for (uint32_t j = 0; j < n; ++j)
         for (uint32_t p = 0; p < k; ++p)
           expected.at(1 + i, 2 + j) += op_at(a, transpose_a, 2, 1, i, p) * op_at(b, transpose_b, 3, 4, p, j);
-    EXPECT_TRUE(read_exact_result(*session, job_id, expected));
+    EXPECT_TRUE(read_exact_result(*session_, job_id, expected));
     ++job_id;
   }
-  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
-  testing::AnyFrame frame;
-  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+  ASSERT_TRUE(say_bye(*session_));
 }
 
 // The HITS pattern, (A' A) h, with A sent once: A' A is one job naming A's tile as both operands,
 // the first read transposed; its product then feeds a plain GEMM by h, which releases A.
-TEST_F(WorkerServerTest, ATransposeATimesHReadsOneStoredA) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
+TEST_F(WorkerSessionTest, ATransposeATimesHReadsOneStoredA) {
   const Dense a = Dense::integers(6, 4, 2);
   const Dense h = Dense::integers(4, 1, 5);
-  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, h).is_ok());
-  auto gram = gemm_job(1, 1, 1, 10, 4, 4, 6, gemm::kJobTransposeA | gemm::kJobCreateOutput | gemm::kJobSendResult);
-  gram.c_rows = 4;
-  gram.c_cols = 4;
-  ASSERT_TRUE(gemm::write_message(*session, gram).is_ok());
-  auto times_h = gemm_job(2, 10, 2, 11, 4, 1, 4, gemm::kJobCreateOutput | gemm::kJobSendResult);
-  times_h.c_rows = 4;
-  times_h.c_cols = 1;
-  ASSERT_TRUE(gemm::write_message(*session, times_h).is_ok());
+  ASSERT_TRUE(store_tiles(*session_, {{1, a}, {2, h}}));
+  const gemm::Job gram = creating_output(gemm_job(1, 1, 1, 10, 4, 4, 6, gemm::kJobTransposeA | gemm::kJobSendResult), 4, 4);
+  ASSERT_TRUE(gemm::write_message(*session_, gram).is_ok());
+  const gemm::Job times_h = creating_output(gemm_job(2, 10, 2, 11, 4, 1, 4, gemm::kJobSendResult), 4, 1);
+  ASSERT_TRUE(gemm::write_message(*session_, times_h).is_ok());
   const Dense expected_gram = testing::multiply(testing::transpose(a), a);
-  EXPECT_TRUE(read_exact_result(*session, 1, expected_gram));
-  EXPECT_TRUE(read_exact_result(*session, 2, testing::multiply(expected_gram, h)));
-  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
-  testing::AnyFrame frame;
-  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+  EXPECT_TRUE(read_exact_result(*session_, 1, expected_gram));
+  EXPECT_TRUE(read_exact_result(*session_, 2, testing::multiply(expected_gram, h)));
+  ASSERT_TRUE(say_bye(*session_));
 }
 
 // ADD_SCALED with A^T: C[1:3, 2:6] += B[1][2] * A[1:5, 2:4]^T (A's block n x m = 4 x 2) in a new
 // 4 x 7 C; then S - S' of a square tile from a sum and a transposed difference, which must come
 // out antisymmetric.
-TEST_F(WorkerServerTest, AddScaledWithATransposedOnSubRectangles) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
+TEST_F(WorkerSessionTest, AddScaledWithATransposedOnSubRectangles) {
   const Dense a = Dense::integers(6, 5, 3);
   Dense b(2, 3);
   b.at(1, 2) = -2.0;
-  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
-  auto job = add_scaled_job(1, 1, 2, 3, 2, 4, gemm::kJobTransposeA | gemm::kJobCreateOutput | gemm::kJobSendResult);
-  job.a_row = 1;
-  job.a_col = 2;
-  job.b_row = 1;
-  job.b_col = 2;
-  job.c_row = 1;
-  job.c_col = 2;
-  job.c_rows = 4;
-  job.c_cols = 7;
-  ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
+  ASSERT_TRUE(store_tiles(*session_, {{1, a}, {2, b}}));
+  const gemm::Job job =
+      placed(creating_output(add_scaled_job(1, 1, 2, 3, 2, 4, gemm::kJobTransposeA | gemm::kJobSendResult), 4, 7),
+             {.a_row = 1, .a_col = 2, .b_row = 1, .b_col = 2, .c_row = 1, .c_col = 2});
+  ASSERT_TRUE(gemm::write_message(*session_, job).is_ok());
   Dense expected(4, 7);
   for (uint32_t i = 0; i < 2; ++i)
     for (uint32_t j = 0; j < 4; ++j) expected.at(1 + i, 2 + j) = -2.0 * a.at(1 + j, 2 + i);
-  EXPECT_TRUE(read_exact_result(*session, 1, expected));
+  EXPECT_TRUE(read_exact_result(*session_, 1, expected));
 
   const Dense s = Dense::integers(5, 5, 1);
-  ASSERT_TRUE(store_tile(*session, 4, s).is_ok());
-  ASSERT_TRUE(store_tile(*session, 5, scalar(1.0)).is_ok());
-  ASSERT_TRUE(store_tile(*session, 6, scalar(-1.0)).is_ok());
-  auto sum = add_scaled_job(2, 4, 5, 7, 5, 5, gemm::kJobCreateOutput);
-  sum.c_rows = 5;
-  sum.c_cols = 5;
-  ASSERT_TRUE(gemm::write_message(*session, sum).is_ok());
-  ASSERT_TRUE(gemm::write_message(*session, add_scaled_job(3, 4, 6, 7, 5, 5, gemm::kJobTransposeA | gemm::kJobSendResult))
+  ASSERT_TRUE(store_tiles(*session_, {{4, s}, {5, scalar(1.0)}, {6, scalar(-1.0)}}));
+  ASSERT_TRUE(gemm::write_message(*session_, creating_output(add_scaled_job(2, 4, 5, 7, 5, 5), 5, 5)).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, add_scaled_job(3, 4, 6, 7, 5, 5, gemm::kJobTransposeA | gemm::kJobSendResult))
                   .is_ok());
   testing::AnyFrame frame;
-  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
   Dense antisymmetric(5, 5);
   for (uint32_t i = 0; i < 5; ++i)
     for (uint32_t j = 0; j < 5; ++j) antisymmetric.at(i, j) = s.at(i, j) - s.at(j, i);
-  EXPECT_TRUE(read_exact_result(*session, 3, antisymmetric));
+  EXPECT_TRUE(read_exact_result(*session_, 3, antisymmetric));
   EXPECT_NE(antisymmetric.values, Dense(5, 5).values) << "S must not be symmetric, or the test proves nothing";
-  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
-  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+  ASSERT_TRUE(say_bye(*session_));
 }
 
 TEST_F(WorkerServerTest, InvalidTransposedJobsAreRejected) {
@@ -608,60 +734,41 @@ TEST_F(WorkerServerTest, InvalidTransposedJobsAreRejected) {
     gemm::Job job;
     const char* reason;
   };
-  auto with = [](gemm::Job job, auto edit) {
-    edit(job);
-    return job;
-  };
   // Stored: A 5 x 3 (tile 1), B 4 x 5 (tile 2), C 3 x 4 (tile 3), a scalar (tile 4), C 3 x 5
   // (tile 5). C[3 x 4] += A^T B^T with k = 5 fits them exactly, as does C[3 x 5] += s A^T.
+  const Tiles tiles = {{1, Dense::integers(5, 3, 0)}, {2, Dense::integers(4, 5, 1)}, {3, Dense::integers(3, 4, 2)},
+                       {4, scalar(2.0)}, {5, Dense::integers(3, 5, 3)}};
   const gemm::Job ok = gemm_job(1, 1, 2, 3, 3, 4, 5, gemm::kJobTransposeA | gemm::kJobTransposeB);
   const gemm::Job ok_sum = add_scaled_job(2, 1, 4, 5, 3, 5, gemm::kJobTransposeA);
   const Case cases[] = {
-      {"A^T rows run over k", with(ok, [](gemm::Job& j) { j.a_row = 1; }),
+      {"A^T rows run over k", edited(ok, [](gemm::Job& j) { j.a_row = 1; }),
        "A rows 1+5, cols 0+3 (read transposed) lie outside a_tile 1 (5 x 3)"},
-      {"A^T cols run over m", with(ok, [](gemm::Job& j) { j.a_col = 1; }),
+      {"A^T cols run over m", edited(ok, [](gemm::Job& j) { j.a_col = 1; }),
        "A rows 0+5, cols 1+3 (read transposed) lie outside a_tile 1 (5 x 3)"},
-      {"A read as stored does not fit", with(ok, [](gemm::Job& j) { j.flags = gemm::kJobTransposeB; }),
+      {"A read as stored does not fit", edited(ok, [](gemm::Job& j) { j.flags = gemm::kJobTransposeB; }),
        "A rows 0+3, cols 0+5 lie outside a_tile 1 (5 x 3)"},
-      {"B^T rows run over n", with(ok, [](gemm::Job& j) { j.b_row = 1; }),
+      {"B^T rows run over n", edited(ok, [](gemm::Job& j) { j.b_row = 1; }),
        "B rows 1+4, cols 0+5 (read transposed) lie outside b_tile 2 (4 x 5)"},
-      {"B^T cols run over k", with(ok, [](gemm::Job& j) { j.b_col = 1; }),
+      {"B^T cols run over k", edited(ok, [](gemm::Job& j) { j.b_col = 1; }),
        "B rows 0+4, cols 1+5 (read transposed) lie outside b_tile 2 (4 x 5)"},
-      {"B read as stored does not fit", with(ok, [](gemm::Job& j) { j.flags = gemm::kJobTransposeA; }),
+      {"B read as stored does not fit", edited(ok, [](gemm::Job& j) { j.flags = gemm::kJobTransposeA; }),
        "B rows 0+5, cols 0+4 lie outside b_tile 2 (4 x 5)"},
-      {"ADD_SCALED A^T rows run over n", with(ok_sum, [](gemm::Job& j) { j.a_row = 1; }),
+      {"ADD_SCALED A^T rows run over n", edited(ok_sum, [](gemm::Job& j) { j.a_row = 1; }),
        "A rows 1+5, cols 0+3 (read transposed) lie outside a_tile 1 (5 x 3)"},
-      {"ADD_SCALED A^T cols run over m", with(ok_sum, [](gemm::Job& j) { j.a_col = 1; }),
+      {"ADD_SCALED A^T cols run over m", edited(ok_sum, [](gemm::Job& j) { j.a_col = 1; }),
        "A rows 0+5, cols 1+3 (read transposed) lie outside a_tile 1 (5 x 3)"},
-      {"ADD_SCALED refuses B^T", with(ok_sum, [](gemm::Job& j) { j.flags |= gemm::kJobTransposeB; }),
+      {"ADD_SCALED refuses B^T", edited(ok_sum, [](gemm::Job& j) { j.flags |= gemm::kJobTransposeB; }),
        "set transpose_b 0x00000020, which op 2 (add_scaled) refuses"},
-      {"unknown flag bit 6", with(ok, [](gemm::Job& j) { j.flags |= 1u << 6; }), "has unknown bits 0x00000040"},
+      {"unknown flag bit 6", edited(ok, [](gemm::Job& j) { j.flags |= 1u << 6; }), "has unknown bits 0x00000040"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto session = open_session();
-    ASSERT_NE(session, nullptr);
-    Watchdog watchdog(*session, 30s);
-    ASSERT_TRUE(store_tile(*session, 1, Dense::integers(5, 3, 0)).is_ok());
-    ASSERT_TRUE(store_tile(*session, 2, Dense::integers(4, 5, 1)).is_ok());
-    ASSERT_TRUE(store_tile(*session, 3, Dense::integers(3, 4, 2)).is_ok());
-    ASSERT_TRUE(store_tile(*session, 4, scalar(2.0)).is_ok());
-    ASSERT_TRUE(store_tile(*session, 5, Dense::integers(3, 5, 3)).is_ok());
-    ASSERT_TRUE(gemm::write_message(*session, c.job).is_ok());
-    std::string message;
-    EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadJob, &message));
-    EXPECT_NE(message.find(c.reason), std::string::npos) << message;
-    EXPECT_TRUE(read_closed(*session));
+    expect_job_refused(tiles, c.job, tp::ErrorCode::kBadJob, c.reason);
   }
   // The jobs the cases bend are valid as they stand.
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
-  ASSERT_TRUE(store_tile(*session, 1, Dense::integers(5, 3, 0)).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, Dense::integers(4, 5, 1)).is_ok());
-  ASSERT_TRUE(store_tile(*session, 3, Dense::integers(3, 4, 2)).is_ok());
-  ASSERT_TRUE(store_tile(*session, 4, scalar(2.0)).is_ok());
-  ASSERT_TRUE(store_tile(*session, 5, Dense::integers(3, 5, 3)).is_ok());
+  Session session = open_session();
+  ASSERT_TRUE(session);
+  ASSERT_TRUE(store_tiles(*session, tiles));
   ASSERT_TRUE(gemm::write_message(*session, ok).is_ok());
   ASSERT_TRUE(gemm::write_message(*session, ok_sum).is_ok());
   testing::AnyFrame frame;
@@ -673,52 +780,42 @@ TEST_F(WorkerServerTest, InvalidTransposedJobsAreRejected) {
 
 // Three compute threads and room for real sizes: a transposed job's rows of C split over every
 // thread (GEMM strips take columns of the stored A, sum strips walk A's columns in blocks).
-class WorkerServerSplitTest : public WorkerServerTest {
+class WorkerServerSplitTest : public WorkerSessionTest {
  protected:
   uint64_t cap_bytes() const override { return 16ull << 20; }
   uint32_t threads() const override { return 3; }
+  std::chrono::seconds deadline() const override { return 120s; }
 };
 
 TEST_F(WorkerServerSplitTest, TransposedJobsSplitOverEveryComputeThread) {
-  tp::Hello hello;
-  auto session = open_session(&hello);
-  ASSERT_NE(session, nullptr);
-  ASSERT_EQ(hello.threads, 3u);
-  Watchdog watchdog(*session, 120s);
+  ASSERT_EQ(session_.hello().threads, 3u);
   // GEMM: m = 101 rows of C (not divisible by 3) from the stored 53 x 101 A, read as A^T, times B
   // as stored and then times B^T.
   const Dense a = Dense::integers(53, 101, 1);
   const Dense b = Dense::integers(53, 37, 2);
-  const Dense b_t = testing::transpose(b);
-  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
-  ASSERT_TRUE(store_tile(*session, 3, b_t).is_ok());
-  auto plain_b = gemm_job(1, 1, 2, 10, 101, 37, 53, gemm::kJobTransposeA | gemm::kJobCreateOutput | gemm::kJobSendResult);
-  plain_b.c_rows = 101;
-  plain_b.c_cols = 37;
+  ASSERT_TRUE(store_tiles(*session_, {{1, a}, {2, b}, {3, testing::transpose(b)}}));
+  const gemm::Job plain_b =
+      creating_output(gemm_job(1, 1, 2, 10, 101, 37, 53, gemm::kJobTransposeA | gemm::kJobSendResult), 101, 37);
   auto both = plain_b;
   both.job_id = 2;
   both.b_tile = 3;
   both.c_tile = 11;
   both.flags |= gemm::kJobTransposeB;
-  ASSERT_TRUE(gemm::write_message(*session, plain_b).is_ok());
-  ASSERT_TRUE(gemm::write_message(*session, both).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, plain_b).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, both).is_ok());
   const Dense product = testing::multiply(testing::transpose(a), b);
-  EXPECT_TRUE(read_exact_result(*session, 1, product));
-  EXPECT_TRUE(read_exact_result(*session, 2, product));
+  EXPECT_TRUE(read_exact_result(*session_, 1, product));
+  EXPECT_TRUE(read_exact_result(*session_, 2, product));
 
   // ADD_SCALED: C (301 x 401) = -3 A^T from the stored 401 x 301 A, enough entries for a strip
   // per thread; then C += 2 A^T onto it, so the sum reads the C the first job wrote.
   const Dense big = Dense::integers(401, 301, 3);
-  ASSERT_TRUE(store_tile(*session, 4, big).is_ok());
-  ASSERT_TRUE(store_tile(*session, 5, scalar(-3.0)).is_ok());
-  ASSERT_TRUE(store_tile(*session, 6, scalar(2.0)).is_ok());
+  ASSERT_TRUE(store_tiles(*session_, {{4, big}, {5, scalar(-3.0)}, {6, scalar(2.0)}}));
   ASSERT_GE(301u * 401u / AddScaledRowStrips::kMinStripEntries, 3u);
-  auto scaled = add_scaled_job(3, 4, 5, 12, 301, 401, gemm::kJobTransposeA | gemm::kJobCreateOutput | gemm::kJobSendResult);
-  scaled.c_rows = 301;
-  scaled.c_cols = 401;
-  ASSERT_TRUE(gemm::write_message(*session, scaled).is_ok());
-  ASSERT_TRUE(gemm::write_message(*session, add_scaled_job(4, 4, 6, 12, 301, 401, gemm::kJobTransposeA | gemm::kJobSendResult))
+  const gemm::Job scaled =
+      creating_output(add_scaled_job(3, 4, 5, 12, 301, 401, gemm::kJobTransposeA | gemm::kJobSendResult), 301, 401);
+  ASSERT_TRUE(gemm::write_message(*session_, scaled).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, add_scaled_job(4, 4, 6, 12, 301, 401, gemm::kJobTransposeA | gemm::kJobSendResult))
                   .is_ok());
   const Dense big_t = testing::transpose(big);
   Dense times_minus_three(301, 401), times_minus_one(301, 401);
@@ -726,64 +823,45 @@ TEST_F(WorkerServerSplitTest, TransposedJobsSplitOverEveryComputeThread) {
     times_minus_three.values[i] = -3.0 * big_t.values[i];
     times_minus_one.values[i] = -1.0 * big_t.values[i];
   }
-  EXPECT_TRUE(read_exact_result(*session, 3, times_minus_three));
-  EXPECT_TRUE(read_exact_result(*session, 4, times_minus_one));
-  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
-  testing::AnyFrame frame;
-  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+  EXPECT_TRUE(read_exact_result(*session_, 3, times_minus_three));
+  EXPECT_TRUE(read_exact_result(*session_, 4, times_minus_one));
+  ASSERT_TRUE(say_bye(*session_));
 }
 
-TEST_F(WorkerServerTest, SecondConcurrentConnectionIsBusy) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog session_watchdog(*session, 20s);
+TEST_F(WorkerSessionTest, SecondConcurrentConnectionIsBusy) {
   // The worker claims the session slot just after sending AUTH_OK; one answered request proves
   // the claim has happened, so the intruder below arrives at an active session.
   gemm::Probe echo;
   echo.kind = gemm::ProbeKind::kEcho;
   echo.echo = {1, 2, 3};
-  ASSERT_TRUE(gemm::write_message(*session, echo).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, echo).is_ok());
   testing::AnyFrame frame;
-  ASSERT_TRUE(read_expect<gemm::ProbeResult>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::ProbeResult>(*session_, frame));
   EXPECT_EQ(std::get<gemm::ProbeResult>(frame.message).echo, (std::vector<uint8_t>{1, 2, 3}));
 
-  auto intruder = connect();
-  ASSERT_NE(intruder, nullptr);
-  Watchdog watchdog(*intruder, 20s);
-  std::string message;
-  EXPECT_TRUE(read_error(*intruder, tp::ErrorCode::kBusy, &message));
-  EXPECT_NE(message.find("busy"), std::string::npos) << message;
-  EXPECT_TRUE(read_closed(*intruder));
+  Session intruder = connect();
+  ASSERT_TRUE(intruder);
+  EXPECT_TRUE(read_error_saying(*intruder, tp::ErrorCode::kBusy, "busy"));
+  EXPECT_TRUE(intruder.closed_by_worker());
   // The first session is unaffected.
   echo.echo = {4, 5};
-  ASSERT_TRUE(gemm::write_message(*session, echo).is_ok());
-  ASSERT_TRUE(read_expect<gemm::ProbeResult>(*session, frame));
+  ASSERT_TRUE(gemm::write_message(*session_, echo).is_ok());
+  ASSERT_TRUE(read_expect<gemm::ProbeResult>(*session_, frame));
   EXPECT_EQ(std::get<gemm::ProbeResult>(frame.message).echo, (std::vector<uint8_t>{4, 5}));
 }
 
-TEST_F(WorkerServerTest, StoreBeyondTheCapIsOutOfMemory) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
-  ASSERT_TRUE(store_tile(*session, 1, Dense(64, 100)).is_ok());  // 51200 of 65536 bytes
-  (void)store_tile(*session, 2, Dense(32, 100));                // another 25600: over the cap
-  std::string message;
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory, &message));
-  EXPECT_NE(message.find("cap"), std::string::npos) << message;
+TEST_F(WorkerSessionTest, StoreBeyondTheCapIsOutOfMemory) {
+  ASSERT_TRUE(store_tile(*session_, 1, Dense(64, 100)).is_ok());  // 51200 of 65536 bytes
+  (void)store_tile(*session_, 2, Dense(32, 100));                // another 25600: over the cap
+  EXPECT_TRUE(read_error_saying(*session_, tp::ErrorCode::kOutOfMemory, "cap"));
 }
 
-TEST_F(WorkerServerTest, SingleStoreLargerThanTheCapIsOutOfMemory) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
-  (void)store_tile(*session, 1, Dense(100, 100));  // 80000 bytes > 65536
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory));
+TEST_F(WorkerSessionTest, SingleStoreLargerThanTheCapIsOutOfMemory) {
+  (void)store_tile(*session_, 1, Dense(100, 100));  // 80000 bytes > 65536
+  EXPECT_TRUE(read_error(*session_, tp::ErrorCode::kOutOfMemory));
 }
 
-TEST_F(WorkerServerTest, StoreWithDamagedDataIsRefusedAsCorruptAndNotKept) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
+TEST_F(WorkerSessionTest, StoreWithDamagedDataIsRefusedAsCorruptAndNotKept) {
   const Dense tile = Dense::integers(4, 6, 3);
   const gemm::TilePrefix prefix{1, tile.rows, tile.cols, gemm::tile_crc32c(tile.values) ^ 0x1u};
   const auto prefix_bytes = gemm::encode_store_prefix(prefix);
@@ -791,35 +869,29 @@ TEST_F(WorkerServerTest, StoreWithDamagedDataIsRefusedAsCorruptAndNotKept) {
                                                 asio::buffer(tile.values.data(), tile.values.size() * sizeof(double))};
   tp::FrameHeader header;
   header.type = static_cast<uint16_t>(tp::MessageType::kStore);
-  ASSERT_TRUE(session->write_frame(header, parts).is_ok());
-  std::string message;
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kCorrupt, &message));
-  EXPECT_NE(message.find("STORE tile 1 (4 x 6): checksum mismatch"), std::string::npos) << message;
+  ASSERT_TRUE(session_->write_frame(header, parts).is_ok());
+  EXPECT_TRUE(read_error_saying(*session_, tp::ErrorCode::kCorrupt, "STORE tile 1 (4 x 6): checksum mismatch"));
+  // The session ends, and the worker empties its store whenever one does: nothing of it is kept.
+  EXPECT_TRUE(session_.closed_by_worker());
 }
 
 // An echo PROBE's bytes go to memory charged to the tile cap before it exists: a header claiming
 // more echo than the cap is refused without reading (or allocating) it, and one within the cap
 // comes back unchanged.
-TEST_F(WorkerServerTest, ProbeEchoIsChargedToTheTileCap) {
-  {
-    auto session = open_session();
-    ASSERT_NE(session, nullptr);
-    Watchdog watchdog(*session, 30s);
-    gemm::Probe echo{gemm::ProbeKind::kEcho, 0, 0.0, std::vector<uint8_t>(1000)};
-    for (std::size_t i = 0; i < echo.echo.size(); ++i) echo.echo[i] = static_cast<uint8_t>(i * 7);
-    ASSERT_TRUE(gemm::write_message(*session, echo, 5).is_ok());
-    testing::AnyFrame frame;
-    ASSERT_TRUE(read_expect<gemm::ProbeResult>(*session, frame));
-    EXPECT_EQ(frame.header.request_id, 5u);
-    EXPECT_EQ(std::get<gemm::ProbeResult>(frame.message).echo, echo.echo);
-    // An orderly end, answered, so the worker is free before the next session connects (a bare
-    // close is noticed a moment later, and a session opened in that moment is refused as busy).
-    ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
-    ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
-  }
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
+TEST_F(WorkerSessionTest, ProbeEchoIsChargedToTheTileCap) {
+  gemm::Probe echo{gemm::ProbeKind::kEcho, 0, 0.0, std::vector<uint8_t>(1000)};
+  for (std::size_t i = 0; i < echo.echo.size(); ++i) echo.echo[i] = static_cast<uint8_t>(i * 7);
+  ASSERT_TRUE(gemm::write_message(*session_, echo, 5).is_ok());
+  testing::AnyFrame frame;
+  ASSERT_TRUE(read_expect<gemm::ProbeResult>(*session_, frame));
+  EXPECT_EQ(frame.header.request_id, 5u);
+  EXPECT_EQ(std::get<gemm::ProbeResult>(frame.message).echo, echo.echo);
+  // An orderly end, answered, so the worker is free before the next session connects (a bare
+  // close is noticed a moment later, and a session opened in that moment is refused as busy).
+  ASSERT_TRUE(say_bye(*session_));
+
+  Session next = open_session();
+  ASSERT_TRUE(next);
   const uint32_t claimed = 4 * kCapBytes;  // within Limits::max_echo_bytes, beyond the cap
   tp::FrameHeader header;
   header.type = static_cast<uint16_t>(tp::MessageType::kProbe);
@@ -828,58 +900,36 @@ TEST_F(WorkerServerTest, ProbeEchoIsChargedToTheTileCap) {
   for (int i = 0; i < 4; ++i) fixed[16 + static_cast<std::size_t>(i)] = static_cast<std::byte>(claimed >> (8 * i));
   const auto header_bytes = tp::encode_header(header);
   const std::array<asio::const_buffer, 2> parts{asio::buffer(header_bytes), asio::buffer(fixed)};
-  ASSERT_TRUE(session->write_buffers(parts).is_ok());
-  std::string message;
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory, &message));
-  EXPECT_NE(message.find("PROBE echo of 262144 bytes"), std::string::npos) << message;
+  ASSERT_TRUE(next->write_buffers(parts).is_ok());
+  EXPECT_TRUE(read_error_saying(*next, tp::ErrorCode::kOutOfMemory, "PROBE echo of 262144 bytes"));
 }
 
-TEST_F(WorkerServerTest, NextSessionStartsWithAnEmptyStore) {
-  {
-    auto session = open_session();
-    ASSERT_NE(session, nullptr);
-    Watchdog watchdog(*session, 30s);
-    ASSERT_TRUE(store_tile(*session, 1, Dense::integers(3, 5, 0)).is_ok());
-    ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
-    testing::AnyFrame frame;
-    ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
-  }
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
-  ASSERT_TRUE(store_tile(*session, 2, Dense::integers(5, 4, 0)).is_ok());
-  auto job = gemm_job(1, 1, 2, 3, 3, 4, 5, gemm::kJobCreateOutput);
-  job.c_rows = 3;
-  job.c_cols = 4;
-  ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kNoSuchTile));
+TEST_F(WorkerSessionTest, NextSessionStartsWithAnEmptyStore) {
+  ASSERT_TRUE(store_tile(*session_, 1, Dense::integers(3, 5, 0)).is_ok());
+  ASSERT_TRUE(say_bye(*session_));
+
+  Session next = open_session();
+  ASSERT_TRUE(next);
+  ASSERT_TRUE(store_tile(*next, 2, Dense::integers(5, 4, 0)).is_ok());
+  ASSERT_TRUE(gemm::write_message(*next, creating_output(gemm_job(1, 1, 2, 3, 3, 4, 5), 3, 4)).is_ok());
+  EXPECT_TRUE(read_error(*next, tp::ErrorCode::kNoSuchTile));
 }
 
-TEST_F(WorkerServerTest, ReleaseDropsTiles) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
-  ASSERT_TRUE(store_tile(*session, 1, Dense::integers(3, 5, 0)).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, Dense::integers(5, 4, 0)).is_ok());
-  ASSERT_TRUE(gemm::write_message(*session, gemm::Release{{1, 99}}).is_ok());
-  auto job = gemm_job(1, 1, 2, 3, 3, 4, 5, gemm::kJobCreateOutput);
-  job.c_rows = 3;
-  job.c_cols = 4;
-  ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kNoSuchTile));
+TEST_F(WorkerSessionTest, ReleaseDropsTiles) {
+  ASSERT_TRUE(store_tiles(*session_, {{1, Dense::integers(3, 5, 0)}, {2, Dense::integers(5, 4, 0)}}));
+  ASSERT_TRUE(gemm::write_message(*session_, gemm::Release{{1, 99}}).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, creating_output(gemm_job(1, 1, 2, 3, 3, 4, 5), 3, 4)).is_ok());
+  EXPECT_TRUE(read_error(*session_, tp::ErrorCode::kNoSuchTile));
 }
 
-TEST_F(WorkerServerTest, GemmProbeReportsSpeed) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 60s);
+TEST_F(WorkerSessionTest, GemmProbeReportsSpeed) {
   gemm::Probe probe;
   probe.kind = gemm::ProbeKind::kGemm;
   probe.size = 48;  // 3 x 18 KiB of scratch fits the 64 KiB cap
   probe.min_seconds = 0.05;
-  ASSERT_TRUE(gemm::write_message(*session, probe, 3).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, probe, 3).is_ok());
   testing::AnyFrame frame;
-  ASSERT_TRUE(read_expect<gemm::ProbeResult>(*session, frame));
+  ASSERT_TRUE(read_expect<gemm::ProbeResult>(*session_, frame));
   const auto& result = std::get<gemm::ProbeResult>(frame.message);
   EXPECT_EQ(result.kind, gemm::ProbeKind::kGemm);
   EXPECT_EQ(result.size, 48u);
@@ -889,28 +939,25 @@ TEST_F(WorkerServerTest, GemmProbeReportsSpeed) {
   EXPECT_EQ(frame.header.request_id, 3u);
 
   probe.size = 64;  // scratch beyond the cap
-  ASSERT_TRUE(gemm::write_message(*session, probe).is_ok());
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kOutOfMemory));
+  ASSERT_TRUE(gemm::write_message(*session_, probe).is_ok());
+  EXPECT_TRUE(read_error(*session_, tp::ErrorCode::kOutOfMemory));
 }
 
 // Issue 40: a probe no core could finish a repetition of within kProbeRepetitionSeconds is
 // refused before its matrices are allocated (this worker's 64 KiB cap would otherwise answer out
 // of memory), naming the size and the bound for its thread count.
-TEST_F(WorkerServerTest, AGemmProbeBeyondTheThreadsBoundIsRefusedBeforeAllocating) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
+TEST_F(WorkerSessionTest, AGemmProbeBeyondTheThreadsBoundIsRefusedBeforeAllocating) {
   gemm::Probe probe;
   probe.kind = gemm::ProbeKind::kGemm;
   probe.size = 8192;  // within Limits::max_probe_size
   probe.min_seconds = 0.05;
-  ASSERT_TRUE(gemm::write_message(*session, probe).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, probe).is_ok());
   std::string message;
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadFrame, &message));
+  EXPECT_TRUE(read_error(*session_, tp::ErrorCode::kBadFrame, &message));
   EXPECT_NE(message.find("GEMM probe of size 8192 refused"), std::string::npos) << message;
   EXPECT_NE(message.find("on 2 compute threads"), std::string::npos) << message;
   EXPECT_NE(message.find("up to size 7937"), std::string::npos) << message;
-  EXPECT_TRUE(read_closed(*session));
+  EXPECT_TRUE(session_.closed_by_worker());
 }
 
 TEST(GemmProbeBound, GrowsWithTheThreadsUpToTheProtocolLimit) {
@@ -945,9 +992,8 @@ TEST_F(WorkerServerTest, AJobOfALengthItsLayoutCannotHaveIsRefused) {
                         {1 << 20, tp::ErrorCode::kBadFrame, "JOB payload of 1048576 bytes exceeds the 65536-byte limit"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.length);
-    auto session = open_session();
-    ASSERT_NE(session, nullptr);
-    Watchdog watchdog(*session, 30s);
+    Session session = open_session();
+    ASSERT_TRUE(session);
     // The claim beyond the bound is sent without its payload: the worker refuses it from the
     // header, and closing on unread bytes would reset the connection before the ERROR is read.
     const bool sent_whole = c.length < kMaxControlPayloadBytes;
@@ -959,37 +1005,32 @@ TEST_F(WorkerServerTest, AJobOfALengthItsLayoutCannotHaveIsRefused) {
     const auto header_bytes = tp::encode_header(header);
     const std::array<asio::const_buffer, 2> parts{asio::buffer(header_bytes), asio::buffer(payload)};
     ASSERT_TRUE(session->write_buffers(parts).is_ok());
-    std::string message;
-    EXPECT_TRUE(read_error(*session, c.code, &message));
-    EXPECT_NE(message.find(c.reason), std::string::npos) << message;
-    EXPECT_TRUE(read_closed(*session));
+    EXPECT_TRUE(read_error_saying(*session, c.code, c.reason));
+    EXPECT_TRUE(session.closed_by_worker());
   }
 }
 
-TEST_F(WorkerServerTest, UnexpectedMessageIsBadFrame) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
-  ASSERT_TRUE(gemm::write_message(*session, gemm::Credit{1, 1, 0.0}).is_ok());
-  EXPECT_TRUE(read_error(*session, tp::ErrorCode::kBadFrame));
-  EXPECT_TRUE(read_closed(*session));
+TEST_F(WorkerSessionTest, UnexpectedMessageIsBadFrame) {
+  ASSERT_TRUE(gemm::write_message(*session_, gemm::Credit{1, 1, 0.0}).is_ok());
+  EXPECT_TRUE(read_error(*session_, tp::ErrorCode::kBadFrame));
+  EXPECT_TRUE(session_.closed_by_worker());
 }
 
 TEST_F(WorkerServerTest, StatsRequestBeforeAuthenticationIsRefused) {
-  auto connection = connect();
-  ASSERT_NE(connection, nullptr);
-  Watchdog watchdog(*connection, 20s);
+  Session connection = connect();
+  ASSERT_TRUE(connection);
   testing::AnyFrame frame;
   ASSERT_TRUE(read_expect<tp::Hello>(*connection, frame));
   ASSERT_TRUE(gemm::write_message(*connection, gemm::StatsRequest{}).is_ok());
   EXPECT_TRUE(read_error(*connection, tp::ErrorCode::kAuthRequired));
-  EXPECT_TRUE(read_closed(*connection));
+  EXPECT_TRUE(connection.closed_by_worker());
 }
 
 // Real GEMM sizes need more than the 64 KiB store the other tests use.
-class WorkerServerStatsTest : public WorkerServerTest {
+class WorkerServerStatsTest : public WorkerSessionTest {
  protected:
   uint64_t cap_bytes() const override { return 16ull << 20; }
+  std::chrono::seconds deadline() const override { return 120s; }
 };
 
 ::testing::AssertionResult read_stats(tp::FrameConnection& connection, uint64_t request_id, gemm::Stats& stats) {
@@ -1008,15 +1049,11 @@ class WorkerServerStatsTest : public WorkerServerTest {
 }
 
 TEST_F(WorkerServerStatsTest, StatsCountJobsBytesAndCpuOfTheSession) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 120s);
   constexpr uint32_t kSize = 256;
   constexpr int kJobs = 4;
   const Dense a = Dense::integers(kSize, kSize, 1);
   const Dense b = Dense::integers(kSize, kSize, 2);
-  ASSERT_TRUE(store_tile(*session, 1, a).is_ok());
-  ASSERT_TRUE(store_tile(*session, 2, b).is_ok());
+  ASSERT_TRUE(store_tiles(*session_, {{1, a}, {2, b}}));
   const uint64_t store_bytes = 2 * gemm::store_payload_bytes(gemm::TilePrefix{1, kSize, kSize});
 
   // C = kJobs * A * B, accumulated in place by kJobs jobs; the last one sends C back.
@@ -1026,11 +1063,11 @@ TEST_F(WorkerServerStatsTest, StatsCountJobsBytesAndCpuOfTheSession) {
     auto job = gemm_job(static_cast<uint64_t>(i), 1, 2, 3, kSize, kSize, kSize, flags);
     job.c_rows = kSize;
     job.c_cols = kSize;
-    ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
+    ASSERT_TRUE(gemm::write_message(*session_, job).is_ok());
   }
   testing::AnyFrame frame;
-  for (int i = 0; i < kJobs; ++i) ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame)) << "job " << i;
-  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session, frame));
+  for (int i = 0; i < kJobs; ++i) ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame)) << "job " << i;
+  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session_, frame));
   const auto& result = std::get<gemm::ResultTile>(frame.message);
   const Dense product = testing::multiply(a, b);
   ASSERT_EQ(result.data.size(), product.values.size());
@@ -1040,7 +1077,7 @@ TEST_F(WorkerServerStatsTest, StatsCountJobsBytesAndCpuOfTheSession) {
   const uint64_t result_bytes = gemm::result_payload_bytes(gemm::TilePrefix{3, kSize, kSize});
 
   gemm::Stats first;
-  ASSERT_TRUE(read_stats(*session, 21, first));
+  ASSERT_TRUE(read_stats(*session_, 21, first));
   EXPECT_EQ(first.jobs, static_cast<uint64_t>(kJobs));
   EXPECT_GT(first.session_seconds, 0.0);
   EXPECT_GT(first.compute_cpu_seconds, 0.0);
@@ -1055,10 +1092,10 @@ TEST_F(WorkerServerStatsTest, StatsCountJobsBytesAndCpuOfTheSession) {
                  std::to_string(100.0 * first.io_cpu_seconds / (first.io_cpu_seconds + first.compute_cpu_seconds)));
 
   // One more job: every figure grows or stays.
-  ASSERT_TRUE(gemm::write_message(*session, gemm_job(kJobs, 1, 2, 3, kSize, kSize, kSize)).is_ok());
-  ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
+  ASSERT_TRUE(gemm::write_message(*session_, gemm_job(kJobs, 1, 2, 3, kSize, kSize, kSize)).is_ok());
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
   gemm::Stats second;
-  ASSERT_TRUE(read_stats(*session, 22, second));
+  ASSERT_TRUE(read_stats(*session_, 22, second));
   EXPECT_EQ(second.jobs, static_cast<uint64_t>(kJobs + 1));
   EXPECT_GT(second.session_seconds, first.session_seconds);
   EXPECT_GE(second.io_cpu_seconds, first.io_cpu_seconds);
@@ -1068,30 +1105,20 @@ TEST_F(WorkerServerStatsTest, StatsCountJobsBytesAndCpuOfTheSession) {
   EXPECT_GT(second.bytes_sent, first.bytes_sent);
   EXPECT_LE(second.compute_cpu_seconds, kThreads * second.session_seconds * 1.1);
 
-  ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
-  ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
+  ASSERT_TRUE(say_bye(*session_));
 }
 
 TEST_F(WorkerServerStatsTest, NextSessionStatsStartFromZero) {
-  {
-    auto session = open_session();
-    ASSERT_NE(session, nullptr);
-    Watchdog watchdog(*session, 60s);
-    ASSERT_TRUE(store_tile(*session, 1, Dense::integers(64, 64, 1)).is_ok());
-    ASSERT_TRUE(store_tile(*session, 2, Dense::integers(64, 64, 2)).is_ok());
-    auto job = gemm_job(1, 1, 2, 3, 64, 64, 64, gemm::kJobCreateOutput);
-    job.c_rows = job.c_cols = 64;
-    ASSERT_TRUE(gemm::write_message(*session, job).is_ok());
-    testing::AnyFrame frame;
-    ASSERT_TRUE(read_expect<gemm::Credit>(*session, frame));
-    ASSERT_TRUE(session->write_message(tp::Bye{}).is_ok());
-    ASSERT_TRUE(read_expect<tp::Bye>(*session, frame));
-  }
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 60s);
+  ASSERT_TRUE(store_tiles(*session_, {{1, Dense::integers(64, 64, 1)}, {2, Dense::integers(64, 64, 2)}}));
+  ASSERT_TRUE(gemm::write_message(*session_, creating_output(gemm_job(1, 1, 2, 3, 64, 64, 64), 64, 64)).is_ok());
+  testing::AnyFrame frame;
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
+  ASSERT_TRUE(say_bye(*session_));
+
+  Session next = open_session();
+  ASSERT_TRUE(next);
   gemm::Stats stats;
-  ASSERT_TRUE(read_stats(*session, 1, stats));
+  ASSERT_TRUE(read_stats(*next, 1, stats));
   EXPECT_EQ(stats.jobs, 0u);
   EXPECT_EQ(stats.compute_cpu_seconds, 0.0);
   EXPECT_EQ(stats.compute_wall_seconds, 0.0);
@@ -1100,13 +1127,11 @@ TEST_F(WorkerServerStatsTest, NextSessionStatsStartFromZero) {
   EXPECT_EQ(stats.bytes_sent, 0u);
 }
 
-TEST_F(WorkerServerTest, StopEndsAnActiveSession) {
-  auto session = open_session();
-  ASSERT_NE(session, nullptr);
-  Watchdog watchdog(*session, 30s);
-  server_->stop();
-  runner_.join();
-  EXPECT_TRUE(read_closed(*session));
+// stop() from another thread while a coordinator is connected: run() returns, and the session's
+// connection is closed by the worker (not by the test's deadline).
+TEST_F(WorkerSessionTest, StopEndsAnActiveSession) {
+  EXPECT_TRUE(server_->stop());
+  EXPECT_TRUE(session_.closed_by_worker());
 }
 
 TEST(WorkerServerStart, EmptySecretIsRefused) {
@@ -1134,17 +1159,18 @@ TEST(WorkerServerStart, PortInUseNamesTheEndpoint) {
       << second.status().message();
 }
 
+// A stop() that comes before run() is not lost: run() then returns at once instead of serving.
 TEST(WorkerServerStart, StopBeforeRunMakesRunReturn) {
   WorkerOptions options;
   options.listen_host = "127.0.0.1";
   options.port = 0;
   options.threads = 1;
   options.secret = "s";
-  auto server = WorkerServer::start(options);
-  ASSERT_TRUE(server.is_ok());
-  (*server)->stop();
-  (*server)->run();
-  SUCCEED();
+  auto started = WorkerServer::start(options);
+  ASSERT_TRUE(started.is_ok()) << started.status().to_string();
+  (*started)->stop();
+  ServerThread running(std::move(started).value());  // run() only now
+  EXPECT_TRUE(running.returned_within(kStopDeadline));
 }
 
 }  // namespace

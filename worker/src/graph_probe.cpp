@@ -28,8 +28,8 @@
 #include "tessera/graph/part.hpp"
 #include "tessera/graph/state.hpp"
 #include "tessera/graph/wire_codec.hpp"
-#include "tessera/partition/digraph.hpp"
-#include "tessera/partition/generators.hpp"
+#include "tessera/graphdata/digraph.hpp"
+#include "tessera/graphdata/generators.hpp"
 #include "tessera/transport/protocol.hpp"
 #include "tessera/worker/thread_cpu.hpp"
 
@@ -321,7 +321,7 @@ uint64_t graph_probe_bytes(const gr::GraphProbe& probe) {
   const uint64_t edges = vertices * probe.edge_factor;
   // The generated edge list (24 bytes an edge) with the graph built from it (offsets, targets), then
   // the part (a copy), its state and the engine's accumulators; the delta windows' arrays and frames.
-  return edges * (2 * sizeof(partition::DirectedEdge) + 3 * sizeof(uint32_t)) + vertices * 96 +
+  return edges * (2 * sizeof(graphdata::DirectedEdge) + 3 * sizeof(uint32_t)) + vertices * 96 +
          uint64_t{probe.large_batch} * 64 + (4u << 20);
 }
 
@@ -336,8 +336,8 @@ Result<gr::GraphProbeResult> measure_graph_rates(const gr::GraphProbe& probe, co
   gr::GraphPart part;
   uint64_t edges = 0;
   {
-    Result<partition::DirectedGraph> graph =
-        partition::generate_directed_graph(fmt::format("rmat:{}:{}", probe.scale, probe.edge_factor), probe.seed);
+    Result<graphdata::DirectedGraph> graph =
+        graphdata::generate_directed_graph(fmt::format("rmat:{}:{}", probe.scale, probe.edge_factor), probe.seed);
     if (!graph) return graph.status().with_context("graph probe: ");
     const gr::VertexState state = gr::initial_state(*graph, spec);
     const gr::Placement placement =

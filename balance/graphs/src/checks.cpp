@@ -11,7 +11,7 @@
 
 namespace tessera::balance::graphs {
 
-Status check_graph_run(const partition::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
+Status check_graph_run(const graphdata::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
                        std::string_view graph_name) {
   TESSERA_RETURN_IF_ERROR(graph::check_spec(spec));
   if (graph.vertex_count <= 0) {
@@ -38,7 +38,7 @@ Status check_graph_run(const partition::DirectedGraph& graph, const graph::Algor
   return Status::ok();
 }
 
-std::optional<double> katz_error_amplification(const partition::DirectedGraph& graph, double beta,
+std::optional<double> katz_error_amplification(const graphdata::DirectedGraph& graph, double beta,
                                                int max_iterations) {
   const auto n = static_cast<std::size_t>(graph.vertex_count);
   // z_{k+1} = 1 + beta |A| z_k from z_0 = 1 climbs monotonically to z; |weights| keep the bound
@@ -64,7 +64,7 @@ std::optional<double> katz_error_amplification(const partition::DirectedGraph& g
   return std::nullopt;
 }
 
-Result<GraphVerification> verify_graph(const partition::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
+Result<GraphVerification> verify_graph(const graphdata::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
                                        std::span<const double> values, double tolerance) {
   Result<std::vector<double>> reference = graph::reference_values(graph, spec);
   if (!reference) return reference.status().with_context("--verify: the reference failed: ");

@@ -61,7 +61,7 @@ json number_or_null(double value) { return std::isfinite(value) ? json(value) : 
 
 }  // namespace
 
-std::string graph_report_json(const GraphReportHeader& header, const tp::DirectedGraph& graph, const GraphOutcome& outcome,
+std::string graph_report_json(const GraphReportHeader& header, const graphdata::DirectedGraph& graph, const GraphOutcome& outcome,
                               int indent) {
   json nodes = json::array();
   for (const GraphNodeFigures& node : outcome.nodes) {
@@ -100,7 +100,7 @@ std::string graph_report_json(const GraphReportHeader& header, const tp::Directe
   }
   json document = {
       {"cluster", header.cluster},
-      {"graph", {{"description", tp::describe(graph)}, {"vertices", outcome.vertices}, {"edges", outcome.edges}}},
+      {"graph", {{"description", graphdata::describe(graph)}, {"vertices", outcome.vertices}, {"edges", outcome.edges}}},
       {"algorithm", {{"name", tg::algorithm_name(outcome.algorithm.kind)}, {"description", tg::describe(outcome.algorithm)},
                      {"damping", outcome.algorithm.damping}, {"beta", outcome.algorithm.beta},
                      {"source", outcome.algorithm.source ? json(*outcome.algorithm.source) : json(nullptr)},

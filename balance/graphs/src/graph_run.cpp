@@ -135,7 +135,7 @@ struct NodeRecord {
 
 class Driver {
  public:
-  Driver(cluster::ClusterConnection& cluster, const tp::DirectedGraph& input, const GraphRunOptions& options,
+  Driver(cluster::ClusterConnection& cluster, const graphdata::DirectedGraph& input, const GraphRunOptions& options,
          const GraphHooks& hooks)
       : cluster_(cluster), input_(input), options_(options), hooks_(hooks) {}
 
@@ -204,13 +204,13 @@ class Driver {
   void add_trace_point(double residual, uint64_t batches_sent, uint64_t batches_received);
 
   cluster::ClusterConnection& cluster_;
-  const tp::DirectedGraph& input_;
+  const graphdata::DirectedGraph& input_;
   const GraphRunOptions& options_;
   const GraphHooks& hooks_;
 
-  tp::DirectedGraph symmetrised_;
-  const tp::DirectedGraph* graph_ = nullptr;  // what the algorithm runs on
-  tp::Graph placement_input_;
+  graphdata::DirectedGraph symmetrised_;
+  const graphdata::DirectedGraph* graph_ = nullptr;  // what the algorithm runs on
+  graphdata::Graph placement_input_;
   double tolerance_ = 0.0;
   std::vector<tg::PriorityLevel> priority_levels_;  // per part, sent with every poll (async sum algorithms)
   std::vector<NodeRecord> records_;
@@ -343,12 +343,12 @@ Status Driver::prepare() {
     return invalid_argument("the node timeout, wall-time limit, poll and snapshot intervals must be > 0");
   }
   if (spec.kind == graph::AlgorithmKind::kConnectedComponents) {
-    symmetrised_ = tp::symmetrised(input_);
+    symmetrised_ = graphdata::symmetrised(input_);
     graph_ = &symmetrised_;
   } else {
     graph_ = &input_;
   }
-  Result<tp::Graph> placement_input = tp::placement_graph(*graph_);
+  Result<graphdata::Graph> placement_input = graphdata::placement_graph(*graph_);
   if (!placement_input) return placement_input.status();
   placement_input_ = std::move(*placement_input);
 
@@ -1040,7 +1040,7 @@ Result<GraphOutcome> Driver::run() {
 
 }  // namespace
 
-Result<GraphOutcome> run_graph(cluster::ClusterConnection& cluster, const partition::DirectedGraph& graph,
+Result<GraphOutcome> run_graph(cluster::ClusterConnection& cluster, const graphdata::DirectedGraph& graph,
                                const GraphRunOptions& options, const GraphHooks& hooks) {
   Driver driver(cluster, graph, options, hooks);
   return driver.run();

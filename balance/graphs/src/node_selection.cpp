@@ -14,7 +14,7 @@
 
 namespace tessera::balance::graphs {
 
-PlacementShape placement_shape(const partition::DirectedGraph& graph, std::span<const int32_t> part_of, uint32_t parts) {
+PlacementShape placement_shape(const graphdata::DirectedGraph& graph, std::span<const int32_t> part_of, uint32_t parts) {
   PlacementShape shape;
   shape.parts.resize(parts);
   // last_seen[v] = the part whose scan last counted v as its ghost (+1; 0: none yet); vertices
@@ -53,7 +53,7 @@ PlacementShape placement_shape(const partition::DirectedGraph& graph, std::span<
 }
 
 graphs::GraphWorkload default_workload(const graph::AlgorithmSpec& spec, double tolerance,
-                                      const partition::DirectedGraph& graph, double poll_interval_s) {
+                                      const graphdata::DirectedGraph& graph, double poll_interval_s) {
   graphs::GraphWorkload workload;
   workload.vertices = graph.vertex_count;
   workload.edges = graph.edge_count();

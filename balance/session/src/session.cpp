@@ -452,7 +452,7 @@ std::vector<graphs::GraphNodeCosts> graph_node_costs(const profile::ClusterProfi
 
 }  // namespace
 
-Result<graphs::GraphOutcome> Session::graph(const partition::DirectedGraph& graph, graphs::GraphRunOptions options,
+Result<graphs::GraphOutcome> Session::graph(const graphdata::DirectedGraph& graph, graphs::GraphRunOptions options,
                                    const RunControl& control) {
   if (cancel_requested(control)) return cancelled("cancelled before the run started");
   TESSERA_RETURN_IF_ERROR(check_not_left_out(options.nodes.listed, state_->left_out));

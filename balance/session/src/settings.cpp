@@ -152,7 +152,7 @@ std::string placement_cache_dir(const std::string& setting) {
   return "";  // nowhere sensible to keep it: run without
 }
 
-Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, const partition::DirectedGraph& graph,
+Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, const graphdata::DirectedGraph& graph,
                                              const OptionSpelling& spelling) {
   if (settings.algorithm.empty()) {
     return invalid_argument(fmt::format("give {} pagerank, katz, cc or sssp", spelling.name("algorithm")));
@@ -184,7 +184,7 @@ Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, cons
 }
 
 Result<graphs::GraphRunOptions> graph_run_options(const GraphSettings& settings,
-                                                        const partition::DirectedGraph& graph,
+                                                        const graphdata::DirectedGraph& graph,
                                                         const OptionSpelling& spelling) {
   Result<graph::AlgorithmSpec> spec = graph_algorithm(settings, graph, spelling);
   if (!spec) return spec.status();

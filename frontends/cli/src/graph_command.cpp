@@ -19,7 +19,7 @@
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/linalg/matrix.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 #include "subcommands.hpp"
 
 namespace tessera::cli {
@@ -29,12 +29,12 @@ namespace tp = tessera::partition;
 namespace tg = tessera::graph;
 
 
-Result<tp::DirectedGraph> load_graph(const GraphCommand& command) {
+Result<graphdata::DirectedGraph> load_graph(const GraphCommand& command) {
   if (command.graph_path.empty() == command.generate.empty()) {
     return invalid_argument("give the graph with --graph FILE or --generate SPEC (one of the two)");
   }
-  if (!command.graph_path.empty()) return tp::read_directed_graph_file(command.graph_path);
-  return tp::generate_directed_graph(command.generate, command.settings.seed);
+  if (!command.graph_path.empty()) return graphdata::read_directed_graph_file(command.graph_path);
+  return graphdata::generate_directed_graph(command.generate, command.settings.seed);
 }
 
 std::string graph_source(const GraphCommand& command) {
@@ -202,9 +202,9 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   if (!cluster) return report_failure(err, cluster.status());
   print_warnings(err, cluster->warnings);
 
-  Result<tp::DirectedGraph> graph = load_graph(command);
+  Result<graphdata::DirectedGraph> graph = load_graph(command);
   if (!graph) return report_failure(err, graph.status());
-  out << fmt::format("{}: {}\n", graph_source(command), tp::describe(*graph));
+  out << fmt::format("{}: {}\n", graph_source(command), graphdata::describe(*graph));
   Result<graphs::GraphRunOptions> options = session::graph_run_options(command.settings, *graph, flag_spelling());
   if (!options) return report_failure(err, options.status());
   const tg::AlgorithmSpec spec = options->algorithm;

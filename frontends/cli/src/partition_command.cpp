@@ -10,8 +10,8 @@
 #include "tessera/balance/cluster/cluster_spec.hpp"
 #include "tessera/cli/commands.hpp"
 #include "tessera/balance/profile/profile.hpp"
-#include "tessera/partition/generators.hpp"
-#include "tessera/partition/graph_io.hpp"
+#include "tessera/graphdata/generators.hpp"
+#include "tessera/graphdata/graph_io.hpp"
 #include "tessera/partition/graph_partition.hpp"
 #include "subcommands.hpp"
 
@@ -55,11 +55,11 @@ Result<Parts> part_weights(const PartitionCommand& command) {
   return parts;
 }
 
-Result<tp::Graph> load_input(const PartitionCommand& command, std::ostream& err) {
+Result<graphdata::Graph> load_input(const PartitionCommand& command, std::ostream& err) {
   if (command.input.empty()) return invalid_argument("give an INPUT: a graph file or a generator spec");
-  if (tp::is_generator_spec(command.input)) return tp::generate_graph(command.input, command.settings.seed);
-  tp::GraphBuildStats stats;
-  Result<tp::Graph> graph = tp::read_graph_file(command.input, &stats);
+  if (graphdata::is_generator_spec(command.input)) return graphdata::generate_graph(command.input, command.settings.seed);
+  graphdata::GraphBuildStats stats;
+  Result<graphdata::Graph> graph = graphdata::read_graph_file(command.input, &stats);
   if (graph && stats.self_loops_removed > 0) {
     err << fmt::format("{}: removed {} self-loop(s)\n", command.input, stats.self_loops_removed);
   }
@@ -84,7 +84,7 @@ Status write_parts(const std::string& path, const std::vector<int32_t>& part) {
   return Status::ok();
 }
 
-Status write_report(const std::string& path, const PartitionCommand& command, const tp::Graph& graph,
+Status write_report(const std::string& path, const PartitionCommand& command, const graphdata::Graph& graph,
                     const Parts& parts, const tp::Partition& partition, double seconds) {
   using nlohmann::json;
   const tp::PartitionQuality& quality = partition.quality;
@@ -144,14 +144,14 @@ int command_partition(const PartitionCommand& command, std::ostream& out, std::o
   if (!parts) return report_failure(err, parts.status());
   options->target_weights = parts->weights;
 
-  Result<tp::Graph> graph = load_input(command, err);
+  Result<graphdata::Graph> graph = load_input(command, err);
   if (!graph) return report_failure(err, graph.status());
   const auto start = std::chrono::steady_clock::now();
   Result<tp::Partition> partition = tp::partition_graph(*graph, *options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!partition) return report_failure(err, partition.status());
 
-  out << fmt::format("{}: {}\n", command.input, tp::describe(*graph));
+  out << fmt::format("{}: {}\n", command.input, graphdata::describe(*graph));
   out << fmt::format("method {}, objective {}, imbalance tolerance {}, seed {}: {} parts in {:.3f} s\n", command.settings.method,
                      command.settings.objective, command.settings.imbalance, command.settings.seed, parts->weights.size(), seconds);
   if (!partition->note.empty()) err << "note: " << partition->note << "\n";

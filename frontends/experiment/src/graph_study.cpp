@@ -23,7 +23,7 @@
 #include "tessera/core/stats.hpp"
 #include "tessera/core/strings.hpp"
 #include "tessera/graph/reference.hpp"
-#include "tessera/partition/generators.hpp"
+#include "tessera/graphdata/generators.hpp"
 
 namespace tessera::experiment {
 
@@ -137,7 +137,7 @@ GraphStudy parse_graph_study(const YAML::Node& root, const std::string& path) {
   study.cluster_paths = read_study_header_into(study, keys, path, kGraphStudySchema);
   const fs::path base = fs::path(path).parent_path();
   for (const std::string& graph : text_list(keys, "graphs", "[rmat:16]")) {
-    study.graphs.push_back(partition::is_generator_spec(graph) ? graph : (base / graph).lexically_normal().string());
+    study.graphs.push_back(graphdata::is_generator_spec(graph) ? graph : (base / graph).lexically_normal().string());
   }
   if (study.graphs.empty()) keys.fail_missing("graphs", "[rmat:16]");
   study.algorithms = parsed_list<graph::AlgorithmKind>(keys, "algorithms", "[pagerank, cc]", graph::parse_algorithm);
@@ -278,7 +278,7 @@ std::string group_label(const GraphGroupKey& key) {
 
 // File-name-safe form of a graph spec or path: "rmat:16" -> "rmat-16", "/a/b/web.txt" -> "web".
 std::string file_stem(const std::string& graph) {
-  std::string stem = partition::is_generator_spec(graph) ? graph : fs::path(graph).stem().string();
+  std::string stem = graphdata::is_generator_spec(graph) ? graph : fs::path(graph).stem().string();
   for (char& c : stem) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '-';
   }
@@ -773,9 +773,9 @@ std::string graph_study_report(const GraphStudy& study, const std::vector<Cluste
 // ---------------------------------------------------------------------------------------------
 // Running
 
-Result<partition::DirectedGraph> load_graph(const std::string& graph, uint64_t seed) {
-  if (partition::is_generator_spec(graph)) return partition::generate_directed_graph(graph, seed);
-  return partition::read_directed_graph_file(graph);
+Result<graphdata::DirectedGraph> load_graph(const std::string& graph, uint64_t seed) {
+  if (graphdata::is_generator_spec(graph)) return graphdata::generate_directed_graph(graph, seed);
+  return graphdata::read_directed_graph_file(graph);
 }
 
 // The combinations one repetition runs, in the order they run.
@@ -830,9 +830,9 @@ class GraphStudyKind final : public StudyKind {
       }
     }
     for (const std::string& spec : study_.graphs) {
-      Result<partition::DirectedGraph> graph = load_graph(spec, 1);
+      Result<graphdata::DirectedGraph> graph = load_graph(spec, 1);
       if (!graph) return graph.status();
-      progress << fmt::format("graph {}: {}\n", spec, partition::describe(*graph));
+      progress << fmt::format("graph {}: {}\n", spec, graphdata::describe(*graph));
       if (std::count(study_.algorithms.begin(), study_.algorithms.end(), graph::AlgorithmKind::kKatz) > 0) {
         // Half the largest beta that provably converges, unless the study fixes one.
         katz_betas_[spec] = study_.beta.value_or(0.5 / std::max(1.0, graph::spectral_radius_bounds(*graph).upper));
@@ -932,7 +932,7 @@ class GraphStudyKind final : public StudyKind {
   const GraphStudy& study_;
   const ExperimentOptions& options_;
   const std::vector<Combination> combos_;
-  std::map<std::string, partition::DirectedGraph> graphs_;
+  std::map<std::string, graphdata::DirectedGraph> graphs_;
   std::map<std::string, double> katz_betas_;
   std::vector<ClusterFacts> clusters_;
   std::string cache_root_;  // <out_dir>/graph-cache, or empty (cache: none)

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::graph {
 
@@ -60,13 +60,13 @@ Placement make_placement(std::span<const int32_t> part_of, uint32_t part_count);
 
 // One GraphPart per part of `placement`, with the state's values and deltas of its vertices.
 // REQUIRES: state sizes == graph.vertex_count == placement.part_of.size().
-std::vector<GraphPart> build_parts(const partition::DirectedGraph& graph, const Placement& placement,
+std::vector<GraphPart> build_parts(const graphdata::DirectedGraph& graph, const Placement& placement,
                                    std::span<const double> value, std::span<const double> delta);
 
 // Part `part` alone, as build_parts makes it: O(V) scratch plus the part's own edges, so the
 // driver builds each part on the thread that ships it, the parts in parallel. Thread-safe for
 // concurrent calls on one graph and placement.
-GraphPart build_part(const partition::DirectedGraph& graph, const Placement& placement, uint32_t part,
+GraphPart build_part(const graphdata::DirectedGraph& graph, const Placement& placement, uint32_t part,
                      std::span<const double> value, std::span<const double> delta);
 
 // Scatters a part's values (slot order) back into a global vector.

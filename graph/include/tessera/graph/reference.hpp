@@ -11,7 +11,7 @@
 
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::graph {
 
@@ -19,7 +19,7 @@ namespace tessera::graph {
 // normalised to sum 1; katz: unnormalised; cc: the label per vertex; sssp: distance, +inf where
 // unreachable. Power iteration stops when sum |x_{k+1} - x_k| <= tolerance (default 1e-12) and
 // fails (kInternal) if that takes more than max_iterations.
-Result<std::vector<double>> reference_values(const partition::DirectedGraph& graph, const AlgorithmSpec& spec,
+Result<std::vector<double>> reference_values(const graphdata::DirectedGraph& graph, const AlgorithmSpec& spec,
                                              double tolerance = 1e-12, int max_iterations = 100000);
 
 // Rigorous bounds on lambda_max(A) (the spectral radius) from Collatz-Wielandt on a few power
@@ -28,11 +28,11 @@ struct SpectralBounds {
   double lower = 0.0;
   double upper = 0.0;
 };
-SpectralBounds spectral_radius_bounds(const partition::DirectedGraph& graph, int iterations = 200);
+SpectralBounds spectral_radius_bounds(const graphdata::DirectedGraph& graph, int iterations = 200);
 // OK when beta * upper < 1. Otherwise kInvalidArgument: "--beta B is at least 1/lambda_max (the
 // series diverges)" when beta * lower >= 1, or "cannot prove --beta B converges (lambda_max is
 // between L and U); use --beta below 1/U".
-Status check_katz_beta(const partition::DirectedGraph& graph, double beta);
+Status check_katz_beta(const graphdata::DirectedGraph& graph, double beta);
 
 struct Comparison {
   double l1_error = 0.0;        // sum |x - ref| over finite entries

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "tessera/graph/algorithm.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::graph {
 
@@ -25,9 +25,9 @@ struct VertexState {
 };
 
 // REQUIRES: check_spec(spec) ok; source (if any) < vertex_count.
-VertexState initial_state(const partition::DirectedGraph& graph, const AlgorithmSpec& spec);
+VertexState initial_state(const graphdata::DirectedGraph& graph, const AlgorithmSpec& spec);
 // REQUIRES: as initial_state; x.size() == vertex_count.
-VertexState restart_state(const partition::DirectedGraph& graph, const AlgorithmSpec& spec, std::span<const double> x);
+VertexState restart_state(const graphdata::DirectedGraph& graph, const AlgorithmSpec& spec, std::span<const double> x);
 
 // The edge factor g is applied with: pagerank d / outdeg(u) (per source vertex), katz beta *
 // weight, sssp weight, cc none. Exposed so the engine, the sync baseline and the references

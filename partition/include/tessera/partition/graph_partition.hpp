@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
-#include "tessera/partition/graph.hpp"
+#include "tessera/graphdata/graph.hpp"
 
 namespace tessera::partition {
 
@@ -107,11 +107,11 @@ struct Partition {
 
 // Partitions `graph` as `options` say. Fails (kInvalidArgument) on bad targets or imbalance < 1 or
 // not finite; (kInternal) if METIS fails or a method breaks the output invariants.
-Result<Partition> partition_graph(const Graph& graph, const PartitionOptions& options);
+Result<Partition> partition_graph(const graphdata::Graph& graph, const PartitionOptions& options);
 
 // Quality of any assignment. Fails (kInvalidArgument) when `part` has the wrong length or a part
 // outside 0 .. targets.size()-1, or the targets are invalid.
-Result<PartitionQuality> evaluate_partition(const Graph& graph, std::span<const int32_t> part,
+Result<PartitionQuality> evaluate_partition(const graphdata::Graph& graph, std::span<const int32_t> part,
                                             std::span<const double> target_weights);
 
 // METIS' return codes as a Status naming the call: METIS_OK -> OK, METIS_ERROR_INPUT ->

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
-#include "tessera/partition/graph.hpp"
+#include "tessera/graphdata/graph.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
 namespace tessera::partition {
@@ -29,7 +29,7 @@ namespace tessera::partition {
 // XXH3-64 over the vertex and edge counts and the CSR arrays (xadj, adjncy, vertex and edge
 // weights, each with its length), so graphs with equal sizes but different edges or weights hash
 // differently. O(V + E), a few ms per million edges.
-uint64_t graph_content_hash(const Graph& graph);
+uint64_t graph_content_hash(const graphdata::Graph& graph);
 
 struct PlacementKey {
   uint64_t graph_hash = 0;
@@ -44,10 +44,10 @@ struct PlacementKey {
 
 // The key of partitioning `graph` with `options`. Fails (kInvalidArgument) on target weights that
 // normalise_weights refuses.
-Result<PlacementKey> placement_key(const Graph& graph, const PartitionOptions& options);
+Result<PlacementKey> placement_key(const graphdata::Graph& graph, const PartitionOptions& options);
 // The same with the graph's content hash already computed (graph_content_hash(graph)): a caller
 // that looks up several keys of one graph hashes it once.
-Result<PlacementKey> placement_key(uint64_t graph_hash, const Graph& graph, const PartitionOptions& options);
+Result<PlacementKey> placement_key(uint64_t graph_hash, const graphdata::Graph& graph, const PartitionOptions& options);
 
 // Whether two keys name the same placement: all fields equal except the imbalance and the target
 // weights, which match within 1e-9 relative (weights 4,1,1,1 and 0.4,0.1,0.1,0.1 are one key).
@@ -74,6 +74,6 @@ Status store_placement(const std::filesystem::path& dir, const PlacementKey& key
 // file claims. Fails (kInvalidArgument) only when `key` does not describe `graph` (vertex or edge
 // count differ): a caller's mistake, not the file's.
 Result<std::optional<Partition>> load_placement(const std::filesystem::path& dir, const PlacementKey& key,
-                                                const Graph& graph, std::string* reason = nullptr);
+                                                const graphdata::Graph& graph, std::string* reason = nullptr);
 
 }  // namespace tessera::partition

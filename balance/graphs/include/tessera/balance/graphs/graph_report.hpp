@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tessera/balance/graphs/graph_run.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::balance::graphs {
 
@@ -22,7 +22,7 @@ struct GraphReportHeader {
 
 // indent < 0: one line; otherwise pretty-printed with that many spaces. Non-finite numbers
 // (unreachable distances in errors) are written as null.
-std::string graph_report_json(const GraphReportHeader& header, const partition::DirectedGraph& graph,
+std::string graph_report_json(const GraphReportHeader& header, const graphdata::DirectedGraph& graph,
                               const GraphOutcome& outcome, int indent = 2);
 
 }  // namespace tessera::balance::graphs

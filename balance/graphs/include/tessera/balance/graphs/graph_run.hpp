@@ -47,7 +47,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
 #include "tessera/graph/engine.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
 namespace tessera::balance::graphs {
@@ -299,13 +299,13 @@ struct GraphOutcome {
 // vertex); kInvalidConfig naming a node without the graph service; kNetworkError when every node
 // was lost (naming each and why); kResourceExhausted past max_wall_s or max_restarts; kCancelled.
 // A run whose answer fails verification succeeds; outcome.verification says so.
-Result<GraphOutcome> run_graph(cluster::ClusterConnection& cluster, const partition::DirectedGraph& graph,
+Result<GraphOutcome> run_graph(cluster::ClusterConnection& cluster, const graphdata::DirectedGraph& graph,
                                const GraphRunOptions& options, const GraphHooks& hooks = {});
 
 // Checks that need only the graph (step 1 above). OK or kInvalidArgument naming what to fix;
 // `graph_name` names the graph where a message is about the graph itself (its file, or a
 // generator spec: "web.edges has no vertices ...").
-Status check_graph_run(const partition::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
+Status check_graph_run(const graphdata::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
                        std::string_view graph_name = "the graph");
 
 // The tolerance a run of `spec` stops at: 0 for cc/sssp, else `requested` or the default.
@@ -314,12 +314,12 @@ Result<double> run_tolerance(const graph::AlgorithmSpec& spec, std::optional<dou
 
 // The verification described at GraphVerification; fails only if the reference cannot be
 // computed. `graph` is the input graph (cc symmetrises it itself).
-Result<GraphVerification> verify_graph(const partition::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
+Result<GraphVerification> verify_graph(const graphdata::DirectedGraph& graph, const graph::AlgorithmSpec& spec,
                                        std::span<const double> values, double tolerance);
 
 // max_u z_u, z = sum_k (beta A)^k 1 (the Katz error amplification above), or nullopt when the
 // iteration does not settle within max_iterations (beta too close to 1/lambda_max).
-std::optional<double> katz_error_amplification(const partition::DirectedGraph& graph, double beta,
+std::optional<double> katz_error_amplification(const graphdata::DirectedGraph& graph, double beta,
                                                int max_iterations = 100000);
 
 }  // namespace tessera::balance::graphs

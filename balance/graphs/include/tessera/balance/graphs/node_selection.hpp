@@ -13,7 +13,7 @@
 #include "tessera/balance/graphs/run_memory.hpp"
 #include "tessera/balance/graphs/graph_placement.hpp"
 #include "tessera/graph/algorithm.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 namespace tessera::balance::graphs {
 
@@ -23,7 +23,7 @@ struct PlacementShape {
   std::vector<graphs::GraphPartShape> parts;
   int64_t cut_edges = 0;
 };
-PlacementShape placement_shape(const partition::DirectedGraph& graph, std::span<const int32_t> part_of, uint32_t parts);
+PlacementShape placement_shape(const graphdata::DirectedGraph& graph, std::span<const int32_t> part_of, uint32_t parts);
 
 // Sweeps per edge when no run on this graph measured them: the synchronous steps the series needs
 // to fall below the tolerance (pagerank: (1 - d) d^k <= tol; katz: beta-series alike), times the
@@ -31,7 +31,7 @@ PlacementShape placement_shape(const partition::DirectedGraph& graph, std::span<
 // cc and sssp (most labels settle in one or two waves on low-diameter graphs). Remote deltas add
 // `spread_per_cut` per unit of cut fraction (measured on R-MAT and meshes, docs/graphs.md).
 graphs::GraphWorkload default_workload(const graph::AlgorithmSpec& spec, double tolerance,
-                                      const partition::DirectedGraph& graph, double poll_interval_s);
+                                      const graphdata::DirectedGraph& graph, double poll_interval_s);
 
 // The candidate node sets of `auto`: among `usable` (cluster indices), the fastest alone, the
 // fastest two, ..., all (graphs::nodes_by_graph_speed order).
@@ -41,8 +41,8 @@ std::vector<std::vector<std::size_t>> candidate_sets(const std::vector<graphs::G
 // The nodes of the run and its first placement, chosen as options.nodes says (NodeChoice), with
 // options.method or, with choose_method, the method the forecast prefers.
 struct SelectionInput {
-  const partition::DirectedGraph& graph;  // what the algorithm runs on
-  const partition::Graph& placement_graph;
+  const graphdata::DirectedGraph& graph;  // what the algorithm runs on
+  const graphdata::Graph& placement_graph;
   std::vector<std::string> node_names;    // cluster order
   const GraphRunOptions& options;
   double tolerance = 0.0;

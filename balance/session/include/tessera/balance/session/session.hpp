@@ -208,7 +208,7 @@ class Session {
   // workers without the graph service at connect time (they fail the run by name otherwise).
   // control.cancel stops the run (kCancelled; the session is closed), control.on_notice hears
   // about lost nodes and restarts. A failed verification is a success whose outcome says so.
-  Result<graphs::GraphOutcome> graph(const partition::DirectedGraph& graph, graphs::GraphRunOptions options,
+  Result<graphs::GraphOutcome> graph(const graphdata::DirectedGraph& graph, graphs::GraphRunOptions options,
                              const RunControl& control = {});
 
   // The model's forecast of `plan`; none without a profile or for layouts the model cannot replay.

@@ -25,7 +25,7 @@
 #include "tessera/balance/session/session.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/graph/algorithm.hpp"
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 #include "tessera/partition/graph_partition.hpp"
 
 namespace tessera::balance::session {
@@ -166,7 +166,7 @@ struct GraphSettings {
 // The algorithm of `settings` as a spec. Fails (kInvalidArgument) on no or an unknown algorithm,
 // an unknown label, or katz without beta; that message suggests a beta from `graph`'s spectral
 // bound. Range checks of the values are check_graph_run's.
-Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, const partition::DirectedGraph& graph,
+Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, const graphdata::DirectedGraph& graph,
                                              const OptionSpelling& spelling);
 
 // The whole run's options: graph_algorithm, then mode, placement, tolerance (> 0 and finite for
@@ -175,7 +175,7 @@ Result<graph::AlgorithmSpec> graph_algorithm(const GraphSettings& settings, cons
 // priority_fraction in (0, 1]. Weights and peer hosts are the caller's (they need the file
 // system). Fails (kInvalidArgument) naming the option as `spelling` writes it.
 Result<graphs::GraphRunOptions> graph_run_options(const GraphSettings& settings,
-                                                        const partition::DirectedGraph& graph,
+                                                        const graphdata::DirectedGraph& graph,
                                                         const OptionSpelling& spelling);
 
 // The directory GraphSettings::placement_cache names: "" for none, the default when empty.

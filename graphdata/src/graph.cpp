@@ -1,11 +1,11 @@
-#include "tessera/partition/graph.hpp"
+#include "tessera/graphdata/graph.hpp"
 
 #include <algorithm>
 #include <tuple>
 
 #include <fmt/format.h>
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 
 struct GraphAccess {
   static Graph make(std::vector<int32_t> xadj, std::vector<int32_t> adjncy, std::vector<int32_t> vertex_weights,
@@ -133,4 +133,4 @@ std::string describe(const Graph& graph) {
   return text;
 }
 
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

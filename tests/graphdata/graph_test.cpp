@@ -1,11 +1,11 @@
-#include "tessera/partition/graph.hpp"
+#include "tessera/graphdata/graph.hpp"
 
 #include <cstdint>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 namespace {
 
 std::vector<int32_t> neighbours_of(const Graph& graph, int32_t v) {
@@ -110,4 +110,4 @@ TEST(BuildGraph, Describe) {
 }
 
 }  // namespace
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

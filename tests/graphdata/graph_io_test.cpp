@@ -1,4 +1,4 @@
-#include "tessera/partition/graph_io.hpp"
+#include "tessera/graphdata/graph_io.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 namespace {
 
 std::string instance(const std::string& name) { return std::string(TESSERA_TEST_INSTANCES) + "/graphs/" + name; }
@@ -264,4 +264,4 @@ TEST(GraphHeaders, SpecialFilesAreRefused) {
   EXPECT_NE(graph.status().message().find("is a FIFO"), std::string::npos) << graph.status().message();
 }
 
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

@@ -1,4 +1,4 @@
-#include "tessera/partition/graph_io.hpp"
+#include "tessera/graphdata/graph_io.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -11,10 +11,10 @@
 #include "tessera/core/files.hpp"
 #include "tessera/core/memory.hpp"
 #include "tessera/core/strings.hpp"
-#include "tessera/partition/tiling.hpp"
+#include "tessera/graphdata/tile_graph.hpp"
 #include "text_formats.hpp"
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 namespace detail {
 namespace {
 
@@ -530,4 +530,4 @@ Result<Graph> read_graph_file(const std::string& path, GraphBuildStats* stats) {
   return internal_error("unreachable");
 }
 
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

@@ -14,9 +14,9 @@
 #include <string_view>
 
 #include "tessera/core/status.hpp"
-#include "tessera/partition/graph.hpp"
+#include "tessera/graphdata/graph.hpp"
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 
 // The graph of a sparse matrix's pattern, as parse_matrix_market builds it from a .mtx file (so a
 // matrix in memory and its .mtx give one graph): a square matrix gives its symmetrised pattern
@@ -58,4 +58,4 @@ Result<Graph> parse_edge_list(std::string_view text, const std::string& source_n
 // .edges / .el / .txt -> edge list. Another extension fails naming the accepted ones.
 Result<Graph> read_graph_file(const std::string& path, GraphBuildStats* stats = nullptr);
 
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

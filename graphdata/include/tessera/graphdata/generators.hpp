@@ -22,9 +22,9 @@
 #include <string_view>
 
 #include "tessera/core/status.hpp"
-#include "tessera/partition/graph.hpp"
+#include "tessera/graphdata/graph.hpp"
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 
 Result<Graph> mesh2d(int64_t nx, int64_t ny);
 Result<Graph> mesh3d(int64_t nx, int64_t ny, int64_t nz);
@@ -52,4 +52,4 @@ bool is_generator_spec(std::string_view text);
 // (kInvalidArgument) quoting the syntax.
 Result<Graph> generate_graph(std::string_view spec, uint64_t seed);
 
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

@@ -1,4 +1,4 @@
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "tessera/core/strings.hpp"
 #include "text_formats.hpp"
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 namespace {
 
 using detail::Source;
@@ -357,4 +357,4 @@ Result<DirectedGraph> generate_directed_graph(std::string_view spec, uint64_t se
   return internal_error("unreachable");
 }
 
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

@@ -1,8 +1,8 @@
-#include "tessera/partition/generators.hpp"
+#include "tessera/graphdata/generators.hpp"
 
 #include <gtest/gtest.h>
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 namespace {
 
 TEST(Generators, MeshSizes) {
@@ -91,4 +91,4 @@ TEST(Generators, Specs) {
 }
 
 }  // namespace
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

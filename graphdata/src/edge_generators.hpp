@@ -1,4 +1,4 @@
-// Internal to tessera_partition: the edge-producing half of the graph generators, shared by the
+// Internal to tessera_graphdata: the edge-producing half of the graph generators, shared by the
 // undirected ones (generators.cpp, which hand the edges to build_graph) and the directed ones
 // (digraph.cpp, which hand them to build_directed_graph). One random stream and one order of
 // draws, so a spec and seed give the same edges to both; only the checks on size (METIS' 32-bit
@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
-#include "tessera/partition/digraph.hpp"
-#include "tessera/partition/generators.hpp"
-#include "tessera/partition/graph.hpp"
+#include "tessera/graphdata/digraph.hpp"
+#include "tessera/graphdata/generators.hpp"
+#include "tessera/graphdata/graph.hpp"
 
-namespace tessera::partition::detail {
+namespace tessera::graphdata::detail {
 
 // splitmix64 as a stream: tiny, statistically sound for generation, and identical everywhere
 // (the <random> distributions are implementation-defined, so they are not used).
@@ -162,4 +162,4 @@ void append_lognormal_edges(LognormalDraw& draw, bool self_loops, std::vector<E>
   }
 }
 
-}  // namespace tessera::partition::detail
+}  // namespace tessera::graphdata::detail

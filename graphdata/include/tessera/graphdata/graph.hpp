@@ -18,7 +18,7 @@
 
 #include "tessera/core/status.hpp"
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 
 // The largest index and weight sum METIS' 32-bit idx_t holds.
 inline constexpr int64_t kMaxGraphIndex = INT32_MAX;
@@ -97,4 +97,4 @@ Result<Graph> build_graph(const GraphInput& input, GraphBuildStats* stats = null
 // "62 vertices, 159 edges, vertex weights 1..12" for logs and test failures.
 std::string describe(const Graph& graph);
 
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

@@ -1,4 +1,4 @@
-// Internal to tessera_partition: the line and token layer and the three file-format scanners that
+// Internal to tessera_graphdata: the line and token layer and the three file-format scanners that
 // the undirected readers (graph_io.cpp) and the directed ones (digraph.cpp) share.
 //
 // A scanner checks a file's syntax and structure (header, counts, index ranges, token counts) and
@@ -18,7 +18,7 @@
 
 #include "tessera/core/status.hpp"
 
-namespace tessera::partition::detail {
+namespace tessera::graphdata::detail {
 
 // Reserving what a header announces lets a one-line file claim terabytes; cap it and let vectors
 // grow past the cap only as real entries arrive.
@@ -149,4 +149,4 @@ std::optional<GraphFormat> graph_format_of(const std::string& path, bool snap_ex
 // message ("; partition a smaller graph").
 Result<std::string> read_graph_text(const std::string& path, std::string_view remedy);
 
-}  // namespace tessera::partition::detail
+}  // namespace tessera::graphdata::detail

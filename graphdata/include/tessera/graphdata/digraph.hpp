@@ -2,7 +2,7 @@
 // graph algorithms (PageRank, Katz, connected components, shortest paths).
 //
 // Vertex v's out-edges are targets[offsets[v] .. offsets[v+1]), sorted by target; weights, when
-// present, run parallel to targets. Unlike partition::Graph (undirected, cleaned for METIS), a
+// present, run parallel to targets. Unlike graphdata::Graph (undirected, cleaned for METIS), a
 // DirectedGraph keeps its input as given: self-loops stay, and an edge listed twice is two
 // parallel edges (an adjacency matrix entry of 2), so every algorithm and its reference see the
 // same multigraph. Vertex ids are 0 .. vertex_count-1 and fit 32 bits; edge counts are 64-bit.
@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
-#include "tessera/partition/graph.hpp"
+#include "tessera/graphdata/graph.hpp"
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 
 struct DirectedGraph {
   int64_t vertex_count = 0;
@@ -87,4 +87,4 @@ Result<DirectedGraph> read_directed_graph_file(const std::string& path);
 // A malformed spec fails (kInvalidArgument) quoting the syntax.
 Result<DirectedGraph> generate_directed_graph(std::string_view spec, uint64_t seed);
 
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

@@ -1,4 +1,4 @@
-#include "tessera/partition/digraph.hpp"
+#include "tessera/graphdata/digraph.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,9 +13,9 @@
 #include <gtest/gtest.h>
 
 #include "tessera/core/strings.hpp"
-#include "tessera/partition/graph_io.hpp"
+#include "tessera/graphdata/graph_io.hpp"
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 namespace {
 
 // Real graphs shipped by Debian packages that scripts/setup.sh installs. libmetis-doc: finite
@@ -444,4 +444,4 @@ TEST(GenerateDirected, BadSpecsAndSizes) {
 }
 
 }  // namespace
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

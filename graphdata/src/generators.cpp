@@ -1,4 +1,4 @@
-#include "tessera/partition/generators.hpp"
+#include "tessera/graphdata/generators.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "edge_generators.hpp"
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 namespace detail {
 namespace {
 
@@ -219,4 +219,4 @@ Result<Graph> generate_graph(std::string_view spec, uint64_t seed) {
   return internal_error("unreachable");
 }
 
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata

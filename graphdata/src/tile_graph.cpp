@@ -1,11 +1,11 @@
-#include "tessera/partition/tiling.hpp"
+#include "tessera/graphdata/tile_graph.hpp"
 
 #include <algorithm>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
-namespace tessera::partition {
+namespace tessera::graphdata {
 
 Result<Graph> tile_graph(std::span<const Tile> tiles) {
   if (static_cast<int64_t>(tiles.size()) > kMaxGraphIndex) {
@@ -62,4 +62,4 @@ Result<Graph> tile_graph(std::span<const Tile> tiles) {
   return build_graph(input);
 }
 
-}  // namespace tessera::partition
+}  // namespace tessera::graphdata
