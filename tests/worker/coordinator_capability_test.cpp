@@ -24,8 +24,8 @@ constexpr uint64_t kTestCapability = uint64_t{1} << 20;
 std::vector<worker::Service> non_gemm_services() {
   worker::MessageHandler credit;
   credit.type = tp::MessageType::kCredit;
-  credit.on_message = [](worker::SessionContext&, const tp::FrameHeader&, std::span<const std::byte>) {
-    return worker::SessionStep::kContinue;
+  credit.on_message = [](worker::ServiceContext&, const tp::FrameHeader&, std::span<const std::byte>) {
+    return worker::HandlerStep::kContinue;
   };
   return {worker::Service{"test", kTestCapability, {credit}}};
 }

@@ -37,8 +37,8 @@ constexpr uint64_t kTestCapability = uint64_t{1} << 20;
 MessageHandler decoded(tp::MessageType type) {
   MessageHandler handler;
   handler.type = type;
-  handler.on_message = [](SessionContext&, const tp::FrameHeader&, std::span<const std::byte>) {
-    return SessionStep::kContinue;
+  handler.on_message = [](ServiceContext&, const tp::FrameHeader&, std::span<const std::byte>) {
+    return HandlerStep::kContinue;
   };
   return handler;
 }
@@ -46,14 +46,14 @@ MessageHandler decoded(tp::MessageType type) {
 // Sums the ids of a RELEASE on the compute pool and answers from the task's completion.
 class SumIdsTask final : public PoolTask {
  public:
-  SumIdsTask(SessionContext& context, std::vector<uint32_t> ids, uint64_t request_id)
+  SumIdsTask(ServiceContext& context, std::vector<uint32_t> ids, uint64_t request_id)
       : context_(context), ids_(std::move(ids)), request_id_(request_id) {}
   std::size_t part_count(std::size_t) const override { return 1; }
   void run_part(std::size_t, std::size_t) override { sum_ = std::accumulate(ids_.begin(), ids_.end(), uint64_t{0}); }
   void complete(double) override { (void)gemm::write_message(context_.connection(), gemm::Credit{sum_, 1, 0.0}, request_id_); }
 
  private:
-  SessionContext& context_;
+  ServiceContext& context_;
   std::vector<uint32_t> ids_;
   uint64_t request_id_;
   uint64_t sum_ = 0;
@@ -72,32 +72,32 @@ struct TestService {
     MessageHandler credit;
     credit.type = tp::MessageType::kCredit;
     // The service decodes the payload it is handed with its own codec, as the GEMM service does.
-    credit.on_message = [](SessionContext& context, const tp::FrameHeader& header, std::span<const std::byte> payload) {
+    credit.on_message = [](ServiceContext& context, const tp::FrameHeader& header, std::span<const std::byte> payload) {
       Result<gemm::GemmMessage> decoded =
           gemm::decode_gemm_payload(header.type, payload, gemm::limits_for(context.limits()));
       if (!decoded) return context.fail(tp::ErrorCode::kBadFrame, decoded.status().message(), header.request_id);
       const auto& asked = std::get<gemm::Credit>(*decoded);
       const Status written = gemm::write_message(context.connection(),
                                                  gemm::Credit{asked.job_id + 1, asked.credits * 2, 0.0}, header.request_id);
-      return written.is_ok() ? SessionStep::kContinue : context.read_failed(written, header.request_id);
+      return written.is_ok() ? HandlerStep::kContinue : context.read_failed(written, header.request_id);
     };
     MessageHandler release;
     release.type = tp::MessageType::kRelease;
-    release.on_message = [](SessionContext& context, const tp::FrameHeader& header, std::span<const std::byte> payload) {
+    release.on_message = [](ServiceContext& context, const tp::FrameHeader& header, std::span<const std::byte> payload) {
       Result<gemm::GemmMessage> decoded =
           gemm::decode_gemm_payload(header.type, payload, gemm::limits_for(context.limits()));
       if (!decoded) return context.fail(tp::ErrorCode::kBadFrame, decoded.status().message(), header.request_id);
       auto& ids = std::get<gemm::Release>(*decoded).tile_ids;
       context.pool().submit(std::make_unique<SumIdsTask>(context, std::move(ids), header.request_id));
-      return SessionStep::kContinue;
+      return HandlerStep::kContinue;
     };
     MessageHandler probe;
     probe.type = tp::MessageType::kProbe;
     probe.max_payload_bytes = [](const tp::Limits&) -> uint64_t { return 24; };
-    probe.on_message = [seen = probes_seen](SessionContext&, const tp::FrameHeader&, std::span<const std::byte> payload) {
+    probe.on_message = [seen = probes_seen](ServiceContext&, const tp::FrameHeader&, std::span<const std::byte> payload) {
       EXPECT_LE(payload.size(), 24u);
       ++*seen;
-      return SessionStep::kContinue;
+      return HandlerStep::kContinue;
     };
     service.handlers = {credit, release, probe};
     return service;
@@ -140,7 +140,7 @@ TEST(ServiceTable, RefusesConflictingOrMalformedServices) {
     std::string message;
   };
   MessageHandler both = decoded(tp::MessageType::kCredit);
-  both.on_stream = [](SessionContext&, const tp::FrameHeader&) { return SessionStep::kContinue; };
+  both.on_stream = [](ServiceContext&, const tp::FrameHeader&) { return HandlerStep::kContinue; };
   MessageHandler neither;
   neither.type = tp::MessageType::kCredit;
   const std::vector<Case> cases = {

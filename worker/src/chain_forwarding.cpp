@@ -35,7 +35,7 @@ Status await_peer_ready(tp::FrameConnection& connection, uint64_t run_token, std
 
 ChainForwarding::~ChainForwarding() { stop_run(); }
 
-gemm::ForwardReady ChainForwarding::setup(SessionContext& coordinator, const gemm::ForwardSetup& setup,
+gemm::ForwardReady ChainForwarding::setup(ServiceContext& coordinator, const gemm::ForwardSetup& setup,
                                         std::chrono::milliseconds timeout) {
   stop_run();
   gemm::ForwardReady ready{setup.run_token, false, ""};
@@ -157,7 +157,7 @@ Status ChainForwarding::stored_by_peer(uint64_t run_token, const std::shared_ptr
 
 void ChainForwarding::tell_coordinator_locked(const gemm::ForwardMessage& message) {
   if (coordinator_ == nullptr) return;
-  SessionContext* coordinator = coordinator_;
+  ServiceContext* coordinator = coordinator_;
   // The coordinator's writer thread sends it after anything queued before; the context outlives
   // the write (end_session, which clears coordinator_, runs before the session's writes are dropped).
   coordinator->write_later([coordinator, message] { (void)gemm::write_forward_message(coordinator->connection(), message); });

@@ -65,7 +65,7 @@ class ChainForwarding {
 
   // FORWARD_SETUP from the coordinator of `coordinator`'s session: ends the previous run, starts
   // this one and links to its next node (within `timeout`). The answer to send back.
-  gemm::ForwardReady setup(SessionContext& coordinator, const gemm::ForwardSetup& setup,
+  gemm::ForwardReady setup(ServiceContext& coordinator, const gemm::ForwardSetup& setup,
                                 std::chrono::milliseconds timeout);
   // A tile whose data is about to arrive (from the coordinator or a peer of the current run),
   // with the CRC its STORE announced. When it is in the run's range and the next node is linked,
@@ -111,7 +111,7 @@ class ChainForwarding {
   bool active_ = false;
   uint64_t token_ = 0;
   uint32_t first_ = 0, last_ = 0;
-  SessionContext* coordinator_ = nullptr;  // the session that set the run up; null once it ended
+  ServiceContext* coordinator_ = nullptr;  // the session that set the run up; null once it ended
   std::unique_ptr<transport::FrameConnection> next_;
   std::string next_name_;
   bool stopping_ = false;

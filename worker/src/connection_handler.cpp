@@ -28,7 +28,7 @@ void ConnectionHandler::serve() {
   // only with this session's work from now on.
   context_.start_counting();
   log_line(fmt::format("session with {} started ({})", context_.peer(), connection_->wire_description()));
-  while (!server_.stopping_ && serve_frame() == SessionStep::kContinue) {
+  while (!server_.stopping_ && serve_frame() == HandlerStep::kContinue) {
   }
   if (server_.stopping_) context_.end("worker stopping");
   close();
@@ -104,7 +104,7 @@ bool ConnectionHandler::wait_for_frame() {
   }
 }
 
-SessionStep ConnectionHandler::serve_frame() {
+HandlerStep ConnectionHandler::serve_frame() {
   if (!wait_for_frame()) {
     if (server_.stopping_) return context_.end("worker stopping");
     return context_.end(fmt::format("idle: no frame from {} for {} or more while no work of it was in progress, "
@@ -116,7 +116,7 @@ SessionStep ConnectionHandler::serve_frame() {
   const MessageHandler* handler = server_.services_.find(header->type);
   // A long frame (a big STORE on a slow link, a probe) is activity until its handler returns.
   server_.slot_.set_in_frame(true);
-  const SessionStep step = handler == nullptr        ? handle_unrouted(*header)
+  const HandlerStep step = handler == nullptr        ? handle_unrouted(*header)
                            : handler->on_stream ? handler->on_stream(context_, *header)
                                                 : deliver_payload(*handler, *header);
   server_.slot_.set_in_frame(false);
@@ -124,7 +124,7 @@ SessionStep ConnectionHandler::serve_frame() {
   return step;
 }
 
-SessionStep ConnectionHandler::deliver_payload(const MessageHandler& handler, const tp::FrameHeader& header) {
+HandlerStep ConnectionHandler::deliver_payload(const MessageHandler& handler, const tp::FrameHeader& header) {
   const uint64_t max_payload =
       handler.max_payload_bytes != nullptr ? handler.max_payload_bytes(context_.limits()) : kMaxControlPayloadBytes;
   if (header.payload_length > max_payload) {
@@ -145,7 +145,7 @@ SessionStep ConnectionHandler::deliver_payload(const MessageHandler& handler, co
   return handler.on_message(context_, header, payload);
 }
 
-SessionStep ConnectionHandler::handle_unrouted(const tp::FrameHeader& header) {
+HandlerStep ConnectionHandler::handle_unrouted(const tp::FrameHeader& header) {
   const auto type = static_cast<tp::MessageType>(header.type);
   if (type != tp::MessageType::kBye && type != tp::MessageType::kError) {
     // The payload is never read: nothing here would use it.
@@ -177,7 +177,7 @@ SessionStep ConnectionHandler::handle_unrouted(const tp::FrameHeader& header) {
   return handle_bye(header.request_id);
 }
 
-SessionStep ConnectionHandler::handle_bye(uint64_t request_id) {
+HandlerStep ConnectionHandler::handle_bye(uint64_t request_id) {
   // From here the session is ending: a coordinator that reconnects at once waits for the slot
   // instead of being refused as busy.
   server_.slot_.mark_closing();
@@ -207,7 +207,7 @@ void ConnectionHandler::serve_peer() {
   // steps): it ends with its run (the service closes it), not by an idle bound.
   connection_->set_read_timeout(std::chrono::milliseconds(0));
   log_line(fmt::format("peer link from {} opened ({})", context_.peer(), connection_->wire_description()));
-  while (!server_.stopping_ && serve_peer_frame() == SessionStep::kContinue) {
+  while (!server_.stopping_ && serve_peer_frame() == HandlerStep::kContinue) {
   }
   if (server_.stopping_) context_.end("worker stopping");
   connection_->shutdown();
@@ -215,7 +215,7 @@ void ConnectionHandler::serve_peer() {
                        connection_->bytes_received()));
 }
 
-SessionStep ConnectionHandler::serve_peer_frame() {
+HandlerStep ConnectionHandler::serve_peer_frame() {
   auto header = connection_->read_header();
   if (!header.is_ok()) return context_.read_failed(header.status(), 0);
   const MessageHandler* handler = server_.services_.find_peer(header->type);

@@ -3,7 +3,7 @@
 // error, or the peer leaves. A coordinator's connection uses the services' handlers and holds the
 // server's coordinator slot; a peer's (another worker, see service.hpp) uses their peer handlers
 // and holds nothing. One state machine per connection; pool tasks the services submit run on pool
-// threads and only write frames. Owns the connection's SessionContext; shares the connection.
+// threads and only write frames. Owns the connection's ServiceContext; shares the connection.
 // Internal to the worker library.
 #pragma once
 
@@ -40,21 +40,21 @@ class ConnectionHandler {
   void serve_peer();
 
  private:
-  SessionStep serve_frame();
-  SessionStep serve_peer_frame();
+  HandlerStep serve_frame();
+  HandlerStep serve_peer_frame();
   // Waits for the next frame's first byte: false when the session was idle for the idle timeout.
   bool wait_for_frame();
   // Reads a whole payload for a handler that decodes it, within the handler's size bound.
-  SessionStep deliver_payload(const MessageHandler& handler, const transport::FrameHeader& header);
+  HandlerStep deliver_payload(const MessageHandler& handler, const transport::FrameHeader& header);
   // BYE and ERROR, which the session answers whatever services it hosts; anything else no
   // service handles is refused.
-  SessionStep handle_unrouted(const transport::FrameHeader& header);
-  SessionStep handle_bye(uint64_t request_id);
+  HandlerStep handle_unrouted(const transport::FrameHeader& header);
+  HandlerStep handle_bye(uint64_t request_id);
   void close();
 
   ServerCore& server_;
   std::shared_ptr<transport::FrameConnection> connection_;
-  SessionContext context_;
+  ServiceContext context_;
   Status last_failure_;
   transport::SessionRole role_ = transport::SessionRole::kCoordinator;
 };

@@ -1,5 +1,5 @@
 // CPU accounting of the service's work, GEMM and ADD_SCALED jobs alike (reported in STATS; see
-// SessionContext::stats()):
+// ServiceContext::stats()):
 //  - io: the connection thread's CPU time (socket reads, frame decoding, job validation, tile
 //    bookkeeping), except a GEMM probe's operand setup and loop, which is compute; plus the CPU
 //    time job completions spend encoding and writing CREDIT/RESULT on a pool thread, measured
@@ -125,7 +125,7 @@ struct JobTiles {
 // The bookkeeping after an accepted JOB's computation, on the pool thread that finished it:
 // charges the time to C, releases what the flags say, counts the job, then sends the CREDIT (and
 // RESULT). The session outlives it: it waits for the pool to go idle before it ends.
-void complete_job(SessionContext& context, const gemm::Job& job, uint64_t request_id, JobTiles& tiles,
+void complete_job(ServiceContext& context, const gemm::Job& job, uint64_t request_id, JobTiles& tiles,
                   double seconds) {
   tiles.c->add_compute_seconds(seconds);
   TileStore& store = context.store();
@@ -180,12 +180,12 @@ void complete_job(SessionContext& context, const gemm::Job& job, uint64_t reques
 template <typename Strips, typename Task>
 class TileJob final : public Strips {
  public:
-  TileJob(const Task& task, SessionContext& context, const gemm::Job& job, uint64_t request_id, JobTiles tiles)
+  TileJob(const Task& task, ServiceContext& context, const gemm::Job& job, uint64_t request_id, JobTiles tiles)
       : Strips(task), context_(context), job_(job), request_id_(request_id), tiles_(std::move(tiles)) {}
   void complete(double seconds) override { complete_job(context_, job_, request_id_, tiles_, seconds); }
 
  private:
-  SessionContext& context_;
+  ServiceContext& context_;
   gemm::Job job_;
   uint64_t request_id_;
   JobTiles tiles_;
@@ -200,8 +200,8 @@ enum class StoreSource { kCoordinator, kPeer };
 
 // Reads a STORE into the store: the tile, or null with the session's answer to the failure in
 // `failed`. A tile the chain forwards goes on to the next node chunk by chunk as it arrives.
-std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding,
-                                    StoreSource source, SessionStep& failed) {
+std::shared_ptr<Tile> receive_store(ServiceContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding,
+                                    StoreSource source, HandlerStep& failed) {
   // The prefix is read on its own so the matrix data can go straight into tile memory.
   if (header.payload_length < gemm::kTilePrefixSize) {
     failed = context.fail(tp::ErrorCode::kBadFrame,
@@ -256,8 +256,8 @@ std::shared_ptr<Tile> receive_store(SessionContext& context, const tp::FrameHead
   return std::move(tile).value();
 }
 
-SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
-  SessionStep failed = SessionStep::kEnd;
+HandlerStep handle_store(ServiceContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
+  HandlerStep failed = HandlerStep::kEnd;
   const std::shared_ptr<Tile> tile = receive_store(context, header, forwarding, StoreSource::kCoordinator, failed);
   if (tile == nullptr) return failed;
 #ifdef TESSERA_FAULT_HOOKS
@@ -266,12 +266,12 @@ SessionStep handle_store(SessionContext& context, const tp::FrameHeader& header,
     return context.end("fault hook: closing the connection after " + std::to_string(*limit) + " STOREs");
   }
 #endif
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
 // FORWARD_SETUP read and decoded; anything else under that type ends the session.
-std::optional<gemm::ForwardSetup> read_forward_setup(SessionContext& context, const tp::FrameHeader& header,
-                                                   SessionStep& failed) {
+std::optional<gemm::ForwardSetup> read_forward_setup(ServiceContext& context, const tp::FrameHeader& header,
+                                                   HandlerStep& failed) {
   Result<gemm::ForwardMessage> message = gemm::read_forward_payload(context.connection(), header);
   if (!message) {
     failed = message.status().code() == StatusCode::kProtocolError
@@ -286,20 +286,20 @@ std::optional<gemm::ForwardSetup> read_forward_setup(SessionContext& context, co
 // a node that has not answered by then is left out of the chain (the coordinator feeds it).
 constexpr std::chrono::milliseconds kNextNodeTimeout{5000};
 
-SessionStep handle_forward_setup(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
-  SessionStep failed = SessionStep::kEnd;
+HandlerStep handle_forward_setup(ServiceContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
+  HandlerStep failed = HandlerStep::kEnd;
   const std::optional<gemm::ForwardSetup> setup = read_forward_setup(context, header, failed);
   if (!setup) return failed;
   const gemm::ForwardReady ready = forwarding.setup(context, *setup, kNextNodeTimeout);
   const Status written = gemm::write_forward_message(context.connection(), ready, header.request_id);
   if (!written.is_ok()) return context.read_failed(written, header.request_id);
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
 // A peer link's first frame names the run its STOREs belong to (kept as the session's state).
-SessionStep handle_peer_forward_setup(SessionContext& context, const tp::FrameHeader& header,
+HandlerStep handle_peer_forward_setup(ServiceContext& context, const tp::FrameHeader& header,
                                       const ChainForwarding& forwarding) {
-  SessionStep failed = SessionStep::kEnd;
+  HandlerStep failed = HandlerStep::kEnd;
   const std::optional<gemm::ForwardSetup> setup = read_forward_setup(context, header, failed);
   if (!setup) return failed;
   if (context.service_state().has_value()) {
@@ -315,10 +315,10 @@ SessionStep handle_peer_forward_setup(SessionContext& context, const tp::FrameHe
   const Status written =
       gemm::write_forward_message(context.connection(), gemm::ForwardReady{setup->run_token, true, ""}, header.request_id);
   if (!written.is_ok()) return context.read_failed(written, header.request_id);
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
-SessionStep handle_peer_store(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
+HandlerStep handle_peer_store(ServiceContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
   const uint64_t* run_token = std::any_cast<uint64_t>(&context.service_state());
   if (run_token == nullptr) {
     return context.fail(tp::ErrorCode::kBadFrame, "STORE on a peer link before its FORWARD_SETUP", header.request_id);
@@ -326,14 +326,14 @@ SessionStep handle_peer_store(SessionContext& context, const tp::FrameHeader& he
   if (const Status current = forwarding.accept_peer(*run_token); !current.is_ok()) {
     return context.fail(tp::ErrorCode::kBadFrame, current.message(), header.request_id);
   }
-  SessionStep failed = SessionStep::kEnd;
+  HandlerStep failed = HandlerStep::kEnd;
   const std::shared_ptr<Tile> tile = receive_store(context, header, forwarding, StoreSource::kPeer, failed);
   if (tile == nullptr) return failed;
   if (const Status filed = forwarding.stored_by_peer(*run_token, tile); !filed.is_ok()) {
     context.store().release_if_same(tile->id(), tile.get());
     return context.fail(tp::ErrorCode::kBadFrame, filed.message(), header.request_id);
   }
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
 // A SEND_TILE in the compute pool's order: tasks run one at a time in submission order, so its
@@ -352,7 +352,7 @@ class SendAfterJobs final : public PoolTask {
   std::shared_ptr<Tile> tile_;
 };
 
-SessionStep handle_send_tile(SessionContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
+HandlerStep handle_send_tile(ServiceContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
   Result<gemm::ForwardMessage> message = gemm::read_forward_payload(context.connection(), header);
   if (!message) {
     return message.status().code() == StatusCode::kProtocolError
@@ -367,10 +367,10 @@ SessionStep handle_send_tile(SessionContext& context, const tp::FrameHeader& hea
                         header.request_id);
   }
   context.pool().submit(std::make_unique<SendAfterJobs>(forwarding, std::move(send), std::move(tile)));
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
-SessionStep handle_job(SessionContext& context, const gemm::Job& job, uint64_t request_id) {
+HandlerStep handle_job(ServiceContext& context, const gemm::Job& job, uint64_t request_id) {
   auto bad = [&](tp::ErrorCode code, const std::string& why) {
     return context.fail(code, fmt::format("job {}: {}", job.job_id, why), request_id);
   };
@@ -475,7 +475,7 @@ SessionStep handle_job(SessionContext& context, const gemm::Job& job, uint64_t r
     task.c = c;
     task.ldc = ldc;
     context.pool().submit(std::make_unique<AddScaledJob>(task, context, job, request_id, std::move(tiles)));
-    return SessionStep::kContinue;
+    return HandlerStep::kContinue;
   }
   GemmTask task;
   task.overwrite = overwrite;
@@ -491,13 +491,13 @@ SessionStep handle_job(SessionContext& context, const gemm::Job& job, uint64_t r
   task.ldc = ldc;
   task.c = c;
   context.pool().submit(std::make_unique<GemmJob>(task, context, job, request_id, std::move(tiles)));
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
-SessionStep handle_release(SessionContext& context, const gemm::Release& release, uint64_t) {
+HandlerStep handle_release(ServiceContext& context, const gemm::Release& release, uint64_t) {
   // Releasing an id that is not stored is harmless: the goal (it is gone) already holds.
   for (uint32_t id : release.tile_ids) context.store().release(id);
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
 // How long a probe block should take, and the shape rules that keep blocks as fast as one call.
@@ -587,7 +587,7 @@ void return_free_memory() {
 #endif
 }
 
-SessionStep handle_probe(SessionContext& context, const tp::FrameHeader& header) {
+HandlerStep handle_probe(ServiceContext& context, const tp::FrameHeader& header) {
   const uint64_t request_id = header.request_id;
   tp::FrameConnection& connection = context.connection();
   if (header.payload_length < gemm::kProbeFixedBytes) {
@@ -627,7 +627,7 @@ SessionStep handle_probe(SessionContext& context, const tp::FrameHeader& header)
         asio::buffer(prefix), asio::buffer(echo ? echo->raw_bytes().data() : nullptr, echo_length)};
     const Status written = connection.write_frame(reply, parts);
     if (!written.is_ok()) return context.read_failed(written, request_id);
-    return SessionStep::kContinue;
+    return HandlerStep::kContinue;
   }
   echo.reset();  // a GEMM probe's echo bytes are read and not returned
   const uint32_t size = probe.size;
@@ -742,23 +742,23 @@ SessionStep handle_probe(SessionContext& context, const tp::FrameHeader& header)
                           seconds, result.gflops));
   const Status written = gemm::write_message(context.connection(), result, request_id);
   if (!written.is_ok()) return context.read_failed(written, request_id);
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
-SessionStep handle_stats_request(SessionContext& context, const gemm::StatsRequest&, uint64_t request_id) {
+HandlerStep handle_stats_request(ServiceContext& context, const gemm::StatsRequest&, uint64_t request_id) {
   const Status written = gemm::write_message(context.connection(), context.stats(), request_id);
   if (!written.is_ok()) return context.read_failed(written, request_id);
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
 // A handler of a message read whole and decoded by the GEMM codec; a payload the codec refuses is
 // answered with `refusal` (kBadJob for a JOB whose op, flags or extents are wrong).
 template <typename Message>
-MessageHandler decoded(tp::MessageType type, SessionStep (*handle)(SessionContext&, const Message&, uint64_t),
+MessageHandler decoded(tp::MessageType type, HandlerStep (*handle)(ServiceContext&, const Message&, uint64_t),
                        tp::ErrorCode refusal = tp::ErrorCode::kBadFrame) {
   MessageHandler handler;
   handler.type = type;
-  handler.on_message = [handle, refusal](SessionContext& context, const tp::FrameHeader& header,
+  handler.on_message = [handle, refusal](ServiceContext& context, const tp::FrameHeader& header,
                                          std::span<const std::byte> payload) {
     Result<gemm::GemmMessage> message = gemm::decode_gemm_payload(header.type, payload, gemm::limits_for(context.limits()));
     if (!message) return context.fail(refusal, message.status().message(), header.request_id);
@@ -775,7 +775,7 @@ template <typename Handle>
 MessageHandler with_forwarding(tp::MessageType type, const std::shared_ptr<ChainForwarding>& forwarding, Handle handle) {
   MessageHandler handler;
   handler.type = type;
-  handler.on_stream = [forwarding, handle](SessionContext& context, const tp::FrameHeader& header) {
+  handler.on_stream = [forwarding, handle](ServiceContext& context, const tp::FrameHeader& header) {
     return handle(context, header, *forwarding);
   };
   return handler;

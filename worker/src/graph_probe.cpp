@@ -400,7 +400,7 @@ Result<gr::GraphProbeResult> measure_graph_rates(const gr::GraphProbe& probe, co
 
 namespace {
 
-SessionStep handle_graph_probe(SessionContext& context, const tp::FrameHeader& header) {
+HandlerStep handle_graph_probe(ServiceContext& context, const tp::FrameHeader& header) {
   Result<gr::GraphMessage> message = gr::read_graph_payload(context.connection(), header);
   if (!message) return context.read_failed(message.status(), header.request_id);
   const gr::GraphProbe probe = std::get<gr::GraphProbe>(*message);
@@ -425,7 +425,7 @@ SessionStep handle_graph_probe(SessionContext& context, const tp::FrameHeader& h
   const Status sent = gr::write_graph_frame(context.connection(), tp::MessageType::kGraphProbeResult,
                                             gr::encode_graph_parts(reply), header.request_id);
   if (!sent.is_ok()) return context.read_failed(sent, header.request_id);
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
 }  // namespace

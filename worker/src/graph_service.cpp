@@ -140,7 +140,7 @@ class PeerLinks final : public gr::Outbound {
   // Connects, authenticates with the peer label and introduces this part to every destination.
   // REQUIRES: the engine is not sending (not started, or between sync steps).
   Status connect(const gr::RunSetup& setup, uint32_t from_part, const std::vector<uint32_t>& destinations,
-                 const SessionContext& context, std::chrono::milliseconds timeout) {
+                 const ServiceContext& context, std::chrono::milliseconds timeout) {
     for (uint32_t to : destinations) {
       if (links_[to] != nullptr) continue;
       const gr::PeerEndpoint& peer = setup.peers[to];
@@ -228,7 +228,7 @@ struct Run {
   // Waits until `expected` batches tagged step - 1 have been delivered. Fails with kNetworkError
   // naming what arrived from whom once `wait` has passed, or when the coordinator left.
   Status wait_for_step_input(uint64_t step, uint64_t expected, std::chrono::milliseconds wait,
-                             const SessionContext& context) {
+                             const ServiceContext& context) {
     if (expected == 0) return Status::ok();
     if (step == 0) return invalid_argument(fmt::format("step 0 expects {} batches, but there is no step before it", expected));
     const uint64_t tag = step - 1;
@@ -310,7 +310,7 @@ struct Run {
   std::map<uint64_t, std::vector<uint64_t>> received_per_step;  // step tag -> batches per sending part
 };
 
-// A peer session's tie to its run, kept in its SessionContext::service_state(); leaving the
+// A peer session's tie to its run, kept in its ServiceContext::service_state(); leaving the
 // session unregisters its connection from the run.
 struct InboundLink {
   InboundLink(std::weak_ptr<Run> link_run, tp::FrameConnection* link_connection, uint32_t from)
@@ -333,12 +333,12 @@ class GraphHost {
   explicit GraphHost(const GraphServiceOptions& options) : options_(options) {}
 
   // --- Coordinator session ---
-  SessionStep load(SessionContext& context, const tp::FrameHeader& header);
-  SessionStep start(SessionContext& context, const tp::FrameHeader& header);
-  SessionStep step(SessionContext& context, const tp::FrameHeader& header);
-  SessionStep progress(SessionContext& context, const tp::FrameHeader& header);
-  SessionStep values(SessionContext& context, const tp::FrameHeader& header);
-  SessionStep stop(SessionContext& context, const tp::FrameHeader& header);
+  HandlerStep load(ServiceContext& context, const tp::FrameHeader& header);
+  HandlerStep start(ServiceContext& context, const tp::FrameHeader& header);
+  HandlerStep step(ServiceContext& context, const tp::FrameHeader& header);
+  HandlerStep progress(ServiceContext& context, const tp::FrameHeader& header);
+  HandlerStep values(ServiceContext& context, const tp::FrameHeader& header);
+  HandlerStep stop(ServiceContext& context, const tp::FrameHeader& header);
   // Ends the current run, if any: engine stopped, links closed, memory given back.
   void end_run(std::string_view why);
 
@@ -348,8 +348,8 @@ class GraphHost {
     if (run_ == nullptr || run_->stopped) return invalid_argument("no graph run here");
     return Status::ok();
   }
-  SessionStep peer_hello(SessionContext& context, const tp::FrameHeader& header);
-  SessionStep deltas(SessionContext& context, const tp::FrameHeader& header);
+  HandlerStep peer_hello(ServiceContext& context, const tp::FrameHeader& header);
+  HandlerStep deltas(ServiceContext& context, const tp::FrameHeader& header);
 
  private:
   std::shared_ptr<Run> current() const {
@@ -357,19 +357,19 @@ class GraphHost {
     return run_;
   }
   // The running run for a coordinator request, or nullptr after answering ERROR.
-  std::shared_ptr<Run> require_run(SessionContext& context, const tp::FrameHeader& header);
+  std::shared_ptr<Run> require_run(ServiceContext& context, const tp::FrameHeader& header);
   // Reads and decodes the request's payload; nullopt after ending the session.
-  std::optional<gr::GraphMessage> read_request(SessionContext& context, const tp::FrameHeader& header);
-  SessionStep reply(SessionContext& context, const gr::GraphMessage& message, uint64_t request_id);
+  std::optional<gr::GraphMessage> read_request(ServiceContext& context, const tp::FrameHeader& header);
+  HandlerStep reply(ServiceContext& context, const gr::GraphMessage& message, uint64_t request_id);
   // Opens the run's outbound peer links (those not open yet); false after answering ERROR.
-  bool connect_peers(SessionContext& context, Run& run, uint64_t request_id) {
+  bool connect_peers(ServiceContext& context, Run& run, uint64_t request_id) {
     const Status linked =
         run.links.connect(run.setup, run.part_index, run.destinations, context, options_.peer_connect_timeout);
     if (linked.is_ok()) return true;
     context.fail(tp::ErrorCode::kPeerFailed, linked.message(), request_id);
     return false;
   }
-  SessionStep reply_ready(SessionContext& context, const Run& run, uint64_t request_id) {
+  HandlerStep reply_ready(ServiceContext& context, const Run& run, uint64_t request_id) {
     return reply(context, gr::GraphReady{run.setup.run_id, run.charge.bytes()}, request_id);
   }
 
@@ -378,7 +378,7 @@ class GraphHost {
   std::shared_ptr<Run> run_;
 };
 
-std::optional<gr::GraphMessage> GraphHost::read_request(SessionContext& context, const tp::FrameHeader& header) {
+std::optional<gr::GraphMessage> GraphHost::read_request(ServiceContext& context, const tp::FrameHeader& header) {
   Result<gr::GraphMessage> message = gr::read_graph_payload(context.connection(), header);
   if (!message) {
     context.read_failed(message.status(), header.request_id);
@@ -387,14 +387,14 @@ std::optional<gr::GraphMessage> GraphHost::read_request(SessionContext& context,
   return std::move(*message);
 }
 
-SessionStep GraphHost::reply(SessionContext& context, const gr::GraphMessage& message, uint64_t request_id) {
+HandlerStep GraphHost::reply(ServiceContext& context, const gr::GraphMessage& message, uint64_t request_id) {
   const Status sent = gr::write_graph_frame(context.connection(), gr::graph_message_type(message),
                                             gr::encode_graph_parts(message), request_id);
   if (!sent.is_ok()) return context.read_failed(sent, request_id);
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
-std::shared_ptr<Run> GraphHost::require_run(SessionContext& context, const tp::FrameHeader& header) {
+std::shared_ptr<Run> GraphHost::require_run(ServiceContext& context, const tp::FrameHeader& header) {
   std::shared_ptr<Run> run = current();
   if (run == nullptr) {
     context.fail(tp::ErrorCode::kBadFrame,
@@ -429,7 +429,7 @@ void GraphHost::end_run(std::string_view why) {
                        figures.idle_seconds));
 }
 
-SessionStep GraphHost::load(SessionContext& context, const tp::FrameHeader& header) {
+HandlerStep GraphHost::load(ServiceContext& context, const tp::FrameHeader& header) {
   end_run("replaced by a new GRAPH_LOAD");
   const uint64_t length = header.payload_length;
   if (Status bounds = gr::check_graph_payload_length(header.type, length, context.limits()); !bounds.is_ok()) {
@@ -443,7 +443,7 @@ SessionStep GraphHost::load(SessionContext& context, const tp::FrameHeader& head
       context.store().charge(claimed, fmt::format("GRAPH_LOAD of {} bytes (payload and the part decoded from it)", length));
   if (!charge) return context.fail(tp::ErrorCode::kOutOfMemory, charge.status().message(), header.request_id);
   std::optional<gr::GraphMessage> message = read_request(context, header);
-  if (!message) return SessionStep::kEnd;
+  if (!message) return HandlerStep::kEnd;
   gr::GraphLoad& load = std::get<gr::GraphLoad>(*message);
 
   auto run = std::make_shared<Run>(load.setup, load.part.part_index, load.part.part_count);
@@ -477,35 +477,35 @@ SessionStep GraphHost::load(SessionContext& context, const tp::FrameHeader& head
   return reply_ready(context, *run, header.request_id);
 }
 
-SessionStep GraphHost::start(SessionContext& context, const tp::FrameHeader& header) {
-  if (!read_request(context, header)) return SessionStep::kEnd;
+HandlerStep GraphHost::start(ServiceContext& context, const tp::FrameHeader& header) {
+  if (!read_request(context, header)) return HandlerStep::kEnd;
   std::shared_ptr<Run> run = require_run(context, header);
-  if (run == nullptr) return SessionStep::kEnd;
+  if (run == nullptr) return HandlerStep::kEnd;
   if (run->stopped || run->started) {
     return context.fail(tp::ErrorCode::kBadFrame,
                         fmt::format("GRAPH_START of run {}, which was already {}; load it again", run->setup.run_id,
                                     run->stopped ? "stopped" : "started"),
                         header.request_id);
   }
-  if (!connect_peers(context, *run, header.request_id)) return SessionStep::kEnd;
+  if (!connect_peers(context, *run, header.request_id)) return HandlerStep::kEnd;
   run->engine->start();
   run->started = true;
   return reply_ready(context, *run, header.request_id);
 }
 
-SessionStep GraphHost::step(SessionContext& context, const tp::FrameHeader& header) {
+HandlerStep GraphHost::step(ServiceContext& context, const tp::FrameHeader& header) {
   std::optional<gr::GraphMessage> message = read_request(context, header);
-  if (!message) return SessionStep::kEnd;
+  if (!message) return HandlerStep::kEnd;
   const gr::GraphStep request = std::get<gr::GraphStep>(*message);
   std::shared_ptr<Run> run = require_run(context, header);
-  if (run == nullptr) return SessionStep::kEnd;
+  if (run == nullptr) return HandlerStep::kEnd;
   if (run->stopped || run->started) {
     return context.fail(tp::ErrorCode::kBadFrame,
                         fmt::format("GRAPH_STEP {} of run {}, whose engine {}", request.step, run->setup.run_id,
                                     run->stopped ? "was stopped" : "runs asynchronously"),
                         header.request_id);
   }
-  if (!connect_peers(context, *run, header.request_id)) return SessionStep::kEnd;
+  if (!connect_peers(context, *run, header.request_id)) return HandlerStep::kEnd;
   if (Status arrived = run->wait_for_step_input(request.step, request.expected_batches, options_.step_wait, context);
       !arrived.is_ok()) {
     const bool peers = arrived.code() == StatusCode::kNetworkError;
@@ -523,11 +523,11 @@ SessionStep GraphHost::step(SessionContext& context, const tp::FrameHeader& head
   return reply(context, gr::GraphStepDone{std::move(*report)}, header.request_id);
 }
 
-SessionStep GraphHost::progress(SessionContext& context, const tp::FrameHeader& header) {
+HandlerStep GraphHost::progress(ServiceContext& context, const tp::FrameHeader& header) {
   std::optional<gr::GraphMessage> message = read_request(context, header);
-  if (!message) return SessionStep::kEnd;
+  if (!message) return HandlerStep::kEnd;
   std::shared_ptr<Run> run = require_run(context, header);
-  if (run == nullptr) return SessionStep::kEnd;
+  if (run == nullptr) return HandlerStep::kEnd;
   // The type was checked by the dispatch table, so the alternative is a progress request.
   run->engine->set_priority_level(std::get<gr::GraphProgressRequest>(*message).level);
   // An engine whose outbound link failed has stopped its threads and lost a batch: its figures
@@ -546,10 +546,10 @@ SessionStep GraphHost::progress(SessionContext& context, const tp::FrameHeader& 
   return reply(context, gr::GraphProgress{progress}, header.request_id);
 }
 
-SessionStep GraphHost::values(SessionContext& context, const tp::FrameHeader& header) {
-  if (!read_request(context, header)) return SessionStep::kEnd;
+HandlerStep GraphHost::values(ServiceContext& context, const tp::FrameHeader& header) {
+  if (!read_request(context, header)) return HandlerStep::kEnd;
   std::shared_ptr<Run> run = require_run(context, header);
-  if (run == nullptr) return SessionStep::kEnd;
+  if (run == nullptr) return HandlerStep::kEnd;
   const bool running = run->started && !run->stopped;
   // A running engine's values change under us: copy them between rounds. A stopped (or sync)
   // engine's are final and go out from its own memory.
@@ -558,20 +558,20 @@ SessionStep GraphHost::values(SessionContext& context, const tp::FrameHeader& he
   const Status sent = gr::write_graph_frame(context.connection(), tp::MessageType::kGraphValues,
                                             gr::encode_values_parts(!running, values), header.request_id);
   if (!sent.is_ok()) return context.read_failed(sent, header.request_id);
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
-SessionStep GraphHost::stop(SessionContext& context, const tp::FrameHeader& header) {
-  if (!read_request(context, header)) return SessionStep::kEnd;
+HandlerStep GraphHost::stop(ServiceContext& context, const tp::FrameHeader& header) {
+  if (!read_request(context, header)) return HandlerStep::kEnd;
   std::shared_ptr<Run> run = require_run(context, header);
-  if (run == nullptr) return SessionStep::kEnd;
+  if (run == nullptr) return HandlerStep::kEnd;
   run->stop();
   return reply_ready(context, *run, header.request_id);
 }
 
-SessionStep GraphHost::peer_hello(SessionContext& context, const tp::FrameHeader& header) {
+HandlerStep GraphHost::peer_hello(ServiceContext& context, const tp::FrameHeader& header) {
   std::optional<gr::GraphMessage> message = read_request(context, header);
-  if (!message) return SessionStep::kEnd;
+  if (!message) return HandlerStep::kEnd;
   const gr::GraphPeerHello hello = std::get<gr::GraphPeerHello>(*message);
   if (context.service_state().has_value()) {
     return context.fail(tp::ErrorCode::kBadFrame, "a second GRAPH_PEER_HELLO on one peer link", header.request_id);
@@ -594,23 +594,23 @@ SessionStep GraphHost::peer_hello(SessionContext& context, const tp::FrameHeader
   if (!run->add_inbound(&context.connection())) return context.end("its run ended");
   context.service_state() = link;
   run->peer_bytes_received.fetch_add(tp::kHeaderSize + header.payload_length);
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
-SessionStep GraphHost::deltas(SessionContext& context, const tp::FrameHeader& header) {
+HandlerStep GraphHost::deltas(ServiceContext& context, const tp::FrameHeader& header) {
   const auto* link = std::any_cast<std::shared_ptr<InboundLink>>(&context.service_state());
   if (link == nullptr) {
     return context.fail(tp::ErrorCode::kBadFrame, "GRAPH_DELTAS before GRAPH_PEER_HELLO", header.request_id);
   }
   std::optional<gr::GraphMessage> message = read_request(context, header);
-  if (!message) return SessionStep::kEnd;
+  if (!message) return HandlerStep::kEnd;
   std::shared_ptr<Run> run = (*link)->run.lock();
   if (run == nullptr) return context.end("its run ended");
   run->peer_bytes_received.fetch_add(tp::kHeaderSize + header.payload_length);
   gr::GraphDeltas& deltas = std::get<gr::GraphDeltas>(*message);
   if (deltas.run_id != run->setup.run_id) {
     run->batches_dropped.fetch_add(1);
-    return SessionStep::kContinue;
+    return HandlerStep::kContinue;
   }
   const uint64_t step = deltas.batch.step;
   const uint32_t from_part = deltas.batch.from_part;
@@ -626,14 +626,14 @@ SessionStep GraphHost::deltas(SessionContext& context, const tp::FrameHeader& he
                         header.request_id);
   }
   run->note_delivered(step, from_part);
-  return SessionStep::kContinue;
+  return HandlerStep::kContinue;
 }
 
 MessageHandler stream(tp::MessageType type, const std::shared_ptr<GraphHost>& host,
-                      SessionStep (GraphHost::*handle)(SessionContext&, const tp::FrameHeader&)) {
+                      HandlerStep (GraphHost::*handle)(ServiceContext&, const tp::FrameHeader&)) {
   MessageHandler handler;
   handler.type = type;
-  handler.on_stream = [host, handle](SessionContext& context, const tp::FrameHeader& header) {
+  handler.on_stream = [host, handle](ServiceContext& context, const tp::FrameHeader& header) {
     return ((*host).*handle)(context, header);
   };
   return handler;

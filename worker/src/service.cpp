@@ -14,7 +14,7 @@ namespace tessera::worker {
 
 namespace tp = tessera::transport;
 
-SessionContext::SessionContext(tp::FrameConnection& connection, TileStore& store, ComputePool& pool,
+ServiceContext::ServiceContext(tp::FrameConnection& connection, TileStore& store, ComputePool& pool,
                                const std::atomic<bool>& stopping, const std::string& secret)
     : connection_(connection),
       store_(store),
@@ -23,7 +23,7 @@ SessionContext::SessionContext(tp::FrameConnection& connection, TileStore& store
       secret_(secret),
       peer_(connection.peer()) {}
 
-SessionContext::~SessionContext() {
+ServiceContext::~ServiceContext() {
   flush_writes();
   {
     std::lock_guard lock(writes_mutex_);
@@ -33,7 +33,7 @@ SessionContext::~SessionContext() {
   if (writer_.joinable()) writer_.join();
 }
 
-void SessionContext::write_later(std::function<void()> write) {
+void ServiceContext::write_later(std::function<void()> write) {
   {
     std::lock_guard lock(writes_mutex_);
     writes_.push_back(std::move(write));
@@ -60,12 +60,12 @@ void SessionContext::write_later(std::function<void()> write) {
   writes_changed_.notify_all();
 }
 
-void SessionContext::flush_writes() {
+void ServiceContext::flush_writes() {
   std::unique_lock lock(writes_mutex_);
   writes_changed_.wait(lock, [this] { return writes_.empty() && !write_running_; });
 }
 
-bool SessionContext::stopping() const {
+bool ServiceContext::stopping() const {
   if (stopping_.load() || peer_gone_.load()) return true;
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -76,7 +76,7 @@ bool SessionContext::stopping() const {
   return peer_gone_.load();
 }
 
-void SessionContext::start_counting() {
+void ServiceContext::start_counting() {
   started_ = std::chrono::steady_clock::now();
   connection_cpu_start_ = thread_cpu_seconds();
   pool_start_ = pool_.totals();
@@ -87,11 +87,11 @@ void SessionContext::start_counting() {
   writer_cpu_ns_ = 0;
 }
 
-void SessionContext::add_connection_compute_cpu(double seconds) {
+void ServiceContext::add_connection_compute_cpu(double seconds) {
   connection_compute_cpu_ += std::max(seconds, 0.0);
 }
 
-gemm::Stats SessionContext::stats() const {
+gemm::Stats ServiceContext::stats() const {
   const ComputePool::Totals pool = pool_.totals();
   gemm::Stats out;
   out.session_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
@@ -113,14 +113,14 @@ gemm::Stats SessionContext::stats() const {
   return out;
 }
 
-SessionStep SessionContext::fail(tp::ErrorCode code, const std::string& message, uint64_t request_id) {
+HandlerStep ServiceContext::fail(tp::ErrorCode code, const std::string& message, uint64_t request_id) {
   log(fmt::format("sending ERROR {}: {}", static_cast<uint32_t>(code), message));
   connection_.write_error(code, message, request_id);
   end_reason_ = "error: " + message;
-  return SessionStep::kEnd;
+  return HandlerStep::kEnd;
 }
 
-SessionStep SessionContext::read_failed(const Status& status, uint64_t request_id) {
+HandlerStep ServiceContext::read_failed(const Status& status, uint64_t request_id) {
   if (status.code() == StatusCode::kNetworkError) return end(status.message());
   if (status.code() == StatusCode::kResourceExhausted) {
     return fail(tp::ErrorCode::kOutOfMemory, status.message(), request_id);
@@ -128,12 +128,12 @@ SessionStep SessionContext::read_failed(const Status& status, uint64_t request_i
   return fail(tp::ErrorCode::kBadFrame, status.message(), request_id);
 }
 
-SessionStep SessionContext::end(std::string reason) {
+HandlerStep ServiceContext::end(std::string reason) {
   end_reason_ = std::move(reason);
-  return SessionStep::kEnd;
+  return HandlerStep::kEnd;
 }
 
-void SessionContext::log(std::string_view line) const { log_line(fmt::format("session with {}: {}", peer_, line)); }
+void ServiceContext::log(std::string_view line) const { log_line(fmt::format("session with {}: {}", peer_, line)); }
 
 namespace {
 

@@ -16,8 +16,8 @@
 #include <fmt/ranges.h>
 
 #include "fluid_replay.hpp"
-#include "host_sharing.hpp"
-#include "tessera/balance/model/host.hpp"
+#include "fair_share.hpp"
+#include "tessera/balance/model/host_sharing.hpp"
 #include "tessera/balance/model/replay.hpp"
 
 namespace tessera::balance::model {

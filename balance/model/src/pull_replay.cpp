@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "fluid_replay.hpp"
-#include "host_sharing.hpp"
-#include "tessera/balance/model/host.hpp"
+#include "fair_share.hpp"
+#include "tessera/balance/model/host_sharing.hpp"
 
 namespace tessera::balance::model {
 

@@ -14,7 +14,7 @@
 
 #include "fluid_replay.hpp"
 #include "tessera/transport/frame_connection.hpp"
-#include "host_sharing.hpp"
+#include "fair_share.hpp"
 #include "tessera/transport/protocol.hpp"
 #include "tessera/gemm/codec.hpp"
 

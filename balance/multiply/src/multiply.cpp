@@ -18,7 +18,7 @@
 #include "tessera/gemm/forward_codec.hpp"
 #include "chain_feed.hpp"
 #include "tessera/balance/multiply/tile_board.hpp"
-#include "tessera/balance/multiply/work.hpp"
+#include "tessera/balance/multiply/plan_work.hpp"
 #include "tessera/core/time.hpp"
 #include "tessera/transport/request.hpp"
 

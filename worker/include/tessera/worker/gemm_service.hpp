@@ -21,7 +21,7 @@
 // 20 ms, and between blocks the probe looks for its coordinator having gone (or the worker
 // stopping), so it stops within ~50 ms plus a block and frees its matrices, which are returned
 // to the system rather than kept for reuse.
-// The service keeps no state of its own: everything lives in the session's SessionContext, and
+// The service keeps no state of its own: everything lives in the session's ServiceContext, and
 // its handlers follow the threading rules of service.hpp.
 #pragma once
 

@@ -5,16 +5,16 @@
 // bits, and graph). The WorkerServer builds a ServiceTable from its services once, at start: a
 // session accepts, authenticates, then looks each frame's type up in the table and calls the
 // handler. Types no service handles, apart from the session's own BYE and ERROR, end the session
-// with ERROR. Handlers get the session's SessionContext: the connection, the worker's tile store
+// with ERROR. Handlers get the session's ServiceContext: the connection, the worker's tile store
 // and compute pool, the session's counters (STATS) and the ways to end the session.
 // Peer sessions: a service may also take frames from other workers (the graph service's deltas),
 // on connections authenticated with the peer MAC label (transport::SessionRole::kPeer). A peer
 // session runs beside the coordinator's session without claiming it, is admitted only while a
 // service says so (admit_peer), and dispatches through the services' peer_handlers alone.
-// Ownership: the server owns the table and its services for its lifetime; a SessionContext lives
+// Ownership: the server owns the table and its services for its lifetime; a ServiceContext lives
 // as long as its session, which waits for the compute pool to go idle before it ends, so pool
 // tasks may keep a reference to it. Thread-safety: handlers run on the session's connection
-// thread, one at a time; the members of SessionContext marked "any thread" may also be used from
+// thread, one at a time; the members of ServiceContext marked "any thread" may also be used from
 // pool tasks. Each peer session has its own connection thread, so handlers of different sessions
 // run concurrently: a service that shares state between them locks it. ServiceTable is immutable
 // after build() and safe to share.
@@ -50,18 +50,18 @@ namespace tessera::worker {
 inline constexpr uint64_t kMaxControlPayloadBytes = 64 * 1024;
 
 // What a handler tells the session to do next.
-enum class SessionStep { kContinue, kEnd };
+enum class HandlerStep { kContinue, kEnd };
 
 // The state of one authenticated session that handlers (and the pool tasks they submit) use.
-class SessionContext {
+class ServiceContext {
  public:
   // `secret` is the worker's shared secret; it must outlive the context.
-  SessionContext(transport::FrameConnection& connection, TileStore& store, ComputePool& pool,
+  ServiceContext(transport::FrameConnection& connection, TileStore& store, ComputePool& pool,
                  const std::atomic<bool>& stopping, const std::string& secret);
   // Runs every write queued with write_later first (or drops them once the connection is gone).
-  ~SessionContext();
-  SessionContext(const SessionContext&) = delete;
-  SessionContext& operator=(const SessionContext&) = delete;
+  ~ServiceContext();
+  ServiceContext(const ServiceContext&) = delete;
+  ServiceContext& operator=(const ServiceContext&) = delete;
 
   // Writing is thread-safe (any thread); reading belongs to the connection thread.
   transport::FrameConnection& connection() { return connection_; }
@@ -90,14 +90,14 @@ class SessionContext {
   // The session's figures since start_counting(); see gemm::Stats. REQUIRES: connection thread.
   gemm::Stats stats() const;
 
-  // --- Ending the session; each returns SessionStep::kEnd for the handler to return ---
+  // --- Ending the session; each returns HandlerStep::kEnd for the handler to return ---
   // Logs, sends ERROR(code, message) answering request_id, and ends the session.
-  SessionStep fail(transport::ErrorCode code, const std::string& message, uint64_t request_id);
+  HandlerStep fail(transport::ErrorCode code, const std::string& message, uint64_t request_id);
   // A read or write failed: a network failure ends the session quietly (the peer is gone); a
   // memory limit is answered with ERROR(kOutOfMemory), anything else with ERROR(kBadFrame).
-  SessionStep read_failed(const Status& status, uint64_t request_id);
+  HandlerStep read_failed(const Status& status, uint64_t request_id);
   // Ends the session without an ERROR (BYE, the coordinator's own ERROR).
-  SessionStep end(std::string reason);
+  HandlerStep end(std::string reason);
   const std::string& end_reason() const { return end_reason_; }
 
   // --- Replies written off the compute threads ---
@@ -151,10 +151,10 @@ struct MessageHandler {
   // Gets the frame's payload read whole (within max_payload_bytes), for the service to decode with
   // its own codec.
   using OnMessage =
-      std::function<SessionStep(SessionContext&, const transport::FrameHeader&, std::span<const std::byte> payload)>;
+      std::function<HandlerStep(ServiceContext&, const transport::FrameHeader&, std::span<const std::byte> payload)>;
   // Gets only the header and reads exactly header.payload_length bytes from the connection
   // itself (or ends the session): for bulk data that goes straight to its destination.
-  using OnStream = std::function<SessionStep(SessionContext&, const transport::FrameHeader&)>;
+  using OnStream = std::function<HandlerStep(ServiceContext&, const transport::FrameHeader&)>;
 
   transport::MessageType type{};
   OnMessage on_message;

@@ -15,6 +15,6 @@
 #include <vector>
 
 #include "tessera/balance/model/cluster_model.hpp"
-#include "tessera/balance/model/host.hpp"
+#include "tessera/balance/model/host_sharing.hpp"
 #include "tessera/balance/model/model_policy.hpp"
 #include "tessera/balance/model/replay.hpp"

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
-#include "tessera/balance/multiply/work.hpp"
+#include "tessera/balance/multiply/plan_work.hpp"
 #include "tessera/linalg/matrix.hpp"
 #include "tessera/balance/plan/plan.hpp"
 #include "tessera/core/status.hpp"

@@ -19,7 +19,7 @@
 #include <optional>
 #include <vector>
 
-#include "tessera/balance/multiply/work.hpp"
+#include "tessera/balance/multiply/plan_work.hpp"
 
 namespace tessera::balance::multiply {
 

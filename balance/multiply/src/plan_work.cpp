@@ -1,4 +1,4 @@
-#include "tessera/balance/multiply/work.hpp"
+#include "tessera/balance/multiply/plan_work.hpp"
 #include "tessera/gemm/wire_io.hpp"
 
 #include <algorithm>

@@ -78,5 +78,19 @@ TEST(StudyPolicyNames, PoliciesWithLayoutsParseAndUnknownNamesListTheValidOnes) 
   EXPECT_FALSE(experiment::parse_study_policy("even/4d").is_ok());
 }
 
+TEST(StudyParseTest, StudyPoliciesNameALayoutAfterASlash) {
+  Result<experiment::StudyPolicy> plain = experiment::parse_study_policy("dynamic");
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(plain->name(), "dynamic");
+  Result<experiment::StudyPolicy> blocks = experiment::parse_study_policy("proportional/2d");
+  ASSERT_TRUE(blocks.is_ok()) << blocks.status().to_string();
+  EXPECT_EQ(blocks->layout, partition::Layout::kColumnBased);
+  EXPECT_EQ(blocks->name(), "proportional/2d");
+  Result<experiment::StudyPolicy> model_3d = experiment::parse_study_policy("model/3d");
+  ASSERT_FALSE(model_3d.is_ok());
+  EXPECT_NE(model_3d.status().message().find("row tiles only"), std::string::npos);
+  EXPECT_FALSE(experiment::parse_study_policy("even/diagonal").is_ok());
+}
+
 }  // namespace
 }  // namespace tessera::balance

@@ -2,8 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include "tessera/experiment/multiply_study.hpp"
-#include "tessera/experiment/study.hpp"
 
 namespace tessera::balance {
 namespace {
@@ -122,20 +120,6 @@ TEST(PlanTest, LayoutsAndRefillThresholdsThePolicyCannotUseAreRefused) {
   Result<plan::Plan> accepted = plan::make_plan(refill);
   ASSERT_TRUE(accepted.is_ok());
   EXPECT_EQ(accepted->refill_threshold, 4u);
-}
-
-TEST(PlanTest, StudyPoliciesNameALayoutAfterASlash) {
-  Result<experiment::StudyPolicy> plain = experiment::parse_study_policy("dynamic");
-  ASSERT_TRUE(plain.is_ok());
-  EXPECT_EQ(plain->name(), "dynamic");
-  Result<experiment::StudyPolicy> blocks = experiment::parse_study_policy("proportional/2d");
-  ASSERT_TRUE(blocks.is_ok()) << blocks.status().to_string();
-  EXPECT_EQ(blocks->layout, partition::Layout::kColumnBased);
-  EXPECT_EQ(blocks->name(), "proportional/2d");
-  Result<experiment::StudyPolicy> model_3d = experiment::parse_study_policy("model/3d");
-  ASSERT_FALSE(model_3d.is_ok());
-  EXPECT_NE(model_3d.status().message().find("row tiles only"), std::string::npos);
-  EXPECT_FALSE(experiment::parse_study_policy("even/diagonal").is_ok());
 }
 
 TEST(PolicyChoiceTest, EachPolicyIsAValueWithItsOwnOptions) {

@@ -1,6 +1,6 @@
 // What the parts of the performance model share about dividing a resource: max-min fair rates,
 // and the coordinator's host's cores divided between the nodes there and the coordinator.
-// Implemented in host.cpp; private to the model library. Pure functions; thread-safe.
+// Implemented in host_sharing.cpp; private to the model library. Pure functions; thread-safe.
 #pragma once
 
 #include <cstddef>

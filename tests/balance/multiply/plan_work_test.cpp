@@ -1,7 +1,7 @@
 // Building a run's work from a plan, without sockets: tiles cover the m x n x k space exactly
 // once, B pieces are shared where boxes meet, spare pieces split each static tile, and dynamic
 // row tiles start and end small.
-#include "tessera/balance/multiply/work.hpp"
+#include "tessera/balance/multiply/plan_work.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Host-core sharing: how the nodes on the coordinator's host and the coordinator divide its
 // cores (host.hpp), and the max-min fair division the replays also use for links (host_sharing.hpp).
-#include "tessera/balance/model/host.hpp"
+#include "tessera/balance/model/host_sharing.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "host_sharing.hpp"
+#include "fair_share.hpp"
 
 namespace tessera::balance::model {
 
