@@ -4,7 +4,9 @@
 # that cannot install the cross toolchain, saying so; the mixed-architecture test then skips too),
 # run every libFuzzer harness for a short bounded time (TESSERA_FUZZ_SECONDS each, default 30; 0
 # skips it) so that a codec or handshake regression fails CI, then every GoogleTest binary through
-# ctest (last, so its summary closes the output). Tests that need root or cgroups print why they skip.
+# ctest (last, so its summary closes the output), two at a time: every test must pass on a loaded
+# two-core machine anyway, and the suite takes half as long. Tests that need root or cgroups print
+# why they skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -28,4 +30,4 @@ cd build
 XDG_CACHE_HOME="$(mktemp -d)"
 export XDG_CACHE_HOME
 trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
-ctest --output-on-failure --timeout 600 "$@"
+ctest --output-on-failure --parallel 2 --timeout 600 "$@"

@@ -171,10 +171,10 @@ Status create_cgroup(const NodeEmulation& plan) {
   if (error) return io_error(fmt::format("cannot create cgroup {}: {}", plan.cgroup_path, error.message()));
   const auto quota = static_cast<long>(std::lround(plan.cpu * plan.cpu_period_us));
   // The quota caps a node; its weight is what it gets when nodes compete for a core. With equal
-  // weights the three quarter-core "Pis" of the mixed lab, all runnable at the start of their
-  // periods, took a share of the desktop's core too: its engine swept 10-15% slower beside
-  // them than alone, which no real desktop beside three boards would. Weights in proportion to
-  // the quotas give each node its quota while the machine has the cores for the sum.
+  // weights, quarter-core nodes that all become runnable at the start of their periods take a
+  // share of an uncapped node's core too and slow it, as three boards never slow a real desktop
+  // beside them. Weights in proportion to the quotas give each node its quota while the machine
+  // has the cores for the sum.
   const CgroupWeight weight = cgroup_weight(plan.cpu);
   if (fs::exists(plan.cgroup_path + "/cpu.cfs_quota_us")) {
     TESSERA_RETURN_IF_ERROR(write_text(plan.cgroup_path + "/cpu.cfs_period_us", std::to_string(plan.cpu_period_us)));

@@ -1,6 +1,6 @@
 // AsyncRounds (async_rounds.hpp): the async schedules, and what they do when a slice runs out of
-// work. The figures behind the constants are PageRank on rmat:18 over the four nodes of
-// local-mixed-lan unless said otherwise (docs/graphs.md).
+// work. Most constants below trade edge updates spent re-sweeping a part against time spent waiting
+// for the other parts' deltas; scripts/bench-graph-engine-ab.sh measures a change to any of them.
 #include "async_rounds.hpp"
 
 #include <algorithm>
@@ -21,12 +21,11 @@ constexpr auto kIdleWait = std::chrono::milliseconds(50);  // safety net: stop()
 // each time nothing is left above it) before it waits for deltas or a new level: enough to keep a
 // node busy between polls, not enough to polish its part far below what the others still carry.
 constexpr double kLevelLead = 4.0;
-// Async sum algorithms (single runs, where updating every pending vertex in every sweep took
-// 1.96x the sync run's edge updates, most of them on the desktop, which re-swept its whole part
-// for every batch). A sweep updates only vertices whose |dv| / degree is at least this share of
-// the slice's residual per edge (sum |dv| / out-edges, so some vertex always qualifies). Over the
-// pending vertices' edges instead, 1 gave 1.19x sync with kCombineShare alone; 0.5 and 2 did no
-// better, 4 worse (1.61x).
+// Async sum algorithms: a sweep updates only vertices whose |dv| / degree is at least this share of
+// the slice's residual per edge (sum |dv| / out-edges, so some vertex always qualifies). Updating
+// every pending vertex in every sweep would have a fast node re-sweep its whole part for every
+// batch a slower one sends; at 1, the mean itself, the small deltas a batch leaves wait until they
+// add up, while a much higher share leaves more to later sweeps than it saves.
 constexpr double kSweepShare = 1.0;
 // Holding a part back for its peers' deltas (EngineOptions::combine_share, peer_level_share) is
 // off by default: see engine.hpp for what it saves and what it costs.
@@ -99,8 +98,8 @@ double AsyncRounds::pick_limit(Slice& slice) {
 
 // Between two chunks of an async round: the stop flag, the coarse clock, the moving counters
 // and, for cc/sssp, the flushes that are due. A sweep flushes once, at its end: a flush in the
-// middle sends every outside vertex the rest of the sweep touches again (two uncapped workers
-// on rmat:20 sent 1.9 GB each, flushing every 10 ms of 100 ms sweeps). False: stopping.
+// middle sends again every outside vertex the rest of the sweep touches, so a sweep's peer bytes
+// would grow with the number of flushes in it. False: stopping.
 bool AsyncRounds::between_chunks(Slice& slice) {
   if (threads_.stop_requested()) return false;
   slice.now = Clock::now();
@@ -196,7 +195,7 @@ void AsyncRounds::run_sweeps(Slice& slice) {
     if (scan.residual < options_.combine_share * slice.arrival_residual) {
       // What is left here is small against what other parts keep sending: sweeping it now
       // would update the same vertices again as soon as their next deltas land (a fast node
-      // polished its part down to the tolerance after every batch from a slower one). Wait,
+      // would polish its part down to the tolerance after every batch from a slower one). Wait,
       // with every outside delta flushed, for the next deltas to add to it; if none come
       // within about two arrival gaps, go on alone until the next arrival.
       const Clock::time_point deadline = round_start + arrival_wait(slice);
@@ -216,7 +215,7 @@ void AsyncRounds::run_sweeps(Slice& slice) {
     // deltas a batch or the last sweep left on many vertices add up until they are worth an
     // update at full out-degree cost (the fixed point does not depend on the order). Per edge
     // of the slice rather than of its pending vertices: no degree to read per vertex in the
-    // scan, which cost more per edge than the filter saved on meshes.
+    // scan, which would cost more per edge than the filter saves on meshes.
     const double mean = scan.residual / static_cast<double>(std::max<uint64_t>(1, kernels_.slice_edges(slice)));
     const double limit = std::max({pick_limit(slice), floor, kSweepShare * mean});
     const SweepOutcome swept = sweep<kMode>(slice, limit, floor);
@@ -226,8 +225,8 @@ void AsyncRounds::run_sweeps(Slice& slice) {
       // Everything here is below the level. Under the coordinator's level: go a bounded way
       // further alone (kLevelLead), then wait for its next level or for deltas. Under the peer
       // level: wait at once, but only for about two arrival gaps (if no batch comes, the
-      // peers' figures are stale); going 4x below it first cost rmat:18 on local-mixed-lan
-      // 0.88-0.93x sync's edge updates against 0.79x without.
+      // peers' figures are stale); going further below it first, as under the coordinator's
+      // level, would update vertices that the peers' next deltas are about to change again.
       const bool level_from_peers = levels_.current(round_start) < levels_.peer_level();
       if (!level_from_peers && slice.level_share * 0.5 >= 1.0 / kLevelLead) {
         slice.level_share *= 0.5;

@@ -5,8 +5,8 @@
 //    PriorityLevels, or a sampled share when priority_fraction < 1), every outside delta flushed
 //    at the end of the sweep. Sweeping walks the CSR in order, so it costs about what a Jacobi
 //    step costs per edge, and using each delta as soon as it arrives needs about half the Jacobi
-//    steps' edge updates. Ordering by |dv| / degree bought at most 5% fewer edge updates on the
-//    graphs measured (docs/graphs.md), far less than a priority queue costs per edge.
+//    steps' edge updates. Ordering by |dv| / degree saves few edge updates over the in-order sweep,
+//    far less than a priority queue costs per edge.
 //  - min / max (sssp, cc): chunks of work from the slice's BucketQueue, smallest distance or
 //    largest label first, so a vertex is mostly updated once, with its final value, as in
 //    Dijkstra or delta-stepping; sweeping instead re-sent every intermediate label (hundreds of

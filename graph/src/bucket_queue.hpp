@@ -14,7 +14,7 @@
 namespace tessera::graph::detail {
 
 // A min/max slice's pending vertices in buckets of priority, the best bucket first and last in,
-// first out within one: pushing and popping cost O(1), where a heap's log n per improvement cost
+// first out within one: pushing and popping cost O(1), where a heap's log n per improvement costs
 // more than the edges relaxed. A vertex is pushed every time its delta improves, so it may sit in
 // several buckets; the caller skips an entry whose vertex is no longer pending (updated from a
 // better entry already). Buckets span `width` of priority from `anchor` down: sssp's are

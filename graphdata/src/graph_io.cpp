@@ -19,8 +19,8 @@ namespace detail {
 namespace {
 
 // What one vertex costs on the way to METIS: its count of nonzeros, its tile or adjacency offset,
-// its weight, METIS' own copies and workspace (about 8 int64 per vertex, measured loosely). Used
-// only to refuse headers that cannot fit before allocating for them.
+// its weight, METIS' own copies and workspace (about 8 int64 per vertex). A rough bound suffices:
+// it only refuses headers that cannot fit before allocating for them.
 constexpr uint64_t kGraphBytesPerVertex = 64;
 
 }  // namespace

@@ -350,10 +350,7 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
                                   const py::object& progress, const py::object& notice) {
   const linalg::MatrixView a_view = input_view(a, "A");
   const linalg::MatrixView b_view = input_view(b, "B");
-  if (a_view.cols != b_view.rows) {
-    raise_status(invalid_argument(fmt::format("A is {}x{} and B is {}x{}: A's columns must equal B's rows", a_view.rows,
-                                              a_view.cols, b_view.rows, b_view.cols)));
-  }
+  ok_or_raise(tb::session::check_product_shapes("A", a_view.rows, a_view.cols, "B", b_view.rows, b_view.cols));
   const linalg::MutableMatrixView c_view = output_view(c, a_view.rows, b_view.cols);
   const std::vector<std::string> names = node_names();
   std::optional<tb::plan::Plan> given_plan;
@@ -380,10 +377,9 @@ py::tuple ClusterHandle::multiply(const py::array& a, const py::array& b, const 
   }
   const double check_s = seconds_since(check_start);
   // A C fresh from numpy.empty has no pages yet: written during the run, each first touch is a
-  // page fault on a receiving thread, competing with the workers for the cores (before this,
-  // scripts/bench-python.sh measured a median makespan of 2.33 s against the CLI's 2.04 s for
-  // n = 4096 on configs/local.yaml). The CLI's C is zero-filled when it is allocated, before the
-  // run; this does the same.
+  // page fault on a receiving thread, competing with the workers for the cores and lengthening the
+  // makespan. The CLI's C is zero-filled when it is allocated, before the run; this does the same,
+  // so the two match (scripts/bench-python.sh measures the Python call against the CLI).
   ok_or_raise(tb::session::check_multiply_memory(a_view.rows, b_view.cols, a_view.cols, options->verify, true, fill_output,
                                                 "; multiply smaller matrices", keyword_spelling()));
   const Clock::time_point fill_start = Clock::now();

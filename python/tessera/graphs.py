@@ -66,7 +66,7 @@ def directed_graph(graph: Any, *, num_vertices: int | None = None, seed: int = _
       its weight (boolean matrices: unweighted), as ``tessera graph`` reads a Matrix Market file;
     - edge arrays ``(src, dst)`` or ``(src, dst, weights)`` (or an (E, 2) / (E, 3) array): vertex
       count ``num_vertices``, default the largest id + 1; a repeated edge is a parallel edge;
-    - a file path (.mtx, .graph/.metis, .edges/.el/.txt/.snap/.edgelist; partition/digraph.hpp);
+    - a file path (.mtx, .graph/.metis, .edges/.el/.txt/.snap/.edgelist; graphdata/digraph.hpp);
     - a generator spec ("rmat:SCALE[:EF]", "lognormal:N", "mesh2d:NXxNY", "mesh3d:NXxNYxNZ"),
       seeded by ``seed``;
     - a DirectedGraph (returned as is).

@@ -195,9 +195,9 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::handshake(int fd, Side side, con
   }
   BIO_set_data(socket_bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd)));
   // OpenSSL hands each 16 KiB record to its BIO on its own: straight to the socket that is one
-  // send(2) per record, which on loopback cost more than the encryption. Records gather in a
-  // buffer instead and leave in large sends (flush() sends the rest). Reads go to the socket BIO
-  // directly; read_ahead already makes them large.
+  // send(2) per record, a system call that can cost more than encrypting the record. Records
+  // gather in a buffer instead and leave in large sends (flush() sends the rest). Reads go to the
+  // socket BIO directly; read_ahead already makes them large.
   BIO_push(buffered, socket_bio);
   BIO_up_ref(socket_bio);  // one reference for the chain, one for the read side
   SSL_set_bio(channel->ssl_, socket_bio, buffered);

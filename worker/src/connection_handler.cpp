@@ -17,7 +17,8 @@ namespace tp = tessera::transport;
 namespace {
 
 // An authenticated peer that stops sending half-way through a frame for this long is gone. 60 s:
-// the previous default idle bound, long enough for a stalled Wi-Fi link to recover.
+// long enough for a stalled Wi-Fi link to recover, short enough that a peer that really is gone
+// frees its session within a minute.
 constexpr auto kFrameStallTimeout = std::chrono::milliseconds(60000);
 
 }  // namespace

@@ -41,9 +41,9 @@ namespace tp = tessera::transport;
 namespace gr = tessera::graph;
 using Clock = std::chrono::steady_clock;
 
-// CPU seconds each send or receive window lasts (and at least this many batches): 15 ms is 400+
-// frames of the small size and ten of the large one on a desktop core, 60 ms of wall time on
-// a quarter core.
+// CPU seconds each send or receive window lasts (and at least this many batches): enough frames
+// of either size on a fast core for their fixed costs to average out, while a quarter core still
+// spends only 60 ms of wall time on a window.
 constexpr double kDeltaWindowCpuSeconds = 0.015;
 constexpr int kMinSmallBatches = 32;
 constexpr int kMinLargeBatches = 3;

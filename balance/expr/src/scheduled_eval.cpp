@@ -24,8 +24,8 @@ using Clock = std::chrono::steady_clock;
 // Tile sizes tried, largest first so ties keep fewer, larger tiles (fewer jobs and headers).
 constexpr uint64_t kCandidateTiles[] = {4096, 2048, 1024, 512, 256};
 // How much faster (a fraction) a smaller tile's schedule must be forecast to be chosen over a
-// larger one (pick_tile_candidate). Charging the profile's latency when busy alone tipped
-// HITS from 512 to 256 tiles on a 0.8% difference, and the 256 tiles ran 23% slower.
+// larger one (pick_tile_candidate): a forecast a few percent sooner is within the model's error,
+// while a smaller tile's extra jobs and headers cost a run more than the forecast charges them.
 constexpr double kTileTieMargin = 0.05;
 // Beyond this many tasks a candidate is not simulated: its jobs' overheads would swamp the work.
 constexpr std::size_t kMostTasks = 20000;

@@ -19,6 +19,8 @@
 #include "tessera/graph/wire.hpp"
 #include "tessera/partition/placement_cache.hpp"
 
+#include "link_calls.hpp"
+
 namespace tessera::balance::graphs {
 
 namespace {
@@ -29,98 +31,21 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-uint64_t link_bytes(const cluster::NodeLink& link) {
-  return link.connection ? link.connection->bytes_sent() + link.connection->bytes_received() : 0;
-}
-
 // A run shorter than a few CPU-quota periods lets a quarter-core node run at a full core's speed
 // before its quota holds it back: its busy-time rate would rank it above the desktop. Over five
 // periods (0.1 s of the emulation's 20 ms ones) one period's burst is at most a fifth of the
-// time, within the band the memory keeps rates in (run_memory.cpp); 0.3 s, three of the
-// kernel's 100 ms periods, had kept the mesh's 0.13-0.25 s runs from teaching any share rate.
+// time, within the band the memory keeps rates in (run_memory.cpp). Counted in the node's own
+// periods, not seconds, so that a short period lets short runs teach a share rate too.
 constexpr double kQuotaPeriodsTelling = 5.0;
 // A node without a quota below its threads has no such bursts: its rate tells after 10 ms, so
-// that runs of 40 ms (connected components on mdual) teach the forecast their edges' cost.
+// that even runs of a few tens of milliseconds (connected components on a small graph) teach the
+// forecast their edges' cost.
 constexpr double kUncappedTelling_s = 0.01;
 
 // How long a node must have been busy for its rate to tell (see above).
 double shortest_telling_busy_s(const cluster::NodeSpec& node) {
   const bool capped = node.emulate && node.emulate->cpu > 0.0 && node.emulate->cpu < static_cast<double>(std::max(1u, node.threads));
   return capped ? kQuotaPeriodsTelling * 1e-6 * static_cast<double>(node.emulate->cpu_period_us) : kUncappedTelling_s;
-}
-
-struct CallOutcome {
-  Status status;
-  bool silent = false;   // shut down by the watchdog: nothing moved for the node timeout
-  bool aborted = false;  // shut down because another call of the round failed (abort_after)
-};
-
-// Runs call(i) for every link on its own thread and waits for all of them. A call during which
-// its connection moves no byte for `silence` has the connection shut down by the cluster's
-// silent-node watchdog, which makes the call return; the outcome says it was silent. With
-// `abort_after`, once one call has failed the calls still pending get that long and are then shut
-// down too (a sync step waits for batches from every other node, so a lost node leaves the others
-// waiting). The cancel flag shuts every call down.
-std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std::chrono::milliseconds silence,
-                                  const std::atomic<bool>* cancel, const std::function<Status(std::size_t)>& call,
-                                  std::optional<std::chrono::milliseconds> abort_after = std::nullopt) {
-  const std::size_t count = links.size();
-  std::vector<CallOutcome> outcomes(count);
-  std::vector<char> done(count, 0);
-  std::size_t remaining = count;
-  std::mutex mutex;
-  std::condition_variable finished;
-  // A call owes bytes while it runs; any byte moved either way is progress.
-  cluster::SilentNodeWatchdog::Options watch;
-  watch.period = std::chrono::milliseconds(20);
-  watch.deadline_s = [seconds = std::chrono::duration<double>(silence).count()](std::size_t) { return seconds; };
-  watch.progress_counter = [&links](std::size_t i) { return link_bytes(*links[i]); };
-  watch.on_silent = [&links](std::size_t i, const std::string&) { links[i]->connection->shutdown(); };
-  cluster::SilentNodeWatchdog watchdog(count, std::move(watch));
-  for (std::size_t i = 0; i < count; ++i) {
-    if (links[i]->connection) watchdog.begin_owing(i);
-  }
-  std::vector<std::jthread> threads;
-  threads.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    threads.emplace_back([&, i] {
-      Status status = links[i]->connection ? call(i) : network_error("not connected");
-      const std::lock_guard<std::mutex> lock(mutex);
-      // Found silent before the call returned: the outcome says so (retire tells).
-      outcomes[i].silent = !watchdog.retire(i);
-      outcomes[i].status = std::move(status);
-      done[i] = 1;
-      --remaining;
-      finished.notify_all();
-    });
-  }
-  std::optional<Clock::time_point> abort_at;
-  std::unique_lock<std::mutex> lock(mutex);
-  while (remaining > 0) {
-    finished.wait_for(lock, std::chrono::milliseconds(20));
-    const bool cancelling = cancel != nullptr && cancel->load();
-    const auto now = Clock::now();
-    if (abort_after && !abort_at) {
-      for (std::size_t i = 0; i < count; ++i) {
-        if (done[i] != 0 && !outcomes[i].status.is_ok()) abort_at = now + *abort_after;
-      }
-    }
-    const bool aborting = abort_at && now >= *abort_at;
-    for (std::size_t i = 0; i < count; ++i) {
-      if (done[i] != 0 || outcomes[i].aborted || !links[i]->connection) continue;
-      if (cancelling) {
-        // Cancelled, not silent: the watchdog lets it be.
-        watchdog.retire(i);
-        links[i]->connection->shutdown();
-      } else if (aborting && watchdog.retire(i)) {
-        outcomes[i].aborted = true;
-        links[i]->connection->shutdown();
-      }
-    }
-  }
-  lock.unlock();
-  threads.clear();
-  return outcomes;
 }
 
 // What the run keeps per cluster node.
@@ -431,8 +356,8 @@ void Driver::remember_run() {
     }
   }
   run.set_key = set_key(names);
-  // Shares learn only where every node's need tells: connected components of the small graphs,
-  // 0.1 s runs, had moved the desktop's share to 30% on noise.
+  // Shares learn only where every node's need tells: a run too short for one node's rate to tell
+  // would move the shares on noise.
   if (options_.weights_from_rates && run.parts > 1 && every_node_tells) {
     std::vector<PartRun> parts;
     const std::vector<double> shares = shares_of(selection.weights);
@@ -452,9 +377,8 @@ void Driver::remember_run() {
     // forecast through its rates and delta scale, whether or not the forecast had them right, so
     // the extra is what lies beyond the busiest node's shipping, busy time and gathering: start-up
     // and waiting. Charged with the forecast's node times instead, a first run on a graph dearer
-    // than the probe (connected components alone: 39 ms forecast at 4 ms; the mesh on four nodes:
-    // the desktop at 0.58x its probe rate) left its error as "start-up" that made the next
-    // forecast of the same set too slow, and auto chose worse sets.
+    // per edge than the probe would leave its error as "start-up", which would make the next
+    // forecast of the same set too slow and steer auto to worse sets.
     // The forecast's nodes are the chosen candidate's, in selection.nodes' order.
     double node_s = 0.0;
     for (std::size_t i = 0; i < forecast.nodes.size() && i < selection.nodes.size(); ++i) {
@@ -669,7 +593,7 @@ Result<bool> Driver::load_and_start(const tg::VertexState& state) {
     // within it. An idle thread has flushed its ghost accumulators and wakes for any delivered
     // delta, so nothing else is pending once the detector sees every engine idle; the 10% left
     // is slack for float rounding in the summed figures. A smaller share only makes async polish
-    // past the tolerance sync stops at (0.5 cost ~5% more edge updates on rmat:16).
+    // past the tolerance sync stops at, spending edge updates that buy nothing.
     setup.engine.idle_residual =
         graph::is_linear(spec) ? 0.9 * tolerance_ / (part_count * static_cast<double>(setup.engine.threads)) : 0.0;
     setup.peers = (*peers)[part];

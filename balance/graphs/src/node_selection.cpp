@@ -94,10 +94,12 @@ using Clock = std::chrono::steady_clock;
 // The locality placements tried for every candidate set, the better forecast kept: linear in the
 // edges, so they are never what decides whether a set pays. Chunks of the vertex order win where
 // the ids already follow locality (meshes, most files); Fennel's one streaming pass cuts R-MAT
-// and log-normal graphs nearly as well as METIS at 2% of its time (docs/partition.md).
+// and log-normal graphs nearly as well as METIS' multilevel refinement in a small fraction of its
+// time (tessera-partition-bench compares the methods).
 constexpr tp::PartitionMethod kCheapMethods[] = {tp::PartitionMethod::kChunks, tp::PartitionMethod::kFennel};
-// METIS seconds per edge of the placement graph on the coordinator, until a run measures it
-// (rmat:18, 2026-11-27: 2.2-2.7 s for 8.4 M edges; meshes are about three times faster).
+// METIS seconds per edge of the placement graph on the coordinator, until a run measures it (the
+// run memory then keeps this coordinator's own figure): set for skewed graphs such as R-MAT, which
+// cost METIS more per edge than meshes, so a first forecast does not undercharge METIS.
 constexpr double kMetisSecondsPerEdge = 3e-7;
 
 bool all_measured(const std::vector<graphs::GraphNodeCosts>& costs, const std::vector<std::size_t>& nodes) {

@@ -320,11 +320,11 @@ namespace {
 // the graph's cost factor) to 1.25x its profiled rate (measured over many quota periods). Above:
 // a quarter-core node that works in short bursts between waits runs each burst at a whole core's
 // speed until its quota runs out, so its busy-time rate can read four times what it sustains.
-// Below: a node busy mostly with remote deltas (a Pi on R-MAT: 13 M edge updates in 1.3 s busy)
-// would get so small a share that the desktop ends up with 95% of the edges. Within it, a node
-// whose part fits its caches better than another's: on the 1000 x 1000 mesh the desktop's part
-// ran at 0.58x its probe rate and the Pis' smaller parts at 1.0x, so the top is not scaled by the
-// factor (that had held the Pis to 0.72x and given the desktop more than it could do in time).
+// Below: a node busy mostly with remote deltas (a Pi on R-MAT) would read as so slow that the
+// fastest node ends up with nearly all the edges. Within it, a node whose part fits its caches
+// better than another's: a large part runs below the probe's rate and small parts near it, so the
+// top is not scaled by the graph's factor, which would hold the small parts' nodes below what they
+// do and give the large part's node more than it can do in time.
 double within_band(double rate, double expected, double profiled) {
   if (expected <= 0.0 || profiled <= 0.0) return rate;
   return std::clamp(rate, kRememberedRateFloor * expected, kRememberedRateCap * profiled);
@@ -332,10 +332,11 @@ double within_band(double rate, double expected, double profiled) {
 
 // What an edge of this graph and algorithm costs against the profile's probe (the engine's
 // PageRank sweep on R-MAT), as the nodes that ran it alone measured: the median of their rate over
-// their profiled rate. Connected components' best-first queue on mdual ran at a tenth of the
-// probe's rate; held to the probe's band, the forecast put the desktop's 39 ms of edges at 4 ms and
-// the rest into start-up, and a node without its own measurement would have looked ten times too
-// fast beside one with it. At most the band's top (a faster graph than the probe is a burst).
+// their profiled rate. A graph and algorithm can cost many times the probe's per edge (connected
+// components' best-first queue does); held to the probe's band, the forecast would put most of
+// such a run's edge time into start-up, and a node without its own measurement would look many
+// times too fast beside one with it. At most the band's top (a faster graph than the probe is a
+// burst).
 double graph_cost_factor(const std::vector<graphs::GraphNodeCosts>& costs, const RunMemory& memory) {
   std::vector<double> ratios;
   for (const graphs::GraphNodeCosts& node : costs) {

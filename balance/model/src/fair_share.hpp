@@ -11,9 +11,10 @@
 
 namespace tessera::balance::model::detail {
 
-// Sizing the model plan again with the host's cores shared as the last plan left them settles
-// within two passes on the clusters measured (docs/performance.md, "The model on a shared host");
-// the pull replay is replayed as many times.
+// Sizing the model plan again with the host's cores shared as the last plan left them: the second
+// pass sizes rows for the sharing the first plan causes, after which the sharing moves little, and
+// the plan forecast to end soonest is kept (model_policy.hpp); the pull replay is replayed as many
+// times. scripts/bench-model.sh measures the model on shared hosts.
 inline constexpr int kHostSharingPasses = 2;
 
 // Max-min fair (water-filling) rates for flows with the given caps sharing `capacity`; a capacity

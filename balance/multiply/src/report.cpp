@@ -9,6 +9,26 @@
 
 namespace tessera::balance::multiply {
 
+// A run's worker CPU figures, summed over its nodes (the report's and the studies').
+double MultiplyRun::worker_io_cpu_s() const {
+  double seconds = 0.0;
+  for (const NodeRunStats& node : nodes) seconds += node.worker_io_cpu_s;
+  return seconds;
+}
+
+double MultiplyRun::worker_compute_cpu_s() const {
+  double seconds = 0.0;
+  for (const NodeRunStats& node : nodes) seconds += node.worker_compute_cpu_s;
+  return seconds;
+}
+
+std::optional<double> MultiplyRun::worker_comm_share() const {
+  const double io = worker_io_cpu_s();
+  const double total = io + worker_compute_cpu_s();
+  if (total <= 0.0) return std::nullopt;
+  return io / total;
+}
+
 std::optional<double> MultiplyReport::prediction_error() const {
   if (!prediction || !(run.makespan_s > 0.0)) return std::nullopt;
   return std::fabs(prediction->makespan_s - run.makespan_s) / run.makespan_s;

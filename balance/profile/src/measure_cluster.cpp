@@ -39,8 +39,8 @@ using probes::kQuickBandwidthProbeSeconds;
 // the profiler: each read waits at most ProfileOptions::silent_node_seconds for a byte, and the
 // watchdog shuts the connection down when the whole node takes longer than its budget (a write to
 // a stopped node blocks once its socket buffer is full, which no read bound can catch). Both are
-// far above what a healthy node needs: probes run for fractions of a second, a quarter-core Pi's
-// full curve ~7 s.
+// far above what a healthy node needs: probes run for fractions of a second, and even a
+// quarter-core Pi's full curve takes seconds, not minutes.
 constexpr auto kQuickNodeBudget = std::chrono::seconds(60);
 constexpr auto kFullNodeBudget = std::chrono::seconds(180);
 
@@ -105,7 +105,7 @@ auto watched(cluster::NodeLink& link, std::chrono::seconds budget, double silent
 // The capacity is the sum of the rates the nodes got while all were receiving: when the
 // coordinator is not the bottleneck it equals the sum of the links, and the model's sharing then
 // changes nothing; when it is, the sum is what the coordinator can push. (Dividing all bytes by
-// the slowest node's time instead measured the slowest link, not the coordinator.)
+// the slowest node's time would measure the slowest link, not the coordinator.)
 struct CoordinatorCapacity {
   double bytes_per_s = 0.0;
   double cpu_s_per_byte = 0.0;
@@ -165,10 +165,9 @@ Result<CoordinatorCapacity> coordinator_send_capacity(cluster::ClusterConnection
 // Every node runs the reference GEMM probe at the same moment, each on its own thread, in
 // kConcurrentRounds rounds; a node's rate is the mean of its rounds but the slowest. The result is
 // a node's rate when all compete for what they share (cores, memory bandwidth). It varies from
-// round to round with where the kernel puts the threads (on local-mixed-lan a full-core node kept
-// 78-99% of its speed alone from one profile to the next, and 67-98% from one tenth of a second
-// of a run to the next), so a run sees the mean; the slowest round is left out so that a burst
-// of outside load (a build once gave a desktop a quarter of its speed) counts for less.
+// round to round, and within a run from one moment to the next, with where the kernel puts the
+// threads, so a run sees the mean; the slowest round is left out so that a burst of outside load
+// (a build beside the profile can take most of a node's speed) counts for less.
 constexpr int kConcurrentRounds = 5;
 
 Status measure_concurrent_rates(cluster::ClusterConnection& cluster, const ProfileOptions& options,

@@ -124,9 +124,9 @@ Result<double> round_trip_seconds(cluster::NodeLink& link, int pings) {
 }
 
 // Link bandwidth is measured over the path a multiply's data takes: a STORE read straight into
-// the worker's tile memory, and a RESULT written straight from it. (Copying probes through
-// PROBE payloads measured loopback at a third of what a multiply gets.) Tile ids at the top of
-// the range keep clear of the driver's.
+// the worker's tile memory, and a RESULT written straight from it. (PROBE payloads are copied on
+// both sides, which a multiply's data never is, so they would read a fast link far below what a
+// multiply gets.) Tile ids at the top of the range keep clear of the driver's.
 constexpr uint32_t kProbeTile = 0xFFFFFF00u;
 constexpr uint32_t kProbeA = 0xFFFFFF01u;
 constexpr uint32_t kProbeB = 0xFFFFFF02u;
@@ -275,9 +275,8 @@ Status make_tiles_on_worker(cluster::NodeLink& link, gemm::GemmClient& client, c
 // `count` products are timed from the first written to the last CREDIT; the best of `repeats`.
 // The products take turns on kVectorProbeMatrices matrices (128 MB in all), so each reads its
 // matrix from memory as a run's jobs do: their tiles arrive well before they are used, behind
-// other jobs' tiles. One 32 MB matrix read over and over partly stays cached and read 1.5-2x
-// faster than the runs' vector products went (2026-11-27: the desktop 4.2 GFLOP/s against 2.0
-// in a Markov chain on it alone).
+// other jobs' tiles. One 32 MB matrix read over and over would partly stay in cache and read
+// faster than a run's vector products go.
 constexpr uint32_t kVectorProbeSize = 2048;  // a 32 MB matrix: past the caches, as a chain's is
 constexpr uint32_t kVectorProbeMatrices = 4;
 constexpr uint32_t kVectorProbeFirstMatrix = 0xFFFFFF10u;

@@ -30,8 +30,9 @@ constexpr uint32_t kProbeColumns = 1024;
 constexpr uint64_t kProbeJob = 0xFFFFFFFF00000000ull;
 constexpr std::size_t kMaxProbeBytes = 64u << 20;
 
-// The load busy_round_trip keeps on a node: jobs of this size cubed, this many queued.
-constexpr uint32_t kBusyLoadSize = 512;  // 268 MFLOP: 8 ms on a desktop core, over 30 ms on a quarter core
+// The load busy_round_trip keeps on a node: jobs of this size cubed, this many queued. 512 is
+// 268 MFLOP a job: milliseconds on a fast core, longer than a 20 ms quota period on a quarter one.
+constexpr uint32_t kBusyLoadSize = 512;
 constexpr int kBusyJobsInFlight = 4;
 
 struct GemmWindow {

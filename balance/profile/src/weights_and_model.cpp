@@ -83,7 +83,7 @@ Result<model::ClusterModel> profile_model(const ClusterProfile& profile, const c
     entry.host.cores = measured->cores;
     entry.host.node_cores = measured->compute_cores;
     // What it kept with every node multiplying at once (measure_concurrent_rates: the mean of its
-    // rounds but the slowest, as single rounds scatter; docs/performance-model.md, "Shared hosts").
+    // rounds but the slowest, as single rounds scatter with where the kernel puts the threads).
     if (measured->gflops > 0.0 && measured->concurrent_gflops > 0.0) {
       entry.host.crowded_share = std::min(measured->concurrent_gflops / measured->gflops, 1.0);
     }

@@ -1,4 +1,5 @@
 #include "tessera/balance/session/session.hpp"
+#include "tessera/balance/session/settings.hpp"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -273,10 +274,7 @@ std::optional<model::Prediction> Session::forecast(const plan::Plan& plan) const
 
 Result<MultiplyOutcome> Session::multiply(linalg::MatrixView a, linalg::MatrixView b, linalg::MutableMatrixView c,
                                           const MultiplyOptions& options, const RunControl& control) {
-  if (a.cols != b.rows) {
-    return invalid_argument(fmt::format("A is {}x{} and B is {}x{}: A's columns must equal B's rows", a.rows, a.cols,
-                                        b.rows, b.cols));
-  }
+  TESSERA_RETURN_IF_ERROR(check_product_shapes("A", a.rows, a.cols, "B", b.rows, b.cols));
   if (plan::needs_profile(options.policy)) TESSERA_RETURN_IF_ERROR(measure_missing_profile(control));
   MultiplyOptions taking_part = options;
   if (auto* proportional = std::get_if<plan::ProportionalPolicy>(&taking_part.policy)) {

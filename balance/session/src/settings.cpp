@@ -311,6 +311,13 @@ Status check_multiply_memory(uint64_t m, uint64_t n, uint64_t k, multiply::Verif
                                   (verified ? " or " + spelling.assignment("verify", "none", true) : std::string()));
 }
 
+Status check_product_shapes(std::string_view a_name, uint64_t a_rows, uint64_t a_cols, std::string_view b_name,
+                            uint64_t b_rows, uint64_t b_cols) {
+  if (a_cols == b_rows) return Status::ok();
+  return invalid_argument(fmt::format("{} is {}x{} and {} is {}x{}: A's columns must equal B's rows", printable(a_name),
+                                      a_rows, a_cols, printable(b_name), b_rows, b_cols));
+}
+
 Status check_finite_input(linalg::MatrixView matrix, std::string_view name, std::string_view source,
                           const OptionSpelling& spelling) {
   const std::optional<multiply::NonFiniteEntry> entry = multiply::first_nonfinite(matrix);

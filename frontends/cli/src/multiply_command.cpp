@@ -54,10 +54,8 @@ Result<Inputs> prepare_inputs(const MultiplyCommand& command, multiply::VerifyMo
     if (!command.settings.allow_nonfinite) {
       TESSERA_RETURN_IF_ERROR(session::check_finite_input(*b, "B", command.b_path, flag_spelling()));
     }
-    if (a->cols != b->rows) {
-      return invalid_argument(fmt::format("{} is {}x{} and {} is {}x{}: A's columns must equal B's rows",
-                                          command.a_path, a->rows, a->cols, command.b_path, b->rows, b->cols));
-    }
+    TESSERA_RETURN_IF_ERROR(
+        session::check_product_shapes(command.a_path, a->rows, a->cols, command.b_path, b->rows, b->cols));
     const auto mismatch = [](const std::optional<uint64_t>& flag, uint64_t actual) {
       return flag.has_value() && *flag != actual;
     };

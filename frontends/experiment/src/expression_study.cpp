@@ -31,7 +31,7 @@ namespace {
 
 using namespace steps;
 
-// What the scheduled evaluation is held to (docs/performance.md), stated next to the figures they apply to.
+// The targets the scheduled evaluation is held to; the report states each next to the figures it applies to.
 constexpr double kTargetPredictionError = 0.10;  // |predicted - measured| / measured makespan
 constexpr double kTargetSpeedupShare = 0.85;     // of the theoretical speed-up, on local-mixed-lan
 constexpr double kTargetBytesShare = 0.5;        // scheduled / naive bytes, on Markov and HITS

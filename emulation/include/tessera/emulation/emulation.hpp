@@ -4,7 +4,7 @@
 // CPU: a worker runs in its own cgroup whose CPU quota is `emulate.cpu` cores (cgroup v1
 // cpu.cfs_quota_us / cfs_period_us, or v2 cpu.max) over `emulate.cpu_period` (default 20 ms,
 // not the kernel's 100 ms): a quarter core runs 5 ms of every 20 ms, so even a short job runs at
-// its quota. scripts/bench-cpu-period.sh measures the choice; docs/performance.md has the figures.
+// its quota. scripts/bench-cpu-period.sh measures the choice.
 // Link: a worker with `emulate.link` runs in its own network namespace joined to the host by a
 // veth pair on a /30 from 198.18.0.0/15 (RFC 2544's benchmarking range, never routed), with a
 // tbf qdisc limiting the rate on both ends, and netem adding delay/loss where the kernel has it.

@@ -52,25 +52,25 @@ struct EngineOptions {
   // arrive). Ignored for cc/sssp, which idle when nothing is pending.
   double idle_residual = 0.0;
   // Async pagerank/katz: share of the pending vertices a sweep updates, (0, 1]. 1 (every pending
-  // vertex) needed within 5% of the edge updates of Maiter's sampled top quarter on every graph
-  // measured, at up to twice the speed per edge (docs/graphs.md; figures in docs/performance.md).
+  // vertex) needs about the edge updates of Maiter's sampled top quarter, and each is cheaper: the
+  // sweep walks the CSR in order with no threshold to sample (tessera-graph-engine-bench --priority
+  // measures other shares).
   double priority_fraction = 1.0;
   // Outside deltas leave at the end of every sweep (pagerank, katz), or for cc/sssp, which have no
   // sweeps, when a destination holds batch_max_entries or its oldest is batch_max_age old; at
-  // most batch_max_entries go in one batch. 65536 (768 KiB frames) and 10 ms: smaller and
-  // sooner sent the same outside vertices again and again (4096 entries doubled a Pi's peer bytes
-  // on R-MAT; docs/graphs.md).
+  // most batch_max_entries go in one batch. 65536 (768 KiB frames) and 10 ms: a smaller or sooner
+  // batch sends the same outside vertices again and again, each time with less of what they will
+  // gather, which multiplies the bytes a slow node's link must carry.
   uint32_t batch_max_entries = 65536;
   std::chrono::microseconds batch_max_age{10000};
   // Async pagerank/katz: holding a part back for its peers' deltas. combine_share c: a slice whose
   // residual is below c x what the last remote deltas brought waits (about two arrival gaps, 1-10
   // ms) for the next ones instead of sweeping. peer_level_share p: no vertex below p x the mean
   // residual per edge of this part and of the parts whose batches said theirs is updated; with
-  // nothing above it the slice waits as long. Both 0 (off) by default: at c = 0.5, p = 1 PageRank
-  // on local-mixed-lan, every node taking part, needed 0.55-0.78x sync's edge updates instead of
-  // 1.0-1.2x, but took 10-25% longer on rmat:18, a log-normal graph and the 1000 x 1000 mesh
-  // (more, smaller sweeps, and the waits; docs/graphs.md). Not carried on the wire: workers run
-  // with the defaults; the engine bench and tests set them.
+  // nothing above it the slice waits as long. Both 0 (off) by default: a part held back needs
+  // fewer edge updates (the deltas it waits for add up first) but the run takes longer in wall
+  // time, spent in more, smaller sweeps and in the waits themselves. Not carried on the wire:
+  // workers run with the defaults; the engine bench and tests set them.
   double combine_share = 0.0;
   double peer_level_share = 0.0;
   bool operator==(const EngineOptions&) const = default;

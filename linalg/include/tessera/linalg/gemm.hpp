@@ -18,8 +18,8 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, double alpha, const doubl
 // transpose_a, op(A) = A^T and A is stored k x m (lda >= m); with transpose_b, op(B) = B^T and B
 // is stored n x k (ldb >= k). Lets a job multiply by a stored tile's transpose without copying it.
 // A product with a vector on either side (n == 1 or m == 1) runs as a matrix-vector product
-// (dgemv): OpenBLAS's dgemm packs the whole matrix operand first, which made such products 2-3.5x
-// slower (1024-square tile, one core: 0.85-1.6 GFLOP/s against 3.0 from memory).
+// (dgemv): OpenBLAS's dgemm packs the whole matrix operand first, a copy of all its bytes that a
+// product with one vector (memory-bound, each byte used once) never earns back.
 void gemm_ex(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k, double alpha,
              const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta, double* c,
              std::size_t ldc);

@@ -54,10 +54,9 @@ class FrameConnection {
  public:
   // Largest piece a reader asks the socket for, and so the most a lying length can make it
   // allocate ahead of the data. It is also the step in which a worker passes a piece of B on
-  // along a chain (cut-through): 256 KiB waits 21 ms per hop at 100 Mbit/s, where 1 MiB waited
-  // 84 ms and a four-node chain behind a switch took 0.91x as long with the smaller step
-  // (docs/performance.md, B along a chain of workers). It still fits a core's cache between the
-  // copy from the socket and the checksum.
+  // along a chain (cut-through), so it is the wait each hop adds: 256 KiB takes 21 ms at
+  // 100 Mbit/s, a quarter of what 1 MiB would, and a chain pays that once per node. It still fits
+  // a core's cache between the copy from the socket and the checksum.
   static constexpr std::size_t kReadChunkBytes = std::size_t{1} << 18;
 
   FrameConnection(asio::ip::tcp::socket socket, Limits limits);

@@ -36,10 +36,11 @@ Service gemm_service();
 
 // The longest one GEMM probe repetition may take. The coordinator's probes (sizes 128 to 2048,
 // the reference 1024) take well under a second on any node it profiles; a probe must never hold
-// the session for tens of seconds (an 8192 on one thread took over 20 s).
+// the session for tens of seconds (one repetition of an 8192 is 1.1e12 flops).
 inline constexpr double kProbeRepetitionSeconds = 5.0;
-// DGEMM flops per second no single core reaches (an AVX-512 Xeon core measured 72-81 GFLOP/s
-// with OpenBLAS), so the size bound refuses only probes no worker of that thread count could do.
+// DGEMM flops per second no single core reaches (above what the fastest cores, AVX-512 ones
+// included, sustain with OpenBLAS), so the size bound refuses only probes no worker of that
+// thread count could do.
 inline constexpr double kProbeFastestThreadFlops = 100e9;
 
 // The largest GEMM probe size a worker with `threads` compute threads takes: the largest n with

@@ -103,8 +103,8 @@ class ServiceContext {
   // --- Replies written off the compute threads ---
   // Runs `write` on the session's writer thread after every write queued before it, so a compute
   // thread that finished a job starts the next one while the job's CREDIT and RESULT travel (a
-  // RESULT written on the compute thread held it for as long as the coordinator took to read the
-  // tile). The writer's CPU time counts as io in STATS. Any thread.
+  // RESULT written on the compute thread would hold it for as long as the coordinator takes to
+  // read the tile). The writer's CPU time counts as io in STATS. Any thread.
   void write_later(std::function<void()> write);
   // Returns once every write queued before the call has run. Any thread but the writer.
   void flush_writes();

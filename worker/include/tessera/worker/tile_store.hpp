@@ -9,10 +9,11 @@
 // Freed tile memory is kept for reuse (up to a quarter of the cap, as exact-size buffers), also
 // across sessions: a multiply stores and releases same-sized panels over and over, the next run
 // of the same size needs the same tiles again, and fresh memory from the system costs a page
-// fault and a kernel zero-fill per 4 KiB, measured as a large part of the worker's communication
-// CPU. Idle buffers do not count against the cap; they are dropped first when an allocation would
-// not fit otherwise, and by drop_idle_buffers(). Scratch that is not worth keeping (a GEMM probe's
-// matrices, which no run reuses) is allocated with AfterUse::kReturnToSystem and freed at once.
+// fault and a kernel zero-fill per 4 KiB, paid mostly by the thread reading tiles off the socket, as
+// communication CPU. Idle buffers do not count against the cap; they are dropped first when an
+// allocation would not fit otherwise, and by drop_idle_buffers(). Scratch that is not worth
+// keeping (a GEMM probe's matrices, which no run reuses) is allocated with
+// AfterUse::kReturnToSystem and freed at once.
 #pragma once
 
 #include <atomic>

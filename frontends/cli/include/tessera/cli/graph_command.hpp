@@ -9,7 +9,7 @@
 //                 [--batch-entries N] [--priority-fraction P] [--run-dir DIR]
 //                 [--profile FILE] [--progress auto|always|never]
 //
-// FILE is read by extension (.mtx, .graph/.metis, .edges/.el/.txt/.snap; partition/digraph.hpp);
+// FILE is read by extension (.mtx, .graph/.metis, .edges/.el/.txt/.snap; graphdata/digraph.hpp);
 // SPEC is a generator (rmat:SCALE[:EF], lognormal:N, mesh2d:NXxNY, mesh3d:NXxNYxNZ) seeded by
 // --seed. --weights defaults to `profile` when a profile exists (next to CONFIG, or --profile),
 // else `equal` with a note. Prints to `out`: the graph, the plan (method; per node the target

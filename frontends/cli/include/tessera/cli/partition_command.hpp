@@ -6,8 +6,8 @@
 //                     [--seed S] [--out parts.txt] [--report FILE.json]
 //
 // INPUT is a file picked by extension (.mtx Matrix Market, .graph/.metis METIS, .edges/.el/.txt edge
-// list; see partition/graph_io.hpp) or a generator spec (mesh2d:200x200, mesh3d:20x20x20, rmat:16,
-// rmat:16:8, lognormal:100000; see partition/generators.hpp, seeded by --seed). With --cluster the
+// list; see graphdata/graph_io.hpp) or a generator spec (mesh2d:200x200, mesh3d:20x20x20, rmat:16,
+// rmat:16:8, lognormal:100000; see graphdata/generators.hpp, seeded by --seed). With --cluster the
 // parts are the cluster's nodes, weighted by the GFLOP/s of its saved profile (`tessera profile`).
 // Prints a per-part table (name, weight, target, vertices) and imbalance, edge cut, communication
 // volume to `out`; input clean-up and trap notes to `err`. --out writes one part number per line in

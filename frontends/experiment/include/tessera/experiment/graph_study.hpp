@@ -10,7 +10,7 @@
 //   workload: graph                    required for a graph study
 //   description: TEXT                  optional
 //   clusters: [PATH, ...]              required, cluster files
-//   graphs: [rmat:16, PATH, ...]       required: generator specs (see partition/digraph.hpp) or files
+//   graphs: [rmat:16, PATH, ...]       required: generator specs (see graphdata/digraph.hpp) or files
 //   algorithms: [pagerank, cc, ...]    required: pagerank | katz | cc | sssp
 //   modes: [async, sync]               default [async]
 //   partitions: [metis, hash]          default [metis]: metis | contiguous | hash | chunks | fennel |

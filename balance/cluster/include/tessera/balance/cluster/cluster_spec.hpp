@@ -40,10 +40,10 @@ namespace tessera::balance::cluster {
 // tc-style strings the user wrote ("100mbit", "2ms") and only meaningful when has_link.
 struct EmulationSpec {
   double cpu = 0;
-  // The CFS period over which the cpu quota is enforced. 20 ms, chosen by measurement
-  // (scripts/bench-cpu-period.sh, docs/emulation.md): with the kernel's 100 ms a quarter core ran a 20 ms job
-  // at full speed (1.14x an uncapped node's time instead of 4x); at 20 ms it took 4.01x, and long
-  // jobs 4.17x against 4.15x at 100 ms, so the shorter period costs nothing measurable.
+  // The CFS period over which the cpu quota is enforced. 20 ms: with the kernel's 100 ms a quarter
+  // core has a 25 ms slice, so a job shorter than that runs at full speed and the quota never shows;
+  // at 20 ms its slice is 5 ms, and long jobs pay nothing measurable for the more frequent throttling.
+  // scripts/bench-cpu-period.sh measures both sides of the choice.
   uint32_t cpu_period_us = 20000;
   std::string link_rate, link_delay;
   double link_loss_percent = 0;

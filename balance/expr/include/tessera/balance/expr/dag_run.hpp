@@ -32,6 +32,12 @@
 // the run with DagRun::peer_failure and no node lost: the caller runs it again without peer
 // transfers. A node owes the coordinator SENT for each SEND_TILE, and STORED once its tile was
 // sent, so a silent sender or receiver is lost like any node.
+// One state machine per node, in one source file (src/dag_run.cpp): a node's sender and reader
+// share its tile store's contents, its jobs in flight, what it owes (SENT, STORED, RESULT) and
+// whether it is lost, and every step above (evict, fetch, send jobs, tell the producer to send,
+// take credits and results, lose the node) moves that one record. What stands alone is elsewhere:
+// the coordinator's copies of tiles (src/coordinator_tiles.hpp), the schedule (schedule.hpp), the
+// GEMM client (gemm/client.hpp) and the watchdog.
 // The caller owns the cluster, the DAG, the schedule and the matrices; not reentrant on one cluster.
 #pragma once
 
@@ -51,9 +57,8 @@ struct DagRunOptions {
   // > 0: how long a node that owes frames may stay silent; 0: max(floor_s, 4 x the schedule's makespan).
   double node_timeout_s = 0.0;
   double floor_s = 10.0;
-  // 64: with 16 the desktop of local-mixed-lan idled between its 256-square jobs (a CREDIT's round
-  // trip through a busy coordinator outlasted 16 of them): the chain A B C D took 0.61-0.75 s, with 64
-  // 0.50-0.62 s, and 256 measured the same as 64.
+  // 64: enough 256-square jobs queued that a fast node does not idle while a CREDIT makes its
+  // round trip through a busy coordinator; more gains nothing once that trip is covered.
   uint32_t jobs_in_flight = 64;
   // Tile ids on the workers start here (apart from the multiply driver's and the profiler's).
   uint32_t first_tile_id = 0x40000000;

@@ -158,9 +158,9 @@ double graph_part_bytes(const GraphPartShape& part);
 
 // The longest gap the graph driver leaves between two progress polls once a run has gone on for
 // `run_s` seconds: an eighth of that (at least 5 ms, at most `poll_interval_s`), so the end of a
-// 0.3 s run is noticed within about 40 ms rather than a whole 100 ms interval (every node of the
-// mixed lab's mesh runs sat idle for ~0.1 s in half the runs), while a long run still polls ten
-// times a second. The driver schedules by it and the forecast charges it.
+// 0.3 s run is noticed within about 40 ms rather than a whole 100 ms interval, which every node
+// would spend idle, while a long run still polls ten times a second. The driver schedules by it
+// and the forecast charges it.
 double poll_gap_s(double run_s, double poll_interval_s);
 
 }  // namespace tessera::balance::graphs

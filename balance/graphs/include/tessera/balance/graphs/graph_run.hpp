@@ -28,6 +28,14 @@
 // why. Every wait is bounded: calls by node_timeout_s of silence (a sync step's other calls by a
 // second once one of them failed), the whole run by max_wall_s.
 //
+// One state machine, in one source file (src/graph_run.cpp): the run moves through the steps
+// above and back from any of them to placing again after a loss, and every step reads and
+// updates the same per-node records (taking part, lost, the last progress, the bytes counted) and
+// the same placement. The jobs that stand alone are elsewhere: the calls on every link at once
+// under the watchdog (src/link_calls.hpp), node choice and the first placement
+// (node_selection.hpp), termination (termination.hpp), priority levels, the run memory, checks
+// and the report.
+//
 // Ownership: the caller owns the cluster connection and the graph; the outcome is a value. Not
 // reentrant on one ClusterConnection; hooks are called on the calling thread.
 #pragma once
@@ -122,7 +130,7 @@ struct GraphRunOptions {
   // 100 ms: a poll costs each worker one small frame and the coordinator a round trip (well
   // under a millisecond on a LAN), so ten a second are free, while termination is noticed at
   // most about two intervals after it happens; the AAU thesis' 4 s would add seconds to every
-  // run that converges in a few (fixed intervals measured: docs/graphs.md, "Poll interval").
+  // run that converges in a few.
   std::chrono::milliseconds poll_interval{100};
   // Values fetched from every node this often while a run goes on, to restart from if the node
   // is lost. 1 s: a lost node costs at most a second of its part's work, and the fetch (8 bytes
@@ -142,9 +150,9 @@ struct GraphRunOptions {
   // Async pagerank/katz: with every poll the engines get a common priority level, this fraction
   // of the summed residual per edge (priority_levels.hpp), so a node whose part is already far
   // below the others' waits for their deltas instead of polishing its own. At most 1. Off (0) by
-  // default: on the emulated mixed lab 0.5 cut PageRank's edge updates by about a third on R-MAT
-  // and log-normal graphs but never shortened the wall time, and lengthened it on meshes
-  // (scripts/bench-graph-level.sh; docs/performance.md, "Graph targets").
+  // default: the level saves edge updates, but a node held at it waits for the others' deltas
+  // instead of working, so the saving does not shorten the wall time, and on meshes the waits
+  // lengthen it. scripts/bench-graph-level.sh measures the trade-off.
   double priority_level_fraction = 0.0;
   // How nodes reach each other (peers.hpp); empty: the NodeSpec hosts.
   PeerHosts peer_hosts;

@@ -26,10 +26,11 @@ struct PlacementShape {
 PlacementShape placement_shape(const graphdata::DirectedGraph& graph, std::span<const int32_t> part_of, uint32_t parts);
 
 // Sweeps per edge when no run on this graph measured them: the synchronous steps the series needs
-// to fall below the tolerance (pagerank: (1 - d) d^k <= tol; katz: beta-series alike), times the
-// 0.6 that asynchronous Gauss-Seidel sweeps needed on the graphs measured (docs/graphs.md); 2 for
-// cc and sssp (most labels settle in one or two waves on low-diameter graphs). Remote deltas add
-// `spread_per_cut` per unit of cut fraction (measured on R-MAT and meshes, docs/graphs.md).
+// to fall below the tolerance (pagerank: (1 - d) d^k <= tol; katz: beta-series alike), times 0.6,
+// since asynchronous Gauss-Seidel sweeps use each delta as soon as it arrives and need fewer
+// updates than Jacobi steps (async_rounds.hpp); 2 for cc and sssp (most labels settle in one or
+// two waves on low-diameter graphs). Remote deltas add `spread_per_cut` per unit of cut fraction.
+// Each is a starting guess that the run memory replaces with the graph's own figures.
 graphs::GraphWorkload default_workload(const graph::AlgorithmSpec& spec, double tolerance,
                                       const graphdata::DirectedGraph& graph, double poll_interval_s);
 

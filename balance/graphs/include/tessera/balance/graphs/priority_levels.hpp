@@ -5,12 +5,12 @@
 //
 // Why: every engine works down its own part by priority |dv| / out-degree. Alone, a node whose part
 // is already far below the others' keeps polishing it, and every batch of deltas that arrives from
-// a slower node makes it polish again: on several parts async PageRank spent 1.6-2x the edge
-// updates of sync Jacobi steps. With a level of f x (summed residual) / (edges), no node updates a
+// a slower node makes it polish again, so on several parts async PageRank can spend more edge
+// updates than sync Jacobi steps. With a level of f x (summed residual) / (edges), no node updates a
 // vertex below the global average priority's share f, so it waits for the others instead.
 // Per node the level is f x (the others' residual x exp(-decay x t) + its own residual as it goes)
 // / E: its own part it sees at every round, the others' it extrapolates between polls at the rate
-// the whole decayed over the last two polls (without that, nodes sat idle until the next poll).
+// the whole decayed over the last two polls (without it, nodes would sit idle until the next poll).
 // A node alone has base 0 and is never held back: some vertex always has |dv| / degree >= R / E.
 // If a poll finds that nothing was updated anywhere since the previous one while the residual is
 // above the tolerance (every engine waiting below its level: residual on dangling vertices or in

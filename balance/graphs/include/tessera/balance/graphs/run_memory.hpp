@@ -118,12 +118,12 @@ struct PartRun {
 };
 // The shares the set's next run should take so that its nodes need the same time. A node's need is
 // its busy time, less the sweeps per edge it made beyond the least-sweeping part's: a node done
-// early keeps re-sweeping its part with each batch the slower ones send, which no share needs (on
-// the LAN lab, rmat:20, the desktop made 113 edge updates per edge of its 69% while the Pis, whose
-// remote deltas cost them more than their edges, made 32 and set the pace; at 96% it made 40, in
-// half the time). Each share moves toward share / need (normalised), halfway (geometric mean) and
-// by at most a factor of 2, so that one noisy run does not swing the next. Empty when a part has no
-// edges, updates or busy time, or there is a single part.
+// early keeps re-sweeping its part with each batch the slower ones send, which no share needs (a
+// fast node given too small a share re-sweeps while nodes slowed by their remote deltas set the
+// pace; given more, it sweeps less per edge and the run ends sooner). Each share moves toward
+// share / need (normalised), halfway (geometric mean) and by at most a factor of 2, so that one
+// noisy run does not swing the next. Empty when a part has no edges, updates or busy time, or
+// there is a single part.
 std::vector<double> shares_for_equal_need(const std::vector<PartRun>& parts);
 
 // Node costs as forecasts read them: each node's edge rate on this graph where it ran it alone,

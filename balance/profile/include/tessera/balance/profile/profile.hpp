@@ -138,7 +138,8 @@ struct ProfileOptions {
   // The graph probe: rmat:graph_probe_scale:16 generated on the worker (2^17 vertices, 2.1 M edges,
   // 9 MB of targets: past a Pi's caches and most of a desktop's), a sweep of this much CPU time,
   // sends and receives of batches of 64 and 65536 entries (65536: the engine's batch_max_entries).
-  // About 0.35 CPU s in all (half of it generating the graph): 1.4 s of wall time on a quarter core.
+  // A fraction of a CPU second in all on a fast core (half of it generating the graph); a quarter
+  // core takes four times as long in wall time.
   uint32_t graph_probe_scale = 17;
   double graph_sweep_cpu_seconds = 0.08;
 };

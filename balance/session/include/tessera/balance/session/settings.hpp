@@ -103,6 +103,11 @@ Result<MultiplyOptions> resolve_multiply_settings(const MultiplySettings& settin
 Status check_multiply_memory(uint64_t m, uint64_t n, uint64_t k, multiply::VerifyMode verify, bool inputs_in_memory,
                              bool allocates_c, std::string_view remedy, const OptionSpelling& spelling);
 
+// A's columns against B's rows, before anything is allocated; `a_name` and `b_name` say where
+// each came from ("A", or the file it was read from).
+Status check_product_shapes(std::string_view a_name, uint64_t a_rows, uint64_t a_cols, std::string_view b_name,
+                            uint64_t b_rows, uint64_t b_cols);
+
 // A NaN or infinity in input `name` (read from `source`, a file; empty: given in memory) is
 // refused, naming its first cell, unless allow_nonfinite is set: usually it is a bug upstream,
 // and a product full of NaN is not what anyone meant to compute.
