@@ -19,6 +19,9 @@
 namespace tessera::gemm {
 
 using transport::field_error;
+using transport::hex32;
+using transport::out_of_range;
+using transport::store_le;
 using transport::load_le;
 using transport::PayloadReader;
 using transport::PayloadWriter;
@@ -41,19 +44,6 @@ std::string format_double(double value) {
   return std::string(buffer, end);
 }
 
-std::string hex32(uint32_t value) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out = "0x";
-  for (int shift = 28; shift >= 0; shift -= 4) out += kDigits[(value >> shift) & 0xF];
-  return out;
-}
-
-Status out_of_range(std::string_view message, std::string_view field, uint64_t value, uint64_t low,
-                    uint64_t high) {
-  return field_error(message, std::string(field) + " " + std::to_string(value) + " out of range " +
-                                  std::to_string(low) + ".." + std::to_string(high));
-}
-
 // a * b + c, or nullopt-like false when it does not fit in 64 bits.
 bool checked_mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t& out) {
   uint64_t product = 0;
@@ -67,11 +57,6 @@ uint64_t saturating_mul_add(uint64_t a, uint64_t b, uint64_t c) {
 }
 
 // --- Encoding ------------------------------------------------------------------------------
-
-template <std::size_t N>
-void store_le(std::array<std::byte, N>& out, std::size_t offset, uint64_t value, int size) {
-  for (int i = 0; i < size; ++i) out[offset + static_cast<std::size_t>(i)] = static_cast<std::byte>(value >> (8 * i));
-}
 
 std::vector<std::byte> encode(const Probe& m) {
   assert(m.echo.size() <= std::numeric_limits<uint32_t>::max());

@@ -17,18 +17,13 @@ namespace tessera::gemm {
 namespace {
 
 using transport::testing::AllocationCounter;
-using transport::testing::Mutator;
+using transport::testing::FuzzStats;
+using transport::testing::fuzz_mutated;
 
 constexpr int kIterations = 20000;
 constexpr uint64_t kSeed = 0x7E55E4A;
 // Decoding may copy what is present (echo bytes, tile ids) plus bookkeeping, never more.
 constexpr uint64_t kAllocationSlack = 64 * 1024;
-
-struct FuzzStats {
-  int decoded = 0;
-  int rejected = 0;
-  int exceptions = 0;
-};
 
 // Decodes the frame the way a reader would and checks the codec's promises on the way.
 void decode_and_check(const std::vector<std::byte>& frame, const Limits& limits, FuzzStats& stats) {
@@ -99,20 +94,9 @@ TEST(GemmFuzz, MutatedFramesNeverCrashThrowOrOverAllocate) {
   tight.max_probe_seconds = 1.0;
   tight.max_release_tiles = 3;
 
-  Mutator mutator(kSeed);
-  FuzzStats stats;
-  for (int i = 0; i < kIterations; ++i) {
-    std::vector<std::byte> frame = corpus[mutator.below(corpus.size())];
-    mutator.mutate(frame);
-    decode_and_check(frame, i % 4 == 0 ? tight : Limits{}, stats);
-    if (::testing::Test::HasFailure()) {
-      ADD_FAILURE() << "stopping at iteration " << i << " (seed " << kSeed << ")";
-      break;
-    }
-  }
-  EXPECT_EQ(stats.exceptions, 0);
-  RecordProperty("decoded", stats.decoded);
-  RecordProperty("rejected", stats.rejected);
+  const FuzzStats stats = fuzz_mutated(corpus, kIterations, kSeed, [&](const std::vector<std::byte>& frame, int i, FuzzStats& seen) {
+    decode_and_check(frame, i % 4 == 0 ? tight : Limits{}, seen);
+  });
   // The mutations must exercise both outcomes, or the loop proves nothing.
   EXPECT_GT(stats.decoded, kIterations / 50);
   EXPECT_GT(stats.rejected, kIterations / 2);

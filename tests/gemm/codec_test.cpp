@@ -17,6 +17,8 @@
 
 #include "../transport/alloc_counter.hpp"
 #include "gemm_samples.hpp"
+#include "../transport/status_assertions.hpp"
+#include "../transport/lying_payloads.hpp"
 
 namespace tessera::gemm {
 namespace {
@@ -32,14 +34,7 @@ std::span<const std::byte, transport::kHeaderSize> header_span(const std::vector
   return std::span<const std::byte, transport::kHeaderSize>(bytes.data(), transport::kHeaderSize);
 }
 
-::testing::AssertionResult fails_with(const Status& status, StatusCode code, std::string_view needle) {
-  if (status.is_ok()) return ::testing::AssertionFailure() << "expected failure containing '" << needle << "', got OK";
-  if (status.code() != code || status.message().find(needle) == std::string::npos) {
-    return ::testing::AssertionFailure() << "expected " << status_code_name(code) << " containing '" << needle
-                                         << "', got " << status.to_string();
-  }
-  return ::testing::AssertionSuccess();
-}
+using tessera::testing::fails_with;
 
 Status decode_status(MessageType type, const std::vector<std::byte>& payload, const Limits& limits = {}) {
   return decode_gemm_payload(static_cast<uint16_t>(type), payload, limits).status();
@@ -660,13 +655,7 @@ TEST(GemmPayload, TypesThatAreNotTheGemmServicesAreRejected) {
 // --- Lying frames must not cost memory ---------------------------------------------------
 
 TEST(GemmAllocation, LyingPayloadsAreRejectedWithoutAllocation) {
-  struct Case {
-    const char* name;
-    MessageType type;
-    std::vector<std::byte> payload;
-    const char* expected;
-  };
-  std::vector<Case> cases;
+  std::vector<tessera::testing::LyingPayload> cases;
 
   // STORE prefix claiming a 1e6 x 1e6 tile, in a 64-byte payload.
   std::vector<std::byte> store(64, std::byte{0});
@@ -688,18 +677,9 @@ TEST(GemmAllocation, LyingPayloadsAreRejectedWithoutAllocation) {
   put_le(release, 0, 60000, 4);
   cases.push_back({"release count beyond payload", MessageType::kRelease, release, "needs a payload of 240004"});
 
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    Status status;
-    uint64_t allocated = 0;
-    {
-      AllocationCounter counter;
-      status = decode_gemm_payload(static_cast<uint16_t>(c.type), c.payload, Limits{}).status();
-      allocated = counter.bytes();
-    }
-    EXPECT_TRUE(fails_with(status, StatusCode::kProtocolError, c.expected));
-    EXPECT_LT(allocated, kSmallAllocation);
-  }
+  tessera::testing::expect_refused_before_allocating(cases, [](uint16_t type, const std::vector<std::byte>& payload) {
+    return decode_gemm_payload(type, payload, Limits{}).status();
+  });
 }
 
 TEST(GemmSizes, ExportedSizesAreTheEncodedSizes) {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -201,25 +203,31 @@ TEST(GemmWire, WriteMessageRefusesBulkMessages) {
 
 // --- Reading bounded by the codec ---------------------------------------------------------
 
+// The connection's limit first (a STORE claiming a terabyte), then the codec's own bound: a JOB is
+// kJobPayloadBytes whatever the connection would carry, so a longer one is refused from its header.
 TEST(GemmWire, ReadPayloadOverLimitFailsBeforeAllocating) {
   transport::Limits limits;
   limits.max_payload_bytes = 1 << 20;
   auto pair = make_loopback({}, limits);
   ASSERT_TRUE(pair);
 
-  FrameHeader header;
-  header.type = static_cast<uint16_t>(MessageType::kStore);
-  header.payload_length = 1ull << 40;
-  Status status;
-  uint64_t allocated = 0;
-  {
-    AllocationCounter counter;
-    status = read_payload(*pair->server, header).status();
-    allocated = counter.bytes();
+  for (const auto& [type, length, needle] :
+       {std::tuple{MessageType::kStore, uint64_t{1} << 40, "exceeds the limit of 1048576"},
+        std::tuple{MessageType::kJob, uint64_t{1} << 19, "JOB"}}) {
+    FrameHeader header;
+    header.type = static_cast<uint16_t>(type);
+    header.payload_length = length;
+    Status status;
+    uint64_t allocated = 0;
+    {
+      AllocationCounter counter;
+      status = read_payload(*pair->server, header).status();
+      allocated = counter.bytes();
+    }
+    EXPECT_EQ(status.code(), StatusCode::kProtocolError) << status.to_string();
+    EXPECT_NE(status.message().find(needle), std::string::npos) << status.to_string();
+    EXPECT_LT(allocated, kSmallAllocation);
   }
-  EXPECT_EQ(status.code(), StatusCode::kProtocolError) << status.to_string();
-  EXPECT_NE(status.message().find("exceeds the limit of 1048576"), std::string::npos) << status.to_string();
-  EXPECT_LT(allocated, kSmallAllocation);
 
   // Explicit limits are the caller's: the GEMM bounds a worker may lower.
   Limits small = limits_for(limits);

@@ -4,6 +4,8 @@
 // Deterministic for a seed, so a failure names the seed and iteration that reproduce it.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -63,5 +65,34 @@ class Mutator {
 
   std::mt19937_64 random_;
 };
+
+// What a fuzz loop saw: frames decoded, frames refused, and exceptions (which must never happen).
+struct FuzzStats {
+  int decoded = 0;
+  int rejected = 0;
+  int exceptions = 0;
+};
+
+// `iterations` frames, each a corpus frame damaged by a Mutator seeded with `seed`, given to
+// check(frame, iteration, stats), which decodes it as a reader would and checks the codec's
+// promises; stops at the first failing frame, naming the seed and iteration that reproduce it.
+template <typename Check>
+FuzzStats fuzz_mutated(const std::vector<std::vector<std::byte>>& corpus, int iterations, uint64_t seed, Check check) {
+  Mutator mutator(seed);
+  FuzzStats stats;
+  for (int i = 0; i < iterations; ++i) {
+    std::vector<std::byte> frame = corpus[mutator.below(corpus.size())];
+    mutator.mutate(frame);
+    check(frame, i, stats);
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "stopping at iteration " << i << " (seed " << seed << ")";
+      break;
+    }
+  }
+  EXPECT_EQ(stats.exceptions, 0);
+  ::testing::Test::RecordProperty("decoded", stats.decoded);
+  ::testing::Test::RecordProperty("rejected", stats.rejected);
+  return stats;
+}
 
 }  // namespace tessera::transport::testing

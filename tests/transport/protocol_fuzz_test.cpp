@@ -14,18 +14,13 @@ namespace tessera::transport {
 namespace {
 
 using testing::AllocationCounter;
-using testing::Mutator;
+using testing::FuzzStats;
+using testing::fuzz_mutated;
 
 constexpr int kIterations = 20000;
 constexpr uint64_t kSeed = 0x7E55E4A;
 // Decoding may copy what is present (strings, echo bytes, tile ids) plus bookkeeping, never more.
 constexpr uint64_t kAllocationSlack = 64 * 1024;
-
-struct FuzzStats {
-  int decoded = 0;
-  int rejected = 0;
-  int exceptions = 0;
-};
 
 // Decodes the frame the way a reader would and checks the codec's promises on the way.
 void decode_and_check(const std::vector<std::byte>& frame, const Limits& limits, FuzzStats& stats) {
@@ -69,20 +64,9 @@ TEST(ProtocolFuzz, MutatedFramesNeverCrashThrowOrOverAllocate) {
   tight.max_payload_bytes = 256;
   tight.max_string_bytes = 8;
 
-  Mutator mutator(kSeed);
-  FuzzStats stats;
-  for (int i = 0; i < kIterations; ++i) {
-    std::vector<std::byte> frame = corpus[mutator.below(corpus.size())];
-    mutator.mutate(frame);
-    decode_and_check(frame, i % 4 == 0 ? tight : Limits{}, stats);
-    if (::testing::Test::HasFailure()) {
-      ADD_FAILURE() << "stopping at iteration " << i << " (seed " << kSeed << ")";
-      break;
-    }
-  }
-  EXPECT_EQ(stats.exceptions, 0);
-  RecordProperty("decoded", stats.decoded);
-  RecordProperty("rejected", stats.rejected);
+  const FuzzStats stats = fuzz_mutated(corpus, kIterations, kSeed, [&](const std::vector<std::byte>& frame, int i, FuzzStats& seen) {
+    decode_and_check(frame, i % 4 == 0 ? tight : Limits{}, seen);
+  });
   // The mutations must exercise both outcomes, or the loop proves nothing. AUTH and AUTH_OK are
   // fixed-size opaque bytes, so most damage inside them still decodes: fewer frames are refused
   // than in the GEMM codec's corpus of checked fields (tests/gemm/codec_fuzz_test.cpp).

@@ -14,6 +14,8 @@
 
 #include "alloc_counter.hpp"
 #include "frame_samples.hpp"
+#include "status_assertions.hpp"
+#include "lying_payloads.hpp"
 
 namespace tessera::transport {
 namespace {
@@ -33,14 +35,7 @@ std::vector<std::byte> header_bytes(const FrameHeader& header) {
   return {bytes.begin(), bytes.end()};
 }
 
-::testing::AssertionResult fails_with(const Status& status, StatusCode code, std::string_view needle) {
-  if (status.is_ok()) return ::testing::AssertionFailure() << "expected failure containing '" << needle << "', got OK";
-  if (status.code() != code || status.message().find(needle) == std::string::npos) {
-    return ::testing::AssertionFailure() << "expected " << status_code_name(code) << " containing '" << needle
-                                         << "', got " << status.to_string();
-  }
-  return ::testing::AssertionSuccess();
-}
+using tessera::testing::fails_with;
 
 Status decode_status(MessageType type, const std::vector<std::byte>& payload, const Limits& limits = {}) {
   return decode_payload(static_cast<uint16_t>(type), payload, limits).status();
@@ -371,13 +366,7 @@ TEST(ProtocolValidation, HelloVersionAndStrings) {
 }
 
 TEST(ProtocolAllocation, LyingPayloadsAreRejectedWithoutAllocation) {
-  struct Case {
-    const char* name;
-    MessageType type;
-    std::vector<std::byte> payload;
-    const char* expected;
-  };
-  std::vector<Case> cases;
+  std::vector<tessera::testing::LyingPayload> cases;
 
   // The GEMM service's lying tiles, echoes and counts are tests/gemm/codec_test.cpp's.
   std::vector<std::byte> error = encode_payload(Error{ErrorCode::kInternal, "short"});
@@ -388,18 +377,9 @@ TEST(ProtocolAllocation, LyingPayloadsAreRejectedWithoutAllocation) {
   put_le(hostname, 6, 4096, 2);  // after two empty strings, hostname claims 4096 bytes, 64 are left
   cases.push_back({"hostname beyond payload", MessageType::kHello, hostname, "HELLO: truncated at hostname"});
 
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    Status status;
-    uint64_t allocated = 0;
-    {
-      AllocationCounter counter;
-      status = decode_payload(static_cast<uint16_t>(c.type), c.payload, Limits{}).status();
-      allocated = counter.bytes();
-    }
-    EXPECT_TRUE(fails_with(status, StatusCode::kProtocolError, c.expected));
-    EXPECT_LT(allocated, kSmallAllocation);
-  }
+  tessera::testing::expect_refused_before_allocating(cases, [](uint16_t type, const std::vector<std::byte>& payload) {
+    return decode_payload(type, payload, Limits{}).status();
+  });
 }
 
 // --- Version 2: capabilities and refusing other versions -----------------------------------

@@ -25,25 +25,7 @@ constexpr uint16_t kMaxType = kLastMessageType;
 // The only version before this one; its header and ERROR layouts match ours.
 constexpr uint16_t kFirstProtocolVersion = 1;
 
-std::string hex32(uint32_t value) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out = "0x";
-  for (int shift = 28; shift >= 0; shift -= 4) out += kDigits[(value >> shift) & 0xF];
-  return out;
-}
-
-Status out_of_range(std::string_view message, std::string_view field, uint64_t value, uint64_t low,
-                    uint64_t high) {
-  return field_error(message, std::string(field) + " " + std::to_string(value) + " out of range " +
-                                  std::to_string(low) + ".." + std::to_string(high));
-}
-
 // --- Encoding ------------------------------------------------------------------------------
-
-template <std::size_t N>
-void store_le(std::array<std::byte, N>& out, std::size_t offset, uint64_t value, int size) {
-  for (int i = 0; i < size; ++i) out[offset + static_cast<std::size_t>(i)] = static_cast<std::byte>(value >> (8 * i));
-}
 
 std::vector<std::byte> encode(const Hello& m) {
   PayloadWriter w(kHelloFixedBytes + m.worker_version.size() + m.arch.size() + m.hostname.size() + kHelloLoadBytes);

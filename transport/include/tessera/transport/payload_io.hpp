@@ -1,5 +1,5 @@
 // Field-by-field payload encoding and decoding, shared by the wire codecs (transport's own in
-// protocol.cpp, the graph service's in graph/wire_codec.hpp) so every message is written and
+// protocol.cpp, the GEMM service's in gemm/codec.hpp, the graph service's in graph/wire_codec.hpp) so every message is written and
 // checked the same way: little-endian whatever the host, strings as u16 length + bytes, and
 // decoders that name the message, field and value when they refuse, checking each length against
 // the bytes actually present before anything is copied.
@@ -28,6 +28,27 @@ inline constexpr std::size_t kMaxEncodedStringBytes = Limits{}.max_string_bytes;
 // kProtocolError "<message>: <detail>", the form of every payload refusal.
 inline Status field_error(std::string_view message, std::string_view detail) {
   return protocol_error(std::string(message) + ": " + std::string(detail));
+}
+
+// kProtocolError "<message>: <field> <value> out of range <low>..<high>".
+inline Status out_of_range(std::string_view message, std::string_view field, uint64_t value, uint64_t low,
+                           uint64_t high) {
+  return field_error(message, std::string(field) + " " + std::to_string(value) + " out of range " +
+                                  std::to_string(low) + ".." + std::to_string(high));
+}
+
+// "0x0000beef": a 32-bit value (a magic, a checksum) as a message quotes it.
+inline std::string hex32(uint32_t value) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out = "0x";
+  for (int shift = 28; shift >= 0; shift -= 4) out += kDigits[(value >> shift) & 0xF];
+  return out;
+}
+
+// Writes the low `size` bytes of `value`, little-endian, at `offset` of a fixed-size prefix.
+template <std::size_t N>
+void store_le(std::array<std::byte, N>& out, std::size_t offset, uint64_t value, int size) {
+  for (int i = 0; i < size; ++i) out[offset + static_cast<std::size_t>(i)] = static_cast<std::byte>(value >> (8 * i));
 }
 
 // The little-endian unsigned integer of `size` bytes at `data`.

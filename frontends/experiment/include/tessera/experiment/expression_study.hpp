@@ -33,14 +33,6 @@
 
 namespace tessera::experiment {
 
-// The coordinator libraries a study drives, by their short names.
-namespace cluster = balance::cluster;
-namespace expr = balance::expr;
-namespace graphs = balance::graphs;
-namespace plan = balance::plan;
-namespace profile = balance::profile;
-namespace multiply = balance::multiply;
-namespace session = balance::session;
 
 // scheduled: Session::evaluate's scheduled mode on every node (tiles between nodes by the route
 // the schedule forecasts sooner); sequence: its sequence mode; fastest-alone: the scheduled mode

@@ -54,14 +54,6 @@
 
 namespace tessera::experiment {
 
-// The coordinator libraries a study drives, by their short names.
-namespace cluster = balance::cluster;
-namespace expr = balance::expr;
-namespace graphs = balance::graphs;
-namespace plan = balance::plan;
-namespace profile = balance::profile;
-namespace multiply = balance::multiply;
-namespace session = balance::session;
 
 // A placement as a study names it: one method, or auto (GraphRunOptions::choose_method).
 struct GraphPartition {

@@ -36,14 +36,6 @@
 
 namespace tessera::experiment {
 
-// The coordinator libraries a study drives, by their short names.
-namespace cluster = balance::cluster;
-namespace expr = balance::expr;
-namespace graphs = balance::graphs;
-namespace plan = balance::plan;
-namespace profile = balance::profile;
-namespace multiply = balance::multiply;
-namespace session = balance::session;
 
 struct CpuSweep {
   std::string kind;
