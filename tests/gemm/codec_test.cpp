@@ -19,11 +19,13 @@
 #include "gemm_samples.hpp"
 #include "../transport/status_assertions.hpp"
 #include "../transport/lying_payloads.hpp"
+#include "../transport/stored_frames.hpp"
 
 namespace tessera::gemm {
 namespace {
 
 using transport::testing::AllocationCounter;
+using transport::testing::counted;
 using transport::testing::kSmallAllocation;
 using testing::put_le;
 using testing::sample_messages;
@@ -87,13 +89,7 @@ TEST(GemmHeader, LengthsOfOtherServicesTypesAreRefused) {
 }
 
 TEST(GemmHeader, HugeClaimedLengthIsRejectedWithoutAllocation) {
-  Status status;
-  uint64_t allocated = 0;
-  {
-    AllocationCounter counter;
-    status = check_gemm_payload_length(static_cast<uint16_t>(MessageType::kStore), 1ull << 63, Limits{});
-    allocated = counter.bytes();
-  }
+  const auto [status, allocated] = counted([&] { return check_gemm_payload_length(static_cast<uint16_t>(MessageType::kStore), 1ull << 63, Limits{}); });
   EXPECT_LT(allocated, kSmallAllocation);
   EXPECT_TRUE(fails_with(status, StatusCode::kProtocolError,
                          "STORE: payload_length 9223372036854775808 exceeds the limit of 2147483648"));
@@ -710,14 +706,7 @@ TEST(GemmSizes, StoreHeaderFramesAStoreOfItsTile) {
 
 // --- Stored broken frames ----------------------------------------------------------------
 
-std::vector<std::byte> read_instance(const std::string& name) {
-  std::ifstream in(std::string(TESSERA_TEST_INSTANCES) + "/frames/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "missing instance frames/" << name;
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> bytes(chars.size());
-  std::memcpy(bytes.data(), chars.data(), chars.size());
-  return bytes;
-}
+using tessera::testing::read_instance;
 
 // Decodes a whole GEMM frame as a reader would: header, the codec's length check, then exactly
 // payload_length bytes.
@@ -766,17 +755,9 @@ TEST(GemmInstances, TheFuzzCorpusSeedsOfEveryGemmTypeDecode) {
   // from valid frames. frame_* seeds are the instance frames above, graph_* ones the graph codec's,
   // forward_* the forwarding codec's (forward_codec_test.cpp), the session's seeds transport's
   // (tests/transport/protocol_test.cpp).
-  const std::filesystem::path corpus =
-      std::filesystem::path(TESSERA_TEST_INSTANCES) / ".." / "fuzz" / "corpus" / "fuzz_codec";
   std::set<uint16_t> types;
   int seeds = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("frame_", 0) == 0 || name.rfind("graph_", 0) == 0 || name.rfind("forward_", 0) == 0) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    const std::string chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::vector<std::byte> frame(chars.size());
-    std::memcpy(frame.data(), chars.data(), chars.size());
+  for (const auto& [name, frame] : tessera::testing::encoder_corpus_seeds()) {
     ASSERT_GE(frame.size(), transport::kHeaderSize) << name;
     Result<FrameHeader> header = transport::decode_header(header_span(frame), transport::Limits{});
     ASSERT_TRUE(header) << name << ": " << header.status().to_string();

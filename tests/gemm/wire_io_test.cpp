@@ -24,6 +24,7 @@ namespace {
 
 using transport::FrameConnection;
 using transport::testing::AllocationCounter;
+using transport::testing::counted;
 using transport::testing::kSmallAllocation;
 using transport::testing::make_loopback;
 using transport::testing::PeerThread;
@@ -217,13 +218,7 @@ TEST(GemmWire, ReadPayloadOverLimitFailsBeforeAllocating) {
     FrameHeader header;
     header.type = static_cast<uint16_t>(type);
     header.payload_length = length;
-    Status status;
-    uint64_t allocated = 0;
-    {
-      AllocationCounter counter;
-      status = read_payload(*pair->server, header).status();
-      allocated = counter.bytes();
-    }
+    const auto [status, allocated] = counted([&] { return read_payload(*pair->server, header).status(); });
     EXPECT_EQ(status.code(), StatusCode::kProtocolError) << status.to_string();
     EXPECT_NE(status.message().find(needle), std::string::npos) << status.to_string();
     EXPECT_LT(allocated, kSmallAllocation);
@@ -266,13 +261,7 @@ TEST(GemmWire, AWrongLengthForItsTypeIsRefusedFromTheHeader) {
   Result<transport::FrameHeader> header = pair->server->read_header();
   ASSERT_TRUE(header) << header.status().to_string();
   EXPECT_EQ(header->payload_length, oversized.size());
-  Status status;
-  uint64_t allocated = 0;
-  {
-    AllocationCounter counter;
-    status = read_payload(*pair->server, *header).status();
-    allocated = counter.bytes();
-  }
+  const auto [status, allocated] = counted([&] { return read_payload(*pair->server, *header).status(); });
   EXPECT_EQ(status.code(), StatusCode::kProtocolError) << status.to_string();
   EXPECT_TRUE(contains(status.message(), "JOB: payload_length 1048576 out of range 72..72")) << status.to_string();
   EXPECT_LT(allocated, kSmallAllocation);
@@ -306,13 +295,7 @@ TEST(GemmWire, LyingFramesOnTheWireAreRejectedWithoutAllocation) {
       write_status = pair->client->write_buffers(parts);
     }
     ASSERT_TRUE(write_status.is_ok()) << write_status.to_string();
-    Status status;
-    uint64_t allocated = 0;
-    {
-      AllocationCounter counter;
-      status = read_gemm_frame(*pair->server).status();
-      allocated = counter.bytes();
-    }
+    const auto [status, allocated] = counted([&] { return read_gemm_frame(*pair->server).status(); });
     EXPECT_EQ(status.code(), StatusCode::kProtocolError) << status.to_string();
     EXPECT_LT(allocated, kSmallAllocation) << "round " << round;
     if (round == 1) {
@@ -353,13 +336,7 @@ TEST(GemmWire, ALyingLengthCostsAtMostOneChunk) {
     const std::array<asio::const_buffer, 2> parts = {asio::buffer(header_bytes), asio::buffer(behind)};
     ASSERT_TRUE(pair->client->write_buffers(parts).is_ok());
     pair->client->shutdown();
-    Status status;
-    uint64_t allocated = 0;
-    {
-      AllocationCounter counter;
-      status = read_gemm_frame(*pair->server).status();
-      allocated = counter.bytes();
-    }
+    const auto [status, allocated] = counted([&] { return read_gemm_frame(*pair->server).status(); });
     EXPECT_EQ(status.code(), StatusCode::kNetworkError) << status.to_string();
     EXPECT_LE(allocated, FrameConnection::kReadChunkBytes + kSmallAllocation);
   }

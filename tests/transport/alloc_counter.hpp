@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+
+#include "tessera/core/status.hpp"
 
 namespace tessera::transport::testing {
 
@@ -26,5 +29,13 @@ class AllocationCounter {
   uint64_t bytes_at_start_;
   uint64_t allocations_at_start_;
 };
+
+// What read() returned (a Status), and the bytes it asked of operator new on this thread meanwhile.
+template <typename Read>
+std::pair<Status, uint64_t> counted(Read&& read) {
+  AllocationCounter counter;
+  Status status = read();
+  return {std::move(status), counter.bytes()};
+}
 
 }  // namespace tessera::transport::testing

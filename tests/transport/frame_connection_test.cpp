@@ -22,6 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::AllocationCounter;
+using testing::counted;
 using testing::kSmallAllocation;
 using testing::make_loopback;
 using testing::PeerThread;
@@ -192,13 +193,7 @@ TEST(FrameConnection, ReadPayloadOverLimitFailsBeforeAllocating) {
   FrameHeader header;
   header.type = static_cast<uint16_t>(MessageType::kStore);
   header.payload_length = 1ull << 40;
-  Status status;
-  uint64_t allocated = 0;
-  {
-    AllocationCounter counter;
-    status = pair->server->read_payload(header).status();
-    allocated = counter.bytes();
-  }
+  const auto [status, allocated] = counted([&] { return pair->server->read_payload(header).status(); });
   EXPECT_EQ(status.code(), StatusCode::kProtocolError) << status.to_string();
   EXPECT_NE(status.message().find("exceeds the limit of 1048576"), std::string::npos) << status.to_string();
   EXPECT_LT(allocated, kSmallAllocation);
@@ -230,13 +225,7 @@ TEST(FrameConnection, LyingFramesOnTheWireAreRejectedWithoutAllocation) {
       write_status = pair->client->write_buffers(parts);
     }
     ASSERT_TRUE(write_status.is_ok()) << write_status.to_string();
-    Status status;
-    uint64_t allocated = 0;
-    {
-      AllocationCounter counter;
-      status = pair->server->read_frame().status();
-      allocated = counter.bytes();
-    }
+    const auto [status, allocated] = counted([&] { return pair->server->read_frame().status(); });
     EXPECT_EQ(status.code(), StatusCode::kProtocolError) << status.to_string();
     EXPECT_LT(allocated, kSmallAllocation) << "round " << round;
     if (round == 0) {
@@ -265,14 +254,10 @@ TEST(FrameConnection, ALyingLengthCostsAtMostOneChunk) {
   pair->client->shutdown();
   Result<FrameHeader> read = pair->server->read_header();
   ASSERT_TRUE(read) << read.status().to_string();
-  Status status;
-  uint64_t allocated = 0;
-  {
-    AllocationCounter counter;
+  const auto [status, allocated] = counted([&] {
     std::vector<std::byte> payload;
-    status = pair->server->read_growing(payload, read->payload_length);
-    allocated = counter.bytes();
-  }
+    return pair->server->read_growing(payload, read->payload_length);
+  });
   EXPECT_EQ(status.code(), StatusCode::kNetworkError) << status.to_string();
   EXPECT_LE(allocated, FrameConnection::kReadChunkBytes + kSmallAllocation);
 }

@@ -28,13 +28,7 @@ template <typename Decode>
 void expect_refused_before_allocating(const std::vector<LyingPayload>& cases, Decode decode) {
   for (const LyingPayload& c : cases) {
     SCOPED_TRACE(c.name);
-    Status status;
-    uint64_t allocated = 0;
-    {
-      transport::testing::AllocationCounter counter;
-      status = decode(static_cast<uint16_t>(c.type), c.payload);
-      allocated = counter.bytes();
-    }
+    const auto [status, allocated] = transport::testing::counted([&] { return decode(static_cast<uint16_t>(c.type), c.payload); });
     EXPECT_TRUE(fails_with(status, StatusCode::kProtocolError, c.expected));
     EXPECT_LT(allocated, transport::testing::kSmallAllocation);
   }

@@ -16,6 +16,7 @@
 #include "frame_samples.hpp"
 #include "status_assertions.hpp"
 #include "lying_payloads.hpp"
+#include "stored_frames.hpp"
 
 namespace tessera::transport {
 namespace {
@@ -503,14 +504,7 @@ TEST(ProtocolVersion2, ExportedSizesAreTheEncodedSizes) {
 
 // --- Stored broken frames ----------------------------------------------------------------
 
-std::vector<std::byte> read_instance(const std::string& name) {
-  std::ifstream in(std::string(TESSERA_TEST_INSTANCES) + "/frames/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "missing instance frames/" << name;
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> bytes(chars.size());
-  std::memcpy(bytes.data(), chars.data(), chars.size());
-  return bytes;
-}
+using tessera::testing::read_instance;
 
 // Decodes a whole frame as a reader would: header, then exactly payload_length bytes.
 Status decode_frame(const std::vector<std::byte>& frame) {
@@ -561,17 +555,9 @@ TEST(ProtocolInstances, TheFuzzCorpusSeedsOfEverySessionTypeDecode) {
   // with and without its load); the session's must still decode, so the fuzzer starts from valid
   // frames. frame_* seeds are the instance frames above, graph_* ones the graph codec's, forward_*
   // the forwarding codec's and the GEMM types' the GEMM codec's (tests/gemm/).
-  const std::filesystem::path corpus =
-      std::filesystem::path(TESSERA_TEST_INSTANCES) / ".." / "fuzz" / "corpus" / "fuzz_codec";
   std::set<uint16_t> types;
   int seeds = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("frame_", 0) == 0 || name.rfind("graph_", 0) == 0 || name.rfind("forward_", 0) == 0) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    const std::string chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::vector<std::byte> frame(chars.size());
-    std::memcpy(frame.data(), chars.data(), chars.size());
+  for (const auto& [name, frame] : tessera::testing::encoder_corpus_seeds()) {
     ASSERT_GE(frame.size(), kHeaderSize) << name;
     Result<FrameHeader> header = decode_header(header_span(frame), Limits{});
     ASSERT_TRUE(header) << name << ": " << header.status().to_string();
