@@ -7,7 +7,7 @@
  * A from seed S, B from seed S + 1, uniform in [-1, 1) from the top 53 bits, row-major fill
  * order), scatters them with pdgemr2d (ScaLAPACK's own redistribution routine) from a 1 x 1 grid
  * to the p x q grid, runs pdgemm, gathers C back the same way and checks it with Freivalds'
- * test using the bound of Tessera's verifier (balance/run/src/verify.cpp). A wrong product makes
+ * test using the bound of Tessera's verifier (balance/multiply/src/verify.cpp). A wrong product makes
  * the run fail (exit 3), so a timing is only ever printed for a verified product.
  *
  * Timed on rank 0 with MPI_Wtime:

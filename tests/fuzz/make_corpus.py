@@ -112,7 +112,7 @@ GRAPH = {
     'graph_deltas.bin': frame(26, struct.pack('<QQIII4x2I2d', 7, 0, 1, 0, 2, 0, 2, 0.125, 0.5)),
     'graph_probe.bin': frame(27, struct.pack('<4IdQ', 17, 16, 64, 65536, 0.1, 1)),
     'graph_probe_result.bin': frame(28, struct.pack('<6dQd', 4.5e7, 2e-8, 3e-6, 1.5e-8, 2e-6, 1.0, 2097152, 0.4)),
-    # The forwarding payloads (transport/forward_codec.hpp), types 29..33.
+    # The forwarding payloads (gemm/forward_codec.hpp), types 29..33.
     'forward_setup.bin': frame(29, struct.pack('<QIIH2x', 7, 16, 48, 7003) + s('pi-3')),
     'forward_ready.bin': frame(30, struct.pack('<QB7x', 7, 0) + s('connection refused')),
     'forward_stored.bin': frame(31, struct.pack('<QI4x', 7, 17)),

@@ -1,6 +1,6 @@
 // The coordinator's side of a chain (plan::Distribution::kChain): B's pieces go to the chain's
 // head only, and every later member gets each piece from the member before it (the workers'
-// chain forwarding, transport/forward_codec.hpp), announced to us with STORED.
+// chain forwarding, gemm/forward_codec.hpp), announced to us with STORED.
 //
 // set_up() sends FORWARD_SETUP from the tail to the head (a member admits its predecessor's peer
 // link only once its own run is set up). A member that cannot link to its successor cuts the

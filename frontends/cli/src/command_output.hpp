@@ -1,4 +1,4 @@
-// What several `tessera` subcommands share and no caller outside balance/cli needs: the profile
+// What several `tessera` subcommands share and no caller outside the CLI library needs: the profile
 // measurement's progress lines, the warnings for nodes left out at the start (the CLI's option spelling, which tests read too, is declared in
 // commands.hpp). Private to the library (not under include/). Not thread-safe.
 #pragma once
