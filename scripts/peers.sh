@@ -229,10 +229,10 @@ bring_up() {  # bring_up SOURCE_CONFIG: sets CONFIG, CLUSTER and the NODE_* arra
         cat "${NODE_CG[$i]}/cpu.max") per $(cat "${NODE_CG[$i]}/cpu.cfs_period_us" 2> /dev/null || echo 'cpu.max') us)," \
         "$([ "${NODE_NS[$i]}" = "-" ] && echo 'root namespace' || echo "namespace ${NODE_NS[$i]} at ${NODE_ADDR[$i]}")"
     done
-    echo "  - profiled speeds: $(awk '/^node +GFLOP/ { on = 1; next } /^coordinator/ { on = 0 }
+    echo "  - profiled speeds: $(awk '/^node +GFLOP/ { on = 1; next } /^(graph rates|coordinator)/ { on = 0 }
       on && NF { printf "%s%s %s GFLOP/s", (count++ ? ", " : ""), $1, $2 }' "$WORK/logs/$CLUSTER-profile.txt")"
   } >> "$SETUP"
-  awk -v config="$LABEL" '/^node +GFLOP/ { on = 1; next } /^coordinator/ { on = 0 }
+  awk -v config="$LABEL" '/^node +GFLOP/ { on = 1; next } /^(graph rates|coordinator)/ { on = 0 }
     on && NF { printf "%s,%s,%s\n", config, $1, $2 }' "$WORK/logs/$CLUSTER-profile.txt" >> "$OUT/speeds.csv"
 }
 
