@@ -74,7 +74,8 @@ for package in "$@"; do
     grep -qxF "$path" <<<"$contents" || fail "missing $path"
   done
   if grep -E "$forbidden" <<<"$contents" >/dev/null; then fail "holds the other package's program"; fi
-  leaked="$(grep -Ei '(test|faulty|fuzz|bench|gtest|\.a$|/include/)' <<<"$contents" || true)"
+  # Programs and libraries only: the documents (docs/testing.md among them) are meant to ship.
+  leaked="$(grep -v '^\./usr/share/doc/' <<<"$contents" | grep -Ei '(test|faulty|fuzz|bench|gtest|\.a$|/include/)' || true)"
   [ -z "$leaked" ] || fail "holds test, benchmark or development files: $(tr '\n' ' ' <<<"$leaked")"
   IFS=',' read -r -a entries <<<"$depends"
   for entry in "${entries[@]}"; do
