@@ -1,0 +1,94 @@
+// A matrix whose row blocks stay on the workers between products: placed once (STOREd into each
+// node's tile store under ids of a range no other run uses), then multiplied by a thin operand X
+// as often as the caller likes, each product shipping only X out and the nodes' rows of A X back.
+// The row blocks live as long as the connections' sessions do; release() frees them.
+//
+// Each product is checked on the coordinator at a cost independent of A: at placement the
+// coordinator draws a random vector r and keeps s = r^T A and |r|^T |A| (one pass over A, once),
+// and a product Y is accepted when r^T Y agrees with s X within the rounding bound that
+// |r|^T |A| |X| gives (Freivalds' check, its matrix side precomputed). A wrong row block on a node
+// (or a wrong answer from one) fails the check but for a chance of the order of the rounding
+// bound's tolerance; the check costs (m + k) n per product, not m k n.
+//
+// Ownership: the caller owns the connection, A (read during place_rows only), X and Y. Not
+// reentrant on one connection: one product at a time; the nodes work in parallel inside it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/multiply/verify.hpp"
+#include "tessera/core/status.hpp"
+#include "tessera/linalg/matrix.hpp"
+
+namespace tessera::balance::multiply {
+
+// Tile ids at and above this are resident blocks'; the multiply and the DAG runner number theirs
+// from 0 within a run, far below.
+inline constexpr uint32_t kFirstResidentTileId = 0xA0000000u;
+
+// One node's rows of A, as it holds them: consecutive rows in tiles of at most a few tens of MB.
+struct ResidentShare {
+  std::size_t link = 0;  // index in cluster.links()
+  uint64_t row_begin = 0;
+  uint64_t rows = 0;
+  std::vector<uint32_t> tile_ids;       // in row order
+  std::vector<uint32_t> tile_rows;      // rows in each
+};
+
+struct ResidentMatrix {
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+  std::vector<ResidentShare> shares;  // nodes with rows, in row order
+  // The check's matrix side: r (rows), s = r^T A and |r|^T |A| (cols each).
+  std::vector<double> check_vector;
+  std::vector<double> check_row;
+  std::vector<double> check_magnitude;
+  uint64_t bytes_placed = 0;  // tile data sent at placement
+};
+
+struct ResidentOptions {
+  uint64_t seed = 1;            // the check vector's
+  double node_timeout_s = 60.0; // a node that sends nothing for this long while it owes frames is lost
+  uint64_t largest_tile_bytes = uint64_t{32} << 20;  // row blocks are cut to at most this
+};
+
+// Places `a` on the nodes: rows[i] consecutive rows to link links[i] (in that order, rows summing
+// to a.rows; a node with 0 rows holds nothing), tile ids from `first_tile_id` on. Waits until
+// every node has filed its tiles (a STATS round trip), so a node out of tile memory fails here,
+// named. On failure nothing placed is left behind where the connection still stands.
+Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::MatrixView a,
+                                  std::span<const std::size_t> links, std::span<const uint64_t> rows,
+                                  const ResidentOptions& options = {}, uint32_t first_tile_id = kFirstResidentTileId);
+
+struct ResidentNodeRun {
+  std::size_t link = 0;
+  uint64_t bytes_to_node = 0;
+  uint64_t bytes_from_node = 0;
+  double compute_s = 0.0;  // the worker's compute time for its jobs
+  double finish_s = 0.0;   // its last result in, from the start of the product
+};
+
+struct ResidentProduct {
+  double seconds = 0.0;              // X out to the last row of Y in
+  double verification_seconds = 0.0;
+  Verification verification;
+  std::vector<ResidentNodeRun> nodes;
+};
+
+// Y = A X on the nodes holding A: X (a.cols x n, n >= 1) stored on each, one job per row block,
+// the results read into Y's rows (Y: a.rows x n). Fails naming a node that errs, closes or stays
+// silent past options.node_timeout_s; a product that fails the check is returned with
+// verification.passed false (the caller refuses it).
+Result<ResidentProduct> multiply_resident(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
+                                          linalg::MatrixView x, linalg::MutableMatrixView y,
+                                          const ResidentOptions& options = {});
+
+// Drops the row blocks from the nodes still connected (RELEASE; nothing waits for an answer).
+void release_resident(cluster::ClusterConnection& cluster, const ResidentMatrix& a);
+
+}  // namespace tessera::balance::multiply

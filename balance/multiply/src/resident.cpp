@@ -1,0 +1,274 @@
+#include "tessera/balance/multiply/resident.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "tessera/balance/cluster/silent_node_watchdog.hpp"
+#include "tessera/gemm/client.hpp"
+#include "tessera/linalg/gemm.hpp"
+#include "tessera/transport/crc32c.hpp"
+
+namespace tessera::balance::multiply {
+
+namespace {
+
+using ResidentClock = std::chrono::steady_clock;
+namespace tp = tessera::transport;
+
+double elapsed_s(ResidentClock::time_point start) { return std::chrono::duration<double>(ResidentClock::now() - start).count(); }
+
+uint64_t resident_link_bytes(const cluster::NodeLink& link) {
+  return link.connection ? link.connection->bytes_sent() + link.connection->bytes_received() : 0;
+}
+
+// Runs work(i) for every share on its own thread, each node's connection under the cluster's
+// silent-node watchdog (no byte moved for `timeout_s` while the call runs: its connection is shut
+// down, which makes the call return). The first failure, named by its node, or OK.
+template <typename Work>
+Status on_share_nodes(cluster::ClusterConnection& cluster, const std::vector<ResidentShare>& shares, double timeout_s,
+                      Work&& work) {
+  std::vector<cluster::NodeLink>& links = cluster.links();
+  cluster::SilentNodeWatchdog::Options watch;
+  watch.period = std::chrono::milliseconds(20);
+  watch.deadline_s = [timeout_s](std::size_t) { return timeout_s; };
+  watch.progress_counter = [&](std::size_t i) { return resident_link_bytes(links[shares[i].link]); };
+  watch.on_silent = [&](std::size_t i, const std::string&) { links[shares[i].link].connection->shutdown(); };
+  watch.describe = [](const cluster::SilentNodeWatchdog::Silence& silence) {
+    return fmt::format("unresponsive: no frame for {:.3g} s while it owed a resident product", silence.deadline_s);
+  };
+  cluster::SilentNodeWatchdog watchdog(shares.size(), std::move(watch));
+  std::vector<Status> outcomes(shares.size());
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t i = 0; i < shares.size(); ++i) {
+      watchdog.begin_owing(i);
+      threads.emplace_back([&, i] {
+        cluster::NodeLink& link = links[shares[i].link];
+        outcomes[i] = link.connection ? work(i, *link.connection) : network_error("not connected");
+        watchdog.end_owing(i);
+      });
+    }
+  }
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    if (outcomes[i].is_ok()) continue;
+    const std::string& node = links[shares[i].link].spec.name;
+    if (std::optional<std::string> silent = watchdog.silent_reason(i)) {
+      return network_error(fmt::format("node '{}': {}", node, *silent));
+    }
+    return outcomes[i].with_context(fmt::format("node '{}': ", node));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::MatrixView a,
+                                  std::span<const std::size_t> links, std::span<const uint64_t> rows,
+                                  const ResidentOptions& options, uint32_t first_tile_id) {
+  if (links.size() != rows.size()) return invalid_argument("place_rows: one row count per node");
+  uint64_t total = 0;
+  for (uint64_t r : rows) total += r;
+  if (total != a.rows) {
+    return invalid_argument(fmt::format("the shares hold {} rows, the matrix {}", total, a.rows));
+  }
+  if (a.rows == 0 || a.cols == 0 || a.cols > (1u << 20)) {
+    return invalid_argument(fmt::format("a {}x{} matrix cannot be placed", a.rows, a.cols));
+  }
+  for (std::size_t link : links) {
+    if (link >= cluster.links().size()) return invalid_argument("place_rows: a node index beyond the cluster");
+  }
+  ResidentMatrix placed;
+  placed.rows = a.rows;
+  placed.cols = a.cols;
+  const uint64_t row_bytes = a.cols * sizeof(double);
+  const uint64_t tile_rows = std::max<uint64_t>(1, std::min<uint64_t>(options.largest_tile_bytes / row_bytes, 1u << 20));
+  uint32_t next_id = first_tile_id;
+  uint64_t row = 0;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    if (rows[i] == 0) continue;
+    ResidentShare share;
+    share.link = links[i];
+    share.row_begin = row;
+    share.rows = rows[i];
+    for (uint64_t done = 0; done < rows[i]; done += tile_rows) {
+      share.tile_ids.push_back(next_id++);
+      share.tile_rows.push_back(static_cast<uint32_t>(std::min(tile_rows, rows[i] - done)));
+    }
+    row += rows[i];
+    placed.shares.push_back(std::move(share));
+  }
+
+  // The check's matrix side, one pass over A: s = r^T A and |r|^T |A|.
+  std::mt19937_64 random(options.seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  placed.check_vector.resize(a.rows);
+  for (double& v : placed.check_vector) v = uniform(random);
+  placed.check_row.assign(a.cols, 0.0);
+  placed.check_magnitude.assign(a.cols, 0.0);
+  for (uint64_t r = 0; r < a.rows; ++r) {
+    const double weight = placed.check_vector[r];
+    const double* values = a.row(r);
+    for (uint64_t c = 0; c < a.cols; ++c) {
+      placed.check_row[c] += weight * values[c];
+      placed.check_magnitude[c] += std::abs(weight) * std::abs(values[c]);
+    }
+  }
+
+  Status stored = on_share_nodes(cluster, placed.shares, options.node_timeout_s,
+                                 [&](std::size_t i, tp::FrameConnection& connection) -> Status {
+    const ResidentShare& share = placed.shares[i];
+    gemm::GemmClient client(connection);
+    uint64_t first = share.row_begin;
+    for (std::size_t t = 0; t < share.tile_ids.size(); ++t) {
+      const uint32_t tile_rows_here = share.tile_rows[t];
+      tp::Crc32c crc;
+      for (uint32_t r = 0; r < tile_rows_here; ++r) crc.update(a.row(first + r), row_bytes);
+      TESSERA_RETURN_IF_ERROR(client.store_rows(share.tile_ids[t], tile_rows_here, static_cast<uint32_t>(a.cols),
+                                                a.row(first), a.ld, crc.value()));
+      first += tile_rows_here;
+    }
+    // A STORE has no answer; STATS comes after every earlier frame was handled, so a store the
+    // worker refused (its tile memory full) is this ERROR.
+    return client.stats().status();
+  });
+  if (!stored) {
+    release_resident(cluster, placed);
+    return stored;
+  }
+  for (const ResidentShare& share : placed.shares) placed.bytes_placed += share.rows * row_bytes;
+  return placed;
+}
+
+Result<ResidentProduct> multiply_resident(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
+                                          linalg::MatrixView x, linalg::MutableMatrixView y,
+                                          const ResidentOptions& options) {
+  if (x.rows != a.cols || x.cols == 0 || y.rows != a.rows || y.cols != x.cols) {
+    return invalid_argument(fmt::format("A is {}x{}, X {}x{} and Y {}x{}: X needs A's columns as rows, Y A's rows and "
+                                        "X's columns",
+                                        a.rows, a.cols, x.rows, x.cols, y.rows, y.cols));
+  }
+  if (x.cols > (1u << 20)) return invalid_argument("X has more columns than one tile holds");
+  std::vector<double> packed_x;
+  const double* x_rows = x.data;
+  if (!x.contiguous()) {
+    packed_x.resize(x.rows * x.cols);
+    for (std::size_t r = 0; r < x.rows; ++r) std::copy_n(x.row(r), x.cols, packed_x.data() + r * x.cols);
+    x_rows = packed_x.data();
+  }
+  const auto n = static_cast<uint32_t>(x.cols);
+  const auto k = static_cast<uint32_t>(a.cols);
+  const std::span<const double> x_values(x_rows, x.rows * x.cols);
+  const uint32_t x_crc = tp::crc32c(std::as_bytes(x_values));
+  // The ids of this product's X and outputs, past the resident tiles'.
+  const uint32_t x_id = kFirstResidentTileId - 1;
+  const uint32_t first_output_id = kFirstResidentTileId - 1 - (1u << 20);
+
+  ResidentProduct product;
+  product.nodes.resize(a.shares.size());
+  const auto start = ResidentClock::now();
+  Status ran = on_share_nodes(cluster, a.shares, options.node_timeout_s,
+                              [&](std::size_t i, tp::FrameConnection& connection) -> Status {
+    const ResidentShare& share = a.shares[i];
+    ResidentNodeRun& run = product.nodes[i];
+    run.link = share.link;
+    const uint64_t sent_before = connection.bytes_sent();
+    const uint64_t received_before = connection.bytes_received();
+    gemm::GemmClient client(connection);
+    TESSERA_RETURN_IF_ERROR(client.store(x_id, k, n, x_rows, x_crc));
+    for (std::size_t t = 0; t < share.tile_ids.size(); ++t) {
+      gemm::Job job;
+      job.job_id = t + 1;
+      job.flags = gemm::kJobCreateOutput | gemm::kJobSendResult;
+      if (t + 1 == share.tile_ids.size()) job.flags |= gemm::kJobReleaseB;
+      job.a_tile = share.tile_ids[t];
+      job.b_tile = x_id;
+      job.c_tile = first_output_id + static_cast<uint32_t>(t);
+      job.m = share.tile_rows[t];
+      job.n = n;
+      job.k = k;
+      job.c_rows = job.m;
+      job.c_cols = n;
+      TESSERA_RETURN_IF_ERROR(client.job(job));
+    }
+    // One CREDIT and one RESULT per job; each result lands in Y's rows of its tile.
+    std::vector<uint64_t> first_row(share.tile_ids.size());
+    for (std::size_t t = 0, row = share.row_begin; t < share.tile_ids.size(); row += share.tile_rows[t], ++t) {
+      first_row[t] = row;
+    }
+    std::vector<double> landing;
+    std::vector<uint32_t> outputs;
+    for (std::size_t replies = 0; replies < 2 * share.tile_ids.size(); ++replies) {
+      Result<gemm::GemmClient::Reply> reply = client.next({tp::MessageType::kCredit, tp::MessageType::kResult});
+      if (!reply) return reply.status();
+      if (const auto* credit = std::get_if<gemm::Credit>(&*reply)) {
+        run.compute_s += credit->compute_seconds;
+        continue;
+      }
+      const auto& result = std::get<gemm::GemmClient::ResultHeader>(*reply);
+      const uint64_t t = result.tile.tile_id - first_output_id;
+      if (t >= share.tile_ids.size() || result.tile.rows != share.tile_rows[t] || result.tile.cols != n) {
+        return protocol_error(fmt::format("a RESULT for tile {} ({}x{}) that no job asked for", result.tile.tile_id,
+                                          result.tile.rows, result.tile.cols));
+      }
+      landing.resize(uint64_t{result.tile.rows} * n);
+      TESSERA_RETURN_IF_ERROR(client.read_result(result, landing));
+      for (uint32_t r = 0; r < result.tile.rows; ++r) {
+        std::copy_n(landing.data() + uint64_t{r} * n, n, y.row(first_row[t] + r));
+      }
+      outputs.push_back(result.tile.tile_id);
+    }
+    TESSERA_RETURN_IF_ERROR(client.release(outputs));
+    run.finish_s = elapsed_s(start);
+    run.bytes_to_node = connection.bytes_sent() - sent_before;
+    run.bytes_from_node = connection.bytes_received() - received_before;
+    return Status::ok();
+  });
+  if (!ran) return ran;
+  product.seconds = elapsed_s(start);
+
+  // r^T Y against s X, within |r|^T |A| |X| times the rounding allowance of a length-k sum.
+  const auto check_start = ResidentClock::now();
+  Verification& check = product.verification;
+  check.mode = VerifyMode::kFreivalds;
+  const double allowance = kBoundSafety * static_cast<double>(k + a.rows + 2) * kUnitRoundoff;
+  check.passed = true;
+  for (uint32_t j = 0; j < n && check.passed; ++j) {
+    double from_y = 0.0, from_a = 0.0, magnitude = 0.0;
+    for (uint64_t r = 0; r < a.rows; ++r) from_y += a.check_vector[r] * y.row(r)[j];
+    for (uint32_t c = 0; c < k; ++c) {
+      const double xv = x_rows[uint64_t{c} * n + j];
+      from_a += a.check_row[c] * xv;
+      magnitude += a.check_magnitude[c] * std::abs(xv);
+    }
+    const double bound = allowance * magnitude;
+    const double error = std::abs(from_y - from_a);
+    check.max_abs_error = std::max(check.max_abs_error, error);
+    const double ratio = bound > 0.0 ? error / bound : (error == 0.0 ? 0.0 : INFINITY);
+    check.max_error_ratio = std::max(check.max_error_ratio, ratio);
+    if (!(ratio <= 1.0)) {
+      check.passed = false;
+      check.detail = fmt::format("column {} of Y: r^T Y = {:.17g} but (r^T A) X = {:.17g}, {:.3g} apart where "
+                                 "rounding allows {:.3g}",
+                                 j, from_y, from_a, error, bound);
+    }
+  }
+  if (check.passed) check.detail = fmt::format("Freivalds with the placed check vector over {} columns", n);
+  check.seconds = product.verification_seconds = elapsed_s(check_start);
+  return product;
+}
+
+void release_resident(cluster::ClusterConnection& cluster, const ResidentMatrix& a) {
+  for (const ResidentShare& share : a.shares) {
+    cluster::NodeLink& link = cluster.links()[share.link];
+    if (!link.connection) continue;
+    gemm::GemmClient client(*link.connection);
+    (void)client.release(share.tile_ids);
+  }
+}
+
+}  // namespace tessera::balance::multiply
