@@ -327,13 +327,75 @@ tb::session::Session& ClusterHandle::open_session(SessionKind kind, const tb::se
     }
     abandoned_at_.reset();
     session_.emplace(value_or_raise(std::move(opened)));
+    ++session_generation_;
+    resident_count_ = 0;
     session_kind_ = kind;
   }
   return *session_;
 }
 
 void ClusterHandle::finish_call() {
-  if (!keep_connected_) drop_session();
+  if (!keep_connected_ && resident_count_ == 0) drop_session();
+}
+
+py::dict ClusterHandle::place(const py::array& a) {
+  const linalg::MatrixView a_view = input_view(a, "A");
+  std::atomic<bool> cancel{false};
+  tb::session::RunControl control;
+  control.cancel = &cancel;
+  tb::session::ResidentPlacement placement;
+  try {
+    tb::session::Session& session = open_session(SessionKind::kMultiply, {});
+    placement = value_or_raise(run_interruptible(
+        cancel, [&] { return session.place_rows(a_view, control); }, {}));
+  } catch (...) {
+    if (session_) abandoned_at_ = std::chrono::steady_clock::now();
+    drop_session();
+    throw;
+  }
+  ++resident_count_;
+  py::list nodes;
+  for (const auto& [name, rows] : placement.rows_per_node) nodes.append(py::make_tuple(name, rows));
+  return py::dict(py::arg("id") = placement.id, py::arg("generation") = session_generation_, py::arg("nodes") = nodes,
+                  py::arg("bytes") = placement.bytes_placed, py::arg("seconds") = placement.seconds);
+}
+
+py::dict ClusterHandle::resident_multiply(uint64_t id, uint64_t generation, const py::array& x, const py::array& y) {
+  if (!session_ || generation != session_generation_) {
+    raise_status(not_found("the session that held this matrix has ended; it is placed again"));
+  }
+  const linalg::MatrixView x_view = input_view(x, "X");
+  const linalg::MutableMatrixView y_view = output_view(y, static_cast<uint64_t>(y.shape(0)), x_view.cols);
+  std::atomic<bool> cancel{false};
+  tb::session::RunControl control;
+  control.cancel = &cancel;
+  tb::multiply::ResidentProduct product;
+  try {
+    product = value_or_raise(run_interruptible(
+        cancel, [&] { return session_->multiply_resident(id, x_view, y_view, control); }, {}));
+  } catch (...) {
+    // A failed or interrupted product leaves the session in no known state: it is closed, and the
+    // matrix is placed again on the next call.
+    if (session_) abandoned_at_ = std::chrono::steady_clock::now();
+    drop_session();
+    throw;
+  }
+  uint64_t to_nodes = 0;
+  uint64_t from_nodes = 0;
+  for (const tb::multiply::ResidentNodeRun& node : product.nodes) {
+    to_nodes += node.bytes_to_node;
+    from_nodes += node.bytes_from_node;
+  }
+  return py::dict(py::arg("verified") = product.verification.passed, py::arg("detail") = product.verification.detail,
+                  py::arg("seconds") = product.seconds, py::arg("verification_seconds") = product.verification_seconds,
+                  py::arg("bytes_to_nodes") = to_nodes, py::arg("bytes_from_nodes") = from_nodes);
+}
+
+void ClusterHandle::release(uint64_t id, uint64_t generation) {
+  if (!session_ || generation != session_generation_) return;
+  without_gil([&] { session_->release_resident(id); });
+  if (resident_count_ > 0) --resident_count_;
+  finish_call();
 }
 
 void ClusterHandle::drop_session() {

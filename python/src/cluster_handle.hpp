@@ -100,6 +100,16 @@ class ClusterHandle {
   py::tuple graph(const graphdata::DirectedGraph& graph, const balance::session::GraphSettings& settings,
                   const std::string& weights, const py::object& progress, const py::object& notice);
 
+  // Keeps `a`'s rows on the nodes (Session::place_rows) and keeps the session open while any
+  // placed matrix lives. Returns {id, generation, nodes: [(name, rows)], bytes, seconds}.
+  py::dict place(const py::array& a);
+  // Y = A X for the placed matrix `id` of session `generation`, into `y`; returns {verified,
+  // detail, seconds, verification_seconds, bytes_to_nodes, bytes_from_nodes}. A generation that is
+  // not the open session's raises NotFoundError: the caller places the matrix again.
+  py::dict resident_multiply(uint64_t id, uint64_t generation, const py::array& x, const py::array& y);
+  // Frees the placed matrix (nothing when its session is gone).
+  void release(uint64_t id, uint64_t generation);
+
   // Closes a kept session (BYE to every node). Idempotent.
   void close();
 
@@ -122,6 +132,9 @@ class ClusterHandle {
   std::optional<std::chrono::steady_clock::time_point> abandoned_at_;
   static constexpr std::chrono::seconds kAbandonedSessionGrace{5};
   SessionKind session_kind_ = SessionKind::kMultiply;
+  // Counts the sessions opened, so that a placed matrix knows whether its session still stands.
+  uint64_t session_generation_ = 0;
+  std::size_t resident_count_ = 0;  // placed matrices alive in the open session
 };
 
 }  // namespace tessera::python

@@ -44,7 +44,7 @@ re-exports the names users call.
 from __future__ import annotations
 
 from . import _tessera, errors
-from .cluster import Cluster, TesseraWarning
+from .cluster import Cluster, ResidentArray, TesseraWarning
 from .errors import (
     BusyError,
     CancelledError,
@@ -64,6 +64,7 @@ from .results import EvalReport, GraphReport, PartitionResult, Plan, Prediction,
 __version__ = _tessera.version
 __all__ = [
     "Cluster",
+    "ResidentArray",
     "Plan",
     "Prediction",
     "Report",

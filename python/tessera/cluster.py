@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _tessera
 from .arrays import as_matrix, check_out
-from .errors import InvalidInputError, VerificationError
+from .errors import InvalidInputError, NotFoundError, VerificationError
 from .expressions import Expression
 from .graphs import directed_graph
 from .results import EvalReport, GraphReport, Plan, Prediction, Report
@@ -377,6 +377,30 @@ class Cluster:
             )
         return c, report
 
+    # -- matrices kept on the nodes ---------------------------------------------------------------
+    def scatter(self, A: Any, *, allow_copy: bool = True) -> "ResidentArray":
+        """Place A's rows on the nodes once and get a :class:`ResidentArray` whose products by thin
+        operands (``R @ X``, X with few columns) ship only X out and the rows of the product back.
+        Shares follow the profile's weights (equal without a profile). The cluster keeps its
+        connections open while a ResidentArray lives; ``free()`` (or ``with``) gives the nodes'
+        memory back. A is converted by the module's rule and referenced, not copied again: the
+        placement is redone from it when the session it lived in has ended (another kind of call,
+        a failure), so do not change A while the ResidentArray is in use."""
+        a = as_matrix(A, "A", allow_copy)
+        return ResidentArray(a, self._place_rows, self._resident_multiply, self._release_rows)
+
+    def _place_rows(self, a: np.ndarray) -> dict:
+        with self._lock:
+            return self._handle.place(a)
+
+    def _resident_multiply(self, placed: dict, x: np.ndarray, y: np.ndarray) -> dict:
+        with self._lock:
+            return self._handle.resident_multiply(placed["id"], placed["generation"], x, y)
+
+    def _release_rows(self, placed: dict) -> None:
+        with self._lock:
+            self._handle.release(placed["id"], placed["generation"])
+
     # -- matrix expressions -----------------------------------------------------------------------
     def array(self, value: Any, *, allow_copy: bool = True) -> Expression:
         """A lazy expression of this 2-D array (see :class:`Expression`); converted to C-contiguous
@@ -585,3 +609,82 @@ class Cluster:
         """Single-source shortest path lengths from ``source`` over the edge weights (>= 0; 1 when
         unweighted); unreachable vertices are inf.""" + _GRAPH_DOC
     )
+
+
+class ResidentArray:
+    """A matrix whose rows stay on the cluster's nodes between products (``Cluster.scatter``).
+
+    ``R @ X`` (X a 1-D vector or a 2-D array with R's columns as rows) returns the product as a
+    numpy array, each call sending only X and receiving only the result; every product is checked
+    on this machine at a cost that does not read A (a random vector's r^T A kept from the
+    placement) and a product that fails the check raises VerificationError. ``nodes`` says where
+    the rows are (node name -> rows held), ``placement`` what placing cost (bytes, seconds), and
+    ``last_product`` what the last product cost (seconds, bytes to and from the nodes)."""
+
+    def __init__(self, a: np.ndarray, place: Callable[[np.ndarray], dict],
+                 multiply: Callable[[dict, np.ndarray, np.ndarray], dict], release: Callable[[dict], None]):
+        # The cluster's calls, bound to it: placing A, one product, freeing the rows.
+        self._a = a
+        self._place_on_nodes, self._multiply_on_nodes, self._release_on_nodes = place, multiply, release
+        self._placed: dict | None = None
+        self.nodes: dict[str, int] = {}
+        self.placement: dict = {}
+        self.placements = 0
+        self.last_product: dict = {}
+        self._place()
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self._a.shape[0], self._a.shape[1])
+
+    def _place(self) -> None:
+        placed = self._place_on_nodes(self._a)
+        self._placed = placed
+        self.nodes = {name: rows for name, rows in placed["nodes"]}
+        self.placement = {"bytes": placed["bytes"], "seconds": placed["seconds"]}
+        self.placements += 1
+
+    def __matmul__(self, X: Any) -> np.ndarray:
+        return self.multiply(X)
+
+    def multiply(self, X: Any, *, allow_copy: bool = True) -> np.ndarray:
+        """The product A @ X (see the class); X is converted by the module's rule."""
+        if self._placed is None:
+            raise InvalidInputError("this ResidentArray was freed")
+        vector = np.ndim(X) == 1
+        x = as_matrix(np.asarray(X).reshape(-1, 1) if vector else X, "X", allow_copy)
+        if x.shape[0] != self._a.shape[1]:
+            raise InvalidInputError(
+                f"A is {self._a.shape[0]}x{self._a.shape[1]} and X is {x.shape[0]}x{x.shape[1]}: "
+                "X's rows must equal A's columns")
+        y = np.empty((self._a.shape[0], x.shape[1]))
+        for attempt in range(2):
+            try:
+                info = self._multiply_on_nodes(self._placed, x, y)
+                break
+            except NotFoundError:
+                if attempt == 1:
+                    raise
+                self._place()  # its session ended: placed again from A, then the product
+        self.last_product = info
+        if not info["verified"]:
+            raise VerificationError(f"verification FAILED: {info['detail']}", report=info, result=y)
+        return y[:, 0] if vector else y
+
+    def free(self) -> None:
+        """Gives the nodes' memory back; the array can no longer be multiplied. Idempotent."""
+        if self._placed is None:
+            return
+        self._release_on_nodes(self._placed)
+        self._placed = None
+
+    def __enter__(self) -> "ResidentArray":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        where = ", ".join(f"{name} {rows}" for name, rows in self.nodes.items())
+        return f"<tessera.ResidentArray {self.shape[0]}x{self.shape[1]} on {where or 'nothing (freed)'}>"
+

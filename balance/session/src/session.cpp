@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include "tessera/balance/expr/evaluate.hpp"
 #include "tessera/balance/expr/rewrite.hpp"
 #include "tessera/balance/expr/scheduled_eval.hpp"
+#include "tessera/partition/row_partition.hpp"
 
 namespace tessera::balance::session {
 
@@ -160,6 +162,9 @@ struct Session::State {
   std::optional<profile::ClusterProfile> profile;
   std::optional<Status> ignored_profile_problem;
   cluster::ClusterConnection connection;
+  std::map<uint64_t, multiply::ResidentMatrix> resident;
+  uint64_t next_resident_id = 1;
+  uint32_t next_resident_tile = multiply::kFirstResidentTileId;
 };
 
 Session::Session(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -505,6 +510,64 @@ Result<graphs::GraphOutcome> Session::graph(const graphdata::DirectedGraph& grap
 
 void Session::close() {
   if (state_) state_->connection.close();
+}
+
+Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const RunControl& control) {
+  if (cancel_requested(control)) return cancelled("cancelled before the matrix was placed");
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t nodes = state_->connection.links().size();
+  std::vector<double> weights(nodes, 1.0);
+  if (state_->profile) {
+    Result<std::vector<double>> speeds = profile_weights(*state_->profile, state_->cluster, state_->profile_path);
+    if (speeds && speeds->size() == nodes) weights = std::move(*speeds);
+  }
+  Result<std::vector<partition::RowBlock>> blocks = partition::proportional_rows(a.rows, weights);
+  if (!blocks) return blocks.status();
+  std::vector<std::size_t> links(nodes);
+  std::vector<uint64_t> rows(nodes);
+  uint64_t tiles = 0;
+  for (std::size_t i = 0; i < nodes; ++i) {
+    links[i] = i;
+    rows[i] = (*blocks)[i].count;
+    tiles += rows[i];  // at most one tile per row: the ids this placement may take
+  }
+  if (tiles > UINT32_MAX - state_->next_resident_tile) {
+    return resource_exhausted("this session has placed as many resident blocks as it can number; open another");
+  }
+  multiply::ResidentOptions options;
+  Result<multiply::ResidentMatrix> placed =
+      multiply::place_rows(state_->connection, a, links, rows, options, state_->next_resident_tile);
+  if (!placed) return placed.status();
+  uint32_t highest = state_->next_resident_tile;
+  for (const multiply::ResidentShare& share : placed->shares) {
+    for (uint32_t id : share.tile_ids) highest = std::max(highest, id);
+  }
+  state_->next_resident_tile = highest + 1;
+  ResidentPlacement placement;
+  placement.id = state_->next_resident_id++;
+  for (std::size_t i = 0; i < nodes; ++i) placement.rows_per_node.emplace_back(state_->cluster.nodes[i].name, rows[i]);
+  placement.bytes_placed = placed->bytes_placed;
+  state_->resident.emplace(placement.id, std::move(*placed));
+  placement.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return placement;
+}
+
+Result<multiply::ResidentProduct> Session::multiply_resident(uint64_t id, linalg::MatrixView x,
+                                                             linalg::MutableMatrixView y, const RunControl& control) {
+  if (cancel_requested(control)) return cancelled("cancelled before the product started");
+  const auto found = state_->resident.find(id);
+  if (found == state_->resident.end()) {
+    return not_found(fmt::format("no resident matrix {} in this session (it ended, or the matrix was freed)", id));
+  }
+  CancelWatcher watcher(control.cancel, state_->connection);
+  return multiply::multiply_resident(state_->connection, found->second, x, y);
+}
+
+void Session::release_resident(uint64_t id) {
+  const auto found = state_->resident.find(id);
+  if (found == state_->resident.end()) return;
+  multiply::release_resident(state_->connection, found->second);
+  state_->resident.erase(found);
 }
 
 }  // namespace tessera::balance::session

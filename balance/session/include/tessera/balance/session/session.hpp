@@ -31,6 +31,7 @@
 #include "tessera/balance/expr/scheduled_eval.hpp"
 #include "tessera/balance/multiply/report.hpp"
 #include "tessera/balance/multiply/multiply.hpp"
+#include "tessera/balance/multiply/resident.hpp"
 #include "tessera/balance/multiply/verify.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/emulation/local_cluster.hpp"
@@ -138,6 +139,14 @@ struct EvalOptions {
 
 // EvalProduct and EvalOutcome are in expr/eval_report.hpp, with their table and JSON.
 
+// A matrix the session keeps on its nodes (place_rows), by id.
+struct ResidentPlacement {
+  uint64_t id = 0;
+  std::vector<std::pair<std::string, uint64_t>> rows_per_node;  // node name, rows held (cluster order)
+  uint64_t bytes_placed = 0;
+  double seconds = 0.0;
+};
+
 class Session {
  public:
   // Connects to every node of `cluster` (in parallel, authenticated) and loads the saved profile
@@ -210,6 +219,18 @@ class Session {
   // about lost nodes and restarts. A failed verification is a success whose outcome says so.
   Result<graphs::GraphOutcome> graph(const graphdata::DirectedGraph& graph, graphs::GraphRunOptions options,
                              const RunControl& control = {});
+
+  // Keeps `a`'s rows on the nodes for as long as this session lasts (multiply/resident.hpp), shares
+  // in proportion to the profile's weights (equal without a profile). A node that cannot hold its
+  // share fails the call, named; nothing placed is left behind.
+  Result<ResidentPlacement> place_rows(linalg::MatrixView a, const RunControl& control = {});
+  // Y = A X with A the placed matrix `id`: only X and Y travel; checked (verification in the
+  // result: a product that fails it is a success the caller refuses). kNotFound for an id this
+  // session does not hold. A lost node fails the call naming it.
+  Result<multiply::ResidentProduct> multiply_resident(uint64_t id, linalg::MatrixView x, linalg::MutableMatrixView y,
+                                                      const RunControl& control = {});
+  // Frees the placed matrix `id` on the nodes; nothing for an unknown id.
+  void release_resident(uint64_t id);
 
   // The model's forecast of `plan`; none without a profile or for layouts the model cannot replay.
   std::optional<model::Prediction> forecast(const plan::Plan& plan) const;

@@ -1,0 +1,56 @@
+"""Cluster.scatter: a matrix placed once, multiplied by thin operands again and again."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tessera
+
+
+def test_products_ship_only_the_operand_and_equal_numpy(cluster):
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((400, 300))
+    with cluster.scatter(A) as R:
+        assert R.shape == (400, 300)
+        assert sum(R.nodes.values()) == 400
+        assert R.placement["bytes"] == A.nbytes
+        for columns in (1, 4, 64):
+            X = rng.standard_normal((300, columns))
+            Y = R @ X
+            np.testing.assert_allclose(Y, A @ X, rtol=1e-12, atol=1e-12)
+            # Only X went out, once to each node holding rows, and its jobs: far less than A.
+            holding = sum(1 for rows in R.nodes.values() if rows > 0)
+            assert R.last_product["bytes_to_nodes"] < holding * (X.nbytes + 4096)
+            assert R.last_product["verified"]
+        v = rng.standard_normal(300)
+        y = R @ v
+        assert y.shape == (400,)
+        np.testing.assert_allclose(y, A @ v, rtol=1e-12, atol=1e-12)
+        assert R.placements == 1, "placed once for every product"
+
+
+def test_a_session_that_ended_places_the_matrix_again(cluster):
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((120, 80))
+    R = cluster.scatter(A)
+    x = rng.standard_normal(80)
+    np.testing.assert_allclose(R @ x, A @ x, rtol=1e-12, atol=1e-12)
+    # Another kind of call ends the session the rows lived in.
+    graph = tessera.directed_graph("mesh2d:10x10")
+    cluster.pagerank(graph)
+    np.testing.assert_allclose(R @ x, A @ x, rtol=1e-12, atol=1e-12)
+    assert R.placements == 2
+    R.free()
+    R.free()
+    with pytest.raises(tessera.InvalidInputError, match="freed"):
+        R @ x
+
+
+def test_bad_operands_are_refused_by_name(cluster):
+    A = np.ones((10, 6))
+    with cluster.scatter(A) as R:
+        with pytest.raises(tessera.InvalidInputError, match="X's rows must equal A's columns"):
+            R @ np.ones((5, 2))
+        with pytest.raises(tessera.InvalidInputError, match="X"):
+            R @ np.array([["a"] * 2] * 6)
