@@ -39,8 +39,11 @@ def main():
     times = {"numpy-1core": [], "multiply": [], "resident": []}
     with tessera.Cluster(config) as cluster:
         cluster.profile(quick=True)
-        R = cluster.scatter(A)
-        print(f"placed {n}x{n} on {R.nodes} in {R.placement['seconds']:.3f} s ({R.placement['bytes'] / 1e6:.0f} MB)")
+        R = cluster.scatter(A, columns=cols)
+        print(f"placed {n}x{n} on {R.nodes} in {R.placement['seconds']:.3f} s ({R.placement['bytes'] / 1e6:.0f} MB), "
+              f"product forecast {R.placement['forecast_s']:.4f} s")
+        for reason in R.placement["left_out"]:
+            print(f"  {reason}")
         for _ in range(rounds):
             for X in blocks:
                 start = time.perf_counter()

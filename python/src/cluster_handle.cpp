@@ -338,7 +338,7 @@ void ClusterHandle::finish_call() {
   if (!keep_connected_ && resident_count_ == 0) drop_session();
 }
 
-py::dict ClusterHandle::place(const py::array& a) {
+py::dict ClusterHandle::place(const py::array& a, uint64_t columns) {
   const linalg::MatrixView a_view = input_view(a, "A");
   std::atomic<bool> cancel{false};
   tb::session::RunControl control;
@@ -347,7 +347,7 @@ py::dict ClusterHandle::place(const py::array& a) {
   try {
     tb::session::Session& session = open_session(SessionKind::kMultiply, {});
     placement = value_or_raise(run_interruptible(
-        cancel, [&] { return session.place_rows(a_view, control); }, {}));
+        cancel, [&] { return session.place_rows(a_view, columns, control); }, {}));
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();
     drop_session();
@@ -357,7 +357,8 @@ py::dict ClusterHandle::place(const py::array& a) {
   py::list nodes;
   for (const auto& [name, rows] : placement.rows_per_node) nodes.append(py::make_tuple(name, rows));
   return py::dict(py::arg("id") = placement.id, py::arg("generation") = session_generation_, py::arg("nodes") = nodes,
-                  py::arg("bytes") = placement.bytes_placed, py::arg("seconds") = placement.seconds);
+                  py::arg("bytes") = placement.bytes_placed, py::arg("seconds") = placement.seconds,
+                  py::arg("forecast_s") = placement.forecast_product_s, py::arg("warnings") = placement.warnings);
 }
 
 py::dict ClusterHandle::resident_multiply(uint64_t id, uint64_t generation, const py::array& x, const py::array& y) {

@@ -227,7 +227,7 @@ PYBIND11_MODULE(_tessera, module) {
            py::arg("progress"), py::arg("notice"))
       .def("evaluate", &ClusterHandle::evaluate, py::arg("expression"), py::arg("inputs"), py::arg("settings"),
            py::arg("explain"), py::arg("progress"), py::arg("notice"))
-      .def("place", &ClusterHandle::place, py::arg("a"))
+      .def("place", &ClusterHandle::place, py::arg("a"), py::arg("columns"))
       .def("resident_multiply", &ClusterHandle::resident_multiply, py::arg("id"), py::arg("generation"), py::arg("x"),
            py::arg("y"))
       .def("release", &ClusterHandle::release, py::arg("id"), py::arg("generation"))

@@ -378,20 +378,28 @@ class Cluster:
         return c, report
 
     # -- matrices kept on the nodes ---------------------------------------------------------------
-    def scatter(self, A: Any, *, allow_copy: bool = True) -> "ResidentArray":
+    def scatter(self, A: Any, *, columns: int = 1, allow_copy: bool = True) -> "ResidentArray":
         """Place A's rows on the nodes once and get a :class:`ResidentArray` whose products by thin
         operands (``R @ X``, X with few columns) ship only X out and the rows of the product back.
-        Shares follow the profile's weights (equal without a profile). The cluster keeps its
+        Shares are sized for operands of ``columns`` columns from the profile's rates and links, so
+        that the nodes finish together; a node whose operand alone would arrive after the others
+        finish gets no rows, with a TesseraWarning saying so (equal shares without a profile;
+        ``forecast_s`` in ``placement`` is the model's product time). The cluster keeps its
         connections open while a ResidentArray lives; ``free()`` (or ``with``) gives the nodes'
         memory back. A is converted by the module's rule and referenced, not copied again: the
         placement is redone from it when the session it lived in has ended (another kind of call,
         a failure), so do not change A while the ResidentArray is in use."""
+        if not isinstance(columns, int) or columns < 1:
+            raise InvalidInputError(f"columns={columns!r}: give the operands' column count, 1 or more")
         a = as_matrix(A, "A", allow_copy)
-        return ResidentArray(a, self._place_rows, self._resident_multiply, self._release_rows)
+        return ResidentArray(a, lambda matrix: self._place_rows(matrix, columns), self._resident_multiply,
+                             self._release_rows)
 
-    def _place_rows(self, a: np.ndarray) -> dict:
+    def _place_rows(self, a: np.ndarray, columns: int) -> dict:
         with self._lock:
-            return self._handle.place(a)
+            placed = self._handle.place(a, columns)
+        _warn_all(placed["warnings"])
+        return placed
 
     def _resident_multiply(self, placed: dict, x: np.ndarray, y: np.ndarray) -> dict:
         with self._lock:
@@ -641,7 +649,8 @@ class ResidentArray:
         placed = self._place_on_nodes(self._a)
         self._placed = placed
         self.nodes = {name: rows for name, rows in placed["nodes"]}
-        self.placement = {"bytes": placed["bytes"], "seconds": placed["seconds"]}
+        self.placement = {"bytes": placed["bytes"], "seconds": placed["seconds"], "forecast_s": placed["forecast_s"],
+                          "left_out": list(placed["warnings"])}
         self.placements += 1
 
     def __matmul__(self, X: Any) -> np.ndarray:

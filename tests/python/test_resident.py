@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,10 @@ import tessera
 def test_products_ship_only_the_operand_and_equal_numpy(cluster):
     rng = np.random.default_rng(1)
     A = rng.standard_normal((400, 300))
-    with cluster.scatter(A) as R:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tessera.TesseraWarning)  # a product this small may leave a node out
+        R = cluster.scatter(A, columns=4)
+    with R:
         assert R.shape == (400, 300)
         assert sum(R.nodes.values()) == 400
         assert R.placement["bytes"] == A.nbytes
@@ -33,7 +38,9 @@ def test_products_ship_only_the_operand_and_equal_numpy(cluster):
 def test_a_session_that_ended_places_the_matrix_again(cluster):
     rng = np.random.default_rng(2)
     A = rng.standard_normal((120, 80))
-    R = cluster.scatter(A)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tessera.TesseraWarning)  # so small, one node may be left out
+        R = cluster.scatter(A)
     x = rng.standard_normal(80)
     np.testing.assert_allclose(R @ x, A @ x, rtol=1e-12, atol=1e-12)
     # Another kind of call ends the session the rows lived in.
@@ -49,8 +56,17 @@ def test_a_session_that_ended_places_the_matrix_again(cluster):
 
 def test_bad_operands_are_refused_by_name(cluster):
     A = np.ones((10, 6))
-    with cluster.scatter(A) as R:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tessera.TesseraWarning)
+        R = cluster.scatter(A)
+    with R:
         with pytest.raises(tessera.InvalidInputError, match="X's rows must equal A's columns"):
             R @ np.ones((5, 2))
         with pytest.raises(tessera.InvalidInputError, match="X"):
             R @ np.array([["a"] * 2] * 6)
+
+
+def test_columns_must_be_a_count(cluster):
+    with pytest.raises(tessera.InvalidInputError, match="columns=0"):
+        cluster.scatter(np.ones((4, 4)), columns=0)
+

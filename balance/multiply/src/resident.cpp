@@ -67,6 +67,76 @@ Status on_share_nodes(cluster::ClusterConnection& cluster, const std::vector<Res
 
 }  // namespace
 
+ResidentShares resident_rows(uint64_t m, uint64_t k, uint64_t n, std::span<const ResidentNodeCost> nodes) {
+  struct Cost {
+    std::size_t index;
+    double fixed;
+    double per_row;
+  };
+  std::vector<Cost> usable;
+  ResidentShares shares;
+  shares.rows.assign(nodes.size(), 0);
+  const double x_bytes = static_cast<double>(k) * static_cast<double>(n) * sizeof(double);
+  const double row_flops = 2.0 * static_cast<double>(k) * static_cast<double>(n);
+  const double row_bytes = static_cast<double>(n) * sizeof(double);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const ResidentNodeCost& node = nodes[i];
+    if (!(node.flops_per_s > 0.0) || !(node.to_node_bytes_per_s > 0.0) || !(node.from_node_bytes_per_s > 0.0)) {
+      shares.left_out.push_back(fmt::format("node '{}' gets no rows: its profile has no rate or link for the product",
+                                            node.name));
+      continue;
+    }
+    usable.push_back({i, 2.0 * node.latency_s + x_bytes / node.to_node_bytes_per_s,
+                      row_flops / node.flops_per_s + row_bytes / node.from_node_bytes_per_s});
+  }
+  if (usable.empty() || m == 0) return shares;
+  std::sort(usable.begin(), usable.end(), [](const Cost& a, const Cost& b) { return a.fixed < b.fixed; });
+  // The first j nodes by fixed cost take part; T for them, kept while it is past the next one's.
+  double finish = 0.0;
+  std::size_t taking = 0;
+  double inverse_sum = 0.0, fixed_over_rate = 0.0;
+  for (std::size_t j = 0; j < usable.size(); ++j) {
+    inverse_sum += 1.0 / usable[j].per_row;
+    fixed_over_rate += usable[j].fixed / usable[j].per_row;
+    const double t = (static_cast<double>(m) + fixed_over_rate) / inverse_sum;
+    if (j > 0 && t <= usable[j].fixed) break;  // this node's X alone arrives after the others finish
+    finish = t;
+    taking = j + 1;
+  }
+  // Rows by the common finish, floors first, then the remainder to the largest fractions.
+  std::vector<std::pair<double, std::size_t>> fractions;
+  uint64_t given = 0;
+  for (std::size_t j = 0; j < taking; ++j) {
+    const double exact = std::max(0.0, (finish - usable[j].fixed) / usable[j].per_row);
+    const auto whole = static_cast<uint64_t>(std::min(exact, static_cast<double>(m)));
+    shares.rows[usable[j].index] = whole;
+    given += whole;
+    fractions.emplace_back(exact - static_cast<double>(whole), usable[j].index);
+  }
+  std::sort(fractions.begin(), fractions.end(), std::greater<>());
+  for (std::size_t f = 0; given < m; f = (f + 1) % fractions.size(), ++given) ++shares.rows[fractions[f].second];
+  while (given > m) {  // floors of a rounded finish can overshoot by a row
+    for (std::size_t j = 0; j < taking && given > m; ++j) {
+      if (shares.rows[usable[j].index] > 0) {
+        --shares.rows[usable[j].index];
+        --given;
+      }
+    }
+  }
+  shares.forecast_s = 0.0;
+  for (std::size_t j = 0; j < taking; ++j) {
+    const uint64_t rows = shares.rows[usable[j].index];
+    if (rows > 0) shares.forecast_s = std::max(shares.forecast_s, usable[j].fixed + static_cast<double>(rows) * usable[j].per_row);
+  }
+  for (std::size_t j = taking; j < usable.size(); ++j) {
+    shares.left_out.push_back(fmt::format(
+        "node '{}' gets no rows: the operand alone takes {:.3g} s to reach it, and the product is forecast to end at "
+        "{:.3g} s without it",
+        nodes[usable[j].index].name, usable[j].fixed, shares.forecast_s));
+  }
+  return shares;
+}
+
 Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::MatrixView a,
                                   std::span<const std::size_t> links, std::span<const uint64_t> rows,
                                   const ResidentOptions& options, uint32_t first_tile_id) {

@@ -7,8 +7,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <map>
+#include <mutex>
+#include <numeric>
 #include <thread>
 #include <utility>
 
@@ -41,24 +44,29 @@ plan::PlanRequest plan_request(const cluster::ClusterSpec& cluster, uint64_t m, 
   return request;
 }
 
-// Shuts the sessions down when the caller's cancel flag is set, for as long as it lives.
+// Shuts the sessions down when the caller's cancel flag is set, for as long as it lives. The flag
+// is looked at every 50 ms; the wait ends at once when the watcher goes, so a short call does not
+// pay for the rest of a period on its way out.
 class CancelWatcher {
  public:
   CancelWatcher(const std::atomic<bool>* cancel, cluster::ClusterConnection& connection) {
     if (cancel == nullptr) return;
-    thread_ = std::jthread([cancel, &connection](std::stop_token stop) {
+    thread_ = std::jthread([this, cancel, &connection](std::stop_token stop) {
+      std::unique_lock lock(mutex_);
       while (!stop.stop_requested()) {
         if (cancel->load()) {
           connection.shutdown_all();
           return;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        woken_.wait_for(lock, stop, std::chrono::milliseconds(50), [] { return false; });
       }
     });
   }
 
  private:
-  std::jthread thread_;
+  std::mutex mutex_;
+  std::condition_variable_any woken_;
+  std::jthread thread_;  // last: joined before the mutex and condition it waits on go
 };
 
 bool cancel_requested(const RunControl& control) { return control.cancel != nullptr && control.cancel->load(); }
@@ -512,23 +520,48 @@ void Session::close() {
   if (state_) state_->connection.close();
 }
 
-Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const RunControl& control) {
+Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, uint64_t columns, const RunControl& control) {
   if (cancel_requested(control)) return cancelled("cancelled before the matrix was placed");
+  if (columns == 0) return invalid_argument("a resident matrix is placed for operands of at least one column");
   const auto start = std::chrono::steady_clock::now();
   const std::size_t nodes = state_->connection.links().size();
-  std::vector<double> weights(nodes, 1.0);
-  if (state_->profile) {
-    Result<std::vector<double>> speeds = profile_weights(*state_->profile, state_->cluster, state_->profile_path);
-    if (speeds && speeds->size() == nodes) weights = std::move(*speeds);
-  }
-  Result<std::vector<partition::RowBlock>> blocks = partition::proportional_rows(a.rows, weights);
-  if (!blocks) return blocks.status();
-  std::vector<std::size_t> links(nodes);
   std::vector<uint64_t> rows(nodes);
+  ResidentPlacement placement;
+  bool sized = false;
+  if (state_->profile) {
+    // Each node's rate for this shape: a product by few columns reads A once, so it runs at the
+    // node's vector rate times the columns, up to its GEMM rate.
+    std::vector<multiply::ResidentNodeCost> costs;
+    for (const cluster::NodeSpec& spec : state_->cluster.nodes) {
+      multiply::ResidentNodeCost cost;
+      cost.name = spec.name;
+      if (const profile::NodeProfile* node = state_->profile->find(spec.name); node != nullptr && node->has_link) {
+        const double gemm = node->gflops * 1e9;
+        cost.flops_per_s = node->vector_gflops > 0.0
+                               ? std::min(gemm, node->vector_gflops * 1e9 * static_cast<double>(columns))
+                               : gemm;
+        cost.to_node_bytes_per_s = node->link.to_node_bytes_per_s;
+        cost.from_node_bytes_per_s = node->link.from_node_bytes_per_s;
+        cost.latency_s = node->link.latency_s;
+      }
+      costs.push_back(std::move(cost));
+    }
+    const multiply::ResidentShares shares = multiply::resident_rows(a.rows, a.cols, columns, costs);
+    if (std::accumulate(shares.rows.begin(), shares.rows.end(), uint64_t{0}) == a.rows) {
+      rows = shares.rows;
+      placement.forecast_product_s = shares.forecast_s;
+      placement.warnings = shares.left_out;
+      sized = true;
+    }
+  }
+  if (!sized) {
+    const std::vector<partition::RowBlock> blocks = partition::even_rows(a.rows, nodes);
+    for (std::size_t i = 0; i < nodes; ++i) rows[i] = blocks[i].count;
+  }
+  std::vector<std::size_t> links(nodes);
   uint64_t tiles = 0;
   for (std::size_t i = 0; i < nodes; ++i) {
     links[i] = i;
-    rows[i] = (*blocks)[i].count;
     tiles += rows[i];  // at most one tile per row: the ids this placement may take
   }
   if (tiles > UINT32_MAX - state_->next_resident_tile) {
@@ -543,7 +576,6 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const RunCon
     for (uint32_t id : share.tile_ids) highest = std::max(highest, id);
   }
   state_->next_resident_tile = highest + 1;
-  ResidentPlacement placement;
   placement.id = state_->next_resident_id++;
   for (std::size_t i = 0; i < nodes; ++i) placement.rows_per_node.emplace_back(state_->cluster.nodes[i].name, rows[i]);
   placement.bytes_placed = placed->bytes_placed;

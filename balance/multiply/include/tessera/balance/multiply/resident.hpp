@@ -57,6 +57,30 @@ struct ResidentOptions {
   uint64_t largest_tile_bytes = uint64_t{32} << 20;  // row blocks are cut to at most this
 };
 
+// What one node costs a resident product, from its profile: its rate for the product's shape,
+// and its link both ways.
+struct ResidentNodeCost {
+  std::string name;
+  double flops_per_s = 0.0;            // 0: the node takes no rows
+  double to_node_bytes_per_s = 0.0;    // 0: unusable
+  double from_node_bytes_per_s = 0.0;
+  double latency_s = 0.0;              // one way
+};
+
+struct ResidentShares {
+  std::vector<uint64_t> rows;           // per node, in the order given; summing to m
+  std::vector<std::string> left_out;    // a sentence per node given no rows, and why
+  double forecast_s = 0.0;              // the product's forecast makespan with these rows
+};
+
+// Rows of an m x k matrix for products by k x n operands, so that every node taking part is
+// forecast to finish together: a node i costs fixed_i = 2 latency_i + k n 8 / to_i (X must reach
+// it whatever its share) plus per_row_i = 2 k n / flops_i + n 8 / from_i for each row, and the
+// common finish T solves sum_i max(0, (T - fixed_i) / per_row_i) = m (water-filling). A node whose
+// fixed cost alone is past T gets no rows, and the sentence says so: including it could only make
+// the product later. Pure; REQUIRES: some node with a rate and links.
+ResidentShares resident_rows(uint64_t m, uint64_t k, uint64_t n, std::span<const ResidentNodeCost> nodes);
+
 // Places `a` on the nodes: rows[i] consecutive rows to link links[i] (in that order, rows summing
 // to a.rows; a node with 0 rows holds nothing), tile ids from `first_tile_id` on. Waits until
 // every node has filed its tiles (a STATS round trip), so a node out of tile memory fails here,

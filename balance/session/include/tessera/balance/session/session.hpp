@@ -145,6 +145,8 @@ struct ResidentPlacement {
   std::vector<std::pair<std::string, uint64_t>> rows_per_node;  // node name, rows held (cluster order)
   uint64_t bytes_placed = 0;
   double seconds = 0.0;
+  double forecast_product_s = 0.0;    // the model's product time with these shares; 0 without a profile
+  std::vector<std::string> warnings;  // a sentence per node left out, and why
 };
 
 class Session {
@@ -221,9 +223,11 @@ class Session {
                              const RunControl& control = {});
 
   // Keeps `a`'s rows on the nodes for as long as this session lasts (multiply/resident.hpp), shares
-  // in proportion to the profile's weights (equal without a profile). A node that cannot hold its
-  // share fails the call, named; nothing placed is left behind.
-  Result<ResidentPlacement> place_rows(linalg::MatrixView a, const RunControl& control = {});
+  // sized for products by operands of `columns` columns from the profile's rates and links
+  // (multiply::resident_rows: a node whose operand alone would arrive after the others finish is
+  // left out, with a warning saying so; equal shares without a profile). A node that cannot hold
+  // its share fails the call, named; nothing placed is left behind.
+  Result<ResidentPlacement> place_rows(linalg::MatrixView a, uint64_t columns = 1, const RunControl& control = {});
   // Y = A X with A the placed matrix `id`: only X and Y travel; checked (verification in the
   // result: a product that fails it is a success the caller refuses). kNotFound for an id this
   // session does not hold. A lost node fails the call naming it.
