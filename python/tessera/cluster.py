@@ -680,6 +680,78 @@ class ResidentArray:
             raise VerificationError(f"verification FAILED: {info['detail']}", report=info, result=y)
         return y[:, 0] if vector else y
 
+    def power_iteration(self, *, iterations: int = 1000, tol: float = 1e-10, seed: int = 1):
+        """The dominant eigenpair of a square A by power iteration on the nodes: each step one
+        resident product (only the vector travels). Stops when the eigenvalue estimate changes by
+        at most ``tol`` relative, or after ``iterations`` steps. Returns ``(value, vector, info)``
+        where ``vector`` has unit norm and ``info`` holds ``iterations``, ``residual`` (the true
+        relative residual ||A v - value v|| / |value|, from one more checked product) and
+        ``converged``. Raises InvalidInputError for a matrix that is not square."""
+        if self.shape[0] != self.shape[1]:
+            raise InvalidInputError(f"power iteration needs a square matrix, not {self.shape[0]}x{self.shape[1]}")
+        if not isinstance(iterations, int) or iterations < 1 or not tol > 0:
+            raise InvalidInputError(f"iterations={iterations!r}, tol={tol!r}: give iterations >= 1 and tol > 0")
+        v = np.random.default_rng(seed).standard_normal(self.shape[0])
+        v /= np.linalg.norm(v)
+        value, done, converged = 0.0, 0, False
+        for done in range(1, iterations + 1):
+            w = self.multiply(v)
+            estimate = float(v @ w)
+            norm = float(np.linalg.norm(w))
+            if norm == 0.0:
+                raise InvalidInputError("A v is zero: the start vector lies in A's null space (try another seed)")
+            v = w / norm
+            if done > 1 and abs(estimate - value) <= tol * abs(estimate):
+                value, converged = estimate, True
+                break
+            value = estimate
+        residual = float(np.linalg.norm(self.multiply(v) - value * v) / max(abs(value), np.finfo(float).tiny))
+        return value, v, {"iterations": done, "residual": residual, "converged": converged}
+
+    def conjugate_gradient(self, b: Any, *, tol: float = 1e-10, max_iterations: int | None = None):
+        """x with A x = b for a symmetric positive definite A, by conjugate gradient on the nodes:
+        each step one resident product. Stops when the recurrence's residual is within ``tol`` of
+        ||b||, then checks the TRUE residual ||b - A x|| / ||b|| with one more checked product.
+        Returns ``(x, info)`` with ``iterations``, ``residual`` (the true one) and ``converged``
+        (the true residual within ``tol``, up to the rounding a product of A leaves: 10 x n x eps).
+        Raises InvalidInputError for a matrix that is not square or a b of the wrong length,
+        VerificationError when the recurrence converged but the true residual did not (A is not
+        SPD, or a product was wrong)."""
+        n = self.shape[0]
+        if self.shape[0] != self.shape[1]:
+            raise InvalidInputError(f"conjugate gradient needs a square matrix, not {self.shape[0]}x{self.shape[1]}")
+        rhs = np.asarray(b, dtype=float).reshape(-1)
+        if rhs.shape[0] != n:
+            raise InvalidInputError(f"b has {rhs.shape[0]} entries for a {n}x{n} matrix")
+        limit = max_iterations if max_iterations is not None else 10 * n
+        x = np.zeros(n)
+        r = rhs.copy()
+        p = r.copy()
+        rr = float(r @ r)
+        b_norm = float(np.linalg.norm(rhs)) or 1.0
+        done = 0
+        while done < limit and np.sqrt(rr) > tol * b_norm:
+            q = self.multiply(p)
+            curvature = float(p @ q)
+            if not curvature > 0:
+                raise InvalidInputError(f"p^T A p = {curvature:.3g} at step {done + 1}: A is not positive definite")
+            alpha = rr / curvature
+            x += alpha * p
+            r -= alpha * q
+            rr_next = float(r @ r)
+            p = r + (rr_next / rr) * p
+            rr = rr_next
+            done += 1
+        true = float(np.linalg.norm(rhs - self.multiply(x)) / b_norm)
+        floor = 10.0 * n * np.finfo(float).eps
+        recurrence_converged = np.sqrt(rr) <= tol * b_norm
+        converged = true <= max(tol, floor)
+        if recurrence_converged and not converged and true > 100 * max(tol, floor):
+            raise VerificationError(
+                f"conjugate gradient's recurrence converged but the true residual is {true:.3g} (tol {tol:g})",
+                report={"iterations": done, "residual": true}, result=x)
+        return x, {"iterations": done, "residual": true, "converged": bool(converged)}
+
     def free(self) -> None:
         """Gives the nodes' memory back; the array can no longer be multiplied. Idempotent."""
         if self._placed is None:
