@@ -392,6 +392,80 @@ py::dict ClusterHandle::resident_multiply(uint64_t id, uint64_t generation, cons
                   py::arg("bytes_to_nodes") = to_nodes, py::arg("bytes_from_nodes") = from_nodes);
 }
 
+namespace {
+
+py::dict iteration_dict(tb::multiply::IterationOutcome outcome) {
+  py::array_t<double> vector(static_cast<py::ssize_t>(outcome.vector.size()));
+  std::copy(outcome.vector.begin(), outcome.vector.end(), vector.mutable_data());
+  return py::dict(py::arg("vector") = vector, py::arg("value") = outcome.value,
+                  py::arg("iterations") = outcome.iterations, py::arg("residual") = outcome.residual,
+                  py::arg("converged") = outcome.converged, py::arg("seconds") = outcome.seconds,
+                  py::arg("product_seconds") = outcome.product_seconds);
+}
+
+}  // namespace
+
+tb::multiply::IterationOutcome ClusterHandle::finish_iteration(
+    const std::function<Result<tb::multiply::IterationOutcome>()>& run) {
+  Result<tb::multiply::IterationOutcome> outcome = [&] {
+    try {
+      return run();
+    } catch (...) {  // Ctrl-C: the session was shut down under the method
+      if (session_) abandoned_at_ = std::chrono::steady_clock::now();
+      drop_session();
+      throw;
+    }
+  }();
+  if (!outcome) {
+    // A refused input (b's length, a matrix that is not SPD) or a failed check leaves the session
+    // sound; anything else (a node lost, a connection shut) leaves it in no known state.
+    const StatusCode code = outcome.status().code();
+    if (code != StatusCode::kInvalidArgument && code != StatusCode::kVerificationFailed) drop_session();
+    raise_status(outcome.status());
+  }
+  return std::move(*outcome);
+}
+
+py::dict ClusterHandle::power_iteration(uint64_t id, uint64_t generation, uint32_t iterations, double tol,
+                                        uint64_t seed) {
+  if (!session_ || generation != session_generation_) {
+    raise_status(not_found("the session that held this matrix has ended; it is placed again"));
+  }
+  tb::multiply::PowerOptions options;
+  options.iterations = iterations;
+  options.tol = tol;
+  options.seed = seed;
+  std::atomic<bool> cancel{false};
+  tb::session::RunControl control;
+  control.cancel = &cancel;
+  return iteration_dict(finish_iteration([&] {
+    return run_interruptible(cancel, [&] { return session_->power_iteration(id, options, control); }, {});
+  }));
+}
+
+py::dict ClusterHandle::conjugate_gradient(uint64_t id, uint64_t generation, const py::array& b, double tol,
+                                           uint32_t max_iterations) {
+  if (!session_ || generation != session_generation_) {
+    raise_status(not_found("the session that held this matrix has ended; it is placed again"));
+  }
+  const linalg::MatrixView b_view = input_view(b, "b");
+  tb::multiply::CgOptions options;
+  options.tol = tol;
+  options.max_iterations = max_iterations;
+  std::atomic<bool> cancel{false};
+  tb::session::RunControl control;
+  control.cancel = &cancel;
+  return iteration_dict(finish_iteration([&] {
+    return run_interruptible(
+        cancel,
+        [&] {
+          return session_->conjugate_gradient(id, std::span<const double>(b_view.data, b_view.rows * b_view.cols),
+                                              options, control);
+        },
+        {});
+  }));
+}
+
 void ClusterHandle::release(uint64_t id, uint64_t generation) {
   if (!session_ || generation != session_generation_) return;
   without_gil([&] { session_->release_resident(id); });

@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,6 +109,11 @@ class ClusterHandle {
   // detail, seconds, verification_seconds, bytes_to_nodes, bytes_from_nodes}. A generation that is
   // not the open session's raises NotFoundError: the caller places the matrix again.
   py::dict resident_multiply(uint64_t id, uint64_t generation, const py::array& x, const py::array& y);
+  // Power iteration and conjugate gradient over the placed matrix (multiply/iterate.hpp); return
+  // {vector: float64 array, value, iterations, residual, converged, seconds, product_seconds}.
+  // A generation that is not the open session's raises NotFoundError, as resident_multiply.
+  py::dict power_iteration(uint64_t id, uint64_t generation, uint32_t iterations, double tol, uint64_t seed);
+  py::dict conjugate_gradient(uint64_t id, uint64_t generation, const py::array& b, double tol, uint32_t max_iterations);
   // Frees the placed matrix (nothing when its session is gone).
   void release(uint64_t id, uint64_t generation);
 
@@ -118,6 +124,10 @@ class ClusterHandle {
   enum class SessionKind { kMultiply, kGraph };
   balance::session::Session& open_session(SessionKind kind, const balance::session::SessionOptions& options);
   void finish_call();    // closes the session unless keep_connected
+  // Runs an iterative method; its failure raises, closing the session unless only the input was
+  // refused.
+  balance::multiply::IterationOutcome finish_iteration(
+      const std::function<Result<balance::multiply::IterationOutcome>()>& run);
   void drop_session();   // closes it whatever keep_connected says
   emulation::LocalClusterOptions local_options() const;
 

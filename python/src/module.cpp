@@ -230,6 +230,10 @@ PYBIND11_MODULE(_tessera, module) {
       .def("place", &ClusterHandle::place, py::arg("a"), py::arg("columns"))
       .def("resident_multiply", &ClusterHandle::resident_multiply, py::arg("id"), py::arg("generation"), py::arg("x"),
            py::arg("y"))
+      .def("power_iteration", &ClusterHandle::power_iteration, py::arg("id"), py::arg("generation"),
+           py::arg("iterations"), py::arg("tol"), py::arg("seed"))
+      .def("conjugate_gradient", &ClusterHandle::conjugate_gradient, py::arg("id"), py::arg("generation"), py::arg("b"),
+           py::arg("tol"), py::arg("max_iterations"))
       .def("release", &ClusterHandle::release, py::arg("id"), py::arg("generation"))
       .def("close", &ClusterHandle::close);
 }

@@ -393,7 +393,7 @@ class Cluster:
             raise InvalidInputError(f"columns={columns!r}: give the operands' column count, 1 or more")
         a = as_matrix(A, "A", allow_copy)
         return ResidentArray(a, lambda matrix: self._place_rows(matrix, columns), self._resident_multiply,
-                             self._release_rows)
+                             self._release_rows, self._resident_power, self._resident_cg)
 
     def _place_rows(self, a: np.ndarray, columns: int) -> dict:
         with self._lock:
@@ -404,6 +404,14 @@ class Cluster:
     def _resident_multiply(self, placed: dict, x: np.ndarray, y: np.ndarray) -> dict:
         with self._lock:
             return self._handle.resident_multiply(placed["id"], placed["generation"], x, y)
+
+    def _resident_power(self, placed: dict, iterations: int, tol: float, seed: int) -> dict:
+        with self._lock:
+            return self._handle.power_iteration(placed["id"], placed["generation"], iterations, tol, seed)
+
+    def _resident_cg(self, placed: dict, b: np.ndarray, tol: float, max_iterations: int) -> dict:
+        with self._lock:
+            return self._handle.conjugate_gradient(placed["id"], placed["generation"], b, tol, max_iterations)
 
     def _release_rows(self, placed: dict) -> None:
         with self._lock:
@@ -630,10 +638,12 @@ class ResidentArray:
     ``last_product`` what the last product cost (seconds, bytes to and from the nodes)."""
 
     def __init__(self, a: np.ndarray, place: Callable[[np.ndarray], dict],
-                 multiply: Callable[[dict, np.ndarray, np.ndarray], dict], release: Callable[[dict], None]):
-        # The cluster's calls, bound to it: placing A, one product, freeing the rows.
+                 multiply: Callable[[dict, np.ndarray, np.ndarray], dict], release: Callable[[dict], None],
+                 power: Callable[..., dict], cg: Callable[..., dict]):
+        # The cluster's calls, bound to it: placing A, one product, the iterative methods, freeing.
         self._a = a
         self._place_on_nodes, self._multiply_on_nodes, self._release_on_nodes = place, multiply, release
+        self._power_on_nodes, self._cg_on_nodes = power, cg
         self._placed: dict | None = None
         self.nodes: dict[str, int] = {}
         self.placement: dict = {}
@@ -682,75 +692,44 @@ class ResidentArray:
 
     def power_iteration(self, *, iterations: int = 1000, tol: float = 1e-10, seed: int = 1):
         """The dominant eigenpair of a square A by power iteration on the nodes: each step one
-        resident product (only the vector travels). Stops when the eigenvalue estimate changes by
-        at most ``tol`` relative, or after ``iterations`` steps. Returns ``(value, vector, info)``
-        where ``vector`` has unit norm and ``info`` holds ``iterations``, ``residual`` (the true
-        relative residual ||A v - value v|| / |value|, from one more checked product) and
-        ``converged``. Raises InvalidInputError for a matrix that is not square."""
-        if self.shape[0] != self.shape[1]:
-            raise InvalidInputError(f"power iteration needs a square matrix, not {self.shape[0]}x{self.shape[1]}")
+        resident product (only the vector travels), checked. Stops when the eigenvalue estimate
+        moves by at most ``tol`` relative, or after ``iterations`` steps. Returns ``(value,
+        vector, info)``: ``vector`` has unit norm; ``info`` holds ``iterations``, ``residual``
+        (the true ||A v - value v|| / |value|, from one more checked product), ``converged``,
+        ``seconds`` and ``product_seconds``. Raises InvalidInputError for a matrix that is not
+        square or bad options, VerificationError when a product fails its check."""
         if not isinstance(iterations, int) or iterations < 1 or not tol > 0:
             raise InvalidInputError(f"iterations={iterations!r}, tol={tol!r}: give iterations >= 1 and tol > 0")
-        v = np.random.default_rng(seed).standard_normal(self.shape[0])
-        v /= np.linalg.norm(v)
-        value, done, converged = 0.0, 0, False
-        for done in range(1, iterations + 1):
-            w = self.multiply(v)
-            estimate = float(v @ w)
-            norm = float(np.linalg.norm(w))
-            if norm == 0.0:
-                raise InvalidInputError("A v is zero: the start vector lies in A's null space (try another seed)")
-            v = w / norm
-            if done > 1 and abs(estimate - value) <= tol * abs(estimate):
-                value, converged = estimate, True
-                break
-            value = estimate
-        residual = float(np.linalg.norm(self.multiply(v) - value * v) / max(abs(value), np.finfo(float).tiny))
-        return value, v, {"iterations": done, "residual": residual, "converged": converged}
+        info = self._on_nodes(lambda placed: self._power_on_nodes(placed, int(iterations), float(tol), int(seed)))
+        vector = info.pop("vector")
+        return info.pop("value"), vector, info
 
     def conjugate_gradient(self, b: Any, *, tol: float = 1e-10, max_iterations: int | None = None):
         """x with A x = b for a symmetric positive definite A, by conjugate gradient on the nodes:
-        each step one resident product. Stops when the recurrence's residual is within ``tol`` of
-        ||b||, then checks the TRUE residual ||b - A x|| / ||b|| with one more checked product.
-        Returns ``(x, info)`` with ``iterations``, ``residual`` (the true one) and ``converged``
-        (the true residual within ``tol``, up to the rounding a product of A leaves: 10 x n x eps).
-        Raises InvalidInputError for a matrix that is not square or a b of the wrong length,
-        VerificationError when the recurrence converged but the true residual did not (A is not
-        SPD, or a product was wrong)."""
-        n = self.shape[0]
-        if self.shape[0] != self.shape[1]:
-            raise InvalidInputError(f"conjugate gradient needs a square matrix, not {self.shape[0]}x{self.shape[1]}")
-        rhs = np.asarray(b, dtype=float).reshape(-1)
-        if rhs.shape[0] != n:
-            raise InvalidInputError(f"b has {rhs.shape[0]} entries for a {n}x{n} matrix")
-        limit = max_iterations if max_iterations is not None else 10 * n
-        x = np.zeros(n)
-        r = rhs.copy()
-        p = r.copy()
-        rr = float(r @ r)
-        b_norm = float(np.linalg.norm(rhs)) or 1.0
-        done = 0
-        while done < limit and np.sqrt(rr) > tol * b_norm:
-            q = self.multiply(p)
-            curvature = float(p @ q)
-            if not curvature > 0:
-                raise InvalidInputError(f"p^T A p = {curvature:.3g} at step {done + 1}: A is not positive definite")
-            alpha = rr / curvature
-            x += alpha * p
-            r -= alpha * q
-            rr_next = float(r @ r)
-            p = r + (rr_next / rr) * p
-            rr = rr_next
-            done += 1
-        true = float(np.linalg.norm(rhs - self.multiply(x)) / b_norm)
-        floor = 10.0 * n * np.finfo(float).eps
-        recurrence_converged = np.sqrt(rr) <= tol * b_norm
-        converged = true <= max(tol, floor)
-        if recurrence_converged and not converged and true > 100 * max(tol, floor):
-            raise VerificationError(
-                f"conjugate gradient's recurrence converged but the true residual is {true:.3g} (tol {tol:g})",
-                report={"iterations": done, "residual": true}, result=x)
-        return x, {"iterations": done, "residual": true, "converged": bool(converged)}
+        each step one resident product, checked. Stops when the recurrence's residual is within
+        ``tol`` of ||b||, then checks the TRUE residual ||b - A x|| / ||b|| with one more product.
+        Returns ``(x, info)`` with ``iterations``, ``residual`` (the true one), ``converged`` (the
+        true residual within ``tol``, or within the rounding a product leaves, 10 n eps),
+        ``seconds`` and ``product_seconds``. Raises InvalidInputError for a matrix that is not
+        square, a b of the wrong length or a matrix found not positive definite, VerificationError
+        when the recurrence converged but the true residual did not, or a product failed its check."""
+        rhs = as_matrix(np.asarray(b, dtype=float).reshape(-1, 1), "b", True)
+        limit = 0 if max_iterations is None else int(max_iterations)
+        if limit < 0 or not tol > 0:
+            raise InvalidInputError(f"tol={tol!r}, max_iterations={max_iterations!r}: give tol > 0 and max_iterations >= 0")
+        info = self._on_nodes(lambda placed: self._cg_on_nodes(placed, rhs, float(tol), limit))
+        info.pop("value")
+        return info.pop("vector"), info
+
+    def _on_nodes(self, call: Callable[[dict], dict]) -> dict:
+        """call(placement), placing A again first when its session has ended."""
+        if self._placed is None:
+            raise InvalidInputError("this ResidentArray was freed")
+        try:
+            return call(self._placed)
+        except NotFoundError:
+            self._place()
+            return call(self._placed)
 
     def free(self) -> None:
         """Gives the nodes' memory back; the array can no longer be multiplied. Idempotent."""

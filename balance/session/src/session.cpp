@@ -595,6 +595,23 @@ Result<multiply::ResidentProduct> Session::multiply_resident(uint64_t id, linalg
   return multiply::multiply_resident(state_->connection, found->second, x, y);
 }
 
+Result<multiply::IterationOutcome> Session::power_iteration(uint64_t id, const multiply::PowerOptions& options,
+                                                            const RunControl& control) {
+  const auto found = state_->resident.find(id);
+  if (found == state_->resident.end()) return not_found(fmt::format("no resident matrix {} in this session", id));
+  CancelWatcher watcher(control.cancel, state_->connection);
+  return multiply::power_iteration(state_->connection, found->second, options, control.cancel);
+}
+
+Result<multiply::IterationOutcome> Session::conjugate_gradient(uint64_t id, std::span<const double> b,
+                                                               const multiply::CgOptions& options,
+                                                               const RunControl& control) {
+  const auto found = state_->resident.find(id);
+  if (found == state_->resident.end()) return not_found(fmt::format("no resident matrix {} in this session", id));
+  CancelWatcher watcher(control.cancel, state_->connection);
+  return multiply::conjugate_gradient(state_->connection, found->second, b, options, control.cancel);
+}
+
 void Session::release_resident(uint64_t id) {
   const auto found = state_->resident.find(id);
   if (found == state_->resident.end()) return;

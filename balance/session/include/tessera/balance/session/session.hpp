@@ -31,6 +31,7 @@
 #include "tessera/balance/expr/scheduled_eval.hpp"
 #include "tessera/balance/multiply/report.hpp"
 #include "tessera/balance/multiply/multiply.hpp"
+#include "tessera/balance/multiply/iterate.hpp"
 #include "tessera/balance/multiply/resident.hpp"
 #include "tessera/balance/multiply/verify.hpp"
 #include "tessera/core/status.hpp"
@@ -233,6 +234,12 @@ class Session {
   // session does not hold. A lost node fails the call naming it.
   Result<multiply::ResidentProduct> multiply_resident(uint64_t id, linalg::MatrixView x, linalg::MutableMatrixView y,
                                                       const RunControl& control = {});
+  // Iterative methods over the placed matrix `id` (multiply/iterate.hpp); kNotFound as above.
+  Result<multiply::IterationOutcome> power_iteration(uint64_t id, const multiply::PowerOptions& options,
+                                                     const RunControl& control = {});
+  Result<multiply::IterationOutcome> conjugate_gradient(uint64_t id, std::span<const double> b,
+                                                        const multiply::CgOptions& options,
+                                                        const RunControl& control = {});
   // Frees the placed matrix `id` on the nodes; nothing for an unknown id.
   void release_resident(uint64_t id);
 

@@ -1,0 +1,58 @@
+// Iterative methods over a matrix kept on the nodes (resident.hpp): each step is one resident
+// product by a vector, so only vectors travel, and the vector arithmetic between steps is done
+// here. Every product is checked (resident.hpp's check); a product that fails it stops the method
+// with kVerificationFailed. The answer is checked once more at the end by its true residual,
+// from one more checked product: power iteration's ||A v - value v|| / |value|, conjugate
+// gradient's ||b - A x|| / ||b||.
+//
+// Ownership: the caller owns the connection and the resident matrix. Not reentrant on one
+// connection. `cancel` (may be null) stops between steps with kCancelled.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tessera/balance/cluster/cluster_connection.hpp"
+#include "tessera/balance/multiply/resident.hpp"
+#include "tessera/core/status.hpp"
+
+namespace tessera::balance::multiply {
+
+struct PowerOptions {
+  uint32_t iterations = 1000;  // at most this many steps
+  double tol = 1e-10;          // stop when the eigenvalue estimate moves by at most tol, relative
+  uint64_t seed = 1;           // the start vector's
+};
+
+struct IterationOutcome {
+  std::vector<double> vector;  // power: the unit eigenvector; cg: the solution x
+  double value = 0.0;          // power: the eigenvalue; cg: unused
+  uint32_t iterations = 0;
+  double residual = 0.0;       // the true relative residual, from one more checked product
+  bool converged = false;      // power: the estimate settled; cg: the true residual within tol
+  double seconds = 0.0;
+  double product_seconds = 0.0;  // of which in resident products (the nodes' share of the time)
+};
+
+// The dominant eigenpair of a square resident matrix. kInvalidArgument for a matrix that is not
+// square, or a start vector A maps to zero.
+Result<IterationOutcome> power_iteration(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
+                                         const PowerOptions& options, const std::atomic<bool>* cancel = nullptr);
+
+struct CgOptions {
+  double tol = 1e-10;           // on ||b - A x|| / ||b||
+  uint32_t max_iterations = 0;  // 0: 10 n
+};
+
+// x with A x = b for a symmetric positive definite resident A. Stops when the recurrence's
+// residual is within tol, then checks the true one: converged when it is within tol (or within
+// the rounding a product leaves, 10 n eps). kInvalidArgument for a matrix that is not square, b of
+// the wrong length, or p^T A p <= 0 (A is not positive definite); kVerificationFailed when the
+// recurrence converged but the true residual is far from it.
+Result<IterationOutcome> conjugate_gradient(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
+                                            std::span<const double> b, const CgOptions& options,
+                                            const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace tessera::balance::multiply
