@@ -7,6 +7,9 @@
 
 #include <signal.h>
 
+#include <sys/stat.h>
+
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -136,6 +139,48 @@ TEST_F(ResidentTest, SharesThatDoNotAddUpAreRefused) {
   ASSERT_FALSE(placed.is_ok());
   EXPECT_EQ(placed.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(placed.status().message().find("9 rows, the matrix 10"), std::string::npos) << placed.status().message();
+}
+
+// `tessera iterate`: a matrix placed once, then CG or power iteration, each step one product by a
+// vector; the written vector is the answer, and a command without what its method needs is
+// refused before anything is placed.
+TEST_F(ResidentTest, TheIterateCommandSolvesAndFindsTheEigenpair) {
+  connection_->close();  // the workers take one coordinator at a time: the command's
+  connection_.reset();
+  const std::string config = testing::write_cluster_file(dir_, cluster_.spec);
+  ::chmod(config.c_str(), 0600);
+  const std::size_t n = 120;
+  const linalg::Matrix m = random_matrix(n, n, 11);
+  linalg::Matrix spd(n, n);
+  linalg::gemm_ex(false, true, n, n, n, 1.0, m.values.data(), n, m.values.data(), n, 0.0, spd.values.data(), n);
+  for (std::size_t i = 0; i < n; ++i) spd.at(i, i) += static_cast<double>(n);
+  const linalg::Matrix b = random_matrix(n, 1, 12);
+  ASSERT_TRUE(linalg::write_npy(dir_.file("A.npy"), spd).is_ok());
+  ASSERT_TRUE(linalg::write_npy(dir_.file("b.npy"), b).is_ok());
+  const std::string cli = std::string(TESSERA_CLI_BINARY) + " iterate " + config + " --matrix " + dir_.file("A.npy");
+
+  testing::CommandResult cg = testing::run_command(cli + " --method cg --rhs " + dir_.file("b.npy") + " --out " +
+                                                   dir_.file("x.npy"));
+  ASSERT_EQ(cg.exit_code, 0) << cg.output;
+  EXPECT_NE(cg.output.find("; converged"), std::string::npos) << cg.output;
+  Result<linalg::Matrix> x = linalg::read_npy(dir_.file("x.npy"));
+  ASSERT_TRUE(x.is_ok()) << x.status().to_string();
+  linalg::Matrix ax(n, 1);
+  linalg::gemm(n, 1, n, 1.0, spd.values.data(), n, x->values.data(), 1, 0.0, ax.values.data(), 1);
+  double residual = 0.0, b_norm = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    residual += (ax.values[i] - b.values[i]) * (ax.values[i] - b.values[i]);
+    b_norm += b.values[i] * b.values[i];
+  }
+  EXPECT_LT(std::sqrt(residual / b_norm), 1e-9);
+
+  testing::CommandResult power = testing::run_command(cli + " --method power --tol 1e-12");
+  ASSERT_EQ(power.exit_code, 0) << power.output;
+  EXPECT_NE(power.output.find("eigenvalue "), std::string::npos) << power.output;
+
+  testing::CommandResult refused = testing::run_command(cli + " --method cg");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("--method cg needs --rhs"), std::string::npos) << refused.output;
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ int run_command_line(int argc, char** argv) {
 
   std::vector<Subcommand> subcommands = add_lifecycle_commands(app);
   for (Subcommand (*add)(CLI::App&) :
-       {add_status_command, add_profile_command, add_model_command, add_multiply_command, add_eval_command,
+       {add_status_command, add_profile_command, add_model_command, add_multiply_command, add_eval_command, add_iterate_command,
         add_experiment_command, add_partition_command, add_graph_command, add_keygen_command}) {
     subcommands.push_back(add(app));
   }

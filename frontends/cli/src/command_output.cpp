@@ -8,6 +8,7 @@
 
 #include "tessera/cli/commands.hpp"
 #include "tessera/core/strings.hpp"
+#include "tessera/emulation/local_cluster.hpp"
 
 namespace tessera::cli {
 
@@ -54,6 +55,24 @@ void print_left_out(std::ostream& err, const session::Session& session) {
   for (const cluster::LeftOutNode& node : session.left_out_at_start()) {
     err << "warning: " << printable_message(cluster::left_out_warning(node)) << "\n";
   }
+}
+
+Result<session::Session> open_command_session(std::ostream& err, const std::string& config_path,
+                                              const std::string& run_dir, const std::string& profile_path,
+                                              bool require_all, session::SessionOptions options) {
+  Result<emulation::ReachableCluster> cluster = emulation::load_reachable_cluster(config_path, run_dir);
+  if (!cluster) return cluster.status();
+  print_warnings(err, cluster->warnings);
+  options.profile_path = profile_path;
+  options.require_all = require_all;
+  Result<session::Session> session = session::Session::open(std::move(*cluster), options);
+  if (session) print_left_out(err, *session);
+  return session;
+}
+
+int report_interrupted(std::ostream& err) {
+  err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
+  return kExitInterrupted;
 }
 
 void print_warnings(std::ostream& err, const std::vector<std::string>& warnings) {

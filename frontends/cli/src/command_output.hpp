@@ -21,6 +21,17 @@ profile::ProfileProgress profile_progress_printer(std::ostream& err);
 // before the run so that whoever waits knows at once which nodes share the work.
 void print_left_out(std::ostream& err, const session::Session& session);
 
+// The session a command runs on: the cluster file as this machine reaches it, its warnings and the
+// nodes left out at the start printed to `err`, `options` with the profile path and require_all
+// set from the command's flags. The failure, for report_failure, names the file or the nodes.
+Result<session::Session> open_command_session(std::ostream& err, const std::string& config_path,
+                                              const std::string& run_dir, const std::string& profile_path,
+                                              bool require_all, session::SessionOptions options = {});
+
+// "tessera: interrupted; the workers' sessions were closed, ..." and kExitInterrupted: how a
+// command that was interrupted ends.
+int report_interrupted(std::ostream& err);
+
 // One "warning: ..." line each, before the run (the cluster file's exposed secret, say).
 void print_warnings(std::ostream& err, const std::vector<std::string>& warnings);
 

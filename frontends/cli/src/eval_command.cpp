@@ -106,15 +106,9 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
     }
   }
 
-  Result<emulation::ReachableCluster> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
-  if (!cluster) return report_failure(err, cluster.status());
-  print_warnings(err, cluster->warnings);
-  session::SessionOptions session_options;
-  session_options.profile_path = command.profile_path;
-  session_options.require_all = command.require_all;
-  Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
+  Result<session::Session> session =
+      open_command_session(err, command.config_path, command.run_dir, command.profile_path, command.require_all);
   if (!session) return report_failure(err, session.status());
-  print_left_out(err, *session);
 
   session::RunControl control;
   control.cancel = command.interrupted;
@@ -122,10 +116,7 @@ int command_eval(const EvalCommand& command, std::ostream& out, std::ostream& er
   Result<expr::EvalOutcome> outcome = session->evaluate(*parsed, views, *options, control);
   const bool interrupted = command.interrupted != nullptr && command.interrupted->load();
   session->close();
-  if (interrupted) {
-    err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
-    return kExitInterrupted;
-  }
+  if (interrupted) return report_interrupted(err);
   if (!outcome) return report_failure(err, outcome.status());
 
   for (const expr::EvalProduct& product : outcome->products) {

@@ -192,10 +192,6 @@ Status write_trace_png(const std::string& path, const graphs::GraphOutcome& outc
 
 int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& err) {
   const auto interrupted = [&command] { return command.interrupted != nullptr && command.interrupted->load(); };
-  const auto report_interrupted = [&err] {
-    err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
-    return kExitInterrupted;
-  };
   Result<ProgressMode> progress_mode = parse_progress_mode(command.progress);
   if (!progress_mode) return report_failure(err, progress_mode.status());
   Result<emulation::ReachableCluster> cluster = emulation::load_reachable_cluster(command.config_path, command.run_dir);
@@ -219,7 +215,7 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   Result<graphs::TargetWeights> weights = target_weights(command, profile_path, err);
   if (!weights) return report_failure(err, weights.status());
   options->weights = std::move(*weights);
-  if (interrupted()) return report_interrupted();
+  if (interrupted()) return report_interrupted(err);
 
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
@@ -230,7 +226,7 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   session_options.require_all = command.require_all;
   const std::string cluster_name = cluster->spec.name;
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
-  if (!session) return interrupted() ? report_interrupted() : report_failure(err, session.status());
+  if (!session) return interrupted() ? report_interrupted(err) : report_failure(err, session.status());
   print_left_out(err, *session);
 
   ProgressPrinter progress(err, progress_wanted(*progress_mode, STDERR_FILENO), stderr_progress_options());
@@ -251,7 +247,7 @@ int command_graph(const GraphCommand& command, std::ostream& out, std::ostream& 
   progress.stop();  // the line is gone before anything else is written
   if (interrupted()) {
     session->close();
-    return report_interrupted();
+    return report_interrupted(err);
   }
   session->close();
   if (!outcome) return report_failure(err, outcome.status());

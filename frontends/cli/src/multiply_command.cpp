@@ -122,19 +122,15 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
   if (!options) return report_failure(err, options.status());
   print_warnings(err, cluster->warnings);
   const auto interrupted = [&command] { return command.interrupted != nullptr && command.interrupted->load(); };
-  const auto report_interrupted = [&err] {
-    err << "tessera: interrupted; the workers' sessions were closed, so they are free for the next run\n";
-    return kExitInterrupted;
-  };
   Result<Inputs> inputs = prepare_inputs(command, options->verify);
   if (!inputs) return report_failure(err, inputs.status());
-  if (interrupted()) return report_interrupted();
+  if (interrupted()) return report_interrupted(err);
 
   session::SessionOptions session_options;
   session_options.profile_path = command.profile_path;
   session_options.require_all = command.require_all;
   Result<session::Session> session = session::Session::open(std::move(*cluster), session_options);
-  if (!session) return interrupted() ? report_interrupted() : report_failure(err, session.status());
+  if (!session) return interrupted() ? report_interrupted(err) : report_failure(err, session.status());
   print_left_out(err, *session);
 
   const Inputs& in = *inputs;
@@ -173,7 +169,7 @@ int command_multiply(const MultiplyCommand& command, std::ostream& out, std::ost
     // The session shut its connections down when it saw the flag (the workers then end the
     // session and drop queued work); close() says BYE on any link still open. Idempotent.
     session->close();
-    return report_interrupted();
+    return report_interrupted(err);
   }
   if (!outcome) return report_failure(err, outcome.status());
   session->close();

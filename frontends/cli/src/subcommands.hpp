@@ -53,6 +53,7 @@ Subcommand add_profile_command(CLI::App& app);
 Subcommand add_model_command(CLI::App& app);
 Subcommand add_multiply_command(CLI::App& app);
 Subcommand add_eval_command(CLI::App& app);
+Subcommand add_iterate_command(CLI::App& app);
 Subcommand add_graph_command(CLI::App& app);
 Subcommand add_partition_command(CLI::App& app);
 Subcommand add_experiment_command(CLI::App& app);
