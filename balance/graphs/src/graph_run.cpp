@@ -19,13 +19,15 @@
 #include "tessera/graph/wire.hpp"
 #include "tessera/partition/placement_cache.hpp"
 
-#include "link_calls.hpp"
+#include "tessera/balance/cluster/link_calls.hpp"
 
 namespace tessera::balance::graphs {
 
 namespace {
 
 namespace tg = tessera::graph;
+using cluster::CallOutcome;
+using cluster::on_links;
 namespace tp = tessera::partition;
 using Clock = std::chrono::steady_clock;
 

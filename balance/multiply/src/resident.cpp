@@ -4,11 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <random>
-#include <thread>
 
 #include <fmt/format.h>
 
-#include "tessera/balance/cluster/silent_node_watchdog.hpp"
+#include "tessera/balance/cluster/link_calls.hpp"
 #include "tessera/gemm/client.hpp"
 #include "tessera/linalg/gemm.hpp"
 #include "tessera/transport/crc32c.hpp"
@@ -22,45 +21,25 @@ namespace tp = tessera::transport;
 
 double elapsed_s(ResidentClock::time_point start) { return std::chrono::duration<double>(ResidentClock::now() - start).count(); }
 
-uint64_t resident_link_bytes(const cluster::NodeLink& link) {
-  return link.connection ? link.connection->bytes_sent() + link.connection->bytes_received() : 0;
-}
-
-// Runs work(i) for every share on its own thread, each node's connection under the cluster's
-// silent-node watchdog (no byte moved for `timeout_s` while the call runs: its connection is shut
-// down, which makes the call return). The first failure, named by its node, or OK.
+// Runs work(i, connection) for every share's node at once (cluster::on_links: each on its own
+// thread, a connection that moves no byte for `timeout_s` shut down). The first failure, named by
+// its node, or OK.
 template <typename Work>
 Status on_share_nodes(cluster::ClusterConnection& cluster, const std::vector<ResidentShare>& shares, double timeout_s,
                       Work&& work) {
-  std::vector<cluster::NodeLink>& links = cluster.links();
-  cluster::SilentNodeWatchdog::Options watch;
-  watch.period = std::chrono::milliseconds(20);
-  watch.deadline_s = [timeout_s](std::size_t) { return timeout_s; };
-  watch.progress_counter = [&](std::size_t i) { return resident_link_bytes(links[shares[i].link]); };
-  watch.on_silent = [&](std::size_t i, const std::string&) { links[shares[i].link].connection->shutdown(); };
-  watch.describe = [](const cluster::SilentNodeWatchdog::Silence& silence) {
-    return fmt::format("unresponsive: no frame for {:.3g} s while it owed a resident product", silence.deadline_s);
-  };
-  cluster::SilentNodeWatchdog watchdog(shares.size(), std::move(watch));
-  std::vector<Status> outcomes(shares.size());
-  {
-    std::vector<std::jthread> threads;
-    for (std::size_t i = 0; i < shares.size(); ++i) {
-      watchdog.begin_owing(i);
-      threads.emplace_back([&, i] {
-        cluster::NodeLink& link = links[shares[i].link];
-        outcomes[i] = link.connection ? work(i, *link.connection) : network_error("not connected");
-        watchdog.end_owing(i);
-      });
-    }
-  }
+  std::vector<cluster::NodeLink*> links;
+  for (const ResidentShare& share : shares) links.push_back(&cluster.links()[share.link]);
+  const auto silence = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(timeout_s));
+  const std::vector<cluster::CallOutcome> outcomes =
+      cluster::on_links(links, silence, nullptr, [&](std::size_t i) { return work(i, *links[i]->connection); });
   for (std::size_t i = 0; i < shares.size(); ++i) {
-    if (outcomes[i].is_ok()) continue;
-    const std::string& node = links[shares[i].link].spec.name;
-    if (std::optional<std::string> silent = watchdog.silent_reason(i)) {
-      return network_error(fmt::format("node '{}': {}", node, *silent));
+    if (outcomes[i].status.is_ok()) continue;
+    const std::string& node = links[i]->spec.name;
+    if (outcomes[i].silent) {
+      return network_error(
+          fmt::format("node '{}': unresponsive: no frame for {:.3g} s while it owed a resident product", node, timeout_s));
     }
-    return outcomes[i].with_context(fmt::format("node '{}': ", node));
+    return outcomes[i].status.with_context(fmt::format("node '{}': ", node));
   }
   return Status::ok();
 }

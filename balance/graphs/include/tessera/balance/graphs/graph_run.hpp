@@ -32,7 +32,7 @@
 // above and back from any of them to placing again after a loss, and every step reads and
 // updates the same per-node records (taking part, lost, the last progress, the bytes counted) and
 // the same placement. The jobs that stand alone are elsewhere: the calls on every link at once
-// under the watchdog (src/link_calls.hpp), node choice and the first placement
+// under the watchdog (cluster/link_calls.hpp), node choice and the first placement
 // (node_selection.hpp), termination (termination.hpp), priority levels, the run memory, checks
 // and the report.
 //

@@ -1,4 +1,4 @@
-#include "link_calls.hpp"
+#include "tessera/balance/cluster/link_calls.hpp"
 
 #include <condition_variable>
 #include <mutex>
@@ -7,15 +7,15 @@
 
 #include "tessera/balance/cluster/silent_node_watchdog.hpp"
 
-namespace tessera::balance::graphs {
+namespace tessera::balance::cluster {
 
-using Clock = std::chrono::steady_clock;
+using LinkCallClock = std::chrono::steady_clock;
 
-uint64_t link_bytes(const cluster::NodeLink& link) {
+uint64_t link_bytes(const NodeLink& link) {
   return link.connection ? link.connection->bytes_sent() + link.connection->bytes_received() : 0;
 }
 
-std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std::chrono::milliseconds silence,
+std::vector<CallOutcome> on_links(std::span<NodeLink* const> links, std::chrono::milliseconds silence,
                                   const std::atomic<bool>* cancel, const std::function<Status(std::size_t)>& call,
                                   std::optional<std::chrono::milliseconds> abort_after) {
   const std::size_t count = links.size();
@@ -25,12 +25,12 @@ std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std
   std::mutex mutex;
   std::condition_variable finished;
   // A call owes bytes while it runs; any byte moved either way is progress.
-  cluster::SilentNodeWatchdog::Options watch;
+  SilentNodeWatchdog::Options watch;
   watch.period = std::chrono::milliseconds(20);
   watch.deadline_s = [seconds = std::chrono::duration<double>(silence).count()](std::size_t) { return seconds; };
   watch.progress_counter = [&links](std::size_t i) { return link_bytes(*links[i]); };
   watch.on_silent = [&links](std::size_t i, const std::string&) { links[i]->connection->shutdown(); };
-  cluster::SilentNodeWatchdog watchdog(count, std::move(watch));
+  SilentNodeWatchdog watchdog(count, std::move(watch));
   for (std::size_t i = 0; i < count; ++i) {
     if (links[i]->connection) watchdog.begin_owing(i);
   }
@@ -48,12 +48,12 @@ std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std
       finished.notify_all();
     });
   }
-  std::optional<Clock::time_point> abort_at;
+  std::optional<LinkCallClock::time_point> abort_at;
   std::unique_lock<std::mutex> lock(mutex);
   while (remaining > 0) {
     finished.wait_for(lock, std::chrono::milliseconds(20));
     const bool cancelling = cancel != nullptr && cancel->load();
-    const auto now = Clock::now();
+    const auto now = LinkCallClock::now();
     if (abort_after && !abort_at) {
       for (std::size_t i = 0; i < count; ++i) {
         if (done[i] != 0 && !outcomes[i].status.is_ok()) abort_at = now + *abort_after;
@@ -77,4 +77,4 @@ std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std
   return outcomes;
 }
 
-}  // namespace tessera::balance::graphs
+}  // namespace tessera::balance::cluster

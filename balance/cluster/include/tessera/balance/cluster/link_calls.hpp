@@ -1,7 +1,7 @@
 // One call on every node's link at once, each on its own thread, with the cluster's silent-node
 // watchdog cutting off a call whose connection moves no byte for too long: how the graph driver
-// loads, starts, polls and stops its parts. Internal to the graphs library. on_links is called
-// from one thread; the calls it runs must touch only their own link.
+// loads, starts, polls and stops its parts, and how a resident matrix is placed and multiplied.
+// on_links is called from one thread; the calls it runs must touch only their own link.
 #pragma once
 
 #include <atomic>
@@ -15,10 +15,10 @@
 #include "tessera/balance/cluster/cluster_connection.hpp"
 #include "tessera/core/status.hpp"
 
-namespace tessera::balance::graphs {
+namespace tessera::balance::cluster {
 
 // Bytes the link's connection moved either way so far; 0 without a connection.
-uint64_t link_bytes(const cluster::NodeLink& link);
+uint64_t link_bytes(const NodeLink& link);
 
 struct CallOutcome {
   Status status;
@@ -32,8 +32,8 @@ struct CallOutcome {
 // `abort_after`, once one call has failed the calls still pending get that long and are then shut
 // down too (a sync step waits for batches from every other node, so a lost node leaves the others
 // waiting). The cancel flag shuts every call down.
-std::vector<CallOutcome> on_links(std::span<cluster::NodeLink* const> links, std::chrono::milliseconds silence,
+std::vector<CallOutcome> on_links(std::span<NodeLink* const> links, std::chrono::milliseconds silence,
                                   const std::atomic<bool>* cancel, const std::function<Status(std::size_t)>& call,
                                   std::optional<std::chrono::milliseconds> abort_after = std::nullopt);
 
-}  // namespace tessera::balance::graphs
+}  // namespace tessera::balance::cluster
