@@ -361,26 +361,42 @@ py::dict ClusterHandle::place(const py::array& a, uint64_t columns) {
                   py::arg("forecast_s") = placement.forecast_product_s, py::arg("warnings") = placement.warnings);
 }
 
-py::dict ClusterHandle::resident_multiply(uint64_t id, uint64_t generation, const py::array& x, const py::array& y) {
+template <typename T>
+T ClusterHandle::run_resident(uint64_t generation,
+                              const std::function<Result<T>(tb::session::Session&, const tb::session::RunControl&)>& run) {
   if (!session_ || generation != session_generation_) {
     raise_status(not_found("the session that held this matrix has ended; it is placed again"));
   }
-  const linalg::MatrixView x_view = input_view(x, "X");
-  const linalg::MutableMatrixView y_view = output_view(y, static_cast<uint64_t>(y.shape(0)), x_view.cols);
   std::atomic<bool> cancel{false};
   tb::session::RunControl control;
   control.cancel = &cancel;
-  tb::multiply::ResidentProduct product;
-  try {
-    product = value_or_raise(run_interruptible(
-        cancel, [&] { return session_->multiply_resident(id, x_view, y_view, control); }, {}));
-  } catch (...) {
-    // A failed or interrupted product leaves the session in no known state: it is closed, and the
+  Result<T> outcome = [&] {
+    try {
+      return run_interruptible(cancel, [&] { return run(*session_, control); }, {});
+    } catch (...) {  // Ctrl-C: the session was shut down under the call
+      if (session_) abandoned_at_ = std::chrono::steady_clock::now();
+      drop_session();
+      throw;
+    }
+  }();
+  if (!outcome) {
+    // A refused input (b's length, a matrix that is not SPD) or a failed check leaves the session
+    // sound; anything else (a node lost, a connection shut) leaves it in no known state, and the
     // matrix is placed again on the next call.
-    if (session_) abandoned_at_ = std::chrono::steady_clock::now();
-    drop_session();
-    throw;
+    const StatusCode code = outcome.status().code();
+    if (code != StatusCode::kInvalidArgument && code != StatusCode::kVerificationFailed) drop_session();
+    raise_status(outcome.status());
   }
+  return std::move(*outcome);
+}
+
+py::dict ClusterHandle::resident_multiply(uint64_t id, uint64_t generation, const py::array& x, const py::array& y) {
+  const linalg::MatrixView x_view = input_view(x, "X");
+  const linalg::MutableMatrixView y_view = output_view(y, static_cast<uint64_t>(y.shape(0)), x_view.cols);
+  const tb::multiply::ResidentProduct product = run_resident<tb::multiply::ResidentProduct>(
+      generation, [&](tb::session::Session& session, const tb::session::RunControl& control) {
+        return session.multiply_resident(id, x_view, y_view, control);
+      });
   uint64_t to_nodes = 0;
   uint64_t from_nodes = 0;
   for (const tb::multiply::ResidentNodeRun& node : product.nodes) {
@@ -405,65 +421,29 @@ py::dict iteration_dict(tb::multiply::IterationOutcome outcome) {
 
 }  // namespace
 
-tb::multiply::IterationOutcome ClusterHandle::finish_iteration(
-    const std::function<Result<tb::multiply::IterationOutcome>()>& run) {
-  Result<tb::multiply::IterationOutcome> outcome = [&] {
-    try {
-      return run();
-    } catch (...) {  // Ctrl-C: the session was shut down under the method
-      if (session_) abandoned_at_ = std::chrono::steady_clock::now();
-      drop_session();
-      throw;
-    }
-  }();
-  if (!outcome) {
-    // A refused input (b's length, a matrix that is not SPD) or a failed check leaves the session
-    // sound; anything else (a node lost, a connection shut) leaves it in no known state.
-    const StatusCode code = outcome.status().code();
-    if (code != StatusCode::kInvalidArgument && code != StatusCode::kVerificationFailed) drop_session();
-    raise_status(outcome.status());
-  }
-  return std::move(*outcome);
-}
-
 py::dict ClusterHandle::power_iteration(uint64_t id, uint64_t generation, uint32_t iterations, double tol,
                                         uint64_t seed) {
-  if (!session_ || generation != session_generation_) {
-    raise_status(not_found("the session that held this matrix has ended; it is placed again"));
-  }
   tb::multiply::PowerOptions options;
   options.iterations = iterations;
   options.tol = tol;
   options.seed = seed;
-  std::atomic<bool> cancel{false};
-  tb::session::RunControl control;
-  control.cancel = &cancel;
-  return iteration_dict(finish_iteration([&] {
-    return run_interruptible(cancel, [&] { return session_->power_iteration(id, options, control); }, {});
-  }));
+  return iteration_dict(run_resident<tb::multiply::IterationOutcome>(
+      generation, [&](tb::session::Session& session, const tb::session::RunControl& control) {
+        return session.power_iteration(id, options, control);
+      }));
 }
 
 py::dict ClusterHandle::conjugate_gradient(uint64_t id, uint64_t generation, const py::array& b, double tol,
                                            uint32_t max_iterations) {
-  if (!session_ || generation != session_generation_) {
-    raise_status(not_found("the session that held this matrix has ended; it is placed again"));
-  }
   const linalg::MatrixView b_view = input_view(b, "b");
   tb::multiply::CgOptions options;
   options.tol = tol;
   options.max_iterations = max_iterations;
-  std::atomic<bool> cancel{false};
-  tb::session::RunControl control;
-  control.cancel = &cancel;
-  return iteration_dict(finish_iteration([&] {
-    return run_interruptible(
-        cancel,
-        [&] {
-          return session_->conjugate_gradient(id, std::span<const double>(b_view.data, b_view.rows * b_view.cols),
-                                              options, control);
-        },
-        {});
-  }));
+  return iteration_dict(run_resident<tb::multiply::IterationOutcome>(
+      generation, [&](tb::session::Session& session, const tb::session::RunControl& control) {
+        return session.conjugate_gradient(id, std::span<const double>(b_view.data, b_view.rows * b_view.cols),
+                                          options, control);
+      }));
 }
 
 void ClusterHandle::release(uint64_t id, uint64_t generation) {

@@ -124,10 +124,12 @@ class ClusterHandle {
   enum class SessionKind { kMultiply, kGraph };
   balance::session::Session& open_session(SessionKind kind, const balance::session::SessionOptions& options);
   void finish_call();    // closes the session unless keep_connected
-  // Runs an iterative method; its failure raises, closing the session unless only the input was
-  // refused.
-  balance::multiply::IterationOutcome finish_iteration(
-      const std::function<Result<balance::multiply::IterationOutcome>()>& run);
+  // run(session, control) on the open session that placed a matrix in `generation` (NotFoundError
+  // when it is not the open one: the caller places the matrix again), interruptibly; a failure
+  // raises, closing the session unless only the input was refused or a check failed.
+  template <typename T>
+  T run_resident(uint64_t generation,
+                 const std::function<Result<T>(balance::session::Session&, const balance::session::RunControl&)>& run);
   void drop_session();   // closes it whatever keep_connected says
   emulation::LocalClusterOptions local_options() const;
 

@@ -668,8 +668,6 @@ class ResidentArray:
 
     def multiply(self, X: Any, *, allow_copy: bool = True) -> np.ndarray:
         """The product A @ X (see the class); X is converted by the module's rule."""
-        if self._placed is None:
-            raise InvalidInputError("this ResidentArray was freed")
         vector = np.ndim(X) == 1
         x = as_matrix(np.asarray(X).reshape(-1, 1) if vector else X, "X", allow_copy)
         if x.shape[0] != self._a.shape[1]:
@@ -677,14 +675,7 @@ class ResidentArray:
                 f"A is {self._a.shape[0]}x{self._a.shape[1]} and X is {x.shape[0]}x{x.shape[1]}: "
                 "X's rows must equal A's columns")
         y = np.empty((self._a.shape[0], x.shape[1]))
-        for attempt in range(2):
-            try:
-                info = self._multiply_on_nodes(self._placed, x, y)
-                break
-            except NotFoundError:
-                if attempt == 1:
-                    raise
-                self._place()  # its session ended: placed again from A, then the product
+        info = self._on_nodes(lambda placed: self._multiply_on_nodes(placed, x, y))
         self.last_product = info
         if not info["verified"]:
             raise VerificationError(f"verification FAILED: {info['detail']}", report=info, result=y)

@@ -584,32 +584,38 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, uint64_t col
   return placement;
 }
 
-Result<multiply::ResidentProduct> Session::multiply_resident(uint64_t id, linalg::MatrixView x,
-                                                             linalg::MutableMatrixView y, const RunControl& control) {
-  if (cancel_requested(control)) return cancelled("cancelled before the product started");
+Result<const multiply::ResidentMatrix*> Session::resident_matrix(uint64_t id) const {
   const auto found = state_->resident.find(id);
   if (found == state_->resident.end()) {
     return not_found(fmt::format("no resident matrix {} in this session (it ended, or the matrix was freed)", id));
   }
+  return &found->second;
+}
+
+Result<multiply::ResidentProduct> Session::multiply_resident(uint64_t id, linalg::MatrixView x,
+                                                             linalg::MutableMatrixView y, const RunControl& control) {
+  if (cancel_requested(control)) return cancelled("cancelled before the product started");
+  Result<const multiply::ResidentMatrix*> a = resident_matrix(id);
+  if (!a) return a.status();
   CancelWatcher watcher(control.cancel, state_->connection);
-  return multiply::multiply_resident(state_->connection, found->second, x, y);
+  return multiply::multiply_resident(state_->connection, **a, x, y);
 }
 
 Result<multiply::IterationOutcome> Session::power_iteration(uint64_t id, const multiply::PowerOptions& options,
                                                             const RunControl& control) {
-  const auto found = state_->resident.find(id);
-  if (found == state_->resident.end()) return not_found(fmt::format("no resident matrix {} in this session", id));
+  Result<const multiply::ResidentMatrix*> a = resident_matrix(id);
+  if (!a) return a.status();
   CancelWatcher watcher(control.cancel, state_->connection);
-  return multiply::power_iteration(state_->connection, found->second, options, control.cancel);
+  return multiply::power_iteration(state_->connection, **a, options, control.cancel);
 }
 
 Result<multiply::IterationOutcome> Session::conjugate_gradient(uint64_t id, std::span<const double> b,
                                                                const multiply::CgOptions& options,
                                                                const RunControl& control) {
-  const auto found = state_->resident.find(id);
-  if (found == state_->resident.end()) return not_found(fmt::format("no resident matrix {} in this session", id));
+  Result<const multiply::ResidentMatrix*> a = resident_matrix(id);
+  if (!a) return a.status();
   CancelWatcher watcher(control.cancel, state_->connection);
-  return multiply::conjugate_gradient(state_->connection, found->second, b, options, control.cancel);
+  return multiply::conjugate_gradient(state_->connection, **a, b, options, control.cancel);
 }
 
 void Session::release_resident(uint64_t id) {

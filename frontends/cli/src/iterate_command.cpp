@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "command_output.hpp"
@@ -25,7 +26,7 @@ struct IterateCommand {
   std::string matrix_path;
   std::string rhs_path;
   std::string out_path;
-  uint32_t iterations = balance::multiply::PowerOptions{}.iterations;
+  std::optional<uint32_t> iterations;  // power: PowerOptions{}'s; cg: CgOptions{}'s (10 n)
   double tol = balance::multiply::PowerOptions{}.tol;
   uint64_t seed = balance::multiply::PowerOptions{}.seed;
   std::string run_dir;
@@ -41,10 +42,10 @@ int command_iterate(const IterateCommand& command, std::ostream& out, std::ostre
   if (command.method == "cg" && command.rhs_path.empty()) {
     return report_failure(err, invalid_argument("--method cg needs --rhs b.npy (the right-hand side)"));
   }
-  if (!(command.tol > 0.0) || command.iterations == 0) {
+  if (!(command.tol > 0.0) || command.iterations == 0u) {
     return report_failure(err, invalid_argument(fmt::format("--tol {:g} and --iterations {}: give tol > 0 and "
                                                             "iterations >= 1",
-                                                            command.tol, command.iterations)));
+                                                            command.tol, command.iterations.value_or(1))));
   }
   Result<linalg::Matrix> a = linalg::read_npy(command.matrix_path);
   if (!a) return report_failure(err, a.status());
@@ -82,14 +83,14 @@ int command_iterate(const IterateCommand& command, std::ostream& out, std::ostre
   Result<multiply::IterationOutcome> outcome = internal_error("no method ran");
   if (command.method == "power") {
     multiply::PowerOptions options;
-    options.iterations = command.iterations;
+    options.iterations = command.iterations.value_or(options.iterations);
     options.tol = command.tol;
     options.seed = command.seed;
     outcome = session->power_iteration(placed->id, options, control);
   } else {
     multiply::CgOptions options;
     options.tol = command.tol;
-    options.max_iterations = command.iterations == multiply::PowerOptions{}.iterations ? 0 : command.iterations;
+    options.max_iterations = command.iterations.value_or(options.max_iterations);
     outcome = session->conjugate_gradient(placed->id, b.values, options, control);
   }
   const bool interrupted = command.interrupted != nullptr && command.interrupted->load();
@@ -126,8 +127,9 @@ Subcommand add_iterate_command(CLI::App& app) {
   sub->add_option("--matrix", command->matrix_path, "A as .npy (square)")->required();
   sub->add_option("--rhs", command->rhs_path, "cg: b as .npy, n x 1 or 1 x n (np.save(path, b.reshape(-1, 1)))");
   sub->add_option("--out", command->out_path, "write the eigenvector (power) or the solution (cg) as .npy");
-  sub->add_option("--iterations", command->iterations, "power: at most this many steps; cg: (default 10 n)")
-      ->capture_default_str();
+  sub->add_option("--iterations", command->iterations,
+                  fmt::format("at most this many steps (default: power {}, cg 10 n)",
+                              balance::multiply::PowerOptions{}.iterations));
   sub->add_option("--tol", command->tol, "power: the eigenvalue's relative change; cg: the relative residual")
       ->capture_default_str();
   sub->add_option("--seed", command->seed, "power: the start vector's")->capture_default_str();

@@ -250,6 +250,8 @@ class Session {
   void close();
 
  private:
+  // The placed matrix `id`, or kNotFound naming it.
+  Result<const multiply::ResidentMatrix*> resident_matrix(uint64_t id) const;
   // Measures a quick profile when there is none and the options allow it (saying so first).
   Status measure_missing_profile(const RunControl& control);
   // SessionOptions::peer_hosts narrowed to the nodes taking part, both ways (hosts[from][to]).
