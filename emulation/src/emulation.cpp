@@ -471,8 +471,11 @@ Result<std::vector<NodeEmulation>> load_emulation_state(const std::string& path)
 
 void apply_emulated_endpoints(cluster::ClusterSpec& cluster, const std::string& cluster_run_dir) {
   Result<std::vector<NodeEmulation>> state = load_emulation_state(emulation_state_path(cluster_run_dir));
-  if (!state) return;
-  for (const NodeEmulation& emulation : *state) {
+  if (state) apply_emulated_endpoints(cluster, *state);
+}
+
+void apply_emulated_endpoints(cluster::ClusterSpec& cluster, const std::vector<NodeEmulation>& state) {
+  for (const NodeEmulation& emulation : state) {
     if (emulation.netns.empty()) continue;
     const int index = cluster.find_node(emulation.node);
     if (index >= 0) cluster.nodes[static_cast<std::size_t>(index)].host = emulation.node_address;

@@ -218,7 +218,7 @@ Result<ReachableCluster> load_reachable_cluster(const std::string& config_path, 
   Result<std::vector<NodeEmulation>> state = load_emulation_state(emulation_state_path(dir));
   if (!state) return state.status();
   if (has_namespaced_nodes(*state)) reachable.peer_hosts = peer_hosts(*cluster, *state);
-  apply_emulated_endpoints(*cluster, dir);
+  apply_emulated_endpoints(*cluster, *state);
   reachable.spec = std::move(*cluster);
   return reachable;
 }

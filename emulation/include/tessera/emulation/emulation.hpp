@@ -102,6 +102,8 @@ Result<std::vector<NodeEmulation>> load_emulation_state(const std::string& path)
 // Nodes of `cluster` that run in a network namespace get the namespace's address as host.
 // No-op without a state file.
 void apply_emulated_endpoints(cluster::ClusterSpec& cluster, const std::string& cluster_run_dir);
+// The same from a state already loaded.
+void apply_emulated_endpoints(cluster::ClusterSpec& cluster, const std::vector<NodeEmulation>& state);
 
 // True when a node of `state` runs in a network namespace: the cluster's root-namespace workers
 // then listen on 0.0.0.0 so that the namespaced ones can reach them.
