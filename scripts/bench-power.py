@@ -30,7 +30,7 @@ def main():
     with tessera.Cluster(config) as cluster:
         cluster.profile(quick=True)
         R = cluster.scatter(A, columns=1)
-        print(f"rows {R.nodes}, placed in {R.placement['seconds']:.2f} s")
+        print(f"rows {R.nodes}, placed in {R.placement['seconds']:.2f} s; {R.placement}")
         v = rng.standard_normal(n)
         v /= np.linalg.norm(v)
         local, steps = [], []

@@ -338,8 +338,10 @@ void ClusterHandle::finish_call() {
   if (!keep_connected_ && resident_count_ == 0) drop_session();
 }
 
-py::dict ClusterHandle::place(const py::array& a, uint64_t columns) {
+py::dict ClusterHandle::place(const py::array& a, const tb::session::PlacementSettings& settings) {
   const linalg::MatrixView a_view = input_view(a, "A");
+  const tb::session::PlacementOptions options =
+      value_or_raise(tb::session::resolve_placement_settings(settings, keyword_spelling()));
   std::atomic<bool> cancel{false};
   tb::session::RunControl control;
   control.cancel = &cancel;
@@ -347,7 +349,7 @@ py::dict ClusterHandle::place(const py::array& a, uint64_t columns) {
   try {
     tb::session::Session& session = open_session(SessionKind::kMultiply, {});
     placement = value_or_raise(run_interruptible(
-        cancel, [&] { return session.place_rows(a_view, columns, control); }, {}));
+        cancel, [&] { return session.place_rows(a_view, options, control); }, {}));
   } catch (...) {
     if (session_) abandoned_at_ = std::chrono::steady_clock::now();
     drop_session();
@@ -358,7 +360,11 @@ py::dict ClusterHandle::place(const py::array& a, uint64_t columns) {
   for (const auto& [name, rows] : placement.rows_per_node) nodes.append(py::make_tuple(name, rows));
   return py::dict(py::arg("id") = placement.id, py::arg("generation") = session_generation_, py::arg("nodes") = nodes,
                   py::arg("bytes") = placement.bytes_placed, py::arg("seconds") = placement.seconds,
-                  py::arg("forecast_s") = placement.forecast_product_s, py::arg("warnings") = placement.warnings);
+                  py::arg("forecast_s") = placement.forecast_product_s,
+                  py::arg("measured_s") = placement.measured_product_s,
+                  py::arg("first_measured_s") = placement.first_measured_product_s,
+                  py::arg("bytes_moved") = placement.bytes_moved, py::arg("measuring_rounds") = placement.measuring_rounds,
+                  py::arg("warnings") = placement.warnings);
 }
 
 template <typename T>
@@ -399,13 +405,16 @@ py::dict ClusterHandle::resident_multiply(uint64_t id, uint64_t generation, cons
       });
   uint64_t to_nodes = 0;
   uint64_t from_nodes = 0;
+  py::dict finish;
   for (const tb::multiply::ResidentNodeRun& node : product.nodes) {
     to_nodes += node.bytes_to_node;
     from_nodes += node.bytes_from_node;
+    finish[py::str(node.node)] = node.finish_s;
   }
   return py::dict(py::arg("verified") = product.verification.passed, py::arg("detail") = product.verification.detail,
                   py::arg("seconds") = product.seconds, py::arg("verification_seconds") = product.verification_seconds,
-                  py::arg("bytes_to_nodes") = to_nodes, py::arg("bytes_from_nodes") = from_nodes);
+                  py::arg("bytes_to_nodes") = to_nodes, py::arg("bytes_from_nodes") = from_nodes,
+                  py::arg("node_finish_s") = finish);
 }
 
 namespace {

@@ -102,9 +102,10 @@ class ClusterHandle {
                   const std::string& weights, const py::object& progress, const py::object& notice);
 
   // Keeps `a`'s rows on the nodes (Session::place_rows) and keeps the session open while any
-  // placed matrix lives; shares sized for operands of `columns` columns. Returns {id, generation,
-  // nodes: [(name, rows)], bytes, seconds, forecast_s, warnings}.
-  py::dict place(const py::array& a, uint64_t columns);
+  // placed matrix lives; shares as `settings` says. Returns {id, generation,
+  // nodes: [(name, rows)], bytes, seconds, forecast_s, measured_s, first_measured_s, bytes_moved,
+  // measuring_rounds, warnings}.
+  py::dict place(const py::array& a, const balance::session::PlacementSettings& settings);
   // Y = A X for the placed matrix `id` of session `generation`, into `y`; returns {verified,
   // detail, seconds, verification_seconds, bytes_to_nodes, bytes_from_nodes}. A generation that is
   // not the open session's raises NotFoundError: the caller places the matrix again.

@@ -197,6 +197,11 @@ PYBIND11_MODULE(_tessera, module) {
       "`tessera partition` has too.",
       std::pair{"method", &PartitionSettings::method}, std::pair{"imbalance", &PartitionSettings::imbalance},
       std::pair{"objective", &PartitionSettings::objective}, std::pair{"seed", &PartitionSettings::seed});
+  bind_options<ts::PlacementSettings>(
+      module, "PlacementSettings",
+      "How Cluster.scatter shares a matrix out; a default-constructed one holds the defaults `tessera iterate` has too.",
+      std::pair{"columns", &ts::PlacementSettings::columns}, std::pair{"nodes", &ts::PlacementSettings::nodes},
+      std::pair{"split", &ts::PlacementSettings::split}, std::pair{"measure", &ts::PlacementSettings::measure});
   bind_options<ProfileOptions>(
       module, "ProfileOptions",
       "A profile measurement's options, as tessera.Cluster.profile takes them; a default-constructed one holds the "
@@ -227,7 +232,7 @@ PYBIND11_MODULE(_tessera, module) {
            py::arg("progress"), py::arg("notice"))
       .def("evaluate", &ClusterHandle::evaluate, py::arg("expression"), py::arg("inputs"), py::arg("settings"),
            py::arg("explain"), py::arg("progress"), py::arg("notice"))
-      .def("place", &ClusterHandle::place, py::arg("a"), py::arg("columns"))
+      .def("place", &ClusterHandle::place, py::arg("a"), py::arg("settings"))
       .def("resident_multiply", &ClusterHandle::resident_multiply, py::arg("id"), py::arg("generation"), py::arg("x"),
            py::arg("y"))
       .def("power_iteration", &ClusterHandle::power_iteration, py::arg("id"), py::arg("generation"),

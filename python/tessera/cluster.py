@@ -35,6 +35,7 @@ _MULTIPLY = _tessera.MultiplySettings()
 _GRAPH = _tessera.GraphSettings()
 _EVAL = _tessera.EvalSettings()
 _PROFILE = _tessera.ProfileOptions()
+_PLACE = _tessera.PlacementSettings()
 
 
 def _defaults_in_docstring(function: Callable) -> Callable:
@@ -378,26 +379,39 @@ class Cluster:
         return c, report
 
     # -- matrices kept on the nodes ---------------------------------------------------------------
-    def scatter(self, A: Any, *, columns: int = 1, allow_copy: bool = True) -> "ResidentArray":
+    def scatter(self, A: Any, *, columns: int = _PLACE.columns, nodes=None, split: str = _PLACE.split,
+                measure: bool = _PLACE.measure, allow_copy: bool = True) -> "ResidentArray":
         """Place A's rows on the nodes once and get a :class:`ResidentArray` whose products by thin
         operands (``R @ X``, X with few columns) ship only X out and the rows of the product back.
-        Shares are sized for operands of ``columns`` columns from the profile's rates and links, so
-        that the nodes finish together; a node whose operand alone would arrive after the others
-        finish gets no rows, with a TesseraWarning saying so (equal shares without a profile;
-        ``forecast_s`` in ``placement`` is the model's product time). The cluster keeps its
-        connections open while a ResidentArray lives; ``free()`` (or ``with``) gives the nodes'
-        memory back. A is converted by the module's rule and referenced, not copied again: the
-        placement is redone from it when the session it lived in has ended (another kind of call,
-        a failure), so do not change A while the ResidentArray is in use."""
-        if not isinstance(columns, int) or columns < 1:
+
+        ``split="balanced"`` sizes the shares for operands of ``columns`` columns from the
+        profile's rates and links, so that the nodes finish together; a node whose operand alone
+        would arrive after the others finish gets no rows, with a TesseraWarning saying so. With
+        ``measure`` (the default) a few products on the placed rows then measure what each node
+        really delivers when all run at once, and whole pieces of rows move to where those
+        figures put them (a capped node's rate in a long product is not what a short probe
+        shows). ``split="even"`` gives every node the same rows, as tools that split by count
+        do. ``nodes`` (names) places on those nodes only. ``placement`` says what placing cost
+        (``bytes``, ``seconds``, ``forecast_s`` the profile's product time, ``measured_s`` the
+        median product with the final shares, ``bytes_moved``).
+
+        The cluster keeps its connections open while a ResidentArray lives; ``free()`` (or
+        ``with``) gives the nodes' memory back. A is converted by the module's rule and
+        referenced, not copied again: the placement is redone from it when the session it lived
+        in has ended (another kind of call, a failure), so do not change A while the
+        ResidentArray is in use."""
+        if not isinstance(columns, int) or isinstance(columns, bool) or columns < 1:
             raise InvalidInputError(f"columns={columns!r}: give the operands' column count, 1 or more")
+        settings = _tessera.PlacementSettings()
+        settings.columns, settings.split, settings.measure = columns, split, bool(measure)
+        settings.nodes = [nodes] if isinstance(nodes, str) else [str(name) for name in (nodes or [])]
         a = as_matrix(A, "A", allow_copy)
-        return ResidentArray(a, lambda matrix: self._place_rows(matrix, columns), self._resident_multiply,
+        return ResidentArray(a, lambda matrix: self._place_rows(matrix, settings), self._resident_multiply,
                              self._release_rows, self._resident_power, self._resident_cg)
 
-    def _place_rows(self, a: np.ndarray, columns: int) -> dict:
+    def _place_rows(self, a: np.ndarray, settings) -> dict:
         with self._lock:
-            placed = self._handle.place(a, columns)
+            placed = self._handle.place(a, settings)
         _warn_all(placed["warnings"])
         return placed
 
@@ -659,8 +673,9 @@ class ResidentArray:
         placed = self._place_on_nodes(self._a)
         self._placed = placed
         self.nodes = {name: rows for name, rows in placed["nodes"]}
-        self.placement = {"bytes": placed["bytes"], "seconds": placed["seconds"], "forecast_s": placed["forecast_s"],
-                          "left_out": list(placed["warnings"])}
+        self.placement = {key: placed[key] for key in ("bytes", "seconds", "forecast_s", "measured_s",
+                                                        "first_measured_s", "bytes_moved", "measuring_rounds")}
+        self.placement["left_out"] = list(placed["warnings"])
         self.placements += 1
 
     def __matmul__(self, X: Any) -> np.ndarray:

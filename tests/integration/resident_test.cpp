@@ -55,7 +55,13 @@ TEST_F(ResidentTest, ProductsShipOnlyTheThinOperandAndAreExactAndChecked) {
   ASSERT_TRUE(placed.is_ok()) << placed.status().to_string();
   EXPECT_EQ(placed->bytes_placed, 300u * 200u * sizeof(double));
   ASSERT_EQ(placed->shares.size(), 3u);
-  EXPECT_EQ(placed->shares[1].tile_ids.size(), 3u) << "120 rows in tiles of at most 40";
+  // Rows 100..220 cut on the grid of 40 and where the node's rows end: 20, 40, 40, 20.
+  ASSERT_EQ(placed->block_rows, 40u);
+  ASSERT_EQ(placed->shares[1].blocks.size(), 4u);
+  EXPECT_EQ(placed->shares[1].blocks[0].row_begin, 100u);
+  EXPECT_EQ(placed->shares[1].blocks[0].rows, 20u);
+  EXPECT_EQ(placed->shares[1].blocks[1].rows, 40u);
+  EXPECT_EQ(placed->shares[1].blocks[3].rows, 20u);
 
   for (uint64_t call = 0; call < 5; ++call) {
     SCOPED_TRACE(call);
@@ -89,7 +95,7 @@ TEST_F(ResidentTest, ARowBlockThatWentWrongOnANodeFailsTheCheck) {
   // Node 1's block replaced by other values under the same id, as a worker gone wrong would hold.
   const linalg::Matrix other = random_matrix(30, 60, 3);
   gemm::GemmClient client(*connection_->links()[1].connection);
-  ASSERT_TRUE(client.store(placed->shares[1].tile_ids[0], 30, 60, other.values.data()).is_ok());
+  ASSERT_TRUE(client.store(placed->shares[1].blocks[0].tile_id, 30, 60, other.values.data()).is_ok());
   const linalg::Matrix x = random_matrix(60, 2, 4);
   linalg::Matrix y(90, 2);
   Result<multiply::ResidentProduct> product = multiply::multiply_resident(*connection_, *placed, x, y);
@@ -130,6 +136,83 @@ TEST_F(ResidentTest, ANodeStoppedDuringAProductIsDroppedAtItsDeadline) {
   EXPECT_NE(product.status().message().find("node '" + cluster_.spec.nodes[1].name + "': unresponsive"),
             std::string::npos)
       << product.status().to_string();
+}
+
+// A product of the placed matrix by a random X, against A X computed here.
+void expect_exact_products(cluster::ClusterConnection& connection, const multiply::ResidentMatrix& placed,
+                           const linalg::Matrix& a, uint64_t seed) {
+  const linalg::Matrix x = random_matrix(a.cols, 2, seed);
+  linalg::Matrix y(a.rows, 2);
+  Result<multiply::ResidentProduct> product = multiply::multiply_resident(connection, placed, x, y);
+  ASSERT_TRUE(product.is_ok()) << product.status().to_string();
+  EXPECT_TRUE(product->verification.passed) << product->verification.detail;
+  linalg::Matrix expected(a.rows, 2);
+  linalg::gemm(a.rows, 2, a.cols, 1.0, a.values.data(), a.cols, x.values.data(), 2, 0.0, expected.values.data(), 2);
+  for (std::size_t i = 0; i < y.values.size(); ++i) ASSERT_NEAR(y.values[i], expected.values[i], 1e-12) << "entry " << i;
+}
+
+uint64_t rows_on(const multiply::ResidentMatrix& placed, std::size_t link) {
+  for (const multiply::ResidentShare& share : placed.shares) {
+    if (share.link == link) return share.rows;
+  }
+  return 0;
+}
+
+// Moving shares moves whole pieces: only the rows that change hands travel, every row is held
+// once afterwards (products stay exact), the pieces a node gave away are gone from it, and a node
+// that held nothing can gain rows.
+TEST_F(ResidentTest, RebalancingMovesWholePiecesAndKeepsProductsExact) {
+  const linalg::Matrix a = random_matrix(400, 100, 13);
+  multiply::ResidentOptions options;
+  options.largest_tile_bytes = 20 * 100 * sizeof(double);  // pieces of 20 rows
+  const std::vector<std::size_t> links{0, 1, 2};
+  Result<multiply::ResidentMatrix> placed =
+      multiply::place_rows(*connection_, a, links, std::vector<uint64_t>{300, 100, 0}, options);
+  ASSERT_TRUE(placed.is_ok()) << placed.status().to_string();
+  ASSERT_EQ(placed->block_rows, 20u);
+  const uint64_t placed_bytes = placed->bytes_placed;
+  Result<uint64_t> moved = multiply::rebalance_rows(*connection_, a, *placed, links, std::vector<uint64_t>{140, 130, 130}, options);
+  ASSERT_TRUE(moved.is_ok()) << moved.status().to_string();
+  // Node 0 gives 160 rows (8 pieces); node 1 gains 40 (rounded to pieces) and node 2 about 120.
+  EXPECT_EQ(*moved, 160u * 100u * sizeof(double));
+  EXPECT_EQ(placed->bytes_placed, placed_bytes + *moved);
+  EXPECT_EQ(rows_on(*placed, 0), 140u);
+  EXPECT_EQ(rows_on(*placed, 0) + rows_on(*placed, 1) + rows_on(*placed, 2), 400u);
+  EXPECT_NEAR(static_cast<double>(rows_on(*placed, 1)), 130.0, 10.0);
+  EXPECT_NEAR(static_cast<double>(rows_on(*placed, 2)), 130.0, 10.0);
+  expect_exact_products(*connection_, *placed, a, 14);
+  ASSERT_EQ(placed->shares.front().link, 0u);
+  EXPECT_EQ(placed->shares.front().blocks.size(), 7u) << "node 0 keeps 7 of its 15 pieces";
+  // Back again: products still exact.
+  ASSERT_TRUE(multiply::rebalance_rows(*connection_, a, *placed, links, std::vector<uint64_t>{300, 100, 0}, options).is_ok());
+  EXPECT_EQ(rows_on(*placed, 2), 0u);
+  expect_exact_products(*connection_, *placed, a, 15);
+  multiply::release_resident(*connection_, *placed);
+}
+
+// A profile that is badly wrong (it calls node 2 forty times faster than the others, and all three
+// are the same workers) is corrected by measuring: node 2 gives rows back, and products stay exact.
+TEST_F(ResidentTest, MeasuringOnThePlacedRowsCorrectsAWrongForecast) {
+  const linalg::Matrix a = random_matrix(3000, 2000, 16);
+  const std::vector<std::size_t> links{0, 1, 2};
+  std::vector<multiply::ResidentNodeCost> costs;
+  for (std::size_t i = 0; i < 3; ++i) {
+    costs.push_back({cluster_.spec.nodes[i].name, i == 2 ? 40e9 : 1e9, 1e9, 1e9, 50e-6});
+  }
+  const multiply::ResidentShares forecast = multiply::resident_rows(3000, 2000, 1, costs);
+  ASSERT_GT(forecast.rows[2], 2500u);
+  Result<multiply::ResidentMatrix> placed = multiply::place_rows(*connection_, a, links, forecast.rows);
+  ASSERT_TRUE(placed.is_ok()) << placed.status().to_string();
+  multiply::BalanceOptions balance;
+  Result<multiply::ResidentBalance> balanced = multiply::balance_resident(*connection_, a, *placed, links, costs, balance);
+  ASSERT_TRUE(balanced.is_ok()) << balanced.status().to_string();
+  ASSERT_GE(balanced->rounds.size(), 2u) << "the first measurement shows node 2 far behind";
+  EXPECT_GT(balanced->bytes_moved, 0u);
+  EXPECT_LT(rows_on(*placed, 2), 2000u) << "node 2 kept too much";
+  EXPECT_LT(balanced->rounds.back().measured_s, balanced->rounds.front().measured_s * 4.0);
+  for (double row_s : balanced->measured_row_s) EXPECT_GT(row_s, 0.0);
+  expect_exact_products(*connection_, *placed, a, 17);
+  multiply::release_resident(*connection_, *placed);
 }
 
 TEST_F(ResidentTest, SharesThatDoNotAddUpAreRefused) {

@@ -107,3 +107,38 @@ def test_conjugate_gradient_solves_an_spd_system_to_its_true_residual(cluster):
         with pytest.raises(tessera.InvalidInputError, match="not positive definite"):
             negative.conjugate_gradient(np.ones(20))
 
+
+
+def test_shares_can_be_even_or_on_named_nodes_and_bad_ones_are_refused(cluster):
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((300, 200))
+    x = rng.standard_normal(200)
+    names = cluster.nodes
+    with cluster.scatter(A, split="even") as even:
+        assert sorted(even.nodes.values()) == [150, 150]
+        assert even.placement["measuring_rounds"] == 0, "an even split is not measured"
+        np.testing.assert_allclose(even @ x, A @ x, rtol=1e-12, atol=1e-12)
+    with cluster.scatter(A, nodes=[names[1]]) as alone:
+        assert alone.nodes == {names[0]: 0, names[1]: 300}
+        np.testing.assert_allclose(alone @ x, A @ x, rtol=1e-12, atol=1e-12)
+    with pytest.raises(tessera.InvalidInputError, match='split="halves": give balanced'):
+        cluster.scatter(A, split="halves")
+    with pytest.raises(tessera.InvalidInputError, match="no node 'nowhere' in this session"):
+        cluster.scatter(A, nodes=["nowhere"])
+
+
+def test_a_balanced_placement_is_measured_and_keeps_its_figures(cluster):
+    rng = np.random.default_rng(8)
+    A = rng.standard_normal((2000, 1000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tessera.TesseraWarning)
+        R = cluster.scatter(A)
+    with R:
+        placement = R.placement
+        assert placement["measuring_rounds"] >= 1
+        assert placement["measured_s"] > 0 and placement["first_measured_s"] >= placement["measured_s"]
+        assert placement["bytes"] == A.nbytes + placement["bytes_moved"]
+        assert sum(R.nodes.values()) == 2000
+        x = rng.standard_normal(1000)
+        np.testing.assert_allclose(R @ x, A @ x, rtol=1e-12, atol=1e-12)
+        assert set(R.last_product["node_finish_s"]) == {name for name, rows in R.nodes.items() if rows > 0}

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "tessera/linalg/gemm.hpp"
+
 namespace tessera::balance::multiply {
 
 namespace {
@@ -21,27 +23,69 @@ double dot(std::span<const double> a, std::span<const double> b) {
 
 double norm(std::span<const double> a) { return std::sqrt(dot(a, a)); }
 
-// y = A v on the nodes, checked; the product's own seconds added to `product_seconds`.
-Status product(cluster::ClusterConnection& cluster, const ResidentMatrix& a, const std::vector<double>& v,
-               std::vector<double>& y, double& product_seconds) {
-  y.resize(a.rows);
-  Result<ResidentProduct> run = multiply_resident(cluster, a, linalg::MatrixView(v.data(), v.size(), 1),
-                                                  linalg::MutableMatrixView(y.data(), y.size(), 1));
-  if (!run) return run.status();
-  product_seconds += run->seconds;
-  if (!run->verification.passed) {
-    return verification_failed(fmt::format("a resident product failed its check: {}", run->verification.detail));
-  }
-  return Status::ok();
+double since(IterationClock::time_point start) {
+  return std::chrono::duration<double>(IterationClock::now() - start).count();
+}
+
+// product.apply, its seconds added to `product_seconds`.
+Status timed_product(const VectorProduct& product, std::span<const double> v, std::vector<double>& y,
+                     double& product_seconds) {
+  const auto start = IterationClock::now();
+  Status done = product.apply(v, y);
+  product_seconds += since(start);
+  return done;
 }
 
 bool cancelled_now(const std::atomic<bool>* cancel) { return cancel != nullptr && cancel->load(); }
 
 }  // namespace
 
+VectorProduct resident_product(cluster::ClusterConnection& cluster, const ResidentMatrix& a, uint64_t* bytes_moved) {
+  return {a.rows, [&cluster, &a, bytes_moved](std::span<const double> v, std::vector<double>& y) -> Status {
+            y.resize(a.rows);
+            Result<ResidentProduct> run = multiply_resident(cluster, a, linalg::MatrixView(v.data(), v.size(), 1),
+                                                            linalg::MutableMatrixView(y.data(), y.size(), 1));
+            if (!run) return run.status();
+            if (bytes_moved != nullptr) {
+              for (const ResidentNodeRun& node : run->nodes) *bytes_moved += node.bytes_to_node + node.bytes_from_node;
+            }
+            if (!run->verification.passed) {
+              return verification_failed(fmt::format("a resident product failed its check: {}", run->verification.detail));
+            }
+            return Status::ok();
+          }};
+}
+
+VectorProduct local_product(linalg::MatrixView a) {
+  return {a.rows, [a](std::span<const double> v, std::vector<double>& y) -> Status {
+            if (v.size() != a.cols) return invalid_argument(fmt::format("v has {} entries for {} columns", v.size(), a.cols));
+            y.resize(a.rows);
+            linalg::gemv(a.rows, a.cols, a.data, a.ld, v.data(), y.data());
+            return Status::ok();
+          }};
+}
+
 Result<IterationOutcome> power_iteration(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
                                          const PowerOptions& options, const std::atomic<bool>* cancel) {
   if (a.rows != a.cols) return invalid_argument(fmt::format("power iteration needs a square matrix, not {}x{}", a.rows, a.cols));
+  uint64_t bytes = 0;
+  Result<IterationOutcome> outcome = power_iteration(resident_product(cluster, a, &bytes), options, cancel);
+  if (outcome) outcome->bytes_moved = bytes;
+  return outcome;
+}
+
+Result<IterationOutcome> conjugate_gradient(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
+                                            std::span<const double> b, const CgOptions& options,
+                                            const std::atomic<bool>* cancel) {
+  if (a.rows != a.cols) return invalid_argument(fmt::format("conjugate gradient needs a square matrix, not {}x{}", a.rows, a.cols));
+  uint64_t bytes = 0;
+  Result<IterationOutcome> outcome = conjugate_gradient(resident_product(cluster, a, &bytes), b, options, cancel);
+  if (outcome) outcome->bytes_moved = bytes;
+  return outcome;
+}
+
+Result<IterationOutcome> power_iteration(const VectorProduct& a, const PowerOptions& options,
+                                         const std::atomic<bool>* cancel) {
   if (options.iterations == 0 || !(options.tol > 0.0)) {
     return invalid_argument(fmt::format("iterations {} and tol {:g}: give iterations >= 1 and tol > 0",
                                         options.iterations, options.tol));
@@ -57,12 +101,14 @@ Result<IterationOutcome> power_iteration(cluster::ClusterConnection& cluster, co
   double value = 0.0;
   for (uint32_t step = 1; step <= options.iterations; ++step) {
     if (cancelled_now(cancel)) return cancelled("power iteration cancelled");
-    TESSERA_RETURN_IF_ERROR(product(cluster, a, v, w, outcome.product_seconds));
+    const auto step_start = IterationClock::now();
+    TESSERA_RETURN_IF_ERROR(timed_product(a, v, w, outcome.product_seconds));
     const double estimate = dot(v, w);
     const double w_norm = norm(w);
     if (w_norm == 0.0) return invalid_argument("A v is zero: the start vector lies in A's null space (try another seed)");
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = w[i] / w_norm;
     outcome.iterations = step;
+    outcome.step_seconds.push_back(since(step_start));
     if (step > 1 && std::abs(estimate - value) <= options.tol * std::abs(estimate)) {
       value = estimate;
       outcome.converged = true;
@@ -70,7 +116,7 @@ Result<IterationOutcome> power_iteration(cluster::ClusterConnection& cluster, co
     }
     value = estimate;
   }
-  TESSERA_RETURN_IF_ERROR(product(cluster, a, v, w, outcome.product_seconds));
+  TESSERA_RETURN_IF_ERROR(timed_product(a, v, w, outcome.product_seconds));
   double residual = 0.0;
   for (std::size_t i = 0; i < v.size(); ++i) residual += (w[i] - value * v[i]) * (w[i] - value * v[i]);
   outcome.residual = std::sqrt(residual) / std::max(std::abs(value), std::numeric_limits<double>::min());
@@ -80,11 +126,9 @@ Result<IterationOutcome> power_iteration(cluster::ClusterConnection& cluster, co
   return outcome;
 }
 
-Result<IterationOutcome> conjugate_gradient(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
-                                            std::span<const double> b, const CgOptions& options,
+Result<IterationOutcome> conjugate_gradient(const VectorProduct& a, std::span<const double> b, const CgOptions& options,
                                             const std::atomic<bool>* cancel) {
   const uint64_t n = a.rows;
-  if (a.rows != a.cols) return invalid_argument(fmt::format("conjugate gradient needs a square matrix, not {}x{}", a.rows, a.cols));
   if (b.size() != n) return invalid_argument(fmt::format("b has {} entries for a {}x{} matrix", b.size(), n, n));
   if (!(options.tol > 0.0)) return invalid_argument(fmt::format("tol {:g}: give tol > 0", options.tol));
   const uint64_t limit = options.max_iterations > 0 ? options.max_iterations : 10 * n;
@@ -95,7 +139,8 @@ Result<IterationOutcome> conjugate_gradient(cluster::ClusterConnection& cluster,
   const double b_norm = norm(b) > 0.0 ? norm(b) : 1.0;
   while (outcome.iterations < limit && std::sqrt(rr) > options.tol * b_norm) {
     if (cancelled_now(cancel)) return cancelled("conjugate gradient cancelled");
-    TESSERA_RETURN_IF_ERROR(product(cluster, a, p, q, outcome.product_seconds));
+    const auto step_start = IterationClock::now();
+    TESSERA_RETURN_IF_ERROR(timed_product(a, p, q, outcome.product_seconds));
     const double curvature = dot(p, q);
     if (!(curvature > 0.0)) {
       return invalid_argument(fmt::format("p^T A p = {:.3g} at step {}: A is not positive definite", curvature,
@@ -111,8 +156,9 @@ Result<IterationOutcome> conjugate_gradient(cluster::ClusterConnection& cluster,
     for (uint64_t i = 0; i < n; ++i) p[i] = r[i] + beta * p[i];
     rr = rr_next;
     ++outcome.iterations;
+    outcome.step_seconds.push_back(since(step_start));
   }
-  TESSERA_RETURN_IF_ERROR(product(cluster, a, x, q, outcome.product_seconds));
+  TESSERA_RETURN_IF_ERROR(timed_product(a, x, q, outcome.product_seconds));
   double residual = 0.0;
   for (uint64_t i = 0; i < n; ++i) residual += (b[i] - q[i]) * (b[i] - q[i]);
   outcome.residual = std::sqrt(residual) / b_norm;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <random>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@ namespace tessera::balance::multiply {
 namespace {
 
 using ResidentClock = std::chrono::steady_clock;
+constexpr uint64_t kSmallestPieceBytes = uint64_t{1} << 20;
 namespace tp = tessera::transport;
 
 double elapsed_s(ResidentClock::time_point start) { return std::chrono::duration<double>(ResidentClock::now() - start).count(); }
@@ -44,6 +46,33 @@ Status on_share_nodes(cluster::ClusterConnection& cluster, const std::vector<Res
   return Status::ok();
 }
 
+// What a node pays for a product whatever its share: a round trip, and X reaching it.
+double fixed_cost(const ResidentNodeCost& node, uint64_t k, uint64_t n) {
+  const double x_bytes = static_cast<double>(k) * static_cast<double>(n) * sizeof(double);
+  return 2.0 * node.latency_s + (node.to_node_bytes_per_s > 0.0 ? x_bytes / node.to_node_bytes_per_s : 0.0);
+}
+
+// STOREs the pieces' rows of `a` on the node and waits for it to have filed them: a STORE has no
+// answer, and STATS comes after every earlier frame was handled, so a store the worker refused
+// (its tile memory full) is this ERROR.
+Status store_pieces(tp::FrameConnection& connection, linalg::MatrixView a, std::span<const ResidentBlock> pieces) {
+  gemm::GemmClient client(connection);
+  const uint64_t row_bytes = a.cols * sizeof(double);
+  for (const ResidentBlock& piece : pieces) {
+    tp::Crc32c crc;
+    for (uint32_t r = 0; r < piece.rows; ++r) crc.update(a.row(piece.row_begin + r), row_bytes);
+    TESSERA_RETURN_IF_ERROR(client.store_rows(piece.tile_id, piece.rows, static_cast<uint32_t>(a.cols),
+                                              a.row(piece.row_begin), a.ld, crc.value()));
+  }
+  return client.stats().status();
+}
+
+template <typename T>
+T median_of(std::vector<T> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? T{} : values[values.size() / 2];
+}
+
 }  // namespace
 
 ResidentShares resident_rows(uint64_t m, uint64_t k, uint64_t n, std::span<const ResidentNodeCost> nodes) {
@@ -55,7 +84,6 @@ ResidentShares resident_rows(uint64_t m, uint64_t k, uint64_t n, std::span<const
   std::vector<Cost> usable;
   ResidentShares shares;
   shares.rows.assign(nodes.size(), 0);
-  const double x_bytes = static_cast<double>(k) * static_cast<double>(n) * sizeof(double);
   const double row_flops = 2.0 * static_cast<double>(k) * static_cast<double>(n);
   const double row_bytes = static_cast<double>(n) * sizeof(double);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -65,8 +93,9 @@ ResidentShares resident_rows(uint64_t m, uint64_t k, uint64_t n, std::span<const
                                             node.name));
       continue;
     }
-    usable.push_back({i, 2.0 * node.latency_s + x_bytes / node.to_node_bytes_per_s,
-                      row_flops / node.flops_per_s + row_bytes / node.from_node_bytes_per_s});
+    const double per_row = node.measured_row_s > 0.0 ? node.measured_row_s
+                                                     : row_flops / node.flops_per_s + row_bytes / node.from_node_bytes_per_s;
+    usable.push_back({i, fixed_cost(node, k, n), per_row});
   }
   if (usable.empty() || m == 0) return shares;
   std::sort(usable.begin(), usable.end(), [](const Cost& a, const Cost& b) { return a.fixed < b.fixed; });
@@ -135,22 +164,27 @@ Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::M
   placed.rows = a.rows;
   placed.cols = a.cols;
   const uint64_t row_bytes = a.cols * sizeof(double);
-  const uint64_t tile_rows = std::max<uint64_t>(1, std::min<uint64_t>(options.largest_tile_bytes / row_bytes, 1u << 20));
+  const uint64_t by_size = std::max<uint64_t>(1, std::min<uint64_t>(options.largest_tile_bytes / row_bytes, 1u << 20));
+  const uint64_t by_count = (a.rows + std::max<uint64_t>(1, options.grid_pieces) - 1) / std::max<uint64_t>(1, options.grid_pieces);
+  // Pieces of a few rows would cost a job each for no gain in balance: at least a MiB.
+  const uint64_t by_floor = (kSmallestPieceBytes + row_bytes - 1) / row_bytes;
+  placed.block_rows = std::max<uint64_t>(1, std::min(by_size, std::max(by_count, by_floor)));
   uint32_t next_id = first_tile_id;
   uint64_t row = 0;
   for (std::size_t i = 0; i < links.size(); ++i) {
     if (rows[i] == 0) continue;
     ResidentShare share;
     share.link = links[i];
-    share.row_begin = row;
     share.rows = rows[i];
-    for (uint64_t done = 0; done < rows[i]; done += tile_rows) {
-      share.tile_ids.push_back(next_id++);
-      share.tile_rows.push_back(static_cast<uint32_t>(std::min(tile_rows, rows[i] - done)));
+    for (uint64_t begin = row, end = row + rows[i]; begin < end;) {
+      const uint64_t cut = std::min(end, (begin / placed.block_rows + 1) * placed.block_rows);
+      share.blocks.push_back({next_id++, begin, static_cast<uint32_t>(cut - begin)});
+      begin = cut;
     }
     row += rows[i];
     placed.shares.push_back(std::move(share));
   }
+  placed.next_tile_id = next_id;
 
   // The check's matrix side, one pass over A: s = r^T A and |r|^T |A|.
   std::mt19937_64 random(options.seed);
@@ -169,28 +203,116 @@ Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::M
   }
 
   Status stored = on_share_nodes(cluster, placed.shares, options.node_timeout_s,
-                                 [&](std::size_t i, tp::FrameConnection& connection) -> Status {
-    const ResidentShare& share = placed.shares[i];
-    gemm::GemmClient client(connection);
-    uint64_t first = share.row_begin;
-    for (std::size_t t = 0; t < share.tile_ids.size(); ++t) {
-      const uint32_t tile_rows_here = share.tile_rows[t];
-      tp::Crc32c crc;
-      for (uint32_t r = 0; r < tile_rows_here; ++r) crc.update(a.row(first + r), row_bytes);
-      TESSERA_RETURN_IF_ERROR(client.store_rows(share.tile_ids[t], tile_rows_here, static_cast<uint32_t>(a.cols),
-                                                a.row(first), a.ld, crc.value()));
-      first += tile_rows_here;
-    }
-    // A STORE has no answer; STATS comes after every earlier frame was handled, so a store the
-    // worker refused (its tile memory full) is this ERROR.
-    return client.stats().status();
-  });
+                                 [&](std::size_t i, tp::FrameConnection& connection) {
+                                   return store_pieces(connection, a, placed.shares[i].blocks);
+                                 });
   if (!stored) {
     release_resident(cluster, placed);
     return stored;
   }
   for (const ResidentShare& share : placed.shares) placed.bytes_placed += share.rows * row_bytes;
   return placed;
+}
+
+Result<uint64_t> rebalance_rows(cluster::ClusterConnection& cluster, linalg::MatrixView a, ResidentMatrix& placed,
+                                std::span<const std::size_t> links, std::span<const uint64_t> rows,
+                                const ResidentOptions& options) {
+  if (links.size() != rows.size()) return invalid_argument("rebalance_rows: one row count per node");
+  if (a.rows != placed.rows || a.cols != placed.cols) {
+    return invalid_argument(fmt::format("rebalance_rows: the matrix is {}x{}, the placed one {}x{}", a.rows, a.cols,
+                                        placed.rows, placed.cols));
+  }
+  if (std::accumulate(rows.begin(), rows.end(), uint64_t{0}) != placed.rows) {
+    return invalid_argument(fmt::format("the shares hold {} rows, the matrix {}",
+                                        std::accumulate(rows.begin(), rows.end(), uint64_t{0}), placed.rows));
+  }
+  // Every node of `links` with its share (existing or empty) and its target.
+  std::vector<ResidentShare> shares(links.size());
+  std::vector<int64_t> target(links.size());
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    if (links[i] >= cluster.links().size()) return invalid_argument("rebalance_rows: a node index beyond the cluster");
+    shares[i].link = links[i];
+    target[i] = static_cast<int64_t>(rows[i]);
+  }
+  for (ResidentShare& share : placed.shares) {
+    const auto at = std::find(links.begin(), links.end(), share.link);
+    if (at == links.end()) return invalid_argument("rebalance_rows: a node holding rows has no target");
+    shares[static_cast<std::size_t>(at - links.begin())] = share;
+  }
+  // Pieces leave a node above its target from its end while that brings it nearer.
+  std::vector<ResidentBlock> moving;
+  std::vector<std::vector<ResidentBlock>> released(links.size());
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    ResidentShare& share = shares[i];
+    while (!share.blocks.empty()) {
+      const int64_t held = static_cast<int64_t>(share.rows);
+      const int64_t piece = share.blocks.back().rows;
+      if (std::abs(held - piece - target[i]) >= std::abs(held - target[i])) break;
+      moving.push_back(share.blocks.back());
+      released[i].push_back(share.blocks.back());
+      share.blocks.pop_back();
+      share.rows -= static_cast<uint64_t>(piece);
+    }
+  }
+  // ... and each, largest first, goes to the node furthest below its target, under a new id (the
+  // old one is still held where it was until the move is done).
+  std::sort(moving.begin(), moving.end(), [](const ResidentBlock& x, const ResidentBlock& y) { return x.rows > y.rows; });
+  std::vector<std::vector<ResidentBlock>> received(links.size());
+  uint32_t next_id = placed.next_tile_id;
+  for (ResidentBlock piece : moving) {
+    std::size_t furthest = 0;
+    for (std::size_t i = 1; i < shares.size(); ++i) {
+      if (target[i] - static_cast<int64_t>(shares[i].rows) > target[furthest] - static_cast<int64_t>(shares[furthest].rows)) {
+        furthest = i;
+      }
+    }
+    piece.tile_id = next_id++;
+    received[furthest].push_back(piece);
+    shares[furthest].blocks.push_back(piece);
+    shares[furthest].rows += piece.rows;
+  }
+  std::vector<ResidentShare> gaining;
+  std::vector<std::size_t> gaining_index;
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    if (received[i].empty()) continue;
+    gaining.push_back(shares[i]);
+    gaining_index.push_back(i);
+  }
+  Status stored = on_share_nodes(cluster, gaining, options.node_timeout_s, [&](std::size_t g, tp::FrameConnection& connection) {
+    return store_pieces(connection, a, received[gaining_index[g]]);
+  });
+  if (!stored) {
+    for (std::size_t g = 0; g < gaining.size(); ++g) {
+      cluster::NodeLink& link = cluster.links()[gaining[g].link];
+      if (!link.connection) continue;
+      std::vector<uint32_t> ids;
+      for (const ResidentBlock& piece : received[gaining_index[g]]) ids.push_back(piece.tile_id);
+      (void)gemm::GemmClient(*link.connection).release(ids);
+    }
+    return stored;
+  }
+  uint64_t moved_rows = 0;
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    if (released[i].empty()) continue;
+    std::vector<uint32_t> ids;
+    for (const ResidentBlock& piece : released[i]) {
+      ids.push_back(piece.tile_id);
+      moved_rows += piece.rows;
+    }
+    cluster::NodeLink& link = cluster.links()[shares[i].link];
+    if (link.connection) (void)gemm::GemmClient(*link.connection).release(ids);
+  }
+  placed.next_tile_id = next_id;
+  placed.shares.clear();
+  for (ResidentShare& share : shares) {
+    if (share.blocks.empty()) continue;
+    std::sort(share.blocks.begin(), share.blocks.end(),
+              [](const ResidentBlock& x, const ResidentBlock& y) { return x.row_begin < y.row_begin; });
+    placed.shares.push_back(std::move(share));
+  }
+  const uint64_t moved_bytes = moved_rows * placed.cols * sizeof(double);
+  placed.bytes_placed += moved_bytes;
+  return moved_bytes;
 }
 
 Result<ResidentProduct> multiply_resident(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
@@ -225,33 +347,32 @@ Result<ResidentProduct> multiply_resident(cluster::ClusterConnection& cluster, c
     const ResidentShare& share = a.shares[i];
     ResidentNodeRun& run = product.nodes[i];
     run.link = share.link;
+    run.node = cluster.links()[share.link].spec.name;
+    run.rows = share.rows;
     const uint64_t sent_before = connection.bytes_sent();
     const uint64_t received_before = connection.bytes_received();
     gemm::GemmClient client(connection);
     TESSERA_RETURN_IF_ERROR(client.store(x_id, k, n, x_rows, x_crc));
-    for (std::size_t t = 0; t < share.tile_ids.size(); ++t) {
+    const std::vector<ResidentBlock>& pieces = share.blocks;
+    for (std::size_t t = 0; t < pieces.size(); ++t) {
       gemm::Job job;
       job.job_id = t + 1;
       job.flags = gemm::kJobCreateOutput | gemm::kJobSendResult;
-      if (t + 1 == share.tile_ids.size()) job.flags |= gemm::kJobReleaseB;
-      job.a_tile = share.tile_ids[t];
+      if (t + 1 == pieces.size()) job.flags |= gemm::kJobReleaseB;
+      job.a_tile = pieces[t].tile_id;
       job.b_tile = x_id;
       job.c_tile = first_output_id + static_cast<uint32_t>(t);
-      job.m = share.tile_rows[t];
+      job.m = pieces[t].rows;
       job.n = n;
       job.k = k;
       job.c_rows = job.m;
       job.c_cols = n;
       TESSERA_RETURN_IF_ERROR(client.job(job));
     }
-    // One CREDIT and one RESULT per job; each result lands in Y's rows of its tile.
-    std::vector<uint64_t> first_row(share.tile_ids.size());
-    for (std::size_t t = 0, row = share.row_begin; t < share.tile_ids.size(); row += share.tile_rows[t], ++t) {
-      first_row[t] = row;
-    }
+    // One CREDIT and one RESULT per job; each result lands in Y's rows of its piece.
     std::vector<double> landing;
     std::vector<uint32_t> outputs;
-    for (std::size_t replies = 0; replies < 2 * share.tile_ids.size(); ++replies) {
+    for (std::size_t replies = 0; replies < 2 * pieces.size(); ++replies) {
       Result<gemm::GemmClient::Reply> reply = client.next({tp::MessageType::kCredit, tp::MessageType::kResult});
       if (!reply) return reply.status();
       if (const auto* credit = std::get_if<gemm::Credit>(&*reply)) {
@@ -260,14 +381,14 @@ Result<ResidentProduct> multiply_resident(cluster::ClusterConnection& cluster, c
       }
       const auto& result = std::get<gemm::GemmClient::ResultHeader>(*reply);
       const uint64_t t = result.tile.tile_id - first_output_id;
-      if (t >= share.tile_ids.size() || result.tile.rows != share.tile_rows[t] || result.tile.cols != n) {
+      if (t >= pieces.size() || result.tile.rows != pieces[t].rows || result.tile.cols != n) {
         return protocol_error(fmt::format("a RESULT for tile {} ({}x{}) that no job asked for", result.tile.tile_id,
                                           result.tile.rows, result.tile.cols));
       }
       landing.resize(uint64_t{result.tile.rows} * n);
       TESSERA_RETURN_IF_ERROR(client.read_result(result, landing));
       for (uint32_t r = 0; r < result.tile.rows; ++r) {
-        std::copy_n(landing.data() + uint64_t{r} * n, n, y.row(first_row[t] + r));
+        std::copy_n(landing.data() + uint64_t{r} * n, n, y.row(pieces[t].row_begin + r));
       }
       outputs.push_back(result.tile.tile_id);
     }
@@ -311,12 +432,99 @@ Result<ResidentProduct> multiply_resident(cluster::ClusterConnection& cluster, c
   return product;
 }
 
+Result<ResidentBalance> balance_resident(cluster::ClusterConnection& cluster, linalg::MatrixView a,
+                                         ResidentMatrix& placed, std::span<const std::size_t> links,
+                                         std::vector<ResidentNodeCost> costs, const BalanceOptions& balance,
+                                         const ResidentOptions& options) {
+  if (costs.size() != links.size()) return invalid_argument("balance_resident: one cost per node");
+  if (balance.columns == 0 || balance.products_per_round < 1) {
+    return invalid_argument("balance_resident: products of at least one column, at least one per round");
+  }
+  const auto start = ResidentClock::now();
+  ResidentBalance outcome;
+  outcome.measured_row_s.assign(links.size(), 0.0);
+  linalg::Matrix x(placed.cols, balance.columns);
+  std::mt19937_64 random(balance.seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  for (double& v : x.values) v = uniform(random);
+  linalg::Matrix y(placed.rows, balance.columns);
+  auto rows_now = [&] {
+    std::vector<uint64_t> rows(links.size(), 0);
+    for (const ResidentShare& share : placed.shares) {
+      rows[static_cast<std::size_t>(std::find(links.begin(), links.end(), share.link) - links.begin())] = share.rows;
+    }
+    return rows;
+  };
+  std::size_t best = 0;
+  double forecast = 0.0;
+  uint64_t moved = 0;
+  for (int round = 0;; ++round) {
+    BalanceRound measured{rows_now(), 0.0, forecast, moved};
+    std::vector<std::vector<double>> finishes(links.size());
+    std::vector<double> makespans;
+    for (int p = 0; p < balance.products_per_round; ++p) {
+      Result<ResidentProduct> product = multiply_resident(cluster, placed, x, y, options);
+      if (!product) return product.status();
+      if (!product->verification.passed) {
+        return verification_failed(fmt::format("a product measuring the shares failed its check: {}",
+                                               product->verification.detail));
+      }
+      makespans.push_back(product->seconds);
+      for (const ResidentNodeRun& node : product->nodes) {
+        finishes[static_cast<std::size_t>(std::find(links.begin(), links.end(), node.link) - links.begin())]
+            .push_back(node.finish_s);
+      }
+    }
+    measured.measured_s = median_of(makespans);
+    outcome.rounds.push_back(measured);
+    if (measured.measured_s < outcome.rounds[best].measured_s) best = outcome.rounds.size() - 1;
+    if (round >= balance.rounds) break;
+    // A node's cost per row is its finish past its fixed cost; never less than a quarter of its
+    // finish over its rows, so a node whose fixed cost was overestimated is not thought free.
+    for (std::size_t i = 0; i < links.size(); ++i) {
+      if (finishes[i].empty() || measured.rows[i] == 0) continue;
+      const double finish = median_of(finishes[i]);
+      const double per_row = std::max(finish - fixed_cost(costs[i], placed.cols, balance.columns), 0.25 * finish) /
+                             static_cast<double>(measured.rows[i]);
+      costs[i].measured_row_s = outcome.measured_row_s[i] = per_row;
+    }
+    const ResidentShares next = resident_rows(placed.rows, placed.cols, balance.columns, costs);
+    if (std::accumulate(next.rows.begin(), next.rows.end(), uint64_t{0}) != placed.rows) break;
+    if (next.forecast_s > (1.0 - balance.worth_moving) * measured.measured_s) break;
+    Result<uint64_t> bytes = rebalance_rows(cluster, a, placed, links, next.rows, options);
+    if (!bytes) return bytes.status();
+    outcome.bytes_moved += *bytes;
+    forecast = next.forecast_s;
+    moved = *bytes;
+  }
+  // Measurements are noisy and a capped node's rate depends on its share: keep the best measured.
+  if (best + 1 != outcome.rounds.size()) {
+    Result<uint64_t> bytes = rebalance_rows(cluster, a, placed, links, outcome.rounds[best].rows, options);
+    if (!bytes) return bytes.status();
+    outcome.bytes_moved += *bytes;
+  }
+  const std::vector<uint64_t> final_rows = rows_now();
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    const bool held_some = std::any_of(outcome.rounds.begin(), outcome.rounds.end(),
+                                       [&](const BalanceRound& r) { return r.rows[i] > 0; });
+    if (final_rows[i] == 0 && held_some) {
+      outcome.left_out.push_back(fmt::format(
+          "node '{}' gives its rows back: measured in products run all at once, the others finish sooner without it",
+          costs[i].name));
+    }
+  }
+  outcome.seconds = elapsed_s(start);
+  return outcome;
+}
+
 void release_resident(cluster::ClusterConnection& cluster, const ResidentMatrix& a) {
   for (const ResidentShare& share : a.shares) {
     cluster::NodeLink& link = cluster.links()[share.link];
     if (!link.connection) continue;
+    std::vector<uint32_t> ids;
+    for (const ResidentBlock& piece : share.blocks) ids.push_back(piece.tile_id);
     gemm::GemmClient client(*link.connection);
-    (void)client.release(share.tile_ids);
+    (void)client.release(ids);
   }
 }
 

@@ -520,33 +520,47 @@ void Session::close() {
   if (state_) state_->connection.close();
 }
 
-Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, uint64_t columns, const RunControl& control) {
+Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const PlacementOptions& options,
+                                              const RunControl& control) {
   if (cancel_requested(control)) return cancelled("cancelled before the matrix was placed");
-  if (columns == 0) return invalid_argument("a resident matrix is placed for operands of at least one column");
+  if (options.columns == 0) return invalid_argument("a resident matrix is placed for operands of at least one column");
   const auto start = std::chrono::steady_clock::now();
-  const std::size_t nodes = state_->connection.links().size();
-  std::vector<uint64_t> rows(nodes);
+  std::vector<cluster::NodeLink>& all = state_->connection.links();
+  std::vector<std::size_t> links;
+  for (const std::string& name : options.nodes) {
+    const auto found = std::find_if(all.begin(), all.end(), [&](const cluster::NodeLink& l) { return l.spec.name == name; });
+    if (found == all.end()) {
+      std::vector<std::string> names;
+      for (const cluster::NodeLink& link : all) names.push_back(link.spec.name);
+      return invalid_argument(fmt::format("no node '{}' in this session (its nodes: {})", name, fmt::join(names, ", ")));
+    }
+    if (!found->connection) return network_error(fmt::format("node '{}' is not connected in this session", name));
+    links.push_back(static_cast<std::size_t>(found - all.begin()));
+  }
+  if (options.nodes.empty()) {
+    for (std::size_t i = 0; i < all.size(); ++i) links.push_back(i);
+  }
+  std::vector<uint64_t> rows(links.size());
   ResidentPlacement placement;
+  std::vector<multiply::ResidentNodeCost> costs(links.size());
   bool sized = false;
-  if (state_->profile) {
+  if (state_->profile && options.split == PlacementOptions::Split::kBalanced) {
     // Each node's rate for this shape: a product by few columns reads A once, so it runs at the
     // node's vector rate times the columns, up to its GEMM rate.
-    std::vector<multiply::ResidentNodeCost> costs;
-    for (const cluster::NodeSpec& spec : state_->cluster.nodes) {
-      multiply::ResidentNodeCost cost;
-      cost.name = spec.name;
-      if (const profile::NodeProfile* node = state_->profile->find(spec.name); node != nullptr && node->has_link) {
+    for (std::size_t i = 0; i < links.size(); ++i) {
+      multiply::ResidentNodeCost& cost = costs[i];
+      cost.name = all[links[i]].spec.name;
+      if (const profile::NodeProfile* node = state_->profile->find(cost.name); node != nullptr && node->has_link) {
         const double gemm = node->gflops * 1e9;
         cost.flops_per_s = node->vector_gflops > 0.0
-                               ? std::min(gemm, node->vector_gflops * 1e9 * static_cast<double>(columns))
+                               ? std::min(gemm, node->vector_gflops * 1e9 * static_cast<double>(options.columns))
                                : gemm;
         cost.to_node_bytes_per_s = node->link.to_node_bytes_per_s;
         cost.from_node_bytes_per_s = node->link.from_node_bytes_per_s;
         cost.latency_s = node->link.latency_s;
       }
-      costs.push_back(std::move(cost));
     }
-    const multiply::ResidentShares shares = multiply::resident_rows(a.rows, a.cols, columns, costs);
+    const multiply::ResidentShares shares = multiply::resident_rows(a.rows, a.cols, options.columns, costs);
     if (std::accumulate(shares.rows.begin(), shares.rows.end(), uint64_t{0}) == a.rows) {
       rows = shares.rows;
       placement.forecast_product_s = shares.forecast_s;
@@ -555,29 +569,44 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, uint64_t col
     }
   }
   if (!sized) {
-    const std::vector<partition::RowBlock> blocks = partition::even_rows(a.rows, nodes);
-    for (std::size_t i = 0; i < nodes; ++i) rows[i] = blocks[i].count;
+    const std::vector<partition::RowBlock> blocks = partition::even_rows(a.rows, links.size());
+    for (std::size_t i = 0; i < links.size(); ++i) rows[i] = blocks[i].count;
   }
-  std::vector<std::size_t> links(nodes);
-  uint64_t tiles = 0;
-  for (std::size_t i = 0; i < nodes; ++i) {
-    links[i] = i;
-    tiles += rows[i];  // at most one tile per row: the ids this placement may take
-  }
-  if (tiles > UINT32_MAX - state_->next_resident_tile) {
+  if (a.rows > UINT32_MAX - state_->next_resident_tile) {  // at most a piece per row, moves included twice
     return resource_exhausted("this session has placed as many resident blocks as it can number; open another");
   }
-  multiply::ResidentOptions options;
+  multiply::ResidentOptions resident;
   Result<multiply::ResidentMatrix> placed =
-      multiply::place_rows(state_->connection, a, links, rows, options, state_->next_resident_tile);
+      multiply::place_rows(state_->connection, a, links, rows, resident, state_->next_resident_tile);
   if (!placed) return placed.status();
-  uint32_t highest = state_->next_resident_tile;
-  for (const multiply::ResidentShare& share : placed->shares) {
-    for (uint32_t id : share.tile_ids) highest = std::max(highest, id);
+  state_->next_resident_tile = placed->next_tile_id;
+  if (sized && options.measure && links.size() > 1) {
+    multiply::BalanceOptions balance;
+    balance.columns = options.columns;
+    Result<multiply::ResidentBalance> balanced =
+        multiply::balance_resident(state_->connection, a, *placed, links, costs, balance, resident);
+    state_->next_resident_tile = std::max(state_->next_resident_tile, placed->next_tile_id);
+    if (!balanced) {
+      multiply::release_resident(state_->connection, *placed);
+      return balanced.status();
+    }
+    placement.first_measured_product_s = balanced->rounds.front().measured_s;
+    placement.measured_product_s = balanced->rounds.front().measured_s;
+    for (const multiply::BalanceRound& round : balanced->rounds) {
+      placement.measured_product_s = std::min(placement.measured_product_s, round.measured_s);
+    }
+    placement.measuring_rounds = static_cast<int>(balanced->rounds.size());
+    placement.bytes_moved = balanced->bytes_moved;
+    placement.warnings.insert(placement.warnings.end(), balanced->left_out.begin(), balanced->left_out.end());
   }
-  state_->next_resident_tile = highest + 1;
   placement.id = state_->next_resident_id++;
-  for (std::size_t i = 0; i < nodes; ++i) placement.rows_per_node.emplace_back(state_->cluster.nodes[i].name, rows[i]);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    uint64_t held = 0;
+    for (const multiply::ResidentShare& share : placed->shares) {
+      if (share.link == i) held = share.rows;
+    }
+    placement.rows_per_node.emplace_back(all[i].spec.name, held);
+  }
   placement.bytes_placed = placed->bytes_placed;
   state_->resident.emplace(placement.id, std::move(*placed));
   placement.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

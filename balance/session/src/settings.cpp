@@ -128,6 +128,26 @@ Result<EvalOptions> resolve_eval_settings(const EvalSettings& settings, const st
   return options;
 }
 
+Result<PlacementOptions> resolve_placement_settings(const PlacementSettings& settings, const OptionSpelling& spelling) {
+  PlacementOptions options;
+  if (settings.columns == 0) {
+    return invalid_argument(fmt::format("{} must be 1 or more: the placement is sized for operands of that many columns",
+                                        spelling.assignment("columns", "0")));
+  }
+  if (settings.split == "balanced") {
+    options.split = PlacementOptions::Split::kBalanced;
+  } else if (settings.split == "even") {
+    options.split = PlacementOptions::Split::kEven;
+  } else {
+    return invalid_argument(fmt::format("{}: give balanced (by the nodes' measured rates) or even (the same rows each)",
+                                        spelling.assignment("split", settings.split, true)));
+  }
+  options.columns = settings.columns;
+  options.nodes = settings.nodes;
+  options.measure = settings.measure;
+  return options;
+}
+
 Result<partition::PartitionOptions> resolve_partition_settings(const PartitionSettings& settings,
                                                                const OptionSpelling& spelling) {
   partition::PartitionOptions options;

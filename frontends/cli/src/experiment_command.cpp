@@ -1,4 +1,4 @@
-// `tessera experiment`: replay a study file (multiply, graph or expressions).
+// `tessera experiment`: replay a study file (multiply, graph, expressions or resident).
 #include "tessera/cli/commands.hpp"
 
 #include <ostream>
@@ -7,6 +7,7 @@
 #include "tessera/experiment/study.hpp"
 #include "tessera/experiment/expression_study.hpp"
 #include "tessera/experiment/graph_study.hpp"
+#include "tessera/experiment/resident_study.hpp"
 #include "subcommands.hpp"
 
 namespace tessera::cli {
@@ -23,6 +24,10 @@ int command_experiment(const ExperimentCommand& command, std::ostream& out, std:
     Result<experiment::ExpressionStudy> study = experiment::load_expression_study(command.study_path);
     if (!study) return report_failure(err, study.status());
     status = experiment::run_expression_study(*study, options, out);
+  } else if (workload == "resident") {
+    Result<experiment::ResidentStudy> study = experiment::load_resident_study(command.study_path);
+    if (!study) return report_failure(err, study.status());
+    status = experiment::run_resident_study(*study, options, out);
   } else {
     Result<experiment::Study> study = experiment::load_study(command.study_path);
     if (!study) return report_failure(err, study.status());

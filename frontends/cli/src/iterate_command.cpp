@@ -29,6 +29,8 @@ struct IterateCommand {
   std::optional<uint32_t> iterations;  // power: PowerOptions{}'s; cg: CgOptions{}'s (10 n)
   double tol = balance::multiply::PowerOptions{}.tol;
   uint64_t seed = balance::multiply::PowerOptions{}.seed;
+  session::PlacementSettings placement;
+  bool no_measure = false;
   std::string run_dir;
   std::string profile_path;
   bool require_all = session::SessionOptions{}.require_all;
@@ -36,6 +38,10 @@ struct IterateCommand {
 };
 
 int command_iterate(const IterateCommand& command, std::ostream& out, std::ostream& err) {
+  session::PlacementSettings placement_settings = command.placement;
+  placement_settings.measure = !command.no_measure;
+  Result<session::PlacementOptions> placement = session::resolve_placement_settings(placement_settings, flag_spelling());
+  if (!placement) return report_failure(err, placement.status());
   if (command.method != "power" && command.method != "cg") {
     return report_failure(err, invalid_argument(fmt::format("--method {}: use power or cg", command.method)));
   }
@@ -73,13 +79,19 @@ int command_iterate(const IterateCommand& command, std::ostream& out, std::ostre
   if (!session) return report_failure(err, session.status());
   session::RunControl control;
   control.cancel = command.interrupted;
-  Result<session::ResidentPlacement> placed = session->place_rows(*a, 1, control);
+  Result<session::ResidentPlacement> placed = session->place_rows(*a, *placement, control);
   if (!placed) return report_failure(err, placed.status());
   print_warnings(err, placed->warnings);
   std::string where;
   for (const auto& [node, rows] : placed->rows_per_node) where += fmt::format("{}{} {}", where.empty() ? "" : ", ", node, rows);
   out << fmt::format("placed {}x{} ({:.1f} MB) in {:.3f} s: rows {}\n", a->rows, a->cols, static_cast<double>(placed->bytes_placed) / 1e6,
                      placed->seconds, where);
+  if (placed->measuring_rounds > 0) {
+    out << fmt::format("measured on the placed rows: a product {:.4f} s with the first shares, {:.4f} s with these "
+                       "({} rounds, {:.1f} MB moved; the profile forecast {:.4f} s)\n",
+                       placed->first_measured_product_s, placed->measured_product_s, placed->measuring_rounds,
+                       static_cast<double>(placed->bytes_moved) / 1e6, placed->forecast_product_s);
+  }
   Result<multiply::IterationOutcome> outcome = internal_error("no method ran");
   if (command.method == "power") {
     multiply::PowerOptions options;
@@ -133,6 +145,11 @@ Subcommand add_iterate_command(CLI::App& app) {
   sub->add_option("--tol", command->tol, "power: the eigenvalue's relative change; cg: the relative residual")
       ->capture_default_str();
   sub->add_option("--seed", command->seed, "power: the start vector's")->capture_default_str();
+  sub->add_option("--split", command->placement.split,
+                  "balanced (by the profile, then measured on the placed rows) | even (every node the same rows)")
+      ->capture_default_str();
+  sub->add_flag("--no-measure", command->no_measure, "balanced: keep the profile's shares, do not measure and move them");
+  sub->add_option("--nodes", command->placement.nodes, "only these nodes (comma-separated names)")->delimiter(',');
   sub->add_flag("--require-all", command->require_all, kRequireAllHelp);
   sub->add_option("--run-dir", command->run_dir, "run directory of `tessera up` (for emulated endpoints)");
   sub->add_option("--profile", command->profile_path, "profile file (default: CONFIG with .profile.yaml)");

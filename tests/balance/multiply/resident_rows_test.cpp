@@ -59,5 +59,24 @@ TEST(ResidentRows, ANodeWithoutARateOrLinkGetsNothingAndEveryRowIsPlacedOnce) {
             std::string::npos);
 }
 
+TEST(ResidentRows, AMeasuredCostPerRowOverridesTheRate) {
+  // The profile says the Pis run at a tenth of the desktop; products measured them at a third.
+  std::vector<ResidentNodeCost> nodes = lab(1e9);
+  const ResidentShares forecast = resident_rows(16384, 16384, 1, nodes);
+  const double desktop_row_s = 2.0 * 16384 / 40e9;
+  nodes[0].measured_row_s = desktop_row_s;
+  for (std::size_t pi = 1; pi < 4; ++pi) nodes[pi].measured_row_s = 3.0 * desktop_row_s;
+  const ResidentShares measured = resident_rows(16384, 16384, 1, nodes);
+  EXPECT_EQ(total(measured), 16384u);
+  const double x_bytes = 16384.0 * sizeof(double);
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (i > 0) EXPECT_GT(measured.rows[i], forecast.rows[i] * 2) << i;
+    // Every node finishes together by the measured costs: X's trip and round trip, then its rows.
+    const double fixed = 2.0 * nodes[i].latency_s + x_bytes / nodes[i].to_node_bytes_per_s;
+    const double finish = fixed + static_cast<double>(measured.rows[i]) * nodes[i].measured_row_s;
+    EXPECT_NEAR(finish, measured.forecast_s, 3.01 * desktop_row_s) << i;  // within a Pi row of rounding
+  }
+}
+
 }  // namespace
 }  // namespace tessera::balance::multiply

@@ -3,6 +3,7 @@
 #include "tessera/experiment/multiply_study.hpp"
 #include "tessera/experiment/study.hpp"
 #include "tessera/experiment/expression_study.hpp"
+#include "tessera/experiment/resident_study.hpp"
 #include "tessera/experiment/graph_study.hpp"
 
 #include <unistd.h>
@@ -127,6 +128,7 @@ TEST(StudyFile, EveryShippedStudyStillLoads) {
   int loaded = 0;
   int graph_studies = 0;
   int expression_studies = 0;
+  int resident_studies = 0;
   for (const auto& entry : std::filesystem::directory_iterator(experiments)) {
     if (entry.path().extension() != ".yaml") continue;
     const std::string workload = experiment::study_workload(entry.path().string());
@@ -138,6 +140,10 @@ TEST(StudyFile, EveryShippedStudyStillLoads) {
       Result<experiment::ExpressionStudy> study = experiment::load_expression_study(entry.path().string());
       EXPECT_TRUE(study.is_ok()) << study.status().to_string();
       ++expression_studies;
+    } else if (workload == "resident") {
+      Result<experiment::ResidentStudy> study = experiment::load_resident_study(entry.path().string());
+      EXPECT_TRUE(study.is_ok()) << study.status().to_string();
+      ++resident_studies;
     } else {
       Result<experiment::Study> study = experiment::load_study(entry.path().string());
       EXPECT_TRUE(study.is_ok()) << study.status().to_string();
@@ -147,6 +153,7 @@ TEST(StudyFile, EveryShippedStudyStillLoads) {
   EXPECT_GE(loaded, 9);
   EXPECT_GE(graph_studies, 3);
   EXPECT_GE(expression_studies, 1);
+  EXPECT_GE(resident_studies, 1);
 }
 
 class BrokenProfile : public testing::TestWithParam<BrokenFile> {};

@@ -31,30 +31,41 @@ namespace tessera::balance::multiply {
 // from 0 within a run, far below.
 inline constexpr uint32_t kFirstResidentTileId = 0xA0000000u;
 
-// One node's rows of A, as it holds them: consecutive rows in tiles of at most a few tens of MB.
+// A piece of A's rows held by one node as one tile. Pieces are cut on a grid of
+// ResidentMatrix::block_rows rows (and where one node's rows end), so that moving work between
+// nodes moves whole pieces and leaves the rest where it is.
+struct ResidentBlock {
+  uint32_t tile_id = 0;
+  uint64_t row_begin = 0;
+  uint32_t rows = 0;
+};
+
+// One node's rows of A, as it holds them: pieces in row order, not necessarily consecutive once
+// the shares were balanced (rebalance_rows).
 struct ResidentShare {
   std::size_t link = 0;  // index in cluster.links()
-  uint64_t row_begin = 0;
-  uint64_t rows = 0;
-  std::vector<uint32_t> tile_ids;       // in row order
-  std::vector<uint32_t> tile_rows;      // rows in each
+  uint64_t rows = 0;     // the pieces' rows, summed
+  std::vector<ResidentBlock> blocks;
 };
 
 struct ResidentMatrix {
   uint64_t rows = 0;
   uint64_t cols = 0;
-  std::vector<ResidentShare> shares;  // nodes with rows, in row order
+  uint64_t block_rows = 0;            // the grid pieces are cut on
+  std::vector<ResidentShare> shares;  // nodes with rows
   // The check's matrix side: r (rows), s = r^T A and |r|^T |A| (cols each).
   std::vector<double> check_vector;
   std::vector<double> check_row;
   std::vector<double> check_magnitude;
-  uint64_t bytes_placed = 0;  // tile data sent at placement
+  uint64_t bytes_placed = 0;  // tile data sent at placement and by every rebalance since
+  uint32_t next_tile_id = 0;  // the first id no piece has taken
 };
 
 struct ResidentOptions {
   uint64_t seed = 1;            // the check vector's
   double node_timeout_s = 60.0; // a node that sends nothing for this long while it owes frames is lost
-  uint64_t largest_tile_bytes = uint64_t{32} << 20;  // row blocks are cut to at most this
+  uint64_t largest_tile_bytes = uint64_t{32} << 20;  // pieces are cut to at most this
+  uint64_t grid_pieces = 128;  // ... and to about rows / grid_pieces rows, so shares can move finely
 };
 
 // What one node costs a resident product, from its profile: its rate for the product's shape,
@@ -65,6 +76,10 @@ struct ResidentNodeCost {
   double to_node_bytes_per_s = 0.0;    // 0: unusable
   double from_node_bytes_per_s = 0.0;
   double latency_s = 0.0;              // one way
+  // > 0: the seconds a row was measured to cost this node in products of this shape (compute and
+  // its result's way back, from the node's finish in products run all at once), in place of the
+  // rate and the return link above.
+  double measured_row_s = 0.0;
 };
 
 struct ResidentShares {
@@ -82,15 +97,27 @@ struct ResidentShares {
 ResidentShares resident_rows(uint64_t m, uint64_t k, uint64_t n, std::span<const ResidentNodeCost> nodes);
 
 // Places `a` on the nodes: rows[i] consecutive rows to link links[i] (in that order, rows summing
-// to a.rows; a node with 0 rows holds nothing), tile ids from `first_tile_id` on. Waits until
+// to a.rows; a node with 0 rows holds nothing), cut into pieces on the grid, tile ids from
+// `first_tile_id` on. Waits until
 // every node has filed its tiles (a STATS round trip), so a node out of tile memory fails here,
 // named. On failure nothing placed is left behind where the connection still stands.
 Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::MatrixView a,
                                   std::span<const std::size_t> links, std::span<const uint64_t> rows,
                                   const ResidentOptions& options = {}, uint32_t first_tile_id = kFirstResidentTileId);
 
+// Moves whole pieces of `placed` between nodes so that node links[i] holds about rows[i] rows
+// (rows summing to a.rows): a node above its target gives pieces from its end while that brings
+// it nearer, and each goes to the node furthest below its own; `a` is the matrix placed, read for
+// the pieces that move. A gaining node files its new pieces (a STATS round trip) before a losing
+// node releases them, so a failure leaves every row held where it was. Returns the bytes moved.
+Result<uint64_t> rebalance_rows(cluster::ClusterConnection& cluster, linalg::MatrixView a, ResidentMatrix& placed,
+                                std::span<const std::size_t> links, std::span<const uint64_t> rows,
+                                const ResidentOptions& options = {});
+
 struct ResidentNodeRun {
   std::size_t link = 0;
+  std::string node;
+  uint64_t rows = 0;
   uint64_t bytes_to_node = 0;
   uint64_t bytes_from_node = 0;
   double compute_s = 0.0;  // the worker's compute time for its jobs
@@ -111,6 +138,42 @@ struct ResidentProduct {
 Result<ResidentProduct> multiply_resident(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
                                           linalg::MatrixView x, linalg::MutableMatrixView y,
                                           const ResidentOptions& options = {});
+
+// Shares measured rather than forecast. The profile's rates are taken from short probes, and a
+// capped node (a cgroup quota, a board that throttles) runs a long product at a rate they do not
+// show; so the placed matrix is multiplied by random operands of `columns` columns
+// (`products_per_round` at a time, every node at once, as the real products will run), each
+// node's cost per row taken from its median finish net of its fixed cost, and the shares moved
+// (rebalance_rows) to where resident_rows puts them with those costs, while the forecast gain is
+// worth it (5%), up to `rounds` times. The shares left are the best measured. costs[i] is the
+// cost of node links[i], as resident_rows takes it (nodes without rows keep their forecast cost).
+struct BalanceRound {
+  std::vector<uint64_t> rows;  // per node of `links`, during this round's products
+  double measured_s = 0.0;     // the products' median makespan
+  double forecast_s = 0.0;     // what the shares measured here were forecast to take (0: the first)
+  uint64_t bytes_moved = 0;    // to reach these shares
+};
+
+struct ResidentBalance {
+  std::vector<BalanceRound> rounds;
+  std::vector<double> measured_row_s;  // per node of `links`, from the last round it held rows in
+  std::vector<std::string> left_out;   // a sentence per node that held rows and gave them all back
+  uint64_t bytes_moved = 0;
+  double seconds = 0.0;
+};
+
+struct BalanceOptions {
+  uint64_t columns = 1;
+  int products_per_round = 3;
+  int rounds = 3;
+  double worth_moving = 0.05;  // a forecast gain below this fraction of the measured time is not
+  uint64_t seed = 7;
+};
+
+Result<ResidentBalance> balance_resident(cluster::ClusterConnection& cluster, linalg::MatrixView a,
+                                         ResidentMatrix& placed, std::span<const std::size_t> links,
+                                         std::vector<ResidentNodeCost> costs, const BalanceOptions& balance,
+                                         const ResidentOptions& options = {});
 
 // Drops the row blocks from the nodes still connected (RELEASE; nothing waits for an answer).
 void release_resident(cluster::ClusterConnection& cluster, const ResidentMatrix& a);

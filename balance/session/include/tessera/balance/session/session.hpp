@@ -140,13 +140,29 @@ struct EvalOptions {
 
 // EvalProduct and EvalOutcome are in expr/eval_report.hpp, with their table and JSON.
 
+// How place_rows shares a matrix out: for products by operands of `columns` columns, over
+// `nodes` (names; empty: every node of the session), balanced (from the profile, then measured on
+// the placed rows: multiply::balance_resident) or even (every node the same rows, as the tools
+// that split by count do).
+struct PlacementOptions {
+  enum class Split { kBalanced, kEven };
+  uint64_t columns = 1;
+  std::vector<std::string> nodes;
+  Split split = Split::kBalanced;
+  bool measure = true;  // kBalanced: move the shares to what products on the placed rows show
+};
+
 // A matrix the session keeps on its nodes (place_rows), by id.
 struct ResidentPlacement {
   uint64_t id = 0;
   std::vector<std::pair<std::string, uint64_t>> rows_per_node;  // node name, rows held (cluster order)
-  uint64_t bytes_placed = 0;
-  double seconds = 0.0;
-  double forecast_product_s = 0.0;    // the model's product time with these shares; 0 without a profile
+  uint64_t bytes_placed = 0;          // rows sent, moves included
+  double seconds = 0.0;               // placing and measuring
+  double forecast_product_s = 0.0;    // the profile's product time with the first shares; 0 without one
+  double measured_product_s = 0.0;    // the median product with the final shares (0: not measured)
+  double first_measured_product_s = 0.0;  // ... with the first shares
+  uint64_t bytes_moved = 0;           // rows moved between nodes by the measuring
+  int measuring_rounds = 0;
   std::vector<std::string> warnings;  // a sentence per node left out, and why
 };
 
@@ -224,11 +240,14 @@ class Session {
                              const RunControl& control = {});
 
   // Keeps `a`'s rows on the nodes for as long as this session lasts (multiply/resident.hpp), shares
-  // sized for products by operands of `columns` columns from the profile's rates and links
-  // (multiply::resident_rows: a node whose operand alone would arrive after the others finish is
-  // left out, with a warning saying so; equal shares without a profile). A node that cannot hold
-  // its share fails the call, named; nothing placed is left behind.
-  Result<ResidentPlacement> place_rows(linalg::MatrixView a, uint64_t columns = 1, const RunControl& control = {});
+  // sized for products by operands of options.columns columns: balanced, from the profile's rates
+  // and links (multiply::resident_rows: a node whose operand alone would arrive after the others
+  // finish is left out, with a warning saying so; equal shares without a profile), then moved to
+  // what products on the placed rows measure (multiply::balance_resident); or even. A node that
+  // cannot hold its share fails the call, named; nothing placed is left behind. An unknown or
+  // unconnected node in options.nodes is refused, named.
+  Result<ResidentPlacement> place_rows(linalg::MatrixView a, const PlacementOptions& options = {},
+                                       const RunControl& control = {});
   // Y = A X with A the placed matrix `id`: only X and Y travel; checked (verification in the
   // result: a product that fails it is a success the caller refuses). kNotFound for an id this
   // session does not hold. A lost node fails the call naming it.

@@ -202,6 +202,21 @@ struct PartitionSettings {
 Result<partition::PartitionOptions> resolve_partition_settings(const PartitionSettings& settings,
                                                                const OptionSpelling& spelling);
 
+// How a matrix kept on the nodes is shared out, by name (`tessera iterate`, Python's
+// Cluster.scatter). Defaults: PlacementOptions{}'s (balanced and measured, every node, for a
+// vector). split: "balanced" | "even".
+struct PlacementSettings {
+  uint64_t columns = PlacementOptions{}.columns;
+  std::vector<std::string> nodes;
+  std::string split = "balanced";
+  bool measure = PlacementOptions{}.measure;
+  bool operator==(const PlacementSettings&) const = default;
+};
+
+// `settings` as placement options; fails (kInvalidArgument) on columns 0 or an unknown split,
+// naming the option as `spelling` writes it (the nodes are checked by Session::place_rows).
+Result<PlacementOptions> resolve_placement_settings(const PlacementSettings& settings, const OptionSpelling& spelling);
+
 // The measurement options of `tessera profile` and Python's Cluster.profile are
 // profile::ProfileOptions itself (its defaults are both front ends'). Checks reference_size within
 // 16..8192, window_seconds within 0.05..30 and that every name in only_nodes is a node of
