@@ -17,6 +17,8 @@
 #include <random>
 #include <utility>
 
+#include <sys/mman.h>
+
 namespace tessera::linalg {
 namespace {
 
@@ -414,6 +416,19 @@ Matrix to_matrix(MatrixView view) {
   Matrix matrix(view.rows, view.cols);
   for (std::size_t r = 0; r < view.rows; ++r) std::copy_n(view.row(r), view.cols, matrix.row(r));
   return matrix;
+}
+
+void prefer_huge_pages(Matrix& m) {
+  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
+#ifndef MADV_COLLAPSE
+  constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older headers lack the name
+#endif
+  const auto start = reinterpret_cast<std::uintptr_t>(m.values.data());
+  const std::uintptr_t begin = (start + kHugePage - 1) & ~(kHugePage - 1);
+  const std::uintptr_t end = (start + m.values.size() * sizeof(double)) & ~(kHugePage - 1);
+  if (end <= begin) return;
+  (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_COLLAPSE);
 }
 
 }  // namespace tessera::linalg

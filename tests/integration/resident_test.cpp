@@ -2,6 +2,8 @@
 // each product ships only X and Y, is exact, and is checked at a cost that does not read A; a row
 // block that went wrong on a node fails the check; a node killed before a product is named.
 #include "tessera/balance/multiply/resident.hpp"
+#include "tessera/balance/multiply/iterate.hpp"
+#include "tessera/balance/session/session.hpp"
 
 #include <gtest/gtest.h>
 
@@ -26,6 +28,15 @@ linalg::Matrix random_matrix(std::size_t rows, std::size_t cols, uint64_t seed) 
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   for (double& v : m.values) v = uniform(random);
   return m;
+}
+
+// M M^T + n I for a random M: symmetric positive definite, well conditioned.
+linalg::Matrix spd_matrix(std::size_t n, uint64_t seed) {
+  const linalg::Matrix m = random_matrix(n, n, seed);
+  linalg::Matrix spd(n, n);
+  linalg::gemm_ex(false, true, n, n, n, 1.0, m.values.data(), n, m.values.data(), n, 0.0, spd.values.data(), n);
+  for (std::size_t i = 0; i < n; ++i) spd.at(i, i) += static_cast<double>(n);
+  return spd;
 }
 
 class ResidentTest : public ::testing::Test {
@@ -215,6 +226,81 @@ TEST_F(ResidentTest, MeasuringOnThePlacedRowsCorrectsAWrongForecast) {
   multiply::release_resident(*connection_, *placed);
 }
 
+// A node killed between products, or stopped during one: its rows are placed again on the others
+// from the matrix placed, the loss is told, and the product that ran into it is exact.
+TEST_F(ResidentTest, ANodeLostIsReplacedOnTheOthersAndTheProductIsExact) {
+  const linalg::Matrix a = random_matrix(600, 300, 18);
+  const std::vector<std::size_t> links{0, 1, 2};
+  Result<multiply::ResidentMatrix> placed =
+      multiply::place_rows(*connection_, a, links, std::vector<uint64_t>{200, 200, 200});
+  ASSERT_TRUE(placed.is_ok()) << placed.status().to_string();
+  const uint64_t placed_bytes = placed->bytes_placed;
+  multiply::ResidentOptions options;
+  options.node_timeout_s = 1.0;
+  std::vector<std::string> told;
+  const auto tell = [&](const std::string& notice) { told.push_back(notice); };
+  const linalg::Matrix x = random_matrix(300, 2, 19);
+  linalg::Matrix y(600, 2), expected(600, 2);
+  linalg::gemm(600, 2, 300, 1.0, a.values.data(), 300, x.values.data(), 2, 0.0, expected.values.data(), 2);
+
+  cluster_.processes[2]->kill_now();
+  Result<multiply::ResidentProduct> product = multiply::multiply_resident_surviving(*connection_, a, *placed, x, y, tell, options);
+  ASSERT_TRUE(product.is_ok()) << product.status().to_string();
+  EXPECT_TRUE(product->verification.passed) << product->verification.detail;
+  for (std::size_t i = 0; i < y.values.size(); ++i) ASSERT_NEAR(y.values[i], expected.values[i], 1e-12) << i;
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_NE(told[0].find("node '" + cluster_.spec.nodes[2].name + "' lost"), std::string::npos) << told[0];
+  EXPECT_EQ(placed->shares.size(), 2u);
+  EXPECT_EQ(rows_on(*placed, 0) + rows_on(*placed, 1), 600u);
+  EXPECT_EQ(placed->bytes_placed, placed_bytes + 200u * 300u * sizeof(double)) << "only the lost node's rows travel";
+
+  // Node 1 stopped: dropped at its deadline, its rows to node 0, the product exact again.
+  cluster_.processes[1]->signal(SIGSTOP);
+  told.clear();
+  product = multiply::multiply_resident_surviving(*connection_, a, *placed, x, y, tell, options);
+  cluster_.processes[1]->signal(SIGCONT);
+  ASSERT_TRUE(product.is_ok()) << product.status().to_string();
+  for (std::size_t i = 0; i < y.values.size(); ++i) ASSERT_NEAR(y.values[i], expected.values[i], 1e-12) << i;
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_NE(told[0].find("unresponsive"), std::string::npos) << told[0];
+  EXPECT_EQ(rows_on(*placed, 0), 600u);
+
+  // The last node lost: nothing left to place on, and the call says so.
+  cluster_.processes[0]->kill_now();
+  product = multiply::multiply_resident_surviving(*connection_, a, *placed, x, y, tell, options);
+  ASSERT_FALSE(product.is_ok());
+  EXPECT_NE(product.status().message().find("every node holding the matrix's rows was lost"), std::string::npos)
+      << product.status().to_string();
+}
+
+// Through the session, as Python and `tessera iterate` run it: conjugate gradient with a node
+// killed before it starts converges to the same exact answer, and the notice names the node.
+TEST_F(ResidentTest, ConjugateGradientFinishesExactAfterANodeIsKilled) {
+  connection_->close();  // the session takes its own connections
+  connection_.reset();
+  const std::size_t n = 300;
+  const linalg::Matrix spd = spd_matrix(n, 20);
+  const linalg::Matrix b = random_matrix(n, 1, 21);
+  Result<session::Session> opened = session::Session::open(cluster_.spec);
+  ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+  session::PlacementOptions placement;
+  placement.split = session::PlacementOptions::Split::kEven;
+  Result<session::ResidentPlacement> placed = opened->place_rows(spd, placement);
+  ASSERT_TRUE(placed.is_ok()) << placed.status().to_string();
+  cluster_.processes[1]->kill_now();
+  std::vector<std::string> notices;
+  session::RunControl control;
+  control.on_notice = [&](const std::string& notice) { notices.push_back(notice); };
+  multiply::CgOptions options;
+  Result<multiply::IterationOutcome> solved = opened->conjugate_gradient(placed->id, b.values, options, control);
+  ASSERT_TRUE(solved.is_ok()) << solved.status().to_string();
+  EXPECT_TRUE(solved->converged);
+  EXPECT_LT(solved->residual, 1e-9);
+  ASSERT_FALSE(notices.empty());
+  EXPECT_NE(notices[0].find("node '" + cluster_.spec.nodes[1].name + "' lost"), std::string::npos) << notices[0];
+  opened->close();
+}
+
 TEST_F(ResidentTest, SharesThatDoNotAddUpAreRefused) {
   const linalg::Matrix a = random_matrix(10, 4, 7);
   Result<multiply::ResidentMatrix> placed =
@@ -233,10 +319,7 @@ TEST_F(ResidentTest, TheIterateCommandSolvesAndFindsTheEigenpair) {
   const std::string config = testing::write_cluster_file(dir_, cluster_.spec);
   ::chmod(config.c_str(), 0600);
   const std::size_t n = 120;
-  const linalg::Matrix m = random_matrix(n, n, 11);
-  linalg::Matrix spd(n, n);
-  linalg::gemm_ex(false, true, n, n, n, 1.0, m.values.data(), n, m.values.data(), n, 0.0, spd.values.data(), n);
-  for (std::size_t i = 0; i < n; ++i) spd.at(i, i) += static_cast<double>(n);
+  const linalg::Matrix spd = spd_matrix(n, 11);
   const linalg::Matrix b = random_matrix(n, 1, 12);
   ASSERT_TRUE(linalg::write_npy(dir_.file("A.npy"), spd).is_ok());
   ASSERT_TRUE(linalg::write_npy(dir_.file("b.npy"), b).is_ok());

@@ -64,6 +64,16 @@ TEST(RandomMatrix, SameSeedSameMatrix) {
   EXPECT_NE(random_matrix(17, 23, 1234, FillKind::kIntegers), first);
 }
 
+// Asking for huge pages moves a matrix's memory, never its values (small matrices: nothing asked).
+TEST(Matrix, AskingForHugePagesKeepsTheValues) {
+  for (std::size_t n : {std::size_t{3}, std::size_t{1024}}) {
+    Matrix m = random_matrix(n, n, 77);
+    const Matrix before = m;
+    prefer_huge_pages(m);
+    EXPECT_TRUE(bitwise_equal(m, before)) << n;
+  }
+}
+
 // Golden values pin the mapping, so every platform and compiler produces the same inputs:
 // std::mt19937_64 is fully specified by the standard and the mapping is our own arithmetic.
 TEST(RandomMatrix, GoldenValues) {

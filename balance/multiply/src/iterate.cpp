@@ -40,11 +40,16 @@ bool cancelled_now(const std::atomic<bool>* cancel) { return cancel != nullptr &
 
 }  // namespace
 
-VectorProduct resident_product(cluster::ClusterConnection& cluster, const ResidentMatrix& a, uint64_t* bytes_moved) {
-  return {a.rows, [&cluster, &a, bytes_moved](std::span<const double> v, std::vector<double>& y) -> Status {
+VectorProduct resident_product(cluster::ClusterConnection& cluster, ResidentMatrix& a, uint64_t* bytes_moved,
+                               const ResidentSurvival* survival) {
+  return {a.rows, [&cluster, &a, bytes_moved, survival](std::span<const double> v, std::vector<double>& y) -> Status {
             y.resize(a.rows);
-            Result<ResidentProduct> run = multiply_resident(cluster, a, linalg::MatrixView(v.data(), v.size(), 1),
-                                                            linalg::MutableMatrixView(y.data(), y.size(), 1));
+            const linalg::MatrixView x(v.data(), v.size(), 1);
+            const linalg::MutableMatrixView out(y.data(), y.size(), 1);
+            Result<ResidentProduct> run = survival != nullptr
+                                              ? multiply_resident_surviving(cluster, survival->source, a, x, out,
+                                                                            survival->on_lost)
+                                              : multiply_resident(cluster, a, x, out);
             if (!run) return run.status();
             if (bytes_moved != nullptr) {
               for (const ResidentNodeRun& node : run->nodes) *bytes_moved += node.bytes_to_node + node.bytes_from_node;
@@ -65,21 +70,23 @@ VectorProduct local_product(linalg::MatrixView a) {
           }};
 }
 
-Result<IterationOutcome> power_iteration(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
-                                         const PowerOptions& options, const std::atomic<bool>* cancel) {
+Result<IterationOutcome> power_iteration(cluster::ClusterConnection& cluster, ResidentMatrix& a,
+                                         const PowerOptions& options, const std::atomic<bool>* cancel,
+                                         const ResidentSurvival* survival) {
   if (a.rows != a.cols) return invalid_argument(fmt::format("power iteration needs a square matrix, not {}x{}", a.rows, a.cols));
   uint64_t bytes = 0;
-  Result<IterationOutcome> outcome = power_iteration(resident_product(cluster, a, &bytes), options, cancel);
+  Result<IterationOutcome> outcome = power_iteration(resident_product(cluster, a, &bytes, survival), options, cancel);
   if (outcome) outcome->bytes_moved = bytes;
   return outcome;
 }
 
-Result<IterationOutcome> conjugate_gradient(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
+Result<IterationOutcome> conjugate_gradient(cluster::ClusterConnection& cluster, ResidentMatrix& a,
                                             std::span<const double> b, const CgOptions& options,
-                                            const std::atomic<bool>* cancel) {
+                                            const std::atomic<bool>* cancel, const ResidentSurvival* survival) {
   if (a.rows != a.cols) return invalid_argument(fmt::format("conjugate gradient needs a square matrix, not {}x{}", a.rows, a.cols));
   uint64_t bytes = 0;
-  Result<IterationOutcome> outcome = conjugate_gradient(resident_product(cluster, a, &bytes), b, options, cancel);
+  Result<IterationOutcome> outcome =
+      conjugate_gradient(resident_product(cluster, a, &bytes, survival), b, options, cancel);
   if (outcome) outcome->bytes_moved = bytes;
   return outcome;
 }

@@ -7,6 +7,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tessera/balance/cluster/link_calls.hpp"
 #include "tessera/gemm/client.hpp"
@@ -18,32 +19,41 @@ namespace tessera::balance::multiply {
 namespace {
 
 using ResidentClock = std::chrono::steady_clock;
-constexpr uint64_t kSmallestPieceBytes = uint64_t{1} << 20;
+constexpr uint64_t kSmallestPieceBytes = uint64_t{4} << 20;
 namespace tp = tessera::transport;
 
 double elapsed_s(ResidentClock::time_point start) { return std::chrono::duration<double>(ResidentClock::now() - start).count(); }
 
 // Runs work(i, connection) for every share's node at once (cluster::on_links: each on its own
 // thread, a connection that moves no byte for `timeout_s` shut down). The first failure, named by
-// its node, or OK.
+// its node, or OK. A node whose call failed is in no known state: its connection is dropped (the
+// worker's session, and every piece it held, end with it), which is how the callers tell the
+// nodes lost from the others.
 template <typename Work>
 Status on_share_nodes(cluster::ClusterConnection& cluster, const std::vector<ResidentShare>& shares, double timeout_s,
                       Work&& work) {
   std::vector<cluster::NodeLink*> links;
   for (const ResidentShare& share : shares) links.push_back(&cluster.links()[share.link]);
   const auto silence = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(timeout_s));
+  for (cluster::NodeLink* link : links) {
+    if (!link->connection) return network_error(fmt::format("node '{}': lost earlier in this session", link->spec.name));
+  }
   const std::vector<cluster::CallOutcome> outcomes =
       cluster::on_links(links, silence, nullptr, [&](std::size_t i) { return work(i, *links[i]->connection); });
+  Status first = Status::ok();
   for (std::size_t i = 0; i < shares.size(); ++i) {
     if (outcomes[i].status.is_ok()) continue;
     const std::string& node = links[i]->spec.name;
-    if (outcomes[i].silent) {
-      return network_error(
-          fmt::format("node '{}': unresponsive: no frame for {:.3g} s while it owed a resident product", node, timeout_s));
-    }
-    return outcomes[i].status.with_context(fmt::format("node '{}': ", node));
+    Status failed = outcomes[i].silent
+                        ? network_error(fmt::format("node '{}': unresponsive: no frame for {:.3g} s while it owed a "
+                                                    "resident product",
+                                                    node, timeout_s))
+                        : outcomes[i].status.with_context(fmt::format("node '{}': ", node));
+    if (first.is_ok()) first = std::move(failed);
+    links[i]->connection->shutdown();
+    links[i]->connection.reset();
   }
-  return Status::ok();
+  return first;
 }
 
 // What a node pays for a product whatever its share: a round trip, and X reaching it.
@@ -166,7 +176,9 @@ Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::M
   const uint64_t row_bytes = a.cols * sizeof(double);
   const uint64_t by_size = std::max<uint64_t>(1, std::min<uint64_t>(options.largest_tile_bytes / row_bytes, 1u << 20));
   const uint64_t by_count = (a.rows + std::max<uint64_t>(1, options.grid_pieces) - 1) / std::max<uint64_t>(1, options.grid_pieces);
-  // Pieces of a few rows would cost a job each for no gain in balance: at least a MiB.
+  // Every piece is a job per product (a few tens of microseconds on the worker and here): pieces
+  // of 4096-wide rows cut to 1 MiB made a 4096 x 4096 product on one node 60% slower than BLAS;
+  // at least 4 MiB.
   const uint64_t by_floor = (kSmallestPieceBytes + row_bytes - 1) / row_bytes;
   placed.block_rows = std::max<uint64_t>(1, std::min(by_size, std::max(by_count, by_floor)));
   uint32_t next_id = first_tile_id;
@@ -240,7 +252,7 @@ Result<uint64_t> rebalance_rows(cluster::ClusterConnection& cluster, linalg::Mat
     shares[static_cast<std::size_t>(at - links.begin())] = share;
   }
   // Pieces leave a node above its target from its end while that brings it nearer.
-  std::vector<ResidentBlock> moving;
+  std::vector<std::pair<ResidentBlock, std::size_t>> moving;  // (piece, the node giving it)
   std::vector<std::vector<ResidentBlock>> released(links.size());
   for (std::size_t i = 0; i < shares.size(); ++i) {
     ResidentShare& share = shares[i];
@@ -248,26 +260,27 @@ Result<uint64_t> rebalance_rows(cluster::ClusterConnection& cluster, linalg::Mat
       const int64_t held = static_cast<int64_t>(share.rows);
       const int64_t piece = share.blocks.back().rows;
       if (std::abs(held - piece - target[i]) >= std::abs(held - target[i])) break;
-      moving.push_back(share.blocks.back());
-      released[i].push_back(share.blocks.back());
+      moving.emplace_back(share.blocks.back(), i);
       share.blocks.pop_back();
       share.rows -= static_cast<uint64_t>(piece);
     }
   }
-  // ... and each, largest first, goes to the node furthest below its target, under a new id (the
-  // old one is still held where it was until the move is done).
-  std::sort(moving.begin(), moving.end(), [](const ResidentBlock& x, const ResidentBlock& y) { return x.rows > y.rows; });
+  // ... and each, largest first, goes to the node furthest below its target under its own id:
+  // ids are unique among the matrix's pieces, so the receiver holds no other piece by that id.
+  std::stable_sort(moving.begin(), moving.end(), [](const auto& x, const auto& y) { return x.first.rows > y.first.rows; });
   std::vector<std::vector<ResidentBlock>> received(links.size());
-  uint32_t next_id = placed.next_tile_id;
-  for (ResidentBlock piece : moving) {
+  for (const auto& [piece, giver] : moving) {
     std::size_t furthest = 0;
     for (std::size_t i = 1; i < shares.size(); ++i) {
       if (target[i] - static_cast<int64_t>(shares[i].rows) > target[furthest] - static_cast<int64_t>(shares[furthest].rows)) {
         furthest = i;
       }
     }
-    piece.tile_id = next_id++;
-    received[furthest].push_back(piece);
+    // A giver that ends up furthest below keeps its piece: nothing travels, nothing is released.
+    if (furthest != giver) {
+      received[furthest].push_back(piece);
+      released[giver].push_back(piece);
+    }
     shares[furthest].blocks.push_back(piece);
     shares[furthest].rows += piece.rows;
   }
@@ -302,7 +315,6 @@ Result<uint64_t> rebalance_rows(cluster::ClusterConnection& cluster, linalg::Mat
     cluster::NodeLink& link = cluster.links()[shares[i].link];
     if (link.connection) (void)gemm::GemmClient(*link.connection).release(ids);
   }
-  placed.next_tile_id = next_id;
   placed.shares.clear();
   for (ResidentShare& share : shares) {
     if (share.blocks.empty()) continue;
@@ -430,6 +442,67 @@ Result<ResidentProduct> multiply_resident(cluster::ClusterConnection& cluster, c
   if (check.passed) check.detail = fmt::format("Freivalds with the placed check vector over {} columns", n);
   check.seconds = product.verification_seconds = elapsed_s(check_start);
   return product;
+}
+
+std::vector<std::string> lost_nodes(const cluster::ClusterConnection& cluster, const ResidentMatrix& a) {
+  std::vector<std::string> lost;
+  for (const ResidentShare& share : a.shares) {
+    const cluster::NodeLink& link = cluster.links()[share.link];
+    if (!link.connection) lost.push_back(link.spec.name);
+  }
+  return lost;
+}
+
+Result<uint64_t> replace_lost_rows(cluster::ClusterConnection& cluster, linalg::MatrixView source, ResidentMatrix& a) {
+  std::vector<std::size_t> links;
+  std::vector<uint64_t> rows;
+  uint64_t surviving = 0;
+  for (const ResidentShare& share : a.shares) {
+    links.push_back(share.link);
+    const bool alive = cluster.links()[share.link].connection != nullptr;
+    rows.push_back(alive ? share.rows : 0);
+    surviving += alive ? share.rows : 0;
+  }
+  if (surviving == 0) return network_error("every node holding the matrix's rows was lost");
+  // The lost rows go to the survivors in proportion to what each holds: the shares stay balanced
+  // as they were measured.
+  uint64_t given = 0;
+  std::size_t largest = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i] = static_cast<uint64_t>(static_cast<double>(rows[i]) * static_cast<double>(a.rows) / static_cast<double>(surviving));
+    given += rows[i];
+    if (rows[i] > rows[largest]) largest = i;
+  }
+  rows[largest] += a.rows - given;  // the floors' remainder
+  return rebalance_rows(cluster, source, a, links, rows);
+}
+
+Result<ResidentProduct> multiply_resident_surviving(cluster::ClusterConnection& cluster, linalg::MatrixView source,
+                                                    ResidentMatrix& a, linalg::MatrixView x, linalg::MutableMatrixView y,
+                                                    const std::function<void(const std::string&)>& on_lost,
+                                                    const ResidentOptions& options) {
+  for (;;) {
+    Result<ResidentProduct> product = multiply_resident(cluster, a, x, y, options);
+    std::vector<std::string> lost = lost_nodes(cluster, a);
+    if (product || lost.empty()) return product;
+    for (std::string& name : lost) name = "'" + name + "'";
+    const uint64_t before = a.bytes_placed;
+    Result<uint64_t> moved = replace_lost_rows(cluster, source, a);
+    if (!moved) {
+      return product.status().with_context(
+          fmt::format("{}; placing its rows again failed ({}): ", fmt::join(lost, ", "), moved.status().message()));
+    }
+    if (on_lost) {
+      on_lost(fmt::format("node{} {} lost during a resident product ({}); {:.1f} MB of rows placed again on the "
+                          "others, the product runs again",
+                          lost.size() == 1 ? "" : "s", fmt::join(lost, ", "), product.status().message(),
+                          static_cast<double>(a.bytes_placed - before) / 1e6));
+    }
+    // A node left out for good: its share of the matrix is gone from it.
+    a.shares.erase(std::remove_if(a.shares.begin(), a.shares.end(),
+                                  [&](const ResidentShare& share) { return !cluster.links()[share.link].connection; }),
+                   a.shares.end());
+  }
 }
 
 Result<ResidentBalance> balance_resident(cluster::ClusterConnection& cluster, linalg::MatrixView a,

@@ -158,6 +158,13 @@ Result<PlannedMultiply> plan_policy(const cluster::ClusterSpec& cluster, const s
   return planned;
 }
 
+// The caller's matrix is borrowed: the caller keeps it unchanged while the placement lives, and a
+// lost node's rows are placed again from it.
+struct Session::ResidentEntry {
+  multiply::ResidentMatrix matrix;
+  linalg::MatrixView source;
+};
+
 struct Session::State {
   cluster::ClusterSpec cluster;  // the nodes taking part
   // For each node taking part, its position in the cluster file: what the caller's per-node lists
@@ -170,7 +177,7 @@ struct Session::State {
   std::optional<profile::ClusterProfile> profile;
   std::optional<Status> ignored_profile_problem;
   cluster::ClusterConnection connection;
-  std::map<uint64_t, multiply::ResidentMatrix> resident;
+  std::map<uint64_t, ResidentEntry> resident;
   uint64_t next_resident_id = 1;
   uint32_t next_resident_tile = multiply::kFirstResidentTileId;
 };
@@ -585,7 +592,6 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const Placem
     balance.columns = options.columns;
     Result<multiply::ResidentBalance> balanced =
         multiply::balance_resident(state_->connection, a, *placed, links, costs, balance, resident);
-    state_->next_resident_tile = std::max(state_->next_resident_tile, placed->next_tile_id);
     if (!balanced) {
       multiply::release_resident(state_->connection, *placed);
       return balanced.status();
@@ -608,12 +614,12 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const Placem
     placement.rows_per_node.emplace_back(all[i].spec.name, held);
   }
   placement.bytes_placed = placed->bytes_placed;
-  state_->resident.emplace(placement.id, std::move(*placed));
+  state_->resident.emplace(placement.id, ResidentEntry{std::move(*placed), a});
   placement.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return placement;
 }
 
-Result<const multiply::ResidentMatrix*> Session::resident_matrix(uint64_t id) const {
+Result<Session::ResidentEntry*> Session::resident_entry(uint64_t id) {
   const auto found = state_->resident.find(id);
   if (found == state_->resident.end()) {
     return not_found(fmt::format("no resident matrix {} in this session (it ended, or the matrix was freed)", id));
@@ -621,36 +627,51 @@ Result<const multiply::ResidentMatrix*> Session::resident_matrix(uint64_t id) co
   return &found->second;
 }
 
+namespace {
+
+// A lost node's rows placed again on the others, heard as a notice.
+multiply::ResidentSurvival survival_of(linalg::MatrixView source, const RunControl& control) {
+  return {source, [&control](const std::string& notice) {
+            if (control.on_notice) control.on_notice(notice);
+          }};
+}
+
+}  // namespace
+
 Result<multiply::ResidentProduct> Session::multiply_resident(uint64_t id, linalg::MatrixView x,
                                                              linalg::MutableMatrixView y, const RunControl& control) {
   if (cancel_requested(control)) return cancelled("cancelled before the product started");
-  Result<const multiply::ResidentMatrix*> a = resident_matrix(id);
-  if (!a) return a.status();
+  Result<ResidentEntry*> entry = resident_entry(id);
+  if (!entry) return entry.status();
   CancelWatcher watcher(control.cancel, state_->connection);
-  return multiply::multiply_resident(state_->connection, **a, x, y);
+  const multiply::ResidentSurvival survival = survival_of((*entry)->source, control);
+  return multiply::multiply_resident_surviving(state_->connection, (*entry)->source, (*entry)->matrix, x, y,
+                                               survival.on_lost);
 }
 
 Result<multiply::IterationOutcome> Session::power_iteration(uint64_t id, const multiply::PowerOptions& options,
                                                             const RunControl& control) {
-  Result<const multiply::ResidentMatrix*> a = resident_matrix(id);
-  if (!a) return a.status();
+  Result<ResidentEntry*> entry = resident_entry(id);
+  if (!entry) return entry.status();
   CancelWatcher watcher(control.cancel, state_->connection);
-  return multiply::power_iteration(state_->connection, **a, options, control.cancel);
+  const multiply::ResidentSurvival survival = survival_of((*entry)->source, control);
+  return multiply::power_iteration(state_->connection, (*entry)->matrix, options, control.cancel, &survival);
 }
 
 Result<multiply::IterationOutcome> Session::conjugate_gradient(uint64_t id, std::span<const double> b,
                                                                const multiply::CgOptions& options,
                                                                const RunControl& control) {
-  Result<const multiply::ResidentMatrix*> a = resident_matrix(id);
-  if (!a) return a.status();
+  Result<ResidentEntry*> entry = resident_entry(id);
+  if (!entry) return entry.status();
   CancelWatcher watcher(control.cancel, state_->connection);
-  return multiply::conjugate_gradient(state_->connection, **a, b, options, control.cancel);
+  const multiply::ResidentSurvival survival = survival_of((*entry)->source, control);
+  return multiply::conjugate_gradient(state_->connection, (*entry)->matrix, b, options, control.cancel, &survival);
 }
 
 void Session::release_resident(uint64_t id) {
   const auto found = state_->resident.find(id);
   if (found == state_->resident.end()) return;
-  multiply::release_resident(state_->connection, found->second);
+  multiply::release_resident(state_->connection, found->second.matrix);
   state_->resident.erase(found);
 }
 

@@ -79,6 +79,7 @@ int command_iterate(const IterateCommand& command, std::ostream& out, std::ostre
   if (!session) return report_failure(err, session.status());
   session::RunControl control;
   control.cancel = command.interrupted;
+  control.on_notice = [&err](const std::string& notice) { print_warnings(err, {notice}); };
   Result<session::ResidentPlacement> placed = session->place_rows(*a, *placement, control);
   if (!placed) return report_failure(err, placed.status());
   print_warnings(err, placed->warnings);

@@ -199,7 +199,7 @@ struct ResidentRunRecord {
   double bytes_placed = 0.0;        // ... and sent
   double bytes_run = 0.0;           // what the run's products moved, both ways
   double bound_s = NAN;             // power, cluster: the nodes' rates measured all at once
-  std::string rows;                 // "desktop 9088, pi1 2225, ..." (placed variants)
+  std::string rows;                 // "desktop:9088 pi1:2225 ..." (placed variants)
   bool verified = false;
 };
 
@@ -322,7 +322,7 @@ Status write_resident_csvs(const std::string& out_dir, const ResidentStudy& stud
   for (const auto& [key, stats] : groups) {
     const std::vector<double> all = stats.iterations();
     const ResidentComparison c = compare_resident(groups, key);
-    summary += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{}\n",
+    summary += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                            resident_workload_name(study.workloads[std::get<1>(key)].workload),
                            clusters[std::get<0>(key)].spec.name, resident_variant_name(std::get<2>(key)), stats.runs.size(),
                            all.size(), csv_number(all.empty() ? NAN : median(all)),
@@ -481,10 +481,12 @@ class ResidentStudyKind final : public StudyKind {
         if (layers_.empty()) {
           progress << fmt::format("generating {} layers of {}x{}\n", w.layers, w.n, w.n);
           layers_ = resident_layer_matrices(w.n, w.layers);
+          for (linalg::Matrix& layer : layers_) linalg::prefer_huge_pages(layer);
         }
       } else if (!spd_) {
         progress << fmt::format("generating a symmetric positive definite {}x{} matrix\n", w.n, w.n);
         spd_ = resident_spd_matrix(w.n, 42);
+        linalg::prefer_huge_pages(*spd_);  // as numpy's array would be: blas-1core streams it
       } else if (spd_->rows != w.n) {
         return invalid_config(fmt::format("{}: power, thin-products and cg share one matrix; give them the same n",
                                           study_.source_path));
@@ -568,7 +570,7 @@ class ResidentStudyKind final : public StudyKind {
     uint64_t id = 0;
     double seconds = 0.0;
     double bytes = 0.0;
-    std::string rows;  // "desktop 9088, pi1 2225, ..."
+    std::string rows;  // "desktop:9088 pi1:2225 ..." (a CSV cell: no commas)
   };
 
   // The placement of `which` for `variant`, placed now when it is not yet. Each workload's first
@@ -584,7 +586,7 @@ class ResidentStudyKind final : public StudyKind {
           session.place_rows(matrix(which), placement_options(variant, columns), control);
       if (!done) return done.status();
       Placed fresh{done->id, done->seconds, static_cast<double>(done->bytes_placed),
-                   join(done->rows_per_node, ", ", [](const auto& node) { return fmt::format("{} {}", node.first, node.second); })};
+                   join(done->rows_per_node, " ", [](const auto& node) { return fmt::format("{}:{}", node.first, node.second); })};
       found = placements_.emplace(key, std::move(fresh)).first;
     }
     const Placed& placement = found->second;

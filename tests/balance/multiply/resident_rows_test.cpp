@@ -70,7 +70,9 @@ TEST(ResidentRows, AMeasuredCostPerRowOverridesTheRate) {
   EXPECT_EQ(total(measured), 16384u);
   const double x_bytes = 16384.0 * sizeof(double);
   for (std::size_t i = 0; i < 4; ++i) {
-    if (i > 0) EXPECT_GT(measured.rows[i], forecast.rows[i] * 2) << i;
+    if (i > 0) {
+      EXPECT_GT(measured.rows[i], forecast.rows[i] * 2) << i;
+    }
     // Every node finishes together by the measured costs: X's trip and round trip, then its rows.
     const double fixed = 2.0 * nodes[i].latency_s + x_bytes / nodes[i].to_node_bytes_per_s;
     const double finish = fixed + static_cast<double>(measured.rows[i]) * nodes[i].measured_row_s;

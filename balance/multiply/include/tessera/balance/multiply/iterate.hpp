@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "tessera/balance/cluster/cluster_connection.hpp"
@@ -32,10 +33,18 @@ struct VectorProduct {
   std::function<Status(std::span<const double> v, std::vector<double>& y)> apply;
 };
 
+// What lets a resident product survive a lost node (multiply_resident_surviving): the matrix
+// placed, kept unchanged by the caller, and who hears of a loss (may be empty).
+struct ResidentSurvival {
+  linalg::MatrixView source;
+  std::function<void(const std::string&)> on_lost;
+};
+
 // A resident matrix's checked product on the nodes; each product's bytes both ways are added to
-// *bytes_moved when it is given.
-VectorProduct resident_product(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
-                               uint64_t* bytes_moved = nullptr);
+// *bytes_moved when it is given. With `survival`, a lost node's rows are placed again on the
+// others and the product runs again.
+VectorProduct resident_product(cluster::ClusterConnection& cluster, ResidentMatrix& a, uint64_t* bytes_moved = nullptr,
+                               const ResidentSurvival* survival = nullptr);
 // The same product with BLAS on this thread (`a` is borrowed; unchecked: nothing travels).
 VectorProduct local_product(linalg::MatrixView a);
 
@@ -61,8 +70,9 @@ struct IterationOutcome {
 // square, or a start vector A maps to zero.
 Result<IterationOutcome> power_iteration(const VectorProduct& product, const PowerOptions& options,
                                          const std::atomic<bool>* cancel = nullptr);
-Result<IterationOutcome> power_iteration(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
-                                         const PowerOptions& options, const std::atomic<bool>* cancel = nullptr);
+Result<IterationOutcome> power_iteration(cluster::ClusterConnection& cluster, ResidentMatrix& a,
+                                         const PowerOptions& options, const std::atomic<bool>* cancel = nullptr,
+                                         const ResidentSurvival* survival = nullptr);
 
 struct CgOptions {
   double tol = 1e-10;           // on ||b - A x|| / ||b||
@@ -76,8 +86,9 @@ struct CgOptions {
 // recurrence converged but the true residual is far from it.
 Result<IterationOutcome> conjugate_gradient(const VectorProduct& product, std::span<const double> b,
                                             const CgOptions& options, const std::atomic<bool>* cancel = nullptr);
-Result<IterationOutcome> conjugate_gradient(cluster::ClusterConnection& cluster, const ResidentMatrix& a,
+Result<IterationOutcome> conjugate_gradient(cluster::ClusterConnection& cluster, ResidentMatrix& a,
                                             std::span<const double> b, const CgOptions& options,
-                                            const std::atomic<bool>* cancel = nullptr);
+                                            const std::atomic<bool>* cancel = nullptr,
+                                            const ResidentSurvival* survival = nullptr);
 
 }  // namespace tessera::balance::multiply

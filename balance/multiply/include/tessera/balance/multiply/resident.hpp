@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -58,7 +59,7 @@ struct ResidentMatrix {
   std::vector<double> check_row;
   std::vector<double> check_magnitude;
   uint64_t bytes_placed = 0;  // tile data sent at placement and by every rebalance since
-  uint32_t next_tile_id = 0;  // the first id no piece has taken
+  uint32_t next_tile_id = 0;  // the first id past the pieces' (a move keeps a piece's id)
 };
 
 struct ResidentOptions {
@@ -174,6 +175,24 @@ Result<ResidentBalance> balance_resident(cluster::ClusterConnection& cluster, li
                                          ResidentMatrix& placed, std::span<const std::size_t> links,
                                          std::vector<ResidentNodeCost> costs, const BalanceOptions& balance,
                                          const ResidentOptions& options = {});
+
+// The nodes holding rows of `a` whose connection was dropped (a product failed on them), by name.
+std::vector<std::string> lost_nodes(const cluster::ClusterConnection& cluster, const ResidentMatrix& a);
+
+// Places the rows of the nodes lost (lost_nodes) again on the nodes still connected, from `source`
+// (the matrix placed, kept unchanged by the caller), in proportion to what each holds; returns
+// the bytes moved. Fails when no node holding rows is left.
+Result<uint64_t> replace_lost_rows(cluster::ClusterConnection& cluster, linalg::MatrixView source, ResidentMatrix& a);
+
+// multiply_resident that survives lost nodes: when nodes fail the product (killed, silent past
+// the deadline, an ERROR), their rows are placed again on the others from `source`, `on_lost`
+// (may be empty) hears a sentence saying so, and the product runs again; the result is exact or
+// the call fails (every node lost, or placing again failed). A product that fails its check is
+// returned as multiply_resident returns it.
+Result<ResidentProduct> multiply_resident_surviving(cluster::ClusterConnection& cluster, linalg::MatrixView source,
+                                                    ResidentMatrix& a, linalg::MatrixView x, linalg::MutableMatrixView y,
+                                                    const std::function<void(const std::string&)>& on_lost,
+                                                    const ResidentOptions& options = {});
 
 // Drops the row blocks from the nodes still connected (RELEASE; nothing waits for an answer).
 void release_resident(cluster::ClusterConnection& cluster, const ResidentMatrix& a);

@@ -245,15 +245,19 @@ class Session {
   // finish is left out, with a warning saying so; equal shares without a profile), then moved to
   // what products on the placed rows measure (multiply::balance_resident); or even. A node that
   // cannot hold its share fails the call, named; nothing placed is left behind. An unknown or
-  // unconnected node in options.nodes is refused, named.
+  // unconnected node in options.nodes is refused, named. `a` is borrowed for as long as the
+  // placement lives (keep it unchanged): a node lost later has its rows placed again from it.
   Result<ResidentPlacement> place_rows(linalg::MatrixView a, const PlacementOptions& options = {},
                                        const RunControl& control = {});
   // Y = A X with A the placed matrix `id`: only X and Y travel; checked (verification in the
   // result: a product that fails it is a success the caller refuses). kNotFound for an id this
-  // session does not hold. A lost node fails the call naming it.
+  // session does not hold. A node lost during a product (killed, silent past its deadline, an
+  // ERROR) has its rows placed again on the others from the matrix placed, control.on_notice
+  // hears of it, and the product runs again; the call fails when no node is left.
   Result<multiply::ResidentProduct> multiply_resident(uint64_t id, linalg::MatrixView x, linalg::MutableMatrixView y,
                                                       const RunControl& control = {});
-  // Iterative methods over the placed matrix `id` (multiply/iterate.hpp); kNotFound as above.
+  // Iterative methods over the placed matrix `id` (multiply/iterate.hpp), lost nodes survived as
+  // above; kNotFound as above.
   Result<multiply::IterationOutcome> power_iteration(uint64_t id, const multiply::PowerOptions& options,
                                                      const RunControl& control = {});
   Result<multiply::IterationOutcome> conjugate_gradient(uint64_t id, std::span<const double> b,
@@ -269,8 +273,10 @@ class Session {
   void close();
 
  private:
+  // A placed matrix with the caller's matrix it was placed from (session.cpp).
+  struct ResidentEntry;
   // The placed matrix `id`, or kNotFound naming it.
-  Result<const multiply::ResidentMatrix*> resident_matrix(uint64_t id) const;
+  Result<ResidentEntry*> resident_entry(uint64_t id);
   // Measures a quick profile when there is none and the options allow it (saying so first).
   Status measure_missing_profile(const RunControl& control);
   // SessionOptions::peer_hosts narrowed to the nodes taking part, both ways (hosts[from][to]).
