@@ -369,13 +369,15 @@ py::dict ClusterHandle::place(const py::array& a, const tb::session::PlacementSe
 
 template <typename T>
 T ClusterHandle::run_resident(uint64_t generation,
-                              const std::function<Result<T>(tb::session::Session&, const tb::session::RunControl&)>& run) {
+                              const std::function<Result<T>(tb::session::Session&, const tb::session::RunControl&)>& run,
+                              std::vector<std::string>& notices) {
   if (!session_ || generation != session_generation_) {
     raise_status(not_found("the session that held this matrix has ended; it is placed again"));
   }
   std::atomic<bool> cancel{false};
   tb::session::RunControl control;
   control.cancel = &cancel;
+  control.on_notice = [&notices](const std::string& notice) { notices.push_back(notice); };  // a lost node
   Result<T> outcome = [&] {
     try {
       return run_interruptible(cancel, [&] { return run(*session_, control); }, {});
@@ -399,10 +401,13 @@ T ClusterHandle::run_resident(uint64_t generation,
 py::dict ClusterHandle::resident_multiply(uint64_t id, uint64_t generation, const py::array& x, const py::array& y) {
   const linalg::MatrixView x_view = input_view(x, "X");
   const linalg::MutableMatrixView y_view = output_view(y, static_cast<uint64_t>(y.shape(0)), x_view.cols);
+  std::vector<std::string> notices;
   const tb::multiply::ResidentProduct product = run_resident<tb::multiply::ResidentProduct>(
-      generation, [&](tb::session::Session& session, const tb::session::RunControl& control) {
+      generation,
+      [&](tb::session::Session& session, const tb::session::RunControl& control) {
         return session.multiply_resident(id, x_view, y_view, control);
-      });
+      },
+      notices);
   uint64_t to_nodes = 0;
   uint64_t from_nodes = 0;
   py::dict finish;
@@ -414,18 +419,18 @@ py::dict ClusterHandle::resident_multiply(uint64_t id, uint64_t generation, cons
   return py::dict(py::arg("verified") = product.verification.passed, py::arg("detail") = product.verification.detail,
                   py::arg("seconds") = product.seconds, py::arg("verification_seconds") = product.verification_seconds,
                   py::arg("bytes_to_nodes") = to_nodes, py::arg("bytes_from_nodes") = from_nodes,
-                  py::arg("node_finish_s") = finish);
+                  py::arg("node_finish_s") = finish, py::arg("notices") = notices);
 }
 
 namespace {
 
-py::dict iteration_dict(tb::multiply::IterationOutcome outcome) {
+py::dict iteration_dict(tb::multiply::IterationOutcome outcome, const std::vector<std::string>& notices) {
   py::array_t<double> vector(static_cast<py::ssize_t>(outcome.vector.size()));
   std::copy(outcome.vector.begin(), outcome.vector.end(), vector.mutable_data());
   return py::dict(py::arg("vector") = vector, py::arg("value") = outcome.value,
                   py::arg("iterations") = outcome.iterations, py::arg("residual") = outcome.residual,
                   py::arg("converged") = outcome.converged, py::arg("seconds") = outcome.seconds,
-                  py::arg("product_seconds") = outcome.product_seconds);
+                  py::arg("product_seconds") = outcome.product_seconds, py::arg("notices") = notices);
 }
 
 }  // namespace
@@ -436,10 +441,14 @@ py::dict ClusterHandle::power_iteration(uint64_t id, uint64_t generation, uint32
   options.iterations = iterations;
   options.tol = tol;
   options.seed = seed;
-  return iteration_dict(run_resident<tb::multiply::IterationOutcome>(
-      generation, [&](tb::session::Session& session, const tb::session::RunControl& control) {
+  std::vector<std::string> notices;
+  tb::multiply::IterationOutcome outcome = run_resident<tb::multiply::IterationOutcome>(
+      generation,
+      [&](tb::session::Session& session, const tb::session::RunControl& control) {
         return session.power_iteration(id, options, control);
-      }));
+      },
+      notices);
+  return iteration_dict(std::move(outcome), notices);
 }
 
 py::dict ClusterHandle::conjugate_gradient(uint64_t id, uint64_t generation, const py::array& b, double tol,
@@ -448,11 +457,15 @@ py::dict ClusterHandle::conjugate_gradient(uint64_t id, uint64_t generation, con
   tb::multiply::CgOptions options;
   options.tol = tol;
   options.max_iterations = max_iterations;
-  return iteration_dict(run_resident<tb::multiply::IterationOutcome>(
-      generation, [&](tb::session::Session& session, const tb::session::RunControl& control) {
+  std::vector<std::string> notices;
+  tb::multiply::IterationOutcome outcome = run_resident<tb::multiply::IterationOutcome>(
+      generation,
+      [&](tb::session::Session& session, const tb::session::RunControl& control) {
         return session.conjugate_gradient(id, std::span<const double>(b_view.data, b_view.rows * b_view.cols),
                                           options, control);
-      }));
+      },
+      notices);
+  return iteration_dict(std::move(outcome), notices);
 }
 
 void ClusterHandle::release(uint64_t id, uint64_t generation) {

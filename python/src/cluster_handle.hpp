@@ -127,10 +127,12 @@ class ClusterHandle {
   void finish_call();    // closes the session unless keep_connected
   // run(session, control) on the open session that placed a matrix in `generation` (NotFoundError
   // when it is not the open one: the caller places the matrix again), interruptibly; a failure
-  // raises, closing the session unless only the input was refused or a check failed.
+  // raises, closing the session unless only the input was refused or a check failed. `notices`
+  // gets the session's notices (a node lost and its rows placed again on the others).
   template <typename T>
   T run_resident(uint64_t generation,
-                 const std::function<Result<T>(balance::session::Session&, const balance::session::RunControl&)>& run);
+                 const std::function<Result<T>(balance::session::Session&, const balance::session::RunControl&)>& run,
+                 std::vector<std::string>& notices);
   void drop_session();   // closes it whatever keep_connected says
   emulation::LocalClusterOptions local_options() const;
 

@@ -415,17 +415,24 @@ class Cluster:
         _warn_all(placed["warnings"])
         return placed
 
+    # Each resident call warns of the nodes it lost (their rows placed again on the others).
     def _resident_multiply(self, placed: dict, x: np.ndarray, y: np.ndarray) -> dict:
         with self._lock:
-            return self._handle.resident_multiply(placed["id"], placed["generation"], x, y)
+            info = self._handle.resident_multiply(placed["id"], placed["generation"], x, y)
+        _warn_all(info.pop("notices"))
+        return info
 
     def _resident_power(self, placed: dict, iterations: int, tol: float, seed: int) -> dict:
         with self._lock:
-            return self._handle.power_iteration(placed["id"], placed["generation"], iterations, tol, seed)
+            info = self._handle.power_iteration(placed["id"], placed["generation"], iterations, tol, seed)
+        _warn_all(info.pop("notices"))
+        return info
 
     def _resident_cg(self, placed: dict, b: np.ndarray, tol: float, max_iterations: int) -> dict:
         with self._lock:
-            return self._handle.conjugate_gradient(placed["id"], placed["generation"], b, tol, max_iterations)
+            info = self._handle.conjugate_gradient(placed["id"], placed["generation"], b, tol, max_iterations)
+        _warn_all(info.pop("notices"))
+        return info
 
     def _release_rows(self, placed: dict) -> None:
         with self._lock:

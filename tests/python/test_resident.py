@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import warnings
 
 import numpy as np
 import pytest
 
 import tessera
+from conftest import LocalCluster
 
 # Products this small leave a node out by design; the warning says so and is not under test here.
 pytestmark = pytest.mark.filterwarnings("ignore::tessera.cluster.TesseraWarning")
@@ -142,3 +145,22 @@ def test_a_balanced_placement_is_measured_and_keeps_its_figures(cluster):
         x = rng.standard_normal(1000)
         np.testing.assert_allclose(R @ x, A @ x, rtol=1e-12, atol=1e-12)
         assert set(R.last_product["node_finish_s"]) == {name for name, rows in R.nodes.items() if rows > 0}
+
+
+def test_a_node_killed_mid_run_is_replaced_on_the_others_and_told(workdir):
+    own = LocalCluster(workdir, "pylost", nodes=3)
+    try:
+        rng = np.random.default_rng(9)
+        A = rng.standard_normal((600, 400))
+        x = rng.standard_normal(400)
+        with own.cluster as cluster:
+            R = cluster.scatter(A, split="even")
+            np.testing.assert_allclose(R @ x, A @ x, rtol=1e-12, atol=1e-12)
+            os.kill(own.pids[2], signal.SIGKILL)
+            with pytest.warns(tessera.TesseraWarning, match="lost during a resident product"):
+                y = R @ x
+            np.testing.assert_allclose(y, A @ x, rtol=1e-12, atol=1e-12)
+            assert R.placements == 1, "the rows were placed again within the call, not from scratch"
+            R.free()
+    finally:
+        own.stop()
