@@ -74,7 +74,7 @@ PY
 RESIDENT_N="${RESIDENT_N:-8192}"
 # A symmetric matrix with a dominant eigenvalue 1.25x the next: power iteration settles in some
 # sixty steps.
-python3 - "$RESIDENT_N" build/demo-resident.npy <<'PY'
+/usr/bin/python3 - "$RESIDENT_N" build/demo-resident.npy <<'PY'  # Debian's python3-numpy (scripts/setup.sh)
 import sys
 import numpy as np
 n = int(sys.argv[1])

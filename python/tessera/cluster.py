@@ -380,7 +380,8 @@ class Cluster:
 
     # -- matrices kept on the nodes ---------------------------------------------------------------
     def scatter(self, A: Any, *, columns: int = _PLACE.columns, nodes=None, split: str = _PLACE.split,
-                measure: bool = _PLACE.measure, allow_copy: bool = True) -> "ResidentArray":
+                measure: bool = _PLACE.measure, expected_products: int = _PLACE.expected_products,
+                allow_copy: bool = True) -> "ResidentArray":
         """Place A's rows on the nodes once and get a :class:`ResidentArray` whose products by thin
         operands (``R @ X``, X with few columns) ship only X out and the rows of the product back.
 
@@ -390,7 +391,8 @@ class Cluster:
         ``measure`` (the default) a few products on the placed rows then measure what each node
         really delivers when all run at once, and whole pieces of rows move to where those
         figures put them (a capped node's rate in a long product is not what a short probe
-        shows). ``split="even"`` gives every node the same rows, as tools that split by count
+        shows); a move is made only when it repays its transfer within ``expected_products``
+        products. ``split="even"`` gives every node the same rows, as tools that split by count
         do. ``nodes`` (names) places on those nodes only. ``placement`` says what placing cost
         (``bytes``, ``seconds``, ``forecast_s`` the profile's product time, ``measured_s`` the
         median product with the final shares, ``bytes_moved``).
@@ -404,6 +406,7 @@ class Cluster:
             raise InvalidInputError(f"columns={columns!r}: give the operands' column count, 1 or more")
         settings = _tessera.PlacementSettings()
         settings.columns, settings.split, settings.measure = columns, split, bool(measure)
+        settings.expected_products = max(1, int(expected_products))
         settings.nodes = [nodes] if isinstance(nodes, str) else [str(name) for name in (nodes or [])]
         a = as_matrix(A, "A", allow_copy)
         return ResidentArray(a, lambda matrix: self._place_rows(matrix, settings), self._resident_multiply,

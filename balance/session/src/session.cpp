@@ -590,6 +590,7 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const Placem
   if (sized && options.measure && links.size() > 1) {
     multiply::BalanceOptions balance;
     balance.columns = options.columns;
+    balance.expected_products = options.expected_products;
     Result<multiply::ResidentBalance> balanced =
         multiply::balance_resident(state_->connection, a, *placed, links, costs, balance, resident);
     if (!balanced) {

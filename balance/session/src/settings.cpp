@@ -1,5 +1,6 @@
 #include "tessera/balance/session/settings.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -145,6 +146,7 @@ Result<PlacementOptions> resolve_placement_settings(const PlacementSettings& set
   options.columns = settings.columns;
   options.nodes = settings.nodes;
   options.measure = settings.measure;
+  options.expected_products = std::max<uint64_t>(1, settings.expected_products);
   return options;
 }
 

@@ -40,6 +40,9 @@ struct IterateCommand {
 int command_iterate(const IterateCommand& command, std::ostream& out, std::ostream& err) {
   session::PlacementSettings placement_settings = command.placement;
   placement_settings.measure = !command.no_measure;
+  // The steps the placement will serve, as far as the command knows: a move must repay itself.
+  placement_settings.expected_products =
+      command.iterations.value_or(command.method == "power" ? balance::multiply::PowerOptions{}.iterations : 100);
   Result<session::PlacementOptions> placement = session::resolve_placement_settings(placement_settings, flag_spelling());
   if (!placement) return report_failure(err, placement.status());
   if (command.method != "power" && command.method != "cg") {

@@ -146,7 +146,8 @@ Result<ResidentProduct> multiply_resident(cluster::ClusterConnection& cluster, c
 // (`products_per_round` at a time, every node at once, as the real products will run), each
 // node's cost per row taken from its median finish net of its fixed cost, and the shares moved
 // (rebalance_rows) to where resident_rows puts them with those costs, while the forecast gain is
-// worth it (5%), up to `rounds` times. The shares left are the best measured. costs[i] is the
+// worth it (5%, and repaid within the expected products), up to `rounds` times. The shares left
+// are the last measured, or an earlier round's when those were clearly (10%) faster. costs[i] is the
 // cost of node links[i], as resident_rows takes it (nodes without rows keep their forecast cost).
 struct BalanceRound {
   std::vector<uint64_t> rows;  // per node of `links`, during this round's products
@@ -168,6 +169,9 @@ struct BalanceOptions {
   int products_per_round = 3;
   int rounds = 3;
   double worth_moving = 0.05;  // a forecast gain below this fraction of the measured time is not
+  // The products the placement is expected to serve: a move is made only when the time it saves
+  // over them outweighs the time its rows take to reach the gaining nodes (their links' rates).
+  uint64_t expected_products = 100;
   uint64_t seed = 7;
 };
 

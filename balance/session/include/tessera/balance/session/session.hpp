@@ -150,6 +150,9 @@ struct PlacementOptions {
   std::vector<std::string> nodes;
   Split split = Split::kBalanced;
   bool measure = true;  // kBalanced: move the shares to what products on the placed rows show
+  // kBalanced: the products the matrix will serve; a move is made only when it repays its
+  // transfer within them (multiply::BalanceOptions::expected_products).
+  uint64_t expected_products = 100;
 };
 
 // A matrix the session keeps on its nodes (place_rows), by id.

@@ -210,6 +210,7 @@ struct PlacementSettings {
   std::vector<std::string> nodes;
   std::string split = "balanced";
   bool measure = PlacementOptions{}.measure;
+  uint64_t expected_products = PlacementOptions{}.expected_products;
   bool operator==(const PlacementSettings&) const = default;
 };
 
