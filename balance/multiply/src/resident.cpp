@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "tessera/balance/cluster/link_calls.hpp"
+#include "tessera/core/stats.hpp"
 #include "tessera/gemm/client.hpp"
 #include "tessera/linalg/gemm.hpp"
 #include "tessera/transport/crc32c.hpp"
@@ -75,12 +76,6 @@ Status store_pieces(tp::FrameConnection& connection, linalg::MatrixView a, std::
                                               a.row(piece.row_begin), a.ld, crc.value()));
   }
   return client.stats().status();
-}
-
-template <typename T>
-T median_of(std::vector<T> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? T{} : values[values.size() / 2];
 }
 
 }  // namespace
@@ -498,10 +493,7 @@ Result<ResidentProduct> multiply_resident_surviving(cluster::ClusterConnection& 
                           lost.size() == 1 ? "" : "s", fmt::join(lost, ", "), product.status().message(),
                           static_cast<double>(a.bytes_placed - before) / 1e6));
     }
-    // A node left out for good: its share of the matrix is gone from it.
-    a.shares.erase(std::remove_if(a.shares.begin(), a.shares.end(),
-                                  [&](const ResidentShare& share) { return !cluster.links()[share.link].connection; }),
-                   a.shares.end());
+    // rebalance_rows left the lost nodes no piece, so no share: the loop runs on the others.
   }
 }
 
@@ -548,7 +540,7 @@ Result<ResidentBalance> balance_resident(cluster::ClusterConnection& cluster, li
             .push_back(node.finish_s);
       }
     }
-    measured.measured_s = median_of(makespans);
+    measured.measured_s = median(makespans);
     outcome.rounds.push_back(measured);
     if (measured.measured_s < outcome.rounds[best].measured_s) best = outcome.rounds.size() - 1;
     if (round >= balance.rounds) break;
@@ -556,7 +548,7 @@ Result<ResidentBalance> balance_resident(cluster::ClusterConnection& cluster, li
     // finish over its rows, so a node whose fixed cost was overestimated is not thought free.
     for (std::size_t i = 0; i < links.size(); ++i) {
       if (finishes[i].empty() || measured.rows[i] == 0) continue;
-      const double finish = median_of(finishes[i]);
+      const double finish = median(finishes[i]);
       const double per_row = std::max(finish - fixed_cost(costs[i], placed.cols, balance.columns), 0.25 * finish) /
                              static_cast<double>(measured.rows[i]);
       costs[i].measured_row_s = outcome.measured_row_s[i] = per_row;
