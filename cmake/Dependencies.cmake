@@ -27,6 +27,13 @@ tessera_require(fmt_FOUND libfmt-dev)
 find_package(CLI11 QUIET)
 tessera_require(CLI11_FOUND libcli11-dev)
 
+# Header-only (XXH_INLINE_ALL): the placement cache's hashes and the block keys' content digests
+# (the worker's too), no shared library to ship.
+find_path(XXHASH_INCLUDE_DIR xxhash.h)
+tessera_require(XXHASH_INCLUDE_DIR libxxhash-dev)
+add_library(tessera_xxhash INTERFACE)
+target_include_directories(tessera_xxhash SYSTEM INTERFACE ${XXHASH_INCLUDE_DIR})
+
 # The coordinator's dependencies; a worker-only build (TESSERA_WORKER_ONLY) needs none of them.
 if(NOT TESSERA_WORKER_ONLY)
   find_path(METIS_INCLUDE_DIR metis.h)
@@ -35,11 +42,6 @@ if(NOT TESSERA_WORKER_ONLY)
   add_library(tessera_metis INTERFACE)
   target_include_directories(tessera_metis SYSTEM INTERFACE ${METIS_INCLUDE_DIR})
   target_link_libraries(tessera_metis INTERFACE ${METIS_LIBRARY})
-  # Header-only (XXH_INLINE_ALL): the placement cache's hashes, no shared library to ship.
-  find_path(XXHASH_INCLUDE_DIR xxhash.h)
-  tessera_require(XXHASH_INCLUDE_DIR libxxhash-dev)
-  add_library(tessera_xxhash INTERFACE)
-  target_include_directories(tessera_xxhash SYSTEM INTERFACE ${XXHASH_INCLUDE_DIR})
 
   find_package(yaml-cpp QUIET)
   tessera_require(yaml-cpp_FOUND libyaml-cpp-dev)

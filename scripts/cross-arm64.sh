@@ -32,7 +32,7 @@ build_dir=build-arm64
 package_dir=build-pkg
 
 # Host (amd64) tools and the arm64 libraries the worker links.
-host_packages=(crossbuild-essential-arm64 qemu-user-static dpkg-dev pkg-config cmake libasio-dev libcli11-dev)
+host_packages=(crossbuild-essential-arm64 qemu-user-static dpkg-dev pkg-config cmake libasio-dev libcli11-dev libxxhash-dev)
 arm64_packages=(libopenblas-dev:arm64 libssl-dev:arm64 libfmt-dev:arm64)
 
 missing=()

@@ -9,7 +9,7 @@ packages=(
   libasio-dev          # standalone Asio: TCP sessions of coordinator and worker
   libopenblas-dev      # GEMM kernels on the workers and for exact verification
   libmetis-dev         # graph partitioning (partition/)
-  libxxhash-dev        # XXH3 content hashes of the placement cache (partition/), header-only
+  libxxhash-dev        # XXH3: content hashes of the placement cache and of resident blocks, header-only
   libmetis-doc         # real graphs for graph tests and studies: examples/graphs/{4elt,copter2,mdual}.graph
   python3-networkx     # a real directed graph for tests: examples/algorithms/hartford_drug.edgelist
   libyaml-cpp-dev      # cluster descriptions with line numbers for error messages

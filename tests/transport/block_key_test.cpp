@@ -17,10 +17,23 @@ TEST(BlockKey, NamesTheBytesAndTheShape) {
   changed[5] = 6.000000000000001;
   EXPECT_NE(*key, *block_key(2, 3, changed)) << "one ulp";
   // A fixed answer, so that coordinator and workers on other machines (arm64) agree: the
-  // SHA-256 of "tessera-block-v1", rows and cols (u32 LE) and the doubles (LE), as Python's
-  // hashlib computes it for this block.
+  // SHA-256 of "tessera-block-v2", rows and cols (u32 LE) and the canonical XXH3-128 of the
+  // doubles (LE), as Python's hashlib and the libxxhash0 shared library compute it for this block.
   EXPECT_EQ(to_hex(*block_key(1, 1, std::vector<double>{1.0})),
-            "f924bcc1f7c49e2551491aa30b2c3728d25b11e32c02fb4c9a78d66074352d42");
+            "74609be499b24076222a960c2a06788f42a7a520e1ad95810983682aef3676dc");
+}
+
+TEST(BlockKey, RowsInsideALargerMatrixNameTheSameBlockAsTheirCopy) {
+  // A 3 x 4 matrix; its rows 1..2, columns 0..4 read in place (stride 4) and copied out.
+  std::vector<double> matrix(12);
+  for (std::size_t i = 0; i < matrix.size(); ++i) matrix[i] = 0.25 * static_cast<double>(i);
+  const std::vector<double> copy(matrix.begin() + 4, matrix.end());
+  EXPECT_EQ(*block_key(2, 4, matrix.data() + 4, 4), *block_key(2, 4, copy));
+  // Columns 1..3 of every row, strided, against their copy.
+  std::vector<double> narrow;
+  for (std::size_t r = 0; r < 3; ++r) narrow.insert(narrow.end(), matrix.begin() + 4 * r + 1, matrix.begin() + 4 * r + 4);
+  EXPECT_EQ(*block_key(3, 3, matrix.data() + 1, 4), *block_key(3, 3, narrow));
+  EXPECT_FALSE(block_key(3, 3, std::span<const double>(narrow).first(8)).is_ok()) << "values that are not rows x cols";
 }
 
 TEST(BlockKey, HexRoundTripsAndRefusesWhatIsNotAKey) {

@@ -2,34 +2,52 @@
 
 #include <bit>
 #include <cstring>
+#include <string>
 
-#include <openssl/evp.h>
+#include <openssl/sha.h>
+// Header-only (the functions inlined here), so the worker links no xxhash library on any machine.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "tessera/core/strings.hpp"
 
 namespace tessera::transport {
 
-static_assert(std::endian::native == std::endian::little, "block keys hash doubles as they lie in memory");
+static_assert(std::endian::native == std::endian::little, "block keys hash doubles as they lie in memory (LE)");
+
+Result<BlockKey> block_key(uint32_t rows, uint32_t cols, const double* first_row, std::size_t row_stride) {
+  // The values' XXH3-128 (its canonical, big-endian bytes, the same on every machine), read row by
+  // row so that rows inside a larger matrix need no copy.
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  if (XXH3_128bits_reset(&state) != XXH_OK) return internal_error("XXH3 of a block failed");
+  const std::size_t row_bytes = std::size_t{cols} * sizeof(double);
+  if (row_stride == cols) {
+    XXH3_128bits_update(&state, first_row, row_bytes * rows);
+  } else {
+    for (uint32_t r = 0; r < rows; ++r) XXH3_128bits_update(&state, first_row + r * row_stride, row_bytes);
+  }
+  XXH128_canonical_t content{};
+  XXH128_canonicalFromHash(&content, XXH3_128bits_digest(&state));
+
+  // SHA-256 of "tessera-block-v2" | rows (u32 LE) | cols (u32 LE) | the content digest.
+  std::array<unsigned char, 24 + sizeof(content.digest)> named{};
+  std::memcpy(named.data(), "tessera-block-v2", 16);
+  std::memcpy(named.data() + 16, &rows, 4);
+  std::memcpy(named.data() + 20, &cols, 4);
+  std::memcpy(named.data() + 24, content.digest, sizeof(content.digest));
+  BlockKey key;
+  static_assert(sizeof(key.digest) == SHA256_DIGEST_LENGTH);
+  SHA256(named.data(), named.size(), reinterpret_cast<unsigned char*>(key.digest.data()));
+  return key;
+}
 
 Result<BlockKey> block_key(uint32_t rows, uint32_t cols, std::span<const double> values) {
-  // "tessera-block-v1" | rows (u32 LE) | cols (u32 LE) | values
-  std::array<unsigned char, 24> prefix{};
-  std::memcpy(prefix.data(), "tessera-block-v1", 16);
-  std::memcpy(prefix.data() + 16, &rows, 4);
-  std::memcpy(prefix.data() + 20, &cols, 4);
-  BlockKey key;
-  unsigned int length = 0;
-  EVP_MD_CTX* context = EVP_MD_CTX_new();
-  const bool ok = context != nullptr && EVP_DigestInit_ex(context, EVP_sha256(), nullptr) == 1 &&
-                  EVP_DigestUpdate(context, prefix.data(), prefix.size()) == 1 &&
-                  EVP_DigestUpdate(context, values.data(), values.size_bytes()) == 1 &&
-                  EVP_DigestFinal_ex(context, reinterpret_cast<unsigned char*>(key.digest.data()), &length) == 1 &&
-                  length == key.digest.size();
-  EVP_MD_CTX_free(context);
-  // SHA-256 from the default provider fails only for lack of memory; a zero key would name every
-  // block alike, so the failure is the answer.
-  if (!ok) return internal_error("SHA-256 of a block failed (out of memory?)");
-  return key;
+  if (values.size() != uint64_t{rows} * cols) {
+    return invalid_argument("a " + std::to_string(rows) + "x" + std::to_string(cols) + " block holds " +
+                            std::to_string(values.size()) + " values");
+  }
+  return block_key(rows, cols, values.data(), cols);
 }
 
 std::string to_hex(const BlockKey& key) {
