@@ -217,5 +217,57 @@ TEST_F(BlockStoreTest, WithoutAFolderItIsMemoryOnly) {
   EXPECT_FALSE(fs::exists(dir_));
 }
 
+// A worker's use: disk only (no memory tier), kept from a tile's memory and loaded into another.
+TEST_F(BlockStoreTest, DiskOnlyKeepsFromAndLoadsIntoTheCallersMemory) {
+  const Block block = block_of(4, 3, 2.0);
+  const BlockKey key = key_of(block);
+  {
+    auto store = open(0, 1 << 20);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->keep_on_disk(key, 4, 3, block.values), "");
+    EXPECT_EQ(store->stats().memory_bytes, 0u) << "disk only: nothing held in memory";
+    EXPECT_EQ(store->keep_on_disk(key, 4, 3, block.values), "") << "kept twice: still one file";
+    EXPECT_EQ(store->stats().disk_bytes, fs::file_size(only_file(*store)));
+  }
+  auto store = open(0, 1 << 20);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->holds(key)) << "found again by the next worker";
+  std::vector<double> out(12, -1.0);
+  EXPECT_FALSE(store->load_into(key, 3, 4, out)) << "another shape than the key names";
+  EXPECT_TRUE(store->holds(key)) << "a wrong claim does not cost the sound file";
+  EXPECT_FALSE(store->load_into(key, 4, 3, std::span<double>(out).first(11))) << "a destination of the wrong size";
+  ASSERT_TRUE(store->load_into(key, 4, 3, out));
+  EXPECT_EQ(out, block.values);
+  EXPECT_EQ(store->stats().disk_hits, 1u);
+
+  // A flipped value in the file: the load fails, the file goes, nothing of it is used.
+  {
+    std::fstream file(only_file(*store), std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(-3, std::ios::end);
+    file.put('\x7f');
+  }
+  std::vector<double> again(12, -1.0);
+  EXPECT_FALSE(store->load_into(key, 4, 3, again));
+  EXPECT_FALSE(store->holds(key));
+  EXPECT_EQ(store->stats().dropped, 1u);
+  const BlockKey missing = key_of(block_of(1, 1, 9.0));
+  EXPECT_FALSE(store->load_into(missing, 1, 1, std::span<double>(again).first(1))) << "never held";
+
+  // Beyond the disk bound: not kept, and said why; within it, the least recently used goes first.
+  const Block big = block_of(64, 64, 0.0);
+  EXPECT_NE(open(0, 1024)->keep_on_disk(key_of(big), 64, 64, big.values).find("larger than the store's bound"),
+            std::string::npos);
+}
+
+// Without a folder a worker keeps nothing, and says so.
+TEST(BlockStore, NoFolderKeepsNothingAndSaysSo) {
+  Result<std::unique_ptr<BlockStore>> store = BlockStore::open(BlockStoreOptions{});
+  ASSERT_TRUE(store.is_ok());
+  const std::vector<double> values{1.0};
+  const BlockKey key = *transport::block_key(1, 1, values);
+  EXPECT_NE((*store)->keep_on_disk(key, 1, 1, values).find("no store folder"), std::string::npos);
+  EXPECT_FALSE((*store)->holds(key));
+}
+
 }  // namespace
 }  // namespace tessera::worker

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <span>
 #include <array>
 #include <cstring>
 #include <fstream>
@@ -99,15 +100,15 @@ Result<std::string> BlockStore::put(const tp::BlockKey& key, Block block) {
   if (block.values.size() != uint64_t{block.rows} * block.cols) {
     return invalid_argument(fmt::format("a {}x{} block holds {} values", block.rows, block.cols, block.values.size()));
   }
-  if (block.bytes() > options_.memory_bytes) {
+  if (block.bytes() > options_.memory_bytes && (folder_.empty() || options_.memory_bytes > 0)) {
     return resource_exhausted(fmt::format("a {}x{} block ({} bytes) exceeds the block store's memory bound of {} bytes",
                                           block.rows, block.cols, block.bytes(), options_.memory_bytes));
   }
   auto shared = std::make_shared<const Block>(std::move(block));
   std::lock_guard lock(mutex_);
-  hold_in_memory(key, shared);
+  if (options_.memory_bytes > 0) hold_in_memory(key, shared);
   if (folder_.empty() || disk_.count(key) != 0) return std::string();
-  std::optional<std::string> failed = write_file(key, *shared);
+  std::optional<std::string> failed = write_file(key, shared->rows, shared->cols, shared->values);
   if (failed) {
     ++stats_.write_failures;
     return *failed;
@@ -133,8 +134,9 @@ void BlockStore::hold_in_memory(const tp::BlockKey& key, std::shared_ptr<const B
   stats_.memory_bytes += bytes;
 }
 
-std::optional<std::string> BlockStore::write_file(const tp::BlockKey& key, const Block& block) {
-  const uint64_t bytes = file_bytes_for(block.bytes());
+std::optional<std::string> BlockStore::write_file(const tp::BlockKey& key, uint32_t rows, uint32_t cols,
+                                                  std::span<const double> values) {
+  const uint64_t bytes = file_bytes_for(values.size_bytes());
   if (bytes > options_.disk_bytes) {
     return fmt::format("block {} ({} bytes) not kept on disk: larger than the store's bound of {} bytes",
                        tp::to_hex(key).substr(0, 12), bytes, options_.disk_bytes);
@@ -145,17 +147,17 @@ std::optional<std::string> BlockStore::write_file(const tp::BlockKey& key, const
   }
   std::array<char, kFileHeaderBytes> header{};
   std::memcpy(header.data(), kMagic.data(), kMagic.size());
-  std::memcpy(header.data() + 8, &block.rows, 4);
-  std::memcpy(header.data() + 12, &block.cols, 4);
+  std::memcpy(header.data() + 8, &rows, 4);
+  std::memcpy(header.data() + 12, &cols, 4);
   std::memcpy(header.data() + 16, key.digest.data(), 32);
-  const tp::Mac mac = file_mac(options_.secret, key, block.rows, block.cols);
+  const tp::Mac mac = file_mac(options_.secret, key, rows, cols);
   std::memcpy(header.data() + 48, mac.data(), mac.size());
   const fs::path final_path = file_of(key);
   const fs::path temporary = folder_ / fmt::format(".tmp-{}-{}", ::getpid(), tp::to_hex(key).substr(0, 16));
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(block.values.data()), static_cast<std::streamsize>(block.bytes()));
+    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size_bytes()));
     out.flush();
     if (!out) {
       std::error_code ignored;
@@ -186,48 +188,111 @@ void BlockStore::drop_file(const tp::BlockKey& key) {
   disk_.erase(found);
 }
 
-std::shared_ptr<const Block> BlockStore::read_file(const tp::BlockKey& key) {
+std::optional<BlockStore::FileShape> BlockStore::open_file(const tp::BlockKey& key, std::ifstream& in) {
   const auto found = disk_.find(key);
-  if (found == disk_.end()) return nullptr;
+  if (found == disk_.end()) return std::nullopt;
   const uint64_t size = found->second.bytes;
-  const auto bad = [&] {
-    ++stats_.dropped;
-    drop_file(key);
-    return nullptr;
-  };
-  if (size < kFileHeaderBytes) return bad();
-  std::ifstream in(file_of(key), std::ios::binary);
+  if (size < kFileHeaderBytes) return drop_bad(key);
+  in.open(file_of(key), std::ios::binary);
   std::array<char, kFileHeaderBytes> header{};
-  if (!in.read(header.data(), static_cast<std::streamsize>(header.size()))) return bad();
-  uint32_t rows = 0;
-  uint32_t cols = 0;
-  std::memcpy(&rows, header.data() + 8, 4);
-  std::memcpy(&cols, header.data() + 12, 4);
+  if (!in.read(header.data(), static_cast<std::streamsize>(header.size()))) return drop_bad(key);
+  FileShape shape;
+  std::memcpy(&shape.rows, header.data() + 8, 4);
+  std::memcpy(&shape.cols, header.data() + 12, 4);
   tp::BlockKey filed;
   std::memcpy(filed.digest.data(), header.data() + 16, 32);
   tp::Mac mac{};
   std::memcpy(mac.data(), header.data() + 48, mac.size());
   // The size must match the shape before a byte of values is allocated.
-  const uint64_t values = uint64_t{rows} * cols;
+  const uint64_t values = uint64_t{shape.rows} * shape.cols;
   if (std::memcmp(header.data(), kMagic.data(), kMagic.size()) != 0 || filed != key ||
       values > (UINT64_MAX - kFileHeaderBytes) / sizeof(double) || size != file_bytes_for(values * sizeof(double)) ||
-      !tp::mac_equal(mac, file_mac(options_.secret, key, rows, cols))) {
-    return bad();
+      !tp::mac_equal(mac, file_mac(options_.secret, key, shape.rows, shape.cols))) {
+    return drop_bad(key);
   }
+  return shape;
+}
+
+std::nullopt_t BlockStore::drop_bad(const tp::BlockKey& key) {
+  ++stats_.dropped;
+  drop_file(key);
+  return std::nullopt;
+}
+
+bool BlockStore::read_values(const tp::BlockKey& key, const FileShape& shape, std::ifstream& in, std::span<double> out) {
+  if (!in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size_bytes()))) {
+    drop_bad(key);
+    return false;
+  }
+  Result<tp::BlockKey> recomputed = tp::block_key(shape.rows, shape.cols, out);
+  if (!recomputed || *recomputed != key) {
+    drop_bad(key);
+    return false;
+  }
+  const auto found = disk_.find(key);
+  disk_use_.splice(disk_use_.begin(), disk_use_, found->second.use);
+  return true;
+}
+
+std::shared_ptr<const Block> BlockStore::read_file(const tp::BlockKey& key) {
+  std::ifstream in;
+  const std::optional<FileShape> shape = open_file(key, in);
+  if (!shape) return nullptr;
+  const uint64_t values = uint64_t{shape->rows} * shape->cols;
   // A sound file of a block larger than memory may hold now (the bound was lowered): not used,
   // and kept for a worker that can.
   if (values * sizeof(double) > options_.memory_bytes) return nullptr;
   auto block = std::make_shared<Block>();
-  block->rows = rows;
-  block->cols = cols;
+  block->rows = shape->rows;
+  block->cols = shape->cols;
   block->values.resize(values);
-  if (!in.read(reinterpret_cast<char*>(block->values.data()), static_cast<std::streamsize>(values * sizeof(double)))) {
-    return bad();
-  }
-  Result<tp::BlockKey> recomputed = tp::block_key(rows, cols, block->values);
-  if (!recomputed || *recomputed != key) return bad();
-  disk_use_.splice(disk_use_.begin(), disk_use_, found->second.use);
+  if (!read_values(key, *shape, in, block->values)) return nullptr;
   return block;
+}
+
+std::string BlockStore::keep_on_disk(const tp::BlockKey& key, uint32_t rows, uint32_t cols,
+                                     std::span<const double> values) {
+  if (values.size() != uint64_t{rows} * cols) {
+    return fmt::format("a {}x{} block holds {} values: not kept", rows, cols, values.size());
+  }
+  std::lock_guard lock(mutex_);
+  if (folder_.empty()) return "the worker has no store folder (--store): block not kept";
+  if (auto found = disk_.find(key); found != disk_.end()) {
+    disk_use_.splice(disk_use_.begin(), disk_use_, found->second.use);
+    return std::string();
+  }
+  std::optional<std::string> failed = write_file(key, rows, cols, values);
+  if (failed) {
+    ++stats_.write_failures;
+    return *failed;
+  }
+  return std::string();
+}
+
+bool BlockStore::load_into(const tp::BlockKey& key, uint32_t rows, uint32_t cols, std::span<double> out) {
+  std::lock_guard lock(mutex_);
+  if (auto found = memory_.find(key); found != memory_.end()) {
+    const Block& block = *found->second.block;
+    if (block.rows != rows || block.cols != cols || out.size() != block.values.size()) {
+      ++stats_.misses;
+      return false;
+    }
+    std::copy(block.values.begin(), block.values.end(), out.begin());
+    memory_use_.splice(memory_use_.begin(), memory_use_, found->second.use);
+    ++stats_.memory_hits;
+    return true;
+  }
+  std::ifstream in;
+  const std::optional<FileShape> shape = open_file(key, in);
+  // The key names the shape, so a sound file of another shape cannot be; the caller's claim is
+  // still checked before a byte is read into its memory.
+  if (!shape || shape->rows != rows || shape->cols != cols || out.size() != uint64_t{rows} * cols ||
+      !read_values(key, *shape, in, out)) {
+    ++stats_.misses;
+    return false;
+  }
+  ++stats_.disk_hits;
+  return true;
 }
 
 std::shared_ptr<const Block> BlockStore::get(const tp::BlockKey& key) {

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <list>
 #include <map>
 #include <memory>
@@ -41,7 +42,9 @@ struct Block {
 };
 
 struct BlockStoreOptions {
-  uint64_t memory_bytes = 0;  // the in-memory bound; a block larger than it is refused
+  // The in-memory bound; a block larger than it is refused. 0 with a folder: disk only (the page
+  // cache is the memory tier; a worker's blocks live in its tile store while a session uses them).
+  uint64_t memory_bytes = 0;
   std::filesystem::path dir;  // empty: memory only
   uint64_t disk_bytes = 0;    // the on-disk bound (with `dir`)
   std::string secret;         // the cluster's secret: names the folder and keys the files' MACs
@@ -78,6 +81,17 @@ class BlockStore {
   // when the store does not hold it. A hit makes it the most recently used.
   std::shared_ptr<const Block> get(const transport::BlockKey& key);
 
+  // Writes rows x cols `values` to disk under `key` only (not to the memory tier): what a worker
+  // does with a STORE it was asked to keep, from the tile's own memory. Empty when kept or already
+  // there; else what went wrong (no folder, larger than the bound, the disk full), for the log.
+  std::string keep_on_disk(const transport::BlockKey& key, uint32_t rows, uint32_t cols,
+                           std::span<const double> values);
+
+  // Reads the block under `key` into `out` (from memory, or from disk and checked as above) and
+  // says whether it did: false when it is not held, is not rows x cols, or its file is bad (then
+  // deleted). `out` is the caller's (a tile charged to its cap): nothing is allocated here.
+  bool load_into(const transport::BlockKey& key, uint32_t rows, uint32_t cols, std::span<double> out);
+
   // Whether get would find it: in memory, or a file of the right size is on disk (checked only
   // when read). What a coordinator asking "which do you hold?" is told.
   bool holds(const transport::BlockKey& key) const;
@@ -98,7 +112,18 @@ class BlockStore {
   };
   std::filesystem::path file_of(const transport::BlockKey& key) const;
   void hold_in_memory(const transport::BlockKey& key, std::shared_ptr<const Block> block);
-  std::optional<std::string> write_file(const transport::BlockKey& key, const Block& block);
+  std::optional<std::string> write_file(const transport::BlockKey& key, uint32_t rows, uint32_t cols,
+                                        std::span<const double> values);
+  struct FileShape {
+    uint32_t rows = 0;
+    uint32_t cols = 0;
+  };
+  // The file's header checked (size, magic, key, MAC), `in` left at its values; nullopt (and the
+  // file deleted when it exists but is bad) otherwise.
+  std::optional<FileShape> open_file(const transport::BlockKey& key, std::ifstream& in);
+  // The values read into `out` and checked against the key; false (the file deleted) otherwise.
+  bool read_values(const transport::BlockKey& key, const FileShape& shape, std::ifstream& in, std::span<double> out);
+  std::nullopt_t drop_bad(const transport::BlockKey& key);
   std::shared_ptr<const Block> read_file(const transport::BlockKey& key);
   void drop_file(const transport::BlockKey& key);
 
