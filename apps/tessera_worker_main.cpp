@@ -103,6 +103,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 3600.0))
       ->default_val(5.0);
 
+  std::string store_dir;
+  uint64_t store_bytes = 0;
+  app.add_option("--store", store_dir,
+                 "folder of the block store: resident blocks a coordinator asks to keep are written here and found "
+                 "again by later sessions and after a restart (created if missing; off when not given)");
+  app.add_option("--store-bytes", store_bytes,
+                 "the block store's bound on disk, least recently used blocks evicted past it (e.g. 8GiB, 500MB; "
+                 "default 8 GiB)")
+      ->transform(CLI::AsSizeValue(false));
+
   app.add_option("--wire", wire,
                  "any: serve plain and encrypted (TLS 1.3) coordinators as each asks; encrypted: refuse plain ones")
       ->check(CLI::IsMember({"any", "encrypted"}))
@@ -150,6 +160,9 @@ int main(int argc, char** argv) {
   options.wire = wire == "encrypted" ? tessera::transport::WireMode::kEncrypted : tessera::transport::WireMode::kPlain;
   if (memory_cap_mb > (UINT64_MAX >> 20)) return usage_error("--memory-cap-mb is too large");
   options.tile_memory_cap = memory_cap_mb << 20;
+  if (store_bytes != 0 && store_dir.empty()) return usage_error("--store-bytes needs --store DIR");
+  options.store_dir = store_dir;
+  options.store_bytes = store_bytes;
   if (secret_file_option->count() > 0) {
     // A FIFO, a device, a file others can read or change, or one another user owns is refused by
     // name with the fix (the coordinator's secret_file and the run directory get the same check).

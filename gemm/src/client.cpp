@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <asio.hpp>
@@ -36,7 +37,7 @@ Status GemmClient::store(uint32_t tile_id, uint32_t rows, uint32_t cols, const d
 }
 
 Status GemmClient::store_rows(uint32_t tile_id, uint32_t rows, uint32_t cols, const double* first_row,
-                              std::size_t row_stride, uint32_t crc) {
+                              std::size_t row_stride, uint32_t crc, bool keep) {
   const auto prefix = encode_store_prefix({tile_id, rows, cols, crc});
   std::vector<asio::const_buffer> parts;
   parts.reserve(std::size_t{rows} + 1);
@@ -48,6 +49,7 @@ Status GemmClient::store_rows(uint32_t tile_id, uint32_t rows, uint32_t cols, co
   }
   transport::FrameHeader header;
   header.type = static_cast<uint16_t>(MessageType::kStore);
+  if (keep) header.flags = kStoreKeep;
   return connection_.write_frame(header, parts);
 }
 
@@ -97,6 +99,52 @@ Status GemmClient::end_forwarding(uint64_t token) {
 Status GemmClient::send_probe(const Probe& probe) { return write_message(connection_, probe); }
 
 Result<ProbeResult> GemmClient::probe(const Probe& probe) { return request_reply<ProbeResult>(connection_, probe); }
+
+namespace {
+
+// One block request and its answer's flags (as many as asked, or the answer is refused).
+template <typename Request, typename Answer>
+Result<std::vector<bool>> block_round_trip(transport::FrameConnection& connection, Request request,
+                                           std::vector<bool> Answer::*flags, std::size_t asked) {
+  TESSERA_RETURN_IF_ERROR(write_block_message(connection, std::move(request)));
+  constexpr MessageType expected = std::is_same_v<Answer, BlockHeld> ? MessageType::kBlockHeld : MessageType::kBlockLoaded;
+  Result<transport::FrameHeader> header = transport::read_reply_header(connection, {expected});
+  if (!header) return header.status();
+  Result<BlockMessage> answer = read_block_payload(connection, *header);
+  if (!answer) return answer.status();
+  std::vector<bool> got = std::get<Answer>(std::move(*answer)).*flags;
+  if (got.size() != asked) {
+    return protocol_error(connection.peer() + ": " + transport::message_type_name(header->type) + " answered " +
+                          std::to_string(got.size()) + " blocks of " + std::to_string(asked) + " asked");
+  }
+  return got;
+}
+
+}  // namespace
+
+Result<std::vector<bool>> GemmClient::query_blocks(std::span<const transport::BlockKey> keys) {
+  std::vector<bool> held;
+  for (std::size_t from = 0; from < keys.size(); from += kMaxBlocksPerMessage) {
+    const std::span<const transport::BlockKey> part = keys.subspan(from, std::min<std::size_t>(kMaxBlocksPerMessage, keys.size() - from));
+    Result<std::vector<bool>> got =
+        block_round_trip(connection_, BlockQuery{{part.begin(), part.end()}}, &BlockHeld::held, part.size());
+    if (!got) return got.status();
+    held.insert(held.end(), got->begin(), got->end());
+  }
+  return held;
+}
+
+Result<std::vector<bool>> GemmClient::load_blocks(std::span<const BlockToLoad> blocks) {
+  std::vector<bool> loaded;
+  for (std::size_t from = 0; from < blocks.size(); from += kMaxBlocksPerMessage) {
+    const std::span<const BlockToLoad> part = blocks.subspan(from, std::min<std::size_t>(kMaxBlocksPerMessage, blocks.size() - from));
+    Result<std::vector<bool>> got =
+        block_round_trip(connection_, BlockLoad{{part.begin(), part.end()}}, &BlockLoaded::loaded, part.size());
+    if (!got) return got.status();
+    loaded.insert(loaded.end(), got->begin(), got->end());
+  }
+  return loaded;
+}
 
 Result<Stats> GemmClient::stats() { return request_reply<Stats>(connection_, StatsRequest{}); }
 

@@ -102,4 +102,23 @@ Status write_forward_message(FrameConnection& connection, const ForwardMessage& 
   return connection.write_frame(header, parts);
 }
 
+Result<BlockMessage> read_block_payload(FrameConnection& connection, const transport::FrameHeader& header) {
+  TESSERA_RETURN_IF_ERROR(
+      check_block_payload_length(header.type, header.payload_length).with_context(connection.peer() + ": "));
+  std::vector<std::byte> payload;
+  TESSERA_RETURN_IF_ERROR(connection.read_growing(payload, header.payload_length));
+  Result<BlockMessage> message = decode_block_payload(header.type, payload, limits_for(connection.limits()));
+  if (!message) return message.status().with_context(connection.peer() + ": ");
+  return message;
+}
+
+Status write_block_message(FrameConnection& connection, const BlockMessage& message, uint64_t request_id) {
+  const std::vector<std::byte> payload = encode_block_payload(message);
+  transport::FrameHeader header;
+  header.type = static_cast<uint16_t>(block_message_type(message));
+  header.request_id = request_id;
+  const std::array<asio::const_buffer, 1> parts{asio::buffer(payload.data(), payload.size())};
+  return connection.write_frame(header, parts);
+}
+
 }  // namespace tessera::gemm

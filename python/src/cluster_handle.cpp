@@ -359,7 +359,7 @@ py::dict ClusterHandle::place(const py::array& a, const tb::session::PlacementSe
   py::list nodes;
   for (const auto& [name, rows] : placement.rows_per_node) nodes.append(py::make_tuple(name, rows));
   return py::dict(py::arg("id") = placement.id, py::arg("generation") = session_generation_, py::arg("nodes") = nodes,
-                  py::arg("bytes") = placement.bytes_placed, py::arg("seconds") = placement.seconds,
+                  py::arg("bytes") = placement.bytes_placed, py::arg("bytes_reused") = placement.bytes_reused, py::arg("seconds") = placement.seconds,
                   py::arg("forecast_s") = placement.forecast_product_s,
                   py::arg("measured_s") = placement.measured_product_s,
                   py::arg("first_measured_s") = placement.first_measured_product_s,

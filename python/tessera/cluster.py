@@ -683,7 +683,7 @@ class ResidentArray:
         placed = self._place_on_nodes(self._a)
         self._placed = placed
         self.nodes = {name: rows for name, rows in placed["nodes"]}
-        self.placement = {key: placed[key] for key in ("bytes", "seconds", "forecast_s", "measured_s",
+        self.placement = {key: placed[key] for key in ("bytes", "bytes_reused", "seconds", "forecast_s", "measured_s",
                                                         "first_measured_s", "bytes_moved", "measuring_rounds")}
         self.placement["left_out"] = list(placed["warnings"])
         self.placements += 1

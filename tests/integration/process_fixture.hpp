@@ -260,7 +260,13 @@ inline LocalWorkers start_local_workers(std::size_t count, const std::string& se
     std::vector<std::string> args{faulty ? TESSERA_FAULTY_WORKER_BINARY : TESSERA_WORKER_BINARY,
                                   "--listen", "127.0.0.1:0", "--threads", "1", "--secret-file", secret_file};
     if (faulty) args.insert(args.end(), last_fault_flags.begin(), last_fault_flags.end());
-    args.insert(args.end(), worker_flags.begin(), worker_flags.end());
+    // "{i}" in a flag is the worker's index: a folder of its own each (--store DIR{i}).
+    for (std::string flag : worker_flags) {
+      for (std::size_t at = flag.find("{i}"); at != std::string::npos; at = flag.find("{i}")) {
+        flag.replace(at, 3, std::to_string(i));
+      }
+      args.push_back(std::move(flag));
+    }
     logs.push_back(dir.file("worker" + std::to_string(i) + ".log"));
     // A log left by a worker started before in the same folder would name that worker's port.
     std::error_code ignored;

@@ -167,6 +167,7 @@ std::string capability_names(uint64_t capabilities) {
       case kCapabilityGraphProbe: names += "graph-probe"; break;
       case kCapabilityForward: names += "forward"; break;
       case kCapabilityTileSend: names += "tile-send"; break;
+      case kCapabilityBlockStore: names += "block-store"; break;
       default: names += "bit " + std::to_string(bit); break;
     }
   }
@@ -214,6 +215,10 @@ std::string message_type_name(uint16_t type) {
     case 32: return "SEND_TILE";
     case 33: return "SENT";
     case 34: return "HELD";
+    case 35: return "BLOCK_QUERY";
+    case 36: return "BLOCK_HELD";
+    case 37: return "BLOCK_LOAD";
+    case 38: return "BLOCK_LOADED";
     default: return "UNKNOWN(" + std::to_string(type) + ")";
   }
 }
@@ -228,6 +233,7 @@ uint64_t capability_of_message(uint16_t type) {
     return kCapabilityTileSend;
   }
   if (is_forward_message(type)) return kCapabilityForward;
+  if (is_block_message(type)) return kCapabilityBlockStore;
   switch (static_cast<MessageType>(type)) {
     case MessageType::kProbe:
     case MessageType::kStore:
@@ -327,7 +333,7 @@ Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload
     case MessageType::kBye: return decode_bye(payload);
     default:
       if (type >= 1 && type <= kMaxType && !is_graph_message(type) && !is_forward_message(type) &&
-          type != static_cast<uint16_t>(MessageType::kHeld)) {
+          !is_block_message(type) && type != static_cast<uint16_t>(MessageType::kHeld)) {
         return protocol_error(message_type_name(type) + ": GEMM payloads are decoded by gemm/codec.hpp");
       }
       if (is_graph_message(type)) {
@@ -335,6 +341,9 @@ Result<Message> decode_payload(uint16_t type, std::span<const std::byte> payload
       }
       if (is_forward_message(type)) {
         return protocol_error(message_type_name(type) + ": forwarding payloads are decoded by gemm/forward_codec.hpp");
+      }
+      if (is_block_message(type)) {
+        return protocol_error(message_type_name(type) + ": block store payloads are decoded by gemm/block_codec.hpp");
       }
       if (type == static_cast<uint16_t>(MessageType::kHeld)) {
         return protocol_error("HELD: its payload is decoded by decode_held, during the handshake only");

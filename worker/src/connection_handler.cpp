@@ -53,7 +53,7 @@ bool ConnectionHandler::handshake(const std::function<Status(bool mac_right)>& o
   hello.threads = server_.pool_.threads();
   hello.memory_bytes = server_.facts_.memory_bytes;
   hello.tile_memory_cap = server_.store_.cap_bytes();
-  hello.capabilities = server_.services_.capabilities() | tp::kCapabilityTls;
+  hello.capabilities = server_.capabilities() | tp::kCapabilityTls;
   hello.load_milli = read_load_milli();
   hello.challenge = tp::random_challenge();
 
@@ -152,7 +152,7 @@ HandlerStep ConnectionHandler::handle_unrouted(const tp::FrameHeader& header) {
     // The payload is never read: nothing here would use it.
     const uint64_t capability = tp::capability_of_message(header.type);
     const std::string missing =
-        capability != 0 && (server_.services_.capabilities() & capability) == 0
+        capability != 0 && (server_.capabilities() & capability) == 0
             ? fmt::format("; {} belongs to the {} service, which this worker does not host",
                           tp::message_type_name(header.type), tp::capability_names(capability))
             : "";

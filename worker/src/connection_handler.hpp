@@ -22,7 +22,8 @@ class ConnectionHandler {
   ConnectionHandler(ServerCore& server, std::shared_ptr<transport::FrameConnection> connection)
       : server_(server),
         connection_(std::move(connection)),
-        context_(*connection_, server.store_, server.pool_, server.stopping_, server.options_.secret) {}
+        context_(*connection_, server.store_, server.pool_, server.stopping_, server.options_.secret,
+                 server.blocks_.get()) {}
 
   // Sends HELLO (with the services' capabilities) and checks the AUTH of a coordinator, or of a
   // peer worker when a service takes peer links; false (logged) if it fails or times out.

@@ -256,6 +256,8 @@ HandlerStep handle_store(ServiceContext& context, const tp::FrameHeader& header,
   HandlerStep failed = HandlerStep::kEnd;
   const std::shared_ptr<Tile> tile = receive_store(context, header, forwarding, StoreSource::kCoordinator, failed);
   if (tile == nullptr) return failed;
+  // Keeping is best-effort: a worker without a store files the tile and keeps nothing.
+  if ((header.flags & gemm::kStoreKeep) != 0 && context.blocks() != nullptr) context.blocks()->keep(tile);
 #ifdef TESSERA_FAULT_HOOKS
   if (const auto limit = fault_hooks().close_after_stores; limit && ++g_stores_received >= *limit) {
     context.connection().shutdown();
@@ -502,6 +504,72 @@ HandlerStep handle_stats_request(ServiceContext& context, const gemm::StatsReque
   return HandlerStep::kContinue;
 }
 
+// A block store message read and decoded, of the type the handler takes; null with the session's
+// answer in `failed` otherwise (also for a worker without a store, which does not offer them).
+template <typename Message>
+std::optional<Message> read_block_request(ServiceContext& context, const tp::FrameHeader& header, HandlerStep& failed) {
+  if (context.blocks() == nullptr) {
+    failed = context.fail(tp::ErrorCode::kBadFrame,
+                          tp::message_type_name(header.type) + ": this worker has no block store (start it with --store DIR)",
+                          header.request_id);
+    return std::nullopt;
+  }
+  Result<gemm::BlockMessage> message = gemm::read_block_payload(context.connection(), header);
+  if (!message) {
+    failed = message.status().code() == StatusCode::kProtocolError
+                 ? context.fail(tp::ErrorCode::kBadFrame, message.status().message(), header.request_id)
+                 : context.read_failed(message.status(), header.request_id);
+    return std::nullopt;
+  }
+  if (!std::holds_alternative<Message>(*message)) {
+    failed = context.fail(tp::ErrorCode::kBadFrame,
+                          tp::message_type_name(header.type) + " is an answer, not a request", header.request_id);
+    return std::nullopt;
+  }
+  return std::get<Message>(std::move(*message));
+}
+
+HandlerStep handle_block_query(ServiceContext& context, const tp::FrameHeader& header) {
+  HandlerStep failed = HandlerStep::kEnd;
+  const std::optional<gemm::BlockQuery> query = read_block_request<gemm::BlockQuery>(context, header, failed);
+  if (!query) return failed;
+  gemm::BlockHeld held;
+  held.held.reserve(query->keys.size());
+  for (const tp::BlockKey& key : query->keys) held.held.push_back(context.blocks()->holds(key));
+  const Status written = gemm::write_block_message(context.connection(), held, header.request_id);
+  if (!written.is_ok()) return context.read_failed(written, header.request_id);
+  return HandlerStep::kContinue;
+}
+
+// Each block is charged to the tile memory cap before its file is read (past the cap: ERROR
+// OUT_OF_MEMORY, as for a STORE), read into the tile and checked; one that does not load leaves
+// its id empty.
+HandlerStep handle_block_load(ServiceContext& context, const tp::FrameHeader& header) {
+  HandlerStep failed = HandlerStep::kEnd;
+  const std::optional<gemm::BlockLoad> load = read_block_request<gemm::BlockLoad>(context, header, failed);
+  if (!load) return failed;
+  gemm::BlockLoaded loaded;
+  loaded.loaded.reserve(load->blocks.size());
+  for (const gemm::BlockToLoad& block : load->blocks) {
+    if (!context.blocks()->holds(block.key)) {
+      loaded.loaded.push_back(false);
+      continue;
+    }
+    auto tile = context.store().reserve(block.tile_id, block.rows, block.cols, /*zero_fill=*/false);
+    if (!tile.is_ok()) {
+      const bool over_cap = tile.status().code() == StatusCode::kResourceExhausted;
+      return context.fail(over_cap ? tp::ErrorCode::kOutOfMemory : tp::ErrorCode::kBadFrame,
+                          "BLOCK_LOAD " + tile.status().message(), header.request_id);
+    }
+    const bool filed = context.blocks()->load_into(block.key, block.rows, block.cols, (*tile)->values());
+    if (!filed) context.store().release_if_same(block.tile_id, tile->get());
+    loaded.loaded.push_back(filed);
+  }
+  const Status written = gemm::write_block_message(context.connection(), loaded, header.request_id);
+  if (!written.is_ok()) return context.read_failed(written, header.request_id);
+  return HandlerStep::kContinue;
+}
+
 // A handler of a message read whole and decoded by the GEMM codec; a payload the codec refuses is
 // answered with `refusal` (kBadJob for a JOB whose op, flags or extents are wrong).
 template <typename Message>
@@ -562,8 +630,17 @@ Service gemm_service() {
 
   MessageHandler stats = decoded(tp::MessageType::kStatsRequest, handle_stats_request);
 
+  // Hosted always; offered in HELLO (kCapabilityBlockStore) only by a worker with a store.
+  MessageHandler block_query;
+  block_query.type = tp::MessageType::kBlockQuery;
+  block_query.on_stream = handle_block_query;
+  MessageHandler block_load;
+  block_load.type = tp::MessageType::kBlockLoad;
+  block_load.on_stream = handle_block_load;
+
   service.handlers = {std::move(probe), std::move(store),         std::move(job),           std::move(release),
-                      std::move(stats), std::move(forward_setup), std::move(send_tile)};
+                      std::move(stats), std::move(forward_setup), std::move(send_tile),
+                      std::move(block_query),  std::move(block_load)};
 
   service.peer_handlers = {with_forwarding(tp::MessageType::kForwardSetup, forwarding, handle_peer_forward_setup),
                            with_forwarding(tp::MessageType::kStore, forwarding, handle_peer_store)};

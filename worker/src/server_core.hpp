@@ -13,6 +13,7 @@
 #include "coordinator_slot.hpp"
 #include "log_limiter.hpp"
 #include "tessera/worker/auth_throttle.hpp"
+#include "tessera/worker/block_keeper.hpp"
 #include "tessera/worker/compute_pool.hpp"
 #include "tessera/worker/service.hpp"
 #include "tessera/worker/tile_store.hpp"
@@ -25,13 +26,20 @@ namespace tessera::worker {
 constexpr auto kYieldPoll = std::chrono::milliseconds(100);
 
 struct ServerCore {
-  ServerCore(const WorkerOptions& options, const NodeFacts& facts, ServiceTable services)
+  ServerCore(const WorkerOptions& options, const NodeFacts& facts, ServiceTable services,
+             std::unique_ptr<BlockKeeper> blocks)
       : options_(options),
         facts_(facts),
         services_(std::move(services)),
         store_(options.tile_memory_cap),
         pool_(options.threads),
-        auth_throttle_(options.auth_throttle) {}
+        auth_throttle_(options.auth_throttle),
+        blocks_(std::move(blocks)) {}
+
+  // What HELLO offers: the services' bits, and the block store's when the worker has one.
+  uint64_t capabilities() const {
+    return services_.capabilities() | (blocks_ ? transport::kCapabilityBlockStore : 0);
+  }
 
   WorkerOptions options_;  // threads and tile_memory_cap already resolved
   NodeFacts facts_;
@@ -43,6 +51,7 @@ struct ServerCore {
   LogLimiter unauthenticated_log_;  // lines about connections that have not authenticated
   AuthThrottle auth_throttle_;      // per-address holds of answers after failed authentications
   std::atomic<bool> stopping_{false};
+  const std::unique_ptr<BlockKeeper> blocks_;  // null without --store
 };
 
 }  // namespace tessera::worker

@@ -15,10 +15,11 @@ namespace tessera::worker {
 namespace tp = tessera::transport;
 
 ServiceContext::ServiceContext(tp::FrameConnection& connection, TileStore& store, ComputePool& pool,
-                               const std::atomic<bool>& stopping, const std::string& secret)
+                               const std::atomic<bool>& stopping, const std::string& secret, BlockKeeper* blocks)
     : connection_(connection),
       store_(store),
       pool_(pool),
+      blocks_(blocks),
       stopping_(stopping),
       secret_(secret),
       peer_(connection.peer()) {}

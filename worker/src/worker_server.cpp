@@ -61,8 +61,8 @@ constexpr auto kLinePoll = std::chrono::milliseconds(20);
 }  // namespace
 
 struct WorkerServer::Impl : ServerCore {
-  Impl(const WorkerOptions& options, const NodeFacts& facts, ServiceTable services)
-      : ServerCore(options, facts, std::move(services)), acceptor_(io_) {}
+  Impl(const WorkerOptions& options, const NodeFacts& facts, ServiceTable services, std::unique_ptr<BlockKeeper> blocks)
+      : ServerCore(options, facts, std::move(services), std::move(blocks)), acceptor_(io_) {}
 
   ~Impl() {
     stop();
@@ -443,7 +443,18 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::start(const WorkerOptions& o
   WorkerOptions resolved = options;
   if (resolved.threads == 0) resolved.threads = facts.cores;
   if (resolved.tile_memory_cap == 0) resolved.tile_memory_cap = facts.memory_bytes / 2;
-  auto impl = std::make_unique<Impl>(resolved, facts, std::move(*table));
+  std::unique_ptr<BlockKeeper> blocks;
+  if (!resolved.store_dir.empty()) {
+    if (resolved.store_bytes == 0) resolved.store_bytes = uint64_t{8} << 30;
+    Result<std::unique_ptr<BlockStore>> store =
+        BlockStore::open(BlockStoreOptions{0, resolved.store_dir, resolved.store_bytes, resolved.secret});
+    if (!store) return store.status();
+    const BlockStoreStats found = (*store)->stats();
+    log_line(fmt::format("block store {}: {} bytes of blocks found, bound {} bytes", (*store)->folder().string(),
+                         found.disk_bytes, resolved.store_bytes));
+    blocks = std::make_unique<BlockKeeper>(std::move(*store), [](const std::string& note) { log_line(note); });
+  }
+  auto impl = std::make_unique<Impl>(resolved, facts, std::move(*table), std::move(blocks));
   TESSERA_RETURN_IF_ERROR(impl->listen(options.listen_host, options.port));
   return std::unique_ptr<WorkerServer>(new WorkerServer(std::move(impl)));
 }

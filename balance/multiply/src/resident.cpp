@@ -14,6 +14,7 @@
 #include "tessera/balance/cluster/link_calls.hpp"
 #include "tessera/gemm/client.hpp"
 #include "tessera/linalg/gemm.hpp"
+#include "tessera/transport/block_key.hpp"
 #include "tessera/transport/crc32c.hpp"
 
 namespace tessera::balance::multiply {
@@ -58,17 +59,50 @@ Status on_share_nodes(cluster::ClusterConnection& cluster, const std::vector<Res
   return first;
 }
 
+// What reaching a node with its pieces cost: the bytes sent, and those a node's block store had.
+struct PieceTraffic {
+  uint64_t sent = 0;
+  uint64_t reused = 0;
+};
+
+// Whether the pieces placed on `link` go through its block store.
+bool uses_block_store(const cluster::NodeLink& link, const ResidentOptions& options) {
+  return options.keep_blocks && (link.hello.capabilities & tp::kCapabilityBlockStore) != 0;
+}
+
 // STOREs the pieces' rows of `a` on the node and waits for it to have filed them: a STORE has no
 // answer, and STATS comes after every earlier frame was handled, so a store the worker refused
-// (its tile memory full) is this ERROR.
-Status store_pieces(tp::FrameConnection& connection, linalg::MatrixView a, std::span<const ResidentBlock> pieces) {
+// (its tile memory full) is this ERROR. With the node's block store (`use_store`) the pieces it
+// holds from an earlier session are loaded there instead (one BLOCK_LOAD), and the rest are sent
+// to be kept.
+Status store_pieces(tp::FrameConnection& connection, bool use_store, linalg::MatrixView a,
+                    std::span<const ResidentBlock> pieces, PieceTraffic& traffic) {
   gemm::GemmClient client(connection);
   const uint64_t row_bytes = a.cols * sizeof(double);
-  for (const ResidentBlock& piece : pieces) {
+  std::vector<bool> loaded(pieces.size(), false);
+  if (use_store && !pieces.empty()) {
+    std::vector<gemm::BlockToLoad> blocks;
+    blocks.reserve(pieces.size());
+    for (const ResidentBlock& piece : pieces) {
+      Result<tp::BlockKey> key = tp::block_key(piece.rows, static_cast<uint32_t>(a.cols), a.row(piece.row_begin), a.ld);
+      if (!key) return key.status();
+      blocks.push_back({*key, piece.tile_id, piece.rows, static_cast<uint32_t>(a.cols)});
+    }
+    Result<std::vector<bool>> got = client.load_blocks(blocks);
+    if (!got) return got.status();
+    loaded = std::move(*got);
+  }
+  for (std::size_t p = 0; p < pieces.size(); ++p) {
+    const ResidentBlock& piece = pieces[p];
+    if (loaded[p]) {
+      traffic.reused += piece.rows * row_bytes;
+      continue;
+    }
     tp::Crc32c crc;
     for (uint32_t r = 0; r < piece.rows; ++r) crc.update(a.row(piece.row_begin + r), row_bytes);
     TESSERA_RETURN_IF_ERROR(client.store_rows(piece.tile_id, piece.rows, static_cast<uint32_t>(a.cols),
-                                              a.row(piece.row_begin), a.ld, crc.value()));
+                                              a.row(piece.row_begin), a.ld, crc.value(), use_store));
+    traffic.sent += piece.rows * row_bytes;
   }
   return client.stats().status();
 }
@@ -134,15 +168,20 @@ Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::M
     }
   }
 
+  std::vector<PieceTraffic> traffic(placed.shares.size());
   Status stored = on_share_nodes(cluster, placed.shares, options.node_timeout_s,
                                  [&](std::size_t i, tp::FrameConnection& connection) {
-                                   return store_pieces(connection, a, placed.shares[i].blocks);
+                                   const bool use_store = uses_block_store(cluster.links()[placed.shares[i].link], options);
+                                   return store_pieces(connection, use_store, a, placed.shares[i].blocks, traffic[i]);
                                  });
   if (!stored) {
     release_resident(cluster, placed);
     return stored;
   }
-  for (const ResidentShare& share : placed.shares) placed.bytes_placed += share.rows * row_bytes;
+  for (const PieceTraffic& node : traffic) {
+    placed.bytes_placed += node.sent;
+    placed.bytes_reused += node.reused;
+  }
   return placed;
 }
 
@@ -211,8 +250,10 @@ Result<uint64_t> rebalance_rows(cluster::ClusterConnection& cluster, linalg::Mat
     gaining.push_back(shares[i]);
     gaining_index.push_back(i);
   }
+  std::vector<PieceTraffic> traffic(gaining.size());
   Status stored = on_share_nodes(cluster, gaining, options.node_timeout_s, [&](std::size_t g, tp::FrameConnection& connection) {
-    return store_pieces(connection, a, received[gaining_index[g]]);
+    const bool use_store = uses_block_store(cluster.links()[gaining[g].link], options);
+    return store_pieces(connection, use_store, a, received[gaining_index[g]], traffic[g]);
   });
   if (!stored) {
     for (std::size_t g = 0; g < gaining.size(); ++g) {
@@ -224,14 +265,10 @@ Result<uint64_t> rebalance_rows(cluster::ClusterConnection& cluster, linalg::Mat
     }
     return stored;
   }
-  uint64_t moved_rows = 0;
   for (std::size_t i = 0; i < shares.size(); ++i) {
     if (released[i].empty()) continue;
     std::vector<uint32_t> ids;
-    for (const ResidentBlock& piece : released[i]) {
-      ids.push_back(piece.tile_id);
-      moved_rows += piece.rows;
-    }
+    for (const ResidentBlock& piece : released[i]) ids.push_back(piece.tile_id);
     cluster::NodeLink& link = cluster.links()[shares[i].link];
     if (link.connection) (void)gemm::GemmClient(*link.connection).release(ids);
   }
@@ -242,7 +279,11 @@ Result<uint64_t> rebalance_rows(cluster::ClusterConnection& cluster, linalg::Mat
               [](const ResidentBlock& x, const ResidentBlock& y) { return x.row_begin < y.row_begin; });
     placed.shares.push_back(std::move(share));
   }
-  const uint64_t moved_bytes = moved_rows * placed.cols * sizeof(double);
+  uint64_t moved_bytes = 0;
+  for (const PieceTraffic& node : traffic) {
+    moved_bytes += node.sent;
+    placed.bytes_reused += node.reused;
+  }
   placed.bytes_placed += moved_bytes;
   return moved_bytes;
 }

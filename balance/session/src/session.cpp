@@ -615,6 +615,7 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const Placem
     placement.rows_per_node.emplace_back(all[i].spec.name, held);
   }
   placement.bytes_placed = placed->bytes_placed;
+  placement.bytes_reused = placed->bytes_reused;
   state_->resident.emplace(placement.id, ResidentEntry{std::move(*placed), a});
   placement.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return placement;

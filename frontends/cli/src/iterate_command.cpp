@@ -88,8 +88,12 @@ int command_iterate(const IterateCommand& command, std::ostream& out, std::ostre
   print_warnings(err, placed->warnings);
   std::string where;
   for (const auto& [node, rows] : placed->rows_per_node) where += fmt::format("{}{} {}", where.empty() ? "" : ", ", node, rows);
-  out << fmt::format("placed {}x{} ({:.1f} MB) in {:.3f} s: rows {}\n", a->rows, a->cols, static_cast<double>(placed->bytes_placed) / 1e6,
-                     placed->seconds, where);
+  const std::string reused =
+      placed->bytes_reused > 0
+          ? fmt::format(", {:.1f} MB not sent: the nodes' block stores had it", static_cast<double>(placed->bytes_reused) / 1e6)
+          : "";
+  out << fmt::format("placed {}x{} ({:.1f} MB sent{}) in {:.3f} s: rows {}\n", a->rows, a->cols,
+                     static_cast<double>(placed->bytes_placed) / 1e6, reused, placed->seconds, where);
   if (placed->measuring_rounds > 0) {
     out << fmt::format("measured on the placed rows: a product {:.4f} s with the first shares, {:.4f} s with these "
                        "({} rounds, {:.1f} MB moved; the profile forecast {:.4f} s)\n",

@@ -22,6 +22,7 @@
 #include <variant>
 
 #include "tessera/core/status.hpp"
+#include "tessera/gemm/block_codec.hpp"
 #include "tessera/gemm/codec.hpp"
 #include "tessera/gemm/forward_codec.hpp"
 #include "tessera/transport/frame_connection.hpp"
@@ -68,12 +69,22 @@ class GemmClient {
   // A STORE of a block whose rows lie `row_stride` doubles apart in the caller's memory (a block
   // of a larger matrix), each row gathered into the write: nothing is copied. `crc` is the block's
   // CRC32C, row after row (the caller computes it once for all the nodes it sends the block to).
+  // `keep`: ask the worker to keep it in its block store too (kStoreKeep; kCapabilityBlockStore).
   Status store_rows(uint32_t tile_id, uint32_t rows, uint32_t cols, const double* first_row, std::size_t row_stride,
-                    uint32_t crc);
+                    uint32_t crc, bool keep = false);
   // A STORE encoded once (encode_store), written from its buffers.
   Status store(const EncodedStore& tile);
   // RELEASE of `tile_ids`, in as many frames as the limit on ids per frame needs; none for none.
   Status release(std::span<const uint32_t> tile_ids);
+
+  // --- The block store (kCapabilityBlockStore; one thread, nothing else owed) ---
+  // Which of `keys` the worker holds, one flag each, in as many BLOCK_QUERYs as the bound on
+  // keys per message needs.
+  Result<std::vector<bool>> query_blocks(std::span<const transport::BlockKey> keys);
+  // Files the blocks the worker holds as tiles (BLOCK_LOAD), one flag each: true filed under its
+  // tile id, false not held there (to be STOREd). The worker's ERROR (out of tile memory) is the
+  // failure.
+  Result<std::vector<bool>> load_blocks(std::span<const BlockToLoad> blocks);
 
   // --- Jobs (any thread) ---
   // A JOB, with its job id as the frame's request id. It is owed until its CREDIT comes back, and

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
+#include "tessera/gemm/block_codec.hpp"
 #include "tessera/gemm/codec.hpp"
 #include "tessera/gemm/forward_codec.hpp"
 #include "tessera/transport/frame_connection.hpp"
@@ -80,5 +81,9 @@ Result<Reply> request_reply(FrameConnection& connection, const GemmMessage& requ
 // read and decoded; and one written.
 Result<ForwardMessage> read_forward_payload(FrameConnection& connection, const transport::FrameHeader& header);
 Status write_forward_message(FrameConnection& connection, const ForwardMessage& message, uint64_t request_id = 0);
+
+// Block store messages (block_codec.hpp), likewise.
+Result<BlockMessage> read_block_payload(FrameConnection& connection, const transport::FrameHeader& header);
+Status write_block_message(FrameConnection& connection, const BlockMessage& message, uint64_t request_id = 0);
 
 }  // namespace tessera::gemm

@@ -80,6 +80,10 @@ inline constexpr uint64_t kCapabilityForward = 1ull << 6;
 // over a peer link of the current forwarding run and answers SENT (forward_codec.hpp). Expression
 // tiles travel worker to worker this way. A bit of its own: it came after kCapabilityForward.
 inline constexpr uint64_t kCapabilityTileSend = 1ull << 7;
+// The worker has a block store (--store): it answers BLOCK_QUERY and BLOCK_LOAD, and keeps a
+// STORE flagged kStoreKeep on disk under its content's key (gemm/block_codec.hpp). Extends the
+// GEMM service; offered only by a worker started with a store folder.
+inline constexpr uint64_t kCapabilityBlockStore = 1ull << 8;
 
 // "gemm, graph" for a set of bits; "none" for 0; bits without a name as "bit 9".
 std::string capability_names(uint64_t capabilities);
@@ -129,9 +133,14 @@ enum class MessageType : uint16_t {
   // The handshake's: the worker holds the answer to its challenge (its address failed to
   // authenticate too often); the verdict comes later. Payload below (encode_held / decode_held).
   kHeld = 34,
+  // The block store's (kCapabilityBlockStore); payloads in gemm/block_codec.hpp.
+  kBlockQuery = 35,   // coordinator -> worker: which of these keys do you hold?
+  kBlockHeld = 36,    // worker -> coordinator: one flag per key asked
+  kBlockLoad = 37,    // coordinator -> worker: file these held blocks as tiles
+  kBlockLoaded = 38,  // worker -> coordinator: one flag per block, whether it is filed
 };
 // Types are numbered 1..kLastMessageType without gaps; a table indexed by type needs this + 1 slots.
-inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kHeld);
+inline constexpr uint16_t kLastMessageType = static_cast<uint16_t>(MessageType::kBlockLoaded);
 // The session's own types, whose payloads are Message and decode_payload's: HELLO, AUTH, AUTH_OK,
 // ERROR, BYE (HELD has decode_held, read by the handshake alone).
 constexpr bool is_session_message(uint16_t type) {
@@ -146,6 +155,10 @@ constexpr bool is_graph_message(uint16_t type) {
 inline constexpr uint16_t kFirstForwardMessageType = static_cast<uint16_t>(MessageType::kForwardSetup);
 constexpr bool is_forward_message(uint16_t type) {
   return type >= kFirstForwardMessageType && type <= static_cast<uint16_t>(MessageType::kSent);
+}
+inline constexpr uint16_t kFirstBlockMessageType = static_cast<uint16_t>(MessageType::kBlockQuery);
+constexpr bool is_block_message(uint16_t type) {
+  return type >= kFirstBlockMessageType && type <= static_cast<uint16_t>(MessageType::kBlockLoaded);
 }
 
 // HELD: u32 verdict_within_ms | u32 answers_ahead   (kHeldPayloadBytes, 8)

@@ -39,6 +39,7 @@
 #include "tessera/gemm/codec.hpp"
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/transport/protocol.hpp"
+#include "tessera/worker/block_keeper.hpp"
 #include "tessera/worker/compute_pool.hpp"
 #include "tessera/worker/tile_store.hpp"
 
@@ -55,9 +56,10 @@ enum class HandlerStep { kContinue, kEnd };
 // The state of one authenticated session that handlers (and the pool tasks they submit) use.
 class ServiceContext {
  public:
-  // `secret` is the worker's shared secret; it must outlive the context.
+  // `secret` is the worker's shared secret; it and `blocks` (null: no block store) must outlive
+  // the context.
   ServiceContext(transport::FrameConnection& connection, TileStore& store, ComputePool& pool,
-                 const std::atomic<bool>& stopping, const std::string& secret);
+                 const std::atomic<bool>& stopping, const std::string& secret, BlockKeeper* blocks = nullptr);
   // Runs every write queued with write_later first (or drops them once the connection is gone).
   ~ServiceContext();
   ServiceContext(const ServiceContext&) = delete;
@@ -66,6 +68,8 @@ class ServiceContext {
   // Writing is thread-safe (any thread); reading belongs to the connection thread.
   transport::FrameConnection& connection() { return connection_; }
   TileStore& store() { return store_; }
+  // The worker's block store, shared by its sessions; null when it has none (no --store).
+  BlockKeeper* blocks() { return blocks_; }
   ComputePool& pool() { return pool_; }
   const transport::Limits& limits() const { return connection_.limits(); }
   const std::string& peer() const { return peer_; }
@@ -120,6 +124,7 @@ class ServiceContext {
   transport::FrameConnection& connection_;
   TileStore& store_;
   ComputePool& pool_;
+  BlockKeeper* blocks_;
   const std::atomic<bool>& stopping_;
   const std::string& secret_;
   std::string peer_;

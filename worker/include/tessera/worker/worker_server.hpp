@@ -33,6 +33,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -73,6 +74,11 @@ struct WorkerOptions {
   // address holds at most half the slots and the newest connection always gets its chance.
   std::size_t max_handshaking = 16;
   std::size_t max_handshaking_per_source = 8;
+  // The block store's folder (--store): resident blocks a coordinator asks to keep are written
+  // there and found again by later sessions, also after a restart (block_store.hpp). Empty: no
+  // block store, and HELLO does not offer kCapabilityBlockStore.
+  std::filesystem::path store_dir;
+  uint64_t store_bytes = 0;  // its bound on disk; 0 with a folder: 8 GiB
   // Failed authentications from one address beyond a few make the worker hold its next answers
   // before their verdict (on their own threads; other addresses and the accept loop never wait).
   AuthThrottleOptions auth_throttle;

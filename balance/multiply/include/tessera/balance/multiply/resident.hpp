@@ -1,5 +1,7 @@
 // A matrix whose row blocks stay on the workers between products: placed once (STOREd into each
-// node's tile store under ids of a range no other run uses), then multiplied by a thin operand X
+// node's tile store under ids of a range no other run uses, or loaded there from the node's block
+// store when an earlier session kept the same piece: pieces are named by their content,
+// transport/block_key.hpp), then multiplied by a thin operand X
 // as often as the caller likes, each product shipping only X out and the nodes' rows of A X back.
 // The row blocks live as long as the connections' sessions do; release() frees them.
 //
@@ -59,6 +61,7 @@ struct ResidentMatrix {
   std::vector<double> check_row;
   std::vector<double> check_magnitude;
   uint64_t bytes_placed = 0;  // tile data sent at placement and by every rebalance since
+  uint64_t bytes_reused = 0;  // ... and not sent, because a node's block store had the piece
   uint32_t next_tile_id = 0;  // the first id past the pieces' (a move keeps a piece's id)
 };
 
@@ -67,6 +70,9 @@ struct ResidentOptions {
   double node_timeout_s = 60.0; // a node that sends nothing for this long while it owes frames is lost
   uint64_t largest_tile_bytes = uint64_t{32} << 20;  // pieces are cut to at most this
   uint64_t grid_pieces = 128;  // ... and to about rows / grid_pieces rows, so shares can move finely
+  // Pieces go through the block store of a node that has one (kCapabilityBlockStore): those it
+  // holds from an earlier session are loaded there rather than sent, the rest sent to be kept.
+  bool keep_blocks = true;
 };
 
 // What one node costs a resident product, from its profile: its rate for the product's shape,
@@ -109,8 +115,9 @@ Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::M
 // Moves whole pieces of `placed` between nodes so that node links[i] holds about rows[i] rows
 // (rows summing to a.rows): a node above its target gives pieces from its end while that brings
 // it nearer, and each goes to the node furthest below its own; `a` is the matrix placed, read for
-// the pieces that move. A gaining node files its new pieces (a STATS round trip) before a losing
-// node releases them, so a failure leaves every row held where it was. Returns the bytes moved.
+// the pieces that move (a gaining node with the piece in its block store loads it instead). A
+// gaining node files its new pieces (a STATS round trip) before a losing node releases them, so a
+// failure leaves every row held where it was. Returns the bytes sent.
 Result<uint64_t> rebalance_rows(cluster::ClusterConnection& cluster, linalg::MatrixView a, ResidentMatrix& placed,
                                 std::span<const std::size_t> links, std::span<const uint64_t> rows,
                                 const ResidentOptions& options = {});

@@ -160,6 +160,7 @@ struct ResidentPlacement {
   uint64_t id = 0;
   std::vector<std::pair<std::string, uint64_t>> rows_per_node;  // node name, rows held (cluster order)
   uint64_t bytes_placed = 0;          // rows sent, moves included
+  uint64_t bytes_reused = 0;          // rows not sent: the nodes' block stores had them (earlier sessions)
   double seconds = 0.0;               // placing and measuring
   double forecast_product_s = 0.0;    // the profile's product time with the first shares; 0 without one
   double measured_product_s = 0.0;    // the median product with the final shares (0: not measured)
