@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
   // `tessera up` and tests read this line through a pipe, where stdout is fully buffered.
   std::fflush(stdout);
   std::fprintf(stderr, "tessera-worker: services: %s; capabilities: %s\n", (*server)->services().describe().c_str(),
-               tessera::transport::capability_names((*server)->services().capabilities()).c_str());
+               tessera::transport::capability_names((*server)->capabilities()).c_str());
 
   std::thread signal_waiter([&] {
     char signal_number = 0;

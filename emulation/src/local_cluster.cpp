@@ -40,6 +40,9 @@ std::string cluster_dir(const cluster::ClusterSpec& cluster, const LocalClusterO
 
 std::string pid_path(const std::string& dir, const cluster::NodeSpec& node) { return dir + "/" + node.name + ".pid"; }
 std::string log_path(const std::string& dir, const cluster::NodeSpec& node) { return dir + "/" + node.name + ".log"; }
+// Each emulated worker's block store: resident blocks kept there outlive a session and a restart
+// of the cluster (`tessera down` leaves them; the run directory holds them).
+std::string store_path(const std::string& dir, const cluster::NodeSpec& node) { return dir + "/" + node.name + ".store"; }
 
 int read_pid(const std::string& path) {
   std::ifstream file(path);
@@ -111,9 +114,9 @@ Status write_secret_file(const std::string& dir, const std::string& secret) {
 
 // `node` carries the endpoint the worker listens on (inside its namespace when it has one).
 Result<int> spawn_worker(const std::string& binary, const cluster::NodeSpec& node, const std::string& secret_path,
-                         const std::string& log, const NodeEmulation& emulation) {
-  std::vector<std::string> args = {binary,      "--listen",    node.endpoint(), "--threads",
-                                   std::to_string(node.threads), "--secret-file", secret_path};
+                         const std::string& log, const std::string& store, const NodeEmulation& emulation) {
+  std::vector<std::string> args = {binary,        "--listen",      node.endpoint(), "--threads", std::to_string(node.threads),
+                                   "--secret-file", secret_path, "--store",       store};
   // A cluster meant to be encrypted gets workers that refuse plain links, not merely allow TLS.
   if (node.wire == transport::WireMode::kEncrypted) args.insert(args.end(), {"--wire", "encrypted"});
   ProcessOptions options;
@@ -344,7 +347,8 @@ Result<std::vector<NodeLifecycle>> local_cluster_up(const cluster::ClusterSpec& 
     cluster::NodeSpec listen = reachable[i];
     // Namespaced peers reach a root-namespace worker through their own veth's host address.
     if (plans[i].netns.empty() && namespaced) listen.host = "0.0.0.0";
-    Result<int> pid = spawn_worker(binary, listen, secret_path, log_path(dir, cluster.nodes[i]), plans[i]);
+    Result<int> pid = spawn_worker(binary, listen, secret_path, log_path(dir, cluster.nodes[i]),
+                                   store_path(dir, cluster.nodes[i]), plans[i]);
     if (!pid) return undo(pid.status());
     started.push_back(*pid);
     std::ofstream(pid_path(dir, cluster.nodes[i]), std::ios::trunc) << *pid << "\n";

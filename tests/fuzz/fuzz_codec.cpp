@@ -18,7 +18,7 @@
 //   - every graph decoder runs over the payload too; an accepted graph payload lies within its
 //     type's length bounds and re-encodes to exactly its own bytes (the graph layouts are
 //     canonical: no field the decoder tolerates in two spellings), which decode again; the same for
-//     the forwarding codec (gemm/forward_codec.hpp).
+//     the forwarding codec (gemm/forward_codec.hpp) and the block store's (gemm/block_codec.hpp).
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "tessera/gemm/codec.hpp"
+#include "tessera/gemm/block_codec.hpp"
 #include "tessera/gemm/forward_codec.hpp"
 #include "tessera/graph/wire_codec.hpp"
 #include "tessera/transport/protocol.hpp"
@@ -191,6 +192,25 @@ void check_forward_payloads(std::span<const std::byte> payload) {
   }
 }
 
+// decode_block_payload over every block store type and its neighbours, with the same properties.
+void check_block_payloads(std::span<const std::byte> payload) {
+  for (uint16_t type = tessera::transport::kFirstBlockMessageType - 1; type <= kLastMessageType + 1; ++type) {
+    Result<gemm::BlockMessage> message = gemm::decode_block_payload(type, payload, kGemmLimits);
+    if (!message) continue;
+    if (!tessera::transport::is_block_message(type)) property_failed("block codec accepted another type", type);
+    if (static_cast<uint16_t>(gemm::block_message_type(*message)) != type) {
+      property_failed("block payload decoded as another type", type);
+    }
+    if (!gemm::check_block_payload_length(type, payload.size()).is_ok()) {
+      property_failed("block payload accepted outside its length bounds", type);
+    }
+    const std::vector<std::byte> encoded = gemm::encode_block_payload(*message);
+    if (encoded.size() != payload.size() || !std::equal(encoded.begin(), encoded.end(), payload.begin())) {
+      property_failed("block payload does not re-encode to its own bytes", type);
+    }
+  }
+}
+
 // HELD, read by the client's handshake alone: exactly its length, re-encoding to its own bytes.
 void check_held(std::span<const std::byte> payload) {
   Result<Held> held = decode_held(payload);
@@ -238,6 +258,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_bulk_prefixes(aligned, aligned.size());
   check_graph_payloads(aligned);
   check_forward_payloads(aligned);
+  check_block_payloads(aligned);
   check_held(aligned);
   if (claimed_length != aligned.size()) check_bulk_prefixes(aligned, claimed_length);
   return 0;

@@ -118,6 +118,11 @@ GRAPH = {
     'forward_stored.bin': frame(31, struct.pack('<QI4x', 7, 17)),
     'forward_send_tile.bin': frame(32, struct.pack('<QIH2x', 7, 17, 7003) + s('pi-3')),
     'forward_sent.bin': frame(33, struct.pack('<QIB3x', 7, 17, 0) + s('connection refused')),
+    # The block store's payloads (gemm/block_codec.hpp), types 35..38.
+    'block_query.bin': frame(35, struct.pack('<I', 2) + bytes(range(32)) + bytes(range(32, 64))),
+    'block_held.bin': frame(36, struct.pack('<I2B', 2, 1, 0)),
+    'block_load.bin': frame(37, struct.pack('<I', 1) + bytes(range(32)) + struct.pack('<3I', 0xA0000000, 20, 100)),
+    'block_loaded.bin': frame(38, struct.pack('<IB', 1, 1)),
 }
 CODEC.update(GRAPH)
 

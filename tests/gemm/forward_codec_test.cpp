@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "corpus_seeds.hpp"
+
 #include <array>
 #include <cstring>
 #include <filesystem>
@@ -112,24 +114,12 @@ TEST(ForwardCodec, LengthsAndTypesOutsideTheCodecAreRefused) {
 TEST(ForwardCodec, TheFuzzCorpusSeedsDecodeAsTheirTypes) {
   // tests/fuzz/make_corpus.py writes one frame per forwarding type from the layouts documented in
   // forward_codec.hpp, with its own encoder: the two must agree.
-  const std::filesystem::path corpus =
-      std::filesystem::path(TESSERA_TEST_INSTANCES) / ".." / "fuzz" / "corpus" / "fuzz_codec";
   int seeds = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
-    if (entry.path().filename().string().rfind("forward_", 0) != 0) continue;
-    SCOPED_TRACE(entry.path().filename().string());
-    std::ifstream file(entry.path(), std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    ASSERT_GE(bytes.size(), transport::kHeaderSize);
-    std::array<std::byte, transport::kHeaderSize> header_bytes{};
-    std::memcpy(header_bytes.data(), bytes.data(), transport::kHeaderSize);
-    Result<FrameHeader> header = transport::decode_header(header_bytes, transport::Limits{});
-    ASSERT_TRUE(header) << header.status().to_string();
-    std::vector<std::byte> payload(bytes.size() - transport::kHeaderSize);
-    std::memcpy(payload.data(), bytes.data() + transport::kHeaderSize, payload.size());
-    Result<ForwardMessage> message = decode_forward_payload(header->type, payload, Limits{});
+  for (const testing::CorpusSeed& seed : testing::corpus_seeds("forward_")) {
+    SCOPED_TRACE(seed.name);
+    Result<ForwardMessage> message = decode_forward_payload(seed.type, seed.payload, Limits{});
     ASSERT_TRUE(message) << message.status().to_string();
-    EXPECT_EQ(encode_forward_payload(*message), payload);
+    EXPECT_EQ(encode_forward_payload(*message), seed.payload);
     ++seeds;
   }
   EXPECT_EQ(seeds, static_cast<int>(std::variant_size_v<ForwardMessage>));

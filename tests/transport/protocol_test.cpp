@@ -206,7 +206,8 @@ TEST(ProtocolPayload, MessageTypesAndNames) {
   EXPECT_FALSE(is_graph_message(static_cast<uint16_t>(MessageType::kStats)));  // the last GEMM type
   EXPECT_FALSE(is_graph_message(kFirstForwardMessageType));
   const char* forward_names[] = {"FORWARD_SETUP", "FORWARD_READY", "STORED", "SEND_TILE", "SENT"};
-  ASSERT_EQ(std::size(forward_names), std::size_t{kLastMessageType} - kFirstForwardMessageType);
+  const auto held_type = static_cast<uint16_t>(MessageType::kHeld);
+  ASSERT_EQ(std::size(forward_names), std::size_t{held_type} - kFirstForwardMessageType);
   for (std::size_t i = 0; i < std::size(forward_names); ++i) {
     const auto type = static_cast<uint16_t>(kFirstForwardMessageType + i);
     EXPECT_EQ(message_type_name(type), forward_names[i]);
@@ -215,11 +216,23 @@ TEST(ProtocolPayload, MessageTypesAndNames) {
     const bool tile_send = type >= static_cast<uint16_t>(MessageType::kSendTile);
     EXPECT_EQ(capability_of_message(type), tile_send ? kCapabilityTileSend : kCapabilityForward);
   }
-  // HELD, the handshake's, came last: no service's.
-  EXPECT_EQ(message_type_name(kLastMessageType), "HELD");
-  EXPECT_FALSE(is_forward_message(kLastMessageType));
-  EXPECT_FALSE(is_graph_message(kLastMessageType));
-  EXPECT_EQ(capability_of_message(kLastMessageType), 0u);
+  // HELD, the handshake's, came after them: no service's.
+  EXPECT_EQ(message_type_name(held_type), "HELD");
+  EXPECT_FALSE(is_forward_message(held_type));
+  EXPECT_FALSE(is_graph_message(held_type));
+  EXPECT_FALSE(is_block_message(held_type));
+  EXPECT_EQ(capability_of_message(held_type), 0u);
+  // The block store's came last, with a bit of their own.
+  const char* block_names[] = {"BLOCK_QUERY", "BLOCK_HELD", "BLOCK_LOAD", "BLOCK_LOADED"};
+  ASSERT_EQ(std::size(block_names), std::size_t{kLastMessageType} - held_type);
+  for (std::size_t i = 0; i < std::size(block_names); ++i) {
+    const auto type = static_cast<uint16_t>(kFirstBlockMessageType + i);
+    EXPECT_EQ(message_type_name(type), block_names[i]);
+    EXPECT_TRUE(is_block_message(type));
+    EXPECT_FALSE(is_forward_message(type));
+    EXPECT_EQ(capability_of_message(type), kCapabilityBlockStore);
+  }
+  EXPECT_FALSE(is_block_message(kLastMessageType + 1));
   EXPECT_FALSE(is_forward_message(kLastMessageType + 1));
   EXPECT_FALSE(is_graph_message(kLastMessageType + 1));
   EXPECT_EQ(capability_of_message(static_cast<uint16_t>(MessageType::kStore)), kCapabilityGemm);
@@ -451,7 +464,8 @@ TEST(ProtocolVersion2, CapabilityNames) {
   EXPECT_EQ(capability_names(kCapabilityTransposedJobs << 1), "graph-probe");
   EXPECT_EQ(capability_names(kCapabilityGraphProbe << 1), "forward");
   EXPECT_EQ(capability_names(kCapabilityForward << 1), "tile-send");
-  EXPECT_EQ(capability_names(kCapabilityTileSend << 1), "bit 8");
+  EXPECT_EQ(capability_names(kCapabilityTileSend << 1), "block-store");
+  EXPECT_EQ(capability_names(kCapabilityBlockStore << 1), "bit 9");
   EXPECT_EQ(capability_names(kCapabilityGraph | (uint64_t{1} << 9)), "graph, bit 9");
 }
 

@@ -127,7 +127,8 @@ TEST(ServiceTable, BuildsTheDispatchTableFromTheServices) {
                              static_cast<uint16_t>(tp::MessageType::kResult), uint16_t{99}, uint16_t{0xFFFF}}) {
     EXPECT_EQ(table->find(unhandled), nullptr) << unhandled;
   }
-  EXPECT_EQ(table->describe(), "gemm (PROBE, STORE, JOB, RELEASE, STATS_REQUEST, FORWARD_SETUP, SEND_TILE; from peers: FORWARD_SETUP, STORE); echo (CREDIT)");
+  EXPECT_EQ(table->describe(), "gemm (PROBE, STORE, JOB, RELEASE, STATS_REQUEST, FORWARD_SETUP, SEND_TILE, BLOCK_QUERY, BLOCK_LOAD; from peers: "
+            "FORWARD_SETUP, STORE); echo (CREDIT)");
 }
 
 TEST(ServiceTable, RefusesConflictingOrMalformedServices) {

@@ -343,12 +343,14 @@ TEST_F(WorkerSessionTest, HandshakeReportsNodeFacts) {
   EXPECT_GT(hello.memory_bytes, 0u);
   EXPECT_NE(hello.challenge, (std::array<uint8_t, tp::kChallengeSize>{}));
   EXPECT_EQ(hello.capabilities, tp::kCapabilityGemm | tp::kCapabilityGraph | tp::kCapabilityExpression |
-                                    tp::kCapabilityTransposedJobs | tp::kCapabilityGraphProbe | tp::kCapabilityForward | tp::kCapabilityTileSend | tp::kCapabilityTls);
+                                    tp::kCapabilityTransposedJobs | tp::kCapabilityGraphProbe | tp::kCapabilityForward | tp::kCapabilityTileSend | tp::kCapabilityTls)
+      << "no block-store bit: this worker has no --store";
   // Linux always reports its load; the value itself moves with whatever else runs here.
   EXPECT_TRUE(hello.load_milli.has_value());
   EXPECT_TRUE(read_load_milli().has_value());
   EXPECT_EQ(server().services().describe(),
-            "gemm (PROBE, STORE, JOB, RELEASE, STATS_REQUEST, FORWARD_SETUP, SEND_TILE; from peers: FORWARD_SETUP, STORE); graph (GRAPH_LOAD, GRAPH_START, GRAPH_STEP, "
+            "gemm (PROBE, STORE, JOB, RELEASE, STATS_REQUEST, FORWARD_SETUP, SEND_TILE, BLOCK_QUERY, BLOCK_LOAD; from peers: "
+            "FORWARD_SETUP, STORE); graph (GRAPH_LOAD, GRAPH_START, GRAPH_STEP, "
             "GRAPH_PROGRESS_REQUEST, GRAPH_VALUES_REQUEST, GRAPH_STOP; from peers: GRAPH_PEER_HELLO, GRAPH_DELTAS); "
             "graph-probe (GRAPH_PROBE)");
 }

@@ -461,6 +461,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::start(const WorkerOptions& o
 
 uint16_t WorkerServer::port() const { return impl_->port_; }
 const ServiceTable& WorkerServer::services() const { return impl_->services_; }
+uint64_t WorkerServer::capabilities() const { return impl_->capabilities(); }
 void WorkerServer::run() { impl_->run(); }
 void WorkerServer::stop() { impl_->stop(); }
 

@@ -108,6 +108,8 @@ class WorkerServer {
 
   uint16_t port() const;  // the bound port
   const ServiceTable& services() const;
+  // What HELLO offers: the services' bits and kCapabilityBlockStore with a store (TLS aside).
+  uint64_t capabilities() const;
   void run();             // serves until stop()
   void stop();            // any thread; run() returns soon after
 
