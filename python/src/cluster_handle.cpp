@@ -364,6 +364,7 @@ py::dict ClusterHandle::place(const py::array& a, const tb::session::PlacementSe
                   py::arg("measured_s") = placement.measured_product_s,
                   py::arg("first_measured_s") = placement.first_measured_product_s,
                   py::arg("bytes_moved") = placement.bytes_moved, py::arg("measuring_rounds") = placement.measuring_rounds,
+                  py::arg("remembered") = placement.remembered,
                   py::arg("warnings") = placement.warnings);
 }
 

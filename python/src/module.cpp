@@ -202,7 +202,8 @@ PYBIND11_MODULE(_tessera, module) {
       "How Cluster.scatter shares a matrix out; a default-constructed one holds the defaults `tessera iterate` has too.",
       std::pair{"columns", &ts::PlacementSettings::columns}, std::pair{"nodes", &ts::PlacementSettings::nodes},
       std::pair{"split", &ts::PlacementSettings::split}, std::pair{"measure", &ts::PlacementSettings::measure},
-      std::pair{"expected_products", &ts::PlacementSettings::expected_products});
+      std::pair{"expected_products", &ts::PlacementSettings::expected_products},
+      std::pair{"placement_cache", &ts::PlacementSettings::placement_cache});
   bind_options<ProfileOptions>(
       module, "ProfileOptions",
       "A profile measurement's options, as tessera.Cluster.profile takes them; a default-constructed one holds the "

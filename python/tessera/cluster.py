@@ -381,7 +381,7 @@ class Cluster:
     # -- matrices kept on the nodes ---------------------------------------------------------------
     def scatter(self, A: Any, *, columns: int = _PLACE.columns, nodes=None, split: str = _PLACE.split,
                 measure: bool = _PLACE.measure, expected_products: int = _PLACE.expected_products,
-                allow_copy: bool = True) -> "ResidentArray":
+                placement_cache: str = _PLACE.placement_cache, allow_copy: bool = True) -> "ResidentArray":
         """Place A's rows on the nodes once and get a :class:`ResidentArray` whose products by thin
         operands (``R @ X``, X with few columns) ship only X out and the rows of the product back.
 
@@ -395,7 +395,13 @@ class Cluster:
         products. ``split="even"`` gives every node the same rows, as tools that split by count
         do. ``nodes`` (names) places on those nodes only. ``placement`` says what placing cost
         (``bytes``, ``seconds``, ``forecast_s`` the profile's product time, ``measured_s`` the
-        median product with the final shares, ``bytes_moved``).
+        median product with the final shares, ``bytes_moved``, ``bytes_reused`` the rows the nodes'
+        block stores had from an earlier session and did not need sent, ``remembered``).
+
+        Measured shares are remembered in ``placement_cache`` (default the user's cache folder,
+        tessera/resident; ``"none"``: off), keyed by A's content, the nodes and ``columns``: the next
+        session that scatters the same A places those shares again without measuring, and with
+        the workers' block stores (``tessera-worker --store``) nothing is sent.
 
         The cluster keeps its connections open while a ResidentArray lives; ``free()`` (or
         ``with``) gives the nodes' memory back. A is converted by the module's rule and
@@ -407,6 +413,7 @@ class Cluster:
         settings = _tessera.PlacementSettings()
         settings.columns, settings.split, settings.measure = columns, split, bool(measure)
         settings.expected_products = max(1, int(expected_products))
+        settings.placement_cache = str(placement_cache)
         settings.nodes = [nodes] if isinstance(nodes, str) else [str(name) for name in (nodes or [])]
         a = as_matrix(A, "A", allow_copy)
         return ResidentArray(a, lambda matrix: self._place_rows(matrix, settings), self._resident_multiply,
@@ -684,7 +691,8 @@ class ResidentArray:
         self._placed = placed
         self.nodes = {name: rows for name, rows in placed["nodes"]}
         self.placement = {key: placed[key] for key in ("bytes", "bytes_reused", "seconds", "forecast_s", "measured_s",
-                                                        "first_measured_s", "bytes_moved", "measuring_rounds")}
+                                                        "first_measured_s", "bytes_moved", "measuring_rounds",
+                                                        "remembered")}
         self.placement["left_out"] = list(placed["warnings"])
         self.placements += 1
 

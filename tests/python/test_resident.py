@@ -164,3 +164,25 @@ def test_a_node_killed_mid_run_is_replaced_on_the_others_and_told(workdir):
             R.free()
     finally:
         own.stop()
+
+
+def test_a_later_session_places_the_measured_shares_from_the_nodes_stores(local):
+    # The workers `up` started keep what they are sent (a store each in the run directory); the
+    # first session measures its shares and remembers them; the next one on the same A places
+    # them as they were, measures nothing and sends nothing.
+    A = np.random.default_rng(31).standard_normal((2000, 700))
+    x = np.random.default_rng(32).standard_normal(700)
+    placements = []
+    for _ in range(2):
+        with tessera.Cluster(local.config, run_dir=local.run_dir) as cluster:
+            with cluster.scatter(A) as R:
+                assert np.allclose(R @ x, A @ x)
+                placements.append((dict(R.placement), dict(R.nodes)))
+    (first, first_nodes), (second, second_nodes) = placements
+    assert not first["remembered"] and first["measuring_rounds"] > 0
+    assert second["remembered"] and second["measuring_rounds"] == 0
+    assert second["bytes"] == 0 and second["bytes_reused"] == A.nbytes
+    assert second_nodes == first_nodes
+    with tessera.Cluster(local.config, run_dir=local.run_dir) as cluster:
+        with cluster.scatter(A, placement_cache="none") as R:
+            assert not R.placement["remembered"], "placement_cache='none' neither reads nor writes"

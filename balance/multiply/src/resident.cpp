@@ -124,9 +124,6 @@ Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::M
   for (std::size_t link : links) {
     if (link >= cluster.links().size()) return invalid_argument("place_rows: a node index beyond the cluster");
   }
-  ResidentMatrix placed;
-  placed.rows = a.rows;
-  placed.cols = a.cols;
   const uint64_t row_bytes = a.cols * sizeof(double);
   const uint64_t by_size = std::max<uint64_t>(1, std::min<uint64_t>(options.largest_tile_bytes / row_bytes, 1u << 20));
   const uint64_t by_count = (a.rows + std::max<uint64_t>(1, options.grid_pieces) - 1) / std::max<uint64_t>(1, options.grid_pieces);
@@ -134,20 +131,69 @@ Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::M
   // of 4096-wide rows cut to 1 MiB made a 4096 x 4096 product on one node 60% slower than BLAS;
   // at least 4 MiB.
   const uint64_t by_floor = (kSmallestPieceBytes + row_bytes - 1) / row_bytes;
-  placed.block_rows = std::max<uint64_t>(1, std::min(by_size, std::max(by_count, by_floor)));
-  uint32_t next_id = first_tile_id;
+  const uint64_t block_rows = std::max<uint64_t>(1, std::min(by_size, std::max(by_count, by_floor)));
+  std::vector<ResidentPiece> pieces;
   uint64_t row = 0;
   for (std::size_t i = 0; i < links.size(); ++i) {
-    if (rows[i] == 0) continue;
-    ResidentShare share;
-    share.link = links[i];
-    share.rows = rows[i];
     for (uint64_t begin = row, end = row + rows[i]; begin < end;) {
-      const uint64_t cut = std::min(end, (begin / placed.block_rows + 1) * placed.block_rows);
-      share.blocks.push_back({next_id++, begin, static_cast<uint32_t>(cut - begin)});
+      const uint64_t cut = std::min(end, (begin / block_rows + 1) * block_rows);
+      pieces.push_back({links[i], begin, static_cast<uint32_t>(cut - begin)});
       begin = cut;
     }
     row += rows[i];
+  }
+  return place_pieces(cluster, a, pieces, block_rows, options, first_tile_id);
+}
+
+std::vector<ResidentPiece> layout_of(const ResidentMatrix& placed) {
+  std::vector<ResidentPiece> pieces;
+  for (const ResidentShare& share : placed.shares) {
+    for (const ResidentBlock& block : share.blocks) pieces.push_back({share.link, block.row_begin, block.rows});
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const auto& x, const auto& y) { return x.row_begin < y.row_begin; });
+  return pieces;
+}
+
+Result<ResidentMatrix> place_pieces(cluster::ClusterConnection& cluster, linalg::MatrixView a,
+                                    std::span<const ResidentPiece> pieces, uint64_t block_rows,
+                                    const ResidentOptions& options, uint32_t first_tile_id) {
+  if (a.rows == 0 || a.cols == 0 || a.cols > (1u << 20)) {
+    return invalid_argument(fmt::format("a {}x{} matrix cannot be placed", a.rows, a.cols));
+  }
+  const uint64_t row_bytes = a.cols * sizeof(double);
+  // Every row once: the pieces in row order follow each other from row 0 to the last.
+  std::vector<ResidentPiece> ordered(pieces.begin(), pieces.end());
+  std::sort(ordered.begin(), ordered.end(), [](const auto& x, const auto& y) { return x.row_begin < y.row_begin; });
+  uint64_t next_row = 0;
+  for (const ResidentPiece& piece : ordered) {
+    if (piece.row_begin != next_row || piece.rows == 0 || piece.rows * row_bytes > std::max(options.largest_tile_bytes, row_bytes)) {
+      return invalid_argument(fmt::format("the pieces do not cover the matrix's rows once (a piece of {} rows at row {}, "
+                                          "row {} expected)",
+                                          piece.rows, piece.row_begin, next_row));
+    }
+    if (piece.link >= cluster.links().size()) return invalid_argument("place_pieces: a node index beyond the cluster");
+    next_row += piece.rows;
+  }
+  if (next_row != a.rows) {
+    return invalid_argument(fmt::format("the shares hold {} rows, the matrix {}", next_row, a.rows));
+  }
+  ResidentMatrix placed;
+  placed.rows = a.rows;
+  placed.cols = a.cols;
+  placed.block_rows = block_rows;
+  uint32_t next_id = first_tile_id;
+  // One share per node, in the order the nodes first appear in `pieces` (place_rows: its links').
+  for (const ResidentPiece& first : pieces) {
+    if (std::any_of(placed.shares.begin(), placed.shares.end(), [&](const ResidentShare& s) { return s.link == first.link; })) {
+      continue;
+    }
+    ResidentShare share;
+    share.link = first.link;
+    for (const ResidentPiece& piece : ordered) {
+      if (piece.link != first.link) continue;
+      share.blocks.push_back({next_id++, piece.row_begin, piece.rows});
+      share.rows += piece.rows;
+    }
     placed.shares.push_back(std::move(share));
   }
   placed.next_tile_id = next_id;

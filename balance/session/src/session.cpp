@@ -21,6 +21,8 @@
 #include "tessera/balance/expr/rewrite.hpp"
 #include "tessera/balance/expr/scheduled_eval.hpp"
 #include "tessera/partition/row_partition.hpp"
+#include "tessera/transport/block_key.hpp"
+#include "resident_memory.hpp"
 
 namespace tessera::balance::session {
 
@@ -583,11 +585,40 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const Placem
     return resource_exhausted("this session has placed as many resident blocks as it can number; open another");
   }
   multiply::ResidentOptions resident;
+  // Shares an earlier session measured for this matrix, on these nodes, for operands this wide:
+  // placed as they were (each piece one the nodes' block stores kept), and not measured again.
+  const bool measuring = sized && options.measure && links.size() > 1;
+  std::string memory_path;
+  std::vector<std::string> node_names;
+  for (std::size_t link : links) node_names.push_back(all[link].spec.name);
+  if (measuring && !options.memory_dir.empty() && a.rows <= UINT32_MAX && a.cols <= UINT32_MAX) {
+    const Result<transport::BlockKey> content =
+        transport::block_key(static_cast<uint32_t>(a.rows), static_cast<uint32_t>(a.cols), a.data, a.ld);
+    if (content) memory_path = resident_memory_path(options.memory_dir, state_->cluster.name, *content, options.columns, node_names);
+  }
+  std::optional<Result<multiply::ResidentMatrix>> remembered;
+  if (const std::optional<ResidentMemory> memory =
+          read_resident_memory(memory_path, a.rows, a.cols, options.columns, node_names)) {
+    std::vector<multiply::ResidentPiece> pieces;
+    for (const RememberedPiece& piece : memory->pieces) {
+      const auto at = std::find(node_names.begin(), node_names.end(), piece.node);
+      pieces.push_back({links[static_cast<std::size_t>(at - node_names.begin())], piece.row_begin, piece.rows});
+    }
+    Result<multiply::ResidentMatrix> again =
+        multiply::place_pieces(state_->connection, a, pieces, memory->block_rows, resident, state_->next_resident_tile);
+    // A memory that does not fit this placement's bounds is no memory; any other failure is the call's.
+    if (again || again.status().code() != StatusCode::kInvalidArgument) remembered = std::move(again);
+    if (again) {
+      placement.remembered = true;
+      placement.measured_product_s = memory->measured_product_s;
+    }
+  }
   Result<multiply::ResidentMatrix> placed =
-      multiply::place_rows(state_->connection, a, links, rows, resident, state_->next_resident_tile);
+      remembered ? std::move(*remembered)
+                 : multiply::place_rows(state_->connection, a, links, rows, resident, state_->next_resident_tile);
   if (!placed) return placed.status();
   state_->next_resident_tile = placed->next_tile_id;
-  if (sized && options.measure && links.size() > 1) {
+  if (measuring && !placement.remembered) {
     multiply::BalanceOptions balance;
     balance.columns = options.columns;
     balance.expected_products = options.expected_products;
@@ -605,6 +636,14 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const Placem
     placement.measuring_rounds = static_cast<int>(balanced->rounds.size());
     placement.bytes_moved = balanced->bytes_moved;
     placement.warnings.insert(placement.warnings.end(), balanced->left_out.begin(), balanced->left_out.end());
+    ResidentMemory memory{node_names, a.rows, a.cols, options.columns, placed->block_rows, {}, placement.measured_product_s};
+    for (const multiply::ResidentPiece& piece : multiply::layout_of(*placed)) {
+      memory.pieces.push_back({all[piece.link].spec.name, piece.row_begin, piece.rows});
+    }
+    // A memory that cannot be written costs the next session its measuring only: said, not failed.
+    if (const Status saved = write_resident_memory(memory_path, memory); !saved) {
+      placement.warnings.push_back("the measured shares were not remembered for the next session: " + saved.message());
+    }
   }
   placement.id = state_->next_resident_id++;
   for (std::size_t i = 0; i < all.size(); ++i) {

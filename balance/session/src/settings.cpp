@@ -147,6 +147,7 @@ Result<PlacementOptions> resolve_placement_settings(const PlacementSettings& set
   options.nodes = settings.nodes;
   options.measure = settings.measure;
   options.expected_products = std::max<uint64_t>(1, settings.expected_products);
+  options.memory_dir = placement_cache_dir(settings.placement_cache, "resident");
   return options;
 }
 
@@ -164,13 +165,15 @@ Result<partition::PartitionOptions> resolve_partition_settings(const PartitionSe
   return options;
 }
 
-std::string placement_cache_dir(const std::string& setting) {
+std::string placement_cache_dir(const std::string& setting, const std::string& kind) {
   if (setting == "none") return "";
   if (!setting.empty()) return setting;
   if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache != nullptr && *cache != '\0') {
-    return std::string(cache) + "/tessera/graphs";
+    return std::string(cache) + "/tessera/" + kind;
   }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return std::string(home) + "/.cache/tessera/graphs";
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return std::string(home) + "/.cache/tessera/" + kind;
+  }
   return "";  // nowhere sensible to keep it: run without
 }
 

@@ -94,6 +94,10 @@ int command_iterate(const IterateCommand& command, std::ostream& out, std::ostre
           : "";
   out << fmt::format("placed {}x{} ({:.1f} MB sent{}) in {:.3f} s: rows {}\n", a->rows, a->cols,
                      static_cast<double>(placed->bytes_placed) / 1e6, reused, placed->seconds, where);
+  if (placed->remembered) {
+    out << fmt::format("shares as an earlier run measured them (a product {:.4f} s then); not measured again\n",
+                       placed->measured_product_s);
+  }
   if (placed->measuring_rounds > 0) {
     out << fmt::format("measured on the placed rows: a product {:.4f} s with the first shares, {:.4f} s with these "
                        "({} rounds, {:.1f} MB moved; the profile forecast {:.4f} s)\n",
@@ -157,6 +161,9 @@ Subcommand add_iterate_command(CLI::App& app) {
                   "balanced (by the profile, then measured on the placed rows) | even (every node the same rows)")
       ->capture_default_str();
   sub->add_flag("--no-measure", command->no_measure, "balanced: keep the profile's shares, do not measure and move them");
+  sub->add_option("--placement-cache", command->placement.placement_cache,
+                  "remember measured shares here for the next run on the same matrix (default $XDG_CACHE_HOME or "
+                  "~/.cache, tessera/resident; none: off)");
   sub->add_option("--nodes", command->placement.nodes, "only these nodes (comma-separated names)")->delimiter(',');
   sub->add_flag("--require-all", command->require_all, kRequireAllHelp);
   sub->add_option("--run-dir", command->run_dir, "run directory of `tessera up` (for emulated endpoints)");

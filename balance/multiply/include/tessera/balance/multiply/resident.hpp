@@ -112,6 +112,26 @@ Result<ResidentMatrix> place_rows(cluster::ClusterConnection& cluster, linalg::M
                                   std::span<const std::size_t> links, std::span<const uint64_t> rows,
                                   const ResidentOptions& options = {}, uint32_t first_tile_id = kFirstResidentTileId);
 
+// One piece of a layout: `rows` rows from `row_begin` on, held by node `link`.
+struct ResidentPiece {
+  std::size_t link = 0;
+  uint64_t row_begin = 0;
+  uint32_t rows = 0;
+  bool operator==(const ResidentPiece&) const = default;
+};
+
+// The pieces of `placed`, in row order: what a later placement of the same matrix can ask for
+// again (place_pieces), so that every piece is one a node's block store kept.
+std::vector<ResidentPiece> layout_of(const ResidentMatrix& placed);
+
+// Places `a` in exactly these pieces (covering every row once, each at most
+// options.largest_tile_bytes), on the grid `block_rows` they were cut on; otherwise as
+// place_rows, which cuts its pieces and calls this. kInvalidArgument when the pieces do not cover
+// the rows exactly or name a node beyond the cluster.
+Result<ResidentMatrix> place_pieces(cluster::ClusterConnection& cluster, linalg::MatrixView a,
+                                    std::span<const ResidentPiece> pieces, uint64_t block_rows,
+                                    const ResidentOptions& options = {}, uint32_t first_tile_id = kFirstResidentTileId);
+
 // Moves whole pieces of `placed` between nodes so that node links[i] holds about rows[i] rows
 // (rows summing to a.rows): a node above its target gives pieces from its end while that brings
 // it nearer, and each goes to the node furthest below its own; `a` is the matrix placed, read for

@@ -153,6 +153,9 @@ struct PlacementOptions {
   // kBalanced: the products the matrix will serve; a move is made only when it repays its
   // transfer within them (multiply::BalanceOptions::expected_products).
   uint64_t expected_products = 100;
+  // kBalanced with measure: where the measured shares are remembered for the next session on the
+  // same matrix (which then places them as they were and measures nothing); "" none.
+  std::string memory_dir;
 };
 
 // A matrix the session keeps on its nodes (place_rows), by id.
@@ -167,6 +170,7 @@ struct ResidentPlacement {
   double first_measured_product_s = 0.0;  // ... with the first shares
   uint64_t bytes_moved = 0;           // rows moved between nodes by the measuring
   int measuring_rounds = 0;
+  bool remembered = false;            // the shares an earlier session measured, placed again unmeasured
   std::vector<std::string> warnings;  // a sentence per node left out, and why
 };
 

@@ -183,8 +183,9 @@ Result<graphs::GraphRunOptions> graph_run_options(const GraphSettings& settings,
                                                         const graphdata::DirectedGraph& graph,
                                                         const OptionSpelling& spelling);
 
-// The directory GraphSettings::placement_cache names: "" for none, the default when empty.
-std::string placement_cache_dir(const std::string& setting);
+// The directory GraphSettings::placement_cache names: "" for none, the default when empty
+// (tessera/`kind` in the user's cache folder: graphs, resident).
+std::string placement_cache_dir(const std::string& setting, const std::string& kind = "graphs");
 
 // A graph partitioning's options by name (`tessera partition`, Python's tessera.partition).
 // Defaults: partition::PartitionOptions{}' method, imbalance, objective and seed.
@@ -211,6 +212,9 @@ struct PlacementSettings {
   std::string split = "balanced";
   bool measure = PlacementOptions{}.measure;
   uint64_t expected_products = PlacementOptions{}.expected_products;
+  // Where measured shares are remembered for the next session: empty (default)
+  // $XDG_CACHE_HOME/tessera/resident or ~/.cache/tessera/resident; "none": neither read nor written.
+  std::string placement_cache;
   bool operator==(const PlacementSettings&) const = default;
 };
 

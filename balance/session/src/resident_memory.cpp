@@ -1,0 +1,108 @@
+#include "resident_memory.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace tessera::balance::session {
+
+namespace {
+
+using json = nlohmann::json;
+constexpr int kVersion = 1;
+constexpr uint64_t kMaxMemoryBytes = uint64_t{64} << 20;  // a layout of a million pieces is far beyond any matrix's
+
+// A short, stable name for the node set: the block key of its names, joined.
+std::string node_set_digest(const std::vector<std::string>& nodes) {
+  std::string joined;
+  for (const std::string& node : nodes) joined += node + '\n';
+  std::vector<double> packed((joined.size() + sizeof(double) - 1) / sizeof(double), 0.0);
+  std::memcpy(packed.data(), joined.data(), joined.size());
+  const auto key = transport::block_key(1, static_cast<uint32_t>(packed.size()), packed);
+  return key ? transport::to_hex(*key).substr(0, 16) : "nodes";
+}
+
+}  // namespace
+
+std::string resident_memory_path(const std::string& dir, const std::string& cluster, const transport::BlockKey& matrix,
+                                 uint64_t columns, const std::vector<std::string>& nodes) {
+  if (dir.empty()) return "";
+  std::string safe_cluster = cluster.empty() ? std::string("cluster") : cluster;
+  for (char& c : safe_cluster) {
+    if (c == '/' || c == '\\' || c == '\0') c = '_';
+  }
+  return fmt::format("{}/{}/{}-c{}-{}.json", dir, safe_cluster, transport::to_hex(matrix).substr(0, 32), columns,
+                     node_set_digest(nodes));
+}
+
+std::optional<ResidentMemory> read_resident_memory(const std::string& path, uint64_t rows, uint64_t cols,
+                                                   uint64_t columns, const std::vector<std::string>& nodes) {
+  if (path.empty()) return std::nullopt;
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error || size > kMaxMemoryBytes) return std::nullopt;
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  const json document = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!document.is_object()) return std::nullopt;
+  try {
+    ResidentMemory memory;
+    if (document.at("version").get<int>() != kVersion) return std::nullopt;
+    memory.nodes = document.at("nodes").get<std::vector<std::string>>();
+    memory.rows = document.at("rows").get<uint64_t>();
+    memory.cols = document.at("cols").get<uint64_t>();
+    memory.columns = document.at("columns").get<uint64_t>();
+    memory.block_rows = document.at("block_rows").get<uint64_t>();
+    memory.measured_product_s = document.at("measured_product_s").get<double>();
+    for (const json& piece : document.at("pieces")) {
+      memory.pieces.push_back({piece.at(0).get<std::string>(), piece.at(1).get<uint64_t>(), piece.at(2).get<uint32_t>()});
+    }
+    if (memory.nodes != nodes || memory.rows != rows || memory.cols != cols || memory.columns != columns ||
+        memory.block_rows == 0) {
+      return std::nullopt;
+    }
+    uint64_t next = 0;
+    for (const RememberedPiece& piece : memory.pieces) {
+      if (piece.row_begin != next || piece.rows == 0 ||
+          std::find(nodes.begin(), nodes.end(), piece.node) == nodes.end()) {
+        return std::nullopt;
+      }
+      next += piece.rows;
+    }
+    if (next != rows) return std::nullopt;
+    return memory;
+  } catch (const json::exception&) {
+    return std::nullopt;  // a field missing or of the wrong type: no memory
+  }
+}
+
+Status write_resident_memory(const std::string& path, const ResidentMemory& memory) {
+  if (path.empty()) return Status::ok();
+  json pieces = json::array();
+  for (const RememberedPiece& piece : memory.pieces) pieces.push_back({piece.node, piece.row_begin, piece.rows});
+  const json document = {{"version", kVersion},          {"nodes", memory.nodes},
+                         {"rows", memory.rows},          {"cols", memory.cols},
+                         {"columns", memory.columns},    {"block_rows", memory.block_rows},
+                         {"measured_product_s", memory.measured_product_s}, {"pieces", std::move(pieces)}};
+  std::error_code error;
+  const std::filesystem::path target(path);
+  std::filesystem::create_directories(target.parent_path(), error);
+  if (error) return io_error(fmt::format("cannot create {}: {}", target.parent_path().string(), error.message()));
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    file << document.dump() << "\n";
+    if (!file.flush()) return io_error(fmt::format("cannot write {}", temporary));
+  }
+  std::filesystem::rename(temporary, target, error);
+  if (error) return io_error(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
+  return Status::ok();
+}
+
+}  // namespace tessera::balance::session
