@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/core/files.hpp"
+
 namespace tessera::balance::session {
 
 namespace {
@@ -90,19 +92,9 @@ Status write_resident_memory(const std::string& path, const ResidentMemory& memo
                          {"rows", memory.rows},          {"cols", memory.cols},
                          {"columns", memory.columns},    {"block_rows", memory.block_rows},
                          {"measured_product_s", memory.measured_product_s}, {"pieces", std::move(pieces)}};
-  std::error_code error;
-  const std::filesystem::path target(path);
-  std::filesystem::create_directories(target.parent_path(), error);
-  if (error) return io_error(fmt::format("cannot create {}: {}", target.parent_path().string(), error.message()));
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::trunc);
-    file << document.dump() << "\n";
-    if (!file.flush()) return io_error(fmt::format("cannot write {}", temporary));
-  }
-  std::filesystem::rename(temporary, target, error);
-  if (error) return io_error(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
-  return Status::ok();
+  TESSERA_RETURN_IF_ERROR(
+      create_private_folder(std::filesystem::path(path).parent_path().string(), "resident placement cache"));
+  return write_private_file(path, document.dump() + "\n", PrivateWrite::kReplace, "resident placement memory");
 }
 
 }  // namespace tessera::balance::session
