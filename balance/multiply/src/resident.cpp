@@ -7,6 +7,7 @@
 #include <chrono>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -80,8 +81,8 @@ Status store_pieces(tp::FrameConnection& connection, bool use_store, linalg::Mat
   gemm::GemmClient client(connection);
   const uint64_t row_bytes = a.cols * sizeof(double);
   std::vector<bool> loaded(pieces.size(), false);
+  std::vector<gemm::BlockToLoad> blocks;
   if (use_store && !pieces.empty()) {
-    std::vector<gemm::BlockToLoad> blocks;
     blocks.reserve(pieces.size());
     for (const ResidentBlock& piece : pieces) {
       Result<tp::BlockKey> key = tp::block_key(piece.rows, static_cast<uint32_t>(a.cols), a.row(piece.row_begin), a.ld);
@@ -103,6 +104,16 @@ Status store_pieces(tp::FrameConnection& connection, bool use_store, linalg::Mat
     TESSERA_RETURN_IF_ERROR(client.store_rows(piece.tile_id, piece.rows, static_cast<uint32_t>(a.cols),
                                               a.row(piece.row_begin), a.ld, crc.value(), use_store));
     traffic.sent += piece.rows * row_bytes;
+  }
+  if (use_store && traffic.sent > 0) {
+    // The worker keeps what it was sent on its own thread, and answers a query only after those
+    // writes: waiting here puts the writes in the placement's time rather than in the first
+    // products' (a capped node writing its pieces measured as a slow node, and lost rows for it).
+    std::vector<tp::BlockKey> sent;
+    for (std::size_t p = 0; p < pieces.size(); ++p) {
+      if (!loaded[p]) sent.push_back(blocks[p].key);
+    }
+    TESSERA_RETURN_IF_ERROR(client.query_blocks(sent).status());
   }
   return client.stats().status();
 }
@@ -198,21 +209,25 @@ Result<ResidentMatrix> place_pieces(cluster::ClusterConnection& cluster, linalg:
   }
   placed.next_tile_id = next_id;
 
-  // The check's matrix side, one pass over A: s = r^T A and |r|^T |A|.
+  // The check's matrix side, one pass over A: s = r^T A and |r|^T |A|, taken on a thread of its
+  // own while the nodes are sent (or load) their pieces, which read A too but wait on the network
+  // and on the workers. Its memory is reserved here, so the thread cannot fail.
   std::mt19937_64 random(options.seed);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   placed.check_vector.resize(a.rows);
   for (double& v : placed.check_vector) v = uniform(random);
   placed.check_row.assign(a.cols, 0.0);
   placed.check_magnitude.assign(a.cols, 0.0);
-  for (uint64_t r = 0; r < a.rows; ++r) {
-    const double weight = placed.check_vector[r];
-    const double* values = a.row(r);
-    for (uint64_t c = 0; c < a.cols; ++c) {
-      placed.check_row[c] += weight * values[c];
-      placed.check_magnitude[c] += std::abs(weight) * std::abs(values[c]);
+  std::thread check([&placed, a] {
+    for (uint64_t r = 0; r < a.rows; ++r) {
+      const double weight = placed.check_vector[r];
+      const double* values = a.row(r);
+      for (uint64_t c = 0; c < a.cols; ++c) {
+        placed.check_row[c] += weight * values[c];
+        placed.check_magnitude[c] += std::abs(weight) * std::abs(values[c]);
+      }
     }
-  }
+  });
 
   std::vector<PieceTraffic> traffic(placed.shares.size());
   Status stored = on_share_nodes(cluster, placed.shares, options.node_timeout_s,
@@ -220,6 +235,7 @@ Result<ResidentMatrix> place_pieces(cluster::ClusterConnection& cluster, linalg:
                                    const bool use_store = uses_block_store(cluster.links()[placed.shares[i].link], options);
                                    return store_pieces(connection, use_store, a, placed.shares[i].blocks, traffic[i]);
                                  });
+  check.join();
   if (!stored) {
     release_resident(cluster, placed);
     return stored;

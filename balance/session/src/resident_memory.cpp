@@ -1,6 +1,7 @@
 #include "resident_memory.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,21 @@ std::string node_set_digest(const std::vector<std::string>& nodes) {
 }
 
 }  // namespace
+
+transport::BlockKey matrix_fingerprint(linalg::MatrixView a) {
+  // Every 64th row read in place (the rows 64 apart are a block of stride 64 ld); the shape is
+  // in the key through the sampled block's and the matrix's own sizes.
+  constexpr uint64_t kEvery = 64;
+  const uint64_t sampled_rows = (a.rows + kEvery - 1) / kEvery;
+  if (a.rows == 0 || a.cols == 0 || sampled_rows > UINT32_MAX || a.cols > UINT32_MAX) return transport::BlockKey{};
+  const auto sampled = transport::block_key(static_cast<uint32_t>(sampled_rows), static_cast<uint32_t>(a.cols), a.data,
+                                            kEvery * a.ld);
+  if (!sampled) return transport::BlockKey{};
+  std::array<double, 6> named{static_cast<double>(a.rows), static_cast<double>(a.cols)};
+  std::memcpy(named.data() + 2, sampled->digest.data(), sampled->digest.size());
+  const auto key = transport::block_key(1, static_cast<uint32_t>(named.size()), named);
+  return key ? *key : transport::BlockKey{};
+}
 
 std::string resident_memory_path(const std::string& dir, const std::string& cluster, const transport::BlockKey& matrix,
                                  uint64_t columns, const std::vector<std::string>& nodes) {

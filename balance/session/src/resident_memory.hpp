@@ -1,7 +1,7 @@
 // What an earlier session measured for a resident matrix: the layout its measured shares ended
 // with (which node holds which rows), so that a later session on the same matrix, with the nodes'
 // block stores warm, places exactly those pieces (every one a node kept) and measures nothing.
-// One JSON file per matrix content, operand width and node set, in the placement cache's folder.
+// One JSON file per matrix (by a fingerprint of its content), operand width and node set, in the placement cache's folder.
 // A hint, never trusted: a file that is missing, unreadable, malformed or inconsistent with the
 // matrix is no memory. Internal to the session library; values and free functions, thread-safe.
 #pragma once
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tessera/core/status.hpp"
+#include "tessera/linalg/matrix.hpp"
 #include "tessera/transport/block_key.hpp"
 
 namespace tessera::balance::session {
@@ -34,7 +35,14 @@ struct ResidentMemory {
   bool operator==(const ResidentMemory&) const = default;
 };
 
-// DIR/CLUSTER/<the matrix's key>-c<columns>-<the node set's digest>.json; "" when dir is "".
+// What names a matrix's memory: the block key of its shape and every 64th row (and its last),
+// read in milliseconds where the whole matrix takes a pass of seconds. A memory is a hint about
+// shares, never about content: a matrix that differs only in rows not read finds the memory of
+// another of its shape, places those shares, and its pieces, named by their whole content, are
+// sent where no store holds them.
+transport::BlockKey matrix_fingerprint(linalg::MatrixView a);
+
+// DIR/CLUSTER/<the matrix's fingerprint>-c<columns>-<the node set's digest>.json; "" when dir is "".
 std::string resident_memory_path(const std::string& dir, const std::string& cluster, const transport::BlockKey& matrix,
                                  uint64_t columns, const std::vector<std::string>& nodes);
 

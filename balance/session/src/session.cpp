@@ -21,7 +21,6 @@
 #include "tessera/balance/expr/rewrite.hpp"
 #include "tessera/balance/expr/scheduled_eval.hpp"
 #include "tessera/partition/row_partition.hpp"
-#include "tessera/transport/block_key.hpp"
 #include "resident_memory.hpp"
 
 namespace tessera::balance::session {
@@ -591,10 +590,9 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const Placem
   std::string memory_path;
   std::vector<std::string> node_names;
   for (std::size_t link : links) node_names.push_back(all[link].spec.name);
-  if (measuring && !options.memory_dir.empty() && a.rows <= UINT32_MAX && a.cols <= UINT32_MAX) {
-    const Result<transport::BlockKey> content =
-        transport::block_key(static_cast<uint32_t>(a.rows), static_cast<uint32_t>(a.cols), a.data, a.ld);
-    if (content) memory_path = resident_memory_path(options.memory_dir, state_->cluster.name, *content, options.columns, node_names);
+  if (measuring && !options.memory_dir.empty()) {
+    memory_path = resident_memory_path(options.memory_dir, state_->cluster.name, matrix_fingerprint(a), options.columns,
+                                       node_names);
   }
   std::optional<Result<multiply::ResidentMatrix>> remembered;
   if (const std::optional<ResidentMemory> memory =
