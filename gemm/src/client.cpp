@@ -102,18 +102,18 @@ Result<ProbeResult> GemmClient::probe(const Probe& probe) { return request_reply
 
 namespace {
 
-// One block request and its answer's flags (as many as asked, or the answer is refused).
-template <typename Request, typename Answer>
-Result<std::vector<bool>> block_round_trip(transport::FrameConnection& connection, Request request,
-                                           std::vector<bool> Answer::*flags, std::size_t asked) {
-  TESSERA_RETURN_IF_ERROR(write_block_message(connection, std::move(request)));
+// A block answer of type `Answer` and its flags: exactly `asked` of them, or (`at_most`) 1..asked
+// for one answer among several that together answer the blocks asked; otherwise refused.
+template <typename Answer>
+Result<std::vector<bool>> read_block_answer(transport::FrameConnection& connection, std::vector<bool> Answer::*flags,
+                                            std::size_t asked, bool at_most = false) {
   constexpr MessageType expected = std::is_same_v<Answer, BlockHeld> ? MessageType::kBlockHeld : MessageType::kBlockLoaded;
   Result<transport::FrameHeader> header = transport::read_reply_header(connection, {expected});
   if (!header) return header.status();
   Result<BlockMessage> answer = read_block_payload(connection, *header);
   if (!answer) return answer.status();
   std::vector<bool> got = std::get<Answer>(std::move(*answer)).*flags;
-  if (got.size() != asked) {
+  if (at_most ? got.size() > asked : got.size() != asked) {
     return protocol_error(connection.peer() + ": " + transport::message_type_name(header->type) + " answered " +
                           std::to_string(got.size()) + " blocks of " + std::to_string(asked) + " asked");
   }
@@ -126,8 +126,8 @@ Result<std::vector<bool>> GemmClient::query_blocks(std::span<const transport::Bl
   std::vector<bool> held;
   for (std::size_t from = 0; from < keys.size(); from += kMaxBlocksPerMessage) {
     const std::span<const transport::BlockKey> part = keys.subspan(from, std::min<std::size_t>(kMaxBlocksPerMessage, keys.size() - from));
-    Result<std::vector<bool>> got =
-        block_round_trip(connection_, BlockQuery{{part.begin(), part.end()}}, &BlockHeld::held, part.size());
+    TESSERA_RETURN_IF_ERROR(write_block_message(connection_, BlockQuery{{part.begin(), part.end()}}));
+    Result<std::vector<bool>> got = read_block_answer(connection_, &BlockHeld::held, part.size());
     if (!got) return got.status();
     held.insert(held.end(), got->begin(), got->end());
   }
@@ -135,11 +135,23 @@ Result<std::vector<bool>> GemmClient::query_blocks(std::span<const transport::Bl
 }
 
 Result<std::vector<bool>> GemmClient::load_blocks(std::span<const BlockToLoad> blocks) {
-  std::vector<bool> loaded;
+  TESSERA_RETURN_IF_ERROR(send_block_load(blocks));
+  return read_blocks_loaded(blocks.size());
+}
+
+Status GemmClient::send_block_load(std::span<const BlockToLoad> blocks) {
   for (std::size_t from = 0; from < blocks.size(); from += kMaxBlocksPerMessage) {
     const std::span<const BlockToLoad> part = blocks.subspan(from, std::min<std::size_t>(kMaxBlocksPerMessage, blocks.size() - from));
-    Result<std::vector<bool>> got =
-        block_round_trip(connection_, BlockLoad{{part.begin(), part.end()}}, &BlockLoaded::loaded, part.size());
+    TESSERA_RETURN_IF_ERROR(write_block_message(connection_, BlockLoad{{part.begin(), part.end()}}));
+  }
+  return Status::ok();
+}
+
+Result<std::vector<bool>> GemmClient::read_blocks_loaded(std::size_t count) {
+  // One BLOCK_LOADED per BLOCK_LOAD, in order, each answering that message's blocks.
+  std::vector<bool> loaded;
+  while (loaded.size() < count) {
+    Result<std::vector<bool>> got = read_block_answer(connection_, &BlockLoaded::loaded, count - loaded.size(), true);
     if (!got) return got.status();
     loaded.insert(loaded.end(), got->begin(), got->end());
   }

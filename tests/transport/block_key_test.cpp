@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace tessera::transport {
@@ -34,6 +35,24 @@ TEST(BlockKey, RowsInsideALargerMatrixNameTheSameBlockAsTheirCopy) {
   for (std::size_t r = 0; r < 3; ++r) narrow.insert(narrow.end(), matrix.begin() + 4 * r + 1, matrix.begin() + 4 * r + 4);
   EXPECT_EQ(*block_key(3, 3, matrix.data() + 1, 4), *block_key(3, 3, narrow));
   EXPECT_FALSE(block_key(3, 3, std::span<const double>(narrow).first(8)).is_ok()) << "values that are not rows x cols";
+}
+
+TEST(BlockKey, AStreamInAnyChunksNamesTheSameBlock) {
+  std::vector<double> values(1000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::sqrt(static_cast<double>(i));
+  const BlockKey whole = *block_key(25, 40, values);
+  for (std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{40}, std::size_t{1000}}) {
+    BlockKeyStream stream(25, 40);
+    for (std::size_t from = 0; from < values.size(); from += chunk) {
+      stream.update(std::span<const double>(values).subspan(from, std::min(chunk, values.size() - from)));
+    }
+    Result<BlockKey> key = stream.finish();
+    ASSERT_TRUE(key.is_ok());
+    EXPECT_EQ(*key, whole) << "chunks of " << chunk;
+  }
+  BlockKeyStream short_stream(25, 40);
+  short_stream.update(std::span<const double>(values).first(999));
+  EXPECT_FALSE(short_stream.finish().is_ok()) << "a value missing";
 }
 
 TEST(BlockKey, HexRoundTripsAndRefusesWhatIsNotAKey) {

@@ -15,22 +15,13 @@ namespace tessera::transport {
 
 static_assert(std::endian::native == std::endian::little, "block keys hash doubles as they lie in memory (LE)");
 
-Result<BlockKey> block_key(uint32_t rows, uint32_t cols, const double* first_row, std::size_t row_stride) {
-  // The values' XXH3-128 (its canonical, big-endian bytes, the same on every machine), read row by
-  // row so that rows inside a larger matrix need no copy.
-  XXH3_state_t state;
-  XXH3_INITSTATE(&state);
-  if (XXH3_128bits_reset(&state) != XXH_OK) return internal_error("XXH3 of a block failed");
-  const std::size_t row_bytes = std::size_t{cols} * sizeof(double);
-  if (row_stride == cols) {
-    XXH3_128bits_update(&state, first_row, row_bytes * rows);
-  } else {
-    for (uint32_t r = 0; r < rows; ++r) XXH3_128bits_update(&state, first_row + r * row_stride, row_bytes);
-  }
-  XXH128_canonical_t content{};
-  XXH128_canonicalFromHash(&content, XXH3_128bits_digest(&state));
+namespace {
 
-  // SHA-256 of "tessera-block-v2" | rows (u32 LE) | cols (u32 LE) | the content digest.
+// SHA-256 of "tessera-block-v2" | rows (u32 LE) | cols (u32 LE) | the content digest (the values'
+// XXH3-128, its canonical big-endian bytes, the same on every machine).
+BlockKey named_key(uint32_t rows, uint32_t cols, XXH128_hash_t content_hash) {
+  XXH128_canonical_t content{};
+  XXH128_canonicalFromHash(&content, content_hash);
   std::array<unsigned char, 24 + sizeof(content.digest)> named{};
   std::memcpy(named.data(), "tessera-block-v2", 16);
   std::memcpy(named.data() + 16, &rows, 4);
@@ -40,6 +31,43 @@ Result<BlockKey> block_key(uint32_t rows, uint32_t cols, const double* first_row
   static_assert(sizeof(key.digest) == SHA256_DIGEST_LENGTH);
   SHA256(named.data(), named.size(), reinterpret_cast<unsigned char*>(key.digest.data()));
   return key;
+}
+
+}  // namespace
+
+struct BlockKeyStream::State {
+  XXH3_state_t xxh;
+};
+
+BlockKeyStream::BlockKeyStream(uint32_t rows, uint32_t cols) : state_(std::make_unique<State>()), rows_(rows), cols_(cols) {
+  XXH3_INITSTATE(&state_->xxh);
+  XXH3_128bits_reset(&state_->xxh);
+}
+
+BlockKeyStream::~BlockKeyStream() = default;
+
+void BlockKeyStream::update(std::span<const double> values) {
+  XXH3_128bits_update(&state_->xxh, values.data(), values.size_bytes());
+  seen_ += values.size();
+}
+
+Result<BlockKey> BlockKeyStream::finish() {
+  if (seen_ != uint64_t{rows_} * cols_) {
+    return invalid_argument("a " + std::to_string(rows_) + "x" + std::to_string(cols_) + " block was given " +
+                            std::to_string(seen_) + " values");
+  }
+  return named_key(rows_, cols_, XXH3_128bits_digest(&state_->xxh));
+}
+
+Result<BlockKey> block_key(uint32_t rows, uint32_t cols, const double* first_row, std::size_t row_stride) {
+  // Read row by row so that rows inside a larger matrix need no copy.
+  BlockKeyStream stream(rows, cols);
+  if (row_stride == cols) {
+    stream.update({first_row, std::size_t{rows} * cols});
+  } else {
+    for (uint32_t r = 0; r < rows; ++r) stream.update({first_row + r * row_stride, cols});
+  }
+  return stream.finish();
 }
 
 Result<BlockKey> block_key(uint32_t rows, uint32_t cols, std::span<const double> values) {

@@ -220,11 +220,18 @@ std::nullopt_t BlockStore::drop_bad(const tp::BlockKey& key) {
 }
 
 bool BlockStore::read_values(const tp::BlockKey& key, const FileShape& shape, std::ifstream& in, std::span<double> out) {
-  if (!in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size_bytes()))) {
-    drop_bad(key);
-    return false;
+  // In chunks, each hashed while it is still in cache: one pass over the block's memory, not two.
+  constexpr std::size_t kChunkValues = std::size_t{1} << 17;  // 1 MiB
+  tp::BlockKeyStream stream(shape.rows, shape.cols);
+  for (std::size_t from = 0; from < out.size(); from += kChunkValues) {
+    const std::span<double> chunk = out.subspan(from, std::min(kChunkValues, out.size() - from));
+    if (!in.read(reinterpret_cast<char*>(chunk.data()), static_cast<std::streamsize>(chunk.size_bytes()))) {
+      drop_bad(key);
+      return false;
+    }
+    stream.update(chunk);
   }
-  Result<tp::BlockKey> recomputed = tp::block_key(shape.rows, shape.cols, out);
+  Result<tp::BlockKey> recomputed = stream.finish();
   if (!recomputed || *recomputed != key) {
     drop_bad(key);
     return false;

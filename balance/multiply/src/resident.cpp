@@ -83,13 +83,16 @@ Status store_pieces(tp::FrameConnection& connection, bool use_store, linalg::Mat
   std::vector<bool> loaded(pieces.size(), false);
   std::vector<gemm::BlockToLoad> blocks;
   if (use_store && !pieces.empty()) {
+    // Each piece asked for as soon as it is keyed, so the node loads one while this thread hashes
+    // the next; the answers are read once all are asked.
     blocks.reserve(pieces.size());
     for (const ResidentBlock& piece : pieces) {
       Result<tp::BlockKey> key = tp::block_key(piece.rows, static_cast<uint32_t>(a.cols), a.row(piece.row_begin), a.ld);
       if (!key) return key.status();
       blocks.push_back({*key, piece.tile_id, piece.rows, static_cast<uint32_t>(a.cols)});
+      TESSERA_RETURN_IF_ERROR(client.send_block_load(std::span<const gemm::BlockToLoad>(&blocks.back(), 1)));
     }
-    Result<std::vector<bool>> got = client.load_blocks(blocks);
+    Result<std::vector<bool>> got = client.read_blocks_loaded(blocks.size());
     if (!got) return got.status();
     loaded = std::move(*got);
   }

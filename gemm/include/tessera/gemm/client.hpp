@@ -85,6 +85,11 @@ class GemmClient {
   // tile id, false not held there (to be STOREd). The worker's ERROR (out of tile memory) is the
   // failure.
   Result<std::vector<bool>> load_blocks(std::span<const BlockToLoad> blocks);
+  // load_blocks in two halves, so that a caller can ask for the next blocks while the worker loads
+  // the first: BLOCK_LOADs written, and their answers read (`count` flags, the blocks of the
+  // send_block_load calls since the last read, in order).
+  Status send_block_load(std::span<const BlockToLoad> blocks);
+  Result<std::vector<bool>> read_blocks_loaded(std::size_t count);
 
   // --- Jobs (any thread) ---
   // A JOB, with its job id as the frame's request id. It is owed until its CREDIT comes back, and

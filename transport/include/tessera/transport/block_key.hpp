@@ -15,6 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -33,6 +34,26 @@ struct BlockKey {
 Result<BlockKey> block_key(uint32_t rows, uint32_t cols, const double* first_row, std::size_t row_stride);
 // The same for a row-major block `values`; kInvalidArgument when values.size() != rows * cols.
 Result<BlockKey> block_key(uint32_t rows, uint32_t cols, std::span<const double> values);
+
+// The key of a rows x cols block whose values arrive in pieces, in row-major order (a worker
+// reading a block from disk hashes each chunk while it is still in cache). finish() once all
+// rows * cols values were given; it fails (kInvalidArgument) when they were not. Not thread-safe.
+class BlockKeyStream {
+ public:
+  BlockKeyStream(uint32_t rows, uint32_t cols);
+  ~BlockKeyStream();
+  BlockKeyStream(const BlockKeyStream&) = delete;
+  BlockKeyStream& operator=(const BlockKeyStream&) = delete;
+  void update(std::span<const double> values);
+  Result<BlockKey> finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  uint32_t rows_;
+  uint32_t cols_;
+  uint64_t seen_ = 0;
+};
 
 // 64 lowercase hex digits, and back (kInvalidArgument naming the text when it is not one).
 std::string to_hex(const BlockKey& key);
