@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -20,7 +23,9 @@
 #include "tessera/transport/frame_connection.hpp"
 #include "tessera/worker/compute_pool.hpp"
 #include "tessera/worker/gemm_service.hpp"
+#include "tessera/gemm/client.hpp"
 #include "tessera/gemm/wire_io.hpp"
+#include "tessera/transport/block_key.hpp"
 #include "worker_test_client.hpp"
 
 namespace tessera::worker {
@@ -260,6 +265,8 @@ class WorkerServerTest : public ::testing::Test {
   // How long a connection of the test may wait for the worker; only a worker that fails to
   // answer ever reaches it.
   virtual std::chrono::seconds deadline() const { return 60s; }
+  // The worker's --store folder; empty: none.
+  virtual std::string store_dir() const { return ""; }
 
   void SetUp() override {
     WorkerOptions options;
@@ -268,6 +275,7 @@ class WorkerServerTest : public ::testing::Test {
     options.threads = threads();
     options.secret = kSecret;
     options.tile_memory_cap = cap_bytes();
+    options.store_dir = store_dir();
     auto started = WorkerServer::start(options);
     ASSERT_TRUE(started.is_ok()) << started.status().to_string();
     server_.emplace(std::move(started).value());
@@ -1173,6 +1181,87 @@ TEST(WorkerServerStart, StopBeforeRunMakesRunReturn) {
   (*started)->stop();
   ServerThread running(std::move(started).value());  // run() only now
   EXPECT_TRUE(running.returned_within(kStopDeadline));
+}
+
+// --- The block store on the wire (kCapabilityBlockStore) ---
+
+TEST_F(WorkerSessionTest, AWorkerWithoutAStoreOffersNoneAndRefusesItsMessagesByName) {
+  gemm::BlockQuery query;
+  query.keys.push_back(*tp::block_key(1, 1, std::vector<double>{1.0}));
+  ASSERT_TRUE(gemm::write_block_message(*session_, query).is_ok());
+  EXPECT_TRUE(read_error_saying(*session_, tp::ErrorCode::kBadFrame, "this worker has no block store"));
+  EXPECT_TRUE(session_.closed_by_worker());
+}
+
+// A worker with a store folder of its own (removed afterwards), and a 64 KiB tile cap.
+class WorkerBlockStoreTest : public WorkerSessionTest {
+ protected:
+  std::string store_dir() const override { return dir_.string(); }
+  void TearDown() override {
+    WorkerSessionTest::TearDown();
+    std::filesystem::remove_all(dir_);
+  }
+  // STOREs `tile` under `id` with the keep flag and returns its key.
+  tp::BlockKey keep(uint32_t id, const Dense& tile) {
+    gemm::GemmClient client(*session_);
+    EXPECT_TRUE(client.store_rows(id, tile.rows, tile.cols, tile.values.data(), tile.cols, gemm::tile_crc32c(tile.values),
+                                  /*keep=*/true)
+                    .is_ok());
+    return *tp::block_key(tile.rows, tile.cols, tile.values);
+  }
+  const std::filesystem::path dir_ = std::filesystem::temp_directory_path() /
+                                     ("tessera-worker-store-" + std::to_string(::getpid()) + "-" +
+                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+};
+
+TEST_F(WorkerBlockStoreTest, AKeptStoreIsHeldAndLoadsUnderAnotherIdExactly) {
+  EXPECT_NE(server().capabilities() & tp::kCapabilityBlockStore, 0u);
+  const Dense tile = Dense::integers(8, 10, 2);
+  const tp::BlockKey key = keep(1, tile);
+  const tp::BlockKey other = *tp::block_key(8, 10, Dense::integers(8, 10, 3).values);
+  gemm::GemmClient client(*session_);
+  Result<std::vector<bool>> held = client.query_blocks(std::vector<tp::BlockKey>{key, other});
+  ASSERT_TRUE(held.is_ok()) << held.status().to_string();
+  EXPECT_EQ(*held, (std::vector<bool>{true, false})) << "answered after the worker wrote it";
+  Result<std::vector<bool>> loaded =
+      client.load_blocks(std::vector<gemm::BlockToLoad>{{key, 7, 8, 10}, {other, 8, 8, 10}, {key, 9, 10, 8}});
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  EXPECT_EQ(*loaded, (std::vector<bool>{true, false, false})) << "a claim of another shape is not loaded";
+  // Tile 7 holds the block: a job reading it (C = 7 * I) gives it back exactly.
+  Dense identity(10, 10);
+  for (uint32_t i = 0; i < 10; ++i) identity.at(i, i) = 1.0;
+  ASSERT_TRUE(store_tile(*session_, 2, identity).is_ok());
+  ASSERT_TRUE(gemm::write_message(*session_, creating_output(gemm_job(1, 7, 2, 3, 8, 10, 10, gemm::kJobSendResult), 8, 10))
+                  .is_ok());
+  testing::AnyFrame frame;
+  ASSERT_TRUE(read_expect<gemm::Credit>(*session_, frame));
+  ASSERT_TRUE(read_expect<gemm::ResultTile>(*session_, frame));
+  const auto& result = std::get<gemm::ResultTile>(frame.message);
+  EXPECT_EQ(std::vector<double>(result.data.begin(), result.data.end()), tile.values);
+}
+
+TEST_F(WorkerBlockStoreTest, ALoadThatClaimsMoreEntriesThanItHoldsIsRefusedAndCloses) {
+  gemm::BlockLoad load;
+  load.blocks.push_back({*tp::block_key(1, 1, std::vector<double>{1.0}), 1, 1, 1});
+  std::vector<std::byte> payload = gemm::encode_block_payload(load);
+  payload[0] = std::byte{0xE8};  // count 1000, one entry's bytes
+  payload[1] = std::byte{0x03};
+  tp::FrameHeader header;
+  header.type = static_cast<uint16_t>(tp::MessageType::kBlockLoad);
+  const std::array<asio::const_buffer, 1> parts{asio::buffer(payload.data(), payload.size())};
+  ASSERT_TRUE(session_->write_frame(header, parts).is_ok());
+  EXPECT_TRUE(read_error_saying(*session_, tp::ErrorCode::kBadFrame, "does not hold 1000 entries"));
+  EXPECT_TRUE(session_.closed_by_worker());
+}
+
+TEST_F(WorkerBlockStoreTest, ALoadBeyondTheTileCapIsOutOfMemoryBeforeItIsRead) {
+  const Dense tile = Dense::integers(64, 100, 1);  // 51200 of the 65536-byte cap
+  const tp::BlockKey key = keep(1, tile);
+  gemm::GemmClient client(*session_);
+  ASSERT_TRUE(client.query_blocks(std::vector<tp::BlockKey>{key}).is_ok());
+  // Tile 1 still holds its 51200 bytes: a second copy does not fit.
+  ASSERT_TRUE(gemm::write_block_message(*session_, gemm::BlockLoad{{{key, 2, 64, 100}}}).is_ok());
+  EXPECT_TRUE(read_error_saying(*session_, tp::ErrorCode::kOutOfMemory, "BLOCK_LOAD"));
 }
 
 }  // namespace

@@ -556,6 +556,9 @@ class ResidentStudyKind final : public StudyKind {
   session::PlacementOptions placement_options(ResidentVariant variant, uint64_t columns) const {
     session::PlacementOptions options;
     options.columns = columns;
+    // Every placement cold, as the study measures what placing costs: nothing loaded from the
+    // workers' block stores (another variant's pieces would be there) and no shares remembered.
+    options.use_block_stores = false;
     if (variant == ResidentVariant::kDesktopAlone) options.nodes = {fastest_};
     if (variant == ResidentVariant::kEven) options.split = session::PlacementOptions::Split::kEven;
     return options;
