@@ -420,18 +420,28 @@ py::dict ClusterHandle::resident_multiply(uint64_t id, uint64_t generation, cons
   return py::dict(py::arg("verified") = product.verification.passed, py::arg("detail") = product.verification.detail,
                   py::arg("seconds") = product.seconds, py::arg("verification_seconds") = product.verification_seconds,
                   py::arg("bytes_to_nodes") = to_nodes, py::arg("bytes_from_nodes") = from_nodes,
-                  py::arg("node_finish_s") = finish, py::arg("notices") = notices);
+                  py::arg("node_finish_s") = finish, py::arg("notices") = notices,
+                  py::arg("node_rows") = node_rows(id));
+}
+
+py::list ClusterHandle::node_rows(uint64_t id) const {
+  py::list rows;
+  if (!session_) return rows;
+  for (const auto& [name, held] : session_->resident_rows_per_node(id)) rows.append(py::make_tuple(name, held));
+  return rows;
 }
 
 namespace {
 
-py::dict iteration_dict(tb::multiply::IterationOutcome outcome, const std::vector<std::string>& notices) {
+py::dict iteration_dict(tb::multiply::IterationOutcome outcome, const std::vector<std::string>& notices,
+                        py::list node_rows) {
   py::array_t<double> vector(static_cast<py::ssize_t>(outcome.vector.size()));
   std::copy(outcome.vector.begin(), outcome.vector.end(), vector.mutable_data());
   return py::dict(py::arg("vector") = vector, py::arg("value") = outcome.value,
                   py::arg("iterations") = outcome.iterations, py::arg("residual") = outcome.residual,
                   py::arg("converged") = outcome.converged, py::arg("seconds") = outcome.seconds,
-                  py::arg("product_seconds") = outcome.product_seconds, py::arg("notices") = notices);
+                  py::arg("product_seconds") = outcome.product_seconds, py::arg("notices") = notices,
+                  py::arg("node_rows") = std::move(node_rows));
 }
 
 }  // namespace
@@ -449,7 +459,7 @@ py::dict ClusterHandle::power_iteration(uint64_t id, uint64_t generation, uint32
         return session.power_iteration(id, options, control);
       },
       notices);
-  return iteration_dict(std::move(outcome), notices);
+  return iteration_dict(std::move(outcome), notices, node_rows(id));
 }
 
 py::dict ClusterHandle::conjugate_gradient(uint64_t id, uint64_t generation, const py::array& b, double tol,
@@ -466,7 +476,7 @@ py::dict ClusterHandle::conjugate_gradient(uint64_t id, uint64_t generation, con
                                           options, control);
       },
       notices);
-  return iteration_dict(std::move(outcome), notices);
+  return iteration_dict(std::move(outcome), notices, node_rows(id));
 }
 
 void ClusterHandle::release(uint64_t id, uint64_t generation) {

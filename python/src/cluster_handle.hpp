@@ -117,6 +117,8 @@ class ClusterHandle {
   py::dict conjugate_gradient(uint64_t id, uint64_t generation, const py::array& b, double tol, uint32_t max_iterations);
   // Frees the placed matrix (nothing when its session is gone).
   void release(uint64_t id, uint64_t generation);
+  // (node, rows) of resident matrix `id` now: what a lost node's rows moving changed.
+  py::list node_rows(uint64_t id) const;
 
   // Closes a kept session (BYE to every node). Idempotent.
   void close();

@@ -750,10 +750,15 @@ class ResidentArray:
         if self._placed is None:
             raise InvalidInputError("this ResidentArray was freed")
         try:
-            return call(self._placed)
+            info = call(self._placed)
         except NotFoundError:
             self._place()
-            return call(self._placed)
+            info = call(self._placed)
+        # Where the rows are now: a lost node's rows were placed again on the others.
+        rows = info.pop("node_rows", None)
+        if rows:
+            self.nodes = {name: held for name, held in rows}
+        return info
 
     def free(self) -> None:
         """Gives the nodes' memory back; the array can no longer be multiplied. Idempotent."""

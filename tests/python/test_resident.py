@@ -139,7 +139,9 @@ def test_a_balanced_placement_is_measured_and_keeps_its_figures(cluster):
     with R:
         placement = R.placement
         assert placement["measuring_rounds"] >= 1
-        assert placement["measured_s"] > 0 and placement["first_measured_s"] >= placement["measured_s"]
+        # The shares kept are the last round's, or an earlier round's that was clearly (10%)
+        # faster: either way within 1/0.9 of the first round's product.
+        assert 0 < placement["measured_s"] < placement["first_measured_s"] / 0.9
         assert placement["bytes"] == A.nbytes + placement["bytes_moved"]
         assert sum(R.nodes.values()) == 2000
         x = rng.standard_normal(1000)
@@ -161,6 +163,9 @@ def test_a_node_killed_mid_run_is_replaced_on_the_others_and_told(workdir):
                 y = R @ x
             np.testing.assert_allclose(y, A @ x, rtol=1e-12, atol=1e-12)
             assert R.placements == 1, "the rows were placed again within the call, not from scratch"
+            lost = own.cluster.nodes[2]
+            assert R.nodes[lost] == 0, f"R.nodes shows where the rows are now: {R.nodes}"
+            assert sum(R.nodes.values()) == 600
             R.free()
     finally:
         own.stop()

@@ -172,11 +172,13 @@ Result<ResidentBalance> balance_resident(cluster::ClusterConnection& cluster, li
   // A capped node's rate depends on its share, so the last move can be a step back: then the best
   // measured shares are restored, when they were clearly (10%) faster; within that the difference
   // is as likely the machine's noise.
+  outcome.kept_round = outcome.rounds.size() - 1;
   if (best + 1 != outcome.rounds.size() &&
       outcome.rounds[best].measured_s < 0.9 * outcome.rounds.back().measured_s) {
     Result<uint64_t> bytes = rebalance_rows(cluster, a, placed, links, outcome.rounds[best].rows, options);
     if (!bytes) return bytes.status();
     outcome.bytes_moved += *bytes;
+    outcome.kept_round = best;
   }
   const std::vector<uint64_t> final_rows = rows_now();
   for (std::size_t i = 0; i < links.size(); ++i) {

@@ -528,6 +528,24 @@ void Session::close() {
   if (state_) state_->connection.close();
 }
 
+namespace {
+
+// Node name -> the rows it holds of `matrix`, for every node of the session in cluster order.
+std::vector<std::pair<std::string, uint64_t>> rows_per_node(const std::vector<cluster::NodeLink>& all,
+                                                            const multiply::ResidentMatrix& matrix) {
+  std::vector<std::pair<std::string, uint64_t>> rows;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    uint64_t held = 0;
+    for (const multiply::ResidentShare& share : matrix.shares) {
+      if (share.link == i) held = share.rows;
+    }
+    rows.emplace_back(all[i].spec.name, held);
+  }
+  return rows;
+}
+
+}  // namespace
+
 Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const PlacementOptions& options,
                                               const RunControl& control) {
   if (cancel_requested(control)) return cancelled("cancelled before the matrix was placed");
@@ -628,10 +646,7 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const Placem
       return balanced.status();
     }
     placement.first_measured_product_s = balanced->rounds.front().measured_s;
-    placement.measured_product_s = balanced->rounds.front().measured_s;
-    for (const multiply::BalanceRound& round : balanced->rounds) {
-      placement.measured_product_s = std::min(placement.measured_product_s, round.measured_s);
-    }
+    placement.measured_product_s = balanced->rounds[balanced->kept_round].measured_s;
     placement.measuring_rounds = static_cast<int>(balanced->rounds.size());
     placement.bytes_moved = balanced->bytes_moved;
     placement.warnings.insert(placement.warnings.end(), balanced->left_out.begin(), balanced->left_out.end());
@@ -645,13 +660,7 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const Placem
     }
   }
   placement.id = state_->next_resident_id++;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    uint64_t held = 0;
-    for (const multiply::ResidentShare& share : placed->shares) {
-      if (share.link == i) held = share.rows;
-    }
-    placement.rows_per_node.emplace_back(all[i].spec.name, held);
-  }
+  placement.rows_per_node = rows_per_node(all, *placed);
   placement.bytes_placed = placed->bytes_placed;
   placement.bytes_reused = placed->bytes_reused;
   state_->resident.emplace(placement.id, ResidentEntry{std::move(*placed), a});
@@ -706,6 +715,12 @@ Result<multiply::IterationOutcome> Session::conjugate_gradient(uint64_t id, std:
   CancelWatcher watcher(control.cancel, state_->connection);
   const multiply::ResidentSurvival survival = survival_of((*entry)->source, control);
   return multiply::conjugate_gradient(state_->connection, (*entry)->matrix, b, options, control.cancel, &survival);
+}
+
+std::vector<std::pair<std::string, uint64_t>> Session::resident_rows_per_node(uint64_t id) const {
+  const auto found = state_->resident.find(id);
+  if (found == state_->resident.end()) return {};
+  return rows_per_node(state_->connection.links(), found->second.matrix);
 }
 
 void Session::release_resident(uint64_t id) {

@@ -185,6 +185,7 @@ struct BalanceRound {
 
 struct ResidentBalance {
   std::vector<BalanceRound> rounds;
+  std::size_t kept_round = 0;          // the round whose shares the placement is left with
   std::vector<double> measured_row_s;  // per node of `links`, from the last round it held rows in
   std::vector<std::string> left_out;   // a sentence per node that held rows and gave them all back
   uint64_t bytes_moved = 0;

@@ -170,7 +170,7 @@ struct ResidentPlacement {
   uint64_t bytes_reused = 0;          // rows not sent: the nodes' block stores had them (earlier sessions)
   double seconds = 0.0;               // placing and measuring
   double forecast_product_s = 0.0;    // the profile's product time with the first shares; 0 without one
-  double measured_product_s = 0.0;    // the median product with the final shares (0: not measured)
+  double measured_product_s = 0.0;    // the median product with the shares kept (0: not measured)
   double first_measured_product_s = 0.0;  // ... with the first shares
   uint64_t bytes_moved = 0;           // rows moved between nodes by the measuring
   int measuring_rounds = 0;
@@ -277,6 +277,10 @@ class Session {
                                                         const RunControl& control = {});
   // Frees the placed matrix `id` on the nodes; nothing for an unknown id.
   void release_resident(uint64_t id);
+  // The rows each node of the session holds of resident matrix `id` now (cluster order; 0 for a
+  // node holding none): after a lost node's rows were placed again, not what the placement said.
+  // Empty when there is no such matrix.
+  std::vector<std::pair<std::string, uint64_t>> resident_rows_per_node(uint64_t id) const;
 
   // The model's forecast of `plan`; none without a profile or for layouts the model cannot replay.
   std::optional<model::Prediction> forecast(const plan::Plan& plan) const;
