@@ -10,14 +10,18 @@
 #        CHAOS_PORT (7391) first of three consecutive loopback ports; CHAOS_SEED random seed;
 #        TESSERA_BIN_DIR (build/bin) where tessera and tessera-worker are;
 #        CHAOS_FAULTS (all three) e.g. "stop-worker" to try only that fault;
-#        CHAOS_CELLS (all eight) e.g. "model/rows proportional/chain" to try only those policy/layouts
+#        CHAOS_CELLS (all ten) e.g. "model/rows proportional/chain" to try only those policy/layouts
 #        ("chain": rows with B forwarded from worker to worker, --distribution chain; "2d-chain": the
-#        2d layout, each group of columns' B along its own chain)
+#        2d layout, each group of columns' B along its own chain; "resident/power" and
+#        "resident/cg": `tessera iterate` on a matrix kept on the nodes, RESIDENT_N (3072) square,
+#        where a lost node's rows are placed again on the others and the method must still
+#        converge exactly)
 # A hung coordinator's threads are backtraced with gdb (when installed) into chaos-hang-*.txt
 # in the current directory before it is killed.
 #
 # Outcomes per run:
-#   survived  worker faults: exit 0 and the exact check passed;
+#   survived  worker faults: exit 0 and the exact check passed (resident: converged, every
+#             product checked);
 #             coordinator kill: every worker served the next multiply (the run itself is gone)
 #   refused   worker faults: non-zero exit (not 3, a failed check), the message names the faulty
 #             node, survivors serve
@@ -112,10 +116,47 @@ window_ms=$(( wall_ms - ${verify_ms:-0} ))
 [ "$window_ms" -ge 300 ] || window_ms=300
 echo "chaos.sh: baseline n=$N took $wall_ms ms, of which the multiply about $window_ms ms; faults land in 100..$window_ms ms"
 
+# The resident cells' matrix: symmetric positive definite with a dominant eigenvalue 1.25x the
+# next (power iteration settles in some sixty steps, CG in fewer), and a right-hand side; their
+# fault window is a fault-free `tessera iterate`'s length.
+RESIDENT_N="${RESIDENT_N:-3072}"
+resident_matrix="$work/resident.npy"
+resident_rhs="$work/resident-rhs.npy"
+/usr/bin/python3 - "$RESIDENT_N" "$resident_matrix" "$resident_rhs" <<'PY'
+import sys
+import numpy as np
+n = int(sys.argv[1])
+rng = np.random.default_rng(3)
+a = rng.uniform(-1, 1, (n, n))
+a = (a + a.T) / 2
+edge = 2 * np.sqrt(n / 6)
+u = rng.standard_normal(n)
+u /= np.linalg.norm(u)
+a += 1.05 * edge * np.eye(n) + 1.6 * edge * np.outer(u, u)
+np.save(sys.argv[2], a)
+np.save(sys.argv[3], rng.standard_normal((n, 1)))
+PY
+# iterate METHOD: the resident run of a cell, its placement cache inside the work folder. It
+# execs, so run it in a subshell: in the background its pid is then the coordinator's own.
+iterate() {
+  local extra=(--iterations 500 --tol 1e-12)
+  [ "$1" != cg ] || extra=(--rhs "$resident_rhs" --tol 1e-10)
+  exec "$T" iterate "$config" --method "$1" --matrix "$resident_matrix" "${extra[@]}" --placement-cache "$work/cache"
+}
+# A resident run drops a node silent for 60 s (multiply::ResidentOptions::node_timeout_s: long
+# enough for a Pi to write what it was sent to an SD card), so its cells wait longer.
+resident_timeout_s=$(( timeout_s > 75 ? timeout_s : 75 ))
+start=$(date +%s%N)
+(iterate power) > "$work/resident-baseline.log" 2>&1 || {
+  echo "chaos.sh: the fault-free resident power iteration failed:" >&2; cat "$work/resident-baseline.log" >&2; exit 1; }
+resident_window_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+[ "$resident_window_ms" -ge 300 ] || resident_window_ms=300
+echo "chaos.sh: resident power iteration n=$RESIDENT_N took $resident_window_ms ms; its faults land in 100..$resident_window_ms ms"
+
 # "chain" is the rows layout with B forwarded along the workers (--distribution chain), "2d-chain"
 # the 2d layout with each group of columns' B forwarded along its own chain.
 cells=("even rows" "proportional rows" "proportional chain" "proportional 2d" "proportional 2d-chain"
-       "proportional 3d" "model rows" "dynamic rows")
+       "proportional 3d" "model rows" "dynamic rows" "resident power" "resident cg")
 faults=(kill-worker stop-worker kill-coordinator)
 if [ -n "${CHAOS_CELLS:-}" ]; then
   cells=()
@@ -131,15 +172,21 @@ details=()
 run_once() {
   local policy="$1" layout="$2" fault="$3" key="$4"
   local victim="${nodes[$(( RANDOM % 3 ))]}"
-  local delay_ms=$(( 100 + (RANDOM * 32768 + RANDOM) % (window_ms - 99) ))
+  local window="$window_ms" deadline_s="$timeout_s"
+  [ "$policy" != resident ] || { window="$resident_window_ms"; deadline_s="$resident_timeout_s"; }
+  local delay_ms=$(( 100 + (RANDOM * 32768 + RANDOM) % (window - 99) ))
   local log="$work/run.log" rc=0 outcome="" why=""
   tried[$key]=$(( ${tried[$key]:-0} + 1 ))
 
   local shape=(--layout "$layout")
   [ "$layout" != chain ] || shape=(--layout rows --distribution chain)
   [ "$layout" != 2d-chain ] || shape=(--layout 2d --distribution chain)
-  "$T" multiply "$config" --n "$N" --policy "$policy" "${shape[@]}" --fill integers --verify exact \
-    > "$log" 2>&1 &
+  if [ "$policy" = resident ]; then
+    (iterate "$layout") > "$log" 2>&1 &
+  else
+    "$T" multiply "$config" --n "$N" --policy "$policy" "${shape[@]}" --fill integers --verify exact \
+      > "$log" 2>&1 &
+  fi
   coordinator_pid=$!
   sleep "$(awk -v ms="$delay_ms" 'BEGIN { printf "%.3f", ms / 1000 }')"
   local landed=1
@@ -152,9 +199,9 @@ run_once() {
       kill-coordinator) kill -9 "$coordinator_pid" ;;
     esac
   fi
-  # Bounded wait for the coordinator: CHAOS_TIMEOUT seconds in 0.1 s steps.
+  # Bounded wait for the coordinator: CHAOS_TIMEOUT seconds (resident cells: at least 75) in 0.1 s steps.
   local hung=1
-  for _ in $(seq 1 $(( timeout_s * 10 ))); do
+  for _ in $(seq 1 $(( deadline_s * 10 ))); do
     if ! kill -0 "$coordinator_pid" 2>/dev/null; then hung=0; break; fi
     sleep 0.1
   done
@@ -178,11 +225,13 @@ run_once() {
   if [ "$landed" -eq 0 ]; then
     outcome=missed
   elif [ "$hung" -eq 1 ]; then
-    outcome=bad; why="no end within ${timeout_s} s (killed${trace:+; backtrace in $trace})"
+    outcome=bad; why="no end within ${deadline_s} s (killed${trace:+; backtrace in $trace})"
   elif [ "$fault" = kill-coordinator ]; then
     outcome=survived
   elif [ "$rc" -eq 0 ]; then
-    if grep -q '^verified: true' "$log"; then outcome=survived; else outcome=bad; why="exit 0 without an exact product"; fi
+    if [ "$policy" = resident ]; then
+      if grep -q '; converged$' "$log"; then outcome=survived; else outcome=bad; why="exit 0 without a converged, checked answer"; fi
+    elif grep -q '^verified: true' "$log"; then outcome=survived; else outcome=bad; why="exit 0 without an exact product"; fi
   elif [ "$rc" -eq 3 ]; then
     # The run finished and its product failed the exact check: a wrong answer caught, not a refusal.
     outcome=bad; why="the product failed verification (exit 3)"
