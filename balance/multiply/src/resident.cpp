@@ -68,7 +68,7 @@ struct PieceTraffic {
 
 // Whether the pieces placed on `link` go through its block store.
 bool uses_block_store(const cluster::NodeLink& link, const ResidentOptions& options) {
-  return options.keep_blocks && (link.hello.capabilities & tp::kCapabilityBlockStore) != 0;
+  return options.use_block_stores && (link.hello.capabilities & tp::kCapabilityBlockStore) != 0;
 }
 
 // STOREs the pieces' rows of `a` on the node and waits for it to have filed them: a STORE has no

@@ -602,7 +602,7 @@ Result<ResidentPlacement> Session::place_rows(linalg::MatrixView a, const Placem
     return resource_exhausted("this session has placed as many resident blocks as it can number; open another");
   }
   multiply::ResidentOptions resident;
-  resident.keep_blocks = options.use_block_stores;
+  resident.use_block_stores = options.use_block_stores;
   // Shares an earlier session measured for this matrix, on these nodes, for operands this wide:
   // placed as they were (each piece one the nodes' block stores kept), and not measured again.
   const bool measuring = sized && options.measure && links.size() > 1;

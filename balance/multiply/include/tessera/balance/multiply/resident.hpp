@@ -72,7 +72,7 @@ struct ResidentOptions {
   uint64_t grid_pieces = 128;  // ... and to about rows / grid_pieces rows, so shares can move finely
   // Pieces go through the block store of a node that has one (kCapabilityBlockStore): those it
   // holds from an earlier session are loaded there rather than sent, the rest sent to be kept.
-  bool keep_blocks = true;
+  bool use_block_stores = true;
 };
 
 // What one node costs a resident product, from its profile: its rate for the product's shape,

@@ -157,7 +157,7 @@ struct PlacementOptions {
   // same matrix (which then places them as they were and measures nothing); "" none.
   std::string memory_dir;
   // Pieces go through the block stores of nodes that have one (multiply::ResidentOptions::
-  // keep_blocks): loaded where a node kept them, the rest sent to be kept. Off: every piece sent
+  // use_block_stores): loaded where a node kept them, the rest sent to be kept. Off: every piece sent
   // and nothing kept (a study measuring what placing costs).
   bool use_block_stores = true;
 };
