@@ -239,7 +239,8 @@ def test_keep_connected_reopens_after_an_interrupt(local):
         a = integer_matrix(128, 128, 16)
         c, _ = kept.multiply(a, a)
         assert np.array_equal(c, a @ a)
-        big = np.random.default_rng(17).random((2048, 2048))
+        # Long enough that the interrupt lands inside it on a quiet machine too (2048 could end first).
+        big = np.random.default_rng(17).random((4096, 4096))
         timer = threading.Timer(0.2, _thread.interrupt_main)
         timer.start()
         with pytest.raises(KeyboardInterrupt):
