@@ -10,7 +10,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <vector>
 
 #include "process_fixture.hpp"
@@ -21,13 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-linalg::Matrix random_matrix(std::size_t rows, std::size_t cols, uint64_t seed) {
-  linalg::Matrix m(rows, cols);
-  std::mt19937_64 random(seed);
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  for (double& v : m.values) v = uniform(random);
-  return m;
-}
+using linalg::random_matrix;  // uniform in [-1, 1), seeded
 
 constexpr std::size_t kRows = 240;
 constexpr std::size_t kCols = 100;
