@@ -47,6 +47,27 @@ linalg::Matrix small_integers(std::size_t rows, std::size_t cols, uint64_t seed)
   return m;
 }
 
+// Measures a quick profile of `cluster` and saves it with every node given the first node's figures
+// (its CREDIT costs included): HEFT then spreads tasks evenly over the nodes, however a loaded
+// machine made one of them look fast or slow.
+void save_profile_with_every_node_like_the_first(const cluster::ClusterSpec& cluster) {
+  Result<session::Session> measuring = session::Session::open(cluster);
+  ASSERT_TRUE(measuring.is_ok()) << measuring.status().to_string();
+  profile::ProfileOptions quick;
+  quick.quick = true;
+  Result<profile::ClusterProfile> profile = measuring->measure_profile(quick);
+  ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
+  const profile::NodeProfile first = profile->nodes[0];
+  for (profile::NodeProfile& node : profile->nodes) {
+    profile::NodeProfile same = first;
+    same.name = node.name;
+    same.endpoint = node.endpoint;
+    same.fingerprint = node.fingerprint;
+    node = same;
+  }
+  ASSERT_TRUE(profile::save_profile(measuring->profile_path(), *profile).is_ok());
+}
+
 TEST_F(EvalTest, EveryBenchmarkShapeMatchesTheLocalValueExactly) {
   Result<session::Session> session = session::Session::open(cluster_);
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
@@ -247,6 +268,9 @@ TEST_F(EvalTest, TilesGoWorkerToWorkerAndTheCoordinatorSendsLess) {
 // listens on) is not a lost node: the same nodes run again with every tile through the
 // coordinator, the value exact, and the report says why.
 TEST_F(EvalTest, AFailedLinkBetweenWorkersRunsAgainThroughTheCoordinator) {
+  // Equal figures, so tasks are spread and some tile must go worker to worker (a quick profile of a
+  // loaded machine could make one node look fast enough to take every task, moving nothing).
+  ASSERT_NO_FATAL_FAILURE(save_profile_with_every_node_like_the_first(cluster_));
   session::SessionOptions session_options;
   const std::size_t count = cluster_.nodes.size();
   session_options.peer_hosts.assign(count, std::vector<std::string>(count));
@@ -349,27 +373,9 @@ class ScheduledLossTest : public ::testing::Test {
   // Evaluates P^4 (64 x 64, 16 x 16 tiles: 32 tasks, 128 jobs) while `fault` is done to worker c
   // 400 ms in, tiles between nodes taking `route`, and checks the value against the local one.
   void expect_exact_despite(int signal, double node_timeout_s, expr::TileRoute route) {
-    {
-      // Measured, then every node given a's figures: HEFT then spreads the tasks evenly, so c has
-      // work when the fault comes however the profile read a loaded machine (c's own delayed
-      // credits make its link look slow).
-      Result<session::Session> measuring = session::Session::open(cluster_);
-      ASSERT_TRUE(measuring.is_ok()) << measuring.status().to_string();
-      profile::ProfileOptions quick;
-      quick.quick = true;
-      Result<profile::ClusterProfile> profile = measuring->measure_profile(quick);
-      ASSERT_TRUE(profile.is_ok()) << profile.status().to_string();
-      // Every measured figure, c's slow CREDITs included (its per-job cost would keep HEFT away).
-      const profile::NodeProfile a = profile->nodes[0];
-      for (profile::NodeProfile& node : profile->nodes) {
-        profile::NodeProfile same = a;
-        same.name = node.name;
-        same.endpoint = node.endpoint;
-        same.fingerprint = node.fingerprint;
-        node = same;
-      }
-      ASSERT_TRUE(profile::save_profile(measuring->profile_path(), *profile).is_ok());
-    }
+    // Every node given a's figures: HEFT then spreads the tasks evenly, so c has work when the fault
+    // comes however the profile read a loaded machine (c's own delayed credits make its link look slow).
+    ASSERT_NO_FATAL_FAILURE(save_profile_with_every_node_like_the_first(cluster_));
     Result<session::Session> session = session::Session::open(cluster_);
     ASSERT_TRUE(session.is_ok()) << session.status().to_string();
     const linalg::Matrix p = small_integers(64, 64, 2);
