@@ -41,25 +41,29 @@ bool read_key(PayloadReader& r, transport::BlockKey& key) {
   return true;
 }
 
-// `name` is a literal: the reader keeps a view of it.
-Result<BlockMessage> decode_flags(const char* name, uint16_t type, std::span<const std::byte> payload,
-                                  std::vector<bool>& flags) {
+// HELD and LOADED: a count, then one flag per entry, kept in `Answer::*flags`. `name` is a literal:
+// the reader keeps a view of it.
+template <typename Answer, std::vector<bool> Answer::*flags>
+Result<BlockMessage> decode_flags(const char* name, const char* flag_name, uint16_t type, std::span<const std::byte> payload) {
   PayloadReader r(name, payload);
   uint32_t count = 0;
   if (!read_count(r, type, payload.size(), count)) return r.status();
-  flags.reserve(count);
+  Answer answer;
+  (answer.*flags).reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
     bool flag = false;
-    if (!r.boolean(type == static_cast<uint16_t>(MessageType::kBlockHeld) ? "held" : "loaded", flag)) return r.status();
-    flags.push_back(flag);
+    if (!r.boolean(flag_name, flag)) return r.status();
+    (answer.*flags).push_back(flag);
   }
   if (!r.finish()) return r.status();
-  return BlockMessage{};
+  return BlockMessage(std::move(answer));
 }
 
-void write_flags(PayloadWriter& w, const std::vector<bool>& flags) {
+std::vector<std::byte> encode_flags(const std::vector<bool>& flags) {
+  PayloadWriter w(kBlockCountBytes + flags.size());
   w.u32(static_cast<uint32_t>(flags.size()));
   for (bool flag : flags) w.u8(flag ? 1 : 0);
+  return w.take();
 }
 
 }  // namespace
@@ -88,13 +92,9 @@ std::vector<std::byte> encode_block_payload(const BlockMessage& message) {
           }
           return w.take();
         } else if constexpr (std::is_same_v<T, BlockHeld>) {
-          PayloadWriter w(kBlockCountBytes + m.held.size());
-          write_flags(w, m.held);
-          return w.take();
+          return encode_flags(m.held);
         } else {
-          PayloadWriter w(kBlockCountBytes + m.loaded.size());
-          write_flags(w, m.loaded);
-          return w.take();
+          return encode_flags(m.loaded);
         }
       },
       message);
@@ -134,18 +134,10 @@ Result<BlockMessage> decode_block_payload(uint16_t type, std::span<const std::by
       if (!r.finish()) return r.status();
       return BlockMessage(std::move(m));
     }
-    case static_cast<uint16_t>(MessageType::kBlockHeld): {
-      BlockHeld m;
-      Result<BlockMessage> decoded = decode_flags("BLOCK_HELD", type, payload, m.held);
-      if (!decoded) return decoded.status();
-      return BlockMessage(std::move(m));
-    }
-    case static_cast<uint16_t>(MessageType::kBlockLoaded): {
-      BlockLoaded m;
-      Result<BlockMessage> decoded = decode_flags("BLOCK_LOADED", type, payload, m.loaded);
-      if (!decoded) return decoded.status();
-      return BlockMessage(std::move(m));
-    }
+    case static_cast<uint16_t>(MessageType::kBlockHeld):
+      return decode_flags<BlockHeld, &BlockHeld::held>("BLOCK_HELD", "held", type, payload);
+    case static_cast<uint16_t>(MessageType::kBlockLoaded):
+      return decode_flags<BlockLoaded, &BlockLoaded::loaded>("BLOCK_LOADED", "loaded", type, payload);
     default: return protocol_error(message_type_name(type) + " is not a block store message");
   }
 }

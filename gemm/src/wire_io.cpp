@@ -83,42 +83,52 @@ Result<GemmFrame> read_reply(FrameConnection& connection, std::initializer_list<
   return read_payload(connection, *header);
 }
 
-Result<ForwardMessage> read_forward_payload(FrameConnection& connection, const transport::FrameHeader& header) {
-  TESSERA_RETURN_IF_ERROR(
-      check_forward_payload_length(header.type, header.payload_length, limits_for(connection.limits())).with_context(connection.peer() + ": "));
+namespace {
+
+// A small control payload (forwarding, block store): its length checked by `length_check` before
+// anything is read, then read and decoded by `decode`; failures name the peer.
+template <typename Message, typename Decode>
+Result<Message> read_small_payload(FrameConnection& connection, const transport::FrameHeader& header,
+                                   const Status& length_check, Decode decode) {
+  const std::string where = connection.peer() + ": ";
+  TESSERA_RETURN_IF_ERROR(length_check.with_context(where));
   std::vector<std::byte> payload;
   TESSERA_RETURN_IF_ERROR(connection.read_growing(payload, header.payload_length));
-  Result<ForwardMessage> message = decode_forward_payload(header.type, payload, limits_for(connection.limits()));
-  if (!message) return message.status().with_context(connection.peer() + ": ");
+  Result<Message> message = decode(header.type, payload, limits_for(connection.limits()));
+  if (!message) return message.status().with_context(where);
   return message;
+}
+
+Status write_small_payload(FrameConnection& connection, uint16_t type, const std::vector<std::byte>& payload,
+                           uint64_t request_id) {
+  transport::FrameHeader header;
+  header.type = type;
+  header.request_id = request_id;
+  const std::array<asio::const_buffer, 1> parts{asio::buffer(payload.data(), payload.size())};
+  return connection.write_frame(header, parts);
+}
+
+}  // namespace
+
+Result<ForwardMessage> read_forward_payload(FrameConnection& connection, const transport::FrameHeader& header) {
+  return read_small_payload<ForwardMessage>(
+      connection, header, check_forward_payload_length(header.type, header.payload_length, limits_for(connection.limits())),
+      decode_forward_payload);
 }
 
 Status write_forward_message(FrameConnection& connection, const ForwardMessage& message, uint64_t request_id) {
-  const std::vector<std::byte> payload = encode_forward_payload(message);
-  transport::FrameHeader header;
-  header.type = static_cast<uint16_t>(forward_message_type(message));
-  header.request_id = request_id;
-  const std::array<asio::const_buffer, 1> parts{asio::buffer(payload.data(), payload.size())};
-  return connection.write_frame(header, parts);
+  return write_small_payload(connection, static_cast<uint16_t>(forward_message_type(message)),
+                             encode_forward_payload(message), request_id);
 }
 
 Result<BlockMessage> read_block_payload(FrameConnection& connection, const transport::FrameHeader& header) {
-  TESSERA_RETURN_IF_ERROR(
-      check_block_payload_length(header.type, header.payload_length).with_context(connection.peer() + ": "));
-  std::vector<std::byte> payload;
-  TESSERA_RETURN_IF_ERROR(connection.read_growing(payload, header.payload_length));
-  Result<BlockMessage> message = decode_block_payload(header.type, payload, limits_for(connection.limits()));
-  if (!message) return message.status().with_context(connection.peer() + ": ");
-  return message;
+  return read_small_payload<BlockMessage>(connection, header, check_block_payload_length(header.type, header.payload_length),
+                                          decode_block_payload);
 }
 
 Status write_block_message(FrameConnection& connection, const BlockMessage& message, uint64_t request_id) {
-  const std::vector<std::byte> payload = encode_block_payload(message);
-  transport::FrameHeader header;
-  header.type = static_cast<uint16_t>(block_message_type(message));
-  header.request_id = request_id;
-  const std::array<asio::const_buffer, 1> parts{asio::buffer(payload.data(), payload.size())};
-  return connection.write_frame(header, parts);
+  return write_small_payload(connection, static_cast<uint16_t>(block_message_type(message)),
+                             encode_block_payload(message), request_id);
 }
 
 }  // namespace tessera::gemm

@@ -267,14 +267,19 @@ HandlerStep handle_store(ServiceContext& context, const tp::FrameHeader& header,
   return HandlerStep::kContinue;
 }
 
+// The session's answer to a payload that could not be read: a malformed one is a BAD_FRAME ERROR,
+// a broken or timed-out connection ends the session as any failed read does.
+HandlerStep refuse_unreadable(ServiceContext& context, const Status& problem, uint64_t request_id) {
+  return problem.code() == StatusCode::kProtocolError ? context.fail(tp::ErrorCode::kBadFrame, problem.message(), request_id)
+                                                      : context.read_failed(problem, request_id);
+}
+
 // FORWARD_SETUP read and decoded; anything else under that type ends the session.
 std::optional<gemm::ForwardSetup> read_forward_setup(ServiceContext& context, const tp::FrameHeader& header,
                                                    HandlerStep& failed) {
   Result<gemm::ForwardMessage> message = gemm::read_forward_payload(context.connection(), header);
   if (!message) {
-    failed = message.status().code() == StatusCode::kProtocolError
-                 ? context.fail(tp::ErrorCode::kBadFrame, message.status().message(), header.request_id)
-                 : context.read_failed(message.status(), header.request_id);
+    failed = refuse_unreadable(context, message.status(), header.request_id);
     return std::nullopt;
   }
   return std::get<gemm::ForwardSetup>(std::move(*message));
@@ -353,9 +358,7 @@ class SendAfterJobs final : public PoolTask {
 HandlerStep handle_send_tile(ServiceContext& context, const tp::FrameHeader& header, ChainForwarding& forwarding) {
   Result<gemm::ForwardMessage> message = gemm::read_forward_payload(context.connection(), header);
   if (!message) {
-    return message.status().code() == StatusCode::kProtocolError
-               ? context.fail(tp::ErrorCode::kBadFrame, message.status().message(), header.request_id)
-               : context.read_failed(message.status(), header.request_id);
+    return refuse_unreadable(context, message.status(), header.request_id);
   }
   gemm::SendTile send = std::get<gemm::SendTile>(std::move(*message));
   // The tile is in the store now if it is ever to be: a JOB creating it, or its STORE, came first.
@@ -516,9 +519,7 @@ std::optional<Message> read_block_request(ServiceContext& context, const tp::Fra
   }
   Result<gemm::BlockMessage> message = gemm::read_block_payload(context.connection(), header);
   if (!message) {
-    failed = message.status().code() == StatusCode::kProtocolError
-                 ? context.fail(tp::ErrorCode::kBadFrame, message.status().message(), header.request_id)
-                 : context.read_failed(message.status(), header.request_id);
+    failed = refuse_unreadable(context, message.status(), header.request_id);
     return std::nullopt;
   }
   if (!std::holds_alternative<Message>(*message)) {
