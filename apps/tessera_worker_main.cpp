@@ -133,6 +133,8 @@ int main(int argc, char** argv) {
                  "write each graph delta batch to its peer this many ms after the engine sent it");
   app.add_option("--fault-delay-credits-ms", fault_hooks.delay_credits_ms,
                  "write each GEMM job's CREDIT this many ms after the job finished (a slow worker)");
+  app.add_option("--fault-stall-probe-ms", fault_hooks.stall_probe_ms,
+                 "sleep this many ms inside the GEMM probe's first timed block (a node throttled at its start)");
   app.add_option("--fault-services", fault_hooks.services,
                  "host only these services, comma-separated (gemm, graph); e.g. gemm: no graph service")
       ->delimiter(',')

@@ -41,13 +41,14 @@ constexpr uint64_t kMiB = 1024 * 1024;
 
 class GemmProbeWorker : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { start_worker(TESSERA_WORKER_BINARY, {}); }
+
+  void start_worker(const std::string& binary, const std::vector<std::string>& extra_flags) {
     testing::write_file(dir_.file("secret"), testing::kSecret);
     const std::string log = dir_.file("worker.log");
-    worker_ = std::make_unique<testing::ChildProcess>(
-        std::vector<std::string>{TESSERA_WORKER_BINARY, "--listen", "127.0.0.1:0", "--threads", "1", "--secret-file",
-                                 dir_.file("secret")},
-        log);
+    std::vector<std::string> args{binary, "--listen", "127.0.0.1:0", "--threads", "1", "--secret-file", dir_.file("secret")};
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    worker_ = std::make_unique<testing::ChildProcess>(args, log);
     port_ = testing::listening_port(log);
     ASSERT_NE(port_, 0) << "the worker never said it listened: " << testing::read_file(log);
   }
@@ -196,6 +197,49 @@ TEST_F(GemmProbeWorker, AProbeWhoseCoordinatorClosesStopsAndGivesItsMemoryBack) 
   EXPECT_LT(after, before + 64 * kMiB) << "resident " << after / kMiB << " MiB after the probe, " << before / kMiB
                                        << " MiB before it, " << during / kMiB << " MiB during it";
   small_probe();  // and it still measures
+}
+
+// The faulty twin whose probe stalls through its first block, as a node crowded out or throttled
+// right at the probe's start does (a loaded host, a CPU quota's empty period).
+class StalledGemmProbeWorker : public GemmProbeWorker {
+ protected:
+  void SetUp() override {}
+  void start_stalled(uint32_t stall_ms) {
+    start_worker(TESSERA_FAULTY_WORKER_BINARY, {"--fault-stall-probe-ms", std::to_string(stall_ms)});
+  }
+  Result<gemm::ProbeResult> probe_1024() {
+    std::unique_ptr<tp::FrameConnection> session = open_session();
+    if (session == nullptr) return network_error("the worker refused the session");
+    gemm::Probe probe;
+    probe.kind = gemm::ProbeKind::kGemm;
+    probe.size = 1024;  // 2.1 GFLOP a repetition: well under a second on any core
+    probe.min_seconds = 0.2;
+    return gemm::request_reply<gemm::ProbeResult>(*session, probe);
+  }
+};
+
+// CI once saw a quarter-core node refused a 1024 probe "at the 0.06 GFLOP/s this worker
+// measured": its 0.1 s warm-up fell in a throttled stretch. A stall of 0.4 s in the first block
+// reads the same way; a refusal needs a second of evidence, so the probe is measured.
+TEST_F(StalledGemmProbeWorker, AStallAtTheStartIsNotTakenForASlowNode) {
+  ASSERT_NO_FATAL_FAILURE(start_stalled(400));
+  Result<gemm::ProbeResult> result = probe_1024();
+  ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+  EXPECT_EQ(result->size, 1024u);
+  EXPECT_GE(result->repetitions, 1u);
+  EXPECT_GT(result->gflops, 0.0);
+}
+
+// A node that is that slow for longer than the evidence takes is refused, naming what it measured
+// and the size it could probe.
+TEST_F(StalledGemmProbeWorker, ANodeSlowThroughTheWholeWarmUpIsRefusedNamingTheSizeItCouldProbe) {
+  ASSERT_NO_FATAL_FAILURE(start_stalled(3000));
+  Result<gemm::ProbeResult> result = probe_1024();
+  ASSERT_FALSE(result.is_ok());
+  const std::string message = result.status().to_string();
+  EXPECT_NE(message.find("GEMM probe of size 1024 refused"), std::string::npos) << message;
+  EXPECT_NE(message.find("GFLOP/s this worker measured (1 compute thread)"), std::string::npos) << message;
+  EXPECT_NE(message.find("probe up to size"), std::string::npos) << message;
 }
 
 }  // namespace

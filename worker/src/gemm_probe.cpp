@@ -20,6 +20,13 @@
 #include "tessera/worker/gemm_service.hpp"
 #include "tessera/worker/thread_cpu.hpp"
 
+#ifdef TESSERA_FAULT_HOOKS
+#include <optional>
+#include <thread>
+
+#include "tessera/worker/fault_hooks.hpp"
+#endif
+
 namespace tessera::worker {
 
 namespace tp = tessera::transport;
@@ -54,6 +61,11 @@ class ProbeProduct {
   bool run_block() {
     const GemmTask task = next_block();
     const auto start = std::chrono::steady_clock::now();
+#ifdef TESSERA_FAULT_HOOKS
+    if (const std::optional<uint32_t> stall = fault_hooks().stall_probe_ms; stall && flops_ == 0.0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(*stall));
+    }
+#endif
     (void)pool_.run(task);
     seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     flops_ += 2.0 * static_cast<double>(task.m) * static_cast<double>(task.n) * static_cast<double>(task.k);
@@ -223,13 +235,24 @@ HandlerStep handle_probe(ServiceContext& context, const tp::FrameHeader& header)
     if (context.stopping()) return stopped("warm-up");
     at_repetition_start = product.run_block();
   } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_up_start).count() < kWarmUpSeconds);
+  const auto too_long = [&] {
+    return probe_flops(size) / product.flops_per_second() > gemm::limits_for(context.limits()).max_probe_seconds;
+  };
+  // A refusal rests on a second of warm-up, ten quota periods: a node crowded out or throttled
+  // through the first 0.1 s alone (a loaded host) would otherwise be refused a size it measures.
+  constexpr double kRefusalEvidenceSeconds = 1.0;
+  while (too_long() &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_up_start).count() < kRefusalEvidenceSeconds) {
+    if (context.stopping()) return stopped("warm-up");
+    at_repetition_start = product.run_block();
+  }
   // The size bound above assumed the fastest core; this is the node's own rate (a slow node, or
   // one under a CPU quota or sharing its cores, can be far below it). A repetition the node could
   // not finish within the longest a probe may be asked to last would only hold the session until
   // the coordinator gives up on it; anything shorter is measured, however slow.
-  const double expected_seconds = probe_flops(size) / product.flops_per_second();
-  const double longest_seconds = gemm::limits_for(context.limits()).max_probe_seconds;
-  if (expected_seconds > longest_seconds) {
+  if (too_long()) {
+    const double expected_seconds = probe_flops(size) / product.flops_per_second();
+    const double longest_seconds = gemm::limits_for(context.limits()).max_probe_seconds;
     probe_cpu();
     release();
     const double rate = product.flops_per_second();

@@ -39,6 +39,9 @@ struct FaultHooks {
   // waiting meanwhile, so a run lasts at least its jobs x this however fast the machine is (a
   // long run for progress lines without a large multiply). Unset: at once.
   std::optional<uint32_t> delay_credits_ms;
+  // GEMM probe: its first block sleeps this many ms inside its timing, as a node crowded out or
+  // throttled right at the probe's start would. Unset: no stall.
+  std::optional<uint32_t> stall_probe_ms;
   // Host only the services of these names (Service::name: "gemm", "graph"); empty: all of them.
   std::vector<std::string> services;
 };
