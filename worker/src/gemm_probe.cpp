@@ -229,33 +229,28 @@ HandlerStep handle_probe(ServiceContext& context, const tp::FrameHeader& header)
   // fast. The warm-up also brings the operands into cache, and times the blocks that the
   // repetition bound below is checked with.
   constexpr double kWarmUpSeconds = 0.1;
-  const auto warm_up_start = std::chrono::steady_clock::now();
-  bool at_repetition_start = true;
-  do {
-    if (context.stopping()) return stopped("warm-up");
-    at_repetition_start = product.run_block();
-  } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_up_start).count() < kWarmUpSeconds);
-  const auto too_long = [&] {
-    return probe_flops(size) / product.flops_per_second() > gemm::limits_for(context.limits()).max_probe_seconds;
-  };
-  // A refusal rests on a second of warm-up, ten quota periods: a node crowded out or throttled
-  // through the first 0.1 s alone (a loaded host) would otherwise be refused a size it measures.
-  constexpr double kRefusalEvidenceSeconds = 1.0;
-  while (too_long() &&
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_up_start).count() < kRefusalEvidenceSeconds) {
-    if (context.stopping()) return stopped("warm-up");
-    at_repetition_start = product.run_block();
-  }
   // The size bound above assumed the fastest core; this is the node's own rate (a slow node, or
   // one under a CPU quota or sharing its cores, can be far below it). A repetition the node could
   // not finish within the longest a probe may be asked to last would only hold the session until
   // the coordinator gives up on it; anything shorter is measured, however slow.
+  const double longest_seconds = gemm::limits_for(context.limits()).max_probe_seconds;
+  const auto too_long = [&] { return probe_flops(size) / product.flops_per_second() > longest_seconds; };
+  // A refusal rests on a second of warm-up, ten quota periods: a node crowded out or throttled
+  // through the first 0.1 s alone (a loaded host) would otherwise be refused a size it measures.
+  constexpr double kRefusalEvidenceSeconds = 1.0;
+  const auto warm_up_start = std::chrono::steady_clock::now();
+  bool at_repetition_start = true;
+  for (;;) {
+    if (context.stopping()) return stopped("warm-up");
+    at_repetition_start = product.run_block();
+    const double warmed = std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_up_start).count();
+    if (warmed >= kWarmUpSeconds && (warmed >= kRefusalEvidenceSeconds || !too_long())) break;
+  }
   if (too_long()) {
-    const double expected_seconds = probe_flops(size) / product.flops_per_second();
-    const double longest_seconds = gemm::limits_for(context.limits()).max_probe_seconds;
     probe_cpu();
     release();
     const double rate = product.flops_per_second();
+    const double expected_seconds = probe_flops(size) / rate;
     const auto largest = static_cast<uint32_t>(std::cbrt(rate * longest_seconds / 2.0));
     return context.fail(tp::ErrorCode::kBadFrame,
                         fmt::format("GEMM probe of size {} refused: one repetition would take about {:.1f} s at the "
