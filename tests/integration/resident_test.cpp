@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "process_fixture.hpp"
@@ -22,13 +21,7 @@
 namespace tessera::balance {
 namespace {
 
-linalg::Matrix random_matrix(std::size_t rows, std::size_t cols, uint64_t seed) {
-  linalg::Matrix m(rows, cols);
-  std::mt19937_64 random(seed);
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  for (double& v : m.values) v = uniform(random);
-  return m;
-}
+using linalg::random_matrix;  // uniform in [-1, 1), seeded
 
 // M M^T + n I for a random M: symmetric positive definite, well conditioned.
 linalg::Matrix spd_matrix(std::size_t n, uint64_t seed) {
