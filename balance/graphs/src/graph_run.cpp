@@ -1,3 +1,8 @@
+// A graph run on the cluster: one Driver, the state machine of a run from preparing the parts and
+// choosing the nodes through placements, polls, snapshots and recovery after a lost node, to the
+// async (Mattern's counters) or sync end and what the run teaches the run memory. One file
+// because every step reads and moves the same run state; what does not (node selection,
+// termination, priority levels, the run memory, the report) lives in its own file.
 #include "tessera/balance/graphs/graph_run.hpp"
 
 #include <algorithm>

@@ -1,3 +1,8 @@
+// The tile driver: one TileStreamer per node, each the state machine of one node's side of a run
+// (tiles taken from the board, A and the B pieces it lacks sent within the credit window, CREDITs
+// and RESULTs read as they come, speculative copies and losses), plus the checks made before
+// anything is sent and the run's figures after. One file because the streamer is one state
+// machine; its collaborators live apart (plan_work, tile_board, chain_feed, verify, report).
 #include "tessera/balance/multiply/multiply.hpp"
 
 #include <algorithm>
