@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+import yaml
 
 import tessera
 
@@ -62,21 +63,37 @@ def test_a_scheduled_run_reports_its_schedule_and_can_use_one_node(cluster):
         (cluster.array(P) ** 2).compute(tile=0.5)
 
 
-def test_tiles_between_nodes_go_worker_to_worker_or_through_the_coordinator(cluster):
-    # Tiles of 256: each task's compute outweighs moving a tile, so every node gets tasks whatever
-    # the profile says of latency (with 16-square tiles one node can be forecast to do it all).
-    P = small_integers(768, 768, 12)
-    sent = {}
-    for route in ("direct", "coordinator"):
-        value, report = (cluster.array(P) ** 4).compute(tile=256, every_node=True, verify="exact", tile_route=route)
-        assert np.array_equal(value, np.linalg.matrix_power(P, 4)), route
-        assert report.scheduled["tile_route"] == route
-        peers = sum(node["peer_bytes_sent"] for node in report.scheduled["nodes"])
-        assert (peers > 0) == (route == "direct"), route
-        sent[route] = report.scheduled["coordinator_bytes_sent"]
-    assert sent["direct"] < sent["coordinator"]
-    with pytest.raises(tessera.InvalidInputError, match="tile_route: unknown tile route 'sideways'"):
-        (cluster.array(P) ** 2).compute(tile_route="sideways")
+def profile_with_every_node_like_the_first(cluster, path):
+    """The cluster's saved profile with every node given the first node's figures, written to `path`:
+    HEFT then spreads the tasks, however a loaded machine made one node look fast (a node forecast
+    to do everything would move no tile between workers)."""
+    with open(cluster.profile_path) as saved:
+        profile = yaml.safe_load(saved)
+    first = profile["nodes"][0]
+    own = ("name", "endpoint", "fingerprint", "measured_at")
+    profile["nodes"] = [{**first, **{key: node[key] for key in own if key in node}} for node in profile["nodes"]]
+    with open(path, "w") as written:
+        yaml.safe_dump(profile, written)
+    return path
+
+
+def test_tiles_between_nodes_go_worker_to_worker_or_through_the_coordinator(local, tmp_path):
+    # Tiles of 256: each task's compute outweighs moving a tile, and the nodes' figures are equal,
+    # so every node gets tasks and some tile must move between nodes.
+    equal = profile_with_every_node_like_the_first(local.cluster, tmp_path / "equal.profile.yaml")
+    with tessera.Cluster(local.config, profile_path=equal) as cluster:
+        P = small_integers(768, 768, 12)
+        sent = {}
+        for route in ("direct", "coordinator"):
+            value, report = (cluster.array(P) ** 4).compute(tile=256, every_node=True, verify="exact", tile_route=route)
+            assert np.array_equal(value, np.linalg.matrix_power(P, 4)), route
+            assert report.scheduled["tile_route"] == route
+            peers = sum(node["peer_bytes_sent"] for node in report.scheduled["nodes"])
+            assert (peers > 0) == (route == "direct"), route
+            sent[route] = report.scheduled["coordinator_bytes_sent"]
+        assert sent["direct"] < sent["coordinator"]
+        with pytest.raises(tessera.InvalidInputError, match="tile_route: unknown tile route 'sideways'"):
+            (cluster.array(P) ** 2).compute(tile_route="sideways")
 
 
 def test_rewriting_is_reported_and_can_be_turned_off(cluster):
